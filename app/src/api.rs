@@ -1,0 +1,290 @@
+//! Request and response bodies of the REST API under `/api`, shared by the server (which
+//! produces them) and the dashboard (which consumes them), so both speak one API.
+//!
+//! Field names are camelCase (contract: "field names are camelCase"). Timestamps are ISO
+//! 8601 UTC strings such as `2026-11-20T10:00:00Z` (api.md § Conventions).
+
+use serde::{Deserialize, Serialize};
+
+#[cfg(feature = "ssr")]
+use utoipa::ToSchema;
+
+/// Every error body of the API: `{"error": reason, "message": what to fix}`
+/// (contract § Errors; api.md § Conventions).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct ErrorBody {
+    /// The HTTP reason phrase, or the contract's fixed value for 401/403/429.
+    pub error: String,
+    /// A human-readable explanation of what went wrong and how to fix it.
+    pub message: String,
+}
+
+/// `POST /api/auth/signup` body (contract § Signup; api.md § Auth).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct SignupRequest {
+    /// The user's full name; required, 1..=200 characters after trimming.
+    pub name: String,
+    /// A syntactically valid email address (RFC 5322 addr-spec), at most 254 characters.
+    pub email: String,
+    /// 8..=128 characters.
+    pub password: String,
+    /// Optional company name, at most 200 characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub company: Option<String>,
+    /// Optional ISO 3166-1 alpha-2 country code such as `DE`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub country: Option<String>,
+    /// Optional phone number: digits with an optional leading `+`, spaces, dashes, dots
+    /// and parentheses; 7..=15 digits (ITU-T E.164 length).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phone: Option<String>,
+}
+
+/// The public view of a user returned by signup and login.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct UserSummary {
+    pub id: String,
+    pub email: String,
+    pub name: String,
+}
+
+/// `201` answer of signup.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct SignupResponse {
+    pub success: bool,
+    pub user: UserSummary,
+    pub message: String,
+}
+
+/// `POST /api/auth/login` body.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct LoginRequest {
+    pub email: String,
+    pub password: String,
+}
+
+/// An access token (JWT, 15 minutes) and a refresh token (JWT, 7 days).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct TokenPair {
+    pub access_token: String,
+    pub refresh_token: String,
+}
+
+/// `200` answer of login.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct LoginResponse {
+    pub success: bool,
+    pub user: UserSummary,
+    pub tokens: TokenPair,
+}
+
+/// `POST /api/auth/refresh` body. The dashboard may omit `refreshToken`; the refresh
+/// cookie is used then.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct RefreshRequest {
+    #[serde(default)]
+    pub refresh_token: Option<String>,
+}
+
+/// `200` answer of refresh: a rotated token pair.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct RefreshResponse {
+    pub success: bool,
+    pub tokens: TokenPair,
+}
+
+/// A neutral `{success, message}` answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct MessageResponse {
+    pub success: bool,
+    pub message: String,
+}
+
+/// `{success}` answer of deletions.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct SuccessResponse {
+    pub success: bool,
+}
+
+/// `POST /api/auth/verify-email` body.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct TokenRequest {
+    pub token: String,
+}
+
+/// Body with one email: resend-verification and forgot-password.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct EmailRequest {
+    pub email: String,
+}
+
+/// `POST /api/auth/reset-password` body.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct ResetPasswordRequest {
+    pub token: String,
+    /// The new password, 8..=128 characters.
+    pub password: String,
+}
+
+/// The full profile of the signed-in user (`GET /api/auth/me`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct UserProfile {
+    pub id: String,
+    pub email: String,
+    pub name: String,
+    pub company: Option<String>,
+    pub country: Option<String>,
+    pub phone: Option<String>,
+    /// `free`, `starter`, `business` or `pro`.
+    pub plan: String,
+    pub email_verified: bool,
+    pub created_at: String,
+}
+
+/// `GET /api/auth/me` answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct MeResponse {
+    pub user: UserProfile,
+}
+
+/// One live session of the user.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct SessionInfo {
+    pub id: String,
+    pub created_at: String,
+    pub last_seen_at: String,
+    pub user_agent: Option<String>,
+    pub ip: Option<String>,
+    /// True for the session that made this request.
+    pub current: bool,
+}
+
+/// `GET /api/auth/sessions` answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct SessionsResponse {
+    pub sessions: Vec<SessionInfo>,
+}
+
+/// A configured third-party sign-in provider.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct AuthProvider {
+    /// `google`, `github` or `microsoft`.
+    pub code: String,
+    pub name: String,
+}
+
+/// `GET /api/auth/providers` answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct AuthProvidersResponse {
+    pub providers: Vec<AuthProvider>,
+}
+
+/// `POST /api/api-keys` body.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct CreateApiKeyRequest {
+    /// 1..=100 characters.
+    pub name: String,
+    /// A non-empty set of scope names such as `agents:read` (contract § API key scopes).
+    pub scopes: Vec<String>,
+    /// Optional ISO 8601 expiry in the future, e.g. `2027-01-01T00:00:00Z`.
+    #[serde(default)]
+    pub expires_at: Option<String>,
+}
+
+/// An API key as listed: never the secret or its hash.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ApiKeyInfo {
+    pub id: String,
+    pub name: String,
+    /// The first 12 characters of the key, e.g. `key_AbCdEfGh`.
+    pub prefix: String,
+    pub scopes: Vec<String>,
+    pub expires_at: Option<String>,
+    pub created_at: String,
+    pub last_used_at: Option<String>,
+}
+
+/// `201` answer of key creation and rotation: `key` is shown only here.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct CreatedApiKey {
+    pub api_key: ApiKeyInfo,
+    /// `key_` followed by base64url of 32 random bytes.
+    pub key: String,
+}
+
+/// `GET /api/api-keys` answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ApiKeysResponse {
+    pub api_keys: Vec<ApiKeyInfo>,
+}
+
+/// `GET /api/health` answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct HealthResponse {
+    /// `ok` when the database answers.
+    pub status: String,
+    pub version: String,
+}
+
+/// The ten API key scopes of the contract (§ API key scopes), in the contract's order.
+pub const SCOPES: [&str; 10] = [
+    "agents:read",
+    "agents:write",
+    "chat:read",
+    "chat:write",
+    "knowledge:read",
+    "knowledge:write",
+    "integrations:read",
+    "integrations:write",
+    "webhooks:read",
+    "webhooks:write",
+];
+
+/// Name of the httpOnly cookie that carries the dashboard's access token.
+pub const ACCESS_COOKIE: &str = "ac_access";
+/// Name of the httpOnly cookie that carries the dashboard's refresh token.
+pub const REFRESH_COOKIE: &str = "ac_refresh";
+/// Name of the readable cookie holding the CSRF token (double-submit pattern).
+pub const CSRF_COOKIE: &str = "ac_csrf";
+/// Header in which cookie-authenticated unsafe requests echo the CSRF cookie.
+pub const CSRF_HEADER: &str = "x-csrf-token";

@@ -1,0 +1,238 @@
+//! Configuration from the environment (a `.env` file is read first when present), with
+//! the variable names and defaults of api.md § Configuration.
+
+use std::{
+    io::Write,
+    net::SocketAddr,
+    path::{Path, PathBuf},
+};
+
+use anyhow::Context;
+use base64::{engine::general_purpose::STANDARD, Engine};
+use rand::RngCore;
+use secrecy::SecretString;
+
+use crate::domain::Plan;
+
+/// Everything the service needs to start.
+#[derive(Clone)]
+pub struct Config {
+    /// `LEPTOS_SITE_ADDR`, default `127.0.0.1:3000`. Port 0 picks a free port (tests).
+    pub site_addr: SocketAddr,
+    /// `DATABASE_URL`, default `sqlite://{DATA_DIR}/agentchat.db`.
+    pub database_url: String,
+    /// `DATA_DIR`, default `data`: mail outbox, uploads, generated secrets.
+    pub data_dir: PathBuf,
+    /// `PUBLIC_URL`, default `http://{LEPTOS_SITE_ADDR}`, without a trailing slash: the
+    /// base of links in emails and OAuth redirects. When it is https, cookies are `Secure`.
+    pub public_url: String,
+    /// `JWT_SECRET`, else generated once into `DATA_DIR/jwt_secret`.
+    pub jwt_secret: SecretString,
+    /// `ENCRYPTION_KEY` (base64 of 32 bytes), else generated once into
+    /// `DATA_DIR/encryption_key`.
+    pub encryption_key: SecretString,
+    /// `SMTP_URL`, a lettre SMTP transport URL (`smtp://host:port`, `smtps://user:pass@host`).
+    /// Unset: mail is written to `DATA_DIR/mail` and its link logged.
+    pub smtp_url: Option<SecretString>,
+    /// `MAIL_FROM`, default `AgentChat <no-reply@localhost>`.
+    pub mail_from: String,
+    /// `REDIS_URL`: shared rate-limit state for several instances.
+    pub redis_url: Option<String>,
+    /// `AGENT_LIMITS`: agents allowed per plan as `free=3,starter=10,business=50,pro=500`.
+    pub agent_limits: [u32; 4],
+    /// Leptos output: `LEPTOS_OUTPUT_NAME` (default `agentchat`).
+    pub leptos_output_name: String,
+    /// `LEPTOS_SITE_ROOT`, default `target/site`.
+    pub leptos_site_root: String,
+    /// `LEPTOS_SITE_PKG_DIR`, default `pkg`.
+    pub leptos_site_pkg_dir: String,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Secrets are left out on purpose.
+        f.debug_struct("Config")
+            .field("site_addr", &self.site_addr)
+            .field("database_url", &self.database_url)
+            .field("data_dir", &self.data_dir)
+            .field("public_url", &self.public_url)
+            .field("smtp", &self.smtp_url.is_some())
+            .field("mail_from", &self.mail_from)
+            .finish_non_exhaustive()
+    }
+}
+
+fn var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+impl Config {
+    /// Reads the environment (after loading `.env` when present), generating missing
+    /// secrets into `DATA_DIR`.
+    ///
+    /// Errors: an unparsable address, limit list or encryption key; an unwritable
+    /// `DATA_DIR`.
+    pub fn from_env() -> anyhow::Result<Self> {
+        let _ = dotenvy::dotenv();
+        let site_addr: SocketAddr = var("LEPTOS_SITE_ADDR")
+            .unwrap_or_else(|| "127.0.0.1:3000".into())
+            .parse()
+            .context("LEPTOS_SITE_ADDR must be host:port, e.g. 127.0.0.1:3000")?;
+        let data_dir = PathBuf::from(var("DATA_DIR").unwrap_or_else(|| "data".into()));
+        let mut config = Self::with_data_dir(data_dir, site_addr)?;
+        if let Some(url) = var("DATABASE_URL") {
+            config.database_url = url;
+        }
+        if let Some(url) = var("PUBLIC_URL") {
+            config.public_url = url.trim_end_matches('/').to_string();
+        }
+        if let Some(secret) = var("JWT_SECRET") {
+            config.jwt_secret = SecretString::from(secret);
+        }
+        if let Some(key) = var("ENCRYPTION_KEY") {
+            decode_key(&key).context("ENCRYPTION_KEY must be base64 of exactly 32 bytes")?;
+            config.encryption_key = SecretString::from(key);
+        }
+        config.smtp_url = var("SMTP_URL").map(SecretString::from);
+        if let Some(from) = var("MAIL_FROM") {
+            config.mail_from = from;
+        }
+        config.redis_url = var("REDIS_URL");
+        if let Some(limits) = var("AGENT_LIMITS") {
+            config.agent_limits = parse_agent_limits(&limits)?;
+        }
+        if let Some(v) = var("LEPTOS_OUTPUT_NAME") {
+            config.leptos_output_name = v;
+        }
+        if let Some(v) = var("LEPTOS_SITE_ROOT") {
+            config.leptos_site_root = v;
+        }
+        if let Some(v) = var("LEPTOS_SITE_PKG_DIR") {
+            config.leptos_site_pkg_dir = v;
+        }
+        Ok(config)
+    }
+
+    /// Defaults for `data_dir` and `site_addr` with no environment read: secrets generated
+    /// into (or read back from) `data_dir`. Tests and tools start from this.
+    pub fn with_data_dir(data_dir: PathBuf, site_addr: SocketAddr) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(&data_dir)
+            .with_context(|| format!("cannot create DATA_DIR {}", data_dir.display()))?;
+        let jwt_secret = load_or_generate(&data_dir.join("jwt_secret"), 64, "JWT secret")?;
+        let encryption_key =
+            load_or_generate(&data_dir.join("encryption_key"), 32, "encryption key")?;
+        decode_key(&encryption_key).context("DATA_DIR/encryption_key is not base64 of 32 bytes")?;
+        Ok(Self {
+            site_addr,
+            database_url: format!("sqlite://{}/agentchat.db", data_dir.display()),
+            public_url: format!("http://{site_addr}"),
+            jwt_secret: SecretString::from(jwt_secret),
+            encryption_key: SecretString::from(encryption_key),
+            smtp_url: None,
+            mail_from: "AgentChat <no-reply@localhost>".into(),
+            redis_url: None,
+            agent_limits: Plan::ALL.map(Plan::default_agent_limit),
+            leptos_output_name: "agentchat".into(),
+            leptos_site_root: "target/site".into(),
+            leptos_site_pkg_dir: "pkg".into(),
+            data_dir,
+        })
+    }
+
+    /// Agents allowed on `plan`.
+    pub fn agent_limit(&self, plan: Plan) -> u32 {
+        self.agent_limits[Plan::ALL.iter().position(|p| *p == plan).unwrap_or(0)]
+    }
+
+    /// Whether cookies must carry `Secure` (PUBLIC_URL is https).
+    pub fn secure_cookies(&self) -> bool {
+        self.public_url.starts_with("https://")
+    }
+}
+
+/// Decodes a base64 32-byte key.
+pub fn decode_key(b64: &str) -> anyhow::Result<[u8; 32]> {
+    let bytes = STANDARD.decode(b64.trim())?;
+    bytes
+        .try_into()
+        .map_err(|_| anyhow::anyhow!("the key must decode to exactly 32 bytes"))
+}
+
+/// Parses `free=3,starter=10,business=50,pro=500` (any subset, others keep defaults).
+pub fn parse_agent_limits(raw: &str) -> anyhow::Result<[u32; 4]> {
+    let mut limits = Plan::ALL.map(Plan::default_agent_limit);
+    for part in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (plan, n) = part
+            .split_once('=')
+            .context("AGENT_LIMITS entries look like plan=number")?;
+        let plan: Plan = plan.parse().map_err(anyhow::Error::msg)?;
+        let index = Plan::ALL.iter().position(|p| *p == plan).unwrap_or(0);
+        limits[index] = n
+            .trim()
+            .parse()
+            .context("AGENT_LIMITS numbers must be whole numbers")?;
+    }
+    Ok(limits)
+}
+
+/// Reads a secret file, or creates it with `len` random bytes in base64 and mode 0600.
+fn load_or_generate(path: &Path, len: usize, what: &str) -> anyhow::Result<String> {
+    if let Ok(existing) = std::fs::read_to_string(path) {
+        let existing = existing.trim().to_string();
+        if !existing.is_empty() {
+            return Ok(existing);
+        }
+    }
+    let mut bytes = vec![0u8; len];
+    rand::rngs::OsRng.fill_bytes(&mut bytes);
+    let secret = STANDARD.encode(&bytes);
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options
+        .open(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    file.write_all(secret.as_bytes())?;
+    tracing::info!(path = %path.display(), "generated a new {what}");
+    Ok(secret)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn secrets_are_generated_once_with_0600() {
+        let dir = tempfile::tempdir().unwrap();
+        let addr = "127.0.0.1:0".parse().unwrap();
+        let a = Config::with_data_dir(dir.path().to_path_buf(), addr).unwrap();
+        let b = Config::with_data_dir(dir.path().to_path_buf(), addr).unwrap();
+        use secrecy::ExposeSecret;
+        assert_eq!(a.jwt_secret.expose_secret(), b.jwt_secret.expose_secret());
+        assert_eq!(
+            decode_key(a.encryption_key.expose_secret()).unwrap().len(),
+            32
+        );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(dir.path().join("jwt_secret"))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        assert!(!format!("{a:?}").contains(a.jwt_secret.expose_secret()));
+    }
+
+    #[test]
+    fn agent_limits_parse() {
+        assert_eq!(parse_agent_limits("free=1, pro=9").unwrap(), [1, 10, 50, 9]);
+        assert!(parse_agent_limits("gold=1").is_err());
+        assert!(parse_agent_limits("free=x").is_err());
+    }
+}

@@ -1,0 +1,348 @@
+//! Domain values that validate once at the edge: emails, passwords, names, countries,
+//! phones, plans and scopes.
+
+use std::{collections::BTreeSet, fmt, str::FromStr};
+
+use secrecy::{ExposeSecret, SecretString};
+
+/// A normalised email address (trimmed, lower-cased), syntactically valid per RFC 5322
+/// addr-spec (through the `email_address` crate), at most 254 characters (RFC 5321 § 4.5.3).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Email(String);
+
+impl Email {
+    /// Parses `raw`; the error says what to fix.
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let s = raw.trim().to_lowercase();
+        if s.is_empty() {
+            return Err("email is required".into());
+        }
+        if s.len() > 254 {
+            return Err("email must be at most 254 characters".into());
+        }
+        let parsed = email_address::EmailAddress::from_str(&s)
+            .map_err(|_| format!("`{}` is not a valid email address", raw.trim()))?;
+        // A bare host (`a@localhost`) is legal in RFC 5322 but never deliverable here.
+        if !parsed.domain().contains('.') {
+            return Err(format!("`{}` is not a valid email address", raw.trim()));
+        }
+        Ok(Self(s))
+    }
+
+    /// The normalised address.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Email {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Password length bounds in characters (api.md § Auth: 8..=128; OWASP ASVS 2.1.1/2.1.2).
+pub const PASSWORD_MIN: usize = 8;
+/// See [`PASSWORD_MIN`].
+pub const PASSWORD_MAX: usize = 128;
+
+/// A candidate password of 8..=128 characters, kept secret (its `Debug` is redacted).
+pub struct Password(SecretString);
+
+impl Password {
+    /// Checks the length in Unicode scalar values.
+    pub fn parse(raw: String) -> Result<Self, String> {
+        let n = raw.chars().count();
+        if n < PASSWORD_MIN {
+            return Err(format!(
+                "password must be at least {PASSWORD_MIN} characters"
+            ));
+        }
+        if n > PASSWORD_MAX {
+            return Err(format!(
+                "password must be at most {PASSWORD_MAX} characters"
+            ));
+        }
+        Ok(Self(SecretString::from(raw)))
+    }
+
+    /// The password text, for hashing only.
+    pub fn expose(&self) -> &str {
+        self.0.expose_secret()
+    }
+}
+
+impl fmt::Debug for Password {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("Password([REDACTED])")
+    }
+}
+
+/// A required display name: trimmed, 1..=`max` characters, no control characters.
+pub fn parse_name(field: &str, raw: &str, max: usize) -> Result<String, String> {
+    let s = raw.trim();
+    if s.is_empty() {
+        return Err(format!("{field} is required"));
+    }
+    if s.chars().count() > max {
+        return Err(format!("{field} must be at most {max} characters"));
+    }
+    if s.chars().any(char::is_control) {
+        return Err(format!("{field} must not contain control characters"));
+    }
+    Ok(s.to_string())
+}
+
+/// An optional free-text field: `None` or empty stays `None`; otherwise as [`parse_name`].
+pub fn parse_optional(
+    field: &str,
+    raw: Option<&str>,
+    max: usize,
+) -> Result<Option<String>, String> {
+    match raw.map(str::trim) {
+        None | Some("") => Ok(None),
+        Some(s) => parse_name(field, s, max).map(Some),
+    }
+}
+
+/// An ISO 3166-1 alpha-2 country code, upper-cased (e.g. `de` → `DE`).
+pub fn parse_country(raw: &str) -> Result<String, String> {
+    let code = raw.trim().to_uppercase();
+    isocountry::CountryCode::for_alpha2(&code)
+        .map(|c| c.alpha2().to_string())
+        .map_err(|_| format!("country `{}` is not an ISO 3166-1 alpha-2 code", raw.trim()))
+}
+
+/// A phone number: an optional leading `+`, then digits with spaces, dashes, dots or
+/// parentheses as separators; 7..=15 digits (ITU-T E.164 allows at most 15). Returned as
+/// given, trimmed.
+pub fn parse_phone(raw: &str) -> Result<String, String> {
+    let s = raw.trim();
+    let body = s.strip_prefix('+').unwrap_or(s);
+    let digits = body.chars().filter(char::is_ascii_digit).count();
+    let only_allowed = body
+        .chars()
+        .all(|c| c.is_ascii_digit() || matches!(c, ' ' | '-' | '.' | '(' | ')'));
+    if !only_allowed || !(7..=15).contains(&digits) {
+        return Err(
+            "phone must be 7 to 15 digits, optionally with a leading + and separators".into(),
+        );
+    }
+    Ok(s.to_string())
+}
+
+/// An account's plan (contract § Limits).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum Plan {
+    /// 100 requests/minute, 3 agents.
+    #[default]
+    Free,
+    /// 500 requests/minute, 10 agents.
+    Starter,
+    /// 2,000 requests/minute, 50 agents.
+    Business,
+    /// 10,000 requests/minute, 500 agents.
+    Pro,
+}
+
+impl Plan {
+    /// All plans, cheapest first.
+    pub const ALL: [Plan; 4] = [Plan::Free, Plan::Starter, Plan::Business, Plan::Pro];
+
+    /// The stored and API name (`free`, `starter`, `business`, `pro`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Plan::Free => "free",
+            Plan::Starter => "starter",
+            Plan::Business => "business",
+            Plan::Pro => "pro",
+        }
+    }
+
+    /// Requests per minute (contract § Rate limits per plan: 100/500/2000/10000).
+    pub fn requests_per_minute(self) -> u32 {
+        match self {
+            Plan::Free => 100,
+            Plan::Starter => 500,
+            Plan::Business => 2_000,
+            Plan::Pro => 10_000,
+        }
+    }
+
+    /// Default agents allowed (api.md § Plans and limits: 3/10/50/500, configurable).
+    pub fn default_agent_limit(self) -> u32 {
+        match self {
+            Plan::Free => 3,
+            Plan::Starter => 10,
+            Plan::Business => 50,
+            Plan::Pro => 500,
+        }
+    }
+}
+
+impl FromStr for Plan {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "free" => Ok(Plan::Free),
+            "starter" => Ok(Plan::Starter),
+            "business" => Ok(Plan::Business),
+            "pro" => Ok(Plan::Pro),
+            other => Err(format!(
+                "unknown plan `{other}`; use free, starter, business or pro"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// An API key scope (contract § API key scopes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Scope {
+    AgentsRead,
+    AgentsWrite,
+    ChatRead,
+    ChatWrite,
+    KnowledgeRead,
+    KnowledgeWrite,
+    IntegrationsRead,
+    IntegrationsWrite,
+    WebhooksRead,
+    WebhooksWrite,
+}
+
+impl Scope {
+    /// All scopes in the contract's order.
+    pub const ALL: [Scope; 10] = [
+        Scope::AgentsRead,
+        Scope::AgentsWrite,
+        Scope::ChatRead,
+        Scope::ChatWrite,
+        Scope::KnowledgeRead,
+        Scope::KnowledgeWrite,
+        Scope::IntegrationsRead,
+        Scope::IntegrationsWrite,
+        Scope::WebhooksRead,
+        Scope::WebhooksWrite,
+    ];
+
+    /// The wire name, e.g. `agents:read`.
+    pub fn as_str(self) -> &'static str {
+        app::api::SCOPES[self as usize]
+    }
+}
+
+impl FromStr for Scope {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Scope::ALL
+            .into_iter()
+            .find(|scope| scope.as_str() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown scope `{s}`; valid scopes: {}",
+                    app::api::SCOPES.join(", ")
+                )
+            })
+    }
+}
+
+/// A non-empty set of scopes, kept sorted and de-duplicated.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ScopeSet(BTreeSet<Scope>);
+
+impl ScopeSet {
+    /// Parses scope names; unknown names and an empty list are errors.
+    pub fn parse<S: AsRef<str>>(names: &[S]) -> Result<Self, String> {
+        if names.is_empty() {
+            return Err("scopes must name at least one scope".into());
+        }
+        names
+            .iter()
+            .map(|n| n.as_ref().parse::<Scope>())
+            .collect::<Result<BTreeSet<_>, _>>()
+            .map(Self)
+    }
+
+    /// Whether the set grants `scope`.
+    pub fn contains(&self, scope: Scope) -> bool {
+        self.0.contains(&scope)
+    }
+
+    /// Wire names in the contract's order.
+    pub fn names(&self) -> Vec<String> {
+        self.0.iter().map(|s| s.as_str().to_string()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn email_is_normalised_and_validated() {
+        assert_eq!(
+            Email::parse("  Ada@Example.COM ").unwrap().as_str(),
+            "ada@example.com"
+        );
+        for bad in [
+            "",
+            "ada",
+            "ada@",
+            "@example.com",
+            "ada@localhost",
+            "a b@example.com",
+        ] {
+            assert!(Email::parse(bad).is_err(), "{bad} accepted");
+        }
+        let long = format!("{}@example.com", "a".repeat(250));
+        assert!(Email::parse(&long).is_err());
+    }
+
+    #[test]
+    fn password_bounds_are_8_to_128_characters() {
+        assert!(Password::parse("1234567".into()).is_err());
+        assert!(Password::parse("12345678".into()).is_ok());
+        assert!(Password::parse("é".repeat(128)).is_ok());
+        assert!(Password::parse("x".repeat(129)).is_err());
+        assert_eq!(
+            format!("{:?}", Password::parse("hunter2hunter2".into()).unwrap()),
+            "Password([REDACTED])"
+        );
+    }
+
+    #[test]
+    fn country_and_phone() {
+        assert_eq!(parse_country("de").unwrap(), "DE");
+        assert!(parse_country("XX").is_err());
+        assert!(parse_country("DEU").is_err());
+        assert!(parse_phone("+49 (30) 123-4567").is_ok());
+        assert!(parse_phone("12345").is_err());
+        assert!(parse_phone("+1 555 CALL NOW").is_err());
+        assert!(parse_phone("1234567890123456").is_err());
+    }
+
+    #[test]
+    fn plans_have_the_contract_limits() {
+        let rpm: Vec<u32> = Plan::ALL.iter().map(|p| p.requests_per_minute()).collect();
+        assert_eq!(rpm, [100, 500, 2000, 10000]);
+        let agents: Vec<u32> = Plan::ALL.iter().map(|p| p.default_agent_limit()).collect();
+        assert_eq!(agents, [3, 10, 50, 500]);
+        assert_eq!("Pro".parse::<Plan>().unwrap(), Plan::Pro);
+        assert!("gold".parse::<Plan>().is_err());
+    }
+
+    #[test]
+    fn scopes_parse_strictly() {
+        let set = ScopeSet::parse(&["chat:write", "agents:read", "agents:read"]).unwrap();
+        assert_eq!(set.names(), ["agents:read", "chat:write"]);
+        assert!(ScopeSet::parse::<&str>(&[]).is_err());
+        assert!(ScopeSet::parse(&["agents:admin"]).is_err());
+        assert_eq!(Scope::ALL.map(|s| s.as_str()), app::api::SCOPES);
+    }
+}

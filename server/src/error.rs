@@ -1,0 +1,235 @@
+//! The API's one error type: every failure becomes `{"error", "message"}` with the right
+//! status (contract § Errors; api.md § Conventions).
+
+use app::api::ErrorBody;
+use axum::{
+    extract::rejection::{JsonRejection, PathRejection, QueryRejection},
+    http::{header, HeaderValue, StatusCode},
+    response::{IntoResponse, Response},
+    Json,
+};
+
+/// The fixed 401 message of the contract.
+pub const UNAUTHORIZED_MESSAGE: &str = "Invalid or expired token";
+/// The fixed 403 message of the contract (missing scope).
+pub const FORBIDDEN_MESSAGE: &str = "Insufficient permissions";
+/// The fixed 429 `error` value of the contract.
+pub const RATE_LIMITED_ERROR: &str = "Rate limit exceeded";
+/// The fixed 429 message of the contract.
+pub const RATE_LIMITED_MESSAGE: &str = "Too many requests. Please try again later.";
+
+/// An error answered to an API client.
+///
+/// `error` is the HTTP reason phrase except for the contract's fixed 401, 403 and 429
+/// bodies. Internal errors are logged with the request's span (which carries the request
+/// id) and answered with a generic message, never their details.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// 400 with a message saying what to fix.
+    #[error("bad request: {0}")]
+    BadRequest(String),
+    /// 401 with the contract's fixed body.
+    #[error("unauthorized")]
+    Unauthorized,
+    /// 401 with another message (bad login credentials).
+    #[error("unauthorized: {0}")]
+    UnauthorizedWith(String),
+    /// 403 with the contract's fixed body (missing scope or an API key on an account
+    /// endpoint).
+    #[error("forbidden")]
+    Forbidden,
+    /// 403 with a specific message (unverified email, CSRF, plan limit).
+    #[error("forbidden: {0}")]
+    ForbiddenWith(String),
+    /// 404; another tenant's resource answers exactly like a missing one.
+    #[error("not found: {0}")]
+    NotFound(String),
+    /// 409, e.g. a unique violation.
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// 413.
+    #[error("payload too large: {0}")]
+    PayloadTooLarge(String),
+    /// 415.
+    #[error("unsupported media type: {0}")]
+    UnsupportedMediaType(String),
+    /// 429 with the contract's fixed body and `Retry-After` in seconds.
+    #[error("rate limited")]
+    RateLimited {
+        /// Seconds until a request may succeed again.
+        retry_after_secs: u64,
+    },
+    /// Any other status with a message (405, 502, 504, ...).
+    #[error("{status}: {message}")]
+    Status {
+        /// The HTTP status.
+        status: StatusCode,
+        /// What went wrong, safe to show.
+        message: String,
+    },
+    /// 500; the cause is logged, never sent.
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+impl ApiError {
+    /// 400 with `message`.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::BadRequest(message.into())
+    }
+
+    /// 404 naming what was not found, e.g. `not_found("Agent")` → "Agent not found".
+    pub fn not_found(what: &str) -> Self {
+        Self::NotFound(format!("{what} not found"))
+    }
+
+    /// The HTTP status of this error.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            Self::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Self::Unauthorized | Self::UnauthorizedWith(_) => StatusCode::UNAUTHORIZED,
+            Self::Forbidden | Self::ForbiddenWith(_) => StatusCode::FORBIDDEN,
+            Self::NotFound(_) => StatusCode::NOT_FOUND,
+            Self::Conflict(_) => StatusCode::CONFLICT,
+            Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::Status { status, .. } => *status,
+            Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The `{error, message}` body of this error.
+    pub fn body(&self) -> ErrorBody {
+        let status = self.status();
+        let (error, message) = match self {
+            Self::Unauthorized => ("Unauthorized".into(), UNAUTHORIZED_MESSAGE.into()),
+            Self::Forbidden => ("Forbidden".into(), FORBIDDEN_MESSAGE.into()),
+            Self::RateLimited { .. } => (RATE_LIMITED_ERROR.into(), RATE_LIMITED_MESSAGE.into()),
+            Self::Internal(_) => (
+                reason(status),
+                "An internal error occurred. Please try again later.".into(),
+            ),
+            Self::BadRequest(m)
+            | Self::UnauthorizedWith(m)
+            | Self::ForbiddenWith(m)
+            | Self::NotFound(m)
+            | Self::Conflict(m)
+            | Self::PayloadTooLarge(m)
+            | Self::UnsupportedMediaType(m)
+            | Self::Status { message: m, .. } => (reason(status), m.clone()),
+        };
+        ErrorBody { error, message }
+    }
+}
+
+/// The canonical reason phrase of `status`, e.g. `Bad Request`.
+pub fn reason(status: StatusCode) -> String {
+    status.canonical_reason().unwrap_or("Error").to_string()
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        if let Self::Internal(err) = &self {
+            tracing::error!(error = ?err, "internal error");
+        }
+        let mut response = (self.status(), Json(self.body())).into_response();
+        if let Self::RateLimited { retry_after_secs } = self {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
+        }
+        response
+    }
+}
+
+impl From<crate::store::StoreError> for ApiError {
+    fn from(err: crate::store::StoreError) -> Self {
+        match err {
+            crate::store::StoreError::Conflict(what) => Self::Conflict(what),
+            crate::store::StoreError::NotFound => Self::NotFound("Not found".into()),
+            crate::store::StoreError::Database(e) => Self::Internal(e.into()),
+            crate::store::StoreError::Other(e) => Self::Internal(e),
+        }
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(rejection: JsonRejection) -> Self {
+        match rejection {
+            JsonRejection::MissingJsonContentType(_) => Self::UnsupportedMediaType(
+                "Expected a request with `Content-Type: application/json`".into(),
+            ),
+            JsonRejection::JsonSyntaxError(e) => {
+                Self::BadRequest(format!("Malformed JSON body: {}", e.body_text()))
+            }
+            JsonRejection::JsonDataError(e) => {
+                Self::BadRequest(format!("Invalid request body: {}", e.body_text()))
+            }
+            JsonRejection::BytesRejection(e) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+                Self::PayloadTooLarge("The request body is larger than allowed (1 MiB)".into())
+            }
+            other => Self::Status {
+                status: other.status(),
+                message: other.body_text(),
+            },
+        }
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(rejection: QueryRejection) -> Self {
+        Self::BadRequest(format!("Invalid query string: {}", rejection.body_text()))
+    }
+}
+
+impl From<PathRejection> for ApiError {
+    fn from(rejection: PathRejection) -> Self {
+        Self::BadRequest(format!("Invalid path parameter: {}", rejection.body_text()))
+    }
+}
+
+/// Result alias for handlers.
+pub type ApiResult<T> = Result<T, ApiError>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fixed_bodies_match_the_contract() {
+        let b = ApiError::Unauthorized.body();
+        assert_eq!(
+            (b.error.as_str(), b.message.as_str()),
+            ("Unauthorized", "Invalid or expired token")
+        );
+        let b = ApiError::Forbidden.body();
+        assert_eq!(
+            (b.error.as_str(), b.message.as_str()),
+            ("Forbidden", "Insufficient permissions")
+        );
+        let b = ApiError::RateLimited {
+            retry_after_secs: 3,
+        }
+        .body();
+        assert_eq!(
+            (b.error.as_str(), b.message.as_str()),
+            (
+                "Rate limit exceeded",
+                "Too many requests. Please try again later."
+            )
+        );
+    }
+
+    #[test]
+    fn other_statuses_use_the_reason_phrase_and_hide_internals() {
+        assert_eq!(ApiError::bad_request("x").body().error, "Bad Request");
+        assert_eq!(
+            ApiError::not_found("Agent").body().message,
+            "Agent not found"
+        );
+        let b = ApiError::Internal(anyhow::anyhow!("secret db path /x")).body();
+        assert_eq!(b.error, "Internal Server Error");
+        assert!(!b.message.contains("secret"));
+    }
+}

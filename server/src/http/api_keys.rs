@@ -1,0 +1,216 @@
+//! `/api/api-keys`: create, list, revoke and rotate API keys (contract § API key, § API key
+//! lifecycle; api.md § API keys). Only a user session may manage keys: an API key gets 403.
+
+use app::api::{
+    ApiKeyInfo, ApiKeysResponse, CreateApiKeyRequest, CreatedApiKey, ErrorBody, SuccessResponse,
+};
+use axum::{extract::State, http::StatusCode, Json};
+use chrono::{DateTime, NaiveDate, Utc};
+use tracing::instrument;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+use super::{
+    extract::{ApiJson, ApiPath, Auth},
+    iso, AppState,
+};
+use crate::{
+    auth::keys,
+    domain::{parse_name, ScopeSet},
+    error::{ApiError, ApiResult},
+    store::ApiKeyRecord,
+};
+
+/// Live keys one account may hold.
+pub const MAX_KEYS_PER_USER: usize = 100;
+
+/// The API key routes.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(create, list))
+        .routes(routes!(revoke))
+        .routes(routes!(rotate))
+}
+
+fn info(k: &ApiKeyRecord) -> ApiKeyInfo {
+    ApiKeyInfo {
+        id: k.id.clone(),
+        name: k.name.clone(),
+        prefix: k.prefix.clone(),
+        scopes: k.scopes.clone(),
+        expires_at: k.expires_at.map(iso),
+        created_at: iso(k.created_at),
+        last_used_at: k.last_used_at.map(iso),
+    }
+}
+
+/// Parses an expiry: an RFC 3339 timestamp, or a date (`2027-01-31`) meaning the end of
+/// that day in UTC.
+fn parse_expiry(raw: &str) -> Result<DateTime<Utc>, String> {
+    let raw = raw.trim();
+    if let Ok(t) = DateTime::parse_from_rfc3339(raw) {
+        return Ok(t.with_timezone(&Utc));
+    }
+    NaiveDate::parse_from_str(raw, "%Y-%m-%d")
+        .ok()
+        .and_then(|d| d.and_hms_opt(23, 59, 59))
+        .map(|t| t.and_utc())
+        .ok_or_else(|| format!("expiresAt `{raw}` is not an ISO 8601 timestamp or date"))
+}
+
+/// Stores a new key for `user_id` and returns it with its one-time secret.
+async fn issue(
+    state: &AppState,
+    user_id: &str,
+    name: String,
+    scopes: &ScopeSet,
+    expires_at: Option<DateTime<Utc>>,
+) -> ApiResult<CreatedApiKey> {
+    let generated = keys::generate();
+    let record = ApiKeyRecord {
+        id: uuid::Uuid::now_v7().to_string(),
+        user_id: user_id.to_string(),
+        name,
+        prefix: generated.prefix,
+        key_hash: generated.hash,
+        scopes: scopes.names(),
+        expires_at,
+        created_at: state.auth.clock.now(),
+        last_used_at: None,
+        revoked_at: None,
+    };
+    state.store.create_api_key(record.clone()).await?;
+    Ok(CreatedApiKey {
+        api_key: info(&record),
+        key: generated.key,
+    })
+}
+
+/// Create an API key. The full key is in this answer only.
+#[utoipa::path(post, path = "/api/api-keys", tag = "api-keys", security(("bearer" = [])), request_body = CreateApiKeyRequest,
+    responses((status = 201, body = CreatedApiKey), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, description = "API keys cannot manage API keys", body = ErrorBody)))]
+#[instrument(skip_all, fields(user.id = %principal.user_id))]
+async fn create(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    ApiJson(body): ApiJson<CreateApiKeyRequest>,
+) -> ApiResult<(StatusCode, Json<CreatedApiKey>)> {
+    principal.require_session()?;
+    let name = parse_name("name", &body.name, 100).map_err(ApiError::BadRequest)?;
+    let scopes = ScopeSet::parse(&body.scopes).map_err(ApiError::BadRequest)?;
+    let expires_at = match body.expires_at.as_deref().filter(|s| !s.trim().is_empty()) {
+        Some(raw) => {
+            let t = parse_expiry(raw).map_err(ApiError::BadRequest)?;
+            if t <= state.auth.clock.now() {
+                return Err(ApiError::bad_request("expiresAt must be in the future"));
+            }
+            Some(t)
+        }
+        None => None,
+    };
+    if state.store.list_api_keys(&principal.user_id).await?.len() >= MAX_KEYS_PER_USER {
+        return Err(ApiError::bad_request(format!(
+            "An account may hold at most {MAX_KEYS_PER_USER} API keys; revoke one first"
+        )));
+    }
+    let created = issue(&state, &principal.user_id, name, &scopes, expires_at).await?;
+    Ok((StatusCode::CREATED, Json(created)))
+}
+
+/// The account's API keys (prefix only, never the secret or its hash).
+#[utoipa::path(get, path = "/api/api-keys", tag = "api-keys", security(("bearer" = [])),
+    responses((status = 200, body = ApiKeysResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+#[instrument(skip_all, fields(user.id = %principal.user_id))]
+async fn list(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+) -> ApiResult<Json<ApiKeysResponse>> {
+    principal.require_session()?;
+    let keys = state.store.list_api_keys(&principal.user_id).await?;
+    Ok(Json(ApiKeysResponse {
+        api_keys: keys.iter().map(info).collect(),
+    }))
+}
+
+/// Revoke an API key; it stops working at once.
+#[utoipa::path(delete, path = "/api/api-keys/{id}", tag = "api-keys", security(("bearer" = [])),
+    params(("id" = String, Path, description = "API key id")),
+    responses((status = 200, body = SuccessResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+#[instrument(skip_all, fields(user.id = %principal.user_id))]
+async fn revoke(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    ApiPath(id): ApiPath<String>,
+) -> ApiResult<Json<SuccessResponse>> {
+    principal.require_session()?;
+    let key = state
+        .store
+        .api_key(&principal.user_id, &id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("API key"))?;
+    state
+        .store
+        .revoke_api_key(&principal.user_id, &id, state.auth.clock.now())
+        .await?;
+    state.auth.forget_key(&key.key_hash);
+    Ok(Json(SuccessResponse { success: true }))
+}
+
+/// Rotate an API key: a new key with the same name, scopes and expiry; the old one is
+/// revoked at once.
+#[utoipa::path(post, path = "/api/api-keys/{id}/rotate", tag = "api-keys", security(("bearer" = [])),
+    params(("id" = String, Path, description = "API key id")),
+    responses((status = 201, body = CreatedApiKey), (status = 400, description = "The key has expired", body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+#[instrument(skip_all, fields(user.id = %principal.user_id))]
+async fn rotate(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    ApiPath(id): ApiPath<String>,
+) -> ApiResult<(StatusCode, Json<CreatedApiKey>)> {
+    principal.require_session()?;
+    let old = state
+        .store
+        .api_key(&principal.user_id, &id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("API key"))?;
+    if old.expires_at.is_some_and(|t| t <= state.auth.clock.now()) {
+        return Err(ApiError::bad_request(
+            "This API key has expired; create a new key instead",
+        ));
+    }
+    let scopes =
+        ScopeSet::parse(&old.scopes).map_err(|e| ApiError::Internal(anyhow::anyhow!(e)))?;
+    let created = issue(
+        &state,
+        &principal.user_id,
+        old.name.clone(),
+        &scopes,
+        old.expires_at,
+    )
+    .await?;
+    state
+        .store
+        .revoke_api_key(&principal.user_id, &old.id, state.auth.clock.now())
+        .await?;
+    state.auth.forget_key(&old.key_hash);
+    Ok((StatusCode::CREATED, Json(created)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expiry_accepts_timestamps_and_dates() {
+        assert_eq!(
+            iso(parse_expiry("2027-01-31").unwrap()),
+            "2027-01-31T23:59:59Z"
+        );
+        assert_eq!(
+            iso(parse_expiry("2027-01-31T10:00:00+02:00").unwrap()),
+            "2027-01-31T08:00:00Z"
+        );
+        assert!(parse_expiry("next week").is_err());
+    }
+}

@@ -1,0 +1,528 @@
+//! `/api/auth/*`: signup, email verification, login, refresh, logout, the profile,
+//! sessions and password reset (contract § Signup, § Login, § Refresh token,
+//! § Authentication; api.md § Auth).
+
+use app::api::{
+    AuthProvidersResponse, EmailRequest, ErrorBody, LoginRequest, LoginResponse, MeResponse,
+    MessageResponse, RefreshRequest, RefreshResponse, ResetPasswordRequest, SessionInfo,
+    SessionsResponse, SignupRequest, SignupResponse, SuccessResponse, TokenRequest, UserProfile,
+    UserSummary, REFRESH_COOKIE,
+};
+use axum::{
+    extract::State,
+    http::{header, HeaderMap, StatusCode},
+    response::{IntoResponse, Redirect, Response},
+    Json,
+};
+use chrono::Duration;
+use serde::Deserialize;
+use tracing::instrument;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+use super::{
+    cookies,
+    extract::{ApiJson, ApiPath, ApiQuery, Auth, ClientIp},
+    iso, AppState,
+};
+use crate::{
+    auth::keys,
+    domain::{
+        parse_country, parse_name, parse_optional, parse_phone, Email, Password, PASSWORD_MAX,
+    },
+    error::{ApiError, ApiResult},
+    mail::Mail,
+    store::{NewUser, TokenPurpose, UserRecord},
+};
+
+/// How long an email verification link works (issue: foundation, 24 hours).
+pub const VERIFY_TTL: Duration = Duration::hours(24);
+/// How long a password reset link works (OWASP Forgot Password Cheat Sheet: short-lived).
+pub const RESET_TTL: Duration = Duration::hours(1);
+
+/// The auth routes.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(signup))
+        .routes(routes!(verify_email_link, verify_email))
+        .routes(routes!(resend_verification))
+        .routes(routes!(login))
+        .routes(routes!(refresh))
+        .routes(routes!(logout))
+        .routes(routes!(me))
+        .routes(routes!(list_sessions))
+        .routes(routes!(end_session))
+        .routes(routes!(forgot_password))
+        .routes(routes!(reset_password))
+        .routes(routes!(providers))
+}
+
+fn summary(user: &UserRecord) -> UserSummary {
+    UserSummary {
+        id: user.id.clone(),
+        email: user.email.clone(),
+        name: user.name.clone(),
+    }
+}
+
+/// Creates and mails a single-use link for `user`.
+async fn send_link(state: &AppState, user: &UserRecord, purpose: TokenPurpose) -> ApiResult<()> {
+    let now = state.auth.clock.now();
+    let token = keys::random_token();
+    let ttl = if purpose == TokenPurpose::VerifyEmail {
+        VERIFY_TTL
+    } else {
+        RESET_TTL
+    };
+    state
+        .store
+        .create_email_token(&user.id, purpose, &keys::sha256_hex(&token), now + ttl, now)
+        .await?;
+    let base = &state.config.public_url;
+    let (subject, link, body) = match purpose {
+        TokenPurpose::VerifyEmail => {
+            let link = format!("{base}/api/auth/verify-email?token={token}");
+            let body = format!(
+                "Hello {},\n\nWelcome to AgentChat. Confirm your email address by opening this link:\n\n{link}\n\n\
+                 The link works once and expires in 24 hours. If you did not sign up, ignore this email.\n",
+                user.name
+            );
+            ("Verify your AgentChat email address", link, body)
+        }
+        TokenPurpose::ResetPassword => {
+            let link = format!("{base}/reset-password?token={token}");
+            let body = format!(
+                "Hello {},\n\nSomeone asked to reset the password of your AgentChat account. To choose a new \
+                 password, open this link:\n\n{link}\n\nThe link works once and expires in 1 hour. Resetting \
+                 signs you out everywhere. If you did not ask for this, ignore this email.\n",
+                user.name
+            );
+            ("Reset your AgentChat password", link, body)
+        }
+    };
+    state.mailer.send_later(Mail {
+        to: user.email.clone(),
+        subject: subject.into(),
+        body,
+        link: Some(link),
+    });
+    Ok(())
+}
+
+/// Whether a mail of `purpose` to `email` was sent in the last minute (mail-bombing guard).
+fn mail_cooling_down(state: &AppState, purpose: TokenPurpose, email: &Email) -> bool {
+    let key = format!("{}|{}", purpose.as_str(), email);
+    if state.auth.mail_cooldown.contains_key(&key) {
+        return true;
+    }
+    state.auth.mail_cooldown.insert(key, ());
+    false
+}
+
+/// Create an account; a verification link is emailed.
+#[utoipa::path(post, path = "/api/auth/signup", tag = "auth", request_body = SignupRequest,
+    responses((status = 201, body = SignupResponse), (status = 400, body = ErrorBody), (status = 409, description = "Email taken", body = ErrorBody)))]
+#[instrument(skip_all, fields(user.id))]
+async fn signup(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<SignupRequest>,
+) -> ApiResult<(StatusCode, Json<SignupResponse>)> {
+    let name = parse_name("name", &body.name, 200).map_err(ApiError::BadRequest)?;
+    let email = Email::parse(&body.email).map_err(ApiError::BadRequest)?;
+    let password = Password::parse(body.password).map_err(ApiError::BadRequest)?;
+    let company =
+        parse_optional("company", body.company.as_deref(), 200).map_err(ApiError::BadRequest)?;
+    let country = match body
+        .country
+        .as_deref()
+        .map(str::trim)
+        .filter(|c| !c.is_empty())
+    {
+        Some(c) => Some(parse_country(c).map_err(ApiError::BadRequest)?),
+        None => None,
+    };
+    let phone = match body
+        .phone
+        .as_deref()
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+    {
+        Some(p) => Some(parse_phone(p).map_err(ApiError::BadRequest)?),
+        None => None,
+    };
+    if state.store.user_by_email(&email).await?.is_some() {
+        return Err(ApiError::Conflict(
+            "An account with this email already exists".into(),
+        ));
+    }
+    let password_hash = state.auth.hasher.hash(password.expose()).await?;
+    let user = state
+        .store
+        .create_user(NewUser {
+            id: uuid::Uuid::now_v7().to_string(),
+            email,
+            name,
+            password_hash: Some(password_hash),
+            company,
+            country,
+            phone,
+            email_verified: false,
+            now: state.auth.clock.now(),
+        })
+        .await?;
+    tracing::Span::current().record("user.id", &user.id);
+    send_link(&state, &user, TokenPurpose::VerifyEmail).await?;
+    Ok((
+        StatusCode::CREATED,
+        Json(SignupResponse {
+            success: true,
+            user: summary(&user),
+            message: "Account created. Check your email for a link to verify your address before signing in.".into(),
+        }),
+    ))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+struct TokenQuery {
+    /// The token from the emailed link.
+    token: String,
+}
+
+async fn consume_verification(state: &AppState, token: &str) -> ApiResult<bool> {
+    let now = state.auth.clock.now();
+    match state
+        .store
+        .consume_email_token(TokenPurpose::VerifyEmail, &keys::sha256_hex(token), now)
+        .await?
+    {
+        Some(user_id) => {
+            state.store.mark_email_verified(&user_id, now).await?;
+            Ok(true)
+        }
+        None => Ok(false),
+    }
+}
+
+/// The emailed verification link: verifies, then redirects (303) to the dashboard's
+/// sign-in page with `?verified=1`, or `?verifyError=1` for a used or expired link.
+#[utoipa::path(get, path = "/api/auth/verify-email", tag = "auth", params(TokenQuery),
+    responses((status = 303, description = "Redirect to /login?verified=1 or /login?verifyError=1")))]
+#[instrument(skip_all)]
+async fn verify_email_link(
+    State(state): State<AppState>,
+    ApiQuery(q): ApiQuery<TokenQuery>,
+) -> ApiResult<Redirect> {
+    Ok(if consume_verification(&state, &q.token).await? {
+        Redirect::to("/login?verified=1")
+    } else {
+        Redirect::to("/login?verifyError=1")
+    })
+}
+
+/// Verify an email address with the token from the emailed link.
+#[utoipa::path(post, path = "/api/auth/verify-email", tag = "auth", request_body = TokenRequest,
+    responses((status = 200, body = MessageResponse), (status = 400, description = "Invalid, used or expired token", body = ErrorBody)))]
+#[instrument(skip_all)]
+async fn verify_email(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<TokenRequest>,
+) -> ApiResult<Json<MessageResponse>> {
+    if !consume_verification(&state, body.token.trim()).await? {
+        return Err(ApiError::bad_request(
+            "This verification link is invalid, already used or expired; request a new one",
+        ));
+    }
+    Ok(Json(MessageResponse {
+        success: true,
+        message: "Email verified. You can sign in now.".into(),
+    }))
+}
+
+/// Send a new verification link. The answer is the same whether or not the account
+/// exists (no account enumeration).
+#[utoipa::path(post, path = "/api/auth/resend-verification", tag = "auth", request_body = EmailRequest,
+    responses((status = 200, body = MessageResponse), (status = 400, body = ErrorBody)))]
+#[instrument(skip_all)]
+async fn resend_verification(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<EmailRequest>,
+) -> ApiResult<Json<MessageResponse>> {
+    let email = Email::parse(&body.email).map_err(ApiError::BadRequest)?;
+    if let Some(user) = state.store.user_by_email(&email).await? {
+        if user.email_verified_at.is_none()
+            && !mail_cooling_down(&state, TokenPurpose::VerifyEmail, &email)
+        {
+            send_link(&state, &user, TokenPurpose::VerifyEmail).await?;
+        }
+    }
+    Ok(Json(MessageResponse {
+        success: true,
+        message:
+            "If an unverified account exists for this email, a new verification link has been sent."
+                .into(),
+    }))
+}
+
+/// Sign in with email and password. Also sets the dashboard's httpOnly session cookies.
+#[utoipa::path(post, path = "/api/auth/login", tag = "auth", request_body = LoginRequest,
+    responses((status = 200, body = LoginResponse), (status = 400, body = ErrorBody),
+        (status = 401, description = "Wrong email or password (same answer for both)", body = ErrorBody),
+        (status = 403, description = "Email not verified", body = ErrorBody),
+        (status = 429, description = "Too many failed sign-ins", body = ErrorBody)))]
+#[instrument(skip_all, fields(user.id))]
+async fn login(
+    State(state): State<AppState>,
+    ClientIp(ip): ClientIp,
+    headers: HeaderMap,
+    ApiJson(body): ApiJson<LoginRequest>,
+) -> ApiResult<Response> {
+    let email = Email::parse(&body.email).map_err(ApiError::BadRequest)?;
+    if body.password.is_empty() {
+        return Err(ApiError::bad_request("password is required"));
+    }
+    let user = state.store.user_by_email(&email).await?;
+    if let Some(wait) =
+        state
+            .auth
+            .throttle
+            .blocked(email.as_str(), ip, user.as_ref().map(|u| u.id.as_str()))
+    {
+        return Err(ApiError::RateLimited {
+            retry_after_secs: wait.as_secs().max(1),
+        });
+    }
+    let hash = user.as_ref().and_then(|u| u.password_hash.as_deref());
+    let plausible = body.password.chars().count() <= PASSWORD_MAX;
+    let matches = state
+        .auth
+        .hasher
+        .verify(hash, if plausible { &body.password } else { "" })
+        .await?
+        && plausible;
+    let Some(user) = user.filter(|_| matches) else {
+        state.auth.throttle.failed(email.as_str(), ip);
+        return Err(ApiError::UnauthorizedWith(
+            "Invalid email or password".into(),
+        ));
+    };
+    tracing::Span::current().record("user.id", &user.id);
+    if user.email_verified_at.is_none() {
+        return Err(ApiError::ForbiddenWith(
+            "Email address not verified. Open the link we emailed you, or request a new one."
+                .into(),
+        ));
+    }
+    state.auth.throttle.succeeded(email.as_str(), ip, &user.id);
+    let user_agent = headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let issued = state
+        .auth
+        .start_session(&user.id, user_agent, Some(ip))
+        .await?;
+    let mut response = Json(LoginResponse {
+        success: true,
+        user: summary(&user),
+        tokens: issued.tokens.clone(),
+    })
+    .into_response();
+    cookies::set_session(
+        response.headers_mut(),
+        &issued.tokens,
+        state.config.secure_cookies(),
+    );
+    Ok(response)
+}
+
+/// Exchange a refresh token for a new token pair. The refresh token is rotated: using an
+/// old one again ends the session (401). Without `refreshToken` in the body, the
+/// dashboard's refresh cookie is used (and the CSRF header is required).
+#[utoipa::path(post, path = "/api/auth/refresh", tag = "auth", request_body = RefreshRequest,
+    responses((status = 200, body = RefreshResponse), (status = 401, body = ErrorBody), (status = 403, description = "CSRF check failed", body = ErrorBody)))]
+#[instrument(skip_all)]
+async fn refresh(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    ApiJson(body): ApiJson<RefreshRequest>,
+) -> ApiResult<Response> {
+    let from_cookie = body.refresh_token.is_none();
+    let token = match body.refresh_token {
+        Some(t) => t,
+        None => {
+            let token = cookies::get(&headers, REFRESH_COOKIE).ok_or(ApiError::Unauthorized)?;
+            if !cookies::csrf_ok(&headers) {
+                return Err(ApiError::ForbiddenWith(
+                    "Missing or invalid CSRF token".into(),
+                ));
+            }
+            token
+        }
+    };
+    let issued = state.auth.refresh(token.trim()).await?;
+    let mut response = Json(RefreshResponse {
+        success: true,
+        tokens: issued.tokens.clone(),
+    })
+    .into_response();
+    if from_cookie {
+        cookies::set_session(
+            response.headers_mut(),
+            &issued.tokens,
+            state.config.secure_cookies(),
+        );
+    }
+    Ok(response)
+}
+
+/// End the current session (and clear the dashboard cookies).
+#[utoipa::path(post, path = "/api/auth/logout", tag = "auth", security(("bearer" = [])),
+    responses((status = 200, body = SuccessResponse), (status = 401, body = ErrorBody), (status = 403, description = "API keys cannot sign out", body = ErrorBody)))]
+#[instrument(skip_all, fields(user.id = %principal.user_id))]
+async fn logout(State(state): State<AppState>, Auth(principal): Auth) -> ApiResult<Response> {
+    let session_id = principal.require_session()?;
+    state
+        .auth
+        .end_session(&principal.user_id, session_id, "logout")
+        .await?;
+    let mut response = Json(SuccessResponse { success: true }).into_response();
+    cookies::clear_session(response.headers_mut(), state.config.secure_cookies());
+    Ok(response)
+}
+
+/// The signed-in user's profile.
+#[utoipa::path(get, path = "/api/auth/me", tag = "auth", security(("bearer" = [])),
+    responses((status = 200, body = MeResponse), (status = 401, body = ErrorBody)))]
+#[instrument(skip_all, fields(user.id = %principal.user_id))]
+async fn me(State(state): State<AppState>, Auth(principal): Auth) -> ApiResult<Json<MeResponse>> {
+    let user = state
+        .store
+        .user_by_id(&principal.user_id)
+        .await?
+        .ok_or(ApiError::Unauthorized)?;
+    Ok(Json(MeResponse {
+        user: UserProfile {
+            id: user.id,
+            email: user.email,
+            name: user.name,
+            company: user.company,
+            country: user.country,
+            phone: user.phone,
+            plan: user.plan.as_str().into(),
+            email_verified: user.email_verified_at.is_some(),
+            created_at: iso(user.created_at),
+        },
+    }))
+}
+
+/// The user's live sessions, newest first. Session credentials only.
+#[utoipa::path(get, path = "/api/auth/sessions", tag = "auth", security(("bearer" = [])),
+    responses((status = 200, body = SessionsResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+#[instrument(skip_all, fields(user.id = %principal.user_id))]
+async fn list_sessions(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+) -> ApiResult<Json<SessionsResponse>> {
+    let current = principal.require_session()?;
+    let sessions = state
+        .auth
+        .live_sessions(&principal.user_id)
+        .await?
+        .into_iter()
+        .map(|s| SessionInfo {
+            current: s.id == current,
+            id: s.id,
+            created_at: iso(s.created_at),
+            last_seen_at: iso(s.last_seen_at),
+            user_agent: s.user_agent,
+            ip: s.ip,
+        })
+        .collect();
+    Ok(Json(SessionsResponse { sessions }))
+}
+
+/// End one of the user's sessions; its tokens stop working at once.
+#[utoipa::path(delete, path = "/api/auth/sessions/{id}", tag = "auth", security(("bearer" = [])),
+    params(("id" = String, Path, description = "Session id")),
+    responses((status = 200, body = SuccessResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+#[instrument(skip_all, fields(user.id = %principal.user_id))]
+async fn end_session(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    ApiPath(id): ApiPath<String>,
+) -> ApiResult<Json<SuccessResponse>> {
+    principal.require_session()?;
+    if !state
+        .auth
+        .end_session(&principal.user_id, &id, "ended_by_user")
+        .await?
+    {
+        return Err(ApiError::not_found("Session"));
+    }
+    Ok(Json(SuccessResponse { success: true }))
+}
+
+/// Email a password reset link. The answer is the same whether or not the account exists.
+#[utoipa::path(post, path = "/api/auth/forgot-password", tag = "auth", request_body = EmailRequest,
+    responses((status = 200, body = MessageResponse), (status = 400, body = ErrorBody)))]
+#[instrument(skip_all)]
+async fn forgot_password(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<EmailRequest>,
+) -> ApiResult<Json<MessageResponse>> {
+    let email = Email::parse(&body.email).map_err(ApiError::BadRequest)?;
+    if let Some(user) = state.store.user_by_email(&email).await? {
+        if !mail_cooling_down(&state, TokenPurpose::ResetPassword, &email) {
+            send_link(&state, &user, TokenPurpose::ResetPassword).await?;
+        }
+    }
+    Ok(Json(MessageResponse {
+        success: true,
+        message: "If an account exists for this email, a password reset link has been sent.".into(),
+    }))
+}
+
+/// Set a new password with the emailed reset token; every session of the user ends.
+#[utoipa::path(post, path = "/api/auth/reset-password", tag = "auth", request_body = ResetPasswordRequest,
+    responses((status = 200, body = MessageResponse), (status = 400, body = ErrorBody)))]
+#[instrument(skip_all, fields(user.id))]
+async fn reset_password(
+    State(state): State<AppState>,
+    ApiJson(body): ApiJson<ResetPasswordRequest>,
+) -> ApiResult<Json<MessageResponse>> {
+    let password = Password::parse(body.password).map_err(ApiError::BadRequest)?;
+    let now = state.auth.clock.now();
+    let user_id = state
+        .store
+        .consume_email_token(
+            TokenPurpose::ResetPassword,
+            &keys::sha256_hex(body.token.trim()),
+            now,
+        )
+        .await?
+        .ok_or_else(|| {
+            ApiError::bad_request(
+                "This reset link is invalid, already used or expired; request a new one",
+            )
+        })?;
+    tracing::Span::current().record("user.id", &user_id);
+    let hash = state.auth.hasher.hash(password.expose()).await?;
+    state.store.set_password_hash(&user_id, &hash, now).await?;
+    // Following the emailed link proves the address too.
+    state.store.mark_email_verified(&user_id, now).await?;
+    state
+        .auth
+        .end_all_sessions(&user_id, "password_reset")
+        .await?;
+    Ok(Json(MessageResponse {
+        success: true,
+        message: "Password changed. Sign in with your new password.".into(),
+    }))
+}
+
+/// The third-party sign-in providers configured on this server.
+#[utoipa::path(get, path = "/api/auth/providers", tag = "auth",
+    responses((status = 200, body = AuthProvidersResponse)))]
+async fn providers() -> Json<AuthProvidersResponse> {
+    // Third-party sign-in is not part of this build yet, so none is configured.
+    Json(AuthProvidersResponse { providers: vec![] })
+}

@@ -1,0 +1,248 @@
+//! The HTTP layer: `/api` routes, their middleware, and the shared application state.
+//!
+//! A request flows one way: router → [`api_middleware`] (identity from bearer token, API
+//! key or cookie; CSRF; rate limit and its headers) → handler (validates, calls the store
+//! and services) → JSON. Every error leaving `/api`, including the framework's own
+//! rejections, is the contract's `{error, message}` body.
+
+pub mod api_keys;
+pub mod auth;
+pub mod cookies;
+pub mod extract;
+pub mod ops;
+
+use std::sync::Arc;
+
+use axum::{
+    body::Body,
+    extract::{FromRef, Request, State},
+    http::{header, HeaderMap, HeaderValue, Method, StatusCode},
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+use leptos::prelude::LeptosOptions;
+use utoipa::OpenApi;
+use utoipa_axum::router::OpenApiRouter;
+
+use crate::{
+    auth::AuthService,
+    config::Config,
+    error::{reason, ApiError},
+    mail::Mailer,
+    ratelimit::RateLimiter,
+    store::Store,
+};
+
+use self::extract::{ClientIp, Identity};
+
+/// Requests per minute allowed to one client IP on unauthenticated endpoints (the Free
+/// plan's budget; api.md: "unauthenticated endpoints count per client IP").
+pub const ANONYMOUS_PER_MINUTE: u32 = 100;
+/// Largest JSON body accepted (api.md § Conventions: over 1 MiB → 413).
+pub const MAX_JSON_BODY: usize = 1024 * 1024;
+
+/// Everything handlers share.
+#[derive(Clone)]
+pub struct AppState {
+    /// Start-up configuration.
+    pub config: Arc<Config>,
+    /// Persistence.
+    pub store: Arc<dyn Store>,
+    /// Authentication rules and sessions.
+    pub auth: AuthService,
+    /// Per-plan request budgets.
+    pub limiter: Arc<dyn RateLimiter>,
+    /// Outgoing mail.
+    pub mailer: Mailer,
+    /// Leptos settings for the dashboard.
+    pub leptos: LeptosOptions,
+}
+
+impl FromRef<AppState> for LeptosOptions {
+    fn from_ref(state: &AppState) -> Self {
+        state.leptos.clone()
+    }
+}
+
+/// The OpenAPI document's fixed parts; paths come from the handlers' annotations.
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "AgentChat API",
+        description = "Configurable AI agents: accounts, API keys, agents, chat, knowledge, integrations and webhooks. \
+            Authenticate with `Authorization: Bearer <accessToken | apiKey>`. Errors are `{error, message}`.",
+        license(name = "Apache-2.0")
+    ),
+    modifiers(&SecurityAddon),
+    tags(
+        (name = "auth", description = "Accounts, sessions and tokens"),
+        (name = "api-keys", description = "API keys for programmatic access"),
+        (name = "operations", description = "Health and API description")
+    )
+)]
+pub struct ApiDoc;
+
+struct SecurityAddon;
+
+impl utoipa::Modify for SecurityAddon {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "An access token (JWT) from login or refresh, or an API key `key_...`",
+                    ))
+                    .build(),
+            ),
+        );
+    }
+}
+
+/// Every `/api` route with its OpenAPI description.
+pub fn api_router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .merge(auth::router())
+        .merge(api_keys::router())
+        .merge(ops::router())
+}
+
+fn bearer(headers: &HeaderMap) -> Option<Result<&str, ()>> {
+    let value = headers.get(header::AUTHORIZATION)?;
+    let parsed = value
+        .to_str()
+        .ok()
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim)
+        .filter(|t| !t.is_empty());
+    Some(parsed.ok_or(()))
+}
+
+fn is_unsafe(method: &Method) -> bool {
+    !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
+}
+
+/// Works out who the caller is (see [`Identity`]).
+async fn identify(
+    state: &AppState,
+    headers: &HeaderMap,
+    method: &Method,
+) -> Result<Identity, ApiError> {
+    if let Some(bearer) = bearer(headers) {
+        let Ok(token) = bearer else {
+            return Ok(Identity::Invalid);
+        };
+        return Ok(match state.auth.authenticate(token).await? {
+            Some(p) => Identity::Authenticated(p),
+            None => Identity::Invalid,
+        });
+    }
+    let Some(token) = cookies::get(headers, app::api::ACCESS_COOKIE) else {
+        return Ok(Identity::Anonymous);
+    };
+    if is_unsafe(method) && !cookies::csrf_ok(headers) {
+        return Ok(Identity::CsrfRejected);
+    }
+    Ok(match state.auth.authenticate(&token).await? {
+        Some(p) => Identity::Authenticated(p),
+        None => Identity::Invalid,
+    })
+}
+
+/// The `/api` middleware: identity, rate limit (per account, or per client IP when
+/// unauthenticated), the `X-RateLimit-*` headers on every answer, and JSON bodies for
+/// errors that the framework produced without one (404, 405, 413, ...).
+pub async fn api_middleware(
+    State(state): State<AppState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    if request.uri().path() == "/api/health" {
+        return json_errors(next.run(request).await).await;
+    }
+    let identity = match identify(&state, request.headers(), request.method()).await {
+        Ok(identity) => identity,
+        Err(err) => return err.into_response(),
+    };
+    let (key, budget) = match &identity {
+        Identity::Authenticated(p) => (format!("user:{}", p.user_id), p.plan.requests_per_minute()),
+        _ => (
+            format!("ip:{}", ClientIp::of(request.extensions()).0),
+            ANONYMOUS_PER_MINUTE,
+        ),
+    };
+    let decision = state.limiter.check(&key, budget).await;
+    let mut response = if decision.allowed {
+        request.extensions_mut().insert(identity);
+        json_errors(next.run(request).await).await
+    } else {
+        ApiError::RateLimited {
+            retry_after_secs: decision.retry_after_secs,
+        }
+        .into_response()
+    };
+    let headers = response.headers_mut();
+    headers.insert("x-ratelimit-limit", HeaderValue::from(decision.limit));
+    headers.insert(
+        "x-ratelimit-remaining",
+        HeaderValue::from(decision.remaining),
+    );
+    headers.insert("x-ratelimit-reset", HeaderValue::from(decision.reset_at));
+    response
+}
+
+/// Replaces a non-JSON error body with `{error, message}`.
+async fn json_errors(response: Response) -> Response {
+    let status = response.status();
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if status.as_u16() < 400 || is_json {
+        return response;
+    }
+    let message = match status {
+        StatusCode::NOT_FOUND => "No API endpoint at this path; see /api/docs".to_string(),
+        StatusCode::METHOD_NOT_ALLOWED => {
+            "This method is not allowed on this path; see /api/docs".to_string()
+        }
+        StatusCode::PAYLOAD_TOO_LARGE => "The request body is larger than allowed".to_string(),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => {
+            "Unsupported Content-Type for this endpoint".to_string()
+        }
+        s if s.is_server_error() => {
+            "An internal error occurred. Please try again later.".to_string()
+        }
+        s => format!("The request failed: {}", reason(s)),
+    };
+    let (mut parts, _) = response.into_parts();
+    let body = serde_json::to_vec(&app::api::ErrorBody {
+        error: reason(status),
+        message,
+    })
+    .unwrap_or_default();
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(body))
+}
+
+/// An ISO 8601 UTC timestamp with second precision, e.g. `2026-11-20T10:00:00Z`
+/// (api.md § Conventions).
+pub fn iso(t: chrono::DateTime<chrono::Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// The answer for an unknown `/api` path.
+pub async fn api_not_found() -> ApiError {
+    ApiError::NotFound("No API endpoint at this path; see /api/docs".into())
+}

@@ -1,0 +1,228 @@
+//! Operations: `GET /api/health`, the OpenAPI 3.1 document generated from the handlers'
+//! annotations (`GET /api/openapi.json`) and a self-contained reference page rendered from
+//! it (`GET /api/docs`, no external scripts so it works offline).
+
+use std::{fmt::Write, sync::Arc};
+
+use app::api::HealthResponse;
+use axum::{extract::State, http::StatusCode, response::Html, Extension, Json};
+use serde_json::Value;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+use super::AppState;
+
+/// The generated OpenAPI document, shared with the handlers that serve it.
+#[derive(Clone)]
+pub struct OpenApiDocument(pub Arc<utoipa::openapi::OpenApi>);
+
+/// The operations routes.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(health))
+        .routes(routes!(openapi_json))
+        .routes(routes!(docs))
+}
+
+/// Liveness and version; 503 when the database does not answer. Not rate limited.
+#[utoipa::path(get, path = "/api/health", tag = "operations",
+    responses((status = 200, body = HealthResponse), (status = 503, body = HealthResponse)))]
+async fn health(State(state): State<AppState>) -> (StatusCode, Json<HealthResponse>) {
+    let version = env!("CARGO_PKG_VERSION").to_string();
+    match state.store.ping().await {
+        Ok(()) => (
+            StatusCode::OK,
+            Json(HealthResponse {
+                status: "ok".into(),
+                version,
+            }),
+        ),
+        Err(err) => {
+            tracing::error!(error = %err, "health check: database unavailable");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                Json(HealthResponse {
+                    status: "unavailable".into(),
+                    version,
+                }),
+            )
+        }
+    }
+}
+
+/// This API's OpenAPI 3.1 document.
+#[utoipa::path(get, path = "/api/openapi.json", tag = "operations",
+    responses((status = 200, description = "The OpenAPI 3.1 document", content_type = "application/json")))]
+async fn openapi_json(
+    Extension(doc): Extension<OpenApiDocument>,
+) -> Json<utoipa::openapi::OpenApi> {
+    Json((*doc.0).clone())
+}
+
+/// A browsable HTML reference of this API, generated from the OpenAPI document.
+#[utoipa::path(get, path = "/api/docs", tag = "operations",
+    responses((status = 200, description = "HTML reference", content_type = "text/html")))]
+async fn docs(Extension(doc): Extension<OpenApiDocument>) -> Html<String> {
+    Html(render_reference(
+        &serde_json::to_value(&*doc.0).unwrap_or_default(),
+    ))
+}
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn schema_name(v: &Value) -> String {
+    if let Some(r) = v.get("$ref").and_then(Value::as_str) {
+        return r.rsplit('/').next().unwrap_or(r).to_string();
+    }
+    if v.get("type").and_then(Value::as_str) == Some("array") {
+        return format!("{}[]", schema_name(v.get("items").unwrap_or(&Value::Null)));
+    }
+    v.get("type")
+        .map(|t| t.to_string().replace('"', ""))
+        .unwrap_or_else(|| "object".into())
+}
+
+fn body_schema(content: Option<&Value>) -> Option<String> {
+    let content = content?.as_object()?;
+    let (_, media) = content.iter().next()?;
+    media.get("schema").map(schema_name)
+}
+
+/// Renders the reference page: one section per operation, then every schema.
+fn render_reference(doc: &Value) -> String {
+    let mut out = String::new();
+    let title = doc
+        .pointer("/info/title")
+        .and_then(Value::as_str)
+        .unwrap_or("API");
+    let version = doc
+        .pointer("/info/version")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let _ = write!(
+        out,
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" \
+         content=\"width=device-width, initial-scale=1\"><title>{t} reference</title><style>\
+         body{{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;line-height:1.5}}\
+         code{{background:#8882;padding:0 .25rem;border-radius:.25rem}}\
+         .op{{border:1px solid #8884;border-radius:.5rem;padding:.5rem 1rem;margin:.75rem 0}}\
+         .m{{font-weight:700;text-transform:uppercase;margin-right:.5rem}}table{{border-collapse:collapse}}\
+         td,th{{border:1px solid #8884;padding:.2rem .5rem;text-align:left}}\
+         @media (prefers-color-scheme:dark){{body{{background:#111;color:#eee}}}}</style></head><body>\
+         <h1>{t} <small>{v}</small></h1><p>{d}</p><p>Machine-readable: <a href=\"/api/openapi.json\">/api/openapi.json</a></p>",
+        t = esc(title),
+        v = esc(version),
+        d = esc(doc.pointer("/info/description").and_then(Value::as_str).unwrap_or("")),
+    );
+    out.push_str("<h2>Endpoints</h2>");
+    for (path, item) in doc
+        .get("paths")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        for method in ["get", "post", "put", "patch", "delete"] {
+            let Some(op) = item.get(method) else { continue };
+            let _ = write!(
+                out,
+                "<div class=\"op\"><p><span class=\"m\">{method}</span><code>{}</code></p>",
+                esc(path)
+            );
+            if let Some(s) = op
+                .get("summary")
+                .or_else(|| op.get("description"))
+                .and_then(Value::as_str)
+            {
+                let _ = write!(out, "<p>{}</p>", esc(s));
+            }
+            if op.get("security").is_some() {
+                out.push_str("<p>Requires <code>Authorization: Bearer &lt;accessToken | apiKey&gt;</code>.</p>");
+            }
+            if let Some(params) = op.get("parameters").and_then(Value::as_array) {
+                out.push_str("<table><tr><th>parameter</th><th>in</th><th>type</th></tr>");
+                for p in params {
+                    let _ = write!(
+                        out,
+                        "<tr><td><code>{}</code></td><td>{}</td><td>{}</td></tr>",
+                        esc(p.get("name").and_then(Value::as_str).unwrap_or("")),
+                        esc(p.get("in").and_then(Value::as_str).unwrap_or("")),
+                        esc(&p.get("schema").map(schema_name).unwrap_or_default())
+                    );
+                }
+                out.push_str("</table>");
+            }
+            if let Some(s) = body_schema(op.pointer("/requestBody/content")) {
+                let _ = write!(
+                    out,
+                    "<p>Body: <a href=\"#schema-{0}\"><code>{0}</code></a></p>",
+                    esc(&s)
+                );
+            }
+            out.push_str("<p>Responses:</p><ul>");
+            for (status, response) in op
+                .get("responses")
+                .and_then(Value::as_object)
+                .into_iter()
+                .flatten()
+            {
+                let schema = body_schema(response.get("content"))
+                    .map(|s| format!(" <a href=\"#schema-{0}\"><code>{0}</code></a>", esc(&s)))
+                    .unwrap_or_default();
+                let _ = write!(
+                    out,
+                    "<li><code>{}</code> {}{}</li>",
+                    esc(status),
+                    esc(response
+                        .get("description")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")),
+                    schema
+                );
+            }
+            out.push_str("</ul></div>");
+        }
+    }
+    out.push_str("<h2>Schemas</h2>");
+    for (name, schema) in doc
+        .pointer("/components/schemas")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        let _ = write!(out, "<h3 id=\"schema-{0}\">{0}</h3>", esc(name));
+        if let Some(d) = schema.get("description").and_then(Value::as_str) {
+            let _ = write!(out, "<p>{}</p>", esc(d));
+        }
+        let required: Vec<&str> = schema
+            .get("required")
+            .and_then(Value::as_array)
+            .map(|r| r.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+            out.push_str(
+                "<table><tr><th>field</th><th>type</th><th>required</th><th>notes</th></tr>",
+            );
+            for (field, p) in props {
+                let _ = write!(
+                    out,
+                    "<tr><td><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                    esc(field),
+                    esc(&schema_name(p)),
+                    if required.contains(&field.as_str()) {
+                        "yes"
+                    } else {
+                        "no"
+                    },
+                    esc(p.get("description").and_then(Value::as_str).unwrap_or(""))
+                );
+            }
+            out.push_str("</table>");
+        }
+    }
+    out.push_str("</body></html>");
+    out
+}

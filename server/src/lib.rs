@@ -1,0 +1,15 @@
+//! AgentChat: a self-hostable service that hosts configurable AI agents.
+//!
+//! The binary `agentchat` (see `main.rs`) serves the REST API under `/api` and the Leptos
+//! dashboard. This library holds the service so that tests and benchmarks can build it.
+
+pub mod auth;
+pub mod config;
+pub mod domain;
+pub mod error;
+pub mod http;
+pub mod mail;
+pub mod ratelimit;
+pub mod startup;
+pub mod store;
+pub mod telemetry;

@@ -1,0 +1,91 @@
+//! The `agentchat` command: `serve` (default), `migrate`, `admin set-plan`,
+//! `admin verify-email`.
+
+use agentchat::{config::Config, domain::Email, startup::Application, store};
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+/// AgentChat: a self-hostable service that hosts configurable AI agents.
+///
+/// Configuration comes from the environment and a `.env` file (see README.md).
+#[derive(Parser)]
+#[command(name = "agentchat", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve the API and the dashboard on LEPTOS_SITE_ADDR (the default command).
+    Serve,
+    /// Apply database migrations and exit.
+    Migrate,
+    /// Account administration.
+    Admin {
+        #[command(subcommand)]
+        command: AdminCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum AdminCommand {
+    /// Set the plan of an account: free, starter, business or pro.
+    SetPlan {
+        /// The account's email.
+        email: String,
+        /// free, starter, business or pro.
+        plan: String,
+    },
+    /// Mark an account's email as verified.
+    VerifyEmail {
+        /// The account's email.
+        email: String,
+    },
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    agentchat::telemetry::init();
+    let config = Config::from_env()?;
+    match cli.command.unwrap_or(Command::Serve) {
+        Command::Serve => {
+            let app = Application::build(config).await?;
+            tracing::info!(addr = %app.addr(), "AgentChat listening on http://{}", app.addr());
+            app.run_until_stopped(agentchat::startup::shutdown_signal())
+                .await?;
+        }
+        Command::Migrate => {
+            let store = store::connect(&config.database_url).await?;
+            store.migrate().await?;
+            println!("migrations applied to {}", config.database_url);
+        }
+        Command::Admin { command } => {
+            let store = store::connect(&config.database_url).await?;
+            store.migrate().await?;
+            let now = chrono::Utc::now();
+            match command {
+                AdminCommand::SetPlan { email, plan } => {
+                    let email = Email::parse(&email).map_err(anyhow::Error::msg)?;
+                    let plan = plan.parse().map_err(anyhow::Error::msg)?;
+                    store
+                        .set_plan(&email, plan, now)
+                        .await
+                        .with_context(|| format!("no account with email {email}"))?;
+                    println!("{email} is now on the {plan} plan");
+                }
+                AdminCommand::VerifyEmail { email } => {
+                    let email = Email::parse(&email).map_err(anyhow::Error::msg)?;
+                    let user = store
+                        .user_by_email(&email)
+                        .await?
+                        .with_context(|| format!("no account with email {email}"))?;
+                    store.mark_email_verified(&user.id, now).await?;
+                    println!("{email} is verified");
+                }
+            }
+        }
+    }
+    Ok(())
+}

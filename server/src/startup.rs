@@ -1,0 +1,171 @@
+//! Building and running the application: state, router, listener, graceful shutdown.
+//! Tests build it on port 0 with a temporary data folder.
+
+use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
+
+use axum::{
+    extract::{DefaultBodyLimit, Request},
+    http::{HeaderName, StatusCode},
+    middleware,
+    response::{IntoResponse, Response},
+    routing::any,
+    Extension, Router,
+};
+use leptos::prelude::LeptosOptions;
+use leptos_axum::{generate_route_list, LeptosRoutes};
+use tokio::net::TcpListener;
+use tower_http::{
+    catch_panic::CatchPanicLayer,
+    request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer},
+    trace::TraceLayer,
+};
+
+use crate::{
+    auth::{password::PasswordHasher, tokens::JwtKeys, AuthService, Clock},
+    config::Config,
+    error::ApiError,
+    http::{self, ops::OpenApiDocument, AppState},
+    mail::Mailer,
+    ratelimit::GovernorLimiter,
+    store,
+};
+
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// A built, bound, not yet running service.
+pub struct Application {
+    /// Shared state (tests reach the store and the clock through it).
+    pub state: AppState,
+    listener: TcpListener,
+    router: Router,
+}
+
+impl Application {
+    /// Connects and migrates the store, builds the services and binds
+    /// `config.site_addr`.
+    pub async fn build(config: Config) -> anyhow::Result<Self> {
+        let store = store::connect(&config.database_url).await?;
+        store.migrate().await?;
+        if config.redis_url.is_some() {
+            tracing::warn!("REDIS_URL is set, but this build keeps rate-limit state in process");
+        }
+        let listener = TcpListener::bind(config.site_addr).await?;
+        let addr = listener.local_addr()?;
+        let mut config = config;
+        if config.public_url.ends_with(":0") {
+            config.public_url = format!("http://{addr}");
+        }
+        let jwt = JwtKeys::new(&config.jwt_secret, &config.public_url);
+        let hasher =
+            PasswordHasher::new(std::thread::available_parallelism().map_or(2, |n| n.get()) * 2)?;
+        let limiter = Arc::new(GovernorLimiter::default());
+        let prune = limiter.clone();
+        tokio::spawn(async move {
+            let mut every = tokio::time::interval(Duration::from_secs(60));
+            loop {
+                every.tick().await;
+                prune.prune();
+            }
+        });
+        let leptos = LeptosOptions::builder()
+            .output_name(config.leptos_output_name.clone())
+            .site_root(config.leptos_site_root.clone())
+            .site_pkg_dir(config.leptos_site_pkg_dir.clone())
+            .site_addr(addr)
+            .build();
+        let state = AppState {
+            auth: AuthService::new(store.clone(), jwt, hasher, Clock::default()),
+            mailer: Mailer::new(&config)?,
+            config: Arc::new(config),
+            store,
+            limiter,
+            leptos,
+        };
+        let router = router(state.clone());
+        Ok(Self {
+            state,
+            listener,
+            router,
+        })
+    }
+
+    /// The bound address.
+    pub fn addr(&self) -> SocketAddr {
+        self.listener
+            .local_addr()
+            .expect("a bound listener has an address")
+    }
+
+    /// Serves until `shutdown` completes, then finishes in-flight requests.
+    pub async fn run_until_stopped(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        axum::serve(
+            self.listener,
+            self.router
+                .into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(shutdown)
+        .await
+    }
+}
+
+/// The whole router: `/api` (JSON, with its middleware) and the dashboard (Leptos SSR and
+/// its static files).
+pub fn router(state: AppState) -> Router {
+    let (api, openapi) = http::api_router().split_for_parts();
+    let api: Router<AppState> = api
+        .route("/api", any(http::api_not_found))
+        .route("/api/{*rest}", any(http::api_not_found))
+        .layer(Extension(OpenApiDocument(Arc::new(openapi))))
+        .layer(DefaultBodyLimit::max(http::MAX_JSON_BODY))
+        .layer(middleware::from_fn_with_state(
+            state.clone(),
+            http::api_middleware,
+        ));
+    let routes = generate_route_list(app::App);
+    let leptos = state.leptos.clone();
+    Router::new()
+        .merge(api)
+        .leptos_routes(&state, routes, move || app::shell(leptos.clone()))
+        .fallback(leptos_axum::file_and_error_handler::<AppState, _>(app::shell))
+        .with_state(state)
+        .layer(CatchPanicLayer::custom(panic_response))
+        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+        .layer(TraceLayer::new_for_http().make_span_with(|request: &Request| {
+            let id = request.headers().get(REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("");
+            tracing::info_span!("request", request.id = %id, method = %request.method(), path = %request.uri().path())
+        }))
+        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+}
+
+fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    tracing::error!("a request handler panicked");
+    let mut response = ApiError::Internal(anyhow::anyhow!("handler panicked")).into_response();
+    *response.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
+    response
+}
+
+/// Completes on SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+    tracing::info!("shutting down: finishing in-flight requests");
+}

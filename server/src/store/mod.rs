@@ -1,0 +1,247 @@
+//! The persistence boundary. Handlers and services talk to [`Store`]; each database backend
+//! implements it in its own module with its own migrations (`migrations/<backend>/`), and
+//! [`connect`] picks the backend from the URL scheme. The store holds no HTTP types.
+
+pub mod sqlite;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use chrono::{DateTime, TimeZone, Utc};
+
+use crate::domain::{Email, Plan};
+
+/// Errors of the persistence layer.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// A uniqueness rule was violated; the text names what is taken.
+    #[error("conflict: {0}")]
+    Conflict(String),
+    /// The row does not exist (or belongs to someone else).
+    #[error("not found")]
+    NotFound,
+    /// The database failed.
+    #[error(transparent)]
+    Database(#[from] sqlx::Error),
+    /// Anything else (e.g. a stored value that does not parse).
+    #[error(transparent)]
+    Other(#[from] anyhow::Error),
+}
+
+/// Result alias of the store.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// A user account.
+#[derive(Debug, Clone)]
+pub struct UserRecord {
+    pub id: String,
+    pub email: String,
+    pub name: String,
+    /// PHC string of the argon2id hash; `None` for provider-only accounts.
+    pub password_hash: Option<String>,
+    pub company: Option<String>,
+    pub country: Option<String>,
+    pub phone: Option<String>,
+    pub plan: Plan,
+    pub email_verified_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// What signup stores.
+#[derive(Debug, Clone)]
+pub struct NewUser {
+    pub id: String,
+    pub email: Email,
+    pub name: String,
+    pub password_hash: Option<String>,
+    pub company: Option<String>,
+    pub country: Option<String>,
+    pub phone: Option<String>,
+    pub email_verified: bool,
+    pub now: DateTime<Utc>,
+}
+
+/// Purpose of a single-use email token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenPurpose {
+    /// Email verification link, valid 24 hours.
+    VerifyEmail,
+    /// Password reset link, valid 1 hour.
+    ResetPassword,
+}
+
+impl TokenPurpose {
+    /// Stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::VerifyEmail => "verify_email",
+            Self::ResetPassword => "reset_password",
+        }
+    }
+}
+
+/// A sign-in session as stored.
+#[derive(Debug, Clone)]
+pub struct SessionRecord {
+    pub id: String,
+    pub user_id: String,
+    pub refresh_jti: String,
+    pub user_agent: Option<String>,
+    pub ip: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub last_seen_at: DateTime<Utc>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// A session joined with what authorisation needs of its user.
+#[derive(Debug, Clone)]
+pub struct SessionAuth {
+    pub session: SessionRecord,
+    pub plan: Plan,
+}
+
+/// An API key as stored (never the key itself).
+#[derive(Debug, Clone)]
+pub struct ApiKeyRecord {
+    pub id: String,
+    pub user_id: String,
+    pub name: String,
+    pub prefix: String,
+    pub key_hash: String,
+    pub scopes: Vec<String>,
+    pub expires_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub last_used_at: Option<DateTime<Utc>>,
+    pub revoked_at: Option<DateTime<Utc>>,
+}
+
+/// An API key joined with its owner's plan.
+#[derive(Debug, Clone)]
+pub struct ApiKeyAuth {
+    pub key: ApiKeyRecord,
+    pub plan: Plan,
+}
+
+/// Everything the service persists. One implementation per database backend; every
+/// method is tenant-scoped where a user id is given (another user's row is "not found").
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Applies this backend's embedded migrations.
+    async fn migrate(&self) -> StoreResult<()>;
+    /// Whether the database answers.
+    async fn ping(&self) -> StoreResult<()>;
+
+    /// Creates a user; `Conflict` when the email is taken.
+    async fn create_user(&self, user: NewUser) -> StoreResult<UserRecord>;
+    async fn user_by_id(&self, id: &str) -> StoreResult<Option<UserRecord>>;
+    async fn user_by_email(&self, email: &Email) -> StoreResult<Option<UserRecord>>;
+    /// Marks the email verified (idempotent).
+    async fn mark_email_verified(&self, user_id: &str, now: DateTime<Utc>) -> StoreResult<()>;
+    /// Sets the plan of the account with `email`; `NotFound` when there is none.
+    async fn set_plan(&self, email: &Email, plan: Plan, now: DateTime<Utc>) -> StoreResult<()>;
+    async fn set_password_hash(
+        &self,
+        user_id: &str,
+        hash: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()>;
+
+    /// Stores a single-use token by its hash.
+    async fn create_email_token(
+        &self,
+        user_id: &str,
+        purpose: TokenPurpose,
+        token_hash: &str,
+        expires_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()>;
+    /// Consumes an unused, unexpired token atomically; returns its user id, or `None`.
+    async fn consume_email_token(
+        &self,
+        purpose: TokenPurpose,
+        token_hash: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<String>>;
+
+    /// Creates a session, then ends the oldest live ones beyond `max_live` (a session is
+    /// live when not revoked and seen at or after `idle_cutoff`). Returns the ids ended.
+    async fn create_session(
+        &self,
+        session: SessionRecord,
+        max_live: usize,
+        idle_cutoff: DateTime<Utc>,
+    ) -> StoreResult<Vec<String>>;
+    async fn session_auth(&self, session_id: &str) -> StoreResult<Option<SessionAuth>>;
+    /// Replaces the refresh jti if it still is `old_jti` and the session is not revoked;
+    /// false when it was not (a replay or a race lost).
+    async fn rotate_refresh(
+        &self,
+        session_id: &str,
+        old_jti: &str,
+        new_jti: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool>;
+    async fn touch_session(&self, session_id: &str, now: DateTime<Utc>) -> StoreResult<()>;
+    /// Revokes one session of `user_id`; false when there was no live one.
+    async fn revoke_session(
+        &self,
+        user_id: &str,
+        session_id: &str,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool>;
+    /// Revokes every session of the user; returns their ids.
+    async fn revoke_all_sessions(
+        &self,
+        user_id: &str,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<String>>;
+    /// Live sessions, newest first.
+    async fn live_sessions(
+        &self,
+        user_id: &str,
+        idle_cutoff: DateTime<Utc>,
+    ) -> StoreResult<Vec<SessionRecord>>;
+
+    async fn create_api_key(&self, key: ApiKeyRecord) -> StoreResult<()>;
+    /// Keys of the user that are not revoked, newest first.
+    async fn list_api_keys(&self, user_id: &str) -> StoreResult<Vec<ApiKeyRecord>>;
+    async fn api_key(&self, user_id: &str, id: &str) -> StoreResult<Option<ApiKeyRecord>>;
+    async fn api_key_by_hash(&self, key_hash: &str) -> StoreResult<Option<ApiKeyAuth>>;
+    /// Revokes a key of the user; false when none was live.
+    async fn revoke_api_key(
+        &self,
+        user_id: &str,
+        id: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool>;
+    async fn touch_api_key(&self, id: &str, now: DateTime<Utc>) -> StoreResult<()>;
+}
+
+/// Opens the store named by `url`: `sqlite://path` (embedded; the file is created) or
+/// `postgres://...`.
+///
+/// Errors: an unknown scheme, a backend not built in, or a connection failure.
+pub async fn connect(url: &str) -> anyhow::Result<Arc<dyn Store>> {
+    if url.starts_with("sqlite:") {
+        Ok(Arc::new(sqlite::SqliteStore::connect(url).await?))
+    } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+        anyhow::bail!(
+            "the PostgreSQL backend is not available in this build; use a sqlite:// DATABASE_URL"
+        )
+    } else {
+        anyhow::bail!("DATABASE_URL must start with sqlite:// or postgres://")
+    }
+}
+
+/// Epoch milliseconds of `t` (the stored form of times).
+pub fn to_millis(t: DateTime<Utc>) -> i64 {
+    t.timestamp_millis()
+}
+
+/// The time of stored epoch milliseconds.
+pub fn from_millis(ms: i64) -> DateTime<Utc> {
+    Utc.timestamp_millis_opt(ms).single().unwrap_or_default()
+}

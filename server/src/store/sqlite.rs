@@ -1,0 +1,484 @@
+//! The embedded SQLite backend: one file, WAL journal, foreign keys on, migrations from
+//! `migrations/sqlite` embedded in the binary.
+
+use std::{str::FromStr, time::Duration};
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::{
+    sqlite::{
+        SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
+    },
+    Row, SqlitePool,
+};
+
+use super::*;
+
+/// [`Store`] on SQLite.
+#[derive(Clone)]
+pub struct SqliteStore {
+    pool: SqlitePool,
+}
+
+impl SqliteStore {
+    /// Opens (creating when missing, with its parent folder) the database at `url`.
+    pub async fn connect(url: &str) -> anyhow::Result<Self> {
+        let options = SqliteConnectOptions::from_str(url)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal)
+            .foreign_keys(true)
+            .busy_timeout(Duration::from_secs(10));
+        if let Some(parent) = options.get_filename().parent() {
+            if !parent.as_os_str().is_empty() {
+                std::fs::create_dir_all(parent)?;
+            }
+        }
+        let pool = SqlitePoolOptions::new()
+            .max_connections(8)
+            .min_connections(1)
+            .connect_with(options)
+            .await?;
+        Ok(Self { pool })
+    }
+
+    /// The underlying pool (for backend-specific tests and tools).
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+}
+
+fn ms(t: DateTime<Utc>) -> i64 {
+    to_millis(t)
+}
+
+fn opt_time(row: &SqliteRow, col: &str) -> Result<Option<DateTime<Utc>>, sqlx::Error> {
+    Ok(row.try_get::<Option<i64>, _>(col)?.map(from_millis))
+}
+
+fn time(row: &SqliteRow, col: &str) -> Result<DateTime<Utc>, sqlx::Error> {
+    Ok(from_millis(row.try_get::<i64, _>(col)?))
+}
+
+fn plan(row: &SqliteRow, col: &str) -> StoreResult<Plan> {
+    let raw: String = row.try_get(col)?;
+    raw.parse()
+        .map_err(|e: String| StoreError::Other(anyhow::anyhow!(e)))
+}
+
+fn user(row: &SqliteRow) -> StoreResult<UserRecord> {
+    Ok(UserRecord {
+        id: row.try_get("id")?,
+        email: row.try_get("email")?,
+        name: row.try_get("name")?,
+        password_hash: row.try_get("password_hash")?,
+        company: row.try_get("company")?,
+        country: row.try_get("country")?,
+        phone: row.try_get("phone")?,
+        plan: plan(row, "plan")?,
+        email_verified_at: opt_time(row, "email_verified_at")?,
+        created_at: time(row, "created_at")?,
+        updated_at: time(row, "updated_at")?,
+    })
+}
+
+fn session(row: &SqliteRow) -> Result<SessionRecord, sqlx::Error> {
+    Ok(SessionRecord {
+        id: row.try_get("id")?,
+        user_id: row.try_get("user_id")?,
+        refresh_jti: row.try_get("refresh_jti")?,
+        user_agent: row.try_get("user_agent")?,
+        ip: row.try_get("ip")?,
+        created_at: time(row, "created_at")?,
+        last_seen_at: time(row, "last_seen_at")?,
+        revoked_at: opt_time(row, "revoked_at")?,
+    })
+}
+
+fn api_key(row: &SqliteRow) -> Result<ApiKeyRecord, sqlx::Error> {
+    let scopes: String = row.try_get("scopes")?;
+    Ok(ApiKeyRecord {
+        id: row.try_get("id")?,
+        user_id: row.try_get("user_id")?,
+        name: row.try_get("name")?,
+        prefix: row.try_get("prefix")?,
+        key_hash: row.try_get("key_hash")?,
+        scopes: scopes.split_whitespace().map(str::to_string).collect(),
+        expires_at: opt_time(row, "expires_at")?,
+        created_at: time(row, "created_at")?,
+        last_used_at: opt_time(row, "last_used_at")?,
+        revoked_at: opt_time(row, "revoked_at")?,
+    })
+}
+
+fn is_unique_violation(err: &sqlx::Error) -> bool {
+    matches!(err, sqlx::Error::Database(db) if db.is_unique_violation())
+}
+
+const USER_COLUMNS: &str = "id, email, name, password_hash, company, country, phone, plan, \
+     email_verified_at, created_at, updated_at";
+const SESSION_COLUMNS: &str =
+    "s.id, s.user_id, s.refresh_jti, s.user_agent, s.ip, s.created_at, s.last_seen_at, s.revoked_at";
+const KEY_COLUMNS: &str = "k.id, k.user_id, k.name, k.prefix, k.key_hash, k.scopes, k.expires_at, \
+     k.created_at, k.last_used_at, k.revoked_at";
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn migrate(&self) -> StoreResult<()> {
+        sqlx::migrate!("../migrations/sqlite")
+            .run(&self.pool)
+            .await
+            .map_err(|e| StoreError::Other(e.into()))
+    }
+
+    async fn ping(&self) -> StoreResult<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+
+    async fn create_user(&self, u: NewUser) -> StoreResult<UserRecord> {
+        let now = ms(u.now);
+        let verified = u.email_verified.then_some(now);
+        let result = sqlx::query(
+            "INSERT INTO users (id, email, name, password_hash, company, country, phone, plan, \
+             email_verified_at, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'free', ?, ?, ?)",
+        )
+        .bind(&u.id)
+        .bind(u.email.as_str())
+        .bind(&u.name)
+        .bind(&u.password_hash)
+        .bind(&u.company)
+        .bind(&u.country)
+        .bind(&u.phone)
+        .bind(verified)
+        .bind(now)
+        .bind(now)
+        .execute(&self.pool)
+        .await;
+        match result {
+            Err(e) if is_unique_violation(&e) => Err(StoreError::Conflict(
+                "An account with this email already exists".into(),
+            )),
+            Err(e) => Err(e.into()),
+            Ok(_) => self.user_by_id(&u.id).await?.ok_or(StoreError::NotFound),
+        }
+    }
+
+    async fn user_by_id(&self, id: &str) -> StoreResult<Option<UserRecord>> {
+        let row = sqlx::query(&format!("SELECT {USER_COLUMNS} FROM users WHERE id = ?"))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(user).transpose()
+    }
+
+    async fn user_by_email(&self, email: &Email) -> StoreResult<Option<UserRecord>> {
+        let row = sqlx::query(&format!("SELECT {USER_COLUMNS} FROM users WHERE email = ?"))
+            .bind(email.as_str())
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref().map(user).transpose()
+    }
+
+    async fn mark_email_verified(&self, user_id: &str, now: DateTime<Utc>) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE users SET email_verified_at = COALESCE(email_verified_at, ?), updated_at = ? WHERE id = ?",
+        )
+        .bind(ms(now))
+        .bind(ms(now))
+        .bind(user_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn set_plan(&self, email: &Email, plan: Plan, now: DateTime<Utc>) -> StoreResult<()> {
+        let done = sqlx::query("UPDATE users SET plan = ?, updated_at = ? WHERE email = ?")
+            .bind(plan.as_str())
+            .bind(ms(now))
+            .bind(email.as_str())
+            .execute(&self.pool)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(StoreError::NotFound);
+        }
+        Ok(())
+    }
+
+    async fn set_password_hash(
+        &self,
+        user_id: &str,
+        hash: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        sqlx::query("UPDATE users SET password_hash = ?, updated_at = ? WHERE id = ?")
+            .bind(hash)
+            .bind(ms(now))
+            .bind(user_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn create_email_token(
+        &self,
+        user_id: &str,
+        purpose: TokenPurpose,
+        token_hash: &str,
+        expires_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO email_tokens (token_hash, user_id, purpose, expires_at, created_at) VALUES (?, ?, ?, ?, ?)",
+        )
+        .bind(token_hash)
+        .bind(user_id)
+        .bind(purpose.as_str())
+        .bind(ms(expires_at))
+        .bind(ms(now))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn consume_email_token(
+        &self,
+        purpose: TokenPurpose,
+        token_hash: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<String>> {
+        let row = sqlx::query(
+            "UPDATE email_tokens SET used_at = ? WHERE token_hash = ? AND purpose = ? \
+             AND used_at IS NULL AND expires_at > ? RETURNING user_id",
+        )
+        .bind(ms(now))
+        .bind(token_hash)
+        .bind(purpose.as_str())
+        .bind(ms(now))
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.map(|r| r.get("user_id")))
+    }
+
+    async fn create_session(
+        &self,
+        s: SessionRecord,
+        max_live: usize,
+        idle_cutoff: DateTime<Utc>,
+    ) -> StoreResult<Vec<String>> {
+        let mut tx = self.pool.begin().await?;
+        // Write first so the transaction holds the write lock from its start.
+        sqlx::query(
+            "INSERT INTO sessions (id, user_id, refresh_jti, user_agent, ip, created_at, last_seen_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&s.id)
+        .bind(&s.user_id)
+        .bind(&s.refresh_jti)
+        .bind(&s.user_agent)
+        .bind(&s.ip)
+        .bind(ms(s.created_at))
+        .bind(ms(s.last_seen_at))
+        .execute(&mut *tx)
+        .await?;
+        let over: Vec<String> = sqlx::query_scalar(
+            "SELECT id FROM sessions WHERE user_id = ? AND revoked_at IS NULL AND last_seen_at >= ? \
+             ORDER BY created_at DESC, id DESC LIMIT -1 OFFSET ?",
+        )
+        .bind(&s.user_id)
+        .bind(ms(idle_cutoff))
+        .bind(max_live as i64)
+        .fetch_all(&mut *tx)
+        .await?;
+        for id in &over {
+            sqlx::query(
+                "UPDATE sessions SET revoked_at = ?, revoked_reason = 'evicted' WHERE id = ?",
+            )
+            .bind(ms(s.created_at))
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(over)
+    }
+
+    async fn session_auth(&self, session_id: &str) -> StoreResult<Option<SessionAuth>> {
+        let row = sqlx::query(&format!(
+            "SELECT {SESSION_COLUMNS}, u.plan FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = ?"
+        ))
+        .bind(session_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| {
+            Ok(SessionAuth {
+                session: session(&r)?,
+                plan: plan(&r, "plan")?,
+            })
+        })
+        .transpose()
+    }
+
+    async fn rotate_refresh(
+        &self,
+        session_id: &str,
+        old_jti: &str,
+        new_jti: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE sessions SET refresh_jti = ?, last_seen_at = ? \
+             WHERE id = ? AND refresh_jti = ? AND revoked_at IS NULL",
+        )
+        .bind(new_jti)
+        .bind(ms(now))
+        .bind(session_id)
+        .bind(old_jti)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn touch_session(&self, session_id: &str, now: DateTime<Utc>) -> StoreResult<()> {
+        sqlx::query("UPDATE sessions SET last_seen_at = MAX(last_seen_at, ?) WHERE id = ?")
+            .bind(ms(now))
+            .bind(session_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn revoke_session(
+        &self,
+        user_id: &str,
+        session_id: &str,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE sessions SET revoked_at = ?, revoked_reason = ? WHERE id = ? AND user_id = ? AND revoked_at IS NULL",
+        )
+        .bind(ms(now))
+        .bind(reason)
+        .bind(session_id)
+        .bind(user_id)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn revoke_all_sessions(
+        &self,
+        user_id: &str,
+        reason: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Vec<String>> {
+        let ids = sqlx::query_scalar(
+            "UPDATE sessions SET revoked_at = ?, revoked_reason = ? WHERE user_id = ? AND revoked_at IS NULL RETURNING id",
+        )
+        .bind(ms(now))
+        .bind(reason)
+        .bind(user_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(ids)
+    }
+
+    async fn live_sessions(
+        &self,
+        user_id: &str,
+        idle_cutoff: DateTime<Utc>,
+    ) -> StoreResult<Vec<SessionRecord>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {SESSION_COLUMNS} FROM sessions s WHERE s.user_id = ? AND s.revoked_at IS NULL \
+             AND s.last_seen_at >= ? ORDER BY s.created_at DESC, s.id DESC"
+        ))
+        .bind(user_id)
+        .bind(ms(idle_cutoff))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(session).collect::<Result<_, _>>()?)
+    }
+
+    async fn create_api_key(&self, k: ApiKeyRecord) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO api_keys (id, user_id, name, prefix, key_hash, scopes, expires_at, created_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&k.id)
+        .bind(&k.user_id)
+        .bind(&k.name)
+        .bind(&k.prefix)
+        .bind(&k.key_hash)
+        .bind(k.scopes.join(" "))
+        .bind(k.expires_at.map(ms))
+        .bind(ms(k.created_at))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn list_api_keys(&self, user_id: &str) -> StoreResult<Vec<ApiKeyRecord>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {KEY_COLUMNS} FROM api_keys k WHERE k.user_id = ? AND k.revoked_at IS NULL \
+             ORDER BY k.created_at DESC, k.id DESC"
+        ))
+        .bind(user_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(api_key).collect::<Result<_, _>>()?)
+    }
+
+    async fn api_key(&self, user_id: &str, id: &str) -> StoreResult<Option<ApiKeyRecord>> {
+        let row = sqlx::query(&format!(
+            "SELECT {KEY_COLUMNS} FROM api_keys k WHERE k.user_id = ? AND k.id = ? AND k.revoked_at IS NULL"
+        ))
+        .bind(user_id)
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.as_ref().map(api_key).transpose()?)
+    }
+
+    async fn api_key_by_hash(&self, key_hash: &str) -> StoreResult<Option<ApiKeyAuth>> {
+        let row = sqlx::query(&format!(
+            "SELECT {KEY_COLUMNS}, u.plan FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.key_hash = ?"
+        ))
+        .bind(key_hash)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.map(|r| {
+            Ok(ApiKeyAuth {
+                key: api_key(&r)?,
+                plan: plan(&r, "plan")?,
+            })
+        })
+        .transpose()
+    }
+
+    async fn revoke_api_key(
+        &self,
+        user_id: &str,
+        id: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE api_keys SET revoked_at = ? WHERE user_id = ? AND id = ? AND revoked_at IS NULL",
+        )
+        .bind(ms(now))
+        .bind(user_id)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn touch_api_key(&self, id: &str, now: DateTime<Utc>) -> StoreResult<()> {
+        sqlx::query("UPDATE api_keys SET last_used_at = ? WHERE id = ?")
+            .bind(ms(now))
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+}
