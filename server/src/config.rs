@@ -40,6 +40,9 @@ pub struct Config {
     pub redis_url: Option<String>,
     /// `AGENT_LIMITS`: agents allowed per plan as `free=3,starter=10,business=50,pro=500`.
     pub agent_limits: [u32; 4],
+    /// `RATE_LIMITS`: requests per minute per plan, same form; defaults are the contract's
+    /// 100/500/2000/10000.
+    pub rate_limits: [u32; 4],
     /// Leptos output: `LEPTOS_OUTPUT_NAME` (default `agentchat`).
     pub leptos_output_name: String,
     /// `LEPTOS_SITE_ROOT`, default `target/site`.
@@ -99,7 +102,10 @@ impl Config {
         }
         config.redis_url = var("REDIS_URL");
         if let Some(limits) = var("AGENT_LIMITS") {
-            config.agent_limits = parse_agent_limits(&limits)?;
+            config.agent_limits = parse_plan_numbers("AGENT_LIMITS", &limits, config.agent_limits)?;
+        }
+        if let Some(limits) = var("RATE_LIMITS") {
+            config.rate_limits = parse_plan_numbers("RATE_LIMITS", &limits, config.rate_limits)?;
         }
         if let Some(v) = var("LEPTOS_OUTPUT_NAME") {
             config.leptos_output_name = v;
@@ -132,6 +138,7 @@ impl Config {
             mail_from: "AgentChat <no-reply@localhost>".into(),
             redis_url: None,
             agent_limits: Plan::ALL.map(Plan::default_agent_limit),
+            rate_limits: Plan::ALL.map(Plan::requests_per_minute),
             leptos_output_name: "agentchat".into(),
             leptos_site_root: "target/site".into(),
             leptos_site_pkg_dir: "pkg".into(),
@@ -141,7 +148,12 @@ impl Config {
 
     /// Agents allowed on `plan`.
     pub fn agent_limit(&self, plan: Plan) -> u32 {
-        self.agent_limits[Plan::ALL.iter().position(|p| *p == plan).unwrap_or(0)]
+        self.agent_limits[plan.index()]
+    }
+
+    /// Requests per minute allowed on `plan`.
+    pub fn rate_limit(&self, plan: Plan) -> u32 {
+        self.rate_limits[plan.index()]
     }
 
     /// Whether cookies must carry `Secure` (PUBLIC_URL is https).
@@ -158,19 +170,21 @@ pub fn decode_key(b64: &str) -> anyhow::Result<[u8; 32]> {
         .map_err(|_| anyhow::anyhow!("the key must decode to exactly 32 bytes"))
 }
 
-/// Parses `free=3,starter=10,business=50,pro=500` (any subset, others keep defaults).
-pub fn parse_agent_limits(raw: &str) -> anyhow::Result<[u32; 4]> {
-    let mut limits = Plan::ALL.map(Plan::default_agent_limit);
+/// Parses per-plan numbers such as `free=3,starter=10,business=50,pro=500` (any subset;
+/// plans not named keep `defaults`). `name` is the variable, for error messages.
+pub fn parse_plan_numbers(name: &str, raw: &str, defaults: [u32; 4]) -> anyhow::Result<[u32; 4]> {
+    let mut limits = defaults;
     for part in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let (plan, n) = part
             .split_once('=')
-            .context("AGENT_LIMITS entries look like plan=number")?;
+            .with_context(|| format!("{name} entries look like plan=number"))?;
         let plan: Plan = plan.parse().map_err(anyhow::Error::msg)?;
-        let index = Plan::ALL.iter().position(|p| *p == plan).unwrap_or(0);
-        limits[index] = n
+        let n: u32 = n
             .trim()
             .parse()
-            .context("AGENT_LIMITS numbers must be whole numbers")?;
+            .with_context(|| format!("{name} numbers must be whole numbers"))?;
+        anyhow::ensure!(n > 0, "{name} numbers must be at least 1");
+        limits[plan.index()] = n;
     }
     Ok(limits)
 }
@@ -230,9 +244,14 @@ mod tests {
     }
 
     #[test]
-    fn agent_limits_parse() {
-        assert_eq!(parse_agent_limits("free=1, pro=9").unwrap(), [1, 10, 50, 9]);
-        assert!(parse_agent_limits("gold=1").is_err());
-        assert!(parse_agent_limits("free=x").is_err());
+    fn plan_numbers_parse() {
+        let defaults = Plan::ALL.map(Plan::default_agent_limit);
+        assert_eq!(
+            parse_plan_numbers("X", "free=1, pro=9", defaults).unwrap(),
+            [1, 10, 50, 9]
+        );
+        assert!(parse_plan_numbers("X", "gold=1", defaults).is_err());
+        assert!(parse_plan_numbers("X", "free=x", defaults).is_err());
+        assert!(parse_plan_numbers("X", "free=0", defaults).is_err());
     }
 }

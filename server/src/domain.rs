@@ -149,6 +149,11 @@ impl Plan {
     /// All plans, cheapest first.
     pub const ALL: [Plan; 4] = [Plan::Free, Plan::Starter, Plan::Business, Plan::Pro];
 
+    /// Position in [`Plan::ALL`] (indexes per-plan configuration arrays).
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
     /// The stored and API name (`free`, `starter`, `business`, `pro`).
     pub fn as_str(self) -> &'static str {
         match self {

@@ -383,3 +383,53 @@ impl AuthService {
         self.keys.invalidate(key_hash);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key_principal(scopes: &[&str]) -> Principal {
+        Principal {
+            user_id: "u".into(),
+            plan: Plan::Free,
+            credential: Credential::ApiKey {
+                key_id: "k".into(),
+                scopes: ScopeSet::parse(scopes).unwrap(),
+            },
+        }
+    }
+
+    #[test]
+    fn api_keys_hold_only_their_scopes_and_sessions_hold_all() {
+        let key = key_principal(&["agents:read", "chat:write"]);
+        assert!(key.require(Scope::AgentsRead).is_ok());
+        assert!(key.require(Scope::ChatWrite).is_ok());
+        for scope in Scope::ALL
+            .into_iter()
+            .filter(|s| ![Scope::AgentsRead, Scope::ChatWrite].contains(s))
+        {
+            assert!(
+                matches!(key.require(scope), Err(ApiError::Forbidden)),
+                "{scope:?}"
+            );
+        }
+        assert!(matches!(key.require_session(), Err(ApiError::Forbidden)));
+        let session = Principal {
+            user_id: "u".into(),
+            plan: Plan::Free,
+            credential: Credential::Session {
+                session_id: "s".into(),
+            },
+        };
+        assert!(Scope::ALL.into_iter().all(|s| session.require(s).is_ok()));
+        assert_eq!(session.require_session().unwrap(), "s");
+    }
+
+    #[test]
+    fn the_clock_advances() {
+        let clock = Clock::default();
+        let before = clock.now();
+        clock.advance(Duration::hours(25));
+        assert!(clock.now() - before >= Duration::hours(25));
+    }
+}

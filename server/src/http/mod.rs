@@ -171,7 +171,10 @@ pub async fn api_middleware(
         Err(err) => return err.into_response(),
     };
     let (key, budget) = match &identity {
-        Identity::Authenticated(p) => (format!("user:{}", p.user_id), p.plan.requests_per_minute()),
+        Identity::Authenticated(p) => (
+            format!("user:{}", p.user_id),
+            state.config.rate_limit(p.plan),
+        ),
         _ => (
             format!("ip:{}", ClientIp::of(request.extensions()).0),
             ANONYMOUS_PER_MINUTE,

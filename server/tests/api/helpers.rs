@@ -1,0 +1,361 @@
+//! Test harness: the real application on 127.0.0.1:0 with a temporary data folder and a
+//! local SMTP sink that keeps every message it receives.
+
+use std::{
+    net::SocketAddr,
+    sync::{Arc, Mutex},
+    time::Duration,
+};
+
+use agentchat::{config::Config, http::AppState, startup::Application};
+use reqwest::{header, Client, Method, Response};
+use secrecy::SecretString;
+use serde_json::{json, Value};
+use tokio::{
+    io::{AsyncBufReadExt, AsyncWriteExt, BufReader},
+    net::TcpListener,
+};
+
+/// A minimal SMTP server (RFC 5321 commands a client sends for one plain message).
+#[derive(Clone, Default)]
+pub struct SmtpSink {
+    messages: Arc<Mutex<Vec<String>>>,
+}
+
+impl SmtpSink {
+    /// Starts the sink; returns it and its port.
+    pub async fn start() -> (Self, u16) {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let sink = Self::default();
+        let messages = sink.messages.clone();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let messages = messages.clone();
+                tokio::spawn(async move {
+                    let (read, mut write) = stream.into_split();
+                    let mut lines = BufReader::new(read).lines();
+                    let _ = write.write_all(b"220 sink ESMTP\r\n").await;
+                    let mut data: Option<String> = None;
+                    while let Ok(Some(line)) = lines.next_line().await {
+                        if let Some(body) = data.as_mut() {
+                            if line == "." {
+                                messages.lock().unwrap().push(data.take().unwrap());
+                                let _ = write.write_all(b"250 queued\r\n").await;
+                            } else {
+                                body.push_str(line.strip_prefix('.').unwrap_or(&line));
+                                body.push_str("\r\n");
+                            }
+                            continue;
+                        }
+                        let cmd = line.to_ascii_uppercase();
+                        let reply: &[u8] = if cmd.starts_with("EHLO") {
+                            b"250-sink\r\n250 8BITMIME\r\n"
+                        } else if cmd.starts_with("DATA") {
+                            data = Some(String::new());
+                            b"354 go ahead\r\n"
+                        } else if cmd.starts_with("QUIT") {
+                            let _ = write.write_all(b"221 bye\r\n").await;
+                            break;
+                        } else {
+                            b"250 ok\r\n"
+                        };
+                        let _ = write.write_all(reply).await;
+                    }
+                });
+            }
+        });
+        (sink, port)
+    }
+
+    /// Every message received so far, raw.
+    pub fn all(&self) -> Vec<String> {
+        self.messages.lock().unwrap().clone()
+    }
+
+    /// Waits (up to 10 s) for the `n`-th (1-based) message addressed to `to`; returns
+    /// its decoded text body.
+    pub async fn wait_for(&self, to: &str, n: usize) -> String {
+        for _ in 0..200 {
+            let found: Vec<String> = self
+                .all()
+                .into_iter()
+                .filter_map(|raw| {
+                    let msg = mail_parser::MessageParser::default().parse(raw.as_bytes())?;
+                    let addressed = msg
+                        .to()
+                        .and_then(|a| a.first())
+                        .and_then(|a| a.address())
+                        .is_some_and(|a| a.eq_ignore_ascii_case(to));
+                    addressed.then(|| msg.body_text(0).map(|b| b.to_string()).unwrap_or_default())
+                })
+                .collect();
+            if found.len() >= n {
+                return found[n - 1].clone();
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("no mail #{n} to {to} arrived");
+    }
+
+    /// How many messages went to `to`.
+    pub fn count_to(&self, to: &str) -> usize {
+        self.all()
+            .iter()
+            .filter(|raw| {
+                raw.to_lowercase()
+                    .contains(&format!("to: {}", to.to_lowercase()))
+            })
+            .count()
+    }
+}
+
+/// The first link in `text` that contains `needle`.
+pub fn link_containing(text: &str, needle: &str) -> String {
+    text.split_whitespace()
+        .find(|w| w.starts_with("http") && w.contains(needle))
+        .unwrap_or_else(|| panic!("no link with {needle} in:\n{text}"))
+        .to_string()
+}
+
+/// The `token` query parameter of a link.
+pub fn token_of(link: &str) -> String {
+    url::Url::parse(link)
+        .unwrap()
+        .query_pairs()
+        .find(|(k, _)| k == "token")
+        .map(|(_, v)| v.to_string())
+        .expect("token parameter")
+}
+
+/// A running application.
+pub struct TestApp {
+    pub addr: SocketAddr,
+    pub state: AppState,
+    pub client: Client,
+    pub smtp: SmtpSink,
+    pub dir: tempfile::TempDir,
+}
+
+/// A signed-up, verified, signed-in user.
+pub struct TestUser {
+    pub id: String,
+    pub email: String,
+    pub password: String,
+    pub access: String,
+    pub refresh: String,
+}
+
+/// Starts the application with default configuration.
+pub async fn spawn_app() -> TestApp {
+    spawn_app_with(|_| {}).await
+}
+
+/// Starts the application after `tweak` adjusts its configuration.
+pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
+    let dir = tempfile::tempdir().unwrap();
+    let (smtp, port) = SmtpSink::start().await;
+    let mut config =
+        Config::with_data_dir(dir.path().to_path_buf(), "127.0.0.1:0".parse().unwrap()).unwrap();
+    config.smtp_url = Some(SecretString::from(format!("smtp://127.0.0.1:{port}")));
+    tweak(&mut config);
+    let app = Application::build(config)
+        .await
+        .expect("application builds");
+    let addr = app.addr();
+    let state = app.state.clone();
+    tokio::spawn(app.run_until_stopped(std::future::pending()));
+    TestApp {
+        addr,
+        state,
+        client: client(),
+        smtp,
+        dir,
+    }
+}
+
+/// A client that does not follow redirects and keeps no cookies.
+pub fn client() -> Client {
+    Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+/// A unique email address.
+pub fn unique_email() -> String {
+    format!("user-{}@example.com", uuid::Uuid::new_v4().simple())
+}
+
+impl TestApp {
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+
+    /// Sends `method path` with an optional bearer token and JSON body.
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        bearer: Option<&str>,
+        body: Option<Value>,
+    ) -> Response {
+        let mut req = self.client.request(method, self.url(path));
+        if let Some(token) = bearer {
+            req = req.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            req = req.json(&body);
+        }
+        req.send().await.unwrap()
+    }
+
+    pub async fn get(&self, path: &str, bearer: Option<&str>) -> Response {
+        self.call(Method::GET, path, bearer, None).await
+    }
+
+    pub async fn post(&self, path: &str, bearer: Option<&str>, body: Value) -> Response {
+        self.call(Method::POST, path, bearer, Some(body)).await
+    }
+
+    pub async fn delete(&self, path: &str, bearer: Option<&str>) -> Response {
+        self.call(Method::DELETE, path, bearer, None).await
+    }
+
+    pub async fn signup(&self, email: &str, password: &str) -> Response {
+        self.post(
+            "/api/auth/signup",
+            None,
+            json!({"name": "Test User", "email": email, "password": password}),
+        )
+        .await
+    }
+
+    pub async fn login(&self, email: &str, password: &str) -> Response {
+        self.post(
+            "/api/auth/login",
+            None,
+            json!({"email": email, "password": password}),
+        )
+        .await
+    }
+
+    /// Signs up and follows the emailed verification link; returns the user id.
+    pub async fn verified_account(&self, email: &str, password: &str) -> String {
+        let res = self.signup(email, password).await;
+        assert_eq!(res.status(), 201, "{}", res.text().await.unwrap());
+        let id = res.json::<Value>().await.unwrap()["user"]["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let mail = self.smtp.wait_for(email, 1).await;
+        let res = self
+            .client
+            .get(link_containing(&mail, "verify-email"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 303);
+        assert_eq!(res.headers()[header::LOCATION], "/login?verified=1");
+        id
+    }
+
+    /// A verified user with a fresh session.
+    pub async fn user(&self) -> TestUser {
+        let email = unique_email();
+        let password = "correct horse battery".to_string();
+        let id = self.verified_account(&email, &password).await;
+        let tokens = self.tokens(&email, &password).await;
+        TestUser {
+            id,
+            email,
+            password,
+            access: tokens.0,
+            refresh: tokens.1,
+        }
+    }
+
+    /// Signs in; returns (access, refresh).
+    pub async fn tokens(&self, email: &str, password: &str) -> (String, String) {
+        let res = self.login(email, password).await;
+        assert_eq!(res.status(), 200, "{}", res.text().await.unwrap());
+        let body: Value = res.json().await.unwrap();
+        (
+            body["tokens"]["accessToken"].as_str().unwrap().to_string(),
+            body["tokens"]["refreshToken"].as_str().unwrap().to_string(),
+        )
+    }
+
+    /// Creates an API key with `scopes` for `user`; returns (id, key).
+    pub async fn api_key(&self, user: &TestUser, scopes: &[&str]) -> (String, String) {
+        let res = self
+            .post(
+                "/api/api-keys",
+                Some(&user.access),
+                json!({"name": "test key", "scopes": scopes}),
+            )
+            .await;
+        assert_eq!(res.status(), 201, "{}", res.text().await.unwrap());
+        let body: Value = res.json().await.unwrap();
+        (
+            body["apiKey"]["id"].as_str().unwrap().to_string(),
+            body["key"].as_str().unwrap().to_string(),
+        )
+    }
+
+    /// Everything in the database files, for "no plaintext secret" checks.
+    pub fn database_bytes(&self) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        for entry in std::fs::read_dir(self.dir.path()).unwrap() {
+            let path = entry.unwrap().path();
+            if path
+                .file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("agentchat.db")
+            {
+                bytes.extend(std::fs::read(path).unwrap());
+            }
+        }
+        bytes
+    }
+}
+
+/// Asserts status and the exact `{error, message}` body.
+pub async fn assert_error(res: Response, status: u16, error: &str, message: Option<&str>) -> Value {
+    assert_eq!(res.status().as_u16(), status);
+    assert!(
+        res.headers()[header::CONTENT_TYPE]
+            .to_str()
+            .unwrap()
+            .starts_with("application/json"),
+        "error bodies are JSON"
+    );
+    let body: Value = res.json().await.unwrap();
+    assert_eq!(body["error"], error, "{body}");
+    assert!(
+        body["message"].as_str().is_some_and(|m| !m.is_empty()),
+        "{body}"
+    );
+    if let Some(message) = message {
+        assert_eq!(body["message"], message, "{body}");
+    }
+    assert_eq!(
+        body.as_object().unwrap().len(),
+        2,
+        "exactly error and message: {body}"
+    );
+    body
+}
+
+/// The contract's 401.
+pub async fn assert_unauthorized(res: Response) {
+    assert_error(res, 401, "Unauthorized", Some("Invalid or expired token")).await;
+}
+
+/// Whether `haystack` contains `needle`.
+pub fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
+}

@@ -1,0 +1,10 @@
+//! HTTP-level tests of the service: every rule of the contract and api.md that the
+//! service implements, against the real router on port 0.
+
+mod api_keys;
+mod auth;
+mod errors;
+mod helpers;
+mod ops;
+mod rate_limits;
+mod sessions;

@@ -1,0 +1,92 @@
+//! Health, the OpenAPI document, the reference page and the dashboard shell.
+
+use serde_json::Value;
+
+use crate::helpers::*;
+
+#[tokio::test]
+async fn health_reports_status_and_version() {
+    let app = spawn_app().await;
+    let body: Value = app.get("/api/health", None).await.json().await.unwrap();
+    assert_eq!(body["status"], "ok");
+    assert_eq!(body["version"], env!("CARGO_PKG_VERSION"));
+}
+
+#[tokio::test]
+async fn the_openapi_document_covers_every_endpoint() {
+    let app = spawn_app().await;
+    let doc: Value = app
+        .get("/api/openapi.json", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"));
+    let paths = doc["paths"].as_object().unwrap();
+    let expected = [
+        ("post", "/api/auth/signup"),
+        ("get", "/api/auth/verify-email"),
+        ("post", "/api/auth/verify-email"),
+        ("post", "/api/auth/resend-verification"),
+        ("post", "/api/auth/login"),
+        ("post", "/api/auth/refresh"),
+        ("post", "/api/auth/logout"),
+        ("get", "/api/auth/me"),
+        ("get", "/api/auth/sessions"),
+        ("delete", "/api/auth/sessions/{id}"),
+        ("post", "/api/auth/forgot-password"),
+        ("post", "/api/auth/reset-password"),
+        ("get", "/api/auth/providers"),
+        ("post", "/api/api-keys"),
+        ("get", "/api/api-keys"),
+        ("delete", "/api/api-keys/{id}"),
+        ("post", "/api/api-keys/{id}/rotate"),
+        ("get", "/api/health"),
+        ("get", "/api/openapi.json"),
+        ("get", "/api/docs"),
+    ];
+    for (method, path) in expected {
+        assert!(
+            paths.get(path).and_then(|p| p.get(method)).is_some(),
+            "{method} {path} missing"
+        );
+    }
+    let operations: usize = paths.values().map(|p| p.as_object().unwrap().len()).sum();
+    assert_eq!(
+        operations,
+        expected.len(),
+        "no undocumented extras and nothing missing"
+    );
+    assert!(doc["components"]["schemas"]["SignupRequest"].is_object());
+    assert!(doc["components"]["securitySchemes"]["bearer"].is_object());
+}
+
+#[tokio::test]
+async fn the_reference_page_lists_the_endpoints() {
+    let app = spawn_app().await;
+    let res = app.get("/api/docs", None).await;
+    assert!(res.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/html"));
+    let html = res.text().await.unwrap();
+    assert!(html.contains("/api/auth/signup") && html.contains("SignupRequest"));
+    assert!(
+        !html.contains("<script"),
+        "self-contained, no external scripts"
+    );
+}
+
+#[tokio::test]
+async fn the_dashboard_shell_is_server_rendered() {
+    let app = spawn_app().await;
+    for path in ["/", "/login", "/signup"] {
+        let res = app.get(path, None).await;
+        assert_eq!(res.status(), 200, "{path}");
+        let html = res.text().await.unwrap();
+        assert!(
+            html.contains("<!DOCTYPE html>") && html.contains("/pkg/agentchat"),
+            "{path}"
+        );
+    }
+}

@@ -1,0 +1,122 @@
+//! Plan rate limits and their headers.
+
+use serde_json::json;
+
+use crate::helpers::*;
+
+fn header_number(res: &reqwest::Response, name: &str) -> i64 {
+    res.headers()[name].to_str().unwrap().parse().unwrap()
+}
+
+#[tokio::test]
+async fn every_api_answer_carries_the_rate_limit_headers() {
+    let app = spawn_app().await;
+    let user = app.user().await;
+    let now = chrono::Utc::now().timestamp();
+    for res in [
+        app.get("/api/auth/me", Some(&user.access)).await,
+        app.get("/api/auth/me", None).await,
+        app.get("/api/no-such-endpoint", None).await,
+        app.post("/api/auth/login", None, json!({})).await,
+    ] {
+        assert_eq!(header_number(&res, "x-ratelimit-limit"), 100);
+        assert!((0..100).contains(&header_number(&res, "x-ratelimit-remaining")));
+        let reset = header_number(&res, "x-ratelimit-reset");
+        assert!(
+            reset >= now && reset <= now + 62,
+            "Reset is Unix epoch seconds: {reset}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_plan_budget_counts_per_account_including_its_api_keys() {
+    let app = spawn_app_with(|c| c.rate_limits = [4, 500, 2000, 10000]).await;
+    let user = app.user().await;
+    let (_, key) = app.api_key(&user, &["agents:read"]).await; // request 1 of the account
+    let first = app.get("/api/auth/me", Some(&user.access)).await; // 2
+    assert_eq!(header_number(&first, "x-ratelimit-limit"), 4);
+    assert_eq!(header_number(&first, "x-ratelimit-remaining"), 2);
+    assert_eq!(app.get("/api/auth/me", Some(&key)).await.status(), 200); // 3
+    assert_eq!(app.get("/api/auth/me", Some(&key)).await.status(), 200); // 4
+    let limited = app.get("/api/auth/me", Some(&user.access)).await;
+    assert_eq!(header_number(&limited, "x-ratelimit-remaining"), 0);
+    let retry: u64 = limited.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&retry), "{retry}");
+    assert_error(
+        limited,
+        429,
+        "Rate limit exceeded",
+        Some("Too many requests. Please try again later."),
+    )
+    .await;
+    let by_key = app.get("/api/auth/me", Some(&key)).await;
+    assert_error(
+        by_key,
+        429,
+        "Rate limit exceeded",
+        Some("Too many requests. Please try again later."),
+    )
+    .await;
+
+    let other = app.user().await;
+    assert_eq!(
+        app.get("/api/auth/me", Some(&other.access)).await.status(),
+        200,
+        "budgets are per account"
+    );
+}
+
+#[tokio::test]
+async fn a_higher_plan_gets_a_higher_budget() {
+    let app = spawn_app().await;
+    let user = app.user().await;
+    let email = agentchat::domain::Email::parse(&user.email).unwrap();
+    app.state
+        .store
+        .set_plan(
+            &email,
+            agentchat::domain::Plan::Business,
+            chrono::Utc::now(),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+    let res = app.get("/api/auth/me", Some(&user.access)).await;
+    assert_eq!(header_number(&res, "x-ratelimit-limit"), 2000);
+    let me: serde_json::Value = res.json().await.unwrap();
+    assert_eq!(me["user"]["plan"], "business");
+}
+
+#[tokio::test]
+async fn unauthenticated_endpoints_are_limited_per_client_ip() {
+    let app = spawn_app().await;
+    for _ in 0..100 {
+        assert_eq!(app.get("/api/auth/providers", None).await.status(), 200);
+    }
+    let limited = app.get("/api/auth/providers", None).await;
+    assert_error(
+        limited,
+        429,
+        "Rate limit exceeded",
+        Some("Too many requests. Please try again later."),
+    )
+    .await;
+    let elsewhere = reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from([127, 0, 0, 5]))
+        .build()
+        .unwrap();
+    let res = elsewhere
+        .get(app.url("/api/auth/providers"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200, "another IP has its own budget");
+    let health = app.get("/api/health", None).await;
+    assert_eq!(health.status(), 200, "health is not rate limited");
+    assert!(health.headers().get("x-ratelimit-limit").is_none());
+}
