@@ -43,6 +43,19 @@ pub struct Config {
     /// `RATE_LIMITS`: requests per minute per plan, same form; defaults are the contract's
     /// 100/500/2000/10000.
     pub rate_limits: [u32; 4],
+    /// `OPENAI_API_KEY`: enables the OpenAI-compatible provider.
+    pub openai_api_key: Option<SecretString>,
+    /// `OPENAI_BASE_URL`, default `https://api.openai.com/v1/` (Ollama:
+    /// `http://localhost:11434/v1/`).
+    pub openai_base_url: String,
+    /// `ANTHROPIC_API_KEY`: enables the Anthropic provider.
+    pub anthropic_api_key: Option<SecretString>,
+    /// `ANTHROPIC_BASE_URL`, default `https://api.anthropic.com/v1/`.
+    pub anthropic_base_url: String,
+    /// `DEFAULT_MODEL`: the model of agents that name none.
+    pub default_model: Option<String>,
+    /// `MAX_MESSAGE_CHARS`: longest chat message in characters, default 32,000.
+    pub max_message_chars: usize,
     /// Leptos output: `LEPTOS_OUTPUT_NAME` (default `agentchat`).
     pub leptos_output_name: String,
     /// `LEPTOS_SITE_ROOT`, default `target/site`.
@@ -107,6 +120,20 @@ impl Config {
         if let Some(limits) = var("RATE_LIMITS") {
             config.rate_limits = parse_plan_numbers("RATE_LIMITS", &limits, config.rate_limits)?;
         }
+        config.openai_api_key = var("OPENAI_API_KEY").map(SecretString::from);
+        if let Some(v) = var("OPENAI_BASE_URL") {
+            config.openai_base_url = v;
+        }
+        config.anthropic_api_key = var("ANTHROPIC_API_KEY").map(SecretString::from);
+        if let Some(v) = var("ANTHROPIC_BASE_URL") {
+            config.anthropic_base_url = v;
+        }
+        config.default_model = var("DEFAULT_MODEL");
+        if let Some(v) = var("MAX_MESSAGE_CHARS") {
+            config.max_message_chars = v
+                .parse()
+                .context("MAX_MESSAGE_CHARS must be a whole number")?;
+        }
         if let Some(v) = var("LEPTOS_OUTPUT_NAME") {
             config.leptos_output_name = v;
         }
@@ -139,6 +166,12 @@ impl Config {
             redis_url: None,
             agent_limits: Plan::ALL.map(Plan::default_agent_limit),
             rate_limits: Plan::ALL.map(Plan::requests_per_minute),
+            openai_api_key: None,
+            openai_base_url: "https://api.openai.com/v1/".into(),
+            anthropic_api_key: None,
+            anthropic_base_url: "https://api.anthropic.com/v1/".into(),
+            default_model: None,
+            max_message_chars: 32_000,
             leptos_output_name: "agentchat".into(),
             leptos_site_root: "target/site".into(),
             leptos_site_pkg_dir: "pkg".into(),

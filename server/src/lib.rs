@@ -4,10 +4,12 @@
 //! dashboard. This library holds the service so that tests and benchmarks can build it.
 
 pub mod auth;
+pub mod chat;
 pub mod config;
 pub mod domain;
 pub mod error;
 pub mod http;
+pub mod llm;
 pub mod mail;
 pub mod ratelimit;
 pub mod startup;

@@ -73,7 +73,10 @@ impl Application {
             .site_pkg_dir(config.leptos_site_pkg_dir.clone())
             .site_addr(addr)
             .build();
+        let models = build_models(&config)?;
+        tokio::task::spawn_blocking(crate::llm::tokens::warm_up);
         let state = AppState {
+            models,
             auth: AuthService::new(store.clone(), jwt, hasher, Clock::default()),
             mailer: Mailer::new(&config)?,
             config: Arc::new(config),
@@ -109,6 +112,31 @@ impl Application {
         .with_graceful_shutdown(shutdown)
         .await
     }
+}
+
+/// The configured providers (OpenAI-compatible first, then Anthropic) and the offline
+/// model.
+pub fn build_models(config: &Config) -> anyhow::Result<crate::llm::Models> {
+    use crate::llm::remote::{Flavor, RemoteProvider};
+    let mut providers: Vec<Arc<dyn crate::llm::Provider>> = Vec::new();
+    if let Some(key) = &config.openai_api_key {
+        providers.push(Arc::new(RemoteProvider::new(
+            Flavor::OpenAi,
+            &config.openai_base_url,
+            key.clone(),
+        )?));
+    }
+    if let Some(key) = &config.anthropic_api_key {
+        providers.push(Arc::new(RemoteProvider::new(
+            Flavor::Anthropic,
+            &config.anthropic_base_url,
+            key.clone(),
+        )?));
+    }
+    Ok(crate::llm::Models::new(
+        providers,
+        config.default_model.clone(),
+    ))
 }
 
 /// The whole router: `/api` (JSON, with its middleware) and the dashboard (Leptos SSR and

@@ -5,8 +5,10 @@
 //! and services) → JSON. Every error leaving `/api`, including the framework's own
 //! rejections, is the contract's `{error, message}` body.
 
+pub mod agents;
 pub mod api_keys;
 pub mod auth;
+pub mod chat;
 pub mod cookies;
 pub mod extract;
 pub mod ops;
@@ -54,6 +56,8 @@ pub struct AppState {
     pub limiter: Arc<dyn RateLimiter>,
     /// Outgoing mail.
     pub mailer: Mailer,
+    /// Language models.
+    pub models: crate::llm::Models,
     /// Leptos settings for the dashboard.
     pub leptos: LeptosOptions,
 }
@@ -77,6 +81,8 @@ impl FromRef<AppState> for LeptosOptions {
     tags(
         (name = "auth", description = "Accounts, sessions and tokens"),
         (name = "api-keys", description = "API keys for programmatic access"),
+        (name = "agents", description = "Agents and the models they can use"),
+        (name = "chat", description = "Chat replies (JSON or server-sent events) and conversations"),
         (name = "operations", description = "Health and API description")
     )
 )]
@@ -107,6 +113,8 @@ pub fn api_router() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(auth::router())
         .merge(api_keys::router())
+        .merge(agents::router())
+        .merge(chat::router())
         .merge(ops::router())
 }
 

@@ -123,6 +123,70 @@ pub struct ApiKeyAuth {
     pub plan: Plan,
 }
 
+/// An agent as stored.
+#[derive(Debug, Clone)]
+pub struct AgentRecord {
+    pub id: String,
+    pub user_id: String,
+    pub name: String,
+    pub description: String,
+    pub system_prompt: String,
+    /// Empty: the server's default model.
+    pub model: String,
+    /// `active` for every agent today.
+    pub status: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// Fields of an agent update; `None` leaves the field unchanged.
+#[derive(Debug, Clone, Default)]
+pub struct AgentPatch {
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub system_prompt: Option<String>,
+    pub model: Option<String>,
+}
+
+/// A conversation thread of one user with one agent.
+#[derive(Debug, Clone)]
+pub struct ThreadRecord {
+    pub id: String,
+    pub agent_id: String,
+    pub user_id: String,
+    pub title: String,
+    pub message_count: i64,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// One message of a thread.
+#[derive(Debug, Clone)]
+pub struct MessageRecord {
+    pub id: String,
+    pub thread_id: String,
+    /// `user` or `assistant`.
+    pub role: String,
+    pub content: String,
+    pub model: Option<String>,
+    pub prompt_tokens: Option<i64>,
+    pub completion_tokens: Option<i64>,
+    /// JSON array of the reply's sources.
+    pub sources: Option<String>,
+    pub latency_ms: Option<i64>,
+    /// `complete`, `failed` or `cancelled`.
+    pub status: String,
+    pub error: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// A keyset pagination position: the sort time and id of the last row returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cursor {
+    pub at: i64,
+    pub id: String,
+}
+
 /// Everything the service persists. One implementation per database backend; every
 /// method is tenant-scoped where a user id is given (another user's row is "not found").
 #[async_trait]
@@ -218,6 +282,57 @@ pub trait Store: Send + Sync + 'static {
         now: DateTime<Utc>,
     ) -> StoreResult<bool>;
     async fn touch_api_key(&self, id: &str, now: DateTime<Utc>) -> StoreResult<()>;
+
+    /// Creates the agent unless its owner already has `limit` agents (checked atomically);
+    /// false at the limit.
+    async fn create_agent(&self, agent: &AgentRecord, limit: u32) -> StoreResult<bool>;
+    /// The user's agents, oldest first.
+    async fn list_agents(&self, user_id: &str) -> StoreResult<Vec<AgentRecord>>;
+    async fn agent(&self, user_id: &str, id: &str) -> StoreResult<Option<AgentRecord>>;
+    /// Applies `patch`; `None` when the user has no such agent.
+    async fn update_agent(
+        &self,
+        user_id: &str,
+        id: &str,
+        patch: &AgentPatch,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<AgentRecord>>;
+    /// Deletes the agent with its threads and messages; false when there was none.
+    async fn delete_agent(&self, user_id: &str, id: &str) -> StoreResult<bool>;
+
+    async fn create_thread(&self, thread: &ThreadRecord) -> StoreResult<()>;
+    async fn thread(
+        &self,
+        user_id: &str,
+        agent_id: &str,
+        thread_id: &str,
+    ) -> StoreResult<Option<ThreadRecord>>;
+    /// Threads by most recent activity, after `cursor`.
+    async fn list_threads(
+        &self,
+        user_id: &str,
+        agent_id: &str,
+        limit: u32,
+        cursor: Option<&Cursor>,
+    ) -> StoreResult<Vec<ThreadRecord>>;
+    async fn delete_thread(
+        &self,
+        user_id: &str,
+        agent_id: &str,
+        thread_id: &str,
+    ) -> StoreResult<bool>;
+    /// Appends a message and bumps the thread's count and activity time.
+    async fn append_message(&self, message: &MessageRecord) -> StoreResult<()>;
+    /// Messages oldest first, after `cursor`.
+    async fn list_messages(
+        &self,
+        thread_id: &str,
+        limit: u32,
+        cursor: Option<&Cursor>,
+    ) -> StoreResult<Vec<MessageRecord>>;
+    /// The newest `limit` messages, returned oldest first (prompt history).
+    async fn recent_messages(&self, thread_id: &str, limit: u32)
+        -> StoreResult<Vec<MessageRecord>>;
 }
 
 /// Opens the store named by `url`: `sqlite://path` (embedded; the file is created) or

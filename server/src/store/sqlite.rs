@@ -122,6 +122,56 @@ const SESSION_COLUMNS: &str =
 const KEY_COLUMNS: &str = "k.id, k.user_id, k.name, k.prefix, k.key_hash, k.scopes, k.expires_at, \
      k.created_at, k.last_used_at, k.revoked_at";
 
+fn agent(row: &SqliteRow) -> Result<AgentRecord, sqlx::Error> {
+    Ok(AgentRecord {
+        id: row.try_get("id")?,
+        user_id: row.try_get("user_id")?,
+        name: row.try_get("name")?,
+        description: row.try_get("description")?,
+        system_prompt: row.try_get("system_prompt")?,
+        model: row.try_get("model")?,
+        status: row.try_get("status")?,
+        created_at: time(row, "created_at")?,
+        updated_at: time(row, "updated_at")?,
+    })
+}
+
+fn thread(row: &SqliteRow) -> Result<ThreadRecord, sqlx::Error> {
+    Ok(ThreadRecord {
+        id: row.try_get("id")?,
+        agent_id: row.try_get("agent_id")?,
+        user_id: row.try_get("user_id")?,
+        title: row.try_get("title")?,
+        message_count: row.try_get("message_count")?,
+        created_at: time(row, "created_at")?,
+        updated_at: time(row, "updated_at")?,
+    })
+}
+
+fn message(row: &SqliteRow) -> Result<MessageRecord, sqlx::Error> {
+    Ok(MessageRecord {
+        id: row.try_get("id")?,
+        thread_id: row.try_get("thread_id")?,
+        role: row.try_get("role")?,
+        content: row.try_get("content")?,
+        model: row.try_get("model")?,
+        prompt_tokens: row.try_get("prompt_tokens")?,
+        completion_tokens: row.try_get("completion_tokens")?,
+        sources: row.try_get("sources")?,
+        latency_ms: row.try_get("latency_ms")?,
+        status: row.try_get("status")?,
+        error: row.try_get("error")?,
+        created_at: time(row, "created_at")?,
+    })
+}
+
+const AGENT_COLUMNS: &str =
+    "id, user_id, name, description, system_prompt, model, status, created_at, updated_at";
+const THREAD_COLUMNS: &str = "id, agent_id, user_id, title, message_count, created_at, updated_at";
+const MESSAGE_COLUMNS: &str =
+    "id, thread_id, role, content, model, prompt_tokens, completion_tokens, sources, \
+     latency_ms, status, error, created_at";
+
 #[async_trait]
 impl Store for SqliteStore {
     async fn migrate(&self) -> StoreResult<()> {
@@ -480,5 +530,220 @@ impl Store for SqliteStore {
             .execute(&self.pool)
             .await?;
         Ok(())
+    }
+
+    async fn create_agent(&self, a: &AgentRecord, limit: u32) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "INSERT INTO agents (id, user_id, name, description, system_prompt, model, status, created_at, updated_at) \
+             SELECT ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE (SELECT COUNT(*) FROM agents WHERE user_id = ?) < ?",
+        )
+        .bind(&a.id)
+        .bind(&a.user_id)
+        .bind(&a.name)
+        .bind(&a.description)
+        .bind(&a.system_prompt)
+        .bind(&a.model)
+        .bind(&a.status)
+        .bind(ms(a.created_at))
+        .bind(ms(a.updated_at))
+        .bind(&a.user_id)
+        .bind(i64::from(limit))
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn list_agents(&self, user_id: &str) -> StoreResult<Vec<AgentRecord>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {AGENT_COLUMNS} FROM agents WHERE user_id = ? ORDER BY created_at, id"
+        ))
+        .bind(user_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(agent).collect::<Result<_, _>>()?)
+    }
+
+    async fn agent(&self, user_id: &str, id: &str) -> StoreResult<Option<AgentRecord>> {
+        let row = sqlx::query(&format!(
+            "SELECT {AGENT_COLUMNS} FROM agents WHERE user_id = ? AND id = ?"
+        ))
+        .bind(user_id)
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.as_ref().map(agent).transpose()?)
+    }
+
+    async fn update_agent(
+        &self,
+        user_id: &str,
+        id: &str,
+        p: &AgentPatch,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<AgentRecord>> {
+        let row = sqlx::query(&format!(
+            "UPDATE agents SET name = COALESCE(?, name), description = COALESCE(?, description), \
+             system_prompt = COALESCE(?, system_prompt), model = COALESCE(?, model), updated_at = ? \
+             WHERE user_id = ? AND id = ? RETURNING {AGENT_COLUMNS}"
+        ))
+        .bind(&p.name)
+        .bind(&p.description)
+        .bind(&p.system_prompt)
+        .bind(&p.model)
+        .bind(ms(now))
+        .bind(user_id)
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.as_ref().map(agent).transpose()?)
+    }
+
+    async fn delete_agent(&self, user_id: &str, id: &str) -> StoreResult<bool> {
+        let done = sqlx::query("DELETE FROM agents WHERE user_id = ? AND id = ?")
+            .bind(user_id)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn create_thread(&self, t: &ThreadRecord) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO threads (id, agent_id, user_id, title, message_count, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&t.id)
+        .bind(&t.agent_id)
+        .bind(&t.user_id)
+        .bind(&t.title)
+        .bind(t.message_count)
+        .bind(ms(t.created_at))
+        .bind(ms(t.updated_at))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn thread(
+        &self,
+        user_id: &str,
+        agent_id: &str,
+        thread_id: &str,
+    ) -> StoreResult<Option<ThreadRecord>> {
+        let row = sqlx::query(&format!(
+            "SELECT {THREAD_COLUMNS} FROM threads WHERE user_id = ? AND agent_id = ? AND id = ?"
+        ))
+        .bind(user_id)
+        .bind(agent_id)
+        .bind(thread_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.as_ref().map(thread).transpose()?)
+    }
+
+    async fn list_threads(
+        &self,
+        user_id: &str,
+        agent_id: &str,
+        limit: u32,
+        cursor: Option<&Cursor>,
+    ) -> StoreResult<Vec<ThreadRecord>> {
+        let (at, id) = cursor.map_or((i64::MAX, String::new()), |c| (c.at, c.id.clone()));
+        let rows = sqlx::query(&format!(
+            "SELECT {THREAD_COLUMNS} FROM threads WHERE user_id = ? AND agent_id = ? \
+             AND (updated_at < ? OR (updated_at = ? AND id < ?) OR ? = '') \
+             ORDER BY updated_at DESC, id DESC LIMIT ?"
+        ))
+        .bind(user_id)
+        .bind(agent_id)
+        .bind(at)
+        .bind(at)
+        .bind(&id)
+        .bind(&id)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(thread).collect::<Result<_, _>>()?)
+    }
+
+    async fn delete_thread(
+        &self,
+        user_id: &str,
+        agent_id: &str,
+        thread_id: &str,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query("DELETE FROM threads WHERE user_id = ? AND agent_id = ? AND id = ?")
+            .bind(user_id)
+            .bind(agent_id)
+            .bind(thread_id)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn append_message(&self, m: &MessageRecord) -> StoreResult<()> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(&format!(
+            "INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        ))
+        .bind(&m.id)
+        .bind(&m.thread_id)
+        .bind(&m.role)
+        .bind(&m.content)
+        .bind(&m.model)
+        .bind(m.prompt_tokens)
+        .bind(m.completion_tokens)
+        .bind(&m.sources)
+        .bind(m.latency_ms)
+        .bind(&m.status)
+        .bind(&m.error)
+        .bind(ms(m.created_at))
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("UPDATE threads SET message_count = message_count + 1, updated_at = MAX(updated_at, ?) WHERE id = ?")
+            .bind(ms(m.created_at))
+            .bind(&m.thread_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn list_messages(
+        &self,
+        thread_id: &str,
+        limit: u32,
+        cursor: Option<&Cursor>,
+    ) -> StoreResult<Vec<MessageRecord>> {
+        let (at, id) = cursor.map_or((i64::MIN, String::new()), |c| (c.at, c.id.clone()));
+        let rows = sqlx::query(&format!(
+            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ? \
+             AND (created_at > ? OR (created_at = ? AND id > ?)) ORDER BY created_at, id LIMIT ?"
+        ))
+        .bind(thread_id)
+        .bind(at)
+        .bind(at)
+        .bind(&id)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(message).collect::<Result<_, _>>()?)
+    }
+
+    async fn recent_messages(
+        &self,
+        thread_id: &str,
+        limit: u32,
+    ) -> StoreResult<Vec<MessageRecord>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ? ORDER BY created_at DESC, id DESC LIMIT ?"
+        ))
+        .bind(thread_id)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        let mut messages: Vec<MessageRecord> =
+            rows.iter().map(message).collect::<Result<_, _>>()?;
+        messages.reverse();
+        Ok(messages)
     }
 }

@@ -1,8 +1,10 @@
 //! HTTP-level tests of the service: every rule of the contract and api.md that the
 //! service implements, against the real router on port 0.
 
+mod agents;
 mod api_keys;
 mod auth;
+mod chat;
 mod errors;
 mod helpers;
 mod ops;

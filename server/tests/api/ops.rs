@@ -44,6 +44,19 @@ async fn the_openapi_document_covers_every_endpoint() {
         ("get", "/api/health"),
         ("get", "/api/openapi.json"),
         ("get", "/api/docs"),
+        ("get", "/api/agents"),
+        ("post", "/api/agents"),
+        ("get", "/api/agents/{agentId}"),
+        ("put", "/api/agents/{agentId}"),
+        ("delete", "/api/agents/{agentId}"),
+        ("get", "/api/models"),
+        ("post", "/api/agents/{agentId}/chat"),
+        ("get", "/api/agents/{agentId}/conversations"),
+        (
+            "get",
+            "/api/agents/{agentId}/conversations/{threadId}/messages",
+        ),
+        ("delete", "/api/agents/{agentId}/conversations/{threadId}"),
     ];
     for (method, path) in expected {
         assert!(

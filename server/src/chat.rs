@@ -1,0 +1,368 @@
+//! Chat orchestration, independent of HTTP: resolve the thread and model, build the prompt
+//! (system prompt, earlier turns trimmed oldest-first to the model's context window,
+//! retrieved knowledge, the message with its attachments), persist the user message before
+//! calling the model, retry upstream failures before the first token, and persist the
+//! assistant message (content, model, usage, sources, latency, status) when it ends.
+
+use std::time::{Duration, Instant};
+
+use app::api::{Attachment, Source, TokensUsed};
+use base64::{engine::general_purpose::STANDARD, Engine};
+use futures::StreamExt;
+
+use crate::{
+    error::{ApiError, ApiResult},
+    http::AppState,
+    llm::{
+        offline, tokens, EventStream, Prompt, ProviderError, ProviderErrorKind, ResolvedModel,
+        Role, Turn, Usage,
+    },
+    store::{AgentRecord, MessageRecord, ThreadRecord},
+};
+
+/// Largest total size of one message's attachments (10 MiB, issue: agents and chat).
+pub const MAX_ATTACHMENTS_BYTES: usize = 10 * 1024 * 1024;
+/// Earlier messages considered for the prompt before trimming to the context window.
+pub const HISTORY_LIMIT: u32 = 200;
+/// Attempts at an upstream call before its first token (1 + 2 retries).
+pub const UPSTREAM_ATTEMPTS: u32 = 3;
+/// Backoff before the first retry; each later retry waits four times longer.
+pub const RETRY_BACKOFF: Duration = Duration::from_millis(250);
+
+/// A chat turn ready to be sent upstream.
+pub struct PreparedChat {
+    pub thread: ThreadRecord,
+    pub model: ResolvedModel,
+    pub prompt: Prompt,
+    pub sources: Vec<Source>,
+    pub started: Instant,
+}
+
+/// How a reply ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyStatus {
+    /// Complete.
+    Complete,
+    /// The provider failed.
+    Failed,
+    /// The client went away.
+    Cancelled,
+}
+
+impl ReplyStatus {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Complete => "complete",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// The text of attachments: text and Markdown only (decoded as UTF-8); anything else 415.
+pub fn attachments_text(attachments: &[Attachment]) -> ApiResult<String> {
+    let mut total = 0usize;
+    let mut out = String::new();
+    for a in attachments {
+        let bytes = STANDARD.decode(a.data.trim()).map_err(|_| {
+            ApiError::bad_request(format!(
+                "attachment `{}`: data is not valid base64",
+                a.filename
+            ))
+        })?;
+        total += bytes.len();
+        if total > MAX_ATTACHMENTS_BYTES {
+            return Err(ApiError::PayloadTooLarge(
+                "Attachments may total at most 10 MiB".into(),
+            ));
+        }
+        let kind = a
+            .content_type
+            .split(';')
+            .next()
+            .unwrap_or("")
+            .trim()
+            .to_ascii_lowercase();
+        let textual = kind.starts_with("text/")
+            || kind == "application/json"
+            || kind == "application/x-markdown";
+        if !textual {
+            return Err(ApiError::UnsupportedMediaType(format!(
+                "attachment `{}` has type `{}`; attach text or Markdown files",
+                a.filename, a.content_type
+            )));
+        }
+        let text = String::from_utf8(bytes).map_err(|_| {
+            ApiError::UnsupportedMediaType(format!("attachment `{}` is not UTF-8 text", a.filename))
+        })?;
+        out.push_str(&format!("\n\n--- Attachment: {} ---\n{}", a.filename, text));
+    }
+    Ok(out)
+}
+
+/// Earlier turns that fit in `budget` tokens, dropping the oldest first.
+pub fn trim_history(history: Vec<Turn>, budget: u32) -> Vec<Turn> {
+    let mut used = 0u32;
+    let mut kept: Vec<Turn> = Vec::new();
+    for turn in history.into_iter().rev() {
+        let cost = tokens::count(&turn.content) + 4;
+        if used + cost > budget {
+            break;
+        }
+        used += cost;
+        kept.push(turn);
+    }
+    kept.reverse();
+    // A conversation sent upstream starts with the user.
+    while kept.first().is_some_and(|t| t.role == Role::Assistant) {
+        kept.remove(0);
+    }
+    kept
+}
+
+/// Resolves the thread (404 for an unknown or someone else's), the model, and the prompt,
+/// and persists the user's message.
+pub async fn prepare(
+    state: &AppState,
+    agent: &AgentRecord,
+    user_id: &str,
+    thread_id: Option<&str>,
+    message: &str,
+    attachments: &[Attachment],
+) -> ApiResult<PreparedChat> {
+    let attached = attachments_text(attachments)?;
+    let model_id = if agent.model.is_empty() {
+        state.models.default_model().await
+    } else {
+        agent.model.clone()
+    };
+    let model = state.models.resolve(&model_id).await.ok_or_else(|| ApiError::Status {
+        status: axum::http::StatusCode::BAD_GATEWAY,
+        message: format!("The agent's model `{model_id}` is not offered by any configured provider right now"),
+    })?;
+    let now = state.auth.clock.now();
+    let thread = match thread_id {
+        Some(id) => state
+            .store
+            .thread(user_id, &agent.id, id)
+            .await?
+            .ok_or_else(|| ApiError::not_found("Thread"))?,
+        None => {
+            let thread = ThreadRecord {
+                id: uuid::Uuid::now_v7().to_string(),
+                agent_id: agent.id.clone(),
+                user_id: user_id.to_string(),
+                title: message.trim().chars().take(80).collect(),
+                message_count: 0,
+                created_at: now,
+                updated_at: now,
+            };
+            state.store.create_thread(&thread).await?;
+            thread
+        }
+    };
+    let history: Vec<Turn> = state
+        .store
+        .recent_messages(&thread.id, HISTORY_LIMIT)
+        .await?
+        .into_iter()
+        .filter(|m| m.status == "complete" || m.role == "user")
+        .map(|m| Turn {
+            role: if m.role == "user" {
+                Role::User
+            } else {
+                Role::Assistant
+            },
+            content: m.content,
+        })
+        .collect();
+    let user_content = format!("{message}{attached}");
+    let fixed = tokens::count(&agent.system_prompt) + tokens::count(&user_content);
+    // Room for the reply: a quarter of the window, at least 1,024 tokens.
+    let reserve = (model.context_window / 4).max(1_024);
+    let budget = model
+        .context_window
+        .saturating_sub(reserve)
+        .saturating_sub(fixed);
+    let mut turns = trim_history(history, budget);
+    turns.push(Turn {
+        role: Role::User,
+        content: user_content.clone(),
+    });
+    state
+        .store
+        .append_message(&MessageRecord {
+            id: uuid::Uuid::now_v7().to_string(),
+            thread_id: thread.id.clone(),
+            role: "user".into(),
+            content: user_content,
+            model: None,
+            prompt_tokens: None,
+            completion_tokens: None,
+            sources: None,
+            latency_ms: None,
+            status: "complete".into(),
+            error: None,
+            created_at: now,
+        })
+        .await?;
+    Ok(PreparedChat {
+        thread,
+        model,
+        prompt: Prompt {
+            system: agent.system_prompt.clone(),
+            turns,
+            passages: Vec::new(),
+        },
+        sources: Vec::new(),
+        started: Instant::now(),
+    })
+}
+
+/// The API error for a provider failure: 504 on a timeout, else 502.
+pub fn upstream_error(err: &ProviderError) -> ApiError {
+    let status = if err.kind == ProviderErrorKind::Timeout {
+        axum::http::StatusCode::GATEWAY_TIMEOUT
+    } else {
+        axum::http::StatusCode::BAD_GATEWAY
+    };
+    ApiError::Status {
+        status,
+        message: err.message.clone(),
+    }
+}
+
+/// Opens the upstream stream, retrying retryable failures (429, 5xx, timeouts, connection
+/// errors) that happen before the first token, with exponential backoff.
+pub async fn open_stream(prepared: &PreparedChat) -> Result<EventStream, ProviderError> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let failure = match prepared
+            .model
+            .provider
+            .stream(&prepared.model.name, &prepared.prompt)
+            .await
+        {
+            Ok(mut stream) => match stream.next().await {
+                Some(Ok(first)) => {
+                    return Ok(futures::stream::once(async { Ok(first) })
+                        .chain(stream)
+                        .boxed())
+                }
+                None => return Ok(futures::stream::empty().boxed()),
+                Some(Err(e)) => e,
+            },
+            Err(e) => e,
+        };
+        if !failure.retryable() || attempt >= UPSTREAM_ATTEMPTS {
+            return Err(failure);
+        }
+        let wait = RETRY_BACKOFF * 4u32.pow(attempt - 1);
+        tracing::warn!(attempt, error = %failure, wait_ms = wait.as_millis() as u64, "retrying the model provider");
+        tokio::time::sleep(wait).await;
+    }
+}
+
+/// Usage as reported, or counted with the tokenizer when the provider gave none.
+pub fn usage_or_counted(reported: Option<Usage>, prompt: &Prompt, reply: &str) -> TokensUsed {
+    let usage = reported
+        .filter(|u| u.prompt > 0 || u.completion > 0)
+        .unwrap_or_else(|| Usage {
+            prompt: offline::prompt_tokens(prompt),
+            completion: tokens::count(reply),
+        });
+    TokensUsed {
+        prompt: usage.prompt,
+        completion: usage.completion,
+        total: usage.prompt + usage.completion,
+    }
+}
+
+/// Persists the assistant's reply.
+pub async fn finish(
+    state: &AppState,
+    prepared: &PreparedChat,
+    text: &str,
+    usage: Option<TokensUsed>,
+    status: ReplyStatus,
+    error: Option<String>,
+) -> ApiResult<()> {
+    let sources = (!prepared.sources.is_empty())
+        .then(|| serde_json::to_string(&prepared.sources).unwrap_or_default());
+    state
+        .store
+        .append_message(&MessageRecord {
+            id: uuid::Uuid::now_v7().to_string(),
+            thread_id: prepared.thread.id.clone(),
+            role: "assistant".into(),
+            content: text.to_string(),
+            model: Some(prepared.model.id.clone()),
+            prompt_tokens: usage.map(|u| i64::from(u.prompt)),
+            completion_tokens: usage.map(|u| i64::from(u.completion)),
+            sources,
+            latency_ms: Some(prepared.started.elapsed().as_millis() as i64),
+            status: status.as_str().into(),
+            error,
+            created_at: state.auth.clock.now(),
+        })
+        .await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn turn(role: Role, content: &str) -> Turn {
+        Turn {
+            role,
+            content: content.into(),
+        }
+    }
+
+    #[test]
+    fn history_is_trimmed_oldest_first_and_starts_with_the_user() {
+        let history = vec![
+            turn(Role::User, &"old ".repeat(500)),
+            turn(Role::Assistant, "reply one"),
+            turn(Role::User, "second question"),
+            turn(Role::Assistant, "second reply"),
+        ];
+        let kept = trim_history(history.clone(), 40);
+        assert_eq!(
+            kept.iter().map(|t| t.content.as_str()).collect::<Vec<_>>(),
+            ["second question", "second reply"]
+        );
+        assert_eq!(trim_history(history.clone(), 100_000).len(), 4);
+        assert!(trim_history(history, 0).is_empty());
+    }
+
+    #[test]
+    fn attachments_must_be_text() {
+        let text = Attachment {
+            filename: "a.md".into(),
+            content_type: "text/markdown".into(),
+            data: STANDARD.encode("# Hi"),
+        };
+        assert!(attachments_text(&[text]).unwrap().contains("# Hi"));
+        let pdf = Attachment {
+            filename: "a.pdf".into(),
+            content_type: "application/pdf".into(),
+            data: STANDARD.encode("%PDF"),
+        };
+        assert!(matches!(
+            attachments_text(&[pdf]),
+            Err(ApiError::UnsupportedMediaType(_))
+        ));
+        let bad = Attachment {
+            filename: "a.txt".into(),
+            content_type: "text/plain".into(),
+            data: "***".into(),
+        };
+        assert!(matches!(
+            attachments_text(&[bad]),
+            Err(ApiError::BadRequest(_))
+        ));
+    }
+}

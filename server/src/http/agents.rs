@@ -1,0 +1,255 @@
+//! `/api/agents` and `/api/models`: agent CRUD with plan limits (contract § Agent, § List,
+//! Create, Get, Update agent; api.md § Agents, models and chat).
+
+use app::api::{
+    Agent, AgentResponse, AgentsResponse, CreateAgentRequest, ErrorBody, ModelEntry,
+    ModelsResponse, SuccessResponse, UpdateAgentRequest,
+};
+use axum::{extract::State, http::StatusCode, Json};
+use tracing::instrument;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+use super::{
+    extract::{ApiJson, ApiPath, Auth},
+    iso, AppState,
+};
+use crate::{
+    domain::{parse_name, Scope},
+    error::{ApiError, ApiResult},
+    store::{AgentPatch, AgentRecord},
+};
+
+/// Longest agent name in characters.
+pub const NAME_MAX: usize = 100;
+/// Longest description in characters.
+pub const DESCRIPTION_MAX: usize = 2_000;
+/// Longest system prompt in characters.
+pub const SYSTEM_PROMPT_MAX: usize = 32_000;
+
+/// The agent routes.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(list, create))
+        .routes(routes!(get, update, delete))
+        .routes(routes!(models))
+}
+
+/// The API view of a stored agent.
+pub fn agent_view(a: &AgentRecord) -> Agent {
+    Agent {
+        id: a.id.clone(),
+        name: a.name.clone(),
+        description: a.description.clone(),
+        system_prompt: a.system_prompt.clone(),
+        model: a.model.clone(),
+        status: a.status.clone(),
+        created_at: iso(a.created_at),
+        updated_at: iso(a.updated_at),
+    }
+}
+
+fn bounded(field: &str, value: Option<String>, max: usize) -> ApiResult<Option<String>> {
+    match value {
+        Some(v) if v.chars().count() > max => Err(ApiError::bad_request(format!(
+            "{field} must be at most {max} characters"
+        ))),
+        other => Ok(other),
+    }
+}
+
+/// Checks that `model` is offered; empty means the default model. 400 lists the valid ids.
+async fn check_model(state: &AppState, model: Option<String>) -> ApiResult<Option<String>> {
+    let Some(model) = model.map(|m| m.trim().to_string()) else {
+        return Ok(None);
+    };
+    if model.is_empty() || state.models.resolve(&model).await.is_some() {
+        return Ok(Some(model));
+    }
+    let valid: Vec<String> = state
+        .models
+        .list()
+        .await
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
+    Err(ApiError::bad_request(format!(
+        "model `{model}` is not available; use one of: {}",
+        valid.join(", ")
+    )))
+}
+
+/// Loads the caller's agent, 404 for a missing or someone else's one.
+pub async fn owned_agent(
+    state: &AppState,
+    user_id: &str,
+    agent_id: &str,
+) -> ApiResult<AgentRecord> {
+    state
+        .store
+        .agent(user_id, agent_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Agent"))
+}
+
+/// The caller's agents, oldest first.
+#[utoipa::path(get, path = "/api/agents", tag = "agents", security(("bearer" = [])),
+    responses((status = 200, body = AgentsResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+#[instrument(skip_all, fields(user.id = %principal.user_id))]
+async fn list(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+) -> ApiResult<Json<AgentsResponse>> {
+    principal.require(Scope::AgentsRead)?;
+    let agents = state.store.list_agents(&principal.user_id).await?;
+    Ok(Json(AgentsResponse {
+        agents: agents.iter().map(agent_view).collect(),
+    }))
+}
+
+/// Create an agent; 403 when the plan's agent limit is reached.
+#[utoipa::path(post, path = "/api/agents", tag = "agents", security(("bearer" = [])), request_body = CreateAgentRequest,
+    responses((status = 201, body = AgentResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, description = "Plan limit reached or missing scope", body = ErrorBody)))]
+#[instrument(skip_all, fields(user.id = %principal.user_id, agent.id))]
+async fn create(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    ApiJson(body): ApiJson<CreateAgentRequest>,
+) -> ApiResult<(StatusCode, Json<AgentResponse>)> {
+    principal.require(Scope::AgentsWrite)?;
+    let name = parse_name("name", &body.name, NAME_MAX).map_err(ApiError::BadRequest)?;
+    let description =
+        bounded("description", body.description, DESCRIPTION_MAX)?.unwrap_or_default();
+    let system_prompt =
+        bounded("systemPrompt", body.system_prompt, SYSTEM_PROMPT_MAX)?.unwrap_or_default();
+    let model = check_model(&state, body.model).await?.unwrap_or_default();
+    let now = state.auth.clock.now();
+    let agent = AgentRecord {
+        id: uuid::Uuid::now_v7().to_string(),
+        user_id: principal.user_id.clone(),
+        name,
+        description,
+        system_prompt,
+        model,
+        status: "active".into(),
+        created_at: now,
+        updated_at: now,
+    };
+    let limit = state.config.agent_limit(principal.plan);
+    if !state.store.create_agent(&agent, limit).await? {
+        return Err(ApiError::ForbiddenWith(format!(
+            "Your {} plan allows {limit} agents and you have reached that limit; delete an agent or upgrade your plan",
+            principal.plan
+        )));
+    }
+    tracing::Span::current().record("agent.id", &agent.id);
+    Ok((
+        StatusCode::CREATED,
+        Json(AgentResponse {
+            agent: agent_view(&agent),
+        }),
+    ))
+}
+
+/// One agent with all its details.
+#[utoipa::path(get, path = "/api/agents/{agentId}", tag = "agents", security(("bearer" = [])),
+    params(("agentId" = String, Path, description = "Agent id")),
+    responses((status = 200, body = AgentResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+#[instrument(skip_all, fields(user.id = %principal.user_id, agent.id = %agent_id))]
+async fn get(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    ApiPath(agent_id): ApiPath<String>,
+) -> ApiResult<Json<AgentResponse>> {
+    principal.require(Scope::AgentsRead)?;
+    let agent = owned_agent(&state, &principal.user_id, &agent_id).await?;
+    Ok(Json(AgentResponse {
+        agent: agent_view(&agent),
+    }))
+}
+
+/// Update an agent; omitted fields stay unchanged.
+#[utoipa::path(put, path = "/api/agents/{agentId}", tag = "agents", security(("bearer" = [])), request_body = UpdateAgentRequest,
+    params(("agentId" = String, Path, description = "Agent id")),
+    responses((status = 200, body = AgentResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+#[instrument(skip_all, fields(user.id = %principal.user_id, agent.id = %agent_id))]
+async fn update(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    ApiPath(agent_id): ApiPath<String>,
+    ApiJson(body): ApiJson<UpdateAgentRequest>,
+) -> ApiResult<Json<AgentResponse>> {
+    principal.require(Scope::AgentsWrite)?;
+    owned_agent(&state, &principal.user_id, &agent_id).await?;
+    let patch = AgentPatch {
+        name: body
+            .name
+            .map(|n| parse_name("name", &n, NAME_MAX))
+            .transpose()
+            .map_err(ApiError::BadRequest)?,
+        description: bounded("description", body.description, DESCRIPTION_MAX)?,
+        system_prompt: bounded("systemPrompt", body.system_prompt, SYSTEM_PROMPT_MAX)?,
+        model: check_model(&state, body.model).await?,
+    };
+    let agent = state
+        .store
+        .update_agent(
+            &principal.user_id,
+            &agent_id,
+            &patch,
+            state.auth.clock.now(),
+        )
+        .await?
+        .ok_or_else(|| ApiError::not_found("Agent"))?;
+    Ok(Json(AgentResponse {
+        agent: agent_view(&agent),
+    }))
+}
+
+/// Delete an agent with its conversations and knowledge.
+#[utoipa::path(delete, path = "/api/agents/{agentId}", tag = "agents", security(("bearer" = [])),
+    params(("agentId" = String, Path, description = "Agent id")),
+    responses((status = 200, body = SuccessResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+#[instrument(skip_all, fields(user.id = %principal.user_id, agent.id = %agent_id))]
+async fn delete(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    ApiPath(agent_id): ApiPath<String>,
+) -> ApiResult<Json<SuccessResponse>> {
+    principal.require(Scope::AgentsWrite)?;
+    if !state
+        .store
+        .delete_agent(&principal.user_id, &agent_id)
+        .await?
+    {
+        return Err(ApiError::not_found("Agent"));
+    }
+    Ok(Json(SuccessResponse { success: true }))
+}
+
+/// The models usable as `agent.model`: the configured providers' (from their model lists)
+/// and the built-in offline model.
+#[utoipa::path(get, path = "/api/models", tag = "agents", security(("bearer" = [])),
+    responses((status = 200, body = ModelsResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+#[instrument(skip_all, fields(user.id = %principal.user_id))]
+async fn models(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+) -> ApiResult<Json<ModelsResponse>> {
+    principal.require(Scope::AgentsRead)?;
+    let models = state
+        .models
+        .list()
+        .await
+        .into_iter()
+        .map(|m| ModelEntry {
+            id: m.id,
+            provider: m.provider,
+            context_window: m.context_window,
+        })
+        .collect();
+    Ok(Json(ModelsResponse {
+        models,
+        default_model: state.models.default_model().await,
+    }))
+}

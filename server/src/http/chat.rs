@@ -1,0 +1,409 @@
+//! `POST /api/agents/{agentId}/chat` (one JSON reply or a server-sent event stream) and the
+//! conversations of an agent (contract § Send message, § Events; api.md § Agents, models
+//! and chat).
+
+use std::{convert::Infallible, time::Duration};
+
+use app::api::{
+    ChatMessage, ChatReply, ChatRequest, Conversation, ConversationsResponse, ErrorBody,
+    MessagesResponse, Source, SuccessResponse, TokensUsed,
+};
+use axum::{
+    extract::State,
+    http::{header, HeaderValue},
+    response::{
+        sse::{Event as SseEvent, KeepAlive, Sse},
+        IntoResponse, Response,
+    },
+    Json,
+};
+use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
+use futures::StreamExt;
+use serde::Deserialize;
+use serde_json::json;
+use tokio::sync::mpsc;
+use tracing::instrument;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+use super::{
+    agents::owned_agent,
+    extract::{ApiJson, ApiPath, ApiQuery, Auth},
+    iso, AppState,
+};
+use crate::{
+    chat::{self, PreparedChat, ReplyStatus},
+    domain::Scope,
+    error::{ApiError, ApiResult},
+    llm::Event,
+    store::{Cursor, MessageRecord},
+};
+
+/// Interval of SSE comment heartbeats (`: ping`) while the model is silent.
+pub const HEARTBEAT: Duration = Duration::from_secs(15);
+/// Default page size of lists (api.md § Conventions).
+pub const DEFAULT_PAGE: u32 = 50;
+/// Largest page size.
+pub const MAX_PAGE: u32 = 200;
+
+/// The chat routes.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(send))
+        .routes(routes!(conversations))
+        .routes(routes!(messages))
+        .routes(routes!(delete_conversation))
+}
+
+/// Send a message and receive the reply, as JSON or (with `stream: true`) as server-sent
+/// events: `data: {"chunk": "..."}` frames in order, then `data: [DONE]`.
+#[utoipa::path(post, path = "/api/agents/{agentId}/chat", tag = "chat", security(("bearer" = [])), request_body = ChatRequest,
+    params(("agentId" = String, Path, description = "Agent id")),
+    responses((status = 200, description = "The reply (JSON), or a text/event-stream when stream is true", body = ChatReply),
+        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 415, body = ErrorBody), (status = 502, body = ErrorBody), (status = 504, body = ErrorBody)))]
+#[instrument(skip_all, fields(user.id = %principal.user_id, agent.id = %agent_id))]
+async fn send(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    ApiPath(agent_id): ApiPath<String>,
+    ApiJson(body): ApiJson<ChatRequest>,
+) -> ApiResult<Response> {
+    principal.require(Scope::ChatWrite)?;
+    if body.message.trim().is_empty() {
+        return Err(ApiError::bad_request("message must not be empty"));
+    }
+    let max = state.config.max_message_chars;
+    if body.message.chars().count() > max {
+        return Err(ApiError::bad_request(format!(
+            "message must be at most {max} characters"
+        )));
+    }
+    let agent = owned_agent(&state, &principal.user_id, &agent_id).await?;
+    let prepared = chat::prepare(
+        &state,
+        &agent,
+        &principal.user_id,
+        body.thread_id.as_deref(),
+        &body.message,
+        &body.attachments,
+    )
+    .await?;
+    let include_usage = body
+        .stream_options
+        .as_ref()
+        .is_some_and(|o| o.include_usage);
+    if body.stream {
+        Ok(stream_reply(state, prepared, include_usage))
+    } else {
+        json_reply(&state, prepared).await
+    }
+}
+
+async fn json_reply(state: &AppState, prepared: PreparedChat) -> ApiResult<Response> {
+    let mut upstream = match chat::open_stream(&prepared).await {
+        Ok(s) => s,
+        Err(e) => {
+            chat::finish(
+                state,
+                &prepared,
+                "",
+                None,
+                ReplyStatus::Failed,
+                Some(e.message.clone()),
+            )
+            .await?;
+            return Err(chat::upstream_error(&e));
+        }
+    };
+    let mut text = String::new();
+    let mut reported = None;
+    while let Some(event) = upstream.next().await {
+        match event {
+            Ok(Event::Delta(d)) => text.push_str(&d),
+            Ok(Event::End(usage)) => reported = usage,
+            Err(e) => {
+                chat::finish(
+                    state,
+                    &prepared,
+                    &text,
+                    None,
+                    ReplyStatus::Failed,
+                    Some(e.message.clone()),
+                )
+                .await?;
+                return Err(chat::upstream_error(&e));
+            }
+        }
+    }
+    let usage = chat::usage_or_counted(reported, &prepared.prompt, &text);
+    chat::finish(
+        state,
+        &prepared,
+        &text,
+        Some(usage),
+        ReplyStatus::Complete,
+        None,
+    )
+    .await?;
+    Ok(Json(ChatReply {
+        message: text,
+        model: prepared.model.id.clone(),
+        tokens_used: usage,
+        rag_chunks_used: prepared.sources.len() as u32,
+        thread_id: prepared.thread.id.clone(),
+        sources: prepared.sources.clone(),
+    })
+    .into_response())
+}
+
+fn frame(value: serde_json::Value) -> SseEvent {
+    SseEvent::default().data(value.to_string())
+}
+
+/// Streams the reply. A task reads the provider and sends frames through a small channel;
+/// when the client goes away the channel closes, the task stops reading, and dropping the
+/// upstream stream cancels the provider request. The reply is persisted either way.
+fn stream_reply(state: AppState, prepared: PreparedChat, include_usage: bool) -> Response {
+    let thread_id = prepared.thread.id.clone();
+    let (tx, rx) = mpsc::channel::<SseEvent>(16);
+    tokio::spawn(async move {
+        let mut text = String::new();
+        let outcome: Result<Option<TokensUsed>, (String, String)> = async {
+            let mut upstream = chat::open_stream(&prepared).await.map_err(|e| {
+                let err = chat::upstream_error(&e).body();
+                (err.error, err.message)
+            })?;
+            let mut reported = None;
+            while let Some(event) = upstream.next().await {
+                match event {
+                    Ok(Event::Delta(d)) => {
+                        if tx.send(frame(json!({ "chunk": d }))).await.is_err() {
+                            return Ok(None);
+                        }
+                        text.push_str(&d);
+                    }
+                    Ok(Event::End(usage)) => reported = usage,
+                    Err(e) => {
+                        let err = chat::upstream_error(&e).body();
+                        return Err((err.error, err.message));
+                    }
+                }
+            }
+            Ok(Some(chat::usage_or_counted(
+                reported,
+                &prepared.prompt,
+                &text,
+            )))
+        }
+        .await;
+        let (status, usage, error) = match outcome {
+            Ok(Some(usage)) => {
+                if include_usage {
+                    let _ = tx
+                        .send(frame(json!({
+                            "chunk": "",
+                            "usage": usage,
+                            "model": prepared.model.id,
+                            "ragChunksUsed": prepared.sources.len(),
+                            "threadId": prepared.thread.id,
+                            "sources": prepared.sources,
+                        })))
+                        .await;
+                }
+                let _ = tx.send(SseEvent::default().data("[DONE]")).await;
+                (ReplyStatus::Complete, Some(usage), None)
+            }
+            Ok(None) => (
+                ReplyStatus::Cancelled,
+                None,
+                Some("the client disconnected".to_string()),
+            ),
+            Err((error, message)) => {
+                let _ = tx
+                    .send(frame(json!({ "error": error, "message": message })))
+                    .await;
+                let _ = tx.send(SseEvent::default().data("[DONE]")).await;
+                (ReplyStatus::Failed, None, Some(message))
+            }
+        };
+        if let Err(err) = chat::finish(&state, &prepared, &text, usage, status, error).await {
+            tracing::error!(error = ?err, "persisting the streamed reply failed");
+        }
+    });
+    let events = tokio_stream_from(rx).map(Ok::<_, Infallible>);
+    let mut response = Sse::new(events)
+        .keep_alive(KeepAlive::new().interval(HEARTBEAT).text("ping"))
+        .into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    if let Ok(v) = HeaderValue::from_str(&thread_id) {
+        headers.insert("x-thread-id", v);
+    }
+    response
+}
+
+/// A stream over the receiver.
+fn tokio_stream_from<T: Send + 'static>(
+    mut rx: mpsc::Receiver<T>,
+) -> futures::stream::BoxStream<'static, T> {
+    futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed()
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+struct PageQuery {
+    /// Page size, 1..=200 (default 50).
+    limit: Option<u32>,
+    /// `nextCursor` of the previous page.
+    cursor: Option<String>,
+}
+
+impl PageQuery {
+    fn limit(&self) -> ApiResult<u32> {
+        match self.limit {
+            None => Ok(DEFAULT_PAGE),
+            Some(n) if (1..=MAX_PAGE).contains(&n) => Ok(n),
+            Some(_) => Err(ApiError::bad_request(format!(
+                "limit must be between 1 and {MAX_PAGE}"
+            ))),
+        }
+    }
+
+    fn cursor(&self) -> ApiResult<Option<Cursor>> {
+        let Some(raw) = &self.cursor else {
+            return Ok(None);
+        };
+        let invalid =
+            || ApiError::bad_request("cursor is not valid; pass nextCursor from the previous page");
+        let text = String::from_utf8(URL_SAFE_NO_PAD.decode(raw).map_err(|_| invalid())?)
+            .map_err(|_| invalid())?;
+        let (at, id) = text.split_once(':').ok_or_else(invalid)?;
+        Ok(Some(Cursor {
+            at: at.parse().map_err(|_| invalid())?,
+            id: id.to_string(),
+        }))
+    }
+}
+
+fn encode_cursor(at: chrono::DateTime<chrono::Utc>, id: &str) -> String {
+    URL_SAFE_NO_PAD.encode(format!("{}:{id}", at.timestamp_millis()))
+}
+
+/// The agent's conversation threads, most recently active first.
+#[utoipa::path(get, path = "/api/agents/{agentId}/conversations", tag = "chat", security(("bearer" = [])),
+    params(("agentId" = String, Path, description = "Agent id"), PageQuery),
+    responses((status = 200, body = ConversationsResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+#[instrument(skip_all, fields(user.id = %principal.user_id, agent.id = %agent_id))]
+async fn conversations(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    ApiPath(agent_id): ApiPath<String>,
+    ApiQuery(page): ApiQuery<PageQuery>,
+) -> ApiResult<Json<ConversationsResponse>> {
+    principal.require(Scope::ChatRead)?;
+    owned_agent(&state, &principal.user_id, &agent_id).await?;
+    let limit = page.limit()?;
+    let threads = state
+        .store
+        .list_threads(
+            &principal.user_id,
+            &agent_id,
+            limit + 1,
+            page.cursor()?.as_ref(),
+        )
+        .await?;
+    let more = threads.len() > limit as usize;
+    let threads = &threads[..threads.len().min(limit as usize)];
+    Ok(Json(ConversationsResponse {
+        next_cursor: more
+            .then(|| threads.last().map(|t| encode_cursor(t.updated_at, &t.id)))
+            .flatten(),
+        conversations: threads
+            .iter()
+            .map(|t| Conversation {
+                thread_id: t.id.clone(),
+                title: t.title.clone(),
+                message_count: t.message_count as u32,
+                created_at: iso(t.created_at),
+                updated_at: iso(t.updated_at),
+            })
+            .collect(),
+    }))
+}
+
+fn message_view(m: &MessageRecord) -> ChatMessage {
+    let tokens_used = match (m.prompt_tokens, m.completion_tokens) {
+        (Some(p), Some(c)) => Some(TokensUsed {
+            prompt: p as u32,
+            completion: c as u32,
+            total: (p + c) as u32,
+        }),
+        _ => None,
+    };
+    ChatMessage {
+        id: m.id.clone(),
+        role: m.role.clone(),
+        content: m.content.clone(),
+        model: m.model.clone(),
+        tokens_used,
+        sources: m
+            .sources
+            .as_deref()
+            .and_then(|s| serde_json::from_str::<Vec<Source>>(s).ok()),
+        status: m.status.clone(),
+        created_at: iso(m.created_at),
+    }
+}
+
+/// The messages of a thread, oldest first.
+#[utoipa::path(get, path = "/api/agents/{agentId}/conversations/{threadId}/messages", tag = "chat", security(("bearer" = [])),
+    params(("agentId" = String, Path, description = "Agent id"), ("threadId" = String, Path, description = "Thread id"), PageQuery),
+    responses((status = 200, body = MessagesResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+#[instrument(skip_all, fields(user.id = %principal.user_id, agent.id = %agent_id))]
+async fn messages(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    ApiPath((agent_id, thread_id)): ApiPath<(String, String)>,
+    ApiQuery(page): ApiQuery<PageQuery>,
+) -> ApiResult<Json<MessagesResponse>> {
+    principal.require(Scope::ChatRead)?;
+    let thread = state
+        .store
+        .thread(&principal.user_id, &agent_id, &thread_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Thread"))?;
+    let limit = page.limit()?;
+    let rows = state
+        .store
+        .list_messages(&thread.id, limit + 1, page.cursor()?.as_ref())
+        .await?;
+    let more = rows.len() > limit as usize;
+    let rows = &rows[..rows.len().min(limit as usize)];
+    Ok(Json(MessagesResponse {
+        next_cursor: more
+            .then(|| rows.last().map(|m| encode_cursor(m.created_at, &m.id)))
+            .flatten(),
+        messages: rows.iter().map(message_view).collect(),
+    }))
+}
+
+/// Delete a conversation thread with its messages.
+#[utoipa::path(delete, path = "/api/agents/{agentId}/conversations/{threadId}", tag = "chat", security(("bearer" = [])),
+    params(("agentId" = String, Path, description = "Agent id"), ("threadId" = String, Path, description = "Thread id")),
+    responses((status = 200, body = SuccessResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+#[instrument(skip_all, fields(user.id = %principal.user_id, agent.id = %agent_id))]
+async fn delete_conversation(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    ApiPath((agent_id, thread_id)): ApiPath<(String, String)>,
+) -> ApiResult<Json<SuccessResponse>> {
+    principal.require(Scope::ChatWrite)?;
+    if !state
+        .store
+        .delete_thread(&principal.user_id, &agent_id, &thread_id)
+        .await?
+    {
+        return Err(ApiError::not_found("Thread"));
+    }
+    Ok(Json(SuccessResponse { success: true }))
+}

@@ -1,0 +1,270 @@
+//! Language models: the [`Provider`] boundary, the configured providers (an
+//! OpenAI-compatible endpoint and the Anthropic Messages API, both through the `genai`
+//! client library) and the built-in offline model, gathered in a [`Models`] registry.
+//! Nothing here knows HTTP handlers; providers speak their own wire protocols inside
+//! `genai`.
+
+pub mod offline;
+pub mod remote;
+pub mod tokens;
+
+use std::{sync::Arc, time::Duration};
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+use moka::sync::Cache;
+
+/// Id of the built-in offline model.
+pub const OFFLINE_MODEL: &str = "agentchat-offline";
+
+/// A model a chat can use (`GET /api/models`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelInfo {
+    /// The id to put in `agent.model`: the provider's own name (`gpt-4o-mini`), or
+    /// `provider/name` when two providers offer the same name.
+    pub id: String,
+    /// `openai`, `anthropic` or `builtin`.
+    pub provider: String,
+    /// Context window in tokens, when known.
+    pub context_window: Option<u32>,
+}
+
+/// Who said a turn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// The person chatting.
+    User,
+    /// The model.
+    Assistant,
+}
+
+/// One turn of the conversation sent to a model.
+#[derive(Debug, Clone)]
+pub struct Turn {
+    pub role: Role,
+    pub content: String,
+}
+
+/// A knowledge base passage put into the prompt.
+#[derive(Debug, Clone)]
+pub struct Passage {
+    /// Marker the model cites, e.g. `[1]`.
+    pub marker: String,
+    pub title: String,
+    pub url: Option<String>,
+    pub text: String,
+}
+
+/// What a model is asked: the system prompt, earlier turns and the new user message
+/// (the last turn), plus retrieved passages.
+#[derive(Debug, Clone, Default)]
+pub struct Prompt {
+    pub system: String,
+    pub turns: Vec<Turn>,
+    pub passages: Vec<Passage>,
+}
+
+/// Token usage of one reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Usage {
+    pub prompt: u32,
+    pub completion: u32,
+}
+
+/// An event of a streamed reply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// The next text fragment.
+    Delta(String),
+    /// The reply is complete; usage when the provider reported it.
+    End(Option<Usage>),
+}
+
+/// What went wrong upstream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProviderErrorKind {
+    /// The provider answered with this HTTP status.
+    Status(u16),
+    /// No answer in time.
+    Timeout,
+    /// The connection failed or broke.
+    Connection,
+    /// Anything else (an answer that does not parse, a missing key).
+    Other,
+}
+
+/// A provider failure, with a message safe to show (no secrets).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct ProviderError {
+    pub kind: ProviderErrorKind,
+    pub message: String,
+}
+
+impl ProviderError {
+    /// Whether trying again may help: 408, 429, 5xx, timeouts and connection errors.
+    pub fn retryable(&self) -> bool {
+        match self.kind {
+            ProviderErrorKind::Status(s) => s == 408 || s == 429 || s >= 500,
+            ProviderErrorKind::Timeout | ProviderErrorKind::Connection => true,
+            ProviderErrorKind::Other => false,
+        }
+    }
+}
+
+/// A stream of reply events.
+pub type EventStream = BoxStream<'static, Result<Event, ProviderError>>;
+
+/// A source of models.
+#[async_trait]
+pub trait Provider: Send + Sync + 'static {
+    /// `openai`, `anthropic` or `builtin`.
+    fn code(&self) -> &'static str;
+    /// The model names this provider offers now.
+    async fn models(&self) -> Result<Vec<String>, ProviderError>;
+    /// Starts a streamed reply of `model` to `prompt`.
+    async fn stream(&self, model: &str, prompt: &Prompt) -> Result<EventStream, ProviderError>;
+}
+
+/// How long a provider's model list is trusted.
+pub const MODEL_LIST_TTL: Duration = Duration::from_secs(300);
+
+/// A resolved model: its provider and the name the provider knows it by.
+#[derive(Clone)]
+pub struct ResolvedModel {
+    /// The id as listed (`gpt-4o-mini` or `openai/gpt-4o-mini`).
+    pub id: String,
+    pub provider: Arc<dyn Provider>,
+    /// The provider's own name.
+    pub name: String,
+    /// Context window in tokens.
+    pub context_window: u32,
+}
+
+/// The configured providers and the built-in model.
+#[derive(Clone)]
+pub struct Models {
+    providers: Vec<Arc<dyn Provider>>,
+    offline: Arc<dyn Provider>,
+    lists: Cache<&'static str, Arc<Vec<String>>>,
+    default_model: String,
+}
+
+impl Models {
+    /// A registry over `providers` (in priority order) and the offline model. The default
+    /// model is `default_model` when given, else the first provider's first model, else
+    /// the offline model.
+    pub fn new(providers: Vec<Arc<dyn Provider>>, default_model: Option<String>) -> Self {
+        Self {
+            providers,
+            offline: Arc::new(offline::OfflineModel),
+            lists: Cache::builder().time_to_live(MODEL_LIST_TTL).build(),
+            default_model: default_model.unwrap_or_default(),
+        }
+    }
+
+    async fn names(&self, provider: &Arc<dyn Provider>) -> Arc<Vec<String>> {
+        if let Some(list) = self.lists.get(provider.code()) {
+            return list;
+        }
+        match provider.models().await {
+            Ok(mut names) => {
+                names.sort();
+                let list = Arc::new(names);
+                self.lists.insert(provider.code(), list.clone());
+                list
+            }
+            Err(err) => {
+                tracing::warn!(provider = provider.code(), error = %err, "listing models failed");
+                Arc::new(Vec::new())
+            }
+        }
+    }
+
+    /// Every usable model: the configured providers' (fetched, cached for
+    /// [`MODEL_LIST_TTL`]) and the built-in one. A name offered by two providers is listed
+    /// as `provider/name` for each.
+    pub async fn list(&self) -> Vec<ModelInfo> {
+        let mut per_provider = Vec::new();
+        for p in &self.providers {
+            per_provider.push((p.code(), self.names(p).await));
+        }
+        let mut out = Vec::new();
+        for (code, names) in &per_provider {
+            for name in names.iter() {
+                let shared = per_provider
+                    .iter()
+                    .filter(|(_, n)| n.contains(name))
+                    .count()
+                    > 1;
+                let id = if shared {
+                    format!("{code}/{name}")
+                } else {
+                    name.clone()
+                };
+                out.push(ModelInfo {
+                    id,
+                    provider: code.to_string(),
+                    context_window: tokens::context_window(name),
+                });
+            }
+        }
+        out.push(ModelInfo {
+            id: OFFLINE_MODEL.into(),
+            provider: "builtin".into(),
+            context_window: Some(tokens::OFFLINE_CONTEXT_WINDOW),
+        });
+        out
+    }
+
+    /// The model for `id` (as listed, or `provider/name`), if it is offered.
+    pub async fn resolve(&self, id: &str) -> Option<ResolvedModel> {
+        if id == OFFLINE_MODEL || id == format!("builtin/{OFFLINE_MODEL}") {
+            return Some(ResolvedModel {
+                id: OFFLINE_MODEL.into(),
+                provider: self.offline.clone(),
+                name: OFFLINE_MODEL.into(),
+                context_window: tokens::OFFLINE_CONTEXT_WINDOW,
+            });
+        }
+        let listed = self.list().await;
+        let info = listed.iter().find(|m| m.id == id)?;
+        let name = info
+            .id
+            .split_once('/')
+            .filter(|(p, _)| *p == info.provider)
+            .map_or(info.id.as_str(), |(_, n)| n);
+        let provider = self
+            .providers
+            .iter()
+            .find(|p| p.code() == info.provider)?
+            .clone();
+        Some(ResolvedModel {
+            id: info.id.clone(),
+            provider,
+            name: name.to_string(),
+            context_window: info
+                .context_window
+                .unwrap_or(tokens::DEFAULT_CONTEXT_WINDOW),
+        })
+    }
+
+    /// The model of agents that name none: DEFAULT_MODEL, else the first configured
+    /// provider's first model, else the offline model.
+    pub async fn default_model(&self) -> String {
+        if !self.default_model.is_empty() {
+            return self.default_model.clone();
+        }
+        for p in &self.providers {
+            if let Some(first) = self.names(p).await.first() {
+                return first.clone();
+            }
+        }
+        OFFLINE_MODEL.into()
+    }
+
+    /// Whether any remote provider is configured.
+    pub fn has_providers(&self) -> bool {
+        !self.providers.is_empty()
+    }
+}

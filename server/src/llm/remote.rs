@@ -1,0 +1,270 @@
+//! Remote providers through the `genai` client library: any OpenAI-compatible endpoint
+//! (OpenAI, Ollama, vLLM, llama.cpp server, LM Studio, OpenRouter, Groq) and the Anthropic
+//! Messages API. Both stream, and both report token usage.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use futures::StreamExt;
+use genai::{
+    adapter::AdapterKind,
+    chat::{ChatMessage, ChatOptions, ChatRequest, ChatStreamEvent},
+    resolver::{AuthData, Endpoint, ProviderConfig},
+    ModelIden, ServiceTarget,
+};
+use secrecy::{ExposeSecret, SecretString};
+
+use super::{Event, EventStream, Prompt, Provider, ProviderError, ProviderErrorKind, Role, Usage};
+
+/// Longest wait for a provider's first byte.
+pub const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Longest silence between two streamed fragments.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Which wire protocol a remote provider speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavor {
+    /// OpenAI Chat Completions.
+    OpenAi,
+    /// Anthropic Messages.
+    Anthropic,
+}
+
+/// A configured remote provider.
+pub struct RemoteProvider {
+    flavor: Flavor,
+    base_url: String,
+    key: SecretString,
+    client: genai::Client,
+}
+
+impl RemoteProvider {
+    /// A provider at `base_url` (e.g. `https://api.openai.com/v1/`) with `key`.
+    /// Errors: the HTTP client cannot be built (TLS set-up).
+    pub fn new(flavor: Flavor, base_url: &str, key: SecretString) -> anyhow::Result<Self> {
+        let mut base_url = base_url.trim().to_string();
+        if !base_url.ends_with('/') {
+            base_url.push('/');
+        }
+        let client = genai::Client::new()
+            .map_err(|e| anyhow::anyhow!("building the model client failed: {e}"))?;
+        Ok(Self {
+            flavor,
+            base_url,
+            key,
+            client,
+        })
+    }
+
+    fn kind(&self) -> AdapterKind {
+        match self.flavor {
+            Flavor::OpenAi => AdapterKind::OpenAI,
+            Flavor::Anthropic => AdapterKind::Anthropic,
+        }
+    }
+
+    fn target(&self, model: &str) -> ServiceTarget {
+        ServiceTarget {
+            endpoint: Endpoint::from_owned(self.base_url.clone()),
+            auth: AuthData::Key(self.key.expose_secret().to_string()),
+            model: ModelIden::new(self.kind(), model.to_string()),
+        }
+    }
+
+    /// Maps a `genai` error to a [`ProviderError`] whose message names the provider's
+    /// complaint, with the key masked.
+    fn error(&self, err: genai::Error) -> ProviderError {
+        let (kind, detail) = match &err {
+            genai::Error::WebModelCall { webc_error, .. }
+            | genai::Error::WebAdapterCall { webc_error, .. } => match webc_error {
+                genai::webc::Error::ResponseFailedStatus { status, body, .. } => {
+                    (ProviderErrorKind::Status(status.as_u16()), complaint(body))
+                }
+                genai::webc::Error::Reqwest(e) if e.is_timeout() => {
+                    (ProviderErrorKind::Timeout, "timed out".into())
+                }
+                genai::webc::Error::Reqwest(e) if e.is_connect() => {
+                    (ProviderErrorKind::Connection, "could not connect".into())
+                }
+                genai::webc::Error::Reqwest(_) => (
+                    ProviderErrorKind::Connection,
+                    "the connection failed".into(),
+                ),
+                other => (ProviderErrorKind::Other, other.to_string()),
+            },
+            genai::Error::ChatResponse { body, .. } => {
+                (ProviderErrorKind::Other, complaint(&body.to_string()))
+            }
+            other => {
+                let text = other.to_string();
+                let lower = text.to_lowercase();
+                if lower.contains("timed out") || lower.contains("timeout") {
+                    (ProviderErrorKind::Timeout, "timed out".into())
+                } else if lower.contains("connect")
+                    || lower.contains("stream")
+                    || lower.contains("closed")
+                {
+                    (ProviderErrorKind::Connection, "the connection broke".into())
+                } else {
+                    (
+                        ProviderErrorKind::Other,
+                        text.lines().next().unwrap_or_default().to_string(),
+                    )
+                }
+            }
+        };
+        let detail = detail.replace(self.key.expose_secret(), "[redacted]");
+        let status = match kind {
+            ProviderErrorKind::Status(s) => format!(" ({s})"),
+            _ => String::new(),
+        };
+        ProviderError {
+            message: format!(
+                "The model provider `{}` failed{status}: {detail}",
+                self.code()
+            ),
+            kind,
+        }
+    }
+}
+
+/// The provider's own message from an error body (`error.message` in both protocols),
+/// shortened.
+fn complaint(body: &str) -> String {
+    let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
+    let message = parsed
+        .as_ref()
+        .and_then(|v| v.pointer("/error/message").or_else(|| v.get("message")))
+        .and_then(|m| m.as_str())
+        .map(str::to_string)
+        .unwrap_or_else(|| body.to_string());
+    let mut message: String = message.chars().take(300).collect();
+    if message.trim().is_empty() {
+        message = "no details given".into();
+    }
+    message
+}
+
+/// The system text sent upstream: the agent's system prompt, then the retrieved passages
+/// with their source markers.
+pub fn system_text(prompt: &Prompt) -> String {
+    let mut system = prompt.system.clone();
+    if !prompt.passages.is_empty() {
+        system.push_str(
+            "\n\nAnswer using the knowledge base passages below when they are relevant, and cite them by their \
+             markers, e.g. [1].\n",
+        );
+        for p in &prompt.passages {
+            let source = p
+                .url
+                .as_deref()
+                .map_or_else(|| p.title.clone(), |u| format!("{} — {u}", p.title));
+            system.push_str(&format!("\n{} {}\n{}\n", p.marker, source, p.text.trim()));
+        }
+    }
+    system
+}
+
+#[async_trait]
+impl Provider for RemoteProvider {
+    fn code(&self) -> &'static str {
+        match self.flavor {
+            Flavor::OpenAi => "openai",
+            Flavor::Anthropic => "anthropic",
+        }
+    }
+
+    async fn models(&self) -> Result<Vec<String>, ProviderError> {
+        let config = ProviderConfig::from_endpoint(Endpoint::from_owned(self.base_url.clone()))
+            .with_auth(AuthData::Key(self.key.expose_secret().to_string()));
+        self.client
+            .all_model_names(self.kind(), config)
+            .await
+            .map_err(|e| self.error(e))
+    }
+
+    async fn stream(&self, model: &str, prompt: &Prompt) -> Result<EventStream, ProviderError> {
+        let messages = prompt
+            .turns
+            .iter()
+            .map(|t| match t.role {
+                Role::User => ChatMessage::user(t.content.clone()),
+                Role::Assistant => ChatMessage::assistant(t.content.clone()),
+            })
+            .collect();
+        let mut request = ChatRequest::new(messages);
+        let system = system_text(prompt);
+        if !system.trim().is_empty() {
+            request = request.with_system(system);
+        }
+        let options = ChatOptions::default()
+            .with_capture_usage(true)
+            .with_stream_header_timeout(FIRST_BYTE_TIMEOUT)
+            .with_stream_read_timeout(READ_TIMEOUT);
+        let response = self
+            .client
+            .exec_chat_stream(self.target(model), request, Some(&options))
+            .await
+            .map_err(|e| self.error(e))?;
+        let provider = Self {
+            flavor: self.flavor,
+            base_url: self.base_url.clone(),
+            key: self.key.clone(),
+            client: self.client.clone(),
+        };
+        let events = response.stream.filter_map(move |event| {
+            let mapped = match event {
+                Ok(ChatStreamEvent::Chunk(chunk)) if !chunk.content.is_empty() => {
+                    Some(Ok(Event::Delta(chunk.content)))
+                }
+                Ok(ChatStreamEvent::End(end)) => {
+                    Some(Ok(Event::End(end.captured_usage.map(|u| Usage {
+                        prompt: u.prompt_tokens.unwrap_or(0).max(0) as u32,
+                        completion: u.completion_tokens.unwrap_or(0).max(0) as u32,
+                    }))))
+                }
+                Ok(_) => None,
+                Err(e) => Some(Err(provider.error(e))),
+            };
+            futures::future::ready(mapped)
+        });
+        Ok(events.boxed())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn complaints_come_from_the_error_body() {
+        assert_eq!(
+            complaint(r#"{"error":{"message":"Rate limit reached","type":"x"}}"#),
+            "Rate limit reached"
+        );
+        assert_eq!(
+            complaint(
+                r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#
+            ),
+            "Overloaded"
+        );
+        assert_eq!(complaint("plain text"), "plain text");
+        assert_eq!(complaint(""), "no details given");
+    }
+
+    #[test]
+    fn passages_are_added_to_the_system_text_with_markers() {
+        let prompt = Prompt {
+            system: "You are helpful.".into(),
+            passages: vec![super::super::Passage {
+                marker: "[1]".into(),
+                title: "Doc".into(),
+                url: None,
+                text: "Fact.".into(),
+            }],
+            ..Prompt::default()
+        };
+        let s = system_text(&prompt);
+        assert!(s.starts_with("You are helpful.") && s.contains("[1] Doc\nFact."));
+    }
+}
