@@ -56,6 +56,11 @@ pub struct Config {
     pub default_model: Option<String>,
     /// `MAX_MESSAGE_CHARS`: longest chat message in characters, default 32,000.
     pub max_message_chars: usize,
+    /// `PROVIDER_TIMEOUT_SECS`: longest wait for a provider's first byte, and longest
+    /// silence inside a reply, default 60 s; past it the chat answers 504.
+    pub provider_timeout: std::time::Duration,
+    /// `SSE_HEARTBEAT_SECS`: interval of `: ping` comments in a silent stream, default 15 s.
+    pub sse_heartbeat: std::time::Duration,
     /// Leptos output: `LEPTOS_OUTPUT_NAME` (default `agentchat`).
     pub leptos_output_name: String,
     /// `LEPTOS_SITE_ROOT`, default `target/site`.
@@ -134,6 +139,18 @@ impl Config {
                 .parse()
                 .context("MAX_MESSAGE_CHARS must be a whole number")?;
         }
+        if let Some(v) = var("PROVIDER_TIMEOUT_SECS") {
+            config.provider_timeout = std::time::Duration::from_secs(
+                v.parse()
+                    .context("PROVIDER_TIMEOUT_SECS must be whole seconds")?,
+            );
+        }
+        if let Some(v) = var("SSE_HEARTBEAT_SECS") {
+            config.sse_heartbeat = std::time::Duration::from_secs(
+                v.parse()
+                    .context("SSE_HEARTBEAT_SECS must be whole seconds")?,
+            );
+        }
         if let Some(v) = var("LEPTOS_OUTPUT_NAME") {
             config.leptos_output_name = v;
         }
@@ -172,6 +189,8 @@ impl Config {
             anthropic_base_url: "https://api.anthropic.com/v1/".into(),
             default_model: None,
             max_message_chars: 32_000,
+            provider_timeout: std::time::Duration::from_secs(60),
+            sse_heartbeat: std::time::Duration::from_secs(15),
             leptos_output_name: "agentchat".into(),
             leptos_site_root: "target/site".into(),
             leptos_site_pkg_dir: "pkg".into(),

@@ -124,6 +124,7 @@ pub fn build_models(config: &Config) -> anyhow::Result<crate::llm::Models> {
             Flavor::OpenAi,
             &config.openai_base_url,
             key.clone(),
+            config.provider_timeout,
         )?));
     }
     if let Some(key) = &config.anthropic_api_key {
@@ -131,6 +132,7 @@ pub fn build_models(config: &Config) -> anyhow::Result<crate::llm::Models> {
             Flavor::Anthropic,
             &config.anthropic_base_url,
             key.clone(),
+            config.provider_timeout,
         )?));
     }
     Ok(crate::llm::Models::new(

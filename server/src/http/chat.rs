@@ -2,7 +2,7 @@
 //! conversations of an agent (contract § Send message, § Events; api.md § Agents, models
 //! and chat).
 
-use std::{convert::Infallible, time::Duration};
+use std::convert::Infallible;
 
 use app::api::{
     ChatMessage, ChatReply, ChatRequest, Conversation, ConversationsResponse, ErrorBody,
@@ -38,8 +38,6 @@ use crate::{
     store::{Cursor, MessageRecord},
 };
 
-/// Interval of SSE comment heartbeats (`: ping`) while the model is silent.
-pub const HEARTBEAT: Duration = Duration::from_secs(15);
 /// Default page size of lists (api.md § Conventions).
 pub const DEFAULT_PAGE: u32 = 50;
 /// Largest page size.
@@ -165,16 +163,28 @@ fn frame(value: serde_json::Value) -> SseEvent {
 /// upstream stream cancels the provider request. The reply is persisted either way.
 fn stream_reply(state: AppState, prepared: PreparedChat, include_usage: bool) -> Response {
     let thread_id = prepared.thread.id.clone();
+    let heartbeat = state.config.sse_heartbeat;
     let (tx, rx) = mpsc::channel::<SseEvent>(16);
     tokio::spawn(async move {
         let mut text = String::new();
         let outcome: Result<Option<TokensUsed>, (String, String)> = async {
-            let mut upstream = chat::open_stream(&prepared).await.map_err(|e| {
+            let opened = tokio::select! {
+                opened = chat::open_stream(&prepared) => opened,
+                () = tx.closed() => return Ok(None),
+            };
+            let mut upstream = opened.map_err(|e| {
                 let err = chat::upstream_error(&e).body();
                 (err.error, err.message)
             })?;
             let mut reported = None;
-            while let Some(event) = upstream.next().await {
+            loop {
+                // Waiting on the channel too means a client that leaves during a long
+                // silence cancels the upstream request at once.
+                let event = tokio::select! {
+                    event = upstream.next() => event,
+                    () = tx.closed() => return Ok(None),
+                };
+                let Some(event) = event else { break };
                 match event {
                     Ok(Event::Delta(d)) => {
                         if tx.send(frame(json!({ "chunk": d }))).await.is_err() {
@@ -232,7 +242,7 @@ fn stream_reply(state: AppState, prepared: PreparedChat, include_usage: bool) ->
     });
     let events = tokio_stream_from(rx).map(Ok::<_, Infallible>);
     let mut response = Sse::new(events)
-        .keep_alive(KeepAlive::new().interval(HEARTBEAT).text("ping"))
+        .keep_alive(KeepAlive::new().interval(heartbeat).text("ping"))
         .into_response();
     let headers = response.headers_mut();
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));

@@ -16,11 +16,6 @@ use secrecy::{ExposeSecret, SecretString};
 
 use super::{Event, EventStream, Prompt, Provider, ProviderError, ProviderErrorKind, Role, Usage};
 
-/// Longest wait for a provider's first byte.
-pub const FIRST_BYTE_TIMEOUT: Duration = Duration::from_secs(60);
-/// Longest silence between two streamed fragments.
-pub const READ_TIMEOUT: Duration = Duration::from_secs(120);
-
 /// Which wire protocol a remote provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flavor {
@@ -33,15 +28,22 @@ pub enum Flavor {
 /// A configured remote provider.
 pub struct RemoteProvider {
     flavor: Flavor,
+    timeout: Duration,
     base_url: String,
     key: SecretString,
     client: genai::Client,
 }
 
 impl RemoteProvider {
-    /// A provider at `base_url` (e.g. `https://api.openai.com/v1/`) with `key`.
+    /// A provider at `base_url` (e.g. `https://api.openai.com/v1/`) with `key`; `timeout`
+    /// bounds the wait for the first byte and every silence inside a reply.
     /// Errors: the HTTP client cannot be built (TLS set-up).
-    pub fn new(flavor: Flavor, base_url: &str, key: SecretString) -> anyhow::Result<Self> {
+    pub fn new(
+        flavor: Flavor,
+        base_url: &str,
+        key: SecretString,
+        timeout: Duration,
+    ) -> anyhow::Result<Self> {
         let mut base_url = base_url.trim().to_string();
         if !base_url.ends_with('/') {
             base_url.push('/');
@@ -50,6 +52,7 @@ impl RemoteProvider {
             .map_err(|e| anyhow::anyhow!("building the model client failed: {e}"))?;
         Ok(Self {
             flavor,
+            timeout,
             base_url,
             key,
             client,
@@ -74,45 +77,7 @@ impl RemoteProvider {
     /// Maps a `genai` error to a [`ProviderError`] whose message names the provider's
     /// complaint, with the key masked.
     fn error(&self, err: genai::Error) -> ProviderError {
-        let (kind, detail) = match &err {
-            genai::Error::WebModelCall { webc_error, .. }
-            | genai::Error::WebAdapterCall { webc_error, .. } => match webc_error {
-                genai::webc::Error::ResponseFailedStatus { status, body, .. } => {
-                    (ProviderErrorKind::Status(status.as_u16()), complaint(body))
-                }
-                genai::webc::Error::Reqwest(e) if e.is_timeout() => {
-                    (ProviderErrorKind::Timeout, "timed out".into())
-                }
-                genai::webc::Error::Reqwest(e) if e.is_connect() => {
-                    (ProviderErrorKind::Connection, "could not connect".into())
-                }
-                genai::webc::Error::Reqwest(_) => (
-                    ProviderErrorKind::Connection,
-                    "the connection failed".into(),
-                ),
-                other => (ProviderErrorKind::Other, other.to_string()),
-            },
-            genai::Error::ChatResponse { body, .. } => {
-                (ProviderErrorKind::Other, complaint(&body.to_string()))
-            }
-            other => {
-                let text = other.to_string();
-                let lower = text.to_lowercase();
-                if lower.contains("timed out") || lower.contains("timeout") {
-                    (ProviderErrorKind::Timeout, "timed out".into())
-                } else if lower.contains("connect")
-                    || lower.contains("stream")
-                    || lower.contains("closed")
-                {
-                    (ProviderErrorKind::Connection, "the connection broke".into())
-                } else {
-                    (
-                        ProviderErrorKind::Other,
-                        text.lines().next().unwrap_or_default().to_string(),
-                    )
-                }
-            }
-        };
+        let (kind, detail) = classify(&err);
         let detail = detail.replace(self.key.expose_secret(), "[redacted]");
         let status = match kind {
             ProviderErrorKind::Status(s) => format!(" ({s})"),
@@ -125,6 +90,66 @@ impl RemoteProvider {
             ),
             kind,
         }
+    }
+}
+
+/// The kind of a `genai` error and the provider's complaint; stream errors are unwrapped.
+fn classify(err: &genai::Error) -> (ProviderErrorKind, String) {
+    match err {
+        genai::Error::HttpError { status, body, .. } => {
+            (ProviderErrorKind::Status(status.as_u16()), complaint(body))
+        }
+        genai::Error::WebStream { error, cause, .. } => {
+            match error.downcast_ref::<genai::Error>() {
+                Some(inner) => classify(inner),
+                None => match err.status() {
+                    Some(status) => (ProviderErrorKind::Status(status.as_u16()), complaint(cause)),
+                    None => by_text(cause),
+                },
+            }
+        }
+        genai::Error::WebModelCall { webc_error, .. }
+        | genai::Error::WebAdapterCall { webc_error, .. } => match webc_error {
+            genai::webc::Error::ResponseFailedStatus { status, body, .. } => {
+                (ProviderErrorKind::Status(status.as_u16()), complaint(body))
+            }
+            genai::webc::Error::Reqwest(e) if e.is_timeout() => {
+                (ProviderErrorKind::Timeout, "timed out".into())
+            }
+            genai::webc::Error::Reqwest(e) if e.is_connect() => {
+                (ProviderErrorKind::Connection, "could not connect".into())
+            }
+            genai::webc::Error::Reqwest(_) => (
+                ProviderErrorKind::Connection,
+                "the connection failed".into(),
+            ),
+            other => (ProviderErrorKind::Other, other.to_string()),
+        },
+        genai::Error::ChatResponse { body, .. } => {
+            (ProviderErrorKind::Other, complaint(&body.to_string()))
+        }
+        other => match other.status() {
+            Some(status) => (
+                ProviderErrorKind::Status(status.as_u16()),
+                other.to_string(),
+            ),
+            None => by_text(&other.to_string()),
+        },
+    }
+}
+
+/// Classifies an error known only by its text.
+fn by_text(text: &str) -> (ProviderErrorKind, String) {
+    let lower = text.to_lowercase();
+    if lower.contains("timed out") || lower.contains("timeout") {
+        (ProviderErrorKind::Timeout, "timed out".into())
+    } else if lower.contains("connect") || lower.contains("stream") || lower.contains("closed") {
+        (ProviderErrorKind::Connection, "the connection broke".into())
+    } else {
+        (
+            ProviderErrorKind::Other,
+            text.lines().next().unwrap_or_default().to_string(),
+        )
     }
 }
 
@@ -199,8 +224,8 @@ impl Provider for RemoteProvider {
         }
         let options = ChatOptions::default()
             .with_capture_usage(true)
-            .with_stream_header_timeout(FIRST_BYTE_TIMEOUT)
-            .with_stream_read_timeout(READ_TIMEOUT);
+            .with_stream_header_timeout(self.timeout)
+            .with_stream_read_timeout(self.timeout);
         let response = self
             .client
             .exec_chat_stream(self.target(model), request, Some(&options))
@@ -208,6 +233,7 @@ impl Provider for RemoteProvider {
             .map_err(|e| self.error(e))?;
         let provider = Self {
             flavor: self.flavor,
+            timeout: self.timeout,
             base_url: self.base_url.clone(),
             key: self.key.clone(),
             client: self.client.clone(),

@@ -8,5 +8,6 @@ mod chat;
 mod errors;
 mod helpers;
 mod ops;
+mod providers;
 mod rate_limits;
 mod sessions;

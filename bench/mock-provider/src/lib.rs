@@ -1,0 +1,203 @@
+//! A mock model provider for integration tests and benchmarks.
+//!
+//! It speaks the real wire formats of two provider APIs on one HTTP server:
+//!
+//! - the OpenAI Chat Completions API (`POST /v1/chat/completions`), non-streaming JSON and
+//!   streaming server-sent events with `data: [DONE]` and optional usage chunk;
+//! - the Anthropic Messages API (`POST /v1/messages`), non-streaming JSON and streaming
+//!   server-sent events (`message_start`, `content_block_start`, `ping`,
+//!   `content_block_delta`…, `content_block_stop`, `message_delta`, `message_stop`) with token
+//!   usage; it requires the `anthropic-version` header and `max_tokens`, as the real API does;
+//! - `GET /v1/models` in either provider's shape (Anthropic when the request carries an
+//!   `anthropic-version` or `x-api-key` header, OpenAI otherwise).
+//!
+//! Clients are pointed at [`MockProvider::base_url`] (`http://127.0.0.1:PORT/v1/`), to which
+//! they append `chat/completions`, `messages` or `models`.
+//!
+//! # Replies
+//!
+//! The reply is [`MockConfig::reply`] when set, otherwise `Echo: ` followed by the text of the
+//! last user message. Streamed replies are split into words that keep their leading
+//! whitespace (`"Echo:"`, `" hello"`, `" world"`), so the chunks concatenate to the exact reply.
+//! Usage is deterministic: the prompt token count is the number of whitespace-separated words
+//! across all input messages (the system prompt included), the completion token count is the
+//! number of chunks. A request's `max_tokens` (or `max_completion_tokens`) below that count
+//! truncates the reply, which then ends with `length` / `max_tokens`. Any model name is accepted
+//! and echoed back.
+//!
+//! # Control markers
+//!
+//! Markers inside the last user message steer a single request; they are removed from the
+//! echoed text:
+//!
+//! | marker | effect |
+//! |---|---|
+//! | `[[status:429]]` | answer that status (any 400–599) with the provider's error JSON, message `mock failure 429` |
+//! | `[[status:503x2]]` | the first 2 requests carrying this exact marker fail with 503, later ones succeed |
+//! | `[[cut:3]]` | streaming: send 3 token chunks, then drop the connection; non-streaming: drop it without answering |
+//! | `[[pause:MS]]` | streaming: wait MS milliseconds after the first token chunk |
+//! | `[[delay:MS]]` | wait MS milliseconds before answering at all |
+//! | `[[tokens:N]]` | reply with exactly the N words `w1 w2 … wN` (at most [`MAX_TOKENS_MARKER`]) |
+//!
+//! # Example
+//!
+//! ```no_run
+//! # async fn demo() -> anyhow::Result<()> {
+//! use mock_provider::{MockConfig, MockProvider};
+//!
+//! let mock = MockProvider::start(MockConfig::default()).await?;
+//! let base_url = mock.base_url(); // "http://127.0.0.1:PORT/v1/"
+//! // ... point a client at base_url ...
+//! assert_eq!(mock.open_streams(), 0);
+//! # Ok(()) }
+//! ```
+
+mod anthropic;
+mod common;
+mod markers;
+mod openai;
+mod server;
+mod stream;
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::task::JoinHandle;
+
+pub use markers::MAX_TOKENS_MARKER;
+
+/// Configuration of a [`MockProvider`].
+#[derive(Debug, Clone)]
+pub struct MockConfig {
+    /// The API key clients must present (`Authorization: Bearer KEY` for OpenAI requests,
+    /// `x-api-key: KEY` for Anthropic ones). `None` accepts any request, with or without a key.
+    pub api_key: Option<String>,
+    /// Waited before the first byte of every answer (error answers included).
+    pub delay: Duration,
+    /// Waited between two streamed token chunks.
+    pub token_interval: Duration,
+    /// The models listed by `GET /v1/models` in the OpenAI shape.
+    pub models_openai: Vec<String>,
+    /// The models listed by `GET /v1/models` in the Anthropic shape.
+    pub models_anthropic: Vec<String>,
+    /// A fixed reply text; `None` echoes the last user message as `Echo: TEXT`.
+    pub reply: Option<String>,
+    /// Whether requests are kept for [`MockProvider::requests`]. Long benchmark runs turn this
+    /// off so that memory stays flat.
+    pub record_requests: bool,
+}
+
+impl Default for MockConfig {
+    fn default() -> Self {
+        Self {
+            api_key: None,
+            delay: Duration::ZERO,
+            token_interval: Duration::ZERO,
+            models_openai: vec!["gpt-4o-mini".to_owned(), "gpt-4o".to_owned()],
+            models_anthropic: vec![
+                "claude-sonnet-4-5".to_owned(),
+                "claude-haiku-4-5".to_owned(),
+            ],
+            reply: None,
+            record_requests: true,
+        }
+    }
+}
+
+/// One HTTP request received by the mock, as recorded before it was answered.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RecordedRequest {
+    /// The HTTP method, e.g. `POST`.
+    pub method: String,
+    /// The request path without the query string, e.g. `/v1/chat/completions`.
+    pub path: String,
+    /// The request headers in the order received; names are lower case.
+    pub headers: Vec<(String, String)>,
+    /// The JSON body; `Null` when the body is empty, a JSON string holding the raw text when
+    /// it is not valid JSON.
+    pub body: serde_json::Value,
+}
+
+impl RecordedRequest {
+    /// The value of the first header named `name` (case-insensitive), if any.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(key, _)| key.eq_ignore_ascii_case(name))
+            .map(|(_, value)| value.as_str())
+    }
+}
+
+/// A running mock provider. The server stops when this value is dropped.
+#[derive(Debug)]
+pub struct MockProvider {
+    /// The address the server listens on.
+    pub addr: SocketAddr,
+    shared: Arc<server::Shared>,
+    task: JoinHandle<()>,
+}
+
+impl MockProvider {
+    /// Starts a mock provider on `127.0.0.1` with a port chosen by the system.
+    pub async fn start(config: MockConfig) -> anyhow::Result<Self> {
+        Self::start_on(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)), config).await
+    }
+
+    /// Starts a mock provider listening on `addr` (port 0 lets the system choose).
+    pub async fn start_on(addr: SocketAddr, config: MockConfig) -> anyhow::Result<Self> {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(server::Shared::new(config));
+        let task = tokio::spawn(server::serve(listener, Arc::clone(&shared)));
+        Ok(Self { addr, shared, task })
+    }
+
+    /// The base URL clients append API paths to: `http://127.0.0.1:PORT/v1/`.
+    ///
+    /// When listening on an unspecified address (`0.0.0.0` or `::`), the loopback address of
+    /// the same family is used.
+    pub fn base_url(&self) -> String {
+        let ip = match self.addr.ip() {
+            IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+            ip => ip,
+        };
+        format!("http://{}/v1/", SocketAddr::new(ip, self.addr.port()))
+    }
+
+    /// Every request received so far, in order of arrival (empty when
+    /// [`MockConfig::record_requests`] is off).
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        server::lock(&self.shared.requests).clone()
+    }
+
+    /// Forgets the requests recorded so far.
+    pub fn clear_requests(&self) {
+        server::lock(&self.shared.requests).clear();
+    }
+
+    /// The number of streamed answers currently being written.
+    pub fn open_streams(&self) -> usize {
+        self.shared.open_streams.load(Ordering::SeqCst)
+    }
+
+    /// The number of streamed answers whose client went away before the end.
+    ///
+    /// Streams cut on purpose by a `[[cut:N]]` marker are not counted.
+    pub fn cancelled_streams(&self) -> usize {
+        self.shared.cancelled_streams.load(Ordering::SeqCst)
+    }
+
+    /// The number of streamed answers written to the end.
+    pub fn completed_streams(&self) -> usize {
+        self.shared.completed_streams.load(Ordering::SeqCst)
+    }
+}
+
+impl Drop for MockProvider {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}

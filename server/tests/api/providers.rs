@@ -1,0 +1,421 @@
+//! Chat through real provider protocols, against the local mock provider: the prompts the
+//! provider receives, usage, streaming, retries, failures before and during a stream,
+//! client disconnects, heartbeats and timeouts.
+
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use mock_provider::{MockConfig, MockProvider};
+use secrecy::SecretString;
+use serde_json::{json, Value};
+
+use crate::{chat::sse_data, helpers::*};
+
+const KEY: &str = "sk-mock-secret-key";
+
+async fn with_mock(tweak: impl FnOnce(&mut agentchat::config::Config)) -> (TestApp, MockProvider) {
+    let mock = MockProvider::start(MockConfig {
+        api_key: Some(KEY.into()),
+        ..MockConfig::default()
+    })
+    .await
+    .unwrap();
+    let base = mock.base_url();
+    let app = spawn_app_with(|c| {
+        c.openai_api_key = Some(SecretString::from(KEY));
+        c.openai_base_url = base.clone();
+        c.anthropic_api_key = Some(SecretString::from(KEY));
+        c.anthropic_base_url = base;
+        tweak(c);
+    })
+    .await;
+    (app, mock)
+}
+
+async fn agent_with(app: &TestApp, user: &TestUser, model: &str) -> String {
+    let res = app
+        .post(
+            "/api/agents",
+            Some(&user.access),
+            json!({"name": "Bot", "systemPrompt": "Be brief", "model": model}),
+        )
+        .await;
+    assert_eq!(res.status(), 201, "{}", res.text().await.unwrap());
+    res.json::<Value>().await.unwrap()["agent"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+fn chats(mock: &MockProvider) -> Vec<mock_provider::RecordedRequest> {
+    mock.requests()
+        .into_iter()
+        .filter(|r| r.method == "POST")
+        .collect()
+}
+
+#[tokio::test]
+async fn models_come_from_the_providers_and_the_first_one_is_the_default() {
+    let (app, _mock) = with_mock(|_| {}).await;
+    let user = app.user().await;
+    let body: Value = app
+        .get("/api/models", Some(&user.access))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let ids: Vec<&str> = body["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    for id in [
+        "gpt-4o-mini",
+        "gpt-4o",
+        "claude-sonnet-4-5",
+        "claude-haiku-4-5",
+        "agentchat-offline",
+    ] {
+        assert!(ids.contains(&id), "{id} in {ids:?}");
+    }
+    let claude = body["models"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == "claude-sonnet-4-5")
+        .unwrap();
+    assert_eq!(claude["provider"], "anthropic");
+    assert_eq!(claude["contextWindow"], 200_000);
+    assert_ne!(
+        body["defaultModel"], "agentchat-offline",
+        "the offline model is the default only without providers"
+    );
+}
+
+#[tokio::test]
+async fn openai_json_reply_with_system_prompt_history_model_and_usage() {
+    let (app, mock) = with_mock(|_| {}).await;
+    let user = app.user().await;
+    let id = agent_with(&app, &user, "gpt-4o-mini").await;
+    let reply: Value = app
+        .post(
+            &format!("/api/agents/{id}/chat"),
+            Some(&user.access),
+            json!({"message": "hello there"}),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(reply["message"], "Echo: hello there");
+    assert_eq!(reply["model"], "gpt-4o-mini");
+    assert_eq!(
+        reply["tokensUsed"],
+        json!({"prompt": 4, "completion": 3, "total": 7}),
+        "the provider's usage"
+    );
+    let thread = reply["threadId"].as_str().unwrap();
+    app.post(
+        &format!("/api/agents/{id}/chat"),
+        Some(&user.access),
+        json!({"message": "and more", "threadId": thread}),
+    )
+    .await;
+    let sent = chats(&mock);
+    let last = &sent.last().unwrap();
+    assert_eq!(last.path, "/v1/chat/completions");
+    assert_eq!(
+        last.header("authorization"),
+        Some(format!("Bearer {KEY}").as_str())
+    );
+    assert_eq!(last.body["model"], "gpt-4o-mini");
+    let messages: Vec<(String, String)> = last.body["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap().to_string(),
+                m["content"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        messages,
+        [
+            ("system", "Be brief"),
+            ("user", "hello there"),
+            ("assistant", "Echo: hello there"),
+            ("user", "and more")
+        ]
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+    );
+}
+
+#[tokio::test]
+async fn anthropic_json_and_stream_replies() {
+    let (app, mock) = with_mock(|_| {}).await;
+    let user = app.user().await;
+    let id = agent_with(&app, &user, "claude-sonnet-4-5").await;
+    let reply: Value = app
+        .post(
+            &format!("/api/agents/{id}/chat"),
+            Some(&user.access),
+            json!({"message": "hi claude"}),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(reply["message"], "Echo: hi claude");
+    assert_eq!(reply["tokensUsed"]["completion"], 3);
+    let sent = chats(&mock);
+    assert_eq!(sent[0].path, "/v1/messages");
+    assert_eq!(sent[0].header("x-api-key"), Some(KEY));
+    assert!(sent[0].body["system"].to_string().contains("Be brief"));
+    let res = app
+        .post(
+            &format!("/api/agents/{id}/chat"),
+            Some(&user.access),
+            json!({"message": "stream please", "stream": true}),
+        )
+        .await;
+    let frames = sse_data(&res.text().await.unwrap());
+    assert_eq!(frames.last().unwrap(), "[DONE]");
+    let text: String = frames[..frames.len() - 1]
+        .iter()
+        .map(|f| {
+            serde_json::from_str::<Value>(f).unwrap()["chunk"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(text, "Echo: stream please");
+}
+
+#[tokio::test]
+async fn openai_stream_is_delivered_incrementally_with_usage_frame() {
+    let (app, _mock) = with_mock(|_| {}).await;
+    let user = app.user().await;
+    let id = agent_with(&app, &user, "gpt-4o").await;
+    let started = Instant::now();
+    let res = app
+        .post(&format!("/api/agents/{id}/chat"), Some(&user.access), json!({"message": "one two [[pause:1500]]", "stream": true, "streamOptions": {"includeUsage": true}}))
+        .await;
+    let mut body = res.bytes_stream();
+    let first = body.next().await.unwrap().unwrap();
+    let first_at = started.elapsed();
+    assert!(
+        String::from_utf8_lossy(&first).starts_with("data: {\"chunk\":"),
+        "{first:?}"
+    );
+    let mut rest = Vec::new();
+    while let Some(part) = body.next().await {
+        rest.extend_from_slice(&part.unwrap());
+    }
+    assert!(started.elapsed() >= Duration::from_millis(1500));
+    assert!(
+        first_at < Duration::from_millis(1200),
+        "the first chunk came before the pause ended: {first_at:?}"
+    );
+    let all = format!(
+        "{}{}",
+        String::from_utf8_lossy(&first),
+        String::from_utf8_lossy(&rest)
+    );
+    let frames = sse_data(&all);
+    let usage: Value = serde_json::from_str(&frames[frames.len() - 2]).unwrap();
+    assert_eq!(usage["usage"]["completion"], 3);
+    assert_eq!(usage["model"], "gpt-4o");
+}
+
+#[tokio::test]
+async fn failures_before_the_first_token_are_retried() {
+    let (app, mock) = with_mock(|_| {}).await;
+    let user = app.user().await;
+    let id = agent_with(&app, &user, "gpt-4o-mini").await;
+    let reply = app
+        .post(
+            &format!("/api/agents/{id}/chat"),
+            Some(&user.access),
+            json!({"message": "flaky [[status:503x2]]"}),
+        )
+        .await;
+    assert_eq!(reply.status(), 200);
+    assert_eq!(chats(&mock).len(), 3, "two failures, then success");
+}
+
+#[tokio::test]
+async fn provider_errors_become_502_naming_the_complaint_without_secrets() {
+    let (app, mock) = with_mock(|_| {}).await;
+    let user = app.user().await;
+    let id = agent_with(&app, &user, "gpt-4o-mini").await;
+    let res = app
+        .post(
+            &format!("/api/agents/{id}/chat"),
+            Some(&user.access),
+            json!({"message": "x [[status:400]]"}),
+        )
+        .await;
+    let body = assert_error(res, 502, "Bad Gateway", None).await;
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap()
+            .contains("mock failure 400"),
+        "{body}"
+    );
+    assert_eq!(chats(&mock).len(), 1, "a 400 is not retried");
+    let res = app
+        .post(
+            &format!("/api/agents/{id}/chat"),
+            Some(&user.access),
+            json!({"message": "x [[status:429]]"}),
+        )
+        .await;
+    let body = assert_error(res, 502, "Bad Gateway", None).await;
+    assert!(!body.to_string().contains(KEY));
+    assert_eq!(chats(&mock).len(), 4, "429 retried up to three attempts");
+
+    let wrong_key = with_mock(|c| c.openai_api_key = Some(SecretString::from("sk-wrong"))).await;
+    let user = wrong_key.0.user().await;
+    let res = wrong_key
+        .0
+        .post(
+            "/api/agents",
+            Some(&user.access),
+            json!({"name": "x", "model": "agentchat-offline"}),
+        )
+        .await;
+    let id = res.json::<Value>().await.unwrap()["agent"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let res = wrong_key.0.get("/api/models", Some(&user.access)).await;
+    let ids = res.json::<Value>().await.unwrap().to_string();
+    assert!(
+        !ids.contains("gpt-4o-mini") && ids.contains("claude"),
+        "a provider that refuses the key lists nothing"
+    );
+    drop(id);
+}
+
+#[tokio::test]
+async fn a_stream_error_sends_the_error_frame_and_done_and_keeps_the_partial_reply() {
+    let (app, _mock) = with_mock(|_| {}).await;
+    let user = app.user().await;
+    let id = agent_with(&app, &user, "gpt-4o-mini").await;
+    let res = app
+        .post(
+            &format!("/api/agents/{id}/chat"),
+            Some(&user.access),
+            json!({"message": "a b c d e f [[cut:3]]", "stream": true}),
+        )
+        .await;
+    let thread = res.headers()["x-thread-id"].to_str().unwrap().to_string();
+    let frames = sse_data(&res.text().await.unwrap());
+    assert_eq!(frames.last().unwrap(), "[DONE]");
+    let error: Value = serde_json::from_str(&frames[frames.len() - 2]).unwrap();
+    assert_eq!(error["error"], "Bad Gateway");
+    assert!(error["message"].as_str().is_some());
+    let chunks = &frames[..frames.len() - 2];
+    assert_eq!(chunks.len(), 3);
+    let msgs: Value = app
+        .get(
+            &format!("/api/agents/{id}/conversations/{thread}/messages"),
+            Some(&user.access),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    let last = msgs["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["status"], "failed");
+    assert_eq!(last["content"], "Echo: a b");
+
+    let json_mode = app
+        .post(
+            &format!("/api/agents/{id}/chat"),
+            Some(&user.access),
+            json!({"message": "a b c d [[cut:2]]"}),
+        )
+        .await;
+    assert_error(json_mode, 502, "Bad Gateway", None).await;
+}
+
+#[tokio::test]
+async fn a_client_that_disconnects_cancels_the_upstream_request() {
+    let (app, mock) = with_mock(|_| {}).await;
+    let user = app.user().await;
+    let id = agent_with(&app, &user, "gpt-4o-mini").await;
+    let res = app
+        .post(
+            &format!("/api/agents/{id}/chat"),
+            Some(&user.access),
+            json!({"message": "long one [[pause:5000]]", "stream": true}),
+        )
+        .await;
+    let thread = res.headers()["x-thread-id"].to_str().unwrap().to_string();
+    let mut body = res.bytes_stream();
+    body.next().await.unwrap().unwrap();
+    drop(body);
+    let mut cancelled = false;
+    for _ in 0..60 {
+        if mock.cancelled_streams() == 1 {
+            cancelled = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        cancelled,
+        "the provider saw its stream cancelled well before the pause ended"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let msgs: Value = app
+        .get(
+            &format!("/api/agents/{id}/conversations/{thread}/messages"),
+            Some(&user.access),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    let last = msgs["messages"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["role"], "assistant");
+    assert_eq!(last["status"], "cancelled");
+}
+
+#[tokio::test]
+async fn silent_streams_get_heartbeat_comments() {
+    let (app, _mock) = with_mock(|c| c.sse_heartbeat = Duration::from_millis(200)).await;
+    let user = app.user().await;
+    let id = agent_with(&app, &user, "gpt-4o-mini").await;
+    let res = app
+        .post(
+            &format!("/api/agents/{id}/chat"),
+            Some(&user.access),
+            json!({"message": "wait [[pause:900]]", "stream": true}),
+        )
+        .await;
+    let body = res.text().await.unwrap();
+    assert!(body.contains(": ping\n"), "{body}");
+    assert_eq!(sse_data(&body).last().unwrap(), "[DONE]");
+}
+
+#[tokio::test]
+async fn a_provider_that_does_not_answer_in_time_is_504() {
+    let (app, _mock) = with_mock(|c| c.provider_timeout = Duration::from_millis(500)).await;
+    let user = app.user().await;
+    let id = agent_with(&app, &user, "gpt-4o-mini").await;
+    let res = app
+        .post(
+            &format!("/api/agents/{id}/chat"),
+            Some(&user.access),
+            json!({"message": "slow [[delay:3000]]"}),
+        )
+        .await;
+    assert_error(res, 504, "Gateway Timeout", None).await;
+}
