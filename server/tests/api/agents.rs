@@ -229,23 +229,11 @@ async fn scopes_are_enforced_on_agents_and_chat() {
     forbidden(app.get("/api/agents", Some(&writer)).await).await;
     assert_eq!(app.get("/api/agents", Some(&reader)).await.status(), 200);
     assert_eq!(app.get("/api/models", Some(&reader)).await.status(), 200);
-    forbidden(
-        app.post(
-            &format!("/api/agents/{id}/chat"),
-            Some(&reader),
-            json!({"message": "hi"}),
-        )
-        .await,
-    )
-    .await;
+    forbidden(app.chat(&reader, &id, json!({"message": "hi"})).await).await;
     assert_eq!(
-        app.post(
-            &format!("/api/agents/{id}/chat"),
-            Some(&chatter),
-            json!({"message": "hi"})
-        )
-        .await
-        .status(),
+        app.chat(&chatter, &id, json!({"message": "hi"}))
+            .await
+            .status(),
         200
     );
     forbidden(

@@ -36,11 +36,7 @@ async fn the_offline_model_answers_in_json_with_usage_and_a_thread() {
     let user = app.user().await;
     let id = agent(&app, &user).await;
     let res = app
-        .post(
-            &format!("/api/agents/{id}/chat"),
-            Some(&user.access),
-            json!({"message": "hello"}),
-        )
+        .chat(&user.access, &id, json!({"message": "hello"}))
         .await;
     assert_eq!(res.status(), 200);
     let reply: Value = res.json().await.unwrap();
@@ -69,23 +65,15 @@ async fn the_offline_model_answers_in_json_with_usage_and_a_thread() {
     let thread = reply["threadId"].as_str().unwrap();
 
     let res = app
-        .post(
-            &format!("/api/agents/{id}/chat"),
-            Some(&user.access),
+        .chat(
+            &user.access,
+            &id,
             json!({"message": "again", "threadId": thread}),
         )
         .await;
     assert_eq!(res.json::<Value>().await.unwrap()["threadId"], thread);
-    let msgs: Value = app
-        .get(
-            &format!("/api/agents/{id}/conversations/{thread}/messages"),
-            Some(&user.access),
-        )
-        .await
-        .json()
-        .await
-        .unwrap();
-    let msgs = msgs["messages"].as_array().unwrap();
+    let msgs = app.messages(&user.access, &id, &thread).await;
+
     let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
     assert_eq!(roles, ["user", "assistant", "user", "assistant"]);
     assert_eq!(msgs[0]["content"], "hello");
@@ -100,9 +88,9 @@ async fn the_offline_model_streams_exact_sse_frames() {
     let user = app.user().await;
     let id = agent(&app, &user).await;
     let res = app
-        .post(
-            &format!("/api/agents/{id}/chat"),
-            Some(&user.access),
+        .chat(
+            &user.access,
+            &id,
             json!({"message": "hello", "stream": true}),
         )
         .await;
@@ -150,9 +138,9 @@ async fn the_usage_frame_comes_before_done_when_asked() {
     let user = app.user().await;
     let id = agent(&app, &user).await;
     let res = app
-        .post(
-            &format!("/api/agents/{id}/chat"),
-            Some(&user.access),
+        .chat(
+            &user.access,
+            &id,
             json!({"message": "hi", "stream": true, "streamOptions": {"includeUsage": true}}),
         )
         .await;
@@ -244,28 +232,24 @@ async fn threads_are_isolated_between_users_and_agents() {
     let a2 = agent(&app, &alice).await;
     let b1 = agent(&app, &bob).await;
     let reply: Value = app
-        .post(
-            &format!("/api/agents/{a1}/chat"),
-            Some(&alice.access),
-            json!({"message": "secret"}),
-        )
+        .chat(&alice.access, &a1, json!({"message": "secret"}))
         .await
         .json()
         .await
         .unwrap();
     let thread = reply["threadId"].as_str().unwrap();
     let other_agent = app
-        .post(
-            &format!("/api/agents/{a2}/chat"),
-            Some(&alice.access),
+        .chat(
+            &alice.access,
+            &a2,
             json!({"message": "x", "threadId": thread}),
         )
         .await;
     assert_error(other_agent, 404, "Not Found", None).await;
     let other_user = app
-        .post(
-            &format!("/api/agents/{b1}/chat"),
-            Some(&bob.access),
+        .chat(
+            &bob.access,
+            &b1,
             json!({"message": "x", "threadId": thread}),
         )
         .await;
@@ -285,12 +269,8 @@ async fn conversations_paginate_and_can_be_deleted() {
     let user = app.user().await;
     let id = agent(&app, &user).await;
     for n in 0..3 {
-        app.post(
-            &format!("/api/agents/{id}/chat"),
-            Some(&user.access),
-            json!({"message": format!("topic {n}")}),
-        )
-        .await;
+        app.chat(&user.access, &id, json!({"message": format!("topic {n}")}))
+            .await;
     }
     let page: Value = app
         .get(
@@ -357,11 +337,7 @@ async fn deleting_an_agent_removes_its_threads() {
     let user = app.user().await;
     let id = agent(&app, &user).await;
     let reply: Value = app
-        .post(
-            &format!("/api/agents/{id}/chat"),
-            Some(&user.access),
-            json!({"message": "remember this"}),
-        )
+        .chat(&user.access, &id, json!({"message": "remember this"}))
         .await
         .json()
         .await

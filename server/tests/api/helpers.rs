@@ -222,6 +222,25 @@ impl TestApp {
         self.call(Method::DELETE, path, bearer, None).await
     }
 
+    /// `POST /api/agents/{agent}/chat` with `body`.
+    pub async fn chat(&self, token: &str, agent: &str, body: Value) -> Response {
+        self.post(&format!("/api/agents/{agent}/chat"), Some(token), body)
+            .await
+    }
+
+    /// The messages of a thread, oldest first.
+    pub async fn messages(&self, token: &str, agent: &str, thread: &str) -> Vec<Value> {
+        let res = self
+            .get(
+                &format!("/api/agents/{agent}/conversations/{thread}/messages"),
+                Some(token),
+            )
+            .await;
+        assert_eq!(res.status(), 200);
+        let body: Value = res.json().await.unwrap();
+        body["messages"].as_array().unwrap().clone()
+    }
+
     pub async fn signup(&self, email: &str, password: &str) -> Response {
         self.post(
             "/api/auth/signup",

@@ -99,11 +99,7 @@ async fn openai_json_reply_with_system_prompt_history_model_and_usage() {
     let user = app.user().await;
     let id = agent_with(&app, &user, "gpt-4o-mini").await;
     let reply: Value = app
-        .post(
-            &format!("/api/agents/{id}/chat"),
-            Some(&user.access),
-            json!({"message": "hello there"}),
-        )
+        .chat(&user.access, &id, json!({"message": "hello there"}))
         .await
         .json()
         .await
@@ -116,9 +112,9 @@ async fn openai_json_reply_with_system_prompt_history_model_and_usage() {
         "the provider's usage"
     );
     let thread = reply["threadId"].as_str().unwrap();
-    app.post(
-        &format!("/api/agents/{id}/chat"),
-        Some(&user.access),
+    app.chat(
+        &user.access,
+        &id,
         json!({"message": "and more", "threadId": thread}),
     )
     .await;
@@ -159,11 +155,7 @@ async fn anthropic_json_and_stream_replies() {
     let user = app.user().await;
     let id = agent_with(&app, &user, "claude-sonnet-4-5").await;
     let reply: Value = app
-        .post(
-            &format!("/api/agents/{id}/chat"),
-            Some(&user.access),
-            json!({"message": "hi claude"}),
-        )
+        .chat(&user.access, &id, json!({"message": "hi claude"}))
         .await
         .json()
         .await
@@ -175,9 +167,9 @@ async fn anthropic_json_and_stream_replies() {
     assert_eq!(sent[0].header("x-api-key"), Some(KEY));
     assert!(sent[0].body["system"].to_string().contains("Be brief"));
     let res = app
-        .post(
-            &format!("/api/agents/{id}/chat"),
-            Some(&user.access),
+        .chat(
+            &user.access,
+            &id,
             json!({"message": "stream please", "stream": true}),
         )
         .await;
@@ -201,8 +193,7 @@ async fn openai_stream_is_delivered_incrementally_with_usage_frame() {
     let user = app.user().await;
     let id = agent_with(&app, &user, "gpt-4o").await;
     let started = Instant::now();
-    let res = app
-        .post(&format!("/api/agents/{id}/chat"), Some(&user.access), json!({"message": "one two [[pause:1500]]", "stream": true, "streamOptions": {"includeUsage": true}}))
+    let res = app.chat(&user.access, &id, json!({"message": "one two [[pause:1500]]", "stream": true, "streamOptions": {"includeUsage": true}}))
         .await;
     let mut body = res.bytes_stream();
     let first = body.next().await.unwrap().unwrap();
@@ -237,9 +228,9 @@ async fn failures_before_the_first_token_are_retried() {
     let user = app.user().await;
     let id = agent_with(&app, &user, "gpt-4o-mini").await;
     let reply = app
-        .post(
-            &format!("/api/agents/{id}/chat"),
-            Some(&user.access),
+        .chat(
+            &user.access,
+            &id,
             json!({"message": "flaky [[status:503x2]]"}),
         )
         .await;
@@ -253,11 +244,7 @@ async fn provider_errors_become_502_naming_the_complaint_without_secrets() {
     let user = app.user().await;
     let id = agent_with(&app, &user, "gpt-4o-mini").await;
     let res = app
-        .post(
-            &format!("/api/agents/{id}/chat"),
-            Some(&user.access),
-            json!({"message": "x [[status:400]]"}),
-        )
+        .chat(&user.access, &id, json!({"message": "x [[status:400]]"}))
         .await;
     let body = assert_error(res, 502, "Bad Gateway", None).await;
     assert!(
@@ -269,11 +256,7 @@ async fn provider_errors_become_502_naming_the_complaint_without_secrets() {
     );
     assert_eq!(chats(&mock).len(), 1, "a 400 is not retried");
     let res = app
-        .post(
-            &format!("/api/agents/{id}/chat"),
-            Some(&user.access),
-            json!({"message": "x [[status:429]]"}),
-        )
+        .chat(&user.access, &id, json!({"message": "x [[status:429]]"}))
         .await;
     let body = assert_error(res, 502, "Bad Gateway", None).await;
     assert!(!body.to_string().contains(KEY));
@@ -308,9 +291,9 @@ async fn a_stream_error_sends_the_error_frame_and_done_and_keeps_the_partial_rep
     let user = app.user().await;
     let id = agent_with(&app, &user, "gpt-4o-mini").await;
     let res = app
-        .post(
-            &format!("/api/agents/{id}/chat"),
-            Some(&user.access),
+        .chat(
+            &user.access,
+            &id,
             json!({"message": "a b c d e f [[cut:3]]", "stream": true}),
         )
         .await;
@@ -322,25 +305,13 @@ async fn a_stream_error_sends_the_error_frame_and_done_and_keeps_the_partial_rep
     assert!(error["message"].as_str().is_some());
     let chunks = &frames[..frames.len() - 2];
     assert_eq!(chunks.len(), 3);
-    let msgs: Value = app
-        .get(
-            &format!("/api/agents/{id}/conversations/{thread}/messages"),
-            Some(&user.access),
-        )
-        .await
-        .json()
-        .await
-        .unwrap();
-    let last = msgs["messages"].as_array().unwrap().last().unwrap().clone();
+    let msgs = app.messages(&user.access, &id, &thread).await;
+    let last = msgs.last().unwrap().clone();
     assert_eq!(last["status"], "failed");
     assert_eq!(last["content"], "Echo: a b");
 
     let json_mode = app
-        .post(
-            &format!("/api/agents/{id}/chat"),
-            Some(&user.access),
-            json!({"message": "a b c d [[cut:2]]"}),
-        )
+        .chat(&user.access, &id, json!({"message": "a b c d [[cut:2]]"}))
         .await;
     assert_error(json_mode, 502, "Bad Gateway", None).await;
 }
@@ -351,9 +322,9 @@ async fn a_client_that_disconnects_cancels_the_upstream_request() {
     let user = app.user().await;
     let id = agent_with(&app, &user, "gpt-4o-mini").await;
     let res = app
-        .post(
-            &format!("/api/agents/{id}/chat"),
-            Some(&user.access),
+        .chat(
+            &user.access,
+            &id,
             json!({"message": "long one [[pause:5000]]", "stream": true}),
         )
         .await;
@@ -374,16 +345,8 @@ async fn a_client_that_disconnects_cancels_the_upstream_request() {
         "the provider saw its stream cancelled well before the pause ended"
     );
     tokio::time::sleep(Duration::from_millis(200)).await;
-    let msgs: Value = app
-        .get(
-            &format!("/api/agents/{id}/conversations/{thread}/messages"),
-            Some(&user.access),
-        )
-        .await
-        .json()
-        .await
-        .unwrap();
-    let last = msgs["messages"].as_array().unwrap().last().unwrap().clone();
+    let msgs = app.messages(&user.access, &id, &thread).await;
+    let last = msgs.last().unwrap().clone();
     assert_eq!(last["role"], "assistant");
     assert_eq!(last["status"], "cancelled");
 }
@@ -394,9 +357,9 @@ async fn silent_streams_get_heartbeat_comments() {
     let user = app.user().await;
     let id = agent_with(&app, &user, "gpt-4o-mini").await;
     let res = app
-        .post(
-            &format!("/api/agents/{id}/chat"),
-            Some(&user.access),
+        .chat(
+            &user.access,
+            &id,
             json!({"message": "wait [[pause:900]]", "stream": true}),
         )
         .await;
@@ -411,11 +374,7 @@ async fn a_provider_that_does_not_answer_in_time_is_504() {
     let user = app.user().await;
     let id = agent_with(&app, &user, "gpt-4o-mini").await;
     let res = app
-        .post(
-            &format!("/api/agents/{id}/chat"),
-            Some(&user.access),
-            json!({"message": "slow [[delay:3000]]"}),
-        )
+        .chat(&user.access, &id, json!({"message": "slow [[delay:3000]]"}))
         .await;
     assert_error(res, 504, "Gateway Timeout", None).await;
 }
