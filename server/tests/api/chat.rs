@@ -72,7 +72,7 @@ async fn the_offline_model_answers_in_json_with_usage_and_a_thread() {
         )
         .await;
     assert_eq!(res.json::<Value>().await.unwrap()["threadId"], thread);
-    let msgs = app.messages(&user.access, &id, &thread).await;
+    let msgs = app.messages(&user.access, &id, thread).await;
 
     let roles: Vec<&str> = msgs.iter().map(|m| m["role"].as_str().unwrap()).collect();
     assert_eq!(roles, ["user", "assistant", "user", "assistant"]);
