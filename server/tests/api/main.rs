@@ -5,6 +5,7 @@ mod agents;
 mod api_keys;
 mod auth;
 mod chat;
+mod cli;
 mod errors;
 mod helpers;
 mod ops;

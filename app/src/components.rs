@@ -1,0 +1,120 @@
+//! Small building blocks shared by the dashboard pages: notices, form helpers and the
+//! hydration flag that keeps forms inert until the WASM code can handle them.
+
+use leptos::{html, prelude::*};
+
+/// The tone of a [`Notice`]: it sets the colour and the ARIA role.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Tone {
+    /// A confirmation (`role="status"`).
+    Success,
+    /// Neutral information (`role="status"`).
+    Info,
+    /// A failure the user should act on (`role="alert"`, read out at once).
+    Error,
+}
+
+impl Tone {
+    fn class(self) -> &'static str {
+        match self {
+            Tone::Success => "notice notice-success",
+            Tone::Info => "notice notice-info",
+            Tone::Error => "notice notice-error",
+        }
+    }
+
+    fn role(self) -> &'static str {
+        match self {
+            Tone::Error => "alert",
+            Tone::Success | Tone::Info => "status",
+        }
+    }
+}
+
+/// A message box above or below a form; `testid` becomes `data-testid` for the tests.
+#[component]
+pub fn Notice(
+    /// The colour and ARIA role.
+    tone: Tone,
+    /// The `data-testid` attribute.
+    #[prop(into)]
+    testid: String,
+    /// The message.
+    children: Children,
+) -> impl IntoView {
+    view! {
+        <div class=tone.class() role=tone.role() data-testid=testid>
+            {children()}
+        </div>
+    }
+}
+
+/// The message of the latest failed request of a form: `None` while there is none.
+pub type FormError = RwSignal<Option<String>>;
+
+/// Shows the form's current error, if any, as an alert.
+#[component]
+pub fn FormErrorNotice(
+    /// The form's error signal.
+    error: FormError,
+) -> impl IntoView {
+    move || {
+        error.get().map(|message| {
+            view! {
+                <Notice tone=Tone::Error testid="form-error">
+                    {message}
+                </Notice>
+            }
+        })
+    }
+}
+
+/// `false` during server rendering and hydration, `true` once the browser runs the
+/// dashboard's code. Submit buttons stay disabled until then, so a form filled before
+/// the WASM module loaded is never submitted natively (which would put the password into
+/// the URL of a GET request).
+pub fn use_hydrated() -> ReadSignal<bool> {
+    let (hydrated, set_hydrated) = signal(false);
+    Effect::new(move || set_hydrated.set(true));
+    hydrated
+}
+
+/// The current value of a text input, trimmed; empty when the input is not mounted.
+pub fn input_value(input: &NodeRef<html::Input>) -> String {
+    input
+        .get_untracked()
+        .map(|el| el.value().trim().to_owned())
+        .unwrap_or_default()
+}
+
+/// The current value of a password input, exactly as typed (spaces are significant).
+pub fn password_value(input: &NodeRef<html::Input>) -> String {
+    input
+        .get_untracked()
+        .map(|el| el.value())
+        .unwrap_or_default()
+}
+
+/// The selected value of a `<select>`; empty when nothing is selected.
+pub fn select_value(select: &NodeRef<html::Select>) -> String {
+    select
+        .get_untracked()
+        .map(|el| el.value())
+        .unwrap_or_default()
+}
+
+/// `None` for an empty string, so optional fields are omitted from request bodies.
+pub fn non_empty(value: String) -> Option<String> {
+    (!value.is_empty()).then_some(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::non_empty;
+
+    #[test]
+    fn empty_optional_fields_are_omitted() {
+        assert_eq!(non_empty(String::new()), None);
+        assert_eq!(non_empty("DE".to_owned()), Some("DE".to_owned()));
+    }
+}

@@ -1,0 +1,89 @@
+//! The AgentChat dashboard (Leptos 0.8, SSR + hydration) and the API types it shares with
+//! the server.
+//!
+//! The server renders every page ([`shell`]) and the browser hydrates it
+//! (`frontend::hydrate`). Pages talk to the REST API from the browser only
+//! ([`client`]), with the session cookies the server sets at sign-in.
+
+pub mod api;
+pub mod client;
+pub mod components;
+pub mod countries;
+pub mod pages;
+
+use leptos::prelude::*;
+use leptos_meta::{provide_meta_context, Link, MetaTags, Stylesheet, Title};
+use leptos_router::{
+    components::{Route, Router, Routes},
+    hooks::use_location,
+    StaticSegment,
+};
+use pages::{Dashboard, ForgotPassword, Home, Login, NotFound, ResetPassword, Signup, VerifyEmail};
+
+/// The HTML document around the app, rendered by the server for every page.
+pub fn shell(options: LeptosOptions) -> impl IntoView {
+    view! {
+        <!DOCTYPE html>
+        <html lang="en">
+            <head>
+                <meta charset="utf-8"/>
+                <meta name="viewport" content="width=device-width, initial-scale=1"/>
+                <meta name="color-scheme" content="light dark"/>
+                <AutoReload options=options.clone()/>
+                <HydrationScripts options/>
+                <MetaTags/>
+            </head>
+            <body>
+                <App/>
+            </body>
+        </html>
+    }
+}
+
+/// The root component: the page frame and the routes of the dashboard.
+#[component]
+pub fn App() -> impl IntoView {
+    provide_meta_context();
+    view! {
+        <Stylesheet id="leptos" href="/pkg/agentchat.css"/>
+        <Link rel="icon" type_="image/svg+xml" href="/favicon.svg"/>
+        <Title formatter=|page: String| format!("{page} · AgentChat")/>
+        <Router>
+            <SiteHeader/>
+            <main id="main" class="main">
+                <Routes fallback=NotFound>
+                    <Route path=StaticSegment("") view=Home/>
+                    <Route path=StaticSegment("signup") view=Signup/>
+                    <Route path=StaticSegment("login") view=Login/>
+                    <Route path=StaticSegment("verify-email") view=VerifyEmail/>
+                    <Route path=StaticSegment("forgot-password") view=ForgotPassword/>
+                    <Route path=StaticSegment("reset-password") view=ResetPassword/>
+                    <Route path=StaticSegment("dashboard") view=Dashboard/>
+                </Routes>
+            </main>
+        </Router>
+    }
+}
+
+/// The top bar: the product name, and the sign-in links everywhere except on the
+/// signed-in pages (which offer "Sign out" instead).
+#[component]
+fn SiteHeader() -> impl IntoView {
+    let location = use_location();
+    let signed_in_page = move || location.pathname.read().starts_with("/dashboard");
+    view! {
+        <a class="skip-link" href="#main">"Skip to content"</a>
+        <header class="site-header">
+            <a class="brand" href="/">
+                <img src="/favicon.svg" alt="" width="28" height="28"/>
+                <span>"AgentChat"</span>
+            </a>
+            <Show when=move || !signed_in_page()>
+                <nav class="site-nav" aria-label="Account">
+                    <a href="/login">"Sign in"</a>
+                    <a class="button button-small" href="/signup">"Create account"</a>
+                </nav>
+            </Show>
+        </header>
+    }
+}

@@ -1,0 +1,195 @@
+//! `/login`: sign-in with email and password (`POST /api/auth/login`) or a configured
+//! sign-in provider.
+//!
+//! The server answers a successful sign-in with httpOnly session cookies; the token pair
+//! in the JSON body is deliberately ignored, so no token is ever reachable from scripts.
+
+use crate::{
+    api::{AuthProvider, AuthProvidersResponse, EmailRequest, LoginRequest, MessageResponse},
+    client,
+    components::{
+        input_value, password_value, use_hydrated, FormError, FormErrorNotice, Notice, Tone,
+    },
+};
+use leptos::{html, prelude::*, task::spawn_local};
+use leptos_meta::Title;
+use leptos_router::hooks::{use_navigate, use_query_map};
+use serde::de::IgnoredAny;
+
+/// The sign-in form, the banners for the verification redirect (`?verified=1`,
+/// `?verifyError=1`) and one button per configured sign-in provider.
+#[component]
+pub fn Login() -> impl IntoView {
+    let hydrated = use_hydrated();
+    let navigate = use_navigate();
+    let query = use_query_map();
+    let pending = RwSignal::new(false);
+    let error: FormError = RwSignal::new(None);
+    // Set to the address when the server refused an unverified account (403).
+    let unverified = RwSignal::new(None::<String>);
+    let resend_state = RwSignal::new(None::<(Tone, String)>);
+    let resending = RwSignal::new(false);
+    let providers = RwSignal::new(Vec::<AuthProvider>::new());
+
+    let email = NodeRef::<html::Input>::new();
+    let password = NodeRef::<html::Input>::new();
+
+    Effect::new(move || {
+        spawn_local(async move {
+            // Without providers the list stays empty; a failure here must not block sign-in.
+            if let Ok(answer) =
+                client::get_json::<AuthProvidersResponse>("/api/auth/providers").await
+            {
+                providers.set(answer.providers);
+            }
+        });
+    });
+
+    let on_submit = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        if pending.get_untracked() {
+            return;
+        }
+        let body = LoginRequest {
+            email: input_value(&email),
+            password: password_value(&password),
+        };
+        pending.set(true);
+        error.set(None);
+        unverified.set(None);
+        resend_state.set(None);
+        let navigate = navigate.clone();
+        spawn_local(async move {
+            match client::post_json::<_, IgnoredAny>("/api/auth/login", &body).await {
+                Ok(_) => navigate("/dashboard", Default::default()),
+                Err(err) => {
+                    if err.status == 403 {
+                        unverified.set(Some(body.email));
+                    }
+                    error.set(Some(err.message().to_owned()));
+                }
+            }
+            pending.set(false);
+        });
+    };
+
+    let resend = move |_| {
+        let Some(address) = unverified.get_untracked() else {
+            return;
+        };
+        resending.set(true);
+        spawn_local(async move {
+            let body = EmailRequest { email: address };
+            let outcome = match client::post_json::<_, MessageResponse>(
+                "/api/auth/resend-verification",
+                &body,
+            )
+            .await
+            {
+                Ok(answer) => (Tone::Success, answer.message),
+                Err(err) => (Tone::Error, err.message().to_owned()),
+            };
+            resend_state.set(Some(outcome));
+            resending.set(false);
+        });
+    };
+
+    let flag = move |name: &str| query.read().get(name).is_some_and(|value| value == "1");
+
+    view! {
+        <Title text="Sign in"/>
+        <section class="card auth-card">
+            <h1>"Sign in to AgentChat"</h1>
+            <Show when=move || flag("verified")>
+                <Notice tone=Tone::Success testid="verified-banner">
+                    "Email verified — you can sign in now"
+                </Notice>
+            </Show>
+            <Show when=move || flag("verifyError")>
+                <Notice tone=Tone::Error testid="verify-error-banner">
+                    "That verification link is invalid or expired"
+                </Notice>
+            </Show>
+            <form class="form" on:submit=on_submit>
+                <div class="field">
+                    <label for="email">"Email"</label>
+                    <input
+                        id="email"
+                        name="email"
+                        type="email"
+                        autocomplete="username"
+                        required
+                        node_ref=email
+                    />
+                </div>
+                <div class="field">
+                    <label for="password">"Password"</label>
+                    <input
+                        id="password"
+                        name="password"
+                        type="password"
+                        autocomplete="current-password"
+                        required
+                        node_ref=password
+                    />
+                    <a class="small field-link" href="/forgot-password">"Forgot your password?"</a>
+                </div>
+                <FormErrorNotice error/>
+                <Show when=move || unverified.get().is_some()>
+                    <div class="resend">
+                        <button
+                            type="button"
+                            class="button button-secondary button-block"
+                            on:click=resend
+                            disabled=move || resending.get()
+                        >
+                            "Resend verification email"
+                        </button>
+                        {move || {
+                            resend_state
+                                .get()
+                                .map(|(tone, message)| {
+                                    view! {
+                                        <Notice tone testid="resend-result">
+                                            {message}
+                                        </Notice>
+                                    }
+                                })
+                        }}
+                    </div>
+                </Show>
+                <button
+                    type="submit"
+                    class="button button-block"
+                    disabled=move || !hydrated.get() || pending.get()
+                    aria-busy=move || pending.get().to_string()
+                >
+                    {move || if pending.get() { "Signing in…" } else { "Sign in" }}
+                </button>
+            </form>
+            <Show when=move || !providers.read().is_empty()>
+                <div class="divider" role="presentation">
+                    <span>"or"</span>
+                </div>
+                <div class="providers">
+                    <For
+                        each=move || providers.get()
+                        key=|provider| provider.code.clone()
+                        let(provider)
+                    >
+                        // rel="external": a full page load, so the server can redirect to
+                        // the provider instead of the client-side router handling the link.
+                        <a
+                            class="button button-secondary button-block"
+                            rel="external"
+                            href=format!("/api/auth/oauth/{}", provider.code)
+                        >
+                            {format!("Continue with {}", provider.name)}
+                        </a>
+                    </For>
+                </div>
+            </Show>
+            <p class="muted">"New to AgentChat? " <a href="/signup">"Create an account"</a></p>
+        </section>
+    }
+}

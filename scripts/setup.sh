@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# Installs the tools that build and test AgentChat, skipping every one that is already
+# there, so a second run takes well under a second. Everything comes from rustup,
+# crates.io, npm or the Debian archive; nothing is downloaded from elsewhere at build time.
+#
+#   scripts/setup.sh               # everything: build tools and browser-test tools
+#   scripts/setup.sh --build-only  # only what building and serving the site needs
+#
+# Build tools: the wasm32-unknown-unknown target, cargo-leptos 0.3.10, wasm-bindgen-cli at
+# the version of the `wasm-bindgen` crate in Cargo.lock, and wasm-opt (npm `binaryen`) for
+# release builds. Browser-test tools: the end2end Node packages and Debian's Chromium.
+set -euo pipefail
+
+repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$repo_root"
+
+# cargo-leptos 0.3.11 needs a newer rustc than stable 1.95 (its lockfile); 0.3.10 builds
+# on stable and, in a debug build, installs in a fraction of the time.
+CARGO_LEPTOS_VERSION="0.3.10"
+# wasm-opt for release builds of the WASM bundle. Debian's binaryen (108) produces a bundle
+# that fails to hydrate, so the npm build of a current release is used instead.
+BINARYEN_VERSION="132.0.0"
+
+build_only=false
+for arg in "$@"; do
+  case "$arg" in
+    --build-only) build_only=true ;;
+    -h | --help)
+      sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+      exit 0
+      ;;
+    *)
+      printf 'unknown argument: %s (try --help)\n' "$arg" >&2
+      exit 2
+      ;;
+  esac
+done
+
+log() { printf '==> %s\n' "$*"; }
+
+# Runs a command as root: directly when we are root, through sudo otherwise.
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then
+    "$@"
+  elif command -v sudo >/dev/null 2>&1; then
+    sudo "$@"
+  else
+    log "need root for: $* (sudo is not installed)" >&2
+    return 1
+  fi
+}
+
+# The version of the `wasm-bindgen` package recorded in Cargo.lock: the CLI must match it
+# exactly or the generated bindings do not fit the WASM module.
+wasm_bindgen_lock_version() {
+  awk '
+    $0 == "name = \"wasm-bindgen\"" { found = 1; next }
+    found && $1 == "version" { gsub(/"/, "", $3); print $3; exit }
+  ' Cargo.lock
+}
+
+for tool in cargo rustup; do
+  if ! command -v "$tool" >/dev/null 2>&1; then
+    log "$tool is missing: install Rust with rustup first (https://rustup.rs)" >&2
+    exit 1
+  fi
+done
+
+# 1. The WASM target of the dashboard.
+if rustup target list --installed | grep -qx 'wasm32-unknown-unknown'; then
+  log "wasm32-unknown-unknown target: present"
+else
+  log "adding the wasm32-unknown-unknown target"
+  rustup target add wasm32-unknown-unknown
+fi
+
+# 2. cargo-leptos, which builds the site and runs the end-to-end suite.
+if command -v cargo-leptos >/dev/null 2>&1; then
+  log "cargo-leptos: present ($(cargo-leptos --version 2>/dev/null || echo 'version unknown'))"
+else
+  log "installing cargo-leptos ${CARGO_LEPTOS_VERSION} (about 10 minutes)"
+  cargo install "cargo-leptos@${CARGO_LEPTOS_VERSION}" --locked --debug
+fi
+
+# 3. wasm-bindgen-cli at the version in Cargo.lock (cargo-leptos uses the one on PATH).
+wbg_version="$(wasm_bindgen_lock_version)"
+if [ -z "$wbg_version" ]; then
+  log "no wasm-bindgen package in Cargo.lock: run 'cargo generate-lockfile' first" >&2
+  exit 1
+fi
+installed_wbg=""
+if command -v wasm-bindgen >/dev/null 2>&1; then
+  installed_wbg="$(wasm-bindgen --version | awk '{print $2}')"
+fi
+if [ "$installed_wbg" = "$wbg_version" ]; then
+  log "wasm-bindgen-cli ${wbg_version}: present"
+else
+  log "installing wasm-bindgen-cli ${wbg_version}${installed_wbg:+ (found ${installed_wbg})} (about 3 minutes)"
+  # Not --locked: that build fails for this crate; cargo resolves compatible dependencies.
+  cargo install wasm-bindgen-cli --version "$wbg_version"
+fi
+
+# 4. wasm-opt, which cargo-leptos runs on release builds (it would download it otherwise).
+if command -v wasm-opt >/dev/null 2>&1; then
+  log "wasm-opt: present ($(wasm-opt --version 2>/dev/null || echo 'version unknown'))"
+elif ! command -v npm >/dev/null 2>&1; then
+  log "wasm-opt: missing, and npm is not installed to install it; release builds need it" >&2
+else
+  log "installing wasm-opt (npm binaryen ${BINARYEN_VERSION}, global)"
+  if [ -w "$(npm prefix -g)" ]; then
+    npm install -g --no-audit --no-fund "binaryen@${BINARYEN_VERSION}"
+  else
+    as_root npm install -g --no-audit --no-fund "binaryen@${BINARYEN_VERSION}"
+  fi
+fi
+
+if [ "$build_only" = true ]; then
+  log "setup complete (build tools only)"
+  exit 0
+fi
+
+# 5. Node packages of the browser tests (exact versions from package-lock.json).
+if ! command -v npm >/dev/null 2>&1; then
+  log "npm is missing: install Node.js 20 or newer (e.g. apt-get install nodejs npm)" >&2
+  exit 1
+fi
+if [ -d end2end/node_modules ]; then
+  log "end2end Node packages: present"
+else
+  log "installing the end2end Node packages (npm ci)"
+  (cd end2end && npm ci --no-audit --no-fund)
+fi
+
+# 6. Chromium for the browser tests; the tests use the system browser, never a download.
+chromium_path="${CHROMIUM_PATH:-/usr/bin/chromium}"
+if [ -x "$chromium_path" ]; then
+  log "chromium: present (${chromium_path})"
+else
+  log "installing chromium from the Debian archive"
+  as_root apt-get update
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
+fi
+
+log "setup complete"
