@@ -118,3 +118,72 @@ mod tests {
         assert_eq!(non_empty("DE".to_owned()), Some("DE".to_owned()));
     }
 }
+
+/// A one-field form that posts `{email}` to `endpoint` and shows the server's answer. Used
+/// for links the server answers neutrally about (password reset, verification resend), so
+/// it never reveals whether an address has an account.
+#[component]
+pub fn EmailRequestForm(
+    /// The API path, e.g. `/api/auth/forgot-password`.
+    endpoint: &'static str,
+    /// The input's id (unique on the page).
+    input_id: &'static str,
+    /// `data-testid` of the success notice.
+    testid: &'static str,
+    /// The submit button's label.
+    button: &'static str,
+) -> impl IntoView {
+    let hydrated = use_hydrated();
+    let pending = RwSignal::new(false);
+    let error: FormError = RwSignal::new(None);
+    let sent = RwSignal::new(None::<String>);
+    let email = NodeRef::<html::Input>::new();
+
+    let on_submit = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        if pending.get_untracked() {
+            return;
+        }
+        let body = crate::api::EmailRequest {
+            email: input_value(&email),
+        };
+        pending.set(true);
+        error.set(None);
+        sent.set(None);
+        leptos::task::spawn_local(async move {
+            match crate::client::post_json::<_, crate::api::MessageResponse>(endpoint, &body).await
+            {
+                Ok(answer) => sent.set(Some(answer.message)),
+                Err(err) => error.set(Some(err.message().to_owned())),
+            }
+            pending.set(false);
+        });
+    };
+
+    view! {
+        <form class="form" on:submit=on_submit>
+            <div class="field">
+                <label for=input_id>"Email"</label>
+                <input id=input_id name="email" type="email" autocomplete="email" required node_ref=email/>
+            </div>
+            <FormErrorNotice error/>
+            {move || {
+                sent.get()
+                    .map(|message| {
+                        view! { <Notice tone=Tone::Success testid=testid>{message}</Notice> }
+                    })
+            }}
+            <button
+                type="submit"
+                class="button button-block"
+                disabled=move || !hydrated.get() || pending.get()
+                aria-busy=move || pending.get().to_string()
+            >
+                {move || if pending.get() { "Sending…" } else { button }}
+            </button>
+        </form>
+        <p class="muted">
+            <a href="/login">"Back to sign in"</a>
+        </p>
+    }
+}

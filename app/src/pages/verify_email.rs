@@ -3,11 +3,11 @@
 //! (`POST /api/auth/resend-verification`).
 
 use crate::{
-    api::{EmailRequest, MessageResponse, TokenRequest},
+    api::{MessageResponse, TokenRequest},
     client,
-    components::{input_value, use_hydrated, FormError, FormErrorNotice, Notice, Tone},
+    components::{EmailRequestForm, Notice, Tone},
 };
-use leptos::{html, prelude::*, task::spawn_local};
+use leptos::{prelude::*, task::spawn_local};
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
@@ -104,71 +104,14 @@ fn VerifyToken(token: String) -> impl IntoView {
 /// or not the address has an account.
 #[component]
 fn ResendVerification() -> impl IntoView {
-    let hydrated = use_hydrated();
-    let pending = RwSignal::new(false);
-    let error: FormError = RwSignal::new(None);
-    let sent = RwSignal::new(None::<String>);
-    let email = NodeRef::<html::Input>::new();
-
-    let on_submit = move |ev: leptos::ev::SubmitEvent| {
-        ev.prevent_default();
-        if pending.get_untracked() {
-            return;
-        }
-        let body = EmailRequest {
-            email: input_value(&email),
-        };
-        pending.set(true);
-        error.set(None);
-        sent.set(None);
-        spawn_local(async move {
-            match client::post_json::<_, MessageResponse>("/api/auth/resend-verification", &body)
-                .await
-            {
-                Ok(answer) => sent.set(Some(answer.message)),
-                Err(err) => error.set(Some(err.message().to_owned())),
-            }
-            pending.set(false);
-        });
-    };
-
     view! {
         <h2>"Resend the verification email"</h2>
         <p class="muted">"Enter the address you signed up with and we will send a new link."</p>
-        <form class="form" on:submit=on_submit>
-            <div class="field">
-                <label for="resend-email">"Email"</label>
-                <input
-                    id="resend-email"
-                    name="email"
-                    type="email"
-                    autocomplete="email"
-                    required
-                    node_ref=email
-                />
-            </div>
-            <FormErrorNotice error/>
-            {move || {
-                sent.get()
-                    .map(|message| {
-                        view! {
-                            <Notice tone=Tone::Success testid="resend-result">
-                                {message}
-                            </Notice>
-                        }
-                    })
-            }}
-            <button
-                type="submit"
-                class="button button-block"
-                disabled=move || !hydrated.get() || pending.get()
-                aria-busy=move || pending.get().to_string()
-            >
-                {move || if pending.get() { "Sending…" } else { "Resend verification email" }}
-            </button>
-        </form>
-        <p class="muted">
-            <a href="/login">"Back to sign in"</a>
-        </p>
+        <EmailRequestForm
+            endpoint="/api/auth/resend-verification"
+            input_id="resend-email"
+            testid="resend-result"
+            button="Resend verification email"
+        />
     }
 }
