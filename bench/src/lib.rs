@@ -1,0 +1,11 @@
+//! Shared pieces of the AgentChat benchmarks (the binaries in `src/bin`, described in
+//! `BENCHMARKS.md` at the repository root).
+//!
+//! - [`service`]: runs the release `agentchat` binary as a child process against a mock
+//!   provider, and creates a verified account with an agent through the HTTP API.
+//! - [`load`]: the load generator's parts: raw HTTP/1.1 keep-alive connections, request
+//!   templates, a server-sent events parser, latency histograms and `/proc` readings
+//!   (resident memory, CPU time).
+
+pub mod load;
+pub mod service;
