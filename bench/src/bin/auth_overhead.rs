@@ -21,6 +21,11 @@
 //! folder with a real SQLite database); the account, its verified email, the session and the
 //! API key are created through the real HTTP API. Everything listens on `127.0.0.1` only.
 //!
+//! `--scenarios` picks the scenarios (default `baseline,jwt,api-key`); the diagnostic
+//! `noop-middleware` adds the baseline handler behind a middleware that does nothing but
+//! take `State<AppState>`, which separates axum's middleware plumbing and the state clones
+//! from the authentication work.
+//!
 //! ## The load
 //!
 //! `--connections` HTTP/1.1 keep-alive connections (raw `hyper` client connections, one
@@ -45,8 +50,9 @@
 //!   process spent per request: client, server and kernel network stack included, so the
 //!   added part is what authentication and rate limiting cost; `Cores busy` shows whether
 //!   the load kept the machine's cores saturated (close to the number of cores).
-//! - Then, unless `--in-process-seconds 0`, the same routers are called directly (no sockets,
-//!   no HTTP parsing) and the middleware's parts are timed alone: `AuthService::authenticate`
+//! - Then, unless `--in-process-seconds 0`, the same routers (and two with a no-op
+//!   middleware, with and without the state) are called directly (no sockets, no HTTP
+//!   parsing) and the middleware's parts are timed alone: `AuthService::authenticate`
 //!   for each credential, `JwtKeys::verify`, the API key's SHA-256, `RateLimiter::check` and
 //!   the `AppState` clone that `from_fn_with_state` makes for every request. Each is timed on
 //!   one thread, then on two threads at once: on two cores, state that every request writes
