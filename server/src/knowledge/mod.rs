@@ -1,0 +1,5 @@
+//! Knowledge bases: turning web sites into clean page texts.
+//!
+//! - [`net`]: the SSRF-safe HTTP client every knowledge-base fetch goes through.
+
+pub mod net;
