@@ -16,7 +16,8 @@
 //!   scheme and host and drops default ports; nothing else — query order is kept). A page is
 //!   recorded under its canonical URL: the `<link rel="canonical">` target when it is on the
 //!   same host as the final URL, otherwise the final URL after redirects. No URL is requested
-//!   twice and no canonical URL is emitted twice.
+//!   twice and no canonical URL is emitted twice. A page whose text is identical to a page
+//!   already kept (same content hash, e.g. `/` and `/index.html`) is skipped as well.
 //! - **robots.txt** (RFC 9309) for the user agent [`ROBOTS_USER_AGENT`] when
 //!   `respect_robots`: fetched once per origin through the same [`SafeClient`]; 4xx means no
 //!   restrictions; 5xx or an unreachable file means everything is disallowed (RFC 9309
@@ -92,8 +93,9 @@ pub struct CrawlConfig {
     /// Pages kept, 1–1000. Default 50.
     pub max_pages: u32,
     /// Globs on the URL path (`/docs/**`); when non-empty only matching pages are crawled.
-    /// `*` stays within a path segment, `**` crosses segments; a pattern not starting with
-    /// `/` or `*` is anchored at the root.
+    /// `*` stays within a path segment, `**` crosses segments. A pattern with a `/` is
+    /// matched against the whole path (anchored at the root when it does not start with `/`
+    /// or `*`); a pattern without `/` matches the last segment at any depth (`*.pdf`).
     pub include_patterns: Vec<String>,
     /// Globs on the URL path; a matching page is not crawled (exclude wins over include).
     pub exclude_patterns: Vec<String>,
@@ -203,6 +205,7 @@ pub async fn crawl(
         hosts: HashMap::new(),
         seen: HashSet::new(),
         emitted: HashSet::new(),
+        texts: HashMap::new(),
         levels: vec![VecDeque::new(); usize::from(MAX_CRAWL_DEPTH) + 1],
         queued: 0,
         in_flight: JoinSet::new(),
@@ -263,7 +266,9 @@ fn compile_globs(field: &str, patterns: &[String]) -> Result<Option<GlobSet>, St
                 "{field} patterns must be at most {MAX_PATTERN_LEN} bytes"
             ));
         }
-        let anchored = if pattern.starts_with('/') || pattern.starts_with('*') {
+        let anchored = if !pattern.contains('/') {
+            format!("**/{pattern}")
+        } else if pattern.starts_with('/') || pattern.starts_with('*') {
             pattern.to_owned()
         } else {
             format!("/{pattern}")
@@ -483,22 +488,27 @@ async fn fetch_page(
         origin.pace(r.delay).await;
         rules = Some(r);
     }
+    // Redirect targets on the same origin obey the same robots.txt; another origin's
+    // robots.txt is not consulted for a redirect target.
+    let request_origin = origin_key(&url);
+    let hop_check = move |hop: &Url| -> Result<(), NetError> {
+        match &rules {
+            Some(rules) if origin_key(hop) == request_origin => {
+                rules.check(hop).map_err(|_| NetError::RobotsDisallowed)
+            }
+            _ => Ok(()),
+        }
+    };
     let fetched = {
         // The semaphore is never closed; without a permit the request simply goes ahead.
         let _permit = origin.permits.acquire().await.ok();
-        client.get(&url).await
+        client.get_with_hop_check(&url, &hop_check).await
     };
     let fetched = match fetched {
         Ok(f) => f,
+        Err(NetError::RobotsDisallowed) => return Outcome::Denied(RobotsDenial::Disallowed),
         Err(e) => return Outcome::Failed(e),
     };
-    if let Some(rules) = rules {
-        if fetched.url != url && origin_key(&fetched.url) == origin_key(&url) {
-            if let Err(denial) = rules.check(&fetched.url) {
-                return Outcome::Denied(denial);
-            }
-        }
-    }
     let kind = ContentKind::of(fetched.content_type.as_deref(), &fetched.body);
     let final_url = fetched.url;
     match kind {
@@ -660,6 +670,19 @@ fn parse_html(html: &str, page_url: &Url) -> PageDoc {
     }
 
     let html_title = collapse_ws(&document.select("title").text());
+    let headings: Vec<String> = document
+        .select("h1, h2")
+        .nodes()
+        .iter()
+        .map(|n| collapse_ws(&n.text()))
+        .filter(|h| !h.is_empty())
+        .collect();
+
+    // Links to a place on the same page (`<a href="#x">`, heading anchors) carry no
+    // information in the text: keep their words only.
+    for anchor in document.select("a[href^='#']").nodes() {
+        anchor.replace_with_html(anchor.inner_html());
+    }
 
     let config = ReadabilityConfig {
         text_mode: TextMode::Markdown,
@@ -682,14 +705,40 @@ fn parse_html(html: &str, page_url: &Url) -> PageDoc {
         .into_iter()
         .find(|t| !t.is_empty())
         .unwrap_or_else(|| fallback_title(page_url));
+    let text = with_page_heading(&tidy_text(&text), &title, &headings);
     PageDoc {
         title,
-        text: tidy_text(&text),
+        text,
         canonical,
         links,
         noindex,
         nofollow,
     }
+}
+
+/// Makes the text start with the page heading as a `# ` line. Readability removes the
+/// heading that repeats the title; the page heading is the first `<h1>`/`<h2>` whose words
+/// begin the title (`What Is Ownership?` for `What is Ownership? - The Rust Programming
+/// Language`), else the title itself. Text that already starts with a heading is kept as is.
+fn with_page_heading(text: &str, title: &str, headings: &[String]) -> String {
+    if text.is_empty() || text.starts_with('#') {
+        return text.to_owned();
+    }
+    let key = |s: &str| -> String {
+        s.chars()
+            .filter(|c| c.is_alphanumeric())
+            .flat_map(char::to_lowercase)
+            .collect()
+    };
+    let title_key = key(title);
+    let heading = headings
+        .iter()
+        .find(|h| {
+            let k = key(h);
+            !k.is_empty() && title_key.starts_with(&k)
+        })
+        .map_or(title, String::as_str);
+    format!("# {heading}\n\n{text}")
 }
 
 /// The `<body>` as Markdown-style text, without scripts, navigation, headers, footers,
@@ -809,6 +858,8 @@ struct Crawler {
     seen: HashSet<Url>,
     /// Canonical and final URLs of pages kept or judged duplicates of kept ones.
     emitted: HashSet<Url>,
+    /// Content hash of every page kept, with its canonical URL.
+    texts: HashMap<String, Url>,
     /// The frontier, one queue per depth.
     levels: Vec<VecDeque<Url>>,
     queued: usize,
@@ -1058,11 +1109,17 @@ impl Crawler {
                 .skip(url, "the page has no readable text".to_owned())
                 .await;
         }
+        let content_hash = sha256_hex(&doc.text);
+        if let Some(first) = self.texts.get(&content_hash) {
+            let reason = format!("the page has the same text as {first}");
+            return self.skip(url, reason).await;
+        }
+        self.texts.insert(content_hash.clone(), canonical.clone());
         self.summary.pages += 1;
         let page = CrawledPage {
             url: canonical,
             title: doc.title,
-            content_hash: sha256_hex(&doc.text),
+            content_hash,
             text: doc.text,
             depth,
         };
@@ -1224,7 +1281,7 @@ mod tests {
     fn path_patterns() {
         let f = PathFilter::new(&CrawlConfig {
             include_patterns: vec!["/docs/**".into(), "blog/*".into()],
-            exclude_patterns: vec!["/docs/private/**".into(), "**/*.pdf".into()],
+            exclude_patterns: vec!["/docs/private/**".into(), "*.pdf".into()],
             ..config()
         })
         .expect("valid");
@@ -1233,7 +1290,11 @@ mod tests {
         assert!(f.allows("/blog/post"));
         assert!(!f.allows("/blog/2024/post"), "`*` stays within a segment");
         assert!(!f.allows("/docs/private/x"), "exclude wins");
-        assert!(!f.allows("/docs/manual.pdf"));
+        assert!(
+            !f.allows("/docs/manual.pdf"),
+            "a pattern without `/` matches any segment"
+        );
+        assert!(!f.allows("/docs/a/b/manual.pdf"));
         assert!(!f.allows("/about"));
         let all = PathFilter::new(&config()).expect("valid");
         assert!(all.allows("/anything/at/all"));
@@ -1305,13 +1366,45 @@ mod tests {
     }
 
     #[test]
+    fn text_starts_with_the_page_heading() {
+        let headings = vec!["Site Name".to_owned(), "What Is Ownership?".to_owned()];
+        assert_eq!(
+            with_page_heading("Body.", "What is Ownership? - Site Name", &headings),
+            "# What Is Ownership?\n\nBody."
+        );
+        assert_eq!(
+            with_page_heading("Body.", "Unrelated title", &headings),
+            "# Unrelated title\n\nBody."
+        );
+        assert_eq!(
+            with_page_heading("## Own\n\nBody.", "T", &headings),
+            "## Own\n\nBody."
+        );
+        assert_eq!(with_page_heading("", "T", &headings), "");
+    }
+
+    #[test]
+    fn same_page_links_keep_only_their_words() {
+        let doc = parse_html(
+            r##"<html><head><title>Anchors</title></head><body><article>
+            <h2 id="x"><a class="header" href="#x">Section heading</a></h2>
+            <p>See <a href="#listing-1">Listing 1</a> and <a href="/other">another page</a>.</p>
+            </article></body></html>"##,
+            &url("https://e.x/anchors"),
+        );
+        assert!(doc.text.contains("## Section heading"), "{}", doc.text);
+        assert!(doc.text.contains("See Listing 1 and"), "{}", doc.text);
+        assert!(!doc.text.contains("(#"), "{}", doc.text);
+    }
+
+    #[test]
     fn short_html_pages_keep_their_text() {
         let doc = parse_html(
             "<html><head><title>Tiny</title></head><body><p>Just a line.</p></body></html>",
             &url("https://example.com/tiny"),
         );
         assert_eq!(doc.title, "Tiny");
-        assert_eq!(doc.text, "Just a line.");
+        assert_eq!(doc.text, "# Tiny\n\nJust a line.");
         assert!(!doc.noindex && !doc.nofollow);
     }
 

@@ -531,12 +531,7 @@ impl SafeClient {
     /// [`NetError::Http`] for a final status other than 2xx, or any error of
     /// [`SafeClient::get_any_status`].
     pub async fn get(&self, url: &Url) -> Result<Fetched, NetError> {
-        let fetched = self.get_any_status(url).await?;
-        if (200..300).contains(&fetched.status) {
-            Ok(fetched)
-        } else {
-            Err(NetError::Http(fetched.status))
-        }
+        self.get_with_hop_check(url, &|_| Ok(())).await
     }
 
     /// Fetches `url` (its fragment ignored) and returns the final response whatever its
@@ -548,17 +543,49 @@ impl SafeClient {
     /// # Errors
     /// Any [`NetError`] except [`NetError::Http`] and [`NetError::RobotsDisallowed`].
     pub async fn get_any_status(&self, url: &Url) -> Result<Fetched, NetError> {
-        tokio::time::timeout(self.limits.timeout, self.fetch(url))
+        self.fetch_within_limit(url, &|_| Ok(())).await
+    }
+
+    /// Like [`SafeClient::get`], and `hop_check` is asked before every request — the first
+    /// and each redirect target — so that a caller can refuse a hop for its own reasons (the
+    /// crawler applies robots.txt); its error is returned as it is.
+    ///
+    /// # Errors
+    /// The error of `hop_check`, or any error of [`SafeClient::get`].
+    pub async fn get_with_hop_check(
+        &self,
+        url: &Url,
+        hop_check: &(dyn Fn(&Url) -> Result<(), NetError> + Sync),
+    ) -> Result<Fetched, NetError> {
+        let fetched = self.fetch_within_limit(url, hop_check).await?;
+        if (200..300).contains(&fetched.status) {
+            Ok(fetched)
+        } else {
+            Err(NetError::Http(fetched.status))
+        }
+    }
+
+    async fn fetch_within_limit(
+        &self,
+        url: &Url,
+        hop_check: &(dyn Fn(&Url) -> Result<(), NetError> + Sync),
+    ) -> Result<Fetched, NetError> {
+        tokio::time::timeout(self.limits.timeout, self.fetch(url, hop_check))
             .await
             .map_err(|_| NetError::Timeout)?
     }
 
-    async fn fetch(&self, url: &Url) -> Result<Fetched, NetError> {
+    async fn fetch(
+        &self,
+        url: &Url,
+        hop_check: &(dyn Fn(&Url) -> Result<(), NetError> + Sync),
+    ) -> Result<Fetched, NetError> {
         let mut current = url.clone();
         current.set_fragment(None);
         let mut redirects = 0u8;
         loop {
             check_static(&current, &self.policy)?;
+            hop_check(&current)?;
             let response = self
                 .client
                 .get(current.clone())
