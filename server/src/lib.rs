@@ -9,6 +9,7 @@ pub mod config;
 pub mod domain;
 pub mod error;
 pub mod http;
+pub mod knowledge;
 pub mod llm;
 pub mod mail;
 pub mod ratelimit;
