@@ -1,8 +1,6 @@
-//! Knowledge bases: turning web sites into clean page texts.
-//!
-//! - [`net`]: the SSRF-safe HTTP client every knowledge-base fetch goes through.
-//! - [`crawl`]: the web crawler (crawl depth, robots.txt, sitemaps, canonical URLs,
-//!   main-content extraction) built on that client.
+//! The knowledge base.
 
+pub mod chunk;
 pub mod crawl;
+pub mod extract;
 pub mod net;
