@@ -13,9 +13,10 @@ use futures::StreamExt;
 use crate::{
     error::{ApiError, ApiResult},
     http::AppState,
+    knowledge::retrieve,
     llm::{
-        offline, tokens, EventStream, Prompt, ProviderError, ProviderErrorKind, ResolvedModel,
-        Role, Turn, Usage,
+        offline, tokens, EventStream, Passage, Prompt, ProviderError, ProviderErrorKind,
+        ResolvedModel, Role, Turn, Usage,
     },
     store::{AgentRecord, MessageRecord, ThreadRecord},
 };
@@ -100,6 +101,54 @@ pub fn attachments_text(attachments: &[Attachment]) -> ApiResult<String> {
     Ok(out)
 }
 
+/// Longest snippet of a source in the chat reply, in characters.
+pub const SNIPPET_CHARS: usize = 240;
+
+/// The agent's knowledge for `message`: passages for the prompt (marked `[1]`, `[2]`, ...)
+/// that fit in `budget` tokens, and the matching sources for the reply, best first.
+pub async fn retrieve(
+    state: &AppState,
+    agent_id: &str,
+    message: &str,
+    budget: u32,
+) -> ApiResult<(Vec<Passage>, Vec<Source>)> {
+    let hits = retrieve::search(state.store.as_ref(), agent_id, message, retrieve::TOP_K).await?;
+    let mut passages = Vec::new();
+    let mut sources = Vec::new();
+    let mut used = 0u32;
+    for hit in hits {
+        let cost = tokens::count(&hit.text) + 16;
+        if used + cost > budget {
+            break;
+        }
+        used += cost;
+        let title = if hit.heading_path.is_empty() {
+            hit.title.clone()
+        } else {
+            format!("{} — {}", hit.title, hit.heading_path)
+        };
+        passages.push(Passage {
+            marker: format!("[{}]", passages.len() + 1),
+            title,
+            url: hit.url.clone(),
+            text: hit.text.clone(),
+        });
+        let mut snippet: String = hit.text.chars().take(SNIPPET_CHARS).collect();
+        if snippet.len() < hit.text.len() {
+            snippet.push('…');
+        }
+        sources.push(Source {
+            document_id: hit.document_id,
+            title: hit.title,
+            url: hit.url,
+            chunk_id: hit.chunk_id.to_string(),
+            score: (hit.score * 1000.0).round() / 1000.0,
+            snippet,
+        });
+    }
+    Ok((passages, sources))
+}
+
 /// Earlier turns that fit in `budget` tokens, dropping the oldest first.
 pub fn trim_history(history: Vec<Turn>, budget: u32) -> Vec<Turn> {
     let mut used = 0u32;
@@ -180,10 +229,14 @@ pub async fn prepare(
     let fixed = tokens::count(&agent.system_prompt) + tokens::count(&user_content);
     // Room for the reply: a quarter of the window, at least 1,024 tokens.
     let reserve = (model.context_window / 4).max(1_024);
-    let budget = model
+    let room = model
         .context_window
         .saturating_sub(reserve)
         .saturating_sub(fixed);
+    // Retrieved knowledge may take up to half of what is left; history gets the rest.
+    let (passages, sources) = retrieve(state, &agent.id, message, room / 2).await?;
+    let passage_tokens: u32 = passages.iter().map(|p| tokens::count(&p.text) + 16).sum();
+    let budget = room.saturating_sub(passage_tokens);
     let mut turns = trim_history(history, budget);
     turns.push(Turn {
         role: Role::User,
@@ -212,9 +265,9 @@ pub async fn prepare(
         prompt: Prompt {
             system: agent.system_prompt.clone(),
             turns,
-            passages: Vec::new(),
+            passages,
         },
-        sources: Vec::new(),
+        sources,
         started: Instant::now(),
     })
 }

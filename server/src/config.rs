@@ -61,6 +61,17 @@ pub struct Config {
     pub provider_timeout: std::time::Duration,
     /// `SSE_HEARTBEAT_SECS`: interval of `: ping` comments in a silent stream, default 15 s.
     pub sse_heartbeat: std::time::Duration,
+    /// `MAX_UPLOAD_BYTES`: largest knowledge upload, default 20 MiB; larger is 413.
+    pub max_upload_bytes: usize,
+    /// `ALLOWED_PRIVATE_HOSTS`: `host:port` entries the crawler may reach although they
+    /// resolve to private addresses (development, tests); default none.
+    pub allowed_private_hosts: Vec<String>,
+    /// `EMBEDDING_MODEL`: embeddings through the OpenAI-compatible endpoint; unset means
+    /// BM25 retrieval only.
+    pub embedding_model: Option<String>,
+    /// `JOB_WORKERS`: background job workers (ingestion, crawls), default 2; 0 runs none
+    /// (jobs wait for another instance).
+    pub job_workers: usize,
     /// Leptos output: `LEPTOS_OUTPUT_NAME` (default `agentchat`).
     pub leptos_output_name: String,
     /// `LEPTOS_SITE_ROOT`, default `target/site`.
@@ -151,6 +162,23 @@ impl Config {
                     .context("SSE_HEARTBEAT_SECS must be whole seconds")?,
             );
         }
+        if let Some(v) = var("MAX_UPLOAD_BYTES") {
+            config.max_upload_bytes = v
+                .parse()
+                .context("MAX_UPLOAD_BYTES must be a whole number of bytes")?;
+        }
+        if let Some(v) = var("ALLOWED_PRIVATE_HOSTS") {
+            config.allowed_private_hosts = v
+                .split(',')
+                .map(str::trim)
+                .filter(|h| !h.is_empty())
+                .map(str::to_string)
+                .collect();
+        }
+        config.embedding_model = var("EMBEDDING_MODEL");
+        if let Some(v) = var("JOB_WORKERS") {
+            config.job_workers = v.parse().context("JOB_WORKERS must be a whole number")?;
+        }
         if let Some(v) = var("LEPTOS_OUTPUT_NAME") {
             config.leptos_output_name = v;
         }
@@ -191,6 +219,10 @@ impl Config {
             max_message_chars: 32_000,
             provider_timeout: std::time::Duration::from_secs(60),
             sse_heartbeat: std::time::Duration::from_secs(15),
+            max_upload_bytes: 20 * 1024 * 1024,
+            allowed_private_hosts: Vec::new(),
+            embedding_model: None,
+            job_workers: 2,
             leptos_output_name: "agentchat".into(),
             leptos_site_root: "target/site".into(),
             leptos_site_pkg_dir: "pkg".into(),

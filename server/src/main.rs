@@ -1,5 +1,5 @@
-//! The `agentchat` command: `serve` (default), `migrate`, `admin set-plan`,
-//! `admin verify-email`.
+//! The `agentchat` command: `serve` (default), `migrate`, `eval-retrieval`,
+//! `admin set-plan`, `admin verify-email`.
 
 use agentchat::{config::Config, domain::Email, startup::Application, store};
 use anyhow::Context;
@@ -21,6 +21,19 @@ enum Command {
     Serve,
     /// Apply database migrations and exit.
     Migrate,
+    /// Measure retrieval on a question set: prints hit@1, hit@5 and MRR.
+    ///
+    /// QUESTIONS is a JSON Lines file of `{"q": "...", "expect": ["page.html" or "document name"]}`.
+    EvalRetrieval {
+        /// The agent whose knowledge base answers.
+        #[arg(long)]
+        agent: String,
+        /// The question set (JSON Lines).
+        questions: std::path::PathBuf,
+        /// Also print each question with the rank of its first relevant chunk.
+        #[arg(long)]
+        verbose: bool,
+    },
     /// Account administration.
     Admin {
         #[command(subcommand)]
@@ -60,6 +73,29 @@ async fn main() -> anyhow::Result<()> {
             let store = store::connect(&config.database_url).await?;
             store.migrate().await?;
             println!("migrations applied to {}", config.database_url);
+        }
+        Command::EvalRetrieval {
+            agent,
+            questions,
+            verbose,
+        } => {
+            let text = std::fs::read_to_string(&questions)
+                .with_context(|| format!("cannot read {}", questions.display()))?;
+            let questions = agentchat::knowledge::eval::parse_questions(&text)?;
+            let store = store::connect(&config.database_url).await?;
+            store.migrate().await?;
+            let report =
+                agentchat::knowledge::eval::evaluate(store.as_ref(), &agent, &questions).await?;
+            if verbose {
+                for o in &report.outcomes {
+                    let rank = o.rank.map_or("-".to_string(), |r| r.to_string());
+                    println!("{rank:>2}  {}", o.question);
+                }
+            }
+            println!(
+                "questions {}  hit@1 {:.3}  hit@5 {:.3}  MRR {:.3}",
+                report.questions, report.hit_at_1, report.hit_at_5, report.mrr
+            );
         }
         Command::Admin { command } => {
             let store = store::connect(&config.database_url).await?;

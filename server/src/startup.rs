@@ -24,7 +24,7 @@ use crate::{
     auth::{password::PasswordHasher, tokens::JwtKeys, AuthService, Clock},
     config::Config,
     error::ApiError,
-    http::{self, ops::OpenApiDocument, AppState},
+    http::{self, ops::OpenApiDocument, AppState, Services},
     mail::Mailer,
     ratelimit::GovernorLimiter,
     store,
@@ -75,15 +75,18 @@ impl Application {
             .build();
         let models = build_models(&config)?;
         tokio::task::spawn_blocking(crate::llm::tokens::warm_up);
-        let state = AppState {
+        let knowledge = crate::knowledge::Knowledge::new(&config, store.clone())?;
+        crate::knowledge::worker::spawn(knowledge.clone(), config.job_workers);
+        let state = AppState::new(Services {
             models,
+            knowledge,
             auth: AuthService::new(store.clone(), jwt, hasher, Clock::default()),
             mailer: Mailer::new(&config)?,
             config: Arc::new(config),
             store,
             limiter,
             leptos,
-        };
+        });
         let router = router(state.clone());
         Ok(Self {
             state,

@@ -32,10 +32,7 @@ pub fn generate() -> GeneratedKey {
 
 /// Lower-case hex SHA-256 of `value`; also used for email tokens.
 pub fn sha256_hex(value: &str) -> String {
-    Sha256::digest(value.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex::encode(Sha256::digest(value.as_bytes()))
 }
 
 /// Constant-time equality of two hashes (or any strings of secret-derived bytes).
@@ -72,5 +69,14 @@ mod tests {
         assert_ne!(generate().key, k.key);
         assert!(constant_time_eq(&k.hash, &sha256_hex(&k.key)));
         assert!(!constant_time_eq(&k.hash, &sha256_hex("key_other")));
+    }
+
+    #[test]
+    fn hashes_are_lowercase_hex_sha256() {
+        // FIPS 180-2 test vector for "abc"; stored key and link hashes depend on this form.
+        assert_eq!(
+            sha256_hex("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
     }
 }

@@ -28,7 +28,7 @@ use crate::{
 use self::{
     password::PasswordHasher,
     throttle::LoginThrottle,
-    tokens::{JwtKeys, TokenType},
+    tokens::{Claims, JwtKeys, TokenType},
 };
 
 /// Live sessions allowed per user; the next sign-in ends the oldest (contract § Session
@@ -139,9 +139,21 @@ pub struct AuthService {
     /// Recipients mailed in the last minute, per purpose (guards against mail bombing).
     pub mail_cooldown: Cache<String, ()>,
     sessions: Cache<String, Arc<SessionAuth>>,
-    keys: Cache<String, Option<Arc<ApiKeyAuth>>>,
+    keys: Cache<String, Option<Arc<KeyAuth>>>,
+    /// Access tokens whose signature, issuer, audience and type were checked, by token;
+    /// their `nbf`/`exp` are checked again on every use.
+    access_tokens: Cache<String, Arc<Claims>>,
     touched: Cache<String, ()>,
 }
+
+/// A cached API key lookup with its scopes already parsed.
+struct KeyAuth {
+    auth: ApiKeyAuth,
+    scopes: ScopeSet,
+}
+
+/// How long a verified access token is remembered (its expiry is still checked per use).
+const ACCESS_TOKEN_CACHE_TTL: StdDuration = StdDuration::from_secs(60);
 
 impl AuthService {
     /// A service over `store` signing with `jwt`.
@@ -158,6 +170,10 @@ impl AuthService {
                 .build(),
             sessions: auth_cache(),
             keys: auth_cache(),
+            access_tokens: Cache::builder()
+                .max_capacity(100_000)
+                .time_to_live(ACCESS_TOKEN_CACHE_TTL)
+                .build(),
             touched: Cache::builder()
                 .max_capacity(100_000)
                 .time_to_live(TOUCH_INTERVAL)
@@ -177,8 +193,17 @@ impl AuthService {
 
     async fn authenticate_access_token(&self, token: &str) -> Result<Option<Principal>, ApiError> {
         let now = self.clock.now();
-        let Some(claims) = self.jwt.verify(token, TokenType::Access, now) else {
-            return Ok(None);
+        let claims = match self.access_tokens.get(token) {
+            Some(claims) if claims.in_time(now) => claims,
+            Some(_) => return Ok(None),
+            None => {
+                let Some(claims) = self.jwt.verify(token, TokenType::Access, now) else {
+                    return Ok(None);
+                };
+                let claims = Arc::new(claims);
+                self.access_tokens.insert(token.to_string(), claims.clone());
+                claims
+            }
         };
         let Some(auth) = self.live_session(&claims.sid, now).await? else {
             return Ok(None);
@@ -191,10 +216,10 @@ impl AuthService {
             self.store.touch_session(&claims.sid, now).await?;
         }
         Ok(Some(Principal {
-            user_id: claims.sub,
+            user_id: claims.sub.clone(),
             plan: auth.plan,
             credential: Credential::Session {
-                session_id: claims.sid,
+                session_id: claims.sid.clone(),
             },
         }))
     }
@@ -226,12 +251,20 @@ impl AuthService {
         let found = match self.keys.get(&hash) {
             Some(found) => found,
             None => {
-                let found = self.store.api_key_by_hash(&hash).await?.map(Arc::new);
+                let found = match self.store.api_key_by_hash(&hash).await? {
+                    Some(auth) => {
+                        let scopes = ScopeSet::parse(&auth.key.scopes)
+                            .map_err(|e| ApiError::Internal(anyhow::anyhow!(e)))?;
+                        Some(Arc::new(KeyAuth { auth, scopes }))
+                    }
+                    None => None,
+                };
                 self.keys.insert(hash.clone(), found.clone());
                 found
             }
         };
-        let Some(auth) = found else { return Ok(None) };
+        let Some(found) = found else { return Ok(None) };
+        let auth = &found.auth;
         let now = self.clock.now();
         let usable = keys::constant_time_eq(&auth.key.key_hash, &hash)
             && auth.key.revoked_at.is_none()
@@ -239,8 +272,6 @@ impl AuthService {
         if !usable {
             return Ok(None);
         }
-        let scopes = ScopeSet::parse(&auth.key.scopes)
-            .map_err(|e| ApiError::Internal(anyhow::anyhow!(e)))?;
         if !self.touched.contains_key(&auth.key.id) {
             self.touched.insert(auth.key.id.clone(), ());
             self.store.touch_api_key(&auth.key.id, now).await?;
@@ -250,7 +281,7 @@ impl AuthService {
             plan: auth.plan,
             credential: Credential::ApiKey {
                 key_id: auth.key.id.clone(),
-                scopes,
+                scopes: found.scopes.clone(),
             },
         }))
     }

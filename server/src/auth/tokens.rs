@@ -41,12 +41,23 @@ pub struct Claims {
     pub typ: TokenType,
 }
 
+impl Claims {
+    /// Whether `now` lies between `nbf` and `exp`, with [`LEEWAY_SECS`] either side.
+    pub fn in_time(&self, now: DateTime<Utc>) -> bool {
+        let now = now.timestamp();
+        let leeway = LEEWAY_SECS as i64;
+        self.exp + leeway > now && self.nbf - leeway <= now
+    }
+}
+
 /// Signs and checks tokens with one secret.
 #[derive(Clone)]
 pub struct JwtKeys {
     encoding: EncodingKey,
     decoding: DecodingKey,
     issuer: String,
+    /// The checks of [`JwtKeys::verify`], built once.
+    validation: Validation,
 }
 
 /// The audience of every token this service issues.
@@ -56,10 +67,19 @@ impl JwtKeys {
     /// Keys from the signing secret; `issuer` is the service's public URL.
     pub fn new(secret: &SecretString, issuer: &str) -> Self {
         let bytes = secret.expose_secret().as_bytes();
+        let mut validation = Validation::new(Algorithm::HS256);
+        validation.algorithms = vec![Algorithm::HS256];
+        // Times are checked in `verify` against the service clock, not the library's.
+        validation.validate_exp = false;
+        validation.validate_nbf = false;
+        validation.set_issuer(&[issuer]);
+        validation.set_audience(&[AUDIENCE]);
+        validation.set_required_spec_claims(&["exp", "nbf", "iss", "aud", "sub"]);
         Self {
             encoding: EncodingKey::from_secret(bytes),
             decoding: DecodingKey::from_secret(bytes),
             issuer: issuer.to_string(),
+            validation,
         }
     }
 
@@ -96,21 +116,10 @@ impl JwtKeys {
     /// Verifies signature, algorithm, `iss`, `aud`, `exp` and `nbf` against `now` (with
     /// [`LEEWAY_SECS`]) and that `typ` is `expected`; `None` for any failure.
     pub fn verify(&self, token: &str, expected: TokenType, now: DateTime<Utc>) -> Option<Claims> {
-        let mut validation = Validation::new(Algorithm::HS256);
-        validation.algorithms = vec![Algorithm::HS256];
-        // Times are checked below against the service clock, not the library's.
-        validation.validate_exp = false;
-        validation.validate_nbf = false;
-        validation.set_issuer(&[&self.issuer]);
-        validation.set_audience(&[AUDIENCE]);
-        validation.set_required_spec_claims(&["exp", "nbf", "iss", "aud", "sub"]);
-        let claims = jsonwebtoken::decode::<Claims>(token, &self.decoding, &validation)
+        let claims = jsonwebtoken::decode::<Claims>(token, &self.decoding, &self.validation)
             .ok()?
             .claims;
-        let now = now.timestamp();
-        let leeway = LEEWAY_SECS as i64;
-        let in_time = claims.exp + leeway > now && claims.nbf - leeway <= now;
-        (in_time && claims.typ == expected).then_some(claims)
+        (claims.typ == expected && claims.in_time(now)).then_some(claims)
     }
 }
 

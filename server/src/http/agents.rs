@@ -217,12 +217,21 @@ async fn delete(
     ApiPath(agent_id): ApiPath<String>,
 ) -> ApiResult<Json<SuccessResponse>> {
     principal.require(Scope::AgentsWrite)?;
+    let documents = state
+        .store
+        .list_documents(&principal.user_id, &agent_id)
+        .await?;
     if !state
         .store
         .delete_agent(&principal.user_id, &agent_id)
         .await?
     {
         return Err(ApiError::not_found("Agent"));
+    }
+    // Threads, documents, chunks and jobs went with the agent (ON DELETE CASCADE); the
+    // stored uploads are files.
+    for doc in documents {
+        let _ = tokio::fs::remove_file(state.knowledge.upload_path(&doc.id)).await;
     }
     Ok(Json(SuccessResponse { success: true }))
 }

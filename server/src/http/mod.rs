@@ -11,6 +11,7 @@ pub mod auth;
 pub mod chat;
 pub mod cookies;
 pub mod extract;
+pub mod knowledge;
 pub mod ops;
 
 use std::sync::Arc;
@@ -43,9 +44,28 @@ pub const ANONYMOUS_PER_MINUTE: u32 = 100;
 /// Largest JSON body accepted (api.md § Conventions: over 1 MiB → 413).
 pub const MAX_JSON_BODY: usize = 1024 * 1024;
 
-/// Everything handlers share.
+/// The shared state of every handler: one pointer to [`Services`], so that the per-request
+/// clones axum makes (router, middleware, extractors) cost one reference-count increment.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Services>);
+
+impl AppState {
+    /// State over `services`.
+    pub fn new(services: Services) -> Self {
+        Self(Arc::new(services))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Services;
+
+    fn deref(&self) -> &Services {
+        &self.0
+    }
+}
+
+/// The service's parts, built once at start-up (see [`crate::startup::Application::build`]).
+pub struct Services {
     /// Start-up configuration.
     pub config: Arc<Config>,
     /// Persistence.
@@ -58,6 +78,8 @@ pub struct AppState {
     pub mailer: Mailer,
     /// Language models.
     pub models: crate::llm::Models,
+    /// The knowledge base (uploads, crawls, jobs).
+    pub knowledge: crate::knowledge::Knowledge,
     /// Leptos settings for the dashboard.
     pub leptos: LeptosOptions,
 }
@@ -83,6 +105,7 @@ impl FromRef<AppState> for LeptosOptions {
         (name = "api-keys", description = "API keys for programmatic access"),
         (name = "agents", description = "Agents and the models they can use"),
         (name = "chat", description = "Chat replies (JSON or server-sent events) and conversations"),
+        (name = "knowledge", description = "Knowledge base: uploaded documents, crawled sites and their jobs"),
         (name = "operations", description = "Health and API description")
     )
 )]
@@ -115,6 +138,7 @@ pub fn api_router() -> OpenApiRouter<AppState> {
         .merge(api_keys::router())
         .merge(agents::router())
         .merge(chat::router())
+        .merge(knowledge::router())
         .merge(ops::router())
 }
 

@@ -2,6 +2,7 @@
 //! implements it in its own module with its own migrations (`migrations/<backend>/`), and
 //! [`connect`] picks the backend from the URL scheme. The store holds no HTTP types.
 
+pub mod knowledge;
 pub mod sqlite;
 
 use std::sync::Arc;
@@ -190,7 +191,7 @@ pub struct Cursor {
 /// Everything the service persists. One implementation per database backend; every
 /// method is tenant-scoped where a user id is given (another user's row is "not found").
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait Store: knowledge::KnowledgeStore + Send + Sync + 'static {
     /// Applies this backend's embedded migrations.
     async fn migrate(&self) -> StoreResult<()>;
     /// Whether the database answers.

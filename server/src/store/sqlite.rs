@@ -14,6 +14,8 @@ use sqlx::{
 
 use super::*;
 
+mod knowledge;
+
 /// [`Store`] on SQLite.
 #[derive(Clone)]
 pub struct SqliteStore {

@@ -153,7 +153,11 @@ pub async fn spawn_app() -> TestApp {
 
 /// Starts the application after `tweak` adjusts its configuration.
 pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
-    let dir = tempfile::tempdir().unwrap();
+    spawn_app_in(tempfile::tempdir().unwrap(), tweak).await
+}
+
+/// Starts the application on the data folder `dir` (e.g. one a stopped instance used).
+pub async fn spawn_app_in(dir: tempfile::TempDir, tweak: impl FnOnce(&mut Config)) -> TestApp {
     let (smtp, port) = SmtpSink::start().await;
     let mut config =
         Config::with_data_dir(dir.path().to_path_buf(), "127.0.0.1:0".parse().unwrap()).unwrap();

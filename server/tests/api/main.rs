@@ -8,6 +8,7 @@ mod chat;
 mod cli;
 mod errors;
 mod helpers;
+mod knowledge;
 mod ops;
 mod providers;
 mod rate_limits;

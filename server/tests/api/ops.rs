@@ -57,6 +57,16 @@ async fn the_openapi_document_covers_every_endpoint() {
             "/api/agents/{agentId}/conversations/{threadId}/messages",
         ),
         ("delete", "/api/agents/{agentId}/conversations/{threadId}"),
+        ("post", "/api/agents/{agentId}/knowledge/file"),
+        ("post", "/api/agents/{agentId}/knowledge/url"),
+        ("get", "/api/agents/{agentId}/knowledge"),
+        ("get", "/api/agents/{agentId}/knowledge/{documentId}"),
+        ("delete", "/api/agents/{agentId}/knowledge/{documentId}"),
+        (
+            "post",
+            "/api/agents/{agentId}/knowledge/{documentId}/refresh",
+        ),
+        ("get", "/api/jobs/{jobId}"),
     ];
     for (method, path) in expected {
         assert!(

@@ -1,0 +1,494 @@
+//! `/api/agents/{agentId}/knowledge` and `/api/jobs/{jobId}`: uploads, crawled sites,
+//! documents and their jobs (contract § Knowledge document, § Add URL, § Upload document;
+//! api.md § Knowledge base).
+
+use app::api::{
+    AddUrlRequest, AddUrlResponse, CrawlOptions, DocumentRefreshResponse, DocumentResponse,
+    DocumentsResponse, ErrorBody, Job, JobProgress, JobResponse, KnowledgeDocument,
+    SuccessResponse, UploadResponse,
+};
+use axum::{
+    extract::{multipart::MultipartRejection, DefaultBodyLimit, Multipart, State},
+    http::StatusCode,
+    Json,
+};
+use chrono::Utc;
+use tracing::{info, instrument};
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+use super::{
+    agents::owned_agent,
+    extract::{ApiJson, ApiPath, Auth},
+    iso, AppState,
+};
+use crate::{
+    domain::Scope,
+    error::{ApiError, ApiResult},
+    knowledge::{crawl::CrawlConfig, extract, net, worker},
+    store::knowledge::{job_status, status, DocumentRecord, JobRecord},
+};
+
+/// Longest file name kept for an upload, in characters.
+pub const FILE_NAME_MAX: usize = 255;
+/// Longest URL accepted, in bytes.
+pub const URL_MAX: usize = 2_048;
+
+/// The knowledge routes.
+pub fn router() -> OpenApiRouter<AppState> {
+    // The upload enforces MAX_UPLOAD_BYTES itself while reading (413), so the JSON body
+    // limit of the other routes does not apply to it.
+    let upload = OpenApiRouter::new()
+        .routes(routes!(upload))
+        .layer(DefaultBodyLimit::disable());
+    OpenApiRouter::new()
+        .merge(upload)
+        .routes(routes!(add_url))
+        .routes(routes!(list))
+        .routes(routes!(get, delete))
+        .routes(routes!(refresh))
+        .routes(routes!(job))
+}
+
+/// The API view of a stored document.
+pub fn document_view(d: &DocumentRecord) -> KnowledgeDocument {
+    KnowledgeDocument {
+        document_id: d.id.clone(),
+        kind: d.kind.clone(),
+        name: d.name.clone(),
+        url: d.url.clone(),
+        status: d.status.clone(),
+        error: d.error.clone(),
+        pages: d.pages,
+        chunks: d.chunks,
+        bytes: d.bytes,
+        created_at: iso(d.created_at),
+        updated_at: iso(d.updated_at),
+        indexed_at: d.indexed_at.map(iso),
+    }
+}
+
+fn job_view(j: &JobRecord) -> Job {
+    Job {
+        id: j.id.clone(),
+        kind: j.kind.clone(),
+        status: j.status.clone(),
+        progress: JobProgress {
+            done: j.progress_done,
+            total: j.progress_total,
+        },
+        document_id: j.document_id.clone(),
+        error: j.error.clone(),
+        created_at: iso(j.created_at),
+        started_at: j.started_at.map(iso),
+        finished_at: j.finished_at.map(iso),
+    }
+}
+
+fn new_job(kind: &str, document_id: &str, user_id: &str) -> JobRecord {
+    JobRecord {
+        id: uuid::Uuid::now_v7().to_string(),
+        kind: kind.to_string(),
+        document_id: document_id.to_string(),
+        user_id: user_id.to_string(),
+        status: job_status::QUEUED.to_string(),
+        progress_done: 0,
+        progress_total: 0,
+        error: None,
+        attempts: 0,
+        created_at: Utc::now(),
+        started_at: None,
+        finished_at: None,
+    }
+}
+
+/// A file name safe to show and store: the last path component, control characters
+/// removed, at most [`FILE_NAME_MAX`] characters; `upload` when nothing is left.
+fn clean_file_name(name: Option<&str>) -> String {
+    let base = name
+        .unwrap_or_default()
+        .rsplit(['/', '\\'])
+        .next()
+        .unwrap_or_default();
+    let cleaned: String = base
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(FILE_NAME_MAX)
+        .collect();
+    let cleaned = cleaned.trim();
+    if cleaned.is_empty() {
+        "upload".to_string()
+    } else {
+        cleaned.to_string()
+    }
+}
+
+/// Upload a document: multipart field `file` holding a PDF, DOCX, Markdown or plain text
+/// file, recognised by its content. 201 with status `pending`; indexing runs as a job.
+#[utoipa::path(post, path = "/api/agents/{agentId}/knowledge/file", tag = "knowledge", security(("bearer" = [])),
+    params(("agentId" = String, Path, description = "Agent id")),
+    request_body(content_type = "multipart/form-data", description = "Field `file`: the document (PDF, DOCX, Markdown or text; at most MAX_UPLOAD_BYTES, default 20 MiB)"),
+    responses((status = 201, body = UploadResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 413, description = "The file is larger than allowed", body = ErrorBody),
+        (status = 415, description = "Not a PDF, DOCX, Markdown or text file", body = ErrorBody)))]
+#[instrument(skip_all, fields(user.id = %principal.user_id, agent.id = %agent_id, document.id))]
+async fn upload(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    ApiPath(agent_id): ApiPath<String>,
+    multipart: Result<Multipart, MultipartRejection>,
+) -> ApiResult<(StatusCode, Json<UploadResponse>)> {
+    principal.require(Scope::KnowledgeWrite)?;
+    let agent = owned_agent(&state, &principal.user_id, &agent_id).await?;
+    let mut multipart = multipart.map_err(|_| {
+        ApiError::bad_request("Send the file as multipart/form-data in a field named `file`")
+    })?;
+    let max = state.knowledge.max_upload_bytes;
+    let mut file: Option<(String, Vec<u8>)> = None;
+    loop {
+        let field = match multipart.next_field().await {
+            Ok(Some(field)) => field,
+            Ok(None) => break,
+            Err(err) => return Err(multipart_error(err.status(), max)),
+        };
+        if field.name() != Some("file") {
+            return Err(ApiError::bad_request(format!(
+                "Unexpected multipart field `{}`; send only the field `file`",
+                field.name().unwrap_or_default()
+            )));
+        }
+        if file.is_some() {
+            return Err(ApiError::bad_request("Send one file per request"));
+        }
+        let name = clean_file_name(field.file_name());
+        let mut bytes = Vec::new();
+        let mut field = field;
+        loop {
+            match field.chunk().await {
+                Ok(Some(chunk)) => {
+                    if bytes.len() + chunk.len() > max {
+                        return Err(too_large(max));
+                    }
+                    bytes.extend_from_slice(&chunk);
+                }
+                Ok(None) => break,
+                Err(err) => return Err(multipart_error(err.status(), max)),
+            }
+        }
+        file = Some((name, bytes));
+    }
+    let Some((name, bytes)) = file else {
+        return Err(ApiError::bad_request(
+            "The multipart body has no field named `file`",
+        ));
+    };
+    let format = match extract::detect(&bytes) {
+        Ok(kind) => kind,
+        Err(extract::ExtractError::Empty) => {
+            return Err(ApiError::bad_request("The file is empty"));
+        }
+        Err(err) => {
+            return Err(ApiError::UnsupportedMediaType(format!(
+                "{err} Upload a PDF, Word (DOCX), Markdown or plain text file."
+            )));
+        }
+    };
+    let now = Utc::now();
+    let id = uuid::Uuid::now_v7().to_string();
+    tracing::Span::current().record("document.id", id.as_str());
+    let path = state.knowledge.upload_path(&id);
+    tokio::fs::write(&path, &bytes)
+        .await
+        .map_err(|e| ApiError::Internal(anyhow::anyhow!("cannot store an upload: {e}")))?;
+    let doc = DocumentRecord {
+        id: id.clone(),
+        agent_id: agent.id.clone(),
+        user_id: principal.user_id.clone(),
+        kind: "file".into(),
+        name,
+        url: None,
+        format: Some(format.to_string()),
+        crawl_config: None,
+        status: status::PENDING.into(),
+        error: None,
+        pages: None,
+        chunks: 0,
+        bytes: bytes.len() as u64,
+        created_at: now,
+        updated_at: now,
+        indexed_at: None,
+    };
+    let job = new_job(worker::kind::INGEST, &id, &principal.user_id);
+    if let Err(err) = state.store.create_document(&doc, &job).await {
+        let _ = tokio::fs::remove_file(&path).await;
+        return Err(err.into());
+    }
+    state.knowledge.wake.notify_one();
+    info!(format = %format, bytes = bytes.len(), "document uploaded");
+    Ok((
+        StatusCode::CREATED,
+        Json(UploadResponse {
+            success: true,
+            document_id: id,
+            status: status::PENDING.into(),
+        }),
+    ))
+}
+
+fn too_large(max: usize) -> ApiError {
+    ApiError::PayloadTooLarge(format!(
+        "The file is larger than the {} MiB upload limit",
+        max / (1024 * 1024)
+    ))
+}
+
+fn multipart_error(status: StatusCode, max: usize) -> ApiError {
+    if status == StatusCode::PAYLOAD_TOO_LARGE {
+        too_large(max)
+    } else {
+        ApiError::bad_request("The multipart body is malformed")
+    }
+}
+
+/// The crawl settings of `options`, with defaults; 400 names the bad option.
+fn crawl_config(options: Option<CrawlOptions>) -> ApiResult<CrawlConfig> {
+    let o = options.unwrap_or_default();
+    let d = CrawlConfig::default();
+    let config = CrawlConfig {
+        crawl_depth: o.crawl_depth.unwrap_or(d.crawl_depth),
+        max_pages: o.max_pages.unwrap_or(d.max_pages),
+        include_patterns: o.include_patterns.unwrap_or(d.include_patterns),
+        exclude_patterns: o.exclude_patterns.unwrap_or(d.exclude_patterns),
+        same_domain: o.same_domain.unwrap_or(d.same_domain),
+        use_sitemap: o.use_sitemap.unwrap_or(d.use_sitemap),
+        respect_robots: o.respect_robots.unwrap_or(d.respect_robots),
+    };
+    config.validate().map_err(ApiError::BadRequest)?;
+    Ok(config)
+}
+
+/// Checks a URL to crawl: http or https, and not a private or otherwise forbidden address
+/// (as far as it can be known before crawling); 400 says why.
+async fn checked_url(state: &AppState, raw: &str) -> ApiResult<url::Url> {
+    let raw = raw.trim();
+    if raw.is_empty() {
+        return Err(ApiError::bad_request("url is required"));
+    }
+    if raw.len() > URL_MAX {
+        return Err(ApiError::bad_request(format!(
+            "url must be at most {URL_MAX} bytes"
+        )));
+    }
+    let url = url::Url::parse(raw)
+        .map_err(|e| ApiError::bad_request(format!("url is not a valid URL ({e})")))?;
+    net::check_url(&url, &state.knowledge.policy)
+        .await
+        .map_err(|e| ApiError::bad_request(format!("url cannot be crawled: {e}")))?;
+    Ok(url)
+}
+
+/// Add a web site (or one page): 202 with the document and the crawl job; the crawl runs
+/// in the background.
+#[utoipa::path(post, path = "/api/agents/{agentId}/knowledge/url", tag = "knowledge", security(("bearer" = [])),
+    params(("agentId" = String, Path, description = "Agent id")), request_body = AddUrlRequest,
+    responses((status = 202, body = AddUrlResponse),
+        (status = 400, description = "Not http(s), a forbidden address, or a bad crawl option", body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+#[instrument(skip_all, fields(user.id = %principal.user_id, agent.id = %agent_id, document.id))]
+async fn add_url(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    ApiPath(agent_id): ApiPath<String>,
+    ApiJson(body): ApiJson<AddUrlRequest>,
+) -> ApiResult<(StatusCode, Json<AddUrlResponse>)> {
+    principal.require(Scope::KnowledgeWrite)?;
+    let agent = owned_agent(&state, &principal.user_id, &agent_id).await?;
+    let config = crawl_config(body.config)?;
+    let url = checked_url(&state, &body.url).await?;
+    let now = Utc::now();
+    let id = uuid::Uuid::now_v7().to_string();
+    tracing::Span::current().record("document.id", id.as_str());
+    let doc = DocumentRecord {
+        id: id.clone(),
+        agent_id: agent.id.clone(),
+        user_id: principal.user_id.clone(),
+        kind: "url".into(),
+        name: url.to_string(),
+        url: Some(url.to_string()),
+        format: None,
+        crawl_config: Some(
+            serde_json::to_string(&config).map_err(|e| ApiError::Internal(e.into()))?,
+        ),
+        status: status::PENDING.into(),
+        error: None,
+        pages: None,
+        chunks: 0,
+        bytes: 0,
+        created_at: now,
+        updated_at: now,
+        indexed_at: None,
+    };
+    let job = new_job(worker::kind::CRAWL, &id, &principal.user_id);
+    state.store.create_document(&doc, &job).await?;
+    state.knowledge.wake.notify_one();
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(AddUrlResponse {
+            success: true,
+            document_id: id,
+            job_id: job.id,
+        }),
+    ))
+}
+
+/// The agent's knowledge documents, oldest first.
+#[utoipa::path(get, path = "/api/agents/{agentId}/knowledge", tag = "knowledge", security(("bearer" = [])),
+    params(("agentId" = String, Path, description = "Agent id")),
+    responses((status = 200, body = DocumentsResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+#[instrument(skip_all, fields(user.id = %principal.user_id, agent.id = %agent_id))]
+async fn list(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    ApiPath(agent_id): ApiPath<String>,
+) -> ApiResult<Json<DocumentsResponse>> {
+    principal.require(Scope::KnowledgeRead)?;
+    let agent = owned_agent(&state, &principal.user_id, &agent_id).await?;
+    let docs = state
+        .store
+        .list_documents(&principal.user_id, &agent.id)
+        .await?;
+    Ok(Json(DocumentsResponse {
+        documents: docs.iter().map(document_view).collect(),
+    }))
+}
+
+async fn owned_document(
+    state: &AppState,
+    user_id: &str,
+    agent_id: &str,
+    document_id: &str,
+) -> ApiResult<DocumentRecord> {
+    owned_agent(state, user_id, agent_id).await?;
+    state
+        .store
+        .document(user_id, agent_id, document_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Document"))
+}
+
+/// One knowledge document with its status.
+#[utoipa::path(get, path = "/api/agents/{agentId}/knowledge/{documentId}", tag = "knowledge", security(("bearer" = [])),
+    params(("agentId" = String, Path, description = "Agent id"), ("documentId" = String, Path, description = "Document id")),
+    responses((status = 200, body = DocumentResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+#[instrument(skip_all, fields(user.id = %principal.user_id, agent.id = %agent_id, document.id = %document_id))]
+async fn get(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    ApiPath((agent_id, document_id)): ApiPath<(String, String)>,
+) -> ApiResult<Json<DocumentResponse>> {
+    principal.require(Scope::KnowledgeRead)?;
+    let doc = owned_document(&state, &principal.user_id, &agent_id, &document_id).await?;
+    Ok(Json(DocumentResponse {
+        document: document_view(&doc),
+    }))
+}
+
+/// Delete a document: its chunks leave retrieval at once and a running job stops.
+#[utoipa::path(delete, path = "/api/agents/{agentId}/knowledge/{documentId}", tag = "knowledge", security(("bearer" = [])),
+    params(("agentId" = String, Path, description = "Agent id"), ("documentId" = String, Path, description = "Document id")),
+    responses((status = 200, body = SuccessResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+#[instrument(skip_all, fields(user.id = %principal.user_id, agent.id = %agent_id, document.id = %document_id))]
+async fn delete(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    ApiPath((agent_id, document_id)): ApiPath<(String, String)>,
+) -> ApiResult<Json<SuccessResponse>> {
+    principal.require(Scope::KnowledgeWrite)?;
+    owned_agent(&state, &principal.user_id, &agent_id).await?;
+    if !state
+        .store
+        .delete_document(&principal.user_id, &agent_id, &document_id)
+        .await?
+    {
+        return Err(ApiError::not_found("Document"));
+    }
+    let _ = tokio::fs::remove_file(state.knowledge.upload_path(&document_id)).await;
+    Ok(Json(SuccessResponse { success: true }))
+}
+
+/// Re-crawl a site (pages whose content is unchanged are skipped) or re-index a file;
+/// 202 with the job (an already queued or running job is returned instead of a second).
+#[utoipa::path(post, path = "/api/agents/{agentId}/knowledge/{documentId}/refresh", tag = "knowledge", security(("bearer" = [])),
+    params(("agentId" = String, Path, description = "Agent id"), ("documentId" = String, Path, description = "Document id")),
+    responses((status = 202, body = DocumentRefreshResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+#[instrument(skip_all, fields(user.id = %principal.user_id, agent.id = %agent_id, document.id = %document_id))]
+async fn refresh(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    ApiPath((agent_id, document_id)): ApiPath<(String, String)>,
+) -> ApiResult<(StatusCode, Json<DocumentRefreshResponse>)> {
+    principal.require(Scope::KnowledgeWrite)?;
+    let doc = owned_document(&state, &principal.user_id, &agent_id, &document_id).await?;
+    let kind = if doc.kind == "url" {
+        worker::kind::CRAWL
+    } else {
+        worker::kind::INGEST
+    };
+    let job = state
+        .store
+        .enqueue_job(&new_job(kind, &doc.id, &principal.user_id))
+        .await?;
+    if job.status == job_status::QUEUED {
+        state
+            .store
+            .set_document_status(&doc.id, status::PENDING, None, Utc::now())
+            .await?;
+    }
+    state.knowledge.wake.notify_one();
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(DocumentRefreshResponse {
+            success: true,
+            job_id: job.id,
+        }),
+    ))
+}
+
+/// A knowledge job with its progress.
+#[utoipa::path(get, path = "/api/jobs/{jobId}", tag = "knowledge", security(("bearer" = [])),
+    params(("jobId" = String, Path, description = "Job id")),
+    responses((status = 200, body = JobResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+#[instrument(skip_all, fields(user.id = %principal.user_id, job.id = %job_id))]
+async fn job(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    ApiPath(job_id): ApiPath<String>,
+) -> ApiResult<Json<JobResponse>> {
+    principal.require(Scope::KnowledgeRead)?;
+    let job = state
+        .store
+        .job(&principal.user_id, &job_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Job"))?;
+    Ok(Json(JobResponse {
+        job: job_view(&job),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn file_names_are_cleaned() {
+        assert_eq!(clean_file_name(Some("../../etc/passwd")), "passwd");
+        assert_eq!(clean_file_name(Some("C:\\docs\\a.pdf")), "a.pdf");
+        assert_eq!(clean_file_name(Some("a\u{0}b\nc.txt")), "abc.txt");
+        assert_eq!(clean_file_name(None), "upload");
+        assert_eq!(clean_file_name(Some("   ")), "upload");
+        assert_eq!(
+            clean_file_name(Some(&"x".repeat(300))).chars().count(),
+            FILE_NAME_MAX
+        );
+    }
+}

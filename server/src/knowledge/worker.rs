@@ -1,0 +1,363 @@
+//! Durable knowledge jobs: stored in the `jobs` table, taken by a pool of workers under a
+//! lease that a running job keeps renewing. A worker that dies (crash, kill, restart)
+//! stops renewing; once its lease has passed another worker takes the job again. A job
+//! started [`MAX_ATTEMPTS`] times without finishing fails its document, so no document
+//! stays `processing` forever.
+
+use std::{
+    collections::HashMap,
+    sync::{
+        atomic::{AtomicU32, Ordering},
+        Arc,
+    },
+    time::Duration,
+};
+
+use chrono::Utc;
+use sha2::{Digest, Sha256};
+use tokio::{sync::mpsc, task::JoinHandle};
+use tracing::{info, warn};
+
+use super::{
+    chunk::{self, ChunkConfig},
+    crawl::{self, CrawlConfig, CrawlEvent},
+    extract::{self, DocumentKind, Extracted},
+    Knowledge,
+};
+use crate::store::knowledge::{job_status, status, JobRecord, NewChunk, PageRecord};
+
+/// How long a job belongs to its worker without a renewal.
+pub const LEASE: Duration = Duration::from_secs(60);
+/// How often a running job renews its lease.
+const HEARTBEAT: Duration = Duration::from_secs(15);
+/// Starts of one job before it is given up (the first run plus two retries).
+pub const MAX_ATTEMPTS: u32 = 3;
+/// How often an idle worker looks for work it was not woken for (leases that ran out).
+const POLL: Duration = Duration::from_secs(2);
+
+/// Job kinds.
+pub mod kind {
+    /// Extract, chunk and index an upload.
+    pub const INGEST: &str = "ingest";
+    /// Crawl a site and index its pages.
+    pub const CRAWL: &str = "crawl";
+}
+
+/// Starts `workers` job workers; they run until the runtime stops.
+pub fn spawn(knowledge: Knowledge, workers: usize) -> Vec<JoinHandle<()>> {
+    (0..workers)
+        .map(|n| {
+            let k = knowledge.clone();
+            tokio::spawn(async move { work(k, n).await })
+        })
+        .collect()
+}
+
+async fn work(k: Knowledge, n: usize) {
+    loop {
+        let now = Utc::now();
+        let lease = now + chrono::Duration::from_std(LEASE).unwrap_or_default();
+        match k.store.claim_job(now, lease).await {
+            Ok(Some(job)) => {
+                info!(worker = n, job = %job.id, kind = %job.kind, attempt = job.attempts, "job started");
+                run(&k, job).await;
+            }
+            Ok(None) => {
+                tokio::select! {
+                    _ = k.wake.notified() => {}
+                    _ = tokio::time::sleep(POLL) => {}
+                }
+            }
+            Err(err) => {
+                warn!(worker = n, error = %err, "cannot take a job");
+                tokio::time::sleep(POLL).await;
+            }
+        }
+    }
+}
+
+/// Why a job failed, in words for the document's `error`.
+type Failure = String;
+
+/// Runs one claimed job to its end, recording the outcome on the job and its document.
+pub async fn run(k: &Knowledge, job: JobRecord) {
+    let store = k.store.clone();
+    if job.attempts > MAX_ATTEMPTS {
+        let reason = "Indexing was interrupted too many times; try again with refresh.";
+        fail(k, &job, reason).await;
+        return;
+    }
+    let _ = store
+        .set_document_status(&job.document_id, status::PROCESSING, None, Utc::now())
+        .await;
+    let progress = Arc::new(Progress::default());
+    let heartbeat = {
+        let store = store.clone();
+        let progress = progress.clone();
+        let id = job.id.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(HEARTBEAT).await;
+                let (done, total) = progress.get();
+                let lease = Utc::now() + chrono::Duration::from_std(LEASE).unwrap_or_default();
+                let _ = store.job_progress(&id, done, total, lease).await;
+            }
+        })
+    };
+    // The job runs in its own task so that a panic fails the job, not the worker.
+    let task = {
+        let k = k.clone();
+        let job = job.clone();
+        let progress = progress.clone();
+        tokio::spawn(async move {
+            match job.kind.as_str() {
+                kind::CRAWL => crawl_site(&k, &job, &progress).await,
+                _ => ingest_file(&k, &job).await,
+            }
+        })
+    };
+    let outcome = match task.await {
+        Ok(outcome) => outcome,
+        Err(err) => {
+            warn!(job = %job.id, error = %err, "job task failed");
+            Err("Indexing failed unexpectedly.".to_string())
+        }
+    };
+    heartbeat.abort();
+    match outcome {
+        Ok(Done::Indexed) => {
+            let (done, total) = match progress.get() {
+                (_, 0) => (1, 1),
+                counts => counts,
+            };
+            let _ = store.job_progress(&job.id, done, total, Utc::now()).await;
+            let _ = store
+                .finish_job(&job.id, job_status::SUCCEEDED, None, Utc::now())
+                .await;
+            info!(job = %job.id, "job succeeded");
+        }
+        Ok(Done::Deleted) => {
+            // The document (and with it the job row) is gone; nothing to record.
+            info!(job = %job.id, "document deleted while indexing");
+        }
+        Err(reason) => fail(k, &job, &reason).await,
+    }
+}
+
+async fn fail(k: &Knowledge, job: &JobRecord, reason: &str) {
+    let now = Utc::now();
+    let _ = k
+        .store
+        .set_document_status(&job.document_id, status::FAILED, Some(reason), now)
+        .await;
+    let _ = k
+        .store
+        .finish_job(&job.id, job_status::FAILED, Some(reason), now)
+        .await;
+    warn!(job = %job.id, reason, "job failed");
+}
+
+/// How a job ended without failing.
+enum Done {
+    Indexed,
+    Deleted,
+}
+
+#[derive(Default)]
+struct Progress {
+    done: AtomicU32,
+    total: AtomicU32,
+}
+
+impl Progress {
+    fn set(&self, done: u32, total: u32) {
+        self.done.store(done, Ordering::Relaxed);
+        self.total.store(total, Ordering::Relaxed);
+    }
+
+    fn get(&self) -> (u32, u32) {
+        (
+            self.done.load(Ordering::Relaxed),
+            self.total.load(Ordering::Relaxed),
+        )
+    }
+}
+
+fn store_err(err: impl std::fmt::Display) -> Failure {
+    warn!(error = %err, "store error in a job");
+    "Indexing failed because the database was unavailable; try again with refresh.".to_string()
+}
+
+/// The chunks of an extracted document (or page), ready to store.
+fn new_chunks(extracted: &Extracted, title: &str, page_url: Option<&str>) -> Vec<NewChunk> {
+    chunk::chunk(extracted, &ChunkConfig::default())
+        .into_iter()
+        .map(|c| NewChunk {
+            page_url: page_url.map(str::to_string),
+            title: title.to_string(),
+            heading_path: c.heading_path.join(" > "),
+            position: c.position,
+            page: c.page,
+            tokens: c.tokens,
+            text: c.text,
+        })
+        .collect()
+}
+
+async fn ingest_file(k: &Knowledge, job: &JobRecord) -> Result<Done, Failure> {
+    let store = &k.store;
+    let Some(doc) = store
+        .document_by_id(&job.document_id)
+        .await
+        .map_err(store_err)?
+    else {
+        return Ok(Done::Deleted);
+    };
+    let path = k.upload_path(&doc.id);
+    let bytes = match tokio::fs::read(&path).await {
+        Ok(bytes) => bytes,
+        Err(err) => {
+            warn!(document = %doc.id, error = %err, "upload missing");
+            return Err("The uploaded file is no longer available; upload it again.".into());
+        }
+    };
+    let size = bytes.len() as u64;
+    let limits = k.limits.clone();
+    let name = doc.name.clone();
+    let work = tokio::task::spawn_blocking(move || {
+        let kind: DocumentKind = extract::detect(&bytes)?;
+        let extracted = extract::extract(&bytes, kind, &limits)?;
+        let title = extracted.title.clone().unwrap_or(name);
+        let pages = extracted.sections.iter().filter_map(|s| s.page).max();
+        Ok::<_, extract::ExtractError>((new_chunks(&extracted, &title, None), pages))
+    });
+    let (chunks, pages) = match work.await {
+        Ok(Ok(done)) => done,
+        Ok(Err(err)) => return Err(err.to_string()),
+        Err(_) => return Err("The file could not be read (the reader failed on it).".into()),
+    };
+    if chunks.is_empty() {
+        return Err("No text could be found in the file.".into());
+    }
+    if !store
+        .replace_chunks(&doc.id, &chunks)
+        .await
+        .map_err(store_err)?
+    {
+        return Ok(Done::Deleted);
+    }
+    store
+        .finish_document(&doc.id, pages, size, Utc::now())
+        .await
+        .map_err(store_err)?;
+    Ok(Done::Indexed)
+}
+
+/// SHA-256 (hex) of a page's text: an unchanged hash lets a refresh skip the page.
+pub fn content_hash(text: &str) -> String {
+    hex::encode(Sha256::digest(text.as_bytes()))
+}
+
+async fn crawl_site(k: &Knowledge, job: &JobRecord, progress: &Progress) -> Result<Done, Failure> {
+    let store = &k.store;
+    let Some(doc) = store
+        .document_by_id(&job.document_id)
+        .await
+        .map_err(store_err)?
+    else {
+        return Ok(Done::Deleted);
+    };
+    let config: CrawlConfig = doc
+        .crawl_config
+        .as_deref()
+        .and_then(|c| serde_json::from_str(c).ok())
+        .unwrap_or_default();
+    let Some(start) = doc.url.as_deref().and_then(|u| url::Url::parse(u).ok()) else {
+        return Err("The document has no valid URL to crawl.".into());
+    };
+    let known: HashMap<String, String> = store
+        .document_pages(&doc.id)
+        .await
+        .map_err(store_err)?
+        .into_iter()
+        .map(|p| (p.url, p.content_hash))
+        .collect();
+    let (tx, mut rx) = mpsc::channel(64);
+    let client = k.client.clone();
+    let crawler = tokio::spawn(async move { crawl::crawl(&client, start, &config, tx).await });
+    let mut seen: Vec<String> = Vec::new();
+    let mut bytes = 0u64;
+    while let Some(event) = rx.recv().await {
+        match event {
+            CrawlEvent::Page(page) => {
+                let url = page.url.to_string();
+                bytes += page.text.len() as u64;
+                seen.push(url.clone());
+                if known.get(&url) == Some(&page.content_hash) {
+                    continue;
+                }
+                let title = if page.title.trim().is_empty() {
+                    url.clone()
+                } else {
+                    page.title.clone()
+                };
+                let text = page.text;
+                let chunk_title = title.clone();
+                let chunk_url = url.clone();
+                let chunks = tokio::task::spawn_blocking(move || {
+                    let extracted = Extracted {
+                        kind: DocumentKind::Markdown,
+                        title: Some(chunk_title.clone()),
+                        sections: vec![extract::Section {
+                            heading_path: Vec::new(),
+                            text,
+                            page: None,
+                        }],
+                    };
+                    new_chunks(&extracted, &chunk_title, Some(&chunk_url))
+                })
+                .await
+                .map_err(|_| "Indexing a page failed unexpectedly.".to_string())?;
+                let record = PageRecord {
+                    url,
+                    title,
+                    content_hash: page.content_hash,
+                };
+                if !store
+                    .replace_page(&doc.id, &record, &chunks, Utc::now())
+                    .await
+                    .map_err(store_err)?
+                {
+                    crawler.abort();
+                    return Ok(Done::Deleted);
+                }
+            }
+            CrawlEvent::Progress { done, found } => {
+                progress.set(done, found);
+                let lease = Utc::now() + chrono::Duration::from_std(LEASE).unwrap_or_default();
+                let _ = store.job_progress(&job.id, done, found, lease).await;
+            }
+            CrawlEvent::Skipped { .. } => {}
+        }
+    }
+    let summary = match crawler.await {
+        Ok(Ok(summary)) => summary,
+        Ok(Err(err)) => return Err(format!("The site could not be crawled: {err}")),
+        Err(_) => return Err("The crawl failed unexpectedly.".into()),
+    };
+    if seen.is_empty() {
+        return Err("No readable pages were found at this URL.".into());
+    }
+    store
+        .retain_pages(&doc.id, &seen)
+        .await
+        .map_err(store_err)?;
+    let pages = seen.len() as u32;
+    progress.set(pages, pages.max(summary.pages));
+    store
+        .finish_document(&doc.id, Some(pages), bytes, Utc::now())
+        .await
+        .map_err(store_err)?;
+    info!(document = %doc.id, pages, skipped = summary.skipped, "crawl indexed");
+    Ok(Done::Indexed)
+}

@@ -1,0 +1,474 @@
+//! [`KnowledgeStore`] on SQLite: documents, pages and chunks with an FTS5 index kept in step
+//! by triggers (`migrations/sqlite/0003_knowledge.sql`), and the job queue with leases.
+//!
+//! Write transactions start with `BEGIN IMMEDIATE`: they take the write lock up front and
+//! wait for it (busy timeout), instead of failing with `SQLITE_BUSY` when two workers
+//! upgrade read transactions at the same time.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::{sqlite::SqliteRow, Row};
+
+use super::{ms, opt_time, time, SqliteStore};
+use crate::store::{
+    knowledge::{
+        job_status, status, ChunkHit, DocumentRecord, JobRecord, KnowledgeStore, NewChunk,
+        PageRecord,
+    },
+    StoreResult,
+};
+
+const DOCUMENT_COLUMNS: &str = "id, agent_id, user_id, kind, name, url, format, crawl_config, \
+     status, error, pages, chunks, bytes, created_at, updated_at, indexed_at";
+
+const JOB_COLUMNS: &str = "id, kind, document_id, user_id, status, progress_done, \
+     progress_total, error, attempts, created_at, started_at, finished_at";
+
+/// BM25 column weights of `chunks_fts` (agent, title, heading, text): the agent column
+/// only scopes the query; a match in a title or heading counts more than one in the text.
+const BM25: &str = "bm25(chunks_fts, 0.0, 2.0, 1.5, 1.0)";
+
+fn document(row: &SqliteRow) -> Result<DocumentRecord, sqlx::Error> {
+    Ok(DocumentRecord {
+        id: row.try_get("id")?,
+        agent_id: row.try_get("agent_id")?,
+        user_id: row.try_get("user_id")?,
+        kind: row.try_get("kind")?,
+        name: row.try_get("name")?,
+        url: row.try_get("url")?,
+        format: row.try_get("format")?,
+        crawl_config: row.try_get("crawl_config")?,
+        status: row.try_get("status")?,
+        error: row.try_get("error")?,
+        pages: row
+            .try_get::<Option<i64>, _>("pages")?
+            .map(|p| p.max(0) as u32),
+        chunks: row.try_get::<i64, _>("chunks")?.max(0) as u32,
+        bytes: row.try_get::<i64, _>("bytes")?.max(0) as u64,
+        created_at: time(row, "created_at")?,
+        updated_at: time(row, "updated_at")?,
+        indexed_at: opt_time(row, "indexed_at")?,
+    })
+}
+
+fn job(row: &SqliteRow) -> Result<JobRecord, sqlx::Error> {
+    Ok(JobRecord {
+        id: row.try_get("id")?,
+        kind: row.try_get("kind")?,
+        document_id: row.try_get("document_id")?,
+        user_id: row.try_get("user_id")?,
+        status: row.try_get("status")?,
+        progress_done: row.try_get::<i64, _>("progress_done")?.max(0) as u32,
+        progress_total: row.try_get::<i64, _>("progress_total")?.max(0) as u32,
+        error: row.try_get("error")?,
+        attempts: row.try_get::<i64, _>("attempts")?.max(0) as u32,
+        created_at: time(row, "created_at")?,
+        started_at: opt_time(row, "started_at")?,
+        finished_at: opt_time(row, "finished_at")?,
+    })
+}
+
+async fn insert_chunks(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    document_id: &str,
+    agent_id: &str,
+    chunks: &[NewChunk],
+) -> Result<(), sqlx::Error> {
+    for c in chunks {
+        sqlx::query(
+            "INSERT INTO chunks (document_id, agent_id, page_url, title, heading_path, position, \
+             page, tokens, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(document_id)
+        .bind(agent_id)
+        .bind(&c.page_url)
+        .bind(&c.title)
+        .bind(&c.heading_path)
+        .bind(i64::from(c.position))
+        .bind(c.page.map(i64::from))
+        .bind(i64::from(c.tokens))
+        .bind(&c.text)
+        .execute(&mut **tx)
+        .await?;
+    }
+    Ok(())
+}
+
+/// The agent id of a live document, inside `tx` (so a concurrent delete is seen).
+async fn live_agent(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    document_id: &str,
+) -> Result<Option<String>, sqlx::Error> {
+    sqlx::query_scalar("SELECT agent_id FROM documents WHERE id = ?")
+        .bind(document_id)
+        .fetch_optional(&mut **tx)
+        .await
+}
+
+#[async_trait]
+impl KnowledgeStore for SqliteStore {
+    async fn create_document(&self, d: &DocumentRecord, j: &JobRecord) -> StoreResult<()> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        sqlx::query(&format!(
+            "INSERT INTO documents ({DOCUMENT_COLUMNS}) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        ))
+        .bind(&d.id)
+        .bind(&d.agent_id)
+        .bind(&d.user_id)
+        .bind(&d.kind)
+        .bind(&d.name)
+        .bind(&d.url)
+        .bind(&d.format)
+        .bind(&d.crawl_config)
+        .bind(&d.status)
+        .bind(&d.error)
+        .bind(d.pages.map(i64::from))
+        .bind(i64::from(d.chunks))
+        .bind(d.bytes as i64)
+        .bind(ms(d.created_at))
+        .bind(ms(d.updated_at))
+        .bind(d.indexed_at.map(ms))
+        .execute(&mut *tx)
+        .await?;
+        insert_job(&mut tx, j).await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn list_documents(
+        &self,
+        user_id: &str,
+        agent_id: &str,
+    ) -> StoreResult<Vec<DocumentRecord>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {DOCUMENT_COLUMNS} FROM documents WHERE user_id = ? AND agent_id = ? \
+             ORDER BY created_at, id"
+        ))
+        .bind(user_id)
+        .bind(agent_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(document).collect::<Result<_, _>>()?)
+    }
+
+    async fn document(
+        &self,
+        user_id: &str,
+        agent_id: &str,
+        id: &str,
+    ) -> StoreResult<Option<DocumentRecord>> {
+        let row = sqlx::query(&format!(
+            "SELECT {DOCUMENT_COLUMNS} FROM documents WHERE user_id = ? AND agent_id = ? AND id = ?"
+        ))
+        .bind(user_id)
+        .bind(agent_id)
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.as_ref().map(document).transpose()?)
+    }
+
+    async fn document_by_id(&self, id: &str) -> StoreResult<Option<DocumentRecord>> {
+        let row = sqlx::query(&format!(
+            "SELECT {DOCUMENT_COLUMNS} FROM documents WHERE id = ?"
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.as_ref().map(document).transpose()?)
+    }
+
+    async fn delete_document(&self, user_id: &str, agent_id: &str, id: &str) -> StoreResult<bool> {
+        // Chunks (and through the trigger their index entries), pages and jobs go by
+        // ON DELETE CASCADE in the same statement.
+        let done =
+            sqlx::query("DELETE FROM documents WHERE user_id = ? AND agent_id = ? AND id = ?")
+                .bind(user_id)
+                .bind(agent_id)
+                .bind(id)
+                .execute(&self.pool)
+                .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn set_document_status(
+        &self,
+        id: &str,
+        status: &str,
+        error: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        sqlx::query("UPDATE documents SET status = ?, error = ?, updated_at = ? WHERE id = ?")
+            .bind(status)
+            .bind(error)
+            .bind(ms(now))
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    async fn replace_chunks(&self, document_id: &str, chunks: &[NewChunk]) -> StoreResult<bool> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let Some(agent_id) = live_agent(&mut tx, document_id).await? else {
+            return Ok(false);
+        };
+        sqlx::query("DELETE FROM chunks WHERE document_id = ?")
+            .bind(document_id)
+            .execute(&mut *tx)
+            .await?;
+        insert_chunks(&mut tx, document_id, &agent_id, chunks).await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn replace_page(
+        &self,
+        document_id: &str,
+        page: &PageRecord,
+        chunks: &[NewChunk],
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let Some(agent_id) = live_agent(&mut tx, document_id).await? else {
+            return Ok(false);
+        };
+        sqlx::query("DELETE FROM chunks WHERE document_id = ? AND page_url = ?")
+            .bind(document_id)
+            .bind(&page.url)
+            .execute(&mut *tx)
+            .await?;
+        insert_chunks(&mut tx, document_id, &agent_id, chunks).await?;
+        sqlx::query(
+            "INSERT INTO document_pages (document_id, url, title, content_hash, fetched_at) \
+             VALUES (?, ?, ?, ?, ?) ON CONFLICT (document_id, url) DO UPDATE SET \
+             title = excluded.title, content_hash = excluded.content_hash, \
+             fetched_at = excluded.fetched_at",
+        )
+        .bind(document_id)
+        .bind(&page.url)
+        .bind(&page.title)
+        .bind(&page.content_hash)
+        .bind(ms(now))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn document_pages(&self, document_id: &str) -> StoreResult<Vec<PageRecord>> {
+        let rows = sqlx::query(
+            "SELECT url, title, content_hash FROM document_pages WHERE document_id = ? ORDER BY url",
+        )
+        .bind(document_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                Ok(PageRecord {
+                    url: r.try_get("url")?,
+                    title: r.try_get("title")?,
+                    content_hash: r.try_get("content_hash")?,
+                })
+            })
+            .collect::<Result<_, sqlx::Error>>()?)
+    }
+
+    async fn retain_pages(&self, document_id: &str, keep: &[String]) -> StoreResult<()> {
+        let stored = self.document_pages(document_id).await?;
+        let keep: std::collections::HashSet<&str> = keep.iter().map(String::as_str).collect();
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        for page in stored.iter().filter(|p| !keep.contains(p.url.as_str())) {
+            sqlx::query("DELETE FROM chunks WHERE document_id = ? AND page_url = ?")
+                .bind(document_id)
+                .bind(&page.url)
+                .execute(&mut *tx)
+                .await?;
+            sqlx::query("DELETE FROM document_pages WHERE document_id = ? AND url = ?")
+                .bind(document_id)
+                .bind(&page.url)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn finish_document(
+        &self,
+        id: &str,
+        pages: Option<u32>,
+        bytes: u64,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE documents SET status = ?, error = NULL, pages = ?, bytes = ?, \
+             chunks = (SELECT count(*) FROM chunks WHERE document_id = documents.id), \
+             updated_at = ?, indexed_at = ? WHERE id = ?",
+        )
+        .bind(status::INDEXED)
+        .bind(pages.map(i64::from))
+        .bind(bytes as i64)
+        .bind(ms(now))
+        .bind(ms(now))
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn enqueue_job(&self, j: &JobRecord) -> StoreResult<JobRecord> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let existing = sqlx::query(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE document_id = ? AND status IN (?, ?) \
+             ORDER BY created_at LIMIT 1"
+        ))
+        .bind(&j.document_id)
+        .bind(job_status::QUEUED)
+        .bind(job_status::RUNNING)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some(row) = existing {
+            return Ok(job(&row)?);
+        }
+        insert_job(&mut tx, j).await?;
+        tx.commit().await?;
+        Ok(j.clone())
+    }
+
+    async fn claim_job(
+        &self,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+    ) -> StoreResult<Option<JobRecord>> {
+        // One statement, so two workers cannot take the same job.
+        let row = sqlx::query(&format!(
+            "UPDATE jobs SET status = ?1, lease_until = ?2, attempts = attempts + 1, \
+             started_at = COALESCE(started_at, ?3) \
+             WHERE id = (SELECT id FROM jobs WHERE status = ?4 \
+                         OR (status = ?1 AND lease_until < ?3) ORDER BY created_at, id LIMIT 1) \
+             RETURNING {JOB_COLUMNS}"
+        ))
+        .bind(job_status::RUNNING)
+        .bind(ms(lease_until))
+        .bind(ms(now))
+        .bind(job_status::QUEUED)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.as_ref().map(job).transpose()?)
+    }
+
+    async fn job_progress(
+        &self,
+        id: &str,
+        done: u32,
+        total: u32,
+        lease_until: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE jobs SET progress_done = ?, progress_total = ?, lease_until = ? \
+             WHERE id = ? AND status = ?",
+        )
+        .bind(i64::from(done))
+        .bind(i64::from(total))
+        .bind(ms(lease_until))
+        .bind(id)
+        .bind(job_status::RUNNING)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn finish_job(
+        &self,
+        id: &str,
+        status: &str,
+        error: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE jobs SET status = ?, error = ?, finished_at = ?, lease_until = NULL WHERE id = ?",
+        )
+        .bind(status)
+        .bind(error)
+        .bind(ms(now))
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn job(&self, user_id: &str, id: &str) -> StoreResult<Option<JobRecord>> {
+        let row = sqlx::query(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE user_id = ? AND id = ?"
+        ))
+        .bind(user_id)
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.as_ref().map(job).transpose()?)
+    }
+
+    async fn search_chunks(
+        &self,
+        agent_id: &str,
+        query: &str,
+        limit: u32,
+    ) -> StoreResult<Vec<ChunkHit>> {
+        let scoped = format!("agent : \"{}\" AND ({query})", agent_id.replace('-', ""));
+        let rows = sqlx::query(&format!(
+            "SELECT c.id, c.document_id, c.title, c.page_url, c.heading_path, c.text, \
+             d.name AS document_name, -{BM25} AS score \
+             FROM chunks_fts JOIN chunks c ON c.id = chunks_fts.rowid \
+             JOIN documents d ON d.id = c.document_id \
+             WHERE chunks_fts MATCH ? AND c.agent_id = ? \
+             ORDER BY {BM25} LIMIT ?"
+        ))
+        .bind(&scoped)
+        .bind(agent_id)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                Ok(ChunkHit {
+                    chunk_id: r.try_get("id")?,
+                    document_id: r.try_get("document_id")?,
+                    title: r.try_get("title")?,
+                    url: r.try_get("page_url")?,
+                    document_name: r.try_get("document_name")?,
+                    heading_path: r.try_get("heading_path")?,
+                    text: r.try_get("text")?,
+                    score: r.try_get("score")?,
+                })
+            })
+            .collect::<Result<_, sqlx::Error>>()?)
+    }
+}
+
+async fn insert_job(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    j: &JobRecord,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(&format!(
+        "INSERT INTO jobs ({JOB_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    ))
+    .bind(&j.id)
+    .bind(&j.kind)
+    .bind(&j.document_id)
+    .bind(&j.user_id)
+    .bind(&j.status)
+    .bind(i64::from(j.progress_done))
+    .bind(i64::from(j.progress_total))
+    .bind(&j.error)
+    .bind(i64::from(j.attempts))
+    .bind(ms(j.created_at))
+    .bind(j.started_at.map(ms))
+    .bind(j.finished_at.map(ms))
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
