@@ -34,9 +34,9 @@ use zip::ZipArchive;
 pub const PDF_HEADER_WINDOW: usize = 1024;
 
 /// How far from the end of a PDF its `%%EOF` marker must start. The marker ends every
-/// complete PDF (ISO 32000-1 §7.5.5, "the last line of the file shall contain only the end-
-/// of-file marker"); readers tolerate a little trailing junk, so the last 1024 bytes are
-/// searched.
+/// complete PDF (ISO 32000-1 §7.5.5: the last line of the file contains only `%%EOF`);
+/// readers tolerate a little trailing junk, and Acrobat looks within the last 1024 bytes
+/// (PDF 1.7 reference, implementation note 18).
 pub const PDF_EOF_WINDOW: usize = 1024;
 
 /// Inflated size (bytes) from which [`ExtractLimits::max_compression_ratio`] applies to a
@@ -281,9 +281,10 @@ pub struct Section {
 ///   when the file also ends with a `%%EOF` marker (so that a text file that merely
 ///   mentions `%PDF-` is not taken for a PDF).
 /// - DOCX: a ZIP archive (`PK\x03\x04`) whose central directory lists both
-///   `[Content_Types].xml` and `word/document.xml` (ECMA-376 part 1 §11.3.10, part 2
-///   §10.1). Other ZIP-based formats (spreadsheets, presentations, e-books, Java archives)
-///   are [`ExtractError::Unsupported`]; a ZIP whose central directory cannot be read is
+///   `[Content_Types].xml` (the package's content types, ECMA-376 part 2) and
+///   `word/document.xml` (the main document part that Word writes, ECMA-376 part 1).
+///   Other ZIP-based formats (spreadsheets, presentations, e-books, Java archives) are
+///   [`ExtractError::Unsupported`]; a ZIP whose central directory cannot be read is
 ///   [`ExtractError::Malformed`] when its first entry is a Word part, otherwise unsupported.
 /// - Text: valid UTF-8 (an optional UTF-8 byte-order mark is dropped) or UTF-16 with a
 ///   byte-order mark, with no NUL and at most one other control character in 200.
@@ -1101,8 +1102,9 @@ fn xml_reference(reference: &quick_xml::events::BytesRef<'_>) -> Option<String> 
 }
 
 /// Heading level of a style name: 0 for "Title", 1–9 for "heading 1" … "heading 9" (the
-/// built-in names, ECMA-376 part 1 §17.7.4.9, which stay English in localised Word), case
-/// and spaces ignored so that style ids such as `Heading2` match too.
+/// built-in style names of ECMA-376 part 1 §17.7, which stay English in localised Word
+/// while style ids are translated), case and spaces ignored so that style ids such as
+/// `Heading2` match too.
 fn heading_level_of_name(name: &str) -> Option<u8> {
     let name = name.trim().to_ascii_lowercase();
     if name == "title" {
@@ -1197,7 +1199,8 @@ fn docx_heading_styles(xml: &str) -> Result<HashMap<String, u8>, quick_xml::Erro
         .collect())
 }
 
-/// The `dc:title` of the core properties part (ECMA-376 part 2 §11), if not blank.
+/// The `dc:title` of the core properties part (ECMA-376 part 2, core properties), if not
+/// blank.
 fn docx_core_title(xml: &str) -> Result<Option<String>, quick_xml::Error> {
     let mut reader = XmlReader::from_str(xml);
     let mut inside = false;
