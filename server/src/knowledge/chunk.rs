@@ -216,6 +216,41 @@ mod tests {
         );
     }
 
+    #[test]
+    fn markdown_sections_are_split_markdown_aware() {
+        // A paragraph and a code block that do not fit together: the Markdown splitter
+        // keeps the code block whole and apart (a plain-text splitter cuts it at its blank
+        // line and joins its head to the paragraph).
+        let prose = "The service reads its settings at start-up and checks them. ".repeat(25);
+        let code = "```rust\nfn main() {\n    let settings = load();\n\n    run(settings);\n}\n```";
+        let code = code.replace("run(settings);", &"run(settings);\n    ".repeat(40));
+        let doc = Extracted {
+            kind: DocumentKind::Markdown,
+            title: None,
+            sections: vec![Section {
+                heading_path: vec!["Setup".into()],
+                text: format!("{prose}\n\n{code}"),
+                page: None,
+            }],
+        };
+        let mixes_prose_and_code =
+            |c: &Chunk| c.text.contains("checks them") && c.text.contains("```");
+        let chunks = chunk(&doc, &ChunkConfig::default());
+        assert_well_formed(&doc, &chunks, 400);
+        assert!(!chunks.iter().any(mixes_prose_and_code), "{chunks:#?}");
+        assert!(chunks
+            .iter()
+            .any(|c| c.text.starts_with("```rust") && c.text.ends_with("```")));
+        // Read as plain text, the same section is cut inside the code block.
+        let as_text = Extracted {
+            kind: DocumentKind::Text,
+            ..doc.clone()
+        };
+        assert!(chunk(&as_text, &ChunkConfig::default())
+            .iter()
+            .any(mixes_prose_and_code));
+    }
+
     /// The longest end of `previous` that `next` starts with.
     fn shared_text<'a>(previous: &str, next: &'a str) -> &'a str {
         let mut end = next.len().min(previous.len());

@@ -1821,6 +1821,11 @@ mod tests {
     /// A small valid PDF with one page per entry of `pages` (Helvetica text; an empty entry
     /// gives a page without text) and an optional `/Title`.
     fn minimal_pdf(title: Option<&str>, pages: &[&str]) -> Vec<u8> {
+        minimal_pdf_with_trailer(title, pages, "")
+    }
+
+    /// [`minimal_pdf`] with `extra` entries in the trailer dictionary.
+    fn minimal_pdf_with_trailer(title: Option<&str>, pages: &[&str], extra: &str) -> Vec<u8> {
         let page_ids: Vec<usize> = (0..pages.len()).map(|i| 5 + 2 * i).collect();
         let kids = page_ids
             .iter()
@@ -1866,7 +1871,7 @@ mod tests {
         }
         pdf.extend_from_slice(
             format!(
-                "trailer\n<< /Size {} /Root 1 0 R /Info 4 0 R >>\nstartxref\n{xref}\n%%EOF\n",
+                "trailer\n<< /Size {} /Root 1 0 R /Info 4 0 R {extra} >>\nstartxref\n{xref}\n%%EOF\n",
                 objects.len() + 1
             )
             .as_bytes(),
@@ -2006,8 +2011,28 @@ mod tests {
         assert_eq!(unsupported(&epub), "an e-book (EPUB)");
         let jar = zip_of(&[("META-INF/MANIFEST.MF", b"Manifest-Version: 1.0\n")]);
         assert_eq!(unsupported(&jar), "a program archive (.jar or .apk)");
+        let pptx = zip_of(&[
+            ("[Content_Types].xml", CONTENT_TYPES),
+            ("ppt/presentation.xml", b"<presentation/>"),
+        ]);
+        assert_eq!(unsupported(&pptx), "a presentation (.pptx)");
+        let odt = zip_of(&[
+            ("mimetype", b"application/vnd.oasis.opendocument.text"),
+            ("content.xml", b"<office:document-content/>"),
+        ]);
+        assert_eq!(
+            unsupported(&odt),
+            "an OpenDocument file (.odt, .ods or .odp)"
+        );
         let plain = zip_of(&[("notes.txt", b"hello")]);
         assert_eq!(unsupported(&plain), "a ZIP archive");
+        // A cut-off archive that does not start with a Word part.
+        assert_eq!(unsupported(&plain[..plain.len() / 2]), "a ZIP archive");
+        // Read as a Word document anyway, a ZIP without the main part is damaged.
+        assert_eq!(
+            run(&xlsx, DocumentKind::Docx),
+            Err(ExtractError::Malformed("Word document".into()))
+        );
         // word/document.xml alone is not enough: the package needs its content types.
         let half = zip_of(&[("word/document.xml", b"<w:document/>")]);
         assert_eq!(unsupported(&half), "a ZIP archive");
@@ -2126,6 +2151,24 @@ mod tests {
         assert_eq!(doc.sections.len(), 2);
         assert_eq!(doc.sections[1].page, Some(2));
         assert!(doc.sections[1].text.contains("Second page words"));
+    }
+
+    #[test]
+    fn password_protected_pdf_is_reported_as_such() {
+        // A standard security handler (AES-256, revision 6) whose keys match no password,
+        // not even the empty one that opens owner-password-only files.
+        let hex = |byte: &str| byte.repeat(48);
+        let encrypt = format!(
+            "/Encrypt << /Filter /Standard /V 5 /R 6 /Length 256 /P -4 /O <{}> /U <{}> /OE <{}> /UE <{}> /Perms <{}> /CF << /StdCF << /CFM /AESV3 /AuthEvent /DocOpen /Length 32 >> >> /StmF /StdCF /StrF /StdCF >> /ID [<00112233445566778899aabbccddeeff> <00112233445566778899aabbccddeeff>]",
+            hex("a1"),
+            hex("b2"),
+            "c3".repeat(32),
+            "d4".repeat(32),
+            "e5".repeat(16)
+        );
+        let pdf = minimal_pdf_with_trailer(Some("Secret"), &["Hidden words"], &encrypt);
+        assert_eq!(detect(&pdf), Ok(DocumentKind::Pdf));
+        assert_eq!(run(&pdf, DocumentKind::Pdf), Err(ExtractError::Encrypted));
     }
 
     #[test]
@@ -2308,6 +2351,21 @@ mod tests {
         let doc = run(&docx_of(&body, &[]), DocumentKind::Docx).unwrap();
         assert_eq!(doc.title.as_deref(), Some("Scope"));
         assert_eq!(doc.sections[0].heading_path, Vec::<String>::new());
+    }
+
+    #[test]
+    fn docx_paragraph_outline_level_makes_a_heading() {
+        let body = [
+            r#"<w:p><w:pPr><w:outlineLvl w:val="0"/></w:pPr><w:r><w:t>Chapter</w:t></w:r></w:p>"#.to_owned(),
+            paragraph(None, "Chapter text."),
+            // Outline level 9 is body text, even in a heading style.
+            r#"<w:p><w:pPr><w:pStyle w:val="Heading1"/><w:outlineLvl w:val="9"/></w:pPr><w:r><w:t>Not a heading</w:t></w:r></w:p>"#.to_owned(),
+        ]
+        .concat();
+        let doc = run(&docx_of(&body, &[]), DocumentKind::Docx).unwrap();
+        assert_eq!(doc.sections.len(), 1);
+        assert_eq!(doc.sections[0].heading_path, ["Chapter"]);
+        assert_eq!(doc.sections[0].text, "Chapter text.\n\nNot a heading");
     }
 
     #[test]
