@@ -155,6 +155,10 @@ pub struct ExtractLimits {
     /// Most characters of text one document may yield. Default 20,000,000 (several
     /// thousand pages).
     pub max_text_chars: usize,
+    /// Most bytes one Flate-compressed PDF stream other than an image may inflate to,
+    /// checked by inflating into a counting sink before the PDF is parsed (page content
+    /// streams of real documents stay far below it). Default 64 MiB.
+    pub max_pdf_stream_bytes: u64,
 }
 
 impl Default for ExtractLimits {
@@ -166,6 +170,7 @@ impl Default for ExtractLimits {
             max_docx_total_bytes: 256 << 20,
             max_compression_ratio: 100,
             max_text_chars: 20_000_000,
+            max_pdf_stream_bytes: 64 << 20,
         }
     }
 }
@@ -818,6 +823,7 @@ fn extract_pdf(bytes: &[u8], out: &mut SectionSink<'_>) -> Result<Option<String>
             "no %%EOF marker at the end: the file is cut off",
         ));
     }
+    check_pdf_streams(bytes, out)?;
     out.deadline.check()?;
     let doc = PdfDocument::from_bytes(bytes[start..].to_vec()).map_err(pdf_error)?;
     if doc.is_encrypted() && !doc.authenticate(b"").map_err(pdf_error)? {
@@ -852,6 +858,62 @@ fn extract_pdf(bytes: &[u8], out: &mut SectionSink<'_>) -> Result<Option<String>
     let title = pdf_info_title(&doc)
         .or_else(|| out.sections.first().and_then(|s| first_line_title(&s.text)));
     Ok(title)
+}
+
+/// Refuses a PDF decompression bomb before the PDF reader allocates for it: every
+/// Flate-compressed stream except images is inflated into a counting sink, and a stream
+/// that yields more than [`ExtractLimits::max_pdf_stream_bytes`] makes the document
+/// [`ExtractError::TooLarge`]. (The reader has its own bounds, but applies them only after
+/// holding up to 256 MiB.) Streams are found by their `stream` keyword; data that is not a
+/// zlib stream fails to inflate at once and is skipped. Images are left out because text
+/// extraction never decodes them and scans legitimately inflate to hundreds of MiB.
+fn check_pdf_streams(bytes: &[u8], out: &SectionSink<'_>) -> Result<(), ExtractError> {
+    /// How far before a `stream` keyword its dictionary is looked for.
+    const DICTIONARY_WINDOW: usize = 4096;
+    let cap = out.limits.max_pdf_stream_bytes;
+    let mut from = 0;
+    let mut streams = 0u32;
+    while let Some(found) = find(&bytes[from..], b"stream") {
+        let keyword = from + found;
+        from = keyword + b"stream".len();
+        if bytes[..keyword].ends_with(b"end") {
+            continue;
+        }
+        // The keyword is followed by CRLF or LF (ISO 32000-1 §7.3.8.1).
+        let data = match bytes.get(from..from + 2) {
+            Some(b"\r\n") => from + 2,
+            Some([b'\n', _]) | Some([b'\r', _]) => from + 1,
+            _ => continue,
+        };
+        let dictionary = &bytes[keyword.saturating_sub(DICTIONARY_WINDOW)..keyword];
+        let dictionary = match find_last(dictionary, b"obj") {
+            Some(at) => &dictionary[at..],
+            None => dictionary,
+        };
+        if find(dictionary, b"/Image").is_some() {
+            continue;
+        }
+        streams += 1;
+        if streams.is_multiple_of(64) {
+            out.deadline.check()?;
+        }
+        let mut decoder = flate2::read::ZlibDecoder::new(&bytes[data..]);
+        let inflated = std::io::copy(&mut (&mut decoder).take(cap + 1), &mut std::io::sink());
+        if matches!(inflated, Ok(n) if n > cap) {
+            tracing::debug!(offset = keyword, cap, "PDF stream refused while inflating");
+            return Err(ExtractError::TooLarge(format!(
+                "a part of it unpacks to more than {}",
+                size_phrase(cap)
+            )));
+        }
+        from = from.max(data + decoder.total_in() as usize);
+    }
+    Ok(())
+}
+
+/// Last offset of `needle` in `haystack`.
+fn find_last(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).rposition(|w| w == needle)
 }
 
 fn pdf_error(err: pdf_oxide::Error) -> ExtractError {
@@ -2169,6 +2231,84 @@ mod tests {
         let pdf = minimal_pdf_with_trailer(Some("Secret"), &["Hidden words"], &encrypt);
         assert_eq!(detect(&pdf), Ok(DocumentKind::Pdf));
         assert_eq!(run(&pdf, DocumentKind::Pdf), Err(ExtractError::Encrypted));
+    }
+
+    /// A one-page PDF whose content stream is `stream_dictionary` with `data`.
+    fn pdf_with_stream(stream_dictionary: &str, data: &[u8]) -> Vec<u8> {
+        let mut pdf = minimal_pdf(None, &["placeholder"]);
+        let content = b"BT /F1 12 Tf 72 720 Td (placeholder) Tj ET";
+        let header = format!("<< /Length {} >>", content.len());
+        let header_at = find(&pdf, header.as_bytes()).unwrap();
+        let tail = pdf.split_off(find(&pdf, content).unwrap() + content.len());
+        pdf.truncate(header_at);
+        pdf.extend_from_slice(format!("{stream_dictionary}\nstream\n").as_bytes());
+        pdf.extend_from_slice(data);
+        // The cross-reference offsets are now wrong; readers rebuild them.
+        pdf.extend_from_slice(&tail);
+        pdf
+    }
+
+    fn zlib(data: &[u8], repeat: usize) -> Vec<u8> {
+        use flate2::{write::ZlibEncoder, Compression};
+        let mut encoder = ZlibEncoder::new(Vec::new(), Compression::default());
+        for _ in 0..repeat {
+            encoder.write_all(data).unwrap();
+        }
+        encoder.finish().unwrap()
+    }
+
+    #[test]
+    fn pdf_decompression_bomb_is_refused_before_parsing() {
+        // One page whose content stream inflates to 300 MiB of spaces.
+        let stream = zlib(&[b' '; 1 << 20], 300);
+        let dictionary = format!("<< /Length {} /Filter /FlateDecode >>", stream.len());
+        let bomb = pdf_with_stream(&dictionary, &stream);
+        assert!(bomb.len() < 1 << 20);
+        let started = Instant::now();
+        assert_eq!(
+            run(&bomb, DocumentKind::Pdf),
+            Err(ExtractError::TooLarge(
+                "a part of it unpacks to more than 64 MiB".into()
+            ))
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
+        // An image stream is not inflated (text extraction never decodes images).
+        let image = format!(
+            "<< /Type /XObject /Subtype /Image /Width 1 /Height 1 /Length {} /Filter /FlateDecode >>",
+            stream.len()
+        );
+        assert!(check_pdf_streams(
+            &pdf_with_stream(&image, &stream),
+            &SectionSink::new(&ExtractLimits::default())
+        )
+        .is_ok());
+    }
+
+    #[test]
+    fn pdf_with_a_compressed_content_stream_is_read() {
+        let content = b"BT /F1 12 Tf 72 720 Td (Compressed words) Tj ET";
+        let stream = zlib(content, 1);
+        let dictionary = format!("<< /Length {} /Filter /FlateDecode >>", stream.len());
+        let doc = run(&pdf_with_stream(&dictionary, &stream), DocumentKind::Pdf).unwrap();
+        assert!(doc.sections[0].text.contains("Compressed words"), "{doc:?}");
+        let limits = ExtractLimits {
+            max_pdf_stream_bytes: 16,
+            ..ExtractLimits::default()
+        };
+        assert_eq!(
+            extract(
+                &pdf_with_stream(&dictionary, &stream),
+                DocumentKind::Pdf,
+                &limits
+            ),
+            Err(ExtractError::TooLarge(
+                "a part of it unpacks to more than 16 bytes".into()
+            ))
+        );
     }
 
     #[test]
