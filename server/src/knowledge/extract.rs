@@ -138,8 +138,8 @@ pub struct ExtractLimits {
     pub max_pdf_pages: usize,
     /// Wall-clock budget of one extraction, checked before each PDF page, while inflating
     /// DOCX parts and every few thousand XML or Markdown events; running out gives
-    /// [`ExtractError::Timeout`]. Opening a PDF (reading its cross-reference table) is one
-    /// step and is not interrupted. Default 120 s.
+    /// [`ExtractError::Timeout`]. Opening a PDF (reading its cross-reference table) and
+    /// reading one PDF page are single steps that are not interrupted. Default 120 s.
     pub deadline: Duration,
     /// Most bytes one DOCX part (ZIP entry) may inflate to, by its declared size and by the
     /// bytes actually inflated. Default 64 MiB.
@@ -413,13 +413,10 @@ fn binary_signature(bytes: &[u8]) -> Option<&'static str> {
         (b"Rar!\x1a\x07", "a compressed archive (RAR)"),
         (
             b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1",
-            "an older Microsoft Office file (.doc, .xls or .ppt); save it as .docx or PDF",
+            "an older Microsoft Office file (.doc, .xls or .ppt)",
         ),
         (b"SQLite format 3\0", "a database file"),
-        (
-            b"{\\rtf",
-            "a Rich Text Format (RTF) document; save it as .docx or PDF",
-        ),
+        (b"{\\rtf", "a Rich Text Format (RTF) document"),
         (b"%!PS", "a PostScript file"),
         (b"OggS", "an audio or video file"),
         (b"fLaC", "an audio file"),
@@ -507,7 +504,7 @@ fn not_utf8(bytes: &[u8]) -> &'static str {
         .filter(|&&b| b == b'\t' || b == b'\n' || b == b'\r' || (0x20..0x7f).contains(&b))
         .count();
     if !sample.contains(&0) && texty * 10 >= sample.len() * 8 {
-        "text in an encoding other than UTF-8 (save it as UTF-8)"
+        "text in an encoding other than UTF-8"
     } else {
         "a binary file of unknown type"
     }
@@ -625,10 +622,13 @@ fn count_links(line: &str) -> usize {
 ///   without its closing `%%EOF` marker (a cut-off upload) is refused here rather than
 ///   partly indexed.
 /// - [`ExtractError::Unsupported`]: text that is not UTF-8 or UTF-16 with a byte-order mark.
-/// - [`ExtractError::TooLarge`]: a limit of `limits` other than the deadline was exceeded.
+/// - [`ExtractError::TooLarge`]: a limit of `limits` other than the deadline was exceeded
+///   (pages, characters, inflated DOCX parts or PDF streams, compression ratio).
 /// - [`ExtractError::Timeout`]: the deadline passed.
 /// - [`ExtractError::NoText`]: the document holds no text.
-/// - [`ExtractError::Encrypted`]: a password-protected PDF or DOCX.
+/// - [`ExtractError::Encrypted`]: a password-protected PDF, or a DOCX whose ZIP entries
+///   are encrypted. (Word's own password protection wraps the document in an older Office
+///   container, which [`detect`] reports as unsupported.)
 /// - [`ExtractError::Panicked`]: a reader panicked.
 pub fn extract(
     bytes: &[u8],
