@@ -216,6 +216,41 @@ mod tests {
         );
     }
 
+    #[test]
+    fn markdown_sections_are_split_markdown_aware() {
+        // A paragraph and a code block that do not fit together: the Markdown splitter
+        // keeps the code block whole and apart (a plain-text splitter cuts it at its blank
+        // line and joins its head to the paragraph).
+        let prose = "The service reads its settings at start-up and checks them. ".repeat(25);
+        let code = "```rust\nfn main() {\n    let settings = load();\n\n    run(settings);\n}\n```";
+        let code = code.replace("run(settings);", &"run(settings);\n    ".repeat(40));
+        let doc = Extracted {
+            kind: DocumentKind::Markdown,
+            title: None,
+            sections: vec![Section {
+                heading_path: vec!["Setup".into()],
+                text: format!("{prose}\n\n{code}"),
+                page: None,
+            }],
+        };
+        let mixes_prose_and_code =
+            |c: &Chunk| c.text.contains("checks them") && c.text.contains("```");
+        let chunks = chunk(&doc, &ChunkConfig::default());
+        assert_well_formed(&doc, &chunks, 400);
+        assert!(!chunks.iter().any(mixes_prose_and_code), "{chunks:#?}");
+        assert!(chunks
+            .iter()
+            .any(|c| c.text.starts_with("```rust") && c.text.ends_with("```")));
+        // Read as plain text, the same section is cut inside the code block.
+        let as_text = Extracted {
+            kind: DocumentKind::Text,
+            ..doc.clone()
+        };
+        assert!(chunk(&as_text, &ChunkConfig::default())
+            .iter()
+            .any(mixes_prose_and_code));
+    }
+
     /// The longest end of `previous` that `next` starts with.
     fn shared_text<'a>(previous: &str, next: &'a str) -> &'a str {
         let mut end = next.len().min(previous.len());
@@ -420,47 +455,60 @@ mod tests {
         );
     }
 
-    /// Extraction and chunking throughput on about 300 KB of Markdown (100 pages of 3 KB).
-    /// Run in release mode:
-    /// `cargo test -p server --lib --release knowledge::chunk::tests::markdown_throughput -- --ignored --nocapture`
-    #[test]
-    #[ignore = "a measurement; run in release mode"]
-    fn markdown_throughput() {
-        let readme = String::from_utf8(fixture("tokio-README.md")).unwrap();
-        let mut source = String::new();
-        let mut part = 0;
-        while source.len() < 300_000 {
-            part += 1;
-            source.push_str(&format!("# Part {part}\n\n"));
-            source.push_str(&readme.replace("# Tokio", &format!("## Tokio {part}")));
-            source.push('\n');
-        }
-        let pages = source.len() as f64 / 3_000.0;
-        tokens::warm_up();
+    /// Measures extraction plus chunking (default configuration) of `bytes`, averaged over
+    /// a few runs, and prints pages per second counting 3 KB of text as a page (or the
+    /// PDF's real pages when `pdf_pages` is given).
+    fn measure(label: &str, bytes: &[u8], pdf_pages: Option<usize>) {
+        let kind = detect(bytes).unwrap();
         let runs = 5;
-        let mut extract_secs = 0.0;
-        let mut chunk_secs = 0.0;
-        let mut chunks = 0;
+        let (mut extract_secs, mut chunk_secs, mut chunks, mut chars) = (0.0, 0.0, 0, 0);
         for _ in 0..runs {
             let started = Instant::now();
-            let doc = extract(
-                source.as_bytes(),
-                DocumentKind::Markdown,
-                &ExtractLimits::default(),
-            )
-            .unwrap();
-            extract_secs += started.elapsed().as_secs_f64();
+            let doc = extract(bytes, kind, &ExtractLimits::default()).unwrap();
+            extract_secs += started.elapsed().as_secs_f64() / runs as f64;
+            chars = doc.char_count();
             let started = Instant::now();
             chunks = chunk(&doc, &ChunkConfig::default()).len();
-            chunk_secs += started.elapsed().as_secs_f64();
+            chunk_secs += started.elapsed().as_secs_f64() / runs as f64;
         }
-        let (extract_secs, chunk_secs) = (extract_secs / runs as f64, chunk_secs / runs as f64);
+        let pages = pdf_pages.map_or(chars as f64 / 3_000.0, |p| p as f64);
         println!(
-            "{} bytes ({pages:.0} pages of 3 KB), {chunks} chunks: extract {:.1} ms, chunk {:.1} ms, {:.0} pages/s end to end",
-            source.len(),
+            "{label}: {} bytes in, {chars} characters ({pages:.0} pages), {chunks} chunks; \
+             extract {:.1} ms, chunk {:.1} ms; {:.0} pages/s end to end",
+            bytes.len(),
             extract_secs * 1e3,
             chunk_secs * 1e3,
             pages / (extract_secs + chunk_secs)
         );
+    }
+
+    /// Extraction and chunking throughput; the target is 200 pages of 3 KB per second per
+    /// core for text and Markdown. Run in release mode:
+    /// `cargo test -p server --lib --release knowledge::chunk::tests::throughput -- --ignored --nocapture`
+    #[test]
+    #[ignore = "a measurement; run in release mode"]
+    fn throughput() {
+        tokens::warm_up();
+        let readme = String::from_utf8(fixture("tokio-README.md")).unwrap();
+        let mut markdown = String::new();
+        let mut part = 0;
+        while markdown.len() < 300_000 {
+            part += 1;
+            markdown.push_str(&format!("# Part {part}\n\n"));
+            markdown.push_str(&readme.replace("# Tokio", &format!("## Tokio {part}")));
+            markdown.push('\n');
+        }
+        measure("Markdown (tokio README x32)", markdown.as_bytes(), None);
+        let apache = String::from_utf8(fixture("Apache-2.0.txt")).unwrap();
+        let text = apache.repeat(300_000 / apache.len() + 1);
+        measure("Text (Apache-2.0 x27)", text.as_bytes(), None);
+        let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+        measure("Text without line breaks", flat.as_bytes(), None);
+        measure(
+            "PDF (17 pages)",
+            &fixture("shared-mime-info-spec.pdf"),
+            Some(17),
+        );
+        measure("DOCX (MPL-2.0)", &fixture("MPL-2.0.docx"), None);
     }
 }

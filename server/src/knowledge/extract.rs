@@ -34,9 +34,9 @@ use zip::ZipArchive;
 pub const PDF_HEADER_WINDOW: usize = 1024;
 
 /// How far from the end of a PDF its `%%EOF` marker must start. The marker ends every
-/// complete PDF (ISO 32000-1 §7.5.5, "the last line of the file shall contain only the end-
-/// of-file marker"); readers tolerate a little trailing junk, so the last 1024 bytes are
-/// searched.
+/// complete PDF (ISO 32000-1 §7.5.5: the last line of the file contains only `%%EOF`);
+/// readers tolerate a little trailing junk, and Acrobat looks within the last 1024 bytes
+/// (PDF 1.7 reference, implementation note 18).
 pub const PDF_EOF_WINDOW: usize = 1024;
 
 /// Inflated size (bytes) from which [`ExtractLimits::max_compression_ratio`] applies to a
@@ -138,8 +138,8 @@ pub struct ExtractLimits {
     pub max_pdf_pages: usize,
     /// Wall-clock budget of one extraction, checked before each PDF page, while inflating
     /// DOCX parts and every few thousand XML or Markdown events; running out gives
-    /// [`ExtractError::Timeout`]. Opening a PDF (reading its cross-reference table) is one
-    /// step and is not interrupted. Default 120 s.
+    /// [`ExtractError::Timeout`]. Opening a PDF (reading its cross-reference table) and
+    /// reading one PDF page are single steps that are not interrupted. Default 120 s.
     pub deadline: Duration,
     /// Most bytes one DOCX part (ZIP entry) may inflate to, by its declared size and by the
     /// bytes actually inflated. Default 64 MiB.
@@ -155,6 +155,10 @@ pub struct ExtractLimits {
     /// Most characters of text one document may yield. Default 20,000,000 (several
     /// thousand pages).
     pub max_text_chars: usize,
+    /// Most bytes one Flate-compressed PDF stream other than an image may inflate to,
+    /// checked by inflating into a counting sink before the PDF is parsed (page content
+    /// streams of real documents stay far below it). Default 64 MiB.
+    pub max_pdf_stream_bytes: u64,
 }
 
 impl Default for ExtractLimits {
@@ -166,6 +170,7 @@ impl Default for ExtractLimits {
             max_docx_total_bytes: 256 << 20,
             max_compression_ratio: 100,
             max_text_chars: 20_000_000,
+            max_pdf_stream_bytes: 64 << 20,
         }
     }
 }
@@ -281,9 +286,10 @@ pub struct Section {
 ///   when the file also ends with a `%%EOF` marker (so that a text file that merely
 ///   mentions `%PDF-` is not taken for a PDF).
 /// - DOCX: a ZIP archive (`PK\x03\x04`) whose central directory lists both
-///   `[Content_Types].xml` and `word/document.xml` (ECMA-376 part 1 §11.3.10, part 2
-///   §10.1). Other ZIP-based formats (spreadsheets, presentations, e-books, Java archives)
-///   are [`ExtractError::Unsupported`]; a ZIP whose central directory cannot be read is
+///   `[Content_Types].xml` (the package's content types, ECMA-376 part 2) and
+///   `word/document.xml` (the main document part that Word writes, ECMA-376 part 1).
+///   Other ZIP-based formats (spreadsheets, presentations, e-books, Java archives) are
+///   [`ExtractError::Unsupported`]; a ZIP whose central directory cannot be read is
 ///   [`ExtractError::Malformed`] when its first entry is a Word part, otherwise unsupported.
 /// - Text: valid UTF-8 (an optional UTF-8 byte-order mark is dropped) or UTF-16 with a
 ///   byte-order mark, with no NUL and at most one other control character in 200.
@@ -407,13 +413,10 @@ fn binary_signature(bytes: &[u8]) -> Option<&'static str> {
         (b"Rar!\x1a\x07", "a compressed archive (RAR)"),
         (
             b"\xd0\xcf\x11\xe0\xa1\xb1\x1a\xe1",
-            "an older Microsoft Office file (.doc, .xls or .ppt); save it as .docx or PDF",
+            "an older Microsoft Office file (.doc, .xls or .ppt)",
         ),
         (b"SQLite format 3\0", "a database file"),
-        (
-            b"{\\rtf",
-            "a Rich Text Format (RTF) document; save it as .docx or PDF",
-        ),
+        (b"{\\rtf", "a Rich Text Format (RTF) document"),
         (b"%!PS", "a PostScript file"),
         (b"OggS", "an audio or video file"),
         (b"fLaC", "an audio file"),
@@ -501,7 +504,7 @@ fn not_utf8(bytes: &[u8]) -> &'static str {
         .filter(|&&b| b == b'\t' || b == b'\n' || b == b'\r' || (0x20..0x7f).contains(&b))
         .count();
     if !sample.contains(&0) && texty * 10 >= sample.len() * 8 {
-        "text in an encoding other than UTF-8 (save it as UTF-8)"
+        "text in an encoding other than UTF-8"
     } else {
         "a binary file of unknown type"
     }
@@ -619,10 +622,13 @@ fn count_links(line: &str) -> usize {
 ///   without its closing `%%EOF` marker (a cut-off upload) is refused here rather than
 ///   partly indexed.
 /// - [`ExtractError::Unsupported`]: text that is not UTF-8 or UTF-16 with a byte-order mark.
-/// - [`ExtractError::TooLarge`]: a limit of `limits` other than the deadline was exceeded.
+/// - [`ExtractError::TooLarge`]: a limit of `limits` other than the deadline was exceeded
+///   (pages, characters, inflated DOCX parts or PDF streams, compression ratio).
 /// - [`ExtractError::Timeout`]: the deadline passed.
 /// - [`ExtractError::NoText`]: the document holds no text.
-/// - [`ExtractError::Encrypted`]: a password-protected PDF or DOCX.
+/// - [`ExtractError::Encrypted`]: a password-protected PDF, or a DOCX whose ZIP entries
+///   are encrypted. (Word's own password protection wraps the document in an older Office
+///   container, which [`detect`] reports as unsupported.)
 /// - [`ExtractError::Panicked`]: a reader panicked.
 pub fn extract(
     bytes: &[u8],
@@ -817,6 +823,7 @@ fn extract_pdf(bytes: &[u8], out: &mut SectionSink<'_>) -> Result<Option<String>
             "no %%EOF marker at the end: the file is cut off",
         ));
     }
+    check_pdf_streams(bytes, out)?;
     out.deadline.check()?;
     let doc = PdfDocument::from_bytes(bytes[start..].to_vec()).map_err(pdf_error)?;
     if doc.is_encrypted() && !doc.authenticate(b"").map_err(pdf_error)? {
@@ -851,6 +858,62 @@ fn extract_pdf(bytes: &[u8], out: &mut SectionSink<'_>) -> Result<Option<String>
     let title = pdf_info_title(&doc)
         .or_else(|| out.sections.first().and_then(|s| first_line_title(&s.text)));
     Ok(title)
+}
+
+/// Refuses a PDF decompression bomb before the PDF reader allocates for it: every
+/// Flate-compressed stream except images is inflated into a counting sink, and a stream
+/// that yields more than [`ExtractLimits::max_pdf_stream_bytes`] makes the document
+/// [`ExtractError::TooLarge`]. (The reader has its own bounds, but applies them only after
+/// holding up to 256 MiB.) Streams are found by their `stream` keyword; data that is not a
+/// zlib stream fails to inflate at once and is skipped. Images are left out because text
+/// extraction never decodes them and scans legitimately inflate to hundreds of MiB.
+fn check_pdf_streams(bytes: &[u8], out: &SectionSink<'_>) -> Result<(), ExtractError> {
+    /// How far before a `stream` keyword its dictionary is looked for.
+    const DICTIONARY_WINDOW: usize = 4096;
+    let cap = out.limits.max_pdf_stream_bytes;
+    let mut from = 0;
+    let mut streams = 0u32;
+    while let Some(found) = find(&bytes[from..], b"stream") {
+        let keyword = from + found;
+        from = keyword + b"stream".len();
+        if bytes[..keyword].ends_with(b"end") {
+            continue;
+        }
+        // The keyword is followed by CRLF or LF (ISO 32000-1 §7.3.8.1).
+        let data = match bytes.get(from..from + 2) {
+            Some(b"\r\n") => from + 2,
+            Some([b'\n', _]) | Some([b'\r', _]) => from + 1,
+            _ => continue,
+        };
+        let dictionary = &bytes[keyword.saturating_sub(DICTIONARY_WINDOW)..keyword];
+        let dictionary = match find_last(dictionary, b"obj") {
+            Some(at) => &dictionary[at..],
+            None => dictionary,
+        };
+        if find(dictionary, b"/Image").is_some() {
+            continue;
+        }
+        streams += 1;
+        if streams.is_multiple_of(64) {
+            out.deadline.check()?;
+        }
+        let mut decoder = flate2::read::ZlibDecoder::new(&bytes[data..]);
+        let inflated = std::io::copy(&mut (&mut decoder).take(cap + 1), &mut std::io::sink());
+        if matches!(inflated, Ok(n) if n > cap) {
+            tracing::debug!(offset = keyword, cap, "PDF stream refused while inflating");
+            return Err(ExtractError::TooLarge(format!(
+                "a part of it unpacks to more than {}",
+                size_phrase(cap)
+            )));
+        }
+        from = from.max(data + decoder.total_in() as usize);
+    }
+    Ok(())
+}
+
+/// Last offset of `needle` in `haystack`.
+fn find_last(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).rposition(|w| w == needle)
 }
 
 fn pdf_error(err: pdf_oxide::Error) -> ExtractError {
@@ -1101,8 +1164,9 @@ fn xml_reference(reference: &quick_xml::events::BytesRef<'_>) -> Option<String> 
 }
 
 /// Heading level of a style name: 0 for "Title", 1–9 for "heading 1" … "heading 9" (the
-/// built-in names, ECMA-376 part 1 §17.7.4.9, which stay English in localised Word), case
-/// and spaces ignored so that style ids such as `Heading2` match too.
+/// built-in style names of ECMA-376 part 1 §17.7, which stay English in localised Word
+/// while style ids are translated), case and spaces ignored so that style ids such as
+/// `Heading2` match too.
 fn heading_level_of_name(name: &str) -> Option<u8> {
     let name = name.trim().to_ascii_lowercase();
     if name == "title" {
@@ -1197,7 +1261,8 @@ fn docx_heading_styles(xml: &str) -> Result<HashMap<String, u8>, quick_xml::Erro
         .collect())
 }
 
-/// The `dc:title` of the core properties part (ECMA-376 part 2 §11), if not blank.
+/// The `dc:title` of the core properties part (ECMA-376 part 2, core properties), if not
+/// blank.
 fn docx_core_title(xml: &str) -> Result<Option<String>, quick_xml::Error> {
     let mut reader = XmlReader::from_str(xml);
     let mut inside = false;
@@ -1818,6 +1883,11 @@ mod tests {
     /// A small valid PDF with one page per entry of `pages` (Helvetica text; an empty entry
     /// gives a page without text) and an optional `/Title`.
     fn minimal_pdf(title: Option<&str>, pages: &[&str]) -> Vec<u8> {
+        minimal_pdf_with_trailer(title, pages, "")
+    }
+
+    /// [`minimal_pdf`] with `extra` entries in the trailer dictionary.
+    fn minimal_pdf_with_trailer(title: Option<&str>, pages: &[&str], extra: &str) -> Vec<u8> {
         let page_ids: Vec<usize> = (0..pages.len()).map(|i| 5 + 2 * i).collect();
         let kids = page_ids
             .iter()
@@ -1863,7 +1933,7 @@ mod tests {
         }
         pdf.extend_from_slice(
             format!(
-                "trailer\n<< /Size {} /Root 1 0 R /Info 4 0 R >>\nstartxref\n{xref}\n%%EOF\n",
+                "trailer\n<< /Size {} /Root 1 0 R /Info 4 0 R {extra} >>\nstartxref\n{xref}\n%%EOF\n",
                 objects.len() + 1
             )
             .as_bytes(),
@@ -2003,8 +2073,28 @@ mod tests {
         assert_eq!(unsupported(&epub), "an e-book (EPUB)");
         let jar = zip_of(&[("META-INF/MANIFEST.MF", b"Manifest-Version: 1.0\n")]);
         assert_eq!(unsupported(&jar), "a program archive (.jar or .apk)");
+        let pptx = zip_of(&[
+            ("[Content_Types].xml", CONTENT_TYPES),
+            ("ppt/presentation.xml", b"<presentation/>"),
+        ]);
+        assert_eq!(unsupported(&pptx), "a presentation (.pptx)");
+        let odt = zip_of(&[
+            ("mimetype", b"application/vnd.oasis.opendocument.text"),
+            ("content.xml", b"<office:document-content/>"),
+        ]);
+        assert_eq!(
+            unsupported(&odt),
+            "an OpenDocument file (.odt, .ods or .odp)"
+        );
         let plain = zip_of(&[("notes.txt", b"hello")]);
         assert_eq!(unsupported(&plain), "a ZIP archive");
+        // A cut-off archive that does not start with a Word part.
+        assert_eq!(unsupported(&plain[..plain.len() / 2]), "a ZIP archive");
+        // Read as a Word document anyway, a ZIP without the main part is damaged.
+        assert_eq!(
+            run(&xlsx, DocumentKind::Docx),
+            Err(ExtractError::Malformed("Word document".into()))
+        );
         // word/document.xml alone is not enough: the package needs its content types.
         let half = zip_of(&[("word/document.xml", b"<w:document/>")]);
         assert_eq!(unsupported(&half), "a ZIP archive");
@@ -2123,6 +2213,102 @@ mod tests {
         assert_eq!(doc.sections.len(), 2);
         assert_eq!(doc.sections[1].page, Some(2));
         assert!(doc.sections[1].text.contains("Second page words"));
+    }
+
+    #[test]
+    fn password_protected_pdf_is_reported_as_such() {
+        // A standard security handler (AES-256, revision 6) whose keys match no password,
+        // not even the empty one that opens owner-password-only files.
+        let hex = |byte: &str| byte.repeat(48);
+        let encrypt = format!(
+            "/Encrypt << /Filter /Standard /V 5 /R 6 /Length 256 /P -4 /O <{}> /U <{}> /OE <{}> /UE <{}> /Perms <{}> /CF << /StdCF << /CFM /AESV3 /AuthEvent /DocOpen /Length 32 >> >> /StmF /StdCF /StrF /StdCF >> /ID [<00112233445566778899aabbccddeeff> <00112233445566778899aabbccddeeff>]",
+            hex("a1"),
+            hex("b2"),
+            "c3".repeat(32),
+            "d4".repeat(32),
+            "e5".repeat(16)
+        );
+        let pdf = minimal_pdf_with_trailer(Some("Secret"), &["Hidden words"], &encrypt);
+        assert_eq!(detect(&pdf), Ok(DocumentKind::Pdf));
+        assert_eq!(run(&pdf, DocumentKind::Pdf), Err(ExtractError::Encrypted));
+    }
+
+    /// A one-page PDF whose content stream is `stream_dictionary` with `data`.
+    fn pdf_with_stream(stream_dictionary: &str, data: &[u8]) -> Vec<u8> {
+        let mut pdf = minimal_pdf(None, &["placeholder"]);
+        let content = b"BT /F1 12 Tf 72 720 Td (placeholder) Tj ET";
+        let header = format!("<< /Length {} >>", content.len());
+        let header_at = find(&pdf, header.as_bytes()).unwrap();
+        let tail = pdf.split_off(find(&pdf, content).unwrap() + content.len());
+        pdf.truncate(header_at);
+        pdf.extend_from_slice(format!("{stream_dictionary}\nstream\n").as_bytes());
+        pdf.extend_from_slice(data);
+        // The cross-reference offsets are now wrong; readers rebuild them.
+        pdf.extend_from_slice(&tail);
+        pdf
+    }
+
+    fn zlib(data: &[u8], repeat: usize) -> Vec<u8> {
+        use flate2::{write::ZlibEncoder, Compression};
+        let mut encoder = ZlibEncoder::new(Vec::new(), Compression::default());
+        for _ in 0..repeat {
+            encoder.write_all(data).unwrap();
+        }
+        encoder.finish().unwrap()
+    }
+
+    #[test]
+    fn pdf_decompression_bomb_is_refused_before_parsing() {
+        // One page whose content stream inflates to 300 MiB of spaces.
+        let stream = zlib(&[b' '; 1 << 20], 300);
+        let dictionary = format!("<< /Length {} /Filter /FlateDecode >>", stream.len());
+        let bomb = pdf_with_stream(&dictionary, &stream);
+        assert!(bomb.len() < 1 << 20);
+        let started = Instant::now();
+        assert_eq!(
+            run(&bomb, DocumentKind::Pdf),
+            Err(ExtractError::TooLarge(
+                "a part of it unpacks to more than 64 MiB".into()
+            ))
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
+        // An image stream is not inflated (text extraction never decodes images).
+        let image = format!(
+            "<< /Type /XObject /Subtype /Image /Width 1 /Height 1 /Length {} /Filter /FlateDecode >>",
+            stream.len()
+        );
+        assert!(check_pdf_streams(
+            &pdf_with_stream(&image, &stream),
+            &SectionSink::new(&ExtractLimits::default())
+        )
+        .is_ok());
+    }
+
+    #[test]
+    fn pdf_with_a_compressed_content_stream_is_read() {
+        let content = b"BT /F1 12 Tf 72 720 Td (Compressed words) Tj ET";
+        let stream = zlib(content, 1);
+        let dictionary = format!("<< /Length {} /Filter /FlateDecode >>", stream.len());
+        let doc = run(&pdf_with_stream(&dictionary, &stream), DocumentKind::Pdf).unwrap();
+        assert!(doc.sections[0].text.contains("Compressed words"), "{doc:?}");
+        let limits = ExtractLimits {
+            max_pdf_stream_bytes: 16,
+            ..ExtractLimits::default()
+        };
+        assert_eq!(
+            extract(
+                &pdf_with_stream(&dictionary, &stream),
+                DocumentKind::Pdf,
+                &limits
+            ),
+            Err(ExtractError::TooLarge(
+                "a part of it unpacks to more than 16 bytes".into()
+            ))
+        );
     }
 
     #[test]
@@ -2305,6 +2491,21 @@ mod tests {
         let doc = run(&docx_of(&body, &[]), DocumentKind::Docx).unwrap();
         assert_eq!(doc.title.as_deref(), Some("Scope"));
         assert_eq!(doc.sections[0].heading_path, Vec::<String>::new());
+    }
+
+    #[test]
+    fn docx_paragraph_outline_level_makes_a_heading() {
+        let body = [
+            r#"<w:p><w:pPr><w:outlineLvl w:val="0"/></w:pPr><w:r><w:t>Chapter</w:t></w:r></w:p>"#.to_owned(),
+            paragraph(None, "Chapter text."),
+            // Outline level 9 is body text, even in a heading style.
+            r#"<w:p><w:pPr><w:pStyle w:val="Heading1"/><w:outlineLvl w:val="9"/></w:pPr><w:r><w:t>Not a heading</w:t></w:r></w:p>"#.to_owned(),
+        ]
+        .concat();
+        let doc = run(&docx_of(&body, &[]), DocumentKind::Docx).unwrap();
+        assert_eq!(doc.sections.len(), 1);
+        assert_eq!(doc.sections[0].heading_path, ["Chapter"]);
+        assert_eq!(doc.sections[0].text, "Chapter text.\n\nNot a heading");
     }
 
     #[test]
