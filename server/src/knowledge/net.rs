@@ -168,7 +168,11 @@ impl NetPolicy {
                     "invalid host ({e}); write IPv6 hosts as [addr]:port"
                 ))
             })?;
-            let pair = (host.to_string(), port);
+            let host = host_key(&host.to_string()).to_owned();
+            if host.is_empty() {
+                return Err(err("the host is missing"));
+            }
+            let pair = (host, port);
             if !allowed_private.contains(&pair) {
                 allowed_private.push(pair);
             }
@@ -181,27 +185,36 @@ impl NetPolicy {
         &self.allowed_private
     }
 
-    /// Whether `host` (as [`Url::host_str`] spells it) on `port` is an exception.
+    /// Whether `host` (as [`Url::host_str`] spells it; a trailing dot is ignored) on `port`
+    /// is an exception.
     pub fn is_allowed(&self, host: &str, port: u16) -> bool {
+        let host = host_key(host);
         self.allowed_private
             .iter()
             .any(|(h, p)| *p == port && h == host)
     }
 
-    /// Whether `host` is listed at all, on any port.
+    /// Whether `host` (trailing dot ignored) is listed at all, on any port.
     fn lists_host(&self, host: &str) -> bool {
+        let host = host_key(host);
         self.allowed_private.iter().any(|(h, _)| h == host)
     }
 
     /// The listed host names (not IP literals), which the resolver lets resolve to private
-    /// addresses. Names are compared without a trailing dot.
+    /// addresses.
     fn listed_names(&self) -> HashSet<String> {
         self.allowed_private
             .iter()
             .filter(|(h, _)| matches!(Host::parse(h), Ok(Host::Domain(_))))
-            .map(|(h, _)| h.trim_end_matches('.').to_owned())
+            .map(|(h, _)| h.clone())
             .collect()
     }
+}
+
+/// A host as exceptions compare it: lower-case, without the trailing dot of an absolute
+/// domain name (`localhost.` and `localhost` are one host).
+fn host_key(host: &str) -> &str {
+    host.strip_suffix('.').unwrap_or(host)
 }
 
 /// Whether connecting to `ip` is forbidden by the SSRF rule.
@@ -311,7 +324,7 @@ fn check_static(url: &Url, policy: &NetPolicy) -> Result<Route, NetError> {
     if policy.is_allowed(host_str, port) {
         return Ok(Route::Exception);
     }
-    if policy.lists_host(host_str) || policy.lists_host(host_str.trim_end_matches('.')) {
+    if policy.lists_host(host_str) {
         return Err(NetError::Forbidden(format!(
             "{host_str} may only be reached on its allowed ports"
         )));
@@ -431,7 +444,7 @@ impl GuardedResolver {
     pub async fn resolve_host(&self, host: &str) -> Result<Vec<IpAddr>, ResolveRefusal> {
         let permit = self
             .listed_names
-            .contains(host.to_ascii_lowercase().trim_end_matches('.'));
+            .contains(host_key(&host.to_ascii_lowercase()));
         resolve_checked(host, permit).await
     }
 }
@@ -900,8 +913,10 @@ mod tests {
         assert_eq!(ok("http://127.0.0.1:3000/").await, Ok(()));
         assert_eq!(ok("http://2130706433:3000/").await, Ok(()));
         assert_eq!(ok("http://[::1]:3001/").await, Ok(()));
+        assert_eq!(ok("http://localhost.:8080/").await, Ok(()));
         for s in [
             "http://localhost:8081/",
+            "http://localhost.:8081/",
             "http://localhost/",
             "https://localhost/",
             "http://127.0.0.1:3001/",
@@ -925,6 +940,7 @@ mod tests {
             "[0:0::1]:3001".to_owned(),
             String::new(),
             "localhost:8080".to_owned(),
+            "Intranet.Example.:9000".to_owned(),
         ])
         .expect("valid list");
         assert_eq!(
@@ -933,9 +949,11 @@ mod tests {
                 ("localhost".to_owned(), 8080),
                 ("127.0.0.1".to_owned(), 3000),
                 ("[::1]".to_owned(), 3001),
+                ("intranet.example".to_owned(), 9000),
             ]
         );
         for bad in [
+            ".:80",
             "localhost",
             "localhost:",
             "localhost:0",
