@@ -33,6 +33,7 @@
 
 use std::{
     collections::HashSet,
+    convert::Infallible,
     error::Error as StdError,
     fmt,
     net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
@@ -107,6 +108,30 @@ pub enum NetError {
     /// The HTTP client could not be set up (TLS back end unavailable).
     #[error("the HTTP client could not be set up: {0}")]
     Setup(String),
+}
+
+/// Why [`SafeClient::get_with_hop_check`] failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HopError<E> {
+    /// The fetch failed.
+    Net(NetError),
+    /// The hop check refused a redirect target; the request was not made.
+    Refused(E),
+}
+
+impl<E> From<NetError> for HopError<E> {
+    fn from(e: NetError) -> Self {
+        Self::Net(e)
+    }
+}
+
+impl HopError<Infallible> {
+    fn into_net_error(self) -> NetError {
+        match self {
+            Self::Net(e) => e,
+            Self::Refused(never) => match never {},
+        }
+    }
 }
 
 /// A bad `ALLOWED_PRIVATE_HOSTS` entry; the text says which entry and why.
@@ -407,6 +432,16 @@ async fn resolve_checked(host: &str, permit_private: bool) -> Result<Vec<IpAddr>
         .map_err(|_| ResolveRefusal::Unresolved(host.to_owned()))?
         .map(|sa| sa.ip())
         .collect();
+    judge_addresses(host, addrs, permit_private)
+}
+
+/// The resolver's verdict on the addresses `host` resolved to: none is an error, and one
+/// forbidden address refuses the whole name unless private addresses are permitted.
+fn judge_addresses(
+    host: &str,
+    addrs: Vec<IpAddr>,
+    permit_private: bool,
+) -> Result<Vec<IpAddr>, ResolveRefusal> {
     if addrs.is_empty() {
         return Err(ResolveRefusal::Unresolved(host.to_owned()));
     }
@@ -544,7 +579,9 @@ impl SafeClient {
     /// [`NetError::Http`] for a final status other than 2xx, or any error of
     /// [`SafeClient::get_any_status`].
     pub async fn get(&self, url: &Url) -> Result<Fetched, NetError> {
-        self.get_with_hop_check(url, &|_| Ok(())).await
+        self.get_with_hop_check(url, &|_| Ok::<(), Infallible>(()))
+            .await
+            .map_err(HopError::into_net_error)
     }
 
     /// Fetches `url` (its fragment ignored) and returns the final response whatever its
@@ -554,51 +591,58 @@ impl SafeClient {
     /// finish within [`FetchLimits::timeout`].
     ///
     /// # Errors
-    /// Any [`NetError`] except [`NetError::Http`] and [`NetError::RobotsDisallowed`].
+    /// Any [`NetError`] except [`NetError::Http`], [`NetError::RobotsDisallowed`] and
+    /// [`NetError::InvalidConfig`].
     pub async fn get_any_status(&self, url: &Url) -> Result<Fetched, NetError> {
-        self.fetch_within_limit(url, &|_| Ok(())).await
+        self.fetch_within_limit(url, &|_| Ok::<(), Infallible>(()))
+            .await
+            .map_err(HopError::into_net_error)
     }
 
-    /// Like [`SafeClient::get`], and `hop_check` is asked before every request — the first
-    /// and each redirect target — so that a caller can refuse a hop for its own reasons (the
-    /// crawler applies robots.txt); its error is returned as it is.
+    /// Like [`SafeClient::get`], and `hop_check` is asked before each redirect is followed,
+    /// with the target URL (fragment removed, already judged by the SSRF rule), so that a
+    /// caller can refuse a hop for its own reasons — the crawler applies robots.txt and never
+    /// requests a URL twice. The first request is not passed to `hop_check`.
     ///
     /// # Errors
-    /// The error of `hop_check`, or any error of [`SafeClient::get`].
-    pub async fn get_with_hop_check(
+    /// [`HopError::Refused`] with the error of `hop_check`, or [`HopError::Net`] with any
+    /// error of [`SafeClient::get`].
+    pub async fn get_with_hop_check<E>(
         &self,
         url: &Url,
-        hop_check: &(dyn Fn(&Url) -> Result<(), NetError> + Sync),
-    ) -> Result<Fetched, NetError> {
+        hop_check: &(dyn Fn(&Url) -> Result<(), E> + Sync),
+    ) -> Result<Fetched, HopError<E>> {
         let fetched = self.fetch_within_limit(url, hop_check).await?;
         if (200..300).contains(&fetched.status) {
             Ok(fetched)
         } else {
-            Err(NetError::Http(fetched.status))
+            Err(HopError::Net(NetError::Http(fetched.status)))
         }
     }
 
-    async fn fetch_within_limit(
+    async fn fetch_within_limit<E>(
         &self,
         url: &Url,
-        hop_check: &(dyn Fn(&Url) -> Result<(), NetError> + Sync),
-    ) -> Result<Fetched, NetError> {
+        hop_check: &(dyn Fn(&Url) -> Result<(), E> + Sync),
+    ) -> Result<Fetched, HopError<E>> {
         tokio::time::timeout(self.limits.timeout, self.fetch(url, hop_check))
             .await
-            .map_err(|_| NetError::Timeout)?
+            .map_err(|_| HopError::Net(NetError::Timeout))?
     }
 
-    async fn fetch(
+    async fn fetch<E>(
         &self,
         url: &Url,
-        hop_check: &(dyn Fn(&Url) -> Result<(), NetError> + Sync),
-    ) -> Result<Fetched, NetError> {
+        hop_check: &(dyn Fn(&Url) -> Result<(), E> + Sync),
+    ) -> Result<Fetched, HopError<E>> {
         let mut current = url.clone();
         current.set_fragment(None);
         let mut redirects = 0u8;
         loop {
             check_static(&current, &self.policy)?;
-            hop_check(&current)?;
+            if redirects > 0 {
+                hop_check(&current).map_err(HopError::Refused)?;
+            }
             let response = self
                 .client
                 .get(current.clone())
@@ -619,7 +663,7 @@ impl SafeClient {
                 if let Some(mut next) = next {
                     redirects += 1;
                     if redirects > self.limits.max_redirects {
-                        return Err(NetError::TooManyRedirects);
+                        return Err(NetError::TooManyRedirects.into());
                     }
                     next.set_fragment(None);
                     current = next;
@@ -990,6 +1034,36 @@ mod tests {
             listed.resolve_host("no-such-host.invalid").await,
             Err(ResolveRefusal::Unresolved(_))
         ));
+    }
+
+    #[test]
+    fn one_forbidden_address_refuses_the_whole_name() {
+        let public = ip("93.184.216.34");
+        let private = ip("10.0.0.7");
+        assert_eq!(
+            judge_addresses("mixed.example", vec![public, private], false),
+            Err(ResolveRefusal::Forbidden("mixed.example".into()))
+        );
+        assert_eq!(
+            judge_addresses(
+                "mapped.example",
+                vec![public, ip("::ffff:127.0.0.1")],
+                false
+            ),
+            Err(ResolveRefusal::Forbidden("mapped.example".into()))
+        );
+        assert_eq!(
+            judge_addresses("public.example", vec![public], false),
+            Ok(vec![public])
+        );
+        assert_eq!(
+            judge_addresses("listed.example", vec![public, private], true),
+            Ok(vec![public, private])
+        );
+        assert_eq!(
+            judge_addresses("empty.example", vec![], true),
+            Err(ResolveRefusal::Unresolved("empty.example".into()))
+        );
     }
 
     #[test]
