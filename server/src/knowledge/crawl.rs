@@ -18,8 +18,8 @@
 //!   recorded under its canonical URL: the `<link rel="canonical">` target when it is on the
 //!   same host as the final URL, otherwise the final URL after redirects. No URL is requested
 //!   twice — a redirect to a URL already fetched or queued is not followed — and no canonical
-//!   URL is emitted twice. A page whose text is identical to a page
-//!   already kept (same content hash, e.g. `/` and `/index.html`) is skipped as well.
+//!   URL is emitted twice. A page whose text is identical to a page already kept (same
+//!   content hash, e.g. `/` and `/index.html`) is skipped as well.
 //! - **robots.txt** (RFC 9309) for the user agent [`ROBOTS_USER_AGENT`] when
 //!   `respect_robots`: fetched once per origin through the same [`SafeClient`]; 4xx means no
 //!   restrictions; 5xx or an unreachable file means everything is disallowed (RFC 9309
@@ -34,7 +34,8 @@
 //!   `text/plain` and `text/markdown` pages are kept as they are; other content types are
 //!   skipped.
 //! - **Concurrency.** At most [`PER_ORIGIN_CONCURRENCY`] requests per origin and
-//!   [`MAX_IN_FLIGHT`] in all; each page is bounded by the client's [`FetchLimits`](super::net::FetchLimits).
+//!   [`MAX_IN_FLIGHT`] in all; each page is bounded by the client's
+//!   [`FetchLimits`](super::net::FetchLimits). HTML is parsed on the blocking thread pool.
 
 use std::{
     collections::{HashMap, HashSet, VecDeque},
