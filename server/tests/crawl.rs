@@ -81,11 +81,14 @@ struct SiteState {
     hits: Arc<Mutex<HashMap<String, usize>>>,
     /// The page served by `/gen/{n}` (throughput test).
     generated: Arc<String>,
+    /// Requests to `/slow-gen/{n}` in flight now, and the most seen at once.
+    slow_in_flight: Arc<(AtomicUsize, AtomicUsize)>,
 }
 
 struct Site {
     port: u16,
     hits: Arc<Mutex<HashMap<String, usize>>>,
+    slow_in_flight: Arc<(AtomicUsize, AtomicUsize)>,
 }
 
 impl Site {
@@ -104,23 +107,33 @@ impl Site {
             files: Arc::new(files),
             hits: hits.clone(),
             generated: Arc::new(generated),
+            slow_in_flight: Arc::new((AtomicUsize::new(0), AtomicUsize::new(0))),
         };
+        let slow_in_flight = state.slow_in_flight.clone();
         let app = Router::new()
             .route("/robots.txt", get(robots))
             .route("/sitemap.xml", get(sitemap_index))
             .route("/sitemaps/pages.xml", get(sitemap_pages))
             .route("/sitemaps/extra.xml", get(sitemap_extra))
+            .route("/sitemaps/nested.xml", get(sitemap_nested))
+            .route("/sitemaps/deep.xml", get(sitemap_deep))
+            .route("/pages/moved", get(moved))
             .route("/redirect/{name}", get(redirect))
             .route("/big", get(big))
             .route("/big-stream", get(big_stream))
             .route("/slow", get(slow))
             .route("/ua", get(user_agent))
             .route("/gen/{n}", get(generated_page))
+            .route("/slow-gen/{n}", get(slow_generated_page))
             .fallback(get(fixture))
             .layer(middleware::from_fn_with_state(state.clone(), count_hits))
             .with_state(state);
         tokio::spawn(async move { axum::serve(listener, app).await });
-        Self { port, hits }
+        Self {
+            port,
+            hits,
+            slow_in_flight,
+        }
     }
 
     fn url(&self, path: &str) -> Url {
@@ -224,6 +237,7 @@ async fn sitemap_index(State(state): State<SiteState>) -> Response {
         r#"<?xml version="1.0" encoding="UTF-8"?>
 <sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">
   <sitemap><loc>http://127.0.0.1:{p}/sitemaps/pages.xml</loc></sitemap>
+  <sitemap><loc>http://127.0.0.1:{p}/sitemaps/nested.xml</loc></sitemap>
 </sitemapindex>"#
     ))
 }
@@ -250,9 +264,42 @@ async fn sitemap_extra(State(state): State<SiteState>) -> Response {
     ))
 }
 
+/// An index inside an index: only one level of sitemap index is read.
+async fn sitemap_nested(State(state): State<SiteState>) -> Response {
+    let p = state.port;
+    xml(format!(
+        r#"<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">
+  <sitemap><loc>http://127.0.0.1:{p}/sitemaps/deep.xml</loc></sitemap>
+</sitemapindex>"#
+    ))
+}
+
+async fn sitemap_deep(State(state): State<SiteState>) -> Response {
+    let p = state.port;
+    xml(format!(
+        r#"<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">
+  <url><loc>http://127.0.0.1:{p}/pages/chain-4.html</loc></url>
+</urlset>"#
+    ))
+}
+
+/// A page under `/pages/` that moved outside it.
+async fn moved() -> Response {
+    (
+        StatusCode::FOUND,
+        [(header::LOCATION, "/book/ch04-01-what-is-ownership.html")],
+    )
+        .into_response()
+}
+
 async fn redirect(State(state): State<SiteState>, Path(name): Path<String>) -> Response {
     let (status, location) = match name.as_str() {
         "301" => (StatusCode::MOVED_PERMANENTLY, "/redirect/302".to_owned()),
+        "chain-1" => (
+            StatusCode::MOVED_PERMANENTLY,
+            "/redirect/chain-2".to_owned(),
+        ),
+        "chain-2" => (StatusCode::FOUND, "/pages/orphan.html#after".to_owned()),
         "302" => (StatusCode::FOUND, "/pages/b.html#after".to_owned()),
         "to-canary" => (
             StatusCode::FOUND,
@@ -326,6 +373,28 @@ async fn generated_page(State(state): State<SiteState>, Path(n): Path<u64>) -> R
         1,
     );
     ([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html).into_response()
+}
+
+/// A small page answered after 50 ms; page 0 links to pages 1–12. Tracks concurrency.
+async fn slow_generated_page(State(state): State<SiteState>, Path(n): Path<u64>) -> Response {
+    let (now, most) = &*state.slow_in_flight;
+    let current = now.fetch_add(1, Ordering::SeqCst) + 1;
+    most.fetch_max(current, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    now.fetch_sub(1, Ordering::SeqCst);
+    let links: String = if n == 0 {
+        (1..=12)
+            .map(|i| format!("<li><a href=\"/slow-gen/{i}\">Slow page {i}</a></li>"))
+            .collect()
+    } else {
+        String::new()
+    };
+    let html = format!(
+        "<html><head><title>Slow page {n}</title></head><body><article><h1>Slow page {n}</h1>\
+         <p>Slow page number {n} answers after a short pause.</p><ul>{links}</ul></article>\
+         </body></html>"
+    );
+    ([(header::CONTENT_TYPE, "text/html")], html).into_response()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -597,6 +666,33 @@ async fn the_client_resolves_names_through_the_guarded_resolver() {
     assert_eq!(canary.hits(), 0, "the canary was reached");
 }
 
+#[tokio::test]
+async fn proxies_from_the_environment_are_ignored() {
+    let canary = Canary::start().await;
+    let site = Site::start(SiteOptions::default()).await;
+    let proxy = format!("http://127.0.0.1:{}", canary.port);
+    let vars = [
+        "HTTP_PROXY",
+        "http_proxy",
+        "HTTPS_PROXY",
+        "https_proxy",
+        "ALL_PROXY",
+        "all_proxy",
+    ];
+    // Every client in this binary is a `SafeClient`, so the variables cannot disturb the
+    // other tests unless the rule under test is broken.
+    for var in vars {
+        std::env::set_var(var, &proxy);
+    }
+    let client = site.client();
+    let result = client.get(&site.url("/pages/a.html")).await;
+    for var in vars {
+        std::env::remove_var(var);
+    }
+    assert_eq!(result.expect("direct request").status, 200);
+    assert_eq!(canary.hits(), 0, "the request went through the proxy");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Client limits
 // ---------------------------------------------------------------------------------------------
@@ -794,9 +890,13 @@ async fn include_and_exclude_patterns_match_the_path() {
     assert_eq!(
         site.hits("/book/ch04-01-what-is-ownership.html"),
         0,
-        "not included"
+        "neither followed as a link nor as the target of /pages/moved"
     );
     assert_eq!(site.hits("/redirect/301"), 0, "not included");
+    assert!(skipped(&events)
+        .iter()
+        .any(|(p, r)| p == "/pages/moved" && r.contains("outside the URL patterns")));
+    assert!(!kept.iter().any(|p| p.starts_with("/book/")), "{kept:?}");
 
     // Without patterns the same links are followed.
     let site = Site::start(SiteOptions::default()).await;
@@ -927,6 +1027,24 @@ async fn sitemaps_seed_the_crawl_at_depth_one() {
         "robots.txt applies"
     );
     assert_eq!(site.hits("/pages/offsite.html"), 0, "same-domain applies");
+    assert_eq!(site.hits("/sitemaps/nested.xml"), 1);
+    assert_eq!(
+        site.hits("/sitemaps/deep.xml"),
+        0,
+        "one level of sitemap index only"
+    );
+    assert_eq!(site.hits("/pages/chain-4.html"), 0);
+
+    // With crawl depth 0 only the start page is fetched, sitemap or not.
+    let site = Site::start(options.clone()).await;
+    let cfg = CrawlConfig {
+        use_sitemap: true,
+        ..config(0)
+    };
+    let (result, events) = run(&site.client(), site.url("/pages/chain-1.html"), cfg).await;
+    result.expect("crawl");
+    assert_eq!(page_paths(&events), ["/pages/chain-1.html"]);
+    assert_eq!(site.hits("/sitemap.xml"), 0);
 
     // Without useSitemap the sitemaps are not read.
     let site = Site::start(options).await;
@@ -945,25 +1063,33 @@ async fn redirects_are_recorded_under_the_final_url() {
     let (result, events) = run(&site.client(), site.url("/pages/hub.html"), config(1)).await;
     let summary = result.expect("crawl");
     let kept = page_paths(&events);
+    // /redirect/chain-1 → /redirect/chain-2 → /pages/orphan.html#after, linked nowhere else.
+    let orphan = pages(&events)
+        .into_iter()
+        .find(|p| p.url.path() == "/pages/orphan.html")
+        .expect("redirect target kept");
     assert_eq!(
-        kept.iter().filter(|p| *p == "/pages/b.html").count(),
-        1,
-        "b.html is kept once, though linked directly and through redirects: {kept:?}"
+        orphan.url,
+        site.url("/pages/orphan.html"),
+        "final URL, no fragment"
     );
+    assert_eq!(orphan.depth, 1);
     assert!(
         kept.iter().all(|p| !p.starts_with("/redirect/")),
         "{kept:?}"
     );
-    assert_eq!(
-        site.hits("/pages/b.html"),
-        2,
-        "once directly, once at the end of the chain"
-    );
-    // The redirect leaves for localhost, which this policy does not allow.
-    assert!(summary
-        .errors
+    // b.html is linked directly and through /redirect/301 → /redirect/302 → b.html: it is
+    // requested once, and the chain stops before its last hop.
+    assert_eq!(kept.iter().filter(|p| *p == "/pages/b.html").count(), 1);
+    assert_eq!(site.hits("/pages/b.html"), 1);
+    assert_eq!(site.hits("/redirect/302"), 1);
+    assert!(skipped(&events)
         .iter()
-        .any(|(u, e)| u.path() == "/redirect/offsite" && e.contains("not allowed")));
+        .any(|(p, r)| p == "/redirect/301" && r.contains("which is crawled already")));
+    // A redirect off the site is not followed.
+    assert!(skipped(&events)
+        .iter()
+        .any(|(p, r)| p == "/redirect/offsite" && r.contains("off the site")));
     assert_eq!(site.hits("/pages/offsite.html"), 0);
     assert!(summary
         .errors
@@ -997,6 +1123,12 @@ async fn fragments_and_canonical_links_are_deduplicated() {
     assert!(skipped(&events).iter().any(|(p, r)| {
         (p == "/pages/alias.html" || p == "/pages/a.html") && r.contains("canonical URL")
     }));
+    // A canonical link to another host is ignored: the page is kept under its own URL.
+    let foreign = pages(&events)
+        .into_iter()
+        .find(|p| p.url.path() == "/pages/foreign-canonical.html")
+        .expect("page with a foreign canonical link kept");
+    assert_eq!(foreign.url.host_str(), Some("127.0.0.1"));
 }
 
 #[tokio::test]
@@ -1115,8 +1247,8 @@ async fn same_domain_keeps_the_crawl_on_the_start_host() {
     result.expect("crawl");
     assert_eq!(
         site.hits("/pages/offsite.html"),
-        1,
-        "only through the redirect"
+        0,
+        "the redirect off the site is not followed"
     );
     assert!(skipped(&events)
         .iter()
@@ -1194,6 +1326,19 @@ async fn crawl_delay_spaces_requests() {
         started.elapsed() >= Duration::from_millis(900),
         "four requests 0.3 s apart take at least 0.9 s, took {:?}",
         started.elapsed()
+    );
+}
+
+#[tokio::test]
+async fn requests_per_origin_are_limited() {
+    let site = Site::start(SiteOptions::default()).await;
+    let (result, events) = run(&site.client(), site.url("/slow-gen/0"), config(1)).await;
+    assert_eq!(result.expect("crawl").pages, 13);
+    assert_eq!(pages(&events).len(), 13);
+    assert_eq!(
+        site.slow_in_flight.1.load(Ordering::SeqCst),
+        agentchat::knowledge::crawl::PER_ORIGIN_CONCURRENCY,
+        "twelve slow pages are fetched four at a time"
     );
 }
 

@@ -11,13 +11,15 @@
 //!   ignoring one leading `www.` (so `example.com` and `www.example.com` are one site); ports
 //!   and schemes are not compared. Include/exclude globs ([`globset`]) match the URL path
 //!   (percent-encoded, starting with `/`): exclude wins, an empty include list includes all.
-//!   The start page is always fetched and kept, whatever the patterns.
+//!   The start page is always fetched and kept, whatever the patterns. A redirect that leaves
+//!   the scope is not followed (except from the start page, whose final host joins the site).
 //! - **De-duplication.** URLs are normalised (fragment removed; the `url` crate lower-cases
 //!   scheme and host and drops default ports; nothing else — query order is kept). A page is
 //!   recorded under its canonical URL: the `<link rel="canonical">` target when it is on the
 //!   same host as the final URL, otherwise the final URL after redirects. No URL is requested
-//!   twice and no canonical URL is emitted twice. A page whose text is identical to a page
-//!   already kept (same content hash, e.g. `/` and `/index.html`) is skipped as well.
+//!   twice — a redirect to a URL already fetched or queued is not followed — and no canonical
+//!   URL is emitted twice. A page whose text is identical to a page already kept (same
+//!   content hash, e.g. `/` and `/index.html`) is skipped as well.
 //! - **robots.txt** (RFC 9309) for the user agent [`ROBOTS_USER_AGENT`] when
 //!   `respect_robots`: fetched once per origin through the same [`SafeClient`]; 4xx means no
 //!   restrictions; 5xx or an unreachable file means everything is disallowed (RFC 9309
@@ -32,11 +34,12 @@
 //!   `text/plain` and `text/markdown` pages are kept as they are; other content types are
 //!   skipped.
 //! - **Concurrency.** At most [`PER_ORIGIN_CONCURRENCY`] requests per origin and
-//!   [`MAX_IN_FLIGHT`] in all; each page is bounded by the client's [`FetchLimits`](super::net::FetchLimits).
+//!   [`MAX_IN_FLIGHT`] in all; each page is bounded by the client's
+//!   [`FetchLimits`](super::net::FetchLimits). HTML is parsed on the blocking thread pool.
 
 use std::{
     collections::{HashMap, HashSet, VecDeque},
-    sync::Arc,
+    sync::{Arc, Mutex as StdMutex, PoisonError},
     time::Duration,
 };
 
@@ -52,7 +55,7 @@ use tokio::{
 };
 use url::Url;
 
-use super::net::{NetError, SafeClient};
+use super::net::{HopError, NetError, SafeClient};
 
 /// Largest accepted `crawl_depth`.
 pub const MAX_CRAWL_DEPTH: u8 = 5;
@@ -200,10 +203,13 @@ pub async fn crawl(
     let mut crawler = Crawler {
         client: client.clone(),
         config: config.clone(),
-        filter,
-        sites: vec![site_key(&start)],
+        scope: Arc::new(Scope {
+            same_domain: config.same_domain,
+            sites: vec![site_key(&start)],
+            filter: Arc::new(filter),
+        }),
         hosts: HashMap::new(),
-        seen: HashSet::new(),
+        seen: SeenUrls::default(),
         emitted: HashSet::new(),
         texts: HashMap::new(),
         levels: vec![VecDeque::new(); usize::from(MAX_CRAWL_DEPTH) + 1],
@@ -245,6 +251,55 @@ impl PathFilter {
             return false;
         }
         self.include.as_ref().is_none_or(|g| g.is_match(path))
+    }
+}
+
+/// What a crawl may reach: the site (for `same_domain`) and the path patterns.
+#[derive(Clone)]
+struct Scope {
+    same_domain: bool,
+    /// Site keys ([`site_key`]) of the start URL and of the start page's final URL.
+    sites: Vec<String>,
+    filter: Arc<PathFilter>,
+}
+
+impl Scope {
+    /// Whether a discovered URL is in scope.
+    fn allows(&self, url: &Url) -> bool {
+        self.on_site(url) && self.filter.allows(url.path())
+    }
+
+    fn on_site(&self, url: &Url) -> bool {
+        !self.same_domain || self.sites.contains(&site_key(url))
+    }
+
+    fn check_redirect(&self, target: &Url) -> Result<(), HopRefusal> {
+        if !self.on_site(target) {
+            return Err(HopRefusal::OffSite(target.clone()));
+        }
+        if !self.filter.allows(target.path()) {
+            return Err(HopRefusal::OutsidePatterns(target.clone()));
+        }
+        Ok(())
+    }
+}
+
+/// URLs queued, fetched, claimed as a redirect target, or known as a final or canonical URL:
+/// never requested again. Shared by the crawl loop and the fetch tasks.
+#[derive(Clone, Default)]
+struct SeenUrls(Arc<StdMutex<HashSet<Url>>>);
+
+impl SeenUrls {
+    /// Adds `url`; false when it was already there.
+    fn insert(&self, url: Url) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(url)
+    }
+
+    fn len(&self) -> usize {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner).len()
     }
 }
 
@@ -472,13 +527,60 @@ struct PageDoc {
     nofollow: bool,
 }
 
-/// Fetches and extracts one URL (runs as a task).
-async fn fetch_page(
+/// Why the crawler refused to follow a redirect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum HopRefusal {
+    /// robots.txt of the same origin disallows the target.
+    Robots,
+    /// The target is already fetched or queued.
+    Seen(Url),
+    /// The target is off the site (`same_domain`).
+    OffSite(Url),
+    /// The target's path is outside the include/exclude patterns.
+    OutsidePatterns(Url),
+}
+
+impl HopRefusal {
+    fn into_outcome(self) -> Outcome {
+        match self {
+            Self::Robots => Outcome::Denied(RobotsDenial::Disallowed),
+            Self::Seen(u) => Outcome::Skipped(format!(
+                "the page redirects to {u}, which is crawled already"
+            )),
+            Self::OffSite(u) => {
+                Outcome::Skipped(format!("the page redirects off the site, to {u}"))
+            }
+            Self::OutsidePatterns(u) => Outcome::Skipped(format!(
+                "the page redirects to {u}, outside the URL patterns"
+            )),
+        }
+    }
+}
+
+/// One URL to fetch, with what its task shares with the crawl.
+struct FetchTask {
     client: SafeClient,
     origin: Arc<OriginState>,
     url: Url,
     respect_robots: bool,
-) -> Outcome {
+    /// The scope redirect targets must stay in; `None` for the start page.
+    scope: Option<Arc<Scope>>,
+    seen: SeenUrls,
+}
+
+/// Fetches and extracts one URL (runs as a task). Redirect targets are refused before they
+/// are requested when robots.txt of the same origin disallows them (another origin's
+/// robots.txt is not consulted for a redirect target), when they leave the scope, or when
+/// they are already fetched or queued.
+async fn fetch_page(task: FetchTask) -> Outcome {
+    let FetchTask {
+        client,
+        origin,
+        url,
+        respect_robots,
+        scope,
+        seen,
+    } = task;
     let mut rules = None;
     if respect_robots {
         let r = origin.robots(&client, &url).await;
@@ -488,16 +590,20 @@ async fn fetch_page(
         origin.pace(r.delay).await;
         rules = Some(r);
     }
-    // Redirect targets on the same origin obey the same robots.txt; another origin's
-    // robots.txt is not consulted for a redirect target.
     let request_origin = origin_key(&url);
-    let hop_check = move |hop: &Url| -> Result<(), NetError> {
-        match &rules {
-            Some(rules) if origin_key(hop) == request_origin => {
-                rules.check(hop).map_err(|_| NetError::RobotsDisallowed)
+    let hop_check = move |hop: &Url| -> Result<(), HopRefusal> {
+        if let Some(rules) = &rules {
+            if origin_key(hop) == request_origin && rules.check(hop).is_err() {
+                return Err(HopRefusal::Robots);
             }
-            _ => Ok(()),
         }
+        if let Some(scope) = &scope {
+            scope.check_redirect(hop)?;
+        }
+        if !seen.insert(hop.clone()) {
+            return Err(HopRefusal::Seen(hop.clone()));
+        }
+        Ok(())
     };
     let fetched = {
         // The semaphore is never closed; without a permit the request simply goes ahead.
@@ -506,8 +612,8 @@ async fn fetch_page(
     };
     let fetched = match fetched {
         Ok(f) => f,
-        Err(NetError::RobotsDisallowed) => return Outcome::Denied(RobotsDenial::Disallowed),
-        Err(e) => return Outcome::Failed(e),
+        Err(HopError::Refused(refusal)) => return refusal.into_outcome(),
+        Err(HopError::Net(e)) => return Outcome::Failed(e),
     };
     let kind = ContentKind::of(fetched.content_type.as_deref(), &fetched.body);
     let final_url = fetched.url;
@@ -850,12 +956,9 @@ fn parse_sitemap(body: &[u8]) -> Option<Sitemap> {
 struct Crawler {
     client: SafeClient,
     config: CrawlConfig,
-    filter: PathFilter,
-    /// Site keys in scope for `same_domain`.
-    sites: Vec<String>,
+    scope: Arc<Scope>,
     hosts: HashMap<String, Arc<OriginState>>,
-    /// URLs queued, fetched, or known as a final or canonical URL: never requested again.
-    seen: HashSet<Url>,
+    seen: SeenUrls,
     /// Canonical and final URLs of pages kept or judged duplicates of kept ones.
     emitted: HashSet<Url>,
     /// Content hash of every page kept, with its canonical URL.
@@ -877,12 +980,14 @@ impl Crawler {
     async fn run(&mut self, start: Url) -> Result<(), NetError> {
         self.seen.insert(start.clone());
         let origin = self.origin(&start);
-        let outcome = fetch_page(
-            self.client.clone(),
+        let outcome = fetch_page(FetchTask {
+            client: self.client.clone(),
             origin,
-            start.clone(),
-            self.config.respect_robots,
-        )
+            url: start.clone(),
+            respect_robots: self.config.respect_robots,
+            scope: None,
+            seen: self.seen.clone(),
+        })
         .await;
         let outcome = match outcome {
             Outcome::Failed(e) => return Err(e),
@@ -891,8 +996,8 @@ impl Crawler {
         };
         if let Outcome::Page { final_url, .. } = &outcome {
             let key = site_key(final_url);
-            if !self.sites.contains(&key) {
-                self.sites.push(key);
+            if !self.scope.sites.contains(&key) {
+                Arc::make_mut(&mut self.scope).sites.push(key);
             }
         }
         self.handle(Done {
@@ -919,22 +1024,15 @@ impl Crawler {
             .clone()
     }
 
-    /// Whether a discovered URL is in scope (site and path patterns).
-    fn in_scope(&self, url: &Url) -> bool {
-        (!self.config.same_domain || self.sites.contains(&site_key(url)))
-            && self.filter.allows(url.path())
-    }
-
     /// Queues `url` at `depth` unless it is out of scope, already known, or the frontier is full.
     fn enqueue(&mut self, url: Url, depth: u8) {
         if depth > self.config.crawl_depth
             || self.queued >= MAX_FRONTIER
-            || !self.in_scope(&url)
-            || self.seen.contains(&url)
+            || !self.scope.allows(&url)
+            || !self.seen.insert(url.clone())
         {
             return;
         }
-        self.seen.insert(url.clone());
         self.levels[usize::from(depth)].push_back(url);
         self.queued += 1;
     }
@@ -997,12 +1095,14 @@ impl Crawler {
             self.queued = self.queued.saturating_sub(1);
             let depth = depth as u8;
             let origin = self.origin(&url);
-            let task = fetch_page(
-                self.client.clone(),
+            let task = fetch_page(FetchTask {
+                client: self.client.clone(),
                 origin,
-                url.clone(),
-                self.config.respect_robots,
-            );
+                url: url.clone(),
+                respect_robots: self.config.respect_robots,
+                scope: Some(self.scope.clone()),
+                seen: self.seen.clone(),
+            });
             let task_url = url.clone();
             let handle = self.in_flight.spawn(async move {
                 Done {
@@ -1050,30 +1150,6 @@ impl Crawler {
     }
 
     async fn accept(&mut self, url: Url, depth: u8, final_url: Url, doc: PageDoc) {
-        let is_start = depth == 0;
-        if !is_start && final_url != url {
-            if self.config.same_domain && !self.sites.contains(&site_key(&final_url)) {
-                return self
-                    .skip(
-                        url,
-                        format!("the page redirects off the site, to {final_url}"),
-                    )
-                    .await;
-            }
-            if !self.filter.allows(final_url.path()) {
-                return self
-                    .skip(
-                        url,
-                        format!("the page redirects to {final_url}, outside the URL patterns"),
-                    )
-                    .await;
-            }
-        }
-        if final_url != url && self.emitted.contains(&final_url) {
-            return self
-                .skip(url, format!("duplicate of {final_url} (redirect)"))
-                .await;
-        }
         let canonical = doc
             .canonical
             .as_ref()
@@ -1085,6 +1161,8 @@ impl Crawler {
                 .skip(url, format!("duplicate of {canonical} (canonical URL)"))
                 .await;
         }
+        // Redirect targets were claimed in `seen` before they were requested, so the final
+        // URL is fetched once; a later page naming it as canonical is a duplicate.
         self.emitted.insert(canonical.clone());
         self.emitted.insert(final_url.clone());
         self.seen.insert(canonical.clone());

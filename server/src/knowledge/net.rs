@@ -33,6 +33,7 @@
 
 use std::{
     collections::HashSet,
+    convert::Infallible,
     error::Error as StdError,
     fmt,
     net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
@@ -109,6 +110,30 @@ pub enum NetError {
     Setup(String),
 }
 
+/// Why [`SafeClient::get_with_hop_check`] failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HopError<E> {
+    /// The fetch failed.
+    Net(NetError),
+    /// The hop check refused a redirect target; the request was not made.
+    Refused(E),
+}
+
+impl<E> From<NetError> for HopError<E> {
+    fn from(e: NetError) -> Self {
+        Self::Net(e)
+    }
+}
+
+impl HopError<Infallible> {
+    fn into_net_error(self) -> NetError {
+        match self {
+            Self::Net(e) => e,
+            Self::Refused(never) => match never {},
+        }
+    }
+}
+
 /// A bad `ALLOWED_PRIVATE_HOSTS` entry; the text says which entry and why.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid allowed private host `{entry}`: {reason}")]
@@ -168,7 +193,11 @@ impl NetPolicy {
                     "invalid host ({e}); write IPv6 hosts as [addr]:port"
                 ))
             })?;
-            let pair = (host.to_string(), port);
+            let host = host_key(&host.to_string()).to_owned();
+            if host.is_empty() {
+                return Err(err("the host is missing"));
+            }
+            let pair = (host, port);
             if !allowed_private.contains(&pair) {
                 allowed_private.push(pair);
             }
@@ -181,27 +210,36 @@ impl NetPolicy {
         &self.allowed_private
     }
 
-    /// Whether `host` (as [`Url::host_str`] spells it) on `port` is an exception.
+    /// Whether `host` (as [`Url::host_str`] spells it; a trailing dot is ignored) on `port`
+    /// is an exception.
     pub fn is_allowed(&self, host: &str, port: u16) -> bool {
+        let host = host_key(host);
         self.allowed_private
             .iter()
             .any(|(h, p)| *p == port && h == host)
     }
 
-    /// Whether `host` is listed at all, on any port.
+    /// Whether `host` (trailing dot ignored) is listed at all, on any port.
     fn lists_host(&self, host: &str) -> bool {
+        let host = host_key(host);
         self.allowed_private.iter().any(|(h, _)| h == host)
     }
 
     /// The listed host names (not IP literals), which the resolver lets resolve to private
-    /// addresses. Names are compared without a trailing dot.
+    /// addresses.
     fn listed_names(&self) -> HashSet<String> {
         self.allowed_private
             .iter()
             .filter(|(h, _)| matches!(Host::parse(h), Ok(Host::Domain(_))))
-            .map(|(h, _)| h.trim_end_matches('.').to_owned())
+            .map(|(h, _)| h.clone())
             .collect()
     }
+}
+
+/// A host as exceptions compare it: lower-case, without the trailing dot of an absolute
+/// domain name (`localhost.` and `localhost` are one host).
+fn host_key(host: &str) -> &str {
+    host.strip_suffix('.').unwrap_or(host)
 }
 
 /// Whether connecting to `ip` is forbidden by the SSRF rule.
@@ -311,7 +349,7 @@ fn check_static(url: &Url, policy: &NetPolicy) -> Result<Route, NetError> {
     if policy.is_allowed(host_str, port) {
         return Ok(Route::Exception);
     }
-    if policy.lists_host(host_str) || policy.lists_host(host_str.trim_end_matches('.')) {
+    if policy.lists_host(host_str) {
         return Err(NetError::Forbidden(format!(
             "{host_str} may only be reached on its allowed ports"
         )));
@@ -394,6 +432,16 @@ async fn resolve_checked(host: &str, permit_private: bool) -> Result<Vec<IpAddr>
         .map_err(|_| ResolveRefusal::Unresolved(host.to_owned()))?
         .map(|sa| sa.ip())
         .collect();
+    judge_addresses(host, addrs, permit_private)
+}
+
+/// The resolver's verdict on the addresses `host` resolved to: none is an error, and one
+/// forbidden address refuses the whole name unless private addresses are permitted.
+fn judge_addresses(
+    host: &str,
+    addrs: Vec<IpAddr>,
+    permit_private: bool,
+) -> Result<Vec<IpAddr>, ResolveRefusal> {
     if addrs.is_empty() {
         return Err(ResolveRefusal::Unresolved(host.to_owned()));
     }
@@ -431,7 +479,7 @@ impl GuardedResolver {
     pub async fn resolve_host(&self, host: &str) -> Result<Vec<IpAddr>, ResolveRefusal> {
         let permit = self
             .listed_names
-            .contains(host.to_ascii_lowercase().trim_end_matches('.'));
+            .contains(host_key(&host.to_ascii_lowercase()));
         resolve_checked(host, permit).await
     }
 }
@@ -531,7 +579,9 @@ impl SafeClient {
     /// [`NetError::Http`] for a final status other than 2xx, or any error of
     /// [`SafeClient::get_any_status`].
     pub async fn get(&self, url: &Url) -> Result<Fetched, NetError> {
-        self.get_with_hop_check(url, &|_| Ok(())).await
+        self.get_with_hop_check(url, &|_| Ok::<(), Infallible>(()))
+            .await
+            .map_err(HopError::into_net_error)
     }
 
     /// Fetches `url` (its fragment ignored) and returns the final response whatever its
@@ -541,51 +591,58 @@ impl SafeClient {
     /// finish within [`FetchLimits::timeout`].
     ///
     /// # Errors
-    /// Any [`NetError`] except [`NetError::Http`] and [`NetError::RobotsDisallowed`].
+    /// Any [`NetError`] except [`NetError::Http`], [`NetError::RobotsDisallowed`] and
+    /// [`NetError::InvalidConfig`].
     pub async fn get_any_status(&self, url: &Url) -> Result<Fetched, NetError> {
-        self.fetch_within_limit(url, &|_| Ok(())).await
+        self.fetch_within_limit(url, &|_| Ok::<(), Infallible>(()))
+            .await
+            .map_err(HopError::into_net_error)
     }
 
-    /// Like [`SafeClient::get`], and `hop_check` is asked before every request — the first
-    /// and each redirect target — so that a caller can refuse a hop for its own reasons (the
-    /// crawler applies robots.txt); its error is returned as it is.
+    /// Like [`SafeClient::get`], and `hop_check` is asked before each redirect is followed,
+    /// with the target URL (fragment removed, already judged by the SSRF rule), so that a
+    /// caller can refuse a hop for its own reasons — the crawler applies robots.txt and never
+    /// requests a URL twice. The first request is not passed to `hop_check`.
     ///
     /// # Errors
-    /// The error of `hop_check`, or any error of [`SafeClient::get`].
-    pub async fn get_with_hop_check(
+    /// [`HopError::Refused`] with the error of `hop_check`, or [`HopError::Net`] with any
+    /// error of [`SafeClient::get`].
+    pub async fn get_with_hop_check<E>(
         &self,
         url: &Url,
-        hop_check: &(dyn Fn(&Url) -> Result<(), NetError> + Sync),
-    ) -> Result<Fetched, NetError> {
+        hop_check: &(dyn Fn(&Url) -> Result<(), E> + Sync),
+    ) -> Result<Fetched, HopError<E>> {
         let fetched = self.fetch_within_limit(url, hop_check).await?;
         if (200..300).contains(&fetched.status) {
             Ok(fetched)
         } else {
-            Err(NetError::Http(fetched.status))
+            Err(HopError::Net(NetError::Http(fetched.status)))
         }
     }
 
-    async fn fetch_within_limit(
+    async fn fetch_within_limit<E>(
         &self,
         url: &Url,
-        hop_check: &(dyn Fn(&Url) -> Result<(), NetError> + Sync),
-    ) -> Result<Fetched, NetError> {
+        hop_check: &(dyn Fn(&Url) -> Result<(), E> + Sync),
+    ) -> Result<Fetched, HopError<E>> {
         tokio::time::timeout(self.limits.timeout, self.fetch(url, hop_check))
             .await
-            .map_err(|_| NetError::Timeout)?
+            .map_err(|_| HopError::Net(NetError::Timeout))?
     }
 
-    async fn fetch(
+    async fn fetch<E>(
         &self,
         url: &Url,
-        hop_check: &(dyn Fn(&Url) -> Result<(), NetError> + Sync),
-    ) -> Result<Fetched, NetError> {
+        hop_check: &(dyn Fn(&Url) -> Result<(), E> + Sync),
+    ) -> Result<Fetched, HopError<E>> {
         let mut current = url.clone();
         current.set_fragment(None);
         let mut redirects = 0u8;
         loop {
             check_static(&current, &self.policy)?;
-            hop_check(&current)?;
+            if redirects > 0 {
+                hop_check(&current).map_err(HopError::Refused)?;
+            }
             let response = self
                 .client
                 .get(current.clone())
@@ -606,7 +663,7 @@ impl SafeClient {
                 if let Some(mut next) = next {
                     redirects += 1;
                     if redirects > self.limits.max_redirects {
-                        return Err(NetError::TooManyRedirects);
+                        return Err(NetError::TooManyRedirects.into());
                     }
                     next.set_fragment(None);
                     current = next;
@@ -900,8 +957,10 @@ mod tests {
         assert_eq!(ok("http://127.0.0.1:3000/").await, Ok(()));
         assert_eq!(ok("http://2130706433:3000/").await, Ok(()));
         assert_eq!(ok("http://[::1]:3001/").await, Ok(()));
+        assert_eq!(ok("http://localhost.:8080/").await, Ok(()));
         for s in [
             "http://localhost:8081/",
+            "http://localhost.:8081/",
             "http://localhost/",
             "https://localhost/",
             "http://127.0.0.1:3001/",
@@ -925,6 +984,7 @@ mod tests {
             "[0:0::1]:3001".to_owned(),
             String::new(),
             "localhost:8080".to_owned(),
+            "Intranet.Example.:9000".to_owned(),
         ])
         .expect("valid list");
         assert_eq!(
@@ -933,9 +993,11 @@ mod tests {
                 ("localhost".to_owned(), 8080),
                 ("127.0.0.1".to_owned(), 3000),
                 ("[::1]".to_owned(), 3001),
+                ("intranet.example".to_owned(), 9000),
             ]
         );
         for bad in [
+            ".:80",
             "localhost",
             "localhost:",
             "localhost:0",
@@ -972,6 +1034,36 @@ mod tests {
             listed.resolve_host("no-such-host.invalid").await,
             Err(ResolveRefusal::Unresolved(_))
         ));
+    }
+
+    #[test]
+    fn one_forbidden_address_refuses_the_whole_name() {
+        let public = ip("93.184.216.34");
+        let private = ip("10.0.0.7");
+        assert_eq!(
+            judge_addresses("mixed.example", vec![public, private], false),
+            Err(ResolveRefusal::Forbidden("mixed.example".into()))
+        );
+        assert_eq!(
+            judge_addresses(
+                "mapped.example",
+                vec![public, ip("::ffff:127.0.0.1")],
+                false
+            ),
+            Err(ResolveRefusal::Forbidden("mapped.example".into()))
+        );
+        assert_eq!(
+            judge_addresses("public.example", vec![public], false),
+            Ok(vec![public])
+        );
+        assert_eq!(
+            judge_addresses("listed.example", vec![public, private], true),
+            Ok(vec![public, private])
+        );
+        assert_eq!(
+            judge_addresses("empty.example", vec![], true),
+            Err(ResolveRefusal::Unresolved("empty.example".into()))
+        );
     }
 
     #[test]
