@@ -522,7 +522,7 @@ pub struct UploadResponse {
 #[cfg_attr(feature = "ssr", derive(ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CrawlOptions {
-    /// Links followed from the start page: 0 (that page only, the default) to 5.
+    /// Links followed from the start page: 0 (that page only) to 5, default 2.
     #[serde(default)]
     pub crawl_depth: Option<u8>,
     /// Pages indexed at most: 1 to 1,000, default 50.

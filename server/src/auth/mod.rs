@@ -139,6 +139,8 @@ pub struct AuthService {
     /// Recipients mailed in the last minute, per purpose (guards against mail bombing).
     pub mail_cooldown: Cache<String, ()>,
     sessions: Cache<String, Arc<SessionAuth>>,
+    /// API key lookups by the presented key, so that a cached key costs no hashing;
+    /// entries are dropped by key hash on revocation (see [`AuthService::forget_key`]).
     keys: Cache<String, Option<Arc<KeyAuth>>>,
     /// Access tokens whose signature, issuer, audience and type were checked, by token;
     /// their `nbf`/`exp` are checked again on every use.
@@ -169,7 +171,11 @@ impl AuthService {
                 .time_to_live(StdDuration::from_secs(60))
                 .build(),
             sessions: auth_cache(),
-            keys: auth_cache(),
+            keys: Cache::builder()
+                .max_capacity(100_000)
+                .time_to_live(AUTH_CACHE_TTL)
+                .support_invalidation_closures()
+                .build(),
             access_tokens: Cache::builder()
                 .max_capacity(100_000)
                 .time_to_live(ACCESS_TOKEN_CACHE_TTL)
@@ -247,10 +253,10 @@ impl AuthService {
     }
 
     async fn authenticate_key(&self, key: &str) -> Result<Option<Principal>, ApiError> {
-        let hash = keys::sha256_hex(key);
-        let found = match self.keys.get(&hash) {
+        let found = match self.keys.get(key) {
             Some(found) => found,
             None => {
+                let hash = keys::sha256_hex(key);
                 let found = match self.store.api_key_by_hash(&hash).await? {
                     Some(auth) => {
                         let scopes = ScopeSet::parse(&auth.key.scopes)
@@ -259,16 +265,17 @@ impl AuthService {
                     }
                     None => None,
                 };
-                self.keys.insert(hash.clone(), found.clone());
+                // The store found the key by its hash, so the entry belongs to `key`.
+                let found = found.filter(|k| keys::constant_time_eq(&k.auth.key.key_hash, &hash));
+                self.keys.insert(key.to_string(), found.clone());
                 found
             }
         };
         let Some(found) = found else { return Ok(None) };
         let auth = &found.auth;
         let now = self.clock.now();
-        let usable = keys::constant_time_eq(&auth.key.key_hash, &hash)
-            && auth.key.revoked_at.is_none()
-            && auth.key.expires_at.is_none_or(|exp| exp > now);
+        let usable =
+            auth.key.revoked_at.is_none() && auth.key.expires_at.is_none_or(|exp| exp > now);
         if !usable {
             return Ok(None);
         }
@@ -411,7 +418,11 @@ impl AuthService {
 
     /// Drops a cached API key lookup (after revocation) so it stops working at once.
     pub fn forget_key(&self, key_hash: &str) {
-        self.keys.invalidate(key_hash);
+        let hash = key_hash.to_string();
+        // Cannot fail: the cache is built with invalidation closures.
+        let _ = self.keys.invalidate_entries_if(move |_, found| {
+            found.as_ref().is_some_and(|k| k.auth.key.key_hash == hash)
+        });
     }
 }
 
