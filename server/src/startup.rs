@@ -9,6 +9,7 @@ use axum::{
     middleware,
     response::{IntoResponse, Response},
     routing::any,
+    serve::{ListenerExt, TapIo},
     Extension, Router,
 };
 use leptos::prelude::LeptosOptions;
@@ -108,7 +109,7 @@ impl Application {
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         axum::serve(
-            self.listener,
+            nodelay(self.listener),
             self.router
                 .into_make_service_with_connect_info::<SocketAddr>(),
         )
@@ -201,4 +202,36 @@ pub async fn shutdown_signal() {
         () = terminate => {},
     }
     tracing::info!("shutting down: finishing in-flight requests");
+}
+
+/// `listener` with `TCP_NODELAY` set on every accepted connection. Streamed replies are
+/// many small writes; with Nagle's algorithm each waits for the acknowledgement of the
+/// previous one, which the client delays (tens of milliseconds per chunk).
+pub fn nodelay(
+    listener: tokio::net::TcpListener,
+) -> TapIo<tokio::net::TcpListener, fn(&mut tokio::net::TcpStream)> {
+    listener.tap_io(set_nodelay)
+}
+
+fn set_nodelay(tcp: &mut tokio::net::TcpStream) {
+    if let Err(err) = tcp.set_nodelay(true) {
+        tracing::warn!(error = %err, "cannot set TCP_NODELAY on a connection");
+    }
+}
+
+#[cfg(test)]
+mod nodelay_tests {
+    use axum::serve::Listener;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn accepted_connections_have_tcp_nodelay() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mut listener = nodelay(listener);
+        let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (stream, _) = listener.accept().await;
+        assert!(stream.nodelay().unwrap());
+    }
 }
