@@ -190,6 +190,7 @@ pub async fn prepare(
         message: format!("The agent's model `{model_id}` is not offered by any configured provider right now"),
     })?;
     let now = state.auth.clock.now();
+    let continued = thread_id.is_some();
     let thread = match thread_id {
         Some(id) => state
             .store
@@ -210,10 +211,16 @@ pub async fn prepare(
             thread
         }
     };
-    let history: Vec<Turn> = state
-        .store
-        .recent_messages(&thread.id, HISTORY_LIMIT)
-        .await?
+    // A new thread has no history: no need to ask the store.
+    let earlier = if continued {
+        state
+            .store
+            .recent_messages(&thread.id, HISTORY_LIMIT)
+            .await?
+    } else {
+        Vec::new()
+    };
+    let history: Vec<Turn> = earlier
         .into_iter()
         .filter(|m| m.status == "complete" || m.role == "user")
         .map(|m| Turn {
