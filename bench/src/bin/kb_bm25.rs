@@ -45,6 +45,13 @@
 //! B's documents, and a word present only in A's chunks must find nothing on B. The run
 //! fails otherwise.
 //!
+//! A diagnosis follows (skip it with `--no-diagnosis`): for each dev question, how many of
+//! agent A's chunks match its query (BM25 scores every matching chunk before the top 10
+//! are known), the fastest of 3 `retrieve::search` calls, and the fastest of 3 runs of the
+//! ranking alone: the same scoped FTS5 `MATCH` and `bm25()` weights as the store's query,
+//! `ORDER BY ... LIMIT 20` on the FTS5 table without the joins (what SQLite cannot avoid
+//! for this query shape), sent through the store's connection pool.
+//!
 //! `--db PATH` keeps the filled database at `PATH` and reuses it on the next run (when it
 //! already holds the two agents; `--text` and the sizes are then those of the first run);
 //! without it the database lives in a temporary folder.
@@ -135,6 +142,9 @@ struct Args {
     /// Stop the measured queries on agent A after this many seconds (0: no limit).
     #[arg(long, default_value_t = 75)]
     budget_seconds: u64,
+    /// Skip the per-question diagnosis (matching chunks, and the ranking alone in SQL).
+    #[arg(long)]
+    no_diagnosis: bool,
 }
 
 /// How chunk text is made from the book's words.
@@ -295,7 +305,7 @@ async fn main() -> anyhow::Result<()> {
     let ran = synthetic_run.histogram.len() + dev_run.histogram.len();
     if ran < measured.len() as u64 {
         println!(
-            "the query budget of {} s ran out: {ran} of {} measured queries were run              (--budget-seconds 0 runs them all)",
+            "the query budget of {} s ran out: {ran} of {} measured queries were run (--budget-seconds 0 runs them all)",
             args.budget_seconds,
             measured.len()
         );
@@ -313,6 +323,9 @@ async fn main() -> anyhow::Result<()> {
         a_only_on_a.len()
     );
     println!("load after the queries: {}", kb::load_average());
+    if !args.no_diagnosis {
+        diagnose(&store, &agent_a, &questions).await?;
+    }
 
     let mut all = synthetic_run.histogram.clone();
     all.add(&dev_run.histogram)?;
@@ -546,4 +559,56 @@ async fn run_queries(
         }
     }
     Ok(runs)
+}
+
+/// BM25 column weights of the store's query (`server/src/store/sqlite/knowledge.rs`).
+const STORE_BM25: &str = "bm25(chunks_fts, 0.0, 2.0, 1.5, 1.0)";
+
+/// Per dev question: chunks matched, `retrieve::search` time and the ranking alone.
+async fn diagnose(
+    store: &SqliteStore,
+    agent: &str,
+    questions: &[eval::Question],
+) -> anyhow::Result<()> {
+    let scoped = |query: &str| format!("agent : \"{}\" AND ({query})", agent.replace('-', ""));
+    println!();
+    println!("Diagnosis on agent A (fastest of 3 runs each):");
+    println!();
+    println!(
+        "| question | FTS5 query | chunks matched | retrieve::search (ms) | ranking alone (ms) |"
+    );
+    println!("|---|---|---:|---:|---:|");
+    for q in questions {
+        let Some(query) = retrieve::fts_query(&q.q) else {
+            continue;
+        };
+        let matched: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?")
+                .bind(scoped(&query))
+                .fetch_one(store.pool())
+                .await?;
+        let mut search = Duration::MAX;
+        let mut ranking = Duration::MAX;
+        for _ in 0..3 {
+            let started = Instant::now();
+            retrieve::search(store, agent, &q.q, TOP).await?;
+            search = search.min(started.elapsed());
+            let started = Instant::now();
+            let rows: Vec<i64> = sqlx::query_scalar(&format!(
+                "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY {STORE_BM25} LIMIT 20"
+            ))
+            .bind(scoped(&query))
+            .fetch_all(store.pool())
+            .await?;
+            ranking = ranking.min(started.elapsed());
+            std::hint::black_box(rows);
+        }
+        println!(
+            "| {} | {query} | {matched} | {:.1} | {:.1} |",
+            q.q,
+            search.as_secs_f64() * 1000.0,
+            ranking.as_secs_f64() * 1000.0
+        );
+    }
+    Ok(())
 }
