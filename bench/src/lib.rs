@@ -6,6 +6,9 @@
 //! - [`load`]: the load generator's parts: raw HTTP/1.1 keep-alive connections, request
 //!   templates, a server-sent events parser, latency histograms and `/proc` readings
 //!   (resident memory, CPU time).
+//! - [`kb`]: the knowledge-base benchmarks' corpus (the Rust book), a deterministic
+//!   generator, stores and the service built in process, driven over its HTTP API.
 
+pub mod kb;
 pub mod load;
 pub mod service;
