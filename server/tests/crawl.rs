@@ -830,9 +830,12 @@ async fn crawl_depth_limits_link_hops() {
 #[tokio::test]
 async fn max_pages_keeps_the_nearest_pages() {
     let site = Site::start(SiteOptions::default()).await;
+    // The chapters' prev/next chain only: the table-of-contents frame would put every
+    // chapter at depth 2.
     let cfg = CrawlConfig {
         crawl_depth: 5,
         max_pages: 3,
+        exclude_patterns: vec!["**/toc.html".into()],
         ..CrawlConfig::default()
     };
     let (result, events) = run(
@@ -1420,4 +1423,26 @@ async fn site_page_kib(site: &Site) -> usize {
         .await
         .map(|f| f.body.len() / 1024)
         .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn a_table_of_contents_frame_leads_to_the_chapters() {
+    // The real mdBook front page links to no chapter of this fixture directly: its chapter
+    // list is the `toc.html` frame inside `<noscript>` (the list is built by a script
+    // otherwise). The frame is followed like a link; it is `noindex`, so it is not kept.
+    let site = Site::start(SiteOptions::default()).await;
+    let (result, events) = run(&site.client(), site.url("/book/index.html"), config(2)).await;
+    result.expect("crawl");
+    assert_eq!(site.hits("/book/toc.html"), 1, "the frame is fetched");
+    let kept = page_paths(&events);
+    assert!(
+        kept.contains(&"/book/ch04-01-what-is-ownership.html".to_owned()),
+        "{kept:?}"
+    );
+    assert!(!kept.contains(&"/book/toc.html".to_owned()), "{kept:?}");
+    let depth = pages(&events)
+        .iter()
+        .find(|p| p.url.path() == "/book/ch04-01-what-is-ownership.html")
+        .map(|p| p.depth);
+    assert_eq!(depth, Some(2), "index → toc.html → chapter");
 }

@@ -723,16 +723,13 @@ fn parse_html(html: &str, page_url: &Url) -> PageDoc {
 
     let mut links = Vec::new();
     let mut seen_links = HashSet::new();
-    for node in document.select("a[href], area[href]").nodes() {
-        let Some(href) = node.attr("href") else {
-            continue;
-        };
-        let Some(link) = base.join(href.trim()).ok().and_then(|u| normalize(&u)) else {
-            continue;
-        };
-        if seen_links.insert(link.clone()) {
-            links.push(link);
-        }
+    collect_links(&document, &base, &mut links, &mut seen_links);
+    // A parser with scripting on (as browsers and html5ever run) keeps the content of
+    // `<noscript>` as text; what a reader without scripts sees there (mdBook's table of
+    // contents frame, plain-link menus) is parsed on its own.
+    for noscript in document.select("noscript").nodes() {
+        let fallback = dom_query::Document::fragment(noscript.text().to_string());
+        collect_links(&fallback, &base, &mut links, &mut seen_links);
     }
 
     let canonical = document
@@ -819,6 +816,40 @@ fn parse_html(html: &str, page_url: &Url) -> PageDoc {
         links,
         noindex,
         nofollow,
+    }
+}
+
+/// Elements whose URL attribute leads to another page a reader can reach from this one:
+/// hyperlinks and image-map areas (`href`), and inline and classic frames (`src`), whose
+/// documents a browser shows as part of the page (mdBook, Javadoc and many generated
+/// manuals put their table of contents in a frame).
+const LINK_ATTRIBUTES: [(&str, &str); 4] = [
+    ("a[href]", "href"),
+    ("area[href]", "href"),
+    ("iframe[src]", "src"),
+    ("frame[src]", "src"),
+];
+
+/// Appends the absolute, normalised targets of `document`'s links and frames (see
+/// [`LINK_ATTRIBUTES`]) to `links`, in document order per kind, skipping those in `seen`.
+fn collect_links(
+    document: &dom_query::Document,
+    base: &Url,
+    links: &mut Vec<Url>,
+    seen: &mut HashSet<Url>,
+) {
+    for (selector, attribute) in LINK_ATTRIBUTES {
+        for node in document.select(selector).nodes() {
+            let Some(target) = node.attr(attribute) else {
+                continue;
+            };
+            let Some(link) = base.join(target.trim()).ok().and_then(|u| normalize(&u)) else {
+                continue;
+            };
+            if seen.insert(link.clone()) {
+                links.push(link);
+            }
+        }
     }
 }
 
@@ -1441,6 +1472,49 @@ mod tests {
         // Readability keeps the whole `<title>` when the part before the separator is
         // shorter than three words.
         assert_eq!(doc.title, "Widgets - Example Site");
+    }
+
+    #[test]
+    fn frames_and_noscript_fallbacks_are_links() {
+        // mdBook's shape: the table of contents is an iframe that only a reader without
+        // scripts gets, inside `<noscript>`.
+        let doc = parse_html(
+            r#"<html><head><title>Book</title></head><body>
+            <nav id="sidebar"><noscript>
+                <iframe class="sidebar-iframe-outer" src="toc.html"></iframe>
+                <a href="print.html">Print</a>
+            </noscript></nav>
+            <iframe src="/embedded.html"></iframe>
+            <frameset><frame src="frame-a.html"></frameset>
+            <main><p>Text of the book's first page, long enough to be its content.</p></main>
+            </body></html>"#,
+            &url("https://example.com/book/index.html"),
+        );
+        for expected in [
+            "https://example.com/book/toc.html",
+            "https://example.com/book/print.html",
+            "https://example.com/embedded.html",
+        ] {
+            assert!(
+                doc.links.contains(&url(expected)),
+                "{expected} missing from {:?}",
+                doc.links
+            );
+        }
+        // html5ever drops a `<frameset>` after body content; a frameset page keeps it.
+        let frames = parse_html(
+            r#"<html><head><title>Manual</title></head>
+            <frameset cols="20%,80%"><frame src="nav.html"><frame src="main.html"></frameset>
+            </html>"#,
+            &url("https://example.com/manual/"),
+        );
+        assert_eq!(
+            frames.links,
+            vec![
+                url("https://example.com/manual/nav.html"),
+                url("https://example.com/manual/main.html"),
+            ]
+        );
     }
 
     #[test]
