@@ -55,8 +55,9 @@ use agentchat::{
     knowledge::{
         chunk::{self, ChunkConfig},
         crawl::{self, CrawlConfig, CrawlEvent},
-        extract::{DocumentKind, Extracted, Section},
+        extract::ExtractLimits,
         net::{FetchLimits, NetPolicy, SafeClient},
+        worker,
     },
     store::{
         knowledge::{KnowledgeStore, NewChunk, PageRecord},
@@ -422,18 +423,10 @@ async fn crawl_and_index(
     Ok(run)
 }
 
-/// A page's chunks, built as the crawl job builds them: the page text is one Markdown
-/// section titled by the page.
+/// A page's chunks, built as the crawl job builds them: the page text cut into sections at
+/// its headings, titled by the page.
 fn page_chunks(text: String, title: &str, url: &str) -> Vec<NewChunk> {
-    let extracted = Extracted {
-        kind: DocumentKind::Markdown,
-        title: Some(title.to_owned()),
-        sections: vec![Section {
-            heading_path: Vec::new(),
-            text,
-            page: None,
-        }],
-    };
+    let extracted = worker::page_sections(text, title, &ExtractLimits::default());
     chunk::chunk(&extracted, &ChunkConfig::default())
         .into_iter()
         .map(|c| NewChunk {

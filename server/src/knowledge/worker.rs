@@ -5,7 +5,7 @@
 //! stays `processing` forever.
 
 use std::{
-    collections::HashMap,
+    collections::{HashMap, VecDeque},
     sync::{
         atomic::{AtomicU32, Ordering},
         Arc,
@@ -287,6 +287,10 @@ async fn crawl_site(k: &Knowledge, job: &JobRecord, progress: &Progress) -> Resu
     let crawler = tokio::spawn(async move { crawl::crawl(&client, start, &config, tx).await });
     let mut seen: Vec<String> = Vec::new();
     let mut bytes = 0u64;
+    // Pages are chunked on the blocking pool, several at once (chunking is most of a page's
+    // indexing cost), and stored in the order they arrived.
+    let in_flight = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(1, 8));
+    let mut chunking: VecDeque<(PageRecord, JoinHandle<Vec<NewChunk>>)> = VecDeque::new();
     while let Some(event) = rx.recv().await {
         match event {
             CrawlEvent::Page(page) => {
@@ -304,32 +308,22 @@ async fn crawl_site(k: &Knowledge, job: &JobRecord, progress: &Progress) -> Resu
                 let text = page.text;
                 let chunk_title = title.clone();
                 let chunk_url = url.clone();
+                let limits = k.limits.clone();
                 let chunks = tokio::task::spawn_blocking(move || {
-                    let extracted = Extracted {
-                        kind: DocumentKind::Markdown,
-                        title: Some(chunk_title.clone()),
-                        sections: vec![extract::Section {
-                            heading_path: Vec::new(),
-                            text,
-                            page: None,
-                        }],
-                    };
+                    let extracted = page_sections(text, &chunk_title, &limits);
                     new_chunks(&extracted, &chunk_title, Some(&chunk_url))
-                })
-                .await
-                .map_err(|_| "Indexing a page failed unexpectedly.".to_string())?;
+                });
                 let record = PageRecord {
                     url,
                     title,
                     content_hash: page.content_hash,
                 };
-                if !store
-                    .replace_page(&doc.id, &record, &chunks, Utc::now())
-                    .await
-                    .map_err(store_err)?
-                {
-                    crawler.abort();
-                    return Ok(Done::Deleted);
+                chunking.push_back((record, chunks));
+                while chunking.len() >= in_flight {
+                    if !store_next_page(k, &doc.id, &mut chunking).await? {
+                        crawler.abort();
+                        return Ok(Done::Deleted);
+                    }
                 }
             }
             CrawlEvent::Progress { done, found } => {
@@ -338,6 +332,12 @@ async fn crawl_site(k: &Knowledge, job: &JobRecord, progress: &Progress) -> Resu
                 let _ = store.job_progress(&job.id, done, found, lease).await;
             }
             CrawlEvent::Skipped { .. } => {}
+        }
+    }
+    while !chunking.is_empty() {
+        if !store_next_page(k, &doc.id, &mut chunking).await? {
+            crawler.abort();
+            return Ok(Done::Deleted);
         }
     }
     let summary = match crawler.await {
@@ -360,4 +360,82 @@ async fn crawl_site(k: &Knowledge, job: &JobRecord, progress: &Progress) -> Resu
         .map_err(store_err)?;
     info!(document = %doc.id, pages, skipped = summary.skipped, "crawl indexed");
     Ok(Done::Indexed)
+}
+
+/// Waits for the oldest page being chunked and stores it with its chunks. `Ok(false)` when
+/// the document was deleted meanwhile (the crawl should stop).
+async fn store_next_page(
+    k: &Knowledge,
+    document_id: &str,
+    chunking: &mut VecDeque<(PageRecord, JoinHandle<Vec<NewChunk>>)>,
+) -> Result<bool, Failure> {
+    let Some((record, task)) = chunking.pop_front() else {
+        return Ok(true);
+    };
+    let chunks = task
+        .await
+        .map_err(|_| "Indexing a page failed unexpectedly.".to_string())?;
+    k.store
+        .replace_page(document_id, &record, &chunks, Utc::now())
+        .await
+        .map_err(store_err)
+}
+
+/// A crawled page's Markdown-style text cut into sections at its headings (the same reader
+/// as uploaded Markdown, [`extract::extract`]), so that each chunk keeps the heading path it
+/// sits under; `title` is the page's title. A page the reader cannot take (no text after
+/// rendering, its time limit) stays one section without headings.
+pub fn page_sections(text: String, title: &str, limits: &extract::ExtractLimits) -> Extracted {
+    match extract::extract(text.as_bytes(), DocumentKind::Markdown, limits) {
+        Ok(mut extracted) => {
+            extracted.title = Some(title.to_owned());
+            extracted
+        }
+        Err(_) => Extracted {
+            kind: DocumentKind::Markdown,
+            title: Some(title.to_owned()),
+            sections: vec![extract::Section {
+                heading_path: Vec::new(),
+                text,
+                page: None,
+            }],
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crawled_pages_keep_their_heading_paths() {
+        let text = "# What Is Ownership?\n\nOwnership is a set of rules.\n\n\
+                    ## The Stack and the Heap\n\nThe stack stores values in order.\n"
+            .to_owned();
+        let page = page_sections(text, "Ownership - The Book", &Default::default());
+        assert_eq!(page.title.as_deref(), Some("Ownership - The Book"));
+        let paths: Vec<Vec<String>> = page
+            .sections
+            .iter()
+            .map(|s| s.heading_path.clone())
+            .collect();
+        assert_eq!(
+            paths,
+            vec![
+                vec!["What Is Ownership?".to_owned()],
+                vec![
+                    "What Is Ownership?".to_owned(),
+                    "The Stack and the Heap".to_owned()
+                ],
+            ]
+        );
+        assert!(page.sections[1].text.contains("The stack stores values"));
+    }
+
+    #[test]
+    fn a_page_without_text_stays_one_section() {
+        let page = page_sections("   ".to_owned(), "Blank", &Default::default());
+        assert_eq!(page.sections.len(), 1);
+        assert!(page.sections[0].heading_path.is_empty());
+    }
 }
