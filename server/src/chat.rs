@@ -104,15 +104,18 @@ pub fn attachments_text(attachments: &[Attachment]) -> ApiResult<String> {
 /// Longest snippet of a source in the chat reply, in characters.
 pub const SNIPPET_CHARS: usize = 240;
 
-/// The agent's knowledge for `message`: passages for the prompt (marked `[1]`, `[2]`, ...)
-/// that fit in `budget` tokens, and the matching sources for the reply, best first.
+/// The agent's knowledge for `message` ([`retrieve::hybrid`]): passages for the prompt
+/// (marked `[1]`, `[2]`, ...) that fit in `budget` tokens, and the matching sources for
+/// the reply, best first. A source's `score` (3 decimals) is the BM25 relevance without
+/// `EMBEDDING_MODEL`, and with it the fused score as a share of the best possible (1.0:
+/// ranked first by both BM25 and vector similarity).
 pub async fn retrieve(
     state: &AppState,
     agent_id: &str,
     message: &str,
     budget: u32,
 ) -> ApiResult<(Vec<Passage>, Vec<Source>)> {
-    let hits = retrieve::search(state.store.as_ref(), agent_id, message, retrieve::TOP_K).await?;
+    let hits = retrieve::hybrid(&state.knowledge, agent_id, message, retrieve::TOP_K).await?;
     let mut passages = Vec::new();
     let mut sources = Vec::new();
     let mut used = 0u32;

@@ -9,10 +9,16 @@
 //!   `content_block_delta`…, `content_block_stop`, `message_delta`, `message_stop`) with token
 //!   usage; it requires the `anthropic-version` header and `max_tokens`, as the real API does;
 //! - `GET /v1/models` in either provider's shape (Anthropic when the request carries an
-//!   `anthropic-version` or `x-api-key` header, OpenAI otherwise).
+//!   `anthropic-version` or `x-api-key` header, OpenAI otherwise);
+//! - the OpenAI Embeddings API (`POST /v1/embeddings`, a string or an array of strings),
+//!   answering deterministic vectors ([`embedding`]: a hashed bag of words in
+//!   [`EMBEDDING_DIMENSIONS`] dimensions, unit length, with a few synonym groups folded so
+//!   that a text can be near a query it shares no word with). Requests are counted
+//!   ([`MockProvider::embedding_requests`]) and can be made to fail
+//!   ([`MockProvider::set_embeddings_status`]).
 //!
 //! Clients are pointed at [`MockProvider::base_url`] (`http://127.0.0.1:PORT/v1/`), to which
-//! they append `chat/completions`, `messages` or `models`.
+//! they append `chat/completions`, `messages`, `models` or `embeddings`.
 //!
 //! # Replies
 //!
@@ -54,6 +60,7 @@
 
 mod anthropic;
 mod common;
+mod embeddings;
 mod markers;
 mod openai;
 mod server;
@@ -66,6 +73,7 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
+pub use embeddings::{embedding, EMBEDDING_DIMENSIONS};
 pub use markers::MAX_TOKENS_MARKER;
 
 /// Configuration of a [`MockProvider`].
@@ -193,6 +201,21 @@ impl MockProvider {
     /// The number of streamed answers written to the end.
     pub fn completed_streams(&self) -> usize {
         self.shared.completed_streams.load(Ordering::SeqCst)
+    }
+
+    /// The number of `POST /v1/embeddings` requests received so far, failed ones included
+    /// (counted even when [`MockConfig::record_requests`] is off).
+    pub fn embedding_requests(&self) -> usize {
+        self.shared.embedding_requests.load(Ordering::SeqCst)
+    }
+
+    /// Makes every later embeddings request fail with `status` (400–599, with the
+    /// provider's error JSON, message `mock failure STATUS`), or answer normally again
+    /// with `None` — an embedding endpoint that goes down and comes back.
+    pub fn set_embeddings_status(&self, status: Option<u16>) {
+        self.shared
+            .embeddings_status
+            .store(status.unwrap_or(0), Ordering::SeqCst);
     }
 }
 

@@ -33,7 +33,7 @@ fn error_with_param(
 }
 
 /// The answer to a `[[status:CODE]]` marker.
-fn status_error(code: u16) -> Response {
+pub(crate) fn status_error(code: u16) -> Response {
     let message = format!("mock failure {code}");
     match code {
         401 => error(

@@ -1,7 +1,7 @@
 //! The HTTP server: accept loop, routing, request recording, model listing.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -21,7 +21,7 @@ use tower::ServiceExt;
 
 use crate::markers::StatusMarker;
 use crate::stream::ConnectionKiller;
-use crate::{anthropic, openai, MockConfig, RecordedRequest};
+use crate::{anthropic, embeddings, openai, MockConfig, RecordedRequest};
 
 /// The largest request body accepted.
 const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
@@ -34,6 +34,10 @@ pub(crate) struct Shared {
     pub open_streams: AtomicUsize,
     pub cancelled_streams: AtomicUsize,
     pub completed_streams: AtomicUsize,
+    /// `POST /v1/embeddings` requests received (failed ones included).
+    pub embedding_requests: AtomicUsize,
+    /// The status every embeddings request fails with; 0 answers normally.
+    pub embeddings_status: AtomicU16,
     /// How many requests carried each `[[status:CODExN]]` marker.
     status_counts: Mutex<HashMap<String, u32>>,
     next_id: AtomicU64,
@@ -47,6 +51,8 @@ impl Shared {
             open_streams: AtomicUsize::new(0),
             cancelled_streams: AtomicUsize::new(0),
             completed_streams: AtomicUsize::new(0),
+            embedding_requests: AtomicUsize::new(0),
+            embeddings_status: AtomicU16::new(0),
             status_counts: Mutex::new(HashMap::new()),
             next_id: AtomicU64::new(1),
         }
@@ -144,6 +150,7 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/models", get(models))
         .route("/v1/chat/completions", post(openai::chat_completions))
         .route("/v1/messages", post(anthropic::messages))
+        .route("/v1/embeddings", post(embeddings::embeddings))
         .fallback(not_found)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn_with_state(Arc::clone(&shared), record))

@@ -7,11 +7,15 @@
 //!   sitemaps, canonical URLs).
 //! - [`worker`]: durable jobs from the database, run by a worker pool with leases, so a
 //!   job interrupted by a crash or restart is retried.
-//! - [`retrieve`]: BM25 retrieval scoped to an agent.
+//! - [`embed`]: chunk embeddings through the OpenAI-compatible endpoint when
+//!   `EMBEDDING_MODEL` is set, their failure semantics, and the in-memory vectors.
+//! - [`retrieve`]: BM25 retrieval scoped to an agent, fused with vector similarity by
+//!   reciprocal rank fusion when embeddings are configured.
 //! - [`eval`]: hit@1, hit@5 and MRR of retrieval on a question set.
 
 pub mod chunk;
 pub mod crawl;
+pub mod embed;
 pub mod eval;
 pub mod extract;
 pub mod net;
@@ -41,13 +45,20 @@ pub struct Knowledge {
     pub limits: Arc<extract::ExtractLimits>,
     /// Largest upload in bytes (`MAX_UPLOAD_BYTES`).
     pub max_upload_bytes: usize,
+    /// The embedding client when `EMBEDDING_MODEL` is set; `None` means BM25 only and no
+    /// embedding request is ever made.
+    pub embedder: Option<Arc<embed::Embedder>>,
+    /// Agents' vectors kept in memory between queries.
+    pub vectors: embed::VectorCache,
+    /// Wakes the embedding catch-up task ([`embed::catch_up`]).
+    pub embed_wake: Arc<Notify>,
 }
 
 impl Knowledge {
     /// The knowledge base of `config` over `store`.
     ///
     /// Errors: a malformed `ALLOWED_PRIVATE_HOSTS` entry, an uploads folder that cannot be
-    /// created, or an HTTP client that cannot be built.
+    /// created, or an HTTP client (crawls, embeddings) that cannot be built.
     pub fn new(config: &Config, store: Arc<dyn Store>) -> anyhow::Result<Self> {
         let uploads = config.data_dir.join("uploads");
         std::fs::create_dir_all(&uploads)?;
@@ -64,6 +75,9 @@ impl Knowledge {
             wake: Arc::new(Notify::new()),
             limits: Arc::new(extract::ExtractLimits::default()),
             max_upload_bytes: config.max_upload_bytes,
+            embedder: embed::Embedder::from_config(config)?.map(Arc::new),
+            vectors: embed::VectorCache::default(),
+            embed_wake: Arc::new(Notify::new()),
         })
     }
 

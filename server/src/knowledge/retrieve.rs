@@ -1,8 +1,13 @@
 //! Retrieval: turns a chat message into a BM25 query over the agent's chunks (SQLite FTS5)
-//! and keeps the best hits above a score floor.
+//! and keeps the best hits above a score floor. When `EMBEDDING_MODEL` is configured,
+//! [`hybrid`] also ranks the agent's chunks by the cosine similarity of their embeddings to
+//! the message's, and fuses both rankings by reciprocal rank fusion ([`rrf`]).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
+use tracing::warn;
+
+use super::Knowledge;
 use crate::store::{knowledge::ChunkHit, Store, StoreResult};
 
 /// Chunks put into a prompt at most.
@@ -82,9 +87,201 @@ pub fn apply_floor(hits: Vec<ChunkHit>, k: u32) -> Vec<ChunkHit> {
         .collect()
 }
 
+/// The `k` of reciprocal rank fusion: a hit at rank `r` (1-based) of a list adds
+/// `1 / (k + r)`. 60 is the value of Cormack, Clarke and Büttcher, "Reciprocal Rank Fusion
+/// outperforms Condorcet and individual Rank Learning Methods" (SIGIR 2009), where it was
+/// fixed once and worked across collections.
+pub const RRF_K: f64 = 60.0;
+/// A vector hit with a cosine similarity below this is dropped, whatever the others score:
+/// the nearest chunks of an unrelated question still have neighbours, and with OpenAI's
+/// text-embedding-3 models (and comparable ones) unrelated text scores below it.
+pub const MIN_SIMILARITY: f32 = 0.3;
+/// A vector hit below this share of the best vector hit's similarity is dropped: the
+/// vector counterpart of [`RELATIVE_SCORE_FLOOR`]. Cosine similarities of one model
+/// crowd into a narrow band, so the share is much higher than BM25's.
+pub const RELATIVE_SIMILARITY_FLOOR: f32 = 0.75;
+/// Longest part of a message embedded as the query, in characters (the start of a very
+/// long message says what it is about, and stays within embedding models' input limits).
+pub const QUERY_EMBED_CHARS: usize = 4_000;
+
+/// Fuses rankings by reciprocal rank fusion ([`RRF_K`]): each id scores the sum of
+/// `1 / (RRF_K + rank)` over the lists it is in. Returns every id once, best first; ties
+/// go to the id with the better single rank, then to the earlier list (BM25 is passed
+/// first), then to the smaller id, so the order is deterministic.
+pub fn rrf(lists: &[&[i64]]) -> Vec<(i64, f64)> {
+    // id -> (score, best rank, first list it was best in)
+    let mut fused: HashMap<i64, (f64, usize, usize)> = HashMap::new();
+    for (list_no, list) in lists.iter().enumerate() {
+        let mut seen = HashSet::new();
+        for (i, id) in list.iter().enumerate() {
+            if !seen.insert(*id) {
+                continue;
+            }
+            let rank = i + 1;
+            let entry = fused.entry(*id).or_insert((0.0, usize::MAX, usize::MAX));
+            entry.0 += 1.0 / (RRF_K + rank as f64);
+            if rank < entry.1 {
+                entry.1 = rank;
+                entry.2 = list_no;
+            }
+        }
+    }
+    let mut out: Vec<(i64, (f64, usize, usize))> = fused.into_iter().collect();
+    out.sort_by(|a, b| {
+        b.1 .0
+            .total_cmp(&a.1 .0)
+            .then(a.1 .1.cmp(&b.1 .1))
+            .then(a.1 .2.cmp(&b.1 .2))
+            .then(a.0.cmp(&b.0))
+    });
+    out.into_iter()
+        .map(|(id, (score, _, _))| (id, score))
+        .collect()
+}
+
+/// Keeps the vector hits (best first) at or above [`MIN_SIMILARITY`] and at or above
+/// [`RELATIVE_SIMILARITY_FLOOR`] of the best one.
+pub fn vector_floor(hits: Vec<(i64, f32)>) -> Vec<(i64, f32)> {
+    let best = hits.first().map_or(0.0, |h| h.1);
+    let floor = MIN_SIMILARITY.max(best * RELATIVE_SIMILARITY_FLOOR);
+    hits.into_iter().filter(|h| h.1 >= floor).collect()
+}
+
+/// The agent's best chunks for `message`, best first, at most `k`.
+///
+/// Without an embedder this is [`search`] (BM25 scores, no request made). With one, it
+/// takes up to 20 BM25 hits above the BM25 floor ([`apply_floor`]) and up to 20 nearest
+/// chunks by cosine similarity above the vector floor ([`vector_floor`]), fuses the two
+/// rankings with [`rrf`] and keeps the first `k`. Each hit's `score` is then its fused
+/// score divided by the best a chunk can have (first in both lists, `2 / (RRF_K + 1)`):
+/// 1.0 means ranked first by both, about 0.5 first by one and absent from the other.
+/// When the message cannot be embedded (endpoint down, timeout), the vector list is empty
+/// and a warning is logged: the chat still gets BM25's hits, scored the same way. An
+/// agent without any vector of the model costs no embedding request.
+///
+/// Errors: the store's (the embedding endpoint's never are).
+pub async fn hybrid(
+    knowledge: &Knowledge,
+    agent_id: &str,
+    message: &str,
+    k: u32,
+) -> StoreResult<Vec<ChunkHit>> {
+    let store = knowledge.store.as_ref();
+    let Some(embedder) = knowledge.embedder.as_deref() else {
+        return search(store, agent_id, message, k).await;
+    };
+    let candidates = CANDIDATES.max(k);
+    let bm25 = match fts_query(message) {
+        Some(query) => apply_floor(
+            store.search_chunks(agent_id, &query, candidates).await?,
+            candidates,
+        ),
+        None => Vec::new(),
+    };
+    let set = knowledge
+        .vectors
+        .get(store, agent_id, embedder.model())
+        .await?;
+    let mut nearest = Vec::new();
+    if !set.ids.is_empty() && !message.trim().is_empty() {
+        let query: String = message.chars().take(QUERY_EMBED_CHARS).collect();
+        match embedder.embed_query(&query).await {
+            Ok(vector) => nearest = vector_floor(set.nearest(&vector, candidates as usize)),
+            Err(err) => {
+                warn!(agent = agent_id, error = %err, "embedding the query failed; retrieving with BM25 alone");
+            }
+        }
+    }
+    let bm25_ids: Vec<i64> = bm25.iter().map(|h| h.chunk_id).collect();
+    let vector_ids: Vec<i64> = nearest.iter().map(|h| h.0).collect();
+    let fused = rrf(&[&bm25_ids, &vector_ids]);
+    let mut by_id: HashMap<i64, ChunkHit> = bm25.into_iter().map(|h| (h.chunk_id, h)).collect();
+    let vector_only: Vec<i64> = vector_ids
+        .iter()
+        .copied()
+        .filter(|id| !by_id.contains_key(id))
+        .collect();
+    // Read through the chunks table: a chunk deleted since the vectors were read is
+    // simply not there.
+    for hit in store.chunk_hits(agent_id, &vector_only).await? {
+        by_id.insert(hit.chunk_id, hit);
+    }
+    let best_possible = 2.0 / (RRF_K + 1.0);
+    Ok(fused
+        .into_iter()
+        .filter_map(|(id, score)| {
+            by_id.remove(&id).map(|mut hit| {
+                hit.score = score / best_possible;
+                hit
+            })
+        })
+        .take(k as usize)
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn ids(fused: &[(i64, f64)]) -> Vec<i64> {
+        fused.iter().map(|(id, _)| *id).collect()
+    }
+
+    #[test]
+    fn rrf_rewards_agreement_between_lists() {
+        // 3 is second in both lists; 1 and 4 are first in one list and absent from the other.
+        let fused = rrf(&[&[1, 3, 2], &[4, 3, 5]]);
+        assert_eq!(ids(&fused), vec![3, 1, 4, 2, 5]);
+        let score = |id| fused.iter().find(|f| f.0 == id).unwrap().1;
+        assert!((score(3) - 2.0 / 62.0).abs() < 1e-12);
+        assert!((score(1) - 1.0 / 61.0).abs() < 1e-12);
+        assert!((score(2) - 1.0 / 63.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn rrf_uses_k_60() {
+        // 1000 is first in the BM25 list only; 2000 is 30th in both. With k = 60,
+        // 2/90 > 1/61 and agreement wins; with a small k (1: 1/2 > 2/31) it would lose.
+        let mut bm25: Vec<i64> = vec![1000];
+        bm25.extend(1..=28);
+        bm25.push(2000);
+        let mut vector: Vec<i64> = (101..=129).collect();
+        vector.push(2000);
+        let fused = rrf(&[&bm25, &vector]);
+        assert_eq!(fused[0].0, 2000);
+        assert!((fused[0].1 - 2.0 / 90.0).abs() < 1e-12);
+        assert_eq!(fused[1].0, 1000);
+    }
+
+    #[test]
+    fn rrf_breaks_ties_deterministically() {
+        // 1 and 2 are both first in one list: the earlier (BM25) list wins the tie.
+        assert_eq!(ids(&rrf(&[&[1], &[2]])), vec![1, 2]);
+        assert_eq!(ids(&rrf(&[&[2], &[1]])), vec![2, 1]);
+        // Equal scores from the same ranks: the smaller id first.
+        assert_eq!(ids(&rrf(&[&[5, 6], &[6, 5]])), vec![5, 6]);
+    }
+
+    #[test]
+    fn rrf_with_one_list_empty_keeps_the_other_order() {
+        assert_eq!(ids(&rrf(&[&[3, 1, 2], &[]])), vec![3, 1, 2]);
+        assert_eq!(ids(&rrf(&[&[], &[9, 8]])), vec![9, 8]);
+        assert!(rrf(&[&[], &[]]).is_empty());
+        // A duplicate inside one list counts once, at its best rank.
+        let fused = rrf(&[&[4, 4], &[]]);
+        assert_eq!(fused.len(), 1);
+        assert!((fused[0].1 - 1.0 / 61.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_vector_floor_is_absolute_and_relative() {
+        let kept = vector_floor(vec![(1, 0.9), (2, 0.7), (3, 0.6), (4, 0.1)]);
+        assert_eq!(kept, vec![(1, 0.9), (2, 0.7)], "0.6 < 0.75 × 0.9");
+        let kept = vector_floor(vec![(1, 0.35), (2, 0.29)]);
+        assert_eq!(kept, vec![(1, 0.35)], "0.29 is under the absolute floor");
+        assert!(vector_floor(vec![(1, 0.2)]).is_empty());
+        assert!(vector_floor(Vec::new()).is_empty());
+    }
 
     #[test]
     fn queries_quote_distinct_content_words() {

@@ -3,6 +3,10 @@
 //! stops renewing; once its lease has passed another worker takes the job again. A job
 //! started [`MAX_ATTEMPTS`] times without finishing fails its document, so no document
 //! stays `processing` forever.
+//!
+//! With `EMBEDDING_MODEL` set, a job embeds the chunks it writes; an embedding failure
+//! never fails the job (see [`super::embed`] for the failure semantics), and the workers'
+//! instance also runs the embedding catch-up task.
 
 use std::{
     collections::{HashMap, VecDeque},
@@ -21,6 +25,7 @@ use tracing::{info, warn};
 use super::{
     chunk::{self, ChunkConfig},
     crawl::{self, CrawlConfig, CrawlEvent},
+    embed,
     extract::{self, DocumentKind, Extracted},
     Knowledge,
 };
@@ -43,14 +48,19 @@ pub mod kind {
     pub const CRAWL: &str = "crawl";
 }
 
-/// Starts `workers` job workers; they run until the runtime stops.
+/// Starts `workers` job workers, and with them (when `workers` > 0 and an embedder is
+/// configured) the embedding catch-up task; they run until the runtime stops.
 pub fn spawn(knowledge: Knowledge, workers: usize) -> Vec<JoinHandle<()>> {
-    (0..workers)
+    let mut handles: Vec<JoinHandle<()>> = (0..workers)
         .map(|n| {
             let k = knowledge.clone();
             tokio::spawn(async move { work(k, n).await })
         })
-        .collect()
+        .collect();
+    if workers > 0 && knowledge.embedder.is_some() {
+        handles.push(tokio::spawn(embed::catch_up(knowledge)));
+    }
+    handles
 }
 
 async fn work(k: Knowledge, n: usize) {
@@ -157,6 +167,42 @@ async fn fail(k: &Knowledge, job: &JobRecord, reason: &str) {
     warn!(job = %job.id, reason, "job failed");
 }
 
+/// A job's embedding of its chunks: once a request failed, the rest of the job does not
+/// ask again (the catch-up task will).
+#[derive(Default)]
+struct Embedding {
+    failed: bool,
+    embedded: bool,
+}
+
+impl Embedding {
+    /// Embeds the document's chunks that lack a vector; a failure is logged, never
+    /// returned (module [`super::embed`]: the document stays searchable by BM25).
+    async fn document(&mut self, k: &Knowledge, document_id: &str) {
+        let Some(embedder) = k.embedder.as_deref() else {
+            return;
+        };
+        if self.failed {
+            return;
+        }
+        match embed::embed_missing(k.store.as_ref(), embedder, Some(document_id)).await {
+            Ok(_) => self.embedded = true,
+            Err(err) => {
+                self.failed = true;
+                warn!(document = document_id, error = %err, "embedding chunks failed; they will be retried, BM25 serves them meanwhile");
+            }
+        }
+    }
+
+    /// After the job: a success shows the endpoint works, so chunks left without a
+    /// vector by earlier failures are caught up now rather than after the backoff.
+    fn finish(&self, k: &Knowledge) {
+        if self.embedded && !self.failed {
+            k.embed_wake.notify_one();
+        }
+    }
+}
+
 /// How a job ended without failing.
 enum Done {
     Indexed,
@@ -246,6 +292,9 @@ async fn ingest_file(k: &Knowledge, job: &JobRecord) -> Result<Done, Failure> {
     {
         return Ok(Done::Deleted);
     }
+    let mut embedding = Embedding::default();
+    embedding.document(k, &doc.id).await;
+    embedding.finish(k);
     store
         .finish_document(&doc.id, pages, size, Utc::now())
         .await
@@ -291,6 +340,7 @@ async fn crawl_site(k: &Knowledge, job: &JobRecord, progress: &Progress) -> Resu
     // indexing cost), and stored in the order they arrived.
     let in_flight = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(1, 8));
     let mut chunking: VecDeque<(PageRecord, JoinHandle<Vec<NewChunk>>)> = VecDeque::new();
+    let mut embedding = Embedding::default();
     while let Some(event) = rx.recv().await {
         match event {
             CrawlEvent::Page(page) => {
@@ -325,6 +375,7 @@ async fn crawl_site(k: &Knowledge, job: &JobRecord, progress: &Progress) -> Resu
                         return Ok(Done::Deleted);
                     }
                 }
+                embedding.document(k, &doc.id).await;
             }
             CrawlEvent::Progress { done, found } => {
                 progress.set(done, found);
@@ -340,6 +391,8 @@ async fn crawl_site(k: &Knowledge, job: &JobRecord, progress: &Progress) -> Resu
             return Ok(Done::Deleted);
         }
     }
+    // The last pages stored above.
+    embedding.document(k, &doc.id).await;
     let summary = match crawler.await {
         Ok(Ok(summary)) => summary,
         Ok(Err(err)) => return Err(format!("The site could not be crawled: {err}")),
@@ -352,6 +405,7 @@ async fn crawl_site(k: &Knowledge, job: &JobRecord, progress: &Progress) -> Resu
         .retain_pages(&doc.id, &seen)
         .await
         .map_err(store_err)?;
+    embedding.finish(k);
     let pages = seen.len() as u32;
     progress.set(pages, pages.max(summary.pages));
     store

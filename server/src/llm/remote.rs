@@ -94,7 +94,8 @@ impl RemoteProvider {
 }
 
 /// The kind of a `genai` error and the provider's complaint; stream errors are unwrapped.
-fn classify(err: &genai::Error) -> (ProviderErrorKind, String) {
+/// The complaint may quote the request, so callers mask their key in it.
+pub(crate) fn classify(err: &genai::Error) -> (ProviderErrorKind, String) {
     match err {
         genai::Error::HttpError { status, body, .. } => {
             (ProviderErrorKind::Status(status.as_u16()), complaint(body))

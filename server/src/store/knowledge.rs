@@ -118,8 +118,48 @@ pub struct ChunkHit {
     pub document_name: String,
     pub heading_path: String,
     pub text: String,
-    /// BM25 relevance, larger is better (FTS5's `bm25()` negated).
+    /// Relevance, larger is better: BM25 (FTS5's `bm25()` negated) from
+    /// [`KnowledgeStore::search_chunks`], 0 from [`KnowledgeStore::chunk_hits`]; retrieval
+    /// may replace it with a fused score (`knowledge::retrieve`).
     pub score: f64,
+}
+
+/// The text of a chunk to embed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChunkText {
+    pub chunk_id: i64,
+    /// Title of the document or page.
+    pub title: String,
+    /// Enclosing headings joined with ` > `.
+    pub heading_path: String,
+    pub text: String,
+}
+
+/// A chunk's stored embedding.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChunkVector {
+    pub chunk_id: i64,
+    pub vector: Vec<f32>,
+}
+
+/// The stored form of an embedding: each component as a little-endian IEEE 754 `f32`
+/// (4 bytes per dimension, `migrations/sqlite/0004_embeddings.sql`).
+pub fn vector_to_bytes(vector: &[f32]) -> Vec<u8> {
+    vector.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// The embedding stored as `bytes` (see [`vector_to_bytes`]); `None` when the length is
+/// not a multiple of 4.
+pub fn vector_from_bytes(bytes: &[u8]) -> Option<Vec<f32>> {
+    if bytes.len() % 4 != 0 {
+        return None;
+    }
+    Some(
+        bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect(),
+    )
 }
 
 /// Persistence of the knowledge base. Tenant-scoped methods take the user id; another
@@ -216,4 +256,27 @@ pub trait KnowledgeStore: Send + Sync + 'static {
         query: &str,
         limit: u32,
     ) -> StoreResult<Vec<ChunkHit>>;
+
+    /// Stores the embeddings made by `model` as `(chunk id, vector)` pairs, replacing a
+    /// chunk's earlier one; pairs of chunks that no longer exist are skipped. An empty
+    /// vector records that the endpoint refused to embed the chunk, so it is not asked
+    /// again for this model.
+    async fn put_embeddings(&self, model: &str, vectors: &[(i64, Vec<f32>)]) -> StoreResult<()>;
+    /// The agent's embeddings made by `model` (refusals left out), by chunk id.
+    async fn agent_embeddings(&self, agent_id: &str, model: &str) -> StoreResult<Vec<ChunkVector>>;
+    /// A number that changes whenever any of the agent's embeddings is written or deleted
+    /// (with its chunk, document or agent); 0 when it never had any. In-memory copies of
+    /// the vectors are checked against it.
+    async fn embedding_generation(&self, agent_id: &str) -> StoreResult<i64>;
+    /// Chunks without an embedding of `model` (of `document_id`, or of any document),
+    /// oldest first, at most `limit`.
+    async fn chunks_without_embedding(
+        &self,
+        model: &str,
+        document_id: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<ChunkText>>;
+    /// The agent's chunks among `ids`, as hits scored 0, in no particular order; ids of
+    /// deleted chunks or of another agent's are left out.
+    async fn chunk_hits(&self, agent_id: &str, ids: &[i64]) -> StoreResult<Vec<ChunkHit>>;
 }

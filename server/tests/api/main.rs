@@ -6,6 +6,7 @@ mod api_keys;
 mod auth;
 mod chat;
 mod cli;
+mod embeddings;
 mod errors;
 mod helpers;
 mod knowledge;

@@ -12,8 +12,8 @@ use sqlx::{sqlite::SqliteRow, Row};
 use super::{ms, opt_time, time, SqliteStore};
 use crate::store::{
     knowledge::{
-        job_status, status, ChunkHit, DocumentRecord, JobRecord, KnowledgeStore, NewChunk,
-        PageRecord,
+        job_status, status, vector_from_bytes, vector_to_bytes, ChunkHit, ChunkText, ChunkVector,
+        DocumentRecord, JobRecord, KnowledgeStore, NewChunk, PageRecord,
     },
     StoreResult,
 };
@@ -437,22 +437,124 @@ impl KnowledgeStore for SqliteStore {
         .bind(agent_id)
         .fetch_all(&self.pool)
         .await?;
+        Ok(rows.iter().map(hit).collect::<Result<_, sqlx::Error>>()?)
+    }
+
+    async fn put_embeddings(&self, model: &str, vectors: &[(i64, Vec<f32>)]) -> StoreResult<()> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        for (chunk_id, vector) in vectors {
+            // Through SELECT, so a chunk deleted meanwhile is skipped, not an FK error.
+            sqlx::query(
+                "INSERT INTO chunk_embeddings (chunk_id, agent_id, model, dimensions, vector) \
+                 SELECT id, agent_id, ?, ?, ? FROM chunks WHERE id = ? \
+                 ON CONFLICT (chunk_id) DO UPDATE SET model = excluded.model, \
+                 dimensions = excluded.dimensions, vector = excluded.vector",
+            )
+            .bind(model)
+            .bind(vector.len() as i64)
+            .bind(vector_to_bytes(vector))
+            .bind(*chunk_id)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn agent_embeddings(&self, agent_id: &str, model: &str) -> StoreResult<Vec<ChunkVector>> {
+        let rows = sqlx::query(
+            "SELECT chunk_id, vector FROM chunk_embeddings \
+             WHERE agent_id = ? AND model = ? AND dimensions > 0 ORDER BY chunk_id",
+        )
+        .bind(agent_id)
+        .bind(model)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let bytes: Vec<u8> = r.try_get("vector")?;
+            // The table's CHECK keeps lengths whole; a row that still does not decode is
+            // left out rather than failing the chat.
+            if let Some(vector) = vector_from_bytes(&bytes) {
+                out.push(ChunkVector {
+                    chunk_id: r.try_get("chunk_id")?,
+                    vector,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    async fn embedding_generation(&self, agent_id: &str) -> StoreResult<i64> {
+        let generation: Option<i64> =
+            sqlx::query_scalar("SELECT generation FROM embedding_generations WHERE agent_id = ?")
+                .bind(agent_id)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(generation.unwrap_or(0))
+    }
+
+    async fn chunks_without_embedding(
+        &self,
+        model: &str,
+        document_id: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<ChunkText>> {
+        let rows = sqlx::query(
+            "SELECT c.id, c.title, c.heading_path, c.text FROM chunks c \
+             WHERE (?1 IS NULL OR c.document_id = ?1) AND NOT EXISTS \
+             (SELECT 1 FROM chunk_embeddings e WHERE e.chunk_id = c.id AND e.model = ?2) \
+             ORDER BY c.id LIMIT ?3",
+        )
+        .bind(document_id)
+        .bind(model)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
         Ok(rows
             .iter()
             .map(|r| {
-                Ok(ChunkHit {
+                Ok(ChunkText {
                     chunk_id: r.try_get("id")?,
-                    document_id: r.try_get("document_id")?,
                     title: r.try_get("title")?,
-                    url: r.try_get("page_url")?,
-                    document_name: r.try_get("document_name")?,
                     heading_path: r.try_get("heading_path")?,
                     text: r.try_get("text")?,
-                    score: r.try_get("score")?,
                 })
             })
             .collect::<Result<_, sqlx::Error>>()?)
     }
+
+    async fn chunk_hits(&self, agent_id: &str, ids: &[i64]) -> StoreResult<Vec<ChunkHit>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let placeholders = vec!["?"; ids.len()].join(", ");
+        let sql = format!(
+            "SELECT c.id, c.document_id, c.title, c.page_url, c.heading_path, c.text, \
+             d.name AS document_name, 0.0 AS score \
+             FROM chunks c JOIN documents d ON d.id = c.document_id \
+             WHERE c.agent_id = ? AND c.id IN ({placeholders})"
+        );
+        let mut query = sqlx::query(&sql).bind(agent_id);
+        for id in ids {
+            query = query.bind(*id);
+        }
+        let rows = query.fetch_all(&self.pool).await?;
+        Ok(rows.iter().map(hit).collect::<Result<_, sqlx::Error>>()?)
+    }
+}
+
+fn hit(r: &SqliteRow) -> Result<ChunkHit, sqlx::Error> {
+    Ok(ChunkHit {
+        chunk_id: r.try_get("id")?,
+        document_id: r.try_get("document_id")?,
+        title: r.try_get("title")?,
+        url: r.try_get("page_url")?,
+        document_name: r.try_get("document_name")?,
+        heading_path: r.try_get("heading_path")?,
+        text: r.try_get("text")?,
+        score: r.try_get("score")?,
+    })
 }
 
 async fn insert_job(
