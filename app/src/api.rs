@@ -166,11 +166,24 @@ pub struct UserProfile {
     pub created_at: String,
 }
 
+/// The limits of the user's plan (contract § Limits; `RATE_LIMITS`, `AGENT_LIMITS`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct PlanLimits {
+    /// Requests per minute, counted per account (API keys count toward their owner).
+    pub requests_per_minute: u32,
+    /// Agents the account may own at once; creating one more answers 403.
+    pub agents: u32,
+}
+
 /// `GET /api/auth/me` answer.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "ssr", derive(ToSchema))]
 pub struct MeResponse {
     pub user: UserProfile,
+    /// The limits of `user.plan` on this server.
+    pub limits: PlanLimits,
 }
 
 /// One live session of the user.

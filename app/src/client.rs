@@ -9,8 +9,15 @@
 //!
 //! Server-side rendering never calls these functions (they run in event handlers and
 //! effects only); without the `hydrate` feature they answer an error instead of fetching.
+//!
+//! Requests of the signed-in user (`*_signed_in`, [`stream_chat`], [`upload_file`]) renew
+//! an expired access token once with the refresh cookie and retry; when the session has
+//! ended they send the browser to the sign-in page.
 
-use crate::api::ErrorBody;
+use crate::{
+    api::{ChatRequest, ErrorBody, UploadResponse},
+    sse::StreamFrame,
+};
 use serde::{de::DeserializeOwned, Serialize};
 
 /// A failed API call: the HTTP status (0 when no answer arrived) and the contract's
@@ -76,19 +83,80 @@ pub async fn post_json<B: Serialize, T: DeserializeOwned>(
     request("POST", path, Some(body)).await
 }
 
-/// `GET path` for the signed-in user. When the access token has expired (401), rotates
-/// the session once with `POST /api/auth/refresh` (the refresh cookie carries the refresh
-/// token, so the body is `{}`) and retries once.
+/// `GET path` for the signed-in user (see [`signed_in`] for expired and ended sessions).
 ///
 /// # Errors
-/// 401 when the session cannot be refreshed, or the retried request's error.
+/// 401 when the session cannot be refreshed, or the request's error.
 pub async fn get_json_signed_in<T: DeserializeOwned>(path: &str) -> Result<T, ApiError> {
-    match get_json(path).await {
+    signed_in("GET", path, None).await
+}
+
+/// `POST path` with `body` as JSON for the signed-in user.
+///
+/// # Errors
+/// 401 when the session cannot be refreshed, or the request's error.
+pub async fn post_signed_in<B: Serialize, T: DeserializeOwned>(
+    path: &str,
+    body: &B,
+) -> Result<T, ApiError> {
+    signed_in("POST", path, Some(encode(body)?)).await
+}
+
+/// `PUT path` with `body` as JSON for the signed-in user.
+///
+/// # Errors
+/// 401 when the session cannot be refreshed, or the request's error.
+pub async fn put_signed_in<B: Serialize, T: DeserializeOwned>(
+    path: &str,
+    body: &B,
+) -> Result<T, ApiError> {
+    signed_in("PUT", path, Some(encode(body)?)).await
+}
+
+/// `DELETE path` for the signed-in user.
+///
+/// # Errors
+/// 401 when the session cannot be refreshed, or the request's error.
+pub async fn delete_signed_in<T: DeserializeOwned>(path: &str) -> Result<T, ApiError> {
+    signed_in("DELETE", path, None).await
+}
+
+fn encode<B: Serialize>(body: &B) -> Result<String, ApiError> {
+    serde_json::to_string(body)
+        .map_err(|err| ApiError::local(format!("Could not encode the request: {err}")))
+}
+
+/// One request of the signed-in user. When the access token has expired (401), rotates
+/// the session once with `POST /api/auth/refresh` (the refresh cookie carries the refresh
+/// token, so the body is `{}`) and retries once. When the session has ended (revoked,
+/// expired, signed out elsewhere) the browser goes to the sign-in page.
+async fn signed_in<T: DeserializeOwned>(
+    method: &str,
+    path: &str,
+    body: Option<String>,
+) -> Result<T, ApiError> {
+    match request(method, path, body.clone()).await {
         Err(err) if err.status == 401 => {
-            refresh_session().await.map_err(|_| err)?;
-            get_json(path).await
+            if refresh_session().await.is_err() {
+                to_sign_in();
+                return Err(err);
+            }
+            let again = request(method, path, body).await;
+            if matches!(&again, Err(err) if err.status == 401) {
+                to_sign_in();
+            }
+            again
         }
         other => other,
+    }
+}
+
+/// Sends the browser to `/login` (a full page load, so no state of the old session stays).
+pub fn to_sign_in() {
+    if cfg!(feature = "hydrate") {
+        if let Some(window) = web_sys::window() {
+            let _ = window.location().set_href("/login");
+        }
     }
 }
 
@@ -110,26 +178,155 @@ async fn request<T: DeserializeOwned>(
     body: Option<String>,
 ) -> Result<T, ApiError> {
     let (status, text) = browser::fetch(method, path, body).await?;
+    decode(status, &text)
+}
+
+fn decode<T: DeserializeOwned>(status: u16, text: &str) -> Result<T, ApiError> {
     if (200..300).contains(&status) {
-        let text = if text.trim().is_empty() {
-            "null"
-        } else {
-            &text
-        };
+        let text = if text.trim().is_empty() { "null" } else { text };
         serde_json::from_str(text)
             .map_err(|err| ApiError::local(format!("Unexpected answer from the server: {err}")))
     } else {
-        Err(ApiError::from_status(status, &text))
+        Err(ApiError::from_status(status, text))
     }
 }
 
-#[cfg(feature = "hydrate")]
+/// Cancels a running chat stream: wraps the `AbortController` whose signal the request
+/// carries. Create it in an event handler (it needs the browser).
+#[derive(Clone)]
+pub struct Abort(web_sys::AbortController);
+
+impl Abort {
+    /// A fresh controller.
+    ///
+    /// # Errors
+    /// When the browser cannot create an `AbortController`.
+    pub fn new() -> Result<Self, ApiError> {
+        web_sys::AbortController::new()
+            .map(Self)
+            .map_err(browser::js_error)
+    }
+
+    /// Aborts the request: its pending read rejects and the server sees the client leave.
+    pub fn abort(&self) {
+        self.0.abort();
+    }
+}
+
+/// How a chat stream ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamEnd {
+    /// `[DONE]` arrived (after the reply, or after an error frame).
+    Done,
+    /// [`Abort::abort`] stopped it.
+    Stopped,
+    /// The connection closed without `[DONE]`.
+    Cut,
+}
+
+/// `POST /api/agents/{agent_id}/chat` with `stream: true`, read with `fetch` and a
+/// `ReadableStream` reader (not `EventSource`, which cannot POST). `on_thread` receives
+/// the `X-Thread-Id` header as soon as the answer starts; `on_frame` every frame in order.
+///
+/// # Errors
+/// An [`ApiError`] when the server refuses the request (4xx/5xx before the stream) or the
+/// network fails; an error after the start arrives as a [`StreamFrame::Error`] frame.
+pub async fn stream_chat(
+    agent_id: &str,
+    body: &ChatRequest,
+    abort: &Abort,
+    on_thread: impl FnOnce(Option<String>),
+    on_frame: impl FnMut(StreamFrame),
+) -> Result<StreamEnd, ApiError> {
+    let path = format!("/api/agents/{agent_id}/chat");
+    let body = encode(body)?;
+    let mut response = browser::open(&path, &body, abort).await?;
+    if response.status() == 401 {
+        if refresh_session().await.is_err() {
+            to_sign_in();
+        } else {
+            response = browser::open(&path, &body, abort).await?;
+        }
+    }
+    if !response.ok() {
+        let text = browser::text(&response).await?;
+        if response.status() == 401 {
+            to_sign_in();
+        }
+        return Err(ApiError::from_status(response.status(), &text));
+    }
+    on_thread(response.headers().get("x-thread-id").ok().flatten());
+    browser::read_events(&response, on_frame).await
+}
+
+/// Uploads `file` as the multipart field `file` to `path` with `XMLHttpRequest` (`fetch`
+/// reports no upload progress); `on_progress` receives the fraction sent, 0.0 to 1.0.
+/// Retries once after refreshing an expired session.
+///
+/// # Errors
+/// The server's error (413 too large, 415 unsupported kind, ...) or a network failure.
+pub async fn upload_file(
+    path: &str,
+    file: &web_sys::File,
+    on_progress: impl Fn(f64) + Clone + 'static,
+) -> Result<UploadResponse, ApiError> {
+    let (mut status, mut text) = browser::upload(path, file, on_progress.clone()).await?;
+    if status == 401 {
+        if refresh_session().await.is_err() {
+            to_sign_in();
+        } else {
+            (status, text) = browser::upload(path, file, on_progress).await?;
+        }
+    }
+    decode(status, &text)
+}
+
+/// Writes `text` to the clipboard (`navigator.clipboard.writeText`).
+///
+/// # Errors
+/// When the browser refuses (no permission, insecure context).
+pub async fn copy_text(text: &str) -> Result<(), ApiError> {
+    let window = web_sys::window().ok_or_else(|| ApiError::local("No browser window"))?;
+    let promise = window.navigator().clipboard().write_text(text);
+    wasm_bindgen_futures::JsFuture::from(promise)
+        .await
+        .map(|_| ())
+        .map_err(|_| {
+            ApiError::local(
+                "The browser did not allow copying; select the text and copy it yourself.",
+            )
+        })
+}
+
+/// Waits `ms` milliseconds (a `setTimeout` promise); returns at once outside the browser.
+pub async fn sleep(ms: i32) {
+    if !cfg!(feature = "hydrate") {
+        return;
+    }
+    let Some(window) = web_sys::window() else {
+        return;
+    };
+    let promise = js_sys::Promise::new(&mut |resolve, _| {
+        let _ = window.set_timeout_with_callback_and_timeout_and_arguments_0(&resolve, ms);
+    });
+    let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
+}
+
+/// The browser side of the client. It compiles on the host too (the bindings exist
+/// there), but the public functions above reach it only in the browser: during
+/// server-side rendering [`fetch`] answers an error at once.
 mod browser {
-    use super::ApiError;
-    use crate::api::{CSRF_COOKIE, CSRF_HEADER};
-    use wasm_bindgen::{JsCast, JsValue};
+    use super::{ApiError, StreamEnd};
+    use crate::{
+        api::{CSRF_COOKIE, CSRF_HEADER},
+        sse::{parse_frame, SseParser, StreamFrame},
+    };
+    use wasm_bindgen::{closure::Closure, JsCast, JsValue};
     use wasm_bindgen_futures::JsFuture;
-    use web_sys::{Headers, HtmlDocument, RequestCredentials, RequestInit, Response};
+    use web_sys::{
+        FormData, Headers, HtmlDocument, ProgressEvent, ReadableStreamDefaultReader,
+        RequestCredentials, RequestInit, Response, XmlHttpRequest,
+    };
 
     /// Performs the request with `window.fetch` and reads the whole answer as text.
     pub(super) async fn fetch(
@@ -137,7 +334,19 @@ mod browser {
         path: &str,
         body: Option<String>,
     ) -> Result<(u16, String), ApiError> {
-        let window = web_sys::window().ok_or_else(|| ApiError::local("No browser window"))?;
+        if !cfg!(feature = "hydrate") {
+            // The server renders the loading state; the browser does the work after
+            // hydration.
+            return Err(ApiError::local("Requests are made from the browser only."));
+        }
+        let init = init(method, body.as_deref())?;
+        let response = send(path, &init).await?;
+        let text = text(&response).await?;
+        Ok((response.status(), text))
+    }
+
+    /// The request options: method, same-origin credentials, JSON body and CSRF header.
+    fn init(method: &str, body: Option<&str>) -> Result<RequestInit, ApiError> {
         let headers = Headers::new().map_err(js_error)?;
         headers
             .set("Accept", "application/json")
@@ -149,7 +358,7 @@ mod browser {
             headers
                 .set("Content-Type", "application/json")
                 .map_err(js_error)?;
-            init.set_body(&JsValue::from_str(&body));
+            init.set_body(&JsValue::from_str(body));
         }
         if !matches!(method, "GET" | "HEAD" | "OPTIONS") {
             if let Some(token) = cookie(CSRF_COOKIE) {
@@ -157,18 +366,123 @@ mod browser {
             }
         }
         init.set_headers(&headers);
+        Ok(init)
+    }
 
-        let response: Response = JsFuture::from(window.fetch_with_str_and_init(path, &init))
+    async fn send(path: &str, init: &RequestInit) -> Result<Response, ApiError> {
+        let window = web_sys::window().ok_or_else(|| ApiError::local("No browser window"))?;
+        JsFuture::from(window.fetch_with_str_and_init(path, init))
             .await
             .map_err(js_error)?
             .dyn_into()
-            .map_err(js_error)?;
-        let text = JsFuture::from(response.text().map_err(js_error)?)
+            .map_err(js_error)
+    }
+
+    /// The whole body of `response` as text.
+    pub(super) async fn text(response: &Response) -> Result<String, ApiError> {
+        Ok(JsFuture::from(response.text().map_err(js_error)?)
             .await
             .map_err(js_error)?
             .as_string()
-            .unwrap_or_default();
-        Ok((response.status(), text))
+            .unwrap_or_default())
+    }
+
+    /// Starts a streamed chat request that `abort` can cancel.
+    pub(super) async fn open(
+        path: &str,
+        body: &str,
+        abort: &super::Abort,
+    ) -> Result<Response, ApiError> {
+        let init = init("POST", Some(body))?;
+        init.set_signal(Some(&abort.0.signal()));
+        send(path, &init).await
+    }
+
+    /// Reads the body of a streamed answer chunk by chunk and hands over its frames.
+    pub(super) async fn read_events(
+        response: &Response,
+        mut on_frame: impl FnMut(StreamFrame),
+    ) -> Result<StreamEnd, ApiError> {
+        let Some(body) = response.body() else {
+            return Ok(StreamEnd::Cut);
+        };
+        let reader: ReadableStreamDefaultReader = body.get_reader().unchecked_into();
+        let mut parser = SseParser::default();
+        loop {
+            let result = match JsFuture::from(reader.read()).await {
+                Ok(result) => result,
+                Err(err) if is_abort(&err) => return Ok(StreamEnd::Stopped),
+                Err(err) => return Err(js_error(err)),
+            };
+            let done = js_sys::Reflect::get(&result, &JsValue::from_str("done"))
+                .map(|v| v.is_truthy())
+                .unwrap_or(true);
+            if done {
+                return Ok(StreamEnd::Cut);
+            }
+            let value =
+                js_sys::Reflect::get(&result, &JsValue::from_str("value")).map_err(js_error)?;
+            let bytes = js_sys::Uint8Array::new(&value).to_vec();
+            for data in parser.push(&bytes) {
+                match parse_frame(&data) {
+                    Some(StreamFrame::Done) => {
+                        let _ = reader.cancel();
+                        return Ok(StreamEnd::Done);
+                    }
+                    Some(frame) => on_frame(frame),
+                    None => {}
+                }
+            }
+        }
+    }
+
+    fn is_abort(err: &JsValue) -> bool {
+        err.dyn_ref::<web_sys::DomException>()
+            .is_some_and(|e| e.name() == "AbortError")
+    }
+
+    /// `POST path` with `file` as multipart field `file`, reporting upload progress.
+    pub(super) async fn upload(
+        path: &str,
+        file: &web_sys::File,
+        on_progress: impl Fn(f64) + 'static,
+    ) -> Result<(u16, String), ApiError> {
+        let xhr = XmlHttpRequest::new().map_err(js_error)?;
+        xhr.open_with_async("POST", path, true).map_err(js_error)?;
+        xhr.set_request_header("Accept", "application/json")
+            .map_err(js_error)?;
+        if let Some(token) = cookie(CSRF_COOKIE) {
+            xhr.set_request_header(CSRF_HEADER, &token)
+                .map_err(js_error)?;
+        }
+        let form = FormData::new().map_err(js_error)?;
+        form.append_with_blob_and_filename("file", file, &file.name())
+            .map_err(js_error)?;
+        let progress = Closure::<dyn FnMut(ProgressEvent)>::new(move |event: ProgressEvent| {
+            if event.length_computable() && event.total() > 0.0 {
+                on_progress(event.loaded() / event.total());
+            }
+        });
+        xhr.upload()
+            .map_err(js_error)?
+            .set_onprogress(Some(progress.as_ref().unchecked_ref()));
+        let finished = js_sys::Promise::new(&mut |resolve, reject| {
+            xhr.set_onload(Some(&resolve));
+            xhr.set_onerror(Some(&reject));
+            xhr.set_onabort(Some(&reject));
+        });
+        xhr.send_with_opt_form_data(Some(&form)).map_err(js_error)?;
+        let outcome = JsFuture::from(finished).await;
+        // The progress handler must live until the request has finished.
+        drop(progress);
+        if outcome.is_err() {
+            return Err(ApiError::local(
+                "The upload did not reach the server; check your connection and try again.",
+            ));
+        }
+        let status = xhr.status().map_err(js_error)?;
+        let text = xhr.response_text().map_err(js_error)?.unwrap_or_default();
+        Ok((status, text))
     }
 
     /// The value of the cookie `name` readable from `document.cookie`, if set.
@@ -186,28 +500,13 @@ mod browser {
     }
 
     /// A JavaScript exception (e.g. a network failure) as an [`ApiError`] with status 0.
-    fn js_error(err: JsValue) -> ApiError {
+    pub(super) fn js_error(err: JsValue) -> ApiError {
         let detail = err
             .dyn_ref::<js_sys::Error>()
             .map(|e| String::from(e.message()))
             .or_else(|| err.as_string())
             .unwrap_or_else(|| "unknown error".to_owned());
         ApiError::local(format!("Could not reach the server ({detail})."))
-    }
-}
-
-#[cfg(not(feature = "hydrate"))]
-mod browser {
-    use super::ApiError;
-
-    /// Without a browser there is nothing to fetch with: the server renders the loading
-    /// state and the browser does the work after hydration.
-    pub(super) async fn fetch(
-        _method: &str,
-        _path: &str,
-        _body: Option<String>,
-    ) -> Result<(u16, String), ApiError> {
-        Err(ApiError::local("Requests are made from the browser only."))
     }
 }
 

@@ -9,16 +9,22 @@ pub mod api;
 pub mod client;
 pub mod components;
 pub mod countries;
+pub mod markdown;
 pub mod pages;
+pub mod sse;
 
 use leptos::prelude::*;
 use leptos_meta::{provide_meta_context, Link, MetaTags, Stylesheet, Title};
 use leptos_router::{
-    components::{Route, Router, Routes},
+    components::{ParentRoute, Route, Router, Routes},
     hooks::use_location,
-    StaticSegment,
+    path, StaticSegment,
 };
-use pages::{Dashboard, ForgotPassword, Home, Login, NotFound, ResetPassword, Signup, VerifyEmail};
+use pages::{
+    AccountPage, AgentLayout, AgentSettings, AgentsPage, ApiKeysPage, ChatPage, DashboardLayout,
+    ForgotPassword, GettingStarted, Home, KnowledgePage, Login, NewAgentPage, NotFound,
+    ResetPassword, Signup, VerifyEmail,
+};
 
 /// The HTML document around the app, rendered by the server for every page.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
@@ -58,7 +64,18 @@ pub fn App() -> impl IntoView {
                     <Route path=StaticSegment("verify-email") view=VerifyEmail/>
                     <Route path=StaticSegment("forgot-password") view=ForgotPassword/>
                     <Route path=StaticSegment("reset-password") view=ResetPassword/>
-                    <Route path=StaticSegment("dashboard") view=Dashboard/>
+                    <ParentRoute path=path!("/dashboard") view=DashboardLayout>
+                        <Route path=path!("") view=AgentsPage/>
+                        <Route path=path!("new-agent") view=NewAgentPage/>
+                        <ParentRoute path=path!("agents/:id") view=AgentLayout>
+                            <Route path=path!("") view=AgentSettings/>
+                            <Route path=path!("chat") view=ChatPage/>
+                            <Route path=path!("knowledge") view=KnowledgePage/>
+                            <Route path=path!("start") view=GettingStarted/>
+                        </ParentRoute>
+                        <Route path=path!("api-keys") view=ApiKeysPage/>
+                        <Route path=path!("account") view=AccountPage/>
+                    </ParentRoute>
                 </Routes>
             </main>
         </Router>

@@ -1,161 +1,149 @@
-//! `/dashboard`: the signed-in page (`GET /api/auth/me`, `POST /api/auth/logout`).
+//! `/dashboard/*`: the frame of the signed-in pages (`GET /api/auth/me`, navigation,
+//! `POST /api/auth/logout`) around the page of the current route.
 
 use crate::{
-    api::{MeResponse, UserProfile},
+    api::MeResponse,
     client,
     components::{use_hydrated, Notice, Tone},
-    countries::country_name,
 };
 use leptos::{prelude::*, task::spawn_local};
-use leptos_meta::Title;
-use leptos_router::hooks::use_navigate;
+use leptos_router::{components::Outlet, hooks::use_location};
 use serde::de::IgnoredAny;
 
-/// What the page knows about the signed-in user.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Account {
-    Loading,
-    Ready(UserProfile),
-    Failed(String),
+/// The signed-in user and the limits of their plan, loaded once by [`DashboardLayout`] and
+/// shared with the pages inside it through the context.
+#[derive(Debug, Clone, Copy)]
+pub struct Session {
+    /// `None` until `GET /api/auth/me` answered.
+    pub me: RwSignal<Option<MeResponse>>,
 }
 
-/// The signed-in user's name, email and plan, and "Sign out". The session lives in
-/// cookies, so the page loads the profile from the browser; without a session (after a
-/// failed refresh) it sends the user to `/login`.
+/// The [`Session`] provided by the dashboard frame.
+///
+/// # Panics
+/// Outside [`DashboardLayout`].
+pub fn use_session() -> Session {
+    expect_context::<Session>()
+}
+
+/// The frame of every signed-in page: who is signed in, the plan, the navigation, "Sign
+/// out", and the page of the route below it. The session lives in cookies, so the profile
+/// is loaded from the browser; without a session (after a failed refresh) the client sends
+/// the user to `/login`.
 #[component]
-pub fn Dashboard() -> impl IntoView {
+pub fn DashboardLayout() -> impl IntoView {
     let hydrated = use_hydrated();
-    let navigate = use_navigate();
-    let account = RwSignal::new(Account::Loading);
+    let me = RwSignal::new(None::<MeResponse>);
+    let load_error = RwSignal::new(None::<String>);
     let signing_out = RwSignal::new(false);
     let sign_out_error = RwSignal::new(None::<String>);
+    provide_context(Session { me });
 
-    Effect::new({
-        let navigate = navigate.clone();
-        move || {
-            let navigate = navigate.clone();
-            spawn_local(async move {
-                match client::get_json_signed_in::<MeResponse>("/api/auth/me").await {
-                    Ok(me) => account.set(Account::Ready(me.user)),
-                    Err(err) if err.status == 401 => navigate("/login", Default::default()),
-                    Err(err) => account.set(Account::Failed(err.message().to_owned())),
-                }
-            });
-        }
+    Effect::new(move || {
+        spawn_local(async move {
+            match client::get_json_signed_in::<MeResponse>("/api/auth/me").await {
+                Ok(answer) => me.set(Some(answer)),
+                Err(err) if err.status == 401 => {}
+                Err(err) => load_error.set(Some(err.message().to_owned())),
+            }
+        });
     });
 
     let sign_out = move |_| {
         signing_out.set(true);
         sign_out_error.set(None);
-        let navigate = navigate.clone();
         spawn_local(async move {
             let outcome =
                 client::post_json::<_, IgnoredAny>("/api/auth/logout", &serde_json::Map::new())
                     .await;
             match outcome {
                 // 401: the session had already ended, which is what the user asked for.
-                Ok(_) => navigate("/login", Default::default()),
-                Err(err) if err.status == 401 => navigate("/login", Default::default()),
+                Ok(_) => client::to_sign_in(),
+                Err(err) if err.status == 401 => client::to_sign_in(),
                 Err(err) => sign_out_error.set(Some(err.message().to_owned())),
             }
             signing_out.set(false);
         });
     };
 
+    let pathname = use_location().pathname;
+    let current = move |prefix: &'static str, exact: bool| {
+        let path = pathname.get();
+        let active = if exact {
+            path == prefix
+                || path.starts_with("/dashboard/agents")
+                || path == "/dashboard/new-agent"
+        } else {
+            path.starts_with(prefix)
+        };
+        active.then_some("page")
+    };
+
     view! {
-        <Title text="Dashboard"/>
-        <section class="card dashboard">
-            <div class="dashboard-head">
-                <h1>"Dashboard"</h1>
+        <div class="dashboard">
+            <div class="dashboard-bar">
+                <p class="signed-in" data-testid="signed-in-user">
+                    {move || match me.get() {
+                        Some(answer) => {
+                            view! {
+                                "Signed in as "
+                                <strong>{answer.user.name.clone()}</strong>
+                                " "
+                                <span class="muted">{format!("({})", answer.user.email)}</span>
+                                " "
+                                <span class="badge" data-testid="plan">
+                                    {answer.user.plan.clone()}
+                                </span>
+                            }
+                                .into_any()
+                        }
+                        None => view! { <span class="muted">"Loading your account…"</span> }.into_any(),
+                    }}
+                </p>
                 <button
                     type="button"
-                    class="button button-secondary"
+                    class="button button-secondary button-small"
                     on:click=sign_out
                     disabled=move || !hydrated.get() || signing_out.get()
                 >
                     {move || if signing_out.get() { "Signing out…" } else { "Sign out" }}
                 </button>
             </div>
+            <nav class="dashboard-nav" aria-label="Dashboard">
+                <a href="/dashboard" aria-current=move || current("/dashboard", true)>
+                    "Agents"
+                </a>
+                <a href="/dashboard/api-keys" aria-current=move || current("/dashboard/api-keys", false)>
+                    "API keys"
+                </a>
+                <a href="/dashboard/account" aria-current=move || current("/dashboard/account", false)>
+                    "Account"
+                </a>
+            </nav>
             {move || {
                 sign_out_error
                     .get()
                     .map(|message| {
-                        view! {
-                            <Notice tone=Tone::Error testid="sign-out-error">
-                                {message}
-                            </Notice>
-                        }
+                        view! { <Notice tone=Tone::Error testid="sign-out-error">{message}</Notice> }
                     })
             }}
-            {move || match account.get() {
-                Account::Loading => {
-                    view! {
-                        <p class="loading" role="status" aria-live="polite">
-                            "Loading your account…"
-                        </p>
-                    }
-                        .into_any()
-                }
-                Account::Failed(message) => {
-                    view! {
-                        <Notice tone=Tone::Error testid="account-error">
-                            {message}
-                        </Notice>
-                    }
-                        .into_any()
-                }
-                Account::Ready(user) => view! { <AccountSummary user/> }.into_any(),
+            {move || {
+                load_error
+                    .get()
+                    .map(|message| {
+                        view! { <Notice tone=Tone::Error testid="account-error">{message}</Notice> }
+                    })
             }}
-        </section>
+            <Outlet/>
+        </div>
     }
+    .into_any()
 }
 
-/// The profile of the signed-in user.
-#[component]
-fn AccountSummary(user: UserProfile) -> impl IntoView {
-    let optional = |value: Option<String>| value.unwrap_or_else(|| "—".to_owned());
-    view! {
-        <p class="signed-in" data-testid="signed-in-user">
-            "Signed in as "
-            <strong>{user.name.clone()}</strong>
-            " "
-            <span class="muted">{format!("({})", user.email)}</span>
-        </p>
-        <dl class="profile">
-            <div>
-                <dt>"Plan"</dt>
-                <dd>
-                    <span class="badge" data-testid="plan">
-                        {user.plan.clone()}
-                    </span>
-                </dd>
-            </div>
-            <div>
-                <dt>"Company"</dt>
-                <dd>{optional(user.company)}</dd>
-            </div>
-            <div>
-                <dt>"Country"</dt>
-                <dd>
-                    {optional(
-                        user
-                            .country
-                            .map(|code| country_name(&code).map_or(code, ToOwned::to_owned)),
-                    )}
-                </dd>
-            </div>
-            <div>
-                <dt>"Phone"</dt>
-                <dd>{optional(user.phone)}</dd>
-            </div>
-            <div>
-                <dt>"Member since"</dt>
-                <dd>
-                    <time datetime=user.created_at.clone()>
-                        {user.created_at.get(..10).unwrap_or(&user.created_at).to_owned()}
-                    </time>
-                </dd>
-            </div>
-        </dl>
+/// A short date (`2026-11-20`) and time (`10:00`) of an ISO 8601 timestamp, in UTC.
+pub fn short_time(iso: &str) -> String {
+    match (iso.get(..10), iso.get(11..16)) {
+        (Some(date), Some(time)) => format!("{date} {time}"),
+        _ => iso.to_owned(),
     }
 }

@@ -1,21 +1,35 @@
 //! The pages of the dashboard, one module per route.
 
+mod account;
+mod agent;
+mod agents;
+mod api_keys;
+mod chat;
 mod dashboard;
 mod forgot_password;
 mod home;
+mod knowledge;
 mod login;
 mod not_found;
 mod reset_password;
 mod signup;
+mod start;
 mod verify_email;
 
-pub use dashboard::Dashboard;
+pub use account::AccountPage;
+pub use agent::{AgentLayout, AgentSettings};
+pub use agents::{AgentsPage, NewAgentPage};
+pub use api_keys::ApiKeysPage;
+pub use chat::ChatPage;
+pub use dashboard::DashboardLayout;
 pub use forgot_password::ForgotPassword;
 pub use home::Home;
+pub use knowledge::KnowledgePage;
 pub use login::Login;
 pub use not_found::NotFound;
 pub use reset_password::ResetPassword;
 pub use signup::Signup;
+pub use start::GettingStarted;
 pub use verify_email::VerifyEmail;
 
 /// Shortest password the server accepts (api.md § Auth: password 8..=128).

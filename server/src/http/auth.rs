@@ -4,9 +4,9 @@
 
 use app::api::{
     AuthProvidersResponse, EmailRequest, ErrorBody, LoginRequest, LoginResponse, MeResponse,
-    MessageResponse, RefreshRequest, RefreshResponse, ResetPasswordRequest, SessionInfo,
-    SessionsResponse, SignupRequest, SignupResponse, SuccessResponse, TokenRequest, UserProfile,
-    UserSummary, REFRESH_COOKIE,
+    MessageResponse, PlanLimits, RefreshRequest, RefreshResponse, ResetPasswordRequest,
+    SessionInfo, SessionsResponse, SignupRequest, SignupResponse, SuccessResponse, TokenRequest,
+    UserProfile, UserSummary, REFRESH_COOKIE,
 };
 use axum::{
     extract::State,
@@ -399,7 +399,12 @@ async fn me(State(state): State<AppState>, Auth(principal): Auth) -> ApiResult<J
         .user_by_id(&principal.user_id)
         .await?
         .ok_or(ApiError::Unauthorized)?;
+    let limits = PlanLimits {
+        requests_per_minute: state.config.rate_limit(user.plan),
+        agents: state.config.agent_limit(user.plan),
+    };
     Ok(Json(MeResponse {
+        limits,
         user: UserProfile {
             id: user.id,
             email: user.email,

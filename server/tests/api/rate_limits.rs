@@ -90,6 +90,8 @@ async fn a_higher_plan_gets_a_higher_budget() {
     assert_eq!(header_number(&res, "x-ratelimit-limit"), 2000);
     let me: serde_json::Value = res.json().await.unwrap();
     assert_eq!(me["user"]["plan"], "business");
+    assert_eq!(me["limits"]["requestsPerMinute"], 2000);
+    assert_eq!(me["limits"]["agents"], 50);
 }
 
 #[tokio::test]

@@ -1,0 +1,544 @@
+//! `/dashboard` (the agent list), `/dashboard/new-agent` and the agent form shared by
+//! creation and the agent's settings (`GET/POST /api/agents`, `PUT/DELETE
+//! /api/agents/{agentId}`, `GET /api/models`).
+
+use super::dashboard::{short_time, use_session};
+use crate::{
+    api::{
+        Agent, AgentResponse, AgentsResponse, CreateAgentRequest, ModelsResponse, SuccessResponse,
+        UpdateAgentRequest,
+    },
+    client,
+    components::{use_hydrated, FormError, FormErrorNotice, Notice, Tone},
+};
+use leptos::{prelude::*, task::spawn_local};
+use leptos_meta::Title;
+use leptos_router::hooks::use_navigate;
+
+/// Longest agent name the server accepts (api.md § Agents: 1..=100).
+pub const NAME_MAX: usize = 100;
+/// Longest description the server accepts.
+pub const DESCRIPTION_MAX: usize = 2_000;
+/// Longest system prompt the server accepts.
+pub const PROMPT_MAX: usize = 32_000;
+
+/// A list loaded from the API: loading, loaded, or failed with the server's words.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Loaded<T> {
+    /// The request is under way.
+    Loading,
+    /// The answer.
+    Ready(T),
+    /// The request failed; the message says why.
+    Failed(String),
+}
+
+/// The agents of the user with their model, status and last update, how many the plan
+/// allows, and the way to create one.
+#[component]
+pub fn AgentsPage() -> impl IntoView {
+    let session = use_session();
+    let agents = RwSignal::new(Loaded::<Vec<Agent>>::Loading);
+
+    Effect::new(move || {
+        spawn_local(async move {
+            agents.set(
+                match client::get_json_signed_in::<AgentsResponse>("/api/agents").await {
+                    Ok(answer) => Loaded::Ready(answer.agents),
+                    Err(err) => Loaded::Failed(err.message().to_owned()),
+                },
+            );
+        });
+    });
+
+    let count = move || match agents.get() {
+        Loaded::Ready(list) => Some(list.len()),
+        _ => None,
+    };
+    let limit = move || session.me.get().map(|me| (me.limits.agents, me.user.plan));
+
+    view! {
+        <Title text="Agents"/>
+        <section class="card">
+            <div class="section-head">
+                <h1>"Agents"</h1>
+                <a class="button" href="/dashboard/new-agent">"New agent"</a>
+            </div>
+            {move || {
+                match (count(), limit()) {
+                    (Some(count), Some((limit, plan))) => {
+                        let full = count as u32 >= limit;
+                        view! {
+                            <p class="muted" data-testid="agent-limit">
+                                {format!("{count} of {limit} agents on the {plan} plan.")}
+                            </p>
+                            <Show when=move || full>
+                                <Notice tone=Tone::Info testid="agent-limit-reached">
+                                    {format!(
+                                        "You have reached your plan's limit of {limit} agents. Delete an agent or upgrade your plan to create another.",
+                                    )}
+                                </Notice>
+                            </Show>
+                        }
+                            .into_any()
+                    }
+                    _ => ().into_any(),
+                }
+            }}
+            {move || match agents.get() {
+                Loaded::Loading => {
+                    view! { <p class="loading" role="status">"Loading agents…"</p> }.into_any()
+                }
+                Loaded::Failed(message) => {
+                    view! { <Notice tone=Tone::Error testid="agents-error">{message}</Notice> }
+                        .into_any()
+                }
+                Loaded::Ready(list) if list.is_empty() => {
+                    view! {
+                        <p class="empty" data-testid="agents-empty">
+                            "No agents yet. Create one to chat with it and give it a knowledge base."
+                        </p>
+                    }
+                        .into_any()
+                }
+                Loaded::Ready(list) => {
+                    view! {
+                        <div class="table-wrap">
+                            <table class="table" data-testid="agents-table">
+                                <thead>
+                                    <tr>
+                                        <th scope="col">"Name"</th>
+                                        <th scope="col">"Model"</th>
+                                        <th scope="col">"Status"</th>
+                                        <th scope="col">"Updated"</th>
+                                    </tr>
+                                </thead>
+                                <tbody>
+                                    {list
+                                        .into_iter()
+                                        .map(|agent| {
+                                            view! {
+                                                <tr>
+                                                    <td>
+                                                        <a href=format!("/dashboard/agents/{}", agent.id)>
+                                                            {agent.name.clone()}
+                                                        </a>
+                                                    </td>
+                                                    <td>
+                                                        <code>{agent.model.clone()}</code>
+                                                    </td>
+                                                    <td>
+                                                        <span class="status">{agent.status.clone()}</span>
+                                                    </td>
+                                                    <td>
+                                                        <time datetime=agent.updated_at.clone()>
+                                                            {short_time(&agent.updated_at)}
+                                                        </time>
+                                                    </td>
+                                                </tr>
+                                            }
+                                        })
+                                        .collect_view()}
+                                </tbody>
+                            </table>
+                        </div>
+                    }
+                        .into_any()
+                }
+            }}
+        </section>
+    }
+    .into_any()
+}
+
+/// `/dashboard/new-agent`: the agent form in creation mode.
+#[component]
+pub fn NewAgentPage() -> impl IntoView {
+    let navigate = use_navigate();
+    let on_saved = Callback::new(move |agent: Agent| {
+        navigate(
+            &format!("/dashboard/agents/{}?created=1", agent.id),
+            Default::default(),
+        );
+    });
+    view! {
+        <Title text="New agent"/>
+        <section class="card">
+            <h1>"New agent"</h1>
+            <AgentForm agent=None on_saved/>
+        </section>
+    }
+    .into_any()
+}
+
+/// Checks a form's fields as the server would (api.md § Agents) and says what to fix.
+///
+/// # Errors
+/// The first rule broken, in words.
+pub fn validate_agent(name: &str, description: &str, prompt: &str) -> Result<(), String> {
+    if name.trim().is_empty() {
+        return Err("Give the agent a name.".into());
+    }
+    if name.trim().chars().count() > NAME_MAX {
+        return Err(format!("The name can have at most {NAME_MAX} characters."));
+    }
+    if description.chars().count() > DESCRIPTION_MAX {
+        return Err(format!(
+            "The description can have at most {DESCRIPTION_MAX} characters."
+        ));
+    }
+    if prompt.chars().count() > PROMPT_MAX {
+        return Err(format!(
+            "The system prompt can have at most {PROMPT_MAX} characters."
+        ));
+    }
+    Ok(())
+}
+
+/// The agent's name, description, system prompt and model. With `agent` it edits that
+/// agent (`PUT`), without it creates one (`POST`; a 403 at the plan's agent limit is
+/// explained). `on_saved` receives the server's answer.
+#[component]
+pub fn AgentForm(
+    /// The agent to edit; `None` creates one.
+    agent: Option<Agent>,
+    /// Called with the saved agent.
+    on_saved: Callback<Agent>,
+) -> impl IntoView {
+    let hydrated = use_hydrated();
+    let editing = agent.as_ref().map(|a| a.id.clone());
+    let name = RwSignal::new(agent.as_ref().map(|a| a.name.clone()).unwrap_or_default());
+    let description = RwSignal::new(
+        agent
+            .as_ref()
+            .map(|a| a.description.clone())
+            .unwrap_or_default(),
+    );
+    let prompt = RwSignal::new(
+        agent
+            .as_ref()
+            .map(|a| a.system_prompt.clone())
+            .unwrap_or_default(),
+    );
+    let model = RwSignal::new(agent.as_ref().map(|a| a.model.clone()).unwrap_or_default());
+    let models = RwSignal::new(Loaded::<ModelsResponse>::Loading);
+    let pending = RwSignal::new(false);
+    let error: FormError = RwSignal::new(None);
+    let limit_hit = RwSignal::new(false);
+    let saved = RwSignal::new(false);
+
+    Effect::new(move || {
+        spawn_local(async move {
+            models.set(
+                match client::get_json_signed_in::<ModelsResponse>("/api/models").await {
+                    Ok(answer) => Loaded::Ready(answer),
+                    Err(err) => Loaded::Failed(err.message().to_owned()),
+                },
+            );
+        });
+    });
+
+    let on_submit = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        if pending.get_untracked() {
+            return;
+        }
+        let (n, d, p, m) = (
+            name.get_untracked().trim().to_owned(),
+            description.get_untracked(),
+            prompt.get_untracked(),
+            model.get_untracked(),
+        );
+        saved.set(false);
+        limit_hit.set(false);
+        if let Err(message) = validate_agent(&n, &d, &p) {
+            error.set(Some(message));
+            return;
+        }
+        error.set(None);
+        pending.set(true);
+        let editing = editing.clone();
+        spawn_local(async move {
+            let model = (!m.is_empty()).then_some(m);
+            let outcome = match editing {
+                Some(id) => {
+                    let body = UpdateAgentRequest {
+                        name: Some(n),
+                        description: Some(d),
+                        system_prompt: Some(p),
+                        model,
+                    };
+                    client::put_signed_in::<_, AgentResponse>(&format!("/api/agents/{id}"), &body)
+                        .await
+                }
+                None => {
+                    let body = CreateAgentRequest {
+                        name: n,
+                        description: Some(d).filter(|d| !d.is_empty()),
+                        system_prompt: Some(p).filter(|p| !p.is_empty()),
+                        model,
+                    };
+                    client::post_signed_in::<_, AgentResponse>("/api/agents", &body).await
+                }
+            };
+            match outcome {
+                Ok(answer) => {
+                    saved.set(true);
+                    on_saved.run(answer.agent);
+                }
+                Err(err) => {
+                    limit_hit.set(err.status == 403);
+                    error.set(Some(err.message().to_owned()));
+                }
+            }
+            pending.set(false);
+        });
+    };
+
+    let creating = agent.is_none();
+    view! {
+        <form class="form form-wide" on:submit=on_submit novalidate>
+            <div class="field">
+                <label for="agent-name">"Name"</label>
+                <input
+                    id="agent-name"
+                    type="text"
+                    required
+                    maxlength=NAME_MAX.to_string()
+                    prop:value=move || name.get()
+                    on:input=move |ev| name.set(event_target_value(&ev))
+                />
+            </div>
+            <div class="field">
+                <label for="agent-description">
+                    "Description " <span class="optional">"(optional)"</span>
+                </label>
+                <textarea
+                    id="agent-description"
+                    rows="2"
+                    maxlength=DESCRIPTION_MAX.to_string()
+                    prop:value=move || description.get()
+                    on:input=move |ev| description.set(event_target_value(&ev))
+                ></textarea>
+            </div>
+            <div class="field">
+                <label for="agent-prompt">"System prompt"</label>
+                <textarea
+                    id="agent-prompt"
+                    class="prompt"
+                    rows="14"
+                    maxlength=PROMPT_MAX.to_string()
+                    aria-describedby="agent-prompt-hint"
+                    prop:value=move || prompt.get()
+                    on:input=move |ev| prompt.set(event_target_value(&ev))
+                ></textarea>
+                <p id="agent-prompt-hint" class="hint">
+                    {move || {
+                        format!(
+                            "How the agent behaves. {} of {PROMPT_MAX} characters.",
+                            prompt.read().chars().count(),
+                        )
+                    }}
+                </p>
+            </div>
+            <div class="field">
+                <label for="agent-model">"Model"</label>
+                {move || match models.get() {
+                    Loaded::Loading => {
+                        view! { <p class="loading" role="status">"Loading models…"</p> }.into_any()
+                    }
+                    Loaded::Failed(message) => {
+                        view! { <Notice tone=Tone::Error testid="models-error">{message}</Notice> }
+                            .into_any()
+                    }
+                    Loaded::Ready(answer) => {
+                        let current = model.get_untracked();
+                        let listed = current.is_empty()
+                            || answer.models.iter().any(|m| m.id == current);
+                        view! {
+                            <select
+                                id="agent-model"
+                                prop:value=move || model.get()
+                                on:change=move |ev| model.set(event_target_value(&ev))
+                            >
+                                <option value="" selected=current.is_empty()>
+                                    {format!("Server default ({})", answer.default_model)}
+                                </option>
+                                {(!listed)
+                                    .then(|| {
+                                        view! {
+                                            <option value=current.clone() selected=true>
+                                                {format!("{current} (no longer offered)")}
+                                            </option>
+                                        }
+                                    })}
+                                {answer
+                                    .models
+                                    .iter()
+                                    .map(|m| {
+                                        let label = match m.context_window {
+                                            Some(window) => {
+                                                format!("{} · {} · {window} tokens", m.id, m.provider)
+                                            }
+                                            None => format!("{} · {}", m.id, m.provider),
+                                        };
+                                        view! {
+                                            <option value=m.id.clone() selected=m.id == current>
+                                                {label}
+                                            </option>
+                                        }
+                                    })
+                                    .collect_view()}
+                            </select>
+                        }
+                            .into_any()
+                    }
+                }}
+            </div>
+            <FormErrorNotice error/>
+            <Show when=move || limit_hit.get() && creating>
+                <Notice tone=Tone::Info testid="agent-limit-help">
+                    "Your plan's agent limit is reached: delete an agent you no longer need, or ask an administrator to move your account to a larger plan."
+                </Notice>
+            </Show>
+            <Show when=move || saved.get() && !creating>
+                <Notice tone=Tone::Success testid="agent-saved">"Saved."</Notice>
+            </Show>
+            <div class="form-actions">
+                <button
+                    type="submit"
+                    class="button"
+                    disabled=move || !hydrated.get() || pending.get()
+                    aria-busy=move || pending.get().to_string()
+                >
+                    {move || match (pending.get(), creating) {
+                        (true, _) => "Saving…",
+                        (false, true) => "Create agent",
+                        (false, false) => "Save changes",
+                    }}
+                </button>
+            </div>
+        </form>
+    }
+    .into_any()
+}
+
+/// "Delete" with an inline confirmation; `on_confirm` runs after the second click.
+#[component]
+pub fn ConfirmButton(
+    /// The first button's label, e.g. "Delete agent".
+    label: &'static str,
+    /// The question shown after the first click.
+    #[prop(into)]
+    question: String,
+    /// The confirming button's label, e.g. "Yes, delete".
+    confirm: &'static str,
+    /// Whether the action is under way (disables the buttons).
+    #[prop(into)]
+    busy: Signal<bool>,
+    /// The action.
+    on_confirm: Callback<()>,
+) -> impl IntoView {
+    let asking = RwSignal::new(false);
+    view! {
+        <Show
+            when=move || asking.get()
+            fallback=move || {
+                view! {
+                    <button
+                        type="button"
+                        class="button button-danger button-small"
+                        on:click=move |_| asking.set(true)
+                        disabled=move || busy.get()
+                    >
+                        {label}
+                    </button>
+                }
+            }
+        >
+            <span class="confirm" role="group" aria-label="Confirm">
+                <span>{question.clone()}</span>
+                <button
+                    type="button"
+                    class="button button-danger button-small"
+                    on:click=move |_| {
+                        asking.set(false);
+                        on_confirm.run(());
+                    }
+                    disabled=move || busy.get()
+                >
+                    {confirm}
+                </button>
+                <button
+                    type="button"
+                    class="button button-secondary button-small"
+                    on:click=move |_| asking.set(false)
+                >
+                    "Cancel"
+                </button>
+            </span>
+        </Show>
+    }
+    .into_any()
+}
+
+/// Deletes the agent after confirmation and returns to the list.
+#[component]
+pub fn DeleteAgent(
+    /// The agent's id.
+    id: String,
+    /// The agent's name, for the question.
+    name: String,
+) -> impl IntoView {
+    let navigate = use_navigate();
+    let busy = RwSignal::new(false);
+    let error = RwSignal::new(None::<String>);
+    let on_confirm = Callback::new(move |()| {
+        busy.set(true);
+        error.set(None);
+        let id = id.clone();
+        let navigate = navigate.clone();
+        spawn_local(async move {
+            match client::delete_signed_in::<SuccessResponse>(&format!("/api/agents/{id}")).await {
+                Ok(_) => navigate("/dashboard", Default::default()),
+                Err(err) => error.set(Some(err.message().to_owned())),
+            }
+            busy.set(false);
+        });
+    });
+    view! {
+        <div class="danger-zone">
+            <h2>"Delete this agent"</h2>
+            <p class="muted">"Its conversations and knowledge base are deleted with it."</p>
+            <ConfirmButton
+                label="Delete agent"
+                question=format!("Delete “{name}” for good?")
+                confirm="Yes, delete"
+                busy
+                on_confirm
+            />
+            {move || {
+                error
+                    .get()
+                    .map(|message| {
+                        view! { <Notice tone=Tone::Error testid="delete-error">{message}</Notice> }
+                    })
+            }}
+        </div>
+    }
+    .into_any()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_forms_are_checked_before_sending() {
+        assert!(validate_agent("  ", "", "").is_err());
+        assert!(validate_agent(&"n".repeat(NAME_MAX + 1), "", "").is_err());
+        assert!(validate_agent("Support", &"d".repeat(DESCRIPTION_MAX + 1), "").is_err());
+        assert!(validate_agent("Support", "", &"p".repeat(PROMPT_MAX + 1)).is_err());
+        assert!(validate_agent("Support", "Helps", "Answer briefly.").is_ok());
+    }
+}

@@ -1,0 +1,665 @@
+//! `/dashboard/agents/{id}/knowledge`: the agent's knowledge base — uploads with progress,
+//! crawls of a site, and the documents with their indexing state, updated live
+//! (`POST .../knowledge/file`, `POST .../knowledge/url`, `GET .../knowledge`,
+//! `POST .../knowledge/{documentId}/refresh`, `DELETE .../knowledge/{documentId}`,
+//! `GET /api/jobs/{jobId}`).
+
+use super::{
+    agent::use_agent,
+    agents::{ConfirmButton, Loaded},
+    dashboard::short_time,
+};
+use crate::{
+    api::{
+        AddUrlRequest, AddUrlResponse, CrawlOptions, DocumentRefreshResponse, DocumentsResponse,
+        JobProgress, JobResponse, KnowledgeDocument, SuccessResponse,
+    },
+    client,
+    components::{use_hydrated, FormError, FormErrorNotice, Notice, Tone},
+};
+use leptos::{prelude::*, task::spawn_local};
+use leptos_meta::Title;
+use std::{
+    collections::HashMap,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
+};
+
+/// How often the document list is reloaded while something is being indexed (ms).
+const POLL_MS: i32 = 1_000;
+
+/// One file on its way to the server.
+#[derive(Debug, Clone, Copy)]
+struct Upload {
+    key: u64,
+    name: StoredValue<String>,
+    /// Fraction sent, 0.0 to 1.0.
+    progress: RwSignal<f64>,
+    /// `None` while sending; then the outcome in words.
+    outcome: RwSignal<Option<Result<String, String>>>,
+}
+
+/// Whether a document is still being worked on.
+fn in_progress(status: &str) -> bool {
+    matches!(status, "pending" | "processing")
+}
+
+/// Splits a text area into its non-empty lines (one glob per line).
+pub fn lines(text: &str) -> Vec<String> {
+    text.lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .map(ToOwned::to_owned)
+        .collect()
+}
+
+/// Checks the add-URL form as the server would (README § Knowledge base).
+///
+/// # Errors
+/// The first rule broken, in words.
+pub fn validate_crawl(url: &str, depth: &str, max_pages: &str) -> Result<(u8, u32), String> {
+    let lower = url.trim().to_ascii_lowercase();
+    if !(lower.starts_with("http://") || lower.starts_with("https://")) || lower.len() < 10 {
+        return Err("Enter a web address that starts with http:// or https://.".into());
+    }
+    let depth = depth
+        .trim()
+        .parse::<u8>()
+        .ok()
+        .filter(|d| *d <= 5)
+        .ok_or("Crawl depth is a whole number from 0 (that page only) to 5.")?;
+    let max_pages = max_pages
+        .trim()
+        .parse::<u32>()
+        .ok()
+        .filter(|n| (1..=1000).contains(n))
+        .ok_or("Maximum pages is a whole number from 1 to 1,000.")?;
+    Ok((depth, max_pages))
+}
+
+/// Uploads, crawls and the document list of the agent.
+#[component]
+pub fn KnowledgePage() -> impl IntoView {
+    let agent = use_agent();
+    let documents = RwSignal::new(Loaded::<Vec<KnowledgeDocument>>::Loading);
+    // Jobs started from this page, by document: their progress shows pages done / found.
+    let jobs = RwSignal::new(HashMap::<String, (String, Option<JobProgress>)>::new());
+    let list_error = RwSignal::new(None::<String>);
+    let alive = Arc::new(AtomicBool::new(true));
+
+    let reload = move || {
+        let id = agent.id.get_untracked();
+        async move {
+            match client::get_json_signed_in::<DocumentsResponse>(&format!(
+                "/api/agents/{id}/knowledge"
+            ))
+            .await
+            {
+                Ok(answer) => {
+                    list_error.set(None);
+                    documents.set(Loaded::Ready(answer.documents));
+                }
+                // Keep the last list on screen when a poll fails; say so above it.
+                Err(err) => match documents.get_untracked() {
+                    Loaded::Ready(_) => list_error.set(Some(err.message().to_owned())),
+                    _ => documents.set(Loaded::Failed(err.message().to_owned())),
+                },
+            }
+            // Progress of the crawls started here that are still running.
+            let running: Vec<(String, String)> = jobs.with_untracked(|jobs| {
+                documents.with_untracked(|docs| match docs {
+                    Loaded::Ready(docs) => docs
+                        .iter()
+                        .filter(|d| in_progress(&d.status))
+                        .filter_map(|d| {
+                            jobs.get(&d.document_id)
+                                .map(|(job, _)| (d.document_id.clone(), job.clone()))
+                        })
+                        .collect(),
+                    _ => Vec::new(),
+                })
+            });
+            for (document, job) in running {
+                if let Ok(answer) =
+                    client::get_json_signed_in::<JobResponse>(&format!("/api/jobs/{job}")).await
+                {
+                    jobs.update(|jobs| {
+                        jobs.insert(document, (job, Some(answer.job.progress)));
+                    });
+                }
+            }
+        }
+    };
+
+    // Loads the list, then keeps it current while any document is pending or processing.
+    Effect::new({
+        let alive = alive.clone();
+        move || {
+            agent.id.track();
+            let alive = alive.clone();
+            spawn_local(async move {
+                reload().await;
+                while alive.load(Ordering::Relaxed) {
+                    client::sleep(POLL_MS).await;
+                    let busy = documents.with_untracked(|docs| match docs {
+                        Loaded::Ready(docs) => docs.iter().any(|d| in_progress(&d.status)),
+                        _ => false,
+                    });
+                    if busy && alive.load(Ordering::Relaxed) {
+                        reload().await;
+                    }
+                }
+            });
+        }
+    });
+    on_cleanup(move || alive.store(false, Ordering::Relaxed));
+
+    let refresh_list = move || spawn_local(reload());
+
+    view! {
+        <Title text="Knowledge"/>
+        <div class="stack">
+            <UploadSection on_uploaded=Callback::new(move |()| refresh_list())/>
+            <CrawlSection on_added=Callback::new(move |(document, job): (String, String)| {
+                jobs.update(|jobs| {
+                    jobs.insert(document, (job, None));
+                });
+                refresh_list();
+            })/>
+            <section class="card">
+                <div class="section-head">
+                    <h2 class="first">"Documents"</h2>
+                    <button
+                        type="button"
+                        class="button button-secondary button-small"
+                        on:click=move |_| refresh_list()
+                    >
+                        "Reload list"
+                    </button>
+                </div>
+                {move || {
+                    list_error
+                        .get()
+                        .map(|message| {
+                            view! { <Notice tone=Tone::Error testid="documents-poll-error">{message}</Notice> }
+                        })
+                }}
+                {move || match documents.get() {
+                    Loaded::Loading => {
+                        view! { <p class="loading" role="status">"Loading documents…"</p> }.into_any()
+                    }
+                    Loaded::Failed(message) => {
+                        view! { <Notice tone=Tone::Error testid="documents-error">{message}</Notice> }
+                            .into_any()
+                    }
+                    Loaded::Ready(list) if list.is_empty() => {
+                        view! {
+                            <p class="empty" data-testid="documents-empty">
+                                "No documents yet. Upload a file or add a site above; the agent quotes them in its replies."
+                            </p>
+                        }
+                            .into_any()
+                    }
+                    Loaded::Ready(list) => {
+                        view! {
+                            <ul class="documents" data-testid="documents">
+                                <For
+                                    each=move || list.clone()
+                                    key=|d| (d.document_id.clone(), d.updated_at.clone(), d.status.clone())
+                                    let(document)
+                                >
+                                    <DocumentRow
+                                        document
+                                        jobs
+                                        on_changed=Callback::new(move |()| refresh_list())
+                                    />
+                                </For>
+                            </ul>
+                        }
+                            .into_any()
+                    }
+                }}
+            </section>
+        </div>
+    }
+    .into_any()
+}
+
+/// One document: name, kind, state (with progress or the failure's reason), size, and
+/// its actions.
+#[component]
+fn DocumentRow(
+    document: KnowledgeDocument,
+    jobs: RwSignal<HashMap<String, (String, Option<JobProgress>)>>,
+    on_changed: Callback<()>,
+) -> impl IntoView {
+    let agent = use_agent();
+    let busy = RwSignal::new(false);
+    let error = RwSignal::new(None::<String>);
+    let id = document.document_id.clone();
+    let progress = {
+        let id = id.clone();
+        move || jobs.with(|jobs| jobs.get(&id).and_then(|(_, p)| *p))
+    };
+    let working = in_progress(&document.status);
+    let status = document.status.clone();
+    let refresh = {
+        let id = id.clone();
+        move |_| {
+            let agent_id = agent.id.get_untracked();
+            let id = id.clone();
+            busy.set(true);
+            error.set(None);
+            spawn_local(async move {
+                match client::post_signed_in::<_, DocumentRefreshResponse>(
+                    &format!("/api/agents/{agent_id}/knowledge/{id}/refresh"),
+                    &serde_json::Map::new(),
+                )
+                .await
+                {
+                    Ok(answer) => {
+                        jobs.update(|jobs| {
+                            jobs.insert(id, (answer.job_id, None));
+                        });
+                        on_changed.run(());
+                    }
+                    Err(err) => error.set(Some(err.message().to_owned())),
+                }
+                busy.set(false);
+            });
+        }
+    };
+    let delete = Callback::new({
+        let id = id.clone();
+        move |()| {
+            let agent_id = agent.id.get_untracked();
+            let id = id.clone();
+            busy.set(true);
+            error.set(None);
+            spawn_local(async move {
+                match client::delete_signed_in::<SuccessResponse>(&format!(
+                    "/api/agents/{agent_id}/knowledge/{id}"
+                ))
+                .await
+                {
+                    Ok(_) => on_changed.run(()),
+                    Err(err) => error.set(Some(err.message().to_owned())),
+                }
+                busy.set(false);
+            });
+        }
+    });
+    let details = {
+        let mut parts = vec![if document.kind == "url" {
+            "Site"
+        } else {
+            "File"
+        }
+        .to_owned()];
+        if let Some(pages) = document.pages {
+            parts.push(format!("{pages} pages"));
+        }
+        parts.push(format!("{} chunks", document.chunks));
+        parts.push(format!("{} KB", document.bytes.div_ceil(1024)));
+        parts.push(format!("updated {}", short_time(&document.updated_at)));
+        parts.join(" · ")
+    };
+    view! {
+        <li class="document" data-testid="document" data-status=status.clone()>
+            <div class="document-main">
+                <span class="document-name">{document.name.clone()}</span>
+                <span class=format!("status status-{status}") data-testid="document-status">
+                    {status.clone()}
+                </span>
+                {move || {
+                    progress()
+                        .filter(|_| working)
+                        .map(|p| {
+                            view! {
+                                <span class="muted small" data-testid="document-progress">
+                                    {format!("{} of {} pages", p.done, p.total)}
+                                </span>
+                            }
+                        })
+                }}
+            </div>
+            <p class="muted small">{details}</p>
+            {document
+                .error
+                .clone()
+                .map(|reason| {
+                    view! { <p class="error-text" data-testid="document-error">{reason}</p> }
+                })}
+            <div class="row-actions">
+                <button
+                    type="button"
+                    class="button button-secondary button-small"
+                    on:click=refresh
+                    disabled=move || busy.get() || working
+                >
+                    {if document.kind == "url" { "Re-crawl" } else { "Re-index" }}
+                </button>
+                <ConfirmButton
+                    label="Delete"
+                    question=format!("Delete “{}”?", document.name)
+                    confirm="Yes, delete"
+                    busy
+                    on_confirm=delete
+                />
+            </div>
+            {move || {
+                error
+                    .get()
+                    .map(|message| {
+                        view! { <Notice tone=Tone::Error testid="document-action-error">{message}</Notice> }
+                    })
+            }}
+        </li>
+    }
+    .into_any()
+}
+
+/// Drag-and-drop (or chosen) files, each uploaded with its own progress bar and outcome.
+#[component]
+fn UploadSection(on_uploaded: Callback<()>) -> impl IntoView {
+    let hydrated = use_hydrated();
+    let agent = use_agent();
+    let uploads = RwSignal::new(Vec::<Upload>::new());
+    let over = RwSignal::new(false);
+    let next_key = StoredValue::new(0_u64);
+
+    let start = move |files: web_sys::FileList| {
+        for index in 0..files.length() {
+            let Some(file) = files.item(index) else {
+                continue;
+            };
+            next_key.update_value(|k| *k += 1);
+            let upload = Upload {
+                key: next_key.get_value(),
+                name: StoredValue::new(file.name()),
+                progress: RwSignal::new(0.0),
+                outcome: RwSignal::new(None),
+            };
+            uploads.update(|list| list.insert(0, upload));
+            let path = format!("/api/agents/{}/knowledge/file", agent.id.get_untracked());
+            spawn_local(async move {
+                let on_progress = move |fraction: f64| upload.progress.set(fraction);
+                let outcome = client::upload_file(&path, &file, on_progress).await;
+                upload.outcome.set(Some(match outcome {
+                    Ok(_) => {
+                        upload.progress.set(1.0);
+                        on_uploaded.run(());
+                        Ok("Uploaded; indexing starts shortly.".to_owned())
+                    }
+                    Err(err) => Err(err.message().to_owned()),
+                }));
+            });
+        }
+    };
+
+    view! {
+        <section class="card">
+            <h2 class="first">"Upload documents"</h2>
+            <div
+                class="dropzone"
+                class:dropzone-over=move || over.get()
+                data-testid="dropzone"
+                on:dragover=move |ev: leptos::ev::DragEvent| {
+                    ev.prevent_default();
+                    over.set(true);
+                }
+                on:dragleave=move |_| over.set(false)
+                on:drop=move |ev: leptos::ev::DragEvent| {
+                    ev.prevent_default();
+                    over.set(false);
+                    if let Some(files) = ev.data_transfer().and_then(|d| d.files()) {
+                        start(files);
+                    }
+                }
+            >
+                <p>"Drop PDF, Word (DOCX), Markdown or text files here, or"</p>
+                <label class="button button-secondary" for="knowledge-files">
+                    "Choose files"
+                </label>
+                <input
+                    id="knowledge-files"
+                    class="visually-hidden"
+                    type="file"
+                    multiple
+                    accept=".pdf,.docx,.md,.markdown,.txt,application/pdf,text/plain,text/markdown"
+                    disabled=move || !hydrated.get()
+                    on:change=move |ev| {
+                        let input = event_target::<web_sys::HtmlInputElement>(&ev);
+                        if let Some(files) = input.files() {
+                            start(files);
+                        }
+                        input.set_value("");
+                    }
+                />
+            </div>
+            <ul class="uploads" aria-live="polite">
+                <For each=move || uploads.get() key=|u| u.key let(upload)>
+                    <li class="upload" data-testid="upload">
+                        <span class="upload-name">{upload.name.get_value()}</span>
+                        <progress
+                            max="1"
+                            value=move || upload.progress.get().to_string()
+                            aria-label=format!("Upload of {}", upload.name.get_value())
+                        ></progress>
+                        {move || match upload.outcome.get() {
+                            None => {
+                                view! {
+                                    <span class="muted small">
+                                        {format!("{:.0} %", upload.progress.get() * 100.0)}
+                                    </span>
+                                }
+                                    .into_any()
+                            }
+                            Some(Ok(message)) => {
+                                view! { <span class="success-text small" data-testid="upload-done">{message}</span> }
+                                    .into_any()
+                            }
+                            Some(Err(message)) => {
+                                view! { <span class="error-text small" role="alert" data-testid="upload-error">{message}</span> }
+                                    .into_any()
+                            }
+                        }}
+                    </li>
+                </For>
+            </ul>
+        </section>
+    }
+    .into_any()
+}
+
+/// The add-URL form with the crawl options. `on_added` receives the document and job ids.
+#[component]
+fn CrawlSection(on_added: Callback<(String, String)>) -> impl IntoView {
+    let hydrated = use_hydrated();
+    let agent = use_agent();
+    let url = RwSignal::new(String::new());
+    let depth = RwSignal::new("2".to_owned());
+    let max_pages = RwSignal::new("50".to_owned());
+    let include = RwSignal::new(String::new());
+    let exclude = RwSignal::new(String::new());
+    let same_domain = RwSignal::new(true);
+    let use_sitemap = RwSignal::new(false);
+    let respect_robots = RwSignal::new(true);
+    let pending = RwSignal::new(false);
+    let error: FormError = RwSignal::new(None);
+    let added = RwSignal::new(false);
+
+    let submit = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        if pending.get_untracked() {
+            return;
+        }
+        added.set(false);
+        let (crawl_depth, pages) = match validate_crawl(
+            &url.get_untracked(),
+            &depth.get_untracked(),
+            &max_pages.get_untracked(),
+        ) {
+            Ok(valid) => valid,
+            Err(message) => {
+                error.set(Some(message));
+                return;
+            }
+        };
+        error.set(None);
+        pending.set(true);
+        let body = AddUrlRequest {
+            url: url.get_untracked().trim().to_owned(),
+            config: Some(CrawlOptions {
+                crawl_depth: Some(crawl_depth),
+                max_pages: Some(pages),
+                include_patterns: Some(lines(&include.get_untracked())),
+                exclude_patterns: Some(lines(&exclude.get_untracked())),
+                same_domain: Some(same_domain.get_untracked()),
+                use_sitemap: Some(use_sitemap.get_untracked()),
+                respect_robots: Some(respect_robots.get_untracked()),
+            }),
+        };
+        let path = format!("/api/agents/{}/knowledge/url", agent.id.get_untracked());
+        spawn_local(async move {
+            match client::post_signed_in::<_, AddUrlResponse>(&path, &body).await {
+                Ok(answer) => {
+                    added.set(true);
+                    url.set(String::new());
+                    on_added.run((answer.document_id, answer.job_id));
+                }
+                Err(err) => error.set(Some(err.message().to_owned())),
+            }
+            pending.set(false);
+        });
+    };
+
+    let checkbox = move |id: &'static str, label: &'static str, value: RwSignal<bool>| {
+        view! {
+            <label class="check" for=id>
+                <input
+                    id=id
+                    type="checkbox"
+                    prop:checked=move || value.get()
+                    on:change=move |ev| value.set(event_target_checked(&ev))
+                />
+                {label}
+            </label>
+        }
+    };
+
+    view! {
+        <section class="card">
+            <h2 class="first">"Add a website"</h2>
+            <form class="form form-wide" on:submit=submit novalidate>
+                <div class="field">
+                    <label for="crawl-url">"Start URL"</label>
+                    <input
+                        id="crawl-url"
+                        type="url"
+                        placeholder="https://docs.example.com/"
+                        required
+                        prop:value=move || url.get()
+                        on:input=move |ev| url.set(event_target_value(&ev))
+                    />
+                </div>
+                <div class="field-row">
+                    <div class="field">
+                        <label for="crawl-depth">"Crawl depth"</label>
+                        <input
+                            id="crawl-depth"
+                            type="number"
+                            min="0"
+                            max="5"
+                            aria-describedby="crawl-depth-hint"
+                            prop:value=move || depth.get()
+                            on:input=move |ev| depth.set(event_target_value(&ev))
+                        />
+                        <p id="crawl-depth-hint" class="hint">"0 is that page only; at most 5."</p>
+                    </div>
+                    <div class="field">
+                        <label for="crawl-max-pages">"Maximum pages"</label>
+                        <input
+                            id="crawl-max-pages"
+                            type="number"
+                            min="1"
+                            max="1000"
+                            prop:value=move || max_pages.get()
+                            on:input=move |ev| max_pages.set(event_target_value(&ev))
+                        />
+                    </div>
+                </div>
+                <details class="options">
+                    <summary>"More crawl options"</summary>
+                    <div class="field-row">
+                        <div class="field">
+                            <label for="crawl-include">"Include paths (one glob per line)"</label>
+                            <textarea
+                                id="crawl-include"
+                                rows="3"
+                                placeholder="/docs/**"
+                                prop:value=move || include.get()
+                                on:input=move |ev| include.set(event_target_value(&ev))
+                            ></textarea>
+                        </div>
+                        <div class="field">
+                            <label for="crawl-exclude">"Exclude paths (one glob per line)"</label>
+                            <textarea
+                                id="crawl-exclude"
+                                rows="3"
+                                placeholder="/blog/**"
+                                prop:value=move || exclude.get()
+                                on:input=move |ev| exclude.set(event_target_value(&ev))
+                            ></textarea>
+                        </div>
+                    </div>
+                    <div class="checks">
+                        {checkbox("crawl-same-domain", "Stay on this host", same_domain)}
+                        {checkbox("crawl-sitemap", "Start from the sitemap", use_sitemap)}
+                        {checkbox("crawl-robots", "Respect robots.txt", respect_robots)}
+                    </div>
+                </details>
+                <FormErrorNotice error/>
+                <Show when=move || added.get()>
+                    <Notice tone=Tone::Success testid="crawl-added">
+                        "Crawl started; the site appears below and fills in as pages are read."
+                    </Notice>
+                </Show>
+                <div class="form-actions">
+                    <button
+                        type="submit"
+                        class="button"
+                        disabled=move || !hydrated.get() || pending.get()
+                    >
+                        {move || if pending.get() { "Adding…" } else { "Add website" }}
+                    </button>
+                </div>
+            </form>
+        </section>
+    }
+    .into_any()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn crawl_options_are_checked_before_sending() {
+        assert_eq!(
+            validate_crawl("https://example.com/", "2", "50"),
+            Ok((2, 50))
+        );
+        assert!(validate_crawl("ftp://example.com/", "2", "50").is_err());
+        assert!(validate_crawl("https://example.com/", "6", "50").is_err());
+        assert!(validate_crawl("https://example.com/", "2", "0").is_err());
+        assert!(validate_crawl("https://example.com/", "x", "50").is_err());
+    }
+
+    #[test]
+    fn patterns_are_one_per_line() {
+        assert_eq!(lines(" /docs/**\n\n/api/*  \n"), vec!["/docs/**", "/api/*"]);
+    }
+}

@@ -1,0 +1,105 @@
+//! `/dashboard/agents/{id}/start`: copy-paste `curl` examples for the agent's chat
+//! endpoint, JSON and streamed, with the agent's own id and this server's address.
+
+use super::agent::use_agent;
+use crate::client;
+use leptos::{prelude::*, task::spawn_local};
+use leptos_meta::Title;
+
+/// The `curl` command for one JSON reply from agent `agent_id` on `origin`.
+pub fn curl_json(origin: &str, agent_id: &str) -> String {
+    format!(
+        "curl -s {origin}/api/agents/{agent_id}/chat \\\n  -H \"Authorization: Bearer $AGENTCHAT_KEY\" \\\n  -H 'Content-Type: application/json' \\\n  -d '{{\"message\": \"What can you do?\"}}'"
+    )
+}
+
+/// The `curl` command for a streamed reply (server-sent events) with token usage.
+pub fn curl_stream(origin: &str, agent_id: &str) -> String {
+    format!(
+        "curl -sN {origin}/api/agents/{agent_id}/chat \\\n  -H \"Authorization: Bearer $AGENTCHAT_KEY\" \\\n  -H 'Content-Type: application/json' \\\n  -d '{{\"message\": \"Tell me more\", \"stream\": true, \"streamOptions\": {{\"includeUsage\": true}}}}'"
+    )
+}
+
+/// The getting-started panel.
+#[component]
+pub fn GettingStarted() -> impl IntoView {
+    let agent = use_agent();
+    // The server does not know the address the browser used; the browser fills it in.
+    let origin = RwSignal::new("http://127.0.0.1:3000".to_owned());
+    Effect::new(move || {
+        if let Some(found) = web_sys::window().and_then(|w| w.location().origin().ok()) {
+            origin.set(found);
+        }
+    });
+    view! {
+        <Title text="Get started"/>
+        <section class="card">
+            <h2 class="first">"Call this agent from your code"</h2>
+            <ol class="steps">
+                <li>
+                    "Create an API key with the " <code>"chat:write"</code> " scope on the "
+                    <a href="/dashboard/api-keys">"API keys"</a> " page and put it in "
+                    <code>"AGENTCHAT_KEY"</code> ":"
+                    <Snippet testid="snippet-key" text=Signal::derive(|| "export AGENTCHAT_KEY=key_...".to_owned())/>
+                </li>
+                <li>
+                    "Ask for one JSON reply (" <code>"message"</code> ", " <code>"model"</code> ", "
+                    <code>"tokensUsed"</code> ", " <code>"threadId"</code> ", " <code>"sources"</code> "):"
+                    <Snippet testid="snippet-json" text=Signal::derive(move || curl_json(&origin.get(), &agent.id.get()))/>
+                </li>
+                <li>
+                    "Or stream it: " <code>"data: {\"chunk\": ...}"</code> " frames, a usage frame, then "
+                    <code>"data: [DONE]"</code> ". Pass the " <code>"threadId"</code>
+                    " of a reply (or the " <code>"X-Thread-Id"</code> " header) to continue the conversation."
+                    <Snippet testid="snippet-stream" text=Signal::derive(move || curl_stream(&origin.get(), &agent.id.get()))/>
+                </li>
+            </ol>
+            <p class="muted">
+                "The full reference is at " <a href="/api/docs" rel="external">"/api/docs"</a> "."
+            </p>
+        </section>
+    }
+    .into_any()
+}
+
+/// A block of code with "Copy".
+#[component]
+fn Snippet(testid: &'static str, text: Signal<String>) -> impl IntoView {
+    let copied = RwSignal::new(None::<Result<(), String>>);
+    let copy = move |_| {
+        let text = text.get_untracked();
+        spawn_local(async move {
+            copied.set(Some(
+                client::copy_text(&text)
+                    .await
+                    .map_err(|err| err.message().to_owned()),
+            ));
+        });
+    };
+    view! {
+        <div class="snippet">
+            <pre data-testid=testid><code>{move || text.get()}</code></pre>
+            <button type="button" class="button button-secondary button-small" on:click=copy>"Copy"</button>
+            {move || match copied.get() {
+                Some(Ok(())) => Some(view! { <span class="muted small" role="status">"Copied"</span> }.into_any()),
+                Some(Err(message)) => Some(view! { <span class="error-text small" role="alert">{message}</span> }.into_any()),
+                None => None,
+            }}
+        </div>
+    }
+    .into_any()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn examples_use_the_agent_and_the_server() {
+        let json = curl_json("https://chat.example.com", "agt_1");
+        assert!(json.contains("https://chat.example.com/api/agents/agt_1/chat"));
+        assert!(json.contains("Bearer $AGENTCHAT_KEY"));
+        let stream = curl_stream("https://chat.example.com", "agt_1");
+        assert!(stream.contains("\"stream\": true") && stream.contains("curl -sN"));
+    }
+}
