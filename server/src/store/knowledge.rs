@@ -151,7 +151,7 @@ pub fn vector_to_bytes(vector: &[f32]) -> Vec<u8> {
 /// The embedding stored as `bytes` (see [`vector_to_bytes`]); `None` when the length is
 /// not a multiple of 4.
 pub fn vector_from_bytes(bytes: &[u8]) -> Option<Vec<f32>> {
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return None;
     }
     Some(
@@ -279,4 +279,25 @@ pub trait KnowledgeStore: Send + Sync + 'static {
     /// The agent's chunks among `ids`, as hits scored 0, in no particular order; ids of
     /// deleted chunks or of another agent's are left out.
     async fn chunk_hits(&self, agent_id: &str, ids: &[i64]) -> StoreResult<Vec<ChunkHit>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vectors_round_trip_as_little_endian_f32() {
+        let v = vec![1.0f32, -0.5, 0.0, f32::MIN_POSITIVE, 3.25e7];
+        let bytes = vector_to_bytes(&v);
+        assert_eq!(bytes.len(), 4 * v.len());
+        assert_eq!(&bytes[..4], &[0x00, 0x00, 0x80, 0x3f], "1.0 little-endian");
+        assert_eq!(
+            &bytes[4..8],
+            &[0x00, 0x00, 0x00, 0xbf],
+            "-0.5 little-endian"
+        );
+        assert_eq!(vector_from_bytes(&bytes), Some(v));
+        assert_eq!(vector_from_bytes(&[]), Some(Vec::new()));
+        assert_eq!(vector_from_bytes(&[0, 0, 0]), None, "not whole f32s");
+    }
 }
