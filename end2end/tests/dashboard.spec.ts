@@ -94,7 +94,7 @@ test("the main journey: sign up to sign out through the dashboard", async ({ pag
     await expect(reply).toHaveAttribute("data-status", "complete", { timeout: 30_000 });
     await expect(body).toContainText("w80");
     await expect(reply.getByTestId("usage")).toContainText(/\d+ tokens/);
-    await expect(reply.getByTestId("sources")).toContainText("shared-mime-info-spec.pdf");
+    await expect(reply.getByTestId("sources")).toContainText("Shared MIME-info Database");
     await expect(page.getByTestId("thread-list")).toContainText(/\d+ messages?/);
     await reply.getByRole("button", { name: "Copy" }).click();
     await expect(reply.getByText("Copied")).toBeVisible();
