@@ -137,7 +137,7 @@ async fn signed_in<T: DeserializeOwned>(
 ) -> Result<T, ApiError> {
     match request(method, path, body.clone()).await {
         Err(err) if err.status == 401 => {
-            if refresh_session().await.is_err() {
+            if refresh_once().await.is_err() {
                 to_sign_in();
                 return Err(err);
             }
@@ -158,6 +158,36 @@ pub fn to_sign_in() {
             let _ = window.location().set_href("/login");
         }
     }
+}
+
+thread_local! {
+    /// The refresh under way, shared by every request that found its access token expired.
+    static REFRESHING: std::cell::RefCell<Option<js_sys::Promise>> = const { std::cell::RefCell::new(None) };
+}
+
+/// [`refresh_session`], once for all requests that need it at the same time. Refresh
+/// tokens rotate and replaying a rotated one ends the session (api.md § Auth), so two
+/// concurrent refreshes with the same cookie would sign the user out.
+async fn refresh_once() -> Result<(), ApiError> {
+    let running = REFRESHING.with(|cell| cell.borrow().clone());
+    let promise = match running {
+        Some(promise) => promise,
+        None => {
+            let promise = wasm_bindgen_futures::future_to_promise(async {
+                let outcome = refresh_session().await;
+                REFRESHING.with(|cell| cell.borrow_mut().take());
+                outcome
+                    .map(|()| wasm_bindgen::JsValue::TRUE)
+                    .map_err(|err| wasm_bindgen::JsValue::from_str(err.message()))
+            });
+            REFRESHING.with(|cell| *cell.borrow_mut() = Some(promise.clone()));
+            promise
+        }
+    };
+    wasm_bindgen_futures::JsFuture::from(promise)
+        .await
+        .map(|_| ())
+        .map_err(|_| ApiError::local("The session could not be renewed."))
 }
 
 /// Rotates the session tokens held in cookies (`POST /api/auth/refresh` with `{}`).
@@ -242,7 +272,7 @@ pub async fn stream_chat(
     let body = encode(body)?;
     let mut response = browser::open(&path, &body, abort).await?;
     if response.status() == 401 {
-        if refresh_session().await.is_err() {
+        if refresh_once().await.is_err() {
             to_sign_in();
         } else {
             response = browser::open(&path, &body, abort).await?;
@@ -272,7 +302,7 @@ pub async fn upload_file(
 ) -> Result<UploadResponse, ApiError> {
     let (mut status, mut text) = browser::upload(path, file, on_progress.clone()).await?;
     if status == 401 {
-        if refresh_session().await.is_err() {
+        if refresh_once().await.is_err() {
             to_sign_in();
         } else {
             (status, text) = browser::upload(path, file, on_progress).await?;

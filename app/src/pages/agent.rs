@@ -52,6 +52,10 @@ pub fn AgentLayout() -> impl IntoView {
         });
     });
 
+    let failed = Memo::new(move |_| match &*agent.read() {
+        Loaded::Failed(message) => Some(message.clone()),
+        _ => None,
+    });
     let pathname = use_location().pathname;
     let tab = move |suffix: &'static str| {
         let base = format!("/dashboard/agents/{}", id.get());
@@ -91,11 +95,12 @@ pub fn AgentLayout() -> impl IntoView {
                 {link("start", "Get started")}
             </nav>
         </div>
-        {move || match agent.get() {
-            Loaded::Failed(message) => {
+        // Depends on the failure only, so that saving the agent keeps the tab's page.
+        {move || match failed.get() {
+            Some(message) => {
                 view! { <Notice tone=Tone::Error testid="agent-error">{message}</Notice> }.into_any()
             }
-            _ => view! { <Outlet/> }.into_any(),
+            None => view! { <Outlet/> }.into_any(),
         }}
     }
     .into_any()
