@@ -90,7 +90,7 @@ fn Sessions() -> impl IntoView {
             );
         });
     };
-    Effect::new(move || load());
+    Effect::new(move |_| load());
     view! {
         <section class="card">
             <h2 class="first">"Active sessions"</h2>

@@ -111,7 +111,7 @@ pub fn ApiKeysPage() -> impl IntoView {
             );
         });
     };
-    Effect::new(move || load());
+    Effect::new(move |_| load());
 
     let submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
@@ -301,7 +301,7 @@ fn NewKey(answer: CreatedApiKey, on_close: Callback<()>) -> impl IntoView {
                     value=answer.key.clone()
                     data-testid="new-key-value"
                     on:focus=move |ev| {
-                        let _ = event_target::<web_sys::HtmlInputElement>(&ev).select();
+                        event_target::<web_sys::HtmlInputElement>(&ev).select();
                     }
                 />
                 <button type="button" class="button" on:click=copy>"Copy"</button>
