@@ -29,20 +29,18 @@ use std::{
     time::Duration,
 };
 
-use genai::{
-    adapter::AdapterKind,
-    embed::EmbedRequest,
-    resolver::{AuthData, Endpoint},
-    ModelIden, ServiceTarget,
-};
+use genai::{adapter::AdapterKind, embed::EmbedRequest, ServiceTarget};
 use moka::sync::Cache;
-use secrecy::{ExposeSecret, SecretString};
+use secrecy::SecretString;
 use tracing::{info, warn};
 
 use super::Knowledge;
 use crate::{
     config::Config,
-    llm::{remote::classify, ProviderError, ProviderErrorKind},
+    llm::{
+        remote::{classify, endpoint_url, mask, target},
+        ProviderError, ProviderErrorKind,
+    },
     store::{knowledge::ChunkText, Store, StoreError},
 };
 
@@ -116,15 +114,11 @@ impl Embedder {
         model: &str,
         timeout: Duration,
     ) -> anyhow::Result<Self> {
-        let mut base_url = base_url.trim().to_string();
-        if !base_url.ends_with('/') {
-            base_url.push('/');
-        }
         let client = genai::Client::new()
             .map_err(|e| anyhow::anyhow!("building the embedding client failed: {e}"))?;
         Ok(Self {
             client,
-            base_url,
+            base_url: endpoint_url(base_url),
             key,
             model: model.to_string(),
             timeout,
@@ -138,17 +132,13 @@ impl Embedder {
     }
 
     fn target(&self) -> ServiceTarget {
-        ServiceTarget {
-            endpoint: Endpoint::from_owned(self.base_url.clone()),
-            auth: AuthData::Key(self.key.expose_secret().to_string()),
-            model: ModelIden::new(AdapterKind::OpenAI, self.model.clone()),
-        }
+        target(&self.base_url, &self.key, AdapterKind::OpenAI, &self.model)
     }
 
     /// Maps a `genai` error to a message naming the endpoint's complaint, key masked.
     fn error(&self, err: &genai::Error) -> ProviderError {
         let (kind, detail) = classify(err);
-        let detail = mask(&detail, self.key.expose_secret());
+        let detail = mask(&detail, &self.key);
         let status = match kind {
             ProviderErrorKind::Status(s) => format!(" ({s})"),
             _ => String::new(),
@@ -246,15 +236,6 @@ impl Embedder {
                 message: "The embedding endpoint failed: it returned no vector".into(),
             })
         })
-    }
-}
-
-/// `text` with every occurrence of `key` replaced by `[redacted]`.
-fn mask(text: &str, key: &str) -> String {
-    if key.is_empty() {
-        text.to_string()
-    } else {
-        text.replace(key, "[redacted]")
     }
 }
 
@@ -556,10 +537,10 @@ mod tests {
     #[test]
     fn keys_are_masked_in_messages() {
         assert_eq!(
-            mask("bad key sk-123 given", "sk-123"),
+            mask("bad key sk-123 given", &SecretString::from("sk-123")),
             "bad key [redacted] given"
         );
-        assert_eq!(mask("nothing", ""), "nothing");
+        assert_eq!(mask("nothing", &SecretString::from("")), "nothing");
     }
 
     #[test]

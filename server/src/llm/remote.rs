@@ -44,16 +44,12 @@ impl RemoteProvider {
         key: SecretString,
         timeout: Duration,
     ) -> anyhow::Result<Self> {
-        let mut base_url = base_url.trim().to_string();
-        if !base_url.ends_with('/') {
-            base_url.push('/');
-        }
         let client = genai::Client::new()
             .map_err(|e| anyhow::anyhow!("building the model client failed: {e}"))?;
         Ok(Self {
             flavor,
             timeout,
-            base_url,
+            base_url: endpoint_url(base_url),
             key,
             client,
         })
@@ -67,18 +63,14 @@ impl RemoteProvider {
     }
 
     fn target(&self, model: &str) -> ServiceTarget {
-        ServiceTarget {
-            endpoint: Endpoint::from_owned(self.base_url.clone()),
-            auth: AuthData::Key(self.key.expose_secret().to_string()),
-            model: ModelIden::new(self.kind(), model.to_string()),
-        }
+        target(&self.base_url, &self.key, self.kind(), model)
     }
 
     /// Maps a `genai` error to a [`ProviderError`] whose message names the provider's
     /// complaint, with the key masked.
     fn error(&self, err: genai::Error) -> ProviderError {
         let (kind, detail) = classify(&err);
-        let detail = detail.replace(self.key.expose_secret(), "[redacted]");
+        let detail = mask(&detail, &self.key);
         let status = match kind {
             ProviderErrorKind::Status(s) => format!(" ({s})"),
             _ => String::new(),
@@ -90,6 +82,42 @@ impl RemoteProvider {
             ),
             kind,
         }
+    }
+}
+
+/// `base_url` trimmed and ending in `/`, as `genai` joins paths (`chat/completions`,
+/// `embeddings`) onto it.
+pub(crate) fn endpoint_url(base_url: &str) -> String {
+    let mut url = base_url.trim().to_string();
+    if !url.ends_with('/') {
+        url.push('/');
+    }
+    url
+}
+
+/// The `genai` target for `model` of adapter `kind` at `base_url` (from [`endpoint_url`]),
+/// authenticated with `key`.
+pub(crate) fn target(
+    base_url: &str,
+    key: &SecretString,
+    kind: AdapterKind,
+    model: &str,
+) -> ServiceTarget {
+    ServiceTarget {
+        endpoint: Endpoint::from_owned(base_url.to_owned()),
+        auth: AuthData::Key(key.expose_secret().to_string()),
+        model: ModelIden::new(kind, model.to_string()),
+    }
+}
+
+/// `text` with every occurrence of `key` replaced by `[redacted]`; an empty key (an
+/// endpoint that needs none) leaves the text as it is.
+pub(crate) fn mask(text: &str, key: &SecretString) -> String {
+    let key = key.expose_secret();
+    if key.is_empty() {
+        text.to_string()
+    } else {
+        text.replace(key, "[redacted]")
     }
 }
 
