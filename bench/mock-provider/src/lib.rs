@@ -20,6 +20,13 @@
 //! Clients are pointed at [`MockProvider::base_url`] (`http://127.0.0.1:PORT/v1/`), to which
 //! they append `chat/completions`, `messages`, `models` or `embeddings`.
 //!
+//! # Identity providers
+//!
+//! The [`identity`] module adds mock sign-in providers on their own ports: [`MockIdp`] speaks
+//! GitHub's OAuth 2.0 web flow and REST `/user` API ([`IdpKind::Github`]) or OpenID Connect
+//! shaped like Google or Microsoft, with PKCE, single-use codes, RS256 ID tokens and switchable
+//! defects ([`IdTokenTamper`]).
+//!
 //! # Replies
 //!
 //! The reply is [`MockConfig::reply`] when set, otherwise `Echo: ` followed by the text of the
@@ -61,6 +68,7 @@
 mod anthropic;
 mod common;
 mod embeddings;
+pub mod identity;
 mod markers;
 mod openai;
 mod server;
@@ -74,6 +82,7 @@ use std::time::Duration;
 use tokio::task::JoinHandle;
 
 pub use embeddings::{embedding, EMBEDDING_DIMENSIONS};
+pub use identity::{AuthorizeRequest, IdTokenTamper, IdpKind, MockIdentity, MockIdp};
 pub use markers::MAX_TOKENS_MARKER;
 
 /// Configuration of a [`MockProvider`].

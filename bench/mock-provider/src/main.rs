@@ -4,12 +4,13 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use clap::Parser;
-use mock_provider::{MockConfig, MockProvider};
+use mock_provider::{IdpKind, MockConfig, MockIdentity, MockIdp, MockProvider};
 
 /// A mock model provider speaking the OpenAI Chat Completions and Anthropic Messages APIs.
 ///
 /// Clients use the printed base URL (ending in `/v1/`). Control markers in the last user
-/// message steer single requests, e.g. `[[tokens:200]]` for a 200-word reply.
+/// message steer single requests, e.g. `[[tokens:200]]` for a 200-word reply. With
+/// `--identity-addr`, a mock GitHub OAuth provider runs as well.
 #[derive(Debug, Parser)]
 #[command(name = "mock-provider", version)]
 struct Args {
@@ -28,6 +29,25 @@ struct Args {
     /// A fixed reply text instead of echoing the last user message.
     #[arg(long)]
     reply: Option<String>,
+    /// Also run a mock GitHub (OAuth authorize/token endpoints and the `/api/user` API, with
+    /// a consent page) on this address, e.g. `127.0.0.1:8089`. Off when absent.
+    #[arg(long)]
+    identity_addr: Option<SocketAddr>,
+    /// The OAuth client id the mock GitHub accepts.
+    #[arg(long, default_value = "mock-github-client")]
+    identity_client_id: String,
+    /// The OAuth client secret the mock GitHub accepts.
+    #[arg(long, default_value = "mock-github-secret")]
+    identity_client_secret: String,
+    /// The (verified, primary) email of the mock GitHub user.
+    #[arg(long, default_value = "octo@example.test")]
+    identity_email: String,
+    /// The login of the mock GitHub user (its id is 4242).
+    #[arg(long, default_value = "octo-tester")]
+    identity_login: String,
+    /// The display name of the mock GitHub user.
+    #[arg(long, default_value = "Octo Tester")]
+    identity_name: String,
 }
 
 #[tokio::main]
@@ -44,7 +64,34 @@ async fn main() -> anyhow::Result<()> {
     };
     let provider = MockProvider::start_on(args.addr, config).await?;
     println!("mock-provider listening on {}", provider.base_url());
+    let identity = match args.identity_addr {
+        Some(addr) => {
+            let idp = MockIdp::start_on(
+                addr,
+                IdpKind::Github,
+                &args.identity_client_id,
+                &args.identity_client_secret,
+            )
+            .await?;
+            idp.set_auto_approve(false);
+            idp.set_identity(MockIdentity {
+                subject: "4242".to_owned(),
+                email: args.identity_email,
+                email_verified: true,
+                name: args.identity_name,
+                login: args.identity_login,
+            });
+            println!("mock GitHub listening on {}", idp.base_url());
+            println!("  authorize URL: {}", idp.authorize_url());
+            println!("  token URL:     {}", idp.token_url());
+            println!("  API URL:       {}", idp.api_url());
+            println!("  client id:     {}", args.identity_client_id);
+            Some(idp)
+        }
+        None => None,
+    };
     shutdown_signal().await?;
+    drop(identity);
     drop(provider);
     Ok(())
 }
