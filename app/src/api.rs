@@ -223,6 +223,81 @@ pub struct AuthProvidersResponse {
     pub providers: Vec<AuthProvider>,
 }
 
+/// `POST /api/auth/oauth/exchange` body: the one-time code a native client received on its
+/// loopback redirect URI.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct OAuthExchangeRequest {
+    pub code: String,
+}
+
+/// `POST /api/auth/oauth/{provider}/link` answer: where to send the browser to connect
+/// the provider (valid 10 minutes).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct OAuthLinkResponse {
+    pub url: String,
+}
+
+/// A sign-in provider connected to the account.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct LinkedIdentity {
+    /// `google`, `github` or `microsoft`.
+    pub provider: String,
+    /// The provider's display name.
+    pub name: String,
+    /// The email the provider gave when it was connected.
+    pub email: String,
+    pub created_at: String,
+}
+
+/// `GET /api/auth/identities` answer: how the account can sign in.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct IdentitiesResponse {
+    pub identities: Vec<LinkedIdentity>,
+    /// Whether the account has a password.
+    pub has_password: bool,
+}
+
+/// Tokens over a period (may exceed `u32`, unlike one reply's [`TokensUsed`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct TokenTotals {
+    pub prompt: u64,
+    pub completion: u64,
+    pub total: u64,
+}
+
+/// One UTC day of an account's chat use.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct UsageDayInfo {
+    /// `YYYY-MM-DD` (UTC).
+    pub date: String,
+    /// Chat replies that day.
+    pub chats: u64,
+    pub tokens: TokenTotals,
+}
+
+/// `GET /api/usage` answer: the account's chat use this calendar month (UTC) and per day.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct UsageResponse {
+    /// The current month, `YYYY-MM` (UTC).
+    pub month: String,
+    pub chats_this_month: u64,
+    pub tokens_this_month: TokenTotals,
+    /// Every day of the requested window, oldest first, today last (zeros included).
+    pub days: Vec<UsageDayInfo>,
+}
+
 /// `POST /api/api-keys` body.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "ssr", derive(ToSchema))]

@@ -72,6 +72,9 @@ pub struct Config {
     /// `JOB_WORKERS`: background job workers (ingestion, crawls), default 2; 0 runs none
     /// (jobs wait for another instance).
     pub job_workers: usize,
+    /// Third-party sign-in: `GITHUB_*`, `GOOGLE_*`, `MICROSOFT_*` (api.md § Configuration).
+    /// A provider is offered only when both its client id and secret are set.
+    pub oauth: OAuthConfig,
     /// Leptos output: `LEPTOS_OUTPUT_NAME` (default `agentchat`).
     pub leptos_output_name: String,
     /// `LEPTOS_SITE_ROOT`, default `target/site`.
@@ -179,6 +182,7 @@ impl Config {
         if let Some(v) = var("JOB_WORKERS") {
             config.job_workers = v.parse().context("JOB_WORKERS must be a whole number")?;
         }
+        config.oauth = OAuthConfig::from_env();
         if let Some(v) = var("LEPTOS_OUTPUT_NAME") {
             config.leptos_output_name = v;
         }
@@ -223,6 +227,7 @@ impl Config {
             allowed_private_hosts: Vec::new(),
             embedding_model: None,
             job_workers: 2,
+            oauth: OAuthConfig::default(),
             leptos_output_name: "agentchat".into(),
             leptos_site_root: "target/site".into(),
             leptos_site_pkg_dir: "pkg".into(),
@@ -243,6 +248,90 @@ impl Config {
     /// Whether cookies must carry `Secure` (PUBLIC_URL is https).
     pub fn secure_cookies(&self) -> bool {
         self.public_url.starts_with("https://")
+    }
+}
+
+/// Default authorization endpoint of GitHub OAuth apps (GitHub Docs, "Authorizing OAuth apps").
+pub const GITHUB_AUTH_URL: &str = "https://github.com/login/oauth/authorize";
+/// Default token endpoint of GitHub OAuth apps.
+pub const GITHUB_TOKEN_URL: &str = "https://github.com/login/oauth/access_token";
+/// Default GitHub REST API base (`/user`, `/user/emails` are appended).
+pub const GITHUB_API_URL: &str = "https://api.github.com";
+/// Default Google OpenID Connect issuer (discovery at `/.well-known/openid-configuration`).
+pub const GOOGLE_ISSUER_URL: &str = "https://accounts.google.com";
+/// Default Microsoft identity platform issuer for work, school and personal accounts.
+pub const MICROSOFT_ISSUER_URL: &str = "https://login.microsoftonline.com/common/v2.0";
+
+/// An OAuth client registered with one provider.
+#[derive(Clone)]
+pub struct OAuthClientConfig {
+    /// `*_CLIENT_ID`.
+    pub client_id: String,
+    /// `*_CLIENT_SECRET`; never logged.
+    pub client_secret: SecretString,
+}
+
+/// GitHub sign-in (plain OAuth 2.0 plus the REST API for the identity).
+#[derive(Clone)]
+pub struct GithubConfig {
+    /// The registered client.
+    pub client: OAuthClientConfig,
+    /// `GITHUB_AUTH_URL`, default [`GITHUB_AUTH_URL`].
+    pub auth_url: String,
+    /// `GITHUB_TOKEN_URL`, default [`GITHUB_TOKEN_URL`].
+    pub token_url: String,
+    /// `GITHUB_API_URL`, default [`GITHUB_API_URL`], without a trailing slash.
+    pub api_url: String,
+}
+
+/// An OpenID Connect provider (Google, Microsoft): endpoints come from the issuer's
+/// discovery document, read at the first sign-in, never at start-up.
+#[derive(Clone)]
+pub struct OidcConfig {
+    /// The registered client.
+    pub client: OAuthClientConfig,
+    /// `GOOGLE_ISSUER_URL` / `MICROSOFT_ISSUER_URL`, without a trailing slash.
+    pub issuer_url: String,
+}
+
+/// The configured third-party sign-in providers; `None` is not configured.
+#[derive(Clone, Default)]
+pub struct OAuthConfig {
+    pub github: Option<GithubConfig>,
+    pub google: Option<OidcConfig>,
+    pub microsoft: Option<OidcConfig>,
+}
+
+impl OAuthConfig {
+    fn from_env() -> Self {
+        let client = |prefix: &str| {
+            Some(OAuthClientConfig {
+                client_id: var(&format!("{prefix}_CLIENT_ID"))?,
+                client_secret: SecretString::from(var(&format!("{prefix}_CLIENT_SECRET"))?),
+            })
+        };
+        let url = |name: &str, default: &str| {
+            var(name)
+                .unwrap_or_else(|| default.to_string())
+                .trim_end_matches('/')
+                .to_string()
+        };
+        Self {
+            github: client("GITHUB").map(|client| GithubConfig {
+                client,
+                auth_url: url("GITHUB_AUTH_URL", GITHUB_AUTH_URL),
+                token_url: url("GITHUB_TOKEN_URL", GITHUB_TOKEN_URL),
+                api_url: url("GITHUB_API_URL", GITHUB_API_URL),
+            }),
+            google: client("GOOGLE").map(|client| OidcConfig {
+                client,
+                issuer_url: url("GOOGLE_ISSUER_URL", GOOGLE_ISSUER_URL),
+            }),
+            microsoft: client("MICROSOFT").map(|client| OidcConfig {
+                client,
+                issuer_url: url("MICROSOFT_ISSUER_URL", MICROSOFT_ISSUER_URL),
+            }),
+        }
     }
 }
 

@@ -22,6 +22,7 @@ use tower_http::{
 };
 
 use crate::{
+    auth::oauth::OAuth,
     auth::{password::PasswordHasher, tokens::JwtKeys, AuthService, Clock},
     config::Config,
     error::ApiError,
@@ -82,6 +83,7 @@ impl Application {
             models,
             knowledge,
             auth: AuthService::new(store.clone(), jwt, hasher, Clock::default()),
+            oauth: OAuth::new(config.oauth.clone(), &config.public_url)?,
             mailer: Mailer::new(&config)?,
             config: Arc::new(config),
             store,

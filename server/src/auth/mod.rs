@@ -2,6 +2,7 @@
 //! refresh-token rotation with replay detection.
 
 pub mod keys;
+pub mod oauth;
 pub mod password;
 pub mod throttle;
 pub mod tokens;

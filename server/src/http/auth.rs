@@ -3,10 +3,10 @@
 //! § Authentication; api.md § Auth).
 
 use app::api::{
-    AuthProvidersResponse, EmailRequest, ErrorBody, LoginRequest, LoginResponse, MeResponse,
-    MessageResponse, PlanLimits, RefreshRequest, RefreshResponse, ResetPasswordRequest,
-    SessionInfo, SessionsResponse, SignupRequest, SignupResponse, SuccessResponse, TokenRequest,
-    UserProfile, UserSummary, REFRESH_COOKIE,
+    EmailRequest, ErrorBody, LoginRequest, LoginResponse, MeResponse, MessageResponse, PlanLimits,
+    RefreshRequest, RefreshResponse, ResetPasswordRequest, SessionInfo, SessionsResponse,
+    SignupRequest, SignupResponse, SuccessResponse, TokenRequest, UserProfile, UserSummary,
+    REFRESH_COOKIE,
 };
 use axum::{
     extract::State,
@@ -53,7 +53,6 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(end_session))
         .routes(routes!(forgot_password))
         .routes(routes!(reset_password))
-        .routes(routes!(providers))
 }
 
 fn summary(user: &UserRecord) -> UserSummary {
@@ -522,12 +521,4 @@ async fn reset_password(
         success: true,
         message: "Password changed. Sign in with your new password.".into(),
     }))
-}
-
-/// The third-party sign-in providers configured on this server.
-#[utoipa::path(get, path = "/api/auth/providers", tag = "auth",
-    responses((status = 200, body = AuthProvidersResponse)))]
-async fn providers() -> Json<AuthProvidersResponse> {
-    // Third-party sign-in is not part of this build yet, so none is configured.
-    Json(AuthProvidersResponse { providers: vec![] })
 }

@@ -12,7 +12,9 @@ pub mod chat;
 pub mod cookies;
 pub mod extract;
 pub mod knowledge;
+pub mod oauth;
 pub mod ops;
+pub mod usage;
 
 use std::sync::Arc;
 
@@ -72,6 +74,8 @@ pub struct Services {
     pub store: Arc<dyn Store>,
     /// Authentication rules and sessions.
     pub auth: AuthService,
+    /// Third-party sign-in (GitHub, Google, Microsoft).
+    pub oauth: crate::auth::oauth::OAuth,
     /// Per-plan request budgets.
     pub limiter: Arc<dyn RateLimiter>,
     /// Outgoing mail.
@@ -135,11 +139,13 @@ impl utoipa::Modify for SecurityAddon {
 pub fn api_router() -> OpenApiRouter<AppState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi())
         .merge(auth::router())
+        .merge(oauth::router())
         .merge(api_keys::router())
         .merge(agents::router())
         .merge(chat::router())
         .merge(knowledge::router())
         .merge(ops::router())
+        .merge(usage::router())
 }
 
 fn bearer(headers: &HeaderMap) -> Option<Result<&str, ()>> {

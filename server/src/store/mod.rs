@@ -2,13 +2,14 @@
 //! implements it in its own module with its own migrations (`migrations/<backend>/`), and
 //! [`connect`] picks the backend from the URL scheme. The store holds no HTTP types.
 
+pub mod identity;
 pub mod knowledge;
 pub mod sqlite;
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use chrono::{DateTime, TimeZone, Utc};
+use chrono::{DateTime, NaiveDate, TimeZone, Utc};
 
 use crate::domain::{Email, Plan};
 
@@ -181,6 +182,16 @@ pub struct MessageRecord {
     pub created_at: DateTime<Utc>,
 }
 
+/// One account's use of chat on one UTC day.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageDay {
+    pub day: NaiveDate,
+    /// Chat replies (each chat request makes one, whatever its outcome).
+    pub chats: i64,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+}
+
 /// A keyset pagination position: the sort time and id of the last row returned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cursor {
@@ -191,7 +202,9 @@ pub struct Cursor {
 /// Everything the service persists. One implementation per database backend; every
 /// method is tenant-scoped where a user id is given (another user's row is "not found").
 #[async_trait]
-pub trait Store: knowledge::KnowledgeStore + Send + Sync + 'static {
+pub trait Store:
+    knowledge::KnowledgeStore + identity::IdentityStore + Send + Sync + 'static
+{
     /// Applies this backend's embedded migrations.
     async fn migrate(&self) -> StoreResult<()>;
     /// Whether the database answers.
@@ -322,8 +335,13 @@ pub trait Store: knowledge::KnowledgeStore + Send + Sync + 'static {
         agent_id: &str,
         thread_id: &str,
     ) -> StoreResult<bool>;
-    /// Appends a message and bumps the thread's count and activity time.
+    /// Appends a message and bumps the thread's count and activity time; an assistant
+    /// message (one per chat request) also counts into its owner's [`UsageDay`] of
+    /// `created_at` (UTC), which outlives the thread.
     async fn append_message(&self, message: &MessageRecord) -> StoreResult<()>;
+    /// The user's usage on the days from `from` (UTC) on, oldest first; days without any
+    /// use are absent.
+    async fn usage(&self, user_id: &str, from: NaiveDate) -> StoreResult<Vec<UsageDay>>;
     /// Messages oldest first, after `cursor`.
     async fn list_messages(
         &self,

@@ -4,7 +4,7 @@
 use std::{str::FromStr, time::Duration};
 
 use async_trait::async_trait;
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, Utc};
 use sqlx::{
     sqlite::{
         SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
@@ -14,6 +14,7 @@ use sqlx::{
 
 use super::*;
 
+mod identity;
 mod knowledge;
 
 /// [`Store`] on SQLite.
@@ -117,6 +118,35 @@ fn is_unique_violation(err: &sqlx::Error) -> bool {
     matches!(err, sqlx::Error::Database(db) if db.is_unique_violation())
 }
 
+/// Inserts a user on the `free` plan; `Conflict` when the email is taken.
+async fn insert_user(conn: &mut sqlx::SqliteConnection, u: &NewUser) -> StoreResult<()> {
+    let now = ms(u.now);
+    let verified = u.email_verified.then_some(now);
+    let result = sqlx::query(
+        "INSERT INTO users (id, email, name, password_hash, company, country, phone, plan, \
+         email_verified_at, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'free', ?, ?, ?)",
+    )
+    .bind(&u.id)
+    .bind(u.email.as_str())
+    .bind(&u.name)
+    .bind(&u.password_hash)
+    .bind(&u.company)
+    .bind(&u.country)
+    .bind(&u.phone)
+    .bind(verified)
+    .bind(now)
+    .bind(now)
+    .execute(conn)
+    .await;
+    match result {
+        Err(e) if is_unique_violation(&e) => Err(StoreError::Conflict(
+            "An account with this email already exists".into(),
+        )),
+        Err(e) => Err(e.into()),
+        Ok(_) => Ok(()),
+    }
+}
+
 const USER_COLUMNS: &str = "id, email, name, password_hash, company, country, phone, plan, \
      email_verified_at, created_at, updated_at";
 const SESSION_COLUMNS: &str =
@@ -189,31 +219,10 @@ impl Store for SqliteStore {
     }
 
     async fn create_user(&self, u: NewUser) -> StoreResult<UserRecord> {
-        let now = ms(u.now);
-        let verified = u.email_verified.then_some(now);
-        let result = sqlx::query(
-            "INSERT INTO users (id, email, name, password_hash, company, country, phone, plan, \
-             email_verified_at, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'free', ?, ?, ?)",
-        )
-        .bind(&u.id)
-        .bind(u.email.as_str())
-        .bind(&u.name)
-        .bind(&u.password_hash)
-        .bind(&u.company)
-        .bind(&u.country)
-        .bind(&u.phone)
-        .bind(verified)
-        .bind(now)
-        .bind(now)
-        .execute(&self.pool)
-        .await;
-        match result {
-            Err(e) if is_unique_violation(&e) => Err(StoreError::Conflict(
-                "An account with this email already exists".into(),
-            )),
-            Err(e) => Err(e.into()),
-            Ok(_) => self.user_by_id(&u.id).await?.ok_or(StoreError::NotFound),
-        }
+        let mut conn = self.pool.acquire().await?;
+        insert_user(&mut conn, &u).await?;
+        drop(conn);
+        self.user_by_id(&u.id).await?.ok_or(StoreError::NotFound)
     }
 
     async fn user_by_id(&self, id: &str) -> StoreResult<Option<UserRecord>> {
@@ -706,8 +715,46 @@ impl Store for SqliteStore {
             .bind(&m.thread_id)
             .execute(&mut *tx)
             .await?;
+        if m.role == "assistant" {
+            sqlx::query(
+                "INSERT INTO usage_daily (user_id, day, chats, prompt_tokens, completion_tokens) \
+                 SELECT user_id, ?, 1, ?, ? FROM threads WHERE id = ? \
+                 ON CONFLICT (user_id, day) DO UPDATE SET chats = chats + 1, \
+                 prompt_tokens = prompt_tokens + excluded.prompt_tokens, \
+                 completion_tokens = completion_tokens + excluded.completion_tokens",
+            )
+            .bind(m.created_at.format("%Y-%m-%d").to_string())
+            .bind(m.prompt_tokens.unwrap_or(0))
+            .bind(m.completion_tokens.unwrap_or(0))
+            .bind(&m.thread_id)
+            .execute(&mut *tx)
+            .await?;
+        }
         tx.commit().await?;
         Ok(())
+    }
+
+    async fn usage(&self, user_id: &str, from: NaiveDate) -> StoreResult<Vec<UsageDay>> {
+        let rows = sqlx::query(
+            "SELECT day, chats, prompt_tokens, completion_tokens FROM usage_daily \
+             WHERE user_id = ? AND day >= ? ORDER BY day",
+        )
+        .bind(user_id)
+        .bind(from.format("%Y-%m-%d").to_string())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let day: String = r.try_get("day")?;
+                Ok(UsageDay {
+                    day: NaiveDate::parse_from_str(&day, "%Y-%m-%d")
+                        .map_err(|e| StoreError::Other(e.into()))?,
+                    chats: r.try_get("chats")?,
+                    prompt_tokens: r.try_get("prompt_tokens")?,
+                    completion_tokens: r.try_get("completion_tokens")?,
+                })
+            })
+            .collect()
     }
 
     async fn list_messages(

@@ -1,0 +1,129 @@
+//! `GET /api/usage`: the account's chat use — replies and tokens this calendar month and
+//! per day — for the dashboard's account page and for programs. Counted per UTC day when
+//! each reply is stored (`Store::append_message`), so deleting threads or agents does not
+//! lower it. API keys need `chat:read`.
+
+use app::api::{ErrorBody, TokenTotals, UsageDayInfo, UsageResponse};
+use axum::{extract::State, Json};
+use chrono::{Datelike, Duration, NaiveDate};
+use serde::Deserialize;
+use tracing::instrument;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+use super::{
+    extract::{ApiQuery, Auth},
+    AppState,
+};
+use crate::{
+    domain::Scope,
+    error::{ApiError, ApiResult},
+    store::UsageDay,
+};
+
+/// Days the per-day list covers by default.
+pub const DEFAULT_DAYS: u32 = 30;
+/// Most days the per-day list may cover.
+pub const MAX_DAYS: u32 = 366;
+
+/// The usage route.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new().routes(routes!(usage))
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+struct UsageQuery {
+    /// Days in the per-day list, today included (1..=366, default 30).
+    days: Option<u32>,
+}
+
+fn totals(days: &[&UsageDay]) -> (u64, TokenTotals) {
+    let mut chats = 0u64;
+    let mut t = TokenTotals::default();
+    for d in days {
+        chats += d.chats.max(0) as u64;
+        t.prompt += d.prompt_tokens.max(0) as u64;
+        t.completion += d.completion_tokens.max(0) as u64;
+    }
+    t.total = t.prompt + t.completion;
+    (chats, t)
+}
+
+/// Every day from `first` to `last` with its use (zeros for days without any).
+fn per_day(used: &[UsageDay], first: NaiveDate, last: NaiveDate) -> Vec<UsageDayInfo> {
+    first
+        .iter_days()
+        .take_while(|d| *d <= last)
+        .map(|date| {
+            let on_day: Vec<&UsageDay> = used.iter().filter(|u| u.day == date).collect();
+            let (chats, tokens) = totals(&on_day);
+            UsageDayInfo {
+                date: date.format("%Y-%m-%d").to_string(),
+                chats,
+                tokens,
+            }
+        })
+        .collect()
+}
+
+/// The account's chat replies and tokens this month (UTC) and on each of the last `days`
+/// days.
+#[utoipa::path(get, path = "/api/usage", tag = "auth", security(("bearer" = [])), params(UsageQuery),
+    responses((status = 200, body = UsageResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, description = "API key without chat:read", body = ErrorBody)))]
+#[instrument(skip_all, fields(user.id = %principal.user_id))]
+async fn usage(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    ApiQuery(q): ApiQuery<UsageQuery>,
+) -> ApiResult<Json<UsageResponse>> {
+    principal.require(Scope::ChatRead)?;
+    let days = q.days.unwrap_or(DEFAULT_DAYS);
+    if !(1..=MAX_DAYS).contains(&days) {
+        return Err(ApiError::bad_request(format!(
+            "days must be between 1 and {MAX_DAYS}"
+        )));
+    }
+    let today = state.auth.clock.now().date_naive();
+    let first_day = today - Duration::days(i64::from(days) - 1);
+    let month_start = today.with_day(1).unwrap_or(today);
+    let used = state
+        .store
+        .usage(&principal.user_id, first_day.min(month_start))
+        .await?;
+    let this_month: Vec<&UsageDay> = used.iter().filter(|u| u.day >= month_start).collect();
+    let (chats_this_month, tokens_this_month) = totals(&this_month);
+    Ok(Json(UsageResponse {
+        month: today.format("%Y-%m").to_string(),
+        chats_this_month,
+        tokens_this_month,
+        days: per_day(&used, first_day, today),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn day(d: &str, chats: i64, p: i64, c: i64) -> UsageDay {
+        UsageDay {
+            day: NaiveDate::parse_from_str(d, "%Y-%m-%d").unwrap(),
+            chats,
+            prompt_tokens: p,
+            completion_tokens: c,
+        }
+    }
+
+    #[test]
+    fn every_day_of_the_window_is_listed_with_zeros() {
+        let used = [day("2026-11-02", 2, 10, 5), day("2026-11-04", 1, 1, 1)];
+        let first = NaiveDate::from_ymd_opt(2026, 11, 1).unwrap();
+        let last = NaiveDate::from_ymd_opt(2026, 11, 4).unwrap();
+        let list = per_day(&used, first, last);
+        let chats: Vec<u64> = list.iter().map(|d| d.chats).collect();
+        assert_eq!(chats, [0, 2, 0, 1]);
+        assert_eq!(list[1].tokens.total, 15);
+        assert_eq!(list[0].date, "2026-11-01");
+        assert_eq!(list[3].date, "2026-11-04");
+    }
+}

@@ -1,0 +1,208 @@
+//! [`IdentityStore`] on SQLite (`migrations/sqlite/0005_identities.sql`).
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::{sqlite::SqliteRow, Row};
+
+use super::{insert_user, is_unique_violation, ms, time, SqliteStore};
+use crate::store::{
+    identity::{ExchangeCodeRecord, IdentityRecord, IdentityStore, OAuthFlowRecord},
+    NewUser, Store, StoreError, StoreResult, UserRecord,
+};
+
+const IDENTITY_COLUMNS: &str = "provider, subject, user_id, email, created_at";
+
+fn identity(row: &SqliteRow) -> Result<IdentityRecord, sqlx::Error> {
+    Ok(IdentityRecord {
+        provider: row.try_get("provider")?,
+        subject: row.try_get("subject")?,
+        user_id: row.try_get("user_id")?,
+        email: row.try_get("email")?,
+        created_at: time(row, "created_at")?,
+    })
+}
+
+async fn insert_identity(conn: &mut sqlx::SqliteConnection, i: &IdentityRecord) -> StoreResult<()> {
+    let result = sqlx::query(
+        "INSERT INTO user_identities (provider, subject, user_id, email, created_at) \
+         VALUES (?, ?, ?, ?, ?)",
+    )
+    .bind(&i.provider)
+    .bind(&i.subject)
+    .bind(&i.user_id)
+    .bind(&i.email)
+    .bind(ms(i.created_at))
+    .execute(conn)
+    .await;
+    match result {
+        Err(e) if is_unique_violation(&e) => Err(StoreError::Conflict(
+            "This sign-in is already connected to an account".into(),
+        )),
+        Err(e) => Err(e.into()),
+        Ok(_) => Ok(()),
+    }
+}
+
+#[async_trait]
+impl IdentityStore for SqliteStore {
+    async fn identity(&self, provider: &str, subject: &str) -> StoreResult<Option<IdentityRecord>> {
+        let row = sqlx::query(&format!(
+            "SELECT {IDENTITY_COLUMNS} FROM user_identities WHERE provider = ? AND subject = ?"
+        ))
+        .bind(provider)
+        .bind(subject)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.as_ref().map(identity).transpose()?)
+    }
+
+    async fn identities(&self, user_id: &str) -> StoreResult<Vec<IdentityRecord>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {IDENTITY_COLUMNS} FROM user_identities WHERE user_id = ? \
+             ORDER BY created_at, provider"
+        ))
+        .bind(user_id)
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(identity).collect::<Result<_, _>>()?)
+    }
+
+    async fn link_identity(&self, i: &IdentityRecord) -> StoreResult<()> {
+        let mut conn = self.pool.acquire().await?;
+        insert_identity(&mut conn, i).await
+    }
+
+    async fn create_user_with_identity(
+        &self,
+        user: NewUser,
+        i: &IdentityRecord,
+    ) -> StoreResult<UserRecord> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        insert_user(&mut tx, &user).await?;
+        insert_identity(&mut tx, i).await?;
+        tx.commit().await?;
+        self.user_by_id(&user.id).await?.ok_or(StoreError::NotFound)
+    }
+
+    async fn unlink_identity(&self, user_id: &str, provider: &str) -> StoreResult<()> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let linked: Option<i64> =
+            sqlx::query_scalar("SELECT 1 FROM user_identities WHERE user_id = ? AND provider = ?")
+                .bind(user_id)
+                .bind(provider)
+                .fetch_optional(&mut *tx)
+                .await?;
+        if linked.is_none() {
+            return Err(StoreError::NotFound);
+        }
+        // Another way to sign in must remain: a password or another provider.
+        let others: i64 = sqlx::query_scalar(
+            "SELECT (SELECT COUNT(*) FROM users WHERE id = ? AND password_hash IS NOT NULL) \
+                  + (SELECT COUNT(*) FROM user_identities WHERE user_id = ? AND provider <> ?)",
+        )
+        .bind(user_id)
+        .bind(user_id)
+        .bind(provider)
+        .fetch_one(&mut *tx)
+        .await?;
+        if others == 0 {
+            return Err(StoreError::Conflict(
+                "This is the account's only way to sign in".into(),
+            ));
+        }
+        sqlx::query("DELETE FROM user_identities WHERE user_id = ? AND provider = ?")
+            .bind(user_id)
+            .bind(provider)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn create_oauth_flow(&self, f: &OAuthFlowRecord) -> StoreResult<()> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        sqlx::query("DELETE FROM oauth_flows WHERE expires_at <= ?")
+            .bind(ms(f.created_at))
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(
+            "INSERT INTO oauth_flows (state_hash, provider, browser_hash, pkce_verifier, nonce, \
+             link_user_id, client_redirect, expires_at, created_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&f.state_hash)
+        .bind(&f.provider)
+        .bind(&f.browser_hash)
+        .bind(&f.pkce_verifier)
+        .bind(&f.nonce)
+        .bind(&f.link_user_id)
+        .bind(&f.client_redirect)
+        .bind(ms(f.expires_at))
+        .bind(ms(f.created_at))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn take_oauth_flow(&self, state_hash: &str) -> StoreResult<Option<OAuthFlowRecord>> {
+        let row = sqlx::query(
+            "DELETE FROM oauth_flows WHERE state_hash = ? RETURNING state_hash, provider, \
+             browser_hash, pkce_verifier, nonce, link_user_id, client_redirect, expires_at, \
+             created_at",
+        )
+        .bind(state_hash)
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(r) = row else { return Ok(None) };
+        Ok(Some(OAuthFlowRecord {
+            state_hash: r.try_get("state_hash")?,
+            provider: r.try_get("provider")?,
+            browser_hash: r.try_get("browser_hash")?,
+            pkce_verifier: r.try_get("pkce_verifier")?,
+            nonce: r.try_get("nonce")?,
+            link_user_id: r.try_get("link_user_id")?,
+            client_redirect: r.try_get("client_redirect")?,
+            expires_at: time(&r, "expires_at")?,
+            created_at: time(&r, "created_at")?,
+        }))
+    }
+
+    async fn create_exchange_code(&self, c: &ExchangeCodeRecord) -> StoreResult<()> {
+        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        sqlx::query("DELETE FROM oauth_exchange_codes WHERE expires_at <= ?")
+            .bind(ms(c.created_at))
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(
+            "INSERT INTO oauth_exchange_codes (code_hash, user_id, expires_at, created_at) \
+             VALUES (?, ?, ?, ?)",
+        )
+        .bind(&c.code_hash)
+        .bind(&c.user_id)
+        .bind(ms(c.expires_at))
+        .bind(ms(c.created_at))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn take_exchange_code(
+        &self,
+        code_hash: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<String>> {
+        let row = sqlx::query(
+            "DELETE FROM oauth_exchange_codes WHERE code_hash = ? RETURNING user_id, expires_at",
+        )
+        .bind(code_hash)
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(r) = row else { return Ok(None) };
+        if time(&r, "expires_at")? <= now {
+            return Ok(None);
+        }
+        Ok(Some(r.try_get("user_id")?))
+    }
+}
