@@ -23,11 +23,23 @@ trap cleanup EXIT
 # The dashboard's chat is tested against the mock model provider (OpenAI wire format),
 # which streams one word every 40 ms: slow enough to watch a reply grow and to stop it.
 cargo build -p mock-provider --bin mock-provider
+# The same process runs a mock of GitHub's OAuth app endpoints and API (with a consent
+# page), so that a browser test signs in through the dashboard's "Continue with GitHub".
 mock_addr="${E2E_MOCK_ADDR:-127.0.0.1:3188}"
-"${CARGO_TARGET_DIR:-target}/debug/mock-provider" --addr "$mock_addr" --token-interval-ms 40 &
+identity_addr="${E2E_IDENTITY_ADDR:-127.0.0.1:3189}"
+"${CARGO_TARGET_DIR:-target}/debug/mock-provider" --addr "$mock_addr" --token-interval-ms 40 \
+  --identity-addr "$identity_addr" --identity-client-id e2e-github-client \
+  --identity-client-secret e2e-github-secret &
 mock_pid=$!
 export OPENAI_API_KEY="e2e-mock-key"
 export OPENAI_BASE_URL="http://$mock_addr/v1/"
+export GITHUB_CLIENT_ID="e2e-github-client"
+export GITHUB_CLIENT_SECRET="e2e-github-secret"
+export GITHUB_AUTH_URL="http://$identity_addr/login/oauth/authorize"
+export GITHUB_TOKEN_URL="http://$identity_addr/login/oauth/access_token"
+export GITHUB_API_URL="http://$identity_addr/api"
+# end2end/tests/crawl.spec.ts serves a small site here for the crawler to read.
+export ALLOWED_PRIVATE_HOSTS="127.0.0.1:3190"
 export DATA_DIR="$data"
 export DATABASE_URL="sqlite://$data/e2e.db"
 export LEPTOS_SITE_ADDR="${E2E_ADDR:-127.0.0.1:3100}"

@@ -153,9 +153,14 @@ async fn signed_in<T: DeserializeOwned>(
 
 /// Sends the browser to `/login` (a full page load, so no state of the old session stays).
 pub fn to_sign_in() {
+    go_to("/login");
+}
+
+/// Sends the browser to `href` with a full page load (another site, or a server route).
+pub fn go_to(href: &str) {
     if cfg!(feature = "hydrate") {
         if let Some(window) = web_sys::window() {
-            let _ = window.location().set_href("/login");
+            let _ = window.location().set_href(href);
         }
     }
 }

@@ -172,6 +172,10 @@ test("the main journey: sign up to sign out through the dashboard", async ({ pag
     await expect(page.getByTestId("rate-limit")).toHaveText("100 requests per minute");
     await expect(page.getByTestId("plan-agent-limit")).toHaveText("up to 3");
     await expect(page.locator("[data-testid=session][data-current=true]")).toHaveCount(1);
+    // The replies above count into this month's usage and today's bar.
+    await expect(page.getByTestId("usage-chats")).not.toHaveText("0");
+    await expect(page.getByTestId("usage-chart").locator(".usage-bar")).toHaveCount(30);
+    await expect(page.getByTestId("usage-chart").locator(".usage-bar").last()).not.toHaveAttribute("data-chats", "0");
     await screenshot(page, testInfo, "account");
   });
 

@@ -17,7 +17,8 @@ use leptos_router::hooks::{use_navigate, use_query_map};
 use serde::de::IgnoredAny;
 
 /// The sign-in form, the banners for the verification redirect (`?verified=1`,
-/// `?verifyError=1`) and one button per configured sign-in provider.
+/// `?verifyError=1`) and for a failed third-party sign-in (`?oauthError=message`), and one
+/// button per configured sign-in provider.
 #[component]
 pub fn Login() -> impl IntoView {
     let hydrated = use_hydrated();
@@ -105,6 +106,14 @@ pub fn Login() -> impl IntoView {
                     "Email verified — you can sign in now"
                 </Notice>
             </Show>
+            {move || {
+                query
+                    .read()
+                    .get("oauthError")
+                    .map(|message| {
+                        view! { <Notice tone=Tone::Error testid="oauth-error">{message}</Notice> }
+                    })
+            }}
             <Show when=move || flag("verifyError")>
                 <Notice tone=Tone::Error testid="verify-error-banner">
                     "That verification link is invalid or expired"
