@@ -22,8 +22,8 @@ use leptos_router::{
 };
 use pages::{
     AccountPage, AgentLayout, AgentSettings, AgentsPage, ApiKeysPage, ChatPage, DashboardLayout,
-    ForgotPassword, GettingStarted, Home, KnowledgePage, Login, NewAgentPage, NotFound,
-    ResetPassword, Signup, VerifyEmail,
+    ForgotPassword, GettingStarted, Home, IntegrationsPage, KnowledgePage, Login, NewAgentPage,
+    NotFound, ResetPassword, Signup, VerifyEmail,
 };
 
 /// The HTML document around the app, rendered by the server for every page.
@@ -74,6 +74,7 @@ pub fn App() -> impl IntoView {
                             <Route path=path!("start") view=GettingStarted/>
                         </ParentRoute>
                         <Route path=path!("api-keys") view=ApiKeysPage/>
+                        <Route path=path!("integrations") view=IntegrationsPage/>
                         <Route path=path!("account") view=AccountPage/>
                     </ParentRoute>
                 </Routes>

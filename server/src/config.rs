@@ -31,6 +31,9 @@ pub struct Config {
     /// `ENCRYPTION_KEY` (base64 of 32 bytes), else generated once into
     /// `DATA_DIR/encryption_key`.
     pub encryption_key: SecretString,
+    /// `ENCRYPTION_KEYS_PREVIOUS`: comma-separated keys `ENCRYPTION_KEY` replaced; values
+    /// sealed with them still open, and are sealed again with the current key when written.
+    pub encryption_keys_previous: Vec<SecretString>,
     /// `SMTP_URL`, a lettre SMTP transport URL (`smtp://host:port`, `smtps://user:pass@host`).
     /// Unset: mail is written to `DATA_DIR/mail` and its link logged.
     pub smtp_url: Option<SecretString>,
@@ -128,6 +131,18 @@ impl Config {
             decode_key(&key).context("ENCRYPTION_KEY must be base64 of exactly 32 bytes")?;
             config.encryption_key = SecretString::from(key);
         }
+        if let Some(keys) = var("ENCRYPTION_KEYS_PREVIOUS") {
+            config.encryption_keys_previous = keys
+                .split(',')
+                .map(str::trim)
+                .filter(|k| !k.is_empty())
+                .map(|k| {
+                    decode_key(k)
+                        .context("ENCRYPTION_KEYS_PREVIOUS must list base64 keys of 32 bytes")
+                        .map(|_| SecretString::from(k.to_string()))
+                })
+                .collect::<anyhow::Result<_>>()?;
+        }
         config.smtp_url = var("SMTP_URL").map(SecretString::from);
         if let Some(from) = var("MAIL_FROM") {
             config.mail_from = from;
@@ -210,6 +225,7 @@ impl Config {
             public_url: format!("http://{site_addr}"),
             jwt_secret: SecretString::from(jwt_secret),
             encryption_key: SecretString::from(encryption_key),
+            encryption_keys_previous: Vec::new(),
             smtp_url: None,
             mail_from: "AgentChat <no-reply@localhost>".into(),
             redis_url: None,
@@ -243,6 +259,21 @@ impl Config {
     /// Requests per minute allowed on `plan`.
     pub fn rate_limit(&self, plan: Plan) -> u32 {
         self.rate_limits[plan.index()]
+    }
+
+    /// The box that seals stored credentials with `ENCRYPTION_KEY` and opens values sealed
+    /// with it or with `ENCRYPTION_KEYS_PREVIOUS`.
+    ///
+    /// Errors: a key that is not base64 of 32 bytes.
+    pub fn secret_box(&self) -> anyhow::Result<crate::crypto::SecretBox> {
+        use secrecy::ExposeSecret;
+        let current = decode_key(self.encryption_key.expose_secret())?;
+        let previous = self
+            .encryption_keys_previous
+            .iter()
+            .map(|k| decode_key(k.expose_secret()))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Ok(crate::crypto::SecretBox::new(&current, &previous))
     }
 
     /// Whether cookies must carry `Secure` (PUBLIC_URL is https).

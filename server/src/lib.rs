@@ -6,9 +6,11 @@
 pub mod auth;
 pub mod chat;
 pub mod config;
+pub mod crypto;
 pub mod domain;
 pub mod error;
 pub mod http;
+pub mod integrations;
 pub mod knowledge;
 pub mod llm;
 pub mod mail;

@@ -84,6 +84,7 @@ impl Application {
             knowledge,
             auth: AuthService::new(store.clone(), jwt, hasher, Clock::default()),
             oauth: OAuth::new(config.oauth.clone(), &config.public_url)?,
+            secrets: config.secret_box()?,
             mailer: Mailer::new(&config)?,
             config: Arc::new(config),
             store,

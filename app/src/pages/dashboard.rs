@@ -116,6 +116,9 @@ pub fn DashboardLayout() -> impl IntoView {
                 <a href="/dashboard/api-keys" aria-current=move || current("/dashboard/api-keys", false)>
                     "API keys"
                 </a>
+                <a href="/dashboard/integrations" aria-current=move || current("/dashboard/integrations", false)>
+                    "Integrations"
+                </a>
                 <a href="/dashboard/account" aria-current=move || current("/dashboard/account", false)>
                     "Account"
                 </a>

@@ -11,6 +11,7 @@ pub mod auth;
 pub mod chat;
 pub mod cookies;
 pub mod extract;
+pub mod integrations;
 pub mod knowledge;
 pub mod oauth;
 pub mod ops;
@@ -76,6 +77,8 @@ pub struct Services {
     pub auth: AuthService,
     /// Third-party sign-in (GitHub, Google, Microsoft).
     pub oauth: crate::auth::oauth::OAuth,
+    /// Encryption of stored credentials (`ENCRYPTION_KEY`).
+    pub secrets: crate::crypto::SecretBox,
     /// Per-plan request budgets.
     pub limiter: Arc<dyn RateLimiter>,
     /// Outgoing mail.
@@ -110,6 +113,7 @@ impl FromRef<AppState> for LeptosOptions {
         (name = "agents", description = "Agents and the models they can use"),
         (name = "chat", description = "Chat replies (JSON or server-sent events) and conversations"),
         (name = "knowledge", description = "Knowledge base: uploaded documents, crawled sites and their jobs"),
+        (name = "integrations", description = "Integrations with third-party providers (credentials encrypted, never returned)"),
         (name = "operations", description = "Health and API description")
     )
 )]
@@ -146,6 +150,7 @@ pub fn api_router() -> OpenApiRouter<AppState> {
         .merge(knowledge::router())
         .merge(ops::router())
         .merge(usage::router())
+        .merge(integrations::router())
 }
 
 fn bearer(headers: &HeaderMap) -> Option<Result<&str, ()>> {

@@ -3,6 +3,7 @@
 //! [`connect`] picks the backend from the URL scheme. The store holds no HTTP types.
 
 pub mod identity;
+pub mod integrations;
 pub mod knowledge;
 pub mod sqlite;
 
@@ -203,7 +204,12 @@ pub struct Cursor {
 /// method is tenant-scoped where a user id is given (another user's row is "not found").
 #[async_trait]
 pub trait Store:
-    knowledge::KnowledgeStore + identity::IdentityStore + Send + Sync + 'static
+    knowledge::KnowledgeStore
+    + identity::IdentityStore
+    + integrations::IntegrationStore
+    + Send
+    + Sync
+    + 'static
 {
     /// Applies this backend's embedded migrations.
     async fn migrate(&self) -> StoreResult<()>;

@@ -15,6 +15,7 @@ use sqlx::{
 use super::*;
 
 mod identity;
+mod integrations;
 mod knowledge;
 
 /// [`Store`] on SQLite.

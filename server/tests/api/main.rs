@@ -9,6 +9,7 @@ mod cli;
 mod embeddings;
 mod errors;
 mod helpers;
+mod integrations;
 mod knowledge;
 mod oauth;
 mod ops;

@@ -1,0 +1,291 @@
+//! `/api/integrations`: the provider catalogue and the user's integrations (contract
+//! § Integration, § Create integration; api.md § Integrations and webhooks). Scopes
+//! `integrations:read` / `integrations:write`; another user's integration is 404.
+//! Credentials are checked against the provider, sealed at rest and never returned: answers
+//! carry masked hints only.
+
+use app::api::{
+    CreateIntegrationRequest, CreatedResponse, ErrorBody, Integration, IntegrationField,
+    IntegrationProvider, IntegrationProvidersResponse, IntegrationResponse, IntegrationsResponse,
+    SuccessResponse, UpdateIntegrationRequest,
+};
+use axum::{extract::State, http::StatusCode, Json};
+use serde_json::Value;
+use tracing::instrument;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+use super::{
+    extract::{ApiJson, ApiPath, Auth},
+    iso, AppState,
+};
+use crate::{
+    domain::{parse_name, Scope},
+    error::{ApiError, ApiResult},
+    integrations::{
+        catalog::{self, Field},
+        open_credentials, prepare, MAX_INTEGRATIONS, MAX_NAME_CHARS,
+    },
+    store::integrations::IntegrationRecord,
+};
+
+/// The integration routes.
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(providers))
+        .routes(routes!(list, create))
+        .routes(routes!(get_one, update, delete))
+}
+
+fn fields(fields: &[Field]) -> Vec<IntegrationField> {
+    fields
+        .iter()
+        .map(|f| IntegrationField {
+            name: f.name.into(),
+            label: f.label.into(),
+            secret: f.secret,
+            required: f.required,
+        })
+        .collect()
+}
+
+/// The providers integrations can be made with, and the fields each needs.
+#[utoipa::path(get, path = "/api/integrations/providers", tag = "integrations", security(("bearer" = [])),
+    responses((status = 200, body = IntegrationProvidersResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+#[instrument(skip_all, fields(user.id = %principal.user_id))]
+async fn providers(Auth(principal): Auth) -> ApiResult<Json<IntegrationProvidersResponse>> {
+    principal.require(Scope::IntegrationsRead)?;
+    Ok(Json(IntegrationProvidersResponse {
+        providers: catalog::PROVIDERS
+            .iter()
+            .map(|p| IntegrationProvider {
+                code: p.code.into(),
+                name: p.name.into(),
+                description: p.description.into(),
+                credential_fields: fields(p.credential_fields),
+                config_fields: fields(p.config_fields),
+                live: p.live,
+            })
+            .collect(),
+    }))
+}
+
+fn view(r: &IntegrationRecord) -> Integration {
+    Integration {
+        id: r.id.clone(),
+        provider_code: r.provider_code.clone(),
+        name: r.name.clone(),
+        agent_id: r.agent_id.clone(),
+        config: serde_json::from_str(&r.config)
+            .unwrap_or_else(|_| Value::Object(Default::default())),
+        credentials: serde_json::from_str(&r.credential_hints)
+            .unwrap_or_else(|_| Value::Object(Default::default())),
+        status: r.status.clone(),
+        created_at: iso(r.created_at),
+        updated_at: iso(r.updated_at),
+    }
+}
+
+/// 404 unless the caller owns agent `id`.
+async fn own_agent(state: &AppState, user_id: &str, id: &str) -> ApiResult<String> {
+    let id = id.trim();
+    match state.store.agent(user_id, id).await? {
+        Some(agent) => Ok(agent.id),
+        None => Err(ApiError::not_found("Agent")),
+    }
+}
+
+/// The integrations of the user, oldest first, credentials masked.
+#[utoipa::path(get, path = "/api/integrations", tag = "integrations", security(("bearer" = [])),
+    responses((status = 200, body = IntegrationsResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+#[instrument(skip_all, fields(user.id = %principal.user_id))]
+async fn list(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+) -> ApiResult<Json<IntegrationsResponse>> {
+    principal.require(Scope::IntegrationsRead)?;
+    let integrations = state.store.list_integrations(&principal.user_id).await?;
+    Ok(Json(IntegrationsResponse {
+        integrations: integrations.iter().map(view).collect(),
+    }))
+}
+
+/// Create an integration, optionally linked to one of the user's agents. Credentials are
+/// checked against the provider's fields and stored encrypted; they are never shown again.
+#[utoipa::path(post, path = "/api/integrations", tag = "integrations", security(("bearer" = [])),
+    request_body = CreateIntegrationRequest,
+    responses((status = 201, body = CreatedResponse),
+        (status = 400, description = "Unknown provider, missing or malformed credential or config fields", body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, description = "Missing scope, or the account's integration limit", body = ErrorBody),
+        (status = 404, description = "agentId is not one of the caller's agents", body = ErrorBody)))]
+#[instrument(skip_all, fields(user.id = %principal.user_id, integration.id))]
+async fn create(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    ApiJson(body): ApiJson<CreateIntegrationRequest>,
+) -> ApiResult<(StatusCode, Json<CreatedResponse>)> {
+    principal.require(Scope::IntegrationsWrite)?;
+    let provider = catalog::provider(body.provider_code.trim()).ok_or_else(|| {
+        let codes: Vec<&str> = catalog::PROVIDERS.iter().map(|p| p.code).collect();
+        ApiError::bad_request(format!("providerCode must be one of: {}", codes.join(", ")))
+    })?;
+    let name = parse_name("name", &body.name, MAX_NAME_CHARS).map_err(ApiError::BadRequest)?;
+    let agent_id = match body.agent_id.as_deref() {
+        Some(id) => Some(own_agent(&state, &principal.user_id, id).await?),
+        None => None,
+    };
+    let id = uuid::Uuid::now_v7().to_string();
+    tracing::Span::current().record("integration.id", &id);
+    let prepared = prepare(
+        &state.secrets,
+        provider,
+        &principal.user_id,
+        &id,
+        &body.credentials,
+        body.config.as_ref(),
+    )
+    .map_err(ApiError::BadRequest)?;
+    let now = state.auth.clock.now();
+    let record = IntegrationRecord {
+        id: id.clone(),
+        user_id: principal.user_id.clone(),
+        provider_code: provider.code.into(),
+        name,
+        agent_id,
+        config: prepared.config,
+        credentials_sealed: prepared.credentials_sealed,
+        key_id: prepared.key_id,
+        credential_hints: prepared.credential_hints,
+        status: "active".into(),
+        created_at: now,
+        updated_at: now,
+    };
+    if !state
+        .store
+        .create_integration(&record, MAX_INTEGRATIONS)
+        .await?
+    {
+        return Err(ApiError::ForbiddenWith(format!(
+            "An account can have at most {MAX_INTEGRATIONS} integrations; delete one first"
+        )));
+    }
+    Ok((
+        StatusCode::CREATED,
+        Json(CreatedResponse {
+            id,
+            message: format!("{} integration created", provider.name),
+        }),
+    ))
+}
+
+async fn owned(state: &AppState, user_id: &str, id: &str) -> ApiResult<IntegrationRecord> {
+    state
+        .store
+        .integration(user_id, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Integration"))
+}
+
+/// One integration, credentials masked.
+#[utoipa::path(get, path = "/api/integrations/{id}", tag = "integrations", security(("bearer" = [])),
+    params(("id" = String, Path, description = "Integration id")),
+    responses((status = 200, body = IntegrationResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+#[instrument(skip_all, fields(user.id = %principal.user_id, integration.id = %id))]
+async fn get_one(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    ApiPath(id): ApiPath<String>,
+) -> ApiResult<Json<IntegrationResponse>> {
+    principal.require(Scope::IntegrationsRead)?;
+    let record = owned(&state, &principal.user_id, &id).await?;
+    Ok(Json(IntegrationResponse {
+        integration: view(&record),
+    }))
+}
+
+/// Update an integration: name, linked agent (`null` unlinks), config (replaced whole)
+/// and credentials (the fields given replace the stored ones; the others are kept).
+#[utoipa::path(put, path = "/api/integrations/{id}", tag = "integrations", security(("bearer" = [])),
+    params(("id" = String, Path, description = "Integration id")), request_body = UpdateIntegrationRequest,
+    responses((status = 200, body = IntegrationResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+#[instrument(skip_all, fields(user.id = %principal.user_id, integration.id = %id))]
+async fn update(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    ApiPath(id): ApiPath<String>,
+    ApiJson(body): ApiJson<UpdateIntegrationRequest>,
+) -> ApiResult<Json<IntegrationResponse>> {
+    principal.require(Scope::IntegrationsWrite)?;
+    let mut record = owned(&state, &principal.user_id, &id).await?;
+    let provider = catalog::provider(&record.provider_code)
+        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("stored provider is unknown")))?;
+    if let Some(name) = &body.name {
+        record.name = parse_name("name", name, MAX_NAME_CHARS).map_err(ApiError::BadRequest)?;
+    }
+    if let Some(agent) = &body.agent_id {
+        record.agent_id = match agent {
+            Some(agent_id) => Some(own_agent(&state, &principal.user_id, agent_id).await?),
+            None => None,
+        };
+    }
+    if body.credentials.is_some() || body.config.is_some() {
+        let mut credentials = open_credentials(&state.secrets, &record).map_err(|e| {
+            ApiError::Internal(anyhow::anyhow!("stored credentials do not open: {e}"))
+        })?;
+        if let Some(new) = &body.credentials {
+            let new = new.as_object().ok_or_else(|| {
+                ApiError::bad_request("credentials must be an object of the fields to replace")
+            })?;
+            for (name, value) in new {
+                credentials.insert(name.clone(), value.clone());
+            }
+        }
+        let config = match &body.config {
+            Some(config) => config.clone(),
+            None => {
+                serde_json::from_str(&record.config).map_err(|e| ApiError::Internal(e.into()))?
+            }
+        };
+        let prepared = prepare(
+            &state.secrets,
+            provider,
+            &record.user_id,
+            &record.id,
+            &Value::Object(credentials),
+            Some(&config),
+        )
+        .map_err(ApiError::BadRequest)?;
+        record.config = prepared.config;
+        record.credentials_sealed = prepared.credentials_sealed;
+        record.key_id = prepared.key_id;
+        record.credential_hints = prepared.credential_hints;
+    }
+    record.updated_at = state.auth.clock.now();
+    if !state.store.update_integration(&record).await? {
+        return Err(ApiError::not_found("Integration"));
+    }
+    Ok(Json(IntegrationResponse {
+        integration: view(&record),
+    }))
+}
+
+/// Delete an integration and its stored credentials.
+#[utoipa::path(delete, path = "/api/integrations/{id}", tag = "integrations", security(("bearer" = [])),
+    params(("id" = String, Path, description = "Integration id")),
+    responses((status = 200, body = SuccessResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+#[instrument(skip_all, fields(user.id = %principal.user_id, integration.id = %id))]
+async fn delete(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    ApiPath(id): ApiPath<String>,
+) -> ApiResult<Json<SuccessResponse>> {
+    principal.require(Scope::IntegrationsWrite)?;
+    if !state
+        .store
+        .delete_integration(&principal.user_id, &id)
+        .await?
+    {
+        return Err(ApiError::not_found("Integration"));
+    }
+    Ok(Json(SuccessResponse { success: true }))
+}
