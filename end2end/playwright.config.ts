@@ -14,7 +14,9 @@ export default defineConfig({
   retries: 0,
   workers: 1,
   outputDir: "test-results",
-  reporter: [["list"], ["html", { open: "never" }]],
+  // results.json is read by scripts/test.sh: `cargo leptos end-to-end` exits 0 even when
+  // the build or a test fails, so the script checks the counts itself.
+  reporter: [["list"], ["html", { open: "never" }], ["json", { outputFile: "results.json" }]],
   use: {
     baseURL: process.env.BASE_URL ?? "http://127.0.0.1:3000",
     screenshot: "on",

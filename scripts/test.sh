@@ -45,4 +45,17 @@ export DATABASE_URL="sqlite://$data/e2e.db"
 export LEPTOS_SITE_ADDR="${E2E_ADDR:-127.0.0.1:3100}"
 export BASE_URL="http://$LEPTOS_SITE_ADDR"
 export PUBLIC_URL="$BASE_URL"
+# `cargo leptos end-to-end` exits 0 even when the site fails to build or a test fails
+# (cargo-leptos 0.3.10), so the site is built first (that step does fail properly) and the
+# Playwright JSON report is checked afterwards.
+cargo leptos build
+rm -f end2end/results.json
 cargo leptos end-to-end
+node -e '
+  const fs = require("fs");
+  const file = "end2end/results.json";
+  if (!fs.existsSync(file)) { console.error("end-to-end: no results (the suite did not run)"); process.exit(1); }
+  const s = JSON.parse(fs.readFileSync(file, "utf8")).stats;
+  console.log(`end-to-end: ${s.expected} passed, ${s.unexpected} failed, ${s.flaky} flaky, ${s.skipped} skipped`);
+  if (s.unexpected > 0 || s.expected === 0) process.exit(1);
+'

@@ -187,3 +187,73 @@ pub fn EmailRequestForm(
         </p>
     }
 }
+
+/// A secret shown once (a new API key, a webhook signing secret): a warning, the value in a
+/// read-only field that selects itself on focus, "Copy", and a button that closes it.
+/// `testid` names the card; its parts are `{testid}-warning`, `{testid}-value` and
+/// `{testid}-copied`.
+#[component]
+pub fn ShownOnce(
+    /// The `data-testid` of the card.
+    testid: &'static str,
+    /// The card's heading.
+    title: String,
+    /// Why to copy it now.
+    warning: &'static str,
+    /// The field's (visually hidden) label.
+    label: &'static str,
+    /// The secret.
+    value: String,
+    /// Runs on "I have saved it".
+    on_close: Callback<()>,
+) -> impl IntoView {
+    let copied = RwSignal::new(None::<Result<(), String>>);
+    let copy = {
+        let value = value.clone();
+        move |_| {
+            let value = value.clone();
+            leptos::task::spawn_local(async move {
+                copied.set(Some(
+                    crate::client::copy_text(&value)
+                        .await
+                        .map_err(|err| err.message().to_owned()),
+                ));
+            });
+        }
+    };
+    let field_id = format!("{testid}-value");
+    let title_id = format!("{testid}-title");
+    let labelled_by = title_id.clone();
+    let label_for = field_id.clone();
+    let input_id = field_id.clone();
+    view! {
+        <section class="card new-key" data-testid=testid aria-labelledby=labelled_by>
+            <h2 id=title_id class="first">{title}</h2>
+            <Notice tone=Tone::Info testid=format!("{testid}-warning")>{warning}</Notice>
+            <div class="secret">
+                <label for=label_for class="visually-hidden">{label}</label>
+                <input
+                    id=input_id
+                    type="text"
+                    readonly
+                    value=value
+                    data-testid=field_id
+                    on:focus=move |ev| {
+                        event_target::<web_sys::HtmlInputElement>(&ev).select();
+                    }
+                />
+                <button type="button" class="button" on:click=copy>"Copy"</button>
+            </div>
+            {move || match copied.get() {
+                Some(Ok(())) => {
+                    Some(view! { <p class="success-text" role="status" data-testid=format!("{testid}-copied")>"Copied to the clipboard."</p> }.into_any())
+                }
+                Some(Err(message)) => Some(view! { <p class="error-text" role="alert">{message}</p> }.into_any()),
+                None => None,
+            }}
+            <button type="button" class="button button-secondary button-small" on:click=move |_| on_close.run(())>
+                "I have saved it"
+            </button>
+        </section>
+    }
+}

@@ -144,7 +144,7 @@ test("the main journey: sign up to sign out through the dashboard", async ({ pag
     key = await shown.inputValue();
     await expect(page.getByTestId("new-key-warning")).toContainText("shown only this once");
     await page.getByTestId("new-key").getByRole("button", { name: "Copy" }).click();
-    await expect(page.getByTestId("key-copied")).toBeVisible();
+    await expect(page.getByTestId("new-key-copied")).toBeVisible();
     expect(await page.evaluate(() => navigator.clipboard.readText())).toBe(key);
     await screenshot(page, testInfo, "api-key-created");
     await page.reload();
@@ -212,6 +212,8 @@ test("the agent limit of the plan is explained when reached", async ({ page, req
   await expect(page.getByTestId("agent-limit")).toHaveText("3 of 3 agents on the free plan.");
   await expect(page.getByTestId("agent-limit-reached")).toBeVisible();
   await page.goto("/dashboard/new-agent");
+  // The form takes input once the page is hydrated (its button is enabled then).
+  await expect(page.getByRole("button", { name: "Create agent" })).toBeEnabled();
   await page.getByLabel("Name").fill("Four");
   await page.getByRole("button", { name: "Create agent" }).click();
   await expect(page.getByTestId("form-error")).toContainText("allows 3 agents");

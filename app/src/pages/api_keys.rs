@@ -13,7 +13,7 @@ use crate::{
         ApiKeyInfo, ApiKeysResponse, CreateApiKeyRequest, CreatedApiKey, SuccessResponse, SCOPES,
     },
     client,
-    components::{use_hydrated, FormError, FormErrorNotice, Notice, Tone},
+    components::{use_hydrated, FormError, FormErrorNotice, Notice, ShownOnce, Tone},
 };
 use leptos::{prelude::*, task::spawn_local};
 use leptos_meta::Title;
@@ -274,51 +274,16 @@ pub fn ApiKeysPage() -> impl IntoView {
 /// The key just created or rotated, shown once with "Copy" and a warning.
 #[component]
 fn NewKey(answer: CreatedApiKey, on_close: Callback<()>) -> impl IntoView {
-    let copied = RwSignal::new(None::<Result<(), String>>);
-    let key = answer.key.clone();
-    let copy = move |_| {
-        let key = key.clone();
-        spawn_local(async move {
-            copied.set(Some(
-                client::copy_text(&key)
-                    .await
-                    .map_err(|err| err.message().to_owned()),
-            ));
-        });
-    };
     view! {
-        <section class="card new-key" data-testid="new-key" aria-labelledby="new-key-title">
-            <h2 id="new-key-title" class="first">{format!("Your new key “{}”", answer.api_key.name)}</h2>
-            <Notice tone=Tone::Info testid="new-key-warning">
-                "Copy this key now and keep it somewhere safe. It is shown only this once: after you leave this page, only its first characters are listed."
-            </Notice>
-            <div class="secret">
-                <label for="new-key-value" class="visually-hidden">"API key"</label>
-                <input
-                    id="new-key-value"
-                    type="text"
-                    readonly
-                    value=answer.key.clone()
-                    data-testid="new-key-value"
-                    on:focus=move |ev| {
-                        event_target::<web_sys::HtmlInputElement>(&ev).select();
-                    }
-                />
-                <button type="button" class="button" on:click=copy>"Copy"</button>
-            </div>
-            {move || match copied.get() {
-                Some(Ok(())) => {
-                    Some(view! { <p class="success-text" role="status" data-testid="key-copied">"Copied to the clipboard."</p> }.into_any())
-                }
-                Some(Err(message)) => Some(view! { <p class="error-text" role="alert">{message}</p> }.into_any()),
-                None => None,
-            }}
-            <button type="button" class="button button-secondary button-small" on:click=move |_| on_close.run(())>
-                "I have saved it"
-            </button>
-        </section>
+        <ShownOnce
+            testid="new-key"
+            title=format!("Your new key “{}”", answer.api_key.name)
+            warning="Copy this key now and keep it somewhere safe. It is shown only this once: after you leave this page, only its first characters are listed."
+            label="API key"
+            value=answer.key
+            on_close
+        />
     }
-    .into_any()
 }
 
 /// One key of the list with "Rotate" and "Revoke", each confirmed first.
