@@ -5,6 +5,7 @@
 pub mod identity;
 pub mod knowledge;
 pub mod sqlite;
+pub mod webhooks;
 
 use std::sync::Arc;
 
@@ -203,7 +204,7 @@ pub struct Cursor {
 /// method is tenant-scoped where a user id is given (another user's row is "not found").
 #[async_trait]
 pub trait Store:
-    knowledge::KnowledgeStore + identity::IdentityStore + Send + Sync + 'static
+    knowledge::KnowledgeStore + identity::IdentityStore + webhooks::WebhookStore + Send + Sync + 'static
 {
     /// Applies this backend's embedded migrations.
     async fn migrate(&self) -> StoreResult<()>;

@@ -16,6 +16,7 @@ use super::*;
 
 mod identity;
 mod knowledge;
+mod webhooks;
 
 /// [`Store`] on SQLite.
 #[derive(Clone)]
