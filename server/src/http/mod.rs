@@ -15,6 +15,7 @@ pub mod knowledge;
 pub mod oauth;
 pub mod ops;
 pub mod usage;
+pub mod webhooks;
 
 use std::sync::Arc;
 
@@ -84,6 +85,8 @@ pub struct Services {
     pub models: crate::llm::Models,
     /// The knowledge base (uploads, crawls, jobs).
     pub knowledge: crate::knowledge::Knowledge,
+    /// Webhooks: the event emitter and the delivery rules.
+    pub webhooks: crate::webhooks::Webhooks,
     /// Leptos settings for the dashboard.
     pub leptos: LeptosOptions,
 }
@@ -110,6 +113,7 @@ impl FromRef<AppState> for LeptosOptions {
         (name = "agents", description = "Agents and the models they can use"),
         (name = "chat", description = "Chat replies (JSON or server-sent events) and conversations"),
         (name = "knowledge", description = "Knowledge base: uploaded documents, crawled sites and their jobs"),
+        (name = "webhooks", description = "Webhooks: signed event deliveries (Standard Webhooks v1) and their history"),
         (name = "operations", description = "Health and API description")
     )
 )]
@@ -146,6 +150,7 @@ pub fn api_router() -> OpenApiRouter<AppState> {
         .merge(knowledge::router())
         .merge(ops::router())
         .merge(usage::router())
+        .merge(webhooks::router())
 }
 
 fn bearer(headers: &HeaderMap) -> Option<Result<&str, ()>> {
