@@ -16,3 +16,4 @@ mod providers;
 mod rate_limits;
 mod sessions;
 mod usage;
+mod webhooks;
