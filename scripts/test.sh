@@ -38,8 +38,9 @@ export GITHUB_CLIENT_SECRET="e2e-github-secret"
 export GITHUB_AUTH_URL="http://$identity_addr/login/oauth/authorize"
 export GITHUB_TOKEN_URL="http://$identity_addr/login/oauth/access_token"
 export GITHUB_API_URL="http://$identity_addr/api"
-# end2end/tests/crawl.spec.ts serves a small site here for the crawler to read.
-export ALLOWED_PRIVATE_HOSTS="127.0.0.1:3190"
+# end2end/tests/crawl.spec.ts serves a small site on 3190 for the crawler to read, and
+# end2end/tests/webhooks.spec.ts a webhook receiver on 3191.
+export ALLOWED_PRIVATE_HOSTS="127.0.0.1:3190,127.0.0.1:3191"
 export DATA_DIR="$data"
 export DATABASE_URL="sqlite://$data/e2e.db"
 export LEPTOS_SITE_ADDR="${E2E_ADDR:-127.0.0.1:3100}"

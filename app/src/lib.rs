@@ -23,7 +23,7 @@ use leptos_router::{
 use pages::{
     AccountPage, AgentLayout, AgentSettings, AgentsPage, ApiKeysPage, ChatPage, DashboardLayout,
     ForgotPassword, GettingStarted, Home, IntegrationsPage, KnowledgePage, Login, NewAgentPage,
-    NotFound, ResetPassword, Signup, VerifyEmail,
+    NotFound, ResetPassword, Signup, VerifyEmail, WebhooksPage,
 };
 
 /// The HTML document around the app, rendered by the server for every page.
@@ -75,6 +75,7 @@ pub fn App() -> impl IntoView {
                         </ParentRoute>
                         <Route path=path!("api-keys") view=ApiKeysPage/>
                         <Route path=path!("integrations") view=IntegrationsPage/>
+                        <Route path=path!("webhooks") view=WebhooksPage/>
                         <Route path=path!("account") view=AccountPage/>
                     </ParentRoute>
                 </Routes>

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use app::api::{Attachment, Source, TokensUsed};
 use base64::{engine::general_purpose::STANDARD, Engine};
 use futures::StreamExt;
+use serde_json::json;
 
 use crate::{
     error::{ApiError, ApiResult},
@@ -19,6 +20,7 @@ use crate::{
         ResolvedModel, Role, Turn, Usage,
     },
     store::{AgentRecord, MessageRecord, ThreadRecord},
+    webhooks::EventType,
 };
 
 /// Largest total size of one message's attachments (10 MiB, issue: agents and chat).
@@ -211,6 +213,20 @@ pub async fn prepare(
                 updated_at: now,
             };
             state.store.create_thread(&thread).await?;
+            state
+                .webhooks
+                .events
+                .emit(
+                    user_id,
+                    EventType::ConversationCreated,
+                    json!({
+                        "conversationId": thread.id,
+                        "agentId": thread.agent_id,
+                        "title": thread.title,
+                        "createdAt": crate::http::iso(thread.created_at),
+                    }),
+                )
+                .await;
             thread
         }
     };
@@ -353,23 +369,46 @@ pub async fn finish(
 ) -> ApiResult<()> {
     let sources = (!prepared.sources.is_empty())
         .then(|| serde_json::to_string(&prepared.sources).unwrap_or_default());
-    state
-        .store
-        .append_message(&MessageRecord {
-            id: uuid::Uuid::now_v7().to_string(),
-            thread_id: prepared.thread.id.clone(),
-            role: "assistant".into(),
-            content: text.to_string(),
-            model: Some(prepared.model.id.clone()),
-            prompt_tokens: usage.map(|u| i64::from(u.prompt)),
-            completion_tokens: usage.map(|u| i64::from(u.completion)),
-            sources,
-            latency_ms: Some(prepared.started.elapsed().as_millis() as i64),
-            status: status.as_str().into(),
-            error,
-            created_at: state.auth.clock.now(),
-        })
-        .await?;
+    let message = MessageRecord {
+        id: uuid::Uuid::now_v7().to_string(),
+        thread_id: prepared.thread.id.clone(),
+        role: "assistant".into(),
+        content: text.to_string(),
+        model: Some(prepared.model.id.clone()),
+        prompt_tokens: usage.map(|u| i64::from(u.prompt)),
+        completion_tokens: usage.map(|u| i64::from(u.completion)),
+        sources,
+        latency_ms: Some(prepared.started.elapsed().as_millis() as i64),
+        status: status.as_str().into(),
+        error,
+        created_at: state.auth.clock.now(),
+    };
+    state.store.append_message(&message).await?;
+    // One event per completed reply; failed and cancelled replies are not messages the
+    // owner would act on.
+    if status == ReplyStatus::Complete {
+        state
+            .webhooks
+            .events
+            .emit(
+                &prepared.thread.user_id,
+                EventType::MessageCreated,
+                json!({
+                    "messageId": message.id,
+                    "conversationId": prepared.thread.id,
+                    "agentId": prepared.thread.agent_id,
+                    "role": message.role,
+                    "content": message.content,
+                    "model": message.model,
+                    "usage": {
+                        "promptTokens": message.prompt_tokens,
+                        "completionTokens": message.completion_tokens,
+                    },
+                    "createdAt": crate::http::iso(message.created_at),
+                }),
+            )
+            .await;
+    }
     Ok(())
 }
 

@@ -73,8 +73,12 @@ pub struct Config {
     /// BM25 retrieval only.
     pub embedding_model: Option<String>,
     /// `JOB_WORKERS`: background job workers (ingestion, crawls), default 2; 0 runs none
-    /// (jobs wait for another instance).
+    /// (jobs wait for another instance) and no webhook delivery worker either.
     pub job_workers: usize,
+    /// `WEBHOOK_RETRY_BASE_MS`: the first webhook retry waits up to this long, default
+    /// 30,000 ms; every retry time scales with it (see `webhooks::RetryPolicy`: waits are
+    /// capped at 720 × base, 6 h, and retries stop 2,880 × base, 24 h, after the event).
+    pub webhook_retry_base: std::time::Duration,
     /// Third-party sign-in: `GITHUB_*`, `GOOGLE_*`, `MICROSOFT_*` (api.md § Configuration).
     /// A provider is offered only when both its client id and secret are set.
     pub oauth: OAuthConfig,
@@ -197,6 +201,13 @@ impl Config {
         if let Some(v) = var("JOB_WORKERS") {
             config.job_workers = v.parse().context("JOB_WORKERS must be a whole number")?;
         }
+        if let Some(v) = var("WEBHOOK_RETRY_BASE_MS") {
+            let ms: u64 = v
+                .parse()
+                .context("WEBHOOK_RETRY_BASE_MS must be whole milliseconds")?;
+            anyhow::ensure!(ms > 0, "WEBHOOK_RETRY_BASE_MS must be at least 1");
+            config.webhook_retry_base = std::time::Duration::from_millis(ms);
+        }
         config.oauth = OAuthConfig::from_env();
         if let Some(v) = var("LEPTOS_OUTPUT_NAME") {
             config.leptos_output_name = v;
@@ -243,6 +254,7 @@ impl Config {
             allowed_private_hosts: Vec::new(),
             embedding_model: None,
             job_workers: 2,
+            webhook_retry_base: std::time::Duration::from_secs(30),
             oauth: OAuthConfig::default(),
             leptos_output_name: "agentchat".into(),
             leptos_site_root: "target/site".into(),

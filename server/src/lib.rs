@@ -18,3 +18,4 @@ pub mod ratelimit;
 pub mod startup;
 pub mod store;
 pub mod telemetry;
+pub mod webhooks;

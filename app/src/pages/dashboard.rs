@@ -119,6 +119,9 @@ pub fn DashboardLayout() -> impl IntoView {
                 <a href="/dashboard/integrations" aria-current=move || current("/dashboard/integrations", false)>
                     "Integrations"
                 </a>
+                <a href="/dashboard/webhooks" aria-current=move || current("/dashboard/webhooks", false)>
+                    "Webhooks"
+                </a>
                 <a href="/dashboard/account" aria-current=move || current("/dashboard/account", false)>
                     "Account"
                 </a>

@@ -16,6 +16,7 @@ mod reset_password;
 mod signup;
 mod start;
 mod verify_email;
+mod webhooks;
 
 pub use account::AccountPage;
 pub use agent::{AgentLayout, AgentSettings};
@@ -33,6 +34,7 @@ pub use reset_password::ResetPassword;
 pub use signup::Signup;
 pub use start::GettingStarted;
 pub use verify_email::VerifyEmail;
+pub use webhooks::WebhooksPage;
 
 /// Shortest password the server accepts (api.md § Auth: password 8..=128).
 pub const PASSWORD_MIN_LEN: usize = 8;

@@ -17,6 +17,7 @@ use crate::{
     domain::{parse_name, Scope},
     error::{ApiError, ApiResult},
     store::{AgentPatch, AgentRecord},
+    webhooks::{agent_data, EventType},
 };
 
 /// Longest agent name in characters.
@@ -143,6 +144,11 @@ async fn create(
         )));
     }
     tracing::Span::current().record("agent.id", &agent.id);
+    state
+        .webhooks
+        .events
+        .emit(&agent.user_id, EventType::AgentCreated, agent_data(&agent))
+        .await;
     Ok((
         StatusCode::CREATED,
         Json(AgentResponse {
@@ -201,6 +207,11 @@ async fn update(
         )
         .await?
         .ok_or_else(|| ApiError::not_found("Agent"))?;
+    state
+        .webhooks
+        .events
+        .emit(&agent.user_id, EventType::AgentUpdated, agent_data(&agent))
+        .await;
     Ok(Json(AgentResponse {
         agent: agent_view(&agent),
     }))
@@ -233,6 +244,15 @@ async fn delete(
     for doc in documents {
         let _ = tokio::fs::remove_file(state.knowledge.upload_path(&doc.id)).await;
     }
+    state
+        .webhooks
+        .events
+        .emit(
+            &principal.user_id,
+            EventType::AgentDeleted,
+            serde_json::json!({ "agentId": agent_id }),
+        )
+        .await;
     Ok(Json(SuccessResponse { success: true }))
 }
 

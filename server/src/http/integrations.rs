@@ -26,6 +26,7 @@ use crate::{
         open_credentials, prepare, MAX_INTEGRATIONS, MAX_NAME_CHARS,
     },
     store::integrations::IntegrationRecord,
+    webhooks::EventType,
 };
 
 /// The integration routes.
@@ -168,6 +169,15 @@ async fn create(
             "An account can have at most {MAX_INTEGRATIONS} integrations; delete one first"
         )));
     }
+    state
+        .webhooks
+        .events
+        .emit(
+            &record.user_id,
+            EventType::IntegrationCreated,
+            serde_json::json!({ "integration": view(&record) }),
+        )
+        .await;
     Ok((
         StatusCode::CREATED,
         Json(CreatedResponse {

@@ -16,6 +16,7 @@ pub mod knowledge;
 pub mod oauth;
 pub mod ops;
 pub mod usage;
+pub mod webhooks;
 
 use std::sync::Arc;
 
@@ -87,6 +88,8 @@ pub struct Services {
     pub models: crate::llm::Models,
     /// The knowledge base (uploads, crawls, jobs).
     pub knowledge: crate::knowledge::Knowledge,
+    /// Webhooks: the event emitter and the delivery rules.
+    pub webhooks: crate::webhooks::Webhooks,
     /// Leptos settings for the dashboard.
     pub leptos: LeptosOptions,
 }
@@ -114,6 +117,7 @@ impl FromRef<AppState> for LeptosOptions {
         (name = "chat", description = "Chat replies (JSON or server-sent events) and conversations"),
         (name = "knowledge", description = "Knowledge base: uploaded documents, crawled sites and their jobs"),
         (name = "integrations", description = "Integrations with third-party providers (credentials encrypted, never returned)"),
+        (name = "webhooks", description = "Webhooks: signed event deliveries (Standard Webhooks v1) and their history"),
         (name = "operations", description = "Health and API description")
     )
 )]
@@ -151,6 +155,7 @@ pub fn api_router() -> OpenApiRouter<AppState> {
         .merge(ops::router())
         .merge(usage::router())
         .merge(integrations::router())
+        .merge(webhooks::router())
 }
 
 fn bearer(headers: &HeaderMap) -> Option<Result<&str, ()>> {

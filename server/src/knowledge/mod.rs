@@ -52,14 +52,21 @@ pub struct Knowledge {
     pub vectors: embed::VectorCache,
     /// Wakes the embedding catch-up task ([`embed::catch_up`]).
     pub embed_wake: Arc<Notify>,
+    /// Webhook events of jobs (`document.indexed`, `document.failed`, `crawl.completed`).
+    pub events: crate::webhooks::Events,
 }
 
 impl Knowledge {
-    /// The knowledge base of `config` over `store`.
+    /// The knowledge base of `config` over `store`; its jobs emit webhook events through
+    /// `events`.
     ///
     /// Errors: a malformed `ALLOWED_PRIVATE_HOSTS` entry, an uploads folder that cannot be
     /// created, or an HTTP client (crawls, embeddings) that cannot be built.
-    pub fn new(config: &Config, store: Arc<dyn Store>) -> anyhow::Result<Self> {
+    pub fn new(
+        config: &Config,
+        store: Arc<dyn Store>,
+        events: crate::webhooks::Events,
+    ) -> anyhow::Result<Self> {
         let uploads = config.data_dir.join("uploads");
         std::fs::create_dir_all(&uploads)?;
         let policy = Arc::new(net::NetPolicy::from_list(&config.allowed_private_hosts)?);
@@ -78,6 +85,7 @@ impl Knowledge {
             embedder: embed::Embedder::from_config(config)?.map(Arc::new),
             vectors: embed::VectorCache::default(),
             embed_wake: Arc::new(Notify::new()),
+            events,
         })
     }
 

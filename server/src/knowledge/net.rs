@@ -545,11 +545,24 @@ impl SafeClient {
     /// # Errors
     /// [`NetError::Setup`] when the TLS back end cannot be initialised.
     pub fn new(policy: NetPolicy, limits: FetchLimits) -> Result<Self, NetError> {
+        Self::with_user_agent(policy, limits, USER_AGENT)
+    }
+
+    /// Like [`SafeClient::new`] with another `User-Agent` (webhook deliveries name
+    /// themselves differently from the crawler).
+    ///
+    /// # Errors
+    /// [`NetError::Setup`] when the TLS back end cannot be initialised.
+    pub fn with_user_agent(
+        policy: NetPolicy,
+        limits: FetchLimits,
+        user_agent: &str,
+    ) -> Result<Self, NetError> {
         let client = reqwest::Client::builder()
             .dns_resolver(Arc::new(GuardedResolver::new(&policy)))
             .redirect(redirect::Policy::none())
             .no_proxy()
-            .user_agent(USER_AGENT)
+            .user_agent(user_agent)
             .connect_timeout(limits.timeout.min(MAX_CONNECT_TIMEOUT))
             .read_timeout(limits.timeout)
             .referer(false)
@@ -570,6 +583,51 @@ impl SafeClient {
     /// The per-page limits this client applies.
     pub fn limits(&self) -> FetchLimits {
         self.limits
+    }
+
+    /// POSTs `body` with `headers` to `url` once and returns the answer's status, whatever
+    /// it is: redirects are not followed (a 3xx is returned like any other status). The
+    /// address is judged by the SSRF rule like every fetch (IP literals and port exceptions
+    /// before the request, host names by the [`GuardedResolver`] the connection uses, so a
+    /// name rebound to a private address is refused at send time). The whole exchange must
+    /// finish within [`FetchLimits::timeout`]; at most [`FetchLimits::max_body_bytes`] of the
+    /// answer are read and discarded (a longer answer is cut off, not an error).
+    ///
+    /// # Errors
+    /// [`NetError::Scheme`], [`NetError::UserInfo`], [`NetError::InvalidUrl`],
+    /// [`NetError::Forbidden`], [`NetError::Dns`], [`NetError::Timeout`],
+    /// [`NetError::Connect`] or [`NetError::Read`].
+    pub async fn post_once(
+        &self,
+        url: &Url,
+        headers: header::HeaderMap,
+        body: Bytes,
+    ) -> Result<u16, NetError> {
+        check_static(url, &self.policy)?;
+        let exchange = async {
+            let mut response = self
+                .client
+                .post(url.clone())
+                .headers(headers)
+                .body(body)
+                .send()
+                .await
+                .map_err(map_reqwest_error)?;
+            let status = response.status().as_u16();
+            let mut read = 0usize;
+            while read < self.limits.max_body_bytes {
+                match response.chunk().await {
+                    Ok(Some(chunk)) => read += chunk.len(),
+                    Ok(None) => break,
+                    Err(e) if e.is_timeout() => return Err(NetError::Timeout),
+                    Err(e) => return Err(NetError::Read(innermost_message(&e))),
+                }
+            }
+            Ok(status)
+        };
+        tokio::time::timeout(self.limits.timeout, exchange)
+            .await
+            .map_err(|_| NetError::Timeout)?
     }
 
     /// Fetches `url` (its fragment ignored), following redirects, and requires a 2xx final

@@ -29,7 +29,10 @@ use super::{
     extract::{self, DocumentKind, Extracted},
     Knowledge,
 };
-use crate::store::knowledge::{job_status, status, JobRecord, NewChunk, PageRecord};
+use crate::{
+    store::knowledge::{job_status, status, JobRecord, NewChunk, PageRecord},
+    webhooks::{self, EventType},
+};
 
 /// How long a job belongs to its worker without a renewal.
 pub const LEASE: Duration = Duration::from_secs(60);
@@ -145,6 +148,10 @@ pub async fn run(k: &Knowledge, job: JobRecord) {
                 .finish_job(&job.id, job_status::SUCCEEDED, None, Utc::now())
                 .await;
             info!(job = %job.id, "job succeeded");
+            emit_document(k, &job, EventType::DocumentIndexed).await;
+            if job.kind == kind::CRAWL {
+                emit_document(k, &job, EventType::CrawlCompleted).await;
+            }
         }
         Ok(Done::Deleted) => {
             // The document (and with it the job row) is gone; nothing to record.
@@ -165,6 +172,23 @@ async fn fail(k: &Knowledge, job: &JobRecord, reason: &str) {
         .finish_job(&job.id, job_status::FAILED, Some(reason), now)
         .await;
     warn!(job = %job.id, reason, "job failed");
+    emit_document(k, job, EventType::DocumentFailed).await;
+}
+
+/// Emits `event` with the job's document as the API shows it (nothing when the document
+/// is gone).
+async fn emit_document(k: &Knowledge, job: &JobRecord, event: EventType) {
+    match k.store.document_by_id(&job.document_id).await {
+        Ok(Some(doc)) => {
+            k.events
+                .emit(&job.user_id, event, webhooks::document_data(&doc))
+                .await;
+        }
+        Ok(None) => {}
+        Err(err) => {
+            warn!(job = %job.id, error = %err, "cannot load a document for a webhook event")
+        }
+    }
 }
 
 /// A job's embedding of its chunks: once a request failed, the rest of the job does not

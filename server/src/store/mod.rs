@@ -6,6 +6,7 @@ pub mod identity;
 pub mod integrations;
 pub mod knowledge;
 pub mod sqlite;
+pub mod webhooks;
 
 use std::sync::Arc;
 
@@ -207,6 +208,7 @@ pub trait Store:
     knowledge::KnowledgeStore
     + identity::IdentityStore
     + integrations::IntegrationStore
+    + webhooks::WebhookStore
     + Send
     + Sync
     + 'static

@@ -17,6 +17,7 @@ use super::*;
 mod identity;
 mod integrations;
 mod knowledge;
+mod webhooks;
 
 /// [`Store`] on SQLite.
 #[derive(Clone)]

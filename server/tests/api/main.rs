@@ -17,3 +17,4 @@ mod providers;
 mod rate_limits;
 mod sessions;
 mod usage;
+mod webhooks;

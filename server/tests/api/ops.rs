@@ -80,6 +80,15 @@ async fn the_openapi_document_covers_every_endpoint() {
             "/api/agents/{agentId}/knowledge/{documentId}/refresh",
         ),
         ("get", "/api/jobs/{jobId}"),
+        ("get", "/api/integrations/webhooks"),
+        ("post", "/api/integrations/webhooks"),
+        ("delete", "/api/integrations/webhooks/{id}"),
+        ("get", "/api/integrations/webhooks/events"),
+        ("get", "/api/integrations/webhooks/{id}/deliveries"),
+        (
+            "post",
+            "/api/integrations/webhooks/{id}/deliveries/{deliveryId}/redeliver",
+        ),
     ];
     for (method, path) in expected {
         assert!(

@@ -1,0 +1,366 @@
+//! [`WebhookStore`] on SQLite (`migrations/sqlite/0007_webhooks.sql`).
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use sqlx::{sqlite::SqliteRow, Row};
+
+use super::{ms, opt_time, time, SqliteStore};
+use crate::store::{
+    webhooks::{
+        delivery_status, AfterAttempt, AttemptRecord, ClaimedDelivery, DeliveryRecord,
+        WebhookRecord, WebhookStore,
+    },
+    StoreError, StoreResult,
+};
+
+const WEBHOOK_COLUMNS: &str =
+    "id, user_id, url, events, description, secret_sealed, active, disabled_reason, created_at";
+const DELIVERY_COLUMNS: &str = "id, webhook_id, user_id, event, payload, status, attempts, \
+     response_status, last_error, created_at, next_attempt_at, retry_from";
+
+fn webhook(row: &SqliteRow) -> StoreResult<WebhookRecord> {
+    let events: String = row.try_get("events")?;
+    Ok(WebhookRecord {
+        id: row.try_get("id")?,
+        user_id: row.try_get("user_id")?,
+        url: row.try_get("url")?,
+        events: serde_json::from_str(&events)
+            .map_err(|e| StoreError::Other(anyhow::anyhow!("webhook events: {e}")))?,
+        description: row.try_get("description")?,
+        secret_sealed: row.try_get("secret_sealed")?,
+        active: row.try_get("active")?,
+        disabled_reason: row.try_get("disabled_reason")?,
+        created_at: time(row, "created_at")?,
+    })
+}
+
+fn delivery(row: &SqliteRow) -> Result<DeliveryRecord, sqlx::Error> {
+    Ok(DeliveryRecord {
+        id: row.try_get("id")?,
+        webhook_id: row.try_get("webhook_id")?,
+        user_id: row.try_get("user_id")?,
+        event: row.try_get("event")?,
+        payload: row.try_get("payload")?,
+        status: row.try_get("status")?,
+        attempts: row.try_get::<i64, _>("attempts")?.try_into().unwrap_or(0),
+        response_status: row
+            .try_get::<Option<i64>, _>("response_status")?
+            .and_then(|s| u16::try_from(s).ok()),
+        last_error: row.try_get("last_error")?,
+        created_at: time(row, "created_at")?,
+        next_attempt_at: opt_time(row, "next_attempt_at")?,
+        retry_from: time(row, "retry_from")?,
+    })
+}
+
+#[async_trait]
+impl WebhookStore for SqliteStore {
+    async fn create_webhook(&self, w: &WebhookRecord, limit: u32) -> StoreResult<bool> {
+        let events =
+            serde_json::to_string(&w.events).map_err(|e| StoreError::Other(anyhow::anyhow!(e)))?;
+        let done = sqlx::query(
+            "INSERT INTO webhooks (id, user_id, url, events, description, secret_sealed, active, \
+             disabled_reason, created_at, updated_at) \
+             SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ? \
+             WHERE (SELECT COUNT(*) FROM webhooks WHERE user_id = ?) < ?",
+        )
+        .bind(&w.id)
+        .bind(&w.user_id)
+        .bind(&w.url)
+        .bind(events)
+        .bind(&w.description)
+        .bind(&w.secret_sealed)
+        .bind(w.active)
+        .bind(&w.disabled_reason)
+        .bind(ms(w.created_at))
+        .bind(ms(w.created_at))
+        .bind(&w.user_id)
+        .bind(i64::from(limit))
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn list_webhooks(&self, user_id: &str) -> StoreResult<Vec<WebhookRecord>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE user_id = ? ORDER BY created_at, id"
+        ))
+        .bind(user_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(webhook).collect()
+    }
+
+    async fn webhook(&self, user_id: &str, id: &str) -> StoreResult<Option<WebhookRecord>> {
+        let row = sqlx::query(&format!(
+            "SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE user_id = ? AND id = ?"
+        ))
+        .bind(user_id)
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(webhook).transpose()
+    }
+
+    async fn delete_webhook(&self, user_id: &str, id: &str) -> StoreResult<bool> {
+        let done = sqlx::query("DELETE FROM webhooks WHERE user_id = ? AND id = ?")
+            .bind(user_id)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn enqueue_event(
+        &self,
+        user_id: &str,
+        event: &str,
+        payload: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<usize> {
+        let subscribed: Vec<String> = sqlx::query_scalar(
+            "SELECT id FROM webhooks WHERE user_id = ? AND active = 1 \
+             AND EXISTS (SELECT 1 FROM json_each(webhooks.events) WHERE value = ?)",
+        )
+        .bind(user_id)
+        .bind(event)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut queued = 0;
+        for webhook_id in subscribed {
+            // Inserted only while the webhook still exists and is active.
+            let done = sqlx::query(
+                "INSERT INTO webhook_deliveries (id, webhook_id, user_id, event, payload, status, \
+                 created_at, next_attempt_at, retry_from) \
+                 SELECT ?, id, user_id, ?, ?, ?, ?, ?, ? FROM webhooks WHERE id = ? AND active = 1",
+            )
+            .bind(format!("msg_{}", uuid::Uuid::now_v7().simple()))
+            .bind(event)
+            .bind(payload)
+            .bind(delivery_status::PENDING)
+            .bind(ms(now))
+            .bind(ms(now))
+            .bind(ms(now))
+            .bind(&webhook_id)
+            .execute(&self.pool)
+            .await?;
+            queued += done.rows_affected() as usize;
+        }
+        Ok(queued)
+    }
+
+    async fn claim_deliveries(
+        &self,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+        limit: u32,
+    ) -> StoreResult<Vec<ClaimedDelivery>> {
+        // Due pending deliveries in due order (index webhook_deliveries_due), then claims
+        // whose worker stopped renewing; only of active webhooks.
+        let rows = sqlx::query(&format!(
+            "UPDATE webhook_deliveries SET status = ?1, lease_until = ?2, attempts = attempts + 1 \
+             WHERE id IN ( \
+               SELECT d.id FROM webhook_deliveries d \
+               WHERE ((d.status = ?3 AND d.next_attempt_at <= ?4) \
+                      OR (d.status = ?1 AND d.lease_until < ?4)) \
+                 AND EXISTS (SELECT 1 FROM webhooks w WHERE w.id = d.webhook_id AND w.active = 1) \
+               ORDER BY d.next_attempt_at LIMIT ?5) \
+             RETURNING {DELIVERY_COLUMNS}"
+        ))
+        .bind(delivery_status::SENDING)
+        .bind(ms(lease_until))
+        .bind(delivery_status::PENDING)
+        .bind(ms(now))
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        let deliveries: Vec<DeliveryRecord> =
+            rows.iter().map(delivery).collect::<Result<_, _>>()?;
+        let mut claimed = Vec::with_capacity(deliveries.len());
+        let mut targets: std::collections::HashMap<String, (String, Vec<u8>)> =
+            std::collections::HashMap::new();
+        for d in deliveries {
+            if !targets.contains_key(&d.webhook_id) {
+                let row = sqlx::query("SELECT url, secret_sealed FROM webhooks WHERE id = ?")
+                    .bind(&d.webhook_id)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                let Some(row) = row else {
+                    // Deleted meanwhile; its deliveries went with it.
+                    continue;
+                };
+                targets.insert(
+                    d.webhook_id.clone(),
+                    (row.try_get("url")?, row.try_get("secret_sealed")?),
+                );
+            }
+            let (url, secret_sealed) = targets[&d.webhook_id].clone();
+            claimed.push(ClaimedDelivery {
+                delivery: d,
+                url,
+                secret_sealed,
+            });
+        }
+        Ok(claimed)
+    }
+
+    async fn record_attempt(
+        &self,
+        a: &AttemptRecord,
+        after: AfterAttempt,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "INSERT OR REPLACE INTO webhook_attempts \
+             (delivery_id, attempt, started_at, duration_ms, response_status, error) \
+             VALUES (?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&a.delivery_id)
+        .bind(i64::from(a.attempt))
+        .bind(ms(a.started_at))
+        .bind(i64::try_from(a.duration_ms).unwrap_or(i64::MAX))
+        .bind(a.response_status.map(i64::from))
+        .bind(&a.error)
+        .execute(&mut *tx)
+        .await?;
+        let (status, next) = match after {
+            AfterAttempt::Succeeded => (delivery_status::SUCCEEDED, None),
+            AfterAttempt::RetryAt(t) => (delivery_status::PENDING, Some(ms(t))),
+            AfterAttempt::Failed | AfterAttempt::DisableWebhook => (delivery_status::FAILED, None),
+        };
+        // Only the claim this attempt belongs to moves the delivery on: a redelivery
+        // requested meanwhile is not overwritten.
+        sqlx::query(
+            "UPDATE webhook_deliveries SET status = ?, next_attempt_at = ?, lease_until = NULL, \
+             response_status = ?, last_error = ? WHERE id = ? AND status = ?",
+        )
+        .bind(status)
+        .bind(next)
+        .bind(a.response_status.map(i64::from))
+        .bind(&a.error)
+        .bind(&a.delivery_id)
+        .bind(delivery_status::SENDING)
+        .execute(&mut *tx)
+        .await?;
+        if after == AfterAttempt::DisableWebhook {
+            let webhook_id: Option<String> =
+                sqlx::query_scalar("SELECT webhook_id FROM webhook_deliveries WHERE id = ?")
+                    .bind(&a.delivery_id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+            if let Some(webhook_id) = webhook_id {
+                sqlx::query(
+                    "UPDATE webhooks SET active = 0, disabled_reason = ?, updated_at = ? WHERE id = ?",
+                )
+                .bind("The receiver answered 410 Gone")
+                .bind(ms(now))
+                .bind(&webhook_id)
+                .execute(&mut *tx)
+                .await?;
+                sqlx::query(
+                    "UPDATE webhook_deliveries SET status = ?, next_attempt_at = NULL, \
+                     lease_until = NULL, last_error = ? WHERE webhook_id = ? AND status = ?",
+                )
+                .bind(delivery_status::FAILED)
+                .bind("Not sent: the webhook was disabled (410 Gone)")
+                .bind(&webhook_id)
+                .bind(delivery_status::PENDING)
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn next_delivery_due(&self) -> StoreResult<Option<DateTime<Utc>>> {
+        let next: Option<i64> = sqlx::query_scalar(
+            "SELECT MIN(d.next_attempt_at) FROM webhook_deliveries d WHERE d.status = ? \
+             AND EXISTS (SELECT 1 FROM webhooks w WHERE w.id = d.webhook_id AND w.active = 1)",
+        )
+        .bind(delivery_status::PENDING)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(next.map(crate::store::from_millis))
+    }
+
+    async fn list_deliveries(
+        &self,
+        user_id: &str,
+        webhook_id: &str,
+        limit: u32,
+    ) -> StoreResult<Vec<DeliveryRecord>> {
+        let rows = sqlx::query(&format!(
+            "SELECT {DELIVERY_COLUMNS} FROM webhook_deliveries WHERE user_id = ? AND webhook_id = ? \
+             ORDER BY created_at DESC, id DESC LIMIT ?"
+        ))
+        .bind(user_id)
+        .bind(webhook_id)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.iter().map(delivery).collect::<Result<_, _>>()?)
+    }
+
+    async fn delivery_attempts(&self, delivery_id: &str) -> StoreResult<Vec<AttemptRecord>> {
+        let rows = sqlx::query(
+            "SELECT delivery_id, attempt, started_at, duration_ms, response_status, error \
+             FROM webhook_attempts WHERE delivery_id = ? ORDER BY attempt",
+        )
+        .bind(delivery_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(AttemptRecord {
+                    delivery_id: row.try_get("delivery_id")?,
+                    attempt: row.try_get::<i64, _>("attempt")?.try_into().unwrap_or(0),
+                    started_at: time(row, "started_at")?,
+                    duration_ms: row
+                        .try_get::<i64, _>("duration_ms")?
+                        .try_into()
+                        .unwrap_or(0),
+                    response_status: row
+                        .try_get::<Option<i64>, _>("response_status")?
+                        .and_then(|s| u16::try_from(s).ok()),
+                    error: row.try_get("error")?,
+                })
+            })
+            .collect()
+    }
+
+    async fn redeliver(
+        &self,
+        user_id: &str,
+        webhook_id: &str,
+        delivery_id: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<bool>> {
+        let done = sqlx::query(
+            "UPDATE webhook_deliveries SET status = ?, next_attempt_at = ?, retry_from = ?, \
+             lease_until = NULL WHERE user_id = ? AND webhook_id = ? AND id = ? AND status != ?",
+        )
+        .bind(delivery_status::PENDING)
+        .bind(ms(now))
+        .bind(ms(now))
+        .bind(user_id)
+        .bind(webhook_id)
+        .bind(delivery_id)
+        .bind(delivery_status::SENDING)
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 1 {
+            return Ok(Some(true));
+        }
+        let exists: Option<String> = sqlx::query_scalar(
+            "SELECT id FROM webhook_deliveries WHERE user_id = ? AND webhook_id = ? AND id = ?",
+        )
+        .bind(user_id)
+        .bind(webhook_id)
+        .bind(delivery_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(exists.map(|_| false))
+    }
+}

@@ -1,0 +1,489 @@
+//! Webhooks: events of an account POSTed to URLs its owner subscribed, signed per
+//! Standard Webhooks v1 (<https://www.standardwebhooks.com/>, spec
+//! `standard-webhooks/spec/standard-webhooks.md`).
+//!
+//! - [`EventType`]: the catalogue (api.md § Integrations and webhooks).
+//! - [`Events::emit`]: where something happens, one delivery row per subscribed active
+//!   webhook is queued in the database — one cheap query when nobody subscribed, and a
+//!   failure is logged, never returned, so emitting never fails a request.
+//! - [`worker`]: the delivery worker takes due deliveries under a lease, so a delivery
+//!   interrupted by a crash is sent again after its lease ends (at least once).
+//! - Signing ([`sign`]): headers `webhook-id` (the delivery id, stable across retries),
+//!   `webhook-timestamp` (Unix seconds of the attempt) and `webhook-signature`
+//!   (`v1,` + base64 of HMAC-SHA256 over `{id}.{timestamp}.{body}` with the secret's key).
+//! - Secrets ([`WebhookSecrets`]): `whsec_` + base64 of 32 random bytes, shown once, stored
+//!   encrypted with AES-256-GCM under `ENCRYPTION_KEY` (signing needs the key back, so a
+//!   hash would not do).
+//! - Retries ([`RetryPolicy`], [`judge`]): exponential backoff with full jitter for about a
+//!   day; 410 Gone disables the webhook.
+
+pub mod worker;
+
+use std::{sync::Arc, time::Duration};
+
+use base64::{engine::general_purpose::STANDARD, Engine};
+use chrono::{DateTime, Utc};
+use hmac::{Hmac, Mac};
+use rand::{Rng, RngCore};
+use serde_json::{json, Value};
+use sha2::Sha256;
+use tokio::sync::Notify;
+
+use crate::{
+    config::Config,
+    knowledge::net::{self, NetError, NetPolicy, SafeClient},
+    store::{webhooks::AfterAttempt, Store},
+};
+
+/// Prefix of a signing secret (Standard Webhooks v1 § Signature scheme).
+pub const SECRET_PREFIX: &str = "whsec_";
+/// Random bytes in a signing secret (the spec asks for 24 to 64).
+pub const SECRET_BYTES: usize = 32;
+/// Time allowed for one delivery attempt: connection, request and answer.
+pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Bytes of a receiver's answer read (and discarded) before the connection is dropped.
+pub const MAX_ANSWER_BYTES: usize = 64 * 1024;
+/// The `User-Agent` of deliveries.
+pub const USER_AGENT: &str = concat!("AgentChat-Webhooks/", env!("CARGO_PKG_VERSION"));
+
+/// An event type of the catalogue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EventType {
+    AgentCreated,
+    AgentUpdated,
+    AgentDeleted,
+    ConversationCreated,
+    MessageCreated,
+    DocumentIndexed,
+    DocumentFailed,
+    CrawlCompleted,
+    IntegrationCreated,
+}
+
+impl EventType {
+    /// The catalogue, in the order it is listed.
+    pub const ALL: [EventType; 9] = [
+        EventType::AgentCreated,
+        EventType::AgentUpdated,
+        EventType::AgentDeleted,
+        EventType::ConversationCreated,
+        EventType::MessageCreated,
+        EventType::DocumentIndexed,
+        EventType::DocumentFailed,
+        EventType::CrawlCompleted,
+        EventType::IntegrationCreated,
+    ];
+
+    /// The wire name, e.g. `agent.created`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::AgentCreated => "agent.created",
+            Self::AgentUpdated => "agent.updated",
+            Self::AgentDeleted => "agent.deleted",
+            Self::ConversationCreated => "conversation.created",
+            Self::MessageCreated => "message.created",
+            Self::DocumentIndexed => "document.indexed",
+            Self::DocumentFailed => "document.failed",
+            Self::CrawlCompleted => "crawl.completed",
+            Self::IntegrationCreated => "integration.created",
+        }
+    }
+
+    /// What the event means and what its `data` holds.
+    pub fn description(self) -> &'static str {
+        match self {
+            Self::AgentCreated => "An agent was created. data: {agent}",
+            Self::AgentUpdated => "An agent was updated. data: {agent} (after the change)",
+            Self::AgentDeleted => "An agent was deleted with its conversations and knowledge. data: {agentId}",
+            Self::ConversationCreated => {
+                "A chat started a new conversation. data: {conversationId, agentId, title, createdAt}"
+            }
+            Self::MessageCreated => {
+                "An assistant reply was completed. data: {messageId, conversationId, agentId, role, content, model, usage{promptTokens, completionTokens}, createdAt}"
+            }
+            Self::DocumentIndexed => {
+                "A knowledge document (upload or crawled site) was indexed. data: {agentId, document}"
+            }
+            Self::DocumentFailed => "Indexing a knowledge document failed. data: {agentId, document} (with its error)",
+            Self::CrawlCompleted => {
+                "A crawl (or refresh) of a web site finished and its pages are indexed. data: {agentId, document}"
+            }
+            Self::IntegrationCreated => {
+                "An integration was created. data: {integration} (credentials as masked hints only)"
+            }
+        }
+    }
+
+    /// The event named `name`, if it is in the catalogue.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|e| e.as_str() == name)
+    }
+}
+
+/// Queues events for the webhooks that subscribed to them. Cheap to clone.
+#[derive(Clone)]
+pub struct Events {
+    store: Arc<dyn Store>,
+    /// Wakes the delivery worker when something was queued.
+    pub wake: Arc<Notify>,
+}
+
+impl Events {
+    /// An emitter over `store`.
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Self {
+            store,
+            wake: Arc::new(Notify::new()),
+        }
+    }
+
+    /// Queues `{type, timestamp, data}` (timestamp RFC 3339 UTC with milliseconds) for every
+    /// active webhook of `user_id` subscribed to `event`. Never fails: a store error is
+    /// logged and the event is lost for webhooks (the action that caused it stands).
+    pub async fn emit(&self, user_id: &str, event: EventType, data: Value) {
+        let now = Utc::now();
+        let payload = json!({
+            "type": event.as_str(),
+            "timestamp": now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
+            "data": data,
+        })
+        .to_string();
+        match self
+            .store
+            .enqueue_event(user_id, event.as_str(), &payload, now)
+            .await
+        {
+            Ok(0) => {}
+            Ok(queued) => {
+                tracing::debug!(event = event.as_str(), queued, "webhook deliveries queued");
+                self.wake.notify_one();
+            }
+            Err(err) => {
+                tracing::warn!(event = event.as_str(), error = %err, "queuing webhook deliveries failed");
+            }
+        }
+    }
+}
+
+/// `data` of the document events: `{agentId, document}` with the document as
+/// `GET /api/agents/{agentId}/knowledge/{documentId}` shows it.
+pub fn document_data(d: &crate::store::knowledge::DocumentRecord) -> Value {
+    json!({
+        "agentId": d.agent_id,
+        "document": crate::http::knowledge::document_view(d),
+    })
+}
+
+/// `data` of `agent.created` and `agent.updated`: `{agent}` as `GET /api/agents/{id}`
+/// shows it.
+pub fn agent_data(a: &crate::store::AgentRecord) -> Value {
+    json!({ "agent": crate::http::agents::agent_view(a) })
+}
+
+/// A new signing secret: the `whsec_...` string shown once, and its key bytes.
+pub fn new_secret() -> (String, Vec<u8>) {
+    let mut key = vec![0u8; SECRET_BYTES];
+    rand::rngs::OsRng.fill_bytes(&mut key);
+    (format!("{SECRET_PREFIX}{}", STANDARD.encode(&key)), key)
+}
+
+/// The `webhook-signature` value for one attempt: `v1,` + base64 (standard alphabet, with
+/// padding) of HMAC-SHA256 with `key` over `{msg_id}.{timestamp}.{body}` (Standard Webhooks
+/// v1 § Signature scheme). `key` is the base64-decoded part of the secret after `whsec_`.
+pub fn sign(key: &[u8], msg_id: &str, timestamp: i64, body: &[u8]) -> String {
+    // HMAC accepts keys of any length, so this cannot fail.
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes any key length");
+    mac.update(msg_id.as_bytes());
+    mac.update(b".");
+    mac.update(timestamp.to_string().as_bytes());
+    mac.update(b".");
+    mac.update(body);
+    format!("v1,{}", STANDARD.encode(mac.finalize().into_bytes()))
+}
+
+/// Signing keys at rest, sealed with [`crate::crypto::SecretBox`] (AES-256-GCM under
+/// `ENCRYPTION_KEY`, the key id kept for rotation) with `webhook-secret|{user_id}|{webhook_id}`
+/// as associated data, so a sealed secret only opens on its own row.
+pub struct WebhookSecrets {
+    inner: crate::crypto::SecretBox,
+}
+
+impl WebhookSecrets {
+    /// Secrets sealed and opened with `inner`.
+    pub fn new(inner: crate::crypto::SecretBox) -> Self {
+        Self { inner }
+    }
+
+    fn aad(user_id: &str, webhook_id: &str) -> Vec<u8> {
+        format!("webhook-secret|{user_id}|{webhook_id}").into_bytes()
+    }
+
+    /// `key` sealed for this row.
+    pub fn seal(&self, user_id: &str, webhook_id: &str, key: &[u8]) -> anyhow::Result<Vec<u8>> {
+        Ok(self.inner.seal(key, &Self::aad(user_id, webhook_id)))
+    }
+
+    /// The key sealed by [`WebhookSecrets::seal`] for this row.
+    ///
+    /// Errors: a short value, a key this server does not have, or a value moved from
+    /// another row.
+    pub fn open(&self, user_id: &str, webhook_id: &str, sealed: &[u8]) -> anyhow::Result<Vec<u8>> {
+        self.inner
+            .open(sealed, &Self::aad(user_id, webhook_id))
+            .map_err(|e| anyhow::anyhow!("the webhook secret cannot be decrypted: {e}"))
+    }
+}
+
+/// When failed attempts are tried again: exponential backoff with full jitter
+/// (the wait before retry n is uniform in `[0, min(base · 2^(n-1), 720 · base)]`), for a
+/// window of `2,880 · base` from the event (or from the last redelivery request). With the
+/// default base of 30 s: waits up to 30 s, 1 min, 2 min, … capped at 6 h, for 24 h.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// `WEBHOOK_RETRY_BASE_MS`.
+    pub base: Duration,
+}
+
+impl RetryPolicy {
+    /// The longest wait between two attempts, as a multiple of the base.
+    pub const CAP_FACTOR: u32 = 720;
+    /// The retry window, as a multiple of the base.
+    pub const WINDOW_FACTOR: u32 = 2_880;
+
+    /// The largest wait after `attempts` failed attempts (1-based).
+    pub fn max_wait(&self, attempts: u32) -> Duration {
+        let exp = attempts.saturating_sub(1).min(20);
+        (self.base * 2u32.pow(exp)).min(self.base * Self::CAP_FACTOR)
+    }
+
+    /// When to try again after `attempts` failed attempts at `now`, drawing the jitter from
+    /// `rng`; `None` once that would fall outside the window that began at `retry_from`.
+    pub fn next_attempt(
+        &self,
+        attempts: u32,
+        retry_from: DateTime<Utc>,
+        now: DateTime<Utc>,
+        rng: &mut impl Rng,
+    ) -> Option<DateTime<Utc>> {
+        let max = self.max_wait(attempts).as_millis() as u64;
+        let wait = rng.gen_range(0..=max);
+        let next = now + chrono::Duration::milliseconds(wait as i64);
+        let end = retry_from
+            + chrono::Duration::from_std(self.base * Self::WINDOW_FACTOR).unwrap_or_default();
+        (next <= end).then_some(next)
+    }
+}
+
+/// What an attempt's result means for its delivery, before the retry window is applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// 2xx.
+    Delivered,
+    /// Worth another attempt: timeouts, connection and DNS errors, 3xx (redirects are not
+    /// followed), 408, 429 and 5xx.
+    Retry,
+    /// Final: any other 4xx (the receiver refused this request; sending it again would get
+    /// the same answer), or a URL the SSRF rule refuses.
+    Fail,
+    /// 410 Gone (RFC 9110 § 15.5.11: the target is no longer available and this is likely
+    /// permanent): the webhook is disabled.
+    Gone,
+}
+
+/// Judges an attempt's result: the receiver's status, or why no answer came.
+pub fn judge(result: &Result<u16, NetError>) -> Verdict {
+    match result {
+        Ok(status) if (200..300).contains(status) => Verdict::Delivered,
+        Ok(410) => Verdict::Gone,
+        Ok(408 | 429) => Verdict::Retry,
+        Ok(status) if (400..500).contains(status) => Verdict::Fail,
+        Ok(_) => Verdict::Retry,
+        Err(
+            NetError::Forbidden(_)
+            | NetError::Scheme
+            | NetError::UserInfo
+            | NetError::InvalidUrl(_),
+        ) => Verdict::Fail,
+        Err(_) => Verdict::Retry,
+    }
+}
+
+/// The next state of a delivery after an attempt judged `verdict`.
+pub fn after_attempt(
+    verdict: Verdict,
+    retry: &RetryPolicy,
+    attempts: u32,
+    retry_from: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> AfterAttempt {
+    match verdict {
+        Verdict::Delivered => AfterAttempt::Succeeded,
+        Verdict::Gone => AfterAttempt::DisableWebhook,
+        Verdict::Fail => AfterAttempt::Failed,
+        Verdict::Retry => retry
+            .next_attempt(attempts, retry_from, now, &mut rand::thread_rng())
+            .map_or(AfterAttempt::Failed, AfterAttempt::RetryAt),
+    }
+}
+
+/// The webhook service: the emitter, the delivery client and the rules the worker follows.
+#[derive(Clone)]
+pub struct Webhooks {
+    /// Persistence.
+    pub store: Arc<dyn Store>,
+    /// The event emitter (also handed to the knowledge workers).
+    pub events: Events,
+    /// The SSRF rule URLs are checked against at creation.
+    pub policy: Arc<NetPolicy>,
+    /// POSTs deliveries through the guarded resolver, no redirects, [`ATTEMPT_TIMEOUT`].
+    pub client: SafeClient,
+    /// Secrets at rest.
+    pub secrets: Arc<WebhookSecrets>,
+    /// Retry timing.
+    pub retry: RetryPolicy,
+}
+
+impl Webhooks {
+    /// The service for `config` over `store`.
+    ///
+    /// Errors: a malformed `ALLOWED_PRIVATE_HOSTS` entry or `ENCRYPTION_KEY`, or an HTTP
+    /// client that cannot be built.
+    pub fn new(config: &Config, store: Arc<dyn Store>) -> anyhow::Result<Self> {
+        let policy = NetPolicy::from_list(&config.allowed_private_hosts)?;
+        let client = SafeClient::with_user_agent(
+            policy.clone(),
+            net::FetchLimits {
+                max_body_bytes: MAX_ANSWER_BYTES,
+                timeout: ATTEMPT_TIMEOUT,
+                max_redirects: 0,
+            },
+            USER_AGENT,
+        )?;
+        Ok(Self {
+            events: Events::new(store.clone()),
+            store,
+            policy: Arc::new(policy),
+            client,
+            secrets: Arc::new(WebhookSecrets::new(config.secret_box()?)),
+            retry: RetryPolicy {
+                base: config.webhook_retry_base,
+            },
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signatures_match_the_standard_webhooks_test_vector() {
+        // The published test vector of Standard Webhooks v1 (used by its reference
+        // libraries' tests); also checked with Python's hmac module.
+        let key = STANDARD.decode("MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap();
+        let body = br#"{"test": 2432232314}"#;
+        assert_eq!(
+            sign(&key, "msg_p5jXN8AQM9LWM0D4loKWxJek", 1614265330, body),
+            "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+        );
+    }
+
+    #[test]
+    fn secrets_are_prefixed_base64_of_32_random_bytes() {
+        let (secret, key) = new_secret();
+        let encoded = secret.strip_prefix(SECRET_PREFIX).unwrap();
+        assert_eq!(STANDARD.decode(encoded).unwrap(), key);
+        assert_eq!(key.len(), 32);
+        assert_ne!(new_secret().1, key);
+    }
+
+    #[test]
+    fn sealed_secrets_open_only_on_their_own_row() {
+        let sb = WebhookSecrets::new(crate::crypto::SecretBox::new(&[7u8; 32], &[]));
+        let sealed = sb.seal("u1", "w1", b"key bytes").unwrap();
+        assert!(!sealed.windows(9).any(|w| w == b"key bytes"));
+        assert_eq!(sb.open("u1", "w1", &sealed).unwrap(), b"key bytes");
+        assert!(sb.open("u2", "w1", &sealed).is_err());
+        assert!(sb.open("u1", "w2", &sealed).is_err());
+        assert!(
+            WebhookSecrets::new(crate::crypto::SecretBox::new(&[8u8; 32], &[]))
+                .open("u1", "w1", &sealed)
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn answers_are_judged_by_status_class() {
+        for s in [200, 201, 204, 299] {
+            assert_eq!(judge(&Ok(s)), Verdict::Delivered, "{s}");
+        }
+        for s in [301, 302, 307, 408, 429, 500, 502, 503] {
+            assert_eq!(judge(&Ok(s)), Verdict::Retry, "{s}");
+        }
+        for s in [400, 401, 403, 404, 422] {
+            assert_eq!(judge(&Ok(s)), Verdict::Fail, "{s}");
+        }
+        assert_eq!(judge(&Ok(410)), Verdict::Gone);
+        assert_eq!(judge(&Err(NetError::Timeout)), Verdict::Retry);
+        assert_eq!(
+            judge(&Err(NetError::Connect("refused".into()))),
+            Verdict::Retry
+        );
+        assert_eq!(judge(&Err(NetError::Dns("x".into()))), Verdict::Retry);
+        assert_eq!(
+            judge(&Err(NetError::Forbidden("private".into()))),
+            Verdict::Fail
+        );
+    }
+
+    #[test]
+    fn backoff_grows_with_full_jitter_up_to_a_cap_and_stops_after_a_day() {
+        let p = RetryPolicy {
+            base: Duration::from_secs(30),
+        };
+        assert_eq!(p.max_wait(1), Duration::from_secs(30));
+        assert_eq!(p.max_wait(2), Duration::from_secs(60));
+        assert_eq!(p.max_wait(5), Duration::from_secs(480));
+        assert_eq!(p.max_wait(40), Duration::from_secs(6 * 3600));
+        let start = Utc::now();
+        let mut rng = rand::thread_rng();
+        let mut waits = Vec::new();
+        for attempt in 1..=6 {
+            let next = p.next_attempt(attempt, start, start, &mut rng).unwrap();
+            let wait = (next - start).to_std().unwrap();
+            assert!(wait <= p.max_wait(attempt));
+            waits.push(wait);
+        }
+        // Full jitter: some draws land well below the cap.
+        let low = (0..200)
+            .filter(|_| {
+                let next = p.next_attempt(10, start, start, &mut rng).unwrap();
+                (next - start).to_std().unwrap() < p.max_wait(10) / 2
+            })
+            .count();
+        assert!((40..160).contains(&low), "{low}");
+        let late = start + chrono::Duration::hours(24);
+        assert_eq!(p.next_attempt(30, start, late, &mut rng), None);
+        assert!(p
+            .next_attempt(3, start, start + chrono::Duration::hours(23), &mut rng)
+            .is_some_and(|t| t <= late));
+        // Simulated: a delivery that always fails is retried for about a day.
+        let mut now = start;
+        let mut attempts = 1;
+        while let Some(next) = p.next_attempt(attempts, start, now, &mut rng) {
+            now = next;
+            attempts += 1;
+        }
+        assert!(attempts > 8, "{attempts}");
+        assert!(now - start <= chrono::Duration::hours(24));
+    }
+
+    #[test]
+    fn the_catalogue_names_parse_back() {
+        for e in EventType::ALL {
+            assert_eq!(EventType::parse(e.as_str()), Some(e));
+            assert!(!e.description().is_empty());
+        }
+        assert_eq!(EventType::parse("*"), None);
+    }
+}
