@@ -270,10 +270,10 @@ fn Sessions() -> impl IntoView {
     let load = move || {
         spawn_local(async move {
             sessions.set(
-                match client::get_json_signed_in::<SessionsResponse>("/api/auth/sessions").await {
-                    Ok(answer) => Loaded::Ready(answer.sessions),
-                    Err(err) => Loaded::Failed(err.message().to_owned()),
-                },
+                client::get_json_signed_in::<SessionsResponse>("/api/auth/sessions")
+                    .await
+                    .map(|answer| answer.sessions)
+                    .into(),
             );
         });
     };

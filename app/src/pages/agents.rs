@@ -33,6 +33,16 @@ pub enum Loaded<T> {
     Failed(String),
 }
 
+impl<T> From<Result<T, crate::client::ApiError>> for Loaded<T> {
+    /// `Ready` with the answer, or `Failed` with the error's words.
+    fn from(result: Result<T, crate::client::ApiError>) -> Self {
+        match result {
+            Ok(value) => Self::Ready(value),
+            Err(err) => Self::Failed(err.message().to_owned()),
+        }
+    }
+}
+
 /// The agents of the user with their model, status and last update, how many the plan
 /// allows, and the way to create one.
 #[component]

@@ -118,11 +118,10 @@ pub fn IntegrationsPage() -> impl IntoView {
     let load = move || {
         spawn_local(async move {
             integrations.set(
-                match client::get_json_signed_in::<IntegrationsResponse>("/api/integrations").await
-                {
-                    Ok(answer) => Loaded::Ready(answer.integrations),
-                    Err(err) => Loaded::Failed(err.message().to_owned()),
-                },
+                client::get_json_signed_in::<IntegrationsResponse>("/api/integrations")
+                    .await
+                    .map(|answer| answer.integrations)
+                    .into(),
             );
         });
     };

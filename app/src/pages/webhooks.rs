@@ -69,26 +69,22 @@ pub fn WebhooksPage() -> impl IntoView {
     let load = move || {
         spawn_local(async move {
             webhooks.set(
-                match client::get_json_signed_in::<WebhooksResponse>("/api/integrations/webhooks")
+                client::get_json_signed_in::<WebhooksResponse>("/api/integrations/webhooks")
                     .await
-                {
-                    Ok(answer) => Loaded::Ready(answer.webhooks),
-                    Err(err) => Loaded::Failed(err.message().to_owned()),
-                },
+                    .map(|answer| answer.webhooks)
+                    .into(),
             );
         });
     };
     Effect::new(move |_| {
         spawn_local(async move {
             catalogue.set(
-                match client::get_json_signed_in::<WebhookEventsResponse>(
+                client::get_json_signed_in::<WebhookEventsResponse>(
                     "/api/integrations/webhooks/events",
                 )
                 .await
-                {
-                    Ok(answer) => Loaded::Ready(answer.events),
-                    Err(err) => Loaded::Failed(err.message().to_owned()),
-                },
+                .map(|answer| answer.events)
+                .into(),
             );
         });
         load();
@@ -229,14 +225,12 @@ fn WebhookRow(webhook: Webhook, on_deleted: Callback<()>) -> impl IntoView {
             let id = id.clone();
             spawn_local(async move {
                 deliveries.set(
-                    match client::get_json_signed_in::<WebhookDeliveriesResponse>(&format!(
+                    client::get_json_signed_in::<WebhookDeliveriesResponse>(&format!(
                         "/api/integrations/webhooks/{id}/deliveries"
                     ))
                     .await
-                    {
-                        Ok(answer) => Loaded::Ready(answer.deliveries),
-                        Err(err) => Loaded::Failed(err.message().to_owned()),
-                    },
+                    .map(|answer| answer.deliveries)
+                    .into(),
                 );
             });
         }

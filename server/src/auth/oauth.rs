@@ -737,14 +737,6 @@ fn oidc_identity(
     })
 }
 
-/// A random URL-safe value of 32 bytes (browser binding, exchange codes).
-pub fn random_value() -> String {
-    use rand::RngCore;
-    let mut bytes = [0u8; 32];
-    rand::rngs::OsRng.fill_bytes(&mut bytes);
-    URL_SAFE_NO_PAD.encode(bytes)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -24,14 +24,12 @@ use super::{
 use crate::{
     domain::Scope,
     error::{ApiError, ApiResult},
-    knowledge::{crawl::CrawlConfig, extract, net, worker},
+    knowledge::{crawl::CrawlConfig, extract, worker},
     store::knowledge::{job_status, status, DocumentRecord, JobRecord},
 };
 
 /// Longest file name kept for an upload, in characters.
 pub const FILE_NAME_MAX: usize = 255;
-/// Longest URL accepted, in bytes.
-pub const URL_MAX: usize = 2_048;
 
 /// The knowledge routes.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -267,26 +265,6 @@ fn crawl_config(options: Option<CrawlOptions>) -> ApiResult<CrawlConfig> {
     Ok(config)
 }
 
-/// Checks a URL to crawl: http or https, and not a private or otherwise forbidden address
-/// (as far as it can be known before crawling); 400 says why.
-async fn checked_url(state: &AppState, raw: &str) -> ApiResult<url::Url> {
-    let raw = raw.trim();
-    if raw.is_empty() {
-        return Err(ApiError::bad_request("url is required"));
-    }
-    if raw.len() > URL_MAX {
-        return Err(ApiError::bad_request(format!(
-            "url must be at most {URL_MAX} bytes"
-        )));
-    }
-    let url = url::Url::parse(raw)
-        .map_err(|e| ApiError::bad_request(format!("url is not a valid URL ({e})")))?;
-    net::check_url(&url, &state.knowledge.policy)
-        .await
-        .map_err(|e| ApiError::bad_request(format!("url cannot be crawled: {e}")))?;
-    Ok(url)
-}
-
 /// Add a web site (or one page): 202 with the document and the crawl job; the crawl runs
 /// in the background.
 #[utoipa::path(post, path = "/api/agents/{agentId}/knowledge/url", tag = "knowledge", security(("bearer" = [])),
@@ -304,7 +282,7 @@ async fn add_url(
     principal.require(Scope::KnowledgeWrite)?;
     let agent = owned_agent(&state, &principal.user_id, &agent_id).await?;
     let config = crawl_config(body.config)?;
-    let url = checked_url(&state, &body.url).await?;
+    let url = super::checked_public_url(&body.url, &state.knowledge.policy, "be crawled").await?;
     let now = Utc::now();
     let id = uuid::Uuid::now_v7().to_string();
     tracing::Span::current().record("document.id", id.as_str());

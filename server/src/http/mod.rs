@@ -293,6 +293,35 @@ pub fn iso(t: chrono::DateTime<chrono::Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
+/// Longest URL accepted (crawl starts, webhook receivers), in bytes.
+pub const URL_MAX: usize = 2_048;
+
+/// Checks a URL the service will request: http or https, at most [`URL_MAX`] bytes, and not
+/// a private or otherwise forbidden address as far as can be known now
+/// ([`crate::knowledge::net::check_url`]; it is checked again when requested). `purpose`
+/// ends the 400 message: "url cannot {purpose}: ...".
+pub async fn checked_public_url(
+    raw: &str,
+    policy: &crate::knowledge::net::NetPolicy,
+    purpose: &str,
+) -> crate::error::ApiResult<url::Url> {
+    let raw = raw.trim();
+    if raw.is_empty() {
+        return Err(ApiError::bad_request("url is required"));
+    }
+    if raw.len() > URL_MAX {
+        return Err(ApiError::bad_request(format!(
+            "url must be at most {URL_MAX} bytes"
+        )));
+    }
+    let url = url::Url::parse(raw)
+        .map_err(|e| ApiError::bad_request(format!("url is not a valid URL ({e})")))?;
+    crate::knowledge::net::check_url(&url, policy)
+        .await
+        .map_err(|e| ApiError::bad_request(format!("url cannot {purpose}: {e}")))?;
+    Ok(url)
+}
+
 /// The answer for an unknown `/api` path.
 pub async fn api_not_found() -> ApiError {
     ApiError::NotFound("No API endpoint at this path; see /api/docs".into())

@@ -47,7 +47,7 @@ use super::{
 use crate::{
     auth::{
         keys,
-        oauth::{random_value, OAuthError, Provider, ProviderIdentity},
+        oauth::{OAuthError, Provider, ProviderIdentity},
     },
     domain::Email,
     error::{ApiError, ApiResult},
@@ -139,7 +139,7 @@ fn loopback_redirect(raw: &str) -> ApiResult<String> {
 fn browser_binding(headers: &HeaderMap) -> (String, bool) {
     match cookies::get(headers, FLOW_COOKIE).filter(|v| v.len() == 43) {
         Some(existing) => (existing, false),
-        None => (random_value(), true),
+        None => (keys::random_token(), true),
     }
 }
 
@@ -380,7 +380,7 @@ async fn callback(
     };
     tracing::Span::current().record("user.id", &user.id);
     if let Some(uri) = &flow.client_redirect {
-        let code = random_value();
+        let code = keys::random_token();
         state
             .store
             .create_exchange_code(&ExchangeCodeRecord {

@@ -18,7 +18,6 @@ use super::{
 use crate::{
     domain::Scope,
     error::{ApiError, ApiResult},
-    knowledge::net,
     store::webhooks::{DeliveryRecord, WebhookRecord},
     webhooks::{new_secret, EventType},
 };
@@ -27,8 +26,6 @@ use crate::{
 pub const MAX_WEBHOOKS_PER_USER: u32 = 20;
 /// Longest description in characters.
 pub const DESCRIPTION_MAX: usize = 500;
-/// Longest URL in bytes.
-pub const URL_MAX: usize = 2_048;
 /// Deliveries listed per webhook (the newest).
 pub const DELIVERIES_LISTED: u32 = 100;
 
@@ -73,27 +70,6 @@ async fn owned_webhook(state: &AppState, user_id: &str, id: &str) -> ApiResult<W
         .webhook(user_id, id)
         .await?
         .ok_or_else(|| ApiError::not_found("Webhook"))
-}
-
-/// Checks the delivery URL: http or https, and not a private or otherwise forbidden
-/// address as far as can be known now (the same SSRF rule as crawls; it is applied again
-/// at every send, through the resolver the connection uses).
-async fn checked_url(state: &AppState, raw: &str) -> ApiResult<String> {
-    let raw = raw.trim();
-    if raw.is_empty() {
-        return Err(ApiError::bad_request("url is required"));
-    }
-    if raw.len() > URL_MAX {
-        return Err(ApiError::bad_request(format!(
-            "url must be at most {URL_MAX} bytes"
-        )));
-    }
-    let url = url::Url::parse(raw)
-        .map_err(|e| ApiError::bad_request(format!("url is not a valid URL ({e})")))?;
-    net::check_url(&url, &state.webhooks.policy)
-        .await
-        .map_err(|e| ApiError::bad_request(format!("url cannot receive webhooks: {e}")))?;
-    Ok(url.to_string())
 }
 
 /// Checks the subscribed events: non-empty, each in the catalogue; duplicates dropped.
@@ -159,7 +135,11 @@ async fn create(
             "description must be at most {DESCRIPTION_MAX} characters"
         )));
     }
-    let url = checked_url(&state, &body.url).await?;
+    // The same SSRF rule as crawls; it is applied again at every send, through the
+    // resolver the connection uses.
+    let url = super::checked_public_url(&body.url, &state.webhooks.policy, "receive webhooks")
+        .await?
+        .to_string();
     let id = uuid::Uuid::now_v7().to_string();
     tracing::Span::current().record("webhook.id", id.as_str());
     let (secret, key) = new_secret();
