@@ -135,3 +135,32 @@ async fn the_dashboard_shell_is_server_rendered() {
         );
     }
 }
+
+#[tokio::test]
+async fn the_dashboard_bundle_is_served_compressed_when_the_browser_accepts_it() {
+    let site = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(site.path().join("pkg")).unwrap();
+    let wasm: Vec<u8> = (0..64 * 1024).map(|i| (i % 7) as u8).collect();
+    std::fs::write(site.path().join("pkg/agentchat.wasm"), &wasm).unwrap();
+    let root = site.path().display().to_string();
+    let app = spawn_app_with(|c| c.leptos_site_root = root).await;
+    let url = app.url("/pkg/agentchat.wasm");
+    for (accept, encoding) in [("br", "br"), ("gzip", "gzip")] {
+        let res = app
+            .client
+            .get(&url)
+            .header(reqwest::header::ACCEPT_ENCODING, accept)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200);
+        assert_eq!(res.headers()["content-encoding"], encoding);
+        assert_eq!(res.headers()["content-type"], "application/wasm");
+        assert!(res.bytes().await.unwrap().len() < wasm.len() / 4);
+    }
+    // Without Accept-Encoding the file comes as it is.
+    let res = app.client.get(&url).send().await.unwrap();
+    assert!(res.headers().get("content-encoding").is_none());
+    assert_eq!(res.bytes().await.unwrap(), wasm);
+    assert_eq!(app.get("/pkg/missing.wasm", None).await.status(), 404);
+}
