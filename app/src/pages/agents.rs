@@ -33,6 +33,23 @@ pub enum Loaded<T> {
     Failed(String),
 }
 
+/// Fetches `path` for the signed-in user into `signal`, keeping `pick` of the answer
+/// (`Failed` with the server's words when the request fails).
+pub fn fetch_into<R, T>(signal: RwSignal<Loaded<T>>, path: String, pick: fn(R) -> T)
+where
+    R: serde::de::DeserializeOwned + 'static,
+    T: Send + Sync + 'static,
+{
+    spawn_local(async move {
+        signal.set(
+            crate::client::get_json_signed_in::<R>(&path)
+                .await
+                .map(pick)
+                .into(),
+        );
+    });
+}
+
 impl<T> From<Result<T, crate::client::ApiError>> for Loaded<T> {
     /// `Ready` with the answer, or `Failed` with the error's words.
     fn from(result: Result<T, crate::client::ApiError>) -> Self {

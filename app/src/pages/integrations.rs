@@ -7,7 +7,7 @@
 //! creation; the list shows their masked hints.
 
 use super::{
-    agents::{ConfirmButton, Loaded},
+    agents::{fetch_into, ConfirmButton, Loaded},
     dashboard::short_time,
 };
 use crate::{
@@ -116,14 +116,11 @@ pub fn IntegrationsPage() -> impl IntoView {
     let created = RwSignal::new(None::<String>);
 
     let load = move || {
-        spawn_local(async move {
-            integrations.set(
-                client::get_json_signed_in::<IntegrationsResponse>("/api/integrations")
-                    .await
-                    .map(|answer| answer.integrations)
-                    .into(),
-            );
-        });
+        fetch_into(
+            integrations,
+            "/api/integrations".to_owned(),
+            |answer: IntegrationsResponse| answer.integrations,
+        );
     };
     Effect::new(move |_| {
         spawn_local(async move {

@@ -7,7 +7,7 @@
 //! with the outcome of every delivery and a way to send one again.
 
 use super::{
-    agents::{ConfirmButton, Loaded},
+    agents::{fetch_into, ConfirmButton, Loaded},
     dashboard::short_time,
 };
 use crate::{
@@ -67,26 +67,18 @@ pub fn WebhooksPage() -> impl IntoView {
     let created = RwSignal::new(None::<CreatedWebhook>);
 
     let load = move || {
-        spawn_local(async move {
-            webhooks.set(
-                client::get_json_signed_in::<WebhooksResponse>("/api/integrations/webhooks")
-                    .await
-                    .map(|answer| answer.webhooks)
-                    .into(),
-            );
-        });
+        fetch_into(
+            webhooks,
+            "/api/integrations/webhooks".to_owned(),
+            |answer: WebhooksResponse| answer.webhooks,
+        );
     };
     Effect::new(move |_| {
-        spawn_local(async move {
-            catalogue.set(
-                client::get_json_signed_in::<WebhookEventsResponse>(
-                    "/api/integrations/webhooks/events",
-                )
-                .await
-                .map(|answer| answer.events)
-                .into(),
-            );
-        });
+        fetch_into(
+            catalogue,
+            "/api/integrations/webhooks/events".to_owned(),
+            |answer: WebhookEventsResponse| answer.events,
+        );
         load();
     });
 
@@ -223,16 +215,11 @@ fn WebhookRow(webhook: Webhook, on_deleted: Callback<()>) -> impl IntoView {
         let id = id.clone();
         move || {
             let id = id.clone();
-            spawn_local(async move {
-                deliveries.set(
-                    client::get_json_signed_in::<WebhookDeliveriesResponse>(&format!(
-                        "/api/integrations/webhooks/{id}/deliveries"
-                    ))
-                    .await
-                    .map(|answer| answer.deliveries)
-                    .into(),
-                );
-            });
+            fetch_into(
+                deliveries,
+                format!("/api/integrations/webhooks/{id}/deliveries"),
+                |answer: WebhookDeliveriesResponse| answer.deliveries,
+            );
         }
     };
     let toggle = {

@@ -217,6 +217,19 @@ fn hook_url(addr: SocketAddr) -> String {
     format!("http://127.0.0.1:{}/hook", addr.port())
 }
 
+/// A receiver and an app that may reach it, retrying after `retry_base`, with a user.
+async fn subscriber(retry_base: Duration) -> (Receiver, TestApp, TestUser, SocketAddr) {
+    let (receiver, addr) = Receiver::start().await;
+    let app = spawn_app_with(|c| {
+        c.rate_limits = [1_000_000; 4];
+        c.allowed_private_hosts = vec![allow(addr)];
+        c.webhook_retry_base = retry_base;
+    })
+    .await;
+    let user = app.user().await;
+    (receiver, app, user, addr)
+}
+
 /// Creates a webhook; returns (id, secret).
 async fn webhook(app: &TestApp, token: &str, url: &str, events: &[&str]) -> (String, String) {
     let res = app
@@ -790,14 +803,7 @@ async fn tiny_site() -> SocketAddr {
 
 #[tokio::test]
 async fn failed_attempts_are_retried_with_backoff_and_recorded() {
-    let (receiver, addr) = Receiver::start().await;
-    let app = spawn_app_with(|c| {
-        c.rate_limits = [1_000_000; 4];
-        c.allowed_private_hosts = vec![allow(addr)];
-        c.webhook_retry_base = Duration::from_millis(50);
-    })
-    .await;
-    let user = app.user().await;
+    let (receiver, app, user, addr) = subscriber(Duration::from_millis(50)).await;
     let (id, secret) = webhook(&app, &user.access, &hook_url(addr), &["agent.created"]).await;
     // 500, 503, a redirect and 429 are retried; then 200.
     receiver.script.lock().unwrap().extend([500, 503, 302, 429]);
@@ -872,15 +878,7 @@ async fn failed_attempts_are_retried_with_backoff_and_recorded() {
 
 #[tokio::test]
 async fn retries_stop_when_the_window_ends() {
-    let (receiver, addr) = Receiver::start().await;
-    // Window: 2,880 × 1 ms ≈ 2.9 s.
-    let app = spawn_app_with(|c| {
-        c.rate_limits = [1_000_000; 4];
-        c.allowed_private_hosts = vec![allow(addr)];
-        c.webhook_retry_base = Duration::from_millis(1);
-    })
-    .await;
-    let user = app.user().await;
+    let (receiver, app, user, addr) = subscriber(Duration::from_millis(1)).await;
     let (id, _) = webhook(&app, &user.access, &hook_url(addr), &["agent.created"]).await;
     *receiver.always.lock().unwrap() = Some(503);
     agent(&app, &user.access).await;
@@ -1067,14 +1065,7 @@ async fn the_private_address_rule_applies_again_at_send() {
 
 #[tokio::test]
 async fn a_delivery_can_be_sent_again() {
-    let (receiver, addr) = Receiver::start().await;
-    let app = spawn_app_with(|c| {
-        c.rate_limits = [1_000_000; 4];
-        c.allowed_private_hosts = vec![allow(addr)];
-        c.webhook_retry_base = Duration::from_millis(20);
-    })
-    .await;
-    let user = app.user().await;
+    let (receiver, app, user, addr) = subscriber(Duration::from_millis(20)).await;
     let (id, secret) = webhook(&app, &user.access, &hook_url(addr), &["agent.created"]).await;
     // A final failure first (404), then the receiver is fixed and the owner redelivers.
     *receiver.always.lock().unwrap() = Some(404);
