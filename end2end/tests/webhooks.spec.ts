@@ -32,6 +32,8 @@ test.beforeAll(async () => {
 });
 
 test.afterAll(async () => {
+  // The server's HTTP client keeps idle connections open; close() alone would wait for them.
+  server.closeAllConnections();
   await new Promise((resolve) => server.close(resolve));
 });
 
