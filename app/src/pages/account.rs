@@ -103,8 +103,7 @@ fn Usage() -> impl IntoView {
         <section class="card">
             <h2 class="first">"Usage"</h2>
             {move || match usage.get() {
-                Loaded::Loading => view! { <p class="loading" role="status">"Loading usage…"</p> }.into_any(),
-                Loaded::Failed(message) => view! { <Notice tone=Tone::Error testid="usage-error">{message}</Notice> }.into_any(),
+                state @ (Loaded::Loading | Loaded::Failed(_)) => state.status_view("usage", "usage"),
                 Loaded::Ready(u) => {
                     let busiest = u.days.iter().map(|d| d.chats).max().unwrap_or(0).max(1);
                     let summary = format!(
@@ -213,8 +212,7 @@ fn SignInMethods() -> impl IntoView {
             })}
             {move || error.get().map(|message| view! { <Notice tone=Tone::Error testid="methods-error">{message}</Notice> })}
             {move || match state.get() {
-                Loaded::Loading => view! { <p class="loading" role="status">"Loading sign-in methods…"</p> }.into_any(),
-                Loaded::Failed(message) => view! { <Notice tone=Tone::Error testid="methods-error">{message}</Notice> }.into_any(),
+                state @ (Loaded::Loading | Loaded::Failed(_)) => state.status_view("sign-in methods", "methods"),
                 Loaded::Ready((providers, identities)) => {
                     let password = if identities.has_password { "Password: set" } else { "Password: not set (use “Forgot your password?” on the sign-in page to set one)" };
                     view! {
@@ -283,10 +281,7 @@ fn Sessions() -> impl IntoView {
             <h2 class="first">"Active sessions"</h2>
             <p class="muted">"Every browser or device signed in to your account. A session unused for 24 hours ends by itself."</p>
             {move || match sessions.get() {
-                Loaded::Loading => view! { <p class="loading" role="status">"Loading sessions…"</p> }.into_any(),
-                Loaded::Failed(message) => {
-                    view! { <Notice tone=Tone::Error testid="sessions-error">{message}</Notice> }.into_any()
-                }
+                state @ (Loaded::Loading | Loaded::Failed(_)) => state.status_view("sessions", "sessions"),
                 Loaded::Ready(list) if list.is_empty() => {
                     view! { <p class="empty">"No active sessions."</p> }.into_any()
                 }

@@ -33,6 +33,23 @@ pub enum Loaded<T> {
     Failed(String),
 }
 
+impl<T> Loaded<T> {
+    /// The view of a resource that is not ready: "Loading {what}…" while loading, the
+    /// server's words in a notice with `data-testid="{testid}-error"` when it failed;
+    /// nothing once ready (the caller's `Ready` arm shows it).
+    pub fn status_view(self, what: &str, testid: &str) -> AnyView {
+        match self {
+            Self::Loading => view! { <p class="loading" role="status">{format!("Loading {what}…")}</p> }
+                .into_any(),
+            Self::Failed(message) => {
+                view! { <Notice tone=Tone::Error testid=format!("{testid}-error")>{message}</Notice> }
+                    .into_any()
+            }
+            Self::Ready(_) => ().into_any(),
+        }
+    }
+}
+
 /// Fetches `path` for the signed-in user into `signal`, keeping `pick` of the answer
 /// (`Failed` with the server's words when the request fails).
 pub fn fetch_into<R, T>(signal: RwSignal<Loaded<T>>, path: String, pick: fn(R) -> T)
@@ -113,13 +130,7 @@ pub fn AgentsPage() -> impl IntoView {
                 }
             }}
             {move || match agents.get() {
-                Loaded::Loading => {
-                    view! { <p class="loading" role="status">"Loading agents…"</p> }.into_any()
-                }
-                Loaded::Failed(message) => {
-                    view! { <Notice tone=Tone::Error testid="agents-error">{message}</Notice> }
-                        .into_any()
-                }
+                state @ (Loaded::Loading | Loaded::Failed(_)) => state.status_view("agents", "agents"),
                 Loaded::Ready(list) if list.is_empty() => {
                     view! {
                         <p class="empty" data-testid="agents-empty">
@@ -371,13 +382,7 @@ pub fn AgentForm(
             <div class="field">
                 <label for="agent-model">"Model"</label>
                 {move || match models.get() {
-                    Loaded::Loading => {
-                        view! { <p class="loading" role="status">"Loading models…"</p> }.into_any()
-                    }
-                    Loaded::Failed(message) => {
-                        view! { <Notice tone=Tone::Error testid="models-error">{message}</Notice> }
-                            .into_any()
-                    }
+                    state @ (Loaded::Loading | Loaded::Failed(_)) => state.status_view("models", "models"),
                     Loaded::Ready(answer) => {
                         let current = model.get_untracked();
                         let listed = current.is_empty()

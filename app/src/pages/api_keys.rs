@@ -229,12 +229,7 @@ pub fn ApiKeysPage() -> impl IntoView {
             <section class="card">
                 <h2 class="first">"Your keys"</h2>
                 {move || match keys.get() {
-                    Loaded::Loading => {
-                        view! { <p class="loading" role="status">"Loading keys…"</p> }.into_any()
-                    }
-                    Loaded::Failed(message) => {
-                        view! { <Notice tone=Tone::Error testid="keys-error">{message}</Notice> }.into_any()
-                    }
+                    state @ (Loaded::Loading | Loaded::Failed(_)) => state.status_view("keys", "keys"),
                     Loaded::Ready(list) if list.is_empty() => {
                         view! { <p class="empty" data-testid="keys-empty">"No API keys yet."</p> }.into_any()
                     }

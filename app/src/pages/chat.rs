@@ -261,13 +261,7 @@ pub fn ChatPage() -> impl IntoView {
                     "New thread"
                 </button>
                 {move || match threads.get() {
-                    Loaded::Loading => {
-                        view! { <p class="loading" role="status">"Loading threads…"</p> }.into_any()
-                    }
-                    Loaded::Failed(message) => {
-                        view! { <Notice tone=Tone::Error testid="threads-error">{message}</Notice> }
-                            .into_any()
-                    }
+                    state @ (Loaded::Loading | Loaded::Failed(_)) => state.status_view("threads", "threads"),
                     Loaded::Ready(list) if list.is_empty() => {
                         view! { <p class="empty">"No threads yet."</p> }.into_any()
                     }
@@ -316,14 +310,7 @@ pub fn ChatPage() -> impl IntoView {
             <section class="card conversation" aria-label="Conversation">
                 <div class="messages" aria-live="polite" data-testid="messages">
                     {move || match messages_state.get() {
-                        Loaded::Loading => {
-                            view! { <p class="loading" role="status">"Loading messages…"</p> }
-                                .into_any()
-                        }
-                        Loaded::Failed(message) => {
-                            view! { <Notice tone=Tone::Error testid="messages-error">{message}</Notice> }
-                                .into_any()
-                        }
+                        state @ (Loaded::Loading | Loaded::Failed(_)) => state.status_view("messages", "messages"),
                         Loaded::Ready(()) => ().into_any(),
                     }}
                     <Show when=move || {

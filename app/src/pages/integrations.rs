@@ -249,8 +249,7 @@ pub fn IntegrationsPage() -> impl IntoView {
                     "Connect an agent to a chat platform, a website or another service. Credentials are encrypted when stored and never shown again."
                 </p>
                 {move || match providers.get() {
-                    Loaded::Loading => view! { <p class="loading" role="status">"Loading providers…"</p> }.into_any(),
-                    Loaded::Failed(message) => view! { <Notice tone=Tone::Error testid="providers-error">{message}</Notice> }.into_any(),
+                    state @ (Loaded::Loading | Loaded::Failed(_)) => state.status_view("providers", "providers"),
                     Loaded::Ready(list) => view! {
                         <form class="form form-wide" on:submit=submit novalidate>
                             <div class="field">
@@ -301,8 +300,7 @@ pub fn IntegrationsPage() -> impl IntoView {
             <section class="card">
                 <h2 class="first">"Your integrations"</h2>
                 {move || match integrations.get() {
-                    Loaded::Loading => view! { <p class="loading" role="status">"Loading integrations…"</p> }.into_any(),
-                    Loaded::Failed(message) => view! { <Notice tone=Tone::Error testid="integrations-error">{message}</Notice> }.into_any(),
+                    state @ (Loaded::Loading | Loaded::Failed(_)) => state.status_view("integrations", "integrations"),
                     Loaded::Ready(list) if list.is_empty() => view! { <p class="empty" data-testid="integrations-empty">"No integrations yet."</p> }.into_any(),
                     Loaded::Ready(list) => view! {
                         <ul class="sessions" data-testid="integrations">

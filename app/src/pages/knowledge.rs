@@ -187,13 +187,7 @@ pub fn KnowledgePage() -> impl IntoView {
                         })
                 }}
                 {move || match documents.get() {
-                    Loaded::Loading => {
-                        view! { <p class="loading" role="status">"Loading documents…"</p> }.into_any()
-                    }
-                    Loaded::Failed(message) => {
-                        view! { <Notice tone=Tone::Error testid="documents-error">{message}</Notice> }
-                            .into_any()
-                    }
+                    state @ (Loaded::Loading | Loaded::Failed(_)) => state.status_view("documents", "documents"),
                     Loaded::Ready(list) if list.is_empty() => {
                         view! {
                             <p class="empty" data-testid="documents-empty">

@@ -151,8 +151,7 @@ pub fn WebhooksPage() -> impl IntoView {
                     <fieldset class="scopes">
                         <legend>"Events"</legend>
                         {move || match catalogue.get() {
-                            Loaded::Loading => view! { <p class="loading" role="status">"Loading events…"</p> }.into_any(),
-                            Loaded::Failed(message) => view! { <Notice tone=Tone::Error testid="events-error">{message}</Notice> }.into_any(),
+                            state @ (Loaded::Loading | Loaded::Failed(_)) => state.status_view("events", "events"),
                             Loaded::Ready(events) => events.into_iter().map(|event| {
                                 let id = format!("event-{}", event.kind.replace('.', "-"));
                                 let label_for = id.clone();
@@ -188,8 +187,7 @@ pub fn WebhooksPage() -> impl IntoView {
             <section class="card">
                 <h2 class="first">"Your webhooks"</h2>
                 {move || match webhooks.get() {
-                    Loaded::Loading => view! { <p class="loading" role="status">"Loading webhooks…"</p> }.into_any(),
-                    Loaded::Failed(message) => view! { <Notice tone=Tone::Error testid="webhooks-error">{message}</Notice> }.into_any(),
+                    state @ (Loaded::Loading | Loaded::Failed(_)) => state.status_view("webhooks", "webhooks"),
                     Loaded::Ready(list) if list.is_empty() => view! { <p class="empty" data-testid="webhooks-empty">"No webhooks yet."</p> }.into_any(),
                     Loaded::Ready(list) => view! {
                         <ul class="sessions" data-testid="webhooks">
@@ -289,8 +287,7 @@ fn WebhookRow(webhook: Webhook, on_deleted: Callback<()>) -> impl IntoView {
                 {
                     let redeliver = redeliver.clone();
                     move || match deliveries.get() {
-                        Loaded::Loading => view! { <p class="loading" role="status">"Loading deliveries…"</p> }.into_any(),
-                        Loaded::Failed(message) => view! { <Notice tone=Tone::Error testid="deliveries-error">{message}</Notice> }.into_any(),
+                        state @ (Loaded::Loading | Loaded::Failed(_)) => state.status_view("deliveries", "deliveries"),
                         Loaded::Ready(list) if list.is_empty() => view! { <p class="empty" data-testid="deliveries-empty">"Nothing delivered yet."</p> }.into_any(),
                         Loaded::Ready(list) => {
                             let redeliver = redeliver.clone();
