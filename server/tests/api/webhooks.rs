@@ -723,7 +723,14 @@ async fn every_event_type_is_delivered_with_a_valid_signature() {
     // Every request: signed per Standard Webhooks v1, JSON with type, timestamp and data,
     // and a distinct message id.
     let all = receiver.all();
-    assert_eq!(all.len(), 10, "nothing for the quiet webhook");
+    assert_eq!(
+        all.len(),
+        10,
+        "nothing for the quiet webhook: {:?}",
+        all.iter()
+            .map(|r| (r.id(), r.json()["type"].clone()))
+            .collect::<Vec<_>>()
+    );
     let mut ids: Vec<String> = Vec::new();
     for r in &all {
         verify(&secret, &r.headers, &r.body, now()).unwrap();
