@@ -841,10 +841,34 @@ pub struct Integration {
     /// Each credential field with a masked hint (`••••abcd`), never the value.
     #[cfg_attr(feature = "ssr", schema(value_type = Object))]
     pub credentials: serde_json::Value,
-    /// `active`.
+    /// `active`, or `error` when a live channel could not be set up (`statusDetail` says
+    /// why; updating the credentials tries again).
     pub status: String,
+    /// Why the status is `error`, e.g. what Telegram answered when the webhook was set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status_detail: Option<String>,
+    /// How the provider or a web page reaches a live channel (Telegram, Slack, website).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection: Option<IntegrationConnection>,
     pub created_at: String,
     pub updated_at: String,
+}
+
+/// Where a live channel receives its messages.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct IntegrationConnection {
+    /// Telegram: the webhook URL registered with the Bot API. Slack: the Events API request
+    /// URL to enter under the app's Event Subscriptions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_url: Option<String>,
+    /// Website: the public id the widget is embedded with (`pub_...`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_id: Option<String>,
+    /// Website: the HTML that embeds the widget on a page.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub embed_code: Option<String>,
 }
 
 /// `GET /api/integrations` answer.
@@ -963,4 +987,47 @@ pub struct WebhookDelivery {
 #[cfg_attr(feature = "ssr", derive(ToSchema))]
 pub struct WebhookDeliveriesResponse {
     pub deliveries: Vec<WebhookDelivery>,
+}
+
+/// `GET /api/widget/{publicId}` answer: what the website widget shows before a message.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct WidgetInfo {
+    /// The integration's name (the widget's title).
+    pub name: String,
+    /// The config's welcome message, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub welcome_message: Option<String>,
+    /// Whether an agent is linked (the widget can answer).
+    pub available: bool,
+}
+
+/// `POST /api/widget/{publicId}/chat` body.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WidgetChatRequest {
+    /// The visitor's id, 16 to 64 characters of `A-Z a-z 0-9 _ -`, kept by the widget in the
+    /// page's localStorage; one conversation per visitor.
+    pub visitor_id: String,
+    pub message: String,
+}
+
+/// One message of a visitor's conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct WidgetMessage {
+    /// `user` or `assistant`.
+    pub role: String,
+    pub content: String,
+    pub created_at: String,
+}
+
+/// `GET /api/widget/{publicId}/messages` answer: the visitor's conversation, oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct WidgetMessagesResponse {
+    pub messages: Vec<WidgetMessage>,
 }

@@ -16,7 +16,7 @@ use crate::{
     http::AppState,
     knowledge::retrieve,
     llm::{
-        offline, tokens, EventStream, Passage, Prompt, ProviderError, ProviderErrorKind,
+        offline, tokens, Event, EventStream, Passage, Prompt, ProviderError, ProviderErrorKind,
         ResolvedModel, Role, Turn, Usage,
     },
     store::{AgentRecord, MessageRecord, ThreadRecord},
@@ -355,6 +355,55 @@ pub fn usage_or_counted(reported: Option<Usage>, prompt: &Prompt, reply: &str) -
         prompt: usage.prompt,
         completion: usage.completion,
         total: usage.prompt + usage.completion,
+    }
+}
+
+/// Runs a prepared turn to its end without streaming: reads the whole reply, persists it,
+/// and answers its text and token usage. A provider failure is persisted as a failed reply
+/// (with what was received) and answered as 502 or 504 ([`upstream_error`]).
+pub async fn complete(
+    state: &AppState,
+    prepared: &PreparedChat,
+) -> ApiResult<(String, TokensUsed)> {
+    let mut text = String::new();
+    let outcome: Result<Option<Usage>, ProviderError> = async {
+        let mut upstream = open_stream(prepared).await?;
+        let mut reported = None;
+        while let Some(event) = upstream.next().await {
+            match event? {
+                Event::Delta(d) => text.push_str(&d),
+                Event::End(usage) => reported = usage,
+            }
+        }
+        Ok(reported)
+    }
+    .await;
+    match outcome {
+        Ok(reported) => {
+            let usage = usage_or_counted(reported, &prepared.prompt, &text);
+            finish(
+                state,
+                prepared,
+                &text,
+                Some(usage),
+                ReplyStatus::Complete,
+                None,
+            )
+            .await?;
+            Ok((text, usage))
+        }
+        Err(e) => {
+            finish(
+                state,
+                prepared,
+                &text,
+                None,
+                ReplyStatus::Failed,
+                Some(e.message.clone()),
+            )
+            .await?;
+            Err(upstream_error(&e))
+        }
     }
 }
 

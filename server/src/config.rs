@@ -79,6 +79,12 @@ pub struct Config {
     /// 30,000 ms; every retry time scales with it (see `webhooks::RetryPolicy`: waits are
     /// capped at 720 × base, 6 h, and retries stop 2,880 × base, 24 h, after the event).
     pub webhook_retry_base: std::time::Duration,
+    /// `TELEGRAM_API_URL`: the Telegram Bot API base, default `https://api.telegram.org`
+    /// (a self-hosted Bot API server, tests). Methods are called at `{base}/bot{token}/{method}`.
+    pub telegram_api_url: String,
+    /// `SLACK_API_URL`: the Slack Web API base, default `https://slack.com/api`; methods are
+    /// called at `{base}/{method}` (e.g. `chat.postMessage`).
+    pub slack_api_url: String,
     /// Third-party sign-in: `GITHUB_*`, `GOOGLE_*`, `MICROSOFT_*` (api.md § Configuration).
     /// A provider is offered only when both its client id and secret are set.
     pub oauth: OAuthConfig,
@@ -208,6 +214,12 @@ impl Config {
             anyhow::ensure!(ms > 0, "WEBHOOK_RETRY_BASE_MS must be at least 1");
             config.webhook_retry_base = std::time::Duration::from_millis(ms);
         }
+        if let Some(v) = var("TELEGRAM_API_URL") {
+            config.telegram_api_url = v.trim_end_matches('/').to_string();
+        }
+        if let Some(v) = var("SLACK_API_URL") {
+            config.slack_api_url = v.trim_end_matches('/').to_string();
+        }
         config.oauth = OAuthConfig::from_env();
         if let Some(v) = var("LEPTOS_OUTPUT_NAME") {
             config.leptos_output_name = v;
@@ -255,6 +267,8 @@ impl Config {
             embedding_model: None,
             job_workers: 2,
             webhook_retry_base: std::time::Duration::from_secs(30),
+            telegram_api_url: TELEGRAM_API_URL.into(),
+            slack_api_url: SLACK_API_URL.into(),
             oauth: OAuthConfig::default(),
             leptos_output_name: "agentchat".into(),
             leptos_site_root: "target/site".into(),
@@ -294,6 +308,10 @@ impl Config {
     }
 }
 
+/// The Telegram Bot API (core.telegram.org/bots/api, "Making requests").
+pub const TELEGRAM_API_URL: &str = "https://api.telegram.org";
+/// The Slack Web API (api.slack.com/web, "Basics").
+pub const SLACK_API_URL: &str = "https://slack.com/api";
 /// Default authorization endpoint of GitHub OAuth apps (GitHub Docs, "Authorizing OAuth apps").
 pub const GITHUB_AUTH_URL: &str = "https://github.com/login/oauth/authorize";
 /// Default token endpoint of GitHub OAuth apps.

@@ -4,6 +4,7 @@
 //! dashboard. This library holds the service so that tests and benchmarks can build it.
 
 pub mod auth;
+pub mod channels;
 pub mod chat;
 pub mod config;
 pub mod crypto;

@@ -64,11 +64,17 @@ impl Application {
             PasswordHasher::new(std::thread::available_parallelism().map_or(2, |n| n.get()) * 2)?;
         let limiter = Arc::new(GovernorLimiter::default());
         let prune = limiter.clone();
+        let events = store.clone();
         tokio::spawn(async move {
             let mut every = tokio::time::interval(Duration::from_secs(60));
             loop {
                 every.tick().await;
                 prune.prune();
+                let before = chrono::Utc::now()
+                    - chrono::Duration::from_std(crate::channels::EVENT_MEMORY).unwrap_or_default();
+                if let Err(e) = events.prune_channel_events(before).await {
+                    tracing::warn!(error = %e, "pruning inbound channel events failed");
+                }
             }
         });
         let leptos = LeptosOptions::builder()
@@ -93,6 +99,7 @@ impl Application {
             auth: AuthService::new(store.clone(), jwt, hasher, Clock::default()),
             oauth: OAuth::new(config.oauth.clone(), &config.public_url)?,
             secrets: config.secret_box()?,
+            channels: crate::channels::Channels::new(&config)?,
             mailer: Mailer::new(&config)?,
             config: Arc::new(config),
             store,
@@ -182,6 +189,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(api)
         .nest_service(&pkg_path, pkg)
+        .route("/widget.js", axum::routing::get(http::widget::script))
         .leptos_routes(&state, routes, move || app::shell(leptos.clone()))
         .fallback(leptos_axum::file_and_error_handler::<AppState, _>(app::shell))
         .with_state(state)

@@ -355,6 +355,30 @@ fn IntegrationRow(
                 .collect()
         })
         .unwrap_or_default();
+    let status_detail = integration.status_detail.clone();
+    let connection = integration.connection.clone().map(|c| {
+        let webhook = c.webhook_url.map(|url| {
+            let label = if integration.provider_code == "slack" {
+                "Event Subscriptions request URL"
+            } else {
+                "Webhook URL"
+            };
+            view! {
+                <p class="muted small" data-testid="integration-webhook-url">{label}": "<code>{url}</code></p>
+            }
+        });
+        let embed = c.embed_code.map(|code| {
+            let field_id = format!("embed-{}", integration.id);
+            let label_for = field_id.clone();
+            view! {
+                <div class="field">
+                    <label for=label_for>"Embed code (paste before </body>)"</label>
+                    <textarea id=field_id readonly rows="2" data-testid="integration-embed-code">{code}</textarea>
+                </div>
+            }
+        });
+        view! { {webhook} {embed} }
+    });
     view! {
         <li class="session" data-testid="integration">
             <div>
@@ -363,7 +387,9 @@ fn IntegrationRow(
                 <p class="muted small">
                     {move || format!("{} · {} · created {}", agent_name(), integration.status, short_time(&integration.created_at))}
                 </p>
+                {status_detail.map(|detail| view! { <Notice tone=Tone::Error testid="integration-status-detail">{detail}</Notice> })}
                 <p class="muted small" data-testid="integration-credentials">{hints.join(" · ")}</p>
+                {connection}
             </div>
             <ConfirmButton
                 label="Delete"

@@ -27,6 +27,12 @@
 //! shaped like Google or Microsoft, with PKCE, single-use codes, RS256 ID tokens and switchable
 //! defects ([`IdTokenTamper`]).
 //!
+//! # Chat platforms
+//!
+//! The [`channels`] module mocks the chat platforms of live integrations: [`MockTelegram`]
+//! (Bot API `setWebhook`, `sendMessage`, ...; delivers updates to the registered webhook with
+//! its secret token) and [`MockSlack`] (`chat.postMessage`; sends signed Events API requests).
+//!
 //! # Replies
 //!
 //! The reply is [`MockConfig::reply`] when set, otherwise `Echo: ` followed by the text of the
@@ -66,6 +72,7 @@
 //! ```
 
 mod anthropic;
+pub mod channels;
 mod common;
 mod embeddings;
 pub mod identity;
@@ -81,6 +88,7 @@ use std::time::Duration;
 
 use tokio::task::JoinHandle;
 
+pub use channels::{MockSlack, MockTelegram};
 pub use embeddings::{embedding, EMBEDDING_DIMENSIONS};
 pub use identity::{AuthorizeRequest, IdTokenTamper, IdpKind, MockIdentity, MockIdp};
 pub use markers::MAX_TOKENS_MARKER;

@@ -98,58 +98,14 @@ async fn send(
 }
 
 async fn json_reply(state: &AppState, prepared: PreparedChat) -> ApiResult<Response> {
-    let mut upstream = match chat::open_stream(&prepared).await {
-        Ok(s) => s,
-        Err(e) => {
-            chat::finish(
-                state,
-                &prepared,
-                "",
-                None,
-                ReplyStatus::Failed,
-                Some(e.message.clone()),
-            )
-            .await?;
-            return Err(chat::upstream_error(&e));
-        }
-    };
-    let mut text = String::new();
-    let mut reported = None;
-    while let Some(event) = upstream.next().await {
-        match event {
-            Ok(Event::Delta(d)) => text.push_str(&d),
-            Ok(Event::End(usage)) => reported = usage,
-            Err(e) => {
-                chat::finish(
-                    state,
-                    &prepared,
-                    &text,
-                    None,
-                    ReplyStatus::Failed,
-                    Some(e.message.clone()),
-                )
-                .await?;
-                return Err(chat::upstream_error(&e));
-            }
-        }
-    }
-    let usage = chat::usage_or_counted(reported, &prepared.prompt, &text);
-    chat::finish(
-        state,
-        &prepared,
-        &text,
-        Some(usage),
-        ReplyStatus::Complete,
-        None,
-    )
-    .await?;
+    let (text, usage) = chat::complete(state, &prepared).await?;
     Ok(Json(ChatReply {
         message: text,
         model: prepared.model.id.clone(),
         tokens_used: usage,
         rag_chunks_used: prepared.sources.len() as u32,
         thread_id: prepared.thread.id.clone(),
-        sources: prepared.sources.clone(),
+        sources: prepared.sources,
     })
     .into_response())
 }
@@ -161,7 +117,11 @@ fn frame(value: serde_json::Value) -> SseEvent {
 /// Streams the reply. A task reads the provider and sends frames through a small channel;
 /// when the client goes away the channel closes, the task stops reading, and dropping the
 /// upstream stream cancels the provider request. The reply is persisted either way.
-fn stream_reply(state: AppState, prepared: PreparedChat, include_usage: bool) -> Response {
+pub(crate) fn stream_reply(
+    state: AppState,
+    prepared: PreparedChat,
+    include_usage: bool,
+) -> Response {
     let thread_id = prepared.thread.id.clone();
     let heartbeat = state.config.sse_heartbeat;
     let (tx, rx) = mpsc::channel::<SseEvent>(16);

@@ -5,9 +5,9 @@
 //! carry masked hints only.
 
 use app::api::{
-    CreateIntegrationRequest, CreatedResponse, ErrorBody, Integration, IntegrationField,
-    IntegrationProvider, IntegrationProvidersResponse, IntegrationResponse, IntegrationsResponse,
-    SuccessResponse, UpdateIntegrationRequest,
+    CreateIntegrationRequest, CreatedResponse, ErrorBody, Integration, IntegrationConnection,
+    IntegrationField, IntegrationProvider, IntegrationProvidersResponse, IntegrationResponse,
+    IntegrationsResponse, SuccessResponse, UpdateIntegrationRequest,
 };
 use axum::{extract::State, http::StatusCode, Json};
 use serde_json::Value;
@@ -19,6 +19,7 @@ use super::{
     iso, AppState,
 };
 use crate::{
+    channels,
     domain::{parse_name, Scope},
     error::{ApiError, ApiResult},
     integrations::{
@@ -70,7 +71,21 @@ async fn providers(Auth(principal): Auth) -> ApiResult<Json<IntegrationProviders
     }))
 }
 
-fn view(r: &IntegrationRecord) -> Integration {
+/// `r` as answers show it; `public_url` makes the connection URLs.
+fn view(r: &IntegrationRecord, public_url: &str) -> Integration {
+    let connection = match (channels::inbound_url(public_url, r), &r.public_id) {
+        (Some(url), _) => Some(IntegrationConnection {
+            webhook_url: Some(url),
+            public_id: None,
+            embed_code: None,
+        }),
+        (None, Some(public_id)) => Some(IntegrationConnection {
+            webhook_url: None,
+            public_id: Some(public_id.clone()),
+            embed_code: Some(channels::widget::embed_code(public_url, public_id)),
+        }),
+        (None, None) => None,
+    };
     Integration {
         id: r.id.clone(),
         provider_code: r.provider_code.clone(),
@@ -81,6 +96,8 @@ fn view(r: &IntegrationRecord) -> Integration {
         credentials: serde_json::from_str(&r.credential_hints)
             .unwrap_or_else(|_| Value::Object(Default::default())),
         status: r.status.clone(),
+        status_detail: r.status_detail.clone(),
+        connection,
         created_at: iso(r.created_at),
         updated_at: iso(r.updated_at),
     }
@@ -106,7 +123,10 @@ async fn list(
     principal.require(Scope::IntegrationsRead)?;
     let integrations = state.store.list_integrations(&principal.user_id).await?;
     Ok(Json(IntegrationsResponse {
-        integrations: integrations.iter().map(view).collect(),
+        integrations: integrations
+            .iter()
+            .map(|r| view(r, &state.config.public_url))
+            .collect(),
     }))
 }
 
@@ -146,7 +166,7 @@ async fn create(
     )
     .map_err(ApiError::BadRequest)?;
     let now = state.auth.clock.now();
-    let record = IntegrationRecord {
+    let mut record = IntegrationRecord {
         id: id.clone(),
         user_id: principal.user_id.clone(),
         provider_code: provider.code.into(),
@@ -157,6 +177,9 @@ async fn create(
         key_id: prepared.key_id,
         credential_hints: prepared.credential_hints,
         status: "active".into(),
+        status_detail: None,
+        public_id: (provider.code == "website").then(channels::widget::new_public_id),
+        inbound_secret_hash: None,
         created_at: now,
         updated_at: now,
     };
@@ -169,22 +192,27 @@ async fn create(
             "An account can have at most {MAX_INTEGRATIONS} integrations; delete one first"
         )));
     }
+    if provider.live {
+        channels::connect(&state, &mut record).await;
+        state.store.update_integration(&record).await?;
+    }
     state
         .webhooks
         .events
         .emit(
             &record.user_id,
             EventType::IntegrationCreated,
-            serde_json::json!({ "integration": view(&record) }),
+            serde_json::json!({ "integration": view(&record, &state.config.public_url) }),
         )
         .await;
-    Ok((
-        StatusCode::CREATED,
-        Json(CreatedResponse {
-            id,
-            message: format!("{} integration created", provider.name),
-        }),
-    ))
+    let message = match &record.status_detail {
+        Some(detail) => format!(
+            "{} integration created, but its channel is not working: {detail}. Update its credentials to try again.",
+            provider.name
+        ),
+        None => format!("{} integration created", provider.name),
+    };
+    Ok((StatusCode::CREATED, Json(CreatedResponse { id, message })))
 }
 
 async fn owned(state: &AppState, user_id: &str, id: &str) -> ApiResult<IntegrationRecord> {
@@ -208,7 +236,7 @@ async fn get_one(
     principal.require(Scope::IntegrationsRead)?;
     let record = owned(&state, &principal.user_id, &id).await?;
     Ok(Json(IntegrationResponse {
-        integration: view(&record),
+        integration: view(&record, &state.config.public_url),
     }))
 }
 
@@ -270,12 +298,16 @@ async fn update(
         record.key_id = prepared.key_id;
         record.credential_hints = prepared.credential_hints;
     }
+    // New credentials (a new bot token), or a channel that failed before: set it up again.
+    if provider.live && (body.credentials.is_some() || record.status == "error") {
+        channels::connect(&state, &mut record).await;
+    }
     record.updated_at = state.auth.clock.now();
     if !state.store.update_integration(&record).await? {
         return Err(ApiError::not_found("Integration"));
     }
     Ok(Json(IntegrationResponse {
-        integration: view(&record),
+        integration: view(&record, &state.config.public_url),
     }))
 }
 
@@ -290,6 +322,7 @@ async fn delete(
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<SuccessResponse>> {
     principal.require(Scope::IntegrationsWrite)?;
+    let record = owned(&state, &principal.user_id, &id).await?;
     if !state
         .store
         .delete_integration(&principal.user_id, &id)
@@ -297,5 +330,6 @@ async fn delete(
     {
         return Err(ApiError::not_found("Integration"));
     }
+    channels::disconnect(&state, &record).await;
     Ok(Json(SuccessResponse { success: true }))
 }

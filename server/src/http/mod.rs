@@ -8,6 +8,7 @@
 pub mod agents;
 pub mod api_keys;
 pub mod auth;
+pub mod channels;
 pub mod chat;
 pub mod cookies;
 pub mod extract;
@@ -17,6 +18,7 @@ pub mod oauth;
 pub mod ops;
 pub mod usage;
 pub mod webhooks;
+pub mod widget;
 
 use std::sync::Arc;
 
@@ -90,6 +92,8 @@ pub struct Services {
     pub knowledge: crate::knowledge::Knowledge,
     /// Webhooks: the event emitter and the delivery rules.
     pub webhooks: crate::webhooks::Webhooks,
+    /// Live channels of integrations (Telegram, Slack, the website widget).
+    pub channels: crate::channels::Channels,
     /// Leptos settings for the dashboard.
     pub leptos: LeptosOptions,
 }
@@ -118,6 +122,8 @@ impl FromRef<AppState> for LeptosOptions {
         (name = "knowledge", description = "Knowledge base: uploaded documents, crawled sites and their jobs"),
         (name = "integrations", description = "Integrations with third-party providers (credentials encrypted, never returned)"),
         (name = "webhooks", description = "Webhooks: signed event deliveries (Standard Webhooks v1) and their history"),
+        (name = "channels", description = "Inbound requests of live channels: Telegram updates and Slack events (authenticated by the integration's secrets)"),
+        (name = "widget", description = "The website widget's public API, for pages of the integration's allowed origins"),
         (name = "operations", description = "Health and API description")
     )
 )]
@@ -156,6 +162,8 @@ pub fn api_router() -> OpenApiRouter<AppState> {
         .merge(usage::router())
         .merge(integrations::router())
         .merge(webhooks::router())
+        .merge(channels::router())
+        .merge(widget::router())
 }
 
 fn bearer(headers: &HeaderMap) -> Option<Result<&str, ()>> {
@@ -211,7 +219,11 @@ pub async fn api_middleware(
     mut request: Request,
     next: Next,
 ) -> Response {
-    if request.uri().path() == "/api/health" {
+    // Health checks, and providers' inbound channel requests, which authenticate with the
+    // integration's own secrets and come from a few provider addresses that the per-IP
+    // budget of anonymous callers would throttle.
+    let path = request.uri().path();
+    if path == "/api/health" || path.starts_with("/api/channels/") {
         return json_errors(next.run(request).await).await;
     }
     let identity = match identify(&state, request.headers(), request.method()).await {

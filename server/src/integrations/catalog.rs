@@ -85,7 +85,7 @@ pub const PROVIDERS: &[ProviderSpec] = &[
         description: "A Telegram bot that answers through the linked agent, one conversation per chat.",
         credential_fields: &[field("botToken", "Bot token (from @BotFather)", true, true, FieldKind::Format(Format::TelegramBotToken))],
         config_fields: &[],
-        live: false,
+        live: true,
     },
     ProviderSpec {
         code: "slack",
@@ -96,7 +96,7 @@ pub const PROVIDERS: &[ProviderSpec] = &[
             field("signingSecret", "Signing secret", true, true, FieldKind::Format(Format::SlackSigningSecret)),
         ],
         config_fields: &[],
-        live: false,
+        live: true,
     },
     ProviderSpec {
         code: "discord",
@@ -139,9 +139,9 @@ pub const PROVIDERS: &[ProviderSpec] = &[
         config_fields: &[
             field("allowedOrigins", "Allowed origins (pages that may embed the widget)", false, true, FieldKind::Origins),
             field("welcomeMessage", "Welcome message", false, false, FieldKind::Text),
-            field("requestsPerMinute", "Messages per minute per visitor", false, false, FieldKind::Integer { min: 1, max: 600 }),
+            field("requestsPerMinute", "Messages per minute, all visitors together (default 60)", false, false, FieldKind::Integer { min: 1, max: 600 }),
         ],
-        live: false,
+        live: true,
     },
     ProviderSpec {
         code: "http",
@@ -299,8 +299,11 @@ fn check_url(text: &str) -> Result<(), String> {
     }
 }
 
-/// The normalised origin of `raw` (scheme, host, port): `https://example.com`.
-fn origin(raw: &str) -> Result<String, String> {
+/// The ASCII serialization of a web origin (`https://example.com`, `http://localhost:8080`:
+/// scheme and host lowercased, default port dropped), as browsers send it in `Origin`.
+///
+/// Errors: not an http(s) URL with a host and no path, query or fragment.
+pub fn origin(raw: &str) -> Result<String, String> {
     let url = url::Url::parse(raw).map_err(|_| {
         format!("contains {raw:?}, which is not an origin such as https://example.com")
     })?;

@@ -119,6 +119,9 @@ mod tests {
             key_id: p.key_id,
             credential_hints: p.credential_hints,
             status: "active".into(),
+            status_detail: None,
+            public_id: None,
+            inbound_secret_hash: None,
             created_at: chrono::Utc::now(),
             updated_at: chrono::Utc::now(),
         };

@@ -27,8 +27,16 @@ pub struct IntegrationRecord {
     pub key_id: String,
     /// Masked hints of the credentials, as a JSON object (what answers show).
     pub credential_hints: String,
-    /// `active` (the only status of this build).
+    /// `active`, or `error` when a live channel could not be set up (see `status_detail`).
     pub status: String,
+    /// Why the status is `error` (e.g. what Telegram answered to `setWebhook`).
+    pub status_detail: Option<String>,
+    /// The public id a website widget is embedded with (`pub_` + 22 characters); `None`
+    /// for other providers.
+    pub public_id: Option<String>,
+    /// SHA-256 of the secret inbound requests must carry (Telegram's secret token); `None`
+    /// while no webhook is registered.
+    pub inbound_secret_hash: Option<Vec<u8>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -48,4 +56,44 @@ pub trait IntegrationStore: Send + Sync {
     async fn update_integration(&self, record: &IntegrationRecord) -> StoreResult<bool>;
     /// False when the owner has no such integration.
     async fn delete_integration(&self, user_id: &str, id: &str) -> StoreResult<bool>;
+    /// An integration by id alone, for inbound provider requests (which authenticate
+    /// themselves with the integration's secrets, not as its owner).
+    async fn integration_by_id(&self, id: &str) -> StoreResult<Option<IntegrationRecord>>;
+    /// A website integration by its public id.
+    async fn integration_by_public_id(
+        &self,
+        public_id: &str,
+    ) -> StoreResult<Option<IntegrationRecord>>;
+    /// The thread of an external conversation (a Telegram chat, a Slack thread, a widget
+    /// visitor) of `integration_id`.
+    async fn channel_thread(
+        &self,
+        integration_id: &str,
+        conversation_key: &str,
+    ) -> StoreResult<Option<String>>;
+    /// Points an external conversation at `thread_id` (replacing an earlier thread).
+    async fn set_channel_thread(
+        &self,
+        integration_id: &str,
+        conversation_key: &str,
+        thread_id: &str,
+        at: DateTime<Utc>,
+    ) -> StoreResult<()>;
+    /// Ends an external conversation: its next message starts a new thread (the old thread
+    /// stays, with its messages).
+    async fn end_channel_thread(
+        &self,
+        integration_id: &str,
+        conversation_key: &str,
+    ) -> StoreResult<()>;
+    /// Records an inbound event id; false when it was recorded before (a provider's
+    /// retry), so that each event is answered once.
+    async fn first_channel_event(
+        &self,
+        integration_id: &str,
+        event_id: &str,
+        at: DateTime<Utc>,
+    ) -> StoreResult<bool>;
+    /// Forgets event ids received before `before`; returns how many.
+    async fn prune_channel_events(&self, before: DateTime<Utc>) -> StoreResult<u64>;
 }

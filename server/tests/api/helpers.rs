@@ -162,6 +162,10 @@ pub async fn spawn_app_in(dir: tempfile::TempDir, tweak: impl FnOnce(&mut Config
     let mut config =
         Config::with_data_dir(dir.path().to_path_buf(), "127.0.0.1:0".parse().unwrap()).unwrap();
     config.smtp_url = Some(SecretString::from(format!("smtp://127.0.0.1:{port}")));
+    // Live channels call nothing outside the machine: a closed loopback port unless a test
+    // points them at its mock.
+    config.telegram_api_url = "http://127.0.0.1:9".into();
+    config.slack_api_url = "http://127.0.0.1:9/api".into();
     tweak(&mut config);
     let app = Application::build(config)
         .await

@@ -4,6 +4,7 @@
 mod agents;
 mod api_keys;
 mod auth;
+mod channels;
 mod chat;
 mod cli;
 mod embeddings;

@@ -89,6 +89,11 @@ async fn the_openapi_document_covers_every_endpoint() {
             "post",
             "/api/integrations/webhooks/{id}/deliveries/{deliveryId}/redeliver",
         ),
+        ("post", "/api/channels/telegram/{integrationId}"),
+        ("post", "/api/channels/slack/{integrationId}"),
+        ("get", "/api/widget/{publicId}"),
+        ("post", "/api/widget/{publicId}/chat"),
+        ("get", "/api/widget/{publicId}/messages"),
     ];
     for (method, path) in expected {
         assert!(

@@ -1,6 +1,7 @@
 //! [`IntegrationStore`] on SQLite (`migrations/sqlite/0008_integrations.sql`).
 
 use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 use sqlx::{sqlite::SqliteRow, Row};
 
 use super::{ms, time, SqliteStore};
@@ -10,7 +11,8 @@ use crate::store::{
 };
 
 const COLUMNS: &str = "id, user_id, provider_code, name, agent_id, config, credentials_sealed, \
-     key_id, credential_hints, status, created_at, updated_at";
+     key_id, credential_hints, status, status_detail, public_id, inbound_secret_hash, \
+     created_at, updated_at";
 
 fn integration(row: &SqliteRow) -> Result<IntegrationRecord, sqlx::Error> {
     Ok(IntegrationRecord {
@@ -24,6 +26,9 @@ fn integration(row: &SqliteRow) -> Result<IntegrationRecord, sqlx::Error> {
         key_id: row.try_get("key_id")?,
         credential_hints: row.try_get("credential_hints")?,
         status: row.try_get("status")?,
+        status_detail: row.try_get("status_detail")?,
+        public_id: row.try_get("public_id")?,
+        inbound_secret_hash: row.try_get("inbound_secret_hash")?,
         created_at: time(row, "created_at")?,
         updated_at: time(row, "updated_at")?,
     })
@@ -35,7 +40,7 @@ impl IntegrationStore for SqliteStore {
         // One statement: the count and the insert cannot interleave with another create.
         let done = sqlx::query(&format!(
             "INSERT INTO integrations ({COLUMNS}) \
-             SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? \
+             SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? \
              WHERE (SELECT COUNT(*) FROM integrations WHERE user_id = ?) < ?"
         ))
         .bind(&r.id)
@@ -48,6 +53,9 @@ impl IntegrationStore for SqliteStore {
         .bind(&r.key_id)
         .bind(&r.credential_hints)
         .bind(&r.status)
+        .bind(&r.status_detail)
+        .bind(&r.public_id)
+        .bind(&r.inbound_secret_hash)
         .bind(ms(r.created_at))
         .bind(ms(r.updated_at))
         .bind(&r.user_id)
@@ -81,7 +89,8 @@ impl IntegrationStore for SqliteStore {
     async fn update_integration(&self, r: &IntegrationRecord) -> StoreResult<bool> {
         let done = sqlx::query(
             "UPDATE integrations SET name = ?, agent_id = ?, config = ?, credentials_sealed = ?, \
-             key_id = ?, credential_hints = ?, status = ?, updated_at = ? \
+             key_id = ?, credential_hints = ?, status = ?, status_detail = ?, \
+             inbound_secret_hash = ?, updated_at = ? \
              WHERE user_id = ? AND id = ?",
         )
         .bind(&r.name)
@@ -91,6 +100,8 @@ impl IntegrationStore for SqliteStore {
         .bind(&r.key_id)
         .bind(&r.credential_hints)
         .bind(&r.status)
+        .bind(&r.status_detail)
+        .bind(&r.inbound_secret_hash)
         .bind(ms(r.updated_at))
         .bind(&r.user_id)
         .bind(&r.id)
@@ -106,5 +117,102 @@ impl IntegrationStore for SqliteStore {
             .execute(&self.pool)
             .await?;
         Ok(done.rows_affected() == 1)
+    }
+
+    async fn integration_by_id(&self, id: &str) -> StoreResult<Option<IntegrationRecord>> {
+        let row = sqlx::query(&format!("SELECT {COLUMNS} FROM integrations WHERE id = ?"))
+            .bind(id)
+            .fetch_optional(&self.pool)
+            .await?;
+        Ok(row.as_ref().map(integration).transpose()?)
+    }
+
+    async fn integration_by_public_id(
+        &self,
+        public_id: &str,
+    ) -> StoreResult<Option<IntegrationRecord>> {
+        let row = sqlx::query(&format!(
+            "SELECT {COLUMNS} FROM integrations WHERE public_id = ?"
+        ))
+        .bind(public_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.as_ref().map(integration).transpose()?)
+    }
+
+    async fn channel_thread(
+        &self,
+        integration_id: &str,
+        conversation_key: &str,
+    ) -> StoreResult<Option<String>> {
+        Ok(sqlx::query_scalar(
+            "SELECT thread_id FROM channel_threads WHERE integration_id = ? AND conversation_key = ?",
+        )
+        .bind(integration_id)
+        .bind(conversation_key)
+        .fetch_optional(&self.pool)
+        .await?)
+    }
+
+    async fn set_channel_thread(
+        &self,
+        integration_id: &str,
+        conversation_key: &str,
+        thread_id: &str,
+        at: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "INSERT INTO channel_threads (integration_id, conversation_key, thread_id, created_at) \
+             VALUES (?, ?, ?, ?) ON CONFLICT (integration_id, conversation_key) \
+             DO UPDATE SET thread_id = excluded.thread_id, created_at = excluded.created_at",
+        )
+        .bind(integration_id)
+        .bind(conversation_key)
+        .bind(thread_id)
+        .bind(ms(at))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn end_channel_thread(
+        &self,
+        integration_id: &str,
+        conversation_key: &str,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "DELETE FROM channel_threads WHERE integration_id = ? AND conversation_key = ?",
+        )
+        .bind(integration_id)
+        .bind(conversation_key)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn first_channel_event(
+        &self,
+        integration_id: &str,
+        event_id: &str,
+        at: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "INSERT INTO channel_events (integration_id, event_id, received_at) VALUES (?, ?, ?) \
+             ON CONFLICT DO NOTHING",
+        )
+        .bind(integration_id)
+        .bind(event_id)
+        .bind(ms(at))
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn prune_channel_events(&self, before: DateTime<Utc>) -> StoreResult<u64> {
+        let done = sqlx::query("DELETE FROM channel_events WHERE received_at < ?")
+            .bind(ms(before))
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected())
     }
 }

@@ -1,0 +1,237 @@
+/*
+ * AgentChat website widget.
+ *
+ * Embed with:
+ *   <script src="https://YOUR-AGENTCHAT/widget.js" data-agentchat-id="pub_..." async></script>
+ *
+ * Draws a chat bubble in the corner of the page (inside a shadow root, so the page's styles
+ * and the widget's do not mix). The conversation belongs to this browser: a random visitor
+ * id is kept in localStorage, and "New conversation" replaces it. Replies stream as
+ * server-sent events from POST /api/widget/{publicId}/chat. Only pages whose origin is in
+ * the integration's allowed origins are served.
+ */
+(function () {
+  "use strict";
+  var script = document.currentScript;
+  if (!script) return;
+  var publicId = script.getAttribute("data-agentchat-id");
+  if (!publicId) {
+    console.warn("AgentChat widget: the script tag needs data-agentchat-id");
+    return;
+  }
+  var base = new URL(script.src, location.href).origin;
+  var api = base + "/api/widget/" + encodeURIComponent(publicId);
+  var storageKey = "agentchat:visitor:" + publicId;
+
+  function newVisitorId() {
+    var bytes = new Uint8Array(16);
+    crypto.getRandomValues(bytes);
+    return Array.prototype.map
+      .call(bytes, function (b) { return ("0" + b.toString(16)).slice(-2); })
+      .join("");
+  }
+  function visitorId() {
+    var id = null;
+    try { id = localStorage.getItem(storageKey); } catch (e) { /* storage blocked */ }
+    if (!id) {
+      id = newVisitorId();
+      try { localStorage.setItem(storageKey, id); } catch (e) { /* kept for this page only */ }
+    }
+    return id;
+  }
+  var visitor = visitorId();
+
+  var host = document.createElement("div");
+  host.setAttribute("data-agentchat-widget", publicId);
+  var root = host.attachShadow({ mode: "open" });
+  root.innerHTML =
+    "<style>" +
+    ":host{all:initial}" +
+    ".ac{position:fixed;right:20px;bottom:20px;z-index:2147483000;font:14px/1.45 system-ui,sans-serif;color:#1f2430}" +
+    ".bubble{width:56px;height:56px;border-radius:50%;border:0;background:#3451d1;color:#fff;font-size:24px;cursor:pointer;box-shadow:0 4px 14px rgba(0,0,0,.25)}" +
+    ".panel{position:absolute;right:0;bottom:70px;width:340px;max-width:calc(100vw - 40px);height:460px;max-height:calc(100vh - 110px);display:flex;flex-direction:column;background:#fff;border-radius:12px;box-shadow:0 8px 30px rgba(0,0,0,.25);overflow:hidden}" +
+    ".panel[hidden]{display:none}" +
+    "header{display:flex;align-items:center;gap:8px;padding:10px 12px;background:#3451d1;color:#fff}" +
+    "header h2{flex:1;margin:0;font-size:15px}" +
+    "header button{background:transparent;border:1px solid rgba(255,255,255,.6);color:#fff;border-radius:6px;cursor:pointer;padding:2px 8px}" +
+    ".log{flex:1;overflow-y:auto;padding:12px;display:flex;flex-direction:column;gap:8px;background:#f6f7fb}" +
+    ".msg{max-width:85%;padding:8px 10px;border-radius:10px;white-space:pre-wrap;word-wrap:break-word}" +
+    ".user{align-self:flex-end;background:#3451d1;color:#fff}" +
+    ".assistant{align-self:flex-start;background:#fff;border:1px solid #dde1ee}" +
+    ".notice{align-self:center;color:#5b6275;font-size:13px;text-align:center}" +
+    ".error{align-self:stretch;color:#9b1c1c;background:#fdecec;border:1px solid #f5c2c2}" +
+    "form{display:flex;gap:6px;padding:8px;border-top:1px solid #dde1ee}" +
+    "textarea{flex:1;resize:none;height:38px;padding:8px;border:1px solid #c8cde0;border-radius:8px;font:inherit}" +
+    "form button{border:0;border-radius:8px;background:#3451d1;color:#fff;padding:0 14px;cursor:pointer}" +
+    "form button:disabled{opacity:.5;cursor:default}" +
+    "</style>" +
+    '<div class="ac">' +
+    '<div class="panel" role="dialog" aria-label="Chat" hidden>' +
+    '<header><h2 class="title">Chat</h2>' +
+    '<button type="button" class="restart">New conversation</button>' +
+    '<button type="button" class="close" aria-label="Close chat">×</button></header>' +
+    '<div class="log" role="log" aria-live="polite"></div>' +
+    '<form><textarea aria-label="Message" placeholder="Type a message…" maxlength="32000"></textarea>' +
+    '<button type="submit">Send</button></form>' +
+    "</div>" +
+    '<button type="button" class="bubble" aria-label="Open chat" aria-expanded="false">💬</button>' +
+    "</div>";
+
+  var panel = root.querySelector(".panel");
+  var bubble = root.querySelector(".bubble");
+  var log = root.querySelector(".log");
+  var form = root.querySelector("form");
+  var input = root.querySelector("textarea");
+  var send = root.querySelector("form button");
+  var title = root.querySelector(".title");
+  var loaded = false;
+  var busy = false;
+
+  function add(kind, text) {
+    var el = document.createElement("div");
+    el.className = "msg " + kind;
+    el.textContent = text;
+    log.appendChild(el);
+    log.scrollTop = log.scrollHeight;
+    return el;
+  }
+
+  function errorText(res, body) {
+    if (body && body.message) return body.message;
+    if (res.status === 429) return "Too many messages right now; please wait a moment.";
+    return "The chat is not available (HTTP " + res.status + ").";
+  }
+
+  function getJson(url) {
+    return fetch(url, { credentials: "omit" }).then(function (res) {
+      return res.json().catch(function () { return null; }).then(function (body) {
+        if (!res.ok) throw new Error(errorText(res, body));
+        return body;
+      });
+    });
+  }
+
+  function load() {
+    loaded = true;
+    getJson(api)
+      .then(function (info) {
+        title.textContent = info.name;
+        panel.setAttribute("aria-label", info.name);
+        if (!info.available) add("notice", "This chat is not connected to an agent yet.");
+        else if (info.welcomeMessage) add("assistant", info.welcomeMessage);
+        return getJson(api + "/messages?visitorId=" + encodeURIComponent(visitor));
+      })
+      .then(function (history) {
+        if (!history) return;
+        history.messages.forEach(function (m) {
+          add(m.role === "user" ? "user" : "assistant", m.content);
+        });
+      })
+      .catch(function (e) {
+        add("error", e.message);
+        send.disabled = true;
+      });
+  }
+
+  function toggle(open) {
+    panel.hidden = !open;
+    bubble.setAttribute("aria-expanded", String(open));
+    bubble.setAttribute("aria-label", open ? "Close chat" : "Open chat");
+    if (open) {
+      if (!loaded) load();
+      input.focus();
+    }
+  }
+
+  // Reads a server-sent event stream, calling onData with each event's data.
+  function readEvents(body, onData) {
+    var reader = body.getReader();
+    var decoder = new TextDecoder();
+    var buffer = "";
+    function pump() {
+      return reader.read().then(function (step) {
+        if (step.done) return;
+        buffer += decoder.decode(step.value, { stream: true }).replace(/\r\n/g, "\n");
+        var end;
+        while ((end = buffer.indexOf("\n\n")) >= 0) {
+          var block = buffer.slice(0, end);
+          buffer = buffer.slice(end + 2);
+          var data = block
+            .split("\n")
+            .filter(function (l) { return l.indexOf("data:") === 0; })
+            .map(function (l) { return l.slice(5).replace(/^ /, ""); })
+            .join("\n");
+          if (data) onData(data);
+        }
+        return pump();
+      });
+    }
+    return pump();
+  }
+
+  function ask(text) {
+    busy = true;
+    send.disabled = true;
+    add("user", text);
+    var reply = add("assistant", "");
+    reply.setAttribute("aria-busy", "true");
+    fetch(api + "/chat", {
+      method: "POST",
+      credentials: "omit",
+      headers: { "content-type": "application/json" },
+      body: JSON.stringify({ visitorId: visitor, message: text }),
+    })
+      .then(function (res) {
+        if (!res.ok) {
+          return res.json().catch(function () { return null; }).then(function (body) {
+            throw new Error(errorText(res, body));
+          });
+        }
+        return readEvents(res.body, function (data) {
+          if (data === "[DONE]") return;
+          var frame;
+          try { frame = JSON.parse(data); } catch (e) { return; }
+          if (frame.error) throw new Error(frame.message || frame.error);
+          if (frame.chunk) {
+            reply.textContent += frame.chunk;
+            log.scrollTop = log.scrollHeight;
+          }
+        });
+      })
+      .catch(function (e) {
+        if (!reply.textContent) reply.remove();
+        add("error", e.message || "The reply was interrupted.");
+      })
+      .then(function () {
+        reply.removeAttribute("aria-busy");
+        busy = false;
+        send.disabled = false;
+      });
+  }
+
+  bubble.addEventListener("click", function () { toggle(panel.hidden); });
+  root.querySelector(".close").addEventListener("click", function () { toggle(false); });
+  root.querySelector(".restart").addEventListener("click", function () {
+    visitor = newVisitorId();
+    try { localStorage.setItem(storageKey, visitor); } catch (e) { /* page only */ }
+    log.textContent = "";
+    add("notice", "New conversation started.");
+  });
+  form.addEventListener("submit", function (event) {
+    event.preventDefault();
+    var text = input.value.trim();
+    if (!text || busy) return;
+    input.value = "";
+    ask(text);
+  });
+  input.addEventListener("keydown", function (event) {
+    if (event.key === "Enter" && !event.shiftKey) {
+      event.preventDefault();
+      form.requestSubmit();
+    }
+  });
+
+  function mount() { document.body.appendChild(host); }
+  if (document.body) mount();
+  else document.addEventListener("DOMContentLoaded", mount);
+})();

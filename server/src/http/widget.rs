@@ -1,0 +1,246 @@
+//! The website widget: the script at `/widget.js` and its public API under
+//! `/api/widget/{publicId}` (see [`crate::channels::widget`] for the origin rules). Every
+//! answer, errors included, names the requesting page's origin in
+//! `Access-Control-Allow-Origin` so that the widget can show why it cannot work; only an
+//! allowed origin gets anything else.
+
+use app::api::{ErrorBody, WidgetChatRequest, WidgetInfo, WidgetMessage, WidgetMessagesResponse};
+use axum::{
+    body::Bytes,
+    extract::State,
+    http::{header, HeaderMap, HeaderValue, StatusCode},
+    response::{IntoResponse, Response},
+    routing::options,
+    Json,
+};
+use serde::Deserialize;
+use tracing::instrument;
+use utoipa_axum::{router::OpenApiRouter, routes};
+
+use super::{
+    chat::stream_reply,
+    extract::{ApiPath, ApiQuery},
+    iso, AppState,
+};
+use crate::{
+    channels::{self, widget::WidgetSettings},
+    error::{ApiError, ApiResult},
+    store::integrations::IntegrationRecord,
+};
+
+/// The widget's script (vanilla JavaScript, no dependencies).
+pub const SCRIPT: &str = include_str!("../../assets/widget.js");
+
+/// `GET /widget.js`: the widget's script, cached by browsers for five minutes.
+pub async fn script() -> Response {
+    (
+        [
+            (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+            (header::CACHE_CONTROL, "public, max-age=300"),
+        ],
+        SCRIPT,
+    )
+        .into_response()
+}
+
+/// The widget routes (with their CORS preflights).
+pub fn router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(info))
+        .routes(routes!(send))
+        .routes(routes!(messages))
+        .route("/api/widget/{publicId}", options(preflight))
+        .route("/api/widget/{publicId}/chat", options(preflight))
+        .route("/api/widget/{publicId}/messages", options(preflight))
+}
+
+/// A website integration, reached from an allowed origin.
+struct Widget {
+    record: IntegrationRecord,
+    settings: WidgetSettings,
+}
+
+/// The website integration `public_id`, if the request's `Origin` may use it.
+///
+/// Errors: 404 unknown public id; 403 no `Origin` header, or one not allowed.
+async fn widget(state: &AppState, public_id: &str, headers: &HeaderMap) -> ApiResult<Widget> {
+    let record = match state.store.integration_by_public_id(public_id).await? {
+        Some(r) if r.provider_code == "website" => r,
+        _ => return Err(ApiError::not_found("Widget")),
+    };
+    let settings = WidgetSettings::from_config(&record.config);
+    let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
+    match origin {
+        Some(origin) if settings.allows(origin) => Ok(Widget { record, settings }),
+        Some(origin) => Err(ApiError::ForbiddenWith(format!(
+            "This chat is not enabled on {origin}; its owner can add the site to the widget's allowed origins"
+        ))),
+        None => Err(ApiError::ForbiddenWith(
+            "The widget's API answers web pages only (the Origin header is missing)".into(),
+        )),
+    }
+}
+
+/// `result` as a response that the requesting page may read.
+fn with_cors(headers: &HeaderMap, result: ApiResult<Response>) -> Response {
+    let mut response = result.unwrap_or_else(IntoResponse::into_response);
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let h = response.headers_mut();
+        h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, origin.clone());
+        h.insert(
+            header::ACCESS_CONTROL_EXPOSE_HEADERS,
+            HeaderValue::from_static("retry-after"),
+        );
+        h.append(header::VARY, HeaderValue::from_static("origin"));
+    }
+    response
+}
+
+/// The CORS preflight of the widget's requests: allowed for the integration's origins.
+async fn preflight(
+    State(state): State<AppState>,
+    ApiPath(public_id): ApiPath<String>,
+    headers: HeaderMap,
+) -> Response {
+    let result = widget(&state, &public_id, &headers).await.map(|_| {
+        (
+            StatusCode::NO_CONTENT,
+            [
+                (header::ACCESS_CONTROL_ALLOW_METHODS, "GET, POST"),
+                (header::ACCESS_CONTROL_ALLOW_HEADERS, "content-type"),
+                (header::ACCESS_CONTROL_MAX_AGE, "600"),
+            ],
+        )
+            .into_response()
+    });
+    with_cors(&headers, result)
+}
+
+/// What the widget shows before the first message. Only for pages of the integration's
+/// allowed origins.
+#[utoipa::path(get, path = "/api/widget/{publicId}", tag = "widget",
+    params(("publicId" = String, Path, description = "The website integration's public id (pub_...)")),
+    responses((status = 200, body = WidgetInfo), (status = 403, description = "Origin missing or not allowed", body = ErrorBody), (status = 404, body = ErrorBody)))]
+#[instrument(skip_all, fields(widget = %public_id))]
+async fn info(
+    State(state): State<AppState>,
+    ApiPath(public_id): ApiPath<String>,
+    headers: HeaderMap,
+) -> Response {
+    let result = async {
+        let w = widget(&state, &public_id, &headers).await?;
+        let available = match &w.record.agent_id {
+            Some(id) => state.store.agent(&w.record.user_id, id).await?.is_some(),
+            None => false,
+        };
+        Ok(Json(WidgetInfo {
+            name: w.record.name,
+            welcome_message: w.settings.welcome_message,
+            available,
+        })
+        .into_response())
+    }
+    .await;
+    with_cors(&headers, result)
+}
+
+/// Send a visitor's message; the reply streams as server-sent events exactly like
+/// `POST /api/agents/{agentId}/chat` with `stream: true`. The visitor's conversation is one
+/// thread of the linked agent, visible to the owner. Rate limited per integration (config
+/// `requestsPerMinute`, default 60, all visitors together): 429 with `Retry-After`.
+#[utoipa::path(post, path = "/api/widget/{publicId}/chat", tag = "widget", request_body = WidgetChatRequest,
+    params(("publicId" = String, Path, description = "The website integration's public id (pub_...)")),
+    responses((status = 200, description = "text/event-stream of `{chunk}` frames, then `[DONE]`"),
+        (status = 400, body = ErrorBody), (status = 403, description = "Origin missing or not allowed", body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, description = "No agent is linked", body = ErrorBody),
+        (status = 429, body = ErrorBody)))]
+#[instrument(skip_all, fields(widget = %public_id))]
+async fn send(
+    State(state): State<AppState>,
+    ApiPath(public_id): ApiPath<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let result = async {
+        let w = widget(&state, &public_id, &headers).await?;
+        let body: WidgetChatRequest = serde_json::from_slice(&body).map_err(|e| {
+            ApiError::bad_request(format!("The body must be {{visitorId, message}}: {e}"))
+        })?;
+        if !channels::widget::valid_visitor_id(&body.visitor_id) {
+            return Err(ApiError::bad_request(
+                "visitorId must be 16 to 64 characters of A-Z, a-z, 0-9, _ and -",
+            ));
+        }
+        let message = body.message.trim();
+        if message.is_empty() {
+            return Err(ApiError::bad_request("message must not be empty"));
+        }
+        let decision = state
+            .limiter
+            .check(
+                &format!("widget:{}", w.record.id),
+                w.settings.requests_per_minute,
+            )
+            .await;
+        if !decision.allowed {
+            return Err(ApiError::RateLimited {
+                retry_after_secs: decision.retry_after_secs,
+            });
+        }
+        let key = channels::widget::conversation_key(&body.visitor_id);
+        let prepared = channels::prepare_turn(&state, &w.record, &key, message).await?;
+        Ok(stream_reply(state.clone(), prepared, false))
+    }
+    .await;
+    with_cors(&headers, result)
+}
+
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(rename_all = "camelCase")]
+struct VisitorQuery {
+    /// The visitor's id (see `POST /api/widget/{publicId}/chat`).
+    visitor_id: String,
+}
+
+/// The visitor's conversation so far (at most the last 200 messages), oldest first, so
+/// that the widget can show it again after the page reloads.
+#[utoipa::path(get, path = "/api/widget/{publicId}/messages", tag = "widget",
+    params(("publicId" = String, Path, description = "The website integration's public id (pub_...)"), VisitorQuery),
+    responses((status = 200, body = WidgetMessagesResponse), (status = 400, body = ErrorBody),
+        (status = 403, description = "Origin missing or not allowed", body = ErrorBody), (status = 404, body = ErrorBody)))]
+#[instrument(skip_all, fields(widget = %public_id))]
+async fn messages(
+    State(state): State<AppState>,
+    ApiPath(public_id): ApiPath<String>,
+    query: Result<ApiQuery<VisitorQuery>, ApiError>,
+    headers: HeaderMap,
+) -> Response {
+    let result = async {
+        let w = widget(&state, &public_id, &headers).await?;
+        let ApiQuery(query) = query?;
+        if !channels::widget::valid_visitor_id(&query.visitor_id) {
+            return Err(ApiError::bad_request(
+                "visitorId must be 16 to 64 characters of A-Z, a-z, 0-9, _ and -",
+            ));
+        }
+        let key = channels::widget::conversation_key(&query.visitor_id);
+        let Some(thread) = state.store.channel_thread(&w.record.id, &key).await? else {
+            return Ok(Json(WidgetMessagesResponse { messages: vec![] }).into_response());
+        };
+        let messages = state
+            .store
+            .recent_messages(&thread, crate::chat::HISTORY_LIMIT)
+            .await?
+            .into_iter()
+            .filter(|m| m.role == "user" || m.status == "complete")
+            .map(|m| WidgetMessage {
+                role: m.role,
+                content: m.content,
+                created_at: iso(m.created_at),
+            })
+            .collect();
+        Ok(Json(WidgetMessagesResponse { messages }).into_response())
+    }
+    .await;
+    with_cors(&headers, result)
+}
