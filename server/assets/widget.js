@@ -48,7 +48,7 @@
     "<style>" +
     ":host{all:initial}" +
     ".ac{position:fixed;right:20px;bottom:20px;z-index:2147483000;font:14px/1.45 system-ui,sans-serif;color:#1f2430}" +
-    ".bubble{width:56px;height:56px;border-radius:50%;border:0;background:#3451d1;color:#fff;font-size:24px;cursor:pointer;box-shadow:0 4px 14px rgba(0,0,0,.25)}" +
+    ".bubble{display:flex;align-items:center;justify-content:center;width:56px;height:56px;border-radius:50%;border:0;background:#3451d1;color:#fff;font-size:24px;cursor:pointer;box-shadow:0 4px 14px rgba(0,0,0,.25)}" +
     ".panel{position:absolute;right:0;bottom:70px;width:340px;max-width:calc(100vw - 40px);height:460px;max-height:calc(100vh - 110px);display:flex;flex-direction:column;background:#fff;border-radius:12px;box-shadow:0 8px 30px rgba(0,0,0,.25);overflow:hidden}" +
     ".panel[hidden]{display:none}" +
     "header{display:flex;align-items:center;gap:8px;padding:10px 12px;background:#3451d1;color:#fff}" +
@@ -61,7 +61,7 @@
     ".notice{align-self:center;color:#5b6275;font-size:13px;text-align:center}" +
     ".error{align-self:stretch;color:#9b1c1c;background:#fdecec;border:1px solid #f5c2c2}" +
     "form{display:flex;gap:6px;padding:8px;border-top:1px solid #dde1ee}" +
-    "textarea{flex:1;resize:none;height:38px;padding:8px;border:1px solid #c8cde0;border-radius:8px;font:inherit}" +
+    "textarea{flex:1;box-sizing:border-box;resize:none;height:40px;padding:8px;border:1px solid #c8cde0;border-radius:8px;font:inherit}" +
     "form button{border:0;border-radius:8px;background:#3451d1;color:#fff;padding:0 14px;cursor:pointer}" +
     "form button:disabled{opacity:.5;cursor:default}" +
     "</style>" +
@@ -74,7 +74,9 @@
     '<form><textarea aria-label="Message" placeholder="Type a message…" maxlength="32000"></textarea>' +
     '<button type="submit">Send</button></form>' +
     "</div>" +
-    '<button type="button" class="bubble" aria-label="Open chat" aria-expanded="false">💬</button>' +
+    '<button type="button" class="bubble" aria-label="Open chat" aria-expanded="false">' +
+    '<svg viewBox="0 0 24 24" width="26" height="26" aria-hidden="true"><path fill="currentColor" ' +
+    'd="M6 3h12a3 3 0 0 1 3 3v8a3 3 0 0 1-3 3h-7l-5 4v-4H6a3 3 0 0 1-3-3V6a3 3 0 0 1 3-3z"/></svg></button>' +
     "</div>";
 
   var panel = root.querySelector(".panel");

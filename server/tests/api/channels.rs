@@ -10,7 +10,7 @@ use mock_provider::{MockConfig, MockProvider, MockSlack, MockTelegram};
 use secrecy::SecretString;
 use serde_json::{json, Value};
 
-use crate::{chat::sse_data, helpers::*};
+use crate::{chat::streamed_text, helpers::*};
 
 const BOT_TOKEN: &str = "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawq";
 const OTHER_BOT_TOKEN: &str = "987654321:BBHdqTcvCH1vGWJxfSeofSAs0K5PALDsawq";
@@ -493,12 +493,12 @@ async fn website(w: &World, config: Value) -> (String, String) {
     (id, public_id)
 }
 
-fn widget_post(
+async fn widget_post(
     w: &World,
     public_id: &str,
     origin: Option<&str>,
     body: Value,
-) -> reqwest::RequestBuilder {
+) -> reqwest::Response {
     let mut request = w
         .app
         .client
@@ -507,7 +507,18 @@ fn widget_post(
     if let Some(o) = origin {
         request = request.header("origin", o);
     }
-    request
+    request.send().await.unwrap()
+}
+
+/// `GET path` from the shop's page.
+async fn widget_get(w: &World, path: &str) -> reqwest::Response {
+    w.app
+        .client
+        .get(w.app.url(path))
+        .header("origin", SHOP)
+        .send()
+        .await
+        .unwrap()
 }
 
 #[tokio::test]
@@ -558,14 +569,7 @@ async fn the_widget_serves_allowed_origins_only_and_streams_replies() {
         403
     );
 
-    let info = w
-        .app
-        .client
-        .get(w.app.url(&format!("/api/widget/{public_id}")))
-        .header("origin", SHOP)
-        .send()
-        .await
-        .unwrap();
+    let info = widget_get(&w, &format!("/api/widget/{public_id}")).await;
     assert_eq!(info.status(), 200);
     assert_eq!(info.headers()["access-control-allow-origin"], SHOP);
     assert_eq!(
@@ -579,27 +583,17 @@ async fn the_widget_serves_allowed_origins_only_and_streams_replies() {
         Some(SHOP),
         json!({"visitorId": visitor, "message": "Do you ship abroad?"}),
     )
-    .send()
-    .await
-    .unwrap();
+    .await;
     assert_eq!(res.status(), 200);
     assert_eq!(res.headers()["access-control-allow-origin"], SHOP);
     assert!(res.headers()["content-type"]
         .to_str()
         .unwrap()
         .starts_with("text/event-stream"));
-    let frames = sse_data(&res.text().await.unwrap());
-    assert_eq!(frames.last().map(String::as_str), Some("[DONE]"));
-    let text: String = frames[..frames.len() - 1]
-        .iter()
-        .map(|f| {
-            serde_json::from_str::<Value>(f).unwrap()["chunk"]
-                .as_str()
-                .unwrap()
-                .to_string()
-        })
-        .collect();
-    assert_eq!(text, "Echo: Do you ship abroad?");
+    assert_eq!(
+        streamed_text(&res.text().await.unwrap()),
+        "Echo: Do you ship abroad?"
+    );
 
     // The same visitor continues the same conversation; the owner sees it.
     let res = widget_post(
@@ -608,21 +602,14 @@ async fn the_widget_serves_allowed_origins_only_and_streams_replies() {
         Some(SHOP),
         json!({"visitorId": visitor, "message": "To Norway?"}),
     )
-    .send()
-    .await
-    .unwrap();
+    .await;
     assert_eq!(res.status(), 200);
     res.text().await.unwrap();
-    let history = w
-        .app
-        .client
-        .get(w.app.url(&format!(
-            "/api/widget/{public_id}/messages?visitorId={visitor}"
-        )))
-        .header("origin", SHOP)
-        .send()
-        .await
-        .unwrap();
+    let history = widget_get(
+        &w,
+        &format!("/api/widget/{public_id}/messages?visitorId={visitor}"),
+    )
+    .await;
     assert_eq!(history.status(), 200);
     let history: Value = history.json().await.unwrap();
     let roles: Vec<&str> = history["messages"]
@@ -634,16 +621,11 @@ async fn the_widget_serves_allowed_origins_only_and_streams_replies() {
     assert_eq!(roles, ["user", "assistant", "user", "assistant"]);
     assert_eq!(w.conversations().await.len(), 1);
     // Another visitor sees nothing of it.
-    let other = w
-        .app
-        .client
-        .get(w.app.url(&format!(
-            "/api/widget/{public_id}/messages?visitorId=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
-        )))
-        .header("origin", SHOP)
-        .send()
-        .await
-        .unwrap();
+    let other = widget_get(
+        &w,
+        &format!("/api/widget/{public_id}/messages?visitorId=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"),
+    )
+    .await;
     assert_eq!(
         other.json::<Value>().await.unwrap(),
         json!({"messages": []})
@@ -656,9 +638,7 @@ async fn the_widget_serves_allowed_origins_only_and_streams_replies() {
         Some("https://evil.example"),
         json!({"visitorId": visitor, "message": "hi"}),
     )
-    .send()
-    .await
-    .unwrap();
+    .await;
     assert_eq!(
         res.headers()["access-control-allow-origin"],
         "https://evil.example"
@@ -670,9 +650,7 @@ async fn the_widget_serves_allowed_origins_only_and_streams_replies() {
         None,
         json!({"visitorId": visitor, "message": "hi"}),
     )
-    .send()
-    .await
-    .unwrap();
+    .await;
     error_containing(res, 403, "Forbidden", "Origin header is missing").await;
     let res = widget_post(
         &w,
@@ -680,9 +658,7 @@ async fn the_widget_serves_allowed_origins_only_and_streams_replies() {
         Some(SHOP),
         json!({"visitorId": visitor, "message": "hi"}),
     )
-    .send()
-    .await
-    .unwrap();
+    .await;
     assert_error(res, 404, "Not Found", None).await;
 
     // Bad input is a clear 400.
@@ -694,10 +670,7 @@ async fn the_widget_serves_allowed_origins_only_and_streams_replies() {
         ),
         (json!({"message": "hi"}), "visitorId"),
     ] {
-        let res = widget_post(&w, &public_id, Some(SHOP), body)
-            .send()
-            .await
-            .unwrap();
+        let res = widget_post(&w, &public_id, Some(SHOP), body).await;
         error_containing(res, 400, "Bad Request", needle).await;
     }
     assert_eq!(w.conversations().await.len(), 1, "nothing was stored");
@@ -718,9 +691,7 @@ async fn the_widget_has_its_own_rate_limit_and_needs_a_linked_agent() {
             Some(SHOP),
             json!({"visitorId": visitor, "message": "hi"}),
         )
-        .send()
-        .await
-        .unwrap();
+        .await;
         assert_eq!(res.status(), 200);
         res.text().await.unwrap();
     }
@@ -730,9 +701,7 @@ async fn the_widget_has_its_own_rate_limit_and_needs_a_linked_agent() {
         Some(SHOP),
         json!({"visitorId": "visitor-cccccccccccc", "message": "hi"}),
     )
-    .send()
-    .await
-    .unwrap();
+    .await;
     assert_eq!(
         res.status(),
         429,
@@ -758,18 +727,10 @@ async fn the_widget_has_its_own_rate_limit_and_needs_a_linked_agent() {
         Some(SHOP),
         json!({"visitorId": "visitor-dddddddddddd", "message": "hi"}),
     )
-    .send()
-    .await
-    .unwrap();
+    .await;
     error_containing(res, 409, "Conflict", "not connected to an agent").await;
-    let info: Value = w
-        .app
-        .client
-        .get(w.app.url(&format!("/api/widget/{public_id}")))
-        .header("origin", SHOP)
-        .send()
+    let info: Value = widget_get(&w, &format!("/api/widget/{public_id}"))
         .await
-        .unwrap()
         .json()
         .await
         .unwrap();

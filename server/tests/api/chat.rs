@@ -30,6 +30,22 @@ pub fn sse_data(body: &str) -> Vec<String> {
         .collect()
 }
 
+/// The text of a streamed reply: its `chunk` frames joined, after checking that the stream
+/// ends with `data: [DONE]`.
+pub fn streamed_text(body: &str) -> String {
+    let frames = sse_data(body);
+    assert_eq!(frames.last().map(String::as_str), Some("[DONE]"), "{body}");
+    frames[..frames.len() - 1]
+        .iter()
+        .map(|f| {
+            serde_json::from_str::<Value>(f).unwrap()["chunk"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn the_offline_model_answers_in_json_with_usage_and_a_thread() {
     let app = spawn_app().await;

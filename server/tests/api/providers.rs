@@ -9,7 +9,10 @@ use mock_provider::{MockConfig, MockProvider};
 use secrecy::SecretString;
 use serde_json::{json, Value};
 
-use crate::{chat::sse_data, helpers::*};
+use crate::{
+    chat::{sse_data, streamed_text},
+    helpers::*,
+};
 
 const KEY: &str = "sk-mock-secret-key";
 
@@ -173,18 +176,10 @@ async fn anthropic_json_and_stream_replies() {
             json!({"message": "stream please", "stream": true}),
         )
         .await;
-    let frames = sse_data(&res.text().await.unwrap());
-    assert_eq!(frames.last().unwrap(), "[DONE]");
-    let text: String = frames[..frames.len() - 1]
-        .iter()
-        .map(|f| {
-            serde_json::from_str::<Value>(f).unwrap()["chunk"]
-                .as_str()
-                .unwrap()
-                .to_string()
-        })
-        .collect();
-    assert_eq!(text, "Echo: stream please");
+    assert_eq!(
+        streamed_text(&res.text().await.unwrap()),
+        "Echo: stream please"
+    );
 }
 
 #[tokio::test]
