@@ -510,6 +510,19 @@ async fn widget_post(
     request.send().await.unwrap()
 }
 
+/// A visitor's message from the shop's page, answered: the streamed reply's text.
+async fn visitor_says(w: &World, public_id: &str, visitor: &str, message: &str) -> String {
+    let body = json!({"visitorId": visitor, "message": message});
+    let res = widget_post(w, public_id, Some(SHOP), body).await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.headers()["access-control-allow-origin"], SHOP);
+    assert!(res.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/event-stream"));
+    streamed_text(&res.text().await.unwrap())
+}
+
 /// `GET path` from the shop's page.
 async fn widget_get(w: &World, path: &str) -> reqwest::Response {
     w.app
@@ -577,34 +590,16 @@ async fn the_widget_serves_allowed_origins_only_and_streams_replies() {
         json!({"name": "Shop assistant", "welcomeMessage": "Hi! How can I help?", "available": true})
     );
 
-    let res = widget_post(
-        &w,
-        &public_id,
-        Some(SHOP),
-        json!({"visitorId": visitor, "message": "Do you ship abroad?"}),
-    )
-    .await;
-    assert_eq!(res.status(), 200);
-    assert_eq!(res.headers()["access-control-allow-origin"], SHOP);
-    assert!(res.headers()["content-type"]
-        .to_str()
-        .unwrap()
-        .starts_with("text/event-stream"));
     assert_eq!(
-        streamed_text(&res.text().await.unwrap()),
+        visitor_says(&w, &public_id, visitor, "Do you ship abroad?").await,
         "Echo: Do you ship abroad?"
     );
 
     // The same visitor continues the same conversation; the owner sees it.
-    let res = widget_post(
-        &w,
-        &public_id,
-        Some(SHOP),
-        json!({"visitorId": visitor, "message": "To Norway?"}),
-    )
-    .await;
-    assert_eq!(res.status(), 200);
-    res.text().await.unwrap();
+    assert_eq!(
+        visitor_says(&w, &public_id, visitor, "To Norway?").await,
+        "Echo: To Norway?"
+    );
     let history = widget_get(
         &w,
         &format!("/api/widget/{public_id}/messages?visitorId={visitor}"),
@@ -685,15 +680,10 @@ async fn the_widget_has_its_own_rate_limit_and_needs_a_linked_agent() {
     )
     .await;
     for visitor in ["visitor-aaaaaaaaaaaa", "visitor-bbbbbbbbbbbb"] {
-        let res = widget_post(
-            &w,
-            &public_id,
-            Some(SHOP),
-            json!({"visitorId": visitor, "message": "hi"}),
-        )
-        .await;
-        assert_eq!(res.status(), 200);
-        res.text().await.unwrap();
+        assert_eq!(
+            visitor_says(&w, &public_id, visitor, "hi").await,
+            "Echo: hi"
+        );
     }
     let res = widget_post(
         &w,
