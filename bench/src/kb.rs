@@ -305,11 +305,8 @@ pub async fn bench_store(path: &Path) -> anyhow::Result<SqliteStore> {
     Ok(store)
 }
 
-/// Creates a verified user and one agent named `agent_name`; returns `(user_id, agent_id)`.
-pub async fn create_user_and_agent(
-    store: &dyn Store,
-    agent_name: &str,
-) -> anyhow::Result<(String, String)> {
+/// Creates a verified user (`bench-{id}@example.com`, no password); returns its id.
+pub async fn create_verified_user(store: &dyn Store) -> anyhow::Result<String> {
     let user_id = uuid::Uuid::now_v7().to_string();
     let email =
         Email::parse(&format!("bench-{user_id}@example.com")).map_err(anyhow::Error::msg)?;
@@ -326,6 +323,15 @@ pub async fn create_user_and_agent(
             now: Utc::now(),
         })
         .await?;
+    Ok(user_id)
+}
+
+/// Creates a verified user and one agent named `agent_name`; returns `(user_id, agent_id)`.
+pub async fn create_user_and_agent(
+    store: &dyn Store,
+    agent_name: &str,
+) -> anyhow::Result<(String, String)> {
+    let user_id = create_verified_user(store).await?;
     let agent_id = create_agent(store, &user_id, agent_name).await?;
     Ok((user_id, agent_id))
 }

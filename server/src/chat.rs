@@ -174,13 +174,23 @@ pub fn trim_history(history: Vec<Turn>, budget: u32) -> Vec<Turn> {
     kept
 }
 
-/// Resolves the thread (404 for an unknown or someone else's), the model, and the prompt,
-/// and persists the user's message.
+/// The thread a chat turn belongs to.
+pub enum ThreadChoice<'a> {
+    /// A new thread, titled after the message.
+    New,
+    /// The caller's thread with this id (404 when it is unknown or someone else's).
+    Id(&'a str),
+    /// A thread the caller has already looked up.
+    Known(ThreadRecord),
+}
+
+/// Resolves the thread ([`ThreadChoice`]), the model, and the prompt, and persists the
+/// user's message.
 pub async fn prepare(
     state: &AppState,
     agent: &AgentRecord,
     user_id: &str,
-    thread_id: Option<&str>,
+    thread: ThreadChoice<'_>,
     message: &str,
     attachments: &[Attachment],
 ) -> ApiResult<PreparedChat> {
@@ -195,14 +205,15 @@ pub async fn prepare(
         message: format!("The agent's model `{model_id}` is not offered by any configured provider right now"),
     })?;
     let now = state.auth.clock.now();
-    let continued = thread_id.is_some();
-    let thread = match thread_id {
-        Some(id) => state
+    let continued = !matches!(thread, ThreadChoice::New);
+    let thread = match thread {
+        ThreadChoice::Known(thread) => thread,
+        ThreadChoice::Id(id) => state
             .store
             .thread(user_id, &agent.id, id)
             .await?
             .ok_or_else(|| ApiError::not_found("Thread"))?,
-        None => {
+        ThreadChoice::New => {
             let thread = ThreadRecord {
                 id: uuid::Uuid::now_v7().to_string(),
                 agent_id: agent.id.clone(),

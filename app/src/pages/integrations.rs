@@ -124,21 +124,15 @@ pub fn IntegrationsPage() -> impl IntoView {
     };
     Effect::new(move |_| {
         spawn_local(async move {
-            providers.set(
-                match client::get_json_signed_in::<IntegrationProvidersResponse>(
-                    "/api/integrations/providers",
-                )
-                .await
-                {
-                    Ok(answer) => {
-                        if let Some(first) = answer.providers.first() {
-                            chosen.set(first.code.clone());
-                        }
-                        Loaded::Ready(answer.providers)
-                    }
-                    Err(err) => Loaded::Failed(err.message().to_owned()),
-                },
-            );
+            let answer = client::get_json_signed_in::<IntegrationProvidersResponse>(
+                "/api/integrations/providers",
+            )
+            .await
+            .map(|answer| answer.providers);
+            if let Some(first) = answer.as_ref().ok().and_then(|list| list.first()) {
+                chosen.set(first.code.clone());
+            }
+            providers.set(answer.into());
             if let Ok(answer) = client::get_json_signed_in::<AgentsResponse>("/api/agents").await {
                 agents.set(answer.agents);
             }

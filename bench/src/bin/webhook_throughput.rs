@@ -38,14 +38,13 @@ use std::{
 
 use agentchat::{
     config::Config,
-    domain::Email,
     startup::Application,
-    store::{webhooks::WebhookRecord, NewUser},
+    store::webhooks::WebhookRecord,
     webhooks::{new_secret, sign, EventType},
 };
 use anyhow::ensure;
 use axum::{body::Bytes, extract::State, http::HeaderMap, routing::post, Router};
-use bench::load;
+use bench::{kb::create_verified_user, load};
 use clap::Parser;
 use serde_json::json;
 
@@ -127,22 +126,8 @@ async fn run(args: Args) -> anyhow::Result<()> {
     let state = app.state.clone();
     tokio::spawn(app.run_until_stopped(std::future::pending()));
 
-    let user_id = uuid::Uuid::now_v7().to_string();
+    let user_id = create_verified_user(&*state.store).await?;
     let now = chrono::Utc::now();
-    state
-        .store
-        .create_user(NewUser {
-            id: user_id.clone(),
-            email: Email::parse("bench@example.com").map_err(anyhow::Error::msg)?,
-            name: "Bench".into(),
-            password_hash: None,
-            company: None,
-            country: None,
-            phone: None,
-            email_verified: true,
-            now,
-        })
-        .await?;
     let webhook_id = uuid::Uuid::now_v7().to_string();
     let sealed = state.webhooks.secrets.seal(&user_id, &webhook_id, &key)?;
     let created = state

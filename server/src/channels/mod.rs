@@ -54,6 +54,30 @@ impl Channels {
     }
 }
 
+impl Channels {
+    /// The Bot API of the Telegram bot with `token`.
+    pub fn telegram_bot<'a>(&'a self, token: &'a str) -> telegram::BotApi<'a> {
+        telegram::BotApi::new(&self.http, &self.telegram_api_url, token)
+    }
+}
+
+/// The credential field `name` of `integration`, in clear.
+///
+/// Errors: in words — the stored credentials do not open, or the field is missing.
+pub fn credential(
+    state: &AppState,
+    integration: &IntegrationRecord,
+    name: &str,
+) -> Result<String, String> {
+    let credentials = crate::integrations::open_credentials(&state.secrets, integration)
+        .map_err(|e| format!("the stored credentials do not open ({e})"))?;
+    credentials
+        .get(name)
+        .and_then(|v| v.as_str())
+        .map(str::to_string)
+        .ok_or_else(|| format!("the credential {name} is missing"))
+}
+
 /// Why a channel message got no answer from the agent.
 #[derive(Debug)]
 pub enum AnswerError {
@@ -133,11 +157,13 @@ pub async fn prepare_turn(
         .channel_thread(&integration.id, conversation_key)
         .await?;
     let thread = match known {
-        Some(id) if state.store.thread(owner, &agent.id, &id).await?.is_some() => Some(id),
-        _ => None,
+        Some(id) => state.store.thread(owner, &agent.id, &id).await?,
+        None => None,
     };
-    let prepared = chat::prepare(state, &agent, owner, thread.as_deref(), message, &[]).await?;
-    if thread.as_deref() != Some(prepared.thread.id.as_str()) {
+    let continued = thread.is_some();
+    let choice = thread.map_or(chat::ThreadChoice::New, chat::ThreadChoice::Known);
+    let prepared = chat::prepare(state, &agent, owner, choice, message, &[]).await?;
+    if !continued {
         state
             .store
             .set_channel_thread(
@@ -208,22 +234,15 @@ pub async fn connect(state: &AppState, integration: &mut IntegrationRecord) {
         return;
     }
     let outcome = async {
-        let credentials = crate::integrations::open_credentials(&state.secrets, integration)
-            .map_err(|e| format!("the stored credentials do not open ({e})"))?;
-        let token = credentials
-            .get("botToken")
-            .and_then(|v| v.as_str())
-            .ok_or("the bot token is missing")?;
+        let token = credential(state, integration, "botToken")?;
         let url = inbound_url(&state.config.public_url, integration).unwrap_or_default();
         let secret = telegram::new_secret_token();
-        telegram::BotApi::new(
-            &state.channels.http,
-            &state.channels.telegram_api_url,
-            token,
-        )
-        .set_webhook(&url, &secret)
-        .await
-        .map_err(|e| format!("Telegram did not accept the webhook: {e}"))?;
+        state
+            .channels
+            .telegram_bot(&token)
+            .set_webhook(&url, &secret)
+            .await
+            .map_err(|e| format!("Telegram did not accept the webhook: {e}"))?;
         Ok::<_, String>(telegram::secret_hash(&secret))
     }
     .await;
@@ -249,17 +268,10 @@ pub async fn disconnect(state: &AppState, integration: &IntegrationRecord) {
     if integration.provider_code != "telegram" || integration.inbound_secret_hash.is_none() {
         return;
     }
-    let Ok(credentials) = crate::integrations::open_credentials(&state.secrets, integration) else {
+    let Ok(token) = credential(state, integration, "botToken") else {
         return;
     };
-    if let Some(token) = credentials.get("botToken").and_then(|v| v.as_str()) {
-        let api = telegram::BotApi::new(
-            &state.channels.http,
-            &state.channels.telegram_api_url,
-            token,
-        );
-        if let Err(e) = api.delete_webhook().await {
-            tracing::warn!(integration.id = %integration.id, error = %e, "deleteWebhook failed");
-        }
+    if let Err(e) = state.channels.telegram_bot(&token).delete_webhook().await {
+        tracing::warn!(integration.id = %integration.id, error = %e, "deleteWebhook failed");
     }
 }

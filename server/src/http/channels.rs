@@ -90,18 +90,14 @@ async fn answer_telegram(state: AppState, record: IntegrationRecord, update: tel
     else {
         return;
     };
-    let Ok(credentials) = open_credentials(&state.secrets, &record) else {
-        tracing::error!("the integration's credentials do not open");
-        return;
+    let token = match channels::credential(&state, &record, "botToken") {
+        Ok(token) => token,
+        Err(e) => {
+            tracing::error!(error = %e, "the Telegram integration cannot be used");
+            return;
+        }
     };
-    let Some(token) = credentials.get("botToken").and_then(|v| v.as_str()) else {
-        return;
-    };
-    let api = telegram::BotApi::new(
-        &state.channels.http,
-        &state.channels.telegram_api_url,
-        token,
-    );
+    let api = state.channels.telegram_bot(&token);
     let chat_id = message.chat.id;
     let key = telegram::conversation_key(chat_id);
     let reply = match telegram::command(text).as_deref() {

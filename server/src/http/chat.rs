@@ -81,7 +81,10 @@ async fn send(
         &state,
         &agent,
         &principal.user_id,
-        body.thread_id.as_deref(),
+        match body.thread_id.as_deref() {
+            Some(id) => chat::ThreadChoice::Id(id),
+            None => chat::ThreadChoice::New,
+        },
         &body.message,
         &body.attachments,
     )

@@ -292,6 +292,15 @@ async fn deliveries_until(
     );
 }
 
+/// The deliveries of `webhook` once the newest has failed for good.
+async fn first_failed(app: &TestApp, token: &str, webhook: &str) -> Vec<Value> {
+    deliveries_until(app, token, webhook, |d| {
+        d.first()
+            .is_some_and(|d| d["status"] == delivery_status::FAILED)
+    })
+    .await
+}
+
 fn now() -> i64 {
     chrono::Utc::now().timestamp()
 }
@@ -889,11 +898,7 @@ async fn retries_stop_when_the_window_ends() {
     let (id, _) = webhook(&app, &user.access, &hook_url(addr), &["agent.created"]).await;
     *receiver.always.lock().unwrap() = Some(503);
     agent(&app, &user.access).await;
-    let listed = deliveries_until(&app, &user.access, &id, |d| {
-        d.first()
-            .is_some_and(|d| d["status"] == delivery_status::FAILED)
-    })
-    .await;
+    let listed = first_failed(&app, &user.access, &id).await;
     let attempts = listed[0]["attempts"].as_u64().unwrap();
     assert!(attempts > 5, "{attempts}");
     assert_eq!(listed[0]["responseStatus"], 503);
@@ -919,11 +924,7 @@ async fn gone_disables_the_webhook() {
     .await;
     *receiver.always.lock().unwrap() = Some(410);
     let agent_id = agent(&app, &user.access).await;
-    let listed = deliveries_until(&app, &user.access, &id, |d| {
-        d.first()
-            .is_some_and(|d| d["status"] == delivery_status::FAILED)
-    })
-    .await;
+    let listed = first_failed(&app, &user.access, &id).await;
     assert_eq!(listed[0]["responseStatus"], 410);
     assert_eq!(listed[0]["attempts"], 1);
     let list: Value = app
@@ -1053,11 +1054,7 @@ async fn the_private_address_rule_applies_again_at_send() {
             "127.0.0.1 is a private or reserved network address",
         ),
     ] {
-        let listed = deliveries_until(&second, &token, id, |d| {
-            d.first()
-                .is_some_and(|d| d["status"] == delivery_status::FAILED)
-        })
-        .await;
+        let listed = first_failed(&second, &token, id).await;
         assert!(
             listed[0]["lastError"].as_str().unwrap().contains(needle),
             "{listed:?}"
@@ -1077,11 +1074,7 @@ async fn a_delivery_can_be_sent_again() {
     // A final failure first (404), then the receiver is fixed and the owner redelivers.
     *receiver.always.lock().unwrap() = Some(404);
     agent(&app, &user.access).await;
-    let listed = deliveries_until(&app, &user.access, &id, |d| {
-        d.first()
-            .is_some_and(|d| d["status"] == delivery_status::FAILED)
-    })
-    .await;
+    let listed = first_failed(&app, &user.access, &id).await;
     let delivery = listed[0]["id"].as_str().unwrap().to_string();
     *receiver.always.lock().unwrap() = None;
     let res = app
