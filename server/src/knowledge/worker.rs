@@ -17,7 +17,7 @@ use std::{
     time::Duration,
 };
 
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use sha2::{Digest, Sha256};
 use tokio::{sync::mpsc, task::JoinHandle};
 use tracing::{info, warn};
@@ -69,7 +69,7 @@ pub fn spawn(knowledge: Knowledge, workers: usize) -> Vec<JoinHandle<()>> {
 async fn work(k: Knowledge, n: usize) {
     loop {
         let now = Utc::now();
-        let lease = now + chrono::Duration::from_std(LEASE).unwrap_or_default();
+        let lease = lease_from(now);
         match k.store.claim_job(now, lease).await {
             Ok(Some(job)) => {
                 info!(worker = n, job = %job.id, kind = %job.kind, attempt = job.attempts, "job started");
@@ -87,6 +87,11 @@ async fn work(k: Knowledge, n: usize) {
             }
         }
     }
+}
+
+/// The end of a lease taken or renewed at `now` ([`LEASE`] later).
+fn lease_from(now: DateTime<Utc>) -> DateTime<Utc> {
+    now + chrono::Duration::from_std(LEASE).unwrap_or_default()
 }
 
 /// Why a job failed, in words for the document's `error`.
@@ -112,7 +117,7 @@ pub async fn run(k: &Knowledge, job: JobRecord) {
             loop {
                 tokio::time::sleep(HEARTBEAT).await;
                 let (done, total) = progress.get();
-                let lease = Utc::now() + chrono::Duration::from_std(LEASE).unwrap_or_default();
+                let lease = lease_from(Utc::now());
                 let _ = store.job_progress(&id, done, total, lease).await;
             }
         })
@@ -143,7 +148,10 @@ pub async fn run(k: &Knowledge, job: JobRecord) {
                 (_, 0) => (1, 1),
                 counts => counts,
             };
-            let _ = store.job_progress(&job.id, done, total, Utc::now()).await;
+            // The lease stays ahead: a job whose lease has passed while it is still running
+            // may be claimed by another worker, which would index the document again.
+            let lease = lease_from(Utc::now());
+            let _ = store.job_progress(&job.id, done, total, lease).await;
             let _ = store
                 .finish_job(&job.id, job_status::SUCCEEDED, None, Utc::now())
                 .await;
@@ -403,7 +411,7 @@ async fn crawl_site(k: &Knowledge, job: &JobRecord, progress: &Progress) -> Resu
             }
             CrawlEvent::Progress { done, found } => {
                 progress.set(done, found);
-                let lease = Utc::now() + chrono::Duration::from_std(LEASE).unwrap_or_default();
+                let lease = lease_from(Utc::now());
                 let _ = store.job_progress(&job.id, done, found, lease).await;
             }
             CrawlEvent::Skipped { .. } => {}
