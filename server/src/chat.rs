@@ -184,27 +184,16 @@ pub enum ThreadChoice<'a> {
     Known(ThreadRecord),
 }
 
-/// Resolves the thread ([`ThreadChoice`]), the model, and the prompt, and persists the
-/// user's message.
-pub async fn prepare(
+/// The thread of a chat turn ([`ThreadChoice`]; a new one is created and announced) and
+/// its earlier turns that may go upstream (user messages, and complete assistant replies).
+async fn thread_and_history(
     state: &AppState,
     agent: &AgentRecord,
     user_id: &str,
     thread: ThreadChoice<'_>,
     message: &str,
-    attachments: &[Attachment],
-) -> ApiResult<PreparedChat> {
-    let attached = attachments_text(attachments)?;
-    let model_id = if agent.model.is_empty() {
-        state.models.default_model().await
-    } else {
-        agent.model.clone()
-    };
-    let model = state.models.resolve(&model_id).await.ok_or_else(|| ApiError::Status {
-        status: axum::http::StatusCode::BAD_GATEWAY,
-        message: format!("The agent's model `{model_id}` is not offered by any configured provider right now"),
-    })?;
-    let now = state.auth.clock.now();
+    now: chrono::DateTime<chrono::Utc>,
+) -> ApiResult<(ThreadRecord, Vec<Turn>)> {
     let continued = !matches!(thread, ThreadChoice::New);
     let thread = match thread {
         ThreadChoice::Known(thread) => thread,
@@ -223,7 +212,10 @@ pub async fn prepare(
                 created_at: now,
                 updated_at: now,
             };
-            state.store.create_thread(&thread).await?;
+            if !state.store.create_thread(&thread).await? {
+                // Deleted since it was read.
+                return Err(ApiError::not_found("Agent"));
+            }
             state
                 .webhooks
                 .events
@@ -250,7 +242,7 @@ pub async fn prepare(
     } else {
         Vec::new()
     };
-    let history: Vec<Turn> = earlier
+    let history = earlier
         .into_iter()
         .filter(|m| m.status == "complete" || m.role == "user")
         .map(|m| Turn {
@@ -262,6 +254,30 @@ pub async fn prepare(
             content: m.content,
         })
         .collect();
+    Ok((thread, history))
+}
+
+/// Resolves the thread ([`ThreadChoice`]), the model, and the prompt, and persists the
+/// user's message.
+pub async fn prepare(
+    state: &AppState,
+    agent: &AgentRecord,
+    user_id: &str,
+    thread: ThreadChoice<'_>,
+    message: &str,
+    attachments: &[Attachment],
+) -> ApiResult<PreparedChat> {
+    let attached = attachments_text(attachments)?;
+    let model_id = if agent.model.is_empty() {
+        state.models.default_model().await
+    } else {
+        agent.model.clone()
+    };
+    let model = state.models.resolve(&model_id).await.ok_or_else(|| ApiError::Status {
+        status: axum::http::StatusCode::BAD_GATEWAY,
+        message: format!("The agent's model `{model_id}` is not offered by any configured provider right now"),
+    })?;
+    let now = state.auth.clock.now();
     let user_content = format!("{message}{attached}");
     let fixed = tokens::count(&agent.system_prompt) + tokens::count(&user_content);
     // Room for the reply: a quarter of the window, at least 1,024 tokens.
@@ -270,8 +286,15 @@ pub async fn prepare(
         .context_window
         .saturating_sub(reserve)
         .saturating_sub(fixed);
-    // Retrieved knowledge may take up to half of what is left; history gets the rest.
-    let (passages, sources) = retrieve(state, &agent.id, message, room / 2).await?;
+    // The thread (with its history) and the agent's knowledge are independent: both are
+    // fetched at once. Retrieved knowledge may take up to half of what is left; history
+    // gets the rest.
+    let (thread, retrieved) = tokio::join!(
+        thread_and_history(state, agent, user_id, thread, message, now),
+        retrieve(state, &agent.id, message, room / 2),
+    );
+    let (thread, history) = thread?;
+    let (passages, sources) = retrieved?;
     let passage_tokens: u32 = passages.iter().map(|p| tokens::count(&p.text) + 16).sum();
     let budget = room.saturating_sub(passage_tokens);
     let mut turns = trim_history(history, budget);

@@ -100,6 +100,7 @@ impl Application {
             oauth: OAuth::new(config.oauth.clone(), &config.public_url)?,
             secrets: config.secret_box()?,
             channels: crate::channels::Channels::new(&config)?,
+            agents: crate::http::agents::AgentCache::default(),
             mailer: Mailer::new(&config)?,
             config: Arc::new(config),
             store,

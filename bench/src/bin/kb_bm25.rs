@@ -414,7 +414,7 @@ async fn agent_contents(
 /// Checkpoints the WAL into the database file and returns the files' total size.
 async fn checkpoint_and_size(store: &SqliteStore, db: &Path) -> anyhow::Result<u64> {
     sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
-        .execute(store.pool())
+        .execute(store.writer())
         .await?;
     let mut bytes = 0;
     for suffix in ["", "-wal", "-shm"] {

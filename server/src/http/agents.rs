@@ -1,6 +1,8 @@
 //! `/api/agents` and `/api/models`: agent CRUD with plan limits (contract § Agent, § List,
 //! Create, Get, Update agent; api.md § Agents, models and chat).
 
+use std::sync::Arc;
+
 use app::api::{
     Agent, AgentResponse, AgentsResponse, CreateAgentRequest, ErrorBody, ModelEntry,
     ModelsResponse, SuccessResponse, UpdateAgentRequest,
@@ -79,17 +81,55 @@ async fn check_model(state: &AppState, model: Option<String>) -> ApiResult<Optio
     )))
 }
 
-/// Loads the caller's agent, 404 for a missing or someone else's one.
+/// How long an agent read by [`owned_agent`] is reused without asking the store. Updates
+/// and deletions through this instance take effect at once ([`AgentCache::forget`]); made
+/// through another instance of the service, within this time (the same bound as
+/// [`crate::auth::AUTH_CACHE_TTL`] for sessions).
+pub const AGENT_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Agents recently read, by id, so that a busy agent's chats do not each read it again.
+#[derive(Clone)]
+pub struct AgentCache(moka::sync::Cache<String, Arc<AgentRecord>>);
+
+impl Default for AgentCache {
+    fn default() -> Self {
+        Self(
+            moka::sync::Cache::builder()
+                .max_capacity(10_000)
+                .time_to_live(AGENT_CACHE_TTL)
+                .build(),
+        )
+    }
+}
+
+impl AgentCache {
+    /// Drops the agent `id` (after an update or a deletion).
+    pub fn forget(&self, id: &str) {
+        self.0.invalidate(id);
+    }
+}
+
+/// Loads the caller's agent, 404 for a missing or someone else's one (through
+/// [`AgentCache`]).
 pub async fn owned_agent(
     state: &AppState,
     user_id: &str,
     agent_id: &str,
-) -> ApiResult<AgentRecord> {
-    state
+) -> ApiResult<Arc<AgentRecord>> {
+    if let Some(agent) = state.agents.0.get(agent_id) {
+        if agent.user_id == user_id {
+            return Ok(agent);
+        }
+        return Err(ApiError::not_found("Agent"));
+    }
+    let agent = state
         .store
         .agent(user_id, agent_id)
         .await?
-        .ok_or_else(|| ApiError::not_found("Agent"))
+        .map(Arc::new)
+        .ok_or_else(|| ApiError::not_found("Agent"))?;
+    state.agents.0.insert(agent.id.clone(), agent.clone());
+    Ok(agent)
 }
 
 /// The caller's agents, oldest first.
@@ -207,6 +247,7 @@ async fn update(
         )
         .await?
         .ok_or_else(|| ApiError::not_found("Agent"))?;
+    state.agents.forget(&agent_id);
     state
         .webhooks
         .events
@@ -239,6 +280,7 @@ async fn delete(
     {
         return Err(ApiError::not_found("Agent"));
     }
+    state.agents.forget(&agent_id);
     // Threads, documents, chunks and jobs went with the agent (ON DELETE CASCADE); the
     // stored uploads are files.
     for doc in documents {

@@ -94,6 +94,8 @@ pub struct Services {
     pub webhooks: crate::webhooks::Webhooks,
     /// Live channels of integrations (Telegram, Slack, the website widget).
     pub channels: crate::channels::Channels,
+    /// Agents recently read by [`agents::owned_agent`].
+    pub agents: agents::AgentCache,
     /// Leptos settings for the dashboard.
     pub leptos: LeptosOptions,
 }

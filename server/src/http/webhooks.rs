@@ -164,6 +164,7 @@ async fn create(
             "An account may hold at most {MAX_WEBHOOKS_PER_USER} webhooks; delete one first"
         )));
     }
+    state.webhooks.events.forget(&principal.user_id);
     Ok((
         StatusCode::CREATED,
         Json(CreatedWebhook {
@@ -205,6 +206,7 @@ async fn delete(
     if !state.store.delete_webhook(&principal.user_id, &id).await? {
         return Err(ApiError::not_found("Webhook"));
     }
+    state.webhooks.events.forget(&principal.user_id);
     Ok(Json(SuccessResponse { success: true }))
 }
 

@@ -322,7 +322,10 @@ pub trait Store:
     /// Deletes the agent with its threads and messages; false when there was none.
     async fn delete_agent(&self, user_id: &str, id: &str) -> StoreResult<bool>;
 
-    async fn create_thread(&self, thread: &ThreadRecord) -> StoreResult<()>;
+    /// Creates the thread when its agent exists and belongs to its user; false otherwise
+    /// (the agent was deleted meanwhile), so a caller holding an agent read earlier never
+    /// gets a foreign-key error.
+    async fn create_thread(&self, thread: &ThreadRecord) -> StoreResult<bool>;
     async fn thread(
         &self,
         user_id: &str,

@@ -20,18 +20,27 @@ mod knowledge;
 mod webhooks;
 
 /// [`Store`] on SQLite.
+///
+/// Writes go through one connection (`writer`) and reads through a pool of read-only
+/// connections (`pool`). SQLite lets one connection write at a time; with several writing
+/// connections, a writer that finds the lock taken sleeps in SQLite's busy handler (1, 2,
+/// 5, 10, ... ms) and chats pay those sleeps. One writer turns that contention into a
+/// first-come, first-served queue in the pool, and WAL mode lets the readers go on while
+/// it writes. The readers are opened read-only, so a write sent to them by mistake fails
+/// loudly ("attempt to write a readonly database") instead of contending.
 #[derive(Clone)]
 pub struct SqliteStore {
     pool: SqlitePool,
+    writer: SqlitePool,
 }
+
+/// Read-only connections in [`SqliteStore`]'s reader pool.
+pub const READERS: u32 = 8;
 
 impl SqliteStore {
     /// Opens (creating when missing, with its parent folder) the database at `url`.
     pub async fn connect(url: &str) -> anyhow::Result<Self> {
         let options = SqliteConnectOptions::from_str(url)?
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(10));
         if let Some(parent) = options.get_filename().parent() {
@@ -39,17 +48,39 @@ impl SqliteStore {
                 std::fs::create_dir_all(parent)?;
             }
         }
-        let pool = SqlitePoolOptions::new()
-            .max_connections(8)
+        // The writer first: it creates the file and switches it to WAL, which the
+        // read-only connections need.
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
             .min_connections(1)
-            .connect_with(options)
+            // Checking a connection before handing it out is one more round trip to its
+            // worker thread per query; an embedded database has no network to lose.
+            .test_before_acquire(false)
+            .connect_with(
+                options
+                    .clone()
+                    .create_if_missing(true)
+                    .journal_mode(SqliteJournalMode::Wal)
+                    .synchronous(SqliteSynchronous::Normal),
+            )
             .await?;
-        Ok(Self { pool })
+        let pool = SqlitePoolOptions::new()
+            .max_connections(READERS)
+            .min_connections(1)
+            .test_before_acquire(false)
+            .connect_with(options.read_only(true))
+            .await?;
+        Ok(Self { pool, writer })
     }
 
-    /// The underlying pool (for backend-specific tests and tools).
+    /// The read-only pool (for backend-specific tests and tools).
     pub fn pool(&self) -> &SqlitePool {
         &self.pool
+    }
+
+    /// The pool of the one writing connection (for backend-specific tests and tools).
+    pub fn writer(&self) -> &SqlitePool {
+        &self.writer
     }
 }
 
@@ -210,7 +241,7 @@ const MESSAGE_COLUMNS: &str =
 impl Store for SqliteStore {
     async fn migrate(&self) -> StoreResult<()> {
         sqlx::migrate!("../migrations/sqlite")
-            .run(&self.pool)
+            .run(&self.writer)
             .await
             .map_err(|e| StoreError::Other(e.into()))
     }
@@ -221,7 +252,7 @@ impl Store for SqliteStore {
     }
 
     async fn create_user(&self, u: NewUser) -> StoreResult<UserRecord> {
-        let mut conn = self.pool.acquire().await?;
+        let mut conn = self.writer.acquire().await?;
         insert_user(&mut conn, &u).await?;
         drop(conn);
         self.user_by_id(&u.id).await?.ok_or(StoreError::NotFound)
@@ -250,7 +281,7 @@ impl Store for SqliteStore {
         .bind(ms(now))
         .bind(ms(now))
         .bind(user_id)
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(())
     }
@@ -260,7 +291,7 @@ impl Store for SqliteStore {
             .bind(plan.as_str())
             .bind(ms(now))
             .bind(email.as_str())
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound);
@@ -278,7 +309,7 @@ impl Store for SqliteStore {
             .bind(hash)
             .bind(ms(now))
             .bind(user_id)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(())
     }
@@ -299,7 +330,7 @@ impl Store for SqliteStore {
         .bind(purpose.as_str())
         .bind(ms(expires_at))
         .bind(ms(now))
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(())
     }
@@ -318,7 +349,7 @@ impl Store for SqliteStore {
         .bind(token_hash)
         .bind(purpose.as_str())
         .bind(ms(now))
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.writer)
         .await?;
         Ok(row.map(|r| r.get("user_id")))
     }
@@ -329,7 +360,7 @@ impl Store for SqliteStore {
         max_live: usize,
         idle_cutoff: DateTime<Utc>,
     ) -> StoreResult<Vec<String>> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer.begin().await?;
         // Write first so the transaction holds the write lock from its start.
         sqlx::query(
             "INSERT INTO sessions (id, user_id, refresh_jti, user_agent, ip, created_at, last_seen_at) \
@@ -397,7 +428,7 @@ impl Store for SqliteStore {
         .bind(ms(now))
         .bind(session_id)
         .bind(old_jti)
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -406,7 +437,7 @@ impl Store for SqliteStore {
         sqlx::query("UPDATE sessions SET last_seen_at = MAX(last_seen_at, ?) WHERE id = ?")
             .bind(ms(now))
             .bind(session_id)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(())
     }
@@ -425,7 +456,7 @@ impl Store for SqliteStore {
         .bind(reason)
         .bind(session_id)
         .bind(user_id)
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -442,7 +473,7 @@ impl Store for SqliteStore {
         .bind(ms(now))
         .bind(reason)
         .bind(user_id)
-        .fetch_all(&self.pool)
+        .fetch_all(&self.writer)
         .await?;
         Ok(ids)
     }
@@ -476,7 +507,7 @@ impl Store for SqliteStore {
         .bind(k.scopes.join(" "))
         .bind(k.expires_at.map(ms))
         .bind(ms(k.created_at))
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(())
     }
@@ -531,7 +562,7 @@ impl Store for SqliteStore {
         .bind(ms(now))
         .bind(user_id)
         .bind(id)
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -540,7 +571,7 @@ impl Store for SqliteStore {
         sqlx::query("UPDATE api_keys SET last_used_at = ? WHERE id = ?")
             .bind(ms(now))
             .bind(id)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(())
     }
@@ -561,7 +592,7 @@ impl Store for SqliteStore {
         .bind(ms(a.updated_at))
         .bind(&a.user_id)
         .bind(i64::from(limit))
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -606,7 +637,7 @@ impl Store for SqliteStore {
         .bind(ms(now))
         .bind(user_id)
         .bind(id)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.writer)
         .await?;
         Ok(row.as_ref().map(agent).transpose()?)
     }
@@ -615,14 +646,15 @@ impl Store for SqliteStore {
         let done = sqlx::query("DELETE FROM agents WHERE user_id = ? AND id = ?")
             .bind(user_id)
             .bind(id)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(done.rows_affected() == 1)
     }
 
-    async fn create_thread(&self, t: &ThreadRecord) -> StoreResult<()> {
-        sqlx::query(
-            "INSERT INTO threads (id, agent_id, user_id, title, message_count, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+    async fn create_thread(&self, t: &ThreadRecord) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "INSERT INTO threads (id, agent_id, user_id, title, message_count, created_at, updated_at) \
+             SELECT ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM agents WHERE id = ? AND user_id = ?)",
         )
         .bind(&t.id)
         .bind(&t.agent_id)
@@ -631,9 +663,11 @@ impl Store for SqliteStore {
         .bind(t.message_count)
         .bind(ms(t.created_at))
         .bind(ms(t.updated_at))
-        .execute(&self.pool)
+        .bind(&t.agent_id)
+        .bind(&t.user_id)
+        .execute(&self.writer)
         .await?;
-        Ok(())
+        Ok(done.rows_affected() == 1)
     }
 
     async fn thread(
@@ -688,13 +722,14 @@ impl Store for SqliteStore {
             .bind(user_id)
             .bind(agent_id)
             .bind(thread_id)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(done.rows_affected() == 1)
     }
 
     async fn append_message(&self, m: &MessageRecord) -> StoreResult<()> {
-        let mut tx = self.pool.begin().await?;
+        // The thread's count and activity time and the owner's usage are kept by the
+        // triggers of migration 0010, inside this statement.
         sqlx::query(&format!(
             "INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         ))
@@ -710,29 +745,8 @@ impl Store for SqliteStore {
         .bind(&m.status)
         .bind(&m.error)
         .bind(ms(m.created_at))
-        .execute(&mut *tx)
+        .execute(&self.writer)
         .await?;
-        sqlx::query("UPDATE threads SET message_count = message_count + 1, updated_at = MAX(updated_at, ?) WHERE id = ?")
-            .bind(ms(m.created_at))
-            .bind(&m.thread_id)
-            .execute(&mut *tx)
-            .await?;
-        if m.role == "assistant" {
-            sqlx::query(
-                "INSERT INTO usage_daily (user_id, day, chats, prompt_tokens, completion_tokens) \
-                 SELECT user_id, ?, 1, ?, ? FROM threads WHERE id = ? \
-                 ON CONFLICT (user_id, day) DO UPDATE SET chats = chats + 1, \
-                 prompt_tokens = prompt_tokens + excluded.prompt_tokens, \
-                 completion_tokens = completion_tokens + excluded.completion_tokens",
-            )
-            .bind(m.created_at.format("%Y-%m-%d").to_string())
-            .bind(m.prompt_tokens.unwrap_or(0))
-            .bind(m.completion_tokens.unwrap_or(0))
-            .bind(&m.thread_id)
-            .execute(&mut *tx)
-            .await?;
-        }
-        tx.commit().await?;
         Ok(())
     }
 
@@ -796,5 +810,156 @@ impl Store for SqliteStore {
             rows.iter().map(message).collect::<Result<_, _>>()?;
         messages.reverse();
         Ok(messages)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn store() -> (tempfile::TempDir, SqliteStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("test.db").display());
+        let store = SqliteStore::connect(&url).await.unwrap();
+        store.migrate().await.unwrap();
+        (dir, store)
+    }
+
+    async fn thread_of_new_user(store: &SqliteStore) -> ThreadRecord {
+        let now = Utc::now();
+        let user = store
+            .create_user(NewUser {
+                id: "u1".into(),
+                email: crate::domain::Email::parse("one@example.com").unwrap(),
+                name: "One".into(),
+                password_hash: None,
+                company: None,
+                country: None,
+                phone: None,
+                email_verified: true,
+                now,
+            })
+            .await
+            .unwrap();
+        let agent = AgentRecord {
+            id: "a1".into(),
+            user_id: user.id.clone(),
+            name: "Agent".into(),
+            description: String::new(),
+            system_prompt: String::new(),
+            model: String::new(),
+            status: "active".into(),
+            created_at: now,
+            updated_at: now,
+        };
+        assert!(store.create_agent(&agent, 10).await.unwrap());
+        let thread = ThreadRecord {
+            id: "t1".into(),
+            agent_id: agent.id,
+            user_id: user.id,
+            title: "Hello".into(),
+            message_count: 0,
+            created_at: now,
+            updated_at: now,
+        };
+        assert!(store.create_thread(&thread).await.unwrap());
+        thread
+    }
+
+    fn message(thread: &ThreadRecord, i: usize, role: &str, at: DateTime<Utc>) -> MessageRecord {
+        MessageRecord {
+            id: format!("m{i}-{role}"),
+            thread_id: thread.id.clone(),
+            role: role.into(),
+            content: format!("message {i}"),
+            model: None,
+            prompt_tokens: (role == "assistant").then_some(10),
+            completion_tokens: (role == "assistant").then_some(5),
+            sources: None,
+            latency_ms: None,
+            status: "complete".into(),
+            error: None,
+            created_at: at,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_thread_needs_its_users_agent() {
+        let (_dir, store) = store().await;
+        let thread = thread_of_new_user(&store).await;
+        let now = Utc::now();
+        let other_user = ThreadRecord {
+            id: "t2".into(),
+            user_id: "someone-else".into(),
+            ..thread.clone()
+        };
+        assert!(!store.create_thread(&other_user).await.unwrap());
+        assert!(store
+            .delete_agent(&thread.user_id, &thread.agent_id)
+            .await
+            .unwrap());
+        let deleted_agent = ThreadRecord {
+            id: "t3".into(),
+            created_at: now,
+            ..thread
+        };
+        assert!(!store.create_thread(&deleted_agent).await.unwrap());
+    }
+
+    #[tokio::test]
+    async fn the_read_pool_refuses_writes() {
+        let (_dir, store) = store().await;
+        let err = sqlx::query("CREATE TABLE sneaky (x INTEGER)")
+            .execute(store.pool())
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("readonly"), "{err}");
+        sqlx::query("CREATE TABLE allowed (x INTEGER)")
+            .execute(store.writer())
+            .await
+            .unwrap();
+    }
+
+    /// Many concurrent writers queue for the one writing connection: none fails with
+    /// "database is locked", and the triggers of migration 0010 count every message into
+    /// its thread and every assistant message into the day's usage.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_messages_are_all_written_and_counted() {
+        let (_dir, store) = store().await;
+        let thread = thread_of_new_user(&store).await;
+        let at = Utc::now();
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..100 {
+            let (store, thread) = (store.clone(), thread.clone());
+            tasks.spawn(async move {
+                store
+                    .append_message(&message(&thread, i, "user", at))
+                    .await?;
+                store
+                    .append_message(&message(&thread, i, "assistant", at))
+                    .await
+            });
+        }
+        while let Some(done) = tasks.join_next().await {
+            done.unwrap().unwrap();
+        }
+        let stored = store
+            .thread(&thread.user_id, &thread.agent_id, &thread.id)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(stored.message_count, 200);
+        assert_eq!(stored.updated_at.timestamp_millis(), at.timestamp_millis());
+        let usage = store.usage(&thread.user_id, at.date_naive()).await.unwrap();
+        assert_eq!(usage.len(), 1);
+        assert_eq!(usage[0].day, at.date_naive());
+        assert_eq!(
+            (
+                usage[0].chats,
+                usage[0].prompt_tokens,
+                usage[0].completion_tokens
+            ),
+            (100, 1_000, 500)
+        );
     }
 }

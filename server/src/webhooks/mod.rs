@@ -114,6 +114,11 @@ impl EventType {
         }
     }
 
+    /// The event's bit in a set of events (its place in [`EventType::ALL`]).
+    pub fn bit(self) -> u32 {
+        1 << Self::ALL.iter().position(|e| *e == self).unwrap_or(31)
+    }
+
     /// The event named `name`, if it is in the catalogue.
     pub fn parse(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|e| e.as_str() == name)
@@ -126,7 +131,17 @@ pub struct Events {
     store: Arc<dyn Store>,
     /// Wakes the delivery worker when something was queued.
     pub wake: Arc<Notify>,
+    /// Per user, the events ([`EventType::bit`]) that no active webhook of theirs
+    /// subscribed to when last checked, at most [`QUIET_TTL`] ago: emitting them costs no
+    /// store query. Forgotten when the user creates or deletes a webhook
+    /// ([`Events::forget`]).
+    quiet: moka::sync::Cache<String, u32>,
 }
+
+/// How long "nobody listens to this event" is trusted; a webhook created through another
+/// instance of the service receives events within this time (the same bound as
+/// [`crate::auth::AUTH_CACHE_TTL`] for sessions).
+pub const QUIET_TTL: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl Events {
     /// An emitter over `store`.
@@ -134,13 +149,30 @@ impl Events {
         Self {
             store,
             wake: Arc::new(Notify::new()),
+            quiet: moka::sync::Cache::builder()
+                .max_capacity(100_000)
+                .time_to_live(QUIET_TTL)
+                .build(),
         }
+    }
+
+    /// Drops what is known of `user_id`'s subscriptions (call after creating or deleting
+    /// one of their webhooks).
+    pub fn forget(&self, user_id: &str) {
+        self.quiet.invalidate(user_id);
     }
 
     /// Queues `{type, timestamp, data}` (timestamp RFC 3339 UTC with milliseconds) for every
     /// active webhook of `user_id` subscribed to `event`. Never fails: a store error is
     /// logged and the event is lost for webhooks (the action that caused it stands).
     pub async fn emit(&self, user_id: &str, event: EventType, data: Value) {
+        if self
+            .quiet
+            .get(user_id)
+            .is_some_and(|q| q & event.bit() != 0)
+        {
+            return;
+        }
         let now = Utc::now();
         let payload = json!({
             "type": event.as_str(),
@@ -153,7 +185,10 @@ impl Events {
             .enqueue_event(user_id, event.as_str(), &payload, now)
             .await
         {
-            Ok(0) => {}
+            Ok(0) => {
+                let known = self.quiet.get(user_id).unwrap_or(0);
+                self.quiet.insert(user_id.to_string(), known | event.bit());
+            }
             Ok(queued) => {
                 tracing::debug!(event = event.as_str(), queued, "webhook deliveries queued");
                 self.wake.notify_one();

@@ -50,6 +50,14 @@ async fn create_get_list_update_delete() {
     assert_eq!(updated["description"], "Answers questions");
     assert_eq!(updated["name"], "Support", "omitted fields are unchanged");
     assert_eq!(updated["systemPrompt"], "Be kind");
+    // Read again at once: the agent read before the update is not served from memory.
+    let got: Value = app
+        .get(&format!("/api/agents/{id}"), Some(&user.access))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(got["agent"], updated);
 
     assert_eq!(
         app.delete(&format!("/api/agents/{id}"), Some(&user.access))

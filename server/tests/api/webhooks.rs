@@ -432,6 +432,21 @@ async fn creation_is_validated() {
     .await;
 }
 
+/// The service remembers for a moment that nobody listens to an event (so that chats
+/// without webhooks cost no query for them); creating or deleting a webhook forgets that at
+/// once.
+#[tokio::test]
+async fn a_new_webhook_receives_events_that_just_had_no_listener() {
+    let (receiver, app, user, addr) = subscriber(Duration::from_secs(1)).await;
+    // agent.created with no webhook: remembered as having no listener.
+    agent(&app, &user.access).await;
+    let (_, secret) = webhook(&app, &user.access, &hook_url(addr), &["agent.created"]).await;
+    let id = agent(&app, &user.access).await;
+    let got = receiver.wait_for_type("agent.created").await;
+    verify(&secret, &got.headers, &got.body, now()).unwrap();
+    assert_eq!(got.json()["data"]["agent"]["id"], id.as_str());
+}
+
 #[tokio::test]
 async fn creating_an_integration_is_delivered_without_its_credentials() {
     let (receiver, addr) = Receiver::start().await;

@@ -68,7 +68,7 @@ impl IdentityStore for SqliteStore {
     }
 
     async fn link_identity(&self, i: &IdentityRecord) -> StoreResult<()> {
-        let mut conn = self.pool.acquire().await?;
+        let mut conn = self.writer.acquire().await?;
         insert_identity(&mut conn, i).await
     }
 
@@ -77,7 +77,7 @@ impl IdentityStore for SqliteStore {
         user: NewUser,
         i: &IdentityRecord,
     ) -> StoreResult<UserRecord> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
         insert_user(&mut tx, &user).await?;
         insert_identity(&mut tx, i).await?;
         tx.commit().await?;
@@ -85,7 +85,7 @@ impl IdentityStore for SqliteStore {
     }
 
     async fn unlink_identity(&self, user_id: &str, provider: &str) -> StoreResult<()> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
         let linked: Option<i64> =
             sqlx::query_scalar("SELECT 1 FROM user_identities WHERE user_id = ? AND provider = ?")
                 .bind(user_id)
@@ -120,7 +120,7 @@ impl IdentityStore for SqliteStore {
     }
 
     async fn create_oauth_flow(&self, f: &OAuthFlowRecord) -> StoreResult<()> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
         sqlx::query("DELETE FROM oauth_flows WHERE expires_at <= ?")
             .bind(ms(f.created_at))
             .execute(&mut *tx)
@@ -152,7 +152,7 @@ impl IdentityStore for SqliteStore {
              created_at",
         )
         .bind(state_hash)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.writer)
         .await?;
         let Some(r) = row else { return Ok(None) };
         Ok(Some(OAuthFlowRecord {
@@ -169,7 +169,7 @@ impl IdentityStore for SqliteStore {
     }
 
     async fn create_exchange_code(&self, c: &ExchangeCodeRecord) -> StoreResult<()> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
         sqlx::query("DELETE FROM oauth_exchange_codes WHERE expires_at <= ?")
             .bind(ms(c.created_at))
             .execute(&mut *tx)
@@ -197,7 +197,7 @@ impl IdentityStore for SqliteStore {
             "DELETE FROM oauth_exchange_codes WHERE code_hash = ? RETURNING user_id, expires_at",
         )
         .bind(code_hash)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.writer)
         .await?;
         let Some(r) = row else { return Ok(None) };
         if time(&r, "expires_at")? <= now {

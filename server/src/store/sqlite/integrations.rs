@@ -60,7 +60,7 @@ impl IntegrationStore for SqliteStore {
         .bind(ms(r.updated_at))
         .bind(&r.user_id)
         .bind(i64::from(limit))
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -105,7 +105,7 @@ impl IntegrationStore for SqliteStore {
         .bind(ms(r.updated_at))
         .bind(&r.user_id)
         .bind(&r.id)
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -114,7 +114,7 @@ impl IntegrationStore for SqliteStore {
         let done = sqlx::query("DELETE FROM integrations WHERE user_id = ? AND id = ?")
             .bind(user_id)
             .bind(id)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -170,7 +170,7 @@ impl IntegrationStore for SqliteStore {
         .bind(conversation_key)
         .bind(thread_id)
         .bind(ms(at))
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(())
     }
@@ -185,7 +185,7 @@ impl IntegrationStore for SqliteStore {
         )
         .bind(integration_id)
         .bind(conversation_key)
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(())
     }
@@ -203,7 +203,7 @@ impl IntegrationStore for SqliteStore {
         .bind(integration_id)
         .bind(event_id)
         .bind(ms(at))
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -211,7 +211,7 @@ impl IntegrationStore for SqliteStore {
     async fn prune_channel_events(&self, before: DateTime<Utc>) -> StoreResult<u64> {
         let done = sqlx::query("DELETE FROM channel_events WHERE received_at < ?")
             .bind(ms(before))
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(done.rows_affected())
     }

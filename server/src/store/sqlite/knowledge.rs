@@ -74,25 +74,31 @@ async fn insert_chunks(
     agent_id: &str,
     chunks: &[NewChunk],
 ) -> Result<(), sqlx::Error> {
-    for c in chunks {
-        sqlx::query(
+    // Multi-row INSERTs: one round trip to the connection per batch instead of per chunk.
+    for batch in chunks.chunks(CHUNK_INSERT_BATCH) {
+        let mut insert = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
             "INSERT INTO chunks (document_id, agent_id, page_url, title, heading_path, position, \
-             page, tokens, text) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(document_id)
-        .bind(agent_id)
-        .bind(&c.page_url)
-        .bind(&c.title)
-        .bind(&c.heading_path)
-        .bind(i64::from(c.position))
-        .bind(c.page.map(i64::from))
-        .bind(i64::from(c.tokens))
-        .bind(&c.text)
-        .execute(&mut **tx)
-        .await?;
+             page, tokens, text) ",
+        );
+        insert.push_values(batch, |mut row, c| {
+            row.push_bind(document_id)
+                .push_bind(agent_id)
+                .push_bind(&c.page_url)
+                .push_bind(&c.title)
+                .push_bind(&c.heading_path)
+                .push_bind(i64::from(c.position))
+                .push_bind(c.page.map(i64::from))
+                .push_bind(i64::from(c.tokens))
+                .push_bind(&c.text);
+        });
+        insert.build().execute(&mut **tx).await?;
     }
     Ok(())
 }
+
+/// Chunks per multi-row INSERT: 9 parameters each, well under SQLite's limit of 32,766
+/// parameters per statement.
+const CHUNK_INSERT_BATCH: usize = 500;
 
 /// The agent id of a live document, inside `tx` (so a concurrent delete is seen).
 async fn live_agent(
@@ -108,7 +114,7 @@ async fn live_agent(
 #[async_trait]
 impl KnowledgeStore for SqliteStore {
     async fn create_document(&self, d: &DocumentRecord, j: &JobRecord) -> StoreResult<()> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
         sqlx::query(&format!(
             "INSERT INTO documents ({DOCUMENT_COLUMNS}) \
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
@@ -187,7 +193,7 @@ impl KnowledgeStore for SqliteStore {
                 .bind(user_id)
                 .bind(agent_id)
                 .bind(id)
-                .execute(&self.pool)
+                .execute(&self.writer)
                 .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -204,13 +210,13 @@ impl KnowledgeStore for SqliteStore {
             .bind(error)
             .bind(ms(now))
             .bind(id)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(())
     }
 
     async fn replace_chunks(&self, document_id: &str, chunks: &[NewChunk]) -> StoreResult<bool> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
         let Some(agent_id) = live_agent(&mut tx, document_id).await? else {
             return Ok(false);
         };
@@ -230,7 +236,7 @@ impl KnowledgeStore for SqliteStore {
         chunks: &[NewChunk],
         now: DateTime<Utc>,
     ) -> StoreResult<bool> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
         let Some(agent_id) = live_agent(&mut tx, document_id).await? else {
             return Ok(false);
         };
@@ -279,7 +285,7 @@ impl KnowledgeStore for SqliteStore {
     async fn retain_pages(&self, document_id: &str, keep: &[String]) -> StoreResult<()> {
         let stored = self.document_pages(document_id).await?;
         let keep: std::collections::HashSet<&str> = keep.iter().map(String::as_str).collect();
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
         for page in stored.iter().filter(|p| !keep.contains(p.url.as_str())) {
             sqlx::query("DELETE FROM chunks WHERE document_id = ? AND page_url = ?")
                 .bind(document_id)
@@ -314,13 +320,13 @@ impl KnowledgeStore for SqliteStore {
         .bind(ms(now))
         .bind(ms(now))
         .bind(id)
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(())
     }
 
     async fn enqueue_job(&self, j: &JobRecord) -> StoreResult<JobRecord> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
         let existing = sqlx::query(&format!(
             "SELECT {JOB_COLUMNS} FROM jobs WHERE document_id = ? AND status IN (?, ?) \
              ORDER BY created_at LIMIT 1"
@@ -355,7 +361,7 @@ impl KnowledgeStore for SqliteStore {
         .bind(ms(lease_until))
         .bind(ms(now))
         .bind(job_status::QUEUED)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.writer)
         .await?;
         Ok(row.as_ref().map(job).transpose()?)
     }
@@ -376,7 +382,7 @@ impl KnowledgeStore for SqliteStore {
         .bind(ms(lease_until))
         .bind(id)
         .bind(job_status::RUNNING)
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(())
     }
@@ -395,7 +401,7 @@ impl KnowledgeStore for SqliteStore {
         .bind(error)
         .bind(ms(now))
         .bind(id)
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(())
     }
@@ -441,7 +447,7 @@ impl KnowledgeStore for SqliteStore {
     }
 
     async fn put_embeddings(&self, model: &str, vectors: &[(i64, Vec<f32>)]) -> StoreResult<()> {
-        let mut tx = self.pool.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
         for (chunk_id, vector) in vectors {
             // Through SELECT, so a chunk deleted meanwhile is skipped, not an FK error.
             sqlx::query(

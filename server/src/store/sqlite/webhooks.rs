@@ -76,7 +76,7 @@ impl WebhookStore for SqliteStore {
         .bind(ms(w.created_at))
         .bind(&w.user_id)
         .bind(i64::from(limit))
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -106,7 +106,7 @@ impl WebhookStore for SqliteStore {
         let done = sqlx::query("DELETE FROM webhooks WHERE user_id = ? AND id = ?")
             .bind(user_id)
             .bind(id)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
         Ok(done.rows_affected() == 1)
     }
@@ -142,7 +142,7 @@ impl WebhookStore for SqliteStore {
             .bind(ms(now))
             .bind(ms(now))
             .bind(&webhook_id)
-            .execute(&self.pool)
+            .execute(&self.writer)
             .await?;
             queued += done.rows_affected() as usize;
         }
@@ -172,7 +172,7 @@ impl WebhookStore for SqliteStore {
         .bind(delivery_status::PENDING)
         .bind(ms(now))
         .bind(i64::from(limit))
-        .fetch_all(&self.pool)
+        .fetch_all(&self.writer)
         .await?;
         let deliveries: Vec<DeliveryRecord> =
             rows.iter().map(delivery).collect::<Result<_, _>>()?;
@@ -183,7 +183,7 @@ impl WebhookStore for SqliteStore {
             if !targets.contains_key(&d.webhook_id) {
                 let row = sqlx::query("SELECT url, secret_sealed FROM webhooks WHERE id = ?")
                     .bind(&d.webhook_id)
-                    .fetch_optional(&self.pool)
+                    .fetch_optional(&self.writer)
                     .await?;
                 let Some(row) = row else {
                     // Deleted meanwhile; its deliveries went with it.
@@ -210,7 +210,7 @@ impl WebhookStore for SqliteStore {
         after: AfterAttempt,
         now: DateTime<Utc>,
     ) -> StoreResult<()> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.writer.begin().await?;
         sqlx::query(
             "INSERT OR REPLACE INTO webhook_attempts \
              (delivery_id, attempt, started_at, duration_ms, response_status, error) \
@@ -348,7 +348,7 @@ impl WebhookStore for SqliteStore {
         .bind(webhook_id)
         .bind(delivery_id)
         .bind(delivery_status::SENDING)
-        .execute(&self.pool)
+        .execute(&self.writer)
         .await?;
         if done.rows_affected() == 1 {
             return Ok(Some(true));
@@ -359,7 +359,7 @@ impl WebhookStore for SqliteStore {
         .bind(user_id)
         .bind(webhook_id)
         .bind(delivery_id)
-        .fetch_optional(&self.pool)
+        .fetch_optional(&self.writer)
         .await?;
         Ok(exists.map(|_| false))
     }
