@@ -143,6 +143,21 @@ pub struct Events {
 /// [`crate::auth::AUTH_CACHE_TTL`] for sessions).
 pub const QUIET_TTL: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// A user's entry in [`Events::quiet`] expires [`QUIET_TTL`] after it was made: events
+/// found quiet later join it without moving that deadline, so nothing is trusted longer.
+struct QuietExpiry;
+
+impl moka::Expiry<String, u32> for QuietExpiry {
+    fn expire_after_create(
+        &self,
+        _user_id: &String,
+        _quiet: &u32,
+        _created_at: std::time::Instant,
+    ) -> Option<std::time::Duration> {
+        Some(QUIET_TTL)
+    }
+}
+
 impl Events {
     /// An emitter over `store`.
     pub fn new(store: Arc<dyn Store>) -> Self {
@@ -151,7 +166,7 @@ impl Events {
             wake: Arc::new(Notify::new()),
             quiet: moka::sync::Cache::builder()
                 .max_capacity(100_000)
-                .time_to_live(QUIET_TTL)
+                .expire_after(QuietExpiry)
                 .build(),
         }
     }
@@ -410,6 +425,29 @@ impl Webhooks {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Marking a second event quiet does not keep the first one quiet any longer.
+    #[test]
+    fn quiet_events_are_trusted_for_two_seconds_from_the_first() {
+        let quiet: moka::sync::Cache<String, u32> = moka::sync::Cache::builder()
+            .expire_after(QuietExpiry)
+            .build();
+        quiet.insert("u".into(), EventType::AgentCreated.bit());
+        std::thread::sleep(QUIET_TTL * 3 / 5);
+        let known = quiet.get("u").unwrap();
+        quiet.insert("u".into(), known | EventType::MessageCreated.bit());
+        std::thread::sleep(QUIET_TTL * 3 / 5);
+        assert_eq!(quiet.get("u"), None);
+    }
+
+    #[test]
+    fn every_event_has_its_own_bit() {
+        let all = EventType::ALL.iter().fold(0u32, |acc, e| {
+            assert_eq!(acc & e.bit(), 0, "{e:?}");
+            acc | e.bit()
+        });
+        assert_eq!(all.count_ones() as usize, EventType::ALL.len());
+    }
 
     #[test]
     fn signatures_match_the_standard_webhooks_test_vector() {
