@@ -108,7 +108,7 @@ pub const SNIPPET_CHARS: usize = 240;
 
 /// The agent's knowledge for `message` ([`retrieve::hybrid`]): passages for the prompt
 /// (marked `[1]`, `[2]`, ...) that fit in `budget` tokens, and the matching sources for
-/// the reply, best first. A source's `score` (3 decimals) is the BM25 relevance without
+/// the reply, best first, and the tokens the passages take (with their markers). A source's `score` (3 decimals) is the BM25 relevance without
 /// `EMBEDDING_MODEL`, and with it the fused score as a share of the best possible (1.0:
 /// ranked first by both BM25 and vector similarity).
 pub async fn retrieve(
@@ -116,7 +116,7 @@ pub async fn retrieve(
     agent_id: &str,
     message: &str,
     budget: u32,
-) -> ApiResult<(Vec<Passage>, Vec<Source>)> {
+) -> ApiResult<(Vec<Passage>, Vec<Source>, u32)> {
     let hits = retrieve::hybrid(&state.knowledge, agent_id, message, retrieve::TOP_K).await?;
     let mut passages = Vec::new();
     let mut sources = Vec::new();
@@ -151,7 +151,7 @@ pub async fn retrieve(
             snippet,
         });
     }
-    Ok((passages, sources))
+    Ok((passages, sources, used))
 }
 
 /// Earlier turns that fit in `budget` tokens, dropping the oldest first.
@@ -294,8 +294,7 @@ pub async fn prepare(
         retrieve(state, &agent.id, message, room / 2),
     );
     let (thread, history) = thread?;
-    let (passages, sources) = retrieved?;
-    let passage_tokens: u32 = passages.iter().map(|p| tokens::count(&p.text) + 16).sum();
+    let (passages, sources, passage_tokens) = retrieved?;
     let budget = room.saturating_sub(passage_tokens);
     let mut turns = trim_history(history, budget);
     turns.push(Turn {

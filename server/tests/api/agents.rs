@@ -8,6 +8,15 @@ async fn create(app: &TestApp, token: &str, body: Value) -> reqwest::Response {
     app.post("/api/agents", Some(token), body).await
 }
 
+/// `GET /api/agents/{id}`'s body.
+async fn get_agent(app: &TestApp, token: &str, id: &str) -> Value {
+    app.get(&format!("/api/agents/{id}"), Some(token))
+        .await
+        .json()
+        .await
+        .unwrap()
+}
+
 #[tokio::test]
 async fn create_get_list_update_delete() {
     let app = spawn_app().await;
@@ -22,12 +31,7 @@ async fn create_get_list_update_delete() {
         assert!(chrono::DateTime::parse_from_rfc3339(agent[field].as_str().unwrap()).is_ok());
     }
     let id = agent["id"].as_str().unwrap();
-    let got: Value = app
-        .get(&format!("/api/agents/{id}"), Some(&user.access))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let got = get_agent(&app, &user.access, id).await;
     assert_eq!(got["agent"], agent);
     let list: Value = app
         .get("/api/agents", Some(&user.access))
@@ -51,12 +55,7 @@ async fn create_get_list_update_delete() {
     assert_eq!(updated["name"], "Support", "omitted fields are unchanged");
     assert_eq!(updated["systemPrompt"], "Be kind");
     // Read again at once: the agent read before the update is not served from memory.
-    let got: Value = app
-        .get(&format!("/api/agents/{id}"), Some(&user.access))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let got = get_agent(&app, &user.access, id).await;
     assert_eq!(got["agent"], updated);
 
     assert_eq!(
