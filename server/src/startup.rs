@@ -6,7 +6,6 @@ use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
 use axum::{
     extract::{DefaultBodyLimit, Request},
     http::{HeaderName, StatusCode},
-    middleware,
     response::{IntoResponse, Response},
     routing::any,
     serve::{ListenerExt, TapIo},
@@ -62,7 +61,12 @@ impl Application {
         let jwt = JwtKeys::new(&config.jwt_secret, &config.public_url);
         let hasher =
             PasswordHasher::new(std::thread::available_parallelism().map_or(2, |n| n.get()) * 2)?;
-        let limiter = Arc::new(GovernorLimiter::default());
+        let budgets: Vec<u32> = crate::domain::Plan::ALL
+            .iter()
+            .map(|&plan| config.rate_limit(plan))
+            .chain([http::ANONYMOUS_PER_MINUTE])
+            .collect();
+        let limiter = Arc::new(GovernorLimiter::new(&budgets));
         let prune = limiter.clone();
         let events = store.clone();
         tokio::spawn(async move {
@@ -173,10 +177,7 @@ pub fn router(state: AppState) -> Router {
         .route("/api/{*rest}", any(http::api_not_found))
         .layer(Extension(OpenApiDocument(Arc::new(openapi))))
         .layer(DefaultBodyLimit::max(http::MAX_JSON_BODY))
-        .layer(middleware::from_fn_with_state(
-            state.clone(),
-            http::api_middleware,
-        ));
+        .layer(http::ApiLayer::new(state.clone()));
     let routes = generate_route_list(app::App);
     let leptos = state.leptos.clone();
     // The dashboard's WASM, JS and CSS, compressed (brotli or gzip, as the browser accepts):

@@ -10,10 +10,10 @@ pub mod tokens;
 use std::{
     net::IpAddr,
     sync::{
-        atomic::{AtomicI64, Ordering},
+        atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering},
         Arc,
     },
-    time::Duration as StdDuration,
+    time::{Duration as StdDuration, Instant},
 };
 
 use app::api::TokenPair;
@@ -42,6 +42,7 @@ pub const SESSION_IDLE: Duration = Duration::hours(24);
 pub const AUTH_CACHE_TTL: StdDuration = StdDuration::from_secs(2);
 /// Minimum interval between `last_seen_at` / `last_used_at` writes for one session or key.
 pub const TOUCH_INTERVAL: StdDuration = StdDuration::from_secs(60);
+const TOUCH_INTERVAL_CHRONO: Duration = Duration::seconds(TOUCH_INTERVAL.as_secs() as i64);
 
 /// The service's clock: real time plus an offset that tests may advance.
 #[derive(Clone, Default)]
@@ -53,6 +54,14 @@ impl Clock {
     /// Now, as the service sees it.
     pub fn now(&self) -> DateTime<Utc> {
         Utc::now() + Duration::milliseconds(self.offset_ms.load(Ordering::Relaxed))
+    }
+
+    /// Now, as the service sees it, in Unix epoch milliseconds.
+    pub fn now_ms(&self) -> i64 {
+        let real = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        real + self.offset_ms.load(Ordering::Relaxed)
     }
 
     /// Moves the clock forward by `by` (tests of lifetimes).
@@ -119,11 +128,104 @@ pub struct IssuedSession {
     pub tokens: TokenPair,
 }
 
-fn auth_cache<V: Clone + Send + Sync + 'static>() -> Cache<String, V> {
-    Cache::builder()
-        .max_capacity(100_000)
-        .time_to_live(AUTH_CACHE_TTL)
-        .build()
+/// The hasher of the credential caches: their keys are bearer values (a JWT is ~300
+/// bytes) hashed on every request, so a fast hasher (foldhash, randomly seeded per process)
+/// is used instead of SipHash.
+type FastHash = foldhash::fast::RandomState;
+
+/// A session read from the store, shared by the cache entries of its access tokens.
+struct SessionSlot {
+    auth: SessionAuth,
+    /// When it was read; it is trusted for [`AUTH_CACHE_TTL`] from then.
+    loaded: Instant,
+    /// Set by the first use that recorded activity (at most one write per read).
+    touched: AtomicBool,
+}
+
+impl SessionSlot {
+    /// Not revoked and used within [`SESSION_IDLE`] of `now`.
+    fn live(&self, now: DateTime<Utc>) -> bool {
+        let session = &self.auth.session;
+        session.revoked_at.is_none() && session.last_seen_at + SESSION_IDLE > now
+    }
+}
+
+/// A verified access token and, once its session was found live, whom it authenticates.
+struct AccessEntry {
+    claims: Claims,
+    grant: Option<Grant>,
+}
+
+/// An access token's caller while its session is known to be live.
+struct Grant {
+    principal: Arc<Principal>,
+    session: Arc<SessionSlot>,
+    /// [`AuthService`]'s session epoch when the session was read: any session ended on this
+    /// instance since then makes the grant stale.
+    epoch: u64,
+}
+
+/// Most credentials one worker thread keeps in its [`Front`] cache; it starts over when
+/// full.
+const FRONT_CAPACITY: usize = 1_024;
+
+/// One worker thread's view of the credentials it authenticated lately: the shared cache
+/// entry behind each (checked on every use, as on the shared path) and the thread's own
+/// copy of the caller. A request served by a thread that saw its credential before touches
+/// no memory that another core writes (no shared cache bookkeeping, no reference count
+/// shared between cores): on two cores under load that costs more than the checks.
+#[derive(Default)]
+struct Front {
+    entries: std::collections::HashMap<Box<str>, FrontEntry, FastHash>,
+}
+
+/// A credential's caller and the window, in service-clock Unix milliseconds, in which
+/// every check of the shared path is known to pass: the tightest of the token's validity
+/// window, the session's idle limit, the key's expiry, the time the session or key row may
+/// still be trusted ([`AUTH_CACHE_TTL`] after it was read) and the next due write of its
+/// last use; plus the epoch (of sessions or of keys) it was computed under.
+struct FrontEntry {
+    principal: Arc<Principal>,
+    valid_from_ms: i64,
+    valid_until_ms: i64,
+    kind: FrontKind,
+    epoch: u64,
+}
+
+#[derive(Clone, Copy)]
+enum FrontKind {
+    Token,
+    Key,
+}
+
+impl Front {
+    fn remember(&mut self, bearer: &str, entry: FrontEntry) {
+        if self.entries.len() >= FRONT_CAPACITY {
+            self.entries.clear();
+        }
+        self.entries.insert(bearer.into(), entry);
+    }
+}
+
+/// `at` in Unix epoch milliseconds.
+fn ms(at: DateTime<Utc>) -> i64 {
+    at.timestamp_millis()
+}
+
+/// What is left of [`AUTH_CACHE_TTL`] for a row read at `loaded`, in milliseconds.
+fn trust_left_ms(loaded: Instant) -> i64 {
+    let left = AUTH_CACHE_TTL.saturating_sub(loaded.elapsed());
+    i64::try_from(left.as_millis()).unwrap_or(0)
+}
+
+/// A cached API key lookup with its scopes parsed and its caller built.
+struct KeyAuth {
+    auth: ApiKeyAuth,
+    principal: Arc<Principal>,
+    /// When the key's row was read; trusted for [`AUTH_CACHE_TTL`] from then.
+    loaded: Instant,
+    /// Set by the first use that recorded the key's last use (at most one write per read).
+    touched: AtomicBool,
 }
 
 /// Authentication service shared by the HTTP layer.
@@ -139,20 +241,21 @@ pub struct AuthService {
     pub clock: Clock,
     /// Recipients mailed in the last minute, per purpose (guards against mail bombing).
     pub mail_cooldown: Cache<String, ()>,
-    sessions: Cache<String, Arc<SessionAuth>>,
+    /// Sessions read from the store, by id, trusted for [`AUTH_CACHE_TTL`].
+    sessions: Cache<String, Arc<SessionSlot>>,
+    /// Bumped whenever this instance ends or changes a session, so that every cached grant
+    /// of an access token is checked against the store again.
+    session_epoch: Arc<AtomicU64>,
     /// API key lookups by the presented key, so that a cached key costs no hashing;
     /// entries are dropped by key hash on revocation (see [`AuthService::forget_key`]).
-    keys: Cache<String, Option<Arc<KeyAuth>>>,
-    /// Access tokens whose signature, issuer, audience and type were checked, by token;
-    /// their `nbf`/`exp` are checked again on every use.
-    access_tokens: Cache<String, Arc<Claims>>,
-    touched: Cache<String, ()>,
-}
-
-/// A cached API key lookup with its scopes already parsed.
-struct KeyAuth {
-    auth: ApiKeyAuth,
-    scopes: ScopeSet,
+    keys: Cache<String, Option<Arc<KeyAuth>>, FastHash>,
+    /// Access tokens whose signature, issuer, audience and type were checked, by token,
+    /// with their grant; `nbf`/`exp` and the session's liveness are checked on every use.
+    access_tokens: Cache<String, Arc<AccessEntry>, FastHash>,
+    /// Bumped whenever a key is forgotten (revoked), so that no thread's [`Front`] keeps it.
+    key_epoch: Arc<AtomicU64>,
+    /// Each worker thread's [`Front`] cache, in front of the shared caches above.
+    front: Arc<thread_local::ThreadLocal<std::cell::RefCell<Front>>>,
 }
 
 /// How long a verified access token is remembered (its expiry is still checked per use).
@@ -171,64 +274,206 @@ impl AuthService {
                 .max_capacity(100_000)
                 .time_to_live(StdDuration::from_secs(60))
                 .build(),
-            sessions: auth_cache(),
+            sessions: Cache::builder()
+                .max_capacity(100_000)
+                .time_to_live(AUTH_CACHE_TTL)
+                .build(),
+            session_epoch: Arc::default(),
             keys: Cache::builder()
                 .max_capacity(100_000)
                 .time_to_live(AUTH_CACHE_TTL)
                 .support_invalidation_closures()
-                .build(),
+                .build_with_hasher(FastHash::default()),
             access_tokens: Cache::builder()
                 .max_capacity(100_000)
                 .time_to_live(ACCESS_TOKEN_CACHE_TTL)
-                .build(),
-            touched: Cache::builder()
-                .max_capacity(100_000)
-                .time_to_live(TOUCH_INTERVAL)
-                .build(),
+                .build_with_hasher(FastHash::default()),
+            key_epoch: Arc::default(),
+            front: Arc::default(),
         }
+    }
+
+    /// Forgets the session `sid` read from the store and every access token's grant.
+    fn forget_session(&self, sid: &str) {
+        self.sessions.invalidate(sid);
+        self.session_epoch.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Resolves a bearer value (access token or API key). `Ok(None)` when it is not valid
     /// (→ 401); `Err` only when the store fails.
-    pub async fn authenticate(&self, bearer: &str) -> Result<Option<Principal>, ApiError> {
-        if keys::looks_like_key(bearer) {
-            self.authenticate_key(bearer).await
-        } else {
-            self.authenticate_access_token(bearer).await
+    ///
+    /// A token or key seen in the last [`AUTH_CACHE_TTL`] costs one cache lookup: its
+    /// signature is not checked again, its session or key row not read again; its validity
+    /// window, its session's idle limit and a key's expiry are still checked on every call.
+    ///
+    /// The HTTP layer calls [`AuthService::cached`] first and this only when that answers
+    /// `None`, so that a request's future does not carry this one's size.
+    pub async fn authenticate(&self, bearer: &str) -> Result<Option<Arc<Principal>>, ApiError> {
+        if let Some(principal) = self.cached(bearer) {
+            return Ok(Some(principal));
         }
+        let is_key = keys::looks_like_key(bearer);
+        let found = if is_key {
+            self.authenticate_key(bearer).await?
+        } else {
+            self.authenticate_access_token(bearer).await?
+        };
+        if let Some(principal) = &found {
+            let entry = if is_key {
+                self.front_key(bearer, principal)
+            } else {
+                self.front_token(bearer, principal)
+            };
+            if let Some(entry) = entry {
+                self.front
+                    .get_or_default()
+                    .borrow_mut()
+                    .remember(bearer, entry);
+            }
+        }
+        Ok(found)
     }
 
-    async fn authenticate_access_token(&self, token: &str) -> Result<Option<Principal>, ApiError> {
+    /// The front entry of an access token that the shared path just accepted.
+    fn front_token(&self, token: &str, principal: &Principal) -> Option<FrontEntry> {
+        let epoch = self.session_epoch.load(Ordering::Acquire);
+        let entry = self.access_tokens.get(token)?;
+        let grant = entry.grant.as_ref()?;
+        if grant.epoch != epoch {
+            return None;
+        }
+        let leeway_ms = tokens::LEEWAY_SECS as i64 * 1_000;
+        let session = &grant.session;
+        let until = [
+            entry.claims.exp.saturating_mul(1_000) + leeway_ms,
+            ms(session.auth.session.last_seen_at + SESSION_IDLE),
+            self.clock.now_ms() + trust_left_ms(session.loaded),
+        ];
+        Some(FrontEntry {
+            principal: Arc::new(principal.clone()),
+            valid_from_ms: entry.claims.nbf.saturating_mul(1_000) - leeway_ms,
+            valid_until_ms: until.into_iter().min().unwrap_or(i64::MIN),
+            kind: FrontKind::Token,
+            epoch,
+        })
+    }
+
+    /// The front entry of an API key that the shared path just accepted.
+    fn front_key(&self, key: &str, principal: &Principal) -> Option<FrontEntry> {
+        let epoch = self.key_epoch.load(Ordering::Acquire);
+        let found = self.keys.get(key).flatten()?;
+        let record = &found.auth.key;
+        let mut until = self.clock.now_ms() + trust_left_ms(found.loaded);
+        if let Some(expires_at) = record.expires_at {
+            until = until.min(ms(expires_at));
+        }
+        if !found.touched.load(Ordering::Acquire) {
+            // The next write of its last use goes through the shared path.
+            let next_touch = record
+                .last_used_at
+                .map_or(i64::MIN, |at| ms(at + TOUCH_INTERVAL_CHRONO));
+            until = until.min(next_touch);
+        }
+        Some(FrontEntry {
+            principal: Arc::new(principal.clone()),
+            valid_from_ms: i64::MIN,
+            valid_until_ms: until,
+            kind: FrontKind::Key,
+            epoch,
+        })
+    }
+
+    /// The caller of `bearer` from this worker thread's cache when it is there and still
+    /// valid by every check of [`AuthService::authenticate`] (token validity window,
+    /// session live and read within [`AUTH_CACHE_TTL`], key not revoked or expired, no last
+    /// use due to be recorded); `None` means "ask `authenticate`", not "invalid".
+    pub fn cached(&self, bearer: &str) -> Option<Arc<Principal>> {
+        let mut front = self.front.get_or_default().borrow_mut();
+        let entry = front.entries.get(bearer)?;
+        let now = self.clock.now_ms();
+        let epoch = match entry.kind {
+            FrontKind::Token => &self.session_epoch,
+            FrontKind::Key => &self.key_epoch,
+        };
+        if entry.epoch == epoch.load(Ordering::Acquire)
+            && entry.valid_from_ms <= now
+            && now < entry.valid_until_ms
+        {
+            return Some(entry.principal.clone());
+        }
+        front.entries.remove(bearer);
+        None
+    }
+
+    async fn authenticate_access_token(
+        &self,
+        token: &str,
+    ) -> Result<Option<Arc<Principal>>, ApiError> {
         let now = self.clock.now();
-        let claims = match self.access_tokens.get(token) {
-            Some(claims) if claims.in_time(now) => claims,
+        let entry = match self.access_tokens.get(token) {
+            Some(entry) if entry.claims.in_time(now) => entry,
             Some(_) => return Ok(None),
             None => {
                 let Some(claims) = self.jwt.verify(token, TokenType::Access, now) else {
                     return Ok(None);
                 };
-                let claims = Arc::new(claims);
-                self.access_tokens.insert(token.to_string(), claims.clone());
-                claims
+                let entry = Arc::new(AccessEntry {
+                    claims,
+                    grant: None,
+                });
+                self.access_tokens.insert(token.to_string(), entry.clone());
+                entry
             }
         };
-        let Some(auth) = self.live_session(&claims.sid, now).await? else {
+        if let Some(grant) = &entry.grant {
+            if grant.epoch == self.session_epoch.load(Ordering::Acquire)
+                && grant.session.loaded.elapsed() < AUTH_CACHE_TTL
+            {
+                return Ok(grant.session.live(now).then(|| grant.principal.clone()));
+            }
+        }
+        // First use, or the session must be read again.
+        let epoch = self.session_epoch.load(Ordering::Acquire);
+        let claims = &entry.claims;
+        let Some(session) = self.live_session(&claims.sid, now).await? else {
             return Ok(None);
         };
-        if auth.session.user_id != claims.sub {
+        if session.auth.session.user_id != claims.sub {
             return Ok(None);
         }
-        if !self.touched.contains_key(&claims.sid) {
-            self.touched.insert(claims.sid.clone(), ());
-            self.store.touch_session(&claims.sid, now).await?;
-        }
-        Ok(Some(Principal {
+        self.touch_session(&session, now).await?;
+        let principal = Arc::new(Principal {
             user_id: claims.sub.clone(),
-            plan: auth.plan,
+            plan: session.auth.plan,
             credential: Credential::Session {
                 session_id: claims.sid.clone(),
             },
-        }))
+        });
+        let granted = Arc::new(AccessEntry {
+            claims: claims.clone(),
+            grant: Some(Grant {
+                principal: principal.clone(),
+                session,
+                epoch,
+            }),
+        });
+        self.access_tokens.insert(token.to_string(), granted);
+        Ok(Some(principal))
+    }
+
+    /// Records the session's activity, at most once per [`TOUCH_INTERVAL`].
+    async fn touch_session(
+        &self,
+        session: &SessionSlot,
+        now: DateTime<Utc>,
+    ) -> Result<(), ApiError> {
+        let due = session.auth.session.last_seen_at + TOUCH_INTERVAL_CHRONO <= now;
+        if due && !session.touched.swap(true, Ordering::AcqRel) {
+            self.store
+                .touch_session(&session.auth.session.id, now)
+                .await?;
+        }
+        Ok(())
     }
 
     /// The session if it is live (not revoked, used within [`SESSION_IDLE`]).
@@ -236,62 +481,72 @@ impl AuthService {
         &self,
         sid: &str,
         now: DateTime<Utc>,
-    ) -> Result<Option<Arc<SessionAuth>>, ApiError> {
-        let auth = match self.sessions.get(sid) {
-            Some(auth) => auth,
+    ) -> Result<Option<Arc<SessionSlot>>, ApiError> {
+        let slot = match self.sessions.get(sid) {
+            Some(slot) => slot,
             None => match self.store.session_auth(sid).await? {
                 Some(auth) => {
-                    let auth = Arc::new(auth);
-                    self.sessions.insert(sid.to_string(), auth.clone());
-                    auth
+                    let slot = Arc::new(SessionSlot {
+                        auth,
+                        loaded: Instant::now(),
+                        touched: AtomicBool::new(false),
+                    });
+                    self.sessions.insert(sid.to_string(), slot.clone());
+                    slot
                 }
                 None => return Ok(None),
             },
         };
-        let live =
-            auth.session.revoked_at.is_none() && auth.session.last_seen_at + SESSION_IDLE > now;
-        Ok(live.then_some(auth))
+        Ok(slot.live(now).then_some(slot))
     }
 
-    async fn authenticate_key(&self, key: &str) -> Result<Option<Principal>, ApiError> {
+    async fn authenticate_key(&self, key: &str) -> Result<Option<Arc<Principal>>, ApiError> {
         let found = match self.keys.get(key) {
             Some(found) => found,
             None => {
                 let hash = keys::sha256_hex(key);
                 let found = match self.store.api_key_by_hash(&hash).await? {
-                    Some(auth) => {
+                    // The store found the key by its hash; compare it all the same.
+                    Some(auth) if keys::constant_time_eq(&auth.key.key_hash, &hash) => {
                         let scopes = ScopeSet::parse(&auth.key.scopes)
                             .map_err(|e| ApiError::Internal(anyhow::anyhow!(e)))?;
-                        Some(Arc::new(KeyAuth { auth, scopes }))
+                        let principal = Arc::new(Principal {
+                            user_id: auth.key.user_id.clone(),
+                            plan: auth.plan,
+                            credential: Credential::ApiKey {
+                                key_id: auth.key.id.clone(),
+                                scopes,
+                            },
+                        });
+                        Some(Arc::new(KeyAuth {
+                            auth,
+                            principal,
+                            loaded: Instant::now(),
+                            touched: AtomicBool::new(false),
+                        }))
                     }
-                    None => None,
+                    _ => None,
                 };
-                // The store found the key by its hash, so the entry belongs to `key`.
-                let found = found.filter(|k| keys::constant_time_eq(&k.auth.key.key_hash, &hash));
                 self.keys.insert(key.to_string(), found.clone());
                 found
             }
         };
         let Some(found) = found else { return Ok(None) };
-        let auth = &found.auth;
+        let key = &found.auth.key;
         let now = self.clock.now();
-        let usable =
-            auth.key.revoked_at.is_none() && auth.key.expires_at.is_none_or(|exp| exp > now);
+        let usable = key.revoked_at.is_none() && key.expires_at.is_none_or(|exp| exp > now);
         if !usable {
             return Ok(None);
         }
-        if !self.touched.contains_key(&auth.key.id) {
-            self.touched.insert(auth.key.id.clone(), ());
-            self.store.touch_api_key(&auth.key.id, now).await?;
+        // Last use is written at most once per TOUCH_INTERVAL: the row read says when it
+        // was last written, and only the first use after reading it may write.
+        let due = key
+            .last_used_at
+            .is_none_or(|at| at + TOUCH_INTERVAL_CHRONO <= now);
+        if due && !found.touched.swap(true, Ordering::AcqRel) {
+            self.store.touch_api_key(&key.id, now).await?;
         }
-        Ok(Some(Principal {
-            user_id: auth.key.user_id.clone(),
-            plan: auth.plan,
-            credential: Credential::ApiKey {
-                key_id: auth.key.id.clone(),
-                scopes: found.scopes.clone(),
-            },
-        }))
+        Ok(Some(found.principal.clone()))
     }
 
     fn token_pair(
@@ -340,7 +595,7 @@ impl AuthService {
             .create_session(record, MAX_SESSIONS, now - SESSION_IDLE)
             .await?;
         for id in evicted {
-            self.sessions.invalidate(&id);
+            self.forget_session(&id);
         }
         let tokens = self.token_pair(user_id, &session_id, &refresh_jti, now)?;
         Ok(IssuedSession { session_id, tokens })
@@ -355,12 +610,12 @@ impl AuthService {
             .jwt
             .verify(refresh_token, TokenType::Refresh, now)
             .ok_or(ApiError::Unauthorized)?;
-        self.sessions.invalidate(&claims.sid);
+        self.forget_session(&claims.sid);
         let auth = self
             .live_session(&claims.sid, now)
             .await?
             .ok_or(ApiError::Unauthorized)?;
-        if auth.session.user_id != claims.sub {
+        if auth.auth.session.user_id != claims.sub {
             return Err(ApiError::Unauthorized);
         }
         let new_jti = uuid::Uuid::now_v7().to_string();
@@ -374,7 +629,7 @@ impl AuthService {
                 .await?;
             return Err(ApiError::Unauthorized);
         }
-        self.sessions.invalidate(&claims.sid);
+        self.forget_session(&claims.sid);
         let tokens = self.token_pair(&claims.sub, &claims.sid, &new_jti, now)?;
         Ok(IssuedSession {
             session_id: claims.sid,
@@ -393,7 +648,7 @@ impl AuthService {
             .store
             .revoke_session(user_id, session_id, reason, self.clock.now())
             .await?;
-        self.sessions.invalidate(session_id);
+        self.forget_session(session_id);
         Ok(ended)
     }
 
@@ -404,7 +659,7 @@ impl AuthService {
             .revoke_all_sessions(user_id, reason, self.clock.now())
             .await?
         {
-            self.sessions.invalidate(&id);
+            self.forget_session(&id);
         }
         Ok(())
     }
@@ -419,6 +674,7 @@ impl AuthService {
 
     /// Drops a cached API key lookup (after revocation) so it stops working at once.
     pub fn forget_key(&self, key_hash: &str) {
+        self.key_epoch.fetch_add(1, Ordering::AcqRel);
         let hash = key_hash.to_string();
         // Cannot fail: the cache is built with invalidation closures.
         let _ = self.keys.invalidate_entries_if(move |_, found| {
@@ -466,6 +722,140 @@ mod tests {
         };
         assert!(Scope::ALL.into_iter().all(|s| session.require(s).is_ok()));
         assert_eq!(session.require_session().unwrap(), "s");
+    }
+
+    /// A service over a fresh SQLite store holding one verified user `u1`.
+    async fn service() -> (tempfile::TempDir, Arc<dyn Store>, AuthService) {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("auth.db").display());
+        let store = crate::store::sqlite::SqliteStore::connect(&url)
+            .await
+            .unwrap();
+        store.migrate().await.unwrap();
+        let store: Arc<dyn Store> = Arc::new(store);
+        store
+            .create_user(crate::store::NewUser {
+                id: "u1".into(),
+                email: crate::domain::Email::parse("one@example.com").unwrap(),
+                name: "One".into(),
+                password_hash: None,
+                company: None,
+                country: None,
+                phone: None,
+                email_verified: true,
+                now: Utc::now(),
+            })
+            .await
+            .unwrap();
+        let jwt = JwtKeys::new(&secrecy::SecretString::from("s".repeat(64)), "http://test");
+        let auth = AuthService::new(
+            store.clone(),
+            jwt,
+            PasswordHasher::new(1).unwrap(),
+            Clock::default(),
+        );
+        (dir, store, auth)
+    }
+
+    /// Forgets what the caches hold, as [`AUTH_CACHE_TTL`] passing would.
+    fn expire_caches(auth: &AuthService) {
+        auth.sessions.invalidate_all();
+        auth.keys.invalidate_all();
+        auth.session_epoch.fetch_add(1, Ordering::AcqRel);
+    }
+
+    #[tokio::test]
+    async fn an_api_keys_last_use_is_written_at_most_once_a_minute() {
+        let (_dir, store, auth) = service().await;
+        let generated = keys::generate();
+        let t0 = auth.clock.now();
+        store
+            .create_api_key(crate::store::ApiKeyRecord {
+                id: "k1".into(),
+                user_id: "u1".into(),
+                name: "CI".into(),
+                prefix: generated.prefix.clone(),
+                key_hash: generated.hash.clone(),
+                scopes: vec!["agents:read".into()],
+                expires_at: None,
+                created_at: t0,
+                last_used_at: None,
+                revoked_at: None,
+            })
+            .await
+            .unwrap();
+        let last_used = || async {
+            store
+                .api_key("u1", "k1")
+                .await
+                .unwrap()
+                .unwrap()
+                .last_used_at
+        };
+        let principal = auth.authenticate(&generated.key).await.unwrap().unwrap();
+        assert_eq!(principal.user_id, "u1");
+        let first = last_used().await.expect("the first use is recorded");
+
+        auth.clock.advance(Duration::seconds(30));
+        expire_caches(&auth);
+        assert!(auth.authenticate(&generated.key).await.unwrap().is_some());
+        assert_eq!(last_used().await, Some(first), "30 s later: not written");
+
+        auth.clock.advance(Duration::seconds(31));
+        expire_caches(&auth);
+        assert!(auth.authenticate(&generated.key).await.unwrap().is_some());
+        assert!(last_used().await.unwrap() > first, "61 s later: written");
+    }
+
+    #[tokio::test]
+    async fn a_cached_access_token_stops_with_its_session_and_records_activity() {
+        let (_dir, store, auth) = service().await;
+        let issued = auth.start_session("u1", None, None).await.unwrap();
+        let token = issued.tokens.access_token;
+        let seen = || async {
+            store
+                .session_auth(&issued.session_id)
+                .await
+                .unwrap()
+                .unwrap()
+                .session
+                .last_seen_at
+        };
+        let started = seen().await;
+        let principal = auth.authenticate(&token).await.unwrap().unwrap();
+        assert_eq!(principal.require_session().unwrap(), issued.session_id);
+        assert_eq!(
+            seen().await,
+            started,
+            "a session just started is not written"
+        );
+
+        // Used again after more than TOUCH_INTERVAL: its activity is written once.
+        auth.clock.advance(Duration::seconds(61));
+        expire_caches(&auth);
+        assert!(auth.authenticate(&token).await.unwrap().is_some());
+        let touched = seen().await;
+        assert!(touched > started);
+        assert!(auth.authenticate(&token).await.unwrap().is_some());
+        assert_eq!(seen().await, touched);
+
+        // Ending the session on this instance ends the cached token at once.
+        assert!(auth
+            .end_session("u1", &issued.session_id, "logout")
+            .await
+            .unwrap());
+        assert!(auth.authenticate(&token).await.unwrap().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_cached_access_token_still_expires() {
+        let (_dir, _store, auth) = service().await;
+        let issued = auth.start_session("u1", None, None).await.unwrap();
+        let token = issued.tokens.access_token;
+        assert!(auth.authenticate(&token).await.unwrap().is_some());
+        // Within the caches' lifetime the clock passes the token's expiry (15 min + leeway).
+        auth.clock.advance(Duration::minutes(16));
+        assert!(auth.authenticate(&token).await.unwrap().is_none());
     }
 
     #[test]

@@ -1,6 +1,9 @@
 //! Extractors: JSON bodies with contract errors, the authenticated caller, the client IP.
 
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::{
+    net::{IpAddr, Ipv4Addr, SocketAddr},
+    sync::Arc,
+};
 
 use axum::{
     extract::{ConnectInfo, FromRequest, FromRequestParts},
@@ -35,13 +38,14 @@ pub enum Identity {
     /// A cookie-authenticated unsafe request without a matching CSRF token.
     CsrfRejected,
     /// A valid session or API key.
-    Authenticated(Principal),
+    Authenticated(Arc<Principal>),
 }
 
 /// The authenticated caller; 401 with the contract's body otherwise, 403 for a failed CSRF
-/// check. An invalid token is an error, never silently anonymous.
+/// check. An invalid token is an error, never silently anonymous. The principal is shared
+/// with the authentication cache (a clone is a reference-count increment).
 #[derive(Debug, Clone)]
-pub struct Auth(pub Principal);
+pub struct Auth(pub Arc<Principal>);
 
 impl<S: Send + Sync> FromRequestParts<S> for Auth {
     type Rejection = ApiError;

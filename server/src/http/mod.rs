@@ -1,6 +1,6 @@
 //! The HTTP layer: `/api` routes, their middleware, and the shared application state.
 //!
-//! A request flows one way: router → [`api_middleware`] (identity from bearer token, API
+//! A request flows one way: router → [`ApiService`] (identity from bearer token, API
 //! key or cookie; CSRF; rate limit and its headers) → handler (validates, calls the store
 //! and services) → JSON. Every error leaving `/api`, including the framework's own
 //! rejections, is the contract's `{error, message}` body.
@@ -20,16 +20,22 @@ pub mod usage;
 pub mod webhooks;
 pub mod widget;
 
-use std::sync::Arc;
+use std::{
+    convert::Infallible,
+    future::Future,
+    pin::Pin,
+    sync::Arc,
+    task::{Context, Poll},
+};
 
 use axum::{
     body::Body,
-    extract::{FromRef, Request, State},
-    http::{header, HeaderMap, HeaderValue, Method, StatusCode},
-    middleware::Next,
+    extract::{FromRef, Request},
+    http::{header, HeaderMap, HeaderName, HeaderValue, Method, StatusCode},
     response::{IntoResponse, Response},
 };
 use leptos::prelude::LeptosOptions;
+use tower::{Layer, Service};
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
@@ -38,7 +44,7 @@ use crate::{
     config::Config,
     error::{reason, ApiError},
     mail::Mailer,
-    ratelimit::RateLimiter,
+    ratelimit::{RateDecision, RateKey, RateLimiter},
     store::Store,
 };
 
@@ -168,17 +174,17 @@ pub fn api_router() -> OpenApiRouter<AppState> {
         .merge(widget::router())
 }
 
+/// The bearer value of the `Authorization` header: `None` without the header,
+/// `Some(Err(()))` when it is not `Bearer <token>` (scheme case-insensitive, RFC 9110
+/// § 11.1) with a non-empty ASCII token.
 fn bearer(headers: &HeaderMap) -> Option<Result<&str, ()>> {
-    let value = headers.get(header::AUTHORIZATION)?;
+    let value = headers.get(header::AUTHORIZATION)?.as_bytes();
     let parsed = value
-        .to_str()
-        .ok()
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
+        .split_at_checked(7)
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case(b"bearer "))
+        .and_then(|(_, token)| std::str::from_utf8(token).ok())
         .map(str::trim)
-        .filter(|t| !t.is_empty());
+        .filter(|t| !t.is_empty() && t.is_ascii());
     Some(parsed.ok_or(()))
 }
 
@@ -196,10 +202,7 @@ async fn identify(
         let Ok(token) = bearer else {
             return Ok(Identity::Invalid);
         };
-        return Ok(match state.auth.authenticate(token).await? {
-            Some(p) => Identity::Authenticated(p),
-            None => Identity::Invalid,
-        });
+        return authenticate(state, token).await;
     }
     let Some(token) = cookies::get(headers, app::api::ACCESS_COOKIE) else {
         return Ok(Identity::Anonymous);
@@ -207,63 +210,277 @@ async fn identify(
     if is_unsafe(method) && !cookies::csrf_ok(headers) {
         return Ok(Identity::CsrfRejected);
     }
-    Ok(match state.auth.authenticate(&token).await? {
+    authenticate(state, &token).await
+}
+
+/// [`identify`] when it needs no lookup: `None` when a credential is not in this thread's
+/// cache ([`AuthService::cached`]).
+fn identify_now(state: &AppState, headers: &HeaderMap, method: &Method) -> Option<Identity> {
+    let token = match bearer(headers) {
+        Some(Ok(token)) => token,
+        Some(Err(())) => return Some(Identity::Invalid),
+        None => {
+            let Some(token) = cookies::get(headers, app::api::ACCESS_COOKIE) else {
+                return Some(Identity::Anonymous);
+            };
+            if is_unsafe(method) && !cookies::csrf_ok(headers) {
+                return Some(Identity::CsrfRejected);
+            }
+            return state.auth.cached(&token).map(Identity::Authenticated);
+        }
+    };
+    state.auth.cached(token).map(Identity::Authenticated)
+}
+
+async fn authenticate(state: &AppState, token: &str) -> Result<Identity, ApiError> {
+    let principal = match state.auth.cached(token) {
+        Some(principal) => Some(principal),
+        // Boxed: the full check's future is large, and every request's future would
+        // otherwise carry (and copy) its size.
+        None => Box::pin(state.auth.authenticate(token)).await?,
+    };
+    Ok(match principal {
         Some(p) => Identity::Authenticated(p),
         None => Identity::Invalid,
     })
 }
 
-/// The `/api` middleware: identity, rate limit (per account, or per client IP when
-/// unauthenticated), the `X-RateLimit-*` headers on every answer, and JSON bodies for
-/// errors that the framework produced without one (404, 405, 413, ...).
-pub async fn api_middleware(
-    State(state): State<AppState>,
-    mut request: Request,
-    next: Next,
-) -> Response {
-    // Health checks, and providers' inbound channel requests, which authenticate with the
-    // integration's own secrets and come from a few provider addresses that the per-IP
-    // budget of anonymous callers would throttle.
-    let path = request.uri().path();
-    if path == "/api/health" || path.starts_with("/api/channels/") {
-        return json_errors(next.run(request).await).await;
+/// `X-RateLimit-Limit`: the budget's requests per minute (contract § Limits).
+pub const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+/// `X-RateLimit-Remaining`: requests that may still be made now.
+pub const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+/// `X-RateLimit-Reset`: Unix epoch seconds at which the full budget is available again.
+pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
+
+/// The `/api` middleware as a tower layer (apply with `Router::layer`): see [`ApiService`].
+#[derive(Clone)]
+pub struct ApiLayer {
+    state: AppState,
+}
+
+impl ApiLayer {
+    /// The middleware over the service's state.
+    pub fn new(state: AppState) -> Self {
+        Self { state }
     }
-    let identity = match identify(&state, request.headers(), request.method()).await {
-        Ok(identity) => identity,
-        Err(err) => return err.into_response(),
-    };
-    let (key, budget) = match &identity {
+}
+
+impl<S> Layer<S> for ApiLayer {
+    type Service = ApiService<S>;
+
+    fn layer(&self, inner: S) -> ApiService<S> {
+        ApiService {
+            inner,
+            state: self.state.clone(),
+        }
+    }
+}
+
+/// The `/api` middleware around `S`: identity, rate limit (per account, or per client IP
+/// when unauthenticated), the `X-RateLimit-*` headers on every answer, and JSON bodies for
+/// errors that the framework produced without one (404, 405, 413, ...). The caller's
+/// [`Identity`] is put in the request's extensions for the [`extract::Auth`] extractor.
+///
+/// Written as a tower service rather than with `axum::middleware::from_fn_with_state`: that
+/// boxes the inner service and runs extractors on every request, which cost about as much
+/// as the authentication itself (BENCHMARKS.md § Authentication and rate limiting overhead).
+#[derive(Clone)]
+pub struct ApiService<S> {
+    inner: S,
+    state: AppState,
+}
+
+impl<S> Service<Request> for ApiService<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = ApiFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    /// Decides at once when it can (no credential to look up, a rate limiter that answers
+    /// without waiting): then the request costs no allocation and no shared reference count
+    /// here. Otherwise the whole check runs in a boxed future.
+    fn call(&mut self, mut request: Request) -> Self::Future {
+        if is_unmetered(request.uri().path()) {
+            return ApiFuture::Inner {
+                inner: self.inner.call(request),
+                decision: None,
+            };
+        }
+        let state = &self.state;
+        let decided =
+            identify_now(state, request.headers(), request.method()).and_then(|identity| {
+                let (key, budget) = rate_key(state, &identity, &request);
+                Some((state.limiter.check_now(key, budget)?, identity))
+            });
+        match decided {
+            Some((decision, identity)) if decision.allowed => {
+                request.extensions_mut().insert(identity);
+                ApiFuture::Inner {
+                    inner: self.inner.call(request),
+                    decision: Some(decision),
+                }
+            }
+            Some((decision, _)) => ApiFuture::Ready {
+                response: Some(refused(decision)),
+            },
+            None => {
+                // The instance that was polled ready serves this request; a clone takes
+                // its place.
+                let clone = self.inner.clone();
+                let inner = std::mem::replace(&mut self.inner, clone);
+                let state = self.state.clone();
+                ApiFuture::Checking {
+                    future: Box::pin(async move { api_middleware(&state, request, inner).await }),
+                }
+            }
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The answer of [`ApiService`].
+    #[project = ApiFutureProjection]
+    pub enum ApiFuture<F> {
+        /// The request was let through: the inner service's answer, to which the
+        /// `X-RateLimit-*` headers of `decision` are added.
+        Inner {
+            #[pin]
+            inner: F,
+            decision: Option<RateDecision>,
+        },
+        /// The request was refused (429).
+        Ready { response: Option<Response> },
+        /// The caller's credential or budget had to be looked up.
+        Checking {
+            future: Pin<Box<dyn Future<Output = Response> + Send + 'static>>,
+        },
+    }
+}
+
+impl<F> Future for ApiFuture<F>
+where
+    F: Future<Output = Result<Response, Infallible>>,
+{
+    type Output = Result<Response, Infallible>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project() {
+            ApiFutureProjection::Inner { inner, decision } => {
+                let Ok(response) = std::task::ready!(inner.poll(cx));
+                let mut response = json_errors(response);
+                if let Some(decision) = decision {
+                    add_rate_headers(&mut response, decision);
+                }
+                Poll::Ready(Ok(response))
+            }
+            ApiFutureProjection::Ready { response } => {
+                Poll::Ready(Ok(response.take().unwrap_or_default()))
+            }
+            ApiFutureProjection::Checking { future } => future.as_mut().poll(cx).map(Ok),
+        }
+    }
+}
+
+/// Health checks, and providers' inbound channel requests, which authenticate with the
+/// integration's own secrets and come from a few provider addresses that the per-IP budget
+/// of anonymous callers would throttle: neither identified nor counted.
+fn is_unmetered(path: &str) -> bool {
+    path == "/api/health" || path.starts_with("/api/channels/")
+}
+
+/// Whose budget the request counts against, and its size.
+fn rate_key<'a>(state: &AppState, identity: &'a Identity, request: &Request) -> (RateKey<'a>, u32) {
+    match identity {
         Identity::Authenticated(p) => (
-            format!("user:{}", p.user_id),
+            RateKey::Account(&p.user_id),
             state.config.rate_limit(p.plan),
         ),
         _ => (
-            format!("ip:{}", ClientIp::of(request.extensions()).0),
+            RateKey::Ip(ClientIp::of(request.extensions()).0),
             ANONYMOUS_PER_MINUTE,
         ),
-    };
-    let decision = state.limiter.check(&key, budget).await;
-    let mut response = if decision.allowed {
-        request.extensions_mut().insert(identity);
-        json_errors(next.run(request).await).await
-    } else {
-        ApiError::RateLimited {
-            retry_after_secs: decision.retry_after_secs,
+    }
+}
+
+/// 429 with the contract's body, `Retry-After` and the `X-RateLimit-*` headers.
+fn refused(decision: RateDecision) -> Response {
+    let mut response = ApiError::RateLimited {
+        retry_after_secs: decision.retry_after_secs,
+    }
+    .into_response();
+    add_rate_headers(&mut response, &decision);
+    response
+}
+
+/// A header value made from a number, remembered by the thread that made it: most answers
+/// repeat the previous one's `X-RateLimit-Limit` (the plan's budget) and
+/// `X-RateLimit-Reset` (a time in seconds), and a clone costs less than a new value.
+#[derive(Default)]
+struct LastValue(Option<(i64, HeaderValue)>);
+
+impl LastValue {
+    fn get(&mut self, n: i64) -> HeaderValue {
+        match &self.0 {
+            Some((last, value)) if *last == n => value.clone(),
+            _ => {
+                let value = HeaderValue::from(n);
+                self.0 = Some((n, value.clone()));
+                value
+            }
         }
-        .into_response()
-    };
+    }
+}
+
+thread_local! {
+    static LAST_LIMIT: std::cell::RefCell<LastValue> = std::cell::RefCell::default();
+    static LAST_RESET: std::cell::RefCell<LastValue> = std::cell::RefCell::default();
+}
+
+/// Adds `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset` (contract §
+/// Limits) for `decision`.
+fn add_rate_headers(response: &mut Response, decision: &RateDecision) {
+    let limit = LAST_LIMIT.with_borrow_mut(|last| last.get(i64::from(decision.limit)));
+    let reset = LAST_RESET.with_borrow_mut(|last| last.get(decision.reset_at));
     let headers = response.headers_mut();
-    headers.insert("x-ratelimit-limit", HeaderValue::from(decision.limit));
-    headers.insert(
-        "x-ratelimit-remaining",
-        HeaderValue::from(decision.remaining),
-    );
-    headers.insert("x-ratelimit-reset", HeaderValue::from(decision.reset_at));
+    headers.reserve(3);
+    headers.insert(X_RATELIMIT_LIMIT, limit);
+    headers.insert(X_RATELIMIT_REMAINING, HeaderValue::from(decision.remaining));
+    headers.insert(X_RATELIMIT_RESET, reset);
+}
+
+/// The whole check, for requests whose credential or budget had to be looked up.
+async fn api_middleware<S>(state: &AppState, mut request: Request, mut inner: S) -> Response
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+{
+    let identity = match identify(state, request.headers(), request.method()).await {
+        Ok(identity) => identity,
+        Err(err) => return err.into_response(),
+    };
+    let (key, budget) = rate_key(state, &identity, &request);
+    let decision = match state.limiter.check_now(key, budget) {
+        Some(decision) => decision,
+        None => state.limiter.check(key, budget).await,
+    };
+    if !decision.allowed {
+        return refused(decision);
+    }
+    request.extensions_mut().insert(identity);
+    let Ok(response) = inner.call(request).await;
+    let mut response = json_errors(response);
+    add_rate_headers(&mut response, &decision);
     response
 }
 
 /// Replaces a non-JSON error body with `{error, message}`.
-async fn json_errors(response: Response) -> Response {
+fn json_errors(response: Response) -> Response {
     let status = response.status();
     let is_json = response
         .headers()

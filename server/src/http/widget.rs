@@ -178,7 +178,7 @@ async fn send(
         let decision = state
             .limiter
             .check(
-                &format!("widget:{}", w.record.id),
+                crate::ratelimit::RateKey::Widget(&w.record.id),
                 w.settings.requests_per_minute,
             )
             .await;
