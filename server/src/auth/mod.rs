@@ -169,11 +169,12 @@ struct Grant {
 /// full.
 const FRONT_CAPACITY: usize = 1_024;
 
-/// One worker thread's view of the credentials it authenticated lately: the shared cache
-/// entry behind each (checked on every use, as on the shared path) and the thread's own
-/// copy of the caller. A request served by a thread that saw its credential before touches
-/// no memory that another core writes (no shared cache bookkeeping, no reference count
-/// shared between cores): on two cores under load that costs more than the checks.
+/// One worker thread's view of the credentials it authenticated lately: for each, the
+/// thread's own copy of the caller and the window in which the shared path's checks are
+/// known to pass ([`FrontEntry`]). A request served by a thread that saw its credential
+/// before touches no memory that another core writes (no shared cache bookkeeping, no
+/// reference count shared between cores): on two cores under load that costs more than the
+/// checks themselves.
 #[derive(Default)]
 struct Front {
     entries: std::collections::HashMap<Box<str>, FrontEntry, FastHash>,
