@@ -557,3 +557,42 @@ pub async fn checked_public_url(
 pub async fn api_not_found() -> ApiError {
     ApiError::NotFound("No API endpoint at this path; see /api/docs".into())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_authorization(value: &[u8]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            header::AUTHORIZATION,
+            HeaderValue::from_bytes(value).unwrap(),
+        );
+        headers
+    }
+
+    #[test]
+    fn a_bearer_token_is_read_with_any_case_of_the_scheme() {
+        assert_eq!(bearer(&HeaderMap::new()), None, "no header: anonymous");
+        for value in [
+            &b"Bearer abc.def"[..],
+            b"bearer abc.def",
+            b"BEARER  abc.def ",
+        ] {
+            assert_eq!(bearer(&with_authorization(value)), Some(Ok("abc.def")));
+        }
+        for value in [
+            &b"Basic dXNlcjpwYXNz"[..],
+            b"Bearer",
+            b"Bearer    ",
+            b"Bearerabc",
+            b"Bearer caf\xc3\xa9",
+        ] {
+            assert_eq!(
+                bearer(&with_authorization(value)),
+                Some(Err(())),
+                "{value:?}"
+            );
+        }
+    }
+}
