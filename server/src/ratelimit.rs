@@ -148,7 +148,7 @@ pub trait RateLimiter: Send + Sync + 'static {
 
 /// Keyed GCRA limiters of one kind of key, one per distinct budget.
 struct Budgets<K: Hash + Eq + Clone> {
-    /// The budgets known at start-up (the plans'), read without any lock: a request only
+    /// The budgets known at start-up, read without any lock: a request only
     /// writes its own key's state, so two cores serving one account share no lock word.
     known: HashMap<u32, KeyedLimiter<K>>,
     /// Budgets first seen later (a widget's own setting), created on first use.
@@ -217,8 +217,9 @@ impl Default for GovernorLimiter {
 }
 
 impl GovernorLimiter {
-    /// A limiter that has its limiters for the `budgets` (requests per minute; the plans'
-    /// and the anonymous budget) ready; any other budget is created on first use.
+    /// A limiter whose client-IP limiters for the `budgets` (requests per minute; the
+    /// anonymous budget) are ready; any other budget is created on first use. Accounts have
+    /// a limiter each, made on their first request.
     pub fn new(budgets: &[u32]) -> Self {
         Self {
             accounts: AccountBudgets::default(),

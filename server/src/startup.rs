@@ -61,12 +61,7 @@ impl Application {
         let jwt = JwtKeys::new(&config.jwt_secret, &config.public_url);
         let hasher =
             PasswordHasher::new(std::thread::available_parallelism().map_or(2, |n| n.get()) * 2)?;
-        let budgets: Vec<u32> = crate::domain::Plan::ALL
-            .iter()
-            .map(|&plan| config.rate_limit(plan))
-            .chain([http::ANONYMOUS_PER_MINUTE])
-            .collect();
-        let limiter = Arc::new(GovernorLimiter::new(&budgets));
+        let limiter = Arc::new(GovernorLimiter::new(&[http::ANONYMOUS_PER_MINUTE]));
         let prune = limiter.clone();
         let events = store.clone();
         tokio::spawn(async move {

@@ -727,27 +727,9 @@ mod tests {
 
     /// A service over a fresh SQLite store holding one verified user `u1`.
     async fn service() -> (tempfile::TempDir, Arc<dyn Store>, AuthService) {
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("auth.db").display());
-        let store = crate::store::sqlite::SqliteStore::connect(&url)
-            .await
-            .unwrap();
-        store.migrate().await.unwrap();
+        let (dir, store) = crate::store::sqlite::tests::store().await;
+        crate::store::sqlite::tests::verified_user(&store, Utc::now()).await;
         let store: Arc<dyn Store> = Arc::new(store);
-        store
-            .create_user(crate::store::NewUser {
-                id: "u1".into(),
-                email: crate::domain::Email::parse("one@example.com").unwrap(),
-                name: "One".into(),
-                password_hash: None,
-                company: None,
-                country: None,
-                phone: None,
-                email_verified: true,
-                now: Utc::now(),
-            })
-            .await
-            .unwrap();
         let jwt = JwtKeys::new(&secrecy::SecretString::from("s".repeat(64)), "http://test");
         let auth = AuthService::new(
             store.clone(),

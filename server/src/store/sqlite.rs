@@ -814,10 +814,11 @@ impl Store for SqliteStore {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    async fn store() -> (tempfile::TempDir, SqliteStore) {
+    /// A migrated store in a temporary folder (dropped with the folder).
+    pub(crate) async fn store() -> (tempfile::TempDir, SqliteStore) {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", dir.path().join("test.db").display());
         let store = SqliteStore::connect(&url).await.unwrap();
@@ -825,9 +826,9 @@ mod tests {
         (dir, store)
     }
 
-    async fn thread_of_new_user(store: &SqliteStore) -> ThreadRecord {
-        let now = Utc::now();
-        let user = store
+    /// Creates the verified user `u1` <one@example.com>.
+    pub(crate) async fn verified_user(store: &SqliteStore, now: DateTime<Utc>) -> UserRecord {
+        store
             .create_user(NewUser {
                 id: "u1".into(),
                 email: crate::domain::Email::parse("one@example.com").unwrap(),
@@ -840,7 +841,12 @@ mod tests {
                 now,
             })
             .await
-            .unwrap();
+            .unwrap()
+    }
+
+    async fn thread_of_new_user(store: &SqliteStore) -> ThreadRecord {
+        let now = Utc::now();
+        let user = verified_user(store, now).await;
         let agent = AgentRecord {
             id: "a1".into(),
             user_id: user.id.clone(),
