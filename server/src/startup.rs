@@ -1,7 +1,7 @@
 //! Building and running the application: state, router, listener, graceful shutdown.
 //! Tests build it on port 0 with a temporary data folder.
 
-use std::{future::Future, net::SocketAddr, sync::Arc, time::Duration};
+use std::{convert::Infallible, future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
 use axum::{
     extract::{DefaultBodyLimit, Request},
@@ -9,11 +9,12 @@ use axum::{
     response::{IntoResponse, Response},
     routing::any,
     serve::{ListenerExt, TapIo},
-    Extension, Router,
+    Extension, Router, ServiceExt as _,
 };
 use leptos::prelude::LeptosOptions;
 use leptos_axum::{generate_route_list, LeptosRoutes};
 use tokio::net::TcpListener;
+use tower::{Service, ServiceBuilder};
 use tower_http::{
     catch_panic::CatchPanicLayer,
     compression::{CompressionLayer, CompressionLevel},
@@ -21,6 +22,7 @@ use tower_http::{
     services::ServeDir,
     trace::TraceLayer,
 };
+use tracing::Span;
 
 use crate::{
     auth::oauth::OAuth,
@@ -40,7 +42,6 @@ pub struct Application {
     /// Shared state (tests reach the store and the clock through it).
     pub state: AppState,
     listener: TcpListener,
-    router: Router,
 }
 
 impl Application {
@@ -106,12 +107,7 @@ impl Application {
             limiter,
             leptos,
         });
-        let router = router(state.clone());
-        Ok(Self {
-            state,
-            listener,
-            router,
-        })
+        Ok(Self { state, listener })
     }
 
     /// The bound address.
@@ -128,8 +124,7 @@ impl Application {
     ) -> std::io::Result<()> {
         axum::serve(
             nodelay(self.listener),
-            self.router
-                .into_make_service_with_connect_info::<SocketAddr>(),
+            service(self.state).into_make_service_with_connect_info::<SocketAddr>(),
         )
         .with_graceful_shutdown(shutdown)
         .await
@@ -163,16 +158,51 @@ pub fn build_models(config: &Config) -> anyhow::Result<crate::llm::Models> {
     ))
 }
 
-/// The whole router: `/api` (JSON, with its middleware) and the dashboard (Leptos SSR and
-/// its static files).
+/// What answers every request: a request id (`X-Request-Id`, made when the client sent
+/// none, echoed in the answer), a tracing span, a handler panic turned into a JSON 500,
+/// then the `/api` middleware ([`http::ApiService`]: identity, rate limit, `X-RateLimit-*`)
+/// and [`router`].
+///
+/// The layers wrap the router once, as one tower stack, rather than every route through
+/// `Router::layer`: a layered route is cloned (a boxed copy of every layer below it) on
+/// each request, so each layer added that way costs every request allocations and
+/// shared reference counts (BENCHMARKS.md § Authentication and rate limiting overhead).
+pub fn service(
+    state: AppState,
+) -> impl Service<Request, Response = Response, Error = Infallible, Future: Send>
+       + Clone
+       + Send
+       + Sync
+       + 'static {
+    let router = router(state.clone());
+    ServiceBuilder::new()
+        .map_response(IntoResponse::into_response)
+        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+        .layer(TraceLayer::new_for_http().make_span_with(request_span as fn(&Request) -> Span))
+        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+        .layer(CatchPanicLayer::custom(panic_response))
+        .layer(http::ApiLayer::new(state))
+        .service(router)
+}
+
+fn request_span(request: &Request) -> Span {
+    let id = request
+        .headers()
+        .get(REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    tracing::info_span!("request", request.id = %id, method = %request.method(), path = %request.uri().path())
+}
+
+/// The routes: `/api` (JSON) and the dashboard (Leptos SSR and its static files), without
+/// the middleware of [`service`].
 pub fn router(state: AppState) -> Router {
     let (api, openapi) = http::api_router().split_for_parts();
     let api: Router<AppState> = api
         .route("/api", any(http::api_not_found))
         .route("/api/{*rest}", any(http::api_not_found))
         .layer(Extension(OpenApiDocument(Arc::new(openapi))))
-        .layer(DefaultBodyLimit::max(http::MAX_JSON_BODY))
-        .layer(http::ApiLayer::new(state.clone()));
+        .layer(DefaultBodyLimit::max(http::MAX_JSON_BODY));
     let routes = generate_route_list(app::App);
     let leptos = state.leptos.clone();
     // The dashboard's WASM, JS and CSS, compressed (brotli or gzip, as the browser accepts):
@@ -188,15 +218,10 @@ pub fn router(state: AppState) -> Router {
         .nest_service(&pkg_path, pkg)
         .route("/widget.js", axum::routing::get(http::widget::script))
         .leptos_routes(&state, routes, move || app::shell(leptos.clone()))
-        .fallback(leptos_axum::file_and_error_handler::<AppState, _>(app::shell))
+        .fallback(leptos_axum::file_and_error_handler::<AppState, _>(
+            app::shell,
+        ))
         .with_state(state)
-        .layer(CatchPanicLayer::custom(panic_response))
-        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
-        .layer(TraceLayer::new_for_http().make_span_with(|request: &Request| {
-            let id = request.headers().get(REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("");
-            tracing::info_span!("request", request.id = %id, method = %request.method(), path = %request.uri().path())
-        }))
-        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
 }
 
 fn panic_response(_: Box<dyn std::any::Any + Send + 'static>) -> Response {

@@ -71,6 +71,7 @@
 //! ```
 
 use std::{
+    convert::Infallible,
     fmt::Write as _,
     net::SocketAddr,
     time::{Duration, Instant},
@@ -83,7 +84,7 @@ use agentchat::{
     },
     config::Config,
     http::{
-        extract::Auth, ApiLayer, AppState, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING,
+        extract::Auth, ApiLayer, ApiService, AppState, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING,
         X_RATELIMIT_RESET,
     },
     ratelimit::RateKey,
@@ -107,7 +108,7 @@ use tokio::{
     sync::oneshot,
     task::JoinHandle,
 };
-use tower::ServiceExt;
+use tower::{Layer as _, Service, ServiceExt};
 
 /// Requests per minute given to every plan: checked on every request, never exceeded.
 const RATE_LIMIT: u32 = 1_000_000_000;
@@ -224,11 +225,29 @@ fn baseline_router() -> Router {
     Router::new().route(PATH, get(baseline_handler))
 }
 
-/// `GET /api/bench` behind the real `/api` middleware, taking the `Auth` extractor.
-fn authenticated_router(state: &AppState) -> Router {
-    Router::new()
-        .route(PATH, get(authenticated_handler))
-        .layer(ApiLayer::new(state.clone()))
+/// `GET /api/bench` behind the real `/api` middleware, taking the `Auth` extractor; the
+/// middleware wraps the router as the service's does ([`agentchat::startup::service`]).
+fn authenticated_router(state: &AppState) -> ApiService<Router> {
+    ApiLayer::new(state.clone()).layer(Router::new().route(PATH, get(authenticated_handler)))
+}
+
+/// What a scenario serves: a router, or a router behind the `/api` middleware.
+trait Served:
+    Service<Request<Body>, Response = Response, Error = Infallible, Future: Send>
+    + Clone
+    + Send
+    + Sync
+    + 'static
+{
+}
+
+impl<S> Served for S where
+    S: Service<Request<Body>, Response = Response, Error = Infallible, Future: Send>
+        + Clone
+        + Send
+        + Sync
+        + 'static
+{
 }
 
 /// A middleware that does nothing but take the application state, with axum's
@@ -276,30 +295,30 @@ fn noop_router() -> Router {
 }
 
 /// A router served on its own `127.0.0.1:0` listener until `stop` fires.
-struct Served {
+struct Server {
     addr: SocketAddr,
     stop: oneshot::Sender<()>,
     task: JoinHandle<std::io::Result<()>>,
 }
 
-async fn serve(router: Router) -> anyhow::Result<Served> {
+async fn serve(router: impl Served) -> anyhow::Result<Server> {
     let listener = TcpListener::bind("127.0.0.1:0").await?;
     let addr = listener.local_addr()?;
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         axum::serve(
             listener,
-            router.into_make_service_with_connect_info::<SocketAddr>(),
+            axum::ServiceExt::into_make_service_with_connect_info::<SocketAddr>(router),
         )
         .with_graceful_shutdown(async move {
             let _ = stopped.await;
         })
         .await
     });
-    Ok(Served { addr, stop, task })
+    Ok(Server { addr, stop, task })
 }
 
-impl Served {
+impl Server {
     async fn shut_down(self) {
         let _ = self.stop.send(());
         let _ = tokio::time::timeout(Duration::from_secs(10), self.task).await;
@@ -709,7 +728,10 @@ fn per_op_ns(
 }
 
 /// One router call as the server makes it after parsing a request, without the network.
-async fn call_router(router: &Router, authorization: Option<&HeaderValue>) -> anyhow::Result<()> {
+async fn call_router(
+    router: &impl Served,
+    authorization: Option<&HeaderValue>,
+) -> anyhow::Result<()> {
     let mut request = Request::get(PATH);
     if let Some(value) = authorization {
         request = request.header(header::AUTHORIZATION, value.clone());
@@ -734,7 +756,7 @@ struct InProcess {
     handle: tokio::runtime::Handle,
     state: AppState,
     baseline: Router,
-    authenticated: Router,
+    authenticated: ApiService<Router>,
     noop: Router,
     noop_state: Router,
     jwt: HeaderValue,
@@ -753,32 +775,37 @@ struct InProcess {
 fn in_process_table(m: &InProcess) -> anyhow::Result<Vec<(&'static str, f64, f64)>> {
     let (n, limit) = (m.iterations, m.limit);
     let jwt_keys = JwtKeys::new(&m.state.config.jwt_secret, &m.state.config.public_url);
-    let router_call = |router: &Router, authorization: Option<&HeaderValue>| {
-        m.handle.block_on(repeat_async(n, limit, async || {
-            call_router(router, authorization).await
-        }))
-    };
+    fn call_served(
+        m: &InProcess,
+        router: &impl Served,
+        authorization: Option<&HeaderValue>,
+    ) -> anyhow::Result<u64> {
+        m.handle
+            .block_on(repeat_async(m.iterations, m.limit, async || {
+                call_router(router, authorization).await
+            }))
+    }
     type Op<'a> = Box<dyn Fn() -> anyhow::Result<u64> + Sync + 'a>;
     let ops: Vec<(&'static str, Op<'_>)> = vec![
         (
             "router call: baseline",
-            Box::new(|| router_call(&m.baseline, None)),
+            Box::new(|| call_served(m, &m.baseline, None)),
         ),
         (
             "router call: no-op middleware (from_fn)",
-            Box::new(|| router_call(&m.noop, None)),
+            Box::new(|| call_served(m, &m.noop, None)),
         ),
         (
             "router call: no-op middleware with AppState (from_fn_with_state)",
-            Box::new(|| router_call(&m.noop_state, None)),
+            Box::new(|| call_served(m, &m.noop_state, None)),
         ),
         (
             "router call: auth + rate limit, JWT",
-            Box::new(|| router_call(&m.authenticated, Some(&m.jwt))),
+            Box::new(|| call_served(m, &m.authenticated, Some(&m.jwt))),
         ),
         (
             "router call: auth + rate limit, API key",
-            Box::new(|| router_call(&m.authenticated, Some(&m.key))),
+            Box::new(|| call_served(m, &m.authenticated, Some(&m.key))),
         ),
         (
             "part: AuthService::authenticate(JWT), cached",

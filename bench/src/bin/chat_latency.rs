@@ -52,7 +52,7 @@
 //! - **TCP_NODELAY**: one client's JSON and streamed chats against the service served as it
 //!   serves itself (`Application::run_until_stopped`: `axum::serve` on a plain listener, so
 //!   Nagle's algorithm is on for accepted sockets), and against the same router
-//!   (`agentchat::startup::router`) served on a listener that sets `TCP_NODELAY` on every
+//!   (`agentchat::startup::service`) served on a listener that sets `TCP_NODELAY` on every
 //!   accepted connection;
 //! - **persistence**: the store calls one chat makes — agent lookup, new thread, history, user
 //!   message, assistant message — timed back to back on the service's SQLite store, with the
@@ -833,7 +833,7 @@ impl Drop for InProcess {
 
 /// Builds the service in this process with the production [`Application::build`]; serves it
 /// with [`Application::run_until_stopped`] (`nodelay` false: exactly as the binary does) or
-/// serves the same router ([`agentchat::startup::router`]) on a listener that sets
+/// serves the same service ([`agentchat::startup::service`]) on a listener that sets
 /// `TCP_NODELAY` on every accepted connection.
 async fn in_process_service(mock: &MockProvider, nodelay: bool) -> anyhow::Result<InProcess> {
     use agentchat::{config::Config, startup::Application};
@@ -852,13 +852,15 @@ async fn in_process_service(mock: &MockProvider, nodelay: bool) -> anyhow::Resul
     let (addr, task) = if nodelay {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
-        let router = agentchat::startup::router(state.clone());
+        let service = agentchat::startup::service(state.clone());
         drop(app);
         let listener = listener.tap_io(|tcp| {
             let _ = tcp.set_nodelay(true);
         });
         let task = tokio::spawn(async move {
-            let service = router.into_make_service_with_connect_info::<std::net::SocketAddr>();
+            let service = axum::ServiceExt::into_make_service_with_connect_info::<
+                std::net::SocketAddr,
+            >(service);
             let _ = axum::serve(listener, service).await;
         });
         (addr, task)

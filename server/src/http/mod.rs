@@ -252,7 +252,10 @@ pub const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelim
 /// `X-RateLimit-Reset`: Unix epoch seconds at which the full budget is available again.
 pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 
-/// The `/api` middleware as a tower layer (apply with `Router::layer`): see [`ApiService`].
+/// The `/api` middleware as a tower layer: see [`ApiService`]. Apply it around the whole
+/// router (`ApiLayer::new(state).layer(router)`, as [`crate::startup::service`] does), not
+/// with `Router::layer`: that wraps every route on its own, and each request then clones
+/// the boxed route twice more and the state once.
 #[derive(Clone)]
 pub struct ApiLayer {
     state: AppState,
@@ -276,10 +279,11 @@ impl<S> Layer<S> for ApiLayer {
     }
 }
 
-/// The `/api` middleware around `S`: identity, rate limit (per account, or per client IP
-/// when unauthenticated), the `X-RateLimit-*` headers on every answer, and JSON bodies for
-/// errors that the framework produced without one (404, 405, 413, ...). The caller's
-/// [`Identity`] is put in the request's extensions for the [`extract::Auth`] extractor.
+/// The `/api` middleware around `S`: for requests under `/api`, identity, rate limit (per
+/// account, or per client IP when unauthenticated), the `X-RateLimit-*` headers on every
+/// answer, and JSON bodies for errors that the framework produced without one (404, 405,
+/// 413, ...). The caller's [`Identity`] is put in the request's extensions for the
+/// [`extract::Auth`] extractor. Other paths (the dashboard, its files) go to `S` untouched.
 ///
 /// Written as a tower service rather than with `axum::middleware::from_fn_with_state`: that
 /// boxes the inner service and runs extractors on every request, which cost about as much
@@ -307,6 +311,11 @@ where
     /// without waiting): then the request costs no allocation and no shared reference count
     /// here. Otherwise the whole check runs in a boxed future.
     fn call(&mut self, mut request: Request) -> Self::Future {
+        if !is_api(request.uri().path()) {
+            return ApiFuture::Other {
+                inner: self.inner.call(request),
+            };
+        }
         if is_unmetered(request.uri().path()) {
             return ApiFuture::Inner {
                 inner: self.inner.call(request),
@@ -355,6 +364,11 @@ pin_project_lite::pin_project! {
             inner: F,
             decision: Option<RateDecision>,
         },
+        /// Not an `/api` request: the inner service's answer as it is.
+        Other {
+            #[pin]
+            inner: F,
+        },
         /// The request was refused (429).
         Ready { response: Option<Response> },
         /// The caller's credential or budget had to be looked up.
@@ -380,12 +394,19 @@ where
                 }
                 Poll::Ready(Ok(response))
             }
+            ApiFutureProjection::Other { inner } => inner.poll(cx),
             ApiFutureProjection::Ready { response } => {
                 Poll::Ready(Ok(response.take().unwrap_or_default()))
             }
             ApiFutureProjection::Checking { future } => future.as_mut().poll(cx).map(Ok),
         }
     }
+}
+
+/// Whether `path` is the REST API's (`/api` or under `/api/`).
+fn is_api(path: &str) -> bool {
+    path.strip_prefix("/api")
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
 /// Health checks, and providers' inbound channel requests, which authenticate with the
@@ -569,6 +590,16 @@ mod tests {
             HeaderValue::from_bytes(value).unwrap(),
         );
         headers
+    }
+
+    #[test]
+    fn only_api_paths_go_through_the_api_middleware() {
+        for path in ["/api", "/api/", "/api/agents", "/api/health"] {
+            assert!(is_api(path), "{path}");
+        }
+        for path in ["/", "/apiary", "/api-docs", "/pkg/app.wasm", "/agents/api"] {
+            assert!(!is_api(path), "{path}");
+        }
     }
 
     #[test]
