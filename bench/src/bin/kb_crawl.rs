@@ -19,8 +19,9 @@
 //!    discovery and the crawl policy, without chunking or the database.
 //! 2. **crawl + index, direct**: the same crawl with each page indexed as the crawl job does
 //!    it (`worker.rs`, `crawl_site`): the page text chunked with `knowledge::chunk::chunk`
-//!    (default `ChunkConfig`) in `spawn_blocking`, then `KnowledgeStore::replace_page`, one
-//!    page after another while the crawl goes on; `retain_pages` and `finish_document` at the
+//!    (default `ChunkConfig`) in `spawn_blocking`, then `KnowledgeStore::replace_pages`, one
+//!    page per transaction, one after another while the crawl goes on (the job also writes
+//!    the pages that are ready together in one transaction); `retain_pages` and `finish_document` at the
 //!    end; on a fresh SQLite store. The time is split into chunking, the store, and waiting
 //!    for the crawler's next page.
 //! 3. **crawl + index, service**: the service's full path. The service is built in this
@@ -397,7 +398,7 @@ async fn crawl_and_index(
                 let t = Instant::now();
                 ensure!(
                     store
-                        .replace_page(&doc.id, &record, &chunks, Utc::now())
+                        .replace_pages(&doc.id, &[(record, chunks)], Utc::now())
                         .await?,
                     "document vanished"
                 );

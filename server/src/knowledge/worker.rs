@@ -369,8 +369,9 @@ async fn crawl_site(k: &Knowledge, job: &JobRecord, progress: &Progress) -> Resu
     let mut seen: Vec<String> = Vec::new();
     let mut bytes = 0u64;
     // Pages are chunked on the blocking pool, several at once (chunking is most of a page's
-    // indexing cost), and stored in the order they arrived.
-    let in_flight = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(1, 8));
+    // indexing cost), and stored in the order they arrived; pages chunked by the time the
+    // store takes the oldest go in the same transaction (see `store_ready_pages`).
+    let in_flight = std::thread::available_parallelism().map_or(4, |n| 2 * n.get().clamp(1, 8));
     let mut chunking: VecDeque<(PageRecord, JoinHandle<Vec<NewChunk>>)> = VecDeque::new();
     let mut embedding = Embedding::default();
     while let Some(event) = rx.recv().await {
@@ -402,7 +403,7 @@ async fn crawl_site(k: &Knowledge, job: &JobRecord, progress: &Progress) -> Resu
                 };
                 chunking.push_back((record, chunks));
                 while chunking.len() >= in_flight {
-                    if !store_next_page(k, &doc.id, &mut chunking).await? {
+                    if !store_ready_pages(k, &doc.id, &mut chunking).await? {
                         crawler.abort();
                         return Ok(Done::Deleted);
                     }
@@ -418,7 +419,7 @@ async fn crawl_site(k: &Knowledge, job: &JobRecord, progress: &Progress) -> Resu
         }
     }
     while !chunking.is_empty() {
-        if !store_next_page(k, &doc.id, &mut chunking).await? {
+        if !store_ready_pages(k, &doc.id, &mut chunking).await? {
             crawler.abort();
             return Ok(Done::Deleted);
         }
@@ -448,21 +449,38 @@ async fn crawl_site(k: &Knowledge, job: &JobRecord, progress: &Progress) -> Resu
     Ok(Done::Indexed)
 }
 
-/// Waits for the oldest page being chunked and stores it with its chunks. `Ok(false)` when
-/// the document was deleted meanwhile (the crawl should stop).
-async fn store_next_page(
+/// Most crawled pages written in one transaction by [`store_ready_pages`].
+const MAX_PAGES_PER_WRITE: usize = 16;
+
+/// Waits for the oldest page being chunked, then stores it with its chunks together with
+/// the pages after it whose chunks are already ready (in arrival order, at most
+/// [`MAX_PAGES_PER_WRITE`]), in one transaction: each commit costs a fixed amount (the
+/// write lock, the WAL frame, a new FTS5 index segment to merge later), so when the
+/// store is what the crawl waits for, its pages queue up and are written together.
+/// `Ok(false)` when the document was deleted meanwhile (the crawl should stop).
+async fn store_ready_pages(
     k: &Knowledge,
     document_id: &str,
     chunking: &mut VecDeque<(PageRecord, JoinHandle<Vec<NewChunk>>)>,
 ) -> Result<bool, Failure> {
-    let Some((record, task)) = chunking.pop_front() else {
+    let mut pages = Vec::new();
+    while let Some((_, task)) = chunking.front() {
+        if !pages.is_empty() && (pages.len() >= MAX_PAGES_PER_WRITE || !task.is_finished()) {
+            break;
+        }
+        let Some((record, task)) = chunking.pop_front() else {
+            break;
+        };
+        let chunks = task
+            .await
+            .map_err(|_| "Indexing a page failed unexpectedly.".to_string())?;
+        pages.push((record, chunks));
+    }
+    if pages.is_empty() {
         return Ok(true);
-    };
-    let chunks = task
-        .await
-        .map_err(|_| "Indexing a page failed unexpectedly.".to_string())?;
+    }
     k.store
-        .replace_page(document_id, &record, &chunks, Utc::now())
+        .replace_pages(document_id, &pages, Utc::now())
         .await
         .map_err(store_err)
 }

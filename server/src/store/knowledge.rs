@@ -196,13 +196,13 @@ pub trait KnowledgeStore: Send + Sync + 'static {
     /// Replaces every chunk of an uploaded document at once; `false` when the document no
     /// longer exists (deleted while it was being indexed).
     async fn replace_chunks(&self, document_id: &str, chunks: &[NewChunk]) -> StoreResult<bool>;
-    /// Replaces the chunks of one crawled page and records its hash, in one transaction;
-    /// `false` when the document no longer exists.
-    async fn replace_page(
+    /// Replaces the chunks of crawled pages (each page's chunks with it) and records their
+    /// hashes, all in one transaction; `false` when the document no longer exists (nothing
+    /// is written then).
+    async fn replace_pages(
         &self,
         document_id: &str,
-        page: &PageRecord,
-        chunks: &[NewChunk],
+        pages: &[(PageRecord, Vec<NewChunk>)],
         now: DateTime<Utc>,
     ) -> StoreResult<bool>;
     /// The pages a crawled document had at its last crawl.

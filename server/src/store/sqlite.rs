@@ -889,6 +889,119 @@ pub(crate) mod tests {
         }
     }
 
+    /// A crawled document `d1` of agent `a1` (user `u1`, from [`thread_of_new_user`]).
+    async fn crawled_document(store: &SqliteStore) -> knowledge::DocumentRecord {
+        let thread = thread_of_new_user(store).await;
+        let now = Utc::now();
+        let doc = knowledge::DocumentRecord {
+            id: "d1".into(),
+            agent_id: thread.agent_id,
+            user_id: thread.user_id.clone(),
+            kind: "url".into(),
+            name: "https://example.com/".into(),
+            url: Some("https://example.com/".into()),
+            format: None,
+            crawl_config: None,
+            status: knowledge::status::PROCESSING.into(),
+            error: None,
+            pages: None,
+            chunks: 0,
+            bytes: 0,
+            created_at: now,
+            updated_at: now,
+        };
+        let job = knowledge::JobRecord {
+            id: "j1".into(),
+            kind: "crawl".into(),
+            document_id: doc.id.clone(),
+            user_id: thread.user_id,
+            status: knowledge::job_status::QUEUED.into(),
+            progress_done: 0,
+            progress_total: 0,
+            error: None,
+            attempts: 0,
+            created_at: now,
+            started_at: None,
+            finished_at: None,
+        };
+        store.create_document(&doc, &job).await.unwrap();
+        doc
+    }
+
+    fn page(url: &str, words: &[&str]) -> (knowledge::PageRecord, Vec<knowledge::NewChunk>) {
+        let record = knowledge::PageRecord {
+            url: url.into(),
+            title: format!("Title of {url}"),
+            content_hash: format!("hash of {}", words.join(" ")),
+        };
+        let chunks = words
+            .iter()
+            .enumerate()
+            .map(|(i, word)| knowledge::NewChunk {
+                page_url: Some(url.into()),
+                title: record.title.clone(),
+                heading_path: String::new(),
+                position: i as u32,
+                page: None,
+                tokens: 1,
+                text: (*word).into(),
+            })
+            .collect();
+        (record, chunks)
+    }
+
+    #[tokio::test]
+    async fn crawled_pages_written_together_replace_each_pages_chunks() {
+        let (_dir, store) = store().await;
+        let doc = crawled_document(&store).await;
+        let now = Utc::now();
+        let first = [
+            page("https://example.com/a", &["alpha", "apple"]),
+            page("https://example.com/b", &["banana"]),
+        ];
+        assert!(store.replace_pages(&doc.id, &first, now).await.unwrap());
+        // A later write replaces page `a` only; `b` keeps its chunks.
+        let second = [page("https://example.com/a", &["avocado"])];
+        assert!(store.replace_pages(&doc.id, &second, now).await.unwrap());
+
+        let pages = store.document_pages(&doc.id).await.unwrap();
+        assert_eq!(pages, vec![second[0].0.clone(), first[1].0.clone()]);
+        let found = |word: &'static str| {
+            let store = &store;
+            let agent = doc.agent_id.clone();
+            async move { store.search_chunks(&agent, word, 10).await.unwrap() }
+        };
+        assert!(
+            found("alpha").await.is_empty(),
+            "page a's old chunks are gone"
+        );
+        assert_eq!(found("avocado").await.len(), 1);
+        let banana = found("banana").await;
+        assert_eq!(banana.len(), 1);
+        assert_eq!(banana[0].url.as_deref(), Some("https://example.com/b"));
+    }
+
+    #[tokio::test]
+    async fn crawled_pages_of_a_deleted_document_are_not_written() {
+        let (_dir, store) = store().await;
+        let doc = crawled_document(&store).await;
+        assert!(store
+            .delete_document(&doc.user_id, &doc.agent_id, &doc.id)
+            .await
+            .unwrap());
+        let pages = [page("https://example.com/a", &["alpha"])];
+        assert!(!store
+            .replace_pages(&doc.id, &pages, Utc::now())
+            .await
+            .unwrap());
+        assert!(store.document_pages(&doc.id).await.unwrap().is_empty());
+        assert!(store
+            .search_chunks(&doc.agent_id, "alpha", 10)
+            .await
+            .unwrap()
+            .is_empty());
+    }
+
     #[tokio::test]
     async fn a_thread_needs_its_users_agent() {
         let (_dir, store) = store().await;

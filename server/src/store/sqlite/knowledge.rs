@@ -229,36 +229,37 @@ impl KnowledgeStore for SqliteStore {
         Ok(true)
     }
 
-    async fn replace_page(
+    async fn replace_pages(
         &self,
         document_id: &str,
-        page: &PageRecord,
-        chunks: &[NewChunk],
+        pages: &[(PageRecord, Vec<NewChunk>)],
         now: DateTime<Utc>,
     ) -> StoreResult<bool> {
         let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
         let Some(agent_id) = live_agent(&mut tx, document_id).await? else {
             return Ok(false);
         };
-        sqlx::query("DELETE FROM chunks WHERE document_id = ? AND page_url = ?")
+        for (page, chunks) in pages {
+            sqlx::query("DELETE FROM chunks WHERE document_id = ? AND page_url = ?")
+                .bind(document_id)
+                .bind(&page.url)
+                .execute(&mut *tx)
+                .await?;
+            insert_chunks(&mut tx, document_id, &agent_id, chunks).await?;
+            sqlx::query(
+                "INSERT INTO document_pages (document_id, url, title, content_hash, fetched_at) \
+                 VALUES (?, ?, ?, ?, ?) ON CONFLICT (document_id, url) DO UPDATE SET \
+                 title = excluded.title, content_hash = excluded.content_hash, \
+                 fetched_at = excluded.fetched_at",
+            )
             .bind(document_id)
             .bind(&page.url)
+            .bind(&page.title)
+            .bind(&page.content_hash)
+            .bind(ms(now))
             .execute(&mut *tx)
             .await?;
-        insert_chunks(&mut tx, document_id, &agent_id, chunks).await?;
-        sqlx::query(
-            "INSERT INTO document_pages (document_id, url, title, content_hash, fetched_at) \
-             VALUES (?, ?, ?, ?, ?) ON CONFLICT (document_id, url) DO UPDATE SET \
-             title = excluded.title, content_hash = excluded.content_hash, \
-             fetched_at = excluded.fetched_at",
-        )
-        .bind(document_id)
-        .bind(&page.url)
-        .bind(&page.title)
-        .bind(&page.content_hash)
-        .bind(ms(now))
-        .execute(&mut *tx)
-        .await?;
+        }
         tx.commit().await?;
         Ok(true)
     }
