@@ -4,17 +4,19 @@
 use std::{convert::Infallible, future::Future, net::SocketAddr, sync::Arc, time::Duration};
 
 use axum::{
-    extract::{DefaultBodyLimit, Request},
+    extract::{ConnectInfo, DefaultBodyLimit, Request},
     http::{HeaderName, StatusCode},
     response::{IntoResponse, Response},
     routing::any,
-    serve::{ListenerExt, TapIo},
-    Extension, Router, ServiceExt as _,
+    serve::{Listener, ListenerExt, TapIo},
+    Extension, Router,
 };
+use hyper::body::Incoming;
+use hyper_util::{rt::TokioIo, server::graceful::GracefulShutdown, service::TowerToHyperService};
 use leptos::prelude::LeptosOptions;
 use leptos_axum::{generate_route_list, LeptosRoutes};
 use tokio::net::TcpListener;
-use tower::{Service, ServiceBuilder};
+use tower::{Service, ServiceBuilder, ServiceExt as _};
 use tower_http::{
     catch_panic::CatchPanicLayer,
     compression::{CompressionLayer, CompressionLevel},
@@ -122,12 +124,8 @@ impl Application {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        axum::serve(
-            nodelay(self.listener),
-            service(self.state).into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(shutdown)
-        .await
+        serve_http1(nodelay(self.listener), service(self.state), shutdown).await;
+        Ok(())
     }
 }
 
@@ -254,6 +252,58 @@ pub async fn shutdown_signal() {
     tracing::info!("shutting down: finishing in-flight requests");
 }
 
+/// Serves `service` over HTTP/1.1 on every connection `listener` accepts, each request
+/// carrying the client's address (`ConnectInfo<SocketAddr>`), until `shutdown` completes;
+/// then stops accepting and waits for the open connections to finish their in-flight
+/// requests (idle keep-alive connections are closed at once).
+///
+/// Written with hyper's HTTP/1.1 connection builder instead of `axum::serve`, whose
+/// connections go through hyper-util's `auto` builder: that reads the first 24 bytes of
+/// every connection on their own (to tell HTTP/2's preface from HTTP/1.1) and hands them
+/// to the HTTP/1.1 parser as a prefix, after which the parser's read buffer no longer has
+/// room for a full read and is reallocated at twice its size, so every connection held a
+/// 16 KiB read buffer instead of 8 KiB (BENCHMARKS.md § Chat, memory per open stream).
+/// AgentChat speaks HTTP/1.1 (behind a TLS proxy, or directly); HTTP/2 without TLS
+/// ("prior knowledge") is not offered.
+pub async fn serve_http1<L, S>(
+    mut listener: L,
+    service: S,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) where
+    L: Listener<Addr = SocketAddr>,
+    S: Service<Request, Response = Response, Error = Infallible, Future: Send>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+{
+    let graceful = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (io, remote) = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = &mut shutdown => break,
+        };
+        let service = service
+            .clone()
+            .map_request(move |request: hyper::Request<Incoming>| {
+                let mut request = request.map(axum::body::Body::new);
+                request.extensions_mut().insert(ConnectInfo(remote));
+                request
+            });
+        let connection = hyper::server::conn::http1::Builder::new()
+            .serve_connection(TokioIo::new(io), TowerToHyperService::new(service));
+        let connection = graceful.watch(connection);
+        tokio::spawn(async move {
+            if let Err(err) = connection.await {
+                tracing::debug!(error = %err, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+}
+
 /// `listener` with `TCP_NODELAY` set on every accepted connection. Streamed replies are
 /// many small writes; with Nagle's algorithm each waits for the acknowledgement of the
 /// previous one, which the client delays (tens of milliseconds per chunk).
@@ -271,8 +321,6 @@ fn set_nodelay(tcp: &mut tokio::net::TcpStream) {
 
 #[cfg(test)]
 mod nodelay_tests {
-    use axum::serve::Listener;
-
     use super::*;
 
     #[tokio::test]
@@ -283,5 +331,67 @@ mod nodelay_tests {
         let _client = tokio::net::TcpStream::connect(addr).await.unwrap();
         let (stream, _) = listener.accept().await;
         assert!(stream.nodelay().unwrap());
+    }
+
+    /// Sends `GET {path}` on a new connection; returns the connection.
+    async fn send_get(addr: SocketAddr, path: &str) -> tokio::net::TcpStream {
+        use tokio::io::AsyncWriteExt as _;
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.unwrap();
+        stream
+    }
+
+    #[tokio::test]
+    async fn shutdown_stops_accepting_and_lets_in_flight_requests_finish() {
+        use tokio::io::AsyncReadExt as _;
+        let (release, released) = tokio::sync::oneshot::channel::<()>();
+        let released = Arc::new(tokio::sync::Mutex::new(Some(released)));
+        let router = Router::new().route(
+            "/slow",
+            axum::routing::get(
+                move |ConnectInfo(peer): ConnectInfo<SocketAddr>| async move {
+                    if let Some(released) = released.lock().await.take() {
+                        let _ = released.await;
+                    }
+                    format!("hello {}", peer.ip())
+                },
+            ),
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve_http1(nodelay(listener), router, async move {
+            let _ = stopped.await;
+        }));
+
+        let mut in_flight = send_get(addr, "/slow").await;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        stop.send(()).unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(
+            tokio::net::TcpStream::connect(addr).await.is_err(),
+            "no new connection is accepted after shutdown"
+        );
+        assert!(!server.is_finished(), "the in-flight request is awaited");
+
+        release.send(()).unwrap();
+        let mut answer = String::new();
+        tokio::time::timeout(
+            Duration::from_secs(5),
+            in_flight.read_to_string(&mut answer),
+        )
+        .await
+        .expect("the connection closes after its answer")
+        .unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+        assert!(
+            answer.ends_with("hello 127.0.0.1"),
+            "ConnectInfo is set: {answer}"
+        );
+        tokio::time::timeout(Duration::from_secs(5), server)
+            .await
+            .expect("the server ends once its connections are done")
+            .unwrap();
     }
 }

@@ -858,10 +858,7 @@ async fn in_process_service(mock: &MockProvider, nodelay: bool) -> anyhow::Resul
             let _ = tcp.set_nodelay(true);
         });
         let task = tokio::spawn(async move {
-            let service = axum::ServiceExt::into_make_service_with_connect_info::<
-                std::net::SocketAddr,
-            >(service);
-            let _ = axum::serve(listener, service).await;
+            agentchat::startup::serve_http1(listener, service, std::future::pending()).await;
         });
         (addr, task)
     } else {

@@ -816,6 +816,7 @@ impl Store for SqliteStore {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::store::knowledge::{self as kb, KnowledgeStore as _};
 
     /// A migrated store in a temporary folder (dropped with the folder).
     pub(crate) async fn store() -> (tempfile::TempDir, SqliteStore) {
@@ -890,10 +891,10 @@ pub(crate) mod tests {
     }
 
     /// A crawled document `d1` of agent `a1` (user `u1`, from [`thread_of_new_user`]).
-    async fn crawled_document(store: &SqliteStore) -> knowledge::DocumentRecord {
+    async fn crawled_document(store: &SqliteStore) -> kb::DocumentRecord {
         let thread = thread_of_new_user(store).await;
         let now = Utc::now();
-        let doc = knowledge::DocumentRecord {
+        let doc = kb::DocumentRecord {
             id: "d1".into(),
             agent_id: thread.agent_id,
             user_id: thread.user_id.clone(),
@@ -902,20 +903,21 @@ pub(crate) mod tests {
             url: Some("https://example.com/".into()),
             format: None,
             crawl_config: None,
-            status: knowledge::status::PROCESSING.into(),
+            status: kb::status::PROCESSING.into(),
             error: None,
             pages: None,
             chunks: 0,
             bytes: 0,
             created_at: now,
             updated_at: now,
+            indexed_at: None,
         };
-        let job = knowledge::JobRecord {
+        let job = kb::JobRecord {
             id: "j1".into(),
             kind: "crawl".into(),
             document_id: doc.id.clone(),
             user_id: thread.user_id,
-            status: knowledge::job_status::QUEUED.into(),
+            status: kb::job_status::QUEUED.into(),
             progress_done: 0,
             progress_total: 0,
             error: None,
@@ -928,8 +930,8 @@ pub(crate) mod tests {
         doc
     }
 
-    fn page(url: &str, words: &[&str]) -> (knowledge::PageRecord, Vec<knowledge::NewChunk>) {
-        let record = knowledge::PageRecord {
+    fn page(url: &str, words: &[&str]) -> (kb::PageRecord, Vec<kb::NewChunk>) {
+        let record = kb::PageRecord {
             url: url.into(),
             title: format!("Title of {url}"),
             content_hash: format!("hash of {}", words.join(" ")),
@@ -937,7 +939,7 @@ pub(crate) mod tests {
         let chunks = words
             .iter()
             .enumerate()
-            .map(|(i, word)| knowledge::NewChunk {
+            .map(|(i, word)| kb::NewChunk {
                 page_url: Some(url.into()),
                 title: record.title.clone(),
                 heading_path: String::new(),
