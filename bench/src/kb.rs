@@ -24,7 +24,7 @@ use agentchat::{
     knowledge::retrieve,
     startup::Application,
     store::{
-        knowledge::{job_status, status, DocumentRecord, JobRecord},
+        knowledge::{status, DocumentRecord, JobRecord},
         sqlite::SqliteStore,
         AgentRecord, NewUser, Store,
     },
@@ -386,20 +386,7 @@ pub fn file_document(
         updated_at: now,
         indexed_at: None,
     };
-    let job = JobRecord {
-        id: uuid::Uuid::now_v7().to_string(),
-        kind: "ingest".into(),
-        document_id: id,
-        user_id: user_id.to_owned(),
-        status: job_status::QUEUED.into(),
-        progress_done: 0,
-        progress_total: 0,
-        error: None,
-        attempts: 0,
-        created_at: now,
-        started_at: None,
-        finished_at: None,
-    };
+    let job = JobRecord::queued("ingest", &id, user_id, now);
     (doc, job)
 }
 

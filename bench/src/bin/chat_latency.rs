@@ -50,10 +50,11 @@
 //! `Application::build` (same configuration as above):
 //!
 //! - **TCP_NODELAY**: one client's JSON and streamed chats against the service served as it
-//!   serves itself (`Application::run_until_stopped`: `axum::serve` on a plain listener, so
-//!   Nagle's algorithm is on for accepted sockets), and against the same router
-//!   (`agentchat::startup::service`) served on a listener that sets `TCP_NODELAY` on every
-//!   accepted connection;
+//!   serves itself (`Application::run_until_stopped`, which has set `TCP_NODELAY` on
+//!   accepted sockets since this check found Nagle's algorithm delaying replies), and
+//!   against the same service (`agentchat::startup::service` with
+//!   `agentchat::startup::serve_http1`) on a listener the benchmark sets `TCP_NODELAY` on
+//!   itself: the two rows should now agree;
 //! - **persistence**: the store calls one chat makes — agent lookup, new thread, history, user
 //!   message, assistant message — timed back to back on the service's SQLite store, with the
 //!   CPU time and context switches of the SQLite worker threads.
@@ -833,8 +834,8 @@ impl Drop for InProcess {
 
 /// Builds the service in this process with the production [`Application::build`]; serves it
 /// with [`Application::run_until_stopped`] (`nodelay` false: exactly as the binary does) or
-/// serves the same service ([`agentchat::startup::service`]) on a listener that sets
-/// `TCP_NODELAY` on every accepted connection.
+/// serves the same service ([`agentchat::startup::service`]) on a listener on which the
+/// benchmark itself sets `TCP_NODELAY` for every accepted connection.
 async fn in_process_service(mock: &MockProvider, nodelay: bool) -> anyhow::Result<InProcess> {
     use agentchat::{config::Config, startup::Application};
     use axum::serve::ListenerExt as _;

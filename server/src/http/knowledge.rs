@@ -82,23 +82,6 @@ fn job_view(j: &JobRecord) -> Job {
     }
 }
 
-fn new_job(kind: &str, document_id: &str, user_id: &str) -> JobRecord {
-    JobRecord {
-        id: uuid::Uuid::now_v7().to_string(),
-        kind: kind.to_string(),
-        document_id: document_id.to_string(),
-        user_id: user_id.to_string(),
-        status: job_status::QUEUED.to_string(),
-        progress_done: 0,
-        progress_total: 0,
-        error: None,
-        attempts: 0,
-        created_at: Utc::now(),
-        started_at: None,
-        finished_at: None,
-    }
-}
-
 /// A file name safe to show and store: the last path component, control characters
 /// removed, at most [`FILE_NAME_MAX`] characters; `upload` when nothing is left.
 fn clean_file_name(name: Option<&str>) -> String {
@@ -216,7 +199,7 @@ async fn upload(
         updated_at: now,
         indexed_at: None,
     };
-    let job = new_job(worker::kind::INGEST, &id, &principal.user_id);
+    let job = JobRecord::queued(worker::kind::INGEST, &id, &principal.user_id, now);
     if let Err(err) = state.store.create_document(&doc, &job).await {
         let _ = tokio::fs::remove_file(&path).await;
         return Err(err.into());
@@ -306,7 +289,7 @@ async fn add_url(
         updated_at: now,
         indexed_at: None,
     };
-    let job = new_job(worker::kind::CRAWL, &id, &principal.user_id);
+    let job = JobRecord::queued(worker::kind::CRAWL, &id, &principal.user_id, now);
     state.store.create_document(&doc, &job).await?;
     state.knowledge.wake.notify_one();
     Ok((
@@ -414,7 +397,12 @@ async fn refresh(
     };
     let job = state
         .store
-        .enqueue_job(&new_job(kind, &doc.id, &principal.user_id))
+        .enqueue_job(&JobRecord::queued(
+            kind,
+            &doc.id,
+            &principal.user_id,
+            Utc::now(),
+        ))
         .await?;
     if job.status == job_status::QUEUED {
         state

@@ -79,6 +79,27 @@ pub struct JobRecord {
     pub finished_at: Option<DateTime<Utc>>,
 }
 
+impl JobRecord {
+    /// A new job of `kind` (`ingest` or `crawl`) for a document of `user_id`, queued at
+    /// `now`, with a new time-ordered id (UUIDv7).
+    pub fn queued(kind: &str, document_id: &str, user_id: &str, now: DateTime<Utc>) -> Self {
+        Self {
+            id: uuid::Uuid::now_v7().to_string(),
+            kind: kind.to_string(),
+            document_id: document_id.to_string(),
+            user_id: user_id.to_string(),
+            status: job_status::QUEUED.to_string(),
+            progress_done: 0,
+            progress_total: 0,
+            error: None,
+            attempts: 0,
+            created_at: now,
+            started_at: None,
+            finished_at: None,
+        }
+    }
+}
+
 /// A chunk to store.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewChunk {

@@ -912,20 +912,7 @@ pub(crate) mod tests {
             updated_at: now,
             indexed_at: None,
         };
-        let job = kb::JobRecord {
-            id: "j1".into(),
-            kind: "crawl".into(),
-            document_id: doc.id.clone(),
-            user_id: thread.user_id,
-            status: kb::job_status::QUEUED.into(),
-            progress_done: 0,
-            progress_total: 0,
-            error: None,
-            attempts: 0,
-            created_at: now,
-            started_at: None,
-            finished_at: None,
-        };
+        let job = kb::JobRecord::queued("crawl", &doc.id, &doc.user_id, now);
         store.create_document(&doc, &job).await.unwrap();
         doc
     }
