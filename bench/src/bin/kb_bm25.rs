@@ -357,7 +357,8 @@ async fn main() -> anyhow::Result<()> {
         args.text
     );
     let [p50, _, p99, _, _] = load::summary(&all);
-    let pass = p50 <= TARGET_P50_US && p99 <= TARGET_P99_US;
+    // No measured query (a budget shorter than the warm-up) is no evidence either way.
+    let pass = !all.is_empty() && p50 <= TARGET_P50_US && p99 <= TARGET_P99_US;
     println!(
         "{}: BM25 top-{TOP} over {chunks_a} chunks p50 {} ms (target ≤ {}), p99 {} ms (target ≤ {})",
         kb::verdict(pass),

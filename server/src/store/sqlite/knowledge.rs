@@ -428,14 +428,18 @@ impl KnowledgeStore for SqliteStore {
         // Ranked on the index alone, then only the best `limit` rows are joined: joining
         // every matching row before the sort (the plain form of this query) reads each
         // matching chunk's text and costs about twice as much on large knowledge bases.
-        // The agent filter on `chunks` stays as a second guard on the index's scoping.
+        // `CROSS JOIN` keeps the ranked rows as the outer loop: with a plain `JOIN` SQLite
+        // may walk all of the agent's chunks through `chunks_agent` (for the filter below)
+        // and probe the ranked rows for each, which cost 50 ms more on 100,000 chunks
+        // (BENCHMARKS.md § Knowledge base). The agent filter on `chunks` stays as a second
+        // guard on the index's scoping.
         let rows = sqlx::query(&format!(
             "SELECT c.id, c.document_id, c.title, c.page_url, c.heading_path, c.text, \
              d.name AS document_name, -ranked.rank AS score \
              FROM (SELECT rowid, {BM25} AS rank FROM chunks_fts \
                    WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?) AS ranked \
-             JOIN chunks c ON c.id = ranked.rowid \
-             JOIN documents d ON d.id = c.document_id \
+             CROSS JOIN chunks c ON c.id = ranked.rowid \
+             CROSS JOIN documents d ON d.id = c.document_id \
              WHERE c.agent_id = ? \
              ORDER BY ranked.rank"
         ))
