@@ -24,7 +24,7 @@ use agentchat::{
     knowledge::retrieve,
     startup::Application,
     store::{
-        knowledge::{status, DocumentRecord, JobRecord},
+        knowledge::{DocumentRecord, JobRecord},
         sqlite::SqliteStore,
         AgentRecord, NewUser, Store,
     },
@@ -368,24 +368,15 @@ pub fn file_document(
 ) -> (DocumentRecord, JobRecord) {
     let now = Utc::now();
     let id = uuid::Uuid::now_v7().to_string();
-    let doc = DocumentRecord {
-        id: id.clone(),
-        agent_id: agent_id.to_owned(),
-        user_id: user_id.to_owned(),
-        kind: "file".into(),
-        name: name.to_owned(),
-        url: None,
-        format: Some(format.to_owned()),
-        crawl_config: None,
-        status: status::PENDING.into(),
-        error: None,
-        pages: None,
-        chunks: 0,
+    let doc = DocumentRecord::pending_file(
+        id.clone(),
+        agent_id,
+        user_id,
+        name.to_owned(),
+        format,
         bytes,
-        created_at: now,
-        updated_at: now,
-        indexed_at: None,
-    };
+        now,
+    );
     let job = JobRecord::queued("ingest", &id, user_id, now);
     (doc, job)
 }

@@ -277,6 +277,7 @@ pub async fn serve_http1<L, S>(
         + Sync
         + 'static,
 {
+    let http1 = hyper::server::conn::http1::Builder::new();
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
@@ -291,8 +292,8 @@ pub async fn serve_http1<L, S>(
                 request.extensions_mut().insert(ConnectInfo(remote));
                 request
             });
-        let connection = hyper::server::conn::http1::Builder::new()
-            .serve_connection(TokioIo::new(io), TowerToHyperService::new(service));
+        let connection =
+            http1.serve_connection(TokioIo::new(io), TowerToHyperService::new(service));
         let connection = graceful.watch(connection);
         tokio::spawn(async move {
             if let Err(err) = connection.await {

@@ -181,24 +181,15 @@ async fn upload(
     tokio::fs::write(&path, &bytes)
         .await
         .map_err(|e| ApiError::Internal(anyhow::anyhow!("cannot store an upload: {e}")))?;
-    let doc = DocumentRecord {
-        id: id.clone(),
-        agent_id: agent.id.clone(),
-        user_id: principal.user_id.clone(),
-        kind: "file".into(),
+    let doc = DocumentRecord::pending_file(
+        id.clone(),
+        &agent.id,
+        &principal.user_id,
         name,
-        url: None,
-        format: Some(format.to_string()),
-        crawl_config: None,
-        status: status::PENDING.into(),
-        error: None,
-        pages: None,
-        chunks: 0,
-        bytes: bytes.len() as u64,
-        created_at: now,
-        updated_at: now,
-        indexed_at: None,
-    };
+        format.as_str(),
+        bytes.len() as u64,
+        now,
+    );
     let job = JobRecord::queued(worker::kind::INGEST, &id, &principal.user_id, now);
     if let Err(err) = state.store.create_document(&doc, &job).await {
         let _ = tokio::fs::remove_file(&path).await;
@@ -269,26 +260,15 @@ async fn add_url(
     let now = Utc::now();
     let id = uuid::Uuid::now_v7().to_string();
     tracing::Span::current().record("document.id", id.as_str());
-    let doc = DocumentRecord {
-        id: id.clone(),
-        agent_id: agent.id.clone(),
-        user_id: principal.user_id.clone(),
-        kind: "url".into(),
-        name: url.to_string(),
-        url: Some(url.to_string()),
-        format: None,
-        crawl_config: Some(
-            serde_json::to_string(&config).map_err(|e| ApiError::Internal(e.into()))?,
-        ),
-        status: status::PENDING.into(),
-        error: None,
-        pages: None,
-        chunks: 0,
-        bytes: 0,
-        created_at: now,
-        updated_at: now,
-        indexed_at: None,
-    };
+    let crawl_config = serde_json::to_string(&config).map_err(|e| ApiError::Internal(e.into()))?;
+    let doc = DocumentRecord::pending_url(
+        id.clone(),
+        &agent.id,
+        &principal.user_id,
+        url.as_str(),
+        Some(crawl_config),
+        now,
+    );
     let job = JobRecord::queued(worker::kind::CRAWL, &id, &principal.user_id, now);
     state.store.create_document(&doc, &job).await?;
     state.knowledge.wake.notify_one();

@@ -192,57 +192,53 @@ fn is_unsafe(method: &Method) -> bool {
     !matches!(*method, Method::GET | Method::HEAD | Method::OPTIONS)
 }
 
-/// Works out who the caller is (see [`Identity`]).
+/// What a request presents: a credential to check, or an identity known without one.
+enum Presented<'a> {
+    /// A bearer value (borrowed from the header) or the access-token cookie's value.
+    Credential(std::borrow::Cow<'a, str>),
+    /// Anonymous, a malformed `Authorization` header, or a cookie-authenticated unsafe
+    /// request without a matching CSRF token.
+    Known(Identity),
+}
+
+/// Reads the request's credential: the `Authorization: Bearer` value first, else the
+/// access-token cookie, which on unsafe methods only counts with the CSRF token.
+fn presented<'a>(headers: &'a HeaderMap, method: &Method) -> Presented<'a> {
+    match bearer(headers) {
+        Some(Ok(token)) => Presented::Credential(token.into()),
+        Some(Err(())) => Presented::Known(Identity::Invalid),
+        None => match cookies::get(headers, app::api::ACCESS_COOKIE) {
+            None => Presented::Known(Identity::Anonymous),
+            Some(_) if is_unsafe(method) && !cookies::csrf_ok(headers) => {
+                Presented::Known(Identity::CsrfRejected)
+            }
+            Some(token) => Presented::Credential(token.into()),
+        },
+    }
+}
+
+/// Works out who the caller is (see [`Identity`]), looking the credential up when needed.
 async fn identify(
     state: &AppState,
     headers: &HeaderMap,
     method: &Method,
 ) -> Result<Identity, ApiError> {
-    if let Some(bearer) = bearer(headers) {
-        let Ok(token) = bearer else {
-            return Ok(Identity::Invalid);
-        };
-        return authenticate(state, token).await;
-    }
-    let Some(token) = cookies::get(headers, app::api::ACCESS_COOKIE) else {
-        return Ok(Identity::Anonymous);
-    };
-    if is_unsafe(method) && !cookies::csrf_ok(headers) {
-        return Ok(Identity::CsrfRejected);
-    }
-    authenticate(state, &token).await
+    Ok(match presented(headers, method) {
+        Presented::Known(identity) => identity,
+        Presented::Credential(token) => match state.auth.authenticate(&token).await? {
+            Some(p) => Identity::Authenticated(p),
+            None => Identity::Invalid,
+        },
+    })
 }
 
 /// [`identify`] when it needs no lookup: `None` when a credential is not in this thread's
 /// cache ([`AuthService::cached`]).
 fn identify_now(state: &AppState, headers: &HeaderMap, method: &Method) -> Option<Identity> {
-    let token = match bearer(headers) {
-        Some(Ok(token)) => token,
-        Some(Err(())) => return Some(Identity::Invalid),
-        None => {
-            let Some(token) = cookies::get(headers, app::api::ACCESS_COOKIE) else {
-                return Some(Identity::Anonymous);
-            };
-            if is_unsafe(method) && !cookies::csrf_ok(headers) {
-                return Some(Identity::CsrfRejected);
-            }
-            return state.auth.cached(&token).map(Identity::Authenticated);
-        }
-    };
-    state.auth.cached(token).map(Identity::Authenticated)
-}
-
-async fn authenticate(state: &AppState, token: &str) -> Result<Identity, ApiError> {
-    let principal = match state.auth.cached(token) {
-        Some(principal) => Some(principal),
-        // Boxed: the full check's future is large, and every request's future would
-        // otherwise carry (and copy) its size.
-        None => Box::pin(state.auth.authenticate(token)).await?,
-    };
-    Ok(match principal {
-        Some(p) => Identity::Authenticated(p),
-        None => Identity::Invalid,
-    })
+    match presented(headers, method) {
+        Presented::Known(identity) => Some(identity),
+        Presented::Credential(token) => state.auth.cached(&token).map(Identity::Authenticated),
+    }
 }
 
 /// `X-RateLimit-Limit`: the budget's requests per minute (contract § Limits).

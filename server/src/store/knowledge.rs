@@ -79,6 +79,72 @@ pub struct JobRecord {
     pub finished_at: Option<DateTime<Utc>>,
 }
 
+impl DocumentRecord {
+    /// A new `pending` document of `kind` (`file` or `url`) named `name`, created at `now`.
+    fn pending(
+        id: String,
+        agent_id: &str,
+        user_id: &str,
+        kind: &str,
+        name: String,
+        now: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            id,
+            agent_id: agent_id.to_string(),
+            user_id: user_id.to_string(),
+            kind: kind.to_string(),
+            name,
+            url: None,
+            format: None,
+            crawl_config: None,
+            status: status::PENDING.to_string(),
+            error: None,
+            pages: None,
+            chunks: 0,
+            bytes: 0,
+            created_at: now,
+            updated_at: now,
+            indexed_at: None,
+        }
+    }
+
+    /// A new uploaded file (`kind` `file`), `pending`: `format` is `pdf`, `docx`,
+    /// `markdown` or `text`, `bytes` the upload's size.
+    pub fn pending_file(
+        id: String,
+        agent_id: &str,
+        user_id: &str,
+        name: String,
+        format: &str,
+        bytes: u64,
+        now: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            format: Some(format.to_string()),
+            bytes,
+            ..Self::pending(id, agent_id, user_id, "file", name, now)
+        }
+    }
+
+    /// A new web site to crawl from `url` (`kind` `url`, named by its URL), `pending`;
+    /// `crawl_config` is the crawl options as JSON.
+    pub fn pending_url(
+        id: String,
+        agent_id: &str,
+        user_id: &str,
+        url: &str,
+        crawl_config: Option<String>,
+        now: DateTime<Utc>,
+    ) -> Self {
+        Self {
+            url: Some(url.to_string()),
+            crawl_config,
+            ..Self::pending(id, agent_id, user_id, "url", url.to_string(), now)
+        }
+    }
+}
+
 impl JobRecord {
     /// A new job of `kind` (`ingest` or `crawl`) for a document of `user_id`, queued at
     /// `now`, with a new time-ordered id (UUIDv7).

@@ -894,24 +894,14 @@ pub(crate) mod tests {
     async fn crawled_document(store: &SqliteStore) -> kb::DocumentRecord {
         let thread = thread_of_new_user(store).await;
         let now = Utc::now();
-        let doc = kb::DocumentRecord {
-            id: "d1".into(),
-            agent_id: thread.agent_id,
-            user_id: thread.user_id.clone(),
-            kind: "url".into(),
-            name: "https://example.com/".into(),
-            url: Some("https://example.com/".into()),
-            format: None,
-            crawl_config: None,
-            status: kb::status::PROCESSING.into(),
-            error: None,
-            pages: None,
-            chunks: 0,
-            bytes: 0,
-            created_at: now,
-            updated_at: now,
-            indexed_at: None,
-        };
+        let doc = kb::DocumentRecord::pending_url(
+            "d1".into(),
+            &thread.agent_id,
+            &thread.user_id,
+            "https://example.com/",
+            None,
+            now,
+        );
         let job = kb::JobRecord::queued("crawl", &doc.id, &doc.user_id, now);
         store.create_document(&doc, &job).await.unwrap();
         doc
