@@ -349,6 +349,7 @@ pub async fn create_agent(store: &dyn Store, user_id: &str, name: &str) -> anyho
         status: "active".into(),
         created_at: now,
         updated_at: now,
+        has_knowledge: false,
     };
     ensure!(
         store.create_agent(&agent, u32::MAX).await?,

@@ -193,7 +193,7 @@ async fn thread_and_history(
     thread: ThreadChoice<'_>,
     message: &str,
     now: chrono::DateTime<chrono::Utc>,
-) -> ApiResult<(ThreadRecord, Vec<Turn>)> {
+) -> ApiResult<(ThreadRecord, Vec<Turn>, bool)> {
     let continued = !matches!(thread, ThreadChoice::New);
     let thread = match thread {
         ThreadChoice::Known(thread) => thread,
@@ -202,36 +202,16 @@ async fn thread_and_history(
             .thread(user_id, &agent.id, id)
             .await?
             .ok_or_else(|| ApiError::not_found("Thread"))?,
-        ThreadChoice::New => {
-            let thread = ThreadRecord {
-                id: uuid::Uuid::now_v7().to_string(),
-                agent_id: agent.id.clone(),
-                user_id: user_id.to_string(),
-                title: message.trim().chars().take(80).collect(),
-                message_count: 0,
-                created_at: now,
-                updated_at: now,
-            };
-            if !state.store.create_thread(&thread).await? {
-                // Deleted since it was read.
-                return Err(ApiError::not_found("Agent"));
-            }
-            state
-                .webhooks
-                .events
-                .emit(
-                    user_id,
-                    EventType::ConversationCreated,
-                    json!({
-                        "conversationId": thread.id,
-                        "agentId": thread.agent_id,
-                        "title": thread.title,
-                        "createdAt": crate::http::iso(thread.created_at),
-                    }),
-                )
-                .await;
-            thread
-        }
+        // Stored with the user's message ([`prepare`]).
+        ThreadChoice::New => ThreadRecord {
+            id: uuid::Uuid::now_v7().to_string(),
+            agent_id: agent.id.clone(),
+            user_id: user_id.to_string(),
+            title: message.trim().chars().take(80).collect(),
+            message_count: 0,
+            created_at: now,
+            updated_at: now,
+        },
     };
     // A new thread has no history: no need to ask the store.
     let earlier = if continued {
@@ -254,11 +234,14 @@ async fn thread_and_history(
             content: m.content,
         })
         .collect();
-    Ok((thread, history))
+    Ok((thread, history, !continued))
 }
 
 /// Resolves the thread ([`ThreadChoice`]), the model, and the prompt, and persists the
-/// user's message.
+/// user's message — for a new thread together with the thread, in one store call, after
+/// which the `conversation.created` webhook event is emitted. Errors: 404 `Agent` when
+/// the agent was deleted meanwhile, 404 `Thread` for an unknown thread, 502 when no
+/// provider offers the model, and the store's.
 pub async fn prepare(
     state: &AppState,
     agent: &AgentRecord,
@@ -289,11 +272,18 @@ pub async fn prepare(
     // The thread (with its history) and the agent's knowledge are independent: both are
     // fetched at once. Retrieved knowledge may take up to half of what is left; history
     // gets the rest.
+    // An agent without any knowledge document has nothing to retrieve: no query is made.
     let (thread, retrieved) = tokio::join!(
         thread_and_history(state, agent, user_id, thread, message, now),
-        retrieve(state, &agent.id, message, room / 2),
+        async {
+            if agent.has_knowledge {
+                retrieve(state, &agent.id, message, room / 2).await
+            } else {
+                Ok((Vec::new(), Vec::new(), 0))
+            }
+        },
     );
-    let (thread, history) = thread?;
+    let (thread, history, new_thread) = thread?;
     let (passages, sources, passage_tokens) = retrieved?;
     let budget = room.saturating_sub(passage_tokens);
     let mut turns = trim_history(history, budget);
@@ -301,23 +291,42 @@ pub async fn prepare(
         role: Role::User,
         content: user_content.clone(),
     });
-    state
-        .store
-        .append_message(&MessageRecord {
-            id: uuid::Uuid::now_v7().to_string(),
-            thread_id: thread.id.clone(),
-            role: "user".into(),
-            content: user_content,
-            model: None,
-            prompt_tokens: None,
-            completion_tokens: None,
-            sources: None,
-            latency_ms: None,
-            status: "complete".into(),
-            error: None,
-            created_at: now,
-        })
-        .await?;
+    let first = MessageRecord {
+        id: uuid::Uuid::now_v7().to_string(),
+        thread_id: thread.id.clone(),
+        role: "user".into(),
+        content: user_content,
+        model: None,
+        prompt_tokens: None,
+        completion_tokens: None,
+        sources: None,
+        latency_ms: None,
+        status: "complete".into(),
+        error: None,
+        created_at: now,
+    };
+    if new_thread {
+        if !state.store.create_thread(&thread, &first).await? {
+            // Deleted since it was read.
+            return Err(ApiError::not_found("Agent"));
+        }
+        state
+            .webhooks
+            .events
+            .emit(
+                user_id,
+                EventType::ConversationCreated,
+                json!({
+                    "conversationId": thread.id,
+                    "agentId": thread.agent_id,
+                    "title": thread.title,
+                    "createdAt": crate::http::iso(thread.created_at),
+                }),
+            )
+            .await;
+    } else {
+        state.store.append_message(&first).await?;
+    }
     Ok(PreparedChat {
         thread,
         model,

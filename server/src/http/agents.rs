@@ -175,6 +175,7 @@ async fn create(
         status: "active".into(),
         created_at: now,
         updated_at: now,
+        has_knowledge: false,
     };
     let limit = state.config.agent_limit(principal.plan);
     if !state.store.create_agent(&agent, limit).await? {

@@ -195,6 +195,8 @@ async fn upload(
         let _ = tokio::fs::remove_file(&path).await;
         return Err(err.into());
     }
+    // The cached agent may say it has no knowledge, which would skip retrieval.
+    state.agents.forget(&agent.id);
     state.knowledge.wake.notify_one();
     info!(format = %format, bytes = bytes.len(), "document uploaded");
     Ok((
@@ -271,6 +273,8 @@ async fn add_url(
     );
     let job = JobRecord::queued(worker::kind::CRAWL, &id, &principal.user_id, now);
     state.store.create_document(&doc, &job).await?;
+    // The cached agent may say it has no knowledge, which would skip retrieval.
+    state.agents.forget(&agent.id);
     state.knowledge.wake.notify_one();
     Ok((
         StatusCode::ACCEPTED,

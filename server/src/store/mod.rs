@@ -141,6 +141,10 @@ pub struct AgentRecord {
     pub status: String,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// Whether the agent had a knowledge document (in any status) when it was read; not a
+    /// stored column. Chat skips retrieval, and its query, when it is false; a new agent
+    /// has none.
+    pub has_knowledge: bool,
 }
 
 /// Fields of an agent update; `None` leaves the field unchanged.
@@ -322,10 +326,16 @@ pub trait Store:
     /// Deletes the agent with its threads and messages; false when there was none.
     async fn delete_agent(&self, user_id: &str, id: &str) -> StoreResult<bool>;
 
-    /// Creates the thread when its agent exists and belongs to its user; false otherwise
-    /// (the agent was deleted meanwhile), so a caller holding an agent read earlier never
-    /// gets a foreign-key error.
-    async fn create_thread(&self, thread: &ThreadRecord) -> StoreResult<bool>;
+    /// Creates the thread with its first message (the user's, whose `thread_id` is ignored:
+    /// it goes to `thread`) when its agent exists and belongs to its user; false otherwise
+    /// (the agent was deleted meanwhile) and nothing is written, so a caller holding an
+    /// agent read earlier never gets a foreign-key error. One call, so that starting a
+    /// conversation costs the writer one round trip, not two.
+    async fn create_thread(
+        &self,
+        thread: &ThreadRecord,
+        first: &MessageRecord,
+    ) -> StoreResult<bool>;
     async fn thread(
         &self,
         user_id: &str,

@@ -198,6 +198,7 @@ fn agent(row: &SqliteRow) -> Result<AgentRecord, sqlx::Error> {
         status: row.try_get("status")?,
         created_at: time(row, "created_at")?,
         updated_at: time(row, "updated_at")?,
+        has_knowledge: row.try_get("has_knowledge")?,
     })
 }
 
@@ -231,7 +232,8 @@ fn message(row: &SqliteRow) -> Result<MessageRecord, sqlx::Error> {
 }
 
 const AGENT_COLUMNS: &str =
-    "id, user_id, name, description, system_prompt, model, status, created_at, updated_at";
+    "id, user_id, name, description, system_prompt, model, status, created_at, updated_at, \
+     EXISTS (SELECT 1 FROM documents WHERE documents.agent_id = agents.id) AS has_knowledge";
 const THREAD_COLUMNS: &str = "id, agent_id, user_id, title, message_count, created_at, updated_at";
 const MESSAGE_COLUMNS: &str =
     "id, thread_id, role, content, model, prompt_tokens, completion_tokens, sources, \
@@ -651,11 +653,18 @@ impl Store for SqliteStore {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn create_thread(&self, t: &ThreadRecord) -> StoreResult<bool> {
-        let done = sqlx::query(
+    async fn create_thread(&self, t: &ThreadRecord, first: &MessageRecord) -> StoreResult<bool> {
+        // Two statements in one call to the writer (sqlx runs them in order, and `?NNN`
+        // parameters are shared between them): the message goes in only when the thread
+        // did. The triggers of migration 0010 count it on the thread and in the usage.
+        let done = sqlx::query(&format!(
             "INSERT INTO threads (id, agent_id, user_id, title, message_count, created_at, updated_at) \
-             SELECT ?, ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM agents WHERE id = ? AND user_id = ?)",
-        )
+             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 \
+             WHERE EXISTS (SELECT 1 FROM agents WHERE id = ?2 AND user_id = ?3); \
+             INSERT INTO messages ({MESSAGE_COLUMNS}) \
+             SELECT ?8, ?1, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18 \
+             WHERE EXISTS (SELECT 1 FROM threads WHERE id = ?1 AND user_id = ?3)"
+        ))
         .bind(&t.id)
         .bind(&t.agent_id)
         .bind(&t.user_id)
@@ -663,11 +672,20 @@ impl Store for SqliteStore {
         .bind(t.message_count)
         .bind(ms(t.created_at))
         .bind(ms(t.updated_at))
-        .bind(&t.agent_id)
-        .bind(&t.user_id)
+        .bind(&first.id)
+        .bind(&first.role)
+        .bind(&first.content)
+        .bind(&first.model)
+        .bind(first.prompt_tokens)
+        .bind(first.completion_tokens)
+        .bind(&first.sources)
+        .bind(first.latency_ms)
+        .bind(&first.status)
+        .bind(&first.error)
+        .bind(ms(first.created_at))
         .execute(&self.writer)
         .await?;
-        Ok(done.rows_affected() == 1)
+        Ok(done.rows_affected() == 2)
     }
 
     async fn thread(
@@ -858,6 +876,7 @@ pub(crate) mod tests {
             status: "active".into(),
             created_at: now,
             updated_at: now,
+            has_knowledge: false,
         };
         assert!(store.create_agent(&agent, 10).await.unwrap());
         let thread = ThreadRecord {
@@ -869,7 +888,11 @@ pub(crate) mod tests {
             created_at: now,
             updated_at: now,
         };
-        assert!(store.create_thread(&thread).await.unwrap());
+        let first = MessageRecord {
+            id: "first".into(),
+            ..message(&thread, 0, "user", now)
+        };
+        assert!(store.create_thread(&thread, &first).await.unwrap());
         thread
     }
 
@@ -991,7 +1014,23 @@ pub(crate) mod tests {
             user_id: "someone-else".into(),
             ..thread.clone()
         };
-        assert!(!store.create_thread(&other_user).await.unwrap());
+        let first = message(&other_user, 0, "user", now);
+        assert!(!store.create_thread(&other_user, &first).await.unwrap());
+        assert!(store
+            .thread(&thread.user_id, &thread.agent_id, "t2")
+            .await
+            .unwrap()
+            .is_none());
+        assert!(
+            store.recent_messages("t2", 10).await.unwrap().is_empty(),
+            "a refused thread leaves no message behind"
+        );
+        let kept = store.recent_messages(&thread.id, 10).await.unwrap();
+        assert_eq!(kept.len(), 1, "the first message goes in with its thread");
+        assert_eq!(
+            (kept[0].id.as_str(), kept[0].role.as_str()),
+            ("first", "user")
+        );
         assert!(store
             .delete_agent(&thread.user_id, &thread.agent_id)
             .await
@@ -1001,7 +1040,10 @@ pub(crate) mod tests {
             created_at: now,
             ..thread
         };
-        assert!(!store.create_thread(&deleted_agent).await.unwrap());
+        assert!(!store
+            .create_thread(&deleted_agent, &message(&deleted_agent, 0, "user", now))
+            .await
+            .unwrap());
     }
 
     #[tokio::test]
@@ -1046,7 +1088,8 @@ pub(crate) mod tests {
             .await
             .unwrap()
             .unwrap();
-        assert_eq!(stored.message_count, 200);
+        // 200 and the thread's first message.
+        assert_eq!(stored.message_count, 201);
         assert_eq!(stored.updated_at.timestamp_millis(), at.timestamp_millis());
         let usage = store.usage(&thread.user_id, at.date_naive()).await.unwrap();
         assert_eq!(usage.len(), 1);

@@ -328,6 +328,28 @@ async fn uploads_over_the_limit_are_413_and_bad_forms_400() {
     assert_eq!(res.status(), 400);
 }
 
+/// Chat skips retrieval for an agent without knowledge documents, judging by the agent as
+/// read (and cached) earlier: adding a document must make the very next chat retrieve.
+#[tokio::test]
+async fn a_document_added_after_chatting_is_retrieved_in_the_next_chat() {
+    let app = spawn_app().await;
+    let user = app.user().await;
+    let agent = agent(&app, &user.access).await;
+    let question = "patent license termination";
+    let before = app.ask(&user.access, &agent, question).await;
+    assert_eq!(before["ragChunksUsed"], 0, "{before}");
+    let id = app
+        .uploaded(&user.access, &agent, "a.txt", fixture("Apache-2.0.txt"))
+        .await;
+    assert_eq!(
+        app.settled(&user.access, &agent, &id).await["status"],
+        "indexed"
+    );
+    let after = app.ask(&user.access, &agent, question).await;
+    assert!(after["ragChunksUsed"].as_u64().unwrap() > 0, "{after}");
+    assert_eq!(after["sources"][0]["documentId"], id.as_str(), "{after}");
+}
+
 #[tokio::test]
 async fn deleting_a_document_removes_it_from_retrieval_at_once() {
     let app = spawn_app().await;
@@ -589,6 +611,10 @@ async fn a_crawled_site_is_indexed_with_page_sources_and_refreshed_incrementally
     let app = spawn_app_with(|c| c.allowed_private_hosts = vec![allowed]).await;
     let user = app.user().await;
     let agent = agent(&app, &user.access).await;
+    let ask = "When is a value dropped once its owner goes out of scope?";
+    // Chatting first caches the agent as one without knowledge; adding the URL must
+    // undo that, or the chat below would not retrieve.
+    assert_eq!(app.ask(&user.access, &agent, ask).await["ragChunksUsed"], 0);
     let res = add_url(
         &app,
         &user.access,
@@ -612,7 +638,6 @@ async fn a_crawled_site_is_indexed_with_page_sources_and_refreshed_incrementally
     assert_eq!(job["status"], "succeeded");
     assert_eq!(job["progress"]["done"], 3);
 
-    let ask = "When is a value dropped once its owner goes out of scope?";
     let reply = app.ask(&user.access, &agent, ask).await;
     let source = &reply["sources"][0];
     assert_eq!(source["url"], format!("http://{}/a", site.addr), "{reply}");
