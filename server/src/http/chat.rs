@@ -2,7 +2,7 @@
 //! conversations of an agent (contract § Send message, § Events; api.md § Agents, models
 //! and chat).
 
-use std::convert::Infallible;
+use std::{collections::VecDeque, convert::Infallible};
 
 use app::api::{
     ChatMessage, ChatReply, ChatRequest, Conversation, ConversationsResponse, ErrorBody,
@@ -21,7 +21,6 @@ use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
 use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::json;
-use tokio::sync::mpsc;
 use tracing::instrument;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -34,7 +33,7 @@ use crate::{
     chat::{self, PreparedChat, ReplyStatus},
     domain::Scope,
     error::{ApiError, ApiResult},
-    llm::Event,
+    llm::{Event, EventStream, ProviderError, Usage},
     store::{Cursor, MessageRecord},
 };
 
@@ -117,110 +116,185 @@ fn frame(value: serde_json::Value) -> SseEvent {
     SseEvent::default().data(value.to_string())
 }
 
-/// Streams the reply. A task reads the provider and sends frames through a small channel;
-/// when the client goes away the channel closes, the task stops reading, and dropping the
-/// upstream stream cancels the provider request. The reply is persisted either way.
+/// Streams the reply. The response body itself reads the provider ([`Relay`]): each poll
+/// of the body waits for the provider's next token, so nothing sits between them (no task,
+/// no channel) and the client's pace is the provider's. When the client goes away the
+/// server drops the body, which drops the upstream stream and so cancels the provider
+/// request, and the partial reply is persisted as cancelled. Heartbeats come from
+/// [`KeepAlive`] during silences.
 pub(crate) fn stream_reply(
     state: AppState,
     prepared: PreparedChat,
     include_usage: bool,
 ) -> Response {
-    let thread_id = prepared.thread.id.clone();
+    let thread_id = HeaderValue::from_str(&prepared.thread.id).ok();
     let heartbeat = state.config.sse_heartbeat;
-    let (tx, rx) = mpsc::channel::<SseEvent>(16);
-    tokio::spawn(async move {
-        let mut text = String::new();
-        let outcome: Result<Option<TokensUsed>, (String, String)> = async {
-            let opened = tokio::select! {
-                opened = chat::open_stream(&prepared) => opened,
-                () = tx.closed() => return Ok(None),
-            };
-            let mut upstream = opened.map_err(|e| {
-                let err = chat::upstream_error(&e).body();
-                (err.error, err.message)
-            })?;
-            let mut reported = None;
-            loop {
-                // Waiting on the channel too means a client that leaves during a long
-                // silence cancels the upstream request at once.
-                let event = tokio::select! {
-                    event = upstream.next() => event,
-                    () = tx.closed() => return Ok(None),
-                };
-                let Some(event) = event else { break };
-                match event {
-                    Ok(Event::Delta(d)) => {
-                        if tx.send(frame(json!({ "chunk": d }))).await.is_err() {
-                            return Ok(None);
-                        }
-                        text.push_str(&d);
-                    }
-                    Ok(Event::End(usage)) => reported = usage,
-                    Err(e) => {
-                        let err = chat::upstream_error(&e).body();
-                        return Err((err.error, err.message));
-                    }
-                }
-            }
-            Ok(Some(chat::usage_or_counted(
-                reported,
-                &prepared.prompt,
-                &text,
-            )))
-        }
-        .await;
-        let (status, usage, error) = match outcome {
-            Ok(Some(usage)) => {
-                if include_usage {
-                    let _ = tx
-                        .send(frame(json!({
-                            "chunk": "",
-                            "usage": usage,
-                            "model": prepared.model.id,
-                            "ragChunksUsed": prepared.sources.len(),
-                            "threadId": prepared.thread.id,
-                            "sources": prepared.sources,
-                        })))
-                        .await;
-                }
-                let _ = tx.send(SseEvent::default().data("[DONE]")).await;
-                (ReplyStatus::Complete, Some(usage), None)
-            }
-            Ok(None) => (
-                ReplyStatus::Cancelled,
-                None,
-                Some("the client disconnected".to_string()),
-            ),
-            Err((error, message)) => {
-                let _ = tx
-                    .send(frame(json!({ "error": error, "message": message })))
-                    .await;
-                let _ = tx.send(SseEvent::default().data("[DONE]")).await;
-                (ReplyStatus::Failed, None, Some(message))
-            }
-        };
-        if let Err(err) = chat::finish(&state, &prepared, &text, usage, status, error).await {
-            tracing::error!(error = ?err, "persisting the streamed reply failed");
-        }
+    let relay = Relay {
+        chat: Some((state, prepared)),
+        include_usage,
+        text: String::new(),
+        reported: None,
+        phase: Phase::Opening,
+        queued: VecDeque::new(),
+    };
+    let events = futures::stream::unfold(relay, |mut relay| async move {
+        let frame = relay.next_frame().await?;
+        Some((Ok::<_, Infallible>(frame), relay))
     });
-    let events = tokio_stream_from(rx).map(Ok::<_, Infallible>);
     let mut response = Sse::new(events)
         .keep_alive(KeepAlive::new().interval(heartbeat).text("ping"))
         .into_response();
     let headers = response.headers_mut();
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    if let Ok(v) = HeaderValue::from_str(&thread_id) {
+    if let Some(v) = thread_id {
         headers.insert("x-thread-id", v);
     }
     response
 }
 
-/// A stream over the receiver.
-fn tokio_stream_from<T: Send + 'static>(
-    mut rx: mpsc::Receiver<T>,
-) -> futures::stream::BoxStream<'static, T> {
-    futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed()
+/// Where a streamed reply is.
+enum Phase {
+    /// The provider request is being opened (with retries, [`chat::open_stream`]).
+    Opening,
+    /// Tokens are relayed as they come.
+    Relaying(EventStream),
+    /// The last frames are queued; once they are sent the reply is persisted with this
+    /// outcome.
+    Ending(ReplyStatus, Option<TokensUsed>, Option<String>),
+    /// Persisted; the body ends.
+    Done,
+}
+
+/// The state of one streamed reply, owned by its response body ([`stream_reply`]).
+/// Dropped before [`Phase::Done`] (the client went away), it persists what it has: the
+/// partial reply as cancelled, or the ended reply as it ended.
+struct Relay {
+    /// Taken when the reply is persisted.
+    chat: Option<(AppState, PreparedChat)>,
+    include_usage: bool,
+    /// The reply so far.
+    text: String,
+    /// Usage the provider reported.
+    reported: Option<Usage>,
+    phase: Phase,
+    /// Frames to send before going on.
+    queued: VecDeque<SseEvent>,
+}
+
+impl Relay {
+    /// The next frame to send; `None` once the reply has ended and been persisted.
+    async fn next_frame(&mut self) -> Option<SseEvent> {
+        loop {
+            if let Some(frame) = self.queued.pop_front() {
+                return Some(frame);
+            }
+            match &mut self.phase {
+                Phase::Opening => {
+                    let (_, prepared) = self.chat.as_ref()?;
+                    self.phase = match chat::open_stream(prepared).await {
+                        Ok(upstream) => Phase::Relaying(upstream),
+                        Err(e) => self.failed(&e),
+                    };
+                }
+                Phase::Relaying(upstream) => match upstream.next().await {
+                    Some(Ok(Event::Delta(d))) => {
+                        self.text.push_str(&d);
+                        return Some(frame(json!({ "chunk": d })));
+                    }
+                    Some(Ok(Event::End(usage))) => self.reported = usage,
+                    Some(Err(e)) => self.phase = self.failed(&e),
+                    None => self.phase = self.completed(),
+                },
+                Phase::Ending(..) => {
+                    let ended = std::mem::replace(&mut self.phase, Phase::Done);
+                    if let (Phase::Ending(status, usage, error), Some((state, prepared))) =
+                        (ended, self.chat.take())
+                    {
+                        // In a task of its own, so that a client leaving now cannot cut
+                        // the write short; the body ends once it is done.
+                        let text = std::mem::take(&mut self.text);
+                        let _ = tokio::spawn(async move {
+                            persist(&state, &prepared, &text, usage, status, error).await;
+                        })
+                        .await;
+                    }
+                }
+                Phase::Done => return None,
+            }
+        }
+    }
+
+    /// Queues the usage frame (when asked for) and `[DONE]`.
+    fn completed(&mut self) -> Phase {
+        let Some((_, prepared)) = &self.chat else {
+            return Phase::Done;
+        };
+        let usage = chat::usage_or_counted(self.reported, &prepared.prompt, &self.text);
+        if self.include_usage {
+            self.queued.push_back(frame(json!({
+                "chunk": "",
+                "usage": usage,
+                "model": prepared.model.id,
+                "ragChunksUsed": prepared.sources.len(),
+                "threadId": prepared.thread.id,
+                "sources": prepared.sources,
+            })));
+        }
+        self.queued.push_back(SseEvent::default().data("[DONE]"));
+        Phase::Ending(ReplyStatus::Complete, Some(usage), None)
+    }
+
+    /// Queues the error frame and `[DONE]`.
+    fn failed(&mut self, e: &ProviderError) -> Phase {
+        let err = chat::upstream_error(e).body();
+        self.queued
+            .push_back(frame(json!({ "error": err.error, "message": err.message })));
+        self.queued.push_back(SseEvent::default().data("[DONE]"));
+        Phase::Ending(ReplyStatus::Failed, None, Some(err.message))
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        let Some((state, prepared)) = self.chat.take() else {
+            return;
+        };
+        let (status, usage, error) = match std::mem::replace(&mut self.phase, Phase::Done) {
+            Phase::Ending(status, usage, error) => (status, usage, error),
+            _ => (
+                ReplyStatus::Cancelled,
+                None,
+                Some("the client disconnected".to_string()),
+            ),
+        };
+        let text = std::mem::take(&mut self.text);
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    persist(&state, &prepared, &text, usage, status, error).await;
+                });
+            }
+            Err(_) => {
+                tracing::error!("a streamed reply ended outside the runtime and was not persisted")
+            }
+        }
+    }
+}
+
+/// Persists a streamed reply ([`chat::finish`]); a failure is logged, the client having
+/// been answered already.
+async fn persist(
+    state: &AppState,
+    prepared: &PreparedChat,
+    text: &str,
+    usage: Option<TokensUsed>,
+    status: ReplyStatus,
+    error: Option<String>,
+) {
+    if let Err(err) = chat::finish(state, prepared, text, usage, status, error).await {
+        tracing::error!(error = ?err, "persisting the streamed reply failed");
+    }
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]

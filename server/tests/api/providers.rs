@@ -344,6 +344,10 @@ async fn a_client_that_disconnects_cancels_the_upstream_request() {
     let last = msgs.last().unwrap().clone();
     assert_eq!(last["role"], "assistant");
     assert_eq!(last["status"], "cancelled");
+    assert!(
+        !last["content"].as_str().unwrap().is_empty(),
+        "the part relayed before the client left is kept: {last}"
+    );
 }
 
 #[tokio::test]
