@@ -20,7 +20,8 @@
 //! 2. once every stream has received its first chunk and a settling pause has passed, while
 //!    the mock reports all of them still open — **memory per open stream** = (open − baseline)
 //!    / streams; this is idle streams' memory: each holds a client connection, its response
-//!    task and SSE channel, and an upstream connection to the provider;
+//!    body (which reads the provider's stream itself), and an upstream connection to the
+//!    provider;
 //! 3. after all streams have ended.
 //!
 //! This is one round; `--rounds` (2) repeat it, each starting from the previous one's end.
