@@ -271,8 +271,8 @@ pub async fn prepare(
         .saturating_sub(fixed);
     // The thread (with its history) and the agent's knowledge are independent: both are
     // fetched at once. Retrieved knowledge may take up to half of what is left; history
-    // gets the rest.
-    // An agent without any knowledge document has nothing to retrieve: no query is made.
+    // gets the rest. An agent without any knowledge document has nothing to retrieve: no
+    // query is made.
     let (thread, retrieved) = tokio::join!(
         thread_and_history(state, agent, user_id, thread, message, now),
         async {

@@ -159,9 +159,8 @@ enum Phase {
     Opening,
     /// Tokens are relayed as they come.
     Relaying(EventStream),
-    /// The last frames are queued; once they are sent the reply is persisted with this
-    /// outcome.
-    Ending(ReplyStatus, Option<TokensUsed>, Option<String>),
+    /// The last frames are queued; once they are sent the reply is persisted so.
+    Ending(Ended),
     /// Persisted; the body ends.
     Done,
 }
@@ -208,14 +207,14 @@ impl Relay {
                 },
                 Phase::Ending(..) => {
                     let ended = std::mem::replace(&mut self.phase, Phase::Done);
-                    if let (Phase::Ending(status, usage, error), Some((state, prepared))) =
+                    if let (Phase::Ending(ended), Some((state, prepared))) =
                         (ended, self.chat.take())
                     {
                         // In a task of its own, so that a client leaving now cannot cut
                         // the write short; the body ends once it is done.
                         let text = std::mem::take(&mut self.text);
                         let _ = tokio::spawn(async move {
-                            persist(&state, &prepared, &text, usage, status, error).await;
+                            persist(&state, &prepared, &text, ended).await;
                         })
                         .await;
                     }
@@ -242,7 +241,11 @@ impl Relay {
             })));
         }
         self.queued.push_back(SseEvent::default().data("[DONE]"));
-        Phase::Ending(ReplyStatus::Complete, Some(usage), None)
+        Phase::Ending(Ended {
+            status: ReplyStatus::Complete,
+            usage: Some(usage),
+            error: None,
+        })
     }
 
     /// Queues the error frame and `[DONE]`.
@@ -251,7 +254,11 @@ impl Relay {
         self.queued
             .push_back(frame(json!({ "error": err.error, "message": err.message })));
         self.queued.push_back(SseEvent::default().data("[DONE]"));
-        Phase::Ending(ReplyStatus::Failed, None, Some(err.message))
+        Phase::Ending(Ended {
+            status: ReplyStatus::Failed,
+            usage: None,
+            error: Some(err.message),
+        })
     }
 }
 
@@ -260,19 +267,19 @@ impl Drop for Relay {
         let Some((state, prepared)) = self.chat.take() else {
             return;
         };
-        let (status, usage, error) = match std::mem::replace(&mut self.phase, Phase::Done) {
-            Phase::Ending(status, usage, error) => (status, usage, error),
-            _ => (
-                ReplyStatus::Cancelled,
-                None,
-                Some("the client disconnected".to_string()),
-            ),
+        let ended = match std::mem::replace(&mut self.phase, Phase::Done) {
+            Phase::Ending(ended) => ended,
+            _ => Ended {
+                status: ReplyStatus::Cancelled,
+                usage: None,
+                error: Some("the client disconnected".to_string()),
+            },
         };
         let text = std::mem::take(&mut self.text);
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
                 runtime.spawn(async move {
-                    persist(&state, &prepared, &text, usage, status, error).await;
+                    persist(&state, &prepared, &text, ended).await;
                 });
             }
             Err(_) => {
@@ -282,16 +289,23 @@ impl Drop for Relay {
     }
 }
 
+/// How a streamed reply ended: what [`chat::finish`] records besides its text.
+struct Ended {
+    status: ReplyStatus,
+    /// Token usage of a complete reply.
+    usage: Option<TokensUsed>,
+    /// Why it did not complete.
+    error: Option<String>,
+}
+
 /// Persists a streamed reply ([`chat::finish`]); a failure is logged, the client having
 /// been answered already.
-async fn persist(
-    state: &AppState,
-    prepared: &PreparedChat,
-    text: &str,
-    usage: Option<TokensUsed>,
-    status: ReplyStatus,
-    error: Option<String>,
-) {
+async fn persist(state: &AppState, prepared: &PreparedChat, text: &str, ended: Ended) {
+    let Ended {
+        status,
+        usage,
+        error,
+    } = ended;
     if let Err(err) = chat::finish(state, prepared, text, usage, status, error).await {
         tracing::error!(error = ?err, "persisting the streamed reply failed");
     }

@@ -143,7 +143,10 @@ pub struct AgentRecord {
     pub updated_at: DateTime<Utc>,
     /// Whether the agent had a knowledge document (in any status) when it was read; not a
     /// stored column. Chat skips retrieval, and its query, when it is false; a new agent
-    /// has none.
+    /// has none. Adding a document forgets the agent from the service's agent cache, so
+    /// the next chat reads it again; a copy cached by another instance, or by a chat that
+    /// read the agent while the document was being added, is replaced within
+    /// `AGENT_CACHE_TTL` (2 s), while the new document is still being indexed.
     pub has_knowledge: bool,
 }
 

@@ -202,6 +202,31 @@ fn agent(row: &SqliteRow) -> Result<AgentRecord, sqlx::Error> {
     })
 }
 
+/// Binds the next twelve parameters of `query` to `m`'s [`MESSAGE_COLUMNS`], in their
+/// order, with `thread_id` for its thread.
+fn bind_message<'q>(
+    query: SqliteQuery<'q>,
+    m: &'q MessageRecord,
+    thread_id: &'q str,
+) -> SqliteQuery<'q> {
+    query
+        .bind(&m.id)
+        .bind(thread_id)
+        .bind(&m.role)
+        .bind(&m.content)
+        .bind(&m.model)
+        .bind(m.prompt_tokens)
+        .bind(m.completion_tokens)
+        .bind(&m.sources)
+        .bind(m.latency_ms)
+        .bind(&m.status)
+        .bind(&m.error)
+        .bind(ms(m.created_at))
+}
+
+/// A query on the SQLite store, its parameters bound so far.
+type SqliteQuery<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>;
+
 fn thread(row: &SqliteRow) -> Result<ThreadRecord, sqlx::Error> {
     Ok(ThreadRecord {
         id: row.try_get("id")?,
@@ -657,34 +682,25 @@ impl Store for SqliteStore {
         // Two statements in one call to the writer (sqlx runs them in order, and `?NNN`
         // parameters are shared between them): the message goes in only when the thread
         // did. The triggers of migration 0010 count it on the thread and in the usage.
-        let done = sqlx::query(&format!(
+        let sql = format!(
             "INSERT INTO threads (id, agent_id, user_id, title, message_count, created_at, updated_at) \
              SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 \
              WHERE EXISTS (SELECT 1 FROM agents WHERE id = ?2 AND user_id = ?3); \
              INSERT INTO messages ({MESSAGE_COLUMNS}) \
-             SELECT ?8, ?1, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18 \
+             SELECT ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19 \
              WHERE EXISTS (SELECT 1 FROM threads WHERE id = ?1 AND user_id = ?3)"
-        ))
-        .bind(&t.id)
-        .bind(&t.agent_id)
-        .bind(&t.user_id)
-        .bind(&t.title)
-        .bind(t.message_count)
-        .bind(ms(t.created_at))
-        .bind(ms(t.updated_at))
-        .bind(&first.id)
-        .bind(&first.role)
-        .bind(&first.content)
-        .bind(&first.model)
-        .bind(first.prompt_tokens)
-        .bind(first.completion_tokens)
-        .bind(&first.sources)
-        .bind(first.latency_ms)
-        .bind(&first.status)
-        .bind(&first.error)
-        .bind(ms(first.created_at))
-        .execute(&self.writer)
-        .await?;
+        );
+        let query = sqlx::query(&sql)
+            .bind(&t.id)
+            .bind(&t.agent_id)
+            .bind(&t.user_id)
+            .bind(&t.title)
+            .bind(t.message_count)
+            .bind(ms(t.created_at))
+            .bind(ms(t.updated_at));
+        let done = bind_message(query, first, &t.id)
+            .execute(&self.writer)
+            .await?;
         Ok(done.rows_affected() == 2)
     }
 
@@ -748,23 +764,12 @@ impl Store for SqliteStore {
     async fn append_message(&self, m: &MessageRecord) -> StoreResult<()> {
         // The thread's count and activity time and the owner's usage are kept by the
         // triggers of migration 0010, inside this statement.
-        sqlx::query(&format!(
+        let sql = format!(
             "INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-        ))
-        .bind(&m.id)
-        .bind(&m.thread_id)
-        .bind(&m.role)
-        .bind(&m.content)
-        .bind(&m.model)
-        .bind(m.prompt_tokens)
-        .bind(m.completion_tokens)
-        .bind(&m.sources)
-        .bind(m.latency_ms)
-        .bind(&m.status)
-        .bind(&m.error)
-        .bind(ms(m.created_at))
-        .execute(&self.writer)
-        .await?;
+        );
+        bind_message(sqlx::query(&sql), m, &m.thread_id)
+            .execute(&self.writer)
+            .await?;
         Ok(())
     }
 
