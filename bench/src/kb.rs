@@ -21,7 +21,7 @@ use std::{
 use agentchat::{
     config::Config,
     domain::Email,
-    knowledge::retrieve,
+    knowledge::bm25,
     startup::Application,
     store::{
         knowledge::{DocumentRecord, JobRecord},
@@ -171,7 +171,7 @@ pub struct Vocabulary {
     words: Vec<String>,
     /// One entry per occurrence in the text: an index into `words`.
     occurrences: Vec<u32>,
-    /// The occurrences of content words (those that `retrieve::fts_query` keeps: not a
+    /// The occurrences of content words (those that `bm25::query_terms` keeps: not a
     /// stopword, at least two characters).
     content: Vec<u32>,
 }
@@ -198,7 +198,7 @@ impl Vocabulary {
         }
         let is_content: Vec<bool> = words
             .iter()
-            .map(|w| retrieve::fts_query(w).is_some())
+            .map(|w| !bm25::query_terms(w).is_empty())
             .collect();
         let content = occurrences
             .iter()

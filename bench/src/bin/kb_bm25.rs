@@ -7,7 +7,7 @@
 //! One agent ("A") gets `--chunks` chunks (default 100,000) in documents of
 //! `--chunks-per-doc` chunks (default 50), stored with the service's
 //! `KnowledgeStore::replace_chunks` and `finish_document` on a real SQLite store
-//! (`SqliteStore::connect` + `migrate`: WAL, the FTS5 index kept by triggers). A second
+//! (`SqliteStore::connect` + `migrate`: WAL, chunk generations kept by triggers). A second
 //! agent ("B") of the same user gets `--second-agent-chunks` chunks (default 20,000).
 //!
 //! Each chunk has 150–250 words of *The Rust Programming Language* (`--book-dir`, default
@@ -25,16 +25,22 @@
 //!   the book's). Closer to the document frequencies of real text.
 //!
 //! Then, one query at a time, `knowledge::retrieve::search(store, agent, query, 10)` (the
-//! service's retrieval: stopwords dropped, the remaining words quoted and OR-ed, scoped to
-//! the agent in the FTS5 index, ranked by `bm25()` with the column weights, 20 candidates
-//! read, relative score floor applied) is timed with `Instant` around the call and recorded
-//! in an HDR histogram (µs):
+//! service's retrieval: the question's content words stemmed, the agent's in-memory BM25
+//! index checked against its chunk generation and searched with MaxScore pruning, the 20
+//! best read from the database, relative score floor applied) is timed with `Instant`
+//! around the call and recorded in an HDR histogram (µs):
 //!
 //! - `--queries` synthetic queries (default 2,000) of 3–8 content words drawn with the
 //!   book's frequencies (words that retrieval keeps: no stopwords);
 //! - the questions of the dev set (`bench/data/questions-dev.jsonl`), each `--dev-repeats`
 //!   times (default 20), interleaved evenly with the synthetic queries;
 //! - 50 unmeasured synthetic queries first warm the page cache and the statement cache.
+//!
+//! Before them, the first search on each agent builds its index from the database (all its
+//! chunks read and analysed): that time is printed as the index build. After them, a
+//! document of `--chunks-per-doc` new chunks is added to agent A and the next search timed
+//! (the index reads and adds only the new chunks), then the document is deleted and the
+//! next search timed again (the index drops its chunks).
 //!
 //! The measured queries stop early when `--budget-seconds` (default 75) have passed, so that
 //! the default run stays short however slow retrieval is; the output then says how many were
@@ -45,12 +51,11 @@
 //! B's documents, and a word present only in A's chunks must find nothing on B. The run
 //! fails otherwise.
 //!
-//! A diagnosis follows (skip it with `--no-diagnosis`): for each dev question, how many of
-//! agent A's chunks match its query (BM25 scores every matching chunk before the top 10
-//! are known), the fastest of 3 `retrieve::search` calls, and the fastest of 3 runs of the
-//! ranking alone: the same scoped FTS5 `MATCH` and `bm25()` weights as the store's query,
-//! `ORDER BY ... LIMIT 20` on the FTS5 table without the joins (what SQLite cannot avoid
-//! for this query shape), sent through the store's connection pool.
+//! A diagnosis follows (skip it with `--no-diagnosis`): for each dev question, its terms,
+//! how many of agent A's chunks contain at least one of them (what an exhaustive ranking
+//! scores: SQLite FTS5's `bm25()` did, which cost 50–150 ms a query here) and the fastest of
+//! 3 `retrieve::search` calls; and the heap size of agent A's index (an index of the same
+//! chunks built in this process, [`Bm25Index::heap_bytes`]).
 //!
 //! `--db PATH` keeps the filled database at `PATH` and reuses it on the next run (when it
 //! already holds the two agents; `--text` and the sizes are then those of the first run);
@@ -71,7 +76,10 @@ use std::{
 };
 
 use agentchat::{
-    knowledge::{eval, retrieve},
+    knowledge::{
+        bm25::{self, Bm25Index},
+        eval, retrieve,
+    },
     store::{
         knowledge::{KnowledgeStore, NewChunk},
         sqlite::SqliteStore,
@@ -142,7 +150,7 @@ struct Args {
     /// Stop the measured queries on agent A after this many seconds (0: no limit).
     #[arg(long, default_value_t = 75)]
     budget_seconds: u64,
-    /// Skip the per-question diagnosis (matching chunks, and the ranking alone in SQL).
+    /// Skip the per-question diagnosis (terms, matching chunks, index size).
     #[arg(long)]
     no_diagnosis: bool,
 }
@@ -188,7 +196,7 @@ async fn main() -> anyhow::Result<()> {
         &std::fs::read_to_string(&args.questions)
             .with_context(|| format!("reading {}", args.questions.display()))?,
     )?;
-    println!("kb_bm25: BM25 top-{TOP} retrieval latency (retrieve::search on SQLite FTS5)");
+    println!("kb_bm25: BM25 top-{TOP} retrieval latency (retrieve::search, in-memory BM25 index per agent)");
     println!("machine: {}", load::machine());
     println!(
         "vocabulary: {} words ({} distinct) from {} chapter pages of {}",
@@ -294,6 +302,16 @@ async fn main() -> anyhow::Result<()> {
     let budget = (args.budget_seconds > 0)
         .then(|| Instant::now() + Duration::from_secs(args.budget_seconds));
     println!("load before the queries: {}", kb::load_average());
+    for (name, agent, chunks) in [("A", &agent_a, chunks_a), ("B", &agent_b, chunks_b)] {
+        let started = Instant::now();
+        retrieve::search(&store, agent, "ownership", TOP).await?;
+        let took = started.elapsed();
+        println!(
+            "index build (first search) on agent {name}: {chunks} chunks in {:.2} s ({:.0} chunks/s)",
+            took.as_secs_f64(),
+            chunks as f64 / took.as_secs_f64()
+        );
+    }
     run_queries(&store, &agent_a, &warmup, 1, &docs_a, None).await?;
     let measured_started = Instant::now();
     let a_runs = run_queries(&store, &agent_a, &measured, 2, &docs_a, budget).await?;
@@ -322,6 +340,7 @@ async fn main() -> anyhow::Result<()> {
         a_only_on_b.len(),
         a_only_on_a.len()
     );
+    update_latency(&store, &agent_a, args.chunks_per_doc, &fill, &mut rng).await?;
     println!("load after the queries: {}", kb::load_average());
     if !args.no_diagnosis {
         diagnose(&store, &agent_a, &questions).await?;
@@ -562,53 +581,109 @@ async fn run_queries(
     Ok(runs)
 }
 
-/// BM25 column weights of the store's query (`server/src/store/sqlite/knowledge.rs`).
-const STORE_BM25: &str = "bm25(chunks_fts, 0.0, 2.0, 1.5, 1.0)";
+/// Adds a document of `per_doc` chunks to `agent` and times the next search (the index
+/// adds the new chunks), then deletes it and times the next search (the index drops them).
+async fn update_latency(
+    store: &SqliteStore,
+    agent: &str,
+    per_doc: u64,
+    fill: &Fill<'_>,
+    rng: &mut Rng,
+) -> anyhow::Result<()> {
+    let user: String = sqlx::query_scalar("SELECT user_id FROM agents WHERE id = ?")
+        .bind(agent)
+        .fetch_one(store.pool())
+        .await?;
+    let (doc, job) = kb::file_document(&user, agent, "update-probe.md", "markdown", 0);
+    store.create_document(&doc, &job).await?;
+    let chunks: Vec<NewChunk> = (0..per_doc)
+        .map(|position| NewChunk {
+            page_url: None,
+            title: "update probe".into(),
+            heading_path: String::new(),
+            position: position as u32,
+            page: None,
+            tokens: 300,
+            text: format!("{} updateprobeword", chunk_text(fill, rng)),
+        })
+        .collect();
+    ensure!(
+        store.replace_chunks(&doc.id, &chunks).await?,
+        "document vanished"
+    );
+    let started = Instant::now();
+    let found = retrieve::search(store, agent, "updateprobeword", TOP).await?;
+    let added = started.elapsed();
+    ensure!(
+        found.len() == TOP as usize && found.iter().all(|h| h.document_id == doc.id),
+        "the added document's chunks were not found ({} hits)",
+        found.len()
+    );
+    ensure!(
+        store.delete_document(&user, agent, &doc.id).await?,
+        "delete failed"
+    );
+    let started = Instant::now();
+    let found = retrieve::search(store, agent, "updateprobeword", TOP).await?;
+    let deleted = started.elapsed();
+    ensure!(
+        found.is_empty(),
+        "a deleted document's chunks were still found"
+    );
+    println!(
+        "first search after adding a document of {per_doc} chunks to agent A: {:.1} ms; after deleting it: {:.1} ms",
+        added.as_secs_f64() * 1000.0,
+        deleted.as_secs_f64() * 1000.0
+    );
+    Ok(())
+}
 
-/// Per dev question: chunks matched, `retrieve::search` time and the ranking alone.
+/// Per dev question: its terms, the chunks containing one of them and `retrieve::search`
+/// time; then the heap size of the agent's index.
 async fn diagnose(
     store: &SqliteStore,
     agent: &str,
     questions: &[eval::Question],
 ) -> anyhow::Result<()> {
-    let scoped = |query: &str| format!("agent : \"{}\" AND ({query})", agent.replace('-', ""));
+    let rows: Vec<(i64, String, String, String)> = sqlx::query_as(
+        "SELECT id, title, heading_path, text FROM chunks WHERE agent_id = ? ORDER BY id",
+    )
+    .bind(agent)
+    .fetch_all(store.pool())
+    .await?;
+    let started = Instant::now();
+    let mut index = Bm25Index::default();
+    for (id, title, heading_path, text) in &rows {
+        index.add(*id, title, heading_path, text);
+    }
+    let built = started.elapsed();
+    println!();
+    println!(
+        "Index of agent A built here from its {} chunks: {:.2} s of analysis, {} MiB of heap ({:.0} bytes per chunk)",
+        index.len(),
+        built.as_secs_f64(),
+        kb::mib(index.heap_bytes() as u64),
+        index.heap_bytes() as f64 / index.len().max(1) as f64
+    );
     println!();
     println!("Diagnosis on agent A (fastest of 3 runs each):");
     println!();
-    println!(
-        "| question | FTS5 query | chunks matched | retrieve::search (ms) | ranking alone (ms) |"
-    );
-    println!("|---|---|---:|---:|---:|");
+    println!("| question | terms | chunks matched | retrieve::search (ms) |");
+    println!("|---|---|---:|---:|");
     for q in questions {
-        let Some(query) = retrieve::fts_query(&q.q) else {
-            continue;
-        };
-        let matched: i64 =
-            sqlx::query_scalar("SELECT count(*) FROM chunks_fts WHERE chunks_fts MATCH ?")
-                .bind(scoped(&query))
-                .fetch_one(store.pool())
-                .await?;
+        let terms = bm25::query_terms(&q.q);
+        let matched = index.matching(&terms);
         let mut search = Duration::MAX;
-        let mut ranking = Duration::MAX;
         for _ in 0..3 {
             let started = Instant::now();
             retrieve::search(store, agent, &q.q, TOP).await?;
             search = search.min(started.elapsed());
-            let started = Instant::now();
-            let rows: Vec<i64> = sqlx::query_scalar(&format!(
-                "SELECT rowid FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY {STORE_BM25} LIMIT 20"
-            ))
-            .bind(scoped(&query))
-            .fetch_all(store.pool())
-            .await?;
-            ranking = ranking.min(started.elapsed());
-            std::hint::black_box(rows);
         }
         println!(
-            "| {} | {query} | {matched} | {:.1} | {:.1} |",
+            "| {} | {} | {matched} | {:.2} |",
             q.q,
-            search.as_secs_f64() * 1000.0,
-            ranking.as_secs_f64() * 1000.0
+            terms.join(" "),
+            search.as_secs_f64() * 1000.0
         );
     }
     Ok(())

@@ -14,7 +14,8 @@
 //! 2. `knowledge::chunk::chunk` with the default `ChunkConfig` (400-token chunks, 60 tokens of
 //!    overlap, tokens counted with the service's tokenizer), mapped to `NewChunk`s exactly as
 //!    the job worker does;
-//! 3. `KnowledgeStore::replace_chunks` (rows plus the FTS5 index, one transaction) and
+//! 3. `KnowledgeStore::replace_chunks` (rows and the agent's chunk generation, one
+//!    transaction) and
 //!    `KnowledgeStore::finish_document`, on a real SQLite store
 //!    (`SqliteStore::connect` + `migrate`, WAL, `synchronous = NORMAL`) in a temporary folder.
 //!

@@ -20,7 +20,7 @@
 //! question of the set through the service's retrieval (`retrieve::search`, top 5) and
 //! reports hit@1, hit@5 and MRR; a hit is a chunk whose page file name is one of the
 //! question's `expect` entries. The output also lists, per question, the rank of the first
-//! relevant chunk, the FTS5 query retrieval built, the top five chunks (page, heading, score)
+//! relevant chunk, the BM25 terms of the question, the top five chunks (page, heading, score)
 //! and whether the expected page was crawled at all, so that a miss can be told apart as a
 //! crawl-coverage miss or a ranking miss.
 //!
@@ -34,7 +34,7 @@
 
 use std::{collections::HashSet, path::PathBuf, time::Duration};
 
-use agentchat::knowledge::{eval, retrieve};
+use agentchat::knowledge::{bm25, eval, retrieve};
 use anyhow::Context;
 use bench::{kb, load};
 use clap::Parser;
@@ -181,11 +181,11 @@ async fn evaluate_start(
         let hits = retrieve::search(store.as_ref(), &agent, &q.q, eval::DEPTH).await?;
         println!();
         println!(
-            "{}. {}  (expect {}; FTS5 query: {})",
+            "{}. {}  (expect {}; BM25 terms: {})",
             n + 1,
             q.q,
             q.expect.join(", "),
-            retrieve::fts_query(&q.q).unwrap_or_default()
+            bm25::query_terms(&q.q).join(" ")
         );
         if hits.is_empty() {
             println!("   (no chunks)");

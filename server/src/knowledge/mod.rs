@@ -9,10 +9,13 @@
 //!   job interrupted by a crash or restart is retried.
 //! - [`embed`]: chunk embeddings through the OpenAI-compatible endpoint when
 //!   `EMBEDDING_MODEL` is set, their failure semantics, and the in-memory vectors.
+//! - [`bm25`]: BM25 ranking: word analysis, each agent's in-memory inverted index and
+//!   top-k search with MaxScore pruning.
 //! - [`retrieve`]: BM25 retrieval scoped to an agent, fused with vector similarity by
 //!   reciprocal rank fusion when embeddings are configured.
 //! - [`eval`]: hit@1, hit@5 and MRR of retrieval on a question set.
 
+pub mod bm25;
 pub mod chunk;
 pub mod crawl;
 pub mod embed;

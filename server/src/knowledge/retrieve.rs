@@ -1,5 +1,5 @@
-//! Retrieval: turns a chat message into a BM25 query over the agent's chunks (SQLite FTS5)
-//! and keeps the best hits above a score floor. When `EMBEDDING_MODEL` is configured,
+//! Retrieval: ranks the agent's chunks for a chat message by BM25 ([`super::bm25`], through
+//! the store) and keeps the best hits above a score floor. When `EMBEDDING_MODEL` is configured,
 //! [`hybrid`] also ranks the agent's chunks by the cosine similarity of their embeddings to
 //! the message's, and fuses both rankings by reciprocal rank fusion ([`rrf`]).
 
@@ -14,50 +14,9 @@ use crate::store::{knowledge::ChunkHit, Store, StoreResult};
 pub const TOP_K: u32 = 5;
 /// Candidates read from the index before the score floor is applied.
 const CANDIDATES: u32 = 20;
-/// Query terms used at most (the longest message still makes a small query).
-const MAX_TERMS: usize = 32;
 /// A hit scoring below this share of the best hit's score is dropped: it matched only
 /// on a word or two that the best passages match much better.
 pub const RELATIVE_SCORE_FLOOR: f64 = 0.35;
-
-/// English function words that carry no topic; matching on them only adds noise (the
-/// index keeps them, so phrase-like queries still work).
-const STOPWORDS: &[&str] = &[
-    "a", "about", "after", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be",
-    "because", "been", "before", "being", "between", "both", "but", "by", "can", "could", "did",
-    "do", "does", "doing", "down", "during", "each", "few", "for", "from", "further", "had", "has",
-    "have", "having", "he", "her", "here", "hers", "him", "his", "how", "i", "if", "in", "into",
-    "is", "it", "its", "itself", "just", "me", "more", "most", "my", "no", "nor", "not", "now",
-    "of", "off", "on", "once", "only", "or", "other", "our", "out", "over", "own", "same", "she",
-    "should", "so", "some", "such", "than", "that", "the", "their", "them", "then", "there",
-    "these", "they", "this", "those", "through", "to", "too", "under", "until", "up", "use",
-    "used", "using", "very", "was", "we", "were", "what", "when", "where", "which", "while", "who",
-    "whom", "why", "will", "with", "would", "you", "your", "yours",
-];
-
-/// The FTS5 query for `message`: its distinct content words, each quoted (so no word is
-/// read as FTS5 syntax), joined with OR and ranked by BM25. `None` when the message has
-/// no content word.
-pub fn fts_query(message: &str) -> Option<String> {
-    let mut seen = HashSet::new();
-    let mut terms = Vec::new();
-    for word in message
-        .split(|c: char| !c.is_alphanumeric() && c != '_')
-        .filter(|w| !w.is_empty())
-    {
-        let word = word.to_lowercase();
-        if word.chars().count() < 2 || STOPWORDS.contains(&word.as_str()) {
-            continue;
-        }
-        if seen.insert(word.clone()) {
-            terms.push(format!("\"{word}\""));
-            if terms.len() == MAX_TERMS {
-                break;
-            }
-        }
-    }
-    (!terms.is_empty()).then(|| terms.join(" OR "))
-}
 
 /// The agent's best chunks for `message`, best first: at most `k`, none below
 /// [`RELATIVE_SCORE_FLOOR`] of the best score.
@@ -69,11 +28,8 @@ pub async fn search(
     message: &str,
     k: u32,
 ) -> StoreResult<Vec<ChunkHit>> {
-    let Some(query) = fts_query(message) else {
-        return Ok(Vec::new());
-    };
     let hits = store
-        .search_chunks(agent_id, &query, CANDIDATES.max(k))
+        .search_chunks(agent_id, message, CANDIDATES.max(k))
         .await?;
     Ok(apply_floor(hits, k))
 }
@@ -171,13 +127,10 @@ pub async fn hybrid(
         return search(store, agent_id, message, k).await;
     };
     let candidates = CANDIDATES.max(k);
-    let bm25 = match fts_query(message) {
-        Some(query) => apply_floor(
-            store.search_chunks(agent_id, &query, candidates).await?,
-            candidates,
-        ),
-        None => Vec::new(),
-    };
+    let bm25 = apply_floor(
+        store.search_chunks(agent_id, message, candidates).await?,
+        candidates,
+    );
     let set = knowledge
         .vectors
         .get(store, agent_id, embedder.model())
@@ -281,25 +234,6 @@ mod tests {
         assert_eq!(kept, vec![(1, 0.35)], "0.29 is under the absolute floor");
         assert!(vector_floor(vec![(1, 0.2)]).is_empty());
         assert!(vector_floor(Vec::new()).is_empty());
-    }
-
-    #[test]
-    fn queries_quote_distinct_content_words() {
-        assert_eq!(
-            fts_query("How do I declare a MUTABLE variable? mutable!").as_deref(),
-            Some("\"declare\" OR \"mutable\" OR \"variable\"")
-        );
-        assert_eq!(fts_query("what is it?"), None);
-        assert_eq!(fts_query(""), None);
-    }
-
-    #[test]
-    fn fts_syntax_in_a_message_is_only_text() {
-        let q = fts_query("NEAR(a b) OR \"x\" AND title:* ^col -not").unwrap();
-        assert_eq!(
-            q, "\"near\" OR \"title\" OR \"col\"",
-            "operators and punctuation never reach FTS5 unquoted"
-        );
     }
 
     #[test]

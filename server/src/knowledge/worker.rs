@@ -455,7 +455,7 @@ const MAX_PAGES_PER_WRITE: usize = 16;
 /// Waits for the oldest page being chunked, then stores it with its chunks together with
 /// the pages after it whose chunks are already ready (in arrival order, at most
 /// [`MAX_PAGES_PER_WRITE`]), in one transaction: each commit costs a fixed amount (the
-/// write lock, the WAL frame, a new FTS5 index segment to merge later), so when the
+/// write lock, the WAL frame, the agent's chunk generation), so when the
 /// store is what the crawl waits for, its pages queue up and are written together.
 /// `Ok(false)` when the document was deleted meanwhile (the crawl should stop).
 async fn store_ready_pages(

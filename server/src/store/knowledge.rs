@@ -205,7 +205,7 @@ pub struct ChunkHit {
     pub document_name: String,
     pub heading_path: String,
     pub text: String,
-    /// Relevance, larger is better: BM25 (FTS5's `bm25()` negated) from
+    /// Relevance, larger is better: BM25 (`knowledge::bm25`) from
     /// [`KnowledgeStore::search_chunks`], 0 from [`KnowledgeStore::chunk_hits`]; retrieval
     /// may replace it with a fused score (`knowledge::retrieve`).
     pub score: f64,
@@ -335,12 +335,14 @@ pub trait KnowledgeStore: Send + Sync + 'static {
     /// A job of the user.
     async fn job(&self, user_id: &str, id: &str) -> StoreResult<Option<JobRecord>>;
 
-    /// BM25 search over the agent's chunks: `query` is an FTS5 query expression; the best
-    /// `limit` hits, best first.
+    /// BM25 search over the agent's chunks for `question` (plain text: its content words,
+    /// analysed as `knowledge::bm25::query_terms` says; nothing in it is syntax): the best
+    /// `limit` hits containing at least one of its terms, best first, scored as
+    /// `knowledge::bm25` says. Empty when the question has no content word.
     async fn search_chunks(
         &self,
         agent_id: &str,
-        query: &str,
+        question: &str,
         limit: u32,
     ) -> StoreResult<Vec<ChunkHit>>;
 

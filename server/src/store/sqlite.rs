@@ -1,7 +1,7 @@
 //! The embedded SQLite backend: one file, WAL journal, foreign keys on, migrations from
 //! `migrations/sqlite` embedded in the binary.
 
-use std::{str::FromStr, time::Duration};
+use std::{str::FromStr, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
@@ -32,6 +32,8 @@ mod webhooks;
 pub struct SqliteStore {
     pool: SqlitePool,
     writer: SqlitePool,
+    /// Agents' BM25 indexes, kept in step with their chunks (`sqlite/knowledge.rs`).
+    bm25: Arc<crate::knowledge::bm25::Bm25Cache>,
 }
 
 /// Read-only connections in [`SqliteStore`]'s reader pool.
@@ -70,7 +72,11 @@ impl SqliteStore {
             .test_before_acquire(false)
             .connect_with(options.read_only(true))
             .await?;
-        Ok(Self { pool, writer })
+        Ok(Self {
+            pool,
+            writer,
+            bm25: Arc::default(),
+        })
     }
 
     /// The read-only pool (for backend-specific tests and tools).
@@ -1007,6 +1013,184 @@ pub(crate) mod tests {
             .await
             .unwrap()
             .is_empty());
+    }
+
+    /// The ids of the document's chunks, ascending.
+    async fn chunk_ids(store: &SqliteStore, document_id: &str) -> Vec<i64> {
+        sqlx::query_scalar("SELECT id FROM chunks WHERE document_id = ? ORDER BY id")
+            .bind(document_id)
+            .fetch_all(store.pool())
+            .await
+            .unwrap()
+    }
+
+    /// The BM25 index learns of new chunks as those above the largest id it has seen, so
+    /// an id must never come back after the chunk holding it (the newest) is deleted.
+    #[tokio::test]
+    async fn chunk_ids_only_grow() {
+        let (_dir, store) = store().await;
+        let doc = crawled_document(&store).await;
+        let pages = [page("https://example.com/a", &["alpha", "beta"])];
+        assert!(store
+            .replace_pages(&doc.id, &pages, Utc::now())
+            .await
+            .unwrap());
+        let first = chunk_ids(&store, &doc.id).await;
+        store.retain_pages(&doc.id, &[]).await.unwrap();
+        assert!(chunk_ids(&store, &doc.id).await.is_empty());
+        let pages = [page("https://example.com/a", &["gamma", "delta"])];
+        assert!(store
+            .replace_pages(&doc.id, &pages, Utc::now())
+            .await
+            .unwrap());
+        let second = chunk_ids(&store, &doc.id).await;
+        assert_eq!(second.len(), 2);
+        assert!(
+            second[0] > *first.last().unwrap(),
+            "{second:?} reuses ids of {first:?}"
+        );
+    }
+
+    fn words(hits: &[kb::ChunkHit]) -> Vec<&str> {
+        hits.iter().map(|h| h.text.as_str()).collect()
+    }
+
+    /// A search sees every chunk written or deleted before it, through whichever store
+    /// (process) wrote it: the index checks the agent's chunk generation each time.
+    #[tokio::test]
+    async fn searches_see_chunks_written_by_another_process_at_once() {
+        let (dir, store) = store().await;
+        let url = format!("sqlite://{}", dir.path().join("test.db").display());
+        let other = SqliteStore::connect(&url).await.unwrap();
+        let doc = crawled_document(&store).await;
+        let agent = doc.agent_id.clone();
+        assert!(store
+            .search_chunks(&agent, "alpha", 10)
+            .await
+            .unwrap()
+            .is_empty());
+        let pages = [
+            page("https://example.com/a", &["alpha", "alpha beta"]),
+            page("https://example.com/b", &["beta"]),
+        ];
+        assert!(other
+            .replace_pages(&doc.id, &pages, Utc::now())
+            .await
+            .unwrap());
+        let found = store.search_chunks(&agent, "alpha", 10).await.unwrap();
+        assert_eq!(
+            words(&found),
+            ["alpha", "alpha beta"],
+            "added chunks are found"
+        );
+        assert!(found[0].score > found[1].score && found[1].score > 0.0);
+        assert_eq!(found[0].url.as_deref(), Some("https://example.com/a"));
+        // A page refreshed with new text: its old chunks go, the new ones come in.
+        let pages = [page("https://example.com/a", &["gamma"])];
+        assert!(other
+            .replace_pages(&doc.id, &pages, Utc::now())
+            .await
+            .unwrap());
+        assert!(store
+            .search_chunks(&agent, "alpha", 10)
+            .await
+            .unwrap()
+            .is_empty());
+        assert_eq!(
+            words(&store.search_chunks(&agent, "gamma", 10).await.unwrap()),
+            ["gamma"]
+        );
+        assert_eq!(
+            words(&store.search_chunks(&agent, "beta", 10).await.unwrap()),
+            ["beta"]
+        );
+        // The whole document deleted elsewhere.
+        assert!(other
+            .delete_document(&doc.user_id, &agent, &doc.id)
+            .await
+            .unwrap());
+        assert!(store
+            .search_chunks(&agent, "beta gamma", 10)
+            .await
+            .unwrap()
+            .is_empty());
+        // The agent deleted: its index is dropped.
+        assert!(other.delete_agent(&doc.user_id, &agent).await.unwrap());
+        assert!(store
+            .search_chunks(&agent, "beta", 10)
+            .await
+            .unwrap()
+            .is_empty());
+        assert_eq!(
+            store.bm25.agents(),
+            0,
+            "a deleted agent's index is not kept"
+        );
+    }
+
+    /// Another agent's chunks neither match nor change the statistics of a search.
+    #[tokio::test]
+    async fn searches_are_scoped_to_the_agent() {
+        let (_dir, store) = store().await;
+        let doc = crawled_document(&store).await;
+        let pages = [page(
+            "https://example.com/a",
+            &["shared words", "shared other"],
+        )];
+        assert!(store
+            .replace_pages(&doc.id, &pages, Utc::now())
+            .await
+            .unwrap());
+        let first = store
+            .search_chunks(&doc.agent_id, "shared", 10)
+            .await
+            .unwrap();
+        let now = Utc::now();
+        let agent = AgentRecord {
+            id: "a2".into(),
+            name: "second".into(),
+            ..store
+                .agent(&doc.user_id, &doc.agent_id)
+                .await
+                .unwrap()
+                .unwrap()
+        };
+        store.create_agent(&agent, 100).await.unwrap();
+        let second = kb::DocumentRecord::pending_url(
+            "d2".into(),
+            "a2",
+            &doc.user_id,
+            "https://example.org/",
+            None,
+            now,
+        );
+        let job = kb::JobRecord::queued("crawl", &second.id, &second.user_id, now);
+        store.create_document(&second, &job).await.unwrap();
+        let pages = [page(
+            "https://example.org/x",
+            &["shared", "shared", "shared", "only here"],
+        )];
+        assert!(store
+            .replace_pages(&second.id, &pages, Utc::now())
+            .await
+            .unwrap());
+        assert!(store
+            .search_chunks(&doc.agent_id, "only here", 10)
+            .await
+            .unwrap()
+            .is_empty());
+        assert_eq!(
+            store
+                .search_chunks(&doc.agent_id, "shared", 10)
+                .await
+                .unwrap(),
+            first,
+            "the same hits and scores as before the other agent had chunks"
+        );
+        assert_eq!(
+            store.search_chunks("a2", "shared", 10).await.unwrap().len(),
+            3
+        );
     }
 
     #[tokio::test]

@@ -1,21 +1,25 @@
-//! [`KnowledgeStore`] on SQLite: documents, pages and chunks with an FTS5 index kept in step
-//! by triggers (`migrations/sqlite/0003_knowledge.sql`), and the job queue with leases.
+//! [`KnowledgeStore`] on SQLite: documents, pages and chunks, each agent's BM25 index kept
+//! in step with its chunks (`migrations/sqlite/0011_bm25.sql`), and the job queue with
+//! leases.
 //!
 //! Write transactions start with `BEGIN IMMEDIATE`: they take the write lock up front and
 //! wait for it (busy timeout), instead of failing with `SQLITE_BUSY` when two workers
 //! upgrade read transactions at the same time.
+
+use std::collections::{HashMap, HashSet};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::{sqlite::SqliteRow, Row};
 
 use super::{ms, opt_time, time, SqliteStore};
+use crate::knowledge::bm25::{self, Bm25Index, CachedIndex};
 use crate::store::{
     knowledge::{
         job_status, status, vector_from_bytes, vector_to_bytes, ChunkHit, ChunkText, ChunkVector,
         DocumentRecord, JobRecord, KnowledgeStore, NewChunk, PageRecord,
     },
-    StoreResult,
+    StoreError, StoreResult,
 };
 
 const DOCUMENT_COLUMNS: &str = "id, agent_id, user_id, kind, name, url, format, crawl_config, \
@@ -23,10 +27,6 @@ const DOCUMENT_COLUMNS: &str = "id, agent_id, user_id, kind, name, url, format, 
 
 const JOB_COLUMNS: &str = "id, kind, document_id, user_id, status, progress_done, \
      progress_total, error, attempts, created_at, started_at, finished_at";
-
-/// BM25 column weights of `chunks_fts` (agent, title, heading, text): the agent column
-/// only scopes the query; a match in a title or heading counts more than one in the text.
-const BM25: &str = "bm25(chunks_fts, 0.0, 2.0, 1.5, 1.0)";
 
 fn document(row: &SqliteRow) -> Result<DocumentRecord, sqlx::Error> {
     Ok(DocumentRecord {
@@ -74,14 +74,29 @@ async fn insert_chunks(
     agent_id: &str,
     chunks: &[NewChunk],
 ) -> Result<(), sqlx::Error> {
+    if chunks.is_empty() {
+        return Ok(());
+    }
+    // Ids from `chunk_id_seq`, so they only grow (migration 0011); the `max` keeps them
+    // above any id however it was written.
+    let count = chunks.len() as i64;
+    let first: i64 = sqlx::query_scalar(
+        "UPDATE chunk_id_seq SET next = max(next, (SELECT coalesce(max(id), 0) + 1 FROM chunks)) + ?1 \
+         RETURNING next - ?1",
+    )
+    .bind(count)
+    .fetch_one(&mut **tx)
+    .await?;
+    let mut ids = first..;
     // Multi-row INSERTs: one round trip to the connection per batch instead of per chunk.
     for batch in chunks.chunks(CHUNK_INSERT_BATCH) {
         let mut insert = sqlx::QueryBuilder::<sqlx::Sqlite>::new(
-            "INSERT INTO chunks (document_id, agent_id, page_url, title, heading_path, position, \
-             page, tokens, text) ",
+            "INSERT INTO chunks (id, document_id, agent_id, page_url, title, heading_path, \
+             position, page, tokens, text) ",
         );
         insert.push_values(batch, |mut row, c| {
-            row.push_bind(document_id)
+            row.push_bind(ids.next().unwrap_or(i64::MAX))
+                .push_bind(document_id)
                 .push_bind(agent_id)
                 .push_bind(&c.page_url)
                 .push_bind(&c.title)
@@ -96,7 +111,7 @@ async fn insert_chunks(
     Ok(())
 }
 
-/// Chunks per multi-row INSERT: 9 parameters each, well under SQLite's limit of 32,766
+/// Chunks per multi-row INSERT: 10 parameters each, well under SQLite's limit of 32,766
 /// parameters per statement.
 const CHUNK_INSERT_BATCH: usize = 500;
 
@@ -109,6 +124,134 @@ async fn live_agent(
         .bind(document_id)
         .fetch_optional(&mut **tx)
         .await
+}
+
+/// Chunks read from the database per step while an agent's BM25 index is built or brought
+/// up to date (each step's text is analysed on the blocking pool).
+const INDEX_BATCH: i64 = 2_000;
+
+impl SqliteStore {
+    /// The agent's best `k` chunks for the query `terms` by BM25: `(chunk id, score)`,
+    /// best first ([`Bm25Index::search`]), from the agent's index after bringing it up to
+    /// date with the database.
+    ///
+    /// One read of the agent's chunk generation when nothing changed; otherwise the index
+    /// reads what changed: removals by comparing the count of chunks it already knows,
+    /// additions as the chunks above the largest id it has seen (chunk ids only grow).
+    ///
+    /// Errors: the database's, or [`StoreError::Other`] when analysing chunks panicked.
+    async fn rank_chunks(
+        &self,
+        agent_id: &str,
+        terms: &[String],
+        k: usize,
+    ) -> StoreResult<Vec<(i64, f32)>> {
+        let generation: Option<i64> =
+            sqlx::query_scalar("SELECT generation FROM chunk_generations WHERE agent_id = ?")
+                .bind(agent_id)
+                .fetch_optional(&self.pool)
+                .await?;
+        let Some(generation) = generation else {
+            // No chunk was ever written for the agent, or it was deleted.
+            self.bm25.forget(agent_id);
+            return Ok(Vec::new());
+        };
+        let entry = self.bm25.entry(agent_id);
+        {
+            let cached = entry.read().await;
+            if cached.generation == Some(generation) {
+                return Ok(cached.index.search(terms, k));
+            }
+        }
+        let mut cached = entry.write().await;
+        if cached.generation != Some(generation) {
+            self.update_index(agent_id, &mut cached).await?;
+            // Read before the changes were: a write since then only makes the next
+            // search check again.
+            cached.generation = Some(generation);
+            self.bm25.resized(
+                agent_id,
+                cached.index.heap_bytes(),
+                bm25::CACHE_BUDGET_BYTES,
+            );
+        }
+        Ok(cached.index.search(terms, k))
+    }
+
+    /// Brings `cached` up to date with the agent's chunks in the database (see
+    /// [`SqliteStore::rank_chunks`]). Leaves `cached.generation` to the caller; when
+    /// interrupted (the search was dropped) it leaves an empty index that the next search
+    /// rebuilds.
+    async fn update_index(&self, agent_id: &str, cached: &mut CachedIndex) -> StoreResult<()> {
+        let seen_up_to = cached.max_chunk_id;
+        let known: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM chunks WHERE agent_id = ? AND id <= ?")
+                .bind(agent_id)
+                .bind(seen_up_to)
+                .fetch_one(&self.pool)
+                .await?;
+        if known as usize != cached.index.len() {
+            let kept: HashSet<i64> =
+                sqlx::query_scalar("SELECT id FROM chunks WHERE agent_id = ? AND id <= ?")
+                    .bind(agent_id)
+                    .bind(seen_up_to)
+                    .fetch_all(&self.pool)
+                    .await?
+                    .into_iter()
+                    .collect();
+            self.on_blocking_pool(cached, move |index| {
+                index.retain(|id| kept.contains(&id));
+            })
+            .await?;
+        }
+        loop {
+            let after = cached.max_chunk_id;
+            let rows: Vec<(i64, String, String, String)> = sqlx::query_as(
+                "SELECT id, title, heading_path, text FROM chunks \
+                 WHERE agent_id = ? AND id > ? ORDER BY id LIMIT ?",
+            )
+            .bind(agent_id)
+            .bind(after)
+            .bind(INDEX_BATCH)
+            .fetch_all(&self.pool)
+            .await?;
+            let Some(last) = rows.last().map(|r| r.0) else {
+                break;
+            };
+            self.on_blocking_pool(cached, move |index| {
+                for (id, title, heading_path, text) in &rows {
+                    index.add(*id, title, heading_path, text);
+                }
+            })
+            .await?;
+            cached.max_chunk_id = last;
+        }
+        Ok(())
+    }
+
+    /// Runs `work` on the index on the blocking pool (analysis is CPU work). While it
+    /// runs, `cached` holds an empty, unbuilt index, so if the caller is dropped meanwhile
+    /// the next search starts over instead of trusting a half-updated one.
+    async fn on_blocking_pool(
+        &self,
+        cached: &mut CachedIndex,
+        work: impl FnOnce(&mut Bm25Index) + Send + 'static,
+    ) -> StoreResult<()> {
+        let max_chunk_id = cached.max_chunk_id;
+        let generation = cached.generation.take();
+        cached.max_chunk_id = 0;
+        let mut index = std::mem::take(&mut cached.index);
+        let index = tokio::task::spawn_blocking(move || {
+            work(&mut index);
+            index
+        })
+        .await
+        .map_err(|e| StoreError::Other(anyhow::anyhow!("indexing chunks failed: {e}")))?;
+        cached.index = index;
+        cached.max_chunk_id = max_chunk_id;
+        cached.generation = generation;
+        Ok(())
+    }
 }
 
 #[async_trait]
@@ -421,34 +564,30 @@ impl KnowledgeStore for SqliteStore {
     async fn search_chunks(
         &self,
         agent_id: &str,
-        query: &str,
+        question: &str,
         limit: u32,
     ) -> StoreResult<Vec<ChunkHit>> {
-        let scoped = format!("agent : \"{}\" AND ({query})", agent_id.replace('-', ""));
-        // Ranked on the index alone, then only the best `limit` rows are joined: joining
-        // every matching row before the sort (the plain form of this query) reads each
-        // matching chunk's text and costs about twice as much on large knowledge bases.
-        // `CROSS JOIN` keeps the ranked rows as the outer loop: with a plain `JOIN` SQLite
-        // may walk all of the agent's chunks through `chunks_agent` (for the filter below)
-        // and probe the ranked rows for each, which cost 50 ms more on 100,000 chunks
-        // (BENCHMARKS.md § Knowledge base). The agent filter on `chunks` stays as a second
-        // guard on the index's scoping.
-        let rows = sqlx::query(&format!(
-            "SELECT c.id, c.document_id, c.title, c.page_url, c.heading_path, c.text, \
-             d.name AS document_name, -ranked.rank AS score \
-             FROM (SELECT rowid, {BM25} AS rank FROM chunks_fts \
-                   WHERE chunks_fts MATCH ? ORDER BY rank LIMIT ?) AS ranked \
-             CROSS JOIN chunks c ON c.id = ranked.rowid \
-             CROSS JOIN documents d ON d.id = c.document_id \
-             WHERE c.agent_id = ? \
-             ORDER BY ranked.rank"
-        ))
-        .bind(&scoped)
-        .bind(i64::from(limit))
-        .bind(agent_id)
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows.iter().map(hit).collect::<Result<_, sqlx::Error>>()?)
+        let terms = bm25::query_terms(question);
+        if terms.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let ranked = self.rank_chunks(agent_id, &terms, limit as usize).await?;
+        let ids: Vec<i64> = ranked.iter().map(|r| r.0).collect();
+        let mut found: HashMap<i64, ChunkHit> = self
+            .chunk_hits(agent_id, &ids)
+            .await?
+            .into_iter()
+            .map(|h| (h.chunk_id, h))
+            .collect();
+        // A chunk deleted since the index was checked is left out.
+        Ok(ranked
+            .into_iter()
+            .filter_map(|(id, score)| {
+                let mut hit = found.remove(&id)?;
+                hit.score = f64::from(score);
+                Some(hit)
+            })
+            .collect())
     }
 
     async fn put_embeddings(&self, model: &str, vectors: &[(i64, Vec<f32>)]) -> StoreResult<()> {
