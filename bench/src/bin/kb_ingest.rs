@@ -15,9 +15,10 @@
 //!    overlap, tokens counted with the service's tokenizer), mapped to `NewChunk`s exactly as
 //!    the job worker does;
 //! 3. `KnowledgeStore::replace_chunks` (rows and the agent's chunk generation, one
-//!    transaction) and
-//!    `KnowledgeStore::finish_document`, on a real SQLite store
-//!    (`SqliteStore::connect` + `migrate`, WAL, `synchronous = NORMAL`) in a temporary folder.
+//!    transaction) and `KnowledgeStore::finish_document`, on a real SQLite store
+//!    (`SqliteStore::connect` + `migrate`, WAL, `synchronous = NORMAL`) in a temporary folder;
+//! 4. `retrieve::search` for the document's reference word: the agent's BM25 index reads
+//!    and analyses the new chunks (as the next chat after an upload does).
 //!
 //! Not timed: creating the user, agent and document rows (the upload request does that),
 //! writing the upload to disk and the job's queue bookkeeping, and loading the tokenizer
@@ -34,7 +35,9 @@
 //! For each of `--rounds` rounds (a fresh database each): pages/s over the wall-clock time
 //! of the loop, the process's CPU time in the loop (SQLite runs on sqlx's worker thread, so
 //! CPU time can exceed wall time slightly; `pages per CPU-second` is the per-core figure
-//! when that happens), and how the time splits between extraction, chunking and the store.
+//! when that happens), and how the time splits between extraction, chunking, the store and
+//! the BM25 index (a search after every document, which brings the agent's index up to
+//! date with that document's chunks and must find it by its reference word).
 //! After each round the documents are checked searchable: `retrieve::search` must return
 //! a chunk of document N for the query `kbingestN` (for a sample of documents), and every
 //! document must be `indexed` with the chunks it was given. PASS/FAIL compares the best
@@ -96,6 +99,8 @@ struct Args {
 /// One document to ingest.
 struct Document {
     name: String,
+    /// Its unique reference word (`kbingestNNNN`).
+    reference: String,
     bytes: Vec<u8>,
 }
 
@@ -109,6 +114,8 @@ struct Round {
     detect_extract: Duration,
     chunking: Duration,
     store: Duration,
+    /// The next search's update of the BM25 index.
+    index: Duration,
 }
 
 impl Round {
@@ -195,6 +202,7 @@ fn build_documents(book: &[BookPage], count: usize, pages: usize) -> Vec<Documen
             }
             Document {
                 name: format!("notes-{n:04}.md"),
+                reference: format!("kbingest{n:04}"),
                 bytes: text.into_bytes(),
             }
         })
@@ -258,6 +266,17 @@ async fn ingest_round(docs: &[Document]) -> anyhow::Result<Round> {
             .finish_document(id, pages, doc.bytes.len() as u64, Utc::now())
             .await?;
         round.store += t.elapsed();
+
+        // The BM25 index takes the document's chunks in at the next search of the agent:
+        // a search after every document makes that cost part of each document's time.
+        let t = Instant::now();
+        let found = retrieve::search(&store, &agent_id, &doc.reference, 1).await?;
+        round.index += t.elapsed();
+        ensure!(
+            found.first().is_some_and(|h| &h.document_id == id),
+            "{} was not found by its reference word right after it was stored",
+            doc.name
+        );
 
         ensure!(
             kind == DocumentKind::Markdown,
@@ -327,6 +346,7 @@ fn print_summary(args: &Args, best: &Round, rounds: usize) {
         ("detect + extract", best.detect_extract),
         ("chunk (tokenizer-sized)", best.chunking),
         ("store (replace_chunks + finish_document)", best.store),
+        ("BM25 index update (next search)", best.index),
     ] {
         println!(
             "| {name} | {:.3} | {:.1} % | {:.0} |",
