@@ -1128,6 +1128,56 @@ pub(crate) mod tests {
         );
     }
 
+    /// A search dropped at any point while it builds the index (the chat's client left)
+    /// leaves nothing half-built behind: the next search ranks as a fresh process does.
+    #[tokio::test]
+    async fn an_interrupted_index_build_is_started_over() {
+        let (dir, store) = store().await;
+        let doc = crawled_document(&store).await;
+        // More chunks than one read step of the index, so a build has several steps.
+        let texts: Vec<String> = (0..4_500)
+            .map(|i| format!("common word{} other{}", i % 97, i % 13))
+            .collect();
+        let words: Vec<&str> = texts.iter().map(String::as_str).collect();
+        let pages = [page("https://example.com/a", &words)];
+        assert!(store
+            .replace_pages(&doc.id, &pages, Utc::now())
+            .await
+            .unwrap());
+        let url = format!("sqlite://{}", dir.path().join("test.db").display());
+        let fresh = SqliteStore::connect(&url).await.unwrap();
+        let question = "common word5 other7";
+        let expected = fresh
+            .search_chunks(&doc.agent_id, question, 20)
+            .await
+            .unwrap();
+        assert_eq!(expected.len(), 20);
+        let started = std::time::Instant::now();
+        store
+            .search_chunks(&doc.agent_id, question, 20)
+            .await
+            .unwrap();
+        let whole_build = started.elapsed();
+        store.bm25.forget(&doc.agent_id);
+        // Interrupted at tenths of a whole build's time: while the generation is read,
+        // while chunks are read, while they are analysed.
+        let mut interrupted = 0;
+        for tenth in 1..10 {
+            let after = whole_build * tenth / 10;
+            let search = store.search_chunks(&doc.agent_id, question, 20);
+            if tokio::time::timeout(after, search).await.is_err() {
+                interrupted += 1;
+            }
+            let found = store
+                .search_chunks(&doc.agent_id, question, 20)
+                .await
+                .unwrap();
+            assert_eq!(found, expected, "after a search dropped at {after:?}");
+            store.bm25.forget(&doc.agent_id);
+        }
+        assert!(interrupted > 0, "no search was interrupted");
+    }
+
     /// Another agent's chunks neither match nor change the statistics of a search.
     #[tokio::test]
     async fn searches_are_scoped_to_the_agent() {
