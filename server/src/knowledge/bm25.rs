@@ -8,8 +8,8 @@
 //! several server processes over one database agree. Ranking in memory is what makes
 //! top-k cheap: SQLite FTS5 computes `bm25()` for every matching row before the best k are
 //! known (0.6–2.5 µs a row), and a question's content words match most chunks of a large
-//! knowledge base, so it took 50–150 ms over 100,000 chunks where this takes under a
-//! millisecond (BENCHMARKS.md § Knowledge base).
+//! knowledge base, so retrieval took 50–150 ms over 100,000 chunks; with this index it
+//! takes about a millisecond, database reads included (BENCHMARKS.md § Knowledge base).
 //!
 //! Scoring is Okapi BM25 as Lucene and Elasticsearch compute it:
 //! `idf(t) · tf · (k1 + 1) / (tf + k1 · (1 − b + b · dl / avgdl))` summed over the
@@ -322,7 +322,31 @@ impl Bm25Index {
         self.min_length = lengths.iter().copied().min().unwrap_or(0);
         self.chunk_ids = chunk_ids;
         self.lengths = lengths;
+        let unused = self.postings.iter().filter(|p| p.slots.is_empty()).count();
+        if unused * 2 > self.postings.len() {
+            self.drop_unused_terms();
+        }
         dropped
+    }
+
+    /// Forgets the terms no chunk contains any more (and the word forms cache), so that a
+    /// knowledge base whose documents keep changing does not grow its vocabulary forever.
+    fn drop_unused_terms(&mut self) {
+        let mut new_id = vec![u32::MAX; self.postings.len()];
+        let mut postings = Vec::new();
+        for (id, p) in std::mem::take(&mut self.postings).into_iter().enumerate() {
+            if !p.slots.is_empty() {
+                new_id[id] = postings.len() as u32;
+                postings.push(p);
+            }
+        }
+        self.terms.retain(|_, id| {
+            *id = new_id[*id as usize];
+            *id != u32::MAX
+        });
+        self.terms.shrink_to_fit();
+        self.postings = postings;
+        self.forms = HashMap::new();
     }
 
     /// Chunks containing at least one of the query `terms` (what an exhaustive ranking
@@ -761,6 +785,32 @@ mod tests {
         index.retain(|_| false);
         assert!(index.is_empty());
         assert!(index.search(&query, 10).is_empty());
+        assert!(index.terms.is_empty() && index.postings.is_empty() && index.forms.is_empty());
+    }
+
+    #[test]
+    fn terms_no_chunk_contains_are_forgotten() {
+        let mut index = Bm25Index::default();
+        for i in 0..100 {
+            index.add(i, "", "", &format!("common unique{i}"));
+        }
+        assert_eq!(index.terms.len(), 101);
+        index.retain(|id| id >= 90);
+        assert_eq!(
+            index.terms.len(),
+            11,
+            "common and the ten kept unique words"
+        );
+        assert_eq!(index.postings.len(), 11);
+        // Ids were renumbered consistently: every kept word still finds its chunk.
+        for i in 90..100 {
+            let hits = index.search(&terms(&format!("unique{i}")), 5);
+            assert_eq!(hits.iter().map(|h| h.0).collect::<Vec<_>>(), [i]);
+        }
+        assert!(index.search(&terms("unique3"), 5).is_empty());
+        index.add(100, "", "", "unique3 common");
+        assert_eq!(index.search(&terms("unique3"), 5)[0].0, 100);
+        assert_eq!(index.search(&terms("common"), 20).len(), 11);
     }
 
     #[test]
