@@ -1,7 +1,7 @@
 //! Retrieval: ranks the agent's chunks for a chat message by BM25 ([`super::bm25`], through
-//! the store) and keeps the best hits above a score floor. When `EMBEDDING_MODEL` is configured,
-//! [`hybrid`] also ranks the agent's chunks by the cosine similarity of their embeddings to
-//! the message's, and fuses both rankings by reciprocal rank fusion ([`rrf`]).
+//! the store) and keeps the best hits above a score floor. When `EMBEDDING_MODEL` is
+//! configured, [`hybrid`] also ranks the agent's chunks by the cosine similarity of their
+//! embeddings to the message's, and fuses both rankings by reciprocal rank fusion ([`rrf`]).
 
 use std::collections::{HashMap, HashSet};
 
