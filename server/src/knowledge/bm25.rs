@@ -314,8 +314,12 @@ impl Bm25Index {
             }
             postings.slots.truncate(kept);
             postings.tfs.truncate(kept);
-            postings.slots.shrink_to_fit();
-            postings.tfs.shrink_to_fit();
+            // Not every list on every removal (each would be reallocated for a few
+            // entries): a list is shrunk once most of its capacity is unused.
+            if postings.slots.capacity() > 2 * kept.max(4) {
+                postings.slots.shrink_to_fit();
+                postings.tfs.shrink_to_fit();
+            }
             postings.max_tf = max_tf;
         }
         self.total_length = lengths.iter().map(|&l| u64::from(l)).sum();

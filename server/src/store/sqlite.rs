@@ -1055,6 +1055,12 @@ pub(crate) mod tests {
         hits.iter().map(|h| h.text.as_str()).collect()
     }
 
+    /// The texts of the agent's best 10 chunks for `question`, best first.
+    async fn texts(store: &SqliteStore, agent: &str, question: &str) -> Vec<String> {
+        let hits = store.search_chunks(agent, question, 10).await.unwrap();
+        hits.into_iter().map(|h| h.text).collect()
+    }
+
     /// A search sees every chunk written or deleted before it, through whichever store
     /// (process) wrote it: the index checks the agent's chunk generation each time.
     #[tokio::test]
@@ -1064,11 +1070,7 @@ pub(crate) mod tests {
         let other = SqliteStore::connect(&url).await.unwrap();
         let doc = crawled_document(&store).await;
         let agent = doc.agent_id.clone();
-        assert!(store
-            .search_chunks(&agent, "alpha", 10)
-            .await
-            .unwrap()
-            .is_empty());
+        assert!(texts(&store, &agent, "alpha").await.is_empty());
         let pages = [
             page("https://example.com/a", &["alpha", "alpha beta"]),
             page("https://example.com/b", &["beta"]),
@@ -1091,36 +1093,18 @@ pub(crate) mod tests {
             .replace_pages(&doc.id, &pages, Utc::now())
             .await
             .unwrap());
-        assert!(store
-            .search_chunks(&agent, "alpha", 10)
-            .await
-            .unwrap()
-            .is_empty());
-        assert_eq!(
-            words(&store.search_chunks(&agent, "gamma", 10).await.unwrap()),
-            ["gamma"]
-        );
-        assert_eq!(
-            words(&store.search_chunks(&agent, "beta", 10).await.unwrap()),
-            ["beta"]
-        );
+        assert!(texts(&store, &agent, "alpha").await.is_empty());
+        assert_eq!(texts(&store, &agent, "gamma").await, ["gamma"]);
+        assert_eq!(texts(&store, &agent, "beta").await, ["beta"]);
         // The whole document deleted elsewhere.
         assert!(other
             .delete_document(&doc.user_id, &agent, &doc.id)
             .await
             .unwrap());
-        assert!(store
-            .search_chunks(&agent, "beta gamma", 10)
-            .await
-            .unwrap()
-            .is_empty());
+        assert!(texts(&store, &agent, "beta gamma").await.is_empty());
         // The agent deleted: its index is dropped.
         assert!(other.delete_agent(&doc.user_id, &agent).await.unwrap());
-        assert!(store
-            .search_chunks(&agent, "beta", 10)
-            .await
-            .unwrap()
-            .is_empty());
+        assert!(texts(&store, &agent, "beta").await.is_empty());
         assert_eq!(
             store.bm25.agents(),
             0,
