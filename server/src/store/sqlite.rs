@@ -9,7 +9,7 @@ use sqlx::{
     sqlite::{
         SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteRow, SqliteSynchronous,
     },
-    Row, SqlitePool,
+    ConnectOptions, Row, SqlitePool,
 };
 
 use super::*;
@@ -28,16 +28,66 @@ mod webhooks;
 /// first-come, first-served queue in the pool, and WAL mode lets the readers go on while
 /// it writes. The readers are opened read-only, so a write sent to them by mistake fails
 /// loudly ("attempt to write a readonly database") instead of contending.
+///
+/// The writer never checkpoints the WAL itself (`wal_autocheckpoint = 0`): SQLite's
+/// default is that the commit which takes the WAL past 1,000 pages copies them into the
+/// database file and syncs both files before it returns, so that commit, and every write
+/// queued behind the one writer, waits for two `fsync`s. A checkpointer of its own
+/// ([`Checkpointer`], one more read-write connection) does it every
+/// [`CHECKPOINT_INTERVAL`] instead, beside the writer (a passive checkpoint never blocks
+/// writers or readers).
 #[derive(Clone)]
 pub struct SqliteStore {
     pool: SqlitePool,
     writer: SqlitePool,
     /// Agents' BM25 indexes, kept in step with their chunks (`sqlite/knowledge.rs`).
     bm25: Arc<crate::knowledge::bm25::Bm25Cache>,
+    /// Stops the checkpointer when the last clone of the store is dropped.
+    _checkpointer: Arc<Checkpointer>,
 }
 
 /// Read-only connections in [`SqliteStore`]'s reader pool.
 pub const READERS: u32 = 8;
+
+/// How often [`Checkpointer`] copies the WAL into the database file.
+pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Largest size the WAL file is left at after a checkpoint has emptied it, in bytes
+/// (`journal_size_limit`; without it the file keeps its largest size).
+pub const WAL_SIZE_LIMIT: u64 = 64 * 1024 * 1024;
+
+/// The task that checkpoints the WAL of a [`SqliteStore`] every [`CHECKPOINT_INTERVAL`]
+/// (`PRAGMA wal_checkpoint(PASSIVE)`: it copies what no reader still needs and never
+/// waits for a lock, so it holds up neither the writer nor the readers). A checkpoint that
+/// fails (the disk is full, say) is logged and tried again at the next interval; the WAL
+/// keeps every committed write meanwhile. Dropped, it stops the task, whose connection
+/// then closes.
+struct Checkpointer(tokio::task::AbortHandle);
+
+impl Checkpointer {
+    fn start(mut connection: sqlx::SqliteConnection) -> Self {
+        let task = tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(CHECKPOINT_INTERVAL);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                if let Err(e) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
+                    .execute(&mut connection)
+                    .await
+                {
+                    tracing::warn!(error = %e, "checkpointing the database's WAL failed");
+                }
+            }
+        });
+        Self(task.abort_handle())
+    }
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
 
 impl SqliteStore {
     /// Opens (creating when missing, with its parent folder) the database at `url`.
@@ -63,9 +113,21 @@ impl SqliteStore {
                     .clone()
                     .create_if_missing(true)
                     .journal_mode(SqliteJournalMode::Wal)
-                    .synchronous(SqliteSynchronous::Normal),
+                    .synchronous(SqliteSynchronous::Normal)
+                    // Checkpoints are the checkpointer's (see above).
+                    .pragma("wal_autocheckpoint", "0")
+                    .pragma("journal_size_limit", WAL_SIZE_LIMIT.to_string()),
             )
             .await?;
+        let checkpointer = Checkpointer::start(
+            options
+                .clone()
+                .synchronous(SqliteSynchronous::Normal)
+                .pragma("wal_autocheckpoint", "0")
+                .pragma("journal_size_limit", WAL_SIZE_LIMIT.to_string())
+                .connect()
+                .await?,
+        );
         let pool = SqlitePoolOptions::new()
             .max_connections(READERS)
             .min_connections(1)
@@ -76,6 +138,7 @@ impl SqliteStore {
             pool,
             writer,
             bm25: Arc::default(),
+            _checkpointer: Arc::new(checkpointer),
         })
     }
 
@@ -854,6 +917,49 @@ pub(crate) mod tests {
         let store = SqliteStore::connect(&url).await.unwrap();
         store.migrate().await.unwrap();
         (dir, store)
+    }
+
+    #[tokio::test]
+    async fn the_wal_is_checkpointed_beside_the_writer_not_by_its_commits() {
+        let (dir, store) = store().await;
+        let autocheckpoint: i64 = sqlx::query_scalar("PRAGMA wal_autocheckpoint")
+            .fetch_one(store.writer())
+            .await
+            .unwrap();
+        assert_eq!(autocheckpoint, 0, "the writer's commits never checkpoint");
+        // One commit of about 3,000 pages, three times SQLite's automatic threshold.
+        let mut tx = store.writer().begin().await.unwrap();
+        sqlx::query("CREATE TABLE filler (b BLOB)")
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        sqlx::query(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000) \
+             INSERT INTO filler SELECT randomblob(4000) FROM n",
+        )
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+        tx.commit().await.unwrap();
+        // The database file grows once the checkpointer has copied the WAL into it.
+        let file = dir.path().join("test.db");
+        let deadline = std::time::Instant::now() + CHECKPOINT_INTERVAL * 10;
+        loop {
+            let size = std::fs::metadata(&file).unwrap().len();
+            if size > 12_000_000 {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the WAL was not checkpointed (database file at {size} bytes)"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM filler")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        assert_eq!(rows, 3000);
     }
 
     /// Creates the verified user `u1` <one@example.com>.
