@@ -100,6 +100,13 @@ impl SqliteStore {
                 std::fs::create_dir_all(parent)?;
             }
         }
+        // The writing connections: the writer and the checkpointer. Checkpoints are the
+        // checkpointer's (see above).
+        let writing = options
+            .clone()
+            .synchronous(SqliteSynchronous::Normal)
+            .pragma("wal_autocheckpoint", "0")
+            .pragma("journal_size_limit", WAL_SIZE_LIMIT.to_string());
         // The writer first: it creates the file and switches it to WAL, which the
         // read-only connections need.
         let writer = SqlitePoolOptions::new()
@@ -109,25 +116,13 @@ impl SqliteStore {
             // worker thread per query; an embedded database has no network to lose.
             .test_before_acquire(false)
             .connect_with(
-                options
+                writing
                     .clone()
                     .create_if_missing(true)
-                    .journal_mode(SqliteJournalMode::Wal)
-                    .synchronous(SqliteSynchronous::Normal)
-                    // Checkpoints are the checkpointer's (see above).
-                    .pragma("wal_autocheckpoint", "0")
-                    .pragma("journal_size_limit", WAL_SIZE_LIMIT.to_string()),
+                    .journal_mode(SqliteJournalMode::Wal),
             )
             .await?;
-        let checkpointer = Checkpointer::start(
-            options
-                .clone()
-                .synchronous(SqliteSynchronous::Normal)
-                .pragma("wal_autocheckpoint", "0")
-                .pragma("journal_size_limit", WAL_SIZE_LIMIT.to_string())
-                .connect()
-                .await?,
-        );
+        let checkpointer = Checkpointer::start(writing.connect().await?);
         let pool = SqlitePoolOptions::new()
             .max_connections(READERS)
             .min_connections(1)
