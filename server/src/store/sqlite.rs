@@ -1028,15 +1028,26 @@ pub(crate) mod tests {
     /// A crawled document `d1` of agent `a1` (user `u1`, from [`thread_of_new_user`]).
     async fn crawled_document(store: &SqliteStore) -> kb::DocumentRecord {
         let thread = thread_of_new_user(store).await;
-        let now = Utc::now();
-        let doc = kb::DocumentRecord::pending_url(
-            "d1".into(),
+        crawl_document(
+            store,
+            "d1",
             &thread.agent_id,
             &thread.user_id,
             "https://example.com/",
-            None,
-            now,
-        );
+        )
+        .await
+    }
+
+    /// A web site document `id` of `agent_id` starting at `url`, with its queued crawl job.
+    async fn crawl_document(
+        store: &SqliteStore,
+        id: &str,
+        agent_id: &str,
+        user_id: &str,
+        url: &str,
+    ) -> kb::DocumentRecord {
+        let now = Utc::now();
+        let doc = kb::DocumentRecord::pending_url(id.into(), agent_id, user_id, url, None, now);
         let job = kb::JobRecord::queued("crawl", &doc.id, &doc.user_id, now);
         store.create_document(&doc, &job).await.unwrap();
         doc
@@ -1280,7 +1291,6 @@ pub(crate) mod tests {
             .search_chunks(&doc.agent_id, "shared", 10)
             .await
             .unwrap();
-        let now = Utc::now();
         let agent = AgentRecord {
             id: "a2".into(),
             name: "second".into(),
@@ -1291,16 +1301,7 @@ pub(crate) mod tests {
                 .unwrap()
         };
         store.create_agent(&agent, 100).await.unwrap();
-        let second = kb::DocumentRecord::pending_url(
-            "d2".into(),
-            "a2",
-            &doc.user_id,
-            "https://example.org/",
-            None,
-            now,
-        );
-        let job = kb::JobRecord::queued("crawl", &second.id, &second.user_id, now);
-        store.create_document(&second, &job).await.unwrap();
+        let second = crawl_document(&store, "d2", "a2", &doc.user_id, "https://example.org/").await;
         let pages = [page(
             "https://example.org/x",
             &["shared", "shared", "shared", "only here"],
