@@ -16,7 +16,7 @@ use crate::{
     http::AppState,
     knowledge::retrieve,
     llm::{
-        offline, tokens, Event, EventStream, Passage, Prompt, ProviderError, ProviderErrorKind,
+        tokens, Event, EventStream, Passage, Prompt, ProviderError, ProviderErrorKind,
         ResolvedModel, Role, Turn, Usage,
     },
     store::{AgentRecord, MessageRecord, ThreadRecord},
@@ -36,10 +36,29 @@ pub const RETRY_BACKOFF: Duration = Duration::from_millis(250);
 pub struct PreparedChat {
     pub thread: ThreadRecord,
     pub model: ResolvedModel,
+    /// What goes upstream. Only the upstream request needs it: a streamed reply drops it
+    /// once the provider has answered ([`PreparedChat::release_prompt`]).
     pub prompt: Prompt,
+    /// Tokens of everything the prompt sends ([`crate::llm::offline::prompt_tokens`]), counted while
+    /// it was built: the prompt usage of a reply whose provider reports none.
+    pub prompt_tokens: u32,
     pub sources: Vec<Source>,
     pub started: Instant,
 }
+
+impl PreparedChat {
+    /// Drops the prompt (system prompt, earlier turns, retrieved passages), which nothing
+    /// needs once the upstream request is answered: an open stream then holds only what it
+    /// persists and reports.
+    pub fn release_prompt(&mut self) {
+        self.prompt = Prompt::default();
+    }
+}
+
+/// Tokens a passage costs in the prompt besides its text (marker, title, source).
+const PASSAGE_OVERHEAD: u32 = 16;
+/// Tokens an earlier turn costs in the prompt besides its text (role, separators).
+const TURN_OVERHEAD: u32 = 4;
 
 /// How a reply ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -108,7 +127,8 @@ pub const SNIPPET_CHARS: usize = 240;
 
 /// The agent's knowledge for `message` ([`retrieve::hybrid`]): passages for the prompt
 /// (marked `[1]`, `[2]`, ...) that fit in `budget` tokens, and the matching sources for
-/// the reply, best first, and the tokens the passages take (with their markers). A source's `score` (3 decimals) is the BM25 relevance without
+/// the reply, best first, and the tokens the passages take (with their markers,
+/// [`PASSAGE_OVERHEAD`] each). A source's `score` (3 decimals) is the BM25 relevance without
 /// `EMBEDDING_MODEL`, and with it the fused score as a share of the best possible (1.0:
 /// ranked first by both BM25 and vector similarity).
 pub async fn retrieve(
@@ -122,7 +142,7 @@ pub async fn retrieve(
     let mut sources = Vec::new();
     let mut used = 0u32;
     for hit in hits {
-        let cost = tokens::count(&hit.text) + 16;
+        let cost = tokens::count(&hit.text) + PASSAGE_OVERHEAD;
         if used + cost > budget {
             break;
         }
@@ -154,24 +174,29 @@ pub async fn retrieve(
     Ok((passages, sources, used))
 }
 
-/// Earlier turns that fit in `budget` tokens, dropping the oldest first.
-pub fn trim_history(history: Vec<Turn>, budget: u32) -> Vec<Turn> {
+/// Earlier turns that fit in `budget` tokens (their text and [`TURN_OVERHEAD`] each),
+/// dropping the oldest first, and the tokens of the kept turns' text.
+pub fn trim_history(history: Vec<Turn>, budget: u32) -> (Vec<Turn>, u32) {
     let mut used = 0u32;
-    let mut kept: Vec<Turn> = Vec::new();
+    let mut kept: Vec<(Turn, u32)> = Vec::new();
     for turn in history.into_iter().rev() {
-        let cost = tokens::count(&turn.content) + 4;
+        let text = tokens::count(&turn.content);
+        let cost = text + TURN_OVERHEAD;
         if used + cost > budget {
             break;
         }
         used += cost;
-        kept.push(turn);
+        kept.push((turn, text));
     }
     kept.reverse();
     // A conversation sent upstream starts with the user.
-    while kept.first().is_some_and(|t| t.role == Role::Assistant) {
-        kept.remove(0);
-    }
-    kept
+    let first_user = kept
+        .iter()
+        .position(|(t, _)| t.role == Role::User)
+        .unwrap_or(kept.len());
+    let kept = kept.split_off(first_user);
+    let text = kept.iter().map(|(_, n)| n).sum();
+    (kept.into_iter().map(|(t, _)| t).collect(), text)
 }
 
 /// The thread a chat turn belongs to.
@@ -286,7 +311,11 @@ pub async fn prepare(
     let (thread, history, new_thread) = thread?;
     let (passages, sources, passage_tokens) = retrieved?;
     let budget = room.saturating_sub(passage_tokens);
-    let mut turns = trim_history(history, budget);
+    let (mut turns, history_tokens) = trim_history(history, budget);
+    // What `offline::prompt_tokens` would count: every text the prompt sends.
+    let prompt_tokens = fixed
+        + history_tokens
+        + passage_tokens.saturating_sub(PASSAGE_OVERHEAD * passages.len() as u32);
     turns.push(Turn {
         role: Role::User,
         content: user_content.clone(),
@@ -335,6 +364,7 @@ pub async fn prepare(
             turns,
             passages,
         },
+        prompt_tokens,
         sources,
         started: Instant::now(),
     })
@@ -385,12 +415,13 @@ pub async fn open_stream(prepared: &PreparedChat) -> Result<EventStream, Provide
     }
 }
 
-/// Usage as reported, or counted with the tokenizer when the provider gave none.
-pub fn usage_or_counted(reported: Option<Usage>, prompt: &Prompt, reply: &str) -> TokensUsed {
+/// Usage as reported, or, when the provider gave none, `prompt_tokens` (the prompt's
+/// tokens, [`PreparedChat::prompt_tokens`]) and the reply counted with the tokenizer.
+pub fn usage_or_counted(reported: Option<Usage>, prompt_tokens: u32, reply: &str) -> TokensUsed {
     let usage = reported
         .filter(|u| u.prompt > 0 || u.completion > 0)
         .unwrap_or_else(|| Usage {
-            prompt: offline::prompt_tokens(prompt),
+            prompt: prompt_tokens,
             completion: tokens::count(reply),
         });
     TokensUsed {
@@ -422,7 +453,7 @@ pub async fn complete(
     .await;
     match outcome {
         Ok(reported) => {
-            let usage = usage_or_counted(reported, &prepared.prompt, &text);
+            let usage = usage_or_counted(reported, prepared.prompt_tokens, &text);
             finish(
                 state,
                 prepared,
@@ -522,13 +553,37 @@ mod tests {
             turn(Role::User, "second question"),
             turn(Role::Assistant, "second reply"),
         ];
-        let kept = trim_history(history.clone(), 40);
+        let (kept, text) = trim_history(history.clone(), 40);
         assert_eq!(
             kept.iter().map(|t| t.content.as_str()).collect::<Vec<_>>(),
             ["second question", "second reply"]
         );
-        assert_eq!(trim_history(history.clone(), 100_000).len(), 4);
-        assert!(trim_history(history, 0).is_empty());
+        assert_eq!(
+            text,
+            tokens::count("second question") + tokens::count("second reply")
+        );
+        let (all, text) = trim_history(history.clone(), 100_000);
+        assert_eq!(all.len(), 4);
+        assert_eq!(
+            text,
+            history
+                .iter()
+                .map(|t| tokens::count(&t.content))
+                .sum::<u32>()
+        );
+        // Trimmed to start with the user: the dropped reply's tokens are not counted.
+        let (kept, text) = trim_history(history[1..].to_vec(), 100_000);
+        assert_eq!(kept.len(), 2);
+        assert_eq!(
+            text,
+            history[2..]
+                .iter()
+                .map(|t| tokens::count(&t.content))
+                .sum::<u32>()
+        );
+        let (kept, text) = trim_history(history, 0);
+        assert!(kept.is_empty());
+        assert_eq!(text, 0);
     }
 
     #[test]

@@ -57,6 +57,7 @@
 //! | `[[pause:MS]]` | streaming: wait MS milliseconds after the first token chunk |
 //! | `[[delay:MS]]` | wait MS milliseconds before answering at all |
 //! | `[[tokens:N]]` | reply with exactly the N words `w1 w2 … wN` (at most [`MAX_TOKENS_MARKER`]) |
+//! | `[[usage:none]]` | OpenAI format: report no token usage, as some OpenAI-compatible servers do (no `usage` in the JSON reply, no usage chunk in a stream) |
 //!
 //! # Example
 //!

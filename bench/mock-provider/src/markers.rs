@@ -24,6 +24,8 @@ pub(crate) struct Markers {
     pub pause: Option<Duration>,
     pub delay: Option<Duration>,
     pub tokens: Option<usize>,
+    /// `[[usage:none]]`: the reply reports no token usage.
+    pub no_usage: bool,
 }
 
 /// Extracts the markers of `text` and returns them with the text stripped of them.
@@ -113,6 +115,10 @@ fn apply(markers: &mut Markers, marker: &str, inner: &str) -> bool {
                 .ok()
                 .map(|n| n.min(MAX_TOKENS_MARKER)),
         ),
+        "usage" if value == "none" => {
+            markers.no_usage = true;
+            true
+        }
         _ => false,
     }
 }
@@ -130,6 +136,16 @@ fn set<T>(slot: &mut Option<T>, value: Option<T>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn usage_none_asks_for_a_reply_without_usage() {
+        let (markers, text) = parse("hi [[usage:none]] there");
+        assert!(markers.no_usage);
+        assert_eq!(text, "hi there");
+        let (markers, text) = parse("[[usage:all]]");
+        assert!(!markers.no_usage);
+        assert_eq!(text, "[[usage:all]]");
+    }
 
     #[test]
     fn text_without_markers_is_kept() {

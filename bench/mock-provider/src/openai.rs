@@ -122,11 +122,6 @@ pub(crate) async fn chat_completions(
         );
     };
     let stream = request.get("stream").and_then(Value::as_bool) == Some(true);
-    let include_usage = stream
-        && request
-            .pointer("/stream_options/include_usage")
-            .and_then(Value::as_bool)
-            == Some(true);
 
     let content = |message: &Value| text_of(message.get("content").unwrap_or(&Value::Null));
     let inputs: Vec<String> = messages.iter().map(content).collect();
@@ -139,6 +134,12 @@ pub(crate) async fn chat_completions(
     let max_tokens = optional_u64(&request, "max_completion_tokens")
         .or_else(|| optional_u64(&request, "max_tokens"));
     let plan = Plan::new(&shared, model.to_owned(), &inputs, &last_user, max_tokens);
+    let include_usage = stream
+        && !plan.markers.no_usage
+        && request
+            .pointer("/stream_options/include_usage")
+            .and_then(Value::as_bool)
+            == Some(true);
 
     let killer = killer.map(|Extension(killer)| killer);
     if let Some(response) = preflight(&shared, &plan, stream, killer.clone(), status_error).await {
@@ -168,6 +169,10 @@ pub(crate) async fn chat_completions(
             }],
             "usage": usage,
         });
+        let mut body = body;
+        if let (true, Some(fields)) = (plan.markers.no_usage, body.as_object_mut()) {
+            fields.remove("usage");
+        }
         return Json(body).into_response();
     }
 

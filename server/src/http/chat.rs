@@ -190,8 +190,12 @@ impl Relay {
             }
             match &mut self.phase {
                 Phase::Opening => {
-                    let (_, prepared) = self.chat.as_ref()?;
-                    self.phase = match chat::open_stream(prepared).await {
+                    let (_, prepared) = self.chat.as_mut()?;
+                    // Boxed: the opening's state (retries, backoff timer) is needed once,
+                    // and would otherwise widen the state this body keeps while it is open.
+                    let opened = Box::pin(chat::open_stream(prepared)).await;
+                    prepared.release_prompt();
+                    self.phase = match opened {
                         Ok(upstream) => Phase::Relaying(upstream),
                         Err(e) => self.failed(&e),
                     };
@@ -229,7 +233,7 @@ impl Relay {
         let Some((_, prepared)) = &self.chat else {
             return Phase::Done;
         };
-        let usage = chat::usage_or_counted(self.reported, &prepared.prompt, &self.text);
+        let usage = chat::usage_or_counted(self.reported, prepared.prompt_tokens, &self.text);
         if self.include_usage {
             self.queued.push_back(frame(json!({
                 "chunk": "",

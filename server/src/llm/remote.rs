@@ -2,7 +2,7 @@
 //! (OpenAI, Ollama, vLLM, llama.cpp server, LM Studio, OpenRouter, Groq) and the Anthropic
 //! Messages API. Both stream, and both report token usage.
 
-use std::time::Duration;
+use std::{sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -30,7 +30,8 @@ pub struct RemoteProvider {
     flavor: Flavor,
     timeout: Duration,
     base_url: String,
-    key: SecretString,
+    /// Shared with the streams of replies, which mask it in the errors they report.
+    key: Arc<SecretString>,
     client: genai::Client,
 }
 
@@ -50,7 +51,7 @@ impl RemoteProvider {
             flavor,
             timeout,
             base_url: endpoint_url(base_url),
-            key,
+            key: Arc::new(key),
             client,
         })
     }
@@ -66,22 +67,37 @@ impl RemoteProvider {
         target(&self.base_url, &self.key, self.kind(), model)
     }
 
-    /// Maps a `genai` error to a [`ProviderError`] whose message names the provider's
-    /// complaint, with the key masked.
+    /// Maps a `genai` error to a [`ProviderError`] ([`provider_error`]).
     fn error(&self, err: genai::Error) -> ProviderError {
-        let (kind, detail) = classify(&err);
-        let detail = mask(&detail, &self.key);
-        let status = match kind {
-            ProviderErrorKind::Status(s) => format!(" ({s})"),
-            _ => String::new(),
-        };
-        ProviderError {
-            message: format!(
-                "The model provider `{}` failed{status}: {detail}",
-                self.code()
-            ),
-            kind,
+        provider_error(self.flavor, &self.key, err)
+    }
+}
+
+impl Flavor {
+    /// The provider's code in model ids and messages (`openai`, `anthropic`).
+    pub fn code(self) -> &'static str {
+        match self {
+            Flavor::OpenAi => "openai",
+            Flavor::Anthropic => "anthropic",
         }
+    }
+}
+
+/// A `genai` error of the provider of `flavor` as a [`ProviderError`] whose message names
+/// the provider's complaint, with `key` masked.
+fn provider_error(flavor: Flavor, key: &SecretString, err: genai::Error) -> ProviderError {
+    let (kind, detail) = classify(&err);
+    let detail = mask(&detail, key);
+    let status = match kind {
+        ProviderErrorKind::Status(s) => format!(" ({s})"),
+        _ => String::new(),
+    };
+    ProviderError {
+        message: format!(
+            "The model provider `{}` failed{status}: {detail}",
+            flavor.code()
+        ),
+        kind,
     }
 }
 
@@ -222,10 +238,7 @@ pub fn system_text(prompt: &Prompt) -> String {
 #[async_trait]
 impl Provider for RemoteProvider {
     fn code(&self) -> &'static str {
-        match self.flavor {
-            Flavor::OpenAi => "openai",
-            Flavor::Anthropic => "anthropic",
-        }
+        self.flavor.code()
     }
 
     async fn models(&self) -> Result<Vec<String>, ProviderError> {
@@ -260,13 +273,8 @@ impl Provider for RemoteProvider {
             .exec_chat_stream(self.target(model), request, Some(&options))
             .await
             .map_err(|e| self.error(e))?;
-        let provider = Self {
-            flavor: self.flavor,
-            timeout: self.timeout,
-            base_url: self.base_url.clone(),
-            key: self.key.clone(),
-            client: self.client.clone(),
-        };
+        // What mapping a failure needs, and no more: an open stream keeps it.
+        let (flavor, key) = (self.flavor, Arc::clone(&self.key));
         let events = response.stream.filter_map(move |event| {
             let mapped = match event {
                 Ok(ChatStreamEvent::Chunk(chunk)) if !chunk.content.is_empty() => {
@@ -279,7 +287,7 @@ impl Provider for RemoteProvider {
                     }))))
                 }
                 Ok(_) => None,
-                Err(e) => Some(Err(provider.error(e))),
+                Err(e) => Some(Err(provider_error(flavor, &key, e))),
             };
             futures::future::ready(mapped)
         });

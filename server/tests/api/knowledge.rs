@@ -42,7 +42,7 @@ async fn agent(app: &TestApp, token: &str) -> String {
 }
 
 impl TestApp {
-    async fn upload(
+    pub(crate) async fn upload(
         &self,
         token: &str,
         agent: &str,
@@ -60,7 +60,13 @@ impl TestApp {
     }
 
     /// Uploads and returns the document id (asserting 201 pending).
-    async fn uploaded(&self, token: &str, agent: &str, name: &str, bytes: Vec<u8>) -> String {
+    pub(crate) async fn uploaded(
+        &self,
+        token: &str,
+        agent: &str,
+        name: &str,
+        bytes: Vec<u8>,
+    ) -> String {
         let res = self.upload(token, agent, name, bytes).await;
         assert_eq!(res.status(), 201, "{}", res.text().await.unwrap());
         let body: Value = res.json().await.unwrap();
@@ -69,7 +75,7 @@ impl TestApp {
         body["documentId"].as_str().unwrap().to_string()
     }
 
-    async fn document(&self, token: &str, agent: &str, doc: &str) -> Value {
+    pub(crate) async fn document(&self, token: &str, agent: &str, doc: &str) -> Value {
         let res = self
             .get(&format!("/api/agents/{agent}/knowledge/{doc}"), Some(token))
             .await;
@@ -78,7 +84,7 @@ impl TestApp {
     }
 
     /// Polls until the document is indexed or failed (at most 30 s).
-    async fn settled(&self, token: &str, agent: &str, doc: &str) -> Value {
+    pub(crate) async fn settled(&self, token: &str, agent: &str, doc: &str) -> Value {
         for _ in 0..300 {
             let d = self.document(token, agent, doc).await;
             if d["status"] == "indexed" || d["status"] == "failed" {

@@ -152,6 +152,115 @@ async fn openai_json_reply_with_system_prompt_history_model_and_usage() {
     );
 }
 
+/// A provider that reports no usage (as some OpenAI-compatible servers do): the reply's
+/// usage is counted with the tokenizer — the prompt as sent (system prompt, history, the
+/// message) and the reply — in JSON and in a stream's usage frame, and stored so.
+#[tokio::test]
+async fn usage_a_provider_does_not_report_is_counted() {
+    use agentchat::llm::tokens::count;
+    let (app, _mock) = with_mock(|_| {}).await;
+    let user = app.user().await;
+    let id = agent_with(&app, &user, "gpt-4o-mini").await;
+    let first: Value = app
+        .chat(&user.access, &id, json!({"message": "hello there"}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let thread = first["threadId"].as_str().unwrap();
+    let history = count("Be brief") + count("hello there") + count("Echo: hello there");
+
+    let message = "and more [[usage:none]]";
+    let reply: Value = app
+        .chat(
+            &user.access,
+            &id,
+            json!({"message": message, "threadId": thread}),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(reply["message"], "Echo: and more");
+    let (prompt, completion) = (history + count(message), count("Echo: and more"));
+    assert_eq!(
+        reply["tokensUsed"],
+        json!({"prompt": prompt, "completion": completion, "total": prompt + completion})
+    );
+
+    let message = "still more [[usage:none]]";
+    let body = app
+        .chat(
+            &user.access,
+            &id,
+            json!({"message": message, "threadId": thread, "stream": true,
+                   "streamOptions": {"includeUsage": true}}),
+        )
+        .await
+        .text()
+        .await
+        .unwrap();
+    let frames = sse_data(&body);
+    let usage: Value = serde_json::from_str(&frames[frames.len() - 2]).unwrap();
+    let prompt =
+        history + count("and more [[usage:none]]") + count("Echo: and more") + count(message);
+    let completion = count("Echo: still more");
+    assert_eq!(
+        usage["usage"],
+        json!({"prompt": prompt, "completion": completion, "total": prompt + completion})
+    );
+    let messages: Value = app
+        .get(
+            &format!("/api/agents/{id}/conversations/{thread}/messages"),
+            Some(&user.access),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    let last = messages["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(last["content"], "Echo: still more");
+    assert_eq!(
+        last["tokensUsed"],
+        json!({"prompt": prompt, "completion": completion, "total": prompt + completion})
+    );
+}
+
+/// Counted usage (the provider reports none) includes the knowledge passages the prompt
+/// carries.
+#[tokio::test]
+async fn counted_usage_includes_the_retrieved_passages() {
+    use agentchat::llm::tokens::count;
+    let (app, _mock) = with_mock(|_| {}).await;
+    let user = app.user().await;
+    let id = agent_with(&app, &user, "gpt-4o-mini").await;
+    let text = "The launch code word is heliotrope. It opens the north gate.";
+    let doc = app
+        .uploaded(&user.access, &id, "codes.txt", text.as_bytes().to_vec())
+        .await;
+    assert_eq!(
+        app.settled(&user.access, &id, &doc).await["status"],
+        "indexed"
+    );
+    let message = "what is the launch code word? [[usage:none]]";
+    let reply: Value = app
+        .chat(&user.access, &id, json!({"message": message}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(reply["ragChunksUsed"], 1, "{reply}");
+    let passage = reply["sources"][0]["snippet"].as_str().unwrap();
+    assert!(passage.contains("heliotrope"), "{passage}");
+    let prompt = count("Be brief") + count(passage) + count(message);
+    assert_eq!(reply["tokensUsed"]["prompt"], prompt, "{reply}");
+}
+
 #[tokio::test]
 async fn anthropic_json_and_stream_replies() {
     let (app, mock) = with_mock(|_| {}).await;
