@@ -39,8 +39,8 @@ pub struct PreparedChat {
     /// What goes upstream. Only the upstream request needs it: a streamed reply drops it
     /// once the provider has answered ([`PreparedChat::release_prompt`]).
     pub prompt: Prompt,
-    /// Tokens of everything the prompt sends ([`crate::llm::offline::prompt_tokens`]), counted while
-    /// it was built: the prompt usage of a reply whose provider reports none.
+    /// Tokens of everything the prompt sends ([`crate::llm::offline::prompt_tokens`]),
+    /// counted while it was built: the prompt usage of a reply whose provider reports none.
     pub prompt_tokens: u32,
     pub sources: Vec<Source>,
     pub started: Instant,

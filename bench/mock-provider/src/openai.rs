@@ -156,7 +156,7 @@ pub(crate) async fn chat_completions(
     });
 
     if !stream {
-        let body = json!({
+        let mut body = json!({
             "id": id,
             "object": "chat.completion",
             "created": created,
@@ -169,7 +169,6 @@ pub(crate) async fn chat_completions(
             }],
             "usage": usage,
         });
-        let mut body = body;
         if let (true, Some(fields)) = (plan.markers.no_usage, body.as_object_mut()) {
             fields.remove("usage");
         }

@@ -42,7 +42,7 @@ async fn agent(app: &TestApp, token: &str) -> String {
 }
 
 impl TestApp {
-    pub(crate) async fn upload(
+    async fn upload(
         &self,
         token: &str,
         agent: &str,
@@ -75,7 +75,7 @@ impl TestApp {
         body["documentId"].as_str().unwrap().to_string()
     }
 
-    pub(crate) async fn document(&self, token: &str, agent: &str, doc: &str) -> Value {
+    async fn document(&self, token: &str, agent: &str, doc: &str) -> Value {
         let res = self
             .get(&format!("/api/agents/{agent}/knowledge/{doc}"), Some(token))
             .await;

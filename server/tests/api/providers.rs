@@ -152,6 +152,11 @@ async fn openai_json_reply_with_system_prompt_history_model_and_usage() {
     );
 }
 
+/// `tokensUsed` as the API gives it.
+fn tokens_used(prompt: u32, completion: u32) -> Value {
+    json!({"prompt": prompt, "completion": completion, "total": prompt + completion})
+}
+
 /// A provider that reports no usage (as some OpenAI-compatible servers do): the reply's
 /// usage is counted with the tokenizer — the prompt as sent (system prompt, history, the
 /// message) and the reply — in JSON and in a stream's usage frame, and stored so.
@@ -183,10 +188,7 @@ async fn usage_a_provider_does_not_report_is_counted() {
         .unwrap();
     assert_eq!(reply["message"], "Echo: and more");
     let (prompt, completion) = (history + count(message), count("Echo: and more"));
-    assert_eq!(
-        reply["tokensUsed"],
-        json!({"prompt": prompt, "completion": completion, "total": prompt + completion})
-    );
+    assert_eq!(reply["tokensUsed"], tokens_used(prompt, completion));
 
     let message = "still more [[usage:none]]";
     let body = app
@@ -205,10 +207,7 @@ async fn usage_a_provider_does_not_report_is_counted() {
     let prompt =
         history + count("and more [[usage:none]]") + count("Echo: and more") + count(message);
     let completion = count("Echo: still more");
-    assert_eq!(
-        usage["usage"],
-        json!({"prompt": prompt, "completion": completion, "total": prompt + completion})
-    );
+    assert_eq!(usage["usage"], tokens_used(prompt, completion));
     let messages: Value = app
         .get(
             &format!("/api/agents/{id}/conversations/{thread}/messages"),
@@ -225,10 +224,7 @@ async fn usage_a_provider_does_not_report_is_counted() {
         .unwrap()
         .clone();
     assert_eq!(last["content"], "Echo: still more");
-    assert_eq!(
-        last["tokensUsed"],
-        json!({"prompt": prompt, "completion": completion, "total": prompt + completion})
-    );
+    assert_eq!(last["tokensUsed"], tokens_used(prompt, completion));
 }
 
 /// Counted usage (the provider reports none) includes the knowledge passages the prompt
