@@ -178,7 +178,9 @@ pub async fn retrieve(
 /// dropping the oldest first, and the tokens of the kept turns' text.
 pub fn trim_history(history: Vec<Turn>, budget: u32) -> (Vec<Turn>, u32) {
     let mut used = 0u32;
-    let mut kept: Vec<(Turn, u32)> = Vec::new();
+    // The kept turns, newest first, and the tokens of each one's text.
+    let mut kept: Vec<Turn> = Vec::new();
+    let mut texts: Vec<u32> = Vec::new();
     for turn in history.into_iter().rev() {
         let text = tokens::count(&turn.content);
         let cost = text + TURN_OVERHEAD;
@@ -186,17 +188,18 @@ pub fn trim_history(history: Vec<Turn>, budget: u32) -> (Vec<Turn>, u32) {
             break;
         }
         used += cost;
-        kept.push((turn, text));
+        kept.push(turn);
+        texts.push(text);
     }
-    kept.reverse();
-    // A conversation sent upstream starts with the user.
-    let first_user = kept
+    // A conversation sent upstream starts with the user: the oldest kept turns that are
+    // assistant replies go.
+    let starts = kept
         .iter()
-        .position(|(t, _)| t.role == Role::User)
-        .unwrap_or(kept.len());
-    let kept = kept.split_off(first_user);
-    let text = kept.iter().map(|(_, n)| n).sum();
-    (kept.into_iter().map(|(t, _)| t).collect(), text)
+        .rposition(|t| t.role == Role::User)
+        .map_or(0, |i| i + 1);
+    kept.truncate(starts);
+    kept.reverse();
+    (kept, texts[..starts].iter().sum())
 }
 
 /// The thread a chat turn belongs to.
