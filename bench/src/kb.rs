@@ -451,6 +451,7 @@ impl Service {
         config.rate_limits = [1_000_000_000; 4];
         config.agent_limits = [1_000_000_000; 4];
         config.allowed_private_hosts = allowed_private_hosts;
+        config.extraction.program = service::extraction_program()?;
         let database_url = config.database_url.clone();
         let app = Application::build(config).await?;
         let addr = app.addr();

@@ -58,6 +58,28 @@ pub fn default_server_bin() -> PathBuf {
         .join("agentchat")
 }
 
+/// The `agentchat` binary beside the running benchmark (same target folder and profile):
+/// the program the service built in process starts as its extraction children
+/// (`knowledge::sandbox`). Build it with the benchmark:
+/// `cargo build --release -p server --bin agentchat -p bench`.
+///
+/// # Errors
+/// The benchmark's own path is unknown, or no `agentchat` is beside it.
+pub fn extraction_program() -> anyhow::Result<PathBuf> {
+    let exe = std::env::current_exe()?;
+    let program = exe
+        .parent()
+        .map(|dir| dir.join("agentchat"))
+        .filter(|p| p.is_file())
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "no agentchat binary beside {}: build it with `cargo build --release -p server --bin agentchat`",
+                exe.display()
+            )
+        })?;
+    Ok(program)
+}
+
 /// How to start the service.
 #[derive(Debug, Clone)]
 pub struct ServiceOptions {

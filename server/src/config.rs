@@ -12,7 +12,7 @@ use base64::{engine::general_purpose::STANDARD, Engine};
 use rand::RngCore;
 use secrecy::SecretString;
 
-use crate::domain::Plan;
+use crate::{domain::Plan, knowledge::sandbox::ExtractionConfig};
 
 /// Everything the service needs to start.
 #[derive(Clone)]
@@ -79,6 +79,9 @@ pub struct Config {
     /// 30,000 ms; every retry time scales with it (see `webhooks::RetryPolicy`: waits are
     /// capped at 720 × base, 6 h, and retries stop 2,880 × base, 24 h, after the event).
     pub webhook_retry_base: std::time::Duration,
+    /// How uploads and crawled pages are read: `EXTRACT_TIMEOUT_SECS`, `EXTRACT_MEMORY_MB`,
+    /// `EXTRACT_PROCESSES` (see [`ExtractionConfig`]).
+    pub extraction: ExtractionConfig,
     /// `TELEGRAM_API_URL`: the Telegram Bot API base, default `https://api.telegram.org`
     /// (a self-hosted Bot API server, tests). Methods are called at `{base}/bot{token}/{method}`.
     pub telegram_api_url: String,
@@ -214,6 +217,30 @@ impl Config {
             anyhow::ensure!(ms > 0, "WEBHOOK_RETRY_BASE_MS must be at least 1");
             config.webhook_retry_base = std::time::Duration::from_millis(ms);
         }
+        if let Some(v) = var("EXTRACT_TIMEOUT_SECS") {
+            let secs: u64 = v
+                .parse()
+                .context("EXTRACT_TIMEOUT_SECS must be whole seconds")?;
+            anyhow::ensure!(secs > 0, "EXTRACT_TIMEOUT_SECS must be at least 1");
+            config.extraction.timeout = std::time::Duration::from_secs(secs);
+        }
+        if let Some(v) = var("EXTRACT_MEMORY_MB") {
+            let mib: u64 = v
+                .parse()
+                .context("EXTRACT_MEMORY_MB must be a whole number of MiB")?;
+            anyhow::ensure!(
+                mib == 0 || mib >= 128,
+                "EXTRACT_MEMORY_MB must be 0 (no limit) or at least 128"
+            );
+            config.extraction.memory_limit = mib << 20;
+        }
+        if let Some(v) = var("EXTRACT_PROCESSES") {
+            let n: usize = v
+                .parse()
+                .context("EXTRACT_PROCESSES must be a whole number")?;
+            anyhow::ensure!(n > 0, "EXTRACT_PROCESSES must be at least 1");
+            config.extraction.processes = n;
+        }
         if let Some(v) = var("TELEGRAM_API_URL") {
             config.telegram_api_url = v.trim_end_matches('/').to_string();
         }
@@ -267,6 +294,7 @@ impl Config {
             embedding_model: None,
             job_workers: 2,
             webhook_retry_base: std::time::Duration::from_secs(30),
+            extraction: ExtractionConfig::default(),
             telegram_api_url: TELEGRAM_API_URL.into(),
             slack_api_url: SLACK_API_URL.into(),
             oauth: OAuthConfig::default(),

@@ -48,6 +48,14 @@ enum Command {
         #[command(subcommand)]
         command: AdminCommand,
     },
+    /// Serve document extraction tasks over standard input and output (started by the
+    /// server itself for every upload and crawled page; see `knowledge::sandbox`).
+    #[command(hide = true)]
+    Extract {
+        /// Address-space limit of this process in bytes (0: none).
+        #[arg(long, default_value_t = 0)]
+        memory_limit: u64,
+    },
 }
 
 #[derive(Subcommand)]
@@ -66,9 +74,21 @@ enum AdminCommand {
     },
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<std::process::ExitCode> {
     let cli = Cli::parse();
+    // An extraction child starts no runtime, reads no configuration and logs nothing: it
+    // only serves tasks (its few threads and mappings stay inside its memory limit).
+    if let Some(Command::Extract { memory_limit }) = cli.command {
+        return Ok(agentchat::knowledge::sandbox::child_main(memory_limit));
+    }
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(run(cli))?;
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
     agentchat::telemetry::init();
     let config = Config::from_env()?;
     match cli.command.unwrap_or(Command::Serve) {
@@ -131,6 +151,7 @@ async fn main() -> anyhow::Result<()> {
                 }
             }
         }
+        Command::Extract { .. } => anyhow::bail!("extract runs without the runtime (see main)"),
     }
     Ok(())
 }

@@ -18,6 +18,7 @@ use agentchat::knowledge::{
         check_url, FetchLimits, GuardedResolver, NetError, NetPolicy, ResolveRefusal, SafeClient,
         USER_AGENT,
     },
+    sandbox::{ExtractionConfig, Sandbox},
 };
 use axum::{
     body::{Body, Bytes},
@@ -414,9 +415,18 @@ async fn run(
         }
         events
     });
-    let result = crawl(client, start, &config, tx).await;
+    let result = crawl(client, &sandbox(), start, &config, tx).await;
     let events = collector.await.expect("collector");
     (result, events)
+}
+
+/// Extraction children of the `agentchat` binary this package builds (the test harness
+/// itself cannot serve as one).
+fn sandbox() -> Arc<Sandbox> {
+    Arc::new(Sandbox::new(ExtractionConfig {
+        program: env!("CARGO_BIN_EXE_agentchat").into(),
+        ..ExtractionConfig::default()
+    }))
 }
 
 fn pages(events: &[CrawlEvent]) -> Vec<&CrawledPage> {
@@ -866,6 +876,47 @@ async fn max_pages_keeps_the_nearest_pages() {
         0,
         "nothing is fetched once max_pages pages are kept"
     );
+}
+
+#[tokio::test]
+async fn broken_links_spend_the_request_budget() {
+    // A start page with 40 links that all answer 404: only `max_pages` pages could be kept,
+    // and failed requests count, so the site is asked at most the budget.
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counter = hits.clone();
+    let links: String = (0..40)
+        .map(|i| format!("<li><a href=\"/missing/{i}\">Page {i}</a></li>"))
+        .collect();
+    let home = format!(
+        "<html><head><title>Broken</title></head><body><main><h1>Broken links</h1>\
+         <p>Almost every page of this site is gone.</p><ul>{links}</ul></main></body></html>"
+    );
+    let app = axum::Router::new()
+        .route("/", get(move || async move { axum::response::Html(home) }))
+        .fallback(move || {
+            counter.fetch_add(1, Ordering::SeqCst);
+            async { (StatusCode::NOT_FOUND, "gone") }
+        });
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let port = listener.local_addr().expect("address").port();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let policy = NetPolicy::from_list(&[format!("127.0.0.1:{port}")]).expect("policy");
+    let client = SafeClient::new(policy, FetchLimits::default()).expect("client");
+    let start = Url::parse(&format!("http://127.0.0.1:{port}/")).unwrap();
+    let cfg = CrawlConfig {
+        crawl_depth: 1,
+        max_pages: 3,
+        respect_robots: false,
+        ..CrawlConfig::default()
+    };
+    let (result, events) = run(&client, start, cfg).await;
+    let summary = result.expect("crawl");
+    assert_eq!(pages(&events).len(), 1);
+    let budget = agentchat::knowledge::crawl::request_budget(3);
+    assert_eq!(budget, 8);
+    // The start page is one request of the budget.
+    assert_eq!(hits.load(Ordering::SeqCst), budget as usize - 1);
+    assert_eq!(summary.errors.len(), budget as usize - 1);
 }
 
 #[tokio::test]
@@ -1379,7 +1430,7 @@ async fn a_closed_receiver_stops_the_crawl() {
     let client = site.client();
     let start = site.url("/gen/0");
     let cfg = config(3);
-    let crawl_task = tokio::spawn(async move { crawl(&client, start, &cfg, tx).await });
+    let crawl_task = tokio::spawn(async move { crawl(&client, &sandbox(), start, &cfg, tx).await });
     let first = rx.recv().await.expect("first event");
     assert!(matches!(first, CrawlEvent::Page(_)));
     drop(rx);

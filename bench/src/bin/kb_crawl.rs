@@ -49,6 +49,7 @@
 use std::{
     collections::BTreeMap,
     path::PathBuf,
+    sync::Arc,
     time::{Duration, Instant},
 };
 
@@ -58,6 +59,7 @@ use agentchat::{
         crawl::{self, CrawlConfig, CrawlEvent},
         extract::ExtractLimits,
         net::{FetchLimits, NetPolicy, SafeClient},
+        sandbox::{ExtractionConfig, Sandbox},
         worker,
     },
     store::{
@@ -308,13 +310,19 @@ fn start_crawl(
     config: &CrawlConfig,
 ) -> (
     mpsc::Receiver<CrawlEvent>,
-    tokio::task::JoinHandle<Result<crawl::CrawlSummary, agentchat::knowledge::net::NetError>>,
+    tokio::task::JoinHandle<anyhow::Result<crawl::CrawlSummary>>,
 ) {
     let (tx, rx) = mpsc::channel(64);
     let client = client.clone();
     let start = start.clone();
     let config = config.clone();
-    let task = tokio::spawn(async move { crawl::crawl(&client, start, &config, tx).await });
+    let task = tokio::spawn(async move {
+        let sandbox = Arc::new(Sandbox::new(ExtractionConfig {
+            program: bench::service::extraction_program()?,
+            ..ExtractionConfig::default()
+        }));
+        Ok(crawl::crawl(&client, &sandbox, start, &config, tx).await?)
+    });
     (rx, task)
 }
 

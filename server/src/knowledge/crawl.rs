@@ -32,10 +32,13 @@
 //! - **Content.** HTML pages go through readability-style main-content extraction
 //!   ([`dom_smoothie`], Markdown text mode, headings kept); links come from the whole page.
 //!   `text/plain` and `text/markdown` pages are kept as they are; other content types are
-//!   skipped.
+//!   skipped. Pages are read in extraction child processes ([`super::sandbox`]): a page
+//!   that crashes or stalls its reader is skipped, and the crawl goes on.
+//! - **Request budget.** At most [`request_budget`]`(max_pages)` page requests: failed
+//!   fetches and pages not kept count too, so a site full of broken links is not hammered.
 //! - **Concurrency.** At most [`PER_ORIGIN_CONCURRENCY`] requests per origin and
 //!   [`MAX_IN_FLIGHT`] in all; each page is bounded by the client's
-//!   [`FetchLimits`](super::net::FetchLimits). HTML is parsed on the blocking thread pool.
+//!   [`FetchLimits`](super::net::FetchLimits).
 
 use std::{
     collections::{HashMap, HashSet, VecDeque},
@@ -55,7 +58,10 @@ use tokio::{
 };
 use url::Url;
 
-use super::net::{HopError, NetError, SafeClient};
+use super::{
+    net::{HopError, NetError, SafeClient},
+    sandbox::Sandbox,
+};
 
 /// Largest accepted `crawl_depth`.
 pub const MAX_CRAWL_DEPTH: u8 = 5;
@@ -73,6 +79,21 @@ pub const PER_ORIGIN_CONCURRENCY: usize = 4;
 pub const MAX_IN_FLIGHT: usize = 16;
 /// The longest robots.txt `Crawl-delay` honoured; longer delays are shortened to this.
 pub const MAX_CRAWL_DELAY: Duration = Duration::from_secs(2);
+
+/// Page requests a crawl may make beyond `max_pages` for pages that fail, are skipped or
+/// are not kept (see [`request_budget`]): a fixed part and a share of `max_pages`.
+pub const REQUEST_ALLOWANCE: u32 = 5;
+
+/// Page requests one crawl may make: `max_pages` plus [`REQUEST_ALLOWANCE`] plus a tenth of
+/// `max_pages` (3 → 8, 50 → 60, 1000 → 1105). Failed fetches, error statuses, skipped
+/// content types and duplicates all spend it, so a site full of broken links is not
+/// hammered; robots.txt and sitemaps are not counted (one robots.txt per origin, at most
+/// 20 sitemaps).
+pub const fn request_budget(max_pages: u32) -> u32 {
+    max_pages
+        .saturating_add(REQUEST_ALLOWANCE)
+        .saturating_add(max_pages / 10)
+}
 
 /// Most include or exclude patterns accepted, each.
 const MAX_PATTERNS: usize = 50;
@@ -182,10 +203,12 @@ pub struct CrawlSummary {
     pub errors: Vec<(Url, String)>,
 }
 
-/// Crawls from `start` according to `config`, sending events on `events`.
+/// Crawls from `start` according to `config`, sending events on `events`; pages are read
+/// in the extraction child processes of `sandbox`.
 ///
-/// Returns when the frontier is exhausted, `max_pages` pages were kept, or `events` was
-/// closed by its receiver (the crawl is then abandoned and the summary covers what was done).
+/// Returns when the frontier is exhausted, `max_pages` pages were kept, the request budget
+/// ([`request_budget`]) is spent, or `events` was closed by its receiver (the crawl is then
+/// abandoned and the summary covers what was done).
 ///
 /// # Errors
 /// Only when the crawl cannot begin: an invalid `config` ([`NetError::InvalidConfig`]), a
@@ -194,6 +217,7 @@ pub struct CrawlSummary {
 /// robots.txt disallows ([`NetError::RobotsDisallowed`]).
 pub async fn crawl(
     client: &SafeClient,
+    sandbox: &Arc<Sandbox>,
     start: Url,
     config: &CrawlConfig,
     events: mpsc::Sender<CrawlEvent>,
@@ -202,6 +226,8 @@ pub async fn crawl(
     let start = normalize(&start).ok_or(NetError::Scheme)?;
     let mut crawler = Crawler {
         client: client.clone(),
+        sandbox: sandbox.clone(),
+        requested: 0,
         config: config.clone(),
         scope: Arc::new(Scope {
             same_domain: config.same_domain,
@@ -517,8 +543,8 @@ struct Done {
 }
 
 /// What was extracted from a fetched page.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-struct PageDoc {
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct PageDoc {
     title: String,
     text: String,
     canonical: Option<Url>,
@@ -560,6 +586,7 @@ impl HopRefusal {
 /// One URL to fetch, with what its task shares with the crawl.
 struct FetchTask {
     client: SafeClient,
+    sandbox: Arc<Sandbox>,
     origin: Arc<OriginState>,
     url: Url,
     respect_robots: bool,
@@ -575,6 +602,7 @@ struct FetchTask {
 async fn fetch_page(task: FetchTask) -> Outcome {
     let FetchTask {
         client,
+        sandbox,
         origin,
         url,
         respect_robots,
@@ -619,33 +647,43 @@ async fn fetch_page(task: FetchTask) -> Outcome {
     let final_url = fetched.url;
     match kind {
         ContentKind::Html | ContentKind::Text { .. } => {
-            let body = fetched.body;
-            let content_type = fetched.content_type;
-            let page_url = final_url.clone();
-            let parsed = tokio::task::spawn_blocking(move || {
-                let text = decode(&body, content_type.as_deref(), kind == ContentKind::Html);
-                match kind {
-                    ContentKind::Html => parse_html(&text, &page_url),
-                    ContentKind::Text { markdown } => parse_text(&text, &page_url, markdown),
-                    ContentKind::Other(_) => PageDoc::default(),
-                }
-            })
-            .await;
-            match parsed {
+            // Parsing runs in an extraction child process: a hostile page can crash or
+            // stall only that process.
+            match sandbox
+                .page(&fetched.body, &final_url, fetched.content_type, kind)
+                .await
+            {
                 Ok(doc) => Outcome::Page {
                     final_url,
                     doc: Box::new(doc),
                 },
-                Err(_) => Outcome::Skipped("the page could not be parsed".to_owned()),
+                Err(err) => Outcome::Skipped(format!("the page could not be read: {err}")),
             }
         }
         ContentKind::Other(ct) => Outcome::Skipped(format!("content type {ct} is not supported")),
     }
 }
 
+/// Reads a fetched page's body as `kind` (HTML through readability, or text) into its title,
+/// text, canonical URL, links and robots directives. CPU-bound and fed by a stranger's
+/// server: it runs in an extraction child process ([`super::sandbox`]).
+pub(crate) fn read_page(
+    body: &[u8],
+    content_type: Option<&str>,
+    kind: ContentKind,
+    page_url: &Url,
+) -> PageDoc {
+    let text = decode(body, content_type, kind == ContentKind::Html);
+    match kind {
+        ContentKind::Html => parse_html(&text, page_url),
+        ContentKind::Text { markdown } => parse_text(&text, page_url, markdown),
+        ContentKind::Other(_) => PageDoc::default(),
+    }
+}
+
 /// How a response body is treated, from its `Content-Type`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum ContentKind {
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) enum ContentKind {
     Html,
     Text { markdown: bool },
     Other(String),
@@ -986,6 +1024,9 @@ fn parse_sitemap(body: &[u8]) -> Option<Sitemap> {
 
 struct Crawler {
     client: SafeClient,
+    sandbox: Arc<Sandbox>,
+    /// Page requests started (kept, skipped or failed), bounded by [`request_budget`].
+    requested: u32,
     config: CrawlConfig,
     scope: Arc<Scope>,
     hosts: HashMap<String, Arc<OriginState>>,
@@ -1011,8 +1052,10 @@ impl Crawler {
     async fn run(&mut self, start: Url) -> Result<(), NetError> {
         self.seen.insert(start.clone());
         let origin = self.origin(&start);
+        self.requested += 1;
         let outcome = fetch_page(FetchTask {
             client: self.client.clone(),
+            sandbox: self.sandbox.clone(),
             origin,
             url: start.clone(),
             respect_robots: self.config.respect_robots,
@@ -1111,6 +1154,7 @@ impl Crawler {
     /// shallower page is in flight.
     fn spawn_ready(&mut self) {
         while !self.finished()
+            && self.requested < request_budget(self.config.max_pages)
             && self.in_flight.len() < MAX_IN_FLIGHT
             && self.summary.pages as usize + self.in_flight.len() < self.config.max_pages as usize
         {
@@ -1126,8 +1170,10 @@ impl Crawler {
             self.queued = self.queued.saturating_sub(1);
             let depth = depth as u8;
             let origin = self.origin(&url);
+            self.requested += 1;
             let task = fetch_page(FetchTask {
                 client: self.client.clone(),
+                sandbox: self.sandbox.clone(),
                 origin,
                 url: url.clone(),
                 respect_robots: self.config.respect_robots,
@@ -1167,7 +1213,11 @@ impl Crawler {
         } = done;
         match outcome {
             Outcome::Page { final_url, doc } => self.accept(url, depth, final_url, *doc).await,
-            Outcome::Denied(denial) => self.skip(url, denial.reason()).await,
+            Outcome::Denied(denial) => {
+                // robots.txt refused the URL before it was requested: no request spent.
+                self.requested = self.requested.saturating_sub(1);
+                self.skip(url, denial.reason()).await
+            }
             Outcome::Skipped(reason) => self.skip(url, reason).await,
             Outcome::Failed(e) => self.summary.errors.push((url, e.to_string())),
         }

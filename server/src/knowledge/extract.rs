@@ -11,8 +11,9 @@
 //! Every error's `Display` is one sentence a non-technical user understands; technical
 //! causes are logged at `debug` level.
 //!
-//! [`extract`] is synchronous and CPU-bound: async callers run it in
-//! `tokio::task::spawn_blocking`.
+//! [`extract`] is synchronous and CPU-bound. The service never runs it in its own process:
+//! uploads and crawled pages are read in extraction child processes ([`super::sandbox`]),
+//! which bound what these limits miss (stack depth, memory, time inside one parser step).
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -130,7 +131,10 @@ impl FromStr for DocumentKind {
 }
 
 /// Bounds on the work and memory [`extract`] spends on one document.
-#[derive(Debug, Clone, PartialEq, Eq)]
+///
+/// These are the first line of defence, checked inside the readers; the extraction child
+/// process ([`super::sandbox`]) bounds what they miss.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExtractLimits {
     /// Most pages a PDF may have. A longer PDF is refused with [`ExtractError::TooLarge`]
     /// rather than partly indexed, so that answers never silently miss its end.
@@ -178,8 +182,9 @@ impl Default for ExtractLimits {
 /// Why a document could not be recognised or read.
 ///
 /// `Display` is one sentence for the person who uploaded the file; [`ExtractError::code`]
-/// is a stable machine-readable name.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// is a stable machine-readable name. Serialises (serde) so that the extraction child
+/// process ([`super::sandbox`]) can hand it to the server.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 pub enum ExtractError {
     /// The file has no bytes.
     #[error("The file is empty.")]
@@ -212,11 +217,25 @@ pub enum ExtractError {
     /// A document reader panicked on this input; the panic was contained.
     #[error("The file could not be read (the reader failed on it).")]
     Panicked,
+    /// The reader ran out of stack on the file's nesting (arrays in arrays, dictionaries in
+    /// dictionaries, lists in lists): the extraction child process died of a stack
+    /// overflow.
+    #[error("The file is nested too deeply to be read; it may be damaged or made to crash document readers.")]
+    TooDeep,
+    /// The extraction child process crashed on this file (an abort or a fatal signal other
+    /// than a stack overflow or running out of memory).
+    #[error("The file could not be read: the document reader stopped working on it.")]
+    Crashed,
+    /// No extraction child process could be started (the server's own trouble, not the
+    /// file's); trying again later may succeed.
+    #[error("The document reader could not be started; try again with refresh.")]
+    Unavailable,
 }
 
 impl ExtractError {
     /// A stable name for storage and metrics: `empty`, `unsupported`, `malformed`,
-    /// `too_large`, `timeout`, `no_text`, `encrypted` or `panicked`.
+    /// `too_large`, `timeout`, `no_text`, `encrypted`, `panicked`, `too_deep`, `crashed` or
+    /// `unavailable`.
     pub const fn code(&self) -> &'static str {
         match self {
             ExtractError::Empty => "empty",
@@ -227,6 +246,9 @@ impl ExtractError {
             ExtractError::NoText => "no_text",
             ExtractError::Encrypted => "encrypted",
             ExtractError::Panicked => "panicked",
+            ExtractError::TooDeep => "too_deep",
+            ExtractError::Crashed => "crashed",
+            ExtractError::Unavailable => "unavailable",
         }
     }
 
@@ -797,7 +819,7 @@ fn thousands(n: u64) -> String {
 }
 
 /// `bytes` in whole MiB when it is a multiple of 1 MiB, else in bytes.
-fn size_phrase(bytes: u64) -> String {
+pub(crate) fn size_phrase(bytes: u64) -> String {
     if bytes >= 1 << 20 && bytes.is_multiple_of(1 << 20) {
         format!("{} MiB", thousands(bytes >> 20))
     } else {

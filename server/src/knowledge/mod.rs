@@ -1,6 +1,8 @@
 //! The knowledge base: uploads and crawled sites go in, chunks come out into every chat.
 //!
 //! - [`extract`]: what a file is (by content) and its text, bounded against hostile files.
+//! - [`sandbox`]: extraction and chunking in child processes with a deadline and a memory
+//!   limit, so that a hostile file can crash or stall only its reader.
 //! - [`chunk`]: token-bounded chunks with overlap, keeping heading path and position.
 //! - [`net`]: the SSRF-safe HTTP client every crawl request goes through.
 //! - [`crawl`]: the crawling policy (crawl depth, page limit, patterns, robots.txt,
@@ -23,6 +25,7 @@ pub mod eval;
 pub mod extract;
 pub mod net;
 pub mod retrieve;
+pub mod sandbox;
 pub mod worker;
 
 use std::{path::PathBuf, sync::Arc};
@@ -44,8 +47,11 @@ pub struct Knowledge {
     pub policy: Arc<net::NetPolicy>,
     /// Wakes an idle worker when a job is queued.
     pub wake: Arc<Notify>,
-    /// Limits of text extraction.
+    /// Limits of text extraction (checked inside the readers; `deadline` is
+    /// `EXTRACT_TIMEOUT_SECS`).
     pub limits: Arc<extract::ExtractLimits>,
+    /// The extraction child processes every upload and crawled page is read in.
+    pub sandbox: Arc<sandbox::Sandbox>,
     /// Largest upload in bytes (`MAX_UPLOAD_BYTES`).
     pub max_upload_bytes: usize,
     /// The embedding client when `EMBEDDING_MODEL` is set; `None` means BM25 only and no
@@ -83,7 +89,11 @@ impl Knowledge {
             client,
             policy,
             wake: Arc::new(Notify::new()),
-            limits: Arc::new(extract::ExtractLimits::default()),
+            limits: Arc::new(extract::ExtractLimits {
+                deadline: config.extraction.timeout,
+                ..extract::ExtractLimits::default()
+            }),
+            sandbox: Arc::new(sandbox::Sandbox::new(config.extraction.clone())),
             max_upload_bytes: config.max_upload_bytes,
             embedder: embed::Embedder::from_config(config)?.map(Arc::new),
             vectors: embed::VectorCache::default(),

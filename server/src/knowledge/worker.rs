@@ -26,11 +26,11 @@ use super::{
     chunk::{self, ChunkConfig},
     crawl::{self, CrawlConfig, CrawlEvent},
     embed,
-    extract::{self, DocumentKind, Extracted},
+    extract::{self, DocumentKind, ExtractError, Extracted},
     Knowledge,
 };
 use crate::{
-    store::knowledge::{job_status, status, JobRecord, NewChunk, PageRecord},
+    store::knowledge::{status, JobOutcome, JobRecord, NewChunk, PageRecord},
     webhooks::{self, EventType},
 };
 
@@ -143,22 +143,29 @@ pub async fn run(k: &Knowledge, job: JobRecord) {
     };
     heartbeat.abort();
     match outcome {
-        Ok(Done::Indexed) => {
-            let (done, total) = match progress.get() {
+        Ok(Done::Indexed { pages, bytes }) => {
+            let progress = match progress.get() {
                 (_, 0) => (1, 1),
                 counts => counts,
             };
-            // The lease stays ahead: a job whose lease has passed while it is still running
-            // may be claimed by another worker, which would index the document again.
-            let lease = lease_from(Utc::now());
-            let _ = store.job_progress(&job.id, done, total, lease).await;
-            let _ = store
-                .finish_job(&job.id, job_status::SUCCEEDED, None, Utc::now())
-                .await;
-            info!(job = %job.id, "job succeeded");
-            emit_document(k, &job, EventType::DocumentIndexed).await;
-            if job.kind == kind::CRAWL {
-                emit_document(k, &job, EventType::CrawlCompleted).await;
+            // The document becomes `indexed` and its job `succeeded` in one transaction.
+            let outcome = JobOutcome::Indexed {
+                pages,
+                bytes,
+                progress,
+            };
+            match store.complete_job(&job, outcome, Utc::now()).await {
+                Ok(true) => {
+                    info!(job = %job.id, "job succeeded");
+                    emit_document(k, &job, EventType::DocumentIndexed).await;
+                    if job.kind == kind::CRAWL {
+                        emit_document(k, &job, EventType::CrawlCompleted).await;
+                    }
+                }
+                Ok(false) => {
+                    info!(job = %job.id, "job taken over or deleted before it was recorded")
+                }
+                Err(err) => warn!(job = %job.id, error = %err, "cannot record a finished job"),
             }
         }
         Ok(Done::Deleted) => {
@@ -169,18 +176,21 @@ pub async fn run(k: &Knowledge, job: JobRecord) {
     }
 }
 
+/// Fails the job and its document together (one transaction), then emits
+/// `document.failed`. A failure is final: the job is not retried (a file that made its
+/// reader crash or run out of time or memory would do it again); a refresh starts anew.
 async fn fail(k: &Knowledge, job: &JobRecord, reason: &str) {
-    let now = Utc::now();
-    let _ = k
-        .store
-        .set_document_status(&job.document_id, status::FAILED, Some(reason), now)
-        .await;
-    let _ = k
-        .store
-        .finish_job(&job.id, job_status::FAILED, Some(reason), now)
-        .await;
-    warn!(job = %job.id, reason, "job failed");
-    emit_document(k, job, EventType::DocumentFailed).await;
+    let outcome = JobOutcome::Failed { reason };
+    match k.store.complete_job(job, outcome, Utc::now()).await {
+        Ok(true) => {
+            warn!(job = %job.id, reason, "job failed");
+            emit_document(k, job, EventType::DocumentFailed).await;
+        }
+        Ok(false) => {
+            info!(job = %job.id, "job taken over or deleted before its failure was recorded")
+        }
+        Err(err) => warn!(job = %job.id, error = %err, "cannot record a failed job"),
+    }
 }
 
 /// Emits `event` with the job's document as the API shows it (nothing when the document
@@ -237,7 +247,11 @@ impl Embedding {
 
 /// How a job ended without failing.
 enum Done {
-    Indexed,
+    /// Every chunk is stored; what the document record gets.
+    Indexed {
+        pages: Option<u32>,
+        bytes: u64,
+    },
     Deleted,
 }
 
@@ -267,7 +281,11 @@ fn store_err(err: impl std::fmt::Display) -> Failure {
 }
 
 /// The chunks of an extracted document (or page), ready to store.
-fn new_chunks(extracted: &Extracted, title: &str, page_url: Option<&str>) -> Vec<NewChunk> {
+pub(crate) fn new_chunks(
+    extracted: &Extracted,
+    title: &str,
+    page_url: Option<&str>,
+) -> Vec<NewChunk> {
     chunk::chunk(extracted, &ChunkConfig::default())
         .into_iter()
         .map(|c| NewChunk {
@@ -300,25 +318,18 @@ async fn ingest_file(k: &Knowledge, job: &JobRecord) -> Result<Done, Failure> {
         }
     };
     let size = bytes.len() as u64;
-    let limits = k.limits.clone();
-    let name = doc.name.clone();
-    let work = tokio::task::spawn_blocking(move || {
-        let kind: DocumentKind = extract::detect(&bytes)?;
-        let extracted = extract::extract(&bytes, kind, &limits)?;
-        let title = extracted.title.clone().unwrap_or(name);
-        let pages = extracted.sections.iter().filter_map(|s| s.page).max();
-        Ok::<_, extract::ExtractError>((new_chunks(&extracted, &title, None), pages))
-    });
-    let (chunks, pages) = match work.await {
-        Ok(Ok(done)) => done,
-        Ok(Err(err)) => return Err(err.to_string()),
-        Err(_) => return Err("The file could not be read (the reader failed on it).".into()),
-    };
-    if chunks.is_empty() {
+    // Detection, extraction and chunking run in an extraction child process.
+    let document = k
+        .sandbox
+        .document(&bytes, &doc.name, &k.limits)
+        .await
+        .map_err(|err| err.to_string())?;
+    drop(bytes);
+    if document.chunks.is_empty() {
         return Err("No text could be found in the file.".into());
     }
     if !store
-        .replace_chunks(&doc.id, &chunks)
+        .replace_chunks(&doc.id, &document.chunks)
         .await
         .map_err(store_err)?
     {
@@ -327,11 +338,10 @@ async fn ingest_file(k: &Knowledge, job: &JobRecord) -> Result<Done, Failure> {
     let mut embedding = Embedding::default();
     embedding.document(k, &doc.id).await;
     embedding.finish(k);
-    store
-        .finish_document(&doc.id, pages, size, Utc::now())
-        .await
-        .map_err(store_err)?;
-    Ok(Done::Indexed)
+    Ok(Done::Indexed {
+        pages: document.pages,
+        bytes: size,
+    })
 }
 
 /// SHA-256 (hex) of a page's text: an unchanged hash lets a refresh skip the page.
@@ -365,14 +375,16 @@ async fn crawl_site(k: &Knowledge, job: &JobRecord, progress: &Progress) -> Resu
         .collect();
     let (tx, mut rx) = mpsc::channel(64);
     let client = k.client.clone();
-    let crawler = tokio::spawn(async move { crawl::crawl(&client, start, &config, tx).await });
+    let sandbox = k.sandbox.clone();
+    let crawler =
+        tokio::spawn(async move { crawl::crawl(&client, &sandbox, start, &config, tx).await });
     let mut seen: Vec<String> = Vec::new();
     let mut bytes = 0u64;
     // Pages are chunked on the blocking pool, several at once (chunking is most of a page's
     // indexing cost), and stored in the order they arrived; pages chunked by the time the
     // store takes the oldest go in the same transaction (see `store_ready_pages`).
     let in_flight = std::thread::available_parallelism().map_or(4, |n| 2 * n.get().clamp(1, 8));
-    let mut chunking: VecDeque<(PageRecord, JoinHandle<Vec<NewChunk>>)> = VecDeque::new();
+    let mut chunking: VecDeque<ChunkingPage> = VecDeque::new();
     let mut embedding = Embedding::default();
     while let Some(event) = rx.recv().await {
         match event {
@@ -392,9 +404,12 @@ async fn crawl_site(k: &Knowledge, job: &JobRecord, progress: &Progress) -> Resu
                 let chunk_title = title.clone();
                 let chunk_url = url.clone();
                 let limits = k.limits.clone();
-                let chunks = tokio::task::spawn_blocking(move || {
-                    let extracted = page_sections(text, &chunk_title, &limits);
-                    new_chunks(&extracted, &chunk_title, Some(&chunk_url))
+                let sandbox = k.sandbox.clone();
+                // Cut into chunks in an extraction child process, several pages at once.
+                let chunks = tokio::spawn(async move {
+                    sandbox
+                        .page_chunks(&text, &chunk_title, &chunk_url, &limits)
+                        .await
                 });
                 let record = PageRecord {
                     url,
@@ -403,7 +418,7 @@ async fn crawl_site(k: &Knowledge, job: &JobRecord, progress: &Progress) -> Resu
                 };
                 chunking.push_back((record, chunks));
                 while chunking.len() >= in_flight {
-                    if !store_ready_pages(k, &doc.id, &mut chunking).await? {
+                    if !store_ready_pages(k, &doc.id, &mut chunking, &mut seen).await? {
                         crawler.abort();
                         return Ok(Done::Deleted);
                     }
@@ -419,7 +434,7 @@ async fn crawl_site(k: &Knowledge, job: &JobRecord, progress: &Progress) -> Resu
         }
     }
     while !chunking.is_empty() {
-        if !store_ready_pages(k, &doc.id, &mut chunking).await? {
+        if !store_ready_pages(k, &doc.id, &mut chunking, &mut seen).await? {
             crawler.abort();
             return Ok(Done::Deleted);
         }
@@ -441,13 +456,15 @@ async fn crawl_site(k: &Knowledge, job: &JobRecord, progress: &Progress) -> Resu
     embedding.finish(k);
     let pages = seen.len() as u32;
     progress.set(pages, pages.max(summary.pages));
-    store
-        .finish_document(&doc.id, Some(pages), bytes, Utc::now())
-        .await
-        .map_err(store_err)?;
     info!(document = %doc.id, pages, skipped = summary.skipped, "crawl indexed");
-    Ok(Done::Indexed)
+    Ok(Done::Indexed {
+        pages: Some(pages),
+        bytes,
+    })
 }
+
+/// A crawled page whose text is being cut into chunks (in an extraction child process).
+type ChunkingPage = (PageRecord, JoinHandle<Result<Vec<NewChunk>, ExtractError>>);
 
 /// Most crawled pages written in one transaction by [`store_ready_pages`].
 const MAX_PAGES_PER_WRITE: usize = 16;
@@ -461,7 +478,8 @@ const MAX_PAGES_PER_WRITE: usize = 16;
 async fn store_ready_pages(
     k: &Knowledge,
     document_id: &str,
-    chunking: &mut VecDeque<(PageRecord, JoinHandle<Vec<NewChunk>>)>,
+    chunking: &mut VecDeque<ChunkingPage>,
+    seen: &mut Vec<String>,
 ) -> Result<bool, Failure> {
     let mut pages = Vec::new();
     while let Some((_, task)) = chunking.front() {
@@ -471,10 +489,18 @@ async fn store_ready_pages(
         let Some((record, task)) = chunking.pop_front() else {
             break;
         };
-        let chunks = task
+        match task
             .await
-            .map_err(|_| "Indexing a page failed unexpectedly.".to_string())?;
-        pages.push((record, chunks));
+            .map_err(|_| "Indexing a page failed unexpectedly.".to_string())?
+        {
+            Ok(chunks) => pages.push((record, chunks)),
+            Err(err) => {
+                // The page is left out (and dropped if an earlier crawl kept it); the rest
+                // of the site is indexed.
+                warn!(document = document_id, page = %record.url, error = %err, "a crawled page could not be chunked; it is left out");
+                seen.retain(|url| *url != record.url);
+            }
+        }
     }
     if pages.is_empty() {
         return Ok(true);

@@ -166,8 +166,10 @@ impl JobRecord {
     }
 }
 
-/// A chunk to store.
-#[derive(Debug, Clone, PartialEq)]
+/// A chunk to store. Serialises (serde, camelCase) because extraction child processes
+/// produce it (`knowledge::sandbox`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct NewChunk {
     /// The page a crawled chunk came from.
     pub page_url: Option<String>,
@@ -181,6 +183,25 @@ pub struct NewChunk {
     pub page: Option<u32>,
     pub tokens: u32,
     pub text: String,
+}
+
+/// How a job ended, for [`KnowledgeStore::complete_job`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobOutcome<'a> {
+    /// The document is searchable.
+    Indexed {
+        /// Pages crawled (url documents) or read (PDF).
+        pages: Option<u32>,
+        /// Size of the upload, or of the crawled pages' text, in bytes.
+        bytes: u64,
+        /// The job's final progress: units done, of total.
+        progress: (u32, u32),
+    },
+    /// Indexing gave up; the sentence for the document's and the job's `error`.
+    Failed {
+        /// Why, for the user.
+        reason: &'a str,
+    },
 }
 
 /// A crawled page as last indexed.
@@ -324,6 +345,26 @@ pub trait KnowledgeStore: Send + Sync + 'static {
         total: u32,
         lease_until: DateTime<Utc>,
     ) -> StoreResult<()>;
+    /// Ends the attempt `job.attempts` of the running job `job` and its document together, in
+    /// one transaction, so that no reader ever sees a document `indexed` (or `failed`) while
+    /// its job is still `running`:
+    ///
+    /// - [`JobOutcome::Indexed`]: the document becomes `indexed` as [`finish_document`] does
+    ///   (error cleared, chunks recounted, `pages`, `bytes`, `indexed_at`), the job
+    ///   `succeeded` with its final progress;
+    /// - [`JobOutcome::Failed`]: both become `failed` with the reason as their `error`.
+    ///
+    /// Only the attempt that holds the job may end it: when the job is no longer `running`
+    /// under that attempt (its lease ran out and another worker claimed it again, or it was
+    /// deleted with its document) nothing is written and the answer is `false`.
+    ///
+    /// [`finish_document`]: KnowledgeStore::finish_document
+    async fn complete_job(
+        &self,
+        job: &JobRecord,
+        outcome: JobOutcome<'_>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool>;
     /// Ends a job as succeeded or failed.
     async fn finish_job(
         &self,

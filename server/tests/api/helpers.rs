@@ -166,6 +166,9 @@ pub async fn spawn_app_in(dir: tempfile::TempDir, tweak: impl FnOnce(&mut Config
     // points them at its mock.
     config.telegram_api_url = "http://127.0.0.1:9".into();
     config.slack_api_url = "http://127.0.0.1:9/api".into();
+    // Uploads and pages are read by children of the built binary (the test harness is not
+    // one).
+    config.extraction.program = env!("CARGO_BIN_EXE_agentchat").into();
     tweak(&mut config);
     let app = Application::build(config)
         .await

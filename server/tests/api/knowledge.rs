@@ -101,17 +101,15 @@ impl TestApp {
         res.json::<Value>().await.unwrap()["job"].clone()
     }
 
-    /// The job once it has ended (the worker records the job's end just after the
-    /// document's, so a settled document may briefly show a running job).
+    /// The job of a settled document: it ended in the same transaction as its document
+    /// became `indexed` or `failed`, so it is never seen still running.
     async fn ended_job(&self, token: &str, job: &str) -> Value {
-        for _ in 0..100 {
-            let j = self.job(token, job).await;
-            if j["status"] == job_status::SUCCEEDED || j["status"] == job_status::FAILED {
-                return j;
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-        panic!("job {job} did not end");
+        let j = self.job(token, job).await;
+        assert!(
+            j["status"] == job_status::SUCCEEDED || j["status"] == job_status::FAILED,
+            "the document settled before its job ended: {j}"
+        );
+        j
     }
 
     async fn ask(&self, token: &str, agent: &str, message: &str) -> Value {
@@ -519,6 +517,66 @@ async fn a_job_whose_worker_died_is_retried_after_a_restart() {
     assert_eq!(job["status"], job_status::SUCCEEDED);
     assert_eq!(job["progress"], json!({"done": 1, "total": 1}));
     assert!(job["finishedAt"].is_string());
+}
+
+#[tokio::test]
+async fn a_job_ends_with_its_document_and_only_under_the_attempt_that_holds_it() {
+    use agentchat::store::knowledge::JobOutcome;
+
+    let app = spawn_app_with(|c| c.job_workers = 0).await;
+    let user = app.user().await;
+    let agent = agent(&app, &user.access).await;
+    let doc = app
+        .uploaded(&user.access, &agent, "a.txt", fixture("Apache-2.0.txt"))
+        .await;
+    let store = &app.state.store;
+    let now = chrono::Utc::now();
+    let expired = now - chrono::Duration::seconds(1);
+    // A worker takes the job and its lease runs out; a second worker takes it over.
+    let first = store
+        .claim_job(now, expired)
+        .await
+        .unwrap()
+        .expect("queued job");
+    let second = store
+        .claim_job(now, now + chrono::Duration::seconds(60))
+        .await
+        .unwrap()
+        .expect("the expired job again");
+    assert_eq!(
+        (first.id.as_str(), first.attempts, second.attempts),
+        (second.id.as_str(), 1, 2)
+    );
+    let indexed = JobOutcome::Indexed {
+        pages: None,
+        bytes: 11_358,
+        progress: (1, 1),
+    };
+    // The first worker no longer holds the job: its end is not recorded.
+    assert!(!store.complete_job(&first, indexed, now).await.unwrap());
+    let d = app.document(&user.access, &agent, &doc).await;
+    assert_eq!(d["status"], "pending", "{d}");
+    assert_eq!(app.job(&user.access, &first.id).await["status"], "running");
+    // The holder's end makes the document indexed and the job succeeded at once.
+    assert!(store.complete_job(&second, indexed, now).await.unwrap());
+    let d = app.document(&user.access, &agent, &doc).await;
+    assert_eq!(
+        (d["status"].as_str(), d["bytes"].as_u64()),
+        (Some("indexed"), Some(11_358))
+    );
+    let j = app.job(&user.access, &second.id).await;
+    assert_eq!(j["status"], job_status::SUCCEEDED);
+    assert_eq!(j["progress"], json!({"done": 1, "total": 1}));
+    assert_eq!(j["finishedAt"], d["indexedAt"]);
+    // An ended job is not ended again.
+    let failed = JobOutcome::Failed {
+        reason: "Too late.",
+    };
+    assert!(!store.complete_job(&second, failed, now).await.unwrap());
+    assert_eq!(
+        app.document(&user.access, &agent, &doc).await["status"],
+        "indexed"
+    );
 }
 
 #[tokio::test]

@@ -10,6 +10,7 @@ mod cli;
 mod embeddings;
 mod errors;
 mod helpers;
+mod hostile;
 mod integrations;
 mod knowledge;
 mod oauth;

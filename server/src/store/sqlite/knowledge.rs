@@ -17,7 +17,7 @@ use crate::knowledge::bm25::{self, Bm25Index, CachedIndex};
 use crate::store::{
     knowledge::{
         job_status, status, vector_from_bytes, vector_to_bytes, ChunkHit, ChunkText, ChunkVector,
-        DocumentRecord, JobRecord, KnowledgeStore, NewChunk, PageRecord,
+        DocumentRecord, JobOutcome, JobRecord, KnowledgeStore, NewChunk, PageRecord,
     },
     StoreError, StoreResult,
 };
@@ -529,6 +529,72 @@ impl KnowledgeStore for SqliteStore {
         .execute(&self.writer)
         .await?;
         Ok(())
+    }
+
+    async fn complete_job(
+        &self,
+        job: &JobRecord,
+        outcome: JobOutcome<'_>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+        let (job_status, error, done, total) = match outcome {
+            JobOutcome::Indexed {
+                progress: (done, total),
+                ..
+            } => (job_status::SUCCEEDED, None, Some(done), Some(total)),
+            JobOutcome::Failed { reason } => (job_status::FAILED, Some(reason), None, None),
+        };
+        let ended = sqlx::query(
+            "UPDATE jobs SET status = ?, error = ?, finished_at = ?, lease_until = NULL, \
+             progress_done = coalesce(?, progress_done), \
+             progress_total = coalesce(?, progress_total) \
+             WHERE id = ? AND status = ? AND attempts = ?",
+        )
+        .bind(job_status)
+        .bind(error)
+        .bind(ms(now))
+        .bind(done.map(i64::from))
+        .bind(total.map(i64::from))
+        .bind(&job.id)
+        .bind(job_status::RUNNING)
+        .bind(i64::from(job.attempts))
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if ended == 0 {
+            return Ok(false);
+        }
+        match outcome {
+            JobOutcome::Indexed { pages, bytes, .. } => {
+                sqlx::query(
+                    "UPDATE documents SET status = ?, error = NULL, pages = ?, bytes = ?, \
+                     chunks = (SELECT count(*) FROM chunks WHERE document_id = documents.id), \
+                     updated_at = ?, indexed_at = ? WHERE id = ?",
+                )
+                .bind(status::INDEXED)
+                .bind(pages.map(i64::from))
+                .bind(bytes as i64)
+                .bind(ms(now))
+                .bind(ms(now))
+                .bind(&job.document_id)
+                .execute(&mut *tx)
+                .await?;
+            }
+            JobOutcome::Failed { reason } => {
+                sqlx::query(
+                    "UPDATE documents SET status = ?, error = ?, updated_at = ? WHERE id = ?",
+                )
+                .bind(status::FAILED)
+                .bind(reason)
+                .bind(ms(now))
+                .bind(&job.document_id)
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(true)
     }
 
     async fn finish_job(
