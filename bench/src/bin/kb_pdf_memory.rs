@@ -31,9 +31,17 @@
 //! tokenizer and all), so it is an upper bound of what ingesting the file costs; the
 //! increase over the baseline is what the ingestion itself adds to a running service.
 //!
+//! With `--isolated` the measured process stands for the server and does what the
+//! ingestion job does since extraction left the server process: it reads the file and hands
+//! it to an extraction child process (`knowledge::sandbox`, the `agentchat` binary beside
+//! this one), which detects, extracts and chunks it and answers the chunks. The table then
+//! gives what the upload added to the server's resident set and the extraction child's
+//! peak (compared with the target).
+//!
 //! ```text
 //! export CARGO_TARGET_DIR=$HOME/.cache/agentchat/target
-//! cargo build --release -p bench --bin kb_pdf_memory && $CARGO_TARGET_DIR/release/kb_pdf_memory --size-mib 20
+//! cargo build --release -p server --bin agentchat -p bench --bin kb_pdf_memory
+//! $CARGO_TARGET_DIR/release/kb_pdf_memory --size-mib 20 [--isolated]
 //! ```
 
 use std::{
@@ -86,6 +94,11 @@ struct Args {
     /// Keep the generated PDFs in this folder.
     #[arg(long)]
     keep_pdfs: Option<PathBuf>,
+    /// Ingest as the service does: the measured process stands for the server and hands the
+    /// file to an extraction child process (`knowledge::sandbox`, the `agentchat` binary
+    /// beside this one); both processes' peaks are reported.
+    #[arg(long)]
+    isolated: bool,
     /// Internal: ingest the PDF at this path and report (the measured child process).
     #[arg(long, hide = true)]
     child: Option<PathBuf>,
@@ -94,7 +107,10 @@ struct Args {
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     if let Some(path) = &args.child {
-        return child(path);
+        return match args.isolated {
+            true => isolated_child(path),
+            false => child(path),
+        };
     }
     parent(&args)
 }
@@ -135,11 +151,12 @@ fn parent(args: &Args) -> anyhow::Result<()> {
             kb::load_average()
         );
         drop(bytes);
-        let output = std::process::Command::new(std::env::current_exe()?)
-            .arg("--child")
-            .arg(&path)
-            .output()
-            .context("starting the child process")?;
+        let mut command = std::process::Command::new(std::env::current_exe()?);
+        command.arg("--child").arg(&path);
+        if args.isolated {
+            command.arg("--isolated");
+        }
+        let output = command.output().context("starting the child process")?;
         ensure!(
             output.status.success(),
             "the child failed on {}: {}",
@@ -167,6 +184,38 @@ fn parent(args: &Args) -> anyhow::Result<()> {
     }
 
     println!();
+    if args.isolated {
+        println!(
+            "| PDF | size (MiB) | chunks | extract + chunk in the child (s) | server RSS before (MiB) | server peak RSS (MiB) | added to the server (MiB) | extraction child's peak RSS (MiB) | target (child) | result |"
+        );
+        println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+        let mut all_pass = true;
+        for (kind, size, _pages, r) in &rows {
+            let mib = |key: &str| r[key].as_u64().unwrap_or(0) as f64 / 1024.0;
+            let child_peak = mib("child_peak_kib");
+            let pass = child_peak <= TARGET_PEAK_MIB && r["error"].is_null();
+            all_pass &= pass;
+            println!(
+                "| {kind} | {} | {} | {:.2} | {:.0} | {:.0} | {:.0} | {child_peak:.0} | ≤ {TARGET_PEAK_MIB:.0} | {} |",
+                kb::mib(*size),
+                r["chunks"],
+                r["extract_s"].as_f64().unwrap_or(0.0),
+                mib("baseline_kib"),
+                mib("peak_kib"),
+                mib("peak_kib") - mib("baseline_kib"),
+                kb::verdict(pass)
+            );
+            if let Some(error) = r["error"].as_str() {
+                println!("{kind}: extraction refused the file: {error}");
+            }
+        }
+        println!(
+            "{}: peak resident memory of the extraction child on a {} MiB PDF (target ≤ {TARGET_PEAK_MIB:.0} MiB)",
+            kb::verdict(all_pass),
+            args.size_mib
+        );
+        return Ok(());
+    }
     println!(
         "| PDF | size (MiB) | pages | chars extracted | chunks | read + detect + extract (s) | chunk (s) | RSS before (MiB) | peak RSS (MiB) | added by ingestion (MiB) | target | result |"
     );
@@ -263,13 +312,76 @@ fn child(path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The measured process standing for the server (`--isolated`): reads the file as the
+/// ingestion job does and hands it to a fresh extraction child process; reports its own
+/// peak and, before the child ends, the child's peak (`VmHWM` of `/proc/PID/status` of
+/// every process whose parent is this one).
+fn isolated_child(path: &Path) -> anyhow::Result<()> {
+    use agentchat::knowledge::sandbox::{ExtractionConfig, Sandbox};
+
+    let baseline_kib = status_kib("VmRSS:")?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let sandbox = Sandbox::new(ExtractionConfig {
+        program: bench::service::extraction_program()?,
+        processes: 1,
+        ..ExtractionConfig::default()
+    });
+    let started = Instant::now();
+    let bytes = std::fs::read(path)?;
+    let size = bytes.len();
+    let result =
+        runtime.block_on(sandbox.document(&bytes, "upload.pdf", &ExtractLimits::default()));
+    drop(bytes);
+    let extract_s = started.elapsed().as_secs_f64();
+    let me = std::process::id().to_string();
+    let mut child_peak_kib = 0;
+    for entry in std::fs::read_dir("/proc")?.flatten() {
+        let dir = entry.path();
+        let Ok(stat) = std::fs::read_to_string(dir.join("stat")) else {
+            continue;
+        };
+        // `pid (comm) state ppid ...`: the parent is the second field after the comm.
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1));
+        if ppid == Some(me.as_str()) {
+            child_peak_kib = child_peak_kib.max(status_kib_of(&dir.join("status"), "VmHWM:")?);
+        }
+    }
+    let (error, chunks) = match &result {
+        Ok(doc) => (None, doc.chunks.len()),
+        Err(err) => (Some(err.to_string()), 0),
+    };
+    let report = json!({
+        "bytes": size,
+        "chunks": chunks,
+        "extract_s": extract_s,
+        "baseline_kib": baseline_kib,
+        "peak_kib": status_kib("VmHWM:")?,
+        "child_peak_kib": child_peak_kib,
+        "error": error,
+    });
+    drop(result);
+    drop(sandbox);
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "RESULT {report}")?;
+    Ok(())
+}
+
 /// A field of `/proc/self/status` in KiB (`VmRSS:`, `VmHWM:`).
 fn status_kib(field: &str) -> anyhow::Result<u64> {
-    let status = std::fs::read_to_string("/proc/self/status")?;
+    status_kib_of(Path::new("/proc/self/status"), field)
+}
+
+/// A field of a `/proc/PID/status` file in KiB.
+fn status_kib_of(file: &Path, field: &str) -> anyhow::Result<u64> {
+    let status = std::fs::read_to_string(file)?;
     let line = status
         .lines()
         .find(|l| l.starts_with(field))
-        .with_context(|| format!("/proc/self/status has no {field}"))?;
+        .with_context(|| format!("{} has no {field}", file.display()))?;
     Ok(line[field.len()..]
         .trim()
         .trim_end_matches("kB")
