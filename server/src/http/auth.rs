@@ -202,7 +202,8 @@ async fn consume_verification(state: &AppState, token: &str) -> ApiResult<bool> 
 }
 
 /// The emailed verification link: verifies, then redirects (303) to the dashboard's
-/// sign-in page with `?verified=1`, or `?verifyError=1` for a used or expired link.
+/// sign-in page with `?verified=1`, or `?verifyError=1` for a used or expired link, or one
+/// voided by the use of another of the account's links.
 #[utoipa::path(get, path = "/api/auth/verify-email", tag = "auth", params(TokenQuery),
     responses((status = 303, description = "Redirect to /login?verified=1 or /login?verifyError=1")))]
 #[instrument(skip_all)]
@@ -482,7 +483,9 @@ async fn forgot_password(
     }))
 }
 
-/// Set a new password with the emailed reset token; every session of the user ends.
+/// Set a new password with the emailed reset token; every session of the user ends, and
+/// every other reset link of the account stops working (OWASP Forgot Password Cheat Sheet).
+/// A voided link gets the same 400 as an unknown or expired one.
 #[utoipa::path(post, path = "/api/auth/reset-password", tag = "auth", request_body = ResetPasswordRequest,
     responses((status = 200, body = MessageResponse), (status = 400, body = ErrorBody)))]
 #[instrument(skip_all, fields(user.id))]

@@ -249,7 +249,11 @@ pub trait Store:
         expires_at: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> StoreResult<()>;
-    /// Consumes an unused, unexpired token atomically; returns its user id, or `None`.
+    /// Consumes an unused, unexpired token and, in the same atomic step, voids every other
+    /// unused token of its user and purpose (OWASP Forgot Password Cheat Sheet: once a
+    /// reset succeeds, the account's other outstanding links stop working); returns its
+    /// user id, or `None` (unknown, used, voided or expired, all alike). Of two tokens of
+    /// one account consumed at once, at most one succeeds.
     async fn consume_email_token(
         &self,
         purpose: TokenPurpose,
