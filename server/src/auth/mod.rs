@@ -789,18 +789,21 @@ mod tests {
         let generated = keys::generate();
         let t0 = auth.clock.now();
         store
-            .create_api_key(crate::store::ApiKeyRecord {
-                id: "k1".into(),
-                user_id: "u1".into(),
-                name: "CI".into(),
-                prefix: generated.prefix.clone(),
-                key_hash: generated.hash.clone(),
-                scopes: vec!["agents:read".into()],
-                expires_at: None,
-                created_at: t0,
-                last_used_at: None,
-                revoked_at: None,
-            })
+            .create_api_key(
+                crate::store::ApiKeyRecord {
+                    id: "k1".into(),
+                    user_id: "u1".into(),
+                    name: "CI".into(),
+                    prefix: generated.prefix.clone(),
+                    key_hash: generated.hash.clone(),
+                    scopes: vec!["agents:read".into()],
+                    expires_at: None,
+                    created_at: t0,
+                    last_used_at: None,
+                    revoked_at: None,
+                },
+                100,
+            )
             .await
             .unwrap();
         let last_used = || async {

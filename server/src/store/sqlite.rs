@@ -596,10 +596,11 @@ impl Store for SqliteStore {
         Ok(rows.iter().map(session).collect::<Result<_, _>>()?)
     }
 
-    async fn create_api_key(&self, k: ApiKeyRecord) -> StoreResult<()> {
-        sqlx::query(
+    async fn create_api_key(&self, k: ApiKeyRecord, cap: usize) -> StoreResult<bool> {
+        let done = sqlx::query(
             "INSERT INTO api_keys (id, user_id, name, prefix, key_hash, scopes, expires_at, created_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+             SELECT ?, ?, ?, ?, ?, ?, ?, ? \
+             WHERE (SELECT COUNT(*) FROM api_keys WHERE user_id = ? AND revoked_at IS NULL) < ?",
         )
         .bind(&k.id)
         .bind(&k.user_id)
@@ -609,9 +610,48 @@ impl Store for SqliteStore {
         .bind(k.scopes.join(" "))
         .bind(k.expires_at.map(ms))
         .bind(ms(k.created_at))
+        .bind(&k.user_id)
+        .bind(i64::try_from(cap).unwrap_or(i64::MAX))
         .execute(&self.writer)
         .await?;
-        Ok(())
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn rotate_api_key(
+        &self,
+        user_id: &str,
+        old_id: &str,
+        k: ApiKeyRecord,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let mut tx = self.writer.begin().await?;
+        let revoked = sqlx::query(
+            "UPDATE api_keys SET revoked_at = ? WHERE user_id = ? AND id = ? AND revoked_at IS NULL",
+        )
+        .bind(ms(now))
+        .bind(user_id)
+        .bind(old_id)
+        .execute(&mut *tx)
+        .await?;
+        if revoked.rows_affected() != 1 {
+            return Ok(false);
+        }
+        sqlx::query(
+            "INSERT INTO api_keys (id, user_id, name, prefix, key_hash, scopes, expires_at, created_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&k.id)
+        .bind(user_id)
+        .bind(&k.name)
+        .bind(&k.prefix)
+        .bind(&k.key_hash)
+        .bind(k.scopes.join(" "))
+        .bind(k.expires_at.map(ms))
+        .bind(ms(k.created_at))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(true)
     }
 
     async fn list_api_keys(&self, user_id: &str) -> StoreResult<Vec<ApiKeyRecord>> {
