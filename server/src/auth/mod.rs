@@ -1,6 +1,7 @@
 //! Authentication rules: who a bearer token or API key is, sessions and their limits,
 //! refresh-token rotation with replay detection.
 
+pub mod csrf;
 pub mod keys;
 pub mod oauth;
 pub mod password;
@@ -120,12 +121,22 @@ impl Principal {
     }
 }
 
+/// The 403 of a cookie-authenticated unsafe request without its session's CSRF token.
+pub fn csrf_rejected() -> ApiError {
+    ApiError::ForbiddenWith(
+        "Missing or invalid CSRF token: send the ac_csrf cookie's value in the X-CSRF-Token header"
+            .into(),
+    )
+}
+
 /// A new session's tokens.
 pub struct IssuedSession {
     /// The session id.
     pub session_id: String,
     /// Access and refresh tokens.
     pub tokens: TokenPair,
+    /// The session's CSRF token for the dashboard's `ac_csrf` cookie ([`csrf`]).
+    pub csrf_token: String,
 }
 
 /// The hasher of the credential caches: their keys are bearer values (a JWT is ~300
@@ -599,18 +610,33 @@ impl AuthService {
             self.forget_session(&id);
         }
         let tokens = self.token_pair(user_id, &session_id, &refresh_jti, now)?;
-        Ok(IssuedSession { session_id, tokens })
+        Ok(IssuedSession {
+            csrf_token: self.jwt.csrf().token(&session_id),
+            session_id,
+            tokens,
+        })
     }
 
     /// Exchanges a refresh token for a new pair, rotating the refresh token. A rotated
     /// (already used) refresh token revokes its session: RFC 9700 § 4.14.2 (refresh token
-    /// rotation with reuse detection). Any failure is 401.
-    pub async fn refresh(&self, refresh_token: &str) -> Result<IssuedSession, ApiError> {
+    /// rotation with reuse detection). The session id, and so its CSRF token, stays.
+    ///
+    /// `csrf` is the `X-CSRF-Token` of a refresh by the dashboard's cookie: then it must be
+    /// the session's token ([`csrf`]), else 403 before anything changes. Any other failure
+    /// is 401.
+    pub async fn refresh(
+        &self,
+        refresh_token: &str,
+        csrf: Option<&str>,
+    ) -> Result<IssuedSession, ApiError> {
         let now = self.clock.now();
         let claims = self
             .jwt
             .verify(refresh_token, TokenType::Refresh, now)
             .ok_or(ApiError::Unauthorized)?;
+        if csrf.is_some_and(|token| !self.jwt.csrf().verify(&claims.sid, token)) {
+            return Err(csrf_rejected());
+        }
         self.forget_session(&claims.sid);
         let auth = self
             .live_session(&claims.sid, now)
@@ -633,9 +659,19 @@ impl AuthService {
         self.forget_session(&claims.sid);
         let tokens = self.token_pair(&claims.sub, &claims.sid, &new_jti, now)?;
         Ok(IssuedSession {
+            csrf_token: self.jwt.csrf().token(&claims.sid),
             session_id: claims.sid,
             tokens,
         })
+    }
+
+    /// Whether `csrf` (an `X-CSRF-Token` value) is the CSRF token of the caller's session
+    /// ([`csrf`]). An API key has no session, so no token is ever its.
+    pub fn csrf_matches(&self, principal: &Principal, csrf: &str) -> bool {
+        match &principal.credential {
+            Credential::Session { session_id } => self.jwt.csrf().verify(session_id, csrf),
+            Credential::ApiKey { .. } => false,
+        }
     }
 
     /// Ends one session of the user; false when it was not live.
@@ -753,18 +789,21 @@ mod tests {
         let generated = keys::generate();
         let t0 = auth.clock.now();
         store
-            .create_api_key(crate::store::ApiKeyRecord {
-                id: "k1".into(),
-                user_id: "u1".into(),
-                name: "CI".into(),
-                prefix: generated.prefix.clone(),
-                key_hash: generated.hash.clone(),
-                scopes: vec!["agents:read".into()],
-                expires_at: None,
-                created_at: t0,
-                last_used_at: None,
-                revoked_at: None,
-            })
+            .create_api_key(
+                crate::store::ApiKeyRecord {
+                    id: "k1".into(),
+                    user_id: "u1".into(),
+                    name: "CI".into(),
+                    prefix: generated.prefix.clone(),
+                    key_hash: generated.hash.clone(),
+                    scopes: vec!["agents:read".into()],
+                    expires_at: None,
+                    created_at: t0,
+                    last_used_at: None,
+                    revoked_at: None,
+                },
+                100,
+            )
             .await
             .unwrap();
         let last_used = || async {

@@ -58,6 +58,8 @@ pub struct JwtKeys {
     issuer: String,
     /// The checks of [`JwtKeys::verify`], built once.
     validation: Validation,
+    /// The sessions' CSRF key, derived from the same secret.
+    csrf: super::csrf::CsrfKey,
 }
 
 /// The audience of every token this service issues.
@@ -80,7 +82,14 @@ impl JwtKeys {
             decoding: DecodingKey::from_secret(bytes),
             issuer: issuer.to_string(),
             validation,
+            csrf: super::csrf::CsrfKey::derive(secret),
         }
+    }
+
+    /// The key of the sessions' CSRF tokens, derived from the signing secret
+    /// ([`super::csrf`]).
+    pub fn csrf(&self) -> &super::csrf::CsrfKey {
+        &self.csrf
     }
 
     /// Signs a token of `typ` for the user's session; returns it and its expiry.

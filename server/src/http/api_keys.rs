@@ -57,14 +57,14 @@ fn parse_expiry(raw: &str) -> Result<DateTime<Utc>, String> {
         .ok_or_else(|| format!("expiresAt `{raw}` is not an ISO 8601 timestamp or date"))
 }
 
-/// Stores a new key for `user_id` and returns it with its one-time secret.
-async fn issue(
+/// A new key for `user_id` (not yet stored): its record and its one-time secret.
+fn new_key(
     state: &AppState,
     user_id: &str,
     name: String,
     scopes: &ScopeSet,
     expires_at: Option<DateTime<Utc>>,
-) -> ApiResult<CreatedApiKey> {
+) -> (ApiKeyRecord, String) {
     let generated = keys::generate();
     let record = ApiKeyRecord {
         id: uuid::Uuid::now_v7().to_string(),
@@ -78,16 +78,12 @@ async fn issue(
         last_used_at: None,
         revoked_at: None,
     };
-    state.store.create_api_key(record.clone()).await?;
-    Ok(CreatedApiKey {
-        api_key: info(&record),
-        key: generated.key,
-    })
+    (record, generated.key)
 }
 
 /// Create an API key. The full key is in this answer only.
 #[utoipa::path(post, path = "/api/api-keys", tag = "api-keys", security(("bearer" = [])), request_body = CreateApiKeyRequest,
-    responses((status = 201, body = CreatedApiKey), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+    responses((status = 201, body = CreatedApiKey), (status = 400, description = "Invalid fields, or the account already holds 100 live keys", body = ErrorBody), (status = 401, body = ErrorBody),
         (status = 403, description = "API keys cannot manage API keys", body = ErrorBody)))]
 #[instrument(skip_all, fields(user.id = %principal.user_id))]
 async fn create(
@@ -108,13 +104,25 @@ async fn create(
         }
         None => None,
     };
-    if state.store.list_api_keys(&principal.user_id).await?.len() >= MAX_KEYS_PER_USER {
+    let (record, key) = new_key(&state, &principal.user_id, name, &scopes, expires_at);
+    // The cap is checked by the store in the same step as the insert, so concurrent
+    // creations cannot pass it together.
+    if !state
+        .store
+        .create_api_key(record.clone(), MAX_KEYS_PER_USER)
+        .await?
+    {
         return Err(ApiError::bad_request(format!(
             "An account may hold at most {MAX_KEYS_PER_USER} API keys; revoke one first"
         )));
     }
-    let created = issue(&state, &principal.user_id, name, &scopes, expires_at).await?;
-    Ok((StatusCode::CREATED, Json(created)))
+    Ok((
+        StatusCode::CREATED,
+        Json(CreatedApiKey {
+            api_key: info(&record),
+            key,
+        }),
+    ))
 }
 
 /// The account's API keys (prefix only, never the secret or its hash).
@@ -157,7 +165,8 @@ async fn revoke(
 }
 
 /// Rotate an API key: a new key with the same name, scopes and expiry; the old one is
-/// revoked at once.
+/// revoked at once, in the same step (so rotating works at the cap of live keys, and of
+/// rotations of one key at once only one succeeds; the others answer 404).
 #[utoipa::path(post, path = "/api/api-keys/{id}/rotate", tag = "api-keys", security(("bearer" = [])),
     params(("id" = String, Path, description = "API key id")),
     responses((status = 201, body = CreatedApiKey), (status = 400, description = "The key has expired", body = ErrorBody),
@@ -181,20 +190,33 @@ async fn rotate(
     }
     let scopes =
         ScopeSet::parse(&old.scopes).map_err(|e| ApiError::Internal(anyhow::anyhow!(e)))?;
-    let created = issue(
+    let (record, key) = new_key(
         &state,
         &principal.user_id,
         old.name.clone(),
         &scopes,
         old.expires_at,
-    )
-    .await?;
-    state
+    );
+    if !state
         .store
-        .revoke_api_key(&principal.user_id, &old.id, state.auth.clock.now())
-        .await?;
+        .rotate_api_key(
+            &principal.user_id,
+            &old.id,
+            record.clone(),
+            state.auth.clock.now(),
+        )
+        .await?
+    {
+        return Err(ApiError::not_found("API key"));
+    }
     state.auth.forget_key(&old.key_hash);
-    Ok((StatusCode::CREATED, Json(created)))
+    Ok((
+        StatusCode::CREATED,
+        Json(CreatedApiKey {
+            api_key: info(&record),
+            key,
+        }),
+    ))
 }
 
 #[cfg(test)]

@@ -202,7 +202,8 @@ async fn consume_verification(state: &AppState, token: &str) -> ApiResult<bool> 
 }
 
 /// The emailed verification link: verifies, then redirects (303) to the dashboard's
-/// sign-in page with `?verified=1`, or `?verifyError=1` for a used or expired link.
+/// sign-in page with `?verified=1`, or `?verifyError=1` for a used or expired link, or one
+/// voided by the use of another of the account's links.
 #[utoipa::path(get, path = "/api/auth/verify-email", tag = "auth", params(TokenQuery),
     responses((status = 303, description = "Redirect to /login?verified=1 or /login?verifyError=1")))]
 #[instrument(skip_all)]
@@ -327,7 +328,7 @@ async fn login(
     .into_response();
     cookies::set_session(
         response.headers_mut(),
-        &issued.tokens,
+        &issued,
         state.config.secure_cookies(),
     );
     Ok(response)
@@ -335,7 +336,8 @@ async fn login(
 
 /// Exchange a refresh token for a new token pair. The refresh token is rotated: using an
 /// old one again ends the session (401). Without `refreshToken` in the body, the
-/// dashboard's refresh cookie is used (and the CSRF header is required).
+/// dashboard's refresh cookie is used, and the CSRF header must carry the session's token
+/// (403 otherwise).
 #[utoipa::path(post, path = "/api/auth/refresh", tag = "auth", request_body = RefreshRequest,
     responses((status = 200, body = RefreshResponse), (status = 401, body = ErrorBody), (status = 403, description = "CSRF check failed", body = ErrorBody)))]
 #[instrument(skip_all)]
@@ -345,19 +347,15 @@ async fn refresh(
     ApiJson(body): ApiJson<RefreshRequest>,
 ) -> ApiResult<Response> {
     let from_cookie = body.refresh_token.is_none();
-    let token = match body.refresh_token {
-        Some(t) => t,
+    let (token, csrf) = match body.refresh_token {
+        Some(t) => (t, None),
         None => {
             let token = cookies::get(&headers, REFRESH_COOKIE).ok_or(ApiError::Unauthorized)?;
-            if !cookies::csrf_ok(&headers) {
-                return Err(ApiError::ForbiddenWith(
-                    "Missing or invalid CSRF token".into(),
-                ));
-            }
-            token
+            let csrf = cookies::csrf_header(&headers).ok_or_else(crate::auth::csrf_rejected)?;
+            (token, Some(csrf))
         }
     };
-    let issued = state.auth.refresh(token.trim()).await?;
+    let issued = state.auth.refresh(token.trim(), csrf).await?;
     let mut response = Json(RefreshResponse {
         success: true,
         tokens: issued.tokens.clone(),
@@ -366,7 +364,7 @@ async fn refresh(
     if from_cookie {
         cookies::set_session(
             response.headers_mut(),
-            &issued.tokens,
+            &issued,
             state.config.secure_cookies(),
         );
     }
@@ -485,7 +483,9 @@ async fn forgot_password(
     }))
 }
 
-/// Set a new password with the emailed reset token; every session of the user ends.
+/// Set a new password with the emailed reset token; every session of the user ends, and
+/// every other reset link of the account stops working (OWASP Forgot Password Cheat Sheet).
+/// A voided link gets the same 400 as an unknown or expired one.
 #[utoipa::path(post, path = "/api/auth/reset-password", tag = "auth", request_body = ResetPasswordRequest,
     responses((status = 200, body = MessageResponse), (status = 400, body = ErrorBody)))]
 #[instrument(skip_all, fields(user.id))]

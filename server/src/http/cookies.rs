@@ -1,14 +1,15 @@
 //! The dashboard's cookies: the access token (httpOnly, SameSite=Lax, path `/`), the
 //! refresh token (httpOnly, SameSite=Strict, path `/api/auth`) and a readable CSRF token
 //! echoed in `X-CSRF-Token` on unsafe requests (OWASP CSRF Prevention Cheat Sheet,
-//! "signed double-submit cookie"; here the token is random per session and compared in
-//! constant time). `Secure` is set when PUBLIC_URL is https.
+//! "Signed Double-Submit Cookie": the token is an HMAC of the session id, see
+//! [`crate::auth::csrf`], checked against the session in constant time). `Secure` is set
+//! when PUBLIC_URL is https.
 
-use app::api::{TokenPair, ACCESS_COOKIE, CSRF_COOKIE, CSRF_HEADER, REFRESH_COOKIE};
+use app::api::{ACCESS_COOKIE, CSRF_COOKIE, CSRF_HEADER, REFRESH_COOKIE};
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum_extra::extract::cookie::{Cookie, SameSite};
 
-use crate::auth::{keys, tokens};
+use crate::auth::{keys, tokens, IssuedSession};
 
 /// The value of cookie `name` in the request's `Cookie` headers.
 pub fn get(headers: &HeaderMap, name: &str) -> Option<String> {
@@ -23,13 +24,13 @@ pub fn get(headers: &HeaderMap, name: &str) -> Option<String> {
         .filter(|v| !v.is_empty())
 }
 
-/// Whether the `X-CSRF-Token` header equals the CSRF cookie.
-pub fn csrf_ok(headers: &HeaderMap) -> bool {
-    let header = headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok());
-    match (get(headers, CSRF_COOKIE), header) {
-        (Some(cookie), Some(header)) => keys::constant_time_eq(&cookie, header),
-        _ => false,
-    }
+/// The `X-CSRF-Token` header when it equals the CSRF cookie (the double submit); `None`
+/// without either or when they differ. Whether it is the token of the session is the
+/// caller's check ([`crate::auth::AuthService::csrf_matches`]): a cookie can be planted.
+pub fn csrf_header(headers: &HeaderMap) -> Option<&str> {
+    let header = headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok())?;
+    let cookie = get(headers, CSRF_COOKIE)?;
+    keys::constant_time_eq(&cookie, header).then_some(header)
 }
 
 fn cookie(
@@ -55,10 +56,11 @@ fn cookie_duration(secs: i64) -> time::Duration {
     time::Duration::seconds(secs)
 }
 
-/// `Set-Cookie` values that store a session's tokens and a fresh CSRF token.
-pub fn set_session(headers: &mut HeaderMap, tokens: &TokenPair, secure: bool) {
+/// `Set-Cookie` values that store a session's tokens and its CSRF token.
+pub fn set_session(headers: &mut HeaderMap, session: &IssuedSession, secure: bool) {
     let access = tokens::ACCESS_TTL.num_seconds();
     let refresh = tokens::REFRESH_TTL.num_seconds();
+    let tokens = &session.tokens;
     for value in [
         cookie(
             ACCESS_COOKIE,
@@ -80,7 +82,7 @@ pub fn set_session(headers: &mut HeaderMap, tokens: &TokenPair, secure: bool) {
         ),
         cookie(
             CSRF_COOKIE,
-            keys::random_token(),
+            session.csrf_token.clone(),
             "/",
             false,
             SameSite::Lax,
@@ -118,19 +120,23 @@ mod tests {
             HeaderValue::from_static("a=1; ac_csrf=tok123"),
         );
         assert_eq!(get(&h, "ac_csrf").as_deref(), Some("tok123"));
-        assert!(!csrf_ok(&h));
+        assert!(csrf_header(&h).is_none());
         h.insert(CSRF_HEADER, HeaderValue::from_static("nope"));
-        assert!(!csrf_ok(&h));
+        assert!(csrf_header(&h).is_none());
         h.insert(CSRF_HEADER, HeaderValue::from_static("tok123"));
-        assert!(csrf_ok(&h));
+        assert_eq!(csrf_header(&h), Some("tok123"));
     }
 
     #[test]
     fn session_cookies_are_http_only_and_secure_on_https() {
         let mut h = HeaderMap::new();
-        let t = TokenPair {
-            access_token: "a.b.c".into(),
-            refresh_token: "d.e.f".into(),
+        let t = IssuedSession {
+            session_id: "s1".into(),
+            tokens: app::api::TokenPair {
+                access_token: "a.b.c".into(),
+                refresh_token: "d.e.f".into(),
+            },
+            csrf_token: "tok123".into(),
         };
         set_session(&mut h, &t, true);
         let all: Vec<String> = h
@@ -145,5 +151,6 @@ mod tests {
         );
         assert!(all[1].contains("Path=/api/auth") && all[1].contains("SameSite=Strict"));
         assert!(!all[2].contains("HttpOnly"));
+        assert!(all[2].starts_with("ac_csrf=tok123"), "the session's token");
     }
 }

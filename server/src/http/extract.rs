@@ -35,7 +35,7 @@ pub enum Identity {
     Anonymous,
     /// Credentials were sent but are not valid (malformed, expired, revoked, wrong type).
     Invalid,
-    /// A cookie-authenticated unsafe request without a matching CSRF token.
+    /// A cookie-authenticated unsafe request without its session's CSRF token.
     CsrfRejected,
     /// A valid session or API key.
     Authenticated(Arc<Principal>),
@@ -53,9 +53,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Auth {
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
         match parts.extensions.get::<Identity>() {
             Some(Identity::Authenticated(p)) => Ok(Auth(p.clone())),
-            Some(Identity::CsrfRejected) => Err(ApiError::ForbiddenWith(
-                "Missing or invalid CSRF token: send the ac_csrf cookie's value in the X-CSRF-Token header".into(),
-            )),
+            Some(Identity::CsrfRejected) => Err(crate::auth::csrf_rejected()),
             _ => Err(ApiError::Unauthorized),
         }
     }

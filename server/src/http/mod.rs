@@ -40,7 +40,7 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
 use crate::{
-    auth::AuthService,
+    auth::{AuthService, Principal},
     config::Config,
     error::{reason, ApiError},
     mail::Mailer,
@@ -194,10 +194,15 @@ fn is_unsafe(method: &Method) -> bool {
 
 /// What a request presents: a credential to check, or an identity known without one.
 enum Presented<'a> {
-    /// A bearer value (borrowed from the header) or the access-token cookie's value.
-    Credential(std::borrow::Cow<'a, str>),
+    /// A bearer value (borrowed from the header) or the access-token cookie's value; with
+    /// the CSRF token that an unsafe request by cookie sent, which must be the token of the
+    /// credential's session.
+    Credential {
+        token: std::borrow::Cow<'a, str>,
+        csrf: Option<&'a str>,
+    },
     /// Anonymous, a malformed `Authorization` header, or a cookie-authenticated unsafe
-    /// request without a matching CSRF token.
+    /// request without a CSRF header equal to its CSRF cookie.
     Known(Identity),
 }
 
@@ -205,15 +210,35 @@ enum Presented<'a> {
 /// access-token cookie, which on unsafe methods only counts with the CSRF token.
 fn presented<'a>(headers: &'a HeaderMap, method: &Method) -> Presented<'a> {
     match bearer(headers) {
-        Some(Ok(token)) => Presented::Credential(token.into()),
+        Some(Ok(token)) => Presented::Credential {
+            token: token.into(),
+            csrf: None,
+        },
         Some(Err(())) => Presented::Known(Identity::Invalid),
         None => match cookies::get(headers, app::api::ACCESS_COOKIE) {
             None => Presented::Known(Identity::Anonymous),
-            Some(_) if is_unsafe(method) && !cookies::csrf_ok(headers) => {
-                Presented::Known(Identity::CsrfRejected)
-            }
-            Some(token) => Presented::Credential(token.into()),
+            Some(token) if is_unsafe(method) => match cookies::csrf_header(headers) {
+                Some(csrf) => Presented::Credential {
+                    token: token.into(),
+                    csrf: Some(csrf),
+                },
+                None => Presented::Known(Identity::CsrfRejected),
+            },
+            Some(token) => Presented::Credential {
+                token: token.into(),
+                csrf: None,
+            },
         },
+    }
+}
+
+/// The identity of an authenticated caller whose request sent `csrf` (see
+/// [`Presented::Credential`]): refused unless it is the token of the caller's session.
+/// Checked on every request, the cached ones too: caches hold credentials, not requests.
+fn admitted(state: &AppState, principal: Arc<Principal>, csrf: Option<&str>) -> Identity {
+    match csrf {
+        Some(csrf) if !state.auth.csrf_matches(&principal, csrf) => Identity::CsrfRejected,
+        _ => Identity::Authenticated(principal),
     }
 }
 
@@ -225,8 +250,8 @@ async fn identify(
 ) -> Result<Identity, ApiError> {
     Ok(match presented(headers, method) {
         Presented::Known(identity) => identity,
-        Presented::Credential(token) => match state.auth.authenticate(&token).await? {
-            Some(p) => Identity::Authenticated(p),
+        Presented::Credential { token, csrf } => match state.auth.authenticate(&token).await? {
+            Some(p) => admitted(state, p, csrf),
             None => Identity::Invalid,
         },
     })
@@ -237,7 +262,9 @@ async fn identify(
 fn identify_now(state: &AppState, headers: &HeaderMap, method: &Method) -> Option<Identity> {
     match presented(headers, method) {
         Presented::Known(identity) => Some(identity),
-        Presented::Credential(token) => state.auth.cached(&token).map(Identity::Authenticated),
+        Presented::Credential { token, csrf } => {
+            state.auth.cached(&token).map(|p| admitted(state, p, csrf))
+        }
     }
 }
 

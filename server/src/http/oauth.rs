@@ -398,7 +398,7 @@ async fn callback(
         .await?;
     let mut response = see_other(DASHBOARD);
     let secure = state.config.secure_cookies();
-    cookies::set_session(response.headers_mut(), &issued.tokens, secure);
+    cookies::set_session(response.headers_mut(), &issued, secure);
     response
         .headers_mut()
         .append(header::SET_COOKIE, flow_cookie("", 0, secure));

@@ -249,7 +249,11 @@ pub trait Store:
         expires_at: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> StoreResult<()>;
-    /// Consumes an unused, unexpired token atomically; returns its user id, or `None`.
+    /// Consumes an unused, unexpired token and, in the same atomic step, voids every other
+    /// unused token of its user and purpose (OWASP Forgot Password Cheat Sheet: once a
+    /// reset succeeds, the account's other outstanding links stop working); returns its
+    /// user id, or `None` (unknown, used, voided or expired, all alike). Of two tokens of
+    /// one account consumed at once, at most one succeeds.
     async fn consume_email_token(
         &self,
         purpose: TokenPurpose,
@@ -298,7 +302,28 @@ pub trait Store:
         idle_cutoff: DateTime<Utc>,
     ) -> StoreResult<Vec<SessionRecord>>;
 
-    async fn create_api_key(&self, key: ApiKeyRecord) -> StoreResult<()>;
+    /// Creates the key unless its owner already holds `cap` live (not revoked) keys; false
+    /// at the cap, and nothing is written.
+    ///
+    /// The count and the insert are one atomic step: however many creations run at once,
+    /// the owner never holds more than `cap` live keys. SQLite: one conditional
+    /// `INSERT … SELECT … WHERE (SELECT count(*) …) < cap` (SQLite runs write statements
+    /// one at a time, each on the latest data). A PostgreSQL backend keeps the guarantee by
+    /// locking the owner's `users` row (`SELECT … FOR UPDATE`) in the transaction before
+    /// that same conditional insert: under read committed, two inserts not serialised by
+    /// the lock could each count `cap - 1`.
+    async fn create_api_key(&self, key: ApiKeyRecord, cap: usize) -> StoreResult<bool>;
+    /// Replaces the user's live key `old_id` with `new` atomically: `old_id` is revoked at
+    /// `now` and `new` inserted, or nothing is written and the answer is false (no such
+    /// live key, e.g. a concurrent rotation revoked it first). The number of live keys
+    /// stays the same, so no cap applies.
+    async fn rotate_api_key(
+        &self,
+        user_id: &str,
+        old_id: &str,
+        new: ApiKeyRecord,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool>;
     /// Keys of the user that are not revoked, newest first.
     async fn list_api_keys(&self, user_id: &str) -> StoreResult<Vec<ApiKeyRecord>>;
     async fn api_key(&self, user_id: &str, id: &str) -> StoreResult<Option<ApiKeyRecord>>;

@@ -432,17 +432,28 @@ impl Store for SqliteStore {
         token_hash: &str,
         now: DateTime<Utc>,
     ) -> StoreResult<Option<String>> {
-        let row = sqlx::query(
-            "UPDATE email_tokens SET used_at = ? WHERE token_hash = ? AND purpose = ? \
-             AND used_at IS NULL AND expires_at > ? RETURNING user_id",
+        // One statement: the presented token's user is found and all of that user's unused
+        // tokens of the purpose, the presented one among them, are marked used together.
+        // Here it runs alone on the one writer. A backend with row locks (PostgreSQL, read
+        // committed) keeps the guarantee with the same statement: a concurrent consumer
+        // waits for the rows and re-checks the outer `used_at IS NULL`, and a row it marks
+        // that is not the presented token (one created meanwhile) is not a success.
+        let rows = sqlx::query(
+            "UPDATE email_tokens SET used_at = ? WHERE purpose = ? AND used_at IS NULL \
+             AND user_id = (SELECT user_id FROM email_tokens WHERE token_hash = ? AND purpose = ? \
+             AND used_at IS NULL AND expires_at > ?) RETURNING user_id, token_hash",
         )
         .bind(ms(now))
+        .bind(purpose.as_str())
         .bind(token_hash)
         .bind(purpose.as_str())
         .bind(ms(now))
-        .fetch_optional(&self.writer)
+        .fetch_all(&self.writer)
         .await?;
-        Ok(row.map(|r| r.get("user_id")))
+        Ok(rows
+            .iter()
+            .find(|r| r.get::<&str, _>("token_hash") == token_hash)
+            .map(|r| r.get("user_id")))
     }
 
     async fn create_session(
@@ -585,10 +596,11 @@ impl Store for SqliteStore {
         Ok(rows.iter().map(session).collect::<Result<_, _>>()?)
     }
 
-    async fn create_api_key(&self, k: ApiKeyRecord) -> StoreResult<()> {
-        sqlx::query(
+    async fn create_api_key(&self, k: ApiKeyRecord, cap: usize) -> StoreResult<bool> {
+        let done = sqlx::query(
             "INSERT INTO api_keys (id, user_id, name, prefix, key_hash, scopes, expires_at, created_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+             SELECT ?, ?, ?, ?, ?, ?, ?, ? \
+             WHERE (SELECT COUNT(*) FROM api_keys WHERE user_id = ? AND revoked_at IS NULL) < ?",
         )
         .bind(&k.id)
         .bind(&k.user_id)
@@ -598,9 +610,48 @@ impl Store for SqliteStore {
         .bind(k.scopes.join(" "))
         .bind(k.expires_at.map(ms))
         .bind(ms(k.created_at))
+        .bind(&k.user_id)
+        .bind(i64::try_from(cap).unwrap_or(i64::MAX))
         .execute(&self.writer)
         .await?;
-        Ok(())
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn rotate_api_key(
+        &self,
+        user_id: &str,
+        old_id: &str,
+        k: ApiKeyRecord,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let mut tx = self.writer.begin().await?;
+        let revoked = sqlx::query(
+            "UPDATE api_keys SET revoked_at = ? WHERE user_id = ? AND id = ? AND revoked_at IS NULL",
+        )
+        .bind(ms(now))
+        .bind(user_id)
+        .bind(old_id)
+        .execute(&mut *tx)
+        .await?;
+        if revoked.rows_affected() != 1 {
+            return Ok(false);
+        }
+        sqlx::query(
+            "INSERT INTO api_keys (id, user_id, name, prefix, key_hash, scopes, expires_at, created_at) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        )
+        .bind(&k.id)
+        .bind(user_id)
+        .bind(&k.name)
+        .bind(&k.prefix)
+        .bind(&k.key_hash)
+        .bind(k.scopes.join(" "))
+        .bind(k.expires_at.map(ms))
+        .bind(ms(k.created_at))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(true)
     }
 
     async fn list_api_keys(&self, user_id: &str) -> StoreResult<Vec<ApiKeyRecord>> {
@@ -1426,6 +1477,71 @@ pub(crate) mod tests {
                 usage[0].completion_tokens
             ),
             (100, 1_000, 500)
+        );
+    }
+
+    #[tokio::test]
+    async fn of_an_accounts_outstanding_links_only_one_is_ever_consumed() {
+        let (_dir, store) = store().await;
+        let now = Utc::now();
+        verified_user(&store, now).await;
+        let hashes: Vec<String> = (0..8).map(|i| format!("reset-{i}")).collect();
+        for hash in &hashes {
+            store
+                .create_email_token(
+                    "u1",
+                    TokenPurpose::ResetPassword,
+                    hash,
+                    now + chrono::Duration::hours(1),
+                    now,
+                )
+                .await
+                .unwrap();
+        }
+        // A verification link of the same account is another purpose: untouched.
+        store
+            .create_email_token(
+                "u1",
+                TokenPurpose::VerifyEmail,
+                "verify",
+                now + chrono::Duration::hours(1),
+                now,
+            )
+            .await
+            .unwrap();
+        let mut tasks = tokio::task::JoinSet::new();
+        for hash in hashes.clone() {
+            let store = store.clone();
+            tasks.spawn(async move {
+                store
+                    .consume_email_token(TokenPurpose::ResetPassword, &hash, now)
+                    .await
+            });
+        }
+        let mut consumed = 0;
+        while let Some(done) = tasks.join_next().await {
+            if let Some(user) = done.unwrap().unwrap() {
+                assert_eq!(user, "u1");
+                consumed += 1;
+            }
+        }
+        assert_eq!(consumed, 1, "the first use voids the others");
+        for hash in &hashes {
+            assert_eq!(
+                store
+                    .consume_email_token(TokenPurpose::ResetPassword, hash, now)
+                    .await
+                    .unwrap(),
+                None
+            );
+        }
+        assert_eq!(
+            store
+                .consume_email_token(TokenPurpose::VerifyEmail, "verify", now)
+                .await
+                .unwrap()
+                .as_deref(),
+            Some("u1")
         );
     }
 }

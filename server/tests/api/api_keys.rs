@@ -234,3 +234,93 @@ async fn an_unknown_key_is_401() {
     let fake = format!("key_{}", "A".repeat(43));
     assert_unauthorized(app.get("/api/auth/me", Some(&fake)).await).await;
 }
+
+#[tokio::test]
+async fn concurrent_creations_stop_at_the_cap_of_100_live_keys() {
+    // A budget that does not refuse any of the requests below.
+    let app = spawn_app_with(|c| c.rate_limits = [10_000; 4]).await;
+    let user = app.user().await;
+    let answers = futures::future::join_all((0..130).map(|i| {
+        app.post(
+            "/api/api-keys",
+            Some(&user.access),
+            json!({"name": format!("key {i}"), "scopes": ["agents:read"]}),
+        )
+    }))
+    .await;
+    let mut created = 0;
+    for res in answers {
+        if res.status() == 201 {
+            created += 1;
+        } else {
+            assert_error(
+                res,
+                400,
+                "Bad Request",
+                Some("An account may hold at most 100 API keys; revoke one first"),
+            )
+            .await;
+        }
+    }
+    assert_eq!(created, 100);
+    let list: Value = app
+        .get("/api/api-keys", Some(&user.access))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(list["apiKeys"].as_array().unwrap().len(), 100);
+}
+
+#[tokio::test]
+async fn a_key_can_be_rotated_at_the_cap_and_rotated_once_at_a_time() {
+    let app = spawn_app_with(|c| c.rate_limits = [10_000; 4]).await;
+    let user = app.user().await;
+    let mut ids = Vec::new();
+    for i in 0..100 {
+        let res = app
+            .post(
+                "/api/api-keys",
+                Some(&user.access),
+                json!({"name": format!("key {i}"), "scopes": ["agents:read"]}),
+            )
+            .await;
+        assert_eq!(res.status(), 201);
+        ids.push(
+            res.json::<Value>().await.unwrap()["apiKey"]["id"]
+                .as_str()
+                .unwrap()
+                .to_string(),
+        );
+    }
+    let over = app
+        .post(
+            "/api/api-keys",
+            Some(&user.access),
+            json!({"name": "one more", "scopes": ["agents:read"]}),
+        )
+        .await;
+    assert_error(over, 400, "Bad Request", None).await;
+    // Rotating keeps the count: allowed at the cap. Rotations of one key at once: one
+    // wins, the others find it revoked.
+    let path = format!("/api/api-keys/{}/rotate", ids[0]);
+    let answers =
+        futures::future::join_all((0..8).map(|_| app.post(&path, Some(&user.access), json!({}))))
+            .await;
+    let mut rotated = 0;
+    for res in answers {
+        if res.status() == 201 {
+            rotated += 1;
+        } else {
+            assert_error(res, 404, "Not Found", None).await;
+        }
+    }
+    assert_eq!(rotated, 1);
+    let list: Value = app
+        .get("/api/api-keys", Some(&user.access))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(list["apiKeys"].as_array().unwrap().len(), 100);
+}

@@ -376,6 +376,79 @@ async fn a_reset_link_expires_after_an_hour() {
     assert_error(res, 400, "Bad Request", None).await;
 }
 
+/// `POST /api/auth/reset-password` with `token` and `password`.
+async fn reset(app: &TestApp, token: &str, password: &str) -> reqwest::Response {
+    app.post(
+        "/api/auth/reset-password",
+        None,
+        json!({"token": token, "password": password}),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn using_a_reset_link_voids_the_older_ones() {
+    let app = spawn_app().await;
+    let user = app.user().await;
+    let mut tokens = Vec::new();
+    for n in [2, 3] {
+        let res = app
+            .post(
+                "/api/auth/forgot-password",
+                None,
+                json!({"email": user.email}),
+            )
+            .await;
+        assert_eq!(res.status(), 200);
+        tokens.push(token_of(&link_containing(
+            &app.smtp.wait_for(&user.email, n).await,
+            "reset-password",
+        )));
+        // As if the mail-bombing guard's minute had passed.
+        app.state.auth.mail_cooldown.invalidate_all();
+    }
+    let (older, newer) = (&tokens[0], &tokens[1]);
+    assert_eq!(reset(&app, newer, "the newer password").await.status(), 200);
+    let invalid = reset(&app, "no-such-token", "the older password").await;
+    let invalid = assert_error(invalid, 400, "Bad Request", None).await;
+    let res = reset(&app, older, "the older password").await;
+    let res = assert_error(res, 400, "Bad Request", None).await;
+    assert_eq!(res, invalid, "the same answer as an unknown link");
+    assert_eq!(
+        app.login(&user.email, "the older password").await.status(),
+        401
+    );
+    assert_eq!(
+        app.login(&user.email, "the newer password").await.status(),
+        200
+    );
+}
+
+#[tokio::test]
+async fn using_a_verification_link_voids_the_older_ones() {
+    let app = spawn_app().await;
+    let email = unique_email();
+    assert_eq!(app.signup(&email, "password123").await.status(), 201);
+    let older = link_containing(&app.smtp.wait_for(&email, 1).await, "verify-email");
+    let res = app
+        .post(
+            "/api/auth/resend-verification",
+            None,
+            json!({"email": email}),
+        )
+        .await;
+    assert_eq!(res.status(), 200);
+    let newer = link_containing(&app.smtp.wait_for(&email, 2).await, "verify-email");
+    let res = app.client.get(&newer).send().await.unwrap();
+    assert_eq!(res.headers()[header::LOCATION], "/login?verified=1");
+    let res = app.client.get(&older).send().await.unwrap();
+    assert_eq!(
+        res.headers()[header::LOCATION],
+        "/login?verifyError=1",
+        "the older link was voided by the newer one's use"
+    );
+}
+
 #[tokio::test]
 async fn me_returns_the_full_profile() {
     let app = spawn_app().await;

@@ -413,3 +413,96 @@ async fn cookies_are_secure_when_the_public_url_is_https() {
         .iter()
         .all(|c| c.to_str().unwrap().contains("Secure")));
 }
+
+/// The dashboard cookies of a fresh sign-in of `user`: (Cookie header, CSRF token).
+async fn dashboard_session(app: &TestApp, user: &TestUser) -> (String, String) {
+    let res = app.login(&user.email, &user.password).await;
+    assert_eq!(res.status(), 200);
+    cookie_header(&res)
+}
+
+/// The `Cookie` header `cookies` with its `ac_csrf` value replaced by `csrf`.
+fn with_csrf_cookie(cookies: &str, csrf: &str) -> String {
+    cookies
+        .split("; ")
+        .map(|pair| {
+            if pair.starts_with("ac_csrf=") {
+                format!("ac_csrf={csrf}")
+            } else {
+                pair.to_string()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+#[tokio::test]
+async fn a_planted_csrf_cookie_does_not_pass_with_a_victims_session() {
+    let app = spawn_app().await;
+    let victim = app.user().await;
+    let attacker = app.user().await;
+    let (cookies, csrf) = dashboard_session(&app, &victim).await;
+    // The attacker's own token is genuine, but for the attacker's session.
+    let (_, attackers_csrf) = dashboard_session(&app, &attacker).await;
+    let create_key = |cookies: String, csrf: String| {
+        app.client
+            .post(app.url("/api/api-keys"))
+            .header(header::COOKIE, cookies)
+            .header("x-csrf-token", csrf)
+            .json(&json!({"name": "planted", "scopes": ["agents:read"]}))
+            .send()
+    };
+    // Several safe requests first, so that every worker thread has the victim's access
+    // token in its credential cache: a cached credential must not skip the check.
+    for _ in 0..8 {
+        let me = app
+            .client
+            .get(app.url("/api/auth/me"))
+            .header(header::COOKIE, &cookies)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(me.status(), 200);
+    }
+    for planted in ["planted-by-the-attacker".to_string(), attackers_csrf] {
+        for _ in 0..4 {
+            let res = create_key(with_csrf_cookie(&cookies, &planted), planted.clone())
+                .await
+                .unwrap();
+            assert_error(res, 403, "Forbidden", None).await;
+        }
+        let refresh = app
+            .client
+            .post(app.url("/api/auth/refresh"))
+            .header(header::COOKIE, with_csrf_cookie(&cookies, &planted))
+            .header("x-csrf-token", &planted)
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap();
+        assert_error(refresh, 403, "Forbidden", None).await;
+    }
+    let keys: Value = app
+        .get("/api/api-keys", Some(&victim.access))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(keys["apiKeys"], json!([]), "no key was created");
+
+    // The victim's own token still works, and the refused refreshes rotated nothing.
+    let res = create_key(cookies.clone(), csrf.clone()).await.unwrap();
+    assert_eq!(res.status(), 201);
+    let refreshed = app
+        .client
+        .post(app.url("/api/auth/refresh"))
+        .header(header::COOKIE, &cookies)
+        .header("x-csrf-token", &csrf)
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refreshed.status(), 200);
+    let (_, renewed) = cookie_header(&refreshed);
+    assert_eq!(renewed, csrf, "a refresh keeps the session and its token");
+}

@@ -1,0 +1,93 @@
+//! CSRF tokens bound to a session: OWASP CSRF Prevention Cheat Sheet, "Signed
+//! Double-Submit Cookie". The dashboard's readable `ac_csrf` cookie holds the token of its
+//! session, and an unsafe request authenticated by the access-token cookie must echo it in
+//! `X-CSRF-Token`. The token is `base64url(HMAC-SHA256(csrf key, session id))` (no padding,
+//! 43 characters), so a cookie planted by someone else (from a sibling subdomain, say),
+//! even their own session's genuine token, does not pass with a victim's session: making
+//! the token of a session takes the key.
+//!
+//! The key is derived from `JWT_SECRET`: HMAC-SHA256 under the secret of the fixed label
+//! [`KEY_LABEL`] (a PRF used as a one-block key derivation function, NIST SP 800-108), so
+//! it is never the JWT signing key itself, needs no configuration of its own, and changes
+//! with the secret (every session's token then stops matching, as every JWT stops
+//! verifying). The token is the same for the whole session: a refresh keeps the session id
+//! and so the token.
+
+use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
+use hmac::{Hmac, Mac};
+use secrecy::{ExposeSecret, SecretString};
+use sha2::Sha256;
+
+use super::keys;
+
+type HmacSha256 = Hmac<Sha256>;
+
+/// What the CSRF key is derived for (the message MACed under `JWT_SECRET`).
+pub const KEY_LABEL: &[u8] = b"agentchat/csrf-token-key/v1";
+
+/// The key that makes and checks sessions' CSRF tokens.
+#[derive(Clone)]
+pub struct CsrfKey {
+    /// HMAC-SHA256 already keyed with the derived key; each token MACs a clone of it.
+    mac: HmacSha256,
+}
+
+impl CsrfKey {
+    /// The key derived from the JWT signing secret (see the module's documentation).
+    pub fn derive(jwt_secret: &SecretString) -> Self {
+        let mut kdf = <HmacSha256 as Mac>::new_from_slice(jwt_secret.expose_secret().as_bytes())
+            .expect("HMAC takes any key length");
+        kdf.update(KEY_LABEL);
+        let key = kdf.finalize().into_bytes();
+        Self {
+            mac: <HmacSha256 as Mac>::new_from_slice(&key).expect("HMAC takes any key length"),
+        }
+    }
+
+    /// The CSRF token of the session `session_id`.
+    pub fn token(&self, session_id: &str) -> String {
+        let mut mac = self.mac.clone();
+        mac.update(session_id.as_bytes());
+        URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes())
+    }
+
+    /// Whether `presented` is the token of `session_id`, compared in constant time.
+    pub fn verify(&self, session_id: &str, presented: &str) -> bool {
+        keys::constant_time_eq(&self.token(session_id), presented)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(secret: &str) -> CsrfKey {
+        CsrfKey::derive(&SecretString::from(secret.to_string()))
+    }
+
+    #[test]
+    fn a_token_is_bound_to_its_session_and_to_the_secret() {
+        let k = key(&"s".repeat(64));
+        let token = k.token("session-1");
+        assert_eq!(token.len(), 43, "base64url of 32 bytes");
+        assert_eq!(token, k.token("session-1"), "stable for the session");
+        assert!(k.verify("session-1", &token));
+        assert!(!k.verify("session-2", &token), "another session's token");
+        assert!(!k.verify("session-1", &token[..42]));
+        assert!(!k.verify("session-1", ""));
+        assert!(
+            !key(&"x".repeat(64)).verify("session-1", &token),
+            "another secret"
+        );
+    }
+
+    #[test]
+    fn the_key_is_derived_not_the_secret_itself() {
+        // Not a plain HMAC of the session id under the JWT secret.
+        let secret = "s".repeat(64);
+        let mut plain = <HmacSha256 as Mac>::new_from_slice(secret.as_bytes()).unwrap();
+        plain.update(b"session-1");
+        let plain = URL_SAFE_NO_PAD.encode(plain.finalize().into_bytes());
+        assert_ne!(key(&secret).token("session-1"), plain);
+    }
+}
