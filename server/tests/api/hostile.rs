@@ -21,7 +21,7 @@ use mock_provider::{MockConfig, MockProvider};
 use secrecy::SecretString;
 use serde_json::{json, Value};
 
-use crate::{chat::streamed_text, helpers::*};
+use crate::{chat::streamed_text, helpers::*, knowledge::agent};
 
 /// The extraction deadline of these tests (`EXTRACT_TIMEOUT_SECS`).
 const DEADLINE: Duration = Duration::from_secs(4);
@@ -173,21 +173,6 @@ fn nested_lists_markdown(depth: usize) -> Vec<u8> {
     out
 }
 
-async fn new_agent(app: &TestApp, token: &str) -> String {
-    let res = app
-        .post(
-            "/api/agents",
-            Some(token),
-            json!({"name": "Reader", "systemPrompt": "Answer from the documents."}),
-        )
-        .await;
-    assert_eq!(res.status(), 201);
-    res.json::<Value>().await.unwrap()["agent"]["id"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
 /// Polls `/api/health` every 100 ms until stopped; counts answers and failures.
 struct HealthWatch {
     ok: Arc<AtomicUsize>,
@@ -244,7 +229,7 @@ async fn hostile_files_fail_alone_within_the_deadline_and_the_server_goes_on() {
     })
     .await;
     let user = app.user().await;
-    let agent = new_agent(&app, &user.access).await;
+    let agent = agent(&app, &user.access).await;
     let health = HealthWatch::start(&app);
 
     // A chat stream that stays open (400 tokens, one each 50 ms: 20 s) while the files fail.
@@ -369,7 +354,7 @@ async fn hostile_files_fail_alone_within_the_deadline_and_the_server_goes_on() {
 async fn a_reader_that_cannot_start_fails_the_document_with_a_reason() {
     let app = spawn_app_with(|c| c.extraction.program = "/nonexistent/agentchat".into()).await;
     let user = app.user().await;
-    let agent = new_agent(&app, &user.access).await;
+    let agent = agent(&app, &user.access).await;
     let doc = app
         .uploaded(&user.access, &agent, "a.txt", b"Plain words.\n".to_vec())
         .await;

@@ -26,7 +26,7 @@ fn fixture(name: &str) -> Vec<u8> {
     .unwrap_or_else(|e| panic!("fixture {name}: {e}"))
 }
 
-async fn agent(app: &TestApp, token: &str) -> String {
+pub(crate) async fn agent(app: &TestApp, token: &str) -> String {
     let res = app
         .post(
             "/api/agents",

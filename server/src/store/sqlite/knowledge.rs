@@ -254,6 +254,30 @@ impl SqliteStore {
     }
 }
 
+/// Marks a document indexed: error cleared, chunks recounted, `pages`, `bytes` and the time.
+async fn mark_indexed<'e>(
+    executor: impl sqlx::SqliteExecutor<'e>,
+    id: &str,
+    pages: Option<u32>,
+    bytes: u64,
+    now: DateTime<Utc>,
+) -> StoreResult<()> {
+    sqlx::query(
+        "UPDATE documents SET status = ?, error = NULL, pages = ?, bytes = ?, \
+         chunks = (SELECT count(*) FROM chunks WHERE document_id = documents.id), \
+         updated_at = ?, indexed_at = ? WHERE id = ?",
+    )
+    .bind(status::INDEXED)
+    .bind(pages.map(i64::from))
+    .bind(bytes as i64)
+    .bind(ms(now))
+    .bind(ms(now))
+    .bind(id)
+    .execute(executor)
+    .await?;
+    Ok(())
+}
+
 #[async_trait]
 impl KnowledgeStore for SqliteStore {
     async fn create_document(&self, d: &DocumentRecord, j: &JobRecord) -> StoreResult<()> {
@@ -453,20 +477,7 @@ impl KnowledgeStore for SqliteStore {
         bytes: u64,
         now: DateTime<Utc>,
     ) -> StoreResult<()> {
-        sqlx::query(
-            "UPDATE documents SET status = ?, error = NULL, pages = ?, bytes = ?, \
-             chunks = (SELECT count(*) FROM chunks WHERE document_id = documents.id), \
-             updated_at = ?, indexed_at = ? WHERE id = ?",
-        )
-        .bind(status::INDEXED)
-        .bind(pages.map(i64::from))
-        .bind(bytes as i64)
-        .bind(ms(now))
-        .bind(ms(now))
-        .bind(id)
-        .execute(&self.writer)
-        .await?;
-        Ok(())
+        mark_indexed(&self.writer, id, pages, bytes, now).await
     }
 
     async fn enqueue_job(&self, j: &JobRecord) -> StoreResult<JobRecord> {
@@ -567,19 +578,7 @@ impl KnowledgeStore for SqliteStore {
         }
         match outcome {
             JobOutcome::Indexed { pages, bytes, .. } => {
-                sqlx::query(
-                    "UPDATE documents SET status = ?, error = NULL, pages = ?, bytes = ?, \
-                     chunks = (SELECT count(*) FROM chunks WHERE document_id = documents.id), \
-                     updated_at = ?, indexed_at = ? WHERE id = ?",
-                )
-                .bind(status::INDEXED)
-                .bind(pages.map(i64::from))
-                .bind(bytes as i64)
-                .bind(ms(now))
-                .bind(ms(now))
-                .bind(&job.document_id)
-                .execute(&mut *tx)
-                .await?;
+                mark_indexed(&mut *tx, &job.document_id, pages, bytes, now).await?;
             }
             JobOutcome::Failed { reason } => {
                 sqlx::query(
