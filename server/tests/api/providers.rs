@@ -482,3 +482,51 @@ async fn a_provider_that_does_not_answer_in_time_is_504() {
         .await;
     assert_error(res, 504, "Gateway Timeout", None).await;
 }
+
+/// A provider that cannot be reached is named in the 502, the stream's error frame and the
+/// stored reply, never by its URL, host or port (the details go to the log).
+#[tokio::test]
+async fn provider_errors_name_the_provider_never_its_address() {
+    let (app, mock) = with_mock(|_| {}).await;
+    let user = app.user().await;
+    // The model list is read (and cached) while the provider is up; then it goes away and
+    // its port is closed.
+    let id = agent_with(&app, &user, "gpt-4o-mini").await;
+    let port = mock.addr.port().to_string();
+    drop(mock);
+    let leaks = |text: &str| {
+        ["127.0.0.1", "localhost", port.as_str(), "http", "/v1"]
+            .into_iter()
+            .filter(|leak| text.contains(leak))
+            .collect::<Vec<_>>()
+    };
+
+    let res = app
+        .chat(&user.access, &id, json!({"message": "anyone there?"}))
+        .await;
+    let body = assert_error(res, 502, "Bad Gateway", None).await;
+    let message = body["message"].as_str().unwrap();
+    assert!(message.contains("OpenAI-compatible provider"), "{message}");
+    assert!(leaks(message).is_empty(), "{message}");
+
+    let res = app
+        .chat(
+            &user.access,
+            &id,
+            json!({"message": "anyone at all?", "stream": true}),
+        )
+        .await;
+    let frames = sse_data(&res.text().await.unwrap());
+    let error: Value = serde_json::from_str(&frames[frames.len() - 2]).unwrap();
+    assert_eq!(error["error"], "Bad Gateway", "{error}");
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("OpenAI-compatible provider"), "{message}");
+    assert!(leaks(message).is_empty(), "{message}");
+
+    // The failed replies are stored with their error: without the address either.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !contains(&app.database_bytes(), &format!("127.0.0.1:{port}")),
+        "the provider's address is stored"
+    );
+}
