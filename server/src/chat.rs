@@ -386,35 +386,77 @@ pub fn upstream_error(err: &ProviderError) -> ApiError {
     }
 }
 
-/// Opens the upstream stream, retrying retryable failures (429, 5xx, timeouts, connection
-/// errors) that happen before the first token, with exponential backoff.
-pub async fn open_stream(prepared: &PreparedChat) -> Result<EventStream, ProviderError> {
+/// Opens the upstream stream and waits for its first event, retrying retryable failures
+/// (429, 5xx, timeouts, connection errors) that happen before the first token, with
+/// exponential backoff ([`RETRY_BACKOFF`], at most [`UPSTREAM_ATTEMPTS`] attempts).
+///
+/// `timeout` (`PROVIDER_TIMEOUT_SECS`) bounds the whole wait for the first event, retries
+/// and backoff included: one deadline for every attempt, so a silent provider is answered
+/// with a `Timeout` error once `timeout` has passed, not after three timeouts. A retry whose
+/// backoff would end past the deadline is not made: the last failure is returned.
+pub async fn open_stream(
+    prepared: &PreparedChat,
+    timeout: Duration,
+) -> Result<EventStream, ProviderError> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let provider = &prepared.model.provider;
+    let timed_out = |attempt: u32| {
+        tracing::warn!(
+            provider = provider.code(),
+            attempt,
+            timeout_ms = timeout.as_millis() as u64,
+            "the model provider did not answer in time"
+        );
+        ProviderError {
+            kind: ProviderErrorKind::Timeout,
+            message: format!(
+                "{} failed: no answer within {}",
+                crate::llm::sentence_start(provider.name()),
+                spoken(timeout)
+            ),
+        }
+    };
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let failure = match prepared
-            .model
-            .provider
-            .stream(&prepared.model.name, &prepared.prompt)
-            .await
-        {
-            Ok(mut stream) => match stream.next().await {
-                Some(Ok(first)) => {
-                    return Ok(futures::stream::once(async { Ok(first) })
-                        .chain(stream)
-                        .boxed())
-                }
-                None => return Ok(futures::stream::empty().boxed()),
-                Some(Err(e)) => e,
-            },
-            Err(e) => e,
+        let opening = async {
+            let mut stream = provider
+                .stream(&prepared.model.name, &prepared.prompt)
+                .await?;
+            match stream.next().await {
+                Some(Ok(first)) => Ok(futures::stream::once(async { Ok(first) })
+                    .chain(stream)
+                    .boxed()),
+                None => Ok(futures::stream::empty().boxed()),
+                Some(Err(e)) => Err(e),
+            }
         };
-        if !failure.retryable() || attempt >= UPSTREAM_ATTEMPTS {
+        let failure = match tokio::time::timeout_at(deadline, opening).await {
+            Ok(Ok(stream)) => return Ok(stream),
+            // The provider's own wait for an answer is `timeout` too: when it ends, so has
+            // (or about) the whole wait.
+            Ok(Err(e)) if e.kind == ProviderErrorKind::Timeout => return Err(timed_out(attempt)),
+            Ok(Err(e)) => e,
+            Err(_) => return Err(timed_out(attempt)),
+        };
+        let wait = RETRY_BACKOFF * 4u32.pow(attempt - 1);
+        if !failure.retryable()
+            || attempt >= UPSTREAM_ATTEMPTS
+            || tokio::time::Instant::now() + wait >= deadline
+        {
             return Err(failure);
         }
-        let wait = RETRY_BACKOFF * 4u32.pow(attempt - 1);
         tracing::warn!(attempt, error = %failure, wait_ms = wait.as_millis() as u64, "retrying the model provider");
         tokio::time::sleep(wait).await;
+    }
+}
+
+/// A duration as messages say it: whole seconds (`60 s`), else milliseconds (`500 ms`).
+fn spoken(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{} ms", d.as_millis())
     }
 }
 
@@ -443,7 +485,7 @@ pub async fn complete(
 ) -> ApiResult<(String, TokensUsed)> {
     let mut text = String::new();
     let outcome: Result<Option<Usage>, ProviderError> = async {
-        let mut upstream = open_stream(prepared).await?;
+        let mut upstream = open_stream(prepared, state.config.provider_timeout).await?;
         let mut reported = None;
         while let Some(event) = upstream.next().await {
             match event? {

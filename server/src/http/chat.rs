@@ -190,10 +190,11 @@ impl Relay {
             }
             match &mut self.phase {
                 Phase::Opening => {
-                    let (_, prepared) = self.chat.as_mut()?;
+                    let (state, prepared) = self.chat.as_mut()?;
                     // Boxed: the opening's state (retries, backoff timer) is needed once,
                     // and would otherwise widen the state this body keeps while it is open.
-                    let opened = Box::pin(chat::open_stream(prepared)).await;
+                    let timeout = state.config.provider_timeout;
+                    let opened = Box::pin(chat::open_stream(prepared, timeout)).await;
                     prepared.release_prompt();
                     self.phase = match opened {
                         Ok(upstream) => Phase::Relaying(upstream),
