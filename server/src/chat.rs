@@ -81,9 +81,13 @@ impl ReplyStatus {
     }
 }
 
-/// The text of attachments: text and Markdown only (decoded as UTF-8); anything else 415.
-pub fn attachments_text(attachments: &[Attachment]) -> ApiResult<String> {
+/// The text of attachments as the prompt carries it (each after a `--- Attachment: name ---`
+/// line), and how many characters the attachments' own text has. Text and Markdown only
+/// (decoded as UTF-8); anything else 415; more than [`MAX_ATTACHMENTS_BYTES`] decoded 413;
+/// data that is not base64 400.
+pub fn attachments_text(attachments: &[Attachment]) -> ApiResult<(String, usize)> {
     let mut total = 0usize;
+    let mut chars = 0usize;
     let mut out = String::new();
     for a in attachments {
         let bytes = STANDARD.decode(a.data.trim()).map_err(|_| {
@@ -117,9 +121,28 @@ pub fn attachments_text(attachments: &[Attachment]) -> ApiResult<String> {
         let text = String::from_utf8(bytes).map_err(|_| {
             ApiError::UnsupportedMediaType(format!("attachment `{}` is not UTF-8 text", a.filename))
         })?;
+        chars += text.chars().count();
         out.push_str(&format!("\n\n--- Attachment: {} ---\n{}", a.filename, text));
     }
-    Ok(out)
+    Ok((out, chars))
+}
+
+/// Checks the length rule of what a chat request sends to the model: the message and the
+/// text of its attachments ([`attachments_text`]) together have at most `max`
+/// (`MAX_MESSAGE_CHARS`) characters, so attachments cannot carry more than a message may.
+/// Errors: 400 naming the limit and the length sent.
+pub fn check_length(message: &str, attachment_chars: usize, max: usize) -> ApiResult<()> {
+    let total = message.chars().count() + attachment_chars;
+    if total > max {
+        return Err(ApiError::bad_request(if attachment_chars == 0 {
+            format!("message must be at most {max} characters")
+        } else {
+            format!(
+                "message and the text of its attachments must together be at most {max} characters; they have {total}"
+            )
+        }));
+    }
+    Ok(())
 }
 
 /// Longest snippet of a source in the chat reply, in characters.
@@ -267,9 +290,11 @@ async fn thread_and_history(
 
 /// Resolves the thread ([`ThreadChoice`]), the model, and the prompt, and persists the
 /// user's message — for a new thread together with the thread, in one store call, after
-/// which the `conversation.created` webhook event is emitted. Errors: 404 `Agent` when
-/// the agent was deleted meanwhile, 404 `Thread` for an unknown thread, 502 when no
-/// provider offers the model, and the store's.
+/// which the `conversation.created` webhook event is emitted. Errors: 400, 413 or 415 for
+/// attachments ([`attachments_text`]) and 400 when the message and its attachments are
+/// longer than `MAX_MESSAGE_CHARS` together ([`check_length`]), 404 `Agent` when the agent
+/// was deleted meanwhile, 404 `Thread` for an unknown thread, 502 when no provider offers
+/// the model, and the store's.
 pub async fn prepare(
     state: &AppState,
     agent: &AgentRecord,
@@ -278,7 +303,8 @@ pub async fn prepare(
     message: &str,
     attachments: &[Attachment],
 ) -> ApiResult<PreparedChat> {
-    let attached = attachments_text(attachments)?;
+    let (attached, attachment_chars) = attachments_text(attachments)?;
+    check_length(message, attachment_chars, state.config.max_message_chars)?;
     let model_id = if agent.model.is_empty() {
         state.models.default_model().await
     } else {
@@ -638,7 +664,9 @@ mod tests {
             content_type: "text/markdown".into(),
             data: STANDARD.encode("# Hi"),
         };
-        assert!(attachments_text(&[text]).unwrap().contains("# Hi"));
+        let (text, chars) = attachments_text(&[text]).unwrap();
+        assert!(text.contains("# Hi"));
+        assert_eq!(chars, 4);
         let pdf = Attachment {
             filename: "a.pdf".into(),
             content_type: "application/pdf".into(),

@@ -69,12 +69,9 @@ async fn send(
     if body.message.trim().is_empty() {
         return Err(ApiError::bad_request("message must not be empty"));
     }
-    let max = state.config.max_message_chars;
-    if body.message.chars().count() > max {
-        return Err(ApiError::bad_request(format!(
-            "message must be at most {max} characters"
-        )));
-    }
+    // The message alone first, before anything is read; with its attachments' text once
+    // they are decoded ([`chat::prepare`]).
+    chat::check_length(&body.message, 0, state.config.max_message_chars)?;
     let agent = owned_agent(&state, &principal.user_id, &agent_id).await?;
     let prepared = chat::prepare(
         &state,
