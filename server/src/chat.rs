@@ -81,9 +81,13 @@ impl ReplyStatus {
     }
 }
 
-/// The text of attachments: text and Markdown only (decoded as UTF-8); anything else 415.
-pub fn attachments_text(attachments: &[Attachment]) -> ApiResult<String> {
+/// The text of attachments as the prompt carries it (each after a `--- Attachment: name ---`
+/// line), and how many characters the attachments' own text has. Text and Markdown only
+/// (decoded as UTF-8); anything else 415; more than [`MAX_ATTACHMENTS_BYTES`] decoded 413;
+/// data that is not base64 400.
+pub fn attachments_text(attachments: &[Attachment]) -> ApiResult<(String, usize)> {
     let mut total = 0usize;
+    let mut chars = 0usize;
     let mut out = String::new();
     for a in attachments {
         let bytes = STANDARD.decode(a.data.trim()).map_err(|_| {
@@ -117,9 +121,28 @@ pub fn attachments_text(attachments: &[Attachment]) -> ApiResult<String> {
         let text = String::from_utf8(bytes).map_err(|_| {
             ApiError::UnsupportedMediaType(format!("attachment `{}` is not UTF-8 text", a.filename))
         })?;
+        chars += text.chars().count();
         out.push_str(&format!("\n\n--- Attachment: {} ---\n{}", a.filename, text));
     }
-    Ok(out)
+    Ok((out, chars))
+}
+
+/// Checks the length rule of what a chat request sends to the model: the message and the
+/// text of its attachments ([`attachments_text`]) together have at most `max`
+/// (`MAX_MESSAGE_CHARS`) characters, so attachments cannot carry more than a message may.
+/// Errors: 400 naming the limit and the length sent.
+pub fn check_length(message: &str, attachment_chars: usize, max: usize) -> ApiResult<()> {
+    let total = message.chars().count() + attachment_chars;
+    if total > max {
+        return Err(ApiError::bad_request(if attachment_chars == 0 {
+            format!("message must be at most {max} characters")
+        } else {
+            format!(
+                "message and the text of its attachments must together be at most {max} characters; they have {total}"
+            )
+        }));
+    }
+    Ok(())
 }
 
 /// Longest snippet of a source in the chat reply, in characters.
@@ -267,9 +290,11 @@ async fn thread_and_history(
 
 /// Resolves the thread ([`ThreadChoice`]), the model, and the prompt, and persists the
 /// user's message — for a new thread together with the thread, in one store call, after
-/// which the `conversation.created` webhook event is emitted. Errors: 404 `Agent` when
-/// the agent was deleted meanwhile, 404 `Thread` for an unknown thread, 502 when no
-/// provider offers the model, and the store's.
+/// which the `conversation.created` webhook event is emitted. Errors: 400, 413 or 415 for
+/// attachments ([`attachments_text`]) and 400 when the message and its attachments are
+/// longer than `MAX_MESSAGE_CHARS` together ([`check_length`]), 404 `Agent` when the agent
+/// was deleted meanwhile, 404 `Thread` for an unknown thread, 502 when no provider offers
+/// the model, and the store's.
 pub async fn prepare(
     state: &AppState,
     agent: &AgentRecord,
@@ -278,7 +303,8 @@ pub async fn prepare(
     message: &str,
     attachments: &[Attachment],
 ) -> ApiResult<PreparedChat> {
-    let attached = attachments_text(attachments)?;
+    let (attached, attachment_chars) = attachments_text(attachments)?;
+    check_length(message, attachment_chars, state.config.max_message_chars)?;
     let model_id = if agent.model.is_empty() {
         state.models.default_model().await
     } else {
@@ -386,35 +412,77 @@ pub fn upstream_error(err: &ProviderError) -> ApiError {
     }
 }
 
-/// Opens the upstream stream, retrying retryable failures (429, 5xx, timeouts, connection
-/// errors) that happen before the first token, with exponential backoff.
-pub async fn open_stream(prepared: &PreparedChat) -> Result<EventStream, ProviderError> {
+/// Opens the upstream stream and waits for its first event, retrying retryable failures
+/// (429, 5xx, timeouts, connection errors) that happen before the first token, with
+/// exponential backoff ([`RETRY_BACKOFF`], at most [`UPSTREAM_ATTEMPTS`] attempts).
+///
+/// `timeout` (`PROVIDER_TIMEOUT_SECS`) bounds the whole wait for the first event, retries
+/// and backoff included: one deadline for every attempt, so a silent provider is answered
+/// with a `Timeout` error once `timeout` has passed, not after three timeouts. A retry whose
+/// backoff would end past the deadline is not made: the last failure is returned.
+pub async fn open_stream(
+    prepared: &PreparedChat,
+    timeout: Duration,
+) -> Result<EventStream, ProviderError> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let provider = &prepared.model.provider;
+    let timed_out = |attempt: u32| {
+        tracing::warn!(
+            provider = provider.code(),
+            attempt,
+            timeout_ms = timeout.as_millis() as u64,
+            "the model provider did not answer in time"
+        );
+        ProviderError {
+            kind: ProviderErrorKind::Timeout,
+            message: format!(
+                "{} failed: no answer within {}",
+                crate::llm::sentence_start(provider.name()),
+                spoken(timeout)
+            ),
+        }
+    };
     let mut attempt = 0;
     loop {
         attempt += 1;
-        let failure = match prepared
-            .model
-            .provider
-            .stream(&prepared.model.name, &prepared.prompt)
-            .await
-        {
-            Ok(mut stream) => match stream.next().await {
-                Some(Ok(first)) => {
-                    return Ok(futures::stream::once(async { Ok(first) })
-                        .chain(stream)
-                        .boxed())
-                }
-                None => return Ok(futures::stream::empty().boxed()),
-                Some(Err(e)) => e,
-            },
-            Err(e) => e,
+        let opening = async {
+            let mut stream = provider
+                .stream(&prepared.model.name, &prepared.prompt)
+                .await?;
+            match stream.next().await {
+                Some(Ok(first)) => Ok(futures::stream::once(async { Ok(first) })
+                    .chain(stream)
+                    .boxed()),
+                None => Ok(futures::stream::empty().boxed()),
+                Some(Err(e)) => Err(e),
+            }
         };
-        if !failure.retryable() || attempt >= UPSTREAM_ATTEMPTS {
+        let failure = match tokio::time::timeout_at(deadline, opening).await {
+            Ok(Ok(stream)) => return Ok(stream),
+            // The provider's own wait for an answer is `timeout` too: when it ends, so has
+            // (or about) the whole wait.
+            Ok(Err(e)) if e.kind == ProviderErrorKind::Timeout => return Err(timed_out(attempt)),
+            Ok(Err(e)) => e,
+            Err(_) => return Err(timed_out(attempt)),
+        };
+        let wait = RETRY_BACKOFF * 4u32.pow(attempt - 1);
+        if !failure.retryable()
+            || attempt >= UPSTREAM_ATTEMPTS
+            || tokio::time::Instant::now() + wait >= deadline
+        {
             return Err(failure);
         }
-        let wait = RETRY_BACKOFF * 4u32.pow(attempt - 1);
         tracing::warn!(attempt, error = %failure, wait_ms = wait.as_millis() as u64, "retrying the model provider");
         tokio::time::sleep(wait).await;
+    }
+}
+
+/// A duration as messages say it: whole seconds (`60 s`), else milliseconds (`500 ms`).
+fn spoken(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{} ms", d.as_millis())
     }
 }
 
@@ -443,7 +511,7 @@ pub async fn complete(
 ) -> ApiResult<(String, TokensUsed)> {
     let mut text = String::new();
     let outcome: Result<Option<Usage>, ProviderError> = async {
-        let mut upstream = open_stream(prepared).await?;
+        let mut upstream = open_stream(prepared, state.config.provider_timeout).await?;
         let mut reported = None;
         while let Some(event) = upstream.next().await {
             match event? {
@@ -596,7 +664,9 @@ mod tests {
             content_type: "text/markdown".into(),
             data: STANDARD.encode("# Hi"),
         };
-        assert!(attachments_text(&[text]).unwrap().contains("# Hi"));
+        let (text, chars) = attachments_text(&[text]).unwrap();
+        assert!(text.contains("# Hi"));
+        assert_eq!(chars, 4);
         let pdf = Attachment {
             filename: "a.pdf".into(),
             content_type: "application/pdf".into(),

@@ -59,8 +59,9 @@ pub struct Config {
     pub default_model: Option<String>,
     /// `MAX_MESSAGE_CHARS`: longest chat message in characters, default 32,000.
     pub max_message_chars: usize,
-    /// `PROVIDER_TIMEOUT_SECS`: longest wait for a provider's first byte, and longest
-    /// silence inside a reply, default 60 s; past it the chat answers 504.
+    /// `PROVIDER_TIMEOUT_SECS`: longest wait for a reply's first token, retries and their
+    /// backoff included, and longest silence inside a reply, default 60 s; past it the chat
+    /// answers 504 (an error frame in a stream).
     pub provider_timeout: std::time::Duration,
     /// `SSE_HEARTBEAT_SECS`: interval of `: ping` comments in a silent stream, default 15 s.
     pub sse_heartbeat: std::time::Duration,

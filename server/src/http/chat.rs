@@ -69,12 +69,9 @@ async fn send(
     if body.message.trim().is_empty() {
         return Err(ApiError::bad_request("message must not be empty"));
     }
-    let max = state.config.max_message_chars;
-    if body.message.chars().count() > max {
-        return Err(ApiError::bad_request(format!(
-            "message must be at most {max} characters"
-        )));
-    }
+    // The message alone first, before anything is read; with its attachments' text once
+    // they are decoded ([`chat::prepare`]).
+    chat::check_length(&body.message, 0, state.config.max_message_chars)?;
     let agent = owned_agent(&state, &principal.user_id, &agent_id).await?;
     let prepared = chat::prepare(
         &state,
@@ -190,10 +187,11 @@ impl Relay {
             }
             match &mut self.phase {
                 Phase::Opening => {
-                    let (_, prepared) = self.chat.as_mut()?;
+                    let (state, prepared) = self.chat.as_mut()?;
                     // Boxed: the opening's state (retries, backoff timer) is needed once,
                     // and would otherwise widen the state this body keeps while it is open.
-                    let opened = Box::pin(chat::open_stream(prepared)).await;
+                    let timeout = state.config.provider_timeout;
+                    let opened = Box::pin(chat::open_stream(prepared, timeout)).await;
                     prepared.release_prompt();
                     self.phase = match opened {
                         Ok(upstream) => Phase::Relaying(upstream),

@@ -93,7 +93,9 @@ pub enum ProviderErrorKind {
     Other,
 }
 
-/// A provider failure, with a message safe to show (no secrets).
+/// A provider failure, with a message safe to show: it names the provider
+/// ([`Provider::name`]) and quotes at most the provider's own complaint, never a secret, the
+/// provider's URL, host or port (the details go to the log).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct ProviderError {
@@ -112,6 +114,14 @@ impl ProviderError {
     }
 }
 
+/// `name` (a [`Provider::name`]) at the start of a sentence: its first letter in upper case.
+pub fn sentence_start(name: &str) -> String {
+    let mut chars = name.chars();
+    chars.next().map_or_else(String::new, |first| {
+        first.to_uppercase().chain(chars).collect()
+    })
+}
+
 /// A stream of reply events.
 pub type EventStream = BoxStream<'static, Result<Event, ProviderError>>;
 
@@ -120,6 +130,10 @@ pub type EventStream = BoxStream<'static, Result<Event, ProviderError>>;
 pub trait Provider: Send + Sync + 'static {
     /// `openai`, `anthropic` or `builtin`.
     fn code(&self) -> &'static str;
+    /// How messages shown to users name this provider, in the middle of a sentence:
+    /// `the OpenAI-compatible provider`, `Anthropic`, `the built-in model`
+    /// ([`sentence_start`] capitalises it).
+    fn name(&self) -> &'static str;
     /// The model names this provider offers now.
     async fn models(&self) -> Result<Vec<String>, ProviderError>;
     /// Starts a streamed reply of `model` to `prompt`.

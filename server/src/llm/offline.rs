@@ -77,6 +77,10 @@ impl Provider for OfflineModel {
         "builtin"
     }
 
+    fn name(&self) -> &'static str {
+        "the built-in model"
+    }
+
     async fn models(&self) -> Result<Vec<String>, ProviderError> {
         Ok(vec![OFFLINE_MODEL.into()])
     }

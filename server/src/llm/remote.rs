@@ -83,10 +83,27 @@ impl Flavor {
     }
 }
 
-/// A `genai` error of the provider of `flavor` as a [`ProviderError`] whose message names
-/// the provider's complaint, with `key` masked.
+impl Flavor {
+    /// How messages shown to users name the provider ([`Provider::name`]).
+    pub fn name(self) -> &'static str {
+        match self {
+            Flavor::OpenAi => "the OpenAI-compatible provider",
+            Flavor::Anthropic => "Anthropic",
+        }
+    }
+}
+
+/// A `genai` error of the provider of `flavor` as a [`ProviderError`]: the message names the
+/// provider and quotes only the provider's own complaint ([`classify`]), with `key` masked.
+/// The whole error, which may name the provider's URL, goes to the log at warn (key
+/// masked there too).
 fn provider_error(flavor: Flavor, key: &SecretString, err: genai::Error) -> ProviderError {
     let (kind, detail) = classify(&err);
+    tracing::warn!(
+        provider = flavor.code(),
+        error = %mask(&err.to_string(), key),
+        "the model provider failed"
+    );
     let detail = mask(&detail, key);
     let status = match kind {
         ProviderErrorKind::Status(s) => format!(" ({s})"),
@@ -94,8 +111,8 @@ fn provider_error(flavor: Flavor, key: &SecretString, err: genai::Error) -> Prov
     };
     ProviderError {
         message: format!(
-            "The model provider `{}` failed{status}: {detail}",
-            flavor.code()
+            "{} failed{status}: {detail}",
+            super::sentence_start(flavor.name())
         ),
         kind,
     }
@@ -137,20 +154,29 @@ pub(crate) fn mask(text: &str, key: &SecretString) -> String {
     }
 }
 
-/// The kind of a `genai` error and the provider's complaint; stream errors are unwrapped.
-/// The complaint may quote the request, so callers mask their key in it.
+/// What a failed answer that could not be read is called in messages.
+const UNREADABLE: &str = "its answer could not be read";
+
+/// The kind of a `genai` error and what may be shown of it: the provider's complaint (the
+/// message of its error body, or of an error event in a stream), else a fixed phrase
+/// ("timed out", "could not connect", ...). Never the error's own text, which names the
+/// request's URL (reqwest: "error sending request for url (http://host:port/...)") and may
+/// quote the request. Stream errors are unwrapped. The complaint may quote the request, so
+/// callers mask their key in it.
 pub(crate) fn classify(err: &genai::Error) -> (ProviderErrorKind, String) {
     match err {
         genai::Error::HttpError { status, body, .. } => {
             (ProviderErrorKind::Status(status.as_u16()), complaint(body))
         }
-        genai::Error::WebStream { error, cause, .. } => {
-            match error.downcast_ref::<genai::Error>() {
-                Some(inner) => classify(inner),
-                None => match err.status() {
-                    Some(status) => (ProviderErrorKind::Status(status.as_u16()), complaint(cause)),
-                    None => by_text(cause),
-                },
+        genai::Error::WebStream { error, .. } => {
+            if let Some(inner) = error.downcast_ref::<genai::Error>() {
+                classify(inner)
+            } else if let Some(e) = error.downcast_ref::<genai_reqwest::Error>() {
+                transport(e)
+            } else if error.downcast_ref::<genai::webc::StreamTimeout>().is_some() {
+                (ProviderErrorKind::Timeout, "timed out".into())
+            } else {
+                (ProviderErrorKind::Connection, "the connection broke".into())
             }
         }
         genai::Error::WebModelCall { webc_error, .. }
@@ -158,42 +184,47 @@ pub(crate) fn classify(err: &genai::Error) -> (ProviderErrorKind, String) {
             genai::webc::Error::ResponseFailedStatus { status, body, .. } => {
                 (ProviderErrorKind::Status(status.as_u16()), complaint(body))
             }
-            genai::webc::Error::Reqwest(e) if e.is_timeout() => {
-                (ProviderErrorKind::Timeout, "timed out".into())
-            }
-            genai::webc::Error::Reqwest(e) if e.is_connect() => {
-                (ProviderErrorKind::Connection, "could not connect".into())
-            }
-            genai::webc::Error::Reqwest(_) => (
-                ProviderErrorKind::Connection,
-                "the connection failed".into(),
-            ),
-            other => (ProviderErrorKind::Other, other.to_string()),
+            genai::webc::Error::Reqwest(e) => transport(e),
+            _ => (ProviderErrorKind::Other, UNREADABLE.into()),
         },
         genai::Error::ChatResponse { body, .. } => {
             (ProviderErrorKind::Other, complaint(&body.to_string()))
         }
-        other => match other.status() {
-            Some(status) => (
-                ProviderErrorKind::Status(status.as_u16()),
-                other.to_string(),
-            ),
-            None => by_text(&other.to_string()),
-        },
+        genai::Error::StreamParse { .. }
+        | genai::Error::NoChatResponse { .. }
+        | genai::Error::InvalidJsonResponseElement { .. }
+        | genai::Error::ChatResponseGeneration { .. }
+        | genai::Error::SerdeJson(_)
+        | genai::Error::JsonValueExt(_) => (ProviderErrorKind::Other, UNREADABLE.into()),
+        genai::Error::RequiresApiKey { .. }
+        | genai::Error::NoAuthResolver { .. }
+        | genai::Error::NoAuthData { .. } => {
+            (ProviderErrorKind::Other, "no API key is configured".into())
+        }
+        _ => (
+            ProviderErrorKind::Other,
+            "the request could not be made".into(),
+        ),
     }
 }
 
-/// Classifies an error known only by its text.
-fn by_text(text: &str) -> (ProviderErrorKind, String) {
-    let lower = text.to_lowercase();
-    if lower.contains("timed out") || lower.contains("timeout") {
+/// The kind of a transport failure and a fixed phrase for it.
+fn transport(err: &genai_reqwest::Error) -> (ProviderErrorKind, String) {
+    if let Some(status) = err.status() {
+        (
+            ProviderErrorKind::Status(status.as_u16()),
+            "no details given".into(),
+        )
+    } else if err.is_timeout() {
         (ProviderErrorKind::Timeout, "timed out".into())
-    } else if lower.contains("connect") || lower.contains("stream") || lower.contains("closed") {
+    } else if err.is_connect() {
+        (ProviderErrorKind::Connection, "could not connect".into())
+    } else if err.is_body() || err.is_decode() {
         (ProviderErrorKind::Connection, "the connection broke".into())
     } else {
         (
-            ProviderErrorKind::Other,
-            text.lines().next().unwrap_or_default().to_string(),
+            ProviderErrorKind::Connection,
+            "the connection failed".into(),
         )
     }
 }
@@ -208,11 +239,33 @@ fn complaint(body: &str) -> String {
         .and_then(|m| m.as_str())
         .map(str::to_string)
         .unwrap_or_else(|| body.to_string());
-    let mut message: String = message.chars().take(300).collect();
+    let mut message: String = without_urls(&message).chars().take(300).collect();
     if message.trim().is_empty() {
         message = "no details given".into();
     }
     message
+}
+
+/// `text` with every `http://` or `https://` URL in it replaced by `[address]`: a complaint
+/// relayed from a proxy in front of the provider may name addresses users must not see.
+fn without_urls(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = [rest.find("http://"), rest.find("https://")]
+        .into_iter()
+        .flatten()
+        .min()
+    {
+        let (before, url) = rest.split_at(at);
+        out.push_str(before);
+        out.push_str("[address]");
+        let end = url
+            .find(|c: char| c.is_whitespace() || matches!(c, '"' | '\'' | '<' | '>' | ')'))
+            .unwrap_or(url.len());
+        rest = &url[end..];
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The system text sent upstream: the agent's system prompt, then the retrieved passages
@@ -239,6 +292,10 @@ pub fn system_text(prompt: &Prompt) -> String {
 impl Provider for RemoteProvider {
     fn code(&self) -> &'static str {
         self.flavor.code()
+    }
+
+    fn name(&self) -> &'static str {
+        self.flavor.name()
     }
 
     async fn models(&self) -> Result<Vec<String>, ProviderError> {
@@ -313,6 +370,32 @@ mod tests {
         );
         assert_eq!(complaint("plain text"), "plain text");
         assert_eq!(complaint(""), "no details given");
+    }
+
+    #[test]
+    fn what_is_shown_of_an_error_never_quotes_the_request_url() {
+        let refused = genai::Error::WebStream {
+            model_iden: ModelIden::new(AdapterKind::OpenAI, "gpt-4o-mini"),
+            cause: "error sending request for url (http://10.1.2.3:8088/v1/chat/completions)"
+                .into(),
+            error: Box::new(std::io::Error::other("connection refused")),
+        };
+        let (kind, detail) = classify(&refused);
+        assert_eq!(kind, ProviderErrorKind::Connection);
+        assert_eq!(detail, "the connection broke");
+        let parse = genai::Error::Internal("http://10.1.2.3:8088/v1/ answered nonsense".into());
+        assert!(!classify(&parse).1.contains("10.1.2.3"));
+        // A proxy's complaint keeps its words, not its addresses.
+        assert_eq!(
+            complaint("no upstream at http://10.1.2.3:8088/v1/chat (tried https://b.internal)"),
+            "no upstream at [address] (tried [address])"
+        );
+        let shown = provider_error(Flavor::Anthropic, &SecretString::from("sk-ant-secret"), refused);
+        assert_eq!(
+            shown.message,
+            "Anthropic failed: the connection broke",
+            "named, never by address"
+        );
     }
 
     #[test]

@@ -376,3 +376,56 @@ async fn deleting_an_agent_removes_its_threads() {
         .unwrap()
         .is_empty());
 }
+
+/// `MAX_MESSAGE_CHARS` covers what the request sends to the model: the message and the
+/// text of its attachments together. Past it the request is 400 and nothing is stored.
+#[tokio::test]
+async fn attachments_count_towards_the_message_length_limit() {
+    use base64::{engine::general_purpose::STANDARD, Engine};
+    let app = spawn_app_with(|c| c.max_message_chars = 50).await;
+    let user = app.user().await;
+    let id = agent(&app, &user).await;
+    let attachment = |text: &str| {
+        json!([{"filename": "notes.txt", "contentType": "text/plain", "data": STANDARD.encode(text)}])
+    };
+    for (message, attached) in [
+        ("hi".to_string(), "x".repeat(49)),
+        ("m".repeat(30), "é".repeat(21)),
+        ("m".repeat(50), "x".to_string()),
+    ] {
+        let res = app
+            .chat(
+                &user.access,
+                &id,
+                json!({"message": message, "attachments": attachment(&attached)}),
+            )
+            .await;
+        let body = assert_error(res, 400, "Bad Request", None).await;
+        assert!(
+            body["message"].as_str().unwrap().contains("50 characters"),
+            "{body}"
+        );
+    }
+    let convs: Value = app
+        .get(
+            &format!("/api/agents/{id}/conversations"),
+            Some(&user.access),
+        )
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        convs["conversations"].as_array().unwrap().is_empty(),
+        "rejected requests leave nothing behind"
+    );
+    // Exactly at the limit (characters, not bytes): answered.
+    let res = app
+        .chat(
+            &user.access,
+            &id,
+            json!({"message": "m".repeat(30), "attachments": attachment(&"é".repeat(20))}),
+        )
+        .await;
+    assert_eq!(res.status(), 200, "{}", res.text().await.unwrap());
+}

@@ -482,3 +482,94 @@ async fn a_provider_that_does_not_answer_in_time_is_504() {
         .await;
     assert_error(res, 504, "Gateway Timeout", None).await;
 }
+
+/// `PROVIDER_TIMEOUT_SECS` bounds the whole wait for a reply's first token, retries and
+/// their backoff included: a silent provider is answered 504 (JSON) or with the error frame
+/// (stream) once the timeout has passed, not after one timeout per attempt (three attempts
+/// and their backoff took more than three times the timeout).
+#[tokio::test]
+async fn the_provider_timeout_bounds_the_whole_wait_retries_included() {
+    let timeout = Duration::from_secs(2);
+    let (app, mock) = with_mock(|c| c.provider_timeout = timeout).await;
+    let user = app.user().await;
+    let id = agent_with(&app, &user, "gpt-4o-mini").await;
+
+    let started = Instant::now();
+    let res = app
+        .chat(&user.access, &id, json!({"message": "hush [[delay:20000]]"}))
+        .await;
+    let body = assert_error(res, 504, "Gateway Timeout", None).await;
+    let waited = started.elapsed();
+    assert!(waited >= timeout, "{waited:?}");
+    assert!(waited < 2 * timeout, "the 504 came after {waited:?}");
+    let message = body["message"].as_str().unwrap();
+    assert!(
+        message.contains("OpenAI-compatible provider") && message.contains("2 s"),
+        "{message}"
+    );
+
+    let started = Instant::now();
+    let res = app
+        .chat(
+            &user.access,
+            &id,
+            json!({"message": "hush again [[delay:20000]]", "stream": true}),
+        )
+        .await;
+    let frames = sse_data(&res.text().await.unwrap());
+    let waited = started.elapsed();
+    assert_eq!(frames.last().unwrap(), "[DONE]");
+    let error: Value = serde_json::from_str(&frames[frames.len() - 2]).unwrap();
+    assert_eq!(error["error"], "Gateway Timeout", "{error}");
+    assert!(waited >= timeout, "{waited:?}");
+    assert!(waited < 2 * timeout, "the error frame came after {waited:?}");
+    drop(mock);
+}
+
+/// A provider that cannot be reached is named in the 502, the stream's error frame and the
+/// stored reply, never by its URL, host or port (the details go to the log).
+#[tokio::test]
+async fn provider_errors_name_the_provider_never_its_address() {
+    let (app, mock) = with_mock(|_| {}).await;
+    let user = app.user().await;
+    // The model list is read (and cached) while the provider is up; then it goes away and
+    // its port is closed.
+    let id = agent_with(&app, &user, "gpt-4o-mini").await;
+    let port = mock.addr.port().to_string();
+    drop(mock);
+    let leaks = |text: &str| {
+        ["127.0.0.1", "localhost", port.as_str(), "http", "/v1"]
+            .into_iter()
+            .filter(|leak| text.contains(leak))
+            .collect::<Vec<_>>()
+    };
+
+    let res = app
+        .chat(&user.access, &id, json!({"message": "anyone there?"}))
+        .await;
+    let body = assert_error(res, 502, "Bad Gateway", None).await;
+    let message = body["message"].as_str().unwrap();
+    assert!(message.contains("OpenAI-compatible provider"), "{message}");
+    assert!(leaks(message).is_empty(), "{message}");
+
+    let res = app
+        .chat(
+            &user.access,
+            &id,
+            json!({"message": "anyone at all?", "stream": true}),
+        )
+        .await;
+    let frames = sse_data(&res.text().await.unwrap());
+    let error: Value = serde_json::from_str(&frames[frames.len() - 2]).unwrap();
+    assert_eq!(error["error"], "Bad Gateway", "{error}");
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("OpenAI-compatible provider"), "{message}");
+    assert!(leaks(message).is_empty(), "{message}");
+
+    // The failed replies are stored with their error: without the address either.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        !contains(&app.database_bytes(), &format!("127.0.0.1:{port}")),
+        "the provider's address is stored"
+    );
+}
