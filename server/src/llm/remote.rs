@@ -390,10 +390,13 @@ mod tests {
             complaint("no upstream at http://10.1.2.3:8088/v1/chat (tried https://b.internal)"),
             "no upstream at [address] (tried [address])"
         );
-        let shown = provider_error(Flavor::Anthropic, &SecretString::from("sk-ant-secret"), refused);
+        let shown = provider_error(
+            Flavor::Anthropic,
+            &SecretString::from("sk-ant-secret"),
+            refused,
+        );
         assert_eq!(
-            shown.message,
-            "Anthropic failed: the connection broke",
+            shown.message, "Anthropic failed: the connection broke",
             "named, never by address"
         );
     }

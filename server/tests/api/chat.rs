@@ -385,9 +385,7 @@ async fn attachments_count_towards_the_message_length_limit() {
     let app = spawn_app_with(|c| c.max_message_chars = 50).await;
     let user = app.user().await;
     let id = agent(&app, &user).await;
-    let attachment = |text: &str| {
-        json!([{"filename": "notes.txt", "contentType": "text/plain", "data": STANDARD.encode(text)}])
-    };
+    let attachment = |text: &str| json!([{"filename": "notes.txt", "contentType": "text/plain", "data": STANDARD.encode(text)}]);
     for (message, attached) in [
         ("hi".to_string(), "x".repeat(49)),
         ("m".repeat(30), "é".repeat(21)),

@@ -496,7 +496,11 @@ async fn the_provider_timeout_bounds_the_whole_wait_retries_included() {
 
     let started = Instant::now();
     let res = app
-        .chat(&user.access, &id, json!({"message": "hush [[delay:20000]]"}))
+        .chat(
+            &user.access,
+            &id,
+            json!({"message": "hush [[delay:20000]]"}),
+        )
         .await;
     let body = assert_error(res, 504, "Gateway Timeout", None).await;
     let waited = started.elapsed();
@@ -522,7 +526,10 @@ async fn the_provider_timeout_bounds_the_whole_wait_retries_included() {
     let error: Value = serde_json::from_str(&frames[frames.len() - 2]).unwrap();
     assert_eq!(error["error"], "Gateway Timeout", "{error}");
     assert!(waited >= timeout, "{waited:?}");
-    assert!(waited < 2 * timeout, "the error frame came after {waited:?}");
+    assert!(
+        waited < 2 * timeout,
+        "the error frame came after {waited:?}"
+    );
     drop(mock);
 }
 
