@@ -19,7 +19,7 @@ use std::{
 use agentchat::store::knowledge::job_status;
 use mock_provider::{MockConfig, MockProvider};
 use secrecy::SecretString;
-use serde_json::{json, Value};
+use serde_json::json;
 
 use crate::{chat::streamed_text, helpers::*, knowledge::agent};
 
@@ -283,18 +283,7 @@ async fn hostile_files_fail_alone_within_the_deadline_and_the_server_goes_on() {
 
         // Indexed again: the same outcome, in one attempt (no retry of a crash that will
         // repeat).
-        let res = app
-            .post(
-                &format!("/api/agents/{agent}/knowledge/{doc}/refresh"),
-                Some(&user.access),
-                json!({}),
-            )
-            .await;
-        assert_eq!(res.status(), 202);
-        let job_id = res.json::<Value>().await.unwrap()["jobId"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let job_id = app.refreshed(&user.access, &agent, &doc).await;
         let job = loop {
             let job = app
                 .state

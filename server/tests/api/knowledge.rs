@@ -95,6 +95,22 @@ impl TestApp {
         panic!("document {doc} did not settle");
     }
 
+    /// Asks for the document to be indexed again (202) and returns the refresh job's id.
+    pub(crate) async fn refreshed(&self, token: &str, agent: &str, doc: &str) -> String {
+        let res = self
+            .post(
+                &format!("/api/agents/{agent}/knowledge/{doc}/refresh"),
+                Some(token),
+                json!({}),
+            )
+            .await;
+        assert_eq!(res.status(), 202);
+        res.json::<Value>().await.unwrap()["jobId"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
     async fn job(&self, token: &str, job: &str) -> Value {
         let res = self.get(&format!("/api/jobs/{job}"), Some(token)).await;
         assert_eq!(res.status(), 200);
@@ -711,18 +727,7 @@ async fn a_crawled_site_is_indexed_with_page_sources_and_refreshed_incrementally
     // Refresh: /a is unchanged (its chunks stay), /b changed (re-indexed).
     *site.b_text.lock().unwrap() =
         "Lifetimes and references: a reference never outlives its referent.".into();
-    let res = app
-        .post(
-            &format!("/api/agents/{agent}/knowledge/{doc}/refresh"),
-            Some(&user.access),
-            json!({}),
-        )
-        .await;
-    assert_eq!(res.status(), 202);
-    let refresh_job = res.json::<Value>().await.unwrap()["jobId"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let refresh_job = app.refreshed(&user.access, &agent, &doc).await;
     for _ in 0..300 {
         if app.job(&user.access, &refresh_job).await["status"] == "succeeded" {
             break;
