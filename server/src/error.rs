@@ -17,6 +17,8 @@ pub const FORBIDDEN_MESSAGE: &str = "Insufficient permissions";
 pub const RATE_LIMITED_ERROR: &str = "Rate limit exceeded";
 /// The fixed 429 message of the contract.
 pub const RATE_LIMITED_MESSAGE: &str = "Too many requests. Please try again later.";
+/// The 415 message for a JSON body sent with another `Content-Type`.
+pub const NOT_JSON_MESSAGE: &str = "Expected a request with `Content-Type: application/json`";
 
 /// An error answered to an API client.
 ///
@@ -157,9 +159,9 @@ impl From<crate::store::StoreError> for ApiError {
 impl From<JsonRejection> for ApiError {
     fn from(rejection: JsonRejection) -> Self {
         match rejection {
-            JsonRejection::MissingJsonContentType(_) => Self::UnsupportedMediaType(
-                "Expected a request with `Content-Type: application/json`".into(),
-            ),
+            JsonRejection::MissingJsonContentType(_) => {
+                Self::UnsupportedMediaType(NOT_JSON_MESSAGE.into())
+            }
             JsonRejection::JsonSyntaxError(e) => {
                 Self::BadRequest(format!("Malformed JSON body: {}", e.body_text()))
             }

@@ -15,7 +15,10 @@ use serde_json::json;
 use tracing::instrument;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use super::{extract::ApiPath, AppState};
+use super::{
+    extract::{require_json_object, ApiPath},
+    AppState,
+};
 use crate::{
     channels::{self, slack, telegram},
     error::{ApiError, ApiResult},
@@ -67,6 +70,7 @@ async fn telegram_update(
             "The X-Telegram-Bot-Api-Secret-Token header is missing or wrong".into(),
         ));
     }
+    require_json_object(&headers, &body)?;
     let update: telegram::Update = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad_request(format!("The body is not a Telegram update: {e}")))?;
     if channels::first_delivery(&state, &record.id, &format!("update:{}", update.update_id)).await {
@@ -159,6 +163,7 @@ async fn slack_event(
         state.auth.clock.now().timestamp(),
     )
     .map_err(|e| ApiError::UnauthorizedWith(format!("Not a request from Slack: {e}")))?;
+    require_json_object(&headers, &body)?;
     let envelope: slack::Envelope = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad_request(format!("The body is not a Slack event: {e}")))?;
     match envelope {

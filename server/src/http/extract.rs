@@ -6,17 +6,106 @@ use std::{
 };
 
 use axum::{
-    extract::{ConnectInfo, FromRequest, FromRequestParts},
-    http::request::Parts,
+    body::Bytes,
+    extract::{rejection::JsonRejection, ConnectInfo, FromRequest, FromRequestParts, Request},
+    http::{header, request::Parts, HeaderMap},
+};
+use serde::de::DeserializeOwned;
+
+use crate::{
+    auth::Principal,
+    error::{ApiError, NOT_JSON_MESSAGE},
 };
 
-use crate::{auth::Principal, error::ApiError};
-
-/// `axum::Json` whose rejections become the contract's `{error, message}` (400 malformed
-/// or invalid body, 413 too large, 415 wrong content type).
-#[derive(Debug, Clone, Copy, Default, FromRequest)]
-#[from_request(via(axum::Json), rejection(ApiError))]
+/// A JSON request body, read like `axum::Json` but refused unless it is a JSON object, with
+/// the contract's `{error, message}` for every refusal: 415 when `Content-Type` is not JSON
+/// ([`require_json_content_type`]), 413 over the body limit (`DefaultBodyLimit`, 1 MiB,
+/// README § Limits), 400 for malformed JSON, for a top-level value that is not an object
+/// ([`require_object`]) and for fields that do not fit `T`.
+///
+/// Every request body of the API is an object; without the check, serde's derived
+/// `Deserialize` would also read a JSON array as the struct's fields in order (so `[]` is
+/// an update with every field omitted).
+#[derive(Debug, Clone, Copy, Default)]
 pub struct ApiJson<T>(pub T);
+
+impl<T, S> FromRequest<S> for ApiJson<T>
+where
+    T: DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
+        require_json_content_type(request.headers())?;
+        let body = Bytes::from_request(request, state)
+            .await
+            .map_err(JsonRejection::from)?;
+        require_object(&body)?;
+        let axum::Json(value) = axum::Json::<T>::from_bytes(&body)?;
+        Ok(Self(value))
+    }
+}
+
+/// Whether `Content-Type` names JSON: `application/json` or a `+json` structured syntax
+/// suffix (RFC 6839 § 3.1), with any parameters, type and subtype compared without regard
+/// to case (RFC 9110 § 8.3.1) — the media types `axum::Json` accepts.
+pub fn is_json_content_type(headers: &HeaderMap) -> bool {
+    let Some(value) = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+    else {
+        return false;
+    };
+    let essence = value.split(';').next().unwrap_or_default().trim();
+    let Some((kind, subtype)) = essence.split_once('/') else {
+        return false;
+    };
+    let subtype = subtype.to_ascii_lowercase();
+    kind.eq_ignore_ascii_case("application") && (subtype == "json" || subtype.ends_with("+json"))
+}
+
+/// Errors: 415 with the contract's body unless [`is_json_content_type`].
+pub fn require_json_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
+    if is_json_content_type(headers) {
+        Ok(())
+    } else {
+        Err(ApiError::UnsupportedMediaType(NOT_JSON_MESSAGE.into()))
+    }
+}
+
+/// Errors: 400 "The request body must be a JSON object, not an array" (or null, a
+/// string, a number, a boolean) when `body` is well-formed JSON (RFC 8259) whose
+/// top-level value is not an object. A malformed or empty body passes: parsing it then
+/// reports where it is malformed.
+pub fn require_object(body: &[u8]) -> Result<(), ApiError> {
+    // Insignificant whitespace may precede the value (RFC 8259 § 2).
+    let first = body
+        .iter()
+        .copied()
+        .find(|b| !matches!(b, b' ' | b'\t' | b'\n' | b'\r'));
+    let kind = match first {
+        None | Some(b'{') => return Ok(()),
+        Some(b'[') => "an array",
+        Some(b'"') => "a string",
+        Some(b'n') => "null",
+        Some(b't' | b'f') => "a boolean",
+        Some(_) => "a number",
+    };
+    if serde_json::from_slice::<serde::de::IgnoredAny>(body).is_err() {
+        return Ok(());
+    }
+    Err(ApiError::bad_request(format!(
+        "The request body must be a JSON object, not {kind}"
+    )))
+}
+
+/// [`require_json_content_type`] and [`require_object`] for a handler that reads the raw
+/// body itself (to check a signature over it first, or to word its own parse errors).
+pub fn require_json_object(headers: &HeaderMap, body: &[u8]) -> Result<(), ApiError> {
+    require_json_content_type(headers)?;
+    require_object(body)
+}
 
 /// `axum::extract::Query` with contract errors.
 #[derive(Debug, Clone, Copy, Default, FromRequestParts)]
@@ -80,5 +169,82 @@ impl<S: Send + Sync> FromRequestParts<S> for ClientIp {
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
         Ok(Self::of(&parts.extensions))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::http::HeaderValue;
+
+    use super::*;
+
+    fn with_content_type(value: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_str(value).unwrap());
+        headers
+    }
+
+    #[test]
+    fn json_media_types_are_recognised() {
+        for value in [
+            "application/json",
+            "application/json; charset=utf-8",
+            "application/json;charset=UTF-8",
+            "Application/JSON",
+            "application/cloudevents+json",
+        ] {
+            assert!(is_json_content_type(&with_content_type(value)), "{value}");
+        }
+        for value in [
+            "text/json",
+            "application/x-www-form-urlencoded",
+            "application/jsonp",
+            "json",
+            "",
+        ] {
+            assert!(!is_json_content_type(&with_content_type(value)), "{value}");
+        }
+        assert!(!is_json_content_type(&HeaderMap::new()));
+        assert_eq!(
+            require_json_content_type(&HeaderMap::new())
+                .unwrap_err()
+                .status(),
+            axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE
+        );
+    }
+
+    #[test]
+    fn only_an_object_is_a_request_body() {
+        for body in [
+            &b"{}"[..],
+            b" \r\n\t{\"a\": 1}",
+            b"{\"a\": ",
+            b"",
+            b"  ",
+            b"[1,",
+            b"nope",
+        ] {
+            assert!(
+                require_object(body).is_ok(),
+                "{body:?} is left to the parser"
+            );
+        }
+        for (body, kind) in [
+            (&b"[]"[..], "an array"),
+            (b" [{\"name\": \"x\"}]", "an array"),
+            (b"null", "null"),
+            (b"\"x\"", "a string"),
+            (b"1", "a number"),
+            (b"-2.5e3", "a number"),
+            (b"true", "a boolean"),
+            (b"false", "a boolean"),
+        ] {
+            let err = require_object(body).unwrap_err();
+            assert_eq!(err.status(), axum::http::StatusCode::BAD_REQUEST);
+            assert_eq!(
+                err.body().message,
+                format!("The request body must be a JSON object, not {kind}")
+            );
+        }
     }
 }

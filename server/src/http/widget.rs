@@ -19,7 +19,7 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::{
     chat::stream_reply,
-    extract::{ApiPath, ApiQuery},
+    extract::{require_json_object, ApiPath, ApiQuery},
     iso, AppState,
 };
 use crate::{
@@ -163,6 +163,7 @@ async fn send(
 ) -> Response {
     let result = async {
         let w = widget(&state, &public_id, &headers).await?;
+        require_json_object(&headers, &body)?;
         let body: WidgetChatRequest = serde_json::from_slice(&body).map_err(|e| {
             ApiError::bad_request(format!("The body must be {{visitorId, message}}: {e}"))
         })?;

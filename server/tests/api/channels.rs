@@ -245,6 +245,7 @@ async fn telegram_updates_without_the_secret_token_are_refused() {
         .client
         .post(w.app.url(&format!("/api/channels/telegram/{other}")))
         .header("x-telegram-bot-api-secret-token", secret.as_str())
+        .header("content-type", "application/json")
         .body("not json")
         .send()
         .await
@@ -252,6 +253,46 @@ async fn telegram_updates_without_the_secret_token_are_refused() {
     assert_eq!(res.status(), 400);
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(w.telegram.sent().is_empty());
+}
+
+#[tokio::test]
+async fn channel_bodies_must_be_json_objects_sent_as_json() {
+    let w = world().await;
+    w.telegram_bot(BOT_TOKEN, Some(&w.agent)).await;
+    let hook = w.telegram.webhook().unwrap();
+    // An array shaped like an update's fields in order is not an update.
+    for update in [
+        json!([1]),
+        json!(null),
+        json!("update"),
+        json!(7),
+        json!(true),
+    ] {
+        assert_eq!(w.telegram.deliver(&update).await.unwrap(), 400, "{update}");
+    }
+    let res = w
+        .app
+        .client
+        .post(&hook.url)
+        .header(
+            "x-telegram-bot-api-secret-token",
+            hook.secret_token.unwrap(),
+        )
+        .header("content-type", "text/plain")
+        .body(MockTelegram::text_update(1, 4242, 7, "hi").to_string())
+        .send()
+        .await
+        .unwrap();
+    error_containing(res, 415, "Unsupported Media Type", "application/json").await;
+
+    let (_, url) = slack_app(&w).await;
+    for event in [json!([]), json!(["url_verification", "x"]), json!(null)] {
+        let res = w.slack.send_event(&url, &event).await.unwrap();
+        error_containing(res, 400, "Bad Request", "must be a JSON object").await;
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(w.telegram.sent().is_empty());
+    assert!(w.slack.posted().is_empty());
 }
 
 #[tokio::test]
