@@ -46,6 +46,11 @@ pub struct Config {
     /// `RATE_LIMITS`: requests per minute per plan, same form; defaults are the contract's
     /// 100/500/2000/10000.
     pub rate_limits: [u32; 4],
+    /// `CHANNEL_REQUESTS_PER_MINUTE`: requests per minute that one client IP may send to
+    /// one integration's inbound channel endpoint (`/api/channels/{provider}/{id}`: Telegram
+    /// updates, Slack events), counted before the request's secret or signature is checked;
+    /// default [`CHANNEL_REQUESTS_PER_MINUTE`], at least 1. Over it: 429 (README § Limits).
+    pub channel_requests_per_minute: u32,
     /// `OPENAI_API_KEY`: enables the OpenAI-compatible provider.
     pub openai_api_key: Option<SecretString>,
     /// `OPENAI_BASE_URL`, default `https://api.openai.com/v1/` (Ollama:
@@ -168,6 +173,10 @@ impl Config {
         if let Some(limits) = var("RATE_LIMITS") {
             config.rate_limits = parse_plan_numbers("RATE_LIMITS", &limits, config.rate_limits)?;
         }
+        if let Some(v) = var("CHANNEL_REQUESTS_PER_MINUTE") {
+            config.channel_requests_per_minute =
+                parse_per_minute("CHANNEL_REQUESTS_PER_MINUTE", &v)?;
+        }
         config.openai_api_key = var("OPENAI_API_KEY").map(SecretString::from);
         if let Some(v) = var("OPENAI_BASE_URL") {
             config.openai_base_url = v;
@@ -282,6 +291,7 @@ impl Config {
             redis_url: None,
             agent_limits: Plan::ALL.map(Plan::default_agent_limit),
             rate_limits: Plan::ALL.map(Plan::requests_per_minute),
+            channel_requests_per_minute: CHANNEL_REQUESTS_PER_MINUTE,
             openai_api_key: None,
             openai_base_url: "https://api.openai.com/v1/".into(),
             anthropic_api_key: None,
@@ -336,6 +346,10 @@ impl Config {
         self.public_url.starts_with("https://")
     }
 }
+
+/// Default of `CHANNEL_REQUESTS_PER_MINUTE`: requests per minute from one client IP to one
+/// integration's inbound channel endpoint (20 a second).
+pub const CHANNEL_REQUESTS_PER_MINUTE: u32 = 1_200;
 
 /// The Telegram Bot API (core.telegram.org/bots/api, "Making requests").
 pub const TELEGRAM_API_URL: &str = "https://api.telegram.org";
@@ -452,6 +466,17 @@ pub fn parse_plan_numbers(name: &str, raw: &str, defaults: [u32; 4]) -> anyhow::
     Ok(limits)
 }
 
+/// Parses a budget in requests per minute such as `1200`: a whole number from 1 to
+/// `u32::MAX`, surrounding spaces ignored. `name` is the variable, for error messages.
+pub fn parse_per_minute(name: &str, raw: &str) -> anyhow::Result<u32> {
+    let n: u32 = raw
+        .trim()
+        .parse()
+        .with_context(|| format!("{name} must be a whole number of requests per minute"))?;
+    anyhow::ensure!(n > 0, "{name} must be at least 1");
+    Ok(n)
+}
+
 /// Reads a secret file, or creates it with `len` random bytes in base64 and mode 0600.
 fn load_or_generate(path: &Path, len: usize, what: &str) -> anyhow::Result<String> {
     if let Ok(existing) = std::fs::read_to_string(path) {
@@ -516,5 +541,22 @@ mod tests {
         assert!(parse_plan_numbers("X", "gold=1", defaults).is_err());
         assert!(parse_plan_numbers("X", "free=x", defaults).is_err());
         assert!(parse_plan_numbers("X", "free=0", defaults).is_err());
+    }
+
+    #[test]
+    fn per_minute_budgets_parse() {
+        assert_eq!(parse_per_minute("X", "1200").unwrap(), 1200);
+        assert_eq!(parse_per_minute("X", " 5 ").unwrap(), 5);
+        for bad in ["0", "-1", "1.5", "ten", "", "4294967296"] {
+            let err = parse_per_minute("X", bad).unwrap_err().to_string();
+            assert!(err.starts_with("X must be"), "{bad}: {err}");
+        }
+        let addr = "127.0.0.1:0".parse().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config::with_data_dir(dir.path().to_path_buf(), addr).unwrap();
+        assert_eq!(
+            config.channel_requests_per_minute,
+            CHANNEL_REQUESTS_PER_MINUTE
+        );
     }
 }

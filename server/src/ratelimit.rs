@@ -114,6 +114,14 @@ pub enum RateKey<'a> {
     Ip(IpAddr),
     /// A website widget's public chat, by integration id (its own per-minute budget).
     Widget(&'a str),
+    /// A live channel's inbound endpoint (`/api/channels/{provider}/{integration}`), by
+    /// integration id and client IP (`CHANNEL_REQUESTS_PER_MINUTE`, README § Limits).
+    Channel {
+        /// The integration id in the path.
+        integration: &'a str,
+        /// The client's IP address.
+        ip: IpAddr,
+    },
 }
 
 /// The outcome of one check, with what the `X-RateLimit-*` headers report.
@@ -202,29 +210,32 @@ impl<K: Hash + Eq + Clone> Budgets<K> {
     }
 }
 
-/// In-process GCRA limiter: accounts, client IPs and widgets in separate keyed limiters,
-/// one per distinct budget.
+/// In-process GCRA limiter: accounts, client IPs, widgets and channel endpoints in separate
+/// keyed limiters, one per distinct budget.
 pub struct GovernorLimiter {
     accounts: AccountBudgets,
     ips: Budgets<IpAddr>,
     widgets: Budgets<String>,
+    channels: Budgets<(String, IpAddr)>,
 }
 
 impl Default for GovernorLimiter {
     fn default() -> Self {
-        Self::new(&[])
+        Self::new(&[], &[])
     }
 }
 
 impl GovernorLimiter {
     /// A limiter whose client-IP limiters for the `budgets` (requests per minute; the
-    /// anonymous budget) are ready; any other budget is created on first use. Accounts have
-    /// a limiter each, made on their first request.
-    pub fn new(budgets: &[u32]) -> Self {
+    /// anonymous budget) are ready, and whose channel limiters for `channel_budgets` (the
+    /// `CHANNEL_REQUESTS_PER_MINUTE` budget); any other budget is created on first use.
+    /// Accounts have a limiter each, made on their first request.
+    pub fn new(budgets: &[u32], channel_budgets: &[u32]) -> Self {
         Self {
             accounts: AccountBudgets::default(),
             ips: Budgets::new(budgets),
             widgets: Budgets::new(&[]),
+            channels: Budgets::new(channel_budgets),
         }
     }
 
@@ -233,6 +244,7 @@ impl GovernorLimiter {
         self.accounts.prune();
         self.ips.prune();
         self.widgets.prune();
+        self.channels.prune();
     }
 }
 
@@ -264,6 +276,9 @@ impl GovernorLimiter {
             RateKey::Account(user_id) => self.accounts.check(user_id, limit),
             RateKey::Ip(ip) => self.ips.check(&ip, limit),
             RateKey::Widget(id) => self.widgets.check(&id.to_owned(), limit),
+            RateKey::Channel { integration, ip } => {
+                self.channels.check(&(integration.to_owned(), ip), limit)
+            }
         };
         match checked {
             Ok(snapshot) => {
@@ -297,7 +312,7 @@ mod tests {
     #[tokio::test]
     async fn a_budget_allows_its_burst_then_refuses_with_retry_after() {
         // 5 is created on first use; 7 is known from the start.
-        let l = GovernorLimiter::new(&[7]);
+        let l = GovernorLimiter::new(&[7], &[]);
         for _ in 0..7 {
             assert!(l.check(RateKey::Account("c"), 7).await.allowed);
         }
@@ -345,8 +360,8 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn accounts_client_ips_and_widgets_have_separate_budgets() {
-        let l = GovernorLimiter::new(&[1]);
+    async fn accounts_client_ips_widgets_and_channels_have_separate_budgets() {
+        let l = GovernorLimiter::new(&[1], &[1]);
         let ip: IpAddr = "127.0.0.1".parse().unwrap();
         assert!(l.check(RateKey::Account("127.0.0.1"), 1).await.allowed);
         assert!(!l.check(RateKey::Account("127.0.0.1"), 1).await.allowed);
@@ -356,6 +371,18 @@ mod tests {
         );
         assert!(!l.check(RateKey::Ip(ip), 1).await.allowed);
         assert!(l.check(RateKey::Widget("127.0.0.1"), 1).await.allowed);
+        let channel = |integration, ip| RateKey::Channel { integration, ip };
+        assert!(l.check(channel("127.0.0.1", ip), 1).await.allowed);
+        assert!(!l.check(channel("127.0.0.1", ip), 1).await.allowed);
+        assert!(
+            l.check(channel("other", ip), 1).await.allowed,
+            "per integration"
+        );
+        let elsewhere: IpAddr = "127.0.0.5".parse().unwrap();
+        assert!(
+            l.check(channel("127.0.0.1", elsewhere), 1).await.allowed,
+            "per client IP"
+        );
         l.prune();
         assert!(
             !l.check(RateKey::Ip(ip), 1).await.allowed,

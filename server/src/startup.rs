@@ -64,7 +64,10 @@ impl Application {
         let jwt = JwtKeys::new(&config.jwt_secret, &config.public_url);
         let hasher =
             PasswordHasher::new(std::thread::available_parallelism().map_or(2, |n| n.get()) * 2)?;
-        let limiter = Arc::new(GovernorLimiter::new(&[http::ANONYMOUS_PER_MINUTE]));
+        let limiter = Arc::new(GovernorLimiter::new(
+            &[http::ANONYMOUS_PER_MINUTE],
+            &[config.channel_requests_per_minute],
+        ));
         let prune = limiter.clone();
         let events = store.clone();
         tokio::spawn(async move {

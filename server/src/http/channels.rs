@@ -2,7 +2,10 @@
 //! They carry no user credentials: each is authenticated with its integration's own secret
 //! (Telegram's secret token, Slack's request signature), acknowledged at once, and answered
 //! through the provider's API from a background task, since both providers expect an
-//! acknowledgement within seconds and retry otherwise (see [`crate::channels`]).
+//! acknowledgement within seconds and retry otherwise (see [`crate::channels`]). Requests
+//! are counted per integration and client IP before anything else
+//! (`CHANNEL_REQUESTS_PER_MINUTE`, see [`super::ApiService`]): 429 over that budget, also
+//! for requests without a valid secret.
 
 use axum::{
     body::Bytes,

@@ -303,7 +303,8 @@ impl<S> Layer<S> for ApiLayer {
 }
 
 /// The `/api` middleware around `S`: for requests under `/api`, identity, rate limit (per
-/// account, or per client IP when unauthenticated), the `X-RateLimit-*` headers on every
+/// account, or per client IP when unauthenticated, or per integration and client IP on the
+/// inbound channel endpoints; none on `/api/health`), the `X-RateLimit-*` headers on every
 /// answer, and JSON bodies for errors that the framework produced without one (404, 405,
 /// 413, ...). The caller's [`Identity`] is put in the request's extensions for the
 /// [`extract::Auth`] extractor. Other paths (the dashboard, its files) go to `S` untouched.
@@ -346,11 +347,15 @@ where
             };
         }
         let state = &self.state;
-        let decided =
-            identify_now(state, request.headers(), request.method()).and_then(|identity| {
-                let (key, budget) = rate_key(state, &identity, &request);
-                Some((state.limiter.check_now(key, budget)?, identity))
-            });
+        let identity = if channel_integration(request.uri().path()).is_some() {
+            Some(Identity::Anonymous)
+        } else {
+            identify_now(state, request.headers(), request.method())
+        };
+        let decided = identity.and_then(|identity| {
+            let (key, budget) = rate_key(state, &identity, &request);
+            Some((state.limiter.check_now(key, budget)?, identity))
+        });
         match decided {
             Some((decision, identity)) if decision.allowed => {
                 request.extensions_mut().insert(identity);
@@ -432,15 +437,37 @@ fn is_api(path: &str) -> bool {
         .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 
-/// Health checks, and providers' inbound channel requests, which authenticate with the
-/// integration's own secrets and come from a few provider addresses that the per-IP budget
-/// of anonymous callers would throttle: neither identified nor counted.
+/// Health checks: neither identified nor counted (README § Limits).
 fn is_unmetered(path: &str) -> bool {
-    path == "/api/health" || path.starts_with("/api/channels/")
+    path == "/api/health"
+}
+
+/// The integration id of a providers' inbound channel request
+/// (`/api/channels/{provider}/{id}`; for another path under `/api/channels/`, which is 404,
+/// what follows that prefix). Such requests carry the integration's own secrets rather than
+/// a caller's credential, and come from a few provider addresses that the anonymous per-IP
+/// budget would throttle: they are not identified, and count against their own budget per
+/// integration and client IP (`CHANNEL_REQUESTS_PER_MINUTE`), before any secret is checked.
+fn channel_integration(path: &str) -> Option<&str> {
+    let rest = path.strip_prefix("/api/channels/")?;
+    Some(rest.split_once('/').map_or(rest, |(_, id)| id))
 }
 
 /// Whose budget the request counts against, and its size.
-fn rate_key<'a>(state: &AppState, identity: &'a Identity, request: &Request) -> (RateKey<'a>, u32) {
+fn rate_key<'a>(
+    state: &AppState,
+    identity: &'a Identity,
+    request: &'a Request,
+) -> (RateKey<'a>, u32) {
+    if let Some(integration) = channel_integration(request.uri().path()) {
+        return (
+            RateKey::Channel {
+                integration,
+                ip: ClientIp::of(request.extensions()).0,
+            },
+            state.config.channel_requests_per_minute,
+        );
+    }
     match identity {
         Identity::Authenticated(p) => (
             RateKey::Account(&p.user_id),
@@ -504,9 +531,13 @@ async fn api_middleware<S>(state: &AppState, mut request: Request, mut inner: S)
 where
     S: Service<Request, Response = Response, Error = Infallible>,
 {
-    let identity = match identify(state, request.headers(), request.method()).await {
-        Ok(identity) => identity,
-        Err(err) => return err.into_response(),
+    let identity = if channel_integration(request.uri().path()).is_some() {
+        Identity::Anonymous
+    } else {
+        match identify(state, request.headers(), request.method()).await {
+            Ok(identity) => identity,
+            Err(err) => return err.into_response(),
+        }
     };
     let (key, budget) = rate_key(state, &identity, &request);
     let decision = match state.limiter.check_now(key, budget) {
@@ -623,6 +654,30 @@ mod tests {
         for path in ["/", "/apiary", "/api-docs", "/pkg/app.wasm", "/agents/api"] {
             assert!(!is_api(path), "{path}");
         }
+    }
+
+    #[test]
+    fn channel_requests_are_counted_per_integration() {
+        assert_eq!(
+            channel_integration("/api/channels/telegram/0192-ab"),
+            Some("0192-ab")
+        );
+        assert_eq!(channel_integration("/api/channels/slack/x"), Some("x"));
+        assert_eq!(
+            channel_integration("/api/channels/unknown"),
+            Some("unknown")
+        );
+        assert_eq!(channel_integration("/api/channels/"), Some(""));
+        for path in [
+            "/api/health",
+            "/api/channels",
+            "/api/agents/x",
+            "/api/widget/p/chat",
+        ] {
+            assert_eq!(channel_integration(path), None, "{path}");
+        }
+        assert!(is_unmetered("/api/health"));
+        assert!(!is_unmetered("/api/channels/telegram/x"));
     }
 
     #[test]

@@ -122,3 +122,101 @@ async fn unauthenticated_endpoints_are_limited_per_client_ip() {
     assert_eq!(health.status(), 200, "health is not rate limited");
     assert!(health.headers().get("x-ratelimit-limit").is_none());
 }
+
+/// `POST path` with a JSON body and no credentials, from `client`.
+async fn unsigned(client: &reqwest::Client, url: String) -> reqwest::Response {
+    client
+        .post(url)
+        .json(&json!({"update_id": 1, "type": "url_verification", "challenge": "c"}))
+        .send()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn channel_endpoints_are_limited_per_integration_and_client_ip_before_any_secret_check() {
+    let app = spawn_app_with(|c| c.channel_requests_per_minute = 3).await;
+    let user = app.user().await;
+    let mut paths = Vec::new();
+    for (provider, credentials) in [
+        (
+            "telegram",
+            json!({"botToken": "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawq"}),
+        ),
+        (
+            "telegram",
+            json!({"botToken": "987654321:BBHdqTcvCH1vGWJxfSeofSAs0K5PALDsawq"}),
+        ),
+        (
+            "slack",
+            json!({"botToken": "xoxb-2222-3333-channelsecret", "signingSecret": "8f742231b10e8888abcd99aaaeee85a5"}),
+        ),
+    ] {
+        let res = app
+            .post(
+                "/api/integrations",
+                Some(&user.access),
+                json!({"providerCode": provider, "name": "Bot", "credentials": credentials}),
+            )
+            .await;
+        assert_eq!(res.status(), 201, "{}", res.text().await.unwrap());
+        let id = res.json::<serde_json::Value>().await.unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        paths.push(format!("/api/channels/{provider}/{id}"));
+    }
+    let (bot, other_bot, slack) = (&paths[0], &paths[1], &paths[2]);
+
+    // Unsigned requests are refused by the secret check (401), and counted first.
+    for remaining in [2, 1, 0] {
+        let res = unsigned(&app.client, app.url(bot)).await;
+        assert_eq!(header_number(&res, "x-ratelimit-limit"), 3);
+        assert_eq!(header_number(&res, "x-ratelimit-remaining"), remaining);
+        assert_error(res, 401, "Unauthorized", None).await;
+    }
+    let now = chrono::Utc::now().timestamp();
+    let limited = unsigned(&app.client, app.url(bot)).await;
+    assert_eq!(header_number(&limited, "x-ratelimit-limit"), 3);
+    assert_eq!(header_number(&limited, "x-ratelimit-remaining"), 0);
+    let reset = header_number(&limited, "x-ratelimit-reset");
+    assert!(reset > now && reset <= now + 62, "{reset}");
+    let retry = header_number(&limited, "retry-after");
+    assert!(
+        (1..=20).contains(&retry),
+        "one request refills every 20 s: {retry}"
+    );
+    assert_error(
+        limited,
+        429,
+        "Rate limit exceeded",
+        Some("Too many requests. Please try again later."),
+    )
+    .await;
+
+    // Another integration, and the same integration from another client IP, have their own
+    // budgets.
+    let res = unsigned(&app.client, app.url(other_bot)).await;
+    assert_eq!(header_number(&res, "x-ratelimit-remaining"), 2);
+    assert_error(res, 401, "Unauthorized", None).await;
+    let elsewhere = reqwest::Client::builder()
+        .local_address(std::net::IpAddr::from([127, 0, 0, 5]))
+        .build()
+        .unwrap();
+    assert_eq!(unsigned(&elsewhere, app.url(bot)).await.status(), 401);
+
+    // Slack's endpoint is counted the same way.
+    for _ in 0..3 {
+        assert_eq!(unsigned(&app.client, app.url(slack)).await.status(), 401);
+    }
+    let limited = unsigned(&app.client, app.url(slack)).await;
+    assert!(limited.headers().contains_key("retry-after"));
+    assert_eq!(limited.status(), 429);
+
+    // The caller's own budgets are untouched, and health stays unmetered.
+    let me = app.get("/api/auth/me", Some(&user.access)).await;
+    assert_eq!(me.status(), 200);
+    let health = app.get("/api/health", None).await;
+    assert_eq!(health.status(), 200);
+    assert!(health.headers().get("x-ratelimit-limit").is_none());
+}
