@@ -11,6 +11,7 @@ use axum::{extract::State, http::StatusCode, Json};
 use tracing::instrument;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
+use super::openapi::{BadRequest, JsonBodyErrors, RateLimited};
 use super::{
     extract::{ApiJson, ApiPath, Auth},
     iso, AppState,
@@ -134,7 +135,7 @@ pub async fn owned_agent(
 
 /// The caller's agents, oldest first.
 #[utoipa::path(get, path = "/api/agents", tag = "agents", security(("bearer" = [])),
-    responses((status = 200, body = AgentsResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+    responses((status = 200, body = AgentsResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id))]
 async fn list(
     State(state): State<AppState>,
@@ -149,8 +150,8 @@ async fn list(
 
 /// Create an agent; 403 when the plan's agent limit is reached.
 #[utoipa::path(post, path = "/api/agents", tag = "agents", security(("bearer" = [])), request_body = CreateAgentRequest,
-    responses((status = 201, body = AgentResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, description = "Plan limit reached or missing scope", body = ErrorBody)))]
+    responses((status = 201, body = AgentResponse), (status = 400, response = BadRequest), (status = 401, body = ErrorBody),
+        (status = 403, description = "Plan limit reached or missing scope", body = ErrorBody), JsonBodyErrors, RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id, agent.id))]
 async fn create(
     State(state): State<AppState>,
@@ -201,7 +202,7 @@ async fn create(
 /// One agent with all its details.
 #[utoipa::path(get, path = "/api/agents/{agentId}", tag = "agents", security(("bearer" = [])),
     params(("agentId" = String, Path, description = "Agent id")),
-    responses((status = 200, body = AgentResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = AgentResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 400, response = BadRequest), RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id, agent.id = %agent_id))]
 async fn get(
     State(state): State<AppState>,
@@ -218,7 +219,7 @@ async fn get(
 /// Update an agent; omitted fields stay unchanged.
 #[utoipa::path(put, path = "/api/agents/{agentId}", tag = "agents", security(("bearer" = [])), request_body = UpdateAgentRequest,
     params(("agentId" = String, Path, description = "Agent id")),
-    responses((status = 200, body = AgentResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = AgentResponse), (status = 400, response = BadRequest), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), JsonBodyErrors, RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id, agent.id = %agent_id))]
 async fn update(
     State(state): State<AppState>,
@@ -262,7 +263,7 @@ async fn update(
 /// Delete an agent with its conversations and knowledge.
 #[utoipa::path(delete, path = "/api/agents/{agentId}", tag = "agents", security(("bearer" = [])),
     params(("agentId" = String, Path, description = "Agent id")),
-    responses((status = 200, body = SuccessResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = SuccessResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 400, response = BadRequest), RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id, agent.id = %agent_id))]
 async fn delete(
     State(state): State<AppState>,
@@ -302,7 +303,7 @@ async fn delete(
 /// The models usable as `agent.model`: the configured providers' (from their model lists)
 /// and the built-in offline model.
 #[utoipa::path(get, path = "/api/models", tag = "agents", security(("bearer" = [])),
-    responses((status = 200, body = ModelsResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+    responses((status = 200, body = ModelsResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id))]
 async fn models(
     State(state): State<AppState>,

@@ -9,6 +9,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use tracing::instrument;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
+use super::openapi::{BadRequest, JsonBodyErrors, RateLimited};
 use super::{
     extract::{ApiJson, ApiPath, Auth},
     iso, AppState,
@@ -84,7 +85,7 @@ fn new_key(
 /// Create an API key. The full key is in this answer only.
 #[utoipa::path(post, path = "/api/api-keys", tag = "api-keys", security(("bearer" = [])), request_body = CreateApiKeyRequest,
     responses((status = 201, body = CreatedApiKey), (status = 400, description = "Invalid fields, or the account already holds 100 live keys", body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, description = "API keys cannot manage API keys", body = ErrorBody)))]
+        (status = 403, description = "API keys cannot manage API keys", body = ErrorBody), JsonBodyErrors, RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id))]
 async fn create(
     State(state): State<AppState>,
@@ -127,7 +128,7 @@ async fn create(
 
 /// The account's API keys (prefix only, never the secret or its hash).
 #[utoipa::path(get, path = "/api/api-keys", tag = "api-keys", security(("bearer" = [])),
-    responses((status = 200, body = ApiKeysResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+    responses((status = 200, body = ApiKeysResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id))]
 async fn list(
     State(state): State<AppState>,
@@ -143,7 +144,7 @@ async fn list(
 /// Revoke an API key; it stops working at once.
 #[utoipa::path(delete, path = "/api/api-keys/{id}", tag = "api-keys", security(("bearer" = [])),
     params(("id" = String, Path, description = "API key id")),
-    responses((status = 200, body = SuccessResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = SuccessResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 400, response = BadRequest), RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id))]
 async fn revoke(
     State(state): State<AppState>,
@@ -170,7 +171,7 @@ async fn revoke(
 #[utoipa::path(post, path = "/api/api-keys/{id}/rotate", tag = "api-keys", security(("bearer" = [])),
     params(("id" = String, Path, description = "API key id")),
     responses((status = 201, body = CreatedApiKey), (status = 400, description = "The key has expired", body = ErrorBody),
-        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id))]
 async fn rotate(
     State(state): State<AppState>,

@@ -19,6 +19,7 @@ use serde::Deserialize;
 use tracing::instrument;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
+use super::openapi::{BadRequest, JsonBodyErrors, RateLimited};
 use super::{
     cookies,
     extract::{ApiJson, ApiPath, ApiQuery, Auth, ClientIp},
@@ -119,7 +120,7 @@ fn mail_cooling_down(state: &AppState, purpose: TokenPurpose, email: &Email) -> 
 
 /// Create an account; a verification link is emailed.
 #[utoipa::path(post, path = "/api/auth/signup", tag = "auth", request_body = SignupRequest,
-    responses((status = 201, body = SignupResponse), (status = 400, body = ErrorBody), (status = 409, description = "Email taken", body = ErrorBody)))]
+    responses((status = 201, body = SignupResponse), (status = 400, response = BadRequest), (status = 409, description = "Email taken", body = ErrorBody), JsonBodyErrors, RateLimited))]
 #[instrument(skip_all, fields(user.id))]
 async fn signup(
     State(state): State<AppState>,
@@ -181,6 +182,7 @@ async fn signup(
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct TokenQuery {
     /// The token from the emailed link.
     token: String,
@@ -205,7 +207,7 @@ async fn consume_verification(state: &AppState, token: &str) -> ApiResult<bool> 
 /// sign-in page with `?verified=1`, or `?verifyError=1` for a used or expired link, or one
 /// voided by the use of another of the account's links.
 #[utoipa::path(get, path = "/api/auth/verify-email", tag = "auth", params(TokenQuery),
-    responses((status = 303, description = "Redirect to /login?verified=1 or /login?verifyError=1")))]
+    responses((status = 303, description = "Redirect to /login?verified=1 or /login?verifyError=1"), (status = 400, response = BadRequest), RateLimited))]
 #[instrument(skip_all)]
 async fn verify_email_link(
     State(state): State<AppState>,
@@ -220,7 +222,7 @@ async fn verify_email_link(
 
 /// Verify an email address with the token from the emailed link.
 #[utoipa::path(post, path = "/api/auth/verify-email", tag = "auth", request_body = TokenRequest,
-    responses((status = 200, body = MessageResponse), (status = 400, description = "Invalid, used or expired token", body = ErrorBody)))]
+    responses((status = 200, body = MessageResponse), (status = 400, description = "Invalid, used or expired token", body = ErrorBody), JsonBodyErrors, RateLimited))]
 #[instrument(skip_all)]
 async fn verify_email(
     State(state): State<AppState>,
@@ -240,7 +242,7 @@ async fn verify_email(
 /// Send a new verification link. The answer is the same whether or not the account
 /// exists (no account enumeration).
 #[utoipa::path(post, path = "/api/auth/resend-verification", tag = "auth", request_body = EmailRequest,
-    responses((status = 200, body = MessageResponse), (status = 400, body = ErrorBody)))]
+    responses((status = 200, body = MessageResponse), (status = 400, response = BadRequest), JsonBodyErrors, RateLimited))]
 #[instrument(skip_all)]
 async fn resend_verification(
     State(state): State<AppState>,
@@ -263,11 +265,12 @@ async fn resend_verification(
 }
 
 /// Sign in with email and password. Also sets the dashboard's httpOnly session cookies.
+/// Besides the client IP's budget, failed sign-ins are throttled per email and IP, per IP
+/// and per email from unknown IPs (README § Limits): 429 with `Retry-After` then too.
 #[utoipa::path(post, path = "/api/auth/login", tag = "auth", request_body = LoginRequest,
-    responses((status = 200, body = LoginResponse), (status = 400, body = ErrorBody),
+    responses((status = 200, body = LoginResponse), (status = 400, response = BadRequest),
         (status = 401, description = "Wrong email or password (same answer for both)", body = ErrorBody),
-        (status = 403, description = "Email not verified", body = ErrorBody),
-        (status = 429, description = "Too many failed sign-ins", body = ErrorBody)))]
+        (status = 403, description = "Email not verified", body = ErrorBody), JsonBodyErrors, RateLimited))]
 #[instrument(skip_all, fields(user.id))]
 async fn login(
     State(state): State<AppState>,
@@ -339,7 +342,7 @@ async fn login(
 /// dashboard's refresh cookie is used, and the CSRF header must carry the session's token
 /// (403 otherwise).
 #[utoipa::path(post, path = "/api/auth/refresh", tag = "auth", request_body = RefreshRequest,
-    responses((status = 200, body = RefreshResponse), (status = 401, body = ErrorBody), (status = 403, description = "CSRF check failed", body = ErrorBody)))]
+    responses((status = 200, body = RefreshResponse), (status = 401, body = ErrorBody), (status = 403, description = "CSRF check failed", body = ErrorBody), (status = 400, response = BadRequest), JsonBodyErrors, RateLimited))]
 #[instrument(skip_all)]
 async fn refresh(
     State(state): State<AppState>,
@@ -373,7 +376,7 @@ async fn refresh(
 
 /// End the current session (and clear the dashboard cookies).
 #[utoipa::path(post, path = "/api/auth/logout", tag = "auth", security(("bearer" = [])),
-    responses((status = 200, body = SuccessResponse), (status = 401, body = ErrorBody), (status = 403, description = "API keys cannot sign out", body = ErrorBody)))]
+    responses((status = 200, body = SuccessResponse), (status = 401, body = ErrorBody), (status = 403, description = "API keys cannot sign out", body = ErrorBody), RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id))]
 async fn logout(State(state): State<AppState>, Auth(principal): Auth) -> ApiResult<Response> {
     let session_id = principal.require_session()?;
@@ -388,7 +391,7 @@ async fn logout(State(state): State<AppState>, Auth(principal): Auth) -> ApiResu
 
 /// The signed-in user's profile.
 #[utoipa::path(get, path = "/api/auth/me", tag = "auth", security(("bearer" = [])),
-    responses((status = 200, body = MeResponse), (status = 401, body = ErrorBody)))]
+    responses((status = 200, body = MeResponse), (status = 401, body = ErrorBody), RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id))]
 async fn me(State(state): State<AppState>, Auth(principal): Auth) -> ApiResult<Json<MeResponse>> {
     let user = state
@@ -418,7 +421,7 @@ async fn me(State(state): State<AppState>, Auth(principal): Auth) -> ApiResult<J
 
 /// The user's live sessions, newest first. Session credentials only.
 #[utoipa::path(get, path = "/api/auth/sessions", tag = "auth", security(("bearer" = [])),
-    responses((status = 200, body = SessionsResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+    responses((status = 200, body = SessionsResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id))]
 async fn list_sessions(
     State(state): State<AppState>,
@@ -445,7 +448,7 @@ async fn list_sessions(
 /// End one of the user's sessions; its tokens stop working at once.
 #[utoipa::path(delete, path = "/api/auth/sessions/{id}", tag = "auth", security(("bearer" = [])),
     params(("id" = String, Path, description = "Session id")),
-    responses((status = 200, body = SuccessResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = SuccessResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 400, response = BadRequest), RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id))]
 async fn end_session(
     State(state): State<AppState>,
@@ -465,7 +468,7 @@ async fn end_session(
 
 /// Email a password reset link. The answer is the same whether or not the account exists.
 #[utoipa::path(post, path = "/api/auth/forgot-password", tag = "auth", request_body = EmailRequest,
-    responses((status = 200, body = MessageResponse), (status = 400, body = ErrorBody)))]
+    responses((status = 200, body = MessageResponse), (status = 400, response = BadRequest), JsonBodyErrors, RateLimited))]
 #[instrument(skip_all)]
 async fn forgot_password(
     State(state): State<AppState>,
@@ -487,7 +490,7 @@ async fn forgot_password(
 /// every other reset link of the account stops working (OWASP Forgot Password Cheat Sheet).
 /// A voided link gets the same 400 as an unknown or expired one.
 #[utoipa::path(post, path = "/api/auth/reset-password", tag = "auth", request_body = ResetPasswordRequest,
-    responses((status = 200, body = MessageResponse), (status = 400, body = ErrorBody)))]
+    responses((status = 200, body = MessageResponse), (status = 400, response = BadRequest), JsonBodyErrors, RateLimited))]
 #[instrument(skip_all, fields(user.id))]
 async fn reset_password(
     State(state): State<AppState>,

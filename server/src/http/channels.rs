@@ -18,6 +18,7 @@ use serde_json::json;
 use tracing::instrument;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
+use super::openapi::{BadRequest, JsonBodyErrors, RateLimited};
 use super::{
     extract::{require_json_object, ApiPath},
     AppState,
@@ -55,8 +56,8 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     params(("integrationId" = String, Path, description = "Integration id")),
     request_body(content = Object, description = "A Telegram Update object"),
     responses((status = 200, description = "Accepted (answered in the background)"),
-        (status = 400, body = app::api::ErrorBody), (status = 401, description = "Missing or wrong secret token", body = app::api::ErrorBody),
-        (status = 404, body = app::api::ErrorBody)))]
+        (status = 400, response = BadRequest), (status = 401, description = "Missing or wrong secret token", body = app::api::ErrorBody),
+        (status = 404, body = app::api::ErrorBody), JsonBodyErrors, RateLimited))]
 #[instrument(skip_all, fields(integration.id = %id))]
 async fn telegram_update(
     State(state): State<AppState>,
@@ -142,8 +143,8 @@ async fn answer_telegram(state: AppState, record: IntegrationRecord, update: tel
     params(("integrationId" = String, Path, description = "Integration id")),
     request_body(content = Object, description = "A Slack Events API request"),
     responses((status = 200, description = "Accepted, or `{challenge}` for URL verification"),
-        (status = 400, body = app::api::ErrorBody), (status = 401, description = "Missing, stale or wrong signature", body = app::api::ErrorBody),
-        (status = 404, body = app::api::ErrorBody)))]
+        (status = 400, response = BadRequest), (status = 401, description = "Missing, stale or wrong signature", body = app::api::ErrorBody),
+        (status = 404, body = app::api::ErrorBody), JsonBodyErrors, RateLimited))]
 #[instrument(skip_all, fields(integration.id = %id))]
 async fn slack_event(
     State(state): State<AppState>,

@@ -24,6 +24,7 @@ use serde_json::json;
 use tracing::instrument;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
+use super::openapi::{BadRequest, PayloadTooLarge, RateLimited};
 use super::{
     agents::owned_agent,
     extract::{ApiJson, ApiPath, ApiQuery, Auth},
@@ -55,9 +56,16 @@ pub fn router() -> OpenApiRouter<AppState> {
 /// events: `data: {"chunk": "..."}` frames in order, then `data: [DONE]`.
 #[utoipa::path(post, path = "/api/agents/{agentId}/chat", tag = "chat", security(("bearer" = [])), request_body = ChatRequest,
     params(("agentId" = String, Path, description = "Agent id")),
-    responses((status = 200, description = "The reply (JSON), or a text/event-stream when stream is true", body = ChatReply),
-        (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody), (status = 415, body = ErrorBody), (status = 502, body = ErrorBody), (status = 504, body = ErrorBody)))]
+    responses(
+        (status = 200, description = "The reply: `application/json` by default; with `stream: true`, `text/event-stream` of \
+            `data: {\"chunk\": \"...\"}` frames (with `streamOptions.includeUsage`, a usage frame after them), then `data: [DONE]`; \
+            a failure after the stream started is a `data: {\"error\", \"message\"}` frame, then `data: [DONE]`",
+            content((ChatReply = "application/json"), (String = "text/event-stream")),
+            headers(("X-Thread-Id" = String, description = "The reply's thread id (streams)"))),
+        (status = 400, response = BadRequest), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 413, response = PayloadTooLarge),
+        (status = 415, description = "The body is not sent as `application/json`, or an attachment is not UTF-8 text or Markdown", body = ErrorBody),
+        (status = 502, body = ErrorBody), (status = 504, body = ErrorBody), RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id, agent.id = %agent_id))]
 async fn send(
     State(state): State<AppState>,
@@ -314,6 +322,7 @@ async fn persist(state: &AppState, prepared: &PreparedChat, text: &str, ended: E
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct PageQuery {
     /// Page size, 1..=200 (default 50).
     limit: Option<u32>,
@@ -355,7 +364,7 @@ fn encode_cursor(at: chrono::DateTime<chrono::Utc>, id: &str) -> String {
 /// The agent's conversation threads, most recently active first.
 #[utoipa::path(get, path = "/api/agents/{agentId}/conversations", tag = "chat", security(("bearer" = [])),
     params(("agentId" = String, Path, description = "Agent id"), PageQuery),
-    responses((status = 200, body = ConversationsResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = ConversationsResponse), (status = 400, response = BadRequest), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id, agent.id = %agent_id))]
 async fn conversations(
     State(state): State<AppState>,
@@ -421,7 +430,7 @@ fn message_view(m: &MessageRecord) -> ChatMessage {
 /// The messages of a thread, oldest first.
 #[utoipa::path(get, path = "/api/agents/{agentId}/conversations/{threadId}/messages", tag = "chat", security(("bearer" = [])),
     params(("agentId" = String, Path, description = "Agent id"), ("threadId" = String, Path, description = "Thread id"), PageQuery),
-    responses((status = 200, body = MessagesResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = MessagesResponse), (status = 400, response = BadRequest), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id, agent.id = %agent_id))]
 async fn messages(
     State(state): State<AppState>,
@@ -453,7 +462,7 @@ async fn messages(
 /// Delete a conversation thread with its messages.
 #[utoipa::path(delete, path = "/api/agents/{agentId}/conversations/{threadId}", tag = "chat", security(("bearer" = [])),
     params(("agentId" = String, Path, description = "Agent id"), ("threadId" = String, Path, description = "Thread id")),
-    responses((status = 200, body = SuccessResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = SuccessResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 400, response = BadRequest), RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id, agent.id = %agent_id))]
 async fn delete_conversation(
     State(state): State<AppState>,

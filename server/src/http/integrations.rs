@@ -14,6 +14,7 @@ use serde_json::Value;
 use tracing::instrument;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
+use super::openapi::{BadRequest, JsonBodyErrors, RateLimited};
 use super::{
     extract::{ApiJson, ApiPath, Auth},
     iso, AppState,
@@ -52,7 +53,7 @@ fn fields(fields: &[Field]) -> Vec<IntegrationField> {
 
 /// The providers integrations can be made with, and the fields each needs.
 #[utoipa::path(get, path = "/api/integrations/providers", tag = "integrations", security(("bearer" = [])),
-    responses((status = 200, body = IntegrationProvidersResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+    responses((status = 200, body = IntegrationProvidersResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id))]
 async fn providers(Auth(principal): Auth) -> ApiResult<Json<IntegrationProvidersResponse>> {
     principal.require(Scope::IntegrationsRead)?;
@@ -114,7 +115,7 @@ async fn own_agent(state: &AppState, user_id: &str, id: &str) -> ApiResult<Strin
 
 /// The integrations of the user, oldest first, credentials masked.
 #[utoipa::path(get, path = "/api/integrations", tag = "integrations", security(("bearer" = [])),
-    responses((status = 200, body = IntegrationsResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+    responses((status = 200, body = IntegrationsResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id))]
 async fn list(
     State(state): State<AppState>,
@@ -137,7 +138,7 @@ async fn list(
     responses((status = 201, body = CreatedResponse),
         (status = 400, description = "Unknown provider, missing or malformed credential or config fields", body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 403, description = "Missing scope, or the account's integration limit", body = ErrorBody),
-        (status = 404, description = "agentId is not one of the caller's agents", body = ErrorBody)))]
+        (status = 404, description = "agentId is not one of the caller's agents", body = ErrorBody), JsonBodyErrors, RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id, integration.id))]
 async fn create(
     State(state): State<AppState>,
@@ -226,7 +227,7 @@ async fn owned(state: &AppState, user_id: &str, id: &str) -> ApiResult<Integrati
 /// One integration, credentials masked.
 #[utoipa::path(get, path = "/api/integrations/{id}", tag = "integrations", security(("bearer" = [])),
     params(("id" = String, Path, description = "Integration id")),
-    responses((status = 200, body = IntegrationResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = IntegrationResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 400, response = BadRequest), RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id, integration.id = %id))]
 async fn get_one(
     State(state): State<AppState>,
@@ -244,8 +245,8 @@ async fn get_one(
 /// and credentials (the fields given replace the stored ones; the others are kept).
 #[utoipa::path(put, path = "/api/integrations/{id}", tag = "integrations", security(("bearer" = [])),
     params(("id" = String, Path, description = "Integration id")), request_body = UpdateIntegrationRequest,
-    responses((status = 200, body = IntegrationResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = IntegrationResponse), (status = 400, response = BadRequest), (status = 401, body = ErrorBody),
+        (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), JsonBodyErrors, RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id, integration.id = %id))]
 async fn update(
     State(state): State<AppState>,
@@ -314,7 +315,7 @@ async fn update(
 /// Delete an integration and its stored credentials.
 #[utoipa::path(delete, path = "/api/integrations/{id}", tag = "integrations", security(("bearer" = [])),
     params(("id" = String, Path, description = "Integration id")),
-    responses((status = 200, body = SuccessResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = SuccessResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 400, response = BadRequest), RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id, integration.id = %id))]
 async fn delete(
     State(state): State<AppState>,

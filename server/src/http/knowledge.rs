@@ -16,6 +16,7 @@ use chrono::Utc;
 use tracing::{info, instrument};
 use utoipa_axum::{router::OpenApiRouter, routes};
 
+use super::openapi::{BadRequest, JsonBodyErrors, RateLimited};
 use super::{
     agents::owned_agent,
     extract::{ApiJson, ApiPath, Auth},
@@ -108,10 +109,10 @@ fn clean_file_name(name: Option<&str>) -> String {
 #[utoipa::path(post, path = "/api/agents/{agentId}/knowledge/file", tag = "knowledge", security(("bearer" = [])),
     params(("agentId" = String, Path, description = "Agent id")),
     request_body(content_type = "multipart/form-data", description = "Field `file`: the document (PDF, DOCX, Markdown or text; at most MAX_UPLOAD_BYTES, default 20 MiB)"),
-    responses((status = 201, body = UploadResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
+    responses((status = 201, body = UploadResponse), (status = 400, response = BadRequest), (status = 401, body = ErrorBody),
         (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 413, description = "The file is larger than allowed", body = ErrorBody),
-        (status = 415, description = "Not a PDF, DOCX, Markdown or text file", body = ErrorBody)))]
+        (status = 415, description = "Not a PDF, DOCX, Markdown or text file", body = ErrorBody), RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id, agent.id = %agent_id, document.id))]
 async fn upload(
     State(state): State<AppState>,
@@ -247,7 +248,7 @@ fn crawl_config(options: Option<CrawlOptions>) -> ApiResult<CrawlConfig> {
     params(("agentId" = String, Path, description = "Agent id")), request_body = AddUrlRequest,
     responses((status = 202, body = AddUrlResponse),
         (status = 400, description = "Not http(s), a forbidden address, or a bad crawl option", body = ErrorBody),
-        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), JsonBodyErrors, RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id, agent.id = %agent_id, document.id))]
 async fn add_url(
     State(state): State<AppState>,
@@ -289,7 +290,7 @@ async fn add_url(
 /// The agent's knowledge documents, oldest first.
 #[utoipa::path(get, path = "/api/agents/{agentId}/knowledge", tag = "knowledge", security(("bearer" = [])),
     params(("agentId" = String, Path, description = "Agent id")),
-    responses((status = 200, body = DocumentsResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = DocumentsResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 400, response = BadRequest), RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id, agent.id = %agent_id))]
 async fn list(
     State(state): State<AppState>,
@@ -324,7 +325,7 @@ async fn owned_document(
 /// One knowledge document with its status.
 #[utoipa::path(get, path = "/api/agents/{agentId}/knowledge/{documentId}", tag = "knowledge", security(("bearer" = [])),
     params(("agentId" = String, Path, description = "Agent id"), ("documentId" = String, Path, description = "Document id")),
-    responses((status = 200, body = DocumentResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = DocumentResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 400, response = BadRequest), RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id, agent.id = %agent_id, document.id = %document_id))]
 async fn get(
     State(state): State<AppState>,
@@ -341,7 +342,7 @@ async fn get(
 /// Delete a document: its chunks leave retrieval at once and a running job stops.
 #[utoipa::path(delete, path = "/api/agents/{agentId}/knowledge/{documentId}", tag = "knowledge", security(("bearer" = [])),
     params(("agentId" = String, Path, description = "Agent id"), ("documentId" = String, Path, description = "Document id")),
-    responses((status = 200, body = SuccessResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = SuccessResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 400, response = BadRequest), RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id, agent.id = %agent_id, document.id = %document_id))]
 async fn delete(
     State(state): State<AppState>,
@@ -365,7 +366,7 @@ async fn delete(
 /// 202 with the job (an already queued or running job is returned instead of a second).
 #[utoipa::path(post, path = "/api/agents/{agentId}/knowledge/{documentId}/refresh", tag = "knowledge", security(("bearer" = [])),
     params(("agentId" = String, Path, description = "Agent id"), ("documentId" = String, Path, description = "Document id")),
-    responses((status = 202, body = DocumentRefreshResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 202, body = DocumentRefreshResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 400, response = BadRequest), RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id, agent.id = %agent_id, document.id = %document_id))]
 async fn refresh(
     State(state): State<AppState>,
@@ -407,7 +408,7 @@ async fn refresh(
 /// A knowledge job with its progress.
 #[utoipa::path(get, path = "/api/jobs/{jobId}", tag = "knowledge", security(("bearer" = [])),
     params(("jobId" = String, Path, description = "Job id")),
-    responses((status = 200, body = JobResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = JobResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 400, response = BadRequest), RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id, job.id = %job_id))]
 async fn job(
     State(state): State<AppState>,

@@ -15,6 +15,7 @@ pub mod extract;
 pub mod integrations;
 pub mod knowledge;
 pub mod oauth;
+pub mod openapi;
 pub mod ops;
 pub mod usage;
 pub mod webhooks;
@@ -122,6 +123,12 @@ impl FromRef<AppState> for LeptosOptions {
         license(name = "Apache-2.0")
     ),
     modifiers(&SecurityAddon),
+    components(responses(
+        openapi::BadRequest,
+        openapi::PayloadTooLarge,
+        openapi::UnsupportedMediaType,
+        openapi::TooManyRequests
+    )),
     tags(
         (name = "auth", description = "Accounts, sessions and tokens"),
         (name = "api-keys", description = "API keys for programmatic access"),

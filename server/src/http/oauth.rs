@@ -39,6 +39,7 @@ use serde::Deserialize;
 use tracing::instrument;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
+use super::openapi::{BadRequest, JsonBodyErrors, RateLimited};
 use super::{
     cookies,
     extract::{ApiJson, ApiPath, ApiQuery, Auth, ClientIp},
@@ -82,7 +83,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 
 /// The third-party sign-in providers configured on this server.
 #[utoipa::path(get, path = "/api/auth/providers", tag = "auth",
-    responses((status = 200, body = app::api::AuthProvidersResponse)))]
+    responses((status = 200, body = app::api::AuthProvidersResponse), RateLimited))]
 async fn providers(State(state): State<AppState>) -> Json<app::api::AuthProvidersResponse> {
     Json(app::api::AuthProvidersResponse {
         providers: state
@@ -105,6 +106,7 @@ fn configured(state: &AppState, code: &str) -> ApiResult<Provider> {
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct StartQuery {
     /// A native client's loopback redirect URI (`http://127.0.0.1:PORT/...`,
@@ -202,7 +204,7 @@ async fn begin_flow(
         ("provider" = String, Path, description = "`google`, `github` or `microsoft`"), StartQuery),
     responses((status = 302, description = "To the provider"), (status = 303, description = "Provider unreachable: to the sign-in page with a message"),
         (status = 400, description = "redirectUri is not a loopback http URI", body = ErrorBody),
-        (status = 404, description = "Provider not configured", body = ErrorBody)))]
+        (status = 404, description = "Provider not configured", body = ErrorBody), RateLimited))]
 #[instrument(skip_all, fields(provider = %code))]
 async fn start(
     State(state): State<AppState>,
@@ -279,6 +281,7 @@ fn see_other(location: &str) -> Response {
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 struct CallbackQuery {
     /// The authorization code.
     code: Option<String>,
@@ -297,7 +300,7 @@ struct CallbackQuery {
 /// (`/login?oauthError=`, `/dashboard/account?oauthError=`, or the client's `?error=`).
 #[utoipa::path(get, path = "/api/auth/oauth/{provider}/callback", tag = "auth", params(
         ("provider" = String, Path, description = "`google`, `github` or `microsoft`"), CallbackQuery),
-    responses((status = 303, description = "To the dashboard, the account page, the client's redirect URI, or the sign-in page with a message")))]
+    responses((status = 303, description = "To the dashboard, the account page, the client's redirect URI, or the sign-in page with a message"), (status = 400, response = BadRequest), RateLimited))]
 #[instrument(skip_all, fields(provider = %code, user.id))]
 async fn callback(
     State(state): State<AppState>,
@@ -542,7 +545,7 @@ async fn connect(
 /// Trade the one-time code a native client received on its loopback redirect URI for a
 /// token pair. The code works once, for 60 seconds.
 #[utoipa::path(post, path = "/api/auth/oauth/exchange", tag = "auth", request_body = OAuthExchangeRequest,
-    responses((status = 200, body = LoginResponse), (status = 400, description = "Unknown, used or expired code", body = ErrorBody)))]
+    responses((status = 200, body = LoginResponse), (status = 400, description = "Unknown, used or expired code", body = ErrorBody), JsonBodyErrors, RateLimited))]
 #[instrument(skip_all, fields(user.id))]
 async fn exchange(
     State(state): State<AppState>,
@@ -588,7 +591,7 @@ async fn exchange(
     responses((status = 200, body = OAuthLinkResponse), (status = 401, body = ErrorBody),
         (status = 403, description = "API keys cannot manage the account", body = ErrorBody),
         (status = 404, description = "Provider not configured", body = ErrorBody),
-        (status = 502, description = "Provider unreachable", body = ErrorBody)))]
+        (status = 502, description = "Provider unreachable", body = ErrorBody), (status = 400, response = BadRequest), RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id, provider = %code))]
 async fn link(
     State(state): State<AppState>,
@@ -624,7 +627,7 @@ async fn link(
     responses((status = 200, body = SuccessResponse), (status = 401, body = ErrorBody),
         (status = 403, description = "API keys cannot manage the account", body = ErrorBody),
         (status = 404, description = "Provider not connected", body = ErrorBody),
-        (status = 409, description = "The account's only way to sign in", body = ErrorBody)))]
+        (status = 409, description = "The account's only way to sign in", body = ErrorBody), (status = 400, response = BadRequest), RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id, provider = %code))]
 async fn unlink(
     State(state): State<AppState>,
@@ -655,7 +658,7 @@ async fn unlink(
 /// How the signed-in account can sign in: connected providers and whether it has a
 /// password. Sessions only.
 #[utoipa::path(get, path = "/api/auth/identities", tag = "auth", security(("bearer" = [])),
-    responses((status = 200, body = IdentitiesResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+    responses((status = 200, body = IdentitiesResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id))]
 async fn identities(
     State(state): State<AppState>,

@@ -9,6 +9,7 @@ use axum::{extract::State, http::StatusCode, response::Html, Extension, Json};
 use serde_json::Value;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
+use super::openapi::RateLimited;
 use super::AppState;
 
 /// The generated OpenAPI document, shared with the handlers that serve it.
@@ -51,7 +52,7 @@ async fn health(State(state): State<AppState>) -> (StatusCode, Json<HealthRespon
 
 /// This API's OpenAPI 3.1 document.
 #[utoipa::path(get, path = "/api/openapi.json", tag = "operations",
-    responses((status = 200, description = "The OpenAPI 3.1 document", content_type = "application/json")))]
+    responses((status = 200, description = "The OpenAPI 3.1 document", content_type = "application/json"), RateLimited))]
 async fn openapi_json(
     Extension(doc): Extension<OpenApiDocument>,
 ) -> Json<utoipa::openapi::OpenApi> {
@@ -60,7 +61,7 @@ async fn openapi_json(
 
 /// A browsable HTML reference of this API, generated from the OpenAPI document.
 #[utoipa::path(get, path = "/api/docs", tag = "operations",
-    responses((status = 200, description = "HTML reference", content_type = "text/html")))]
+    responses((status = 200, description = "HTML reference", content_type = "text/html"), RateLimited))]
 async fn docs(Extension(doc): Extension<OpenApiDocument>) -> Html<String> {
     Html(render_reference(
         &serde_json::to_value(&*doc.0).unwrap_or_default(),

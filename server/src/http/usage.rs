@@ -10,6 +10,7 @@ use serde::Deserialize;
 use tracing::instrument;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
+use super::openapi::{BadRequest, RateLimited};
 use super::{
     extract::{ApiQuery, Auth},
     AppState,
@@ -31,6 +32,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct UsageQuery {
     /// Days in the per-day list, today included (1..=366, default 30).
@@ -69,8 +71,8 @@ fn per_day(used: &[UsageDay], first: NaiveDate, last: NaiveDate) -> Vec<UsageDay
 /// The account's chat replies and tokens this month (UTC) and on each of the last `days`
 /// days.
 #[utoipa::path(get, path = "/api/usage", tag = "auth", security(("bearer" = [])), params(UsageQuery),
-    responses((status = 200, body = UsageResponse), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, description = "API key without chat:read", body = ErrorBody)))]
+    responses((status = 200, body = UsageResponse), (status = 400, response = BadRequest), (status = 401, body = ErrorBody),
+        (status = 403, description = "API key without chat:read", body = ErrorBody), RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id))]
 async fn usage(
     State(state): State<AppState>,

@@ -11,6 +11,7 @@ use axum::{extract::State, http::StatusCode, Json};
 use tracing::instrument;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
+use super::openapi::{BadRequest, JsonBodyErrors, RateLimited};
 use super::{
     extract::{ApiJson, ApiPath, Auth},
     iso, AppState,
@@ -101,7 +102,7 @@ fn checked_events(names: &[String]) -> ApiResult<Vec<String>> {
 
 /// The account's webhooks, oldest first.
 #[utoipa::path(get, path = "/api/integrations/webhooks", tag = "webhooks", security(("bearer" = [])),
-    responses((status = 200, body = WebhooksResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+    responses((status = 200, body = WebhooksResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id))]
 async fn list(
     State(state): State<AppState>,
@@ -119,8 +120,8 @@ async fn list(
 /// reaches a private address, an empty or unknown event list, or a description over 500
 /// characters; 403 at 20 webhooks.
 #[utoipa::path(post, path = "/api/integrations/webhooks", tag = "webhooks", security(("bearer" = [])), request_body = CreateWebhookRequest,
-    responses((status = 201, body = CreatedWebhook), (status = 400, body = ErrorBody), (status = 401, body = ErrorBody),
-        (status = 403, description = "Missing scope or the webhook limit reached", body = ErrorBody)))]
+    responses((status = 201, body = CreatedWebhook), (status = 400, response = BadRequest), (status = 401, body = ErrorBody),
+        (status = 403, description = "Missing scope or the webhook limit reached", body = ErrorBody), JsonBodyErrors, RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id, webhook.id))]
 async fn create(
     State(state): State<AppState>,
@@ -177,7 +178,7 @@ async fn create(
 /// The event catalogue ("Webhook Events"): every type a webhook can subscribe to, with
 /// what its `data` holds.
 #[utoipa::path(get, path = "/api/integrations/webhooks/events", tag = "webhooks", security(("bearer" = [])),
-    responses((status = 200, body = WebhookEventsResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody)))]
+    responses((status = 200, body = WebhookEventsResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id))]
 async fn events(Auth(principal): Auth) -> ApiResult<Json<WebhookEventsResponse>> {
     principal.require(Scope::WebhooksRead)?;
@@ -195,7 +196,7 @@ async fn events(Auth(principal): Auth) -> ApiResult<Json<WebhookEventsResponse>>
 /// Delete a webhook with its delivery history; nothing more is sent to it.
 #[utoipa::path(delete, path = "/api/integrations/webhooks/{id}", tag = "webhooks", security(("bearer" = [])),
     params(("id" = String, Path, description = "Webhook id")),
-    responses((status = 200, body = SuccessResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = SuccessResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 400, response = BadRequest), RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id, webhook.id = %id))]
 async fn delete(
     State(state): State<AppState>,
@@ -213,7 +214,7 @@ async fn delete(
 /// The webhook's newest 100 deliveries, newest first, with their state and last answer.
 #[utoipa::path(get, path = "/api/integrations/webhooks/{id}/deliveries", tag = "webhooks", security(("bearer" = [])),
     params(("id" = String, Path, description = "Webhook id")),
-    responses((status = 200, body = WebhookDeliveriesResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = WebhookDeliveriesResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), (status = 400, response = BadRequest), RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id, webhook.id = %id))]
 async fn deliveries(
     State(state): State<AppState>,
@@ -236,7 +237,7 @@ async fn deliveries(
 #[utoipa::path(post, path = "/api/integrations/webhooks/{id}/deliveries/{deliveryId}/redeliver", tag = "webhooks", security(("bearer" = [])),
     params(("id" = String, Path, description = "Webhook id"), ("deliveryId" = String, Path, description = "Delivery id")),
     responses((status = 202, body = SuccessResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody), (status = 400, response = BadRequest), RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id, webhook.id = %id, delivery.id = %delivery_id))]
 async fn redeliver(
     State(state): State<AppState>,

@@ -17,6 +17,7 @@ use serde::Deserialize;
 use tracing::instrument;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
+use super::openapi::{BadRequest, JsonBodyErrors, RateLimited};
 use super::{
     chat::stream_reply,
     extract::{require_json_object, ApiPath, ApiQuery},
@@ -120,7 +121,7 @@ async fn preflight(
 /// allowed origins.
 #[utoipa::path(get, path = "/api/widget/{publicId}", tag = "widget",
     params(("publicId" = String, Path, description = "The website integration's public id (pub_...)")),
-    responses((status = 200, body = WidgetInfo), (status = 403, description = "Origin missing or not allowed", body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = WidgetInfo), (status = 403, description = "Origin missing or not allowed", body = ErrorBody), (status = 404, body = ErrorBody), (status = 400, response = BadRequest), RateLimited))]
 #[instrument(skip_all, fields(widget = %public_id))]
 async fn info(
     State(state): State<AppState>,
@@ -150,10 +151,10 @@ async fn info(
 /// `requestsPerMinute`, default 60, all visitors together): 429 with `Retry-After`.
 #[utoipa::path(post, path = "/api/widget/{publicId}/chat", tag = "widget", request_body = WidgetChatRequest,
     params(("publicId" = String, Path, description = "The website integration's public id (pub_...)")),
-    responses((status = 200, description = "text/event-stream of `{chunk}` frames, then `[DONE]`"),
-        (status = 400, body = ErrorBody), (status = 403, description = "Origin missing or not allowed", body = ErrorBody),
-        (status = 404, body = ErrorBody), (status = 409, description = "No agent is linked", body = ErrorBody),
-        (status = 429, body = ErrorBody)))]
+    responses((status = 200, description = "`data: {\"chunk\": \"...\"}` frames, then `data: [DONE]`",
+            content_type = "text/event-stream", body = String),
+        (status = 400, response = BadRequest), (status = 403, description = "Origin missing or not allowed", body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, description = "No agent is linked", body = ErrorBody), JsonBodyErrors, RateLimited))]
 #[instrument(skip_all, fields(widget = %public_id))]
 async fn send(
     State(state): State<AppState>,
@@ -197,6 +198,7 @@ async fn send(
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(rename_all = "camelCase")]
 struct VisitorQuery {
     /// The visitor's id (see `POST /api/widget/{publicId}/chat`).
@@ -207,8 +209,8 @@ struct VisitorQuery {
 /// that the widget can show it again after the page reloads.
 #[utoipa::path(get, path = "/api/widget/{publicId}/messages", tag = "widget",
     params(("publicId" = String, Path, description = "The website integration's public id (pub_...)"), VisitorQuery),
-    responses((status = 200, body = WidgetMessagesResponse), (status = 400, body = ErrorBody),
-        (status = 403, description = "Origin missing or not allowed", body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = WidgetMessagesResponse), (status = 400, response = BadRequest),
+        (status = 403, description = "Origin missing or not allowed", body = ErrorBody), (status = 404, body = ErrorBody), RateLimited))]
 #[instrument(skip_all, fields(widget = %public_id))]
 async fn messages(
     State(state): State<AppState>,
