@@ -5,8 +5,12 @@ use std::{collections::BTreeSet, fmt, str::FromStr};
 
 use secrecy::{ExposeSecret, SecretString};
 
+/// Longest email address: 254 characters, counted in bytes of the trimmed, lower-cased
+/// address (RFC 5321 § 4.5.3.1.3: a path of at most 256 octets holds `<` address `>`).
+pub const EMAIL_MAX: usize = 254;
+
 /// A normalised email address (trimmed, lower-cased), syntactically valid per RFC 5322
-/// addr-spec (through the `email_address` crate), at most 254 characters (RFC 5321 § 4.5.3).
+/// addr-spec (through the `email_address` crate), at most [`EMAIL_MAX`] characters.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Email(String);
 
@@ -17,8 +21,8 @@ impl Email {
         if s.is_empty() {
             return Err("email is required".into());
         }
-        if s.len() > 254 {
-            return Err("email must be at most 254 characters".into());
+        if s.len() > EMAIL_MAX {
+            return Err(format!("email must be at most {EMAIL_MAX} characters"));
         }
         let parsed = email_address::EmailAddress::from_str(&s)
             .map_err(|_| format!("`{}` is not a valid email address", raw.trim()))?;

@@ -198,7 +198,14 @@ fn request_span(request: &Request) -> Span {
 /// The routes: `/api` (JSON) and the dashboard (Leptos SSR and its static files), without
 /// the middleware of [`service`].
 pub fn router(state: AppState) -> Router {
-    let (api, openapi) = http::api_router().split_for_parts();
+    let (api, mut openapi) = http::api_router().split_for_parts();
+    let missing = http::openapi::apply_input_rules(&mut openapi, &state.config);
+    if !missing.is_empty() {
+        tracing::warn!(
+            ?missing,
+            "request fields without their length rule in the OpenAPI document"
+        );
+    }
     let api: Router<AppState> = api
         .route("/api", any(http::api_not_found))
         .route("/api/{*rest}", any(http::api_not_found))

@@ -64,10 +64,15 @@ pub fn new_public_id() -> String {
     format!("{PUBLIC_ID_PREFIX}{}", URL_SAFE_NO_PAD.encode(bytes))
 }
 
-/// Whether `id` is a well-formed visitor id: 16 to 64 characters of `A-Z a-z 0-9 _ -`
-/// (the widget makes them from `crypto.randomUUID()`).
+/// Shortest visitor id, in characters.
+pub const VISITOR_ID_MIN: usize = 16;
+/// Longest visitor id, in characters.
+pub const VISITOR_ID_MAX: usize = 64;
+
+/// Whether `id` is a well-formed visitor id: [`VISITOR_ID_MIN`] to [`VISITOR_ID_MAX`]
+/// characters of `A-Z a-z 0-9 _ -` (the widget makes them from `crypto.randomUUID()`).
 pub fn valid_visitor_id(id: &str) -> bool {
-    (16..=64).contains(&id.len())
+    (VISITOR_ID_MIN..=VISITOR_ID_MAX).contains(&id.len())
         && id
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')

@@ -21,6 +21,9 @@ use crate::{
     store::ApiKeyRecord,
 };
 
+/// Longest API key name, in characters after trimming.
+pub const NAME_MAX: usize = 100;
+
 /// Live keys one account may hold.
 pub const MAX_KEYS_PER_USER: usize = 100;
 
@@ -93,7 +96,7 @@ async fn create(
     ApiJson(body): ApiJson<CreateApiKeyRequest>,
 ) -> ApiResult<(StatusCode, Json<CreatedApiKey>)> {
     principal.require_session()?;
-    let name = parse_name("name", &body.name, 100).map_err(ApiError::BadRequest)?;
+    let name = parse_name("name", &body.name, NAME_MAX).map_err(ApiError::BadRequest)?;
     let scopes = ScopeSet::parse(&body.scopes).map_err(ApiError::BadRequest)?;
     let expires_at = match body.expires_at.as_deref().filter(|s| !s.trim().is_empty()) {
         Some(raw) => {

@@ -35,6 +35,11 @@ use crate::{
     store::{NewUser, TokenPurpose, UserRecord},
 };
 
+/// Longest user name at signup, in characters after trimming.
+pub const USER_NAME_MAX: usize = 200;
+/// Longest company name at signup, in characters after trimming.
+pub const COMPANY_MAX: usize = 200;
+
 /// How long an email verification link works (issue: foundation, 24 hours).
 pub const VERIFY_TTL: Duration = Duration::hours(24);
 /// How long a password reset link works (OWASP Forgot Password Cheat Sheet: short-lived).
@@ -126,11 +131,11 @@ async fn signup(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<SignupRequest>,
 ) -> ApiResult<(StatusCode, Json<SignupResponse>)> {
-    let name = parse_name("name", &body.name, 200).map_err(ApiError::BadRequest)?;
+    let name = parse_name("name", &body.name, USER_NAME_MAX).map_err(ApiError::BadRequest)?;
     let email = Email::parse(&body.email).map_err(ApiError::BadRequest)?;
     let password = Password::parse(body.password).map_err(ApiError::BadRequest)?;
-    let company =
-        parse_optional("company", body.company.as_deref(), 200).map_err(ApiError::BadRequest)?;
+    let company = parse_optional("company", body.company.as_deref(), COMPANY_MAX)
+        .map_err(ApiError::BadRequest)?;
     let country = match body
         .country
         .as_deref()

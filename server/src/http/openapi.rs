@@ -1,6 +1,8 @@
 //! Shared parts of the OpenAPI document (`GET /api/openapi.json`): the error answers that
 //! whole kinds of operations share, referenced from the handlers' `#[utoipa::path]`
-//! annotations instead of being described again in each.
+//! annotations instead of being described again in each, and the length rules of request
+//! fields, written into the request schemas from the constants and configuration that the
+//! handlers validate with (so the document cannot state a limit the code does not apply).
 //!
 //! Which operation lists which shared answer:
 //! - every operation with input (a JSON body, a path or a query parameter): 400,
@@ -9,7 +11,12 @@
 //! - every operation but `GET /api/health`: 429 with its headers, [`RateLimited`].
 
 use app::api::ErrorBody;
-use utoipa::{IntoResponses, ToResponse};
+use utoipa::{
+    openapi::{schema::Schema, OpenApi, RefOr},
+    IntoResponses, ToResponse,
+};
+
+use crate::config::Config;
 
 /// The input is invalid: the JSON body is malformed or not a JSON object, a field is
 /// missing, has the wrong type or breaks its rule (see the request schema), or a path or
@@ -55,3 +62,174 @@ pub enum JsonBodyErrors {
 #[derive(IntoResponses)]
 #[response(status = 429)]
 pub struct RateLimited(#[ref_response] pub TooManyRequests);
+
+/// A length rule of one string field of a request body, in characters.
+struct Length {
+    /// The request body's schema, e.g. `CreateAgentRequest`.
+    schema: &'static str,
+    /// The field's JSON name.
+    field: &'static str,
+    /// Fewest characters; 0 adds no `minLength`.
+    min: usize,
+    /// Most characters, when the handler enforces a maximum.
+    max: Option<usize>,
+}
+
+/// The length rules of request fields, each taken from the constant or the configuration
+/// that its handler checks. Strings that must not be empty have at least 1 character.
+fn lengths(config: &Config) -> Vec<Length> {
+    use crate::{
+        channels::widget::{VISITOR_ID_MAX, VISITOR_ID_MIN},
+        domain::{EMAIL_MAX, PASSWORD_MAX, PASSWORD_MIN},
+        http::{agents, api_keys, auth, webhooks, URL_MAX},
+        integrations::MAX_NAME_CHARS as INTEGRATION_NAME_MAX,
+    };
+    let rule = |schema, field, min, max| Length {
+        schema,
+        field,
+        min,
+        max,
+    };
+    let message_max = Some(config.max_message_chars);
+    let mut rules = vec![
+        rule("SignupRequest", "name", 1, Some(auth::USER_NAME_MAX)),
+        rule("SignupRequest", "email", 1, Some(EMAIL_MAX)),
+        rule(
+            "SignupRequest",
+            "password",
+            PASSWORD_MIN,
+            Some(PASSWORD_MAX),
+        ),
+        rule("SignupRequest", "company", 0, Some(auth::COMPANY_MAX)),
+        rule("LoginRequest", "email", 1, Some(EMAIL_MAX)),
+        rule("LoginRequest", "password", 1, None),
+        rule("EmailRequest", "email", 1, Some(EMAIL_MAX)),
+        rule("TokenRequest", "token", 1, None),
+        rule("ResetPasswordRequest", "token", 1, None),
+        rule(
+            "ResetPasswordRequest",
+            "password",
+            PASSWORD_MIN,
+            Some(PASSWORD_MAX),
+        ),
+        rule("OAuthExchangeRequest", "code", 1, None),
+        rule("CreateApiKeyRequest", "name", 1, Some(api_keys::NAME_MAX)),
+        rule("ChatRequest", "message", 1, message_max),
+        rule("AddUrlRequest", "url", 1, Some(URL_MAX)),
+        rule("CreateIntegrationRequest", "providerCode", 1, None),
+        rule(
+            "CreateIntegrationRequest",
+            "name",
+            1,
+            Some(INTEGRATION_NAME_MAX),
+        ),
+        rule(
+            "UpdateIntegrationRequest",
+            "name",
+            1,
+            Some(INTEGRATION_NAME_MAX),
+        ),
+        rule("CreateWebhookRequest", "url", 1, Some(URL_MAX)),
+        rule(
+            "CreateWebhookRequest",
+            "description",
+            0,
+            Some(webhooks::DESCRIPTION_MAX),
+        ),
+        rule(
+            "WidgetChatRequest",
+            "visitorId",
+            VISITOR_ID_MIN,
+            Some(VISITOR_ID_MAX),
+        ),
+        rule("WidgetChatRequest", "message", 1, message_max),
+    ];
+    for schema in ["CreateAgentRequest", "UpdateAgentRequest"] {
+        rules.extend([
+            rule(schema, "name", 1, Some(agents::NAME_MAX)),
+            rule(schema, "description", 0, Some(agents::DESCRIPTION_MAX)),
+            rule(schema, "systemPrompt", 0, Some(agents::SYSTEM_PROMPT_MAX)),
+        ]);
+    }
+    rules
+}
+
+/// Array fields of request bodies that must not be empty: `(schema, field)`.
+const NON_EMPTY_LISTS: [(&str, &str); 2] = [
+    ("CreateApiKeyRequest", "scopes"),
+    ("CreateWebhookRequest", "events"),
+];
+
+/// The property `field` of the component schema `schema`, when both exist.
+fn property<'a>(doc: &'a mut OpenApi, schema: &str, field: &str) -> Option<&'a mut Schema> {
+    let components = doc.components.as_mut()?;
+    let RefOr::T(Schema::Object(object)) = components.schemas.get_mut(schema)? else {
+        return None;
+    };
+    match object.properties.get_mut(field)? {
+        RefOr::T(property) => Some(property),
+        RefOr::Ref(_) => None,
+    }
+}
+
+/// Writes the length rules of request fields into `doc`'s schemas: `minLength` and
+/// `maxLength` (JSON Schema 2020-12 validation § 6.3) on strings, `minItems` (§ 6.4) on
+/// lists that must not be empty, and the visitor id's alphabet as `pattern`. Message
+/// limits follow `config` (`MAX_MESSAGE_CHARS`).
+///
+/// Returns the `schema.field` names of rules whose field is not in the document, which
+/// would mean that a request type changed without its rule: empty when all applied.
+pub fn apply_input_rules(doc: &mut OpenApi, config: &Config) -> Vec<String> {
+    let mut missing = Vec::new();
+    for rule in lengths(config) {
+        match property(doc, rule.schema, rule.field) {
+            Some(Schema::Object(string)) => {
+                if rule.min > 0 {
+                    string.min_length = Some(rule.min);
+                }
+                string.max_length = rule.max;
+                if (rule.schema, rule.field) == ("WidgetChatRequest", "visitorId") {
+                    string.pattern = Some("^[A-Za-z0-9_-]+$".into());
+                }
+            }
+            _ => missing.push(format!("{}.{}", rule.schema, rule.field)),
+        }
+    }
+    for (schema, field) in NON_EMPTY_LISTS {
+        match property(doc, schema, field) {
+            Some(Schema::Array(list)) => list.min_items = Some(1),
+            _ => missing.push(format!("{schema}.{field}")),
+        }
+    }
+    missing
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_input_rule_finds_its_field() {
+        let (_, mut doc) = crate::http::api_router().split_for_parts();
+        let dir = tempfile::tempdir().unwrap();
+        let mut config =
+            Config::with_data_dir(dir.path().to_path_buf(), "127.0.0.1:0".parse().unwrap())
+                .unwrap();
+        config.max_message_chars = 1234;
+        assert_eq!(apply_input_rules(&mut doc, &config), Vec::<String>::new());
+        let json = serde_json::to_value(&doc).unwrap();
+        let field = |schema: &str, field: &str| {
+            json["components"]["schemas"][schema]["properties"][field].clone()
+        };
+        assert_eq!(field("ChatRequest", "message")["maxLength"], 1234);
+        assert_eq!(field("ChatRequest", "message")["minLength"], 1);
+        assert_eq!(
+            field("CreateAgentRequest", "name")["maxLength"],
+            crate::http::agents::NAME_MAX
+        );
+        assert!(field("CreateAgentRequest", "description")
+            .get("minLength")
+            .is_none());
+        assert_eq!(field("CreateWebhookRequest", "events")["minItems"], 1);
+    }
+}

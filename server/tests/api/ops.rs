@@ -111,6 +111,196 @@ async fn the_openapi_document_covers_every_endpoint() {
     assert!(doc["components"]["securitySchemes"]["bearer"].is_object());
 }
 
+/// `value`, or what it points to when it is a `$ref` into `doc`.
+fn resolve<'a>(doc: &'a Value, value: &'a Value) -> &'a Value {
+    match value.get("$ref").and_then(Value::as_str) {
+        Some(target) => doc
+            .pointer(target.trim_start_matches('#'))
+            .unwrap_or_else(|| panic!("{target} points nowhere")),
+        None => value,
+    }
+}
+
+/// Whether a schema admits strings (`"type": "string"` or a type list with it).
+fn is_string(schema: &Value) -> bool {
+    schema["type"] == "string"
+        || schema["type"]
+            .as_array()
+            .is_some_and(|types| types.contains(&Value::from("string")))
+}
+
+/// What the document must say about every operation: 400 where it takes input (a body, a
+/// path or a query parameter), 413 and 415 where it takes a JSON body, 429 with its headers
+/// wherever requests are metered (all but health); query parameters `in: query`; required
+/// strings of request bodies at least one character long; the chat reply as JSON and as an
+/// event stream; and the length limits that the handlers check.
+#[tokio::test]
+async fn every_operation_documents_its_errors_parameters_and_input_rules() {
+    let app = spawn_app_with(|c| c.max_message_chars = 777).await;
+    let doc: Value = app
+        .get("/api/openapi.json", None)
+        .await
+        .json()
+        .await
+        .unwrap();
+    let mut failures = Vec::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let name = format!("{} {path}", method.to_uppercase());
+            let responses = op["responses"].as_object().unwrap();
+            let params: Vec<Value> = op
+                .get("parameters")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            let template: Vec<&str> = path
+                .split('/')
+                .filter_map(|s| s.strip_prefix('{')?.strip_suffix('}'))
+                .collect();
+            for p in &params {
+                let param = p["name"].as_str().unwrap();
+                let place = if template.contains(&param) {
+                    "path"
+                } else {
+                    "query"
+                };
+                if p["in"] != place {
+                    failures.push(format!("{name}: {param} is in {}, not {place}", p["in"]));
+                }
+            }
+            for param in &template {
+                if !params
+                    .iter()
+                    .any(|p| p["name"] == *param && p["in"] == "path")
+                {
+                    failures.push(format!("{name}: path parameter {param} undocumented"));
+                }
+            }
+            let body = op.get("requestBody");
+            if (body.is_some() || !params.is_empty()) && !responses.contains_key("400") {
+                failures.push(format!("{name}: takes input but documents no 400"));
+            }
+            let json_schema = body.and_then(|b| b.pointer("/content/application~1json/schema"));
+            if json_schema.is_some() {
+                for status in ["413", "415"] {
+                    if !responses.contains_key(status) {
+                        failures.push(format!("{name}: takes JSON but documents no {status}"));
+                    }
+                }
+            }
+            match (name == "GET /api/health", responses.get("429")) {
+                (true, None) => {}
+                (true, Some(_)) => failures.push(format!("{name}: is not metered")),
+                (false, None) => failures.push(format!("{name}: is metered but has no 429")),
+                (false, Some(limited)) => {
+                    let limited = resolve(&doc, limited);
+                    for header in [
+                        "Retry-After",
+                        "X-RateLimit-Limit",
+                        "X-RateLimit-Remaining",
+                        "X-RateLimit-Reset",
+                    ] {
+                        if limited["headers"].get(header).is_none() {
+                            failures.push(format!("{name}: its 429 lacks {header}"));
+                        }
+                    }
+                }
+            }
+            if let Some(schema) = json_schema {
+                let schema = resolve(&doc, schema);
+                let required = schema["required"].as_array().cloned().unwrap_or_default();
+                for (field, property) in schema["properties"].as_object().into_iter().flatten() {
+                    let property = resolve(&doc, property);
+                    let needed = required.contains(&Value::from(field.as_str()));
+                    if needed
+                        && is_string(property)
+                        && property["minLength"].as_u64().is_none_or(|n| n < 1)
+                    {
+                        failures.push(format!("{name}: required string {field} lacks minLength"));
+                    }
+                }
+            }
+        }
+    }
+    let chat = &doc["paths"]["/api/agents/{agentId}/chat"]["post"]["responses"]["200"]["content"];
+    for media in ["application/json", "text/event-stream"] {
+        if chat.get(media).is_none() {
+            failures.push(format!(
+                "POST /api/agents/{{agentId}}/chat: 200 lacks {media}"
+            ));
+        }
+    }
+
+    use agentchat::http::{agents, api_keys, auth, webhooks, URL_MAX};
+    let limits = [
+        ("SignupRequest", "name", 1, Some(auth::USER_NAME_MAX)),
+        ("CreateApiKeyRequest", "name", 1, Some(api_keys::NAME_MAX)),
+        ("CreateAgentRequest", "name", 1, Some(agents::NAME_MAX)),
+        ("UpdateAgentRequest", "name", 1, Some(agents::NAME_MAX)),
+        (
+            "CreateAgentRequest",
+            "description",
+            0,
+            Some(agents::DESCRIPTION_MAX),
+        ),
+        (
+            "UpdateAgentRequest",
+            "description",
+            0,
+            Some(agents::DESCRIPTION_MAX),
+        ),
+        (
+            "CreateAgentRequest",
+            "systemPrompt",
+            0,
+            Some(agents::SYSTEM_PROMPT_MAX),
+        ),
+        (
+            "UpdateAgentRequest",
+            "systemPrompt",
+            0,
+            Some(agents::SYSTEM_PROMPT_MAX),
+        ),
+        (
+            "CreateIntegrationRequest",
+            "name",
+            1,
+            Some(agentchat::integrations::MAX_NAME_CHARS),
+        ),
+        (
+            "UpdateIntegrationRequest",
+            "name",
+            1,
+            Some(agentchat::integrations::MAX_NAME_CHARS),
+        ),
+        (
+            "CreateWebhookRequest",
+            "description",
+            0,
+            Some(webhooks::DESCRIPTION_MAX),
+        ),
+        ("CreateWebhookRequest", "url", 1, Some(URL_MAX)),
+        ("AddUrlRequest", "url", 1, Some(URL_MAX)),
+        ("ChatRequest", "message", 1, Some(777)),
+        ("WidgetChatRequest", "message", 1, Some(777)),
+        ("LoginRequest", "password", 1, None),
+    ];
+    for (schema, field, min, max) in limits {
+        let property = &doc["components"]["schemas"][schema]["properties"][field];
+        let found = (
+            property["minLength"].as_u64().unwrap_or(0) as usize,
+            property["maxLength"].as_u64().map(|n| n as usize),
+        );
+        if found != (min, max) {
+            failures.push(format!(
+                "{schema}.{field}: lengths {found:?}, not {:?}",
+                (min, max)
+            ));
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 #[tokio::test]
 async fn the_reference_page_lists_the_endpoints() {
     let app = spawn_app().await;
