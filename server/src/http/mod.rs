@@ -16,6 +16,7 @@ pub mod integrations;
 pub mod knowledge;
 pub mod oauth;
 pub mod ops;
+pub mod security;
 pub mod usage;
 pub mod webhooks;
 pub mod widget;

@@ -7,6 +7,7 @@ mod auth;
 mod channels;
 mod chat;
 mod cli;
+mod connections;
 mod embeddings;
 mod errors;
 mod helpers;
