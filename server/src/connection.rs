@@ -110,13 +110,17 @@ pub fn fit_open_files(max_connections: usize) -> Option<u64> {
 /// What one connection is doing, shared by its socket ([`Watched`]), its requests
 /// ([`Activity::begin`]) and its timer ([`Deadline`]). Every change happens while the
 /// connection's task polls its connection (hyper reads the socket, calls the service and
-/// drops a finished answer's body there), so [`Deadline`] sees each change right after it.
+/// drops a finished answer's body there), so [`Deadline`] sees each change right after it;
+/// it tells changes apart by their count, since several may happen in one poll (a request
+/// read, answered and finished: idle before and after, but idle since now).
 #[derive(Debug)]
 pub struct Activity {
     /// Requests whose answer is not finished yet (0 or 1 on HTTP/1.1).
     in_flight: AtomicUsize,
     /// Bytes of a request's head have arrived and no request has started since.
     head_started: AtomicBool,
+    /// Phase changes so far.
+    changes: AtomicUsize,
 }
 
 /// The phase of a connection (see the module's documentation).
@@ -136,6 +140,7 @@ impl Activity {
         Arc::new(Self {
             in_flight: AtomicUsize::new(0),
             head_started: AtomicBool::new(true),
+            changes: AtomicUsize::new(0),
         })
     }
 
@@ -155,13 +160,25 @@ impl Activity {
     pub fn begin(self: &Arc<Self>) -> InFlight {
         self.in_flight.fetch_add(1, Ordering::AcqRel);
         self.head_started.store(false, Ordering::Release);
+        self.changed();
         InFlight(self.clone())
+    }
+
+    /// Phase changes so far.
+    pub fn changes(&self) -> usize {
+        self.changes.load(Ordering::Acquire)
+    }
+
+    fn changed(&self) {
+        self.changes.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Bytes arrived from the client: outside a request, they start a request's head.
     fn received(&self) {
-        if self.in_flight.load(Ordering::Acquire) == 0 {
+        if self.in_flight.load(Ordering::Acquire) == 0 && !self.head_started.load(Ordering::Acquire)
+        {
             self.head_started.store(true, Ordering::Release);
+            self.changed();
         }
     }
 }
@@ -173,6 +190,7 @@ pub struct InFlight(Arc<Activity>);
 impl Drop for InFlight {
     fn drop(&mut self) {
         self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+        self.0.changed();
     }
 }
 
@@ -299,6 +317,7 @@ pin_project_lite::pin_project! {
         timer: tokio::time::Sleep,
         activity: Arc<Activity>,
         phase: Phase,
+        seen: usize,
         header_read_timeout: Duration,
         idle_timeout: Duration,
     }
@@ -311,6 +330,7 @@ impl<C> Deadline<C> {
             connection,
             timer: tokio::time::sleep(limits.header_read_timeout),
             phase: activity.phase(),
+            seen: activity.changes(),
             activity,
             header_read_timeout: limits.header_read_timeout,
             idle_timeout: limits.idle_timeout,
@@ -326,10 +346,12 @@ impl<C: Future> Future for Deadline<C> {
         if let Poll::Ready(done) = this.connection.poll(cx) {
             return Poll::Ready(Ok(done));
         }
-        let phase = this.activity.phase();
-        if phase != *this.phase {
-            *this.phase = phase;
-            let limit = match phase {
+        let changes = this.activity.changes();
+        if changes != *this.seen {
+            // The phase now in force began during this poll.
+            *this.seen = changes;
+            *this.phase = this.activity.phase();
+            let limit = match *this.phase {
                 Phase::Head => Some(*this.header_read_timeout),
                 Phase::Idle => Some(*this.idle_timeout),
                 Phase::Busy => None,
@@ -340,6 +362,7 @@ impl<C: Future> Future for Deadline<C> {
                     .reset(tokio::time::Instant::now() + limit);
             }
         }
+        let phase = *this.phase;
         match phase {
             Phase::Busy => Poll::Pending,
             Phase::Head | Phase::Idle => {
@@ -420,6 +443,30 @@ mod tests {
         assert!(
             took >= Duration::from_secs(35) && took < Duration::from_millis(35_010),
             "busy for 30 s, then idle for 5 s: {took:?}"
+        );
+
+        // A request read, answered and finished within one poll: idle before and after,
+        // but the idle time starts again.
+        let activity = Activity::new();
+        let request = activity.begin();
+        let connection = {
+            let activity = activity.clone();
+            async move {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                drop(request);
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                activity.received();
+                drop(activity.begin());
+                std::future::pending::<()>().await
+            }
+        };
+        let started = tokio::time::Instant::now();
+        let ended = Deadline::new(connection, activity, &limits).await;
+        assert_eq!(ended, Err(TimedOut::Idle));
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_secs(9) && took < Duration::from_millis(9_010),
+            "idle again from the second request's end (4 s) for 5 s: {took:?}"
         );
     }
 }
