@@ -120,6 +120,11 @@ pub struct Config {
     pub leptos_site_root: String,
     /// `LEPTOS_SITE_PKG_DIR`, default `pkg`.
     pub leptos_site_pkg_dir: String,
+    /// The live-reload websocket's port while the site runs under `cargo leptos watch`,
+    /// which sets `LEPTOS_WATCH` (and `LEPTOS_RELOAD_PORT`, default 3001, the workspace's
+    /// `reload-port`); `None` otherwise. Pages then load the live-reload script, and their
+    /// Content Security Policy lets it connect (see `http::security::DashboardPolicy`).
+    pub live_reload_port: Option<u16>,
 }
 
 impl std::fmt::Debug for Config {
@@ -306,6 +311,15 @@ impl Config {
         if let Some(v) = var("LEPTOS_SITE_PKG_DIR") {
             config.leptos_site_pkg_dir = v;
         }
+        if var("LEPTOS_WATCH").is_some() {
+            config.live_reload_port = Some(match var("LEPTOS_RELOAD_PORT") {
+                Some(v) => v
+                    .trim()
+                    .parse()
+                    .context("LEPTOS_RELOAD_PORT must be a port number")?,
+                None => DEFAULT_RELOAD_PORT,
+            });
+        }
         Ok(config)
     }
 
@@ -353,6 +367,7 @@ impl Config {
             leptos_output_name: "agentchat".into(),
             leptos_site_root: "target/site".into(),
             leptos_site_pkg_dir: "pkg".into(),
+            live_reload_port: None,
             data_dir,
         })
     }
@@ -397,6 +412,10 @@ impl Config {
         self.public_url.starts_with("https://")
     }
 }
+
+/// The live-reload port of `cargo leptos watch` unless `LEPTOS_RELOAD_PORT` says another
+/// (the workspace's `reload-port` in Cargo.toml).
+pub const DEFAULT_RELOAD_PORT: u16 = 3001;
 
 /// The Telegram Bot API (core.telegram.org/bots/api, "Making requests").
 pub const TELEGRAM_API_URL: &str = "https://api.telegram.org";

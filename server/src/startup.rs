@@ -5,7 +5,7 @@ use std::{convert::Infallible, future::Future, net::SocketAddr, sync::Arc, time:
 
 use axum::{
     extract::{ConnectInfo, DefaultBodyLimit, Request},
-    http::{HeaderName, StatusCode},
+    http::{header, HeaderName, StatusCode},
     response::{IntoResponse, Response},
     routing::any,
     serve::{Listener, ListenerExt, TapIo},
@@ -22,6 +22,7 @@ use tower_http::{
     compression::{CompressionLayer, CompressionLevel},
     request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer},
     services::ServeDir,
+    set_header::SetResponseHeaderLayer,
     trace::TraceLayer,
 };
 use tracing::Span;
@@ -87,6 +88,11 @@ impl Application {
             .site_root(config.leptos_site_root.clone())
             .site_pkg_dir(config.leptos_site_pkg_dir.clone())
             .site_addr(addr)
+            .reload_port(u32::from(
+                config
+                    .live_reload_port
+                    .unwrap_or(crate::config::DEFAULT_RELOAD_PORT),
+            ))
             .build();
         let models = build_models(&config)?;
         tokio::task::spawn_blocking(crate::llm::tokens::warm_up);
@@ -166,10 +172,13 @@ pub fn build_models(config: &Config) -> anyhow::Result<crate::llm::Models> {
     ))
 }
 
-/// What answers every request: a request id (`X-Request-Id`, made when the client sent
-/// none, echoed in the answer), a tracing span, a handler panic turned into a JSON 500, the
-/// JSON 431 for heads over the limits ([`http::security::HeadLimitLayer`]), then the `/api`
-/// middleware ([`http::ApiService`]: identity, rate limit, `X-RateLimit-*`) and [`router`].
+/// What answers every request: the security headers of every answer
+/// ([`http::security`]: `X-Content-Type-Options`, `Referrer-Policy`, `X-Frame-Options`, a
+/// default Content Security Policy, and `Strict-Transport-Security` with an https
+/// `PUBLIC_URL`), a request id (`X-Request-Id`, made when the client sent none, echoed in
+/// the answer), a tracing span, a handler panic turned into a JSON 500, the JSON 431 for
+/// heads over the limits ([`http::security::HeadLimitLayer`]), then the `/api` middleware
+/// ([`http::ApiService`]: identity, rate limit, `X-RateLimit-*`) and [`router`].
 ///
 /// The layers wrap the router once, as one tower stack, rather than every route through
 /// `Router::layer`: a layered route is cloned (a boxed copy of every layer below it) on
@@ -183,8 +192,29 @@ pub fn service(
        + Sync
        + 'static {
     let router = router(state.clone());
+    let hsts = security::hsts(&state.config.public_url);
     ServiceBuilder::new()
         .map_response(IntoResponse::into_response)
+        .layer(SetResponseHeaderLayer::overriding(
+            header::X_CONTENT_TYPE_OPTIONS,
+            security::NOSNIFF,
+        ))
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::REFERRER_POLICY,
+            security::REFERRER_POLICY,
+        ))
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::X_FRAME_OPTIONS,
+            security::FRAME_OPTIONS,
+        ))
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::CONTENT_SECURITY_POLICY,
+            security::DEFAULT_CSP,
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::STRICT_TRANSPORT_SECURITY,
+            hsts,
+        ))
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
         .layer(TraceLayer::new_for_http().make_span_with(request_span as fn(&Request) -> Span))
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
@@ -214,6 +244,9 @@ pub fn router(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(http::MAX_JSON_BODY));
     let routes = generate_route_list(app::App);
     let leptos = state.leptos.clone();
+    let pages = security::page_headers(security::DashboardPolicy::new(
+        state.config.live_reload_port,
+    ));
     // The dashboard's WASM, JS and CSS, compressed (brotli or gzip, as the browser accepts):
     // the release WASM is about 2 MB and 0.6 MB as brotli (BENCHMARKS.md § Dashboard).
     let pkg_path = format!("/{}", leptos.site_pkg_dir);
@@ -226,10 +259,13 @@ pub fn router(state: AppState) -> Router {
         .merge(api)
         .nest_service(&pkg_path, pkg)
         .route("/widget.js", axum::routing::get(http::widget::script))
-        .leptos_routes(&state, routes, move || app::shell(leptos.clone()))
-        .fallback(leptos_axum::file_and_error_handler::<AppState, _>(
-            app::shell,
-        ))
+        .leptos_routes_with_context(&state, routes, pages.clone(), move || {
+            app::shell(leptos.clone())
+        })
+        .fallback(leptos_axum::file_and_error_handler_with_context::<
+            AppState,
+            _,
+        >(pages, app::shell))
         .with_state(state)
 }
 

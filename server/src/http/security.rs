@@ -1,5 +1,20 @@
 //! Protections of every answer (README.md § Security): the limit on a request's head
-//! ([`HeadLimitLayer`]).
+//! ([`HeadLimitLayer`]) and the security headers.
+//!
+//! Headers, as [`crate::startup::service`] sets them:
+//!
+//! - every answer: `X-Content-Type-Options: nosniff` (Fetch standard § "X-Content-Type-Options
+//!   header"), `Referrer-Policy: strict-origin-when-cross-origin` unless the answer set a
+//!   stricter one (W3C Referrer Policy), `X-Frame-Options: DENY` (RFC 7034) and the
+//!   Content Security Policy [`DEFAULT_CSP`] unless the answer set its own (W3C CSP Level 3),
+//!   and with an https `PUBLIC_URL` `Strict-Transport-Security` ([`HSTS`], RFC 6797);
+//! - dashboard pages: their own policy with a nonce made for each page, which the inline
+//!   hydration script carries ([`DashboardPolicy`], set by [`page_headers`]), and
+//!   `Referrer-Policy: same-origin`;
+//! - `/api/docs`: a policy that allows its one inline stylesheet by hash
+//!   ([`crate::http::ops`]);
+//! - `/widget.js`: `Cross-Origin-Resource-Policy: cross-origin`, since third-party pages
+//!   load it ([`crate::http::widget`]).
 
 use std::{
     convert::Infallible,
@@ -8,7 +23,7 @@ use std::{
 
 use axum::{
     extract::Request,
-    http::StatusCode,
+    http::{header, HeaderValue, StatusCode},
     response::{IntoResponse, Response},
 };
 use futures::future::Either;
@@ -97,6 +112,90 @@ where
     }
 }
 
+/// `X-Content-Type-Options` on every answer: browsers take the declared `Content-Type`
+/// as it is and never guess another.
+pub const NOSNIFF: HeaderValue = HeaderValue::from_static("nosniff");
+/// `Referrer-Policy` of answers that set none: only the origin goes to other sites, and
+/// nothing from https to http.
+pub const REFERRER_POLICY: HeaderValue =
+    HeaderValue::from_static("strict-origin-when-cross-origin");
+/// `Referrer-Policy` of dashboard pages: no referrer at all to other sites (the dashboard's
+/// URLs carry ids and, for email links, single-use tokens).
+pub const DASHBOARD_REFERRER_POLICY: HeaderValue = HeaderValue::from_static("same-origin");
+/// `X-Frame-Options` of every answer: no page of this site may be framed (the dashboard's
+/// CSP says the same with `frame-ancestors 'none'` for browsers that read it).
+pub const FRAME_OPTIONS: HeaderValue = HeaderValue::from_static("DENY");
+/// Content Security Policy of answers that set none (API answers, files): nothing may be
+/// loaded or run by them, and they may not be framed. Dashboard pages and `/api/docs` set
+/// their own.
+pub const DEFAULT_CSP: HeaderValue = HeaderValue::from_static(
+    "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
+);
+/// `Strict-Transport-Security` with an https `PUBLIC_URL`: browsers use https only for a
+/// year, subdomains included (RFC 6797 § 6.1).
+pub const HSTS: HeaderValue = HeaderValue::from_static("max-age=31536000; includeSubDomains");
+
+/// `Strict-Transport-Security` for a service at `public_url`: [`HSTS`] when it is https,
+/// none otherwise (browsers ignore it over http, and a site reached over http must not
+/// be told to use https).
+pub fn hsts(public_url: &str) -> Option<HeaderValue> {
+    public_url.starts_with("https://").then_some(HSTS)
+}
+
+/// The Content Security Policy of dashboard pages (W3C CSP Level 3).
+///
+/// Scripts only from this site and the page's inline hydration script (by its nonce);
+/// WebAssembly may be compiled (`'wasm-unsafe-eval'`, the dashboard is a WASM module);
+/// styles, images, fonts and requests only from this site; no plugins; `<base>` and form
+/// targets only on this site; the page may not be framed. With `cargo leptos watch`
+/// (`LEPTOS_WATCH` set) the live-reload websocket on the reload port is allowed too.
+#[derive(Clone, Debug)]
+pub struct DashboardPolicy {
+    /// `connect-src` sources besides `'self'`.
+    connect_extra: String,
+}
+
+impl DashboardPolicy {
+    /// The policy; `live_reload_port` is the live-reload websocket's port when the site
+    /// runs under `cargo leptos watch`.
+    pub fn new(live_reload_port: Option<u16>) -> Self {
+        Self {
+            connect_extra: live_reload_port
+                .map(|port| format!(" ws://*:{port} wss://*:{port}"))
+                .unwrap_or_default(),
+        }
+    }
+
+    /// The policy's header value for a page whose inline scripts carry `nonce` (base64
+    /// characters only, as Leptos makes it).
+    pub fn header(&self, nonce: &str) -> Option<HeaderValue> {
+        HeaderValue::try_from(format!(
+            "default-src 'self'; script-src 'self' 'nonce-{nonce}' 'wasm-unsafe-eval'; \
+             style-src 'self'; img-src 'self'; font-src 'self'; connect-src 'self'{}; \
+             object-src 'none'; base-uri 'self'; form-action 'self'; frame-ancestors 'none'",
+            self.connect_extra
+        ))
+        .ok()
+    }
+}
+
+/// Context for Leptos's page rendering (`leptos_routes_with_context`,
+/// `file_and_error_handler_with_context`): sets the page's Content Security Policy with the
+/// nonce Leptos made for it (and put on its hydration script), and
+/// [`DASHBOARD_REFERRER_POLICY`]. Does nothing outside a page render (static files).
+pub fn page_headers(policy: DashboardPolicy) -> impl Fn() + Clone + Send + Sync + 'static {
+    move || {
+        let Some(response) = leptos::prelude::use_context::<leptos_axum::ResponseOptions>() else {
+            return;
+        };
+        let Some(value) = leptos::nonce::use_nonce().and_then(|nonce| policy.header(&nonce)) else {
+            return;
+        };
+        response.insert_header(header::CONTENT_SECURITY_POLICY, value);
+        response.insert_header(header::REFERRER_POLICY, DASHBOARD_REFERRER_POLICY);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,5 +228,25 @@ mod tests {
             .collect();
         assert!(!head_within_limits(&request(&many)));
         assert!(head_within_limits(&request(&many[1..])));
+    }
+
+    #[test]
+    fn the_dashboard_policy_carries_the_nonce() {
+        let csp = DashboardPolicy::new(None).header("abc_-123").unwrap();
+        let csp = csp.to_str().unwrap();
+        assert!(csp.contains("script-src 'self' 'nonce-abc_-123' 'wasm-unsafe-eval';"));
+        assert!(csp.contains("frame-ancestors 'none'"));
+        assert!(!csp.contains("ws:"));
+        let watched = DashboardPolicy::new(Some(3001)).header("n").unwrap();
+        assert!(watched
+            .to_str()
+            .unwrap()
+            .contains("connect-src 'self' ws://*:3001 wss://*:3001;"));
+    }
+
+    #[test]
+    fn hsts_only_for_https() {
+        assert_eq!(hsts("https://chat.example.com"), Some(HSTS));
+        assert_eq!(hsts("http://127.0.0.1:3000"), None);
     }
 }

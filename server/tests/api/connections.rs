@@ -229,6 +229,7 @@ fn assert_json_431(answer: &RawAnswer) {
         "{body}"
     );
     assert_eq!(body.as_object().unwrap().len(), 2, "{body}");
+    assert_eq!(answer.header("x-content-type-options"), Some("nosniff"));
 }
 
 #[tokio::test]

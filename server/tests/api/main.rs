@@ -18,6 +18,7 @@ mod oauth;
 mod ops;
 mod providers;
 mod rate_limits;
+mod security;
 mod sessions;
 mod usage;
 mod webhooks;
