@@ -40,7 +40,8 @@ export GITHUB_TOKEN_URL="http://$identity_addr/login/oauth/access_token"
 export GITHUB_API_URL="http://$identity_addr/api"
 # end2end/tests/crawl.spec.ts serves a small site on 3190 for the crawler to read, and
 # end2end/tests/webhooks.spec.ts a webhook receiver on 3191 (end2end/tests/widget.spec.ts serves
-# its embedding page on 3192, which the server never requests).
+# its embedding page on 3192, and end2end/tests/security.spec.ts a host page with a strict
+# Content Security Policy on 3193; the server never requests either).
 export ALLOWED_PRIVATE_HOSTS="127.0.0.1:3190,127.0.0.1:3191"
 # Nothing outside this machine is called: the Telegram and Slack APIs point at a closed
 # local port (a Telegram integration made in the browser then shows why it is not working).

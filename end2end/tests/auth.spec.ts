@@ -1,4 +1,5 @@
-import { expect, test, type Page, type TestInfo } from "@playwright/test";
+import { expect, type Page, type TestInfo } from "@playwright/test";
+import { test } from "./helpers";
 import { waitForMail } from "./mail";
 
 /** The verification link inside the mail: `http(s)://HOST/api/auth/verify-email?token=...`. */

@@ -5,8 +5,8 @@
  * ("N of M pages") can be seen before the document becomes indexed.
  */
 import * as http from "node:http";
-import { expect, test } from "@playwright/test";
-import { createAgent, newAccount, screenshot, signIn, signUpVerified } from "./helpers";
+import { expect } from "@playwright/test";
+import { createAgent, newAccount, screenshot, signIn, signUpVerified, test } from "./helpers";
 
 const SITE_PORT = 3190;
 const PAGES = 20;

@@ -1,7 +1,7 @@
 import * as path from "node:path";
-import { expect, test } from "@playwright/test";
+import { expect } from "@playwright/test";
 import { waitForMail } from "./mail";
-import { createAgent, newAccount, screenshot, signIn, signUpVerified, VERIFY_LINK } from "./helpers";
+import { createAgent, newAccount, screenshot, signIn, signUpVerified, test, VERIFY_LINK } from "./helpers";
 
 /** A real document: the freedesktop.org Shared MIME-info specification (PDF). */
 const PDF = path.join(__dirname, "..", "fixtures", "shared-mime-info-spec.pdf");

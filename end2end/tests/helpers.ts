@@ -1,6 +1,49 @@
-/** Shared steps of the dashboard tests: accounts, sign-in and screenshots. */
-import { expect, type APIRequestContext, type Page, type TestInfo } from "@playwright/test";
+/**
+ * Shared steps of the dashboard tests: accounts, sign-in and screenshots, and `test`, which
+ * every spec uses: it fails a test when any page of its browser context reports a Content
+ * Security Policy violation (the dashboard's, `/api/docs`'s or a test page's own).
+ */
+import { test as base, expect, type APIRequestContext, type Page, type TestInfo } from "@playwright/test";
 import { waitForMail } from "./mail";
+
+/**
+ * Playwright's `test`, with an automatic check: every `securitypolicyviolation` event in
+ * any page or frame of the test's browser context (they bubble out of shadow roots too), and
+ * every console error about a Content Security Policy, is recorded; the test fails at its
+ * end if there was any.
+ */
+export const test = base.extend<{ cspViolations: string[] }>({
+  cspViolations: [
+    async ({ context }, use) => {
+      const violations: string[] = [];
+      await context.exposeBinding("__agentchatCspViolation", ({ page }, text: string) => {
+        violations.push(`${page.url()}: ${text}`);
+      });
+      await context.addInitScript(() => {
+        document.addEventListener(
+          "securitypolicyviolation",
+          (event) => {
+            const report = (window as unknown as { __agentchatCspViolation?: (text: string) => void })
+              .__agentchatCspViolation;
+            report?.(
+              `${event.effectiveDirective} refused ${event.blockedURI || "an inline resource"} ` +
+                `(${event.sourceFile || "page"}:${event.lineNumber}) under "${event.originalPolicy}"`,
+            );
+          },
+          true,
+        );
+      });
+      context.on("console", (message) => {
+        if (message.type() === "error" && /Content[- ]Security[- ]Policy/i.test(message.text())) {
+          violations.push(`${message.page()?.url() ?? "?"}: console: ${message.text()}`);
+        }
+      });
+      await use(violations);
+      expect(violations, "Content Security Policy violations").toEqual([]);
+    },
+    { auto: true },
+  ],
+});
 
 /** The verification link inside the mail: `http(s)://HOST/api/auth/verify-email?token=...`. */
 export const VERIFY_LINK = /https?:\/\/[^\s"'<>]+\/api\/auth\/verify-email\?token=[^\s"'<>&]+/;

@@ -1,6 +1,6 @@
 /** The integrations page: a form driven by the provider catalogue, masked credentials, delete. */
-import { expect, test } from "@playwright/test";
-import { createAgent, newAccount, screenshot, signIn, signUpVerified } from "./helpers";
+import { expect } from "@playwright/test";
+import { createAgent, newAccount, screenshot, signIn, signUpVerified, test } from "./helpers";
 
 const BOT_TOKEN = "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsawq";
 

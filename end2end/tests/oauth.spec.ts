@@ -3,8 +3,8 @@
  * runs next to the server (a consent page with "Authorize" and "Cancel", the token
  * endpoint with PKCE, and the user API; its user is octo@example.test).
  */
-import { expect, test } from "@playwright/test";
-import { screenshot } from "./helpers";
+import { expect } from "@playwright/test";
+import { screenshot, test } from "./helpers";
 
 const GITHUB_EMAIL = "octo@example.test";
 

@@ -6,8 +6,8 @@
  */
 import * as crypto from "node:crypto";
 import * as http from "node:http";
-import { expect, test } from "@playwright/test";
-import { createAgent, newAccount, screenshot, signIn, signUpVerified } from "./helpers";
+import { expect } from "@playwright/test";
+import { createAgent, newAccount, screenshot, signIn, signUpVerified, test } from "./helpers";
 
 const RECEIVER_PORT = 3191;
 

@@ -6,8 +6,8 @@
  * widget says so instead of answering.
  */
 import * as http from "node:http";
-import { expect, test } from "@playwright/test";
-import { createAgent, newAccount, screenshot, signIn, signUpVerified } from "./helpers";
+import { expect } from "@playwright/test";
+import { createAgent, newAccount, screenshot, signIn, signUpVerified, test } from "./helpers";
 
 const SITE_PORT = 3192;
 const ALLOWED = `http://127.0.0.1:${SITE_PORT}`;

@@ -44,8 +44,7 @@
   var host = document.createElement("div");
   host.setAttribute("data-agentchat-widget", publicId);
   var root = host.attachShadow({ mode: "open" });
-  root.innerHTML =
-    "<style>" +
+  var css =
     ":host{all:initial}" +
     ".ac{position:fixed;right:20px;bottom:20px;z-index:2147483000;font:14px/1.45 system-ui,sans-serif;color:#1f2430}" +
     ".bubble{display:flex;align-items:center;justify-content:center;width:56px;height:56px;border-radius:50%;border:0;background:#3451d1;color:#fff;font-size:24px;cursor:pointer;box-shadow:0 4px 14px rgba(0,0,0,.25)}" +
@@ -63,8 +62,8 @@
     "form{display:flex;gap:6px;padding:8px;border-top:1px solid #dde1ee}" +
     "textarea{flex:1;box-sizing:border-box;resize:none;height:40px;padding:8px;border:1px solid #c8cde0;border-radius:8px;font:inherit}" +
     "form button{border:0;border-radius:8px;background:#3451d1;color:#fff;padding:0 14px;cursor:pointer}" +
-    "form button:disabled{opacity:.5;cursor:default}" +
-    "</style>" +
+    "form button:disabled{opacity:.5;cursor:default}";
+  root.innerHTML =
     '<div class="ac">' +
     '<div class="panel" role="dialog" aria-label="Chat" hidden>' +
     '<header><h2 class="title">Chat</h2>' +
@@ -78,6 +77,21 @@
     '<svg viewBox="0 0 24 24" width="26" height="26" aria-hidden="true"><path fill="currentColor" ' +
     'd="M6 3h12a3 3 0 0 1 3 3v8a3 3 0 0 1-3 3h-7l-5 4v-4H6a3 3 0 0 1-3-3V6a3 3 0 0 1 3-3z"/></svg></button>' +
     "</div>";
+  // The styles go in as a constructed stylesheet: the host page's Content Security Policy
+  // governs <style> elements and style attributes, not stylesheets built by a script it
+  // allowed, so the widget looks right on pages without 'unsafe-inline' too. Browsers
+  // without constructed stylesheets get a <style> element carrying this script tag's nonce
+  // (the one the page's policy gave it, if any).
+  if (typeof CSSStyleSheet === "function" && "adoptedStyleSheets" in root && "replaceSync" in CSSStyleSheet.prototype) {
+    var sheet = new CSSStyleSheet();
+    sheet.replaceSync(css);
+    root.adoptedStyleSheets = [sheet];
+  } else {
+    var style = document.createElement("style");
+    if (script.nonce) style.nonce = script.nonce;
+    style.textContent = css;
+    root.insertBefore(style, root.firstChild);
+  }
 
   var panel = root.querySelector(".panel");
   var bubble = root.querySelector(".bubble");

@@ -72,6 +72,28 @@ pub struct Config {
     pub sse_heartbeat: std::time::Duration,
     /// `MAX_UPLOAD_BYTES`: largest knowledge upload, default 20 MiB; larger is 413.
     pub max_upload_bytes: usize,
+    /// `HEADER_READ_TIMEOUT_SECS`: longest time a client may take to send a request's head
+    /// (request line and header fields), counted from the connection's acceptance or from
+    /// the first byte of a next request on a kept-alive connection; default 10 s, 1 to 30 s
+    /// (README.md § Security). Then the connection is closed without an answer, so a client
+    /// that sends its head slowly ("slow loris") cannot hold a connection.
+    pub header_read_timeout: std::time::Duration,
+    /// `IDLE_TIMEOUT_SECS`: longest time a kept-alive connection may wait for its next
+    /// request after an answer has been sent; default 60 s, 1 s to 1 hour (RFC 9112 § 9.5).
+    /// A connection whose answer is still being sent, such as a chat stream, is not idle
+    /// and is never closed for this.
+    pub idle_timeout: std::time::Duration,
+    /// `MAX_CONNECTIONS`: client connections served at once; default 4,096, 1 to 2^20.
+    /// Beyond it the server stops accepting until one closes: new connections wait in the
+    /// kernel's listen queue (1,024 long) and are served in order as slots free, and when
+    /// that queue is full too the kernel turns further attempts away, which clients retry
+    /// later. Waiting rather than refusing is what established HTTP servers do: a waiting
+    /// connection holds no descriptor or memory of this process, a burst is absorbed
+    /// instead of failed, and refusing would mean accepting (a descriptor) only to close
+    /// at once. At start the soft limit on open files is raised, up to the hard limit, to
+    /// fit this many connections and 1,024 more descriptors (a warning is logged when the
+    /// hard limit is lower).
+    pub max_connections: usize,
     /// `ALLOWED_PRIVATE_HOSTS`: `host:port` entries the crawler may reach although they
     /// resolve to private addresses (development, tests); default none.
     pub allowed_private_hosts: Vec<String>,
@@ -103,6 +125,11 @@ pub struct Config {
     pub leptos_site_root: String,
     /// `LEPTOS_SITE_PKG_DIR`, default `pkg`.
     pub leptos_site_pkg_dir: String,
+    /// The live-reload websocket's port while the site runs under `cargo leptos watch`,
+    /// which sets `LEPTOS_WATCH` (and `LEPTOS_RELOAD_PORT`, default 3001, the workspace's
+    /// `reload-port`); `None` otherwise. Pages then load the live-reload script, and their
+    /// Content Security Policy lets it connect (see `http::security::DashboardPolicy`).
+    pub live_reload_port: Option<u16>,
 }
 
 impl std::fmt::Debug for Config {
@@ -208,6 +235,32 @@ impl Config {
                 .parse()
                 .context("MAX_UPLOAD_BYTES must be a whole number of bytes")?;
         }
+        if let Some(v) = var("HEADER_READ_TIMEOUT_SECS") {
+            let max = crate::connection::MAX_HEADER_READ_TIMEOUT.as_secs();
+            config.header_read_timeout = std::time::Duration::from_secs(bounded(
+                "HEADER_READ_TIMEOUT_SECS",
+                &v,
+                1..=max,
+                "whole seconds",
+            )?);
+        }
+        if let Some(v) = var("IDLE_TIMEOUT_SECS") {
+            let max = crate::connection::MAX_IDLE_TIMEOUT.as_secs();
+            config.idle_timeout = std::time::Duration::from_secs(bounded(
+                "IDLE_TIMEOUT_SECS",
+                &v,
+                1..=max,
+                "whole seconds",
+            )?);
+        }
+        if let Some(v) = var("MAX_CONNECTIONS") {
+            config.max_connections = bounded(
+                "MAX_CONNECTIONS",
+                &v,
+                1..=crate::connection::MAX_MAX_CONNECTIONS,
+                "a whole number",
+            )?;
+        }
         if let Some(v) = var("ALLOWED_PRIVATE_HOSTS") {
             config.allowed_private_hosts = v
                 .split(',')
@@ -267,6 +320,15 @@ impl Config {
         if let Some(v) = var("LEPTOS_SITE_PKG_DIR") {
             config.leptos_site_pkg_dir = v;
         }
+        if var("LEPTOS_WATCH").is_some() {
+            config.live_reload_port = Some(match var("LEPTOS_RELOAD_PORT") {
+                Some(v) => v
+                    .trim()
+                    .parse()
+                    .context("LEPTOS_RELOAD_PORT must be a port number")?,
+                None => DEFAULT_RELOAD_PORT,
+            });
+        }
         Ok(config)
     }
 
@@ -301,6 +363,9 @@ impl Config {
             provider_timeout: std::time::Duration::from_secs(60),
             sse_heartbeat: std::time::Duration::from_secs(15),
             max_upload_bytes: 20 * 1024 * 1024,
+            header_read_timeout: crate::connection::DEFAULT_HEADER_READ_TIMEOUT,
+            idle_timeout: crate::connection::DEFAULT_IDLE_TIMEOUT,
+            max_connections: crate::connection::DEFAULT_MAX_CONNECTIONS,
             allowed_private_hosts: Vec::new(),
             embedding_model: None,
             job_workers: 2,
@@ -312,6 +377,7 @@ impl Config {
             leptos_output_name: "agentchat".into(),
             leptos_site_root: "target/site".into(),
             leptos_site_pkg_dir: "pkg".into(),
+            live_reload_port: None,
             data_dir,
         })
     }
@@ -341,6 +407,16 @@ impl Config {
         Ok(crate::crypto::SecretBox::new(&current, &previous))
     }
 
+    /// The limits on client connections: `HEADER_READ_TIMEOUT_SECS`, `IDLE_TIMEOUT_SECS`
+    /// and `MAX_CONNECTIONS`.
+    pub fn connection_limits(&self) -> crate::connection::ConnectionLimits {
+        crate::connection::ConnectionLimits {
+            header_read_timeout: self.header_read_timeout,
+            idle_timeout: self.idle_timeout,
+            max_connections: self.max_connections,
+        }
+    }
+
     /// Whether cookies must carry `Secure` (PUBLIC_URL is https).
     pub fn secure_cookies(&self) -> bool {
         self.public_url.starts_with("https://")
@@ -350,6 +426,10 @@ impl Config {
 /// Default of `CHANNEL_REQUESTS_PER_MINUTE`: requests per minute from one client IP to one
 /// integration's inbound channel endpoint (20 a second).
 pub const CHANNEL_REQUESTS_PER_MINUTE: u32 = 1_200;
+
+/// The live-reload port of `cargo leptos watch` unless `LEPTOS_RELOAD_PORT` says another
+/// (the workspace's `reload-port` in Cargo.toml).
+pub const DEFAULT_RELOAD_PORT: u16 = 3001;
 
 /// The Telegram Bot API (core.telegram.org/bots/api, "Making requests").
 pub const TELEGRAM_API_URL: &str = "https://api.telegram.org";
@@ -477,6 +557,32 @@ pub fn parse_per_minute(name: &str, raw: &str) -> anyhow::Result<u32> {
     Ok(n)
 }
 
+/// Parses `raw`, the value of the variable `name`, as a number within `range`; `what` says
+/// what the number is, for the error message ("HEADER_READ_TIMEOUT_SECS must be whole
+/// seconds from 1 to 30").
+///
+/// Errors: not a whole number, or outside `range`.
+pub fn bounded<T>(
+    name: &str,
+    raw: &str,
+    range: std::ops::RangeInclusive<T>,
+    what: &str,
+) -> anyhow::Result<T>
+where
+    T: std::str::FromStr + PartialOrd + std::fmt::Display,
+{
+    let message = || {
+        format!(
+            "{name} must be {what} from {} to {}",
+            range.start(),
+            range.end()
+        )
+    };
+    let n: T = raw.trim().parse().map_err(|_| anyhow::anyhow!(message()))?;
+    anyhow::ensure!(range.contains(&n), message());
+    Ok(n)
+}
+
 /// Reads a secret file, or creates it with `len` random bytes in base64 and mode 0600.
 fn load_or_generate(path: &Path, len: usize, what: &str) -> anyhow::Result<String> {
     if let Ok(existing) = std::fs::read_to_string(path) {
@@ -529,6 +635,35 @@ mod tests {
             assert_eq!(mode & 0o777, 0o600);
         }
         assert!(!format!("{a:?}").contains(a.jwt_secret.expose_secret()));
+    }
+
+    #[test]
+    fn bounded_numbers_parse_within_their_range() {
+        assert_eq!(
+            bounded("X", " 30 ", 1..=30u64, "whole seconds").unwrap(),
+            30
+        );
+        assert_eq!(bounded("X", "1", 1..=30u64, "whole seconds").unwrap(), 1);
+        for raw in ["0", "31", "-1", "1.5", "ten", ""] {
+            let err = bounded("HEADER_READ_TIMEOUT_SECS", raw, 1..=30u64, "whole seconds")
+                .unwrap_err()
+                .to_string();
+            assert_eq!(
+                err, "HEADER_READ_TIMEOUT_SECS must be whole seconds from 1 to 30",
+                "{raw:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn connection_limits_default_to_the_documented_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let config =
+            Config::with_data_dir(dir.path().to_path_buf(), "127.0.0.1:0".parse().unwrap())
+                .unwrap();
+        assert_eq!(config.header_read_timeout.as_secs(), 10);
+        assert_eq!(config.idle_timeout.as_secs(), 60);
+        assert_eq!(config.max_connections, 4096);
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod auth;
 pub mod channels;
 pub mod chat;
 pub mod config;
+pub mod connection;
 pub mod crypto;
 pub mod domain;
 pub mod error;

@@ -5,7 +5,7 @@ use std::{convert::Infallible, future::Future, net::SocketAddr, sync::Arc, time:
 
 use axum::{
     extract::{ConnectInfo, DefaultBodyLimit, Request},
-    http::{HeaderName, StatusCode},
+    http::{header, HeaderName, StatusCode},
     response::{IntoResponse, Response},
     routing::any,
     serve::{Listener, ListenerExt, TapIo},
@@ -22,6 +22,7 @@ use tower_http::{
     compression::{CompressionLayer, CompressionLevel},
     request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer},
     services::ServeDir,
+    set_header::SetResponseHeaderLayer,
     trace::TraceLayer,
 };
 use tracing::Span;
@@ -30,8 +31,9 @@ use crate::{
     auth::oauth::OAuth,
     auth::{password::PasswordHasher, tokens::JwtKeys, AuthService, Clock},
     config::Config,
+    connection::{Activity, ConnectionLimits, Deadline, Tracked, Watched},
     error::ApiError,
-    http::{self, ops::OpenApiDocument, AppState, Services},
+    http::{self, ops::OpenApiDocument, security, AppState, Services},
     mail::Mailer,
     ratelimit::GovernorLimiter,
     store,
@@ -55,6 +57,8 @@ impl Application {
         if config.redis_url.is_some() {
             tracing::warn!("REDIS_URL is set, but this build keeps rate-limit state in process");
         }
+        #[cfg(unix)]
+        crate::connection::fit_open_files(config.max_connections);
         let listener = TcpListener::bind(config.site_addr).await?;
         let addr = listener.local_addr()?;
         let mut config = config;
@@ -87,6 +91,11 @@ impl Application {
             .site_root(config.leptos_site_root.clone())
             .site_pkg_dir(config.leptos_site_pkg_dir.clone())
             .site_addr(addr)
+            .reload_port(u32::from(
+                config
+                    .live_reload_port
+                    .unwrap_or(crate::config::DEFAULT_RELOAD_PORT),
+            ))
             .build();
         let models = build_models(&config)?;
         tokio::task::spawn_blocking(crate::llm::tokens::warm_up);
@@ -127,7 +136,14 @@ impl Application {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        serve_http1(nodelay(self.listener), service(self.state), shutdown).await;
+        let limits = self.state.config.connection_limits();
+        serve_http1(
+            nodelay(self.listener),
+            service(self.state),
+            limits,
+            shutdown,
+        )
+        .await;
         Ok(())
     }
 }
@@ -159,10 +175,13 @@ pub fn build_models(config: &Config) -> anyhow::Result<crate::llm::Models> {
     ))
 }
 
-/// What answers every request: a request id (`X-Request-Id`, made when the client sent
-/// none, echoed in the answer), a tracing span, a handler panic turned into a JSON 500,
-/// then the `/api` middleware ([`http::ApiService`]: identity, rate limit, `X-RateLimit-*`)
-/// and [`router`].
+/// What answers every request: the security headers of every answer
+/// ([`http::security`]: `X-Content-Type-Options`, `Referrer-Policy`, `X-Frame-Options`, a
+/// default Content Security Policy, and `Strict-Transport-Security` with an https
+/// `PUBLIC_URL`), a request id (`X-Request-Id`, made when the client sent none, echoed in
+/// the answer), a tracing span, a handler panic turned into a JSON 500, the JSON 431 for
+/// heads over the limits ([`http::security::HeadLimitLayer`]), then the `/api` middleware
+/// ([`http::ApiService`]: identity, rate limit, `X-RateLimit-*`) and [`router`].
 ///
 /// The layers wrap the router once, as one tower stack, rather than every route through
 /// `Router::layer`: a layered route is cloned (a boxed copy of every layer below it) on
@@ -176,12 +195,34 @@ pub fn service(
        + Sync
        + 'static {
     let router = router(state.clone());
+    let hsts = security::hsts(&state.config.public_url);
     ServiceBuilder::new()
         .map_response(IntoResponse::into_response)
+        .layer(SetResponseHeaderLayer::overriding(
+            header::X_CONTENT_TYPE_OPTIONS,
+            security::NOSNIFF,
+        ))
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::REFERRER_POLICY,
+            security::REFERRER_POLICY,
+        ))
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::X_FRAME_OPTIONS,
+            security::FRAME_OPTIONS,
+        ))
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::CONTENT_SECURITY_POLICY,
+            security::DEFAULT_CSP,
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::STRICT_TRANSPORT_SECURITY,
+            hsts,
+        ))
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
         .layer(TraceLayer::new_for_http().make_span_with(request_span as fn(&Request) -> Span))
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
         .layer(CatchPanicLayer::custom(panic_response))
+        .layer(security::HeadLimitLayer)
         .layer(http::ApiLayer::new(state))
         .service(router)
 }
@@ -213,6 +254,9 @@ pub fn router(state: AppState) -> Router {
         .layer(DefaultBodyLimit::max(http::MAX_JSON_BODY));
     let routes = generate_route_list(app::App);
     let leptos = state.leptos.clone();
+    let pages = security::page_headers(security::DashboardPolicy::new(
+        state.config.live_reload_port,
+    ));
     // The dashboard's WASM, JS and CSS, compressed (brotli or gzip, as the browser accepts):
     // the release WASM is about 2 MB and 0.6 MB as brotli (BENCHMARKS.md § Dashboard).
     let pkg_path = format!("/{}", leptos.site_pkg_dir);
@@ -225,10 +269,13 @@ pub fn router(state: AppState) -> Router {
         .merge(api)
         .nest_service(&pkg_path, pkg)
         .route("/widget.js", axum::routing::get(http::widget::script))
-        .leptos_routes(&state, routes, move || app::shell(leptos.clone()))
-        .fallback(leptos_axum::file_and_error_handler::<AppState, _>(
-            app::shell,
-        ))
+        .leptos_routes_with_context(&state, routes, pages.clone(), move || {
+            app::shell(leptos.clone())
+        })
+        .fallback(leptos_axum::file_and_error_handler_with_context::<
+            AppState,
+            _,
+        >(pages, app::shell))
         .with_state(state)
 }
 
@@ -262,10 +309,28 @@ pub async fn shutdown_signal() {
     tracing::info!("shutting down: finishing in-flight requests");
 }
 
+/// Size limit of hyper's read buffer, in bytes: a request head must fit in it (hyper
+/// answers a longer one with its own 431 and no body). It is twice
+/// [`http::security::MAX_HEAD_BYTES`], so that a head somewhat over the documented limit
+/// reaches the service and gets the contract's JSON 431; it also caps what one connection
+/// can make the server buffer (hyper's default is about 400 KiB). The buffer starts at
+/// 8 KiB and grows only for larger heads.
+pub const PARSER_BUFFER_BYTES: usize = 2 * http::security::MAX_HEAD_BYTES;
+/// Header fields hyper's parser accepts in one head (its own 431 beyond): twice
+/// [`http::security::MAX_HEADER_FIELDS`], for the same reason as [`PARSER_BUFFER_BYTES`].
+pub const PARSER_HEADER_FIELDS: usize = 2 * http::security::MAX_HEADER_FIELDS;
+
 /// Serves `service` over HTTP/1.1 on every connection `listener` accepts, each request
 /// carrying the client's address (`ConnectInfo<SocketAddr>`), until `shutdown` completes;
 /// then stops accepting and waits for the open connections to finish their in-flight
 /// requests (idle keep-alive connections are closed at once).
+///
+/// `limits` bound the connections ([`crate::connection`]): at most `max_connections` are
+/// served at once, and the listener is not read while that many are open, so further
+/// connections wait in the kernel's listen queue (1,024 long) and are served in order as
+/// others close; a request's head must arrive within `header_read_timeout`, and a
+/// kept-alive connection is closed after `idle_timeout` without a request. Heads are parsed
+/// within [`PARSER_BUFFER_BYTES`] and [`PARSER_HEADER_FIELDS`].
 ///
 /// Written with hyper's HTTP/1.1 connection builder instead of `axum::serve`, whose
 /// connections go through hyper-util's `auto` builder: that reads the first 24 bytes of
@@ -278,6 +343,7 @@ pub async fn shutdown_signal() {
 pub async fn serve_http1<L, S>(
     mut listener: L,
     service: S,
+    limits: ConnectionLimits,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) where
     L: Listener<Addr = SocketAddr>,
@@ -287,28 +353,55 @@ pub async fn serve_http1<L, S>(
         + Sync
         + 'static,
 {
-    let http1 = hyper::server::conn::http1::Builder::new();
+    let mut http1 = hyper::server::conn::http1::Builder::new();
+    http1
+        .max_buf_size(PARSER_BUFFER_BYTES)
+        .max_headers(PARSER_HEADER_FIELDS)
+        // The connection's own timer bounds heads and idle waits (see `connection`).
+        .header_read_timeout(None);
     let graceful = GracefulShutdown::new();
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
+        // A free slot first, then a connection: while every slot is taken, new connections
+        // stay in the listen queue, where they hold no descriptor of this process.
+        let slot = tokio::select! {
+            slot = slots.clone().acquire_owned() => slot,
+            () = &mut shutdown => break,
+        };
+        let Ok(slot) = slot else { break };
         let (io, remote) = tokio::select! {
             accepted = listener.accept() => accepted,
             () = &mut shutdown => break,
         };
+        let activity = Activity::new();
+        let requests = activity.clone();
         let service = service
             .clone()
             .map_request(move |request: hyper::Request<Incoming>| {
                 let mut request = request.map(axum::body::Body::new);
                 request.extensions_mut().insert(ConnectInfo(remote));
                 request
+            })
+            .map_future(move |answer| {
+                let in_flight = requests.begin();
+                async move {
+                    let Ok(response) = answer.await;
+                    Ok::<_, Infallible>(response.map(|body| Tracked::new(body, in_flight)))
+                }
             });
-        let connection =
-            http1.serve_connection(TokioIo::new(io), TowerToHyperService::new(service));
-        let connection = graceful.watch(connection);
+        let connection = http1.serve_connection(
+            TokioIo::new(Watched::new(io, activity.clone())),
+            TowerToHyperService::new(service),
+        );
+        let connection = Deadline::new(graceful.watch(connection), activity, &limits);
         tokio::spawn(async move {
-            if let Err(err) = connection.await {
-                tracing::debug!(error = %err, "connection ended with an error");
+            match connection.await {
+                Ok(Ok(())) => {}
+                Ok(Err(err)) => tracing::debug!(error = %err, "connection ended with an error"),
+                Err(timed_out) => tracing::debug!(%remote, "connection closed: {timed_out}"),
             }
+            drop(slot);
         });
     }
     drop(listener);
@@ -372,9 +465,14 @@ mod nodelay_tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(serve_http1(nodelay(listener), router, async move {
-            let _ = stopped.await;
-        }));
+        let server = tokio::spawn(serve_http1(
+            nodelay(listener),
+            router,
+            ConnectionLimits::default(),
+            async move {
+                let _ = stopped.await;
+            },
+        ));
 
         let mut in_flight = send_get(addr, "/slow").await;
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -134,7 +134,9 @@ fn Usage() -> impl IntoView {
                                 let title = format!("{}: {} chats, {} tokens", d.date, d.chats, d.tokens.total);
                                 view! {
                                     <div class="usage-bar" title=title data-chats=d.chats.to_string()>
-                                        <span style=format!("height: {percent}%")></span>
+                                        // Set through the CSS object model (not a `style` attribute, which
+                                        // the dashboard's Content Security Policy refuses).
+                                        <span style:height=format!("{percent}%")></span>
                                     </div>
                                 }
                             }).collect_view()}

@@ -854,12 +854,14 @@ async fn in_process_service(mock: &MockProvider, nodelay: bool) -> anyhow::Resul
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let service = agentchat::startup::service(state.clone());
+        let limits = state.config.connection_limits();
         drop(app);
         let listener = listener.tap_io(|tcp| {
             let _ = tcp.set_nodelay(true);
         });
         let task = tokio::spawn(async move {
-            agentchat::startup::serve_http1(listener, service, std::future::pending()).await;
+            agentchat::startup::serve_http1(listener, service, limits, std::future::pending())
+                .await;
         });
         (addr, task)
     } else {

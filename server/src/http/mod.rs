@@ -17,6 +17,7 @@ pub mod knowledge;
 pub mod oauth;
 pub mod openapi;
 pub mod ops;
+pub mod security;
 pub mod usage;
 pub mod webhooks;
 pub mod widget;

@@ -5,7 +5,12 @@
 use std::{fmt::Write, sync::Arc};
 
 use app::api::HealthResponse;
-use axum::{extract::State, http::StatusCode, response::Html, Extension, Json};
+use axum::{
+    extract::State,
+    http::{header, HeaderValue, StatusCode},
+    response::{Html, IntoResponse},
+    Extension, Json,
+};
 use serde_json::Value;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -62,10 +67,39 @@ async fn openapi_json(
 /// A browsable HTML reference of this API, generated from the OpenAPI document.
 #[utoipa::path(get, path = "/api/docs", tag = "operations",
     responses((status = 200, description = "HTML reference", content_type = "text/html"), RateLimited))]
-async fn docs(Extension(doc): Extension<OpenApiDocument>) -> Html<String> {
-    Html(render_reference(
-        &serde_json::to_value(&*doc.0).unwrap_or_default(),
-    ))
+async fn docs(Extension(doc): Extension<OpenApiDocument>) -> impl IntoResponse {
+    (
+        [(header::CONTENT_SECURITY_POLICY, docs_policy())],
+        Html(render_reference(
+            &serde_json::to_value(&*doc.0).unwrap_or_default(),
+        )),
+    )
+}
+
+/// The reference page's one stylesheet, inline so that the page is self-contained.
+const DOCS_STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;line-height:1.5}\
+    code{background:#8882;padding:0 .25rem;border-radius:.25rem}\
+    .op{border:1px solid #8884;border-radius:.5rem;padding:.5rem 1rem;margin:.75rem 0}\
+    .m{font-weight:700;text-transform:uppercase;margin-right:.5rem}table{border-collapse:collapse}\
+    td,th{border:1px solid #8884;padding:.2rem .5rem;text-align:left}\
+    @media (prefers-color-scheme:dark){body{background:#111;color:#eee}}";
+
+/// The Content Security Policy of the reference page (W3C CSP Level 3): nothing may load
+/// or run but its inline stylesheet, allowed by its SHA-256 hash ([`DOCS_STYLE`]); it may
+/// not be framed.
+pub fn docs_policy() -> HeaderValue {
+    static POLICY: std::sync::LazyLock<HeaderValue> = std::sync::LazyLock::new(|| {
+        use base64::Engine as _;
+        use sha2::Digest as _;
+        let hash =
+            base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(DOCS_STYLE));
+        HeaderValue::try_from(format!(
+            "default-src 'none'; style-src 'sha256-{hash}'; base-uri 'none'; \
+             form-action 'none'; frame-ancestors 'none'"
+        ))
+        .unwrap_or(super::security::DEFAULT_CSP)
+    });
+    POLICY.clone()
 }
 
 fn esc(s: &str) -> String {
@@ -107,14 +141,8 @@ fn render_reference(doc: &Value) -> String {
     let _ = write!(
         out,
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" \
-         content=\"width=device-width, initial-scale=1\"><title>{t} reference</title><style>\
-         body{{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;line-height:1.5}}\
-         code{{background:#8882;padding:0 .25rem;border-radius:.25rem}}\
-         .op{{border:1px solid #8884;border-radius:.5rem;padding:.5rem 1rem;margin:.75rem 0}}\
-         .m{{font-weight:700;text-transform:uppercase;margin-right:.5rem}}table{{border-collapse:collapse}}\
-         td,th{{border:1px solid #8884;padding:.2rem .5rem;text-align:left}}\
-         @media (prefers-color-scheme:dark){{body{{background:#111;color:#eee}}}}</style></head><body>\
-         <h1>{t} <small>{v}</small></h1><p>{d}</p><p>Machine-readable: <a href=\"/api/openapi.json\">/api/openapi.json</a></p>",
+         content=\"width=device-width, initial-scale=1\"><title>{t} reference</title>\
+         <style>{DOCS_STYLE}</style></head><body><h1>{t} <small>{v}</small></h1><p>{d}</p><p>Machine-readable: <a href=\"/api/openapi.json\">/api/openapi.json</a></p>",
         t = esc(title),
         v = esc(version),
         d = esc(doc.pointer("/info/description").and_then(Value::as_str).unwrap_or("")),

@@ -29,15 +29,27 @@ use crate::{
     store::integrations::IntegrationRecord,
 };
 
+/// `Cross-Origin-Resource-Policy`.
+const CROSS_ORIGIN_RESOURCE_POLICY: header::HeaderName =
+    header::HeaderName::from_static("cross-origin-resource-policy");
+
 /// The widget's script (vanilla JavaScript, no dependencies).
 pub const SCRIPT: &str = include_str!("../../assets/widget.js");
 
 /// `GET /widget.js`: the widget's script, cached by browsers for five minutes.
+///
+/// Pages of other sites load it with a plain `<script src>`: its `Content-Type` is a
+/// JavaScript type, so `X-Content-Type-Options: nosniff` lets it run (Fetch standard §
+/// "Should response to request be blocked due to nosniff?"), and
+/// `Cross-Origin-Resource-Policy: cross-origin` lets it load on pages that require it of
+/// every resource (`Cross-Origin-Embedder-Policy: require-corp`; Fetch standard §
+/// "Cross-Origin-Resource-Policy header").
 pub async fn script() -> Response {
     (
         [
             (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
             (header::CACHE_CONTROL, "public, max-age=300"),
+            (CROSS_ORIGIN_RESOURCE_POLICY, "cross-origin"),
         ],
         SCRIPT,
     )

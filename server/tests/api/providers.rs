@@ -16,7 +16,11 @@ use crate::{
 
 const KEY: &str = "sk-mock-secret-key";
 
-async fn with_mock(tweak: impl FnOnce(&mut agentchat::config::Config)) -> (TestApp, MockProvider) {
+/// The application with the mock provider as its OpenAI and Anthropic endpoints, after
+/// `tweak` adjusts its configuration.
+pub async fn with_mock(
+    tweak: impl FnOnce(&mut agentchat::config::Config),
+) -> (TestApp, MockProvider) {
     let mock = MockProvider::start(MockConfig {
         api_key: Some(KEY.into()),
         ..MockConfig::default()
@@ -35,7 +39,8 @@ async fn with_mock(tweak: impl FnOnce(&mut agentchat::config::Config)) -> (TestA
     (app, mock)
 }
 
-async fn agent_with(app: &TestApp, user: &TestUser, model: &str) -> String {
+/// A new agent of `user` on `model`; returns its id.
+pub async fn agent_with(app: &TestApp, user: &TestUser, model: &str) -> String {
     let res = app
         .post(
             "/api/agents",

@@ -1,0 +1,472 @@
+//! Limits on client connections: how long a client may take to send a request's head, how
+//! long a kept-alive connection may wait for its next request, and how many connections
+//! are served at once (README.md § Security; RFC 9112 § 9.5: a server closes connections
+//! that stay inactive).
+//!
+//! A connection is always in one of three phases, tracked by [`Activity`]:
+//!
+//! - **head**: from the moment the connection is accepted, or from the first byte of a
+//!   next request on a kept-alive connection, until the request's head (request line and
+//!   header fields) has been read. Bounded by [`ConnectionLimits::header_read_timeout`].
+//! - **busy**: from the head until the answer has been written to its end, a streamed
+//!   chat reply included, however long it lasts. No time limit here: the handlers bound
+//!   their own waits (`PROVIDER_TIMEOUT_SECS`, `SSE_HEARTBEAT_SECS`).
+//! - **idle**: after the answer, until the first byte of the next request. Bounded by
+//!   [`ConnectionLimits::idle_timeout`].
+//!
+//! When the phase's time runs out the connection is closed without an answer. One timer
+//! per connection does both: hyper's own `http1::Builder::header_read_timeout` is not
+//! used because hyper (1.x, `proto/h1/conn.rs`) starts it as soon as a kept-alive
+//! connection becomes idle, so it would close every idle connection after the header-read
+//! timeout instead of the idle timeout.
+
+use std::{
+    future::Future,
+    io,
+    pin::Pin,
+    sync::{
+        atomic::{AtomicBool, AtomicUsize, Ordering},
+        Arc,
+    },
+    task::{ready, Context, Poll},
+    time::Duration,
+};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// Default `HEADER_READ_TIMEOUT_SECS`: 10 s.
+pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// Longest `HEADER_READ_TIMEOUT_SECS` allowed: 30 s (README.md § Security: a client gets
+/// at most 30 s to send a request's head).
+pub const MAX_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
+/// Default `IDLE_TIMEOUT_SECS`: 60 s.
+pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// Longest `IDLE_TIMEOUT_SECS` allowed: one hour.
+pub const MAX_IDLE_TIMEOUT: Duration = Duration::from_secs(3_600);
+/// Default `MAX_CONNECTIONS`: 4,096.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 4_096;
+/// Largest `MAX_CONNECTIONS` allowed: 1,048,576 (2^20).
+pub const MAX_MAX_CONNECTIONS: usize = 1 << 20;
+
+/// The limits on client connections (see the module's documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConnectionLimits {
+    /// Longest time to send a request's head, from the connection's acceptance or from
+    /// the first byte of a next request (`HEADER_READ_TIMEOUT_SECS`).
+    pub header_read_timeout: Duration,
+    /// Longest wait of a kept-alive connection for its next request (`IDLE_TIMEOUT_SECS`).
+    pub idle_timeout: Duration,
+    /// Connections served at once (`MAX_CONNECTIONS`); further ones wait to be accepted.
+    pub max_connections: usize,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        Self {
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            idle_timeout: DEFAULT_IDLE_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+        }
+    }
+}
+
+/// Descriptors kept free beside the connections by [`fit_open_files`]: the database, the
+/// extraction processes' pipes, outbound requests, mail.
+pub const RESERVED_FILES: u64 = 1_024;
+
+/// Raises this process's soft limit on open files (`RLIMIT_NOFILE`), up to its hard limit,
+/// so that `max_connections` connections and [`RESERVED_FILES`] other descriptors fit;
+/// logs a warning when the hard limit is lower (then accepting stalls before
+/// `MAX_CONNECTIONS` is reached). Never lowers the limit. Returns the soft limit in force.
+#[cfg(unix)]
+pub fn fit_open_files(max_connections: usize) -> Option<u64> {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let wanted = u64::try_from(max_connections)
+        .unwrap_or(u64::MAX)
+        .saturating_add(RESERVED_FILES);
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).ok()?;
+    if soft >= wanted {
+        return Some(soft);
+    }
+    let target = wanted.min(hard);
+    let soft = match setrlimit(Resource::RLIMIT_NOFILE, target, hard) {
+        Ok(()) => target,
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot raise the limit on open files");
+            soft
+        }
+    };
+    if soft < wanted {
+        tracing::warn!(
+            limit = soft,
+            max_connections,
+            "the limit on open files is lower than MAX_CONNECTIONS needs ({wanted}); \
+             raise the hard limit (e.g. LimitNOFILE) or lower MAX_CONNECTIONS"
+        );
+    }
+    Some(soft)
+}
+
+/// What one connection is doing, shared by its socket ([`Watched`]), its requests
+/// ([`Activity::begin`]) and its timer ([`Deadline`]). Every change happens while the
+/// connection's task polls its connection (hyper reads the socket, calls the service and
+/// drops a finished answer's body there), so [`Deadline`] sees each change right after it;
+/// it tells changes apart by their count, since several may happen in one poll (a request
+/// read, answered and finished: idle before and after, but idle since now).
+#[derive(Debug)]
+pub struct Activity {
+    /// Requests whose answer is not finished yet (0 or 1 on HTTP/1.1).
+    in_flight: AtomicUsize,
+    /// Bytes of a request's head have arrived and no request has started since.
+    head_started: AtomicBool,
+    /// Phase changes so far.
+    changes: AtomicUsize,
+}
+
+/// The phase of a connection (see the module's documentation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Phase {
+    /// Reading a request's head.
+    Head,
+    /// A request is being answered.
+    Busy,
+    /// Waiting for the next request.
+    Idle,
+}
+
+impl Activity {
+    /// A newly accepted connection: waiting for its first request's head.
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self {
+            in_flight: AtomicUsize::new(0),
+            head_started: AtomicBool::new(true),
+            changes: AtomicUsize::new(0),
+        })
+    }
+
+    /// The current phase.
+    pub fn phase(&self) -> Phase {
+        if self.in_flight.load(Ordering::Acquire) > 0 {
+            Phase::Busy
+        } else if self.head_started.load(Ordering::Acquire) {
+            Phase::Head
+        } else {
+            Phase::Idle
+        }
+    }
+
+    /// A request's head has been read: the connection is busy until the returned guard
+    /// is dropped (with the answer's body, once it has been written or abandoned).
+    pub fn begin(self: &Arc<Self>) -> InFlight {
+        self.in_flight.fetch_add(1, Ordering::AcqRel);
+        self.head_started.store(false, Ordering::Release);
+        self.changed();
+        InFlight(self.clone())
+    }
+
+    /// Phase changes so far.
+    pub fn changes(&self) -> usize {
+        self.changes.load(Ordering::Acquire)
+    }
+
+    fn changed(&self) {
+        self.changes.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Bytes arrived from the client: outside a request, they start a request's head.
+    fn received(&self) {
+        if self.in_flight.load(Ordering::Acquire) == 0 && !self.head_started.load(Ordering::Acquire)
+        {
+            self.head_started.store(true, Ordering::Release);
+            self.changed();
+        }
+    }
+}
+
+/// A request being answered (see [`Activity::begin`]).
+#[derive(Debug)]
+pub struct InFlight(Arc<Activity>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+        self.0.changed();
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A connection's socket that tells its [`Activity`] when bytes arrive; reads and
+    /// writes are passed through unchanged (no buffer of its own).
+    pub struct Watched<I> {
+        #[pin]
+        io: I,
+        activity: Arc<Activity>,
+    }
+}
+
+impl<I> Watched<I> {
+    /// `io`, reporting to `activity`.
+    pub fn new(io: I, activity: Arc<Activity>) -> Self {
+        Self { io, activity }
+    }
+}
+
+impl<I: AsyncRead> AsyncRead for Watched<I> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.project();
+        let before = buf.filled().len();
+        ready!(this.io.poll_read(cx, buf))?;
+        if buf.filled().len() > before {
+            this.activity.received();
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<I: AsyncWrite> AsyncWrite for Watched<I> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.project().io.poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.project().io.poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.project().io.poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.project().io.poll_shutdown(cx)
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// An answer's body that keeps its request [`InFlight`] until the body is dropped:
+    /// hyper drops it once it has been written to its end, or when the connection ends.
+    /// Frames, end and size hint are the inner body's (so `Content-Length` stays).
+    pub struct Tracked<B> {
+        #[pin]
+        body: B,
+        in_flight: InFlight,
+    }
+}
+
+impl<B> Tracked<B> {
+    /// `body`, answering the request `in_flight`.
+    pub fn new(body: B, in_flight: InFlight) -> Self {
+        Self { body, in_flight }
+    }
+}
+
+impl<B: hyper::body::Body> hyper::body::Body for Tracked<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<B::Data>, B::Error>>> {
+        self.project().body.poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+/// Why [`Deadline`] ended a connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum TimedOut {
+    /// The client did not send a request's head within the header-read timeout.
+    #[error("the request head was not received within the header-read timeout")]
+    Head,
+    /// The kept-alive connection saw no new request within the idle timeout.
+    #[error("the connection was idle for the idle timeout")]
+    Idle,
+}
+
+pin_project_lite::pin_project! {
+    /// `connection` until it ends, or until its phase's time runs out (then it is dropped,
+    /// which closes its socket): `Ok` with the connection's own result, or `Err` with the
+    /// phase that took too long.
+    pub struct Deadline<C> {
+        #[pin]
+        connection: C,
+        #[pin]
+        timer: tokio::time::Sleep,
+        activity: Arc<Activity>,
+        phase: Phase,
+        seen: usize,
+        header_read_timeout: Duration,
+        idle_timeout: Duration,
+    }
+}
+
+impl<C> Deadline<C> {
+    /// `connection`, accepted just now, whose socket and requests report to `activity`.
+    pub fn new(connection: C, activity: Arc<Activity>, limits: &ConnectionLimits) -> Self {
+        Self {
+            connection,
+            timer: tokio::time::sleep(limits.header_read_timeout),
+            phase: activity.phase(),
+            seen: activity.changes(),
+            activity,
+            header_read_timeout: limits.header_read_timeout,
+            idle_timeout: limits.idle_timeout,
+        }
+    }
+}
+
+impl<C: Future> Future for Deadline<C> {
+    type Output = Result<C::Output, TimedOut>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        if let Poll::Ready(done) = this.connection.poll(cx) {
+            return Poll::Ready(Ok(done));
+        }
+        let changes = this.activity.changes();
+        if changes != *this.seen {
+            // The phase now in force began during this poll.
+            *this.seen = changes;
+            *this.phase = this.activity.phase();
+            let limit = match *this.phase {
+                Phase::Head => Some(*this.header_read_timeout),
+                Phase::Idle => Some(*this.idle_timeout),
+                Phase::Busy => None,
+            };
+            if let Some(limit) = limit {
+                this.timer
+                    .as_mut()
+                    .reset(tokio::time::Instant::now() + limit);
+            }
+        }
+        let phase = *this.phase;
+        match phase {
+            Phase::Busy => Poll::Pending,
+            Phase::Head | Phase::Idle => {
+                ready!(this.timer.poll(cx));
+                Poll::Ready(Err(if phase == Phase::Head {
+                    TimedOut::Head
+                } else {
+                    TimedOut::Idle
+                }))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn phases_follow_bytes_requests_and_answers() {
+        let activity = Activity::new();
+        assert_eq!(
+            activity.phase(),
+            Phase::Head,
+            "a new connection awaits a head"
+        );
+        activity.received();
+        let request = activity.begin();
+        assert_eq!(activity.phase(), Phase::Busy);
+        activity.received();
+        assert_eq!(
+            activity.phase(),
+            Phase::Busy,
+            "a request's body or the next head does not end the answer"
+        );
+        drop(request);
+        assert_eq!(activity.phase(), Phase::Idle);
+        activity.received();
+        assert_eq!(activity.phase(), Phase::Head);
+        let _next = activity.begin();
+        assert_eq!(activity.phase(), Phase::Busy);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn the_open_files_limit_fits_the_connections() {
+        let soft = fit_open_files(16).expect("the limit can be read");
+        assert!(soft >= 16 + RESERVED_FILES);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_timer_follows_the_phase() {
+        let limits = ConnectionLimits {
+            header_read_timeout: Duration::from_secs(2),
+            idle_timeout: Duration::from_secs(5),
+            max_connections: 1,
+        };
+        // A head that never comes: ended after the header-read timeout.
+        let activity = Activity::new();
+        let started = tokio::time::Instant::now();
+        let ended = Deadline::new(std::future::pending::<()>(), activity, &limits).await;
+        assert_eq!(ended, Err(TimedOut::Head));
+        let took = started.elapsed();
+        assert!(took >= Duration::from_secs(2) && took < Duration::from_millis(2_010));
+
+        // Idle after an answer: ended after the idle timeout, counted from the answer.
+        let activity = Activity::new();
+        let request = activity.begin();
+        let connection = async move {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            drop(request);
+            std::future::pending::<()>().await
+        };
+        let started = tokio::time::Instant::now();
+        let ended = Deadline::new(connection, activity, &limits).await;
+        assert_eq!(ended, Err(TimedOut::Idle));
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_secs(35) && took < Duration::from_millis(35_010),
+            "busy for 30 s, then idle for 5 s: {took:?}"
+        );
+
+        // A request read, answered and finished within one poll: idle before and after,
+        // but the idle time starts again.
+        let activity = Activity::new();
+        let request = activity.begin();
+        let connection = {
+            let activity = activity.clone();
+            async move {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                drop(request);
+                tokio::time::sleep(Duration::from_secs(3)).await;
+                activity.received();
+                drop(activity.begin());
+                std::future::pending::<()>().await
+            }
+        };
+        let started = tokio::time::Instant::now();
+        let ended = Deadline::new(connection, activity, &limits).await;
+        assert_eq!(ended, Err(TimedOut::Idle));
+        let took = started.elapsed();
+        assert!(
+            took >= Duration::from_secs(9) && took < Duration::from_millis(9_010),
+            "idle again from the second request's end (4 s) for 5 s: {took:?}"
+        );
+    }
+}
