@@ -18,7 +18,7 @@
 //!    are drained and counted. Fetching, HTML parsing, main-content extraction, link
 //!    discovery and the crawl policy, without chunking or the database.
 //! 2. **crawl + index, direct**: the same crawl with each page indexed as the crawl job does
-//!    it (`worker.rs`, `crawl_site`): the page text chunked with `knowledge::chunk::chunk`
+//!    it (`worker.rs`, `crawl_site`): the page text chunked with `knowledge::worker::new_chunks`
 //!    (default `ChunkConfig`) in `spawn_blocking`, then `KnowledgeStore::replace_pages`, one
 //!    page per transaction, one after another while the crawl goes on (the job also writes
 //!    the pages that are ready together in one transaction); `retain_pages` and `finish_document` at the
@@ -55,7 +55,6 @@ use std::{
 
 use agentchat::{
     knowledge::{
-        chunk::{self, ChunkConfig},
         crawl::{self, CrawlConfig, CrawlEvent},
         extract::ExtractLimits,
         net::{FetchLimits, NetPolicy, SafeClient},
@@ -436,18 +435,7 @@ async fn crawl_and_index(
 /// its headings, titled by the page.
 fn page_chunks(text: String, title: &str, url: &str) -> Vec<NewChunk> {
     let extracted = worker::page_sections(text, title, &ExtractLimits::default());
-    chunk::chunk(&extracted, &ChunkConfig::default())
-        .into_iter()
-        .map(|c| NewChunk {
-            page_url: Some(url.to_owned()),
-            title: title.to_owned(),
-            heading_path: c.heading_path.join(" > "),
-            position: c.position,
-            page: c.page,
-            tokens: c.tokens,
-            text: c.text,
-        })
-        .collect()
+    worker::new_chunks(&extracted, title, Some(url))
 }
 
 /// Adds the book to a new agent through the service's HTTP API and waits for the job.

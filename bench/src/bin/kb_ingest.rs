@@ -62,13 +62,13 @@ use std::{
 
 use agentchat::{
     knowledge::{
-        chunk::{self, ChunkConfig},
         extract::{self, DocumentKind, ExtractLimits},
         retrieve,
         sandbox::{ExtractionConfig, Sandbox},
+        worker,
     },
     store::{
-        knowledge::{status, KnowledgeStore, NewChunk},
+        knowledge::{status, KnowledgeStore},
         Store,
     },
 };
@@ -241,7 +241,6 @@ async fn ingest_round(docs: &[Document], isolated: bool) -> anyhow::Result<Round
     }
 
     let limits = ExtractLimits::default();
-    let config = ChunkConfig::default();
     let pid = std::process::id();
     let mut round = Round::default();
     let mut expected_chunks = Vec::with_capacity(docs.len());
@@ -273,18 +272,7 @@ async fn ingest_round(docs: &[Document], isolated: bool) -> anyhow::Result<Round
                 let t = Instant::now();
                 let title = extracted.title.clone().unwrap_or_else(|| doc.name.clone());
                 let pages = extracted.sections.iter().filter_map(|s| s.page).max();
-                let chunks: Vec<NewChunk> = chunk::chunk(&extracted, &config)
-                    .into_iter()
-                    .map(|c| NewChunk {
-                        page_url: None,
-                        title: title.clone(),
-                        heading_path: c.heading_path.join(" > "),
-                        position: c.position,
-                        page: c.page,
-                        tokens: c.tokens,
-                        text: c.text,
-                    })
-                    .collect();
+                let chunks = worker::new_chunks(&extracted, &title, None);
                 round.chunking += t.elapsed();
                 (chunks, pages, kind)
             }

@@ -51,12 +51,9 @@ use std::{
     time::Instant,
 };
 
-use agentchat::{
-    knowledge::{
-        chunk::{self, ChunkConfig},
-        extract::{self, ExtractLimits},
-    },
-    store::knowledge::NewChunk,
+use agentchat::knowledge::{
+    extract::{self, ExtractLimits},
+    worker,
 };
 use anyhow::{bail, ensure, Context};
 use bench::{
@@ -271,18 +268,7 @@ fn child(path: &Path) -> anyhow::Result<()> {
                 .clone()
                 .unwrap_or_else(|| "upload.pdf".into());
             let pages = extracted.sections.iter().filter_map(|s| s.page).max();
-            let chunks: Vec<NewChunk> = chunk::chunk(&extracted, &ChunkConfig::default())
-                .into_iter()
-                .map(|c| NewChunk {
-                    page_url: None,
-                    title: title.clone(),
-                    heading_path: c.heading_path.join(" > "),
-                    position: c.position,
-                    page: c.page,
-                    tokens: c.tokens,
-                    text: c.text,
-                })
-                .collect();
+            let chunks = worker::new_chunks(&extracted, &title, None);
             let chunk_s = started.elapsed().as_secs_f64();
             (
                 None,

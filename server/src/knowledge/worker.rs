@@ -280,12 +280,11 @@ fn store_err(err: impl std::fmt::Display) -> Failure {
     "Indexing failed because the database was unavailable; try again with refresh.".to_string()
 }
 
-/// The chunks of an extracted document (or page), ready to store.
-pub(crate) fn new_chunks(
-    extracted: &Extracted,
-    title: &str,
-    page_url: Option<&str>,
-) -> Vec<NewChunk> {
+/// The chunks of an extracted document (or page), ready to store: cut with the default
+/// [`ChunkConfig`] (400-token chunks, 60 tokens of overlap), each titled `title`, its
+/// heading path joined with `" > "`, and `page_url` set for crawled pages. What the job
+/// worker and the extraction processes store, and what the benchmarks measure.
+pub fn new_chunks(extracted: &Extracted, title: &str, page_url: Option<&str>) -> Vec<NewChunk> {
     chunk::chunk(extracted, &ChunkConfig::default())
         .into_iter()
         .map(|c| NewChunk {
