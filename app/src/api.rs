@@ -1,8 +1,8 @@
 //! Request and response bodies of the REST API under `/api`, shared by the server (which
 //! produces them) and the dashboard (which consumes them), so both speak one API.
 //!
-//! Field names are camelCase (contract: "field names are camelCase"). Timestamps are ISO
-//! 8601 UTC strings such as `2026-11-20T10:00:00Z` (api.md § Conventions).
+//! Field names are camelCase (docs/api.md: "field names are camelCase"). Timestamps are ISO
+//! 8601 UTC strings such as `2026-11-20T10:00:00Z` (docs/api.md § Conventions).
 
 use serde::{Deserialize, Serialize};
 
@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 /// Every error body of the API: `{"error": reason, "message": what to fix}`
-/// (contract § Errors; api.md § Conventions).
+/// (docs/api.md § Errors, § Conventions).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ssr", derive(ToSchema))]
 pub struct ErrorBody {
@@ -20,7 +20,7 @@ pub struct ErrorBody {
     pub message: String,
 }
 
-/// `POST /api/auth/signup` body (contract § Signup; api.md § Auth).
+/// `POST /api/auth/signup` body (docs/api.md § Signup, § Auth).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "ssr", derive(ToSchema))]
 #[serde(rename_all = "camelCase")]
@@ -166,7 +166,7 @@ pub struct UserProfile {
     pub created_at: String,
 }
 
-/// The limits of the user's plan (contract § Limits; `RATE_LIMITS`, `AGENT_LIMITS`).
+/// The limits of the user's plan (docs/api.md § Limits; `RATE_LIMITS`, `AGENT_LIMITS`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ssr", derive(ToSchema))]
 #[serde(rename_all = "camelCase")]
@@ -305,7 +305,7 @@ pub struct UsageResponse {
 pub struct CreateApiKeyRequest {
     /// 1..=100 characters.
     pub name: String,
-    /// A non-empty set of scope names such as `agents:read` (contract § API key scopes).
+    /// A non-empty set of scope names such as `agents:read` (docs/api.md § API key scopes).
     pub scopes: Vec<String>,
     /// Optional ISO 8601 expiry in the future, e.g. `2027-01-01T00:00:00Z`.
     #[serde(default)]
@@ -354,7 +354,7 @@ pub struct HealthResponse {
     pub version: String,
 }
 
-/// The ten API key scopes of the contract (§ API key scopes), in the contract's order.
+/// The ten API key scopes (docs/api.md § API key scopes), in the contract's order.
 pub const SCOPES: [&str; 10] = [
     "agents:read",
     "agents:write",
@@ -377,7 +377,7 @@ pub const CSRF_COOKIE: &str = "ac_csrf";
 /// Header in which cookie-authenticated unsafe requests echo the CSRF cookie.
 pub const CSRF_HEADER: &str = "x-csrf-token";
 
-/// An agent (contract § Agent; api.md § Agents).
+/// An agent (docs/api.md § Agent; docs/api.md § Agents, models and chat).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ssr", derive(ToSchema))]
 #[serde(rename_all = "camelCase")]
@@ -486,7 +486,7 @@ pub struct StreamOptions {
     pub include_usage: bool,
 }
 
-/// `POST /api/agents/{agentId}/chat` body (contract § Send message).
+/// `POST /api/agents/{agentId}/chat` body (docs/api.md § Send message).
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "ssr", derive(ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -528,7 +528,7 @@ pub struct Source {
     pub snippet: String,
 }
 
-/// The JSON chat reply (contract § Chat reply; api.md adds threadId and sources).
+/// The JSON chat reply (docs/api.md § Chat reply; the service adds threadId and sources).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "ssr", derive(ToSchema))]
 #[serde(rename_all = "camelCase")]
@@ -654,7 +654,7 @@ pub struct AddUrlResponse {
     pub job_id: String,
 }
 
-/// A knowledge document (contract § Knowledge document; api.md § Knowledge base).
+/// A knowledge document (docs/api.md § Knowledge document, § Knowledge base).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ssr", derive(ToSchema))]
 #[serde(rename_all = "camelCase")]
@@ -713,7 +713,7 @@ pub struct JobProgress {
     pub total: u32,
 }
 
-/// A background job (api.md § Knowledge base).
+/// A background job (docs/api.md § Knowledge base).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ssr", derive(ToSchema))]
 #[serde(rename_all = "camelCase")]
@@ -775,7 +775,7 @@ pub struct IntegrationProvidersResponse {
     pub providers: Vec<IntegrationProvider>,
 }
 
-/// `POST /api/integrations` body (contract § Create integration).
+/// `POST /api/integrations` body (docs/api.md § Create integration).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "ssr", derive(ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -885,7 +885,7 @@ pub struct IntegrationResponse {
     pub integration: Integration,
 }
 
-/// `POST /api/integrations` answer (contract § Create integration).
+/// `POST /api/integrations` answer (docs/api.md § Create integration).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "ssr", derive(ToSchema))]
 pub struct CreatedResponse {
@@ -893,7 +893,7 @@ pub struct CreatedResponse {
     pub message: String,
 }
 
-/// A webhook subscription (api.md § Integrations and webhooks). The signing secret is in
+/// A webhook subscription (docs/api.md § Integrations and webhooks). The signing secret is in
 /// the creation answer only, never here.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ssr", derive(ToSchema))]

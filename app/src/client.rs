@@ -171,7 +171,7 @@ thread_local! {
 }
 
 /// [`refresh_session`], once for all requests that need it at the same time. Refresh
-/// tokens rotate and replaying a rotated one ends the session (api.md § Auth), so two
+/// tokens rotate and replaying a rotated one ends the session (docs/api.md § Auth), so two
 /// concurrent refreshes with the same cookie would sign the user out.
 async fn refresh_once() -> Result<(), ApiError> {
     let running = REFRESHING.with(|cell| cell.borrow().clone());

@@ -1,6 +1,6 @@
 //! ISO 3166-1 alpha-2 country codes with English short names, for the signup form's
 //! country picker and the profile view. The list holds the officially assigned codes,
-//! which is what the API accepts for `country` (api.md § Auth: ISO 3166-1 alpha-2).
+//! which is what the API accepts for `country` (docs/api.md § Auth: ISO 3166-1 alpha-2).
 
 /// `(alpha-2 code, English short name)` of every officially assigned ISO 3166-1 country,
 /// sorted by name.

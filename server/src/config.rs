@@ -1,5 +1,5 @@
 //! Configuration from the environment (a `.env` file is read first when present), with
-//! the variable names and defaults of api.md § Configuration.
+//! the variable names and defaults of docs/api.md § Configuration.
 
 use std::{
     io::Write,
@@ -116,7 +116,7 @@ pub struct Config {
     /// `SLACK_API_URL`: the Slack Web API base, default `https://slack.com/api`; methods are
     /// called at `{base}/{method}` (e.g. `chat.postMessage`).
     pub slack_api_url: String,
-    /// Third-party sign-in: `GITHUB_*`, `GOOGLE_*`, `MICROSOFT_*` (api.md § Configuration).
+    /// Third-party sign-in: `GITHUB_*`, `GOOGLE_*`, `MICROSOFT_*` (docs/api.md § Configuration).
     /// A provider is offered only when both its client id and secret are set.
     pub oauth: OAuthConfig,
     /// Leptos output: `LEPTOS_OUTPUT_NAME` (default `agentchat`).

@@ -45,7 +45,7 @@ impl fmt::Display for Email {
     }
 }
 
-/// Password length bounds in characters (api.md § Auth: 8..=128; OWASP ASVS 2.1.1/2.1.2).
+/// Password length bounds in characters (docs/api.md § Auth: 8..=128; OWASP ASVS 2.1.1/2.1.2).
 pub const PASSWORD_MIN: usize = 8;
 /// See [`PASSWORD_MIN`].
 pub const PASSWORD_MAX: usize = 128;
@@ -135,7 +135,7 @@ pub fn parse_phone(raw: &str) -> Result<String, String> {
     Ok(s.to_string())
 }
 
-/// An account's plan (contract § Limits).
+/// An account's plan (docs/api.md § Limits).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Plan {
     /// 100 requests/minute, 3 agents.
@@ -168,7 +168,7 @@ impl Plan {
         }
     }
 
-    /// Requests per minute (contract § Rate limits per plan: 100/500/2000/10000).
+    /// Requests per minute (docs/api.md § Rate limits per plan: 100/500/2000/10000).
     pub fn requests_per_minute(self) -> u32 {
         match self {
             Plan::Free => 100,
@@ -178,7 +178,7 @@ impl Plan {
         }
     }
 
-    /// Default agents allowed (api.md § Plans and limits: 3/10/50/500, configurable).
+    /// Default agents allowed (docs/api.md § Plans and limits: 3/10/50/500, configurable).
     pub fn default_agent_limit(self) -> u32 {
         match self {
             Plan::Free => 3,
@@ -210,7 +210,7 @@ impl fmt::Display for Plan {
     }
 }
 
-/// An API key scope (contract § API key scopes).
+/// An API key scope (docs/api.md § API key scopes).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Scope {
     AgentsRead,

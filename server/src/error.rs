@@ -1,5 +1,5 @@
 //! The API's one error type: every failure becomes `{"error", "message"}` with the right
-//! status (contract § Errors; api.md § Conventions).
+//! status (docs/api.md § Errors, § Conventions).
 
 use app::api::ErrorBody;
 use axum::{
@@ -9,13 +9,13 @@ use axum::{
     Json,
 };
 
-/// The fixed 401 message of the contract.
+/// The fixed 401 message of docs/api.md § Errors.
 pub const UNAUTHORIZED_MESSAGE: &str = "Invalid or expired token";
-/// The fixed 403 message of the contract (missing scope).
+/// The fixed 403 message of docs/api.md § Errors (missing scope).
 pub const FORBIDDEN_MESSAGE: &str = "Insufficient permissions";
-/// The fixed 429 `error` value of the contract.
+/// The fixed 429 `error` value of docs/api.md § Errors.
 pub const RATE_LIMITED_ERROR: &str = "Rate limit exceeded";
-/// The fixed 429 message of the contract.
+/// The fixed 429 message of docs/api.md § Errors.
 pub const RATE_LIMITED_MESSAGE: &str = "Too many requests. Please try again later.";
 /// The 415 message for a JSON body sent with another `Content-Type`.
 pub const NOT_JSON_MESSAGE: &str = "Expected a request with `Content-Type: application/json`";

@@ -1,4 +1,4 @@
-//! Request rate limits per plan (contract § Limits; api.md § Plans and limits).
+//! Request rate limits per plan (docs/api.md § Limits, § Plans and limits).
 //!
 //! [`RateLimiter`] is the boundary: the in-process [`GovernorLimiter`] (GCRA from the
 //! `governor` crate) serves one instance; a Redis-backed implementation can serve several
@@ -104,7 +104,7 @@ impl AccountBudgets {
     }
 }
 
-/// Whose budget a request counts against (api.md § Plans and limits: API keys count toward
+/// Whose budget a request counts against (docs/api.md § Plans and limits: API keys count toward
 /// their owner; unauthenticated endpoints count per client IP).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RateKey<'a> {

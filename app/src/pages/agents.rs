@@ -15,7 +15,7 @@ use leptos::{prelude::*, task::spawn_local};
 use leptos_meta::Title;
 use leptos_router::hooks::use_navigate;
 
-/// Longest agent name the server accepts (api.md § Agents: 1..=100).
+/// Longest agent name the server accepts (docs/api.md § Agents, models and chat: 1..=100).
 pub const NAME_MAX: usize = 100;
 /// Longest description the server accepts.
 pub const DESCRIPTION_MAX: usize = 2_000;
@@ -209,7 +209,7 @@ pub fn NewAgentPage() -> impl IntoView {
     .into_any()
 }
 
-/// Checks a form's fields as the server would (api.md § Agents) and says what to fix.
+/// Checks a form's fields as the server would (docs/api.md § Agents, models and chat) and says what to fix.
 ///
 /// # Errors
 /// The first rule broken, in words.

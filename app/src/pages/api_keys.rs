@@ -2,7 +2,7 @@
 //! `DELETE /api/api-keys/{id}`, `POST /api/api-keys/{id}/rotate`).
 //!
 //! The full key is shown once, right after creation or rotation; afterwards only its
-//! prefix is listed (contract § API key lifecycle).
+//! prefix is listed (docs/api.md § API key lifecycle).
 
 use super::{
     agents::{ConfirmButton, Loaded},
@@ -18,10 +18,10 @@ use crate::{
 use leptos::{prelude::*, task::spawn_local};
 use leptos_meta::Title;
 
-/// Longest key name the server accepts (api.md § API keys: 1..=100).
+/// Longest key name the server accepts (docs/api.md § API keys: 1..=100).
 pub const KEY_NAME_MAX: usize = 100;
 
-/// What each scope allows (contract § API key scopes).
+/// What each scope allows (docs/api.md § API key scopes).
 pub fn scope_description(scope: &str) -> &'static str {
     match scope {
         "agents:read" => "List and view agents",

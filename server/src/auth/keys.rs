@@ -1,4 +1,4 @@
-//! API key material (contract § API key; api.md § API keys): `key_` + base64url of 32
+//! API key material (docs/api.md § API key, § API keys): `key_` + base64url of 32
 //! random bytes, shown once; only its SHA-256 is stored and compared in constant time.
 
 use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
@@ -8,7 +8,7 @@ use subtle::ConstantTimeEq;
 
 /// The prefix every API key starts with.
 pub const KEY_PREFIX: &str = "key_";
-/// How many leading characters of a key are listed (api.md: the first 12).
+/// How many leading characters of a key are listed (docs/api.md: the first 12).
 pub const LISTED_PREFIX_LEN: usize = 12;
 
 /// A freshly generated key: the secret (shown once), its listed prefix and its hash.

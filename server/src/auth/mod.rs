@@ -33,10 +33,10 @@ use self::{
     tokens::{Claims, JwtKeys, TokenType},
 };
 
-/// Live sessions allowed per user; the next sign-in ends the oldest (contract § Session
+/// Live sessions allowed per user; the next sign-in ends the oldest (docs/api.md § Session
 /// and token lifetimes).
 pub const MAX_SESSIONS: usize = 5;
-/// A session unused this long ends (contract § Session and token lifetimes: 24 hours).
+/// A session unused this long ends (docs/api.md § Session and token lifetimes: 24 hours).
 pub const SESSION_IDLE: Duration = Duration::hours(24);
 /// How long a checked session or API key is trusted before the store is asked again; a
 /// session ended on another instance stops working within this time.
@@ -102,7 +102,7 @@ pub struct Principal {
 
 impl Principal {
     /// Ok when the caller holds `scope`; otherwise 403 with the contract's fixed body
-    /// (api.md § Authentication and scopes: sessions hold every scope).
+    /// (docs/api.md § Authentication and scopes: sessions hold every scope).
     pub fn require(&self, scope: Scope) -> Result<(), ApiError> {
         match &self.credential {
             Credential::Session { .. } => Ok(()),
@@ -111,7 +111,7 @@ impl Principal {
         }
     }
 
-    /// The session id when the caller is a user session; API keys get 403 (api.md: "API
+    /// The session id when the caller is a user session; API keys get 403 (docs/api.md: "API
     /// keys can never manage API keys, sessions, passwords or the account").
     pub fn require_session(&self) -> Result<&str, ApiError> {
         match &self.credential {

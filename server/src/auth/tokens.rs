@@ -1,4 +1,4 @@
-//! JSON Web Tokens of sessions (api.md § Auth): HS256 only (the algorithm is pinned, so a
+//! JSON Web Tokens of sessions (docs/api.md § Auth): HS256 only (the algorithm is pinned, so a
 //! token claiming `none` or RS256 is refused), claims `sub`, `sid`, `jti`, `iat`, `nbf`,
 //! `exp`, `iss`, `aud`, `typ`; access tokens live 15 minutes, refresh tokens 7 days.
 
@@ -7,9 +7,9 @@ use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 
-/// Access token lifetime (contract § Session and token lifetimes).
+/// Access token lifetime (docs/api.md § Session and token lifetimes).
 pub const ACCESS_TTL: Duration = Duration::minutes(15);
-/// Refresh token lifetime (contract § Session and token lifetimes).
+/// Refresh token lifetime (docs/api.md § Session and token lifetimes).
 pub const REFRESH_TTL: Duration = Duration::days(7);
 /// Clock skew tolerated on `exp` and `nbf`, in seconds.
 pub const LEEWAY_SECS: u64 = 5;

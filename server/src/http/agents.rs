@@ -1,5 +1,5 @@
-//! `/api/agents` and `/api/models`: agent CRUD with plan limits (contract § Agent, § List,
-//! Create, Get, Update agent; api.md § Agents, models and chat).
+//! `/api/agents` and `/api/models`: agent CRUD with plan limits (docs/api.md § Agent, § List,
+//! Create, Get, Update agent, § Agents, models and chat).
 
 use std::sync::Arc;
 

@@ -1,5 +1,5 @@
-//! `/api/api-keys`: create, list, revoke and rotate API keys (contract § API key, § API key
-//! lifecycle; api.md § API keys). Only a user session may manage keys: an API key gets 403.
+//! `/api/api-keys`: create, list, revoke and rotate API keys (docs/api.md § API key, § API key
+//! lifecycle, § API keys). Only a user session may manage keys: an API key gets 403.
 
 use app::api::{
     ApiKeyInfo, ApiKeysResponse, CreateApiKeyRequest, CreatedApiKey, ErrorBody, SuccessResponse,

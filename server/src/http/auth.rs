@@ -1,6 +1,6 @@
 //! `/api/auth/*`: signup, email verification, login, refresh, logout, the profile,
-//! sessions and password reset (contract § Signup, § Login, § Refresh token,
-//! § Authentication; api.md § Auth).
+//! sessions and password reset (docs/api.md § Signup, § Login, § Refresh token,
+//! § Authentication, § Auth).
 
 use app::api::{
     EmailRequest, ErrorBody, LoginRequest, LoginResponse, MeResponse, MessageResponse, PlanLimits,

@@ -1,5 +1,5 @@
 //! `POST /api/agents/{agentId}/chat` (one JSON reply or a server-sent event stream) and the
-//! conversations of an agent (contract § Send message, § Events; api.md § Agents, models
+//! conversations of an agent (docs/api.md § Send message, § Events, § Agents, models
 //! and chat).
 
 use std::{collections::VecDeque, convert::Infallible};
@@ -38,7 +38,7 @@ use crate::{
     store::{Cursor, MessageRecord},
 };
 
-/// Default page size of lists (api.md § Conventions).
+/// Default page size of lists (docs/api.md § Conventions).
 pub const DEFAULT_PAGE: u32 = 50;
 /// Largest page size.
 pub const MAX_PAGE: u32 = 200;

@@ -1,5 +1,5 @@
-//! `/api/integrations`: the provider catalogue and the user's integrations (contract
-//! § Integration, § Create integration; api.md § Integrations and webhooks). Scopes
+//! `/api/integrations`: the provider catalogue and the user's integrations (docs/api.md
+//! § Integration, § Create integration, § Integrations and webhooks). Scopes
 //! `integrations:read` / `integrations:write`; another user's integration is 404.
 //! Credentials are checked against the provider, sealed at rest and never returned: answers
 //! carry masked hints only.

@@ -1,6 +1,6 @@
 //! `/api/agents/{agentId}/knowledge` and `/api/jobs/{jobId}`: uploads, crawled sites,
-//! documents and their jobs (contract § Knowledge document, § Add URL, § Upload document;
-//! api.md § Knowledge base).
+//! documents and their jobs (docs/api.md § Knowledge document, § Add URL, § Upload document;
+//! docs/api.md § Knowledge base).
 
 use app::api::{
     AddUrlRequest, AddUrlResponse, CrawlOptions, DocumentRefreshResponse, DocumentResponse,

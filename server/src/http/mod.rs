@@ -53,9 +53,9 @@ use crate::{
 use self::extract::{ClientIp, Identity};
 
 /// Requests per minute allowed to one client IP on unauthenticated endpoints (the Free
-/// plan's budget; api.md: "unauthenticated endpoints count per client IP").
+/// plan's budget; docs/api.md: "unauthenticated endpoints count per client IP").
 pub const ANONYMOUS_PER_MINUTE: u32 = 100;
-/// Largest JSON body accepted (api.md § Conventions: over 1 MiB → 413).
+/// Largest JSON body accepted (docs/api.md § Conventions: over 1 MiB → 413).
 pub const MAX_JSON_BODY: usize = 1024 * 1024;
 
 /// The shared state of every handler: one pointer to [`Services`], so that the per-request
@@ -276,7 +276,7 @@ fn identify_now(state: &AppState, headers: &HeaderMap, method: &Method) -> Optio
     }
 }
 
-/// `X-RateLimit-Limit`: the budget's requests per minute (contract § Limits).
+/// `X-RateLimit-Limit`: the budget's requests per minute (docs/api.md § Limits).
 pub const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
 /// `X-RateLimit-Remaining`: requests that may still be made now.
 pub const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
@@ -522,7 +522,7 @@ thread_local! {
     static LAST_RESET: std::cell::RefCell<LastValue> = std::cell::RefCell::default();
 }
 
-/// Adds `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset` (contract §
+/// Adds `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset` (docs/api.md §
 /// Limits) for `decision`.
 fn add_rate_headers(response: &mut Response, decision: &RateDecision) {
     let limit = LAST_LIMIT.with_borrow_mut(|last| last.get(i64::from(decision.limit)));
@@ -602,7 +602,7 @@ fn json_errors(response: Response) -> Response {
 }
 
 /// An ISO 8601 UTC timestamp with second precision, e.g. `2026-11-20T10:00:00Z`
-/// (api.md § Conventions).
+/// (docs/api.md § Conventions).
 pub fn iso(t: chrono::DateTime<chrono::Utc>) -> String {
     t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }

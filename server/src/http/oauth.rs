@@ -1,5 +1,5 @@
 //! `/api/auth/oauth/*` and `/api/auth/identities`: sign-in with GitHub, Google and
-//! Microsoft (contract § Third-party sign-in; api.md § Auth).
+//! Microsoft (docs/api.md § Auth).
 //!
 //! The flow: `GET /api/auth/oauth/{provider}` stores a flow (hash of a random `state`, the
 //! PKCE verifier, the OpenID Connect nonce, the hash of a browser-binding cookie it sets)

@@ -1,5 +1,5 @@
 //! `/api/integrations/webhooks`: webhook subscriptions, the event catalogue and the
-//! delivery history with redelivery (api.md § Integrations and webhooks). Deliveries are
+//! delivery history with redelivery (docs/api.md § Integrations and webhooks). Deliveries are
 //! signed per Standard Webhooks v1 and sent by [`crate::webhooks::worker`].
 
 use app::api::{

@@ -1,6 +1,6 @@
 //! The SSRF-safe HTTP client for knowledge-base fetches.
 //!
-//! The rule (API contract, knowledge bases): server-side request forgery is impossible. Only
+//! The rule (docs/api.md § Knowledge base): server-side request forgery is impossible. Only
 //! `http` and `https` URLs are fetched, on any port. Every address a request would reach —
 //! after DNS resolution, on every redirect hop, and for IP literals in any notation (decimal,
 //! hex, octal, short forms, IPv4-mapped IPv6) — is checked by [`is_forbidden_ip`] against the

@@ -7,7 +7,7 @@ use chrono::{DateTime, Utc};
 
 use super::StoreResult;
 
-/// Document status values (contract § Status values).
+/// Document status values (docs/api.md § States and transitions).
 pub mod status {
     /// Stored, waiting for its job.
     pub const PENDING: &str = "pending";
@@ -19,7 +19,7 @@ pub mod status {
     pub const FAILED: &str = "failed";
 }
 
-/// Job status values (api.md § Knowledge base: queued, running, succeeded, failed).
+/// Job status values (docs/api.md § Knowledge base: queued, running, succeeded, failed).
 pub mod job_status {
     /// Waiting for a worker.
     pub const QUEUED: &str = "queued";

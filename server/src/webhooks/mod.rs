@@ -2,7 +2,7 @@
 //! Standard Webhooks v1 (<https://www.standardwebhooks.com/>, spec
 //! `standard-webhooks/spec/standard-webhooks.md`).
 //!
-//! - [`EventType`]: the catalogue (api.md § Integrations and webhooks).
+//! - [`EventType`]: the catalogue (docs/api.md § Integrations and webhooks).
 //! - [`Events::emit`]: where something happens, one delivery row per subscribed active
 //!   webhook is queued in the database — one cheap query when nobody subscribed, and a
 //!   failure is logged, never returned, so emitting never fails a request.

@@ -478,7 +478,7 @@ async fn me_returns_the_full_profile() {
     assert_eq!(user["phone"], "+1 555 010 9999");
     assert_eq!(user["plan"], "free");
     assert_eq!(user["emailVerified"], true);
-    // The Free plan's limits (contract § Limits), so the dashboard can show them.
+    // The Free plan's limits (docs/api.md § Limits), so the dashboard can show them.
     assert_eq!(me["limits"]["requestsPerMinute"], 100);
     assert_eq!(me["limits"]["agents"], 3);
     let created = user["createdAt"].as_str().unwrap();

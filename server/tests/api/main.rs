@@ -1,4 +1,4 @@
-//! HTTP-level tests of the service: every rule of the contract and api.md that the
+//! HTTP-level tests of the service: every rule of docs/api.md that the
 //! service implements, against the real router on port 0.
 
 mod agents;
