@@ -6,6 +6,7 @@
 pub mod auth;
 pub mod channels;
 pub mod chat;
+pub mod clock;
 pub mod config;
 pub mod connection;
 pub mod crypto;

@@ -11,7 +11,7 @@ pub mod tokens;
 use std::{
     net::IpAddr,
     sync::{
-        atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
         Arc,
     },
     time::{Duration as StdDuration, Instant},
@@ -20,6 +20,8 @@ use std::{
 use app::api::TokenPair;
 use chrono::{DateTime, Duration, Utc};
 use moka::sync::Cache;
+
+pub use crate::clock::Clock;
 
 use crate::{
     domain::{Plan, Scope, ScopeSet},
@@ -44,33 +46,6 @@ pub const AUTH_CACHE_TTL: StdDuration = StdDuration::from_secs(2);
 /// Minimum interval between `last_seen_at` / `last_used_at` writes for one session or key.
 pub const TOUCH_INTERVAL: StdDuration = StdDuration::from_secs(60);
 const TOUCH_INTERVAL_CHRONO: Duration = Duration::seconds(TOUCH_INTERVAL.as_secs() as i64);
-
-/// The service's clock: real time plus an offset that tests may advance.
-#[derive(Clone, Default)]
-pub struct Clock {
-    offset_ms: Arc<AtomicI64>,
-}
-
-impl Clock {
-    /// Now, as the service sees it.
-    pub fn now(&self) -> DateTime<Utc> {
-        Utc::now() + Duration::milliseconds(self.offset_ms.load(Ordering::Relaxed))
-    }
-
-    /// Now, as the service sees it, in Unix epoch milliseconds.
-    pub fn now_ms(&self) -> i64 {
-        let real = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-        real + self.offset_ms.load(Ordering::Relaxed)
-    }
-
-    /// Moves the clock forward by `by` (tests of lifetimes).
-    pub fn advance(&self, by: Duration) {
-        self.offset_ms
-            .fetch_add(by.num_milliseconds(), Ordering::Relaxed);
-    }
-}
 
 /// How a request authenticated.
 #[derive(Debug, Clone)]
