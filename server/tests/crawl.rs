@@ -12,13 +12,15 @@ use std::{
     time::{Duration, Instant},
 };
 
-use agentchat::knowledge::{
-    crawl::{crawl, CrawlConfig, CrawlEvent, CrawlSummary, CrawledPage},
-    net::{
+use agentchat::{
+    knowledge::{
+        crawl::{crawl, CrawlConfig, CrawlEvent, CrawlSummary, CrawledPage},
+        sandbox::{ExtractionConfig, Sandbox},
+    },
+    outbound::{
         check_url, FetchLimits, GuardedResolver, NetError, NetPolicy, ResolveRefusal, SafeClient,
         USER_AGENT,
     },
-    sandbox::{ExtractionConfig, Sandbox},
 };
 use axum::{
     body::{Body, Bytes},

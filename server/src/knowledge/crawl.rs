@@ -38,7 +38,7 @@
 //!   fetches and pages not kept count too, so a site full of broken links is not hammered.
 //! - **Concurrency.** At most [`PER_ORIGIN_CONCURRENCY`] requests per origin and
 //!   [`MAX_IN_FLIGHT`] in all; each page is bounded by the client's
-//!   [`FetchLimits`](super::net::FetchLimits).
+//!   [`FetchLimits`](crate::outbound::FetchLimits).
 
 use std::{
     collections::{HashMap, HashSet, VecDeque},
@@ -58,10 +58,8 @@ use tokio::{
 };
 use url::Url;
 
-use super::{
-    net::{HopError, NetError, SafeClient},
-    sandbox::Sandbox,
-};
+use super::sandbox::Sandbox;
+use crate::outbound::{Fetched, HopError, NetError, SafeClient};
 
 /// Largest accepted `crawl_depth`.
 pub const MAX_CRAWL_DEPTH: u8 = 5;
@@ -406,7 +404,7 @@ impl RobotsRules {
     }
 
     /// Builds the verdict from a fetch of `/robots.txt` (RFC 9309 § 2.3.1).
-    fn from_fetch(result: Result<super::net::Fetched, NetError>) -> Self {
+    fn from_fetch(result: Result<Fetched, NetError>) -> Self {
         match result {
             Ok(f) if (200..300).contains(&f.status) => {
                 let body = &f.body[..f.body.len().min(MAX_ROBOTS_BYTES)];
@@ -1711,7 +1709,7 @@ mod tests {
         assert_eq!(rules.sitemaps, vec!["https://e.x/sm.xml".to_owned()]);
 
         let fetched = |status: u16, body: &'static [u8]| {
-            Ok(crate::knowledge::net::Fetched {
+            Ok(Fetched {
                 url: url("https://e.x/robots.txt"),
                 status,
                 content_type: Some("text/plain".into()),

@@ -31,7 +31,7 @@ use tokio::sync::Notify;
 
 use crate::{
     config::Config,
-    knowledge::net::{self, NetError, NetPolicy, SafeClient},
+    outbound::{self, NetError, NetPolicy, SafeClient},
     store::{webhooks::AfterAttempt, Store},
 };
 
@@ -402,7 +402,7 @@ impl Webhooks {
         let policy = NetPolicy::from_list(&config.allowed_private_hosts)?;
         let client = SafeClient::with_user_agent(
             policy.clone(),
-            net::FetchLimits {
+            outbound::FetchLimits {
                 max_body_bytes: MAX_ANSWER_BYTES,
                 timeout: ATTEMPT_TIMEOUT,
                 max_redirects: 0,
