@@ -19,7 +19,7 @@ use agentchat::{
     },
     outbound::{
         check_url, FetchLimits, GuardedResolver, NetError, NetPolicy, ResolveRefusal, SafeClient,
-        USER_AGENT,
+        CRAWLER_USER_AGENT,
     },
 };
 use axum::{
@@ -751,7 +751,7 @@ async fn client_follows_redirects_and_enforces_limits() {
     assert_eq!(any.status, 404);
 
     let ua = client.get(&site.url("/ua")).await.expect("user agent");
-    assert_eq!(String::from_utf8_lossy(&ua.body), USER_AGENT);
+    assert_eq!(String::from_utf8_lossy(&ua.body), CRAWLER_USER_AGENT);
 
     let small = SafeClient::new(
         site.policy(),

@@ -80,7 +80,7 @@ impl HopError<Infallible> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::outbound::{policy::ResolveRefusal, USER_AGENT};
+    use crate::outbound::{policy::ResolveRefusal, CRAWLER_USER_AGENT};
 
     #[test]
     fn errors_read_as_sentences_without_addresses() {
@@ -93,7 +93,7 @@ mod tests {
             NetError::Http(404).to_string(),
             "the server answered with HTTP status 404"
         );
-        assert!(USER_AGENT.starts_with("AgentChat/"));
-        assert!(USER_AGENT.ends_with("(+knowledge crawler)"));
+        assert!(CRAWLER_USER_AGENT.starts_with("AgentChat/"));
+        assert!(CRAWLER_USER_AGENT.ends_with("(+knowledge crawler)"));
     }
 }

@@ -5,6 +5,9 @@
 //! - [`safe_client`]: [`SafeClient`], the client of crawls and webhook deliveries — DNS
 //!   answers judged and pinned by [`GuardedResolver`], redirects followed (and judged) hop by
 //!   hop, and size and time limits ([`FetchLimits`]).
+//! - [`http`]: [`client_builder`], where every `reqwest::Client` of the server is started
+//!   (the `User-Agent` of its [`Purpose`], no automatic redirects); the sign-in and channel
+//!   clients start there too.
 //! - [`error`]: [`NetError`], why a URL could not be fetched, as a sentence for the user.
 //!
 //! The rule (docs/api.md § Knowledge base): server-side request forgery is impossible. Only
@@ -25,8 +28,9 @@
 //!   already turns `http://2130706433/`, `http://0x7f.1/`, `http://0177.0.0.1/` and
 //!   `http://127.1/` into `127.0.0.1`; IPv6 literals keep their embedded IPv4 address, which
 //!   [`is_forbidden_ip`] judges.
-//! - **Redirects** are never followed by `reqwest` (`redirect::Policy::none()`); [`SafeClient`]
-//!   follows them itself, judging every hop like the first request.
+//! - **Redirects** are never followed by `reqwest` (`redirect::Policy::none()`, set by
+//!   [`client_builder`]); [`SafeClient`] follows them itself, judging every hop like the first
+//!   request.
 //! - **Proxies** from the environment are ignored (`no_proxy`), so a proxy cannot make the
 //!   connection on the client's behalf.
 //!
@@ -39,9 +43,11 @@
 //! port.
 
 pub mod error;
+pub mod http;
 pub mod policy;
 pub mod safe_client;
 
 pub use error::{HopError, NetError};
+pub use http::{client_builder, Purpose, CRAWLER_USER_AGENT, USER_AGENT, WEBHOOK_USER_AGENT};
 pub use policy::{check_url, is_forbidden_ip, NetPolicy, PolicyError, ResolveRefusal};
-pub use safe_client::{FetchLimits, Fetched, GuardedResolver, SafeClient, USER_AGENT};
+pub use safe_client::{FetchLimits, Fetched, GuardedResolver, SafeClient};

@@ -15,21 +15,15 @@ use std::{
 use bytes::{Bytes, BytesMut};
 use reqwest::{
     dns::{Addrs, Name, Resolve, Resolving},
-    header, redirect, StatusCode,
+    header, StatusCode,
 };
 use url::Url;
 
 use super::{
+    client_builder,
     policy::{check_static, host_key, resolve_checked},
-    HopError, NetError, NetPolicy, ResolveRefusal,
+    HopError, NetError, NetPolicy, Purpose, ResolveRefusal,
 };
-
-/// The `User-Agent` of every knowledge-base request: `AgentChat/<version> (+knowledge crawler)`.
-pub const USER_AGENT: &str = concat!(
-    "AgentChat/",
-    env!("CARGO_PKG_VERSION"),
-    " (+knowledge crawler)"
-);
 
 /// The longest a TCP (and TLS) connection may take to open, whatever the page time cap.
 const MAX_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -113,9 +107,10 @@ pub struct Fetched {
     pub body: Bytes,
 }
 
-/// The HTTP client for knowledge-base fetches: one `reqwest::Client` with the
-/// [`GuardedResolver`], no automatic redirects, no proxy, connect and read timeouts and the
-/// [`USER_AGENT`]. Cloning is cheap and shares the connection pool.
+/// The SSRF-safe HTTP client of crawls and webhook deliveries: one `reqwest::Client` started
+/// by [`client_builder`] (the `User-Agent` of its [`Purpose`], no automatic redirects) with
+/// the [`GuardedResolver`], no proxy, no `Referer`, and connect and read timeouts. Cloning is
+/// cheap and shares the connection pool.
 #[derive(Debug, Clone)]
 pub struct SafeClient {
     client: reqwest::Client,
@@ -124,29 +119,27 @@ pub struct SafeClient {
 }
 
 impl SafeClient {
-    /// Builds the client for `policy` and `limits`.
+    /// Builds the crawler's client ([`Purpose::Crawl`]) for `policy` and `limits`.
     ///
     /// # Errors
     /// [`NetError::Setup`] when the TLS back end cannot be initialised.
     pub fn new(policy: NetPolicy, limits: FetchLimits) -> Result<Self, NetError> {
-        Self::with_user_agent(policy, limits, USER_AGENT)
+        Self::for_purpose(policy, limits, Purpose::Crawl)
     }
 
-    /// Like [`SafeClient::new`] with another `User-Agent` (webhook deliveries name
-    /// themselves differently from the crawler).
+    /// Like [`SafeClient::new`] for another [`Purpose`], which names the client in its
+    /// `User-Agent` (webhook deliveries name themselves differently from the crawler).
     ///
     /// # Errors
     /// [`NetError::Setup`] when the TLS back end cannot be initialised.
-    pub fn with_user_agent(
+    pub fn for_purpose(
         policy: NetPolicy,
         limits: FetchLimits,
-        user_agent: &str,
+        purpose: Purpose,
     ) -> Result<Self, NetError> {
-        let client = reqwest::Client::builder()
+        let client = client_builder(purpose)
             .dns_resolver(Arc::new(GuardedResolver::new(&policy)))
-            .redirect(redirect::Policy::none())
             .no_proxy()
-            .user_agent(user_agent)
             .connect_timeout(limits.timeout.min(MAX_CONNECT_TIMEOUT))
             .read_timeout(limits.timeout)
             .referer(false)
