@@ -9,7 +9,6 @@ use std::collections::HashSet;
 
 use dom_smoothie::{Config as ReadabilityConfig, Readability, TextMode};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use url::Url;
 
 use super::scope::normalize;
@@ -343,13 +342,10 @@ fn tidy_text(text: &str) -> String {
     out.trim().to_owned()
 }
 
-pub(super) fn sha256_hex(text: &str) -> String {
-    format!("{:x}", Sha256::digest(text.as_bytes()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::crypto::sha256_hex;
 
     fn url(s: &str) -> Url {
         Url::parse(s).expect("test URL")

@@ -16,12 +16,13 @@ use tokio::{
 use url::Url;
 
 use super::{
-    html::{sha256_hex, ContentKind, PageDoc},
+    html::{ContentKind, PageDoc},
     robots::{RobotsDenial, RobotsRules},
     scope::{normalize, origin_key, site_key, PathFilter, Scope, SeenUrls},
     sitemap, CrawlConfig, CrawlEvent, CrawlSummary, CrawledPage, MAX_CRAWL_DEPTH,
 };
 use crate::{
+    crypto::sha256_hex,
     knowledge::sandbox::Sandbox,
     outbound::{HopError, NetError, SafeClient},
 };
