@@ -7,6 +7,8 @@
 //! `ENCRYPTION_KEY` is rotated (the old key moved to `ENCRYPTION_KEYS_PREVIOUS`), old rows
 //! still open, and are sealed again under the new key when next written. Nonces are random
 //! (96 bits): far below the 2^32 messages per key that SP 800-38D § 8.3 allows.
+//!
+//! Also the one SHA-256 helper of the server, [`sha256_hex`].
 
 use aes_gcm::{
     aead::{Aead, KeyInit, Payload},
@@ -71,7 +73,7 @@ impl SecretBox {
 
     /// Hex id of the current key (stored next to sealed values, for rotation).
     pub fn current_key_id(&self) -> String {
-        hex(&self.current.id)
+        hex::encode(self.current.id)
     }
 
     /// Encrypts `plaintext`, binding it to `aad` (e.g. `owner id | row id`).
@@ -126,13 +128,30 @@ impl SecretBox {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+/// SHA-256 (FIPS 180-4) of `bytes` as 64 lower-case hex digits. Every stored SHA-256 has
+/// this form: the hashes of API keys, email tokens and sign-in flow secrets
+/// (`auth::keys`), and the content hash of a crawled page's text, which lets a refresh skip
+/// an unchanged page.
+pub fn sha256_hex(bytes: impl AsRef<[u8]>) -> String {
+    hex::encode(Sha256::digest(bytes.as_ref()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sha256_hex_gives_the_fips_180_4_digest_in_lower_case_hex() {
+        // FIPS 180-4 example: the one-block message "abc".
+        let abc = "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad";
+        assert_eq!(sha256_hex("abc"), abc);
+        assert_eq!(sha256_hex(b"abc"), abc);
+        assert_eq!(sha256_hex(String::from("abc")), abc);
+        assert_eq!(
+            sha256_hex(""),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+    }
 
     #[test]
     fn a_sealed_value_opens_only_with_its_associated_data() {

@@ -17,6 +17,7 @@ pub mod integrations;
 pub mod knowledge;
 pub mod llm;
 pub mod mail;
+pub mod outbound;
 pub mod ratelimit;
 pub mod startup;
 pub mod store;

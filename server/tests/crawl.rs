@@ -12,13 +12,15 @@ use std::{
     time::{Duration, Instant},
 };
 
-use agentchat::knowledge::{
-    crawl::{crawl, CrawlConfig, CrawlEvent, CrawlSummary, CrawledPage},
-    net::{
-        check_url, FetchLimits, GuardedResolver, NetError, NetPolicy, ResolveRefusal, SafeClient,
-        USER_AGENT,
+use agentchat::{
+    knowledge::{
+        crawl::{crawl, CrawlConfig, CrawlEvent, CrawlSummary, CrawledPage},
+        sandbox::{ExtractionConfig, Sandbox},
     },
-    sandbox::{ExtractionConfig, Sandbox},
+    outbound::{
+        check_url, FetchLimits, GuardedResolver, NetError, NetPolicy, ResolveRefusal, SafeClient,
+        CRAWLER_USER_AGENT,
+    },
 };
 use axum::{
     body::{Body, Bytes},
@@ -749,7 +751,7 @@ async fn client_follows_redirects_and_enforces_limits() {
     assert_eq!(any.status, 404);
 
     let ua = client.get(&site.url("/ua")).await.expect("user agent");
-    assert_eq!(String::from_utf8_lossy(&ua.body), USER_AGENT);
+    assert_eq!(String::from_utf8_lossy(&ua.body), CRAWLER_USER_AGENT);
 
     let small = SafeClient::new(
         site.policy(),

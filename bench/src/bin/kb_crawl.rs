@@ -57,10 +57,10 @@ use agentchat::{
     knowledge::{
         crawl::{self, CrawlConfig, CrawlEvent},
         extract::ExtractLimits,
-        net::{FetchLimits, NetPolicy, SafeClient},
         sandbox::{ExtractionConfig, Sandbox},
         worker,
     },
+    outbound::{FetchLimits, NetPolicy, SafeClient},
     store::{
         knowledge::{KnowledgeStore, NewChunk, PageRecord},
         sqlite::SqliteStore,

@@ -3,7 +3,6 @@
 
 use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
 use rand::RngCore;
-use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 /// The prefix every API key starts with.
@@ -30,10 +29,9 @@ pub fn generate() -> GeneratedKey {
     }
 }
 
-/// Lower-case hex SHA-256 of `value`; also used for email tokens.
-pub fn sha256_hex(value: &str) -> String {
-    hex::encode(Sha256::digest(value.as_bytes()))
-}
+/// Lower-case hex SHA-256 of a key ([`crate::crypto::sha256_hex`]); also used for email
+/// tokens and sign-in flow secrets.
+pub use crate::crypto::sha256_hex;
 
 /// Constant-time equality of two hashes (or any strings of secret-derived bytes).
 pub fn constant_time_eq(a: &str, b: &str) -> bool {

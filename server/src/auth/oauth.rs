@@ -41,7 +41,10 @@ use oauth2::{
 use secrecy::ExposeSecret;
 use serde::{Deserialize, Serialize};
 
-use crate::config::{GithubConfig, OAuthClientConfig, OAuthConfig, OidcConfig};
+use crate::{
+    config::{GithubConfig, OAuthClientConfig, OAuthConfig, OidcConfig},
+    outbound,
+};
 
 /// How long the discovery document and JWKS of an issuer are reused.
 pub const DISCOVERY_TTL: Duration = Duration::from_secs(3600);
@@ -54,8 +57,6 @@ const MAX_ANSWER_BYTES: usize = 256 * 1024;
 /// The tenant of personal Microsoft accounts (Microsoft identity platform, ID token claims
 /// reference: `tid`).
 pub const MICROSOFT_CONSUMER_TENANT: &str = "9188040d-6c67-4c5b-b112-36a304b66dad";
-/// Sent to GitHub's API, which refuses requests without a User-Agent.
-const USER_AGENT: &str = concat!("AgentChat/", env!("CARGO_PKG_VERSION"));
 
 /// A third-party sign-in provider.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -219,11 +220,9 @@ impl OAuth {
     /// Sign-in through the providers of `config`; redirect URIs are
     /// `{public_url}/api/auth/oauth/{provider}/callback`.
     pub fn new(config: OAuthConfig, public_url: &str) -> anyhow::Result<Self> {
-        let http = reqwest::Client::builder()
-            // Following redirects would let a provider answer point anywhere (SSRF).
-            .redirect(reqwest::redirect::Policy::none())
+        // No redirects: following one would let a provider answer point anywhere (SSRF).
+        let http = outbound::client_builder(outbound::Purpose::SignIn)
             .timeout(PROVIDER_TIMEOUT)
-            .user_agent(USER_AGENT)
             .build()?;
         Ok(Self {
             config,

@@ -15,6 +15,7 @@ use crate::{
     config::Config,
     error::ApiError,
     http::AppState,
+    outbound,
     store::{integrations::IntegrationRecord, StoreError},
 };
 
@@ -43,10 +44,8 @@ impl Channels {
     /// Errors: the HTTP client cannot be built (no TLS roots).
     pub fn new(config: &Config) -> anyhow::Result<Self> {
         Ok(Self {
-            http: reqwest::Client::builder()
+            http: outbound::client_builder(outbound::Purpose::Channels)
                 .timeout(PROVIDER_API_TIMEOUT)
-                .redirect(reqwest::redirect::Policy::none())
-                .user_agent(concat!("AgentChat/", env!("CARGO_PKG_VERSION")))
                 .build()?,
             telegram_api_url: config.telegram_api_url.clone(),
             slack_api_url: config.slack_api_url.clone(),

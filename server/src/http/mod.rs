@@ -612,11 +612,11 @@ pub const URL_MAX: usize = 2_048;
 
 /// Checks a URL the service will request: http or https, at most [`URL_MAX`] bytes, and not
 /// a private or otherwise forbidden address as far as can be known now
-/// ([`crate::knowledge::net::check_url`]; it is checked again when requested). `purpose`
+/// ([`crate::outbound::check_url`]; it is checked again when requested). `purpose`
 /// ends the 400 message: "url cannot {purpose}: ...".
 pub async fn checked_public_url(
     raw: &str,
-    policy: &crate::knowledge::net::NetPolicy,
+    policy: &crate::outbound::NetPolicy,
     purpose: &str,
 ) -> crate::error::ApiResult<url::Url> {
     let raw = raw.trim();
@@ -630,7 +630,7 @@ pub async fn checked_public_url(
     }
     let url = url::Url::parse(raw)
         .map_err(|e| ApiError::bad_request(format!("url is not a valid URL ({e})")))?;
-    crate::knowledge::net::check_url(&url, policy)
+    crate::outbound::check_url(&url, policy)
         .await
         .map_err(|e| ApiError::bad_request(format!("url cannot {purpose}: {e}")))?;
     Ok(url)

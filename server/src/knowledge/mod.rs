@@ -4,7 +4,6 @@
 //! - [`sandbox`]: extraction and chunking in child processes with a deadline and a memory
 //!   limit, so that a hostile file can crash or stall only its reader.
 //! - [`chunk`]: token-bounded chunks with overlap, keeping heading path and position.
-//! - [`net`]: the SSRF-safe HTTP client every crawl request goes through.
 //! - [`crawl`]: the crawling policy (crawl depth, page limit, patterns, robots.txt,
 //!   sitemaps, canonical URLs).
 //! - [`worker`]: durable jobs from the database, run by a worker pool with leases, so a
@@ -23,7 +22,6 @@ pub mod crawl;
 pub mod embed;
 pub mod eval;
 pub mod extract;
-pub mod net;
 pub mod retrieve;
 pub mod sandbox;
 pub mod worker;
@@ -32,7 +30,11 @@ use std::{path::PathBuf, sync::Arc};
 
 use tokio::sync::Notify;
 
-use crate::{config::Config, store::Store};
+use crate::{
+    config::Config,
+    outbound::{FetchLimits, NetPolicy, SafeClient},
+    store::Store,
+};
 
 /// The knowledge base's shared parts (uploads folder, HTTP client, job wake-up).
 #[derive(Clone)]
@@ -42,9 +44,9 @@ pub struct Knowledge {
     /// Where uploads are kept until (and after) they are indexed: `DATA_DIR/uploads/{documentId}`.
     pub uploads: PathBuf,
     /// The SSRF-safe client of crawls.
-    pub client: Arc<net::SafeClient>,
+    pub client: Arc<SafeClient>,
     /// The rules the client enforces (also used to refuse URLs at submission).
-    pub policy: Arc<net::NetPolicy>,
+    pub policy: Arc<NetPolicy>,
     /// Wakes an idle worker when a job is queued.
     pub wake: Arc<Notify>,
     /// Limits of text extraction (checked inside the readers; `deadline` is
@@ -78,11 +80,8 @@ impl Knowledge {
     ) -> anyhow::Result<Self> {
         let uploads = config.data_dir.join("uploads");
         std::fs::create_dir_all(&uploads)?;
-        let policy = Arc::new(net::NetPolicy::from_list(&config.allowed_private_hosts)?);
-        let client = Arc::new(net::SafeClient::new(
-            (*policy).clone(),
-            net::FetchLimits::default(),
-        )?);
+        let policy = Arc::new(NetPolicy::from_list(&config.allowed_private_hosts)?);
+        let client = Arc::new(SafeClient::new((*policy).clone(), FetchLimits::default())?);
         Ok(Self {
             store,
             uploads,

@@ -18,7 +18,6 @@ use std::{
 };
 
 use chrono::{DateTime, Utc};
-use sha2::{Digest, Sha256};
 use tokio::{sync::mpsc, task::JoinHandle};
 use tracing::{info, warn};
 
@@ -341,11 +340,6 @@ async fn ingest_file(k: &Knowledge, job: &JobRecord) -> Result<Done, Failure> {
         pages: document.pages,
         bytes: size,
     })
-}
-
-/// SHA-256 (hex) of a page's text: an unchanged hash lets a refresh skip the page.
-pub fn content_hash(text: &str) -> String {
-    hex::encode(Sha256::digest(text.as_bytes()))
 }
 
 async fn crawl_site(k: &Knowledge, job: &JobRecord, progress: &Progress) -> Result<Done, Failure> {

@@ -31,7 +31,7 @@ use tokio::sync::Notify;
 
 use crate::{
     config::Config,
-    knowledge::net::{self, NetError, NetPolicy, SafeClient},
+    outbound::{self, NetError, NetPolicy, Purpose, SafeClient},
     store::{webhooks::AfterAttempt, Store},
 };
 
@@ -43,8 +43,6 @@ pub const SECRET_BYTES: usize = 32;
 pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Bytes of a receiver's answer read (and discarded) before the connection is dropped.
 pub const MAX_ANSWER_BYTES: usize = 64 * 1024;
-/// The `User-Agent` of deliveries.
-pub const USER_AGENT: &str = concat!("AgentChat-Webhooks/", env!("CARGO_PKG_VERSION"));
 
 /// An event type of the catalogue.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -400,14 +398,14 @@ impl Webhooks {
     /// client that cannot be built.
     pub fn new(config: &Config, store: Arc<dyn Store>) -> anyhow::Result<Self> {
         let policy = NetPolicy::from_list(&config.allowed_private_hosts)?;
-        let client = SafeClient::with_user_agent(
+        let client = SafeClient::for_purpose(
             policy.clone(),
-            net::FetchLimits {
+            outbound::FetchLimits {
                 max_body_bytes: MAX_ANSWER_BYTES,
                 timeout: ATTEMPT_TIMEOUT,
                 max_redirects: 0,
             },
-            USER_AGENT,
+            Purpose::Webhooks,
         )?;
         Ok(Self {
             events: Events::new(store.clone()),

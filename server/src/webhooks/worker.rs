@@ -17,7 +17,7 @@ use tracing::{debug, warn};
 
 use super::{after_attempt, judge, sign, Webhooks};
 use crate::{
-    knowledge::net::NetError,
+    outbound::NetError,
     store::webhooks::{AfterAttempt, AttemptRecord, ClaimedDelivery},
 };
 
