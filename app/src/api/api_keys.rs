@@ -1,0 +1,68 @@
+//! API keys and the scopes they grant (docs/api.md § API keys, § API key scopes). The
+//! secret is shown once, in the answer that creates or rotates a key.
+
+use serde::{Deserialize, Serialize};
+
+#[cfg(feature = "ssr")]
+use utoipa::ToSchema;
+
+/// The ten API key scopes (docs/api.md § API key scopes), in the contract's order.
+pub const SCOPES: [&str; 10] = [
+    "agents:read",
+    "agents:write",
+    "chat:read",
+    "chat:write",
+    "knowledge:read",
+    "knowledge:write",
+    "integrations:read",
+    "integrations:write",
+    "webhooks:read",
+    "webhooks:write",
+];
+
+/// `POST /api/api-keys` body.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct CreateApiKeyRequest {
+    /// 1..=100 characters.
+    pub name: String,
+    /// A non-empty set of scope names such as `agents:read` (docs/api.md § API key scopes).
+    pub scopes: Vec<String>,
+    /// Optional ISO 8601 expiry in the future, e.g. `2027-01-01T00:00:00Z`.
+    #[serde(default)]
+    pub expires_at: Option<String>,
+}
+
+/// An API key as listed: never the secret or its hash.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ApiKeyInfo {
+    pub id: String,
+    pub name: String,
+    /// The first 12 characters of the key, e.g. `key_AbCdEfGh`.
+    pub prefix: String,
+    pub scopes: Vec<String>,
+    pub expires_at: Option<String>,
+    pub created_at: String,
+    pub last_used_at: Option<String>,
+}
+
+/// `201` answer of key creation and rotation: `key` is shown only here.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct CreatedApiKey {
+    pub api_key: ApiKeyInfo,
+    /// `key_` followed by base64url of 32 random bytes.
+    pub key: String,
+}
+
+/// `GET /api/api-keys` answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ApiKeysResponse {
+    pub api_keys: Vec<ApiKeyInfo>,
+}

@@ -1,0 +1,136 @@
+//! Chat with an agent: the request, the JSON reply, and the stored conversations and
+//! messages (docs/api.md § Send message, § Chat reply). The frames of a streamed reply are
+//! read by `crate::sse`.
+
+use serde::{Deserialize, Serialize};
+
+#[cfg(feature = "ssr")]
+use utoipa::ToSchema;
+
+/// A file attached to one chat turn: a text-bearing kind, base64-encoded.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Attachment {
+    pub filename: String,
+    /// e.g. `text/plain` or `text/markdown`.
+    pub content_type: String,
+    /// The file's bytes, base64 (standard alphabet).
+    pub data: String,
+}
+
+/// Stream options of a chat request.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StreamOptions {
+    /// Adds a usage frame before `[DONE]`.
+    #[serde(default)]
+    pub include_usage: bool,
+}
+
+/// `POST /api/agents/{agentId}/chat` body (docs/api.md § Send message).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ChatRequest {
+    /// The message; 1..=32,000 characters by default.
+    pub message: String,
+    /// Continues this thread; omitted: a new thread.
+    #[serde(default)]
+    pub thread_id: Option<String>,
+    /// Server-sent events when true.
+    #[serde(default)]
+    pub stream: bool,
+    #[serde(default)]
+    pub attachments: Vec<Attachment>,
+    #[serde(default)]
+    pub stream_options: Option<StreamOptions>,
+}
+
+/// Token usage of a reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct TokensUsed {
+    pub prompt: u32,
+    pub completion: u32,
+    pub total: u32,
+}
+
+/// A knowledge base passage a reply used.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Source {
+    pub document_id: String,
+    pub title: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    pub chunk_id: String,
+    pub score: f64,
+    pub snippet: String,
+}
+
+/// The JSON chat reply (docs/api.md § Chat reply; the service adds threadId and sources).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ChatReply {
+    pub message: String,
+    pub model: String,
+    pub tokens_used: TokensUsed,
+    pub rag_chunks_used: u32,
+    pub thread_id: String,
+    pub sources: Vec<Source>,
+}
+
+/// A conversation thread in a list.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Conversation {
+    pub thread_id: String,
+    pub title: String,
+    pub message_count: u32,
+    pub created_at: String,
+    pub updated_at: String,
+}
+
+/// `GET /api/agents/{agentId}/conversations` answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ConversationsResponse {
+    pub conversations: Vec<Conversation>,
+    /// Pass as `?cursor=` for the next page; null on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// A stored message.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct ChatMessage {
+    pub id: String,
+    /// `user` or `assistant`.
+    pub role: String,
+    pub content: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tokens_used: Option<TokensUsed>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sources: Option<Vec<Source>>,
+    /// `complete`, or `failed` / `cancelled` for a reply cut short.
+    pub status: String,
+    pub created_at: String,
+}
+
+/// `GET .../conversations/{threadId}/messages` answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct MessagesResponse {
+    pub messages: Vec<ChatMessage>,
+    pub next_cursor: Option<String>,
+}
