@@ -2,7 +2,8 @@
 //! lease that a running job keeps renewing. A worker that dies (crash, kill, restart)
 //! stops renewing; once its lease has passed another worker takes the job again. A job
 //! started [`MAX_ATTEMPTS`] times without finishing fails its document, so no document
-//! stays `processing` forever.
+//! stays `processing` forever. Times (claims, leases, recorded times) are read from the
+//! service clock ([`Knowledge::clock`]).
 //!
 //! With `EMBEDDING_MODEL` set, a job embeds the chunks it writes; an embedding failure
 //! never fails the job (see [`super::embed`] for the failure semantics), and the workers'
@@ -68,7 +69,7 @@ pub fn spawn(knowledge: Knowledge, workers: usize) -> Vec<JoinHandle<()>> {
 
 async fn work(k: Knowledge, n: usize) {
     loop {
-        let now = Utc::now();
+        let now = k.clock.now();
         let lease = lease_from(now);
         match k.store.claim_job(now, lease).await {
             Ok(Some(job)) => {
@@ -106,18 +107,19 @@ pub async fn run(k: &Knowledge, job: JobRecord) {
         return;
     }
     let _ = store
-        .set_document_status(&job.document_id, status::PROCESSING, None, Utc::now())
+        .set_document_status(&job.document_id, status::PROCESSING, None, k.clock.now())
         .await;
     let progress = Arc::new(Progress::default());
     let heartbeat = {
         let store = store.clone();
+        let clock = k.clock.clone();
         let progress = progress.clone();
         let id = job.id.clone();
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(HEARTBEAT).await;
                 let (done, total) = progress.get();
-                let lease = lease_from(Utc::now());
+                let lease = lease_from(clock.now());
                 let _ = store.job_progress(&id, done, total, lease).await;
             }
         })
@@ -154,7 +156,7 @@ pub async fn run(k: &Knowledge, job: JobRecord) {
                 bytes,
                 progress,
             };
-            match store.complete_job(&job, outcome, Utc::now()).await {
+            match store.complete_job(&job, outcome, k.clock.now()).await {
                 Ok(true) => {
                     info!(job = %job.id, "job succeeded");
                     emit_document(k, &job, EventType::DocumentIndexed).await;
@@ -181,7 +183,7 @@ pub async fn run(k: &Knowledge, job: JobRecord) {
 /// reader crash or run out of time or memory would do it again); a refresh starts anew.
 async fn fail(k: &Knowledge, job: &JobRecord, reason: &str) {
     let outcome = JobOutcome::Failed { reason };
-    match k.store.complete_job(job, outcome, Utc::now()).await {
+    match k.store.complete_job(job, outcome, k.clock.now()).await {
         Ok(true) => {
             warn!(job = %job.id, reason, "job failed");
             emit_document(k, job, EventType::DocumentFailed).await;
@@ -426,7 +428,7 @@ async fn crawl_site(k: &Knowledge, job: &JobRecord, progress: &Progress) -> Resu
             }
             CrawlEvent::Progress { done, found } => {
                 progress.set(done, found);
-                let lease = lease_from(Utc::now());
+                let lease = lease_from(k.clock.now());
                 let _ = store.job_progress(&job.id, done, found, lease).await;
             }
             CrawlEvent::Skipped { .. } => {}
@@ -505,7 +507,7 @@ async fn store_ready_pages(
         return Ok(true);
     }
     k.store
-        .replace_pages(document_id, &pages, Utc::now())
+        .replace_pages(document_id, &pages, k.clock.now())
         .await
         .map_err(store_err)
 }

@@ -6,6 +6,10 @@
 //! kill, restart) never records the attempt; once the lease has passed, any worker takes
 //! the delivery again. A receiver may therefore see a message twice, with the same
 //! `webhook-id` (Standard Webhooks v1 asks receivers to deduplicate on it).
+//!
+//! Claims, leases, due times and recorded times are read from the service clock
+//! ([`Webhooks::clock`]); the `webhook-timestamp` header is the real time, which receivers
+//! check against their own clocks.
 
 use std::{sync::Arc, time::Duration};
 
@@ -42,7 +46,7 @@ async fn dispatch(w: Webhooks) {
         let free = MAX_IN_FLIGHT - in_flight.len();
         let mut claimed = 0;
         if free > 0 {
-            let now = Utc::now();
+            let now = w.clock.now();
             let lease = now + chrono::Duration::from_std(LEASE).unwrap_or_default();
             match w.store.claim_deliveries(now, lease, free as u32).await {
                 Ok(batch) => {
@@ -64,7 +68,7 @@ async fn dispatch(w: Webhooks) {
             continue;
         }
         let idle = match w.store.next_delivery_due().await {
-            Ok(Some(due)) => (due - Utc::now())
+            Ok(Some(due)) => (due - w.clock.now())
                 .to_std()
                 .unwrap_or_default()
                 .clamp(Duration::from_millis(5), POLL),
@@ -82,12 +86,12 @@ async fn dispatch(w: Webhooks) {
 /// lease then runs out and the delivery is sent again).
 async fn attempt(w: &Webhooks, claimed: ClaimedDelivery) {
     let d = &claimed.delivery;
-    let started_at = Utc::now();
+    let started_at = w.clock.now();
     let clock = Instant::now();
     let result = send(w, &claimed).await;
     let duration_ms = clock.elapsed().as_millis() as u64;
     let verdict = judge(&result);
-    let now = Utc::now();
+    let now = w.clock.now();
     let after = after_attempt(verdict, &w.retry, d.attempts, d.retry_from, now);
     let (response_status, error) = match &result {
         Ok(status) if (200..300).contains(status) => (Some(*status), None),
