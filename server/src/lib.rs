@@ -14,6 +14,7 @@ pub mod domain;
 pub mod error;
 pub mod http;
 pub mod integrations;
+pub mod jobs;
 pub mod knowledge;
 pub mod llm;
 pub mod mail;

@@ -99,9 +99,15 @@ impl Application {
             .build();
         let models = build_models(&config)?;
         tokio::task::spawn_blocking(crate::llm::tokens::warm_up);
-        let webhooks = crate::webhooks::Webhooks::new(&config, store.clone())?;
-        let knowledge =
-            crate::knowledge::Knowledge::new(&config, store.clone(), webhooks.events.clone())?;
+        // The one clock of handlers, sessions, jobs and webhook retries.
+        let clock = Clock::default();
+        let webhooks = crate::webhooks::Webhooks::new(&config, store.clone(), clock.clone())?;
+        let knowledge = crate::knowledge::Knowledge::new(
+            &config,
+            store.clone(),
+            webhooks.events.clone(),
+            clock.clone(),
+        )?;
         crate::knowledge::worker::spawn(knowledge.clone(), config.job_workers);
         if config.job_workers > 0 {
             crate::webhooks::worker::spawn(webhooks.clone());
@@ -110,7 +116,7 @@ impl Application {
             models,
             knowledge,
             webhooks,
-            auth: AuthService::new(store.clone(), jwt, hasher, Clock::default()),
+            auth: AuthService::new(store.clone(), jwt, hasher, clock),
             oauth: OAuth::new(config.oauth.clone(), &config.public_url)?,
             secrets: config.secret_box()?,
             channels: crate::channels::Channels::new(&config)?,

@@ -65,11 +65,13 @@ pub struct Knowledge {
     pub embed_wake: Arc<Notify>,
     /// Webhook events of jobs (`document.indexed`, `document.failed`, `crawl.completed`).
     pub events: crate::webhooks::Events,
+    /// The service clock jobs read the time from (claims, leases, recorded times).
+    pub clock: crate::clock::Clock,
 }
 
 impl Knowledge {
     /// The knowledge base of `config` over `store`; its jobs emit webhook events through
-    /// `events`.
+    /// `events` and read the time from `clock`.
     ///
     /// Errors: a malformed `ALLOWED_PRIVATE_HOSTS` entry, an uploads folder that cannot be
     /// created, or an HTTP client (crawls, embeddings) that cannot be built.
@@ -77,6 +79,7 @@ impl Knowledge {
         config: &Config,
         store: Arc<dyn Store>,
         events: crate::webhooks::Events,
+        clock: crate::clock::Clock,
     ) -> anyhow::Result<Self> {
         let uploads = config.data_dir.join("uploads");
         std::fs::create_dir_all(&uploads)?;
@@ -98,6 +101,7 @@ impl Knowledge {
             vectors: embed::VectorCache::default(),
             embed_wake: Arc::new(Notify::new()),
             events,
+            clock,
         })
     }
 

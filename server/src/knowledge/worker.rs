@@ -1,8 +1,10 @@
-//! Durable knowledge jobs: stored in the `jobs` table, taken by a pool of workers under a
-//! lease that a running job keeps renewing. A worker that dies (crash, kill, restart)
-//! stops renewing; once its lease has passed another worker takes the job again. A job
-//! started [`MAX_ATTEMPTS`] times without finishing fails its document, so no document
-//! stays `processing` forever.
+//! Durable knowledge jobs: stored in the `jobs` table, taken by the job loop
+//! ([`crate::jobs::lease`], up to `JOB_WORKERS` jobs at once) under a lease that a running
+//! job keeps renewing. A worker that dies (crash, kill, restart) stops renewing; once its
+//! lease has passed another worker takes the job again. A job started [`MAX_ATTEMPTS`]
+//! times without finishing fails its document, so no document stays `processing` forever.
+//! Times (claims, leases, recorded times) are read from the service clock
+//! ([`Knowledge::clock`]).
 //!
 //! With `EMBEDDING_MODEL` set, a job embeds the chunks it writes; an embedding failure
 //! never fails the job (see [`super::embed`] for the failure semantics), and the workers'
@@ -18,7 +20,10 @@ use std::{
 };
 
 use chrono::{DateTime, Utc};
-use tokio::{sync::mpsc, task::JoinHandle};
+use tokio::{
+    sync::{mpsc, Notify},
+    task::JoinHandle,
+};
 use tracing::{info, warn};
 
 use super::{
@@ -29,7 +34,12 @@ use super::{
     Knowledge,
 };
 use crate::{
-    store::knowledge::{status, JobOutcome, JobRecord, NewChunk, PageRecord},
+    clock::Clock,
+    jobs::lease::{self, LeaseQueue, LeaseRules},
+    store::{
+        knowledge::{status, JobOutcome, JobRecord, NewChunk, PageRecord},
+        StoreError,
+    },
     webhooks::{self, EventType},
 };
 
@@ -50,77 +60,118 @@ pub mod kind {
     pub const CRAWL: &str = "crawl";
 }
 
-/// Starts `workers` job workers, and with them (when `workers` > 0 and an embedder is
-/// configured) the embedding catch-up task; they run until the runtime stops.
+/// Starts the job loop with `workers` slots (jobs run at once), and with it (when
+/// `workers` > 0 and an embedder is configured) the embedding catch-up task; they run
+/// until the runtime stops or their handles are aborted. No job is taken with
+/// `workers` = 0.
 pub fn spawn(knowledge: Knowledge, workers: usize) -> Vec<JoinHandle<()>> {
-    let mut handles: Vec<JoinHandle<()>> = (0..workers)
-        .map(|n| {
-            let k = knowledge.clone();
-            tokio::spawn(async move { work(k, n).await })
-        })
-        .collect();
-    if workers > 0 && knowledge.embedder.is_some() {
+    if workers == 0 {
+        return Vec::new();
+    }
+    let mut handles = vec![lease::spawn(Jobs {
+        k: knowledge.clone(),
+        workers,
+    })];
+    if knowledge.embedder.is_some() {
         handles.push(tokio::spawn(embed::catch_up(knowledge)));
     }
     handles
 }
 
-async fn work(k: Knowledge, n: usize) {
-    loop {
-        let now = Utc::now();
-        let lease = lease_from(now);
-        match k.store.claim_job(now, lease).await {
-            Ok(Some(job)) => {
-                info!(worker = n, job = %job.id, kind = %job.kind, attempt = job.attempts, "job started");
-                run(&k, job).await;
-            }
-            Ok(None) => {
-                tokio::select! {
-                    _ = k.wake.notified() => {}
-                    _ = tokio::time::sleep(POLL) => {}
-                }
-            }
-            Err(err) => {
-                warn!(worker = n, error = %err, "cannot take a job");
-                tokio::time::sleep(POLL).await;
-            }
-        }
-    }
+/// The `jobs` table as a lease queue: `workers` jobs at once, each leased for [`LEASE`]
+/// and renewed every [`HEARTBEAT`] with its progress.
+struct Jobs {
+    k: Knowledge,
+    workers: usize,
 }
 
-/// The end of a lease taken or renewed at `now` ([`LEASE`] later).
-fn lease_from(now: DateTime<Utc>) -> DateTime<Utc> {
-    now + chrono::Duration::from_std(LEASE).unwrap_or_default()
+/// A claimed job and the progress its renewals report.
+struct Claimed {
+    job: JobRecord,
+    progress: Arc<Progress>,
+}
+
+impl LeaseQueue for Jobs {
+    type Item = Claimed;
+    type Outcome = Result<Done, Failure>;
+    type Error = StoreError;
+    const CLAIM_FAILED: &'static str = "cannot take a job";
+
+    fn rules(&self) -> LeaseRules {
+        LeaseRules {
+            lease: LEASE,
+            renew_every: Some(HEARTBEAT),
+            concurrency: self.workers,
+            poll: POLL,
+        }
+    }
+
+    fn clock(&self) -> &Clock {
+        &self.k.clock
+    }
+
+    fn wake(&self) -> &Notify {
+        &self.k.wake
+    }
+
+    async fn claim(
+        &self,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+        max: usize,
+    ) -> Result<Vec<Claimed>, StoreError> {
+        let mut claimed = Vec::new();
+        while claimed.len() < max {
+            match self.k.store.claim_job(now, lease_until).await {
+                Ok(Some(job)) => claimed.push(Claimed {
+                    job,
+                    progress: Arc::default(),
+                }),
+                Ok(None) => break,
+                // The jobs already taken run; the next pass asks again.
+                Err(err) if !claimed.is_empty() => {
+                    warn!(error = %err, "{}", Self::CLAIM_FAILED);
+                    break;
+                }
+                Err(err) => return Err(err),
+            }
+        }
+        Ok(claimed)
+    }
+
+    async fn renew(&self, claimed: &Claimed, lease_until: DateTime<Utc>) {
+        let (done, total) = claimed.progress.get();
+        let _ = self
+            .k
+            .store
+            .job_progress(&claimed.job.id, done, total, lease_until)
+            .await;
+    }
+
+    async fn work(&self, claimed: &Claimed, slot: usize) -> Result<Done, Failure> {
+        let job = &claimed.job;
+        info!(worker = slot, job = %job.id, kind = %job.kind, attempt = job.attempts, "job started");
+        run(&self.k, job, &claimed.progress).await
+    }
+
+    async fn finish(&self, claimed: &Claimed, outcome: Result<Done, Failure>) {
+        finish(&self.k, &claimed.job, &claimed.progress, outcome).await;
+    }
 }
 
 /// Why a job failed, in words for the document's `error`.
 type Failure = String;
 
-/// Runs one claimed job to its end, recording the outcome on the job and its document.
-pub async fn run(k: &Knowledge, job: JobRecord) {
-    let store = k.store.clone();
+/// Runs one claimed job to its end (its lease renewed meanwhile by the job loop): how it
+/// ended, for [`finish`].
+async fn run(k: &Knowledge, job: &JobRecord, progress: &Arc<Progress>) -> Result<Done, Failure> {
     if job.attempts > MAX_ATTEMPTS {
-        let reason = "Indexing was interrupted too many times; try again with refresh.";
-        fail(k, &job, reason).await;
-        return;
+        return Err("Indexing was interrupted too many times; try again with refresh.".into());
     }
-    let _ = store
-        .set_document_status(&job.document_id, status::PROCESSING, None, Utc::now())
+    let _ = k
+        .store
+        .set_document_status(&job.document_id, status::PROCESSING, None, k.clock.now())
         .await;
-    let progress = Arc::new(Progress::default());
-    let heartbeat = {
-        let store = store.clone();
-        let progress = progress.clone();
-        let id = job.id.clone();
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(HEARTBEAT).await;
-                let (done, total) = progress.get();
-                let lease = lease_from(Utc::now());
-                let _ = store.job_progress(&id, done, total, lease).await;
-            }
-        })
-    };
     // The job runs in its own task so that a panic fails the job, not the worker.
     let task = {
         let k = k.clone();
@@ -133,14 +184,22 @@ pub async fn run(k: &Knowledge, job: JobRecord) {
             }
         })
     };
-    let outcome = match task.await {
+    match task.await {
         Ok(outcome) => outcome,
         Err(err) => {
             warn!(job = %job.id, error = %err, "job task failed");
             Err("Indexing failed unexpectedly.".to_string())
         }
-    };
-    heartbeat.abort();
+    }
+}
+
+/// Records how a job ended on the job and its document, and emits its events.
+async fn finish(
+    k: &Knowledge,
+    job: &JobRecord,
+    progress: &Progress,
+    outcome: Result<Done, Failure>,
+) {
     match outcome {
         Ok(Done::Indexed { pages, bytes }) => {
             let progress = match progress.get() {
@@ -153,12 +212,12 @@ pub async fn run(k: &Knowledge, job: JobRecord) {
                 bytes,
                 progress,
             };
-            match store.complete_job(&job, outcome, Utc::now()).await {
+            match k.store.complete_job(job, outcome, k.clock.now()).await {
                 Ok(true) => {
                     info!(job = %job.id, "job succeeded");
-                    emit_document(k, &job, EventType::DocumentIndexed).await;
+                    emit_document(k, job, EventType::DocumentIndexed).await;
                     if job.kind == kind::CRAWL {
-                        emit_document(k, &job, EventType::CrawlCompleted).await;
+                        emit_document(k, job, EventType::CrawlCompleted).await;
                     }
                 }
                 Ok(false) => {
@@ -171,7 +230,7 @@ pub async fn run(k: &Knowledge, job: JobRecord) {
             // The document (and with it the job row) is gone; nothing to record.
             info!(job = %job.id, "document deleted while indexing");
         }
-        Err(reason) => fail(k, &job, &reason).await,
+        Err(reason) => fail(k, job, &reason).await,
     }
 }
 
@@ -180,7 +239,7 @@ pub async fn run(k: &Knowledge, job: JobRecord) {
 /// reader crash or run out of time or memory would do it again); a refresh starts anew.
 async fn fail(k: &Knowledge, job: &JobRecord, reason: &str) {
     let outcome = JobOutcome::Failed { reason };
-    match k.store.complete_job(job, outcome, Utc::now()).await {
+    match k.store.complete_job(job, outcome, k.clock.now()).await {
         Ok(true) => {
             warn!(job = %job.id, reason, "job failed");
             emit_document(k, job, EventType::DocumentFailed).await;
@@ -420,7 +479,7 @@ async fn crawl_site(k: &Knowledge, job: &JobRecord, progress: &Progress) -> Resu
             }
             CrawlEvent::Progress { done, found } => {
                 progress.set(done, found);
-                let lease = lease_from(Utc::now());
+                let lease = lease::lease_end(k.clock.now(), LEASE);
                 let _ = store.job_progress(&job.id, done, found, lease).await;
             }
             CrawlEvent::Skipped { .. } => {}
@@ -499,7 +558,7 @@ async fn store_ready_pages(
         return Ok(true);
     }
     k.store
-        .replace_pages(document_id, &pages, Utc::now())
+        .replace_pages(document_id, &pages, k.clock.now())
         .await
         .map_err(store_err)
 }

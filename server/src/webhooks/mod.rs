@@ -30,6 +30,7 @@ use sha2::Sha256;
 use tokio::sync::Notify;
 
 use crate::{
+    clock::Clock,
     config::Config,
     outbound::{self, NetError, NetPolicy, Purpose, SafeClient},
     store::{webhooks::AfterAttempt, Store},
@@ -134,6 +135,8 @@ pub struct Events {
     /// store query. Forgotten when the user creates or deletes a webhook
     /// ([`Events::forget`]).
     quiet: moka::sync::Cache<String, u32>,
+    /// The service clock events are stamped and queued with.
+    clock: Clock,
 }
 
 /// How long "nobody listens to this event" is trusted; a webhook created through another
@@ -157,10 +160,11 @@ impl moka::Expiry<String, u32> for QuietExpiry {
 }
 
 impl Events {
-    /// An emitter over `store`.
-    pub fn new(store: Arc<dyn Store>) -> Self {
+    /// An emitter over `store`, stamping events with `clock`'s time.
+    pub fn new(store: Arc<dyn Store>, clock: Clock) -> Self {
         Self {
             store,
+            clock,
             wake: Arc::new(Notify::new()),
             quiet: moka::sync::Cache::builder()
                 .max_capacity(100_000)
@@ -186,7 +190,7 @@ impl Events {
         {
             return;
         }
-        let now = Utc::now();
+        let now = self.clock.now();
         let payload = json!({
             "type": event.as_str(),
             "timestamp": now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
@@ -389,14 +393,16 @@ pub struct Webhooks {
     pub secrets: Arc<WebhookSecrets>,
     /// Retry timing.
     pub retry: RetryPolicy,
+    /// The service clock deliveries are claimed, scheduled and recorded with.
+    pub clock: Clock,
 }
 
 impl Webhooks {
-    /// The service for `config` over `store`.
+    /// The service for `config` over `store`, reading the time from `clock`.
     ///
     /// Errors: a malformed `ALLOWED_PRIVATE_HOSTS` entry or `ENCRYPTION_KEY`, or an HTTP
     /// client that cannot be built.
-    pub fn new(config: &Config, store: Arc<dyn Store>) -> anyhow::Result<Self> {
+    pub fn new(config: &Config, store: Arc<dyn Store>, clock: Clock) -> anyhow::Result<Self> {
         let policy = NetPolicy::from_list(&config.allowed_private_hosts)?;
         let client = SafeClient::for_purpose(
             policy.clone(),
@@ -408,7 +414,7 @@ impl Webhooks {
             Purpose::Webhooks,
         )?;
         Ok(Self {
-            events: Events::new(store.clone()),
+            events: Events::new(store.clone(), clock.clone()),
             store,
             policy: Arc::new(policy),
             client,
@@ -416,6 +422,7 @@ impl Webhooks {
             retry: RetryPolicy {
                 base: config.webhook_retry_base,
             },
+            clock,
         })
     }
 }

@@ -1,24 +1,34 @@
 //! The delivery worker: takes due deliveries from the `webhook_deliveries` table under a
-//! lease, sends up to [`MAX_IN_FLIGHT`] at once, and records every attempt.
+//! lease (through the job loop, [`crate::jobs::lease`]), sends up to [`MAX_IN_FLIGHT`] at
+//! once, and records every attempt.
 //!
 //! Durability (at least once): a delivery is claimed with a lease of [`LEASE`], longer than
 //! an attempt may take ([`super::ATTEMPT_TIMEOUT`]). A worker that dies mid-send (crash,
 //! kill, restart) never records the attempt; once the lease has passed, any worker takes
 //! the delivery again. A receiver may therefore see a message twice, with the same
 //! `webhook-id` (Standard Webhooks v1 asks receivers to deduplicate on it).
+//!
+//! Claims, leases, due times and recorded times are read from the service clock
+//! ([`Webhooks::clock`]); the `webhook-timestamp` header is the real time, which receivers
+//! check against their own clocks.
 
-use std::{sync::Arc, time::Duration};
+use std::time::Duration;
 
 use axum::http::{header, HeaderMap, HeaderValue};
 use bytes::Bytes;
-use chrono::Utc;
-use tokio::{task::JoinSet, time::Instant};
+use chrono::{DateTime, Utc};
+use tokio::{sync::Notify, time::Instant};
 use tracing::{debug, warn};
 
 use super::{after_attempt, judge, sign, Webhooks};
 use crate::{
+    clock::Clock,
+    jobs::lease::{self, LeaseQueue, LeaseRules},
     outbound::NetError,
-    store::webhooks::{AfterAttempt, AttemptRecord, ClaimedDelivery},
+    store::{
+        webhooks::{AfterAttempt, AttemptRecord, ClaimedDelivery},
+        StoreError,
+    },
 };
 
 /// How long a claimed delivery belongs to its worker.
@@ -28,66 +38,87 @@ pub const MAX_IN_FLIGHT: usize = 32;
 /// How often an idle worker looks for work it was not woken for (expired leases).
 const POLL: Duration = Duration::from_secs(2);
 
-/// Starts the delivery worker; it runs until the runtime stops.
+/// Starts the delivery worker; it runs until the runtime stops or its handle is aborted.
 pub fn spawn(webhooks: Webhooks) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(dispatch(webhooks))
+    lease::spawn(Deliveries(webhooks))
 }
 
-async fn dispatch(w: Webhooks) {
-    let mut in_flight: JoinSet<()> = JoinSet::new();
-    let w = Arc::new(w);
-    loop {
-        // Reap finished sends without waiting.
-        while in_flight.try_join_next().is_some() {}
-        let free = MAX_IN_FLIGHT - in_flight.len();
-        let mut claimed = 0;
-        if free > 0 {
-            let now = Utc::now();
-            let lease = now + chrono::Duration::from_std(LEASE).unwrap_or_default();
-            match w.store.claim_deliveries(now, lease, free as u32).await {
-                Ok(batch) => {
-                    claimed = batch.len();
-                    for delivery in batch {
-                        let w = w.clone();
-                        in_flight.spawn(async move { attempt(&w, delivery).await });
-                    }
-                }
-                Err(err) => {
-                    warn!(error = %err, "cannot take webhook deliveries");
-                    tokio::time::sleep(POLL).await;
-                    continue;
-                }
-            }
+/// The `webhook_deliveries` table as a lease queue: up to [`MAX_IN_FLIGHT`] attempts at
+/// once, each leased for [`LEASE`] and never renewed (an attempt ends within
+/// [`super::ATTEMPT_TIMEOUT`]); an idle worker wakes when the next retry falls due.
+struct Deliveries(Webhooks);
+
+/// One attempt's result and timing.
+struct Sent {
+    result: Result<u16, NetError>,
+    started_at: DateTime<Utc>,
+    duration_ms: u64,
+}
+
+impl LeaseQueue for Deliveries {
+    type Item = ClaimedDelivery;
+    type Outcome = Sent;
+    type Error = StoreError;
+    const CLAIM_FAILED: &'static str = "cannot take webhook deliveries";
+
+    fn rules(&self) -> LeaseRules {
+        LeaseRules {
+            lease: LEASE,
+            renew_every: None,
+            concurrency: MAX_IN_FLIGHT,
+            poll: POLL,
         }
-        if free > 0 && claimed == free {
-            // There may be more due right now.
-            continue;
+    }
+
+    fn clock(&self) -> &Clock {
+        &self.0.clock
+    }
+
+    fn wake(&self) -> &Notify {
+        &self.0.events.wake
+    }
+
+    async fn claim(
+        &self,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+        max: usize,
+    ) -> Result<Vec<ClaimedDelivery>, StoreError> {
+        let limit = u32::try_from(max).unwrap_or(u32::MAX);
+        self.0.store.claim_deliveries(now, lease_until, limit).await
+    }
+
+    async fn next_due(&self) -> Option<DateTime<Utc>> {
+        self.0.store.next_delivery_due().await.ok().flatten()
+    }
+
+    async fn work(&self, claimed: &ClaimedDelivery, _slot: usize) -> Sent {
+        let started_at = self.0.clock.now();
+        let clock = Instant::now();
+        let result = send(&self.0, claimed).await;
+        Sent {
+            result,
+            started_at,
+            duration_ms: clock.elapsed().as_millis() as u64,
         }
-        let idle = match w.store.next_delivery_due().await {
-            Ok(Some(due)) => (due - Utc::now())
-                .to_std()
-                .unwrap_or_default()
-                .clamp(Duration::from_millis(5), POLL),
-            _ => POLL,
-        };
-        tokio::select! {
-            Some(_) = in_flight.join_next(), if !in_flight.is_empty() => {}
-            _ = w.events.wake.notified() => {}
-            _ = tokio::time::sleep(idle) => {}
-        }
+    }
+
+    async fn finish(&self, claimed: &ClaimedDelivery, sent: Sent) {
+        record(&self.0, claimed, sent).await;
     }
 }
 
-/// Sends one claimed delivery and records the attempt; a failure to record is logged (the
+/// Records one attempt and moves its delivery on; a failure to record is logged (the
 /// lease then runs out and the delivery is sent again).
-async fn attempt(w: &Webhooks, claimed: ClaimedDelivery) {
+async fn record(w: &Webhooks, claimed: &ClaimedDelivery, sent: Sent) {
     let d = &claimed.delivery;
-    let started_at = Utc::now();
-    let clock = Instant::now();
-    let result = send(w, &claimed).await;
-    let duration_ms = clock.elapsed().as_millis() as u64;
+    let Sent {
+        result,
+        started_at,
+        duration_ms,
+    } = sent;
     let verdict = judge(&result);
-    let now = Utc::now();
+    let now = w.clock.now();
     let after = after_attempt(verdict, &w.retry, d.attempts, d.retry_from, now);
     let (response_status, error) = match &result {
         Ok(status) if (200..300).contains(status) => (Some(*status), None),

@@ -536,6 +536,60 @@ async fn a_job_whose_worker_died_is_retried_after_a_restart() {
 }
 
 #[tokio::test]
+async fn a_job_whose_lease_ran_out_on_the_service_clock_is_taken_again() {
+    // No workers at start, so the job stays queued until the test claims it.
+    let app = spawn_app_with(|c| c.job_workers = 0).await;
+    let user = app.user().await;
+    let agent = agent(&app, &user.access).await;
+    let doc = app
+        .uploaded(&user.access, &agent, "a.txt", fixture("Apache-2.0.txt"))
+        .await;
+    // A worker takes the job with a 60 s lease on the service clock, and dies.
+    let clock = &app.state.auth.clock;
+    let now = clock.now();
+    let store = &app.state.store;
+    let claimed = store
+        .claim_job(now, now + chrono::Duration::seconds(60))
+        .await
+        .unwrap()
+        .expect("the queued job");
+    // A job loop starts: while the lease runs the job is not taken again.
+    let workers = agentchat::knowledge::worker::spawn(app.state.knowledge.clone(), 1);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let held = store.job(&user.id, &claimed.id).await.unwrap().unwrap();
+    assert_eq!(
+        (held.status.as_str(), held.attempts),
+        (job_status::RUNNING, 1)
+    );
+    assert_eq!(
+        app.document(&user.access, &agent, &doc).await["status"],
+        "pending"
+    );
+    // The clock handlers read moves past the lease: the loop takes the job over at once
+    // (woken rather than after its poll) and indexes the document.
+    clock.advance(chrono::Duration::seconds(61));
+    app.state.knowledge.wake.notify_one();
+    let d = tokio::time::timeout(
+        Duration::from_secs(20),
+        app.settled(&user.access, &agent, &doc),
+    )
+    .await
+    .expect("the expired job is taken again");
+    assert_eq!(d["status"], "indexed", "{d}");
+    let job = app.ended_job(&user.access, &claimed.id).await;
+    assert_eq!(job["status"], job_status::SUCCEEDED);
+    let ended = store.job(&user.id, &claimed.id).await.unwrap().unwrap();
+    assert_eq!(ended.attempts, 2, "the dead worker's attempt counts");
+    assert!(
+        ended.finished_at.unwrap() >= now + chrono::Duration::seconds(61),
+        "the end is recorded at the service clock's time: {ended:?}"
+    );
+    for worker in workers {
+        worker.abort();
+    }
+}
+
+#[tokio::test]
 async fn a_job_ends_with_its_document_and_only_under_the_attempt_that_holds_it() {
     use agentchat::store::knowledge::JobOutcome;
 

@@ -921,6 +921,59 @@ async fn retries_stop_when_the_window_ends() {
 }
 
 #[tokio::test]
+async fn a_retry_falls_due_when_the_service_clock_reaches_it() {
+    // Waits of up to 10 min between attempts: far longer than the test, and within an
+    // access token's lifetime.
+    let (receiver, app, user, addr) = subscriber(Duration::from_secs(600)).await;
+    let (id, secret) = webhook(&app, &user.access, &hook_url(addr), &["agent.created"]).await;
+    receiver.script.lock().unwrap().push_back(503);
+    agent(&app, &user.access).await;
+    let listed = deliveries_until(&app, &user.access, &id, |d| {
+        d.first()
+            .is_some_and(|d| d["status"] == delivery_status::PENDING && d["responseStatus"] == 503)
+    })
+    .await;
+    assert_eq!(listed[0]["attempts"], 1);
+    let due: chrono::DateTime<chrono::Utc> = listed[0]["nextAttemptAt"]
+        .as_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    // Not sent again before it is due on the service clock (counted first: an attempt
+    // seen here was claimed before the clock was read).
+    let clock = &app.state.auth.clock;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let sent = receiver.all().len();
+    if clock.now() < due {
+        assert_eq!(sent, 1, "the retry waits for its due time");
+    }
+    // The clock handlers read reaches the due time: the retry is sent without waiting.
+    let to_due = (due - clock.now()).max(chrono::Duration::zero());
+    clock.advance(to_due + chrono::Duration::seconds(1));
+    let got = tokio::time::timeout(Duration::from_secs(5), receiver.wait_for(2))
+        .await
+        .expect("the retry is sent once the clock passed its due time");
+    assert_eq!(got[1].id(), got[0].id(), "the same message id");
+    verify(&secret, &got[1].headers, &got[1].body, now()).unwrap();
+    let listed = deliveries_until(&app, &user.access, &id, |d| {
+        d[0]["status"] == delivery_status::SUCCEEDED
+    })
+    .await;
+    assert_eq!(listed[0]["attempts"], 2);
+    let attempts = app
+        .state
+        .store
+        .delivery_attempts(&got[0].id())
+        .await
+        .unwrap();
+    assert_eq!(attempts.len(), 2);
+    assert!(
+        attempts[1].started_at >= due,
+        "the attempt is recorded at the service clock's time: {attempts:?}"
+    );
+}
+
+#[tokio::test]
 async fn gone_disables_the_webhook() {
     let (receiver, addr) = Receiver::start().await;
     let app = spawn_app_with(|c| {

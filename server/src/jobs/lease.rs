@@ -1,0 +1,459 @@
+//! The lease loop: one task per queue that claims due items under a lease and works on up
+//! to [`LeaseRules::concurrency`] of them at once, each in its own task.
+//!
+//! One pass of the loop:
+//!
+//! 1. finished items free their slots;
+//! 2. with `n` free slots, it claims up to `n` items at the clock's now, each leased until
+//!    now + [`LeaseRules::lease`]; a claim that fails is logged and tried again after
+//!    [`LeaseRules::poll`];
+//! 3. each claimed item runs in its own task: [`LeaseQueue::work`], with the lease renewed
+//!    every [`LeaseRules::renew_every`] while it runs (when set), then
+//!    [`LeaseQueue::finish`] once renewals have stopped;
+//! 4. when every free slot got an item there may be more due, so the next pass starts at
+//!    once; otherwise the loop waits for the first of: an item finishing, a wake-up
+//!    ([`LeaseQueue::wake`]), the queue's next due time ([`LeaseQueue::next_due`], at
+//!    least 5 ms away) or [`LeaseRules::poll`] (which also finds leases that ran out).
+//!
+//! The rules this keeps, and where they come from, are in the [`crate::jobs`] module.
+//! Aborting the loop's task drops its items' tasks, which aborts them; their leases then
+//! run out and the items are taken again.
+
+use std::{collections::HashMap, future::Future, sync::Arc, time::Duration};
+
+use chrono::{DateTime, Utc};
+use tokio::{
+    sync::Notify,
+    task::{self, JoinError, JoinHandle, JoinSet},
+};
+use tracing::warn;
+
+use crate::clock::Clock;
+
+/// Shortest wait for a due time (so that a due time in the past does not spin the loop).
+const MIN_IDLE: Duration = Duration::from_millis(5);
+
+/// How a queue's items are held and how many are worked on at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LeaseRules {
+    /// How long a claimed item belongs to its taker without a renewal.
+    pub lease: Duration,
+    /// How often a running item renews its lease; `None` when its work always ends well
+    /// within [`LeaseRules::lease`].
+    pub renew_every: Option<Duration>,
+    /// Items worked on at once (at least 1).
+    pub concurrency: usize,
+    /// How often an idle loop looks for work it was not woken for (leases that ran out,
+    /// items queued by another instance).
+    pub poll: Duration,
+}
+
+/// A table of work taken under leases. The loop ([`spawn`]) decides when to claim; the
+/// queue decides what an item is and how it is worked on and ended.
+pub trait LeaseQueue: Send + Sync + 'static {
+    /// A claimed item.
+    type Item: Send + Sync + 'static;
+    /// What working on an item produced, handed to [`LeaseQueue::finish`].
+    type Outcome: Send + 'static;
+    /// Why a claim failed.
+    type Error: std::fmt::Display + Send;
+    /// The warning logged when a claim fails.
+    const CLAIM_FAILED: &'static str;
+
+    /// The queue's lease rules.
+    fn rules(&self) -> LeaseRules;
+
+    /// The service clock every claim, lease end and due time is read from.
+    fn clock(&self) -> &Clock;
+
+    /// Notified when an item was queued.
+    fn wake(&self) -> &Notify;
+
+    /// Takes up to `max` items that are due at `now` (or whose lease ended before `now`),
+    /// each leased until `lease_until`, in one atomic step of the store per item, so two
+    /// loops never take the same item. Returns at most `max` items.
+    fn claim(
+        &self,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+        max: usize,
+    ) -> impl Future<Output = Result<Vec<Self::Item>, Self::Error>> + Send;
+
+    /// When the next item not yet due falls due, if the queue schedules items; an idle
+    /// loop wakes then (or after [`LeaseRules::poll`], whichever is first).
+    fn next_due(&self) -> impl Future<Output = Option<DateTime<Utc>>> + Send {
+        async { None }
+    }
+
+    /// Extends `item`'s lease to `lease_until` (called every [`LeaseRules::renew_every`]
+    /// while it is worked on). A failure is the queue's to log; the lease then runs out.
+    fn renew(
+        &self,
+        item: &Self::Item,
+        lease_until: DateTime<Utc>,
+    ) -> impl Future<Output = ()> + Send {
+        let _ = (item, lease_until);
+        async {}
+    }
+
+    /// Works on `item` in slot `slot` (`0..concurrency`, the slot's number while it holds
+    /// the item).
+    fn work(&self, item: &Self::Item, slot: usize) -> impl Future<Output = Self::Outcome> + Send;
+
+    /// Records `outcome` for `item`; renewals have stopped by then.
+    fn finish(&self, item: &Self::Item, outcome: Self::Outcome) -> impl Future<Output = ()> + Send;
+}
+
+/// The end of a lease taken or renewed at `now` and lasting `lease`.
+pub fn lease_end(now: DateTime<Utc>, lease: Duration) -> DateTime<Utc> {
+    now + chrono::Duration::from_std(lease).unwrap_or_default()
+}
+
+/// Starts the lease loop of `queue`; it runs until its task is aborted or the runtime
+/// stops.
+pub fn spawn<Q: LeaseQueue>(queue: Q) -> JoinHandle<()> {
+    tokio::spawn(serve(Arc::new(queue)))
+}
+
+/// The items being worked on and the slots they hold.
+struct Slots {
+    running: JoinSet<()>,
+    held: HashMap<task::Id, usize>,
+    free: Vec<usize>,
+}
+
+impl Slots {
+    fn new(concurrency: usize) -> Self {
+        Self {
+            running: JoinSet::new(),
+            held: HashMap::new(),
+            // Popped from the end: the lowest free slot first.
+            free: (0..concurrency.max(1)).rev().collect(),
+        }
+    }
+
+    /// Frees the slot of a finished item's task.
+    fn release(&mut self, done: Result<(task::Id, ()), JoinError>) {
+        let id = match done {
+            Ok((id, ())) => id,
+            Err(err) => {
+                warn!(error = %err, "a leased item's task ended abnormally; its lease will run out and it is taken again");
+                err.id()
+            }
+        };
+        if let Some(slot) = self.held.remove(&id) {
+            self.free.push(slot);
+        }
+    }
+
+    /// Frees the slots of every item already finished, without waiting.
+    fn reap(&mut self) {
+        while let Some(done) = self.running.try_join_next_with_id() {
+            self.release(done);
+        }
+    }
+}
+
+async fn serve<Q: LeaseQueue>(queue: Arc<Q>) {
+    let rules = queue.rules();
+    let mut slots = Slots::new(rules.concurrency);
+    loop {
+        slots.reap();
+        let free = slots.free.len();
+        let mut claimed = 0;
+        if free > 0 {
+            let now = queue.clock().now();
+            match queue.claim(now, lease_end(now, rules.lease), free).await {
+                Ok(items) => {
+                    claimed = items.len();
+                    for item in items {
+                        // More than asked for: the extra item's lease runs out and it is
+                        // taken again.
+                        let Some(slot) = slots.free.pop() else { break };
+                        let handle = slots.running.spawn(hold(queue.clone(), item, slot));
+                        slots.held.insert(handle.id(), slot);
+                    }
+                }
+                Err(err) => {
+                    warn!(error = %err, "{}", Q::CLAIM_FAILED);
+                    tokio::time::sleep(rules.poll).await;
+                    continue;
+                }
+            }
+        }
+        if free > 0 && claimed >= free {
+            // There may be more due right now.
+            continue;
+        }
+        let idle = match queue.next_due().await {
+            Some(due) => (due - queue.clock().now())
+                .to_std()
+                .unwrap_or_default()
+                .clamp(MIN_IDLE, rules.poll.max(MIN_IDLE)),
+            None => rules.poll,
+        };
+        tokio::select! {
+            Some(done) = slots.running.join_next_with_id(), if !slots.running.is_empty() => {
+                slots.release(done);
+            }
+            _ = queue.wake().notified() => {}
+            _ = tokio::time::sleep(idle) => {}
+        }
+    }
+}
+
+/// Works on one claimed item in `slot`: renews its lease while [`LeaseQueue::work`] runs
+/// (when the queue renews), then records the outcome.
+async fn hold<Q: LeaseQueue>(queue: Arc<Q>, item: Q::Item, slot: usize) {
+    let item = Arc::new(item);
+    let rules = queue.rules();
+    let renewals = rules.renew_every.map(|every| {
+        let queue = queue.clone();
+        let item = item.clone();
+        AbortOnDrop(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(every).await;
+                let until = lease_end(queue.clock().now(), rules.lease);
+                queue.renew(&item, until).await;
+            }
+        }))
+    });
+    let outcome = queue.work(&item, slot).await;
+    drop(renewals);
+    queue.finish(&item, outcome).await;
+}
+
+/// A task aborted when its handle is dropped (also when the holder's task is aborted or
+/// panics, so renewals never outlive their item).
+struct AbortOnDrop(JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    /// An item of [`Memory`].
+    #[derive(Clone, Copy)]
+    struct Entry {
+        due: DateTime<Utc>,
+        lease: Option<DateTime<Utc>>,
+        attempts: u32,
+        finished: bool,
+    }
+
+    impl Entry {
+        fn due(due: DateTime<Utc>) -> Self {
+            Self {
+                due,
+                lease: None,
+                attempts: 0,
+                finished: false,
+            }
+        }
+    }
+
+    /// An in-memory lease queue: items with a due time, a lease end and a count of
+    /// attempts; working on an item takes 20 ms (or forever with `hang`).
+    #[derive(Default)]
+    struct Memory {
+        clock: Clock,
+        wake: Notify,
+        concurrency: usize,
+        renew_every: Option<Duration>,
+        items: Mutex<Vec<Entry>>,
+        /// Items being worked on now, and the most at once.
+        busy: Mutex<(usize, usize)>,
+        /// Slots items were worked on in.
+        slots: Mutex<Vec<usize>>,
+        renewals: Mutex<u32>,
+        hang: bool,
+    }
+
+    impl LeaseQueue for Arc<Memory> {
+        type Item = usize;
+        type Outcome = ();
+        type Error = String;
+        const CLAIM_FAILED: &'static str = "cannot take test items";
+
+        fn rules(&self) -> LeaseRules {
+            LeaseRules {
+                lease: Duration::from_secs(60),
+                renew_every: self.renew_every,
+                concurrency: self.concurrency,
+                poll: Duration::from_millis(50),
+            }
+        }
+
+        fn clock(&self) -> &Clock {
+            &self.clock
+        }
+
+        fn wake(&self) -> &Notify {
+            &self.wake
+        }
+
+        async fn claim(
+            &self,
+            now: DateTime<Utc>,
+            lease_until: DateTime<Utc>,
+            max: usize,
+        ) -> Result<Vec<usize>, String> {
+            let mut items = self.items.lock().unwrap();
+            let mut taken = Vec::new();
+            for (n, item) in items.iter_mut().enumerate() {
+                if taken.len() == max {
+                    break;
+                }
+                let free = match item.lease {
+                    Some(end) => end < now,
+                    None => item.due <= now,
+                };
+                if !item.finished && free {
+                    item.lease = Some(lease_until);
+                    item.attempts += 1;
+                    taken.push(n);
+                }
+            }
+            Ok(taken)
+        }
+
+        async fn next_due(&self) -> Option<DateTime<Utc>> {
+            let items = self.items.lock().unwrap();
+            items
+                .iter()
+                .filter(|i| !i.finished && i.lease.is_none())
+                .map(|i| i.due)
+                .min()
+        }
+
+        async fn renew(&self, item: &usize, lease_until: DateTime<Utc>) {
+            self.items.lock().unwrap()[*item].lease = Some(lease_until);
+            *self.renewals.lock().unwrap() += 1;
+        }
+
+        async fn work(&self, _item: &usize, slot: usize) {
+            {
+                let mut busy = self.busy.lock().unwrap();
+                busy.0 += 1;
+                busy.1 = busy.1.max(busy.0);
+            }
+            self.slots.lock().unwrap().push(slot);
+            if self.hang {
+                std::future::pending::<()>().await;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            self.busy.lock().unwrap().0 -= 1;
+        }
+
+        async fn finish(&self, item: &usize, _outcome: ()) {
+            let mut items = self.items.lock().unwrap();
+            items[*item].lease = None;
+            items[*item].finished = true;
+        }
+    }
+
+    impl Memory {
+        fn with(concurrency: usize, due: &[DateTime<Utc>]) -> Arc<Self> {
+            Arc::new(Self {
+                concurrency,
+                items: Mutex::new(due.iter().copied().map(Entry::due).collect()),
+                ..Self::default()
+            })
+        }
+
+        fn finished(&self) -> usize {
+            self.items
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|i| i.finished)
+                .count()
+        }
+
+        async fn until(&self, what: impl Fn(&Self) -> bool) {
+            for _ in 0..200 {
+                if what(self) {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            panic!("the queue did not get there");
+        }
+    }
+
+    #[tokio::test]
+    async fn due_items_are_worked_on_at_most_concurrency_at_once() {
+        let now = Utc::now();
+        let queue = Memory::with(3, &[now; 10]);
+        let task = spawn(queue.clone());
+        queue.until(|q| q.finished() == 10).await;
+        task.abort();
+        assert_eq!(queue.busy.lock().unwrap().1, 3);
+        assert!(queue.slots.lock().unwrap().iter().all(|s| *s < 3));
+        assert!(queue.items.lock().unwrap().iter().all(|i| i.attempts == 1));
+    }
+
+    #[tokio::test]
+    async fn an_item_falls_due_when_the_clock_is_advanced() {
+        let queue = Memory::with(2, &[Utc::now() + chrono::Duration::hours(1)]);
+        let task = spawn(queue.clone());
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        assert_eq!(queue.items.lock().unwrap()[0].attempts, 0, "not due yet");
+        queue.clock.advance(chrono::Duration::hours(1));
+        queue.until(|q| q.finished() == 1).await;
+        task.abort();
+    }
+
+    #[tokio::test]
+    async fn an_expired_lease_is_taken_again_after_the_clock_passes_it() {
+        let now = Utc::now();
+        let queue = Memory::with(1, &[now]);
+        // Another taker holds the item and dies: its lease ends in 60 s.
+        {
+            let mut items = queue.items.lock().unwrap();
+            items[0].lease = Some(now + chrono::Duration::seconds(60));
+            items[0].attempts = 1;
+        }
+        let task = spawn(queue.clone());
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        assert_eq!(
+            queue.items.lock().unwrap()[0].attempts,
+            1,
+            "the lease still runs"
+        );
+        queue.clock.advance(chrono::Duration::seconds(61));
+        queue.wake.notify_one();
+        queue.until(|q| q.finished() == 1).await;
+        task.abort();
+        assert_eq!(queue.items.lock().unwrap()[0].attempts, 2);
+    }
+
+    #[tokio::test]
+    async fn a_running_item_renews_its_lease_and_aborting_stops_everything() {
+        let queue = Arc::new(Memory {
+            concurrency: 1,
+            renew_every: Some(Duration::from_millis(20)),
+            hang: true,
+            items: Mutex::new(vec![Entry::due(Utc::now())]),
+            ..Memory::default()
+        });
+        let task = spawn(queue.clone());
+        queue.until(|q| *q.renewals.lock().unwrap() >= 3).await;
+        let lease = queue.items.lock().unwrap()[0].lease.unwrap();
+        assert!(lease > Utc::now() + chrono::Duration::seconds(59));
+        task.abort();
+        let _ = task.await;
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let renewed = *queue.renewals.lock().unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(*queue.renewals.lock().unwrap(), renewed, "renewals stopped");
+        assert_eq!(queue.finished(), 0);
+    }
+}
