@@ -1,6 +1,6 @@
 //! Reading the chat stream (`POST /api/agents/{agentId}/chat` with `stream: true`) as it
 //! arrives through `fetch`: server-sent event framing (WHATWG HTML § 9.2 "Server-sent
-//! events", parsing an event stream) and the contract's frames (docs/api.md § Events; api.md
+//! events", parsing an event stream) and the contract's frames (docs/api.md § Events,
 //! § Agents, models and chat).
 //!
 //! Pure code without browser types, so it is tested on the host.
