@@ -24,9 +24,8 @@ use agentchat::{
     knowledge::bm25,
     startup::Application,
     store::{
-        knowledge::{DocumentRecord, JobRecord},
-        sqlite::SqliteStore,
-        AgentRecord, NewUser, Store,
+        documents::DocumentRecord, jobs::JobRecord, sqlite::SqliteStore, AgentRecord, NewUser,
+        Store,
     },
 };
 use anyhow::{bail, ensure, Context};

@@ -100,8 +100,12 @@ impl Application {
         let models = build_models(&config)?;
         tokio::task::spawn_blocking(crate::llm::tokens::warm_up);
         let webhooks = crate::webhooks::Webhooks::new(&config, store.clone())?;
-        let knowledge =
-            crate::knowledge::Knowledge::new(&config, store.clone(), webhooks.events.clone())?;
+        let knowledge = crate::knowledge::Knowledge::new(
+            &config,
+            store.clone(),
+            store.clone(),
+            webhooks.events.clone(),
+        )?;
         crate::knowledge::worker::spawn(knowledge.clone(), config.job_workers);
         if config.job_workers > 0 {
             crate::webhooks::worker::spawn(webhooks.clone());
@@ -110,7 +114,7 @@ impl Application {
             models,
             knowledge,
             webhooks,
-            auth: AuthService::new(store.clone(), jwt, hasher, Clock::default()),
+            auth: AuthService::new(store.clone(), store.clone(), jwt, hasher, Clock::default()),
             oauth: OAuth::new(config.oauth.clone(), &config.public_url)?,
             secrets: config.secret_box()?,
             channels: crate::channels::Channels::new(&config)?,

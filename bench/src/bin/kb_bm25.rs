@@ -6,7 +6,7 @@
 //!
 //! One agent ("A") gets `--chunks` chunks (default 100,000) in documents of
 //! `--chunks-per-doc` chunks (default 50), stored with the service's
-//! `KnowledgeStore::replace_chunks` and `finish_document` on a real SQLite store
+//! `DocumentStore::replace_chunks` and `finish_document` on a real SQLite store
 //! (`SqliteStore::connect` + `migrate`: WAL, chunk generations kept by triggers). A second
 //! agent ("B") of the same user gets `--second-agent-chunks` chunks (default 20,000).
 //!
@@ -81,7 +81,7 @@ use agentchat::{
         eval, retrieve,
     },
     store::{
-        knowledge::{KnowledgeStore, NewChunk},
+        documents::{DocumentStore, NewChunk},
         sqlite::SqliteStore,
     },
 };

@@ -14,8 +14,8 @@
 //! 2. `knowledge::chunk::chunk` with the default `ChunkConfig` (400-token chunks, 60 tokens of
 //!    overlap, tokens counted with the service's tokenizer), mapped to `NewChunk`s exactly as
 //!    the job worker does;
-//! 3. `KnowledgeStore::replace_chunks` (rows and the agent's chunk generation, one
-//!    transaction) and `KnowledgeStore::finish_document`, on a real SQLite store
+//! 3. `DocumentStore::replace_chunks` (rows and the agent's chunk generation, one
+//!    transaction) and `DocumentStore::finish_document`, on a real SQLite store
 //!    (`SqliteStore::connect` + `migrate`, WAL, `synchronous = NORMAL`) in a temporary folder;
 //! 4. `retrieve::search` for the document's reference word: the agent's BM25 index reads
 //!    and analyses the new chunks (as the next chat after an upload does).
@@ -68,7 +68,7 @@ use agentchat::{
         worker,
     },
     store::{
-        knowledge::{status, KnowledgeStore},
+        documents::{status, DocumentStore},
         Store,
     },
 };

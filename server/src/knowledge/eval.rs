@@ -6,7 +6,7 @@
 use serde::Deserialize;
 
 use super::retrieve;
-use crate::store::{knowledge::ChunkHit, Store};
+use crate::store::{documents::ChunkHit, DocumentStore};
 
 /// Retrieved chunks considered per question (hit@5 is the headline figure).
 pub const DEPTH: u32 = 5;
@@ -73,7 +73,7 @@ pub fn is_relevant(hit: &ChunkHit, expect: &[String]) -> bool {
 ///
 /// Errors: the store's.
 pub async fn evaluate(
-    store: &dyn Store,
+    store: &dyn DocumentStore,
     agent_id: &str,
     questions: &[Question],
 ) -> anyhow::Result<Report> {

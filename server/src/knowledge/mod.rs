@@ -32,13 +32,18 @@ use std::{path::PathBuf, sync::Arc};
 
 use tokio::sync::Notify;
 
-use crate::{config::Config, store::Store};
+use crate::{
+    config::Config,
+    store::{DocumentStore, JobQueue},
+};
 
 /// The knowledge base's shared parts (uploads folder, HTTP client, job wake-up).
 #[derive(Clone)]
 pub struct Knowledge {
-    /// Persistence.
-    pub store: Arc<dyn Store>,
+    /// Documents, their chunks and embeddings.
+    pub documents: Arc<dyn DocumentStore>,
+    /// The durable queue of ingestion and crawl jobs.
+    pub jobs: Arc<dyn JobQueue>,
     /// Where uploads are kept until (and after) they are indexed: `DATA_DIR/uploads/{documentId}`.
     pub uploads: PathBuf,
     /// The SSRF-safe client of crawls.
@@ -66,14 +71,15 @@ pub struct Knowledge {
 }
 
 impl Knowledge {
-    /// The knowledge base of `config` over `store`; its jobs emit webhook events through
-    /// `events`.
+    /// The knowledge base of `config` over `documents` and `jobs` (one store's parts); its
+    /// jobs emit webhook events through `events`.
     ///
     /// Errors: a malformed `ALLOWED_PRIVATE_HOSTS` entry, an uploads folder that cannot be
     /// created, or an HTTP client (crawls, embeddings) that cannot be built.
     pub fn new(
         config: &Config,
-        store: Arc<dyn Store>,
+        documents: Arc<dyn DocumentStore>,
+        jobs: Arc<dyn JobQueue>,
         events: crate::webhooks::Events,
     ) -> anyhow::Result<Self> {
         let uploads = config.data_dir.join("uploads");
@@ -84,7 +90,8 @@ impl Knowledge {
             net::FetchLimits::default(),
         )?);
         Ok(Self {
-            store,
+            documents,
+            jobs,
             uploads,
             client,
             policy,

@@ -8,7 +8,7 @@ use std::collections::{HashMap, HashSet};
 use tracing::warn;
 
 use super::Knowledge;
-use crate::store::{knowledge::ChunkHit, Store, StoreResult};
+use crate::store::{documents::ChunkHit, DocumentStore, StoreResult};
 
 /// Chunks put into a prompt at most.
 pub const TOP_K: u32 = 5;
@@ -23,7 +23,7 @@ pub const RELATIVE_SCORE_FLOOR: f64 = 0.35;
 ///
 /// Errors: the store's.
 pub async fn search(
-    store: &dyn Store,
+    store: &dyn DocumentStore,
     agent_id: &str,
     message: &str,
     k: u32,
@@ -122,7 +122,7 @@ pub async fn hybrid(
     message: &str,
     k: u32,
 ) -> StoreResult<Vec<ChunkHit>> {
-    let store = knowledge.store.as_ref();
+    let store = knowledge.documents.as_ref();
     let Some(embedder) = knowledge.embedder.as_deref() else {
         return search(store, agent_id, message, k).await;
     };

@@ -30,7 +30,10 @@ use super::{
     Knowledge,
 };
 use crate::{
-    store::knowledge::{status, JobOutcome, JobRecord, NewChunk, PageRecord},
+    store::{
+        documents::{status, NewChunk, PageRecord},
+        jobs::{JobOutcome, JobRecord},
+    },
     webhooks::{self, EventType},
 };
 
@@ -70,7 +73,7 @@ async fn work(k: Knowledge, n: usize) {
     loop {
         let now = Utc::now();
         let lease = lease_from(now);
-        match k.store.claim_job(now, lease).await {
+        match k.jobs.claim_job(now, lease).await {
             Ok(Some(job)) => {
                 info!(worker = n, job = %job.id, kind = %job.kind, attempt = job.attempts, "job started");
                 run(&k, job).await;
@@ -99,18 +102,19 @@ type Failure = String;
 
 /// Runs one claimed job to its end, recording the outcome on the job and its document.
 pub async fn run(k: &Knowledge, job: JobRecord) {
-    let store = k.store.clone();
+    let jobs = k.jobs.clone();
     if job.attempts > MAX_ATTEMPTS {
         let reason = "Indexing was interrupted too many times; try again with refresh.";
         fail(k, &job, reason).await;
         return;
     }
-    let _ = store
+    let _ = k
+        .documents
         .set_document_status(&job.document_id, status::PROCESSING, None, Utc::now())
         .await;
     let progress = Arc::new(Progress::default());
     let heartbeat = {
-        let store = store.clone();
+        let jobs = jobs.clone();
         let progress = progress.clone();
         let id = job.id.clone();
         tokio::spawn(async move {
@@ -118,7 +122,7 @@ pub async fn run(k: &Knowledge, job: JobRecord) {
                 tokio::time::sleep(HEARTBEAT).await;
                 let (done, total) = progress.get();
                 let lease = lease_from(Utc::now());
-                let _ = store.job_progress(&id, done, total, lease).await;
+                let _ = jobs.job_progress(&id, done, total, lease).await;
             }
         })
     };
@@ -154,7 +158,7 @@ pub async fn run(k: &Knowledge, job: JobRecord) {
                 bytes,
                 progress,
             };
-            match store.complete_job(&job, outcome, Utc::now()).await {
+            match jobs.complete_job(&job, outcome, Utc::now()).await {
                 Ok(true) => {
                     info!(job = %job.id, "job succeeded");
                     emit_document(k, &job, EventType::DocumentIndexed).await;
@@ -181,7 +185,7 @@ pub async fn run(k: &Knowledge, job: JobRecord) {
 /// reader crash or run out of time or memory would do it again); a refresh starts anew.
 async fn fail(k: &Knowledge, job: &JobRecord, reason: &str) {
     let outcome = JobOutcome::Failed { reason };
-    match k.store.complete_job(job, outcome, Utc::now()).await {
+    match k.jobs.complete_job(job, outcome, Utc::now()).await {
         Ok(true) => {
             warn!(job = %job.id, reason, "job failed");
             emit_document(k, job, EventType::DocumentFailed).await;
@@ -196,7 +200,7 @@ async fn fail(k: &Knowledge, job: &JobRecord, reason: &str) {
 /// Emits `event` with the job's document as the API shows it (nothing when the document
 /// is gone).
 async fn emit_document(k: &Knowledge, job: &JobRecord, event: EventType) {
-    match k.store.document_by_id(&job.document_id).await {
+    match k.documents.document_by_id(&job.document_id).await {
         Ok(Some(doc)) => {
             k.events
                 .emit(&job.user_id, event, webhooks::document_data(&doc))
@@ -227,7 +231,7 @@ impl Embedding {
         if self.failed {
             return;
         }
-        match embed::embed_missing(k.store.as_ref(), embedder, Some(document_id)).await {
+        match embed::embed_missing(k.documents.as_ref(), embedder, Some(document_id)).await {
             Ok(_) => self.embedded = true,
             Err(err) => {
                 self.failed = true;
@@ -300,7 +304,7 @@ pub fn new_chunks(extracted: &Extracted, title: &str, page_url: Option<&str>) ->
 }
 
 async fn ingest_file(k: &Knowledge, job: &JobRecord) -> Result<Done, Failure> {
-    let store = &k.store;
+    let store = &k.documents;
     let Some(doc) = store
         .document_by_id(&job.document_id)
         .await
@@ -349,7 +353,7 @@ pub fn content_hash(text: &str) -> String {
 }
 
 async fn crawl_site(k: &Knowledge, job: &JobRecord, progress: &Progress) -> Result<Done, Failure> {
-    let store = &k.store;
+    let store = &k.documents;
     let Some(doc) = store
         .document_by_id(&job.document_id)
         .await
@@ -427,7 +431,7 @@ async fn crawl_site(k: &Knowledge, job: &JobRecord, progress: &Progress) -> Resu
             CrawlEvent::Progress { done, found } => {
                 progress.set(done, found);
                 let lease = lease_from(Utc::now());
-                let _ = store.job_progress(&job.id, done, found, lease).await;
+                let _ = k.jobs.job_progress(&job.id, done, found, lease).await;
             }
             CrawlEvent::Skipped { .. } => {}
         }
@@ -504,7 +508,7 @@ async fn store_ready_pages(
     if pages.is_empty() {
         return Ok(true);
     }
-    k.store
+    k.documents
         .replace_pages(document_id, &pages, Utc::now())
         .await
         .map_err(store_err)

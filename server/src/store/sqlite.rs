@@ -13,6 +13,7 @@ use sqlx::{
 };
 
 use super::*;
+use crate::domain::{Email, Plan};
 
 mod identity;
 mod integrations;
@@ -341,7 +342,10 @@ impl Store for SqliteStore {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
     }
+}
 
+#[async_trait]
+impl AccountStore for SqliteStore {
     async fn create_user(&self, u: NewUser) -> StoreResult<UserRecord> {
         let mut conn = self.writer.acquire().await?;
         insert_user(&mut conn, &u).await?;
@@ -455,7 +459,10 @@ impl Store for SqliteStore {
             .find(|r| r.get::<&str, _>("token_hash") == token_hash)
             .map(|r| r.get("user_id")))
     }
+}
 
+#[async_trait]
+impl SessionStore for SqliteStore {
     async fn create_session(
         &self,
         s: SessionRecord,
@@ -595,7 +602,10 @@ impl Store for SqliteStore {
         .await?;
         Ok(rows.iter().map(session).collect::<Result<_, _>>()?)
     }
+}
 
+#[async_trait]
+impl ApiKeyStore for SqliteStore {
     async fn create_api_key(&self, k: ApiKeyRecord, cap: usize) -> StoreResult<bool> {
         let done = sqlx::query(
             "INSERT INTO api_keys (id, user_id, name, prefix, key_hash, scopes, expires_at, created_at) \
@@ -717,7 +727,10 @@ impl Store for SqliteStore {
             .await?;
         Ok(())
     }
+}
 
+#[async_trait]
+impl AgentStore for SqliteStore {
     async fn create_agent(&self, a: &AgentRecord, limit: u32) -> StoreResult<bool> {
         let done = sqlx::query(
             "INSERT INTO agents (id, user_id, name, description, system_prompt, model, status, created_at, updated_at) \
@@ -792,7 +805,10 @@ impl Store for SqliteStore {
             .await?;
         Ok(done.rows_affected() == 1)
     }
+}
 
+#[async_trait]
+impl ChatStore for SqliteStore {
     async fn create_thread(&self, t: &ThreadRecord, first: &MessageRecord) -> StoreResult<bool> {
         // Two statements in one call to the writer (sqlx runs them in order, and `?NNN`
         // parameters are shared between them): the message goes in only when the thread
@@ -954,7 +970,7 @@ impl Store for SqliteStore {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::store::knowledge::{self as kb, KnowledgeStore as _};
+    use crate::store::{documents as kb, jobs::JobRecord};
 
     /// A migrated store in a temporary folder (dropped with the folder).
     pub(crate) async fn store() -> (tempfile::TempDir, SqliteStore) {
@@ -1099,7 +1115,7 @@ pub(crate) mod tests {
     ) -> kb::DocumentRecord {
         let now = Utc::now();
         let doc = kb::DocumentRecord::pending_url(id.into(), agent_id, user_id, url, None, now);
-        let job = kb::JobRecord::queued("crawl", &doc.id, &doc.user_id, now);
+        let job = JobRecord::queued("crawl", &doc.id, &doc.user_id, now);
         store.create_document(&doc, &job).await.unwrap();
         doc
     }

@@ -32,7 +32,7 @@ use tokio::sync::Notify;
 use crate::{
     config::Config,
     knowledge::net::{self, NetError, NetPolicy, SafeClient},
-    store::{webhooks::AfterAttempt, Store},
+    store::{webhooks::AfterAttempt, WebhookStore},
 };
 
 /// Prefix of a signing secret (Standard Webhooks v1 § Signature scheme).
@@ -128,7 +128,7 @@ impl EventType {
 /// Queues events for the webhooks that subscribed to them. Cheap to clone.
 #[derive(Clone)]
 pub struct Events {
-    store: Arc<dyn Store>,
+    store: Arc<dyn WebhookStore>,
     /// Wakes the delivery worker when something was queued.
     pub wake: Arc<Notify>,
     /// Per user, the events ([`EventType::bit`]) that no active webhook of theirs
@@ -160,7 +160,7 @@ impl moka::Expiry<String, u32> for QuietExpiry {
 
 impl Events {
     /// An emitter over `store`.
-    pub fn new(store: Arc<dyn Store>) -> Self {
+    pub fn new(store: Arc<dyn WebhookStore>) -> Self {
         Self {
             store,
             wake: Arc::new(Notify::new()),
@@ -217,7 +217,7 @@ impl Events {
 
 /// `data` of the document events: `{agentId, document}` with the document as
 /// `GET /api/agents/{agentId}/knowledge/{documentId}` shows it.
-pub fn document_data(d: &crate::store::knowledge::DocumentRecord) -> Value {
+pub fn document_data(d: &crate::store::documents::DocumentRecord) -> Value {
     json!({
         "agentId": d.agent_id,
         "document": crate::http::knowledge::document_view(d),
@@ -379,8 +379,8 @@ pub fn after_attempt(
 /// The webhook service: the emitter, the delivery client and the rules the worker follows.
 #[derive(Clone)]
 pub struct Webhooks {
-    /// Persistence.
-    pub store: Arc<dyn Store>,
+    /// Webhooks and their delivery queue.
+    pub store: Arc<dyn WebhookStore>,
     /// The event emitter (also handed to the knowledge workers).
     pub events: Events,
     /// The SSRF rule URLs are checked against at creation.
@@ -398,7 +398,7 @@ impl Webhooks {
     ///
     /// Errors: a malformed `ALLOWED_PRIVATE_HOSTS` entry or `ENCRYPTION_KEY`, or an HTTP
     /// client that cannot be built.
-    pub fn new(config: &Config, store: Arc<dyn Store>) -> anyhow::Result<Self> {
+    pub fn new(config: &Config, store: Arc<dyn WebhookStore>) -> anyhow::Result<Self> {
         let policy = NetPolicy::from_list(&config.allowed_private_hosts)?;
         let client = SafeClient::with_user_agent(
             policy.clone(),

@@ -7,7 +7,7 @@ use sqlx::{sqlite::SqliteRow, Row};
 use super::{insert_user, is_unique_violation, ms, time, SqliteStore};
 use crate::store::{
     identity::{ExchangeCodeRecord, IdentityRecord, IdentityStore, OAuthFlowRecord},
-    NewUser, Store, StoreError, StoreResult, UserRecord,
+    AccountStore, NewUser, StoreError, StoreResult, UserRecord,
 };
 
 const IDENTITY_COLUMNS: &str = "provider, subject, user_id, email, created_at";

@@ -1,4 +1,4 @@
-//! [`KnowledgeStore`] on SQLite: documents, pages and chunks, each agent's BM25 index kept
+//! [`DocumentStore`] and [`JobQueue`] on SQLite: documents, pages and chunks, each agent's BM25 index kept
 //! in step with its chunks (`migrations/sqlite/0011_bm25.sql`), and the job queue with
 //! leases.
 //!
@@ -15,10 +15,11 @@ use sqlx::{sqlite::SqliteRow, Row};
 use super::{ms, opt_time, time, SqliteStore};
 use crate::knowledge::bm25::{self, Bm25Index, CachedIndex};
 use crate::store::{
-    knowledge::{
-        job_status, status, vector_from_bytes, vector_to_bytes, ChunkHit, ChunkText, ChunkVector,
-        DocumentRecord, JobOutcome, JobRecord, KnowledgeStore, NewChunk, PageRecord,
+    documents::{
+        status, vector_from_bytes, vector_to_bytes, ChunkHit, ChunkText, ChunkVector,
+        DocumentRecord, DocumentStore, NewChunk, PageRecord,
     },
+    jobs::{job_status, JobOutcome, JobQueue, JobRecord},
     StoreError, StoreResult,
 };
 
@@ -279,7 +280,7 @@ async fn mark_indexed<'e>(
 }
 
 #[async_trait]
-impl KnowledgeStore for SqliteStore {
+impl DocumentStore for SqliteStore {
     async fn create_document(&self, d: &DocumentRecord, j: &JobRecord) -> StoreResult<()> {
         let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
         sqlx::query(&format!(
@@ -480,6 +481,141 @@ impl KnowledgeStore for SqliteStore {
         mark_indexed(&self.writer, id, pages, bytes, now).await
     }
 
+    async fn search_chunks(
+        &self,
+        agent_id: &str,
+        question: &str,
+        limit: u32,
+    ) -> StoreResult<Vec<ChunkHit>> {
+        let terms = bm25::query_terms(question);
+        if terms.is_empty() || limit == 0 {
+            return Ok(Vec::new());
+        }
+        let ranked = self.rank_chunks(agent_id, &terms, limit as usize).await?;
+        let ids: Vec<i64> = ranked.iter().map(|r| r.0).collect();
+        let mut found: HashMap<i64, ChunkHit> = self
+            .chunk_hits(agent_id, &ids)
+            .await?
+            .into_iter()
+            .map(|h| (h.chunk_id, h))
+            .collect();
+        // A chunk deleted since the index was checked is left out.
+        Ok(ranked
+            .into_iter()
+            .filter_map(|(id, score)| {
+                let mut hit = found.remove(&id)?;
+                hit.score = f64::from(score);
+                Some(hit)
+            })
+            .collect())
+    }
+
+    async fn put_embeddings(&self, model: &str, vectors: &[(i64, Vec<f32>)]) -> StoreResult<()> {
+        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+        for (chunk_id, vector) in vectors {
+            // Through SELECT, so a chunk deleted meanwhile is skipped, not an FK error.
+            sqlx::query(
+                "INSERT INTO chunk_embeddings (chunk_id, agent_id, model, dimensions, vector) \
+                 SELECT id, agent_id, ?, ?, ? FROM chunks WHERE id = ? \
+                 ON CONFLICT (chunk_id) DO UPDATE SET model = excluded.model, \
+                 dimensions = excluded.dimensions, vector = excluded.vector",
+            )
+            .bind(model)
+            .bind(vector.len() as i64)
+            .bind(vector_to_bytes(vector))
+            .bind(*chunk_id)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        Ok(())
+    }
+
+    async fn agent_embeddings(&self, agent_id: &str, model: &str) -> StoreResult<Vec<ChunkVector>> {
+        let rows = sqlx::query(
+            "SELECT chunk_id, vector FROM chunk_embeddings \
+             WHERE agent_id = ? AND model = ? AND dimensions > 0 ORDER BY chunk_id",
+        )
+        .bind(agent_id)
+        .bind(model)
+        .fetch_all(&self.pool)
+        .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for r in &rows {
+            let bytes: Vec<u8> = r.try_get("vector")?;
+            // The table's CHECK keeps lengths whole; a row that still does not decode is
+            // left out rather than failing the chat.
+            if let Some(vector) = vector_from_bytes(&bytes) {
+                out.push(ChunkVector {
+                    chunk_id: r.try_get("chunk_id")?,
+                    vector,
+                });
+            }
+        }
+        Ok(out)
+    }
+
+    async fn embedding_generation(&self, agent_id: &str) -> StoreResult<i64> {
+        let generation: Option<i64> =
+            sqlx::query_scalar("SELECT generation FROM embedding_generations WHERE agent_id = ?")
+                .bind(agent_id)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(generation.unwrap_or(0))
+    }
+
+    async fn chunks_without_embedding(
+        &self,
+        model: &str,
+        document_id: Option<&str>,
+        limit: u32,
+    ) -> StoreResult<Vec<ChunkText>> {
+        let rows = sqlx::query(
+            "SELECT c.id, c.title, c.heading_path, c.text FROM chunks c \
+             WHERE (?1 IS NULL OR c.document_id = ?1) AND NOT EXISTS \
+             (SELECT 1 FROM chunk_embeddings e WHERE e.chunk_id = c.id AND e.model = ?2) \
+             ORDER BY c.id LIMIT ?3",
+        )
+        .bind(document_id)
+        .bind(model)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
+            .iter()
+            .map(|r| {
+                Ok(ChunkText {
+                    chunk_id: r.try_get("id")?,
+                    title: r.try_get("title")?,
+                    heading_path: r.try_get("heading_path")?,
+                    text: r.try_get("text")?,
+                })
+            })
+            .collect::<Result<_, sqlx::Error>>()?)
+    }
+
+    async fn chunk_hits(&self, agent_id: &str, ids: &[i64]) -> StoreResult<Vec<ChunkHit>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let placeholders = vec!["?"; ids.len()].join(", ");
+        let sql = format!(
+            "SELECT c.id, c.document_id, c.title, c.page_url, c.heading_path, c.text, \
+             d.name AS document_name, 0.0 AS score \
+             FROM chunks c JOIN documents d ON d.id = c.document_id \
+             WHERE c.agent_id = ? AND c.id IN ({placeholders})"
+        );
+        let mut query = sqlx::query(&sql).bind(agent_id);
+        for id in ids {
+            query = query.bind(*id);
+        }
+        let rows = query.fetch_all(&self.pool).await?;
+        Ok(rows.iter().map(hit).collect::<Result<_, sqlx::Error>>()?)
+    }
+}
+
+#[async_trait]
+impl JobQueue for SqliteStore {
     async fn enqueue_job(&self, j: &JobRecord) -> StoreResult<JobRecord> {
         let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
         let existing = sqlx::query(&format!(
@@ -624,138 +760,6 @@ impl KnowledgeStore for SqliteStore {
         .fetch_optional(&self.pool)
         .await?;
         Ok(row.as_ref().map(job).transpose()?)
-    }
-
-    async fn search_chunks(
-        &self,
-        agent_id: &str,
-        question: &str,
-        limit: u32,
-    ) -> StoreResult<Vec<ChunkHit>> {
-        let terms = bm25::query_terms(question);
-        if terms.is_empty() || limit == 0 {
-            return Ok(Vec::new());
-        }
-        let ranked = self.rank_chunks(agent_id, &terms, limit as usize).await?;
-        let ids: Vec<i64> = ranked.iter().map(|r| r.0).collect();
-        let mut found: HashMap<i64, ChunkHit> = self
-            .chunk_hits(agent_id, &ids)
-            .await?
-            .into_iter()
-            .map(|h| (h.chunk_id, h))
-            .collect();
-        // A chunk deleted since the index was checked is left out.
-        Ok(ranked
-            .into_iter()
-            .filter_map(|(id, score)| {
-                let mut hit = found.remove(&id)?;
-                hit.score = f64::from(score);
-                Some(hit)
-            })
-            .collect())
-    }
-
-    async fn put_embeddings(&self, model: &str, vectors: &[(i64, Vec<f32>)]) -> StoreResult<()> {
-        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
-        for (chunk_id, vector) in vectors {
-            // Through SELECT, so a chunk deleted meanwhile is skipped, not an FK error.
-            sqlx::query(
-                "INSERT INTO chunk_embeddings (chunk_id, agent_id, model, dimensions, vector) \
-                 SELECT id, agent_id, ?, ?, ? FROM chunks WHERE id = ? \
-                 ON CONFLICT (chunk_id) DO UPDATE SET model = excluded.model, \
-                 dimensions = excluded.dimensions, vector = excluded.vector",
-            )
-            .bind(model)
-            .bind(vector.len() as i64)
-            .bind(vector_to_bytes(vector))
-            .bind(*chunk_id)
-            .execute(&mut *tx)
-            .await?;
-        }
-        tx.commit().await?;
-        Ok(())
-    }
-
-    async fn agent_embeddings(&self, agent_id: &str, model: &str) -> StoreResult<Vec<ChunkVector>> {
-        let rows = sqlx::query(
-            "SELECT chunk_id, vector FROM chunk_embeddings \
-             WHERE agent_id = ? AND model = ? AND dimensions > 0 ORDER BY chunk_id",
-        )
-        .bind(agent_id)
-        .bind(model)
-        .fetch_all(&self.pool)
-        .await?;
-        let mut out = Vec::with_capacity(rows.len());
-        for r in &rows {
-            let bytes: Vec<u8> = r.try_get("vector")?;
-            // The table's CHECK keeps lengths whole; a row that still does not decode is
-            // left out rather than failing the chat.
-            if let Some(vector) = vector_from_bytes(&bytes) {
-                out.push(ChunkVector {
-                    chunk_id: r.try_get("chunk_id")?,
-                    vector,
-                });
-            }
-        }
-        Ok(out)
-    }
-
-    async fn embedding_generation(&self, agent_id: &str) -> StoreResult<i64> {
-        let generation: Option<i64> =
-            sqlx::query_scalar("SELECT generation FROM embedding_generations WHERE agent_id = ?")
-                .bind(agent_id)
-                .fetch_optional(&self.pool)
-                .await?;
-        Ok(generation.unwrap_or(0))
-    }
-
-    async fn chunks_without_embedding(
-        &self,
-        model: &str,
-        document_id: Option<&str>,
-        limit: u32,
-    ) -> StoreResult<Vec<ChunkText>> {
-        let rows = sqlx::query(
-            "SELECT c.id, c.title, c.heading_path, c.text FROM chunks c \
-             WHERE (?1 IS NULL OR c.document_id = ?1) AND NOT EXISTS \
-             (SELECT 1 FROM chunk_embeddings e WHERE e.chunk_id = c.id AND e.model = ?2) \
-             ORDER BY c.id LIMIT ?3",
-        )
-        .bind(document_id)
-        .bind(model)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows
-            .iter()
-            .map(|r| {
-                Ok(ChunkText {
-                    chunk_id: r.try_get("id")?,
-                    title: r.try_get("title")?,
-                    heading_path: r.try_get("heading_path")?,
-                    text: r.try_get("text")?,
-                })
-            })
-            .collect::<Result<_, sqlx::Error>>()?)
-    }
-
-    async fn chunk_hits(&self, agent_id: &str, ids: &[i64]) -> StoreResult<Vec<ChunkHit>> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let placeholders = vec!["?"; ids.len()].join(", ");
-        let sql = format!(
-            "SELECT c.id, c.document_id, c.title, c.page_url, c.heading_path, c.text, \
-             d.name AS document_name, 0.0 AS score \
-             FROM chunks c JOIN documents d ON d.id = c.document_id \
-             WHERE c.agent_id = ? AND c.id IN ({placeholders})"
-        );
-        let mut query = sqlx::query(&sql).bind(agent_id);
-        for id in ids {
-            query = query.bind(*id);
-        }
-        let rows = query.fetch_all(&self.pool).await?;
-        Ok(rows.iter().map(hit).collect::<Result<_, sqlx::Error>>()?)
     }
 }
 

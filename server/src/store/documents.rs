@@ -1,11 +1,12 @@
-//! The knowledge-base part of the persistence boundary: documents, crawled pages, chunks
-//! with their BM25 index, and durable jobs. Every backend implements [`KnowledgeStore`]
-//! (the SQLite backend in `sqlite_knowledge.rs`); [`super::Store`] requires it.
+//! The document part of the persistence boundary: knowledge documents, crawled pages,
+//! chunks with what their BM25 index is kept in step by, and chunk embeddings. Every
+//! backend implements [`DocumentStore`] (SQLite: `sqlite/documents.rs`); [`super::Store`]
+//! requires it. The jobs that fill documents are [`super::jobs::JobQueue`]'s.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::StoreResult;
+use super::{jobs::JobRecord, StoreResult};
 
 /// Document status values (docs/api.md § States and transitions).
 pub mod status {
@@ -16,18 +17,6 @@ pub mod status {
     /// Searchable.
     pub const INDEXED: &str = "indexed";
     /// Indexing failed; `error` says why.
-    pub const FAILED: &str = "failed";
-}
-
-/// Job status values (docs/api.md § Knowledge base: queued, running, succeeded, failed).
-pub mod job_status {
-    /// Waiting for a worker.
-    pub const QUEUED: &str = "queued";
-    /// A worker holds its lease.
-    pub const RUNNING: &str = "running";
-    /// Finished.
-    pub const SUCCEEDED: &str = "succeeded";
-    /// Gave up; `error` says why.
     pub const FAILED: &str = "failed";
 }
 
@@ -57,26 +46,6 @@ pub struct DocumentRecord {
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub indexed_at: Option<DateTime<Utc>>,
-}
-
-/// A background job (ingestion of an upload or a crawl).
-#[derive(Debug, Clone, PartialEq)]
-pub struct JobRecord {
-    pub id: String,
-    /// `ingest` or `crawl`.
-    pub kind: String,
-    pub document_id: String,
-    pub user_id: String,
-    /// One of [`job_status`].
-    pub status: String,
-    pub progress_done: u32,
-    pub progress_total: u32,
-    pub error: Option<String>,
-    /// Times a worker has started it (a restart after a crash counts).
-    pub attempts: u32,
-    pub created_at: DateTime<Utc>,
-    pub started_at: Option<DateTime<Utc>>,
-    pub finished_at: Option<DateTime<Utc>>,
 }
 
 impl DocumentRecord {
@@ -145,27 +114,6 @@ impl DocumentRecord {
     }
 }
 
-impl JobRecord {
-    /// A new job of `kind` (`ingest` or `crawl`) for a document of `user_id`, queued at
-    /// `now`, with a new time-ordered id (UUIDv7).
-    pub fn queued(kind: &str, document_id: &str, user_id: &str, now: DateTime<Utc>) -> Self {
-        Self {
-            id: uuid::Uuid::now_v7().to_string(),
-            kind: kind.to_string(),
-            document_id: document_id.to_string(),
-            user_id: user_id.to_string(),
-            status: job_status::QUEUED.to_string(),
-            progress_done: 0,
-            progress_total: 0,
-            error: None,
-            attempts: 0,
-            created_at: now,
-            started_at: None,
-            finished_at: None,
-        }
-    }
-}
-
 /// A chunk to store. Serialises (serde, camelCase) because extraction child processes
 /// produce it (`knowledge::sandbox`).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -183,25 +131,6 @@ pub struct NewChunk {
     pub page: Option<u32>,
     pub tokens: u32,
     pub text: String,
-}
-
-/// How a job ended, for [`KnowledgeStore::complete_job`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum JobOutcome<'a> {
-    /// The document is searchable.
-    Indexed {
-        /// Pages crawled (url documents) or read (PDF).
-        pages: Option<u32>,
-        /// Size of the upload, or of the crawled pages' text, in bytes.
-        bytes: u64,
-        /// The job's final progress: units done, of total.
-        progress: (u32, u32),
-    },
-    /// Indexing gave up; the sentence for the document's and the job's `error`.
-    Failed {
-        /// Why, for the user.
-        reason: &'a str,
-    },
 }
 
 /// A crawled page as last indexed.
@@ -227,7 +156,7 @@ pub struct ChunkHit {
     pub heading_path: String,
     pub text: String,
     /// Relevance, larger is better: BM25 (`knowledge::bm25`) from
-    /// [`KnowledgeStore::search_chunks`], 0 from [`KnowledgeStore::chunk_hits`]; retrieval
+    /// [`DocumentStore::search_chunks`], 0 from [`DocumentStore::chunk_hits`]; retrieval
     /// may replace it with a fused score (`knowledge::retrieve`).
     pub score: f64,
 }
@@ -270,10 +199,10 @@ pub fn vector_from_bytes(bytes: &[u8]) -> Option<Vec<f32>> {
     )
 }
 
-/// Persistence of the knowledge base. Tenant-scoped methods take the user id; another
-/// user's rows are "not found".
+/// Persistence of knowledge documents and their chunks. Tenant-scoped methods take the
+/// user id; another user's rows are "not found".
 #[async_trait]
-pub trait KnowledgeStore: Send + Sync + 'static {
+pub trait DocumentStore: Send + Sync {
     /// Stores a new document and its first job in one transaction.
     async fn create_document(&self, doc: &DocumentRecord, job: &JobRecord) -> StoreResult<()>;
     /// The agent's documents, oldest first.
@@ -326,55 +255,6 @@ pub trait KnowledgeStore: Send + Sync + 'static {
         bytes: u64,
         now: DateTime<Utc>,
     ) -> StoreResult<()>;
-
-    /// Queues a job (a refresh) unless one for the document is already queued or running;
-    /// returns the job that will do the work.
-    async fn enqueue_job(&self, job: &JobRecord) -> StoreResult<JobRecord>;
-    /// Takes the oldest queued job, or a running job whose lease ran out (its worker died),
-    /// marks it running with a lease until `lease_until`, and counts the attempt.
-    async fn claim_job(
-        &self,
-        now: DateTime<Utc>,
-        lease_until: DateTime<Utc>,
-    ) -> StoreResult<Option<JobRecord>>;
-    /// Records progress and extends the lease.
-    async fn job_progress(
-        &self,
-        id: &str,
-        done: u32,
-        total: u32,
-        lease_until: DateTime<Utc>,
-    ) -> StoreResult<()>;
-    /// Ends the attempt `job.attempts` of the running job `job` and its document together, in
-    /// one transaction, so that no reader ever sees a document `indexed` (or `failed`) while
-    /// its job is still `running`:
-    ///
-    /// - [`JobOutcome::Indexed`]: the document becomes `indexed` as [`finish_document`] does
-    ///   (error cleared, chunks recounted, `pages`, `bytes`, `indexed_at`), the job
-    ///   `succeeded` with its final progress;
-    /// - [`JobOutcome::Failed`]: both become `failed` with the reason as their `error`.
-    ///
-    /// Only the attempt that holds the job may end it: when the job is no longer `running`
-    /// under that attempt (its lease ran out and another worker claimed it again, or it was
-    /// deleted with its document) nothing is written and the answer is `false`.
-    ///
-    /// [`finish_document`]: KnowledgeStore::finish_document
-    async fn complete_job(
-        &self,
-        job: &JobRecord,
-        outcome: JobOutcome<'_>,
-        now: DateTime<Utc>,
-    ) -> StoreResult<bool>;
-    /// Ends a job as succeeded or failed.
-    async fn finish_job(
-        &self,
-        id: &str,
-        status: &str,
-        error: Option<&str>,
-        now: DateTime<Utc>,
-    ) -> StoreResult<()>;
-    /// A job of the user.
-    async fn job(&self, user_id: &str, id: &str) -> StoreResult<Option<JobRecord>>;
 
     /// BM25 search over the agent's chunks for `question` (plain text: its content words,
     /// analysed as `knowledge::bm25::query_terms` says; nothing in it is syntax): the best
