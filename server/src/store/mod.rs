@@ -11,11 +11,13 @@ pub mod agents;
 pub mod api_keys;
 pub mod chat;
 pub mod documents;
+pub mod error;
 pub mod identity;
 pub mod integrations;
 pub mod jobs;
 pub mod sessions;
 pub mod sqlite;
+mod sqlx_error;
 pub mod webhooks;
 
 use std::sync::Arc;
@@ -28,31 +30,12 @@ pub use agents::{AgentPatch, AgentRecord, AgentStore};
 pub use api_keys::{ApiKeyAuth, ApiKeyRecord, ApiKeyStore};
 pub use chat::{ChatStore, Cursor, MessageRecord, ThreadRecord, UsageDay};
 pub use documents::DocumentStore;
+pub use error::{Conflict, StoreError, StoreResult};
 pub use identity::IdentityStore;
 pub use integrations::IntegrationStore;
 pub use jobs::JobQueue;
 pub use sessions::{SessionAuth, SessionRecord, SessionStore};
 pub use webhooks::WebhookStore;
-
-/// Errors of the persistence layer.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// A uniqueness rule was violated; the text names what is taken.
-    #[error("conflict: {0}")]
-    Conflict(String),
-    /// The row does not exist (or belongs to someone else).
-    #[error("not found")]
-    NotFound,
-    /// The database failed.
-    #[error(transparent)]
-    Database(#[from] sqlx::Error),
-    /// Anything else (e.g. a stored value that does not parse).
-    #[error(transparent)]
-    Other(#[from] anyhow::Error),
-}
-
-/// Result alias of the store.
-pub type StoreResult<T> = Result<T, StoreError>;
 
 /// Everything the service persists: the supertrait of every part, so the composition root
 /// holds one `Arc<dyn Store>` and hands each service only the part it uses

@@ -237,9 +237,7 @@ async fn insert_user(conn: &mut sqlx::SqliteConnection, u: &NewUser) -> StoreRes
     .execute(conn)
     .await;
     match result {
-        Err(e) if is_unique_violation(&e) => Err(StoreError::Conflict(
-            "An account with this email already exists".into(),
-        )),
+        Err(e) if is_unique_violation(&e) => Err(StoreError::Conflict(Conflict::Email)),
         Err(e) => Err(e.into()),
         Ok(_) => Ok(()),
     }

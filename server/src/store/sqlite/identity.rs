@@ -7,7 +7,7 @@ use sqlx::{sqlite::SqliteRow, Row};
 use super::{insert_user, is_unique_violation, ms, time, SqliteStore};
 use crate::store::{
     identity::{ExchangeCodeRecord, IdentityRecord, IdentityStore, OAuthFlowRecord},
-    AccountStore, NewUser, StoreError, StoreResult, UserRecord,
+    AccountStore, Conflict, NewUser, StoreError, StoreResult, UserRecord,
 };
 
 const IDENTITY_COLUMNS: &str = "provider, subject, user_id, email, created_at";
@@ -35,9 +35,7 @@ async fn insert_identity(conn: &mut sqlx::SqliteConnection, i: &IdentityRecord) 
     .execute(conn)
     .await;
     match result {
-        Err(e) if is_unique_violation(&e) => Err(StoreError::Conflict(
-            "This sign-in is already connected to an account".into(),
-        )),
+        Err(e) if is_unique_violation(&e) => Err(StoreError::Conflict(Conflict::LinkedIdentity)),
         Err(e) => Err(e.into()),
         Ok(_) => Ok(()),
     }
@@ -106,9 +104,7 @@ impl IdentityStore for SqliteStore {
         .fetch_one(&mut *tx)
         .await?;
         if others == 0 {
-            return Err(StoreError::Conflict(
-                "This is the account's only way to sign in".into(),
-            ));
+            return Err(StoreError::Conflict(Conflict::LastSignIn));
         }
         sqlx::query("DELETE FROM user_identities WHERE user_id = ? AND provider = ?")
             .bind(user_id)
