@@ -1,6 +1,6 @@
-//! [`DocumentStore`] and [`JobQueue`] on SQLite: documents, pages and chunks, each agent's BM25 index kept
-//! in step with its chunks (`migrations/sqlite/0011_bm25.sql`), and the job queue with
-//! leases.
+//! [`DocumentStore`] on SQLite: documents, pages and chunks, and each agent's BM25 index
+//! kept in step with its chunks (`migrations/sqlite/0003_knowledge.sql`,
+//! `0004_embeddings.sql`, `0011_bm25.sql`).
 //!
 //! Write transactions start with `BEGIN IMMEDIATE`: they take the write lock up front and
 //! wait for it (busy timeout), instead of failing with `SQLITE_BUSY` when two workers
@@ -10,64 +10,22 @@ use std::collections::{HashMap, HashSet};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use sqlx::{sqlite::SqliteRow, Row};
+use sqlx::Row;
 
-use super::{ms, opt_time, time, SqliteStore};
+use super::{
+    jobs::insert_job,
+    rows::{document, hit, ms, DOCUMENT_COLUMNS},
+    SqliteStore,
+};
 use crate::knowledge::bm25::{self, Bm25Index, CachedIndex};
 use crate::store::{
     documents::{
         status, vector_from_bytes, vector_to_bytes, ChunkHit, ChunkText, ChunkVector,
         DocumentRecord, DocumentStore, NewChunk, PageRecord,
     },
-    jobs::{job_status, JobOutcome, JobQueue, JobRecord},
+    jobs::JobRecord,
     StoreError, StoreResult,
 };
-
-const DOCUMENT_COLUMNS: &str = "id, agent_id, user_id, kind, name, url, format, crawl_config, \
-     status, error, pages, chunks, bytes, created_at, updated_at, indexed_at";
-
-const JOB_COLUMNS: &str = "id, kind, document_id, user_id, status, progress_done, \
-     progress_total, error, attempts, created_at, started_at, finished_at";
-
-fn document(row: &SqliteRow) -> Result<DocumentRecord, sqlx::Error> {
-    Ok(DocumentRecord {
-        id: row.try_get("id")?,
-        agent_id: row.try_get("agent_id")?,
-        user_id: row.try_get("user_id")?,
-        kind: row.try_get("kind")?,
-        name: row.try_get("name")?,
-        url: row.try_get("url")?,
-        format: row.try_get("format")?,
-        crawl_config: row.try_get("crawl_config")?,
-        status: row.try_get("status")?,
-        error: row.try_get("error")?,
-        pages: row
-            .try_get::<Option<i64>, _>("pages")?
-            .map(|p| p.max(0) as u32),
-        chunks: row.try_get::<i64, _>("chunks")?.max(0) as u32,
-        bytes: row.try_get::<i64, _>("bytes")?.max(0) as u64,
-        created_at: time(row, "created_at")?,
-        updated_at: time(row, "updated_at")?,
-        indexed_at: opt_time(row, "indexed_at")?,
-    })
-}
-
-fn job(row: &SqliteRow) -> Result<JobRecord, sqlx::Error> {
-    Ok(JobRecord {
-        id: row.try_get("id")?,
-        kind: row.try_get("kind")?,
-        document_id: row.try_get("document_id")?,
-        user_id: row.try_get("user_id")?,
-        status: row.try_get("status")?,
-        progress_done: row.try_get::<i64, _>("progress_done")?.max(0) as u32,
-        progress_total: row.try_get::<i64, _>("progress_total")?.max(0) as u32,
-        error: row.try_get("error")?,
-        attempts: row.try_get::<i64, _>("attempts")?.max(0) as u32,
-        created_at: time(row, "created_at")?,
-        started_at: opt_time(row, "started_at")?,
-        finished_at: opt_time(row, "finished_at")?,
-    })
-}
 
 async fn insert_chunks(
     tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
@@ -256,7 +214,7 @@ impl SqliteStore {
 }
 
 /// Marks a document indexed: error cleared, chunks recounted, `pages`, `bytes` and the time.
-async fn mark_indexed<'e>(
+pub(super) async fn mark_indexed<'e>(
     executor: impl sqlx::SqliteExecutor<'e>,
     id: &str,
     pages: Option<u32>,
@@ -612,190 +570,4 @@ impl DocumentStore for SqliteStore {
         let rows = query.fetch_all(&self.pool).await?;
         Ok(rows.iter().map(hit).collect::<Result<_, sqlx::Error>>()?)
     }
-}
-
-#[async_trait]
-impl JobQueue for SqliteStore {
-    async fn enqueue_job(&self, j: &JobRecord) -> StoreResult<JobRecord> {
-        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
-        let existing = sqlx::query(&format!(
-            "SELECT {JOB_COLUMNS} FROM jobs WHERE document_id = ? AND status IN (?, ?) \
-             ORDER BY created_at LIMIT 1"
-        ))
-        .bind(&j.document_id)
-        .bind(job_status::QUEUED)
-        .bind(job_status::RUNNING)
-        .fetch_optional(&mut *tx)
-        .await?;
-        if let Some(row) = existing {
-            return Ok(job(&row)?);
-        }
-        insert_job(&mut tx, j).await?;
-        tx.commit().await?;
-        Ok(j.clone())
-    }
-
-    async fn claim_job(
-        &self,
-        now: DateTime<Utc>,
-        lease_until: DateTime<Utc>,
-    ) -> StoreResult<Option<JobRecord>> {
-        // One statement, so two workers cannot take the same job.
-        let row = sqlx::query(&format!(
-            "UPDATE jobs SET status = ?1, lease_until = ?2, attempts = attempts + 1, \
-             started_at = COALESCE(started_at, ?3) \
-             WHERE id = (SELECT id FROM jobs WHERE status = ?4 \
-                         OR (status = ?1 AND lease_until < ?3) ORDER BY created_at, id LIMIT 1) \
-             RETURNING {JOB_COLUMNS}"
-        ))
-        .bind(job_status::RUNNING)
-        .bind(ms(lease_until))
-        .bind(ms(now))
-        .bind(job_status::QUEUED)
-        .fetch_optional(&self.writer)
-        .await?;
-        Ok(row.as_ref().map(job).transpose()?)
-    }
-
-    async fn job_progress(
-        &self,
-        id: &str,
-        done: u32,
-        total: u32,
-        lease_until: DateTime<Utc>,
-    ) -> StoreResult<()> {
-        sqlx::query(
-            "UPDATE jobs SET progress_done = ?, progress_total = ?, lease_until = ? \
-             WHERE id = ? AND status = ?",
-        )
-        .bind(i64::from(done))
-        .bind(i64::from(total))
-        .bind(ms(lease_until))
-        .bind(id)
-        .bind(job_status::RUNNING)
-        .execute(&self.writer)
-        .await?;
-        Ok(())
-    }
-
-    async fn complete_job(
-        &self,
-        job: &JobRecord,
-        outcome: JobOutcome<'_>,
-        now: DateTime<Utc>,
-    ) -> StoreResult<bool> {
-        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
-        let (job_status, error, done, total) = match outcome {
-            JobOutcome::Indexed {
-                progress: (done, total),
-                ..
-            } => (job_status::SUCCEEDED, None, Some(done), Some(total)),
-            JobOutcome::Failed { reason } => (job_status::FAILED, Some(reason), None, None),
-        };
-        let ended = sqlx::query(
-            "UPDATE jobs SET status = ?, error = ?, finished_at = ?, lease_until = NULL, \
-             progress_done = coalesce(?, progress_done), \
-             progress_total = coalesce(?, progress_total) \
-             WHERE id = ? AND status = ? AND attempts = ?",
-        )
-        .bind(job_status)
-        .bind(error)
-        .bind(ms(now))
-        .bind(done.map(i64::from))
-        .bind(total.map(i64::from))
-        .bind(&job.id)
-        .bind(job_status::RUNNING)
-        .bind(i64::from(job.attempts))
-        .execute(&mut *tx)
-        .await?
-        .rows_affected();
-        if ended == 0 {
-            return Ok(false);
-        }
-        match outcome {
-            JobOutcome::Indexed { pages, bytes, .. } => {
-                mark_indexed(&mut *tx, &job.document_id, pages, bytes, now).await?;
-            }
-            JobOutcome::Failed { reason } => {
-                sqlx::query(
-                    "UPDATE documents SET status = ?, error = ?, updated_at = ? WHERE id = ?",
-                )
-                .bind(status::FAILED)
-                .bind(reason)
-                .bind(ms(now))
-                .bind(&job.document_id)
-                .execute(&mut *tx)
-                .await?;
-            }
-        }
-        tx.commit().await?;
-        Ok(true)
-    }
-
-    async fn finish_job(
-        &self,
-        id: &str,
-        status: &str,
-        error: Option<&str>,
-        now: DateTime<Utc>,
-    ) -> StoreResult<()> {
-        sqlx::query(
-            "UPDATE jobs SET status = ?, error = ?, finished_at = ?, lease_until = NULL WHERE id = ?",
-        )
-        .bind(status)
-        .bind(error)
-        .bind(ms(now))
-        .bind(id)
-        .execute(&self.writer)
-        .await?;
-        Ok(())
-    }
-
-    async fn job(&self, user_id: &str, id: &str) -> StoreResult<Option<JobRecord>> {
-        let row = sqlx::query(&format!(
-            "SELECT {JOB_COLUMNS} FROM jobs WHERE user_id = ? AND id = ?"
-        ))
-        .bind(user_id)
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(row.as_ref().map(job).transpose()?)
-    }
-}
-
-fn hit(r: &SqliteRow) -> Result<ChunkHit, sqlx::Error> {
-    Ok(ChunkHit {
-        chunk_id: r.try_get("id")?,
-        document_id: r.try_get("document_id")?,
-        title: r.try_get("title")?,
-        url: r.try_get("page_url")?,
-        document_name: r.try_get("document_name")?,
-        heading_path: r.try_get("heading_path")?,
-        text: r.try_get("text")?,
-        score: r.try_get("score")?,
-    })
-}
-
-async fn insert_job(
-    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
-    j: &JobRecord,
-) -> Result<(), sqlx::Error> {
-    sqlx::query(&format!(
-        "INSERT INTO jobs ({JOB_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-    ))
-    .bind(&j.id)
-    .bind(&j.kind)
-    .bind(&j.document_id)
-    .bind(&j.user_id)
-    .bind(&j.status)
-    .bind(i64::from(j.progress_done))
-    .bind(i64::from(j.progress_total))
-    .bind(&j.error)
-    .bind(i64::from(j.attempts))
-    .bind(ms(j.created_at))
-    .bind(j.started_at.map(ms))
-    .bind(j.finished_at.map(ms))
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
 }
