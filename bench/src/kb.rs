@@ -21,7 +21,7 @@ use std::{
 use agentchat::{
     config::Config,
     domain::Email,
-    knowledge::bm25,
+    knowledge::search::bm25,
     startup::Application,
     store::{
         documents::DocumentRecord, jobs::JobRecord, sqlite::SqliteStore, AgentRecord, NewUser,

@@ -19,7 +19,7 @@
 //!   model's input) is recorded as refused for that model and not asked again; it stays
 //!   findable by BM25.
 //! - A chat whose query cannot be embedded is answered from BM25 alone, with a warning in
-//!   the log (`knowledge::retrieve`).
+//!   the log (`knowledge::search::retrieve`).
 
 use std::{
     sync::{

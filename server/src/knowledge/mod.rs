@@ -11,21 +11,20 @@
 //!   job interrupted by a crash or restart is retried.
 //! - [`embed`]: chunk embeddings through the OpenAI-compatible endpoint when
 //!   `EMBEDDING_MODEL` is set, their failure semantics, and the in-memory vectors.
-//! - [`bm25`]: BM25 ranking: word analysis, each agent's in-memory inverted index and
-//!   top-k search with MaxScore pruning.
-//! - [`retrieve`]: BM25 retrieval scoped to an agent, fused with vector similarity by
+//! - [`search`]: BM25 ranking (word analysis, each agent's in-memory inverted index, top-k
+//!   search with MaxScore pruning), the indexes kept in step with the store over a few of
+//!   its primitives, and retrieval scoped to an agent, fused with vector similarity by
 //!   reciprocal rank fusion when embeddings are configured.
 //! - [`eval`]: hit@1, hit@5 and MRR of retrieval on a question set.
 
-pub mod bm25;
 pub mod chunk;
 pub mod crawl;
 pub mod embed;
 pub mod eval;
 pub mod extract;
 pub mod net;
-pub mod retrieve;
 pub mod sandbox;
+pub mod search;
 pub mod worker;
 
 use std::{path::PathBuf, sync::Arc};
@@ -44,6 +43,8 @@ pub struct Knowledge {
     pub documents: Arc<dyn DocumentStore>,
     /// The durable queue of ingestion and crawl jobs.
     pub jobs: Arc<dyn JobQueue>,
+    /// BM25 search over the agents' chunks, with their indexes kept in memory.
+    pub search: search::ChunkSearch,
     /// Where uploads are kept until (and after) they are indexed: `DATA_DIR/uploads/{documentId}`.
     pub uploads: PathBuf,
     /// The SSRF-safe client of crawls.
@@ -90,6 +91,7 @@ impl Knowledge {
             net::FetchLimits::default(),
         )?);
         Ok(Self {
+            search: search::ChunkSearch::new(documents.clone()),
             documents,
             jobs,
             uploads,

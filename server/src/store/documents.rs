@@ -155,13 +155,13 @@ pub struct ChunkHit {
     pub document_name: String,
     pub heading_path: String,
     pub text: String,
-    /// Relevance, larger is better: BM25 (`knowledge::bm25`) from
-    /// [`DocumentStore::search_chunks`], 0 from [`DocumentStore::chunk_hits`]; retrieval
-    /// may replace it with a fused score (`knowledge::retrieve`).
+    /// Relevance, larger is better: 0 from [`DocumentStore::chunk_hits`]; BM25 from
+    /// `knowledge::search::ChunkSearch`, and retrieval may replace it with a fused score
+    /// (`knowledge::search::retrieve`).
     pub score: f64,
 }
 
-/// The text of a chunk to embed.
+/// The text of a chunk: what is embedded, and what a BM25 index analyses.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChunkText {
     pub chunk_id: i64,
@@ -256,16 +256,23 @@ pub trait DocumentStore: Send + Sync {
         now: DateTime<Utc>,
     ) -> StoreResult<()>;
 
-    /// BM25 search over the agent's chunks for `question` (plain text: its content words,
-    /// analysed as `knowledge::bm25::query_terms` says; nothing in it is syntax): the best
-    /// `limit` hits containing at least one of its terms, best first, scored as
-    /// `knowledge::bm25` says. Empty when the question has no content word.
-    async fn search_chunks(
+    /// The agent's chunk generation: a number that changes whenever one of the agent's
+    /// chunks is written or deleted (with its page, document or agent), in the same
+    /// transaction as the change. `None` when no chunk of the agent was ever written, or
+    /// the agent was deleted. BM25 indexes in memory are checked against it
+    /// (`knowledge::search::index_cache`).
+    async fn chunk_generation(&self, agent_id: &str) -> StoreResult<Option<i64>>;
+    /// How many of the agent's chunks have an id of at most `max_id`.
+    async fn count_chunks_up_to(&self, agent_id: &str, max_id: i64) -> StoreResult<u64>;
+    /// The ids of the agent's chunks of at most `max_id`, ascending.
+    async fn chunk_ids_up_to(&self, agent_id: &str, max_id: i64) -> StoreResult<Vec<i64>>;
+    /// The agent's chunks with an id above `after_id`, ascending by id, at most `limit`.
+    async fn chunks_after(
         &self,
         agent_id: &str,
-        question: &str,
+        after_id: i64,
         limit: u32,
-    ) -> StoreResult<Vec<ChunkHit>>;
+    ) -> StoreResult<Vec<ChunkText>>;
 
     /// Stores the embeddings made by `model` as `(chunk id, vector)` pairs, replacing a
     /// chunk's earlier one; pairs of chunks that no longer exist are skipped. An empty

@@ -1,12 +1,10 @@
-//! [`DocumentStore`] on SQLite: documents, pages and chunks, and each agent's BM25 index
-//! kept in step with its chunks (`migrations/sqlite/0003_knowledge.sql`,
-//! `0004_embeddings.sql`, `0011_bm25.sql`).
+//! [`DocumentStore`] on SQLite: documents, pages and chunks with the generations and ids
+//! that BM25 indexes are kept in step by, and chunk embeddings
+//! (`migrations/sqlite/0003_knowledge.sql`, `0004_embeddings.sql`, `0011_bm25.sql`).
 //!
 //! Write transactions start with `BEGIN IMMEDIATE`: they take the write lock up front and
 //! wait for it (busy timeout), instead of failing with `SQLITE_BUSY` when two workers
 //! upgrade read transactions at the same time.
-
-use std::collections::{HashMap, HashSet};
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -17,14 +15,13 @@ use super::{
     rows::{document, hit, ms, DOCUMENT_COLUMNS},
     SqliteStore,
 };
-use crate::knowledge::bm25::{self, Bm25Index, CachedIndex};
 use crate::store::{
     documents::{
         status, vector_from_bytes, vector_to_bytes, ChunkHit, ChunkText, ChunkVector,
         DocumentRecord, DocumentStore, NewChunk, PageRecord,
     },
     jobs::JobRecord,
-    StoreError, StoreResult,
+    StoreResult,
 };
 
 async fn insert_chunks(
@@ -83,134 +80,6 @@ async fn live_agent(
         .bind(document_id)
         .fetch_optional(&mut **tx)
         .await
-}
-
-/// Chunks read from the database per step while an agent's BM25 index is built or brought
-/// up to date (each step's text is analysed on the blocking pool).
-const INDEX_BATCH: i64 = 2_000;
-
-impl SqliteStore {
-    /// The agent's best `k` chunks for the query `terms` by BM25: `(chunk id, score)`,
-    /// best first ([`Bm25Index::search`]), from the agent's index after bringing it up to
-    /// date with the database.
-    ///
-    /// One read of the agent's chunk generation when nothing changed; otherwise the index
-    /// reads what changed: removals by comparing the count of chunks it already knows,
-    /// additions as the chunks above the largest id it has seen (chunk ids only grow).
-    ///
-    /// Errors: the database's, or [`StoreError::Other`] when analysing chunks panicked.
-    async fn rank_chunks(
-        &self,
-        agent_id: &str,
-        terms: &[String],
-        k: usize,
-    ) -> StoreResult<Vec<(i64, f32)>> {
-        let generation: Option<i64> =
-            sqlx::query_scalar("SELECT generation FROM chunk_generations WHERE agent_id = ?")
-                .bind(agent_id)
-                .fetch_optional(&self.pool)
-                .await?;
-        let Some(generation) = generation else {
-            // No chunk was ever written for the agent, or it was deleted.
-            self.bm25.forget(agent_id);
-            return Ok(Vec::new());
-        };
-        let entry = self.bm25.entry(agent_id);
-        {
-            let cached = entry.read().await;
-            if cached.generation == Some(generation) {
-                return Ok(cached.index.search(terms, k));
-            }
-        }
-        let mut cached = entry.write().await;
-        if cached.generation != Some(generation) {
-            self.update_index(agent_id, &mut cached).await?;
-            // Read before the changes were: a write since then only makes the next
-            // search check again.
-            cached.generation = Some(generation);
-            self.bm25.resized(
-                agent_id,
-                cached.index.heap_bytes(),
-                bm25::CACHE_BUDGET_BYTES,
-            );
-        }
-        Ok(cached.index.search(terms, k))
-    }
-
-    /// Brings `cached` up to date with the agent's chunks in the database (see
-    /// [`SqliteStore::rank_chunks`]). Leaves `cached.generation` to the caller; when
-    /// interrupted (the search was dropped) it leaves an empty index that the next search
-    /// rebuilds.
-    async fn update_index(&self, agent_id: &str, cached: &mut CachedIndex) -> StoreResult<()> {
-        let seen_up_to = cached.max_chunk_id;
-        let known: i64 =
-            sqlx::query_scalar("SELECT count(*) FROM chunks WHERE agent_id = ? AND id <= ?")
-                .bind(agent_id)
-                .bind(seen_up_to)
-                .fetch_one(&self.pool)
-                .await?;
-        if known as usize != cached.index.len() {
-            let kept: HashSet<i64> =
-                sqlx::query_scalar("SELECT id FROM chunks WHERE agent_id = ? AND id <= ?")
-                    .bind(agent_id)
-                    .bind(seen_up_to)
-                    .fetch_all(&self.pool)
-                    .await?
-                    .into_iter()
-                    .collect();
-            self.on_blocking_pool(cached, move |index| {
-                index.retain(|id| kept.contains(&id));
-            })
-            .await?;
-        }
-        loop {
-            let after = cached.max_chunk_id;
-            let rows: Vec<(i64, String, String, String)> = sqlx::query_as(
-                "SELECT id, title, heading_path, text FROM chunks \
-                 WHERE agent_id = ? AND id > ? ORDER BY id LIMIT ?",
-            )
-            .bind(agent_id)
-            .bind(after)
-            .bind(INDEX_BATCH)
-            .fetch_all(&self.pool)
-            .await?;
-            let Some(last) = rows.last().map(|r| r.0) else {
-                break;
-            };
-            self.on_blocking_pool(cached, move |index| {
-                for (id, title, heading_path, text) in &rows {
-                    index.add(*id, title, heading_path, text);
-                }
-            })
-            .await?;
-            cached.max_chunk_id = last;
-        }
-        Ok(())
-    }
-
-    /// Runs `work` on the index on the blocking pool (analysis is CPU work). While it
-    /// runs, `cached` holds an empty, unbuilt index, so if the caller is dropped meanwhile
-    /// the next search starts over instead of trusting a half-updated one.
-    async fn on_blocking_pool(
-        &self,
-        cached: &mut CachedIndex,
-        work: impl FnOnce(&mut Bm25Index) + Send + 'static,
-    ) -> StoreResult<()> {
-        let max_chunk_id = cached.max_chunk_id;
-        let generation = cached.generation.take();
-        cached.max_chunk_id = 0;
-        let mut index = std::mem::take(&mut cached.index);
-        let index = tokio::task::spawn_blocking(move || {
-            work(&mut index);
-            index
-        })
-        .await
-        .map_err(|e| StoreError::Other(anyhow::anyhow!("indexing chunks failed: {e}")))?;
-        cached.index = index;
-        cached.max_chunk_id = max_chunk_id;
-        cached.generation = generation;
-        Ok(())
-    }
 }
 
 /// Marks a document indexed: error cleared, chunks recounted, `pages`, `bytes` and the time.
@@ -439,31 +308,57 @@ impl DocumentStore for SqliteStore {
         mark_indexed(&self.writer, id, pages, bytes, now).await
     }
 
-    async fn search_chunks(
+    async fn chunk_generation(&self, agent_id: &str) -> StoreResult<Option<i64>> {
+        Ok(
+            sqlx::query_scalar("SELECT generation FROM chunk_generations WHERE agent_id = ?")
+                .bind(agent_id)
+                .fetch_optional(&self.pool)
+                .await?,
+        )
+    }
+
+    async fn count_chunks_up_to(&self, agent_id: &str, max_id: i64) -> StoreResult<u64> {
+        let count: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM chunks WHERE agent_id = ? AND id <= ?")
+                .bind(agent_id)
+                .bind(max_id)
+                .fetch_one(&self.pool)
+                .await?;
+        Ok(count.max(0) as u64)
+    }
+
+    async fn chunk_ids_up_to(&self, agent_id: &str, max_id: i64) -> StoreResult<Vec<i64>> {
+        Ok(
+            sqlx::query_scalar("SELECT id FROM chunks WHERE agent_id = ? AND id <= ? ORDER BY id")
+                .bind(agent_id)
+                .bind(max_id)
+                .fetch_all(&self.pool)
+                .await?,
+        )
+    }
+
+    async fn chunks_after(
         &self,
         agent_id: &str,
-        question: &str,
+        after_id: i64,
         limit: u32,
-    ) -> StoreResult<Vec<ChunkHit>> {
-        let terms = bm25::query_terms(question);
-        if terms.is_empty() || limit == 0 {
-            return Ok(Vec::new());
-        }
-        let ranked = self.rank_chunks(agent_id, &terms, limit as usize).await?;
-        let ids: Vec<i64> = ranked.iter().map(|r| r.0).collect();
-        let mut found: HashMap<i64, ChunkHit> = self
-            .chunk_hits(agent_id, &ids)
-            .await?
+    ) -> StoreResult<Vec<ChunkText>> {
+        let rows: Vec<(i64, String, String, String)> = sqlx::query_as(
+            "SELECT id, title, heading_path, text FROM chunks \
+             WHERE agent_id = ? AND id > ? ORDER BY id LIMIT ?",
+        )
+        .bind(agent_id)
+        .bind(after_id)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows
             .into_iter()
-            .map(|h| (h.chunk_id, h))
-            .collect();
-        // A chunk deleted since the index was checked is left out.
-        Ok(ranked
-            .into_iter()
-            .filter_map(|(id, score)| {
-                let mut hit = found.remove(&id)?;
-                hit.score = f64::from(score);
-                Some(hit)
+            .map(|(chunk_id, title, heading_path, text)| ChunkText {
+                chunk_id,
+                title,
+                heading_path,
+                text,
             })
             .collect())
     }

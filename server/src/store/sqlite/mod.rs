@@ -44,8 +44,6 @@ mod webhooks;
 pub struct SqliteStore {
     pool: SqlitePool,
     writer: SqlitePool,
-    /// Agents' BM25 indexes, kept in step with their chunks (`sqlite/knowledge.rs`).
-    bm25: Arc<crate::knowledge::bm25::Bm25Cache>,
     /// Stops the checkpointer when the last clone of the store is dropped.
     _checkpointer: Arc<Checkpointer>,
 }
@@ -136,7 +134,6 @@ impl SqliteStore {
         Ok(Self {
             pool,
             writer,
-            bm25: Arc::default(),
             _checkpointer: Arc::new(checkpointer),
         })
     }
@@ -177,6 +174,7 @@ pub(crate) mod tests {
     use chrono::{DateTime, Utc};
 
     use super::*;
+    use crate::knowledge::search::ChunkSearch;
     use crate::store::{
         documents as kb, jobs::JobRecord, AccountStore, AgentRecord, AgentStore, ChatStore,
         DocumentStore, MessageRecord, NewUser, ThreadRecord, TokenPurpose, UserRecord,
@@ -356,6 +354,7 @@ pub(crate) mod tests {
     async fn crawled_pages_written_together_replace_each_pages_chunks() {
         let (_dir, store) = store().await;
         let doc = crawled_document(&store).await;
+        let search = ChunkSearch::new(Arc::new(store.clone()));
         let now = Utc::now();
         let first = [
             page("https://example.com/a", &["alpha", "apple"]),
@@ -369,9 +368,9 @@ pub(crate) mod tests {
         let pages = store.document_pages(&doc.id).await.unwrap();
         assert_eq!(pages, vec![second[0].0.clone(), first[1].0.clone()]);
         let found = |word: &'static str| {
-            let store = &store;
+            let search = &search;
             let agent = doc.agent_id.clone();
-            async move { store.search_chunks(&agent, word, 10).await.unwrap() }
+            async move { search.search_chunks(&agent, word, 10).await.unwrap() }
         };
         assert!(
             found("alpha").await.is_empty(),
@@ -387,6 +386,7 @@ pub(crate) mod tests {
     async fn crawled_pages_of_a_deleted_document_are_not_written() {
         let (_dir, store) = store().await;
         let doc = crawled_document(&store).await;
+        let search = ChunkSearch::new(Arc::new(store.clone()));
         assert!(store
             .delete_document(&doc.user_id, &doc.agent_id, &doc.id)
             .await
@@ -397,7 +397,7 @@ pub(crate) mod tests {
             .await
             .unwrap());
         assert!(store.document_pages(&doc.id).await.unwrap().is_empty());
-        assert!(store
+        assert!(search
             .search_chunks(&doc.agent_id, "alpha", 10)
             .await
             .unwrap()
@@ -445,8 +445,8 @@ pub(crate) mod tests {
     }
 
     /// The texts of the agent's best 10 chunks for `question`, best first.
-    async fn texts(store: &SqliteStore, agent: &str, question: &str) -> Vec<String> {
-        let hits = store.search_chunks(agent, question, 10).await.unwrap();
+    async fn texts(search: &ChunkSearch, agent: &str, question: &str) -> Vec<String> {
+        let hits = search.search_chunks(agent, question, 10).await.unwrap();
         hits.into_iter().map(|h| h.text).collect()
     }
 
@@ -458,8 +458,9 @@ pub(crate) mod tests {
         let url = format!("sqlite://{}", dir.path().join("test.db").display());
         let other = SqliteStore::connect(&url).await.unwrap();
         let doc = crawled_document(&store).await;
+        let search = ChunkSearch::new(Arc::new(store.clone()));
         let agent = doc.agent_id.clone();
-        assert!(texts(&store, &agent, "alpha").await.is_empty());
+        assert!(texts(&search, &agent, "alpha").await.is_empty());
         let pages = [
             page("https://example.com/a", &["alpha", "alpha beta"]),
             page("https://example.com/b", &["beta"]),
@@ -468,7 +469,7 @@ pub(crate) mod tests {
             .replace_pages(&doc.id, &pages, Utc::now())
             .await
             .unwrap());
-        let found = store.search_chunks(&agent, "alpha", 10).await.unwrap();
+        let found = search.search_chunks(&agent, "alpha", 10).await.unwrap();
         assert_eq!(
             words(&found),
             ["alpha", "alpha beta"],
@@ -482,20 +483,20 @@ pub(crate) mod tests {
             .replace_pages(&doc.id, &pages, Utc::now())
             .await
             .unwrap());
-        assert!(texts(&store, &agent, "alpha").await.is_empty());
-        assert_eq!(texts(&store, &agent, "gamma").await, ["gamma"]);
-        assert_eq!(texts(&store, &agent, "beta").await, ["beta"]);
+        assert!(texts(&search, &agent, "alpha").await.is_empty());
+        assert_eq!(texts(&search, &agent, "gamma").await, ["gamma"]);
+        assert_eq!(texts(&search, &agent, "beta").await, ["beta"]);
         // The whole document deleted elsewhere.
         assert!(other
             .delete_document(&doc.user_id, &agent, &doc.id)
             .await
             .unwrap());
-        assert!(texts(&store, &agent, "beta gamma").await.is_empty());
+        assert!(texts(&search, &agent, "beta gamma").await.is_empty());
         // The agent deleted: its index is dropped.
         assert!(other.delete_agent(&doc.user_id, &agent).await.unwrap());
-        assert!(texts(&store, &agent, "beta").await.is_empty());
+        assert!(texts(&search, &agent, "beta").await.is_empty());
         assert_eq!(
-            store.bm25.agents(),
+            search.cached_agents(),
             0,
             "a deleted agent's index is not kept"
         );
@@ -507,6 +508,7 @@ pub(crate) mod tests {
     async fn an_interrupted_index_build_is_started_over() {
         let (dir, store) = store().await;
         let doc = crawled_document(&store).await;
+        let search = ChunkSearch::new(Arc::new(store.clone()));
         // More chunks than one read step of the index, so a build has several steps.
         let texts: Vec<String> = (0..4_500)
             .map(|i| format!("common word{} other{}", i % 97, i % 13))
@@ -518,7 +520,7 @@ pub(crate) mod tests {
             .await
             .unwrap());
         let url = format!("sqlite://{}", dir.path().join("test.db").display());
-        let fresh = SqliteStore::connect(&url).await.unwrap();
+        let fresh = ChunkSearch::new(Arc::new(SqliteStore::connect(&url).await.unwrap()));
         let question = "common word5 other7";
         let expected = fresh
             .search_chunks(&doc.agent_id, question, 20)
@@ -526,27 +528,27 @@ pub(crate) mod tests {
             .unwrap();
         assert_eq!(expected.len(), 20);
         let started = std::time::Instant::now();
-        store
+        search
             .search_chunks(&doc.agent_id, question, 20)
             .await
             .unwrap();
         let whole_build = started.elapsed();
-        store.bm25.forget(&doc.agent_id);
+        search.forget(&doc.agent_id);
         // Interrupted at tenths of a whole build's time: while the generation is read,
         // while chunks are read, while they are analysed.
         let mut interrupted = 0;
         for tenth in 1..10 {
             let after = whole_build * tenth / 10;
-            let search = store.search_chunks(&doc.agent_id, question, 20);
-            if tokio::time::timeout(after, search).await.is_err() {
+            let pending = search.search_chunks(&doc.agent_id, question, 20);
+            if tokio::time::timeout(after, pending).await.is_err() {
                 interrupted += 1;
             }
-            let found = store
+            let found = search
                 .search_chunks(&doc.agent_id, question, 20)
                 .await
                 .unwrap();
             assert_eq!(found, expected, "after a search dropped at {after:?}");
-            store.bm25.forget(&doc.agent_id);
+            search.forget(&doc.agent_id);
         }
         assert!(interrupted > 0, "no search was interrupted");
     }
@@ -556,6 +558,7 @@ pub(crate) mod tests {
     async fn searches_are_scoped_to_the_agent() {
         let (_dir, store) = store().await;
         let doc = crawled_document(&store).await;
+        let search = ChunkSearch::new(Arc::new(store.clone()));
         let pages = [page(
             "https://example.com/a",
             &["shared words", "shared other"],
@@ -564,7 +567,7 @@ pub(crate) mod tests {
             .replace_pages(&doc.id, &pages, Utc::now())
             .await
             .unwrap());
-        let first = store
+        let first = search
             .search_chunks(&doc.agent_id, "shared", 10)
             .await
             .unwrap();
@@ -587,13 +590,13 @@ pub(crate) mod tests {
             .replace_pages(&second.id, &pages, Utc::now())
             .await
             .unwrap());
-        assert!(store
+        assert!(search
             .search_chunks(&doc.agent_id, "only here", 10)
             .await
             .unwrap()
             .is_empty());
         assert_eq!(
-            store
+            search
                 .search_chunks(&doc.agent_id, "shared", 10)
                 .await
                 .unwrap(),
@@ -601,7 +604,11 @@ pub(crate) mod tests {
             "the same hits and scores as before the other agent had chunks"
         );
         assert_eq!(
-            store.search_chunks("a2", "shared", 10).await.unwrap().len(),
+            search
+                .search_chunks("a2", "shared", 10)
+                .await
+                .unwrap()
+                .len(),
             3
         );
     }
