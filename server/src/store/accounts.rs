@@ -61,7 +61,11 @@ impl TokenPurpose {
 /// Persistence of accounts and their email tokens.
 #[async_trait]
 pub trait AccountStore: Send + Sync {
-    /// Creates a user on the `free` plan; `Conflict` when the email is taken.
+    /// Creates a user on the `free` plan; [`Conflict::Email`] when the email is taken. Of
+    /// any number of creations with one email, running at once or not, exactly one
+    /// succeeds (a unique index). Proven by `conformance::an_email_is_taken_once`.
+    ///
+    /// [`Conflict::Email`]: crate::store::Conflict::Email
     async fn create_user(&self, user: NewUser) -> StoreResult<UserRecord>;
     async fn user_by_id(&self, id: &str) -> StoreResult<Option<UserRecord>>;
     async fn user_by_email(&self, email: &Email) -> StoreResult<Option<UserRecord>>;
@@ -89,7 +93,9 @@ pub trait AccountStore: Send + Sync {
     /// unused token of its user and purpose (OWASP Forgot Password Cheat Sheet: once a
     /// reset succeeds, the account's other outstanding links stop working); returns its
     /// user id, or `None` (unknown, used, voided or expired, all alike). Of two tokens of
-    /// one account consumed at once, at most one succeeds.
+    /// one account consumed at once, at most one succeeds. Proven by
+    /// `conformance::an_email_token_works_once` and
+    /// `conformance::of_an_accounts_outstanding_links_only_one_is_ever_consumed`.
     async fn consume_email_token(
         &self,
         purpose: TokenPurpose,

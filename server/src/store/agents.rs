@@ -41,8 +41,16 @@ pub struct AgentPatch {
 /// Persistence of agents; every method is scoped to the owner.
 #[async_trait]
 pub trait AgentStore: Send + Sync {
-    /// Creates the agent unless its owner already has `limit` agents (checked atomically);
-    /// false at the limit.
+    /// Creates the agent unless its owner already has `limit` agents (the plan limit);
+    /// false at the limit, and nothing is written.
+    ///
+    /// The count and the insert are one atomic step: however many creations run at once,
+    /// the owner never has more than `limit` agents. SQLite: one conditional
+    /// `INSERT … SELECT … WHERE (SELECT count(*) …) < limit` (write statements run one at a
+    /// time); a server backend under read committed locks the owner's `users` row
+    /// (`SELECT … FOR UPDATE`) in the transaction first, or two inserts each count
+    /// `limit - 1`. Proven by
+    /// `conformance::ten_parallel_agent_creates_at_a_limit_of_three_leave_three`.
     async fn create_agent(&self, agent: &AgentRecord, limit: u32) -> StoreResult<bool>;
     /// The user's agents, oldest first.
     async fn list_agents(&self, user_id: &str) -> StoreResult<Vec<AgentRecord>>;
@@ -55,6 +63,8 @@ pub trait AgentStore: Send + Sync {
         patch: &AgentPatch,
         now: DateTime<Utc>,
     ) -> StoreResult<Option<AgentRecord>>;
-    /// Deletes the agent with its threads and messages; false when there was none.
+    /// Deletes the agent with its threads and messages, its documents with their chunks,
+    /// pages, jobs and embeddings, and its chunk generation; false when there was none.
+    /// The owner's daily usage stays.
     async fn delete_agent(&self, user_id: &str, id: &str) -> StoreResult<bool>;
 }

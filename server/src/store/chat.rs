@@ -63,7 +63,9 @@ pub trait ChatStore: Send + Sync {
     /// it goes to `thread`) when its agent exists and belongs to its user; false otherwise
     /// (the agent was deleted meanwhile) and nothing is written, so a caller holding an
     /// agent read earlier never gets a foreign-key error. One call, so that starting a
-    /// conversation costs the writer one round trip, not two.
+    /// conversation costs the writer one round trip, not two. The first message counts
+    /// as [`ChatStore::append_message`] counts one (the stored `message_count` is the
+    /// record's plus one). Proven by `conformance::a_thread_needs_its_users_agent`.
     async fn create_thread(
         &self,
         thread: &ThreadRecord,
@@ -92,6 +94,15 @@ pub trait ChatStore: Send + Sync {
     /// Appends a message and bumps the thread's count and activity time; an assistant
     /// message (one per chat request) also counts into its owner's [`UsageDay`] of
     /// `created_at` (UTC), which outlives the thread.
+    ///
+    /// In the same atomic step as the insert (SQLite: the triggers of
+    /// `migrations/sqlite/0010_message_triggers.sql`), so that messages appended at once
+    /// are all counted: the thread's `message_count` grows by one and its `updated_at`
+    /// becomes the later of itself and the message's `created_at`; for an assistant
+    /// message, the owner's day gets one more `chats` and the message's prompt and
+    /// completion tokens (absent counts 0). Proven by
+    /// `conformance::concurrent_messages_are_all_written_and_counted` and
+    /// `conformance::thread_counters_and_daily_usage_follow_appended_messages`.
     async fn append_message(&self, message: &MessageRecord) -> StoreResult<()>;
     /// The user's usage on the days from `from` (UTC) on, oldest first; days without any
     /// use are absent.

@@ -201,9 +201,34 @@ pub fn vector_from_bytes(bytes: &[u8]) -> Option<Vec<f32>> {
 
 /// Persistence of knowledge documents and their chunks. Tenant-scoped methods take the
 /// user id; another user's rows are "not found".
+///
+/// # Chunk ids and generations
+///
+/// BM25 indexes are kept in memory outside the store (`knowledge::search::index_cache`),
+/// in step through [`DocumentStore::chunk_generation`] and the chunk ids. Every backend
+/// keeps these rules, written by every method that writes or deletes chunks
+/// ([`DocumentStore::replace_chunks`], [`DocumentStore::replace_pages`],
+/// [`DocumentStore::retain_pages`], [`DocumentStore::delete_document`], and
+/// `AgentStore::delete_agent`):
+///
+/// 1. **Generation bumps.** The agent's chunk generation changes in the same transaction
+///    as any chunk of the agent written or deleted, so a reader that sees the new
+///    generation sees the change. It is created by the agent's first chunk write and
+///    removed with the agent. Proven by
+///    `conformance::the_chunk_generation_changes_with_every_chunk_write_and_delete`.
+/// 2. **Ids only grow.** A chunk id is never given twice, even after the chunk holding
+///    the largest id is deleted. Proven by `conformance::chunk_ids_only_grow`.
+/// 3. **Ids become visible in increasing order per agent.** Once a reader sees a chunk of
+///    the agent with id `n`, it sees every chunk of the agent with a smaller id that was
+///    not deleted: no write still in flight holds a smaller id of the agent. SQLite keeps
+///    it with its single writer; a server backend serialises each agent's chunk writers
+///    (the agent's generation row, locked before the ids are taken, until commit). An
+///    index reads added chunks as those above the largest id it has seen, so without
+///    this rule it would miss chunks for good. Proven by
+///    `conformance::two_interleaved_chunk_writers_leave_nothing_out_of_the_index`.
 #[async_trait]
 pub trait DocumentStore: Send + Sync {
-    /// Stores a new document and its first job in one transaction.
+    /// Stores a new document and its first job in one transaction (both or neither).
     async fn create_document(&self, doc: &DocumentRecord, job: &JobRecord) -> StoreResult<()>;
     /// The agent's documents, oldest first.
     async fn list_documents(
@@ -220,7 +245,8 @@ pub trait DocumentStore: Send + Sync {
     ) -> StoreResult<Option<DocumentRecord>>;
     /// A document by id alone (workers).
     async fn document_by_id(&self, id: &str) -> StoreResult<Option<DocumentRecord>>;
-    /// Deletes a document with its chunks, pages and jobs; `false` when it was not there.
+    /// Deletes a document with its chunks, pages, jobs and embeddings, bumping the agent's
+    /// chunk generation (see the rules above); `false` when it was not there.
     async fn delete_document(&self, user_id: &str, agent_id: &str, id: &str) -> StoreResult<bool>;
     /// Sets a document's status (and error, cleared when `None`).
     async fn set_document_status(
@@ -230,12 +256,15 @@ pub trait DocumentStore: Send + Sync {
         error: Option<&str>,
         now: DateTime<Utc>,
     ) -> StoreResult<()>;
-    /// Replaces every chunk of an uploaded document at once; `false` when the document no
-    /// longer exists (deleted while it was being indexed).
+    /// Replaces every chunk of an uploaded document at once, in one transaction that keeps
+    /// the chunk rules above; `false` when the document no longer exists (deleted while it
+    /// was being indexed), and nothing is written then.
     async fn replace_chunks(&self, document_id: &str, chunks: &[NewChunk]) -> StoreResult<bool>;
     /// Replaces the chunks of crawled pages (each page's chunks with it) and records their
-    /// hashes, all in one transaction; `false` when the document no longer exists (nothing
-    /// is written then).
+    /// hashes, all in one transaction that keeps the chunk rules above; `false` when the
+    /// document no longer exists (nothing is written then). Proven by
+    /// `conformance::crawled_pages_written_together_replace_each_pages_chunks` and
+    /// `conformance::crawled_pages_of_a_deleted_document_are_not_written`.
     async fn replace_pages(
         &self,
         document_id: &str,
@@ -244,7 +273,8 @@ pub trait DocumentStore: Send + Sync {
     ) -> StoreResult<bool>;
     /// The pages a crawled document had at its last crawl.
     async fn document_pages(&self, document_id: &str) -> StoreResult<Vec<PageRecord>>;
-    /// Removes the pages (and their chunks) of a crawled document that are not in `keep`.
+    /// Removes the pages (and their chunks) of a crawled document that are not in `keep`,
+    /// in one transaction that keeps the chunk rules above.
     async fn retain_pages(&self, document_id: &str, keep: &[String]) -> StoreResult<()>;
     /// Marks a document indexed: recounts its chunks and stores `pages`, `bytes` and the
     /// time.
@@ -262,11 +292,13 @@ pub trait DocumentStore: Send + Sync {
     /// the agent was deleted. BM25 indexes in memory are checked against it
     /// (`knowledge::search::index_cache`).
     async fn chunk_generation(&self, agent_id: &str) -> StoreResult<Option<i64>>;
-    /// How many of the agent's chunks have an id of at most `max_id`.
+    /// How many of the agent's chunks have an id of at most `max_id` (an index counts the
+    /// chunks it knows, to tell whether any was deleted).
     async fn count_chunks_up_to(&self, agent_id: &str, max_id: i64) -> StoreResult<u64>;
     /// The ids of the agent's chunks of at most `max_id`, ascending.
     async fn chunk_ids_up_to(&self, agent_id: &str, max_id: i64) -> StoreResult<Vec<i64>>;
-    /// The agent's chunks with an id above `after_id`, ascending by id, at most `limit`.
+    /// The agent's chunks with an id above `after_id`, ascending by id, at most `limit`:
+    /// what was added since an index saw `after_id`, complete by rule 3 above.
     async fn chunks_after(
         &self,
         agent_id: &str,
@@ -275,7 +307,8 @@ pub trait DocumentStore: Send + Sync {
     ) -> StoreResult<Vec<ChunkText>>;
 
     /// Stores the embeddings made by `model` as `(chunk id, vector)` pairs, replacing a
-    /// chunk's earlier one; pairs of chunks that no longer exist are skipped. An empty
+    /// chunk's earlier one and changing the agent's [`DocumentStore::embedding_generation`]
+    /// in the same transaction; pairs of chunks that no longer exist are skipped. An empty
     /// vector records that the endpoint refused to embed the chunk, so it is not asked
     /// again for this model.
     async fn put_embeddings(&self, model: &str, vectors: &[(i64, Vec<f32>)]) -> StoreResult<()>;

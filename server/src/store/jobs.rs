@@ -84,15 +84,32 @@ pub enum JobOutcome<'a> {
 pub trait JobQueue: Send + Sync {
     /// Queues a job (a refresh) unless one for the document is already queued or running;
     /// returns the job that will do the work.
+    ///
+    /// A document has at most one queued or running job, however many enqueues run at
+    /// once: the check and the insert are one atomic step (SQLite: a `BEGIN IMMEDIATE`
+    /// transaction; a server backend: a partial unique index on the document's
+    /// queued/running job, `INSERT … ON CONFLICT DO NOTHING`, then the winner read).
+    /// Proven by `conformance::a_document_has_one_queued_or_running_job`.
     async fn enqueue_job(&self, job: &JobRecord) -> StoreResult<JobRecord>;
     /// Takes the oldest queued job, or a running job whose lease ran out (its worker died),
     /// marks it running with a lease until `lease_until`, and counts the attempt.
+    ///
+    /// One claimer per job: of any number of claims running at once, each job is returned
+    /// to at most one, and a running job is returned again only after its lease ended
+    /// (before `now`). The returned `attempts` identifies the claim, and fences its
+    /// completion ([`JobQueue::complete_job`]). SQLite: one `UPDATE … WHERE id = (SELECT
+    /// …) RETURNING` (write statements run one at a time); a server backend under read
+    /// committed needs `FOR UPDATE SKIP LOCKED` in the subquery and the status predicate
+    /// repeated in the outer `WHERE`, or two workers take the same row. Proven by
+    /// `conformance::sixteen_claimers_over_eight_jobs_take_eight_distinct_jobs` and
+    /// `conformance::a_claimed_job_is_claimed_again_only_after_its_lease`.
     async fn claim_job(
         &self,
         now: DateTime<Utc>,
         lease_until: DateTime<Utc>,
     ) -> StoreResult<Option<JobRecord>>;
-    /// Records progress and extends the lease.
+    /// Records progress and extends the lease of the job while it is running (nothing is
+    /// written once it has ended).
     async fn job_progress(
         &self,
         id: &str,
@@ -111,7 +128,8 @@ pub trait JobQueue: Send + Sync {
     ///
     /// Only the attempt that holds the job may end it: when the job is no longer `running`
     /// under that attempt (its lease ran out and another worker claimed it again, or it was
-    /// deleted with its document) nothing is written and the answer is `false`.
+    /// deleted with its document) nothing is written and the answer is `false`. Proven by
+    /// `conformance::a_claimed_job_is_claimed_again_only_after_its_lease`.
     ///
     /// [`finish_document`]: super::documents::DocumentStore::finish_document
     async fn complete_job(

@@ -5,11 +5,18 @@
 //! implements every part in its own module with its own migrations
 //! (`migrations/<backend>/`), and [`connect`] picks the backend from the URL scheme. The
 //! store holds no HTTP types.
+//!
+//! Every rule a backend must keep (atomic limits, one claimer per job and per delivery,
+//! chunk generations and ids, the counters triggers keep on SQLite) is stated on the trait
+//! method concerned and proven by [`conformance`], which `server/tests/store.rs` runs on
+//! every backend.
 
 pub mod accounts;
 pub mod agents;
 pub mod api_keys;
 pub mod chat;
+#[doc(hidden)]
+pub mod conformance;
 pub mod documents;
 pub mod error;
 pub mod identity;

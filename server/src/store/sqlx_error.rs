@@ -29,7 +29,7 @@ fn is_unavailable(err: &sqlx::Error) -> bool {
         | sqlx::Error::WorkerCrashed => true,
         sqlx::Error::Database(db) => db
             .try_downcast_ref::<sqlx::sqlite::SqliteError>()
-            .and_then(|e| sqlx::error::DatabaseError::code(e))
+            .and_then(sqlx::error::DatabaseError::code)
             .and_then(|code| code.parse::<i32>().ok())
             .is_some_and(|code| matches!(code & 0xff, 5 | 6)),
         _ => false,
