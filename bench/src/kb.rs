@@ -21,12 +21,11 @@ use std::{
 use agentchat::{
     config::Config,
     domain::Email,
-    knowledge::bm25,
+    knowledge::search::bm25,
     startup::Application,
     store::{
-        knowledge::{DocumentRecord, JobRecord},
-        sqlite::SqliteStore,
-        AgentRecord, NewUser, Store,
+        documents::DocumentRecord, jobs::JobRecord, sqlite::SqliteStore, AgentRecord, NewUser,
+        Store,
     },
 };
 use anyhow::{bail, ensure, Context};

@@ -14,7 +14,7 @@ use serde_json::json;
 use crate::{
     error::{ApiError, ApiResult},
     http::AppState,
-    knowledge::retrieve,
+    knowledge::search::retrieve,
     llm::{
         tokens, Event, EventStream, Passage, Prompt, ProviderError, ProviderErrorKind,
         ResolvedModel, Role, Turn, Usage,

@@ -146,12 +146,21 @@ impl IntoResponse for ApiError {
 }
 
 impl From<crate::store::StoreError> for ApiError {
+    /// A conflict answers 409 with the sentence for what is taken, a missing row 404, and
+    /// a database that failed (or could not be reached) 500.
     fn from(err: crate::store::StoreError) -> Self {
+        use crate::store::{Conflict, StoreError};
         match err {
-            crate::store::StoreError::Conflict(what) => Self::Conflict(what),
-            crate::store::StoreError::NotFound => Self::NotFound("Not found".into()),
-            crate::store::StoreError::Database(e) => Self::Internal(e.into()),
-            crate::store::StoreError::Other(e) => Self::Internal(e),
+            StoreError::Conflict(what) => Self::Conflict(
+                match what {
+                    Conflict::Email => "An account with this email already exists",
+                    Conflict::LinkedIdentity => "This sign-in is already connected to an account",
+                    Conflict::LastSignIn => "This is the account's only way to sign in",
+                }
+                .into(),
+            ),
+            StoreError::NotFound => Self::NotFound("Not found".into()),
+            StoreError::Unavailable(e) | StoreError::Other(e) => Self::Internal(e),
         }
     }
 }

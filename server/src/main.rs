@@ -1,7 +1,9 @@
 //! The `agentchat` command: `serve` (default), `migrate`, `eval-retrieval`,
 //! `admin set-plan`, `admin verify-email`.
 
-use agentchat::{config::Config, domain::Email, startup::Application, store};
+use agentchat::{
+    config::Config, domain::Email, knowledge::search::ChunkSearch, startup::Application, store,
+};
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
@@ -114,7 +116,8 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let store = store::connect(&config.database_url).await?;
             store.migrate().await?;
             let report =
-                agentchat::knowledge::eval::evaluate(store.as_ref(), &agent, &questions).await?;
+                agentchat::knowledge::eval::evaluate(&ChunkSearch::new(store), &agent, &questions)
+                    .await?;
             if verbose {
                 for o in &report.outcomes {
                     let rank = o.rank.map_or("-".to_string(), |r| r.to_string());

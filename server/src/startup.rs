@@ -105,6 +105,7 @@ impl Application {
         let knowledge = crate::knowledge::Knowledge::new(
             &config,
             store.clone(),
+            store.clone(),
             webhooks.events.clone(),
             clock.clone(),
         )?;
@@ -116,7 +117,7 @@ impl Application {
             models,
             knowledge,
             webhooks,
-            auth: AuthService::new(store.clone(), jwt, hasher, clock),
+            auth: AuthService::new(store.clone(), store.clone(), jwt, hasher, clock),
             oauth: OAuth::new(config.oauth.clone(), &config.public_url)?,
             secrets: config.secret_box()?,
             channels: crate::channels::Channels::new(&config)?,

@@ -6,7 +6,7 @@
 //!
 //! One agent ("A") gets `--chunks` chunks (default 100,000) in documents of
 //! `--chunks-per-doc` chunks (default 50), stored with the service's
-//! `KnowledgeStore::replace_chunks` and `finish_document` on a real SQLite store
+//! `DocumentStore::replace_chunks` and `finish_document` on a real SQLite store
 //! (`SqliteStore::connect` + `migrate`: WAL, chunk generations kept by triggers). A second
 //! agent ("B") of the same user gets `--second-agent-chunks` chunks (default 20,000).
 //!
@@ -24,7 +24,7 @@
 //!   clustering kept; the book is repeated about 90 times over, so the vocabulary is still
 //!   the book's). Closer to the document frequencies of real text.
 //!
-//! Then, one query at a time, `knowledge::retrieve::search(store, agent, query, 10)` (the
+//! Then, one query at a time, `knowledge::search::retrieve::search(search, agent, query, 10)` (the
 //! service's retrieval: the question's content words stemmed, the agent's in-memory BM25
 //! index checked against its chunk generation and searched with MaxScore pruning, the 20
 //! best read from the database, relative score floor applied) is timed with `Instant`
@@ -72,16 +72,20 @@
 use std::{
     collections::HashSet,
     path::{Path, PathBuf},
+    sync::Arc,
     time::{Duration, Instant},
 };
 
 use agentchat::{
     knowledge::{
-        bm25::{self, Bm25Index},
-        eval, retrieve,
+        eval,
+        search::{
+            bm25::{self, Bm25Index},
+            retrieve, ChunkSearch,
+        },
     },
     store::{
-        knowledge::{KnowledgeStore, NewChunk},
+        documents::{DocumentStore, NewChunk},
         sqlite::SqliteStore,
     },
 };
@@ -209,6 +213,8 @@ async fn main() -> anyhow::Result<()> {
     let temp = tempfile::Builder::new().prefix("kb-bm25-").tempdir()?;
     let db_path = args.db.clone().unwrap_or_else(|| temp.path().join("b.db"));
     let store = kb::bench_store(&db_path).await?;
+    // The service's search: the agents' indexes kept in memory between searches.
+    let search = ChunkSearch::new(Arc::new(store.clone()));
     let (agent_a, agent_b) = match find_agents(&store).await? {
         Some(found) => {
             println!("reusing the filled database {}", db_path.display());
@@ -304,7 +310,7 @@ async fn main() -> anyhow::Result<()> {
     println!("load before the queries: {}", kb::load_average());
     for (name, agent, chunks) in [("A", &agent_a, chunks_a), ("B", &agent_b, chunks_b)] {
         let started = Instant::now();
-        retrieve::search(&store, agent, "ownership", TOP).await?;
+        retrieve::search(&search, agent, "ownership", TOP).await?;
         let took = started.elapsed();
         println!(
             "index build (first search) on agent {name}: {chunks} chunks in {:.2} s ({:.0} chunks/s)",
@@ -312,11 +318,11 @@ async fn main() -> anyhow::Result<()> {
             chunks as f64 / took.as_secs_f64()
         );
     }
-    run_queries(&store, &agent_a, &warmup, 1, &docs_a, None).await?;
+    run_queries(&search, &agent_a, &warmup, 1, &docs_a, None).await?;
     let measured_started = Instant::now();
-    let a_runs = run_queries(&store, &agent_a, &measured, 2, &docs_a, budget).await?;
+    let a_runs = run_queries(&search, &agent_a, &measured, 2, &docs_a, budget).await?;
     let a_elapsed = measured_started.elapsed();
-    let b_run = run_queries(&store, &agent_b, &on_b, 1, &docs_b, None)
+    let b_run = run_queries(&search, &agent_b, &on_b, 1, &docs_b, None)
         .await?
         .remove(0);
     let (synthetic_run, dev_run) = (&a_runs[0], &a_runs[1]);
@@ -332,18 +338,26 @@ async fn main() -> anyhow::Result<()> {
         "{ran} measured queries on agent A in {:.1} s",
         a_elapsed.as_secs_f64()
     );
-    let a_only_on_b = retrieve::search(&store, &agent_b, A_ONLY_WORD, TOP).await?;
-    let a_only_on_a = retrieve::search(&store, &agent_a, A_ONLY_WORD, TOP).await?;
+    let a_only_on_b = retrieve::search(&search, &agent_b, A_ONLY_WORD, TOP).await?;
+    let a_only_on_a = retrieve::search(&search, &agent_a, A_ONLY_WORD, TOP).await?;
     ensure!(
         a_only_on_b.is_empty() && !a_only_on_a.is_empty(),
         "scoping: a word only in agent A's chunks gave {} hits on B and {} on A",
         a_only_on_b.len(),
         a_only_on_a.len()
     );
-    update_latency(&store, &agent_a, args.chunks_per_doc, &fill, &mut rng).await?;
+    update_latency(
+        &store,
+        &search,
+        &agent_a,
+        args.chunks_per_doc,
+        &fill,
+        &mut rng,
+    )
+    .await?;
     println!("load after the queries: {}", kb::load_average());
     if !args.no_diagnosis {
-        diagnose(&store, &agent_a, &questions).await?;
+        diagnose(&store, &search, &agent_a, &questions).await?;
     }
 
     let mut all = synthetic_run.histogram.clone();
@@ -545,7 +559,7 @@ impl QueryRun {
 /// Runs `queries` (class, text) one at a time on `agent`, checking every hit is one of
 /// `docs`; stops at `deadline`. Returns the figures of each class `0..classes`.
 async fn run_queries(
-    store: &SqliteStore,
+    search: &ChunkSearch,
     agent: &str,
     queries: &[(usize, &str)],
     classes: usize,
@@ -563,7 +577,7 @@ async fn run_queries(
             break;
         }
         let started = Instant::now();
-        let found = retrieve::search(store, agent, query, TOP).await?;
+        let found = retrieve::search(search, agent, query, TOP).await?;
         let elapsed: Duration = started.elapsed();
         let run = &mut runs[class];
         load::record(&mut run.histogram, elapsed);
@@ -585,6 +599,7 @@ async fn run_queries(
 /// adds the new chunks), then deletes it and times the next search (the index drops them).
 async fn update_latency(
     store: &SqliteStore,
+    search: &ChunkSearch,
     agent: &str,
     per_doc: u64,
     fill: &Fill<'_>,
@@ -612,7 +627,7 @@ async fn update_latency(
         "document vanished"
     );
     let started = Instant::now();
-    let found = retrieve::search(store, agent, "updateprobeword", TOP).await?;
+    let found = retrieve::search(search, agent, "updateprobeword", TOP).await?;
     let added = started.elapsed();
     ensure!(
         found.len() == TOP as usize && found.iter().all(|h| h.document_id == doc.id),
@@ -624,7 +639,7 @@ async fn update_latency(
         "delete failed"
     );
     let started = Instant::now();
-    let found = retrieve::search(store, agent, "updateprobeword", TOP).await?;
+    let found = retrieve::search(search, agent, "updateprobeword", TOP).await?;
     let deleted = started.elapsed();
     ensure!(
         found.is_empty(),
@@ -642,6 +657,7 @@ async fn update_latency(
 /// time; then the heap size of the agent's index.
 async fn diagnose(
     store: &SqliteStore,
+    search: &ChunkSearch,
     agent: &str,
     questions: &[eval::Question],
 ) -> anyhow::Result<()> {
@@ -673,17 +689,17 @@ async fn diagnose(
     for q in questions {
         let terms = bm25::query_terms(&q.q);
         let matched = index.matching(&terms);
-        let mut search = Duration::MAX;
+        let mut fastest = Duration::MAX;
         for _ in 0..3 {
             let started = Instant::now();
-            retrieve::search(store, agent, &q.q, TOP).await?;
-            search = search.min(started.elapsed());
+            retrieve::search(search, agent, &q.q, TOP).await?;
+            fastest = fastest.min(started.elapsed());
         }
         println!(
             "| {} | {} | {matched} | {:.2} |",
             q.q,
             terms.join(" "),
-            search.as_secs_f64() * 1000.0
+            fastest.as_secs_f64() * 1000.0
         );
     }
     Ok(())

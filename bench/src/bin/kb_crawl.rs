@@ -19,7 +19,7 @@
 //!    discovery and the crawl policy, without chunking or the database.
 //! 2. **crawl + index, direct**: the same crawl with each page indexed as the crawl job does
 //!    it (`worker.rs`, `crawl_site`): the page text chunked with `knowledge::worker::new_chunks`
-//!    (default `ChunkConfig`) in `spawn_blocking`, then `KnowledgeStore::replace_pages`, one
+//!    (default `ChunkConfig`) in `spawn_blocking`, then `DocumentStore::replace_pages`, one
 //!    page per transaction, one after another while the crawl goes on (the job also writes
 //!    the pages that are ready together in one transaction); `retain_pages` and `finish_document` at the
 //!    end; on a fresh SQLite store. The time is split into chunking, the store, and waiting
@@ -62,7 +62,7 @@ use agentchat::{
     },
     outbound::{FetchLimits, NetPolicy, SafeClient},
     store::{
-        knowledge::{KnowledgeStore, NewChunk, PageRecord},
+        documents::{DocumentStore, NewChunk, PageRecord},
         sqlite::SqliteStore,
     },
 };

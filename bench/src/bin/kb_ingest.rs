@@ -14,8 +14,8 @@
 //! 2. `knowledge::chunk::chunk` with the default `ChunkConfig` (400-token chunks, 60 tokens of
 //!    overlap, tokens counted with the service's tokenizer), mapped to `NewChunk`s exactly as
 //!    the job worker does;
-//! 3. `KnowledgeStore::replace_chunks` (rows and the agent's chunk generation, one
-//!    transaction) and `KnowledgeStore::finish_document`, on a real SQLite store
+//! 3. `DocumentStore::replace_chunks` (rows and the agent's chunk generation, one
+//!    transaction) and `DocumentStore::finish_document`, on a real SQLite store
 //!    (`SqliteStore::connect` + `migrate`, WAL, `synchronous = NORMAL`) in a temporary folder;
 //! 4. `retrieve::search` for the document's reference word: the agent's BM25 index reads
 //!    and analyses the new chunks (as the next chat after an upload does).
@@ -63,12 +63,12 @@ use std::{
 use agentchat::{
     knowledge::{
         extract::{self, DocumentKind, ExtractLimits},
-        retrieve,
         sandbox::{ExtractionConfig, Sandbox},
+        search::{retrieve, ChunkSearch},
         worker,
     },
     store::{
-        knowledge::{status, KnowledgeStore},
+        documents::{status, DocumentStore},
         Store,
     },
 };
@@ -226,6 +226,7 @@ fn build_documents(book: &[BookPage], count: usize, pages: usize) -> Vec<Documen
 async fn ingest_round(docs: &[Document], isolated: bool) -> anyhow::Result<Round> {
     let dir = tempfile::Builder::new().prefix("kb-ingest-").tempdir()?;
     let store = kb::bench_store(&dir.path().join("b.db")).await?;
+    let search = ChunkSearch::new(std::sync::Arc::new(store.clone()));
     let (user_id, agent_id) = kb::create_user_and_agent(&store, "ingest").await?;
     let mut ids = Vec::with_capacity(docs.len());
     for doc in docs {
@@ -291,7 +292,7 @@ async fn ingest_round(docs: &[Document], isolated: bool) -> anyhow::Result<Round
         // The BM25 index takes the document's chunks in at the next search of the agent:
         // a search after every document makes that cost part of each document's time.
         let t = Instant::now();
-        let found = retrieve::search(&store, &agent_id, &doc.reference, 1).await?;
+        let found = retrieve::search(&search, &agent_id, &doc.reference, 1).await?;
         round.index += t.elapsed();
         ensure!(
             found.first().is_some_and(|h| &h.document_id == id),
@@ -311,7 +312,7 @@ async fn ingest_round(docs: &[Document], isolated: bool) -> anyhow::Result<Round
     round.cpu = load::cpu_time(pid)?.saturating_sub(cpu_before);
     round.pages = docs.iter().map(|d| d.bytes.len()).sum::<usize>() as f64 / PAGE_BYTES as f64;
 
-    check_searchable(&store, &user_id, &agent_id, &ids, &expected_chunks).await?;
+    check_searchable(&store, &search, &user_id, &agent_id, &ids, &expected_chunks).await?;
     Ok(round)
 }
 
@@ -319,6 +320,7 @@ async fn ingest_round(docs: &[Document], isolated: bool) -> anyhow::Result<Round
 /// finds that document first (checked for up to 20 documents spread over the set).
 async fn check_searchable(
     store: &dyn Store,
+    search: &ChunkSearch,
     user_id: &str,
     agent_id: &str,
     ids: &[String],
@@ -340,13 +342,13 @@ async fn check_searchable(
     }
     let step = (ids.len() / 20).max(1);
     for n in (0..ids.len()).step_by(step) {
-        let hits = retrieve::search(store, agent_id, &format!("kbingest{n:04}"), 5).await?;
+        let hits = retrieve::search(search, agent_id, &format!("kbingest{n:04}"), 5).await?;
         ensure!(
             hits.first().is_some_and(|h| h.document_id == ids[n]),
             "searching kbingest{n:04} did not find its document first"
         );
     }
-    let hits = retrieve::search(store, agent_id, "What are the ownership rules?", 5).await?;
+    let hits = retrieve::search(search, agent_id, "What are the ownership rules?", 5).await?;
     ensure!(!hits.is_empty(), "a question about the book found nothing");
     Ok(())
 }

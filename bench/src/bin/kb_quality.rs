@@ -34,7 +34,10 @@
 
 use std::{collections::HashSet, path::PathBuf, time::Duration};
 
-use agentchat::knowledge::{bm25, eval, retrieve};
+use agentchat::knowledge::{
+    eval,
+    search::{bm25, retrieve, ChunkSearch},
+};
 use anyhow::Context;
 use bench::{kb, load};
 use clap::Parser;
@@ -161,7 +164,8 @@ async fn evaluate_start(
         .filter_map(|p| page_file(&p.url))
         .collect();
 
-    let report = eval::evaluate(store.as_ref(), &agent, questions).await?;
+    let search = ChunkSearch::new(store.clone());
+    let report = eval::evaluate(&search, &agent, questions).await?;
     println!();
     println!("| # | rank | question | expected page crawled |");
     println!("|---:|---:|---|---|");
@@ -178,7 +182,7 @@ async fn evaluate_start(
     println!();
     println!("Top {} chunks per question (`*` = relevant):", eval::DEPTH);
     for (n, q) in questions.iter().enumerate() {
-        let hits = retrieve::search(store.as_ref(), &agent, &q.q, eval::DEPTH).await?;
+        let hits = retrieve::search(&search, &agent, &q.q, eval::DEPTH).await?;
         println!();
         println!(
             "{}. {}  (expect {}; BM25 terms: {})",

@@ -26,7 +26,7 @@ pub use crate::clock::Clock;
 use crate::{
     domain::{Plan, Scope, ScopeSet},
     error::ApiError,
-    store::{ApiKeyAuth, SessionAuth, SessionRecord, Store},
+    store::{ApiKeyAuth, ApiKeyStore, SessionAuth, SessionRecord, SessionStore},
 };
 
 use self::{
@@ -218,7 +218,10 @@ struct KeyAuth {
 /// Authentication service shared by the HTTP layer.
 #[derive(Clone)]
 pub struct AuthService {
-    store: Arc<dyn Store>,
+    /// Sign-in sessions.
+    session_store: Arc<dyn SessionStore>,
+    /// API keys.
+    key_store: Arc<dyn ApiKeyStore>,
     jwt: JwtKeys,
     /// Password hashing.
     pub hasher: PasswordHasher,
@@ -249,10 +252,18 @@ pub struct AuthService {
 const ACCESS_TOKEN_CACHE_TTL: StdDuration = StdDuration::from_secs(60);
 
 impl AuthService {
-    /// A service over `store` signing with `jwt`.
-    pub fn new(store: Arc<dyn Store>, jwt: JwtKeys, hasher: PasswordHasher, clock: Clock) -> Self {
+    /// A service over `session_store` and `key_store` (one store's parts) signing with
+    /// `jwt`.
+    pub fn new(
+        session_store: Arc<dyn SessionStore>,
+        key_store: Arc<dyn ApiKeyStore>,
+        jwt: JwtKeys,
+        hasher: PasswordHasher,
+        clock: Clock,
+    ) -> Self {
         Self {
-            store,
+            session_store,
+            key_store,
             jwt,
             hasher,
             throttle: LoginThrottle::default(),
@@ -456,7 +467,7 @@ impl AuthService {
     ) -> Result<(), ApiError> {
         let due = session.auth.session.last_seen_at + TOUCH_INTERVAL_CHRONO <= now;
         if due && !session.touched.swap(true, Ordering::AcqRel) {
-            self.store
+            self.session_store
                 .touch_session(&session.auth.session.id, now)
                 .await?;
         }
@@ -471,7 +482,7 @@ impl AuthService {
     ) -> Result<Option<Arc<SessionSlot>>, ApiError> {
         let slot = match self.sessions.get(sid) {
             Some(slot) => slot,
-            None => match self.store.session_auth(sid).await? {
+            None => match self.session_store.session_auth(sid).await? {
                 Some(auth) => {
                     let slot = Arc::new(SessionSlot {
                         auth,
@@ -492,7 +503,7 @@ impl AuthService {
             Some(found) => found,
             None => {
                 let hash = keys::sha256_hex(key);
-                let found = match self.store.api_key_by_hash(&hash).await? {
+                let found = match self.key_store.api_key_by_hash(&hash).await? {
                     // The store found the key by its hash; compare it all the same.
                     Some(auth) if keys::constant_time_eq(&auth.key.key_hash, &hash) => {
                         let scopes = ScopeSet::parse(&auth.key.scopes)
@@ -531,7 +542,7 @@ impl AuthService {
             .last_used_at
             .is_none_or(|at| at + TOUCH_INTERVAL_CHRONO <= now);
         if due && !found.touched.swap(true, Ordering::AcqRel) {
-            self.store.touch_api_key(&key.id, now).await?;
+            self.key_store.touch_api_key(&key.id, now).await?;
         }
         Ok(Some(found.principal.clone()))
     }
@@ -578,7 +589,7 @@ impl AuthService {
             revoked_at: None,
         };
         let evicted = self
-            .store
+            .session_store
             .create_session(record, MAX_SESSIONS, now - SESSION_IDLE)
             .await?;
         for id in evicted {
@@ -622,7 +633,7 @@ impl AuthService {
         }
         let new_jti = uuid::Uuid::now_v7().to_string();
         if !self
-            .store
+            .session_store
             .rotate_refresh(&claims.sid, &claims.jti, &new_jti, now)
             .await?
         {
@@ -657,7 +668,7 @@ impl AuthService {
         reason: &str,
     ) -> Result<bool, ApiError> {
         let ended = self
-            .store
+            .session_store
             .revoke_session(user_id, session_id, reason, self.clock.now())
             .await?;
         self.forget_session(session_id);
@@ -667,7 +678,7 @@ impl AuthService {
     /// Ends every session of the user (password reset).
     pub async fn end_all_sessions(&self, user_id: &str, reason: &str) -> Result<(), ApiError> {
         for id in self
-            .store
+            .session_store
             .revoke_all_sessions(user_id, reason, self.clock.now())
             .await?
         {
@@ -679,7 +690,7 @@ impl AuthService {
     /// Live sessions of the user, newest first.
     pub async fn live_sessions(&self, user_id: &str) -> Result<Vec<SessionRecord>, ApiError> {
         Ok(self
-            .store
+            .session_store
             .live_sessions(user_id, self.clock.now() - SESSION_IDLE)
             .await?)
     }
@@ -737,12 +748,13 @@ mod tests {
     }
 
     /// A service over a fresh SQLite store holding one verified user `u1`.
-    async fn service() -> (tempfile::TempDir, Arc<dyn Store>, AuthService) {
+    async fn service() -> (tempfile::TempDir, Arc<dyn crate::store::Store>, AuthService) {
         let (dir, store) = crate::store::sqlite::tests::store().await;
         crate::store::sqlite::tests::verified_user(&store, Utc::now()).await;
-        let store: Arc<dyn Store> = Arc::new(store);
+        let store: Arc<dyn crate::store::Store> = Arc::new(store);
         let jwt = JwtKeys::new(&secrecy::SecretString::from("s".repeat(64)), "http://test");
         let auth = AuthService::new(
+            store.clone(),
             store.clone(),
             jwt,
             PasswordHasher::new(1).unwrap(),

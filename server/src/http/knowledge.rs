@@ -26,7 +26,10 @@ use crate::{
     domain::Scope,
     error::{ApiError, ApiResult},
     knowledge::{crawl::CrawlConfig, extract, worker},
-    store::knowledge::{job_status, status, DocumentRecord, JobRecord},
+    store::{
+        documents::{status, DocumentRecord},
+        jobs::{job_status, JobRecord},
+    },
 };
 
 /// Longest file name kept for an upload, in characters.

@@ -19,7 +19,7 @@
 //!   model's input) is recorded as refused for that model and not asked again; it stays
 //!   findable by BM25.
 //! - A chat whose query cannot be embedded is answered from BM25 alone, with a warning in
-//!   the log (`knowledge::retrieve`).
+//!   the log (`knowledge::search::retrieve`).
 
 use std::{
     sync::{
@@ -41,7 +41,7 @@ use crate::{
         remote::{classify, endpoint_url, mask, target},
         ProviderError, ProviderErrorKind,
     },
-    store::{knowledge::ChunkText, Store, StoreError},
+    store::{documents::ChunkText, DocumentStore, StoreError},
 };
 
 /// Texts sent in one embedding request at most.
@@ -273,7 +273,7 @@ fn refused(err: &ProviderError) -> bool {
 ///
 /// Errors: the first failed request that is not a refusal, or the store's.
 pub async fn embed_missing(
-    store: &dyn Store,
+    store: &dyn DocumentStore,
     embedder: &Embedder,
     document_id: Option<&str>,
 ) -> Result<u64, EmbedFailure> {
@@ -325,7 +325,7 @@ pub async fn catch_up(k: Knowledge) {
     };
     let mut failures = 0u32;
     loop {
-        let wait = match embed_missing(k.store.as_ref(), &embedder, None).await {
+        let wait = match embed_missing(k.documents.as_ref(), &embedder, None).await {
             Ok(done) => {
                 if done > 0 || failures > 0 {
                     info!(chunks = done, "embeddings caught up");
@@ -348,7 +348,7 @@ pub async fn catch_up(k: Knowledge) {
 }
 
 /// An agent's vectors of one model, normalised to unit length, as read at one
-/// [`crate::store::knowledge::KnowledgeStore::embedding_generation`].
+/// [`crate::store::DocumentStore::embedding_generation`].
 #[derive(Debug)]
 pub struct AgentVectors {
     /// The embedding model.
@@ -463,7 +463,7 @@ impl VectorCache {
     /// Errors: the store's.
     pub async fn get(
         &self,
-        store: &dyn Store,
+        store: &dyn DocumentStore,
         agent_id: &str,
         model: &str,
     ) -> Result<Arc<AgentVectors>, StoreError> {

@@ -5,8 +5,8 @@
 
 use serde::Deserialize;
 
-use super::retrieve;
-use crate::store::{knowledge::ChunkHit, Store};
+use super::search::{retrieve, ChunkSearch};
+use crate::store::documents::ChunkHit;
 
 /// Retrieved chunks considered per question (hit@5 is the headline figure).
 pub const DEPTH: u32 = 5;
@@ -73,13 +73,13 @@ pub fn is_relevant(hit: &ChunkHit, expect: &[String]) -> bool {
 ///
 /// Errors: the store's.
 pub async fn evaluate(
-    store: &dyn Store,
+    search: &ChunkSearch,
     agent_id: &str,
     questions: &[Question],
 ) -> anyhow::Result<Report> {
     let mut outcomes = Vec::new();
     for q in questions {
-        let hits = retrieve::search(store, agent_id, &q.q, DEPTH).await?;
+        let hits = retrieve::search(search, agent_id, &q.q, DEPTH).await?;
         let rank = hits
             .iter()
             .position(|h| is_relevant(h, &q.expect))

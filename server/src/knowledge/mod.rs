@@ -10,20 +10,19 @@
 //!   job interrupted by a crash or restart is retried.
 //! - [`embed`]: chunk embeddings through the OpenAI-compatible endpoint when
 //!   `EMBEDDING_MODEL` is set, their failure semantics, and the in-memory vectors.
-//! - [`bm25`]: BM25 ranking: word analysis, each agent's in-memory inverted index and
-//!   top-k search with MaxScore pruning.
-//! - [`retrieve`]: BM25 retrieval scoped to an agent, fused with vector similarity by
+//! - [`search`]: BM25 ranking (word analysis, each agent's in-memory inverted index, top-k
+//!   search with MaxScore pruning), the indexes kept in step with the store over a few of
+//!   its primitives, and retrieval scoped to an agent, fused with vector similarity by
 //!   reciprocal rank fusion when embeddings are configured.
 //! - [`eval`]: hit@1, hit@5 and MRR of retrieval on a question set.
 
-pub mod bm25;
 pub mod chunk;
 pub mod crawl;
 pub mod embed;
 pub mod eval;
 pub mod extract;
-pub mod retrieve;
 pub mod sandbox;
+pub mod search;
 pub mod worker;
 
 use std::{path::PathBuf, sync::Arc};
@@ -33,14 +32,18 @@ use tokio::sync::Notify;
 use crate::{
     config::Config,
     outbound::{FetchLimits, NetPolicy, SafeClient},
-    store::Store,
+    store::{DocumentStore, JobQueue},
 };
 
 /// The knowledge base's shared parts (uploads folder, HTTP client, job wake-up).
 #[derive(Clone)]
 pub struct Knowledge {
-    /// Persistence.
-    pub store: Arc<dyn Store>,
+    /// Documents, their chunks and embeddings.
+    pub documents: Arc<dyn DocumentStore>,
+    /// The durable queue of ingestion and crawl jobs.
+    pub jobs: Arc<dyn JobQueue>,
+    /// BM25 search over the agents' chunks, with their indexes kept in memory.
+    pub search: search::ChunkSearch,
     /// Where uploads are kept until (and after) they are indexed: `DATA_DIR/uploads/{documentId}`.
     pub uploads: PathBuf,
     /// The SSRF-safe client of crawls.
@@ -70,14 +73,15 @@ pub struct Knowledge {
 }
 
 impl Knowledge {
-    /// The knowledge base of `config` over `store`; its jobs emit webhook events through
-    /// `events` and read the time from `clock`.
+    /// The knowledge base of `config` over `documents` and `jobs` (one store's parts); its
+    /// jobs emit webhook events through `events` and read the time from `clock`.
     ///
     /// Errors: a malformed `ALLOWED_PRIVATE_HOSTS` entry, an uploads folder that cannot be
     /// created, or an HTTP client (crawls, embeddings) that cannot be built.
     pub fn new(
         config: &Config,
-        store: Arc<dyn Store>,
+        documents: Arc<dyn DocumentStore>,
+        jobs: Arc<dyn JobQueue>,
         events: crate::webhooks::Events,
         clock: crate::clock::Clock,
     ) -> anyhow::Result<Self> {
@@ -86,7 +90,9 @@ impl Knowledge {
         let policy = Arc::new(NetPolicy::from_list(&config.allowed_private_hosts)?);
         let client = Arc::new(SafeClient::new((*policy).clone(), FetchLimits::default())?);
         Ok(Self {
-            store,
+            search: search::ChunkSearch::new(documents.clone()),
+            documents,
+            jobs,
             uploads,
             client,
             policy,

@@ -61,7 +61,7 @@ use super::{
     extract::{self, ExtractError, ExtractLimits},
     worker,
 };
-use crate::store::knowledge::NewChunk;
+use crate::store::documents::NewChunk;
 
 /// The first bytes a child writes: proof that the program is an extraction child of this
 /// protocol version (and not, say, a test harness that was started by mistake).

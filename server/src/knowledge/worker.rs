@@ -37,7 +37,8 @@ use crate::{
     clock::Clock,
     jobs::lease::{self, LeaseQueue, LeaseRules},
     store::{
-        knowledge::{status, JobOutcome, JobRecord, NewChunk, PageRecord},
+        documents::{status, NewChunk, PageRecord},
+        jobs::{JobOutcome, JobRecord},
         StoreError,
     },
     webhooks::{self, EventType},
@@ -122,7 +123,7 @@ impl LeaseQueue for Jobs {
     ) -> Result<Vec<Claimed>, StoreError> {
         let mut claimed = Vec::new();
         while claimed.len() < max {
-            match self.k.store.claim_job(now, lease_until).await {
+            match self.k.jobs.claim_job(now, lease_until).await {
                 Ok(Some(job)) => claimed.push(Claimed {
                     job,
                     progress: Arc::default(),
@@ -143,7 +144,7 @@ impl LeaseQueue for Jobs {
         let (done, total) = claimed.progress.get();
         let _ = self
             .k
-            .store
+            .jobs
             .job_progress(&claimed.job.id, done, total, lease_until)
             .await;
     }
@@ -169,7 +170,7 @@ async fn run(k: &Knowledge, job: &JobRecord, progress: &Arc<Progress>) -> Result
         return Err("Indexing was interrupted too many times; try again with refresh.".into());
     }
     let _ = k
-        .store
+        .documents
         .set_document_status(&job.document_id, status::PROCESSING, None, k.clock.now())
         .await;
     // The job runs in its own task so that a panic fails the job, not the worker.
@@ -212,7 +213,7 @@ async fn finish(
                 bytes,
                 progress,
             };
-            match k.store.complete_job(job, outcome, k.clock.now()).await {
+            match k.jobs.complete_job(job, outcome, k.clock.now()).await {
                 Ok(true) => {
                     info!(job = %job.id, "job succeeded");
                     emit_document(k, job, EventType::DocumentIndexed).await;
@@ -239,7 +240,7 @@ async fn finish(
 /// reader crash or run out of time or memory would do it again); a refresh starts anew.
 async fn fail(k: &Knowledge, job: &JobRecord, reason: &str) {
     let outcome = JobOutcome::Failed { reason };
-    match k.store.complete_job(job, outcome, k.clock.now()).await {
+    match k.jobs.complete_job(job, outcome, k.clock.now()).await {
         Ok(true) => {
             warn!(job = %job.id, reason, "job failed");
             emit_document(k, job, EventType::DocumentFailed).await;
@@ -254,7 +255,7 @@ async fn fail(k: &Knowledge, job: &JobRecord, reason: &str) {
 /// Emits `event` with the job's document as the API shows it (nothing when the document
 /// is gone).
 async fn emit_document(k: &Knowledge, job: &JobRecord, event: EventType) {
-    match k.store.document_by_id(&job.document_id).await {
+    match k.documents.document_by_id(&job.document_id).await {
         Ok(Some(doc)) => {
             k.events
                 .emit(&job.user_id, event, webhooks::document_data(&doc))
@@ -285,7 +286,7 @@ impl Embedding {
         if self.failed {
             return;
         }
-        match embed::embed_missing(k.store.as_ref(), embedder, Some(document_id)).await {
+        match embed::embed_missing(k.documents.as_ref(), embedder, Some(document_id)).await {
             Ok(_) => self.embedded = true,
             Err(err) => {
                 self.failed = true;
@@ -358,7 +359,7 @@ pub fn new_chunks(extracted: &Extracted, title: &str, page_url: Option<&str>) ->
 }
 
 async fn ingest_file(k: &Knowledge, job: &JobRecord) -> Result<Done, Failure> {
-    let store = &k.store;
+    let store = &k.documents;
     let Some(doc) = store
         .document_by_id(&job.document_id)
         .await
@@ -402,7 +403,7 @@ async fn ingest_file(k: &Knowledge, job: &JobRecord) -> Result<Done, Failure> {
 }
 
 async fn crawl_site(k: &Knowledge, job: &JobRecord, progress: &Progress) -> Result<Done, Failure> {
-    let store = &k.store;
+    let store = &k.documents;
     let Some(doc) = store
         .document_by_id(&job.document_id)
         .await
@@ -480,7 +481,7 @@ async fn crawl_site(k: &Knowledge, job: &JobRecord, progress: &Progress) -> Resu
             CrawlEvent::Progress { done, found } => {
                 progress.set(done, found);
                 let lease = lease::lease_end(k.clock.now(), LEASE);
-                let _ = store.job_progress(&job.id, done, found, lease).await;
+                let _ = k.jobs.job_progress(&job.id, done, found, lease).await;
             }
             CrawlEvent::Skipped { .. } => {}
         }
@@ -557,7 +558,7 @@ async fn store_ready_pages(
     if pages.is_empty() {
         return Ok(true);
     }
-    k.store
+    k.documents
         .replace_pages(document_id, &pages, k.clock.now())
         .await
         .map_err(store_err)

@@ -61,11 +61,17 @@ pub trait IdentityStore: Send + Sync {
     async fn identity(&self, provider: &str, subject: &str) -> StoreResult<Option<IdentityRecord>>;
     /// The identities linked to the user, oldest first.
     async fn identities(&self, user_id: &str) -> StoreResult<Vec<IdentityRecord>>;
-    /// Links an identity. `Conflict` when the identity belongs to an account already or
-    /// the account has an identity at that provider.
+    /// Links an identity. [`Conflict::LinkedIdentity`] when the identity belongs to an
+    /// account already or the account has an identity at that provider.
+    ///
+    /// [`Conflict::LinkedIdentity`]: crate::store::Conflict::LinkedIdentity
     async fn link_identity(&self, identity: &IdentityRecord) -> StoreResult<()>;
     /// Creates a verified account (without password) and links `identity` to it, in one
-    /// transaction. `Conflict` when the email is taken or the identity linked.
+    /// transaction. `Conflict` ([`Conflict::Email`] or [`Conflict::LinkedIdentity`]) when
+    /// the email is taken or the identity linked; nothing is written then.
+    ///
+    /// [`Conflict::Email`]: crate::store::Conflict::Email
+    /// [`Conflict::LinkedIdentity`]: crate::store::Conflict::LinkedIdentity
     async fn create_user_with_identity(
         &self,
         user: super::NewUser,
@@ -73,7 +79,12 @@ pub trait IdentityStore: Send + Sync {
     ) -> StoreResult<UserRecord>;
     /// Unlinks the user's identity at `provider` unless it is the account's last way to
     /// sign in (no password and no other identity). `NotFound` when none is linked;
-    /// `Conflict` when it is the last.
+    /// [`Conflict::LastSignIn`] when it is the last. The check and the delete are one
+    /// atomic step (SQLite: a `BEGIN IMMEDIATE` transaction; a server backend locks the
+    /// owner's `users` row first), so two unlinks at once never leave an account without
+    /// a way to sign in.
+    ///
+    /// [`Conflict::LastSignIn`]: crate::store::Conflict::LastSignIn
     async fn unlink_identity(&self, user_id: &str, provider: &str) -> StoreResult<()>;
 
     /// Stores a flow (and forgets expired ones).

@@ -44,8 +44,10 @@ pub struct IntegrationRecord {
 /// Persistence of integrations; every method is scoped to the owner.
 #[async_trait]
 pub trait IntegrationStore: Send + Sync {
-    /// Stores a new integration unless the owner has `limit` already (checked
-    /// atomically); false at the limit.
+    /// Stores a new integration unless the owner has `limit` already; false at the limit,
+    /// and nothing is written. The count and the insert are one atomic step, as for
+    /// [`crate::store::AgentStore::create_agent`]. Proven by
+    /// `conformance::parallel_webhook_and_integration_creates_stop_at_the_limit`.
     async fn create_integration(&self, record: &IntegrationRecord, limit: u32)
         -> StoreResult<bool>;
     /// The owner's integrations, oldest first.
@@ -87,7 +89,8 @@ pub trait IntegrationStore: Send + Sync {
         conversation_key: &str,
     ) -> StoreResult<()>;
     /// Records an inbound event id; false when it was recorded before (a provider's
-    /// retry), so that each event is answered once.
+    /// retry), so that each event is answered once: of any number of calls with one
+    /// `(integration_id, event_id)`, running at once or not, exactly one answers true.
     async fn first_channel_event(
         &self,
         integration_id: &str,

@@ -111,8 +111,14 @@ pub enum AfterAttempt {
 /// user's row is "not found".
 #[async_trait]
 pub trait WebhookStore: Send + Sync {
-    /// Creates a webhook unless its owner already has `limit` (checked atomically); false
-    /// at the limit.
+    /// Creates a webhook unless its owner already has `limit`; false at the limit, and
+    /// nothing is written.
+    ///
+    /// The count and the insert are one atomic step: however many creations run at once,
+    /// the owner never has more than `limit` webhooks (SQLite: one conditional
+    /// `INSERT … SELECT … WHERE (SELECT count(*) …) < limit`; a server backend locks the
+    /// owner's `users` row first). Proven by
+    /// `conformance::parallel_webhook_and_integration_creates_stop_at_the_limit`.
     async fn create_webhook(&self, webhook: &WebhookRecord, limit: u32) -> StoreResult<bool>;
     /// The user's webhooks, oldest first.
     async fn list_webhooks(&self, user_id: &str) -> StoreResult<Vec<WebhookRecord>>;
@@ -131,8 +137,14 @@ pub trait WebhookStore: Send + Sync {
     ) -> StoreResult<usize>;
     /// Takes up to `limit` deliveries of active webhooks that are due (pending and
     /// `next_attempt_at <= now`, or sending with a lease that ended before `now`), marks
-    /// them sending until `lease_until` and counts the attempt. One statement, so two
-    /// workers never take the same delivery.
+    /// them sending until `lease_until` and counts the attempt (the delivery's `attempts`
+    /// after the claim numbers the attempt).
+    ///
+    /// One claimer per delivery: of any number of claims running at once, each delivery is
+    /// returned to at most one, and a sending delivery is returned again only after its
+    /// lease ended. SQLite: one `UPDATE … WHERE id IN (SELECT …) RETURNING`; a server
+    /// backend needs `FOR UPDATE SKIP LOCKED` in the subquery and the predicate repeated
+    /// in the outer `WHERE`. Proven by `conformance::parallel_delivery_claims_are_distinct`.
     async fn claim_deliveries(
         &self,
         now: DateTime<Utc>,
@@ -140,6 +152,8 @@ pub trait WebhookStore: Send + Sync {
         limit: u32,
     ) -> StoreResult<Vec<ClaimedDelivery>>;
     /// Stores the attempt and moves its delivery on as `after` says, in one transaction.
+    /// The delivery moves on only while it is still sending: a redelivery requested during
+    /// the attempt ([`WebhookStore::redeliver`]) is not overwritten.
     async fn record_attempt(
         &self,
         attempt: &AttemptRecord,

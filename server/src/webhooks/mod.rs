@@ -33,7 +33,7 @@ use crate::{
     clock::Clock,
     config::Config,
     outbound::{self, NetError, NetPolicy, Purpose, SafeClient},
-    store::{webhooks::AfterAttempt, Store},
+    store::{webhooks::AfterAttempt, WebhookStore},
 };
 
 /// Prefix of a signing secret (Standard Webhooks v1 § Signature scheme).
@@ -127,7 +127,7 @@ impl EventType {
 /// Queues events for the webhooks that subscribed to them. Cheap to clone.
 #[derive(Clone)]
 pub struct Events {
-    store: Arc<dyn Store>,
+    store: Arc<dyn WebhookStore>,
     /// Wakes the delivery worker when something was queued.
     pub wake: Arc<Notify>,
     /// Per user, the events ([`EventType::bit`]) that no active webhook of theirs
@@ -161,7 +161,7 @@ impl moka::Expiry<String, u32> for QuietExpiry {
 
 impl Events {
     /// An emitter over `store`, stamping events with `clock`'s time.
-    pub fn new(store: Arc<dyn Store>, clock: Clock) -> Self {
+    pub fn new(store: Arc<dyn WebhookStore>, clock: Clock) -> Self {
         Self {
             store,
             clock,
@@ -219,7 +219,7 @@ impl Events {
 
 /// `data` of the document events: `{agentId, document}` with the document as
 /// `GET /api/agents/{agentId}/knowledge/{documentId}` shows it.
-pub fn document_data(d: &crate::store::knowledge::DocumentRecord) -> Value {
+pub fn document_data(d: &crate::store::documents::DocumentRecord) -> Value {
     json!({
         "agentId": d.agent_id,
         "document": crate::http::knowledge::document_view(d),
@@ -381,8 +381,8 @@ pub fn after_attempt(
 /// The webhook service: the emitter, the delivery client and the rules the worker follows.
 #[derive(Clone)]
 pub struct Webhooks {
-    /// Persistence.
-    pub store: Arc<dyn Store>,
+    /// Webhooks and their delivery queue.
+    pub store: Arc<dyn WebhookStore>,
     /// The event emitter (also handed to the knowledge workers).
     pub events: Events,
     /// The SSRF rule URLs are checked against at creation.
@@ -402,7 +402,7 @@ impl Webhooks {
     ///
     /// Errors: a malformed `ALLOWED_PRIVATE_HOSTS` entry or `ENCRYPTION_KEY`, or an HTTP
     /// client that cannot be built.
-    pub fn new(config: &Config, store: Arc<dyn Store>, clock: Clock) -> anyhow::Result<Self> {
+    pub fn new(config: &Config, store: Arc<dyn WebhookStore>, clock: Clock) -> anyhow::Result<Self> {
         let policy = NetPolicy::from_list(&config.allowed_private_hosts)?;
         let client = SafeClient::for_purpose(
             policy.clone(),

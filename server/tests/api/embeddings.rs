@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use agentchat::{knowledge::embed::embed_input, store::knowledge::ChunkText};
+use agentchat::{knowledge::embed::embed_input, store::documents::ChunkText};
 use axum::{response::Html, routing::get, Router};
 use mock_provider::{MockConfig, MockProvider};
 use reqwest::multipart::{Form, Part};

@@ -16,7 +16,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use agentchat::store::knowledge::job_status;
+use agentchat::store::jobs::job_status;
 use mock_provider::{MockConfig, MockProvider};
 use secrecy::SecretString;
 use serde_json::json;

@@ -11,7 +11,7 @@ use std::{
     time::Duration,
 };
 
-use agentchat::store::knowledge::job_status;
+use agentchat::store::jobs::job_status;
 use axum::{extract::State, response::Html, routing::get, Router};
 use reqwest::multipart::{Form, Part};
 use serde_json::{json, Value};
@@ -591,7 +591,7 @@ async fn a_job_whose_lease_ran_out_on_the_service_clock_is_taken_again() {
 
 #[tokio::test]
 async fn a_job_ends_with_its_document_and_only_under_the_attempt_that_holds_it() {
-    use agentchat::store::knowledge::JobOutcome;
+    use agentchat::store::jobs::JobOutcome;
 
     let app = spawn_app_with(|c| c.job_workers = 0).await;
     let user = app.user().await;

@@ -2,25 +2,18 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use sqlx::{sqlite::SqliteRow, Row};
+use sqlx::Row;
 
-use super::{insert_user, is_unique_violation, ms, time, SqliteStore};
+use super::{
+    accounts::insert_user,
+    is_unique_violation,
+    rows::{identity, ms, time, IDENTITY_COLUMNS},
+    SqliteStore,
+};
 use crate::store::{
     identity::{ExchangeCodeRecord, IdentityRecord, IdentityStore, OAuthFlowRecord},
-    NewUser, Store, StoreError, StoreResult, UserRecord,
+    AccountStore, Conflict, NewUser, StoreError, StoreResult, UserRecord,
 };
-
-const IDENTITY_COLUMNS: &str = "provider, subject, user_id, email, created_at";
-
-fn identity(row: &SqliteRow) -> Result<IdentityRecord, sqlx::Error> {
-    Ok(IdentityRecord {
-        provider: row.try_get("provider")?,
-        subject: row.try_get("subject")?,
-        user_id: row.try_get("user_id")?,
-        email: row.try_get("email")?,
-        created_at: time(row, "created_at")?,
-    })
-}
 
 async fn insert_identity(conn: &mut sqlx::SqliteConnection, i: &IdentityRecord) -> StoreResult<()> {
     let result = sqlx::query(
@@ -35,9 +28,7 @@ async fn insert_identity(conn: &mut sqlx::SqliteConnection, i: &IdentityRecord) 
     .execute(conn)
     .await;
     match result {
-        Err(e) if is_unique_violation(&e) => Err(StoreError::Conflict(
-            "This sign-in is already connected to an account".into(),
-        )),
+        Err(e) if is_unique_violation(&e) => Err(StoreError::Conflict(Conflict::LinkedIdentity)),
         Err(e) => Err(e.into()),
         Ok(_) => Ok(()),
     }
@@ -106,9 +97,7 @@ impl IdentityStore for SqliteStore {
         .fetch_one(&mut *tx)
         .await?;
         if others == 0 {
-            return Err(StoreError::Conflict(
-                "This is the account's only way to sign in".into(),
-            ));
+            return Err(StoreError::Conflict(Conflict::LastSignIn));
         }
         sqlx::query("DELETE FROM user_identities WHERE user_id = ? AND provider = ?")
             .bind(user_id)

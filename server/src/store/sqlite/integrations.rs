@@ -1,45 +1,22 @@
 //! [`IntegrationStore`] on SQLite (`migrations/sqlite/0008_integrations.sql`).
 
-use async_trait::async_trait;
-use chrono::{DateTime, Utc};
-use sqlx::{sqlite::SqliteRow, Row};
-
-use super::{ms, time, SqliteStore};
+use super::{
+    rows::{integration, ms, INTEGRATION_COLUMNS},
+    SqliteStore,
+};
 use crate::store::{
     integrations::{IntegrationRecord, IntegrationStore},
     StoreResult,
 };
-
-const COLUMNS: &str = "id, user_id, provider_code, name, agent_id, config, credentials_sealed, \
-     key_id, credential_hints, status, status_detail, public_id, inbound_secret_hash, \
-     created_at, updated_at";
-
-fn integration(row: &SqliteRow) -> Result<IntegrationRecord, sqlx::Error> {
-    Ok(IntegrationRecord {
-        id: row.try_get("id")?,
-        user_id: row.try_get("user_id")?,
-        provider_code: row.try_get("provider_code")?,
-        name: row.try_get("name")?,
-        agent_id: row.try_get("agent_id")?,
-        config: row.try_get("config")?,
-        credentials_sealed: row.try_get("credentials_sealed")?,
-        key_id: row.try_get("key_id")?,
-        credential_hints: row.try_get("credential_hints")?,
-        status: row.try_get("status")?,
-        status_detail: row.try_get("status_detail")?,
-        public_id: row.try_get("public_id")?,
-        inbound_secret_hash: row.try_get("inbound_secret_hash")?,
-        created_at: time(row, "created_at")?,
-        updated_at: time(row, "updated_at")?,
-    })
-}
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
 
 #[async_trait]
 impl IntegrationStore for SqliteStore {
     async fn create_integration(&self, r: &IntegrationRecord, limit: u32) -> StoreResult<bool> {
         // One statement: the count and the insert cannot interleave with another create.
         let done = sqlx::query(&format!(
-            "INSERT INTO integrations ({COLUMNS}) \
+            "INSERT INTO integrations ({INTEGRATION_COLUMNS}) \
              SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ? \
              WHERE (SELECT COUNT(*) FROM integrations WHERE user_id = ?) < ?"
         ))
@@ -67,7 +44,7 @@ impl IntegrationStore for SqliteStore {
 
     async fn list_integrations(&self, user_id: &str) -> StoreResult<Vec<IntegrationRecord>> {
         let rows = sqlx::query(&format!(
-            "SELECT {COLUMNS} FROM integrations WHERE user_id = ? ORDER BY created_at, id"
+            "SELECT {INTEGRATION_COLUMNS} FROM integrations WHERE user_id = ? ORDER BY created_at, id"
         ))
         .bind(user_id)
         .fetch_all(&self.pool)
@@ -77,7 +54,7 @@ impl IntegrationStore for SqliteStore {
 
     async fn integration(&self, user_id: &str, id: &str) -> StoreResult<Option<IntegrationRecord>> {
         let row = sqlx::query(&format!(
-            "SELECT {COLUMNS} FROM integrations WHERE user_id = ? AND id = ?"
+            "SELECT {INTEGRATION_COLUMNS} FROM integrations WHERE user_id = ? AND id = ?"
         ))
         .bind(user_id)
         .bind(id)
@@ -120,10 +97,12 @@ impl IntegrationStore for SqliteStore {
     }
 
     async fn integration_by_id(&self, id: &str) -> StoreResult<Option<IntegrationRecord>> {
-        let row = sqlx::query(&format!("SELECT {COLUMNS} FROM integrations WHERE id = ?"))
-            .bind(id)
-            .fetch_optional(&self.pool)
-            .await?;
+        let row = sqlx::query(&format!(
+            "SELECT {INTEGRATION_COLUMNS} FROM integrations WHERE id = ?"
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
         Ok(row.as_ref().map(integration).transpose()?)
     }
 
@@ -132,7 +111,7 @@ impl IntegrationStore for SqliteStore {
         public_id: &str,
     ) -> StoreResult<Option<IntegrationRecord>> {
         let row = sqlx::query(&format!(
-            "SELECT {COLUMNS} FROM integrations WHERE public_id = ?"
+            "SELECT {INTEGRATION_COLUMNS} FROM integrations WHERE public_id = ?"
         ))
         .bind(public_id)
         .fetch_optional(&self.pool)

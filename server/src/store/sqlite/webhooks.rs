@@ -2,9 +2,12 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use sqlx::{sqlite::SqliteRow, Row};
+use sqlx::Row;
 
-use super::{ms, opt_time, time, SqliteStore};
+use super::{
+    rows::{delivery, ms, time, webhook, DELIVERY_COLUMNS, WEBHOOK_COLUMNS},
+    SqliteStore,
+};
 use crate::store::{
     webhooks::{
         delivery_status, AfterAttempt, AttemptRecord, ClaimedDelivery, DeliveryRecord,
@@ -12,46 +15,6 @@ use crate::store::{
     },
     StoreError, StoreResult,
 };
-
-const WEBHOOK_COLUMNS: &str =
-    "id, user_id, url, events, description, secret_sealed, active, disabled_reason, created_at";
-const DELIVERY_COLUMNS: &str = "id, webhook_id, user_id, event, payload, status, attempts, \
-     response_status, last_error, created_at, next_attempt_at, retry_from";
-
-fn webhook(row: &SqliteRow) -> StoreResult<WebhookRecord> {
-    let events: String = row.try_get("events")?;
-    Ok(WebhookRecord {
-        id: row.try_get("id")?,
-        user_id: row.try_get("user_id")?,
-        url: row.try_get("url")?,
-        events: serde_json::from_str(&events)
-            .map_err(|e| StoreError::Other(anyhow::anyhow!("webhook events: {e}")))?,
-        description: row.try_get("description")?,
-        secret_sealed: row.try_get("secret_sealed")?,
-        active: row.try_get("active")?,
-        disabled_reason: row.try_get("disabled_reason")?,
-        created_at: time(row, "created_at")?,
-    })
-}
-
-fn delivery(row: &SqliteRow) -> Result<DeliveryRecord, sqlx::Error> {
-    Ok(DeliveryRecord {
-        id: row.try_get("id")?,
-        webhook_id: row.try_get("webhook_id")?,
-        user_id: row.try_get("user_id")?,
-        event: row.try_get("event")?,
-        payload: row.try_get("payload")?,
-        status: row.try_get("status")?,
-        attempts: row.try_get::<i64, _>("attempts")?.try_into().unwrap_or(0),
-        response_status: row
-            .try_get::<Option<i64>, _>("response_status")?
-            .and_then(|s| u16::try_from(s).ok()),
-        last_error: row.try_get("last_error")?,
-        created_at: time(row, "created_at")?,
-        next_attempt_at: opt_time(row, "next_attempt_at")?,
-        retry_from: time(row, "retry_from")?,
-    })
-}
 
 #[async_trait]
 impl WebhookStore for SqliteStore {

@@ -1,9 +1,10 @@
 //! BM25 ranking of an agent's chunks: the analysis shared by chunks and questions, an
-//! inverted index of one agent's chunks held in memory ([`Bm25Index`]), top-k search with
-//! MaxScore pruning, and the per-agent indexes kept between queries ([`Bm25Cache`]).
+//! inverted index of one agent's chunks held in memory ([`Bm25Index`]) and top-k search
+//! with MaxScore pruning. The indexes are kept between queries, in step with the store, by
+//! [`super::index_cache`].
 //!
-//! The database keeps the chunks; the index is derived from them and the store keeps it in
-//! step through a per-agent generation that every chunk write bumps
+//! The database keeps the chunks; the index is derived from them and kept in step through
+//! a per-agent generation that every chunk write bumps
 //! (`migrations/sqlite/0011_bm25.sql`), so a deleted document leaves retrieval at once and
 //! several server processes over one database agree. Ranking in memory is what makes
 //! top-k cheap: SQLite FTS5 computes `bm25()` for every matching row before the best k are
@@ -21,8 +22,7 @@
 use std::{
     cmp::Ordering,
     collections::{BinaryHeap, HashMap},
-    sync::{Arc, LazyLock, Mutex},
-    time::Instant,
+    sync::LazyLock,
 };
 
 use rust_stemmers::{Algorithm, Stemmer};
@@ -541,87 +541,6 @@ impl Bm25Index {
     }
 }
 
-/// The largest total [`Bm25Index::heap_bytes`] of the indexes kept between queries:
-/// beyond it the least recently searched agents' indexes are dropped (they are rebuilt
-/// from the database when next searched). 100,000 chunks of 150–250 words take 60–90 MiB
-/// (`kb_bm25`).
-pub const CACHE_BUDGET_BYTES: usize = 1 << 30;
-
-/// An agent's index as the store keeps it, with what it was built from.
-#[derive(Debug, Default)]
-pub struct CachedIndex {
-    /// The agent's chunk generation the index reflects; `None` before it is built (or
-    /// after a build was interrupted).
-    pub generation: Option<i64>,
-    /// Largest chunk id indexed (chunk ids only grow, so newer chunks have larger ids).
-    pub max_chunk_id: i64,
-    pub index: Bm25Index,
-}
-
-/// The agents' indexes kept between queries, each behind its own lock (searches share
-/// it; bringing an index up to date takes it alone), within [`CACHE_BUDGET_BYTES`].
-#[derive(Debug, Default)]
-pub struct Bm25Cache {
-    agents: Mutex<HashMap<String, CacheEntry>>,
-}
-
-#[derive(Debug)]
-struct CacheEntry {
-    index: Arc<tokio::sync::RwLock<CachedIndex>>,
-    bytes: usize,
-    used: Instant,
-}
-
-impl Bm25Cache {
-    /// The agent's cached index (an empty, unbuilt one the first time).
-    pub fn entry(&self, agent_id: &str) -> Arc<tokio::sync::RwLock<CachedIndex>> {
-        let mut agents = self.agents.lock().unwrap_or_else(|e| e.into_inner());
-        let entry = agents
-            .entry(agent_id.to_owned())
-            .or_insert_with(|| CacheEntry {
-                index: Arc::default(),
-                bytes: 0,
-                used: Instant::now(),
-            });
-        entry.used = Instant::now();
-        entry.index.clone()
-    }
-
-    /// Records the size of the agent's index after an update and drops the least
-    /// recently searched other indexes while the total exceeds `budget` bytes.
-    pub fn resized(&self, agent_id: &str, bytes: usize, budget: usize) {
-        let mut agents = self.agents.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(entry) = agents.get_mut(agent_id) {
-            entry.bytes = bytes;
-        }
-        let mut total: usize = agents.values().map(|e| e.bytes).sum();
-        while total > budget {
-            let Some(oldest) = agents
-                .iter()
-                .filter(|(id, _)| id.as_str() != agent_id)
-                .min_by_key(|(_, e)| e.used)
-                .map(|(id, _)| id.clone())
-            else {
-                break;
-            };
-            if let Some(entry) = agents.remove(&oldest) {
-                total -= entry.bytes;
-            }
-        }
-    }
-
-    /// Drops the agent's index (the agent has no chunks left, or was deleted).
-    pub fn forget(&self, agent_id: &str) {
-        let mut agents = self.agents.lock().unwrap_or_else(|e| e.into_inner());
-        agents.remove(agent_id);
-    }
-
-    /// Agents with an index kept.
-    pub fn agents(&self) -> usize {
-        self.agents.lock().unwrap_or_else(|e| e.into_inner()).len()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -833,20 +752,5 @@ mod tests {
         }
         let query = terms("beta3 gamma5 alpha");
         assert_eq!(pruned.search(&query, 15), rebuilt.search(&query, 15));
-    }
-
-    #[test]
-    fn the_cache_drops_the_least_recently_searched_beyond_its_budget() {
-        let cache = Bm25Cache::default();
-        cache.entry("a");
-        cache.entry("b");
-        cache.resized("a", 600, 1000);
-        cache.resized("b", 600, 1000);
-        assert_eq!(cache.agents(), 1, "a was searched longest ago");
-        cache.entry("a");
-        cache.resized("a", 300, 1000);
-        assert_eq!(cache.agents(), 2, "within the budget");
-        cache.forget("a");
-        assert_eq!(cache.agents(), 1);
     }
 }

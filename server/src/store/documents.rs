@@ -1,11 +1,12 @@
-//! The knowledge-base part of the persistence boundary: documents, crawled pages, chunks
-//! with their BM25 index, and durable jobs. Every backend implements [`KnowledgeStore`]
-//! (the SQLite backend in `sqlite_knowledge.rs`); [`super::Store`] requires it.
+//! The document part of the persistence boundary: knowledge documents, crawled pages,
+//! chunks with what their BM25 index is kept in step by, and chunk embeddings. Every
+//! backend implements [`DocumentStore`] (SQLite: `sqlite/documents.rs`); [`super::Store`]
+//! requires it. The jobs that fill documents are [`super::jobs::JobQueue`]'s.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::StoreResult;
+use super::{jobs::JobRecord, StoreResult};
 
 /// Document status values (docs/api.md § States and transitions).
 pub mod status {
@@ -16,18 +17,6 @@ pub mod status {
     /// Searchable.
     pub const INDEXED: &str = "indexed";
     /// Indexing failed; `error` says why.
-    pub const FAILED: &str = "failed";
-}
-
-/// Job status values (docs/api.md § Knowledge base: queued, running, succeeded, failed).
-pub mod job_status {
-    /// Waiting for a worker.
-    pub const QUEUED: &str = "queued";
-    /// A worker holds its lease.
-    pub const RUNNING: &str = "running";
-    /// Finished.
-    pub const SUCCEEDED: &str = "succeeded";
-    /// Gave up; `error` says why.
     pub const FAILED: &str = "failed";
 }
 
@@ -57,26 +46,6 @@ pub struct DocumentRecord {
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub indexed_at: Option<DateTime<Utc>>,
-}
-
-/// A background job (ingestion of an upload or a crawl).
-#[derive(Debug, Clone, PartialEq)]
-pub struct JobRecord {
-    pub id: String,
-    /// `ingest` or `crawl`.
-    pub kind: String,
-    pub document_id: String,
-    pub user_id: String,
-    /// One of [`job_status`].
-    pub status: String,
-    pub progress_done: u32,
-    pub progress_total: u32,
-    pub error: Option<String>,
-    /// Times a worker has started it (a restart after a crash counts).
-    pub attempts: u32,
-    pub created_at: DateTime<Utc>,
-    pub started_at: Option<DateTime<Utc>>,
-    pub finished_at: Option<DateTime<Utc>>,
 }
 
 impl DocumentRecord {
@@ -145,27 +114,6 @@ impl DocumentRecord {
     }
 }
 
-impl JobRecord {
-    /// A new job of `kind` (`ingest` or `crawl`) for a document of `user_id`, queued at
-    /// `now`, with a new time-ordered id (UUIDv7).
-    pub fn queued(kind: &str, document_id: &str, user_id: &str, now: DateTime<Utc>) -> Self {
-        Self {
-            id: uuid::Uuid::now_v7().to_string(),
-            kind: kind.to_string(),
-            document_id: document_id.to_string(),
-            user_id: user_id.to_string(),
-            status: job_status::QUEUED.to_string(),
-            progress_done: 0,
-            progress_total: 0,
-            error: None,
-            attempts: 0,
-            created_at: now,
-            started_at: None,
-            finished_at: None,
-        }
-    }
-}
-
 /// A chunk to store. Serialises (serde, camelCase) because extraction child processes
 /// produce it (`knowledge::sandbox`).
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -183,25 +131,6 @@ pub struct NewChunk {
     pub page: Option<u32>,
     pub tokens: u32,
     pub text: String,
-}
-
-/// How a job ended, for [`KnowledgeStore::complete_job`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum JobOutcome<'a> {
-    /// The document is searchable.
-    Indexed {
-        /// Pages crawled (url documents) or read (PDF).
-        pages: Option<u32>,
-        /// Size of the upload, or of the crawled pages' text, in bytes.
-        bytes: u64,
-        /// The job's final progress: units done, of total.
-        progress: (u32, u32),
-    },
-    /// Indexing gave up; the sentence for the document's and the job's `error`.
-    Failed {
-        /// Why, for the user.
-        reason: &'a str,
-    },
 }
 
 /// A crawled page as last indexed.
@@ -226,13 +155,13 @@ pub struct ChunkHit {
     pub document_name: String,
     pub heading_path: String,
     pub text: String,
-    /// Relevance, larger is better: BM25 (`knowledge::bm25`) from
-    /// [`KnowledgeStore::search_chunks`], 0 from [`KnowledgeStore::chunk_hits`]; retrieval
-    /// may replace it with a fused score (`knowledge::retrieve`).
+    /// Relevance, larger is better: 0 from [`DocumentStore::chunk_hits`]; BM25 from
+    /// `knowledge::search::ChunkSearch`, and retrieval may replace it with a fused score
+    /// (`knowledge::search::retrieve`).
     pub score: f64,
 }
 
-/// The text of a chunk to embed.
+/// The text of a chunk: what is embedded, and what a BM25 index analyses.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChunkText {
     pub chunk_id: i64,
@@ -270,11 +199,36 @@ pub fn vector_from_bytes(bytes: &[u8]) -> Option<Vec<f32>> {
     )
 }
 
-/// Persistence of the knowledge base. Tenant-scoped methods take the user id; another
-/// user's rows are "not found".
+/// Persistence of knowledge documents and their chunks. Tenant-scoped methods take the
+/// user id; another user's rows are "not found".
+///
+/// # Chunk ids and generations
+///
+/// BM25 indexes are kept in memory outside the store (`knowledge::search::index_cache`),
+/// in step through [`DocumentStore::chunk_generation`] and the chunk ids. Every backend
+/// keeps these rules, written by every method that writes or deletes chunks
+/// ([`DocumentStore::replace_chunks`], [`DocumentStore::replace_pages`],
+/// [`DocumentStore::retain_pages`], [`DocumentStore::delete_document`], and
+/// `AgentStore::delete_agent`):
+///
+/// 1. **Generation bumps.** The agent's chunk generation changes in the same transaction
+///    as any chunk of the agent written or deleted, so a reader that sees the new
+///    generation sees the change. It is created by the agent's first chunk write and
+///    removed with the agent. Proven by
+///    `conformance::the_chunk_generation_changes_with_every_chunk_write_and_delete`.
+/// 2. **Ids only grow.** A chunk id is never given twice, even after the chunk holding
+///    the largest id is deleted. Proven by `conformance::chunk_ids_only_grow`.
+/// 3. **Ids become visible in increasing order per agent.** Once a reader sees a chunk of
+///    the agent with id `n`, it sees every chunk of the agent with a smaller id that was
+///    not deleted: no write still in flight holds a smaller id of the agent. SQLite keeps
+///    it with its single writer; a server backend serialises each agent's chunk writers
+///    (the agent's generation row, locked before the ids are taken, until commit). An
+///    index reads added chunks as those above the largest id it has seen, so without
+///    this rule it would miss chunks for good. Proven by
+///    `conformance::two_interleaved_chunk_writers_leave_nothing_out_of_the_index`.
 #[async_trait]
-pub trait KnowledgeStore: Send + Sync + 'static {
-    /// Stores a new document and its first job in one transaction.
+pub trait DocumentStore: Send + Sync {
+    /// Stores a new document and its first job in one transaction (both or neither).
     async fn create_document(&self, doc: &DocumentRecord, job: &JobRecord) -> StoreResult<()>;
     /// The agent's documents, oldest first.
     async fn list_documents(
@@ -291,7 +245,8 @@ pub trait KnowledgeStore: Send + Sync + 'static {
     ) -> StoreResult<Option<DocumentRecord>>;
     /// A document by id alone (workers).
     async fn document_by_id(&self, id: &str) -> StoreResult<Option<DocumentRecord>>;
-    /// Deletes a document with its chunks, pages and jobs; `false` when it was not there.
+    /// Deletes a document with its chunks, pages, jobs and embeddings, bumping the agent's
+    /// chunk generation (see the rules above); `false` when it was not there.
     async fn delete_document(&self, user_id: &str, agent_id: &str, id: &str) -> StoreResult<bool>;
     /// Sets a document's status (and error, cleared when `None`).
     async fn set_document_status(
@@ -301,12 +256,15 @@ pub trait KnowledgeStore: Send + Sync + 'static {
         error: Option<&str>,
         now: DateTime<Utc>,
     ) -> StoreResult<()>;
-    /// Replaces every chunk of an uploaded document at once; `false` when the document no
-    /// longer exists (deleted while it was being indexed).
+    /// Replaces every chunk of an uploaded document at once, in one transaction that keeps
+    /// the chunk rules above; `false` when the document no longer exists (deleted while it
+    /// was being indexed), and nothing is written then.
     async fn replace_chunks(&self, document_id: &str, chunks: &[NewChunk]) -> StoreResult<bool>;
     /// Replaces the chunks of crawled pages (each page's chunks with it) and records their
-    /// hashes, all in one transaction; `false` when the document no longer exists (nothing
-    /// is written then).
+    /// hashes, all in one transaction that keeps the chunk rules above; `false` when the
+    /// document no longer exists (nothing is written then). Proven by
+    /// `conformance::crawled_pages_written_together_replace_each_pages_chunks` and
+    /// `conformance::crawled_pages_of_a_deleted_document_are_not_written`.
     async fn replace_pages(
         &self,
         document_id: &str,
@@ -315,7 +273,8 @@ pub trait KnowledgeStore: Send + Sync + 'static {
     ) -> StoreResult<bool>;
     /// The pages a crawled document had at its last crawl.
     async fn document_pages(&self, document_id: &str) -> StoreResult<Vec<PageRecord>>;
-    /// Removes the pages (and their chunks) of a crawled document that are not in `keep`.
+    /// Removes the pages (and their chunks) of a crawled document that are not in `keep`,
+    /// in one transaction that keeps the chunk rules above.
     async fn retain_pages(&self, document_id: &str, keep: &[String]) -> StoreResult<()>;
     /// Marks a document indexed: recounts its chunks and stores `pages`, `bytes` and the
     /// time.
@@ -327,68 +286,29 @@ pub trait KnowledgeStore: Send + Sync + 'static {
         now: DateTime<Utc>,
     ) -> StoreResult<()>;
 
-    /// Queues a job (a refresh) unless one for the document is already queued or running;
-    /// returns the job that will do the work.
-    async fn enqueue_job(&self, job: &JobRecord) -> StoreResult<JobRecord>;
-    /// Takes the oldest queued job, or a running job whose lease ran out (its worker died),
-    /// marks it running with a lease until `lease_until`, and counts the attempt.
-    async fn claim_job(
-        &self,
-        now: DateTime<Utc>,
-        lease_until: DateTime<Utc>,
-    ) -> StoreResult<Option<JobRecord>>;
-    /// Records progress and extends the lease.
-    async fn job_progress(
-        &self,
-        id: &str,
-        done: u32,
-        total: u32,
-        lease_until: DateTime<Utc>,
-    ) -> StoreResult<()>;
-    /// Ends the attempt `job.attempts` of the running job `job` and its document together, in
-    /// one transaction, so that no reader ever sees a document `indexed` (or `failed`) while
-    /// its job is still `running`:
-    ///
-    /// - [`JobOutcome::Indexed`]: the document becomes `indexed` as [`finish_document`] does
-    ///   (error cleared, chunks recounted, `pages`, `bytes`, `indexed_at`), the job
-    ///   `succeeded` with its final progress;
-    /// - [`JobOutcome::Failed`]: both become `failed` with the reason as their `error`.
-    ///
-    /// Only the attempt that holds the job may end it: when the job is no longer `running`
-    /// under that attempt (its lease ran out and another worker claimed it again, or it was
-    /// deleted with its document) nothing is written and the answer is `false`.
-    ///
-    /// [`finish_document`]: KnowledgeStore::finish_document
-    async fn complete_job(
-        &self,
-        job: &JobRecord,
-        outcome: JobOutcome<'_>,
-        now: DateTime<Utc>,
-    ) -> StoreResult<bool>;
-    /// Ends a job as succeeded or failed.
-    async fn finish_job(
-        &self,
-        id: &str,
-        status: &str,
-        error: Option<&str>,
-        now: DateTime<Utc>,
-    ) -> StoreResult<()>;
-    /// A job of the user.
-    async fn job(&self, user_id: &str, id: &str) -> StoreResult<Option<JobRecord>>;
-
-    /// BM25 search over the agent's chunks for `question` (plain text: its content words,
-    /// analysed as `knowledge::bm25::query_terms` says; nothing in it is syntax): the best
-    /// `limit` hits containing at least one of its terms, best first, scored as
-    /// `knowledge::bm25` says. Empty when the question has no content word.
-    async fn search_chunks(
+    /// The agent's chunk generation: a number that changes whenever one of the agent's
+    /// chunks is written or deleted (with its page, document or agent), in the same
+    /// transaction as the change. `None` when no chunk of the agent was ever written, or
+    /// the agent was deleted. BM25 indexes in memory are checked against it
+    /// (`knowledge::search::index_cache`).
+    async fn chunk_generation(&self, agent_id: &str) -> StoreResult<Option<i64>>;
+    /// How many of the agent's chunks have an id of at most `max_id` (an index counts the
+    /// chunks it knows, to tell whether any was deleted).
+    async fn count_chunks_up_to(&self, agent_id: &str, max_id: i64) -> StoreResult<u64>;
+    /// The ids of the agent's chunks of at most `max_id`, ascending.
+    async fn chunk_ids_up_to(&self, agent_id: &str, max_id: i64) -> StoreResult<Vec<i64>>;
+    /// The agent's chunks with an id above `after_id`, ascending by id, at most `limit`:
+    /// what was added since an index saw `after_id`, complete by rule 3 above.
+    async fn chunks_after(
         &self,
         agent_id: &str,
-        question: &str,
+        after_id: i64,
         limit: u32,
-    ) -> StoreResult<Vec<ChunkHit>>;
+    ) -> StoreResult<Vec<ChunkText>>;
 
     /// Stores the embeddings made by `model` as `(chunk id, vector)` pairs, replacing a
-    /// chunk's earlier one; pairs of chunks that no longer exist are skipped. An empty
+    /// chunk's earlier one and changing the agent's [`DocumentStore::embedding_generation`]
+    /// in the same transaction; pairs of chunks that no longer exist are skipped. An empty
     /// vector records that the endpoint refused to embed the chunk, so it is not asked
     /// again for this model.
     async fn put_embeddings(&self, model: &str, vectors: &[(i64, Vec<f32>)]) -> StoreResult<()>;

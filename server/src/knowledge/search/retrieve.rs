@@ -1,5 +1,5 @@
 //! Retrieval: ranks the agent's chunks for a chat message by BM25 ([`super::bm25`], through
-//! the store) and keeps the best hits above a score floor. When `EMBEDDING_MODEL` is
+//! [`ChunkSearch`]) and keeps the best hits above a score floor. When `EMBEDDING_MODEL` is
 //! configured, [`hybrid`] also ranks the agent's chunks by the cosine similarity of their
 //! embeddings to the message's, and fuses both rankings by reciprocal rank fusion ([`rrf`]).
 
@@ -7,8 +7,11 @@ use std::collections::{HashMap, HashSet};
 
 use tracing::warn;
 
-use super::Knowledge;
-use crate::store::{knowledge::ChunkHit, Store, StoreResult};
+use super::ChunkSearch;
+use crate::{
+    knowledge::Knowledge,
+    store::{documents::ChunkHit, StoreResult},
+};
 
 /// Chunks put into a prompt at most.
 pub const TOP_K: u32 = 5;
@@ -23,12 +26,12 @@ pub const RELATIVE_SCORE_FLOOR: f64 = 0.35;
 ///
 /// Errors: the store's.
 pub async fn search(
-    store: &dyn Store,
+    search: &ChunkSearch,
     agent_id: &str,
     message: &str,
     k: u32,
 ) -> StoreResult<Vec<ChunkHit>> {
-    let hits = store
+    let hits = search
         .search_chunks(agent_id, message, CANDIDATES.max(k))
         .await?;
     Ok(apply_floor(hits, k))
@@ -122,13 +125,16 @@ pub async fn hybrid(
     message: &str,
     k: u32,
 ) -> StoreResult<Vec<ChunkHit>> {
-    let store = knowledge.store.as_ref();
+    let store = knowledge.documents.as_ref();
     let Some(embedder) = knowledge.embedder.as_deref() else {
-        return search(store, agent_id, message, k).await;
+        return search(&knowledge.search, agent_id, message, k).await;
     };
     let candidates = CANDIDATES.max(k);
     let bm25 = apply_floor(
-        store.search_chunks(agent_id, message, candidates).await?,
+        knowledge
+            .search
+            .search_chunks(agent_id, message, candidates)
+            .await?,
         candidates,
     );
     let set = knowledge

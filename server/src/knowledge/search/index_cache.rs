@@ -1,0 +1,233 @@
+//! Each agent's BM25 index kept in memory between searches ([`Bm25Cache`]) and brought up
+//! to date with the store before each search ([`rank_chunks`]).
+//!
+//! The database keeps the chunks; an index is derived from them and kept in step through
+//! four primitives of [`DocumentStore`], which every backend implements the same way:
+//!
+//! - [`DocumentStore::chunk_generation`]: one point read per search; when it equals the
+//!   generation the index was built at, nothing changed and the index answers alone;
+//! - [`DocumentStore::count_chunks_up_to`] and [`DocumentStore::chunk_ids_up_to`]: chunks
+//!   deleted since, found by counting the chunks the index already knows (ids up to the
+//!   largest it has seen) and, when the count differs, reading their ids;
+//! - [`DocumentStore::chunks_after`]: chunks added since, read as those above the largest
+//!   id the index has seen, [`INDEX_BATCH`] at a time. This is complete only because a
+//!   backend makes an agent's chunk ids visible in increasing order (the rule on
+//!   [`DocumentStore::chunks_after`]).
+//!
+//! So a document indexed through one server process is searchable through every other one
+//! at its next search, and a deleted one leaves retrieval at once. Analysis is CPU work
+//! and runs on the blocking pool.
+
+use std::{
+    collections::{HashMap, HashSet},
+    sync::{Arc, Mutex},
+    time::Instant,
+};
+
+use super::bm25::Bm25Index;
+use crate::store::{DocumentStore, StoreError, StoreResult};
+
+/// The largest total [`Bm25Index::heap_bytes`] of the indexes kept between queries:
+/// beyond it the least recently searched agents' indexes are dropped (they are rebuilt
+/// from the database when next searched). 100,000 chunks of 150–250 words take 60–90 MiB
+/// (`kb_bm25`).
+pub const CACHE_BUDGET_BYTES: usize = 1 << 30;
+
+/// Chunks read from the database per step while an agent's BM25 index is built or brought
+/// up to date (each step's text is analysed on the blocking pool).
+pub const INDEX_BATCH: u32 = 2_000;
+
+/// An agent's index as the cache keeps it, with what it was built from.
+#[derive(Debug, Default)]
+pub struct CachedIndex {
+    /// The agent's chunk generation the index reflects; `None` before it is built (or
+    /// after a build was interrupted).
+    pub generation: Option<i64>,
+    /// Largest chunk id indexed (an agent's chunk ids become visible in increasing order,
+    /// so newer chunks have larger ids).
+    pub max_chunk_id: i64,
+    pub index: Bm25Index,
+}
+
+/// The agents' indexes kept between queries, each behind its own lock (searches share
+/// it; bringing an index up to date takes it alone), within [`CACHE_BUDGET_BYTES`].
+#[derive(Debug, Default)]
+pub struct Bm25Cache {
+    agents: Mutex<HashMap<String, CacheEntry>>,
+}
+
+#[derive(Debug)]
+struct CacheEntry {
+    index: Arc<tokio::sync::RwLock<CachedIndex>>,
+    bytes: usize,
+    used: Instant,
+}
+
+impl Bm25Cache {
+    /// The agent's cached index (an empty, unbuilt one the first time).
+    pub fn entry(&self, agent_id: &str) -> Arc<tokio::sync::RwLock<CachedIndex>> {
+        let mut agents = self.agents.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = agents
+            .entry(agent_id.to_owned())
+            .or_insert_with(|| CacheEntry {
+                index: Arc::default(),
+                bytes: 0,
+                used: Instant::now(),
+            });
+        entry.used = Instant::now();
+        entry.index.clone()
+    }
+
+    /// Records the size of the agent's index after an update and drops the least
+    /// recently searched other indexes while the total exceeds `budget` bytes.
+    pub fn resized(&self, agent_id: &str, bytes: usize, budget: usize) {
+        let mut agents = self.agents.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(entry) = agents.get_mut(agent_id) {
+            entry.bytes = bytes;
+        }
+        let mut total: usize = agents.values().map(|e| e.bytes).sum();
+        while total > budget {
+            let Some(oldest) = agents
+                .iter()
+                .filter(|(id, _)| id.as_str() != agent_id)
+                .min_by_key(|(_, e)| e.used)
+                .map(|(id, _)| id.clone())
+            else {
+                break;
+            };
+            if let Some(entry) = agents.remove(&oldest) {
+                total -= entry.bytes;
+            }
+        }
+    }
+
+    /// Drops the agent's index (the agent has no chunks left, or was deleted).
+    pub fn forget(&self, agent_id: &str) {
+        let mut agents = self.agents.lock().unwrap_or_else(|e| e.into_inner());
+        agents.remove(agent_id);
+    }
+
+    /// Agents with an index kept.
+    pub fn agents(&self) -> usize {
+        self.agents.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+}
+
+/// The agent's best `k` chunks for the query `terms` by BM25: `(chunk id, score)`, best
+/// first ([`Bm25Index::search`]), from the agent's index in `cache` after bringing it up
+/// to date with `store` (see the module documentation).
+///
+/// One read of the agent's chunk generation when nothing changed; an agent without one
+/// (no chunk ever written, or the agent deleted) has its index dropped and no hits.
+///
+/// Errors: the store's, or [`StoreError::Other`] when analysing chunks panicked.
+pub async fn rank_chunks(
+    store: &dyn DocumentStore,
+    cache: &Bm25Cache,
+    agent_id: &str,
+    terms: &[String],
+    k: usize,
+) -> StoreResult<Vec<(i64, f32)>> {
+    let Some(generation) = store.chunk_generation(agent_id).await? else {
+        cache.forget(agent_id);
+        return Ok(Vec::new());
+    };
+    let entry = cache.entry(agent_id);
+    {
+        let cached = entry.read().await;
+        if cached.generation == Some(generation) {
+            return Ok(cached.index.search(terms, k));
+        }
+    }
+    let mut cached = entry.write().await;
+    if cached.generation != Some(generation) {
+        update_index(store, agent_id, &mut cached).await?;
+        // Read before the changes were: a write since then only makes the next search
+        // check again.
+        cached.generation = Some(generation);
+        cache.resized(agent_id, cached.index.heap_bytes(), CACHE_BUDGET_BYTES);
+    }
+    Ok(cached.index.search(terms, k))
+}
+
+/// Brings `cached` up to date with the agent's chunks in `store` (see the module
+/// documentation). Leaves `cached.generation` to the caller; when interrupted (the search
+/// was dropped) it leaves an empty index that the next search rebuilds.
+async fn update_index(
+    store: &dyn DocumentStore,
+    agent_id: &str,
+    cached: &mut CachedIndex,
+) -> StoreResult<()> {
+    let seen_up_to = cached.max_chunk_id;
+    let known = store.count_chunks_up_to(agent_id, seen_up_to).await?;
+    if known != cached.index.len() as u64 {
+        let kept: HashSet<i64> = store
+            .chunk_ids_up_to(agent_id, seen_up_to)
+            .await?
+            .into_iter()
+            .collect();
+        on_blocking_pool(cached, move |index| {
+            index.retain(|id| kept.contains(&id));
+        })
+        .await?;
+    }
+    loop {
+        let rows = store
+            .chunks_after(agent_id, cached.max_chunk_id, INDEX_BATCH)
+            .await?;
+        let Some(last) = rows.last().map(|c| c.chunk_id) else {
+            break;
+        };
+        on_blocking_pool(cached, move |index| {
+            for c in &rows {
+                index.add(c.chunk_id, &c.title, &c.heading_path, &c.text);
+            }
+        })
+        .await?;
+        cached.max_chunk_id = last;
+    }
+    Ok(())
+}
+
+/// Runs `work` on the index on the blocking pool (analysis is CPU work). While it runs,
+/// `cached` holds an empty, unbuilt index, so if the caller is dropped meanwhile the next
+/// search starts over instead of trusting a half-updated one.
+async fn on_blocking_pool(
+    cached: &mut CachedIndex,
+    work: impl FnOnce(&mut Bm25Index) + Send + 'static,
+) -> StoreResult<()> {
+    let max_chunk_id = cached.max_chunk_id;
+    let generation = cached.generation.take();
+    cached.max_chunk_id = 0;
+    let mut index = std::mem::take(&mut cached.index);
+    let index = tokio::task::spawn_blocking(move || {
+        work(&mut index);
+        index
+    })
+    .await
+    .map_err(|e| StoreError::Other(anyhow::anyhow!("indexing chunks failed: {e}")))?;
+    cached.index = index;
+    cached.max_chunk_id = max_chunk_id;
+    cached.generation = generation;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cache_drops_the_least_recently_searched_beyond_its_budget() {
+        let cache = Bm25Cache::default();
+        cache.entry("a");
+        cache.entry("b");
+        cache.resized("a", 600, 1000);
+        cache.resized("b", 600, 1000);
+        assert_eq!(cache.agents(), 1, "a was searched longest ago");
+        cache.entry("a");
+        cache.resized("a", 300, 1000);
+        assert_eq!(cache.agents(), 2, "within the budget");
+        cache.forget("a");
+        assert_eq!(cache.agents(), 1);
+    }
+}

@@ -1,0 +1,105 @@
+//! The account part of the persistence boundary: users, their plan and password, and the
+//! single-use email tokens (verification and password reset links). Every backend
+//! implements [`AccountStore`] (SQLite: `sqlite/accounts.rs`); [`super::Store`] requires it.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use super::StoreResult;
+use crate::domain::{Email, Plan};
+
+/// A user account.
+#[derive(Debug, Clone)]
+pub struct UserRecord {
+    pub id: String,
+    pub email: String,
+    pub name: String,
+    /// PHC string of the argon2id hash; `None` for provider-only accounts.
+    pub password_hash: Option<String>,
+    pub company: Option<String>,
+    pub country: Option<String>,
+    pub phone: Option<String>,
+    pub plan: Plan,
+    pub email_verified_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// What signup stores.
+#[derive(Debug, Clone)]
+pub struct NewUser {
+    pub id: String,
+    pub email: Email,
+    pub name: String,
+    pub password_hash: Option<String>,
+    pub company: Option<String>,
+    pub country: Option<String>,
+    pub phone: Option<String>,
+    pub email_verified: bool,
+    pub now: DateTime<Utc>,
+}
+
+/// Purpose of a single-use email token.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TokenPurpose {
+    /// Email verification link, valid 24 hours.
+    VerifyEmail,
+    /// Password reset link, valid 1 hour.
+    ResetPassword,
+}
+
+impl TokenPurpose {
+    /// Stored name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::VerifyEmail => "verify_email",
+            Self::ResetPassword => "reset_password",
+        }
+    }
+}
+
+/// Persistence of accounts and their email tokens.
+#[async_trait]
+pub trait AccountStore: Send + Sync {
+    /// Creates a user on the `free` plan; [`Conflict::Email`] when the email is taken. Of
+    /// any number of creations with one email, running at once or not, exactly one
+    /// succeeds (a unique index). Proven by `conformance::an_email_is_taken_once`.
+    ///
+    /// [`Conflict::Email`]: crate::store::Conflict::Email
+    async fn create_user(&self, user: NewUser) -> StoreResult<UserRecord>;
+    async fn user_by_id(&self, id: &str) -> StoreResult<Option<UserRecord>>;
+    async fn user_by_email(&self, email: &Email) -> StoreResult<Option<UserRecord>>;
+    /// Marks the email verified (idempotent).
+    async fn mark_email_verified(&self, user_id: &str, now: DateTime<Utc>) -> StoreResult<()>;
+    /// Sets the plan of the account with `email`; `NotFound` when there is none.
+    async fn set_plan(&self, email: &Email, plan: Plan, now: DateTime<Utc>) -> StoreResult<()>;
+    async fn set_password_hash(
+        &self,
+        user_id: &str,
+        hash: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()>;
+
+    /// Stores a single-use token by its hash.
+    async fn create_email_token(
+        &self,
+        user_id: &str,
+        purpose: TokenPurpose,
+        token_hash: &str,
+        expires_at: DateTime<Utc>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()>;
+    /// Consumes an unused, unexpired token and, in the same atomic step, voids every other
+    /// unused token of its user and purpose (OWASP Forgot Password Cheat Sheet: once a
+    /// reset succeeds, the account's other outstanding links stop working); returns its
+    /// user id, or `None` (unknown, used, voided or expired, all alike). Of two tokens of
+    /// one account consumed at once, at most one succeeds. Proven by
+    /// `conformance::an_email_token_works_once` and
+    /// `conformance::of_an_accounts_outstanding_links_only_one_is_ever_consumed`.
+    async fn consume_email_token(
+        &self,
+        purpose: TokenPurpose,
+        token_hash: &str,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<String>>;
+}

@@ -1,0 +1,70 @@
+//! The agent part of the persistence boundary. Every backend implements [`AgentStore`]
+//! (SQLite: `sqlite/agents.rs`); [`super::Store`] requires it.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use super::StoreResult;
+
+/// An agent as stored.
+#[derive(Debug, Clone)]
+pub struct AgentRecord {
+    pub id: String,
+    pub user_id: String,
+    pub name: String,
+    pub description: String,
+    pub system_prompt: String,
+    /// Empty: the server's default model.
+    pub model: String,
+    /// `active` for every agent today.
+    pub status: String,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+    /// Whether the agent had a knowledge document (in any status) when it was read; not a
+    /// stored column. Chat skips retrieval, and its query, when it is false; a new agent
+    /// has none. Adding a document forgets the agent from the service's agent cache, so
+    /// the next chat reads it again; a copy cached by another instance, or by a chat that
+    /// read the agent while the document was being added, is replaced within
+    /// `AGENT_CACHE_TTL` (2 s), while the new document is still being indexed.
+    pub has_knowledge: bool,
+}
+
+/// Fields of an agent update; `None` leaves the field unchanged.
+#[derive(Debug, Clone, Default)]
+pub struct AgentPatch {
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub system_prompt: Option<String>,
+    pub model: Option<String>,
+}
+
+/// Persistence of agents; every method is scoped to the owner.
+#[async_trait]
+pub trait AgentStore: Send + Sync {
+    /// Creates the agent unless its owner already has `limit` agents (the plan limit);
+    /// false at the limit, and nothing is written.
+    ///
+    /// The count and the insert are one atomic step: however many creations run at once,
+    /// the owner never has more than `limit` agents. SQLite: one conditional
+    /// `INSERT … SELECT … WHERE (SELECT count(*) …) < limit` (write statements run one at a
+    /// time); a server backend under read committed locks the owner's `users` row
+    /// (`SELECT … FOR UPDATE`) in the transaction first, or two inserts each count
+    /// `limit - 1`. Proven by
+    /// `conformance::ten_parallel_agent_creates_at_a_limit_of_three_leave_three`.
+    async fn create_agent(&self, agent: &AgentRecord, limit: u32) -> StoreResult<bool>;
+    /// The user's agents, oldest first.
+    async fn list_agents(&self, user_id: &str) -> StoreResult<Vec<AgentRecord>>;
+    async fn agent(&self, user_id: &str, id: &str) -> StoreResult<Option<AgentRecord>>;
+    /// Applies `patch`; `None` when the user has no such agent.
+    async fn update_agent(
+        &self,
+        user_id: &str,
+        id: &str,
+        patch: &AgentPatch,
+        now: DateTime<Utc>,
+    ) -> StoreResult<Option<AgentRecord>>;
+    /// Deletes the agent with its threads and messages, its documents with their chunks,
+    /// pages, jobs and embeddings, and its chunk generation; false when there was none.
+    /// The owner's daily usage stays.
+    async fn delete_agent(&self, user_id: &str, id: &str) -> StoreResult<bool>;
+}

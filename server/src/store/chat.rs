@@ -1,0 +1,120 @@
+//! The chat part of the persistence boundary: threads, their messages and each account's
+//! daily usage. Every backend implements [`ChatStore`] (SQLite: `sqlite/chat.rs`,
+//! `migrations/sqlite/0010_message_triggers.sql`); [`super::Store`] requires it.
+
+use async_trait::async_trait;
+use chrono::{DateTime, NaiveDate, Utc};
+
+use super::StoreResult;
+
+/// A conversation thread of one user with one agent.
+#[derive(Debug, Clone)]
+pub struct ThreadRecord {
+    pub id: String,
+    pub agent_id: String,
+    pub user_id: String,
+    pub title: String,
+    pub message_count: i64,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// One message of a thread.
+#[derive(Debug, Clone)]
+pub struct MessageRecord {
+    pub id: String,
+    pub thread_id: String,
+    /// `user` or `assistant`.
+    pub role: String,
+    pub content: String,
+    pub model: Option<String>,
+    pub prompt_tokens: Option<i64>,
+    pub completion_tokens: Option<i64>,
+    /// JSON array of the reply's sources.
+    pub sources: Option<String>,
+    pub latency_ms: Option<i64>,
+    /// `complete`, `failed` or `cancelled`.
+    pub status: String,
+    pub error: Option<String>,
+    pub created_at: DateTime<Utc>,
+}
+
+/// One account's use of chat on one UTC day.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageDay {
+    pub day: NaiveDate,
+    /// Chat replies (each chat request makes one, whatever its outcome).
+    pub chats: i64,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+}
+
+/// A keyset pagination position: the sort time and id of the last row returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cursor {
+    pub at: i64,
+    pub id: String,
+}
+
+/// Persistence of conversations. Methods taking a user id are tenant-scoped.
+#[async_trait]
+pub trait ChatStore: Send + Sync {
+    /// Creates the thread with its first message (the user's, whose `thread_id` is ignored:
+    /// it goes to `thread`) when its agent exists and belongs to its user; false otherwise
+    /// (the agent was deleted meanwhile) and nothing is written, so a caller holding an
+    /// agent read earlier never gets a foreign-key error. One call, so that starting a
+    /// conversation costs the writer one round trip, not two. The first message counts
+    /// as [`ChatStore::append_message`] counts one (the stored `message_count` is the
+    /// record's plus one). Proven by `conformance::a_thread_needs_its_users_agent`.
+    async fn create_thread(
+        &self,
+        thread: &ThreadRecord,
+        first: &MessageRecord,
+    ) -> StoreResult<bool>;
+    async fn thread(
+        &self,
+        user_id: &str,
+        agent_id: &str,
+        thread_id: &str,
+    ) -> StoreResult<Option<ThreadRecord>>;
+    /// Threads by most recent activity, after `cursor`.
+    async fn list_threads(
+        &self,
+        user_id: &str,
+        agent_id: &str,
+        limit: u32,
+        cursor: Option<&Cursor>,
+    ) -> StoreResult<Vec<ThreadRecord>>;
+    async fn delete_thread(
+        &self,
+        user_id: &str,
+        agent_id: &str,
+        thread_id: &str,
+    ) -> StoreResult<bool>;
+    /// Appends a message and bumps the thread's count and activity time; an assistant
+    /// message (one per chat request) also counts into its owner's [`UsageDay`] of
+    /// `created_at` (UTC), which outlives the thread.
+    ///
+    /// In the same atomic step as the insert (SQLite: the triggers of
+    /// `migrations/sqlite/0010_message_triggers.sql`), so that messages appended at once
+    /// are all counted: the thread's `message_count` grows by one and its `updated_at`
+    /// becomes the later of itself and the message's `created_at`; for an assistant
+    /// message, the owner's day gets one more `chats` and the message's prompt and
+    /// completion tokens (absent counts 0). Proven by
+    /// `conformance::concurrent_messages_are_all_written_and_counted` and
+    /// `conformance::thread_counters_and_daily_usage_follow_appended_messages`.
+    async fn append_message(&self, message: &MessageRecord) -> StoreResult<()>;
+    /// The user's usage on the days from `from` (UTC) on, oldest first; days without any
+    /// use are absent.
+    async fn usage(&self, user_id: &str, from: NaiveDate) -> StoreResult<Vec<UsageDay>>;
+    /// Messages oldest first, after `cursor`.
+    async fn list_messages(
+        &self,
+        thread_id: &str,
+        limit: u32,
+        cursor: Option<&Cursor>,
+    ) -> StoreResult<Vec<MessageRecord>>;
+    /// The newest `limit` messages, returned oldest first (prompt history).
+    async fn recent_messages(&self, thread_id: &str, limit: u32)
+        -> StoreResult<Vec<MessageRecord>>;
+}

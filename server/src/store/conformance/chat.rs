@@ -1,0 +1,194 @@
+//! Cases of agents, threads, messages and daily usage.
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Duration, NaiveDate, Utc};
+
+use super::{agent_record, in_parallel, message, thread_of_new_user, user};
+use crate::store::{MessageRecord, Store, ThreadRecord};
+
+/// [`crate::store::AgentStore::create_agent`]: ten creations at once under a plan limit
+/// of three leave exactly three agents.
+pub async fn ten_parallel_agent_creates_at_a_limit_of_three_leave_three(store: Arc<dyn Store>) {
+    user(store.as_ref(), "u1").await;
+    let created = in_parallel(10, |i| {
+        let store = store.clone();
+        async move {
+            store
+                .create_agent(&agent_record(&format!("a{i}"), "u1"), 3)
+                .await
+                .unwrap()
+        }
+    })
+    .await;
+    assert_eq!(created.iter().filter(|c| **c).count(), 3, "{created:?}");
+    assert_eq!(store.list_agents("u1").await.unwrap().len(), 3);
+    assert!(!store
+        .create_agent(&agent_record("late", "u1"), 3)
+        .await
+        .unwrap());
+}
+
+/// [`crate::store::ChatStore::create_thread`]: a thread needs its user's agent; a refused
+/// thread leaves no message behind, and an accepted one comes with its first message.
+pub async fn a_thread_needs_its_users_agent(store: Arc<dyn Store>) {
+    let thread = thread_of_new_user(store.as_ref()).await;
+    let now = Utc::now();
+    let other_user = ThreadRecord {
+        id: "t2".into(),
+        user_id: "someone-else".into(),
+        ..thread.clone()
+    };
+    let first = message(&other_user, 0, "user", now);
+    assert!(!store.create_thread(&other_user, &first).await.unwrap());
+    assert!(store
+        .thread(&thread.user_id, &thread.agent_id, "t2")
+        .await
+        .unwrap()
+        .is_none());
+    assert!(
+        store.recent_messages("t2", 10).await.unwrap().is_empty(),
+        "a refused thread leaves no message behind"
+    );
+    let kept = store.recent_messages(&thread.id, 10).await.unwrap();
+    assert_eq!(kept.len(), 1, "the first message goes in with its thread");
+    assert_eq!(
+        (kept[0].id.as_str(), kept[0].role.as_str()),
+        ("first", "user")
+    );
+    let stored = store
+        .thread(&thread.user_id, &thread.agent_id, &thread.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.message_count, 1, "the first message is counted");
+    assert!(store
+        .delete_agent(&thread.user_id, &thread.agent_id)
+        .await
+        .unwrap());
+    let deleted_agent = ThreadRecord {
+        id: "t3".into(),
+        created_at: now,
+        ..thread
+    };
+    assert!(!store
+        .create_thread(&deleted_agent, &message(&deleted_agent, 0, "user", now))
+        .await
+        .unwrap());
+}
+
+/// [`crate::store::ChatStore::append_message`]: 200 messages appended at once are all
+/// written, every one counted into its thread and every assistant message into the day's
+/// usage.
+pub async fn concurrent_messages_are_all_written_and_counted(store: Arc<dyn Store>) {
+    let thread = thread_of_new_user(store.as_ref()).await;
+    let at = Utc::now();
+    in_parallel(100, |i| {
+        let (store, thread) = (store.clone(), thread.clone());
+        async move {
+            store
+                .append_message(&message(&thread, i, "user", at))
+                .await
+                .unwrap();
+            store
+                .append_message(&message(&thread, i, "assistant", at))
+                .await
+                .unwrap();
+        }
+    })
+    .await;
+    let stored = store
+        .thread(&thread.user_id, &thread.agent_id, &thread.id)
+        .await
+        .unwrap()
+        .unwrap();
+    // 200 and the thread's first message.
+    assert_eq!(stored.message_count, 201);
+    assert_eq!(stored.updated_at.timestamp_millis(), at.timestamp_millis());
+    let usage = store.usage(&thread.user_id, at.date_naive()).await.unwrap();
+    assert_eq!(usage.len(), 1);
+    assert_eq!(usage[0].day, at.date_naive());
+    assert_eq!(
+        (
+            usage[0].chats,
+            usage[0].prompt_tokens,
+            usage[0].completion_tokens
+        ),
+        (100, 1_000, 500)
+    );
+}
+
+/// [`crate::store::ChatStore::append_message`]: the activity time only moves forward;
+/// usage goes to the UTC day of each assistant message, counts a reply without token
+/// counts as 0 tokens, and outlives the thread.
+pub async fn thread_counters_and_daily_usage_follow_appended_messages(store: Arc<dyn Store>) {
+    let thread = thread_of_new_user(store.as_ref()).await;
+    let day = |d: u32| NaiveDate::from_ymd_opt(2031, 3, d).unwrap();
+    let at = |d: u32, h: u32, m: u32| -> DateTime<Utc> {
+        day(d).and_hms_opt(h, m, 59).unwrap().and_utc()
+    };
+    let late_first = at(1, 23, 59);
+    let early_second = at(2, 0, 0);
+    store
+        .append_message(&message(&thread, 1, "assistant", late_first))
+        .await
+        .unwrap();
+    store
+        .append_message(&message(&thread, 2, "assistant", early_second))
+        .await
+        .unwrap();
+    let untimed = MessageRecord {
+        prompt_tokens: None,
+        completion_tokens: None,
+        status: "failed".into(),
+        ..message(&thread, 3, "assistant", early_second)
+    };
+    store.append_message(&untimed).await.unwrap();
+    store
+        .append_message(&message(&thread, 4, "user", early_second))
+        .await
+        .unwrap();
+    // An older message (a clock step back) leaves the activity time where it was.
+    store
+        .append_message(&message(&thread, 5, "user", late_first - Duration::days(1)))
+        .await
+        .unwrap();
+    let stored = store
+        .thread(&thread.user_id, &thread.agent_id, &thread.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(stored.message_count, 6);
+    assert_eq!(
+        stored.updated_at.timestamp_millis(),
+        early_second
+            .timestamp_millis()
+            .max(thread.updated_at.timestamp_millis())
+    );
+    let usage = |from| {
+        let store = store.clone();
+        let user = thread.user_id.clone();
+        async move {
+            store
+                .usage(&user, from)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|u| (u.day, u.chats, u.prompt_tokens, u.completion_tokens))
+                .collect::<Vec<_>>()
+        }
+    };
+    let expected = vec![(day(1), 1, 10, 5), (day(2), 2, 10, 5)];
+    assert_eq!(usage(day(1)).await, expected, "oldest first, per UTC day");
+    assert_eq!(usage(day(2)).await, expected[1..], "from the given day on");
+    assert!(store
+        .delete_thread(&thread.user_id, &thread.agent_id, &thread.id)
+        .await
+        .unwrap());
+    assert_eq!(usage(day(1)).await, expected, "usage outlives the thread");
+    let listed = store
+        .list_threads(&thread.user_id, &thread.agent_id, 10, None)
+        .await
+        .unwrap();
+    assert!(listed.is_empty());
+}

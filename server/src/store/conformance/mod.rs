@@ -1,0 +1,240 @@
+//! The store conformance suite: the rules every backend must keep (each stated on the
+//! trait method it concerns), proven against any [`Store`]. Each case is a `pub async fn`
+//! taking a freshly migrated, empty store and panicking when the rule is broken;
+//! concurrency cases run their calls as parallel tasks, so the test runtime must be
+//! multi-threaded. Nothing here knows the backend: `server/tests/store.rs` runs every case
+//! on the backend `AGENTCHAT_TEST_DATABASE_URL` names (a SQLite file in a temporary folder
+//! when it is unset), one fresh database per case.
+
+mod accounts;
+mod chat;
+mod documents;
+mod queues;
+mod tenancy;
+
+use std::{future::Future, sync::Arc};
+
+use chrono::{DateTime, Utc};
+
+pub use accounts::*;
+pub use chat::*;
+pub use documents::*;
+pub use queues::*;
+pub use tenancy::*;
+
+use super::{
+    documents::{DocumentRecord, NewChunk, PageRecord},
+    jobs::JobRecord,
+    AgentRecord, MessageRecord, NewUser, Store, ThreadRecord, UserRecord,
+};
+use crate::domain::Email;
+
+/// Calls `$callback!` with the name of every conformance case, so that a test file gets
+/// one test per case and a new case cannot be forgotten there.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! for_each_store_conformance_case {
+    ($callback:ident) => {
+        $callback! {
+            an_email_is_taken_once,
+            an_email_token_works_once,
+            of_an_accounts_outstanding_links_only_one_is_ever_consumed,
+            ten_parallel_sign_ins_leave_at_most_five_live_sessions,
+            the_oldest_sessions_beyond_the_cap_are_ended,
+            refresh_rotation_is_compare_and_set,
+            parallel_api_key_creates_stop_at_the_cap,
+            another_users_rows_are_not_found,
+            ten_parallel_agent_creates_at_a_limit_of_three_leave_three,
+            a_thread_needs_its_users_agent,
+            concurrent_messages_are_all_written_and_counted,
+            thread_counters_and_daily_usage_follow_appended_messages,
+            crawled_pages_written_together_replace_each_pages_chunks,
+            crawled_pages_of_a_deleted_document_are_not_written,
+            chunk_ids_only_grow,
+            the_chunk_generation_changes_with_every_chunk_write_and_delete,
+            searches_see_chunks_written_by_another_process_at_once,
+            an_interrupted_index_build_is_started_over,
+            searches_are_scoped_to_the_agent,
+            two_interleaved_chunk_writers_leave_nothing_out_of_the_index,
+            sixteen_claimers_over_eight_jobs_take_eight_distinct_jobs,
+            a_claimed_job_is_claimed_again_only_after_its_lease,
+            a_document_has_one_queued_or_running_job,
+            parallel_delivery_claims_are_distinct,
+            parallel_webhook_and_integration_creates_stop_at_the_limit,
+            an_inbound_event_is_answered_once,
+        }
+    };
+}
+
+/// Runs every case in turn, each on a fresh store from `make` (for a backend that wants
+/// the whole suite as one test; `server/tests/store.rs` runs one test per case instead).
+pub async fn run_all<F, Fut>(make: F)
+where
+    F: Fn() -> Fut,
+    Fut: Future<Output = Arc<dyn Store>>,
+{
+    macro_rules! run {
+        ($($case:ident),* $(,)?) => {
+            $( $case(make().await).await; )*
+        };
+    }
+    for_each_store_conformance_case!(run);
+}
+
+/// Creates the verified user `id` with the email `{id}@example.com`.
+async fn user(store: &dyn Store, id: &str) -> UserRecord {
+    store
+        .create_user(new_user(id, &format!("{id}@example.com")))
+        .await
+        .expect("creating a user")
+}
+
+/// What creating the verified user `id` with `email` stores.
+fn new_user(id: &str, email: &str) -> NewUser {
+    NewUser {
+        id: id.into(),
+        email: Email::parse(email).expect("a valid email"),
+        name: format!("User {id}"),
+        password_hash: None,
+        company: None,
+        country: None,
+        phone: None,
+        email_verified: true,
+        now: Utc::now(),
+    }
+}
+
+/// The agent `id` of `user_id`, not stored yet.
+fn agent_record(id: &str, user_id: &str) -> AgentRecord {
+    let now = Utc::now();
+    AgentRecord {
+        id: id.into(),
+        user_id: user_id.into(),
+        name: format!("Agent {id}"),
+        description: String::new(),
+        system_prompt: String::new(),
+        model: String::new(),
+        status: "active".into(),
+        created_at: now,
+        updated_at: now,
+        has_knowledge: false,
+    }
+}
+
+/// Creates the agent `id` of `user_id`.
+async fn agent(store: &dyn Store, id: &str, user_id: &str) -> AgentRecord {
+    let agent = agent_record(id, user_id);
+    assert!(store
+        .create_agent(&agent, 100)
+        .await
+        .expect("creating an agent"));
+    agent
+}
+
+/// Creates the user `u1` with the agent `a1` and its thread `t1`, whose first message is
+/// `first` (a user message).
+async fn thread_of_new_user(store: &dyn Store) -> ThreadRecord {
+    let now = Utc::now();
+    let user = user(store, "u1").await;
+    let agent = agent(store, "a1", &user.id).await;
+    let thread = ThreadRecord {
+        id: "t1".into(),
+        agent_id: agent.id,
+        user_id: user.id,
+        title: "Hello".into(),
+        message_count: 0,
+        created_at: now,
+        updated_at: now,
+    };
+    let first = MessageRecord {
+        id: "first".into(),
+        ..message(&thread, 0, "user", now)
+    };
+    assert!(store.create_thread(&thread, &first).await.unwrap());
+    thread
+}
+
+/// Message `i` of `thread` with `role` at `at`; an assistant message used 10 prompt and 5
+/// completion tokens.
+fn message(thread: &ThreadRecord, i: usize, role: &str, at: DateTime<Utc>) -> MessageRecord {
+    MessageRecord {
+        id: format!("m{i}-{role}"),
+        thread_id: thread.id.clone(),
+        role: role.into(),
+        content: format!("message {i}"),
+        model: None,
+        prompt_tokens: (role == "assistant").then_some(10),
+        completion_tokens: (role == "assistant").then_some(5),
+        sources: None,
+        latency_ms: None,
+        status: "complete".into(),
+        error: None,
+        created_at: at,
+    }
+}
+
+/// A crawled document `d1` of agent `a1` (user `u1`, from [`thread_of_new_user`]).
+async fn crawled_document(store: &dyn Store) -> DocumentRecord {
+    let thread = thread_of_new_user(store).await;
+    crawl_document(
+        store,
+        "d1",
+        &thread.agent_id,
+        &thread.user_id,
+        "https://example.com/",
+    )
+    .await
+}
+
+/// A web site document `id` of `agent_id` starting at `url`, with its queued crawl job.
+async fn crawl_document(
+    store: &dyn Store,
+    id: &str,
+    agent_id: &str,
+    user_id: &str,
+    url: &str,
+) -> DocumentRecord {
+    let now = Utc::now();
+    let doc = DocumentRecord::pending_url(id.into(), agent_id, user_id, url, None, now);
+    let job = JobRecord::queued("crawl", &doc.id, &doc.user_id, now);
+    store.create_document(&doc, &job).await.unwrap();
+    doc
+}
+
+/// The page `url` with one chunk per entry of `words` (each its text).
+fn page(url: &str, words: &[&str]) -> (PageRecord, Vec<NewChunk>) {
+    let record = PageRecord {
+        url: url.into(),
+        title: format!("Title of {url}"),
+        content_hash: format!("hash of {}", words.join(" ")),
+    };
+    let chunks = words
+        .iter()
+        .enumerate()
+        .map(|(i, word)| NewChunk {
+            page_url: Some(url.into()),
+            title: record.title.clone(),
+            heading_path: String::new(),
+            position: i as u32,
+            page: None,
+            tokens: 1,
+            text: (*word).into(),
+        })
+        .collect();
+    (record, chunks)
+}
+
+/// Runs `n` copies of `task` (given their index) as parallel tasks and returns their
+/// results in index order.
+async fn in_parallel<T, Fut>(n: usize, task: impl Fn(usize) -> Fut) -> Vec<T>
+where
+    T: Send + 'static,
+    Fut: Future<Output = T> + Send + 'static,
+{
+    let handles: Vec<_> = (0..n).map(|i| tokio::spawn(task(i))).collect();
+    let mut out = Vec::with_capacity(n);
+    for handle in handles {
+        out.push(handle.await.expect("a parallel task panicked"));
+    }
+    out
+}

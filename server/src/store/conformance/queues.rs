@@ -1,0 +1,330 @@
+//! Cases of the job queue, webhook deliveries and the per-account limits of webhooks and
+//! integrations.
+
+use std::{collections::HashSet, sync::Arc};
+
+use chrono::{DateTime, Duration, Utc};
+
+use super::{agent, in_parallel, user};
+use crate::store::{
+    documents::{status, DocumentRecord},
+    integrations::IntegrationRecord,
+    jobs::{job_status, JobOutcome, JobRecord},
+    webhooks::{AfterAttempt, AttemptRecord, WebhookRecord},
+    Store,
+};
+
+/// Creates user `u1` with agent `a1` and `n` uploaded documents `d0…`, each with its
+/// queued ingestion job (queued one millisecond apart, in order); returns the jobs.
+async fn queued_jobs(store: &dyn Store, n: usize, now: DateTime<Utc>) -> Vec<JobRecord> {
+    user(store, "u1").await;
+    agent(store, "a1", "u1").await;
+    let mut jobs = Vec::with_capacity(n);
+    for i in 0..n {
+        let at = now + Duration::milliseconds(i as i64);
+        let doc = DocumentRecord::pending_file(
+            format!("d{i}"),
+            "a1",
+            "u1",
+            format!("{i}.txt"),
+            "text",
+            10,
+            at,
+        );
+        let job = JobRecord::queued("ingest", &doc.id, "u1", at);
+        store.create_document(&doc, &job).await.unwrap();
+        jobs.push(job);
+    }
+    jobs
+}
+
+/// [`crate::store::JobQueue::claim_job`]: sixteen workers claiming at once over eight
+/// queued jobs take eight distinct jobs, each on its first attempt; the other eight get
+/// none.
+pub async fn sixteen_claimers_over_eight_jobs_take_eight_distinct_jobs(store: Arc<dyn Store>) {
+    let now = Utc::now();
+    let jobs = queued_jobs(store.as_ref(), 8, now).await;
+    let lease = now + Duration::seconds(60);
+    let claims = in_parallel(16, |_| {
+        let store = store.clone();
+        async move { store.claim_job(now, lease).await.unwrap() }
+    })
+    .await;
+    let claimed: Vec<JobRecord> = claims.into_iter().flatten().collect();
+    let ids: HashSet<&str> = claimed.iter().map(|j| j.id.as_str()).collect();
+    let queued: HashSet<&str> = jobs.iter().map(|j| j.id.as_str()).collect();
+    assert_eq!(claimed.len(), 8, "one claim per job");
+    assert_eq!(ids, queued, "every job taken once");
+    assert!(claimed
+        .iter()
+        .all(|j| j.attempts == 1 && j.status == job_status::RUNNING));
+    assert!(store.claim_job(now, lease).await.unwrap().is_none());
+}
+
+/// [`crate::store::JobQueue::claim_job`] and [`crate::store::JobQueue::complete_job`]: a
+/// running job is claimed again only once its lease (extended by progress) has ended,
+/// as a new attempt; only the attempt holding the job may complete it.
+pub async fn a_claimed_job_is_claimed_again_only_after_its_lease(store: Arc<dyn Store>) {
+    let t0 = Utc::now();
+    let job = queued_jobs(store.as_ref(), 1, t0).await.remove(0);
+    let at = |s: i64| t0 + Duration::seconds(s);
+    let first = store.claim_job(at(0), at(60)).await.unwrap().unwrap();
+    assert_eq!((first.id.as_str(), first.attempts), (job.id.as_str(), 1));
+    assert!(store.claim_job(at(30), at(90)).await.unwrap().is_none());
+    store.job_progress(&job.id, 1, 2, at(90)).await.unwrap();
+    assert!(
+        store.claim_job(at(70), at(130)).await.unwrap().is_none(),
+        "progress extended the lease"
+    );
+    let second = store.claim_job(at(91), at(151)).await.unwrap().unwrap();
+    assert_eq!((second.id.as_str(), second.attempts), (job.id.as_str(), 2));
+    let indexed = JobOutcome::Indexed {
+        pages: Some(1),
+        bytes: 10,
+        progress: (2, 2),
+    };
+    assert!(
+        !store.complete_job(&first, indexed, at(95)).await.unwrap(),
+        "the first attempt lost the job"
+    );
+    let doc = store
+        .document_by_id(&job.document_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        doc.status,
+        status::PENDING,
+        "nothing written by the lost attempt"
+    );
+    assert!(store.complete_job(&second, indexed, at(96)).await.unwrap());
+    let doc = store
+        .document_by_id(&job.document_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (doc.status.as_str(), doc.pages, doc.bytes),
+        (status::INDEXED, Some(1), 10)
+    );
+    let done = store.job("u1", &job.id).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            done.status.as_str(),
+            done.progress_done,
+            done.progress_total
+        ),
+        (job_status::SUCCEEDED, 2, 2)
+    );
+    let failed = JobOutcome::Failed { reason: "late" };
+    assert!(!store.complete_job(&second, failed, at(97)).await.unwrap());
+    assert!(store.claim_job(at(500), at(560)).await.unwrap().is_none());
+}
+
+/// [`crate::store::JobQueue::enqueue_job`]: while a document's job is queued or running,
+/// every enqueue (eight at once among them) answers that job; after it ended, a new job
+/// is queued.
+pub async fn a_document_has_one_queued_or_running_job(store: Arc<dyn Store>) {
+    let now = Utc::now();
+    let job = queued_jobs(store.as_ref(), 1, now).await.remove(0);
+    let answers = in_parallel(8, |_| {
+        let (store, doc) = (store.clone(), job.document_id.clone());
+        async move {
+            store
+                .enqueue_job(&JobRecord::queued("ingest", &doc, "u1", now))
+                .await
+                .unwrap()
+        }
+    })
+    .await;
+    assert!(answers.iter().all(|j| j.id == job.id), "{answers:?}");
+    let running = store
+        .claim_job(now, now + Duration::seconds(60))
+        .await
+        .unwrap()
+        .unwrap();
+    let again = JobRecord::queued("ingest", &job.document_id, "u1", now);
+    assert_eq!(store.enqueue_job(&again).await.unwrap().id, job.id);
+    let failed = JobOutcome::Failed { reason: "no text" };
+    assert!(store.complete_job(&running, failed, now).await.unwrap());
+    let refresh = JobRecord::queued("ingest", &job.document_id, "u1", now);
+    let queued = store.enqueue_job(&refresh).await.unwrap();
+    assert_eq!(queued.id, refresh.id, "a new job once the old one ended");
+    assert_eq!(
+        store.job("u1", &refresh.id).await.unwrap().unwrap().status,
+        job_status::QUEUED
+    );
+}
+
+/// The active webhook `id` of `user_id`, subscribed to `agent.created`.
+fn webhook(id: &str, user_id: &str) -> WebhookRecord {
+    WebhookRecord {
+        id: id.into(),
+        user_id: user_id.into(),
+        url: format!("https://hooks.example.com/{id}"),
+        events: vec!["agent.created".into()],
+        description: String::new(),
+        secret_sealed: vec![0; 44],
+        active: true,
+        disabled_reason: None,
+        created_at: Utc::now(),
+    }
+}
+
+/// [`crate::store::WebhookStore::claim_deliveries`]: eight workers claiming at once take
+/// each of twelve due deliveries exactly once; before the lease ends nothing is claimed
+/// again, after it the unfinished ones are, as second attempts.
+pub async fn parallel_delivery_claims_are_distinct(store: Arc<dyn Store>) {
+    let now = Utc::now();
+    user(store.as_ref(), "u1").await;
+    assert!(store
+        .create_webhook(&webhook("w1", "u1"), 10)
+        .await
+        .unwrap());
+    for i in 0..12 {
+        let payload = format!("{{\"n\":{i}}}");
+        let queued = store
+            .enqueue_event("u1", "agent.created", &payload, now)
+            .await
+            .unwrap();
+        assert_eq!(queued, 1);
+    }
+    assert_eq!(
+        store
+            .enqueue_event("u1", "agent.deleted", "{}", now)
+            .await
+            .unwrap(),
+        0
+    );
+    let lease = now + Duration::seconds(60);
+    let claims = in_parallel(8, |_| {
+        let store = store.clone();
+        async move { store.claim_deliveries(now, lease, 3).await.unwrap() }
+    })
+    .await;
+    let claimed: Vec<_> = claims.into_iter().flatten().collect();
+    let ids: HashSet<&str> = claimed.iter().map(|c| c.delivery.id.as_str()).collect();
+    assert_eq!(claimed.len(), 12, "every due delivery claimed");
+    assert_eq!(ids.len(), 12, "each once");
+    assert!(claimed
+        .iter()
+        .all(|c| c.delivery.attempts == 1 && c.url == "https://hooks.example.com/w1"));
+    assert!(store
+        .claim_deliveries(now + Duration::seconds(30), lease, 100)
+        .await
+        .unwrap()
+        .is_empty());
+    let done = &claimed[0].delivery;
+    let attempt = AttemptRecord {
+        delivery_id: done.id.clone(),
+        attempt: 1,
+        started_at: now,
+        duration_ms: 5,
+        response_status: Some(200),
+        error: None,
+    };
+    store
+        .record_attempt(&attempt, AfterAttempt::Succeeded, now)
+        .await
+        .unwrap();
+    let after = now + Duration::seconds(61);
+    let again = store
+        .claim_deliveries(after, after + Duration::seconds(60), 100)
+        .await
+        .unwrap();
+    assert_eq!(
+        again.len(),
+        11,
+        "the unfinished ones, once their lease ended"
+    );
+    assert!(again
+        .iter()
+        .all(|c| c.delivery.attempts == 2 && c.delivery.id != done.id));
+}
+
+/// [`crate::store::WebhookStore::create_webhook`] and
+/// [`crate::store::IntegrationStore::create_integration`]: creations at once under a
+/// limit leave exactly the limit.
+pub async fn parallel_webhook_and_integration_creates_stop_at_the_limit(store: Arc<dyn Store>) {
+    user(store.as_ref(), "u1").await;
+    let webhooks = in_parallel(10, |i| {
+        let store = store.clone();
+        async move {
+            store
+                .create_webhook(&webhook(&format!("w{i}"), "u1"), 3)
+                .await
+                .unwrap()
+        }
+    })
+    .await;
+    assert_eq!(webhooks.iter().filter(|c| **c).count(), 3, "{webhooks:?}");
+    assert_eq!(store.list_webhooks("u1").await.unwrap().len(), 3);
+    let integrations = in_parallel(10, |i| {
+        let store = store.clone();
+        async move {
+            store
+                .create_integration(&integration(&format!("i{i}"), "u1"), 2)
+                .await
+                .unwrap()
+        }
+    })
+    .await;
+    assert_eq!(
+        integrations.iter().filter(|c| **c).count(),
+        2,
+        "{integrations:?}"
+    );
+    assert_eq!(store.list_integrations("u1").await.unwrap().len(), 2);
+}
+
+/// [`crate::store::IntegrationStore::first_channel_event`]: of eight deliveries of one
+/// inbound event at once, and one later, exactly one is first.
+pub async fn an_inbound_event_is_answered_once(store: Arc<dyn Store>) {
+    let now = Utc::now();
+    user(store.as_ref(), "u1").await;
+    assert!(store
+        .create_integration(&integration("i1", "u1"), 10)
+        .await
+        .unwrap());
+    let firsts = in_parallel(8, |_| {
+        let store = store.clone();
+        async move {
+            store
+                .first_channel_event("i1", "update-1", now)
+                .await
+                .unwrap()
+        }
+    })
+    .await;
+    assert_eq!(firsts.iter().filter(|f| **f).count(), 1, "{firsts:?}");
+    assert!(!store
+        .first_channel_event("i1", "update-1", now)
+        .await
+        .unwrap());
+    assert!(store
+        .first_channel_event("i1", "update-2", now)
+        .await
+        .unwrap());
+}
+
+/// The Telegram integration `id` of `user_id`, linked to no agent.
+fn integration(id: &str, user_id: &str) -> IntegrationRecord {
+    let now = Utc::now();
+    IntegrationRecord {
+        id: id.into(),
+        user_id: user_id.into(),
+        provider_code: "telegram".into(),
+        name: format!("bot {id}"),
+        agent_id: None,
+        config: "{}".into(),
+        credentials_sealed: Vec::new(),
+        key_id: "k".into(),
+        credential_hints: "{}".into(),
+        status: "active".into(),
+        status_detail: None,
+        public_id: None,
+        inbound_secret_hash: None,
+        created_at: now,
+        updated_at: now,
+    }
+}

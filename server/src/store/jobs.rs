@@ -1,0 +1,151 @@
+//! The job part of the persistence boundary: the durable queue of knowledge jobs
+//! (ingestion of an upload, crawl of a site) with leases. Every backend implements
+//! [`JobQueue`] (SQLite: `sqlite/jobs.rs`); [`super::Store`] requires it.
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use super::StoreResult;
+
+/// Job status values (docs/api.md § Knowledge base: queued, running, succeeded, failed).
+pub mod job_status {
+    /// Waiting for a worker.
+    pub const QUEUED: &str = "queued";
+    /// A worker holds its lease.
+    pub const RUNNING: &str = "running";
+    /// Finished.
+    pub const SUCCEEDED: &str = "succeeded";
+    /// Gave up; `error` says why.
+    pub const FAILED: &str = "failed";
+}
+
+/// A background job (ingestion of an upload or a crawl).
+#[derive(Debug, Clone, PartialEq)]
+pub struct JobRecord {
+    pub id: String,
+    /// `ingest` or `crawl`.
+    pub kind: String,
+    pub document_id: String,
+    pub user_id: String,
+    /// One of [`job_status`].
+    pub status: String,
+    pub progress_done: u32,
+    pub progress_total: u32,
+    pub error: Option<String>,
+    /// Times a worker has started it (a restart after a crash counts).
+    pub attempts: u32,
+    pub created_at: DateTime<Utc>,
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+}
+
+impl JobRecord {
+    /// A new job of `kind` (`ingest` or `crawl`) for a document of `user_id`, queued at
+    /// `now`, with a new time-ordered id (UUIDv7).
+    pub fn queued(kind: &str, document_id: &str, user_id: &str, now: DateTime<Utc>) -> Self {
+        Self {
+            id: uuid::Uuid::now_v7().to_string(),
+            kind: kind.to_string(),
+            document_id: document_id.to_string(),
+            user_id: user_id.to_string(),
+            status: job_status::QUEUED.to_string(),
+            progress_done: 0,
+            progress_total: 0,
+            error: None,
+            attempts: 0,
+            created_at: now,
+            started_at: None,
+            finished_at: None,
+        }
+    }
+}
+
+/// How a job ended, for [`JobQueue::complete_job`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum JobOutcome<'a> {
+    /// The document is searchable.
+    Indexed {
+        /// Pages crawled (url documents) or read (PDF).
+        pages: Option<u32>,
+        /// Size of the upload, or of the crawled pages' text, in bytes.
+        bytes: u64,
+        /// The job's final progress: units done, of total.
+        progress: (u32, u32),
+    },
+    /// Indexing gave up; the sentence for the document's and the job's `error`.
+    Failed {
+        /// Why, for the user.
+        reason: &'a str,
+    },
+}
+
+/// The queue of knowledge jobs. Methods taking a user id are tenant-scoped.
+#[async_trait]
+pub trait JobQueue: Send + Sync {
+    /// Queues a job (a refresh) unless one for the document is already queued or running;
+    /// returns the job that will do the work.
+    ///
+    /// A document has at most one queued or running job, however many enqueues run at
+    /// once: the check and the insert are one atomic step (SQLite: a `BEGIN IMMEDIATE`
+    /// transaction; a server backend: a partial unique index on the document's
+    /// queued/running job, `INSERT … ON CONFLICT DO NOTHING`, then the winner read).
+    /// Proven by `conformance::a_document_has_one_queued_or_running_job`.
+    async fn enqueue_job(&self, job: &JobRecord) -> StoreResult<JobRecord>;
+    /// Takes the oldest queued job, or a running job whose lease ran out (its worker died),
+    /// marks it running with a lease until `lease_until`, and counts the attempt.
+    ///
+    /// One claimer per job: of any number of claims running at once, each job is returned
+    /// to at most one, and a running job is returned again only after its lease ended
+    /// (before `now`). The returned `attempts` identifies the claim, and fences its
+    /// completion ([`JobQueue::complete_job`]). SQLite: one `UPDATE … WHERE id = (SELECT
+    /// …) RETURNING` (write statements run one at a time); a server backend under read
+    /// committed needs `FOR UPDATE SKIP LOCKED` in the subquery and the status predicate
+    /// repeated in the outer `WHERE`, or two workers take the same row. Proven by
+    /// `conformance::sixteen_claimers_over_eight_jobs_take_eight_distinct_jobs` and
+    /// `conformance::a_claimed_job_is_claimed_again_only_after_its_lease`.
+    async fn claim_job(
+        &self,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+    ) -> StoreResult<Option<JobRecord>>;
+    /// Records progress and extends the lease of the job while it is running (nothing is
+    /// written once it has ended).
+    async fn job_progress(
+        &self,
+        id: &str,
+        done: u32,
+        total: u32,
+        lease_until: DateTime<Utc>,
+    ) -> StoreResult<()>;
+    /// Ends the attempt `job.attempts` of the running job `job` and its document together, in
+    /// one transaction, so that no reader ever sees a document `indexed` (or `failed`) while
+    /// its job is still `running`:
+    ///
+    /// - [`JobOutcome::Indexed`]: the document becomes `indexed` as [`finish_document`] does
+    ///   (error cleared, chunks recounted, `pages`, `bytes`, `indexed_at`), the job
+    ///   `succeeded` with its final progress;
+    /// - [`JobOutcome::Failed`]: both become `failed` with the reason as their `error`.
+    ///
+    /// Only the attempt that holds the job may end it: when the job is no longer `running`
+    /// under that attempt (its lease ran out and another worker claimed it again, or it was
+    /// deleted with its document) nothing is written and the answer is `false`. Proven by
+    /// `conformance::a_claimed_job_is_claimed_again_only_after_its_lease`.
+    ///
+    /// [`finish_document`]: super::documents::DocumentStore::finish_document
+    async fn complete_job(
+        &self,
+        job: &JobRecord,
+        outcome: JobOutcome<'_>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool>;
+    /// Ends a job as succeeded or failed.
+    async fn finish_job(
+        &self,
+        id: &str,
+        status: &str,
+        error: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()>;
+    /// A job of the user.
+    async fn job(&self, user_id: &str, id: &str) -> StoreResult<Option<JobRecord>>;
+}

@@ -1,0 +1,262 @@
+//! The embedded SQLite backend: one file, WAL journal, foreign keys on, migrations from
+//! `migrations/sqlite` embedded in the binary.
+
+use std::{str::FromStr, sync::Arc, time::Duration};
+
+use async_trait::async_trait;
+use sqlx::{
+    sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
+    ConnectOptions, SqlitePool,
+};
+
+use crate::store::{Store, StoreError, StoreResult};
+
+mod accounts;
+mod agents;
+mod api_keys;
+mod chat;
+mod documents;
+mod identity;
+mod integrations;
+mod jobs;
+mod rows;
+mod sessions;
+mod webhooks;
+
+/// [`Store`] on SQLite.
+///
+/// Writes go through one connection (`writer`) and reads through a pool of read-only
+/// connections (`pool`). SQLite lets one connection write at a time; with several writing
+/// connections, a writer that finds the lock taken sleeps in SQLite's busy handler (1, 2,
+/// 5, 10, ... ms) and chats pay those sleeps. One writer turns that contention into a
+/// first-come, first-served queue in the pool, and WAL mode lets the readers go on while
+/// it writes. The readers are opened read-only, so a write sent to them by mistake fails
+/// loudly ("attempt to write a readonly database") instead of contending.
+///
+/// The writer never checkpoints the WAL itself (`wal_autocheckpoint = 0`): SQLite's
+/// default is that the commit which takes the WAL past 1,000 pages copies them into the
+/// database file and syncs both files before it returns, so that commit, and every write
+/// queued behind the one writer, waits for two `fsync`s. A checkpointer of its own
+/// ([`Checkpointer`], one more read-write connection) does it every
+/// [`CHECKPOINT_INTERVAL`] instead, beside the writer (a passive checkpoint never blocks
+/// writers or readers).
+#[derive(Clone)]
+pub struct SqliteStore {
+    pool: SqlitePool,
+    writer: SqlitePool,
+    /// Stops the checkpointer when the last clone of the store is dropped.
+    _checkpointer: Arc<Checkpointer>,
+}
+
+/// Read-only connections in [`SqliteStore`]'s reader pool.
+pub const READERS: u32 = 8;
+
+/// How often [`Checkpointer`] copies the WAL into the database file.
+pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Largest size the WAL file is left at after a checkpoint has emptied it, in bytes
+/// (`journal_size_limit`; without it the file keeps its largest size).
+pub const WAL_SIZE_LIMIT: u64 = 64 * 1024 * 1024;
+
+/// The task that checkpoints the WAL of a [`SqliteStore`] every [`CHECKPOINT_INTERVAL`]
+/// (`PRAGMA wal_checkpoint(PASSIVE)`: it copies what no reader still needs and never
+/// waits for a lock, so it holds up neither the writer nor the readers). A checkpoint that
+/// fails (the disk is full, say) is logged and tried again at the next interval; the WAL
+/// keeps every committed write meanwhile. Dropped, it stops the task, whose connection
+/// then closes.
+struct Checkpointer(tokio::task::AbortHandle);
+
+impl Checkpointer {
+    fn start(mut connection: sqlx::SqliteConnection) -> Self {
+        let task = tokio::spawn(async move {
+            let mut ticks = tokio::time::interval(CHECKPOINT_INTERVAL);
+            ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticks.tick().await;
+                if let Err(e) = sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
+                    .execute(&mut connection)
+                    .await
+                {
+                    tracing::warn!(error = %e, "checkpointing the database's WAL failed");
+                }
+            }
+        });
+        Self(task.abort_handle())
+    }
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating when missing, with its parent folder) the database at `url`.
+    pub async fn connect(url: &str) -> anyhow::Result<Self> {
+        let options = SqliteConnectOptions::from_str(url)?
+            .foreign_keys(true)
+            .busy_timeout(Duration::from_secs(10));
+        if let Some(parent) = options.get_filename().parent() {
+            if !parent.as_os_str().is_empty() {
+                std::fs::create_dir_all(parent)?;
+            }
+        }
+        // The writing connections: the writer and the checkpointer. Checkpoints are the
+        // checkpointer's (see above).
+        let writing = options
+            .clone()
+            .synchronous(SqliteSynchronous::Normal)
+            .pragma("wal_autocheckpoint", "0")
+            .pragma("journal_size_limit", WAL_SIZE_LIMIT.to_string());
+        // The writer first: it creates the file and switches it to WAL, which the
+        // read-only connections need.
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(1)
+            // Checking a connection before handing it out is one more round trip to its
+            // worker thread per query; an embedded database has no network to lose.
+            .test_before_acquire(false)
+            .connect_with(
+                writing
+                    .clone()
+                    .create_if_missing(true)
+                    .journal_mode(SqliteJournalMode::Wal),
+            )
+            .await?;
+        let checkpointer = Checkpointer::start(writing.connect().await?);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(READERS)
+            .min_connections(1)
+            .test_before_acquire(false)
+            .connect_with(options.read_only(true))
+            .await?;
+        Ok(Self {
+            pool,
+            writer,
+            _checkpointer: Arc::new(checkpointer),
+        })
+    }
+
+    /// The read-only pool (for backend-specific tests and tools).
+    pub fn pool(&self) -> &SqlitePool {
+        &self.pool
+    }
+
+    /// The pool of the one writing connection (for backend-specific tests and tools).
+    pub fn writer(&self) -> &SqlitePool {
+        &self.writer
+    }
+}
+
+/// Whether `err` is a violation of a UNIQUE constraint or primary key.
+fn is_unique_violation(err: &sqlx::Error) -> bool {
+    matches!(err, sqlx::Error::Database(db) if db.is_unique_violation())
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    async fn migrate(&self) -> StoreResult<()> {
+        sqlx::migrate!("../migrations/sqlite")
+            .run(&self.writer)
+            .await
+            .map_err(|e| StoreError::Other(e.into()))
+    }
+
+    async fn ping(&self) -> StoreResult<()> {
+        sqlx::query("SELECT 1").execute(&self.pool).await?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use chrono::{DateTime, Utc};
+
+    use super::*;
+    use crate::store::{AccountStore, NewUser, UserRecord};
+
+    /// A migrated store in a temporary folder (dropped with the folder).
+    pub(crate) async fn store() -> (tempfile::TempDir, SqliteStore) {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("test.db").display());
+        let store = SqliteStore::connect(&url).await.unwrap();
+        store.migrate().await.unwrap();
+        (dir, store)
+    }
+
+    #[tokio::test]
+    async fn the_wal_is_checkpointed_beside_the_writer_not_by_its_commits() {
+        let (dir, store) = store().await;
+        let autocheckpoint: i64 = sqlx::query_scalar("PRAGMA wal_autocheckpoint")
+            .fetch_one(store.writer())
+            .await
+            .unwrap();
+        assert_eq!(autocheckpoint, 0, "the writer's commits never checkpoint");
+        // One commit of about 3,000 pages, three times SQLite's automatic threshold.
+        let mut tx = store.writer().begin().await.unwrap();
+        sqlx::query("CREATE TABLE filler (b BLOB)")
+            .execute(&mut *tx)
+            .await
+            .unwrap();
+        sqlx::query(
+            "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 3000) \
+             INSERT INTO filler SELECT randomblob(4000) FROM n",
+        )
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+        tx.commit().await.unwrap();
+        // The database file grows once the checkpointer has copied the WAL into it.
+        let file = dir.path().join("test.db");
+        let deadline = std::time::Instant::now() + CHECKPOINT_INTERVAL * 10;
+        loop {
+            let size = std::fs::metadata(&file).unwrap().len();
+            if size > 12_000_000 {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the WAL was not checkpointed (database file at {size} bytes)"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let rows: i64 = sqlx::query_scalar("SELECT count(*) FROM filler")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        assert_eq!(rows, 3000);
+    }
+
+    /// Creates the verified user `u1` <one@example.com>.
+    pub(crate) async fn verified_user(store: &SqliteStore, now: DateTime<Utc>) -> UserRecord {
+        store
+            .create_user(NewUser {
+                id: "u1".into(),
+                email: crate::domain::Email::parse("one@example.com").unwrap(),
+                name: "One".into(),
+                password_hash: None,
+                company: None,
+                country: None,
+                phone: None,
+                email_verified: true,
+                now,
+            })
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_read_pool_refuses_writes() {
+        let (_dir, store) = store().await;
+        let err = sqlx::query("CREATE TABLE sneaky (x INTEGER)")
+            .execute(store.pool())
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("readonly"), "{err}");
+        sqlx::query("CREATE TABLE allowed (x INTEGER)")
+            .execute(store.writer())
+            .await
+            .unwrap();
+    }
+}
