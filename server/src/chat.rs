@@ -378,7 +378,7 @@ pub async fn prepare(
                     "conversationId": thread.id,
                     "agentId": thread.agent_id,
                     "title": thread.title,
-                    "createdAt": crate::http::iso(thread.created_at),
+                    "createdAt": crate::views::iso(thread.created_at),
                 }),
             )
             .await;
@@ -597,7 +597,7 @@ pub async fn finish(
                         "promptTokens": message.prompt_tokens,
                         "completionTokens": message.completion_tokens,
                     },
-                    "createdAt": crate::http::iso(message.created_at),
+                    "createdAt": crate::views::iso(message.created_at),
                 }),
             )
             .await;

@@ -21,4 +21,5 @@ pub mod ratelimit;
 pub mod startup;
 pub mod store;
 pub mod telemetry;
+pub mod views;
 pub mod webhooks;

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 
 use app::api::{
-    Agent, AgentResponse, AgentsResponse, CreateAgentRequest, ErrorBody, ModelEntry,
-    ModelsResponse, SuccessResponse, UpdateAgentRequest,
+    AgentResponse, AgentsResponse, CreateAgentRequest, ErrorBody, ModelEntry, ModelsResponse,
+    SuccessResponse, UpdateAgentRequest,
 };
 use axum::{extract::State, http::StatusCode, Json};
 use tracing::instrument;
@@ -14,12 +14,13 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use super::openapi::{BadRequest, JsonBodyErrors, RateLimited};
 use super::{
     extract::{ApiJson, ApiPath, Auth},
-    iso, AppState,
+    AppState,
 };
 use crate::{
     domain::{parse_name, Scope},
     error::{ApiError, ApiResult},
     store::{AgentPatch, AgentRecord},
+    views::agent_view,
     webhooks::{agent_data, EventType},
 };
 
@@ -36,20 +37,6 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(list, create))
         .routes(routes!(get, update, delete))
         .routes(routes!(models))
-}
-
-/// The API view of a stored agent.
-pub fn agent_view(a: &AgentRecord) -> Agent {
-    Agent {
-        id: a.id.clone(),
-        name: a.name.clone(),
-        description: a.description.clone(),
-        system_prompt: a.system_prompt.clone(),
-        model: a.model.clone(),
-        status: a.status.clone(),
-        created_at: iso(a.created_at),
-        updated_at: iso(a.updated_at),
-    }
 }
 
 fn bounded(field: &str, value: Option<String>, max: usize) -> ApiResult<Option<String>> {

@@ -12,13 +12,14 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use super::openapi::{BadRequest, JsonBodyErrors, RateLimited};
 use super::{
     extract::{ApiJson, ApiPath, Auth},
-    iso, AppState,
+    AppState,
 };
 use crate::{
     auth::keys,
     domain::{parse_name, ScopeSet},
     error::{ApiError, ApiResult},
     store::ApiKeyRecord,
+    views::iso,
 };
 
 /// Longest API key name, in characters after trimming.

@@ -23,7 +23,7 @@ use super::openapi::{BadRequest, JsonBodyErrors, RateLimited};
 use super::{
     cookies,
     extract::{ApiJson, ApiPath, ApiQuery, Auth, ClientIp},
-    iso, AppState,
+    AppState,
 };
 use crate::{
     auth::keys,
@@ -33,6 +33,7 @@ use crate::{
     error::{ApiError, ApiResult},
     mail::Mail,
     store::{NewUser, TokenPurpose, UserRecord},
+    views::iso,
 };
 
 /// Longest user name at signup, in characters after trimming.

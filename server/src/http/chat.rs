@@ -5,8 +5,8 @@
 use std::{collections::VecDeque, convert::Infallible};
 
 use app::api::{
-    ChatMessage, ChatReply, ChatRequest, Conversation, ConversationsResponse, ErrorBody,
-    MessagesResponse, Source, SuccessResponse, TokensUsed,
+    ChatReply, ChatRequest, ConversationsResponse, ErrorBody, MessagesResponse, SuccessResponse,
+    TokensUsed,
 };
 use axum::{
     extract::State,
@@ -28,14 +28,15 @@ use super::openapi::{BadRequest, PayloadTooLarge, RateLimited};
 use super::{
     agents::owned_agent,
     extract::{ApiJson, ApiPath, ApiQuery, Auth},
-    iso, AppState,
+    AppState,
 };
 use crate::{
     chat::{self, PreparedChat, ReplyStatus},
     domain::Scope,
     error::{ApiError, ApiResult},
     llm::{Event, EventStream, ProviderError, Usage},
-    store::{Cursor, MessageRecord},
+    store::Cursor,
+    views::{conversation_view, message_view},
 };
 
 /// Default page size of lists (docs/api.md § Conventions).
@@ -390,41 +391,8 @@ async fn conversations(
         next_cursor: more
             .then(|| threads.last().map(|t| encode_cursor(t.updated_at, &t.id)))
             .flatten(),
-        conversations: threads
-            .iter()
-            .map(|t| Conversation {
-                thread_id: t.id.clone(),
-                title: t.title.clone(),
-                message_count: t.message_count as u32,
-                created_at: iso(t.created_at),
-                updated_at: iso(t.updated_at),
-            })
-            .collect(),
+        conversations: threads.iter().map(conversation_view).collect(),
     }))
-}
-
-fn message_view(m: &MessageRecord) -> ChatMessage {
-    let tokens_used = match (m.prompt_tokens, m.completion_tokens) {
-        (Some(p), Some(c)) => Some(TokensUsed {
-            prompt: p as u32,
-            completion: c as u32,
-            total: (p + c) as u32,
-        }),
-        _ => None,
-    };
-    ChatMessage {
-        id: m.id.clone(),
-        role: m.role.clone(),
-        content: m.content.clone(),
-        model: m.model.clone(),
-        tokens_used,
-        sources: m
-            .sources
-            .as_deref()
-            .and_then(|s| serde_json::from_str::<Vec<Source>>(s).ok()),
-        status: m.status.clone(),
-        created_at: iso(m.created_at),
-    }
 }
 
 /// The messages of a thread, oldest first.

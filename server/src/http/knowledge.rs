@@ -4,8 +4,7 @@
 
 use app::api::{
     AddUrlRequest, AddUrlResponse, CrawlOptions, DocumentRefreshResponse, DocumentResponse,
-    DocumentsResponse, ErrorBody, Job, JobProgress, JobResponse, KnowledgeDocument,
-    SuccessResponse, UploadResponse,
+    DocumentsResponse, ErrorBody, JobResponse, SuccessResponse, UploadResponse,
 };
 use axum::{
     extract::{multipart::MultipartRejection, DefaultBodyLimit, Multipart, State},
@@ -20,13 +19,14 @@ use super::openapi::{BadRequest, JsonBodyErrors, RateLimited};
 use super::{
     agents::owned_agent,
     extract::{ApiJson, ApiPath, Auth},
-    iso, AppState,
+    AppState,
 };
 use crate::{
     domain::Scope,
     error::{ApiError, ApiResult},
     knowledge::{crawl::CrawlConfig, extract, worker},
     store::knowledge::{job_status, status, DocumentRecord, JobRecord},
+    views::{document_view, job_view},
 };
 
 /// Longest file name kept for an upload, in characters.
@@ -46,41 +46,6 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(get, delete))
         .routes(routes!(refresh))
         .routes(routes!(job))
-}
-
-/// The API view of a stored document.
-pub fn document_view(d: &DocumentRecord) -> KnowledgeDocument {
-    KnowledgeDocument {
-        document_id: d.id.clone(),
-        kind: d.kind.clone(),
-        name: d.name.clone(),
-        url: d.url.clone(),
-        status: d.status.clone(),
-        error: d.error.clone(),
-        pages: d.pages,
-        chunks: d.chunks,
-        bytes: d.bytes,
-        created_at: iso(d.created_at),
-        updated_at: iso(d.updated_at),
-        indexed_at: d.indexed_at.map(iso),
-    }
-}
-
-fn job_view(j: &JobRecord) -> Job {
-    Job {
-        id: j.id.clone(),
-        kind: j.kind.clone(),
-        status: j.status.clone(),
-        progress: JobProgress {
-            done: j.progress_done,
-            total: j.progress_total,
-        },
-        document_id: j.document_id.clone(),
-        error: j.error.clone(),
-        created_at: iso(j.created_at),
-        started_at: j.started_at.map(iso),
-        finished_at: j.finished_at.map(iso),
-    }
 }
 
 /// A file name safe to show and store: the last path component, control characters

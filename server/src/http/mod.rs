@@ -601,12 +601,6 @@ fn json_errors(response: Response) -> Response {
     Response::from_parts(parts, Body::from(body))
 }
 
-/// An ISO 8601 UTC timestamp with second precision, e.g. `2026-11-20T10:00:00Z`
-/// (docs/api.md § Conventions).
-pub fn iso(t: chrono::DateTime<chrono::Utc>) -> String {
-    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
-}
-
 /// Longest URL accepted (crawl starts, webhook receivers), in bytes.
 pub const URL_MAX: usize = 2_048;
 

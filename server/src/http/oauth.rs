@@ -43,7 +43,7 @@ use super::openapi::{BadRequest, JsonBodyErrors, RateLimited};
 use super::{
     cookies,
     extract::{ApiJson, ApiPath, ApiQuery, Auth, ClientIp},
-    iso, AppState,
+    AppState,
 };
 use crate::{
     auth::{
@@ -56,6 +56,7 @@ use crate::{
         identity::{ExchangeCodeRecord, IdentityRecord, OAuthFlowRecord},
         NewUser, StoreError, UserRecord,
     },
+    views::iso,
 };
 
 /// The browser-binding cookie of a flow (httpOnly, SameSite=Lax so that it comes back on

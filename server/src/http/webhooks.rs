@@ -3,9 +3,8 @@
 //! signed per Standard Webhooks v1 and sent by [`crate::webhooks::worker`].
 
 use app::api::{
-    CreateWebhookRequest, CreatedWebhook, ErrorBody, SuccessResponse, Webhook,
-    WebhookDeliveriesResponse, WebhookDelivery, WebhookEventType, WebhookEventsResponse,
-    WebhooksResponse,
+    CreateWebhookRequest, CreatedWebhook, ErrorBody, SuccessResponse, WebhookDeliveriesResponse,
+    WebhookEventType, WebhookEventsResponse, WebhooksResponse,
 };
 use axum::{extract::State, http::StatusCode, Json};
 use tracing::instrument;
@@ -14,12 +13,13 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use super::openapi::{BadRequest, JsonBodyErrors, RateLimited};
 use super::{
     extract::{ApiJson, ApiPath, Auth},
-    iso, AppState,
+    AppState,
 };
 use crate::{
     domain::Scope,
     error::{ApiError, ApiResult},
-    store::webhooks::{DeliveryRecord, WebhookRecord},
+    store::webhooks::WebhookRecord,
+    views::{delivery_view, webhook_view},
     webhooks::{new_secret, EventType},
 };
 
@@ -38,31 +38,6 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(delete))
         .routes(routes!(deliveries))
         .routes(routes!(redeliver))
-}
-
-/// The API view of a stored webhook (never its secret).
-pub fn webhook_view(w: &WebhookRecord) -> Webhook {
-    Webhook {
-        id: w.id.clone(),
-        url: w.url.clone(),
-        events: w.events.clone(),
-        description: w.description.clone(),
-        active: w.active,
-        created_at: iso(w.created_at),
-    }
-}
-
-fn delivery_view(d: &DeliveryRecord) -> WebhookDelivery {
-    WebhookDelivery {
-        id: d.id.clone(),
-        event: d.event.clone(),
-        status: d.status.clone(),
-        attempts: d.attempts,
-        response_status: d.response_status,
-        last_error: d.last_error.clone(),
-        created_at: iso(d.created_at),
-        next_attempt_at: d.next_attempt_at.map(iso),
-    }
 }
 
 async fn owned_webhook(state: &AppState, user_id: &str, id: &str) -> ApiResult<WebhookRecord> {

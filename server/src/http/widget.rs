@@ -21,12 +21,13 @@ use super::openapi::{BadRequest, JsonBodyErrors, RateLimited};
 use super::{
     chat::stream_reply,
     extract::{require_json_object, ApiPath, ApiQuery},
-    iso, AppState,
+    AppState,
 };
 use crate::{
     channels::{self, widget::WidgetSettings},
     error::{ApiError, ApiResult},
     store::integrations::IntegrationRecord,
+    views::iso,
 };
 
 /// `Cross-Origin-Resource-Policy`.

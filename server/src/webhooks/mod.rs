@@ -220,14 +220,14 @@ impl Events {
 pub fn document_data(d: &crate::store::knowledge::DocumentRecord) -> Value {
     json!({
         "agentId": d.agent_id,
-        "document": crate::http::knowledge::document_view(d),
+        "document": crate::views::document_view(d),
     })
 }
 
 /// `data` of `agent.created` and `agent.updated`: `{agent}` as `GET /api/agents/{id}`
 /// shows it.
 pub fn agent_data(a: &crate::store::AgentRecord) -> Value {
-    json!({ "agent": crate::http::agents::agent_view(a) })
+    json!({ "agent": crate::views::agent_view(a) })
 }
 
 /// A new signing secret: the `whsec_...` string shown once, and its key bytes.
