@@ -156,6 +156,19 @@ impl From<crate::store::StoreError> for ApiError {
     }
 }
 
+impl From<crate::agents::AgentError> for ApiError {
+    fn from(err: crate::agents::AgentError) -> Self {
+        use crate::agents::AgentError;
+        match err {
+            AgentError::NotFound => Self::not_found("Agent"),
+            AgentError::Invalid(message) => Self::BadRequest(message),
+            e @ AgentError::UnknownModel { .. } => Self::BadRequest(e.to_string()),
+            e @ AgentError::PlanLimit { .. } => Self::ForbiddenWith(e.to_string()),
+            AgentError::Store(e) => e.into(),
+        }
+    }
+}
+
 impl From<JsonRejection> for ApiError {
     fn from(rejection: JsonRejection) -> Self {
         match rejection {

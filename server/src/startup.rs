@@ -106,15 +106,24 @@ impl Application {
         if config.job_workers > 0 {
             crate::webhooks::worker::spawn(webhooks.clone());
         }
+        let clock = Clock::default();
+        let agents = crate::agents::AgentService::new(
+            store.clone(),
+            models.clone(),
+            webhooks.events.clone(),
+            clock.clone(),
+            knowledge.clone(),
+            config.agent_limits,
+        );
         let state = AppState::new(Services {
             models,
             knowledge,
             webhooks,
-            auth: AuthService::new(store.clone(), jwt, hasher, Clock::default()),
+            auth: AuthService::new(store.clone(), jwt, hasher, clock),
             oauth: OAuth::new(config.oauth.clone(), &config.public_url)?,
             secrets: config.secret_box()?,
             channels: crate::channels::Channels::new(&config)?,
-            agents: crate::http::agents::AgentCache::default(),
+            agents,
             mailer: Mailer::new(&config)?,
             config: Arc::new(config),
             store,

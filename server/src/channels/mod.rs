@@ -149,8 +149,10 @@ pub async fn prepare_turn(
     let Some(agent_id) = integration.agent_id.as_deref() else {
         return Err(AnswerError::NotLinked);
     };
-    let Some(agent) = state.store.agent(owner, agent_id).await? else {
-        return Err(AnswerError::NotLinked);
+    let agent = match state.agents.owned(owner, agent_id).await {
+        Ok(agent) => agent,
+        Err(crate::agents::AgentError::NotFound) => return Err(AnswerError::NotLinked),
+        Err(e) => return Err(AnswerError::Failed(e.into())),
     };
     let known = state
         .store

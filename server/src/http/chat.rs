@@ -26,7 +26,6 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::openapi::{BadRequest, PayloadTooLarge, RateLimited};
 use super::{
-    agents::owned_agent,
     extract::{ApiJson, ApiPath, ApiQuery, Auth},
     AppState,
 };
@@ -81,7 +80,7 @@ async fn send(
     // The message alone first, before anything is read; with its attachments' text once
     // they are decoded ([`chat::prepare`]).
     chat::check_length(&body.message, 0, state.config.max_message_chars)?;
-    let agent = owned_agent(&state, &principal.user_id, &agent_id).await?;
+    let agent = state.agents.owned(&principal.user_id, &agent_id).await?;
     let prepared = chat::prepare(
         &state,
         &agent,
@@ -374,7 +373,7 @@ async fn conversations(
     ApiQuery(page): ApiQuery<PageQuery>,
 ) -> ApiResult<Json<ConversationsResponse>> {
     principal.require(Scope::ChatRead)?;
-    owned_agent(&state, &principal.user_id, &agent_id).await?;
+    state.agents.owned(&principal.user_id, &agent_id).await?;
     let limit = page.limit()?;
     let threads = state
         .store

@@ -75,11 +75,7 @@ async fn providers(Auth(principal): Auth) -> ApiResult<Json<IntegrationProviders
 
 /// 404 unless the caller owns agent `id`.
 async fn own_agent(state: &AppState, user_id: &str, id: &str) -> ApiResult<String> {
-    let id = id.trim();
-    match state.store.agent(user_id, id).await? {
-        Some(agent) => Ok(agent.id),
-        None => Err(ApiError::not_found("Agent")),
-    }
+    Ok(state.agents.owned(user_id, id.trim()).await?.id.clone())
 }
 
 /// The integrations of the user, oldest first, credentials masked.

@@ -17,7 +17,6 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::openapi::{BadRequest, JsonBodyErrors, RateLimited};
 use super::{
-    agents::owned_agent,
     extract::{ApiJson, ApiPath, Auth},
     AppState,
 };
@@ -86,7 +85,7 @@ async fn upload(
     multipart: Result<Multipart, MultipartRejection>,
 ) -> ApiResult<(StatusCode, Json<UploadResponse>)> {
     principal.require(Scope::KnowledgeWrite)?;
-    let agent = owned_agent(&state, &principal.user_id, &agent_id).await?;
+    let agent = state.agents.owned(&principal.user_id, &agent_id).await?;
     let mut multipart = multipart.map_err(|_| {
         ApiError::bad_request("Send the file as multipart/form-data in a field named `file`")
     })?;
@@ -161,8 +160,7 @@ async fn upload(
         let _ = tokio::fs::remove_file(&path).await;
         return Err(err.into());
     }
-    // The cached agent may say it has no knowledge, which would skip retrieval.
-    state.agents.forget(&agent.id);
+    state.agents.knowledge_changed(&agent.id);
     state.knowledge.wake.notify_one();
     info!(format = %format, bytes = bytes.len(), "document uploaded");
     Ok((
@@ -222,7 +220,7 @@ async fn add_url(
     ApiJson(body): ApiJson<AddUrlRequest>,
 ) -> ApiResult<(StatusCode, Json<AddUrlResponse>)> {
     principal.require(Scope::KnowledgeWrite)?;
-    let agent = owned_agent(&state, &principal.user_id, &agent_id).await?;
+    let agent = state.agents.owned(&principal.user_id, &agent_id).await?;
     let config = crawl_config(body.config)?;
     let url = super::checked_public_url(&body.url, &state.knowledge.policy, "be crawled").await?;
     let now = Utc::now();
@@ -239,8 +237,7 @@ async fn add_url(
     );
     let job = JobRecord::queued(worker::kind::CRAWL, &id, &principal.user_id, now);
     state.store.create_document(&doc, &job).await?;
-    // The cached agent may say it has no knowledge, which would skip retrieval.
-    state.agents.forget(&agent.id);
+    state.agents.knowledge_changed(&agent.id);
     state.knowledge.wake.notify_one();
     Ok((
         StatusCode::ACCEPTED,
@@ -263,7 +260,7 @@ async fn list(
     ApiPath(agent_id): ApiPath<String>,
 ) -> ApiResult<Json<DocumentsResponse>> {
     principal.require(Scope::KnowledgeRead)?;
-    let agent = owned_agent(&state, &principal.user_id, &agent_id).await?;
+    let agent = state.agents.owned(&principal.user_id, &agent_id).await?;
     let docs = state
         .store
         .list_documents(&principal.user_id, &agent.id)
@@ -279,7 +276,7 @@ async fn owned_document(
     agent_id: &str,
     document_id: &str,
 ) -> ApiResult<DocumentRecord> {
-    owned_agent(state, user_id, agent_id).await?;
+    state.agents.owned(user_id, agent_id).await?;
     state
         .store
         .document(user_id, agent_id, document_id)
@@ -315,7 +312,7 @@ async fn delete(
     ApiPath((agent_id, document_id)): ApiPath<(String, String)>,
 ) -> ApiResult<Json<SuccessResponse>> {
     principal.require(Scope::KnowledgeWrite)?;
-    owned_agent(&state, &principal.user_id, &agent_id).await?;
+    state.agents.owned(&principal.user_id, &agent_id).await?;
     if !state
         .store
         .delete_document(&principal.user_id, &agent_id, &document_id)

@@ -102,8 +102,9 @@ pub struct Services {
     pub webhooks: crate::webhooks::Webhooks,
     /// Live channels of integrations (Telegram, Slack, the website widget).
     pub channels: crate::channels::Channels,
-    /// Agents recently read by [`agents::owned_agent`].
-    pub agents: agents::AgentCache,
+    /// Agents: the caller's agent through its cache, creation within the plan's limit,
+    /// updates and deletions.
+    pub agents: crate::agents::AgentService,
     /// Leptos settings for the dashboard.
     pub leptos: LeptosOptions,
 }

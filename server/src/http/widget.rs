@@ -144,7 +144,11 @@ async fn info(
     let result = async {
         let w = widget(&state, &public_id, &headers).await?;
         let available = match &w.record.agent_id {
-            Some(id) => state.store.agent(&w.record.user_id, id).await?.is_some(),
+            Some(id) => match state.agents.owned(&w.record.user_id, id).await {
+                Ok(_) => true,
+                Err(crate::agents::AgentError::NotFound) => false,
+                Err(e) => return Err(e.into()),
+            },
             None => false,
         };
         Ok(Json(WidgetInfo {
