@@ -169,6 +169,30 @@ impl From<crate::agents::AgentError> for ApiError {
     }
 }
 
+impl From<crate::public_url::UrlError> for ApiError {
+    fn from(err: crate::public_url::UrlError) -> Self {
+        Self::BadRequest(err.to_string())
+    }
+}
+
+impl From<crate::knowledge::service::KnowledgeError> for ApiError {
+    fn from(err: crate::knowledge::service::KnowledgeError) -> Self {
+        use crate::knowledge::service::KnowledgeError;
+        match err {
+            e @ (KnowledgeError::EmptyFile | KnowledgeError::InvalidCrawlOptions(_)) => {
+                Self::BadRequest(e.to_string())
+            }
+            e @ KnowledgeError::UnsupportedFormat(_) => Self::UnsupportedMediaType(e.to_string()),
+            KnowledgeError::Url(e) => e.into(),
+            KnowledgeError::DocumentNotFound => Self::not_found("Document"),
+            KnowledgeError::JobNotFound => Self::not_found("Job"),
+            e @ KnowledgeError::Storage(_) => Self::Internal(anyhow::anyhow!(e.to_string())),
+            KnowledgeError::Store(e) => e.into(),
+            KnowledgeError::Internal(e) => Self::Internal(e),
+        }
+    }
+}
+
 impl From<JsonRejection> for ApiError {
     fn from(rejection: JsonRejection) -> Self {
         match rejection {

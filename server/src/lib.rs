@@ -18,6 +18,7 @@ pub mod integrations;
 pub mod knowledge;
 pub mod llm;
 pub mod mail;
+pub mod public_url;
 pub mod ratelimit;
 pub mod startup;
 pub mod store;

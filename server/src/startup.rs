@@ -115,9 +115,15 @@ impl Application {
             knowledge.clone(),
             config.agent_limits,
         );
+        let documents = crate::knowledge::service::Documents::new(
+            knowledge.clone(),
+            agents.clone(),
+            clock.clone(),
+        );
         let state = AppState::new(Services {
             models,
             knowledge,
+            documents,
             webhooks,
             auth: AuthService::new(store.clone(), jwt, hasher, clock),
             oauth: OAuth::new(config.oauth.clone(), &config.public_url)?,

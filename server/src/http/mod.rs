@@ -96,8 +96,10 @@ pub struct Services {
     pub mailer: Mailer,
     /// Language models.
     pub models: crate::llm::Models,
-    /// The knowledge base (uploads, crawls, jobs).
+    /// The knowledge base's shared parts (uploads, crawls, jobs, retrieval).
     pub knowledge: crate::knowledge::Knowledge,
+    /// The knowledge use cases: documents added, read, refreshed and deleted.
+    pub documents: crate::knowledge::service::Documents,
     /// Webhooks: the event emitter and the delivery rules.
     pub webhooks: crate::webhooks::Webhooks,
     /// Live channels of integrations (Telegram, Slack, the website widget).
@@ -602,34 +604,7 @@ fn json_errors(response: Response) -> Response {
     Response::from_parts(parts, Body::from(body))
 }
 
-/// Longest URL accepted (crawl starts, webhook receivers), in bytes.
-pub const URL_MAX: usize = 2_048;
-
-/// Checks a URL the service will request: http or https, at most [`URL_MAX`] bytes, and not
-/// a private or otherwise forbidden address as far as can be known now
-/// ([`crate::knowledge::net::check_url`]; it is checked again when requested). `purpose`
-/// ends the 400 message: "url cannot {purpose}: ...".
-pub async fn checked_public_url(
-    raw: &str,
-    policy: &crate::knowledge::net::NetPolicy,
-    purpose: &str,
-) -> crate::error::ApiResult<url::Url> {
-    let raw = raw.trim();
-    if raw.is_empty() {
-        return Err(ApiError::bad_request("url is required"));
-    }
-    if raw.len() > URL_MAX {
-        return Err(ApiError::bad_request(format!(
-            "url must be at most {URL_MAX} bytes"
-        )));
-    }
-    let url = url::Url::parse(raw)
-        .map_err(|e| ApiError::bad_request(format!("url is not a valid URL ({e})")))?;
-    crate::knowledge::net::check_url(&url, policy)
-        .await
-        .map_err(|e| ApiError::bad_request(format!("url cannot {purpose}: {e}")))?;
-    Ok(url)
-}
+pub use crate::public_url::URL_MAX;
 
 /// The answer for an unknown `/api` path.
 pub async fn api_not_found() -> ApiError {

@@ -113,7 +113,7 @@ async fn create(
     }
     // The same SSRF rule as crawls; it is applied again at every send, through the
     // resolver the connection uses.
-    let url = super::checked_public_url(&body.url, &state.webhooks.policy, "receive webhooks")
+    let url = crate::public_url::check(&body.url, &state.webhooks.policy, "receive webhooks")
         .await?
         .to_string();
     let id = uuid::Uuid::now_v7().to_string();

@@ -16,6 +16,8 @@
 //! - [`retrieve`]: BM25 retrieval scoped to an agent, fused with vector similarity by
 //!   reciprocal rank fusion when embeddings are configured.
 //! - [`eval`]: hit@1, hit@5 and MRR of retrieval on a question set.
+//! - [`service`]: the owner's use cases (add a file or a site, refresh, delete) over
+//!   these parts.
 
 pub mod bm25;
 pub mod chunk;
@@ -26,6 +28,7 @@ pub mod extract;
 pub mod net;
 pub mod retrieve;
 pub mod sandbox;
+pub mod service;
 pub mod worker;
 
 use std::{path::PathBuf, sync::Arc};
