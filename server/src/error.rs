@@ -169,6 +169,50 @@ impl From<crate::agents::AgentError> for ApiError {
     }
 }
 
+impl From<crate::chat::ChatError> for ApiError {
+    fn from(err: crate::chat::ChatError) -> Self {
+        use crate::chat::ChatError;
+        match err {
+            e @ (ChatError::TooLong { .. } | ChatError::AttachmentNotBase64 { .. }) => {
+                Self::BadRequest(e.to_string())
+            }
+            e @ ChatError::AttachmentsTooLarge => Self::PayloadTooLarge(e.to_string()),
+            e @ (ChatError::AttachmentType { .. } | ChatError::AttachmentNotUtf8 { .. }) => {
+                Self::UnsupportedMediaType(e.to_string())
+            }
+            ChatError::AgentGone => Self::not_found("Agent"),
+            ChatError::ThreadNotFound => Self::not_found("Thread"),
+            e @ ChatError::ModelUnavailable { .. } => Self::Status {
+                status: StatusCode::BAD_GATEWAY,
+                message: e.to_string(),
+            },
+            // 504 on a timeout, else 502.
+            ChatError::Upstream(e) => Self::Status {
+                status: if e.kind == crate::llm::ProviderErrorKind::Timeout {
+                    StatusCode::GATEWAY_TIMEOUT
+                } else {
+                    StatusCode::BAD_GATEWAY
+                },
+                message: e.message,
+            },
+            ChatError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<crate::channels::ChannelError> for ApiError {
+    /// For channels that answer over HTTP (the widget): 409 while no agent is linked, 400
+    /// for a message that is too long.
+    fn from(err: crate::channels::ChannelError) -> Self {
+        use crate::channels::ChannelError;
+        match err {
+            e @ ChannelError::NotLinked => Self::Conflict(e.to_string()),
+            e @ ChannelError::TooLong(_) => Self::BadRequest(e.to_string()),
+            ChannelError::Failed(e) => e.into(),
+        }
+    }
+}
+
 impl From<crate::public_url::UrlError> for ApiError {
     fn from(err: crate::public_url::UrlError) -> Self {
         Self::BadRequest(err.to_string())

@@ -115,6 +115,24 @@ impl Application {
             knowledge.clone(),
             config.agent_limits,
         );
+        let chat = Arc::new(crate::chat::ChatService::new(
+            store.clone(),
+            models.clone(),
+            knowledge.clone(),
+            webhooks.events.clone(),
+            clock.clone(),
+            config.max_message_chars,
+            config.provider_timeout,
+        ));
+        let secrets = config.secret_box()?;
+        let channels = crate::channels::Channels::new(
+            &config,
+            store.clone(),
+            chat.clone(),
+            agents.clone(),
+            secrets.clone(),
+            clock.clone(),
+        )?;
         let documents = crate::knowledge::service::Documents::new(
             knowledge.clone(),
             agents.clone(),
@@ -127,8 +145,9 @@ impl Application {
             webhooks,
             auth: AuthService::new(store.clone(), jwt, hasher, clock),
             oauth: OAuth::new(config.oauth.clone(), &config.public_url)?,
-            secrets: config.secret_box()?,
-            channels: crate::channels::Channels::new(&config)?,
+            secrets,
+            chat,
+            channels,
             agents,
             mailer: Mailer::new(&config)?,
             config: Arc::new(config),

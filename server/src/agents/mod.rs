@@ -106,20 +106,29 @@ impl AgentService {
         user_id: &str,
         agent_id: &str,
     ) -> Result<Arc<AgentRecord>, AgentError> {
-        if let Some(agent) = self.cache.get(agent_id) {
-            if agent.user_id == user_id {
-                return Ok(agent);
-            }
-            return Err(AgentError::NotFound);
-        }
-        let agent = self
-            .store
-            .agent(user_id, agent_id)
+        self.find(user_id, agent_id)
             .await?
-            .map(Arc::new)
-            .ok_or(AgentError::NotFound)?;
+            .ok_or(AgentError::NotFound)
+    }
+
+    /// The agent `agent_id` of `user_id` as [`AgentService::owned`] reads it; `None` for a
+    /// missing or someone else's agent (an integration's linked agent that was deleted).
+    ///
+    /// Errors: the store's.
+    pub async fn find(
+        &self,
+        user_id: &str,
+        agent_id: &str,
+    ) -> Result<Option<Arc<AgentRecord>>, StoreError> {
+        if let Some(agent) = self.cache.get(agent_id) {
+            return Ok((agent.user_id == user_id).then_some(agent));
+        }
+        let Some(agent) = self.store.agent(user_id, agent_id).await? else {
+            return Ok(None);
+        };
+        let agent = Arc::new(agent);
         self.cache.insert(agent.clone());
-        Ok(agent)
+        Ok(Some(agent))
     }
 
     /// The agents of `user_id`, oldest first.

@@ -159,7 +159,7 @@ async fn create(
         )));
     }
     if provider.live {
-        channels::connect(&state, &mut record).await;
+        state.channels.connect(&mut record).await;
         state.store.update_integration(&record).await?;
     }
     state
@@ -266,7 +266,7 @@ async fn update(
     }
     // New credentials (a new bot token), or a channel that failed before: set it up again.
     if provider.live && (body.credentials.is_some() || record.status == "error") {
-        channels::connect(&state, &mut record).await;
+        state.channels.connect(&mut record).await;
     }
     record.updated_at = state.auth.clock.now();
     if !state.store.update_integration(&record).await? {
@@ -296,6 +296,6 @@ async fn delete(
     {
         return Err(ApiError::not_found("Integration"));
     }
-    channels::disconnect(&state, &record).await;
+    state.channels.disconnect(&record).await;
     Ok(Json(SuccessResponse { success: true }))
 }

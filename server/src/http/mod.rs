@@ -102,6 +102,8 @@ pub struct Services {
     pub documents: crate::knowledge::service::Documents,
     /// Webhooks: the event emitter and the delivery rules.
     pub webhooks: crate::webhooks::Webhooks,
+    /// Chat turns: prompts, model calls, replies.
+    pub chat: Arc<crate::chat::ChatService>,
     /// Live channels of integrations (Telegram, Slack, the website widget).
     pub channels: crate::channels::Channels,
     /// Agents: the caller's agent through its cache, creation within the plan's limit,

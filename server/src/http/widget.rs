@@ -144,11 +144,7 @@ async fn info(
     let result = async {
         let w = widget(&state, &public_id, &headers).await?;
         let available = match &w.record.agent_id {
-            Some(id) => match state.agents.owned(&w.record.user_id, id).await {
-                Ok(_) => true,
-                Err(crate::agents::AgentError::NotFound) => false,
-                Err(e) => return Err(e.into()),
-            },
+            Some(id) => state.agents.find(&w.record.user_id, id).await?.is_some(),
             None => false,
         };
         Ok(Json(WidgetInfo {
@@ -207,8 +203,11 @@ async fn send(
             });
         }
         let key = channels::widget::conversation_key(&body.visitor_id);
-        let prepared = channels::prepare_turn(&state, &w.record, &key, message).await?;
-        Ok(stream_reply(state.clone(), prepared, false))
+        let prepared = state
+            .channels
+            .prepare_turn(&w.record, &key, message)
+            .await?;
+        Ok(stream_reply(&state, prepared, false))
     }
     .await;
     with_cors(&headers, result)
