@@ -213,6 +213,22 @@ impl From<crate::channels::ChannelError> for ApiError {
     }
 }
 
+impl From<crate::webhooks::WebhookError> for ApiError {
+    fn from(err: crate::webhooks::WebhookError) -> Self {
+        use crate::webhooks::WebhookError;
+        match err {
+            WebhookError::Invalid(message) => Self::BadRequest(message),
+            WebhookError::Url(e) => e.into(),
+            e @ WebhookError::Limit => Self::ForbiddenWith(e.to_string()),
+            WebhookError::NotFound => Self::not_found("Webhook"),
+            WebhookError::DeliveryNotFound => Self::not_found("Delivery"),
+            e @ (WebhookError::Disabled | WebhookError::InFlight) => Self::Conflict(e.to_string()),
+            WebhookError::Store(e) => e.into(),
+            WebhookError::Internal(e) => Self::Internal(e),
+        }
+    }
+}
+
 impl From<crate::public_url::UrlError> for ApiError {
     fn from(err: crate::public_url::UrlError) -> Self {
         Self::BadRequest(err.to_string())

@@ -99,14 +99,14 @@ impl Application {
             .build();
         let models = build_models(&config)?;
         tokio::task::spawn_blocking(crate::llm::tokens::warm_up);
-        let webhooks = crate::webhooks::Webhooks::new(&config, store.clone())?;
+        let clock = Clock::default();
+        let webhooks = crate::webhooks::Webhooks::new(&config, store.clone(), clock.clone())?;
         let knowledge =
             crate::knowledge::Knowledge::new(&config, store.clone(), webhooks.events.clone())?;
         crate::knowledge::worker::spawn(knowledge.clone(), config.job_workers);
         if config.job_workers > 0 {
             crate::webhooks::worker::spawn(webhooks.clone());
         }
-        let clock = Clock::default();
         let agents = crate::agents::AgentService::new(
             store.clone(),
             models.clone(),

@@ -16,7 +16,10 @@
 //!   hash would not do).
 //! - Retries ([`RetryPolicy`], [`judge`]): exponential backoff with full jitter for about a
 //!   day; 410 Gone disables the webhook.
+//! - [`service`]: an account's subscriptions, delivery history and redeliveries, with
+//!   [`WebhookError`].
 
+pub mod service;
 pub mod worker;
 
 use std::{sync::Arc, time::Duration};
@@ -29,7 +32,9 @@ use serde_json::{json, Value};
 use sha2::Sha256;
 use tokio::sync::Notify;
 
+pub use self::service::WebhookError;
 use crate::{
+    clock::Clock,
     config::Config,
     knowledge::net::{self, NetError, NetPolicy, SafeClient},
     store::{webhooks::AfterAttempt, Store},
@@ -129,6 +134,8 @@ impl EventType {
 #[derive(Clone)]
 pub struct Events {
     store: Arc<dyn Store>,
+    /// Stamps each event's `timestamp`.
+    clock: Clock,
     /// Wakes the delivery worker when something was queued.
     pub wake: Arc<Notify>,
     /// Per user, the events ([`EventType::bit`]) that no active webhook of theirs
@@ -159,10 +166,11 @@ impl moka::Expiry<String, u32> for QuietExpiry {
 }
 
 impl Events {
-    /// An emitter over `store`.
-    pub fn new(store: Arc<dyn Store>) -> Self {
+    /// An emitter over `store`, stamping events with `clock`.
+    pub fn new(store: Arc<dyn Store>, clock: Clock) -> Self {
         Self {
             store,
+            clock,
             wake: Arc::new(Notify::new()),
             quiet: moka::sync::Cache::builder()
                 .max_capacity(100_000)
@@ -188,7 +196,7 @@ impl Events {
         {
             return;
         }
-        let now = Utc::now();
+        let now = self.clock.now();
         let payload = json!({
             "type": event.as_str(),
             "timestamp": now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
@@ -391,14 +399,16 @@ pub struct Webhooks {
     pub secrets: Arc<WebhookSecrets>,
     /// Retry timing.
     pub retry: RetryPolicy,
+    /// The service clock.
+    pub clock: Clock,
 }
 
 impl Webhooks {
-    /// The service for `config` over `store`.
+    /// The service for `config` over `store`, timed by `clock`.
     ///
     /// Errors: a malformed `ALLOWED_PRIVATE_HOSTS` entry or `ENCRYPTION_KEY`, or an HTTP
     /// client that cannot be built.
-    pub fn new(config: &Config, store: Arc<dyn Store>) -> anyhow::Result<Self> {
+    pub fn new(config: &Config, store: Arc<dyn Store>, clock: Clock) -> anyhow::Result<Self> {
         let policy = NetPolicy::from_list(&config.allowed_private_hosts)?;
         let client = SafeClient::with_user_agent(
             policy.clone(),
@@ -410,7 +420,7 @@ impl Webhooks {
             USER_AGENT,
         )?;
         Ok(Self {
-            events: Events::new(store.clone()),
+            events: Events::new(store.clone(), clock.clone()),
             store,
             policy: Arc::new(policy),
             client,
@@ -418,6 +428,7 @@ impl Webhooks {
             retry: RetryPolicy {
                 base: config.webhook_retry_base,
             },
+            clock,
         })
     }
 }
