@@ -156,6 +156,19 @@ impl From<crate::store::StoreError> for ApiError {
     }
 }
 
+impl From<crate::auth::AuthError> for ApiError {
+    fn from(err: crate::auth::AuthError) -> Self {
+        use crate::auth::AuthError;
+        match err {
+            AuthError::InvalidCredential => Self::Unauthorized,
+            e @ AuthError::CsrfRejected => Self::ForbiddenWith(e.to_string()),
+            AuthError::MissingScope | AuthError::SessionRequired => Self::Forbidden,
+            AuthError::Store(e) => e.into(),
+            AuthError::Internal(e) => Self::Internal(e),
+        }
+    }
+}
+
 impl From<crate::agents::AgentError> for ApiError {
     fn from(err: crate::agents::AgentError) -> Self {
         use crate::agents::AgentError;

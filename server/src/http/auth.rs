@@ -360,7 +360,8 @@ async fn refresh(
         Some(t) => (t, None),
         None => {
             let token = cookies::get(&headers, REFRESH_COOKIE).ok_or(ApiError::Unauthorized)?;
-            let csrf = cookies::csrf_header(&headers).ok_or_else(crate::auth::csrf_rejected)?;
+            let csrf =
+                cookies::csrf_header(&headers).ok_or(crate::auth::AuthError::CsrfRejected)?;
             (token, Some(csrf))
         }
     };

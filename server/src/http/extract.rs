@@ -142,7 +142,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Auth {
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
         match parts.extensions.get::<Identity>() {
             Some(Identity::Authenticated(p)) => Ok(Auth(p.clone())),
-            Some(Identity::CsrfRejected) => Err(crate::auth::csrf_rejected()),
+            Some(Identity::CsrfRejected) => Err(crate::auth::AuthError::CsrfRejected.into()),
             _ => Err(ApiError::Unauthorized),
         }
     }
