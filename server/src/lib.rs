@@ -20,6 +20,7 @@ pub mod llm;
 pub mod mail;
 pub mod public_url;
 pub mod ratelimit;
+pub mod services;
 pub mod startup;
 pub mod store;
 pub mod telemetry;

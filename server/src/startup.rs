@@ -33,9 +33,10 @@ use crate::{
     config::Config,
     connection::{Activity, ConnectionLimits, Deadline, Tracked, Watched},
     error::ApiError,
-    http::{self, ops::OpenApiDocument, security, AppState, Services},
+    http::{self, ops::OpenApiDocument, security},
     mail::Mailer,
     ratelimit::GovernorLimiter,
+    services::{AppState, Services},
     store,
 };
 
@@ -72,14 +73,16 @@ impl Application {
             &[http::ANONYMOUS_PER_MINUTE],
             &[config.channel_requests_per_minute],
         ));
+        let clock = Clock::default();
         let prune = limiter.clone();
         let events = store.clone();
+        let now = clock.clone();
         tokio::spawn(async move {
             let mut every = tokio::time::interval(Duration::from_secs(60));
             loop {
                 every.tick().await;
                 prune.prune();
-                let before = chrono::Utc::now()
+                let before = now.now()
                     - chrono::Duration::from_std(crate::channels::EVENT_MEMORY).unwrap_or_default();
                 if let Err(e) = events.prune_channel_events(before).await {
                     tracing::warn!(error = %e, "pruning inbound channel events failed");
@@ -99,7 +102,6 @@ impl Application {
             .build();
         let models = build_models(&config)?;
         tokio::task::spawn_blocking(crate::llm::tokens::warm_up);
-        let clock = Clock::default();
         let webhooks = crate::webhooks::Webhooks::new(&config, store.clone(), clock.clone())?;
         let knowledge =
             crate::knowledge::Knowledge::new(&config, store.clone(), webhooks.events.clone())?;
@@ -143,7 +145,8 @@ impl Application {
             knowledge,
             documents,
             webhooks,
-            auth: AuthService::new(store.clone(), jwt, hasher, clock),
+            auth: AuthService::new(store.clone(), jwt, hasher, clock.clone()),
+            clock,
             oauth: OAuth::new(config.oauth.clone(), &config.public_url)?,
             secrets,
             chat,

@@ -72,7 +72,7 @@ fn summary(user: &UserRecord) -> UserSummary {
 
 /// Creates and mails a single-use link for `user`.
 async fn send_link(state: &AppState, user: &UserRecord, purpose: TokenPurpose) -> ApiResult<()> {
-    let now = state.auth.clock.now();
+    let now = state.clock.now();
     let token = keys::random_token();
     let ttl = if purpose == TokenPurpose::VerifyEmail {
         VERIFY_TTL
@@ -172,7 +172,7 @@ async fn signup(
             country,
             phone,
             email_verified: false,
-            now: state.auth.clock.now(),
+            now: state.clock.now(),
         })
         .await?;
     tracing::Span::current().record("user.id", &user.id);
@@ -195,7 +195,7 @@ struct TokenQuery {
 }
 
 async fn consume_verification(state: &AppState, token: &str) -> ApiResult<bool> {
-    let now = state.auth.clock.now();
+    let now = state.clock.now();
     match state
         .store
         .consume_email_token(TokenPurpose::VerifyEmail, &keys::sha256_hex(token), now)
@@ -504,7 +504,7 @@ async fn reset_password(
     ApiJson(body): ApiJson<ResetPasswordRequest>,
 ) -> ApiResult<Json<MessageResponse>> {
     let password = Password::parse(body.password).map_err(ApiError::BadRequest)?;
-    let now = state.auth.clock.now();
+    let now = state.clock.now();
     let user_id = state
         .store
         .consume_email_token(

@@ -168,7 +168,7 @@ async fn slack_event(
         header(&headers, "x-slack-request-timestamp"),
         header(&headers, "x-slack-signature"),
         &body,
-        state.auth.clock.now().timestamp(),
+        state.clock.now().timestamp(),
     )
     .map_err(|e| ApiError::UnauthorizedWith(format!("Not a request from Slack: {e}")))?;
     require_json_object(&headers, &body)?;

@@ -131,7 +131,7 @@ async fn create(
         body.config.as_ref(),
     )
     .map_err(ApiError::BadRequest)?;
-    let now = state.auth.clock.now();
+    let now = state.clock.now();
     let mut record = IntegrationRecord {
         id: id.clone(),
         user_id: principal.user_id.clone(),
@@ -268,7 +268,7 @@ async fn update(
     if provider.live && (body.credentials.is_some() || record.status == "error") {
         state.channels.connect(&mut record).await;
     }
-    record.updated_at = state.auth.clock.now();
+    record.updated_at = state.clock.now();
     if !state.store.update_integration(&record).await? {
         return Err(ApiError::not_found("Integration"));
     }

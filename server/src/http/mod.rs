@@ -1,4 +1,5 @@
-//! The HTTP layer: `/api` routes, their middleware, and the shared application state.
+//! The HTTP layer: `/api` routes and their middleware over the service's state
+//! ([`crate::services`]).
 //!
 //! A request flows one way: router → [`ApiService`] (identity from bearer token, API
 //! key or cookie; CSRF; rate limit and its headers) → handler (validates, calls the store
@@ -41,13 +42,11 @@ use tower::{Layer, Service};
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 
+pub use crate::services::{AppState, Services};
 use crate::{
-    auth::{AuthService, Principal},
-    config::Config,
+    auth::Principal,
     error::{reason, ApiError},
-    mail::Mailer,
-    ratelimit::{RateDecision, RateKey, RateLimiter},
-    store::Store,
+    ratelimit::{RateDecision, RateKey},
 };
 
 use self::extract::{ClientIp, Identity};
@@ -57,61 +56,6 @@ use self::extract::{ClientIp, Identity};
 pub const ANONYMOUS_PER_MINUTE: u32 = 100;
 /// Largest JSON body accepted (docs/api.md § Conventions: over 1 MiB → 413).
 pub const MAX_JSON_BODY: usize = 1024 * 1024;
-
-/// The shared state of every handler: one pointer to [`Services`], so that the per-request
-/// clones axum makes (router, middleware, extractors) cost one reference-count increment.
-#[derive(Clone)]
-pub struct AppState(Arc<Services>);
-
-impl AppState {
-    /// State over `services`.
-    pub fn new(services: Services) -> Self {
-        Self(Arc::new(services))
-    }
-}
-
-impl std::ops::Deref for AppState {
-    type Target = Services;
-
-    fn deref(&self) -> &Services {
-        &self.0
-    }
-}
-
-/// The service's parts, built once at start-up (see [`crate::startup::Application::build`]).
-pub struct Services {
-    /// Start-up configuration.
-    pub config: Arc<Config>,
-    /// Persistence.
-    pub store: Arc<dyn Store>,
-    /// Authentication rules and sessions.
-    pub auth: AuthService,
-    /// Third-party sign-in (GitHub, Google, Microsoft).
-    pub oauth: crate::auth::oauth::OAuth,
-    /// Encryption of stored credentials (`ENCRYPTION_KEY`).
-    pub secrets: crate::crypto::SecretBox,
-    /// Per-plan request budgets.
-    pub limiter: Arc<dyn RateLimiter>,
-    /// Outgoing mail.
-    pub mailer: Mailer,
-    /// Language models.
-    pub models: crate::llm::Models,
-    /// The knowledge base's shared parts (uploads, crawls, jobs, retrieval).
-    pub knowledge: crate::knowledge::Knowledge,
-    /// The knowledge use cases: documents added, read, refreshed and deleted.
-    pub documents: crate::knowledge::service::Documents,
-    /// Webhooks: the event emitter and the delivery rules.
-    pub webhooks: crate::webhooks::Webhooks,
-    /// Chat turns: prompts, model calls, replies.
-    pub chat: Arc<crate::chat::ChatService>,
-    /// Live channels of integrations (Telegram, Slack, the website widget).
-    pub channels: crate::channels::Channels,
-    /// Agents: the caller's agent through its cache, creation within the plan's limit,
-    /// updates and deletions.
-    pub agents: crate::agents::AgentService,
-    /// Leptos settings for the dashboard.
-    pub leptos: LeptosOptions,
-}
 
 impl FromRef<AppState> for LeptosOptions {
     fn from_ref(state: &AppState) -> Self {
