@@ -12,7 +12,6 @@ pub mod config;
 pub mod connection;
 pub mod crypto;
 pub mod domain;
-pub mod error;
 pub mod http;
 pub mod integrations;
 pub mod knowledge;

@@ -32,7 +32,7 @@ use crate::{
     auth::{password::PasswordHasher, tokens::JwtKeys, AuthService, Clock},
     config::Config,
     connection::{Activity, ConnectionLimits, Deadline, Tracked, Watched},
-    error::ApiError,
+    http::error::ApiError,
     http::{self, ops::OpenApiDocument, security},
     mail::Mailer,
     ratelimit::GovernorLimiter,

@@ -14,7 +14,7 @@ use super::{
     extract::{ApiJson, ApiPath, Auth},
     AppState,
 };
-use crate::{domain::Scope, error::ApiResult, views::agent_view};
+use crate::{domain::Scope, http::error::ApiResult, views::agent_view};
 
 pub use crate::agents::{DESCRIPTION_MAX, NAME_MAX, SYSTEM_PROMPT_MAX};
 

@@ -17,7 +17,7 @@ use super::{
 use crate::{
     auth::keys,
     domain::{parse_name, ScopeSet},
-    error::{ApiError, ApiResult},
+    http::error::{ApiError, ApiResult},
     store::ApiKeyRecord,
     views::iso,
 };

@@ -30,7 +30,7 @@ use crate::{
     domain::{
         parse_country, parse_name, parse_optional, parse_phone, Email, Password, PASSWORD_MAX,
     },
-    error::{ApiError, ApiResult},
+    http::error::{ApiError, ApiResult},
     mail::Mail,
     store::{NewUser, TokenPurpose, UserRecord},
     views::iso,

@@ -25,7 +25,7 @@ use super::{
 };
 use crate::{
     channels::{slack, telegram},
-    error::{ApiError, ApiResult},
+    http::error::{ApiError, ApiResult},
     integrations::open_credentials,
     store::integrations::IntegrationRecord,
 };

@@ -30,7 +30,7 @@ use super::{
 use crate::{
     chat::{Frame, PreparedChat, Relay, ThreadChoice},
     domain::Scope,
-    error::{ApiError, ApiResult},
+    http::error::{ApiError, ApiResult},
     store::Cursor,
     views::{conversation_view, message_view},
 };

@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 
 use crate::{
     auth::Principal,
-    error::{ApiError, NOT_JSON_MESSAGE},
+    http::error::{ApiError, NOT_JSON_MESSAGE},
 };
 
 /// A JSON request body, read like `axum::Json` but refused unless it is a JSON object, with

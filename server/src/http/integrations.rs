@@ -22,7 +22,7 @@ use super::{
 use crate::{
     channels,
     domain::{parse_name, Scope},
-    error::{ApiError, ApiResult},
+    http::error::{ApiError, ApiResult},
     integrations::{
         catalog::{self, Field},
         open_credentials, prepare, MAX_INTEGRATIONS, MAX_NAME_CHARS,

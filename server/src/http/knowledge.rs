@@ -21,7 +21,7 @@ use super::{
 };
 use crate::{
     domain::Scope,
-    error::{ApiError, ApiResult},
+    http::error::{ApiError, ApiResult},
     views::{document_view, job_view},
 };
 

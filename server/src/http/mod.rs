@@ -12,6 +12,7 @@ pub mod auth;
 pub mod channels;
 pub mod chat;
 pub mod cookies;
+pub mod error;
 pub mod extract;
 pub mod integrations;
 pub mod knowledge;
@@ -45,7 +46,7 @@ use utoipa_axum::router::OpenApiRouter;
 pub use crate::services::{AppState, Services};
 use crate::{
     auth::Principal,
-    error::{reason, ApiError},
+    http::error::{reason, ApiError},
     ratelimit::{RateDecision, RateKey},
 };
 

@@ -51,7 +51,7 @@ use crate::{
         oauth::{OAuthError, Provider, ProviderIdentity},
     },
     domain::Email,
-    error::{ApiError, ApiResult},
+    http::error::{ApiError, ApiResult},
     store::{
         identity::{ExchangeCodeRecord, IdentityRecord, OAuthFlowRecord},
         NewUser, StoreError, UserRecord,

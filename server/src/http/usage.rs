@@ -17,7 +17,7 @@ use super::{
 };
 use crate::{
     domain::Scope,
-    error::{ApiError, ApiResult},
+    http::error::{ApiError, ApiResult},
     store::UsageDay,
 };
 

@@ -17,7 +17,7 @@ use super::{
 };
 use crate::{
     domain::Scope,
-    error::ApiResult,
+    http::error::ApiResult,
     views::{delivery_view, webhook_view},
     webhooks::EventType,
 };

@@ -25,7 +25,7 @@ use super::{
 };
 use crate::{
     channels::{self, widget::WidgetSettings},
-    error::{ApiError, ApiResult},
+    http::error::{ApiError, ApiResult},
     store::integrations::IntegrationRecord,
     views::iso,
 };

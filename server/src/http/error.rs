@@ -1,5 +1,7 @@
 //! The API's one error type: every failure becomes `{"error", "message"}` with the right
-//! status (docs/api.md § Errors, § Conventions).
+//! status (docs/api.md § Errors, § Conventions). The services return their own errors
+//! (what went wrong, in their terms); the `From` impls here alone decide which status and
+//! body each one is answered with.
 
 use app::api::ErrorBody;
 use axum::{
