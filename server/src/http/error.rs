@@ -346,4 +346,125 @@ mod tests {
         assert_eq!(b.error, "Internal Server Error");
         assert!(!b.message.contains("secret"));
     }
+
+    #[test]
+    fn service_errors_are_answered_with_the_contracts_statuses_and_messages() {
+        use crate::{
+            agents::AgentError,
+            auth::AuthError,
+            channels::{ChannelError, NOT_LINKED},
+            chat::ChatError,
+            domain::Plan,
+            knowledge::service::KnowledgeError,
+            llm::{ProviderError, ProviderErrorKind},
+            public_url::UrlError,
+            webhooks::WebhookError,
+        };
+        let upstream = |kind| {
+            ChatError::Upstream(ProviderError {
+                kind,
+                message: "The provider failed".into(),
+            })
+        };
+        let cases: Vec<(ApiError, u16, &str, &str)> = vec![
+            (AuthError::InvalidCredential.into(), 401, "Unauthorized", UNAUTHORIZED_MESSAGE),
+            (AuthError::MissingScope.into(), 403, "Forbidden", FORBIDDEN_MESSAGE),
+            (AuthError::SessionRequired.into(), 403, "Forbidden", FORBIDDEN_MESSAGE),
+            (
+                AuthError::CsrfRejected.into(),
+                403,
+                "Forbidden",
+                "Missing or invalid CSRF token: send the ac_csrf cookie's value in the X-CSRF-Token header",
+            ),
+            (AgentError::NotFound.into(), 404, "Not Found", "Agent not found"),
+            (
+                AgentError::PlanLimit {
+                    plan: Plan::Free,
+                    limit: 3,
+                }
+                .into(),
+                403,
+                "Forbidden",
+                "Your free plan allows 3 agents and you have reached that limit; delete an agent or upgrade your plan",
+            ),
+            (
+                ChatError::TooLong {
+                    max: 5,
+                    total: 6,
+                    with_attachments: false,
+                }
+                .into(),
+                400,
+                "Bad Request",
+                "message must be at most 5 characters",
+            ),
+            (
+                ChatError::AttachmentsTooLarge.into(),
+                413,
+                "Payload Too Large",
+                "Attachments may total at most 10 MiB",
+            ),
+            (
+                ChatError::AttachmentNotUtf8 {
+                    filename: "a.txt".into(),
+                }
+                .into(),
+                415,
+                "Unsupported Media Type",
+                "attachment `a.txt` is not UTF-8 text",
+            ),
+            (ChatError::ThreadNotFound.into(), 404, "Not Found", "Thread not found"),
+            (ChatError::AgentGone.into(), 404, "Not Found", "Agent not found"),
+            (
+                ChatError::ModelUnavailable { model: "m".into() }.into(),
+                502,
+                "Bad Gateway",
+                "The agent's model `m` is not offered by any configured provider right now",
+            ),
+            (
+                upstream(ProviderErrorKind::Timeout).into(),
+                504,
+                "Gateway Timeout",
+                "The provider failed",
+            ),
+            (
+                upstream(ProviderErrorKind::Status(503)).into(),
+                502,
+                "Bad Gateway",
+                "The provider failed",
+            ),
+            (ChannelError::NotLinked.into(), 409, "Conflict", NOT_LINKED),
+            (
+                ChannelError::TooLong(7).into(),
+                400,
+                "Bad Request",
+                "message must be at most 7 characters",
+            ),
+            (KnowledgeError::EmptyFile.into(), 400, "Bad Request", "The file is empty"),
+            (KnowledgeError::DocumentNotFound.into(), 404, "Not Found", "Document not found"),
+            (KnowledgeError::JobNotFound.into(), 404, "Not Found", "Job not found"),
+            (UrlError::Missing.into(), 400, "Bad Request", "url is required"),
+            (
+                WebhookError::Limit.into(),
+                403,
+                "Forbidden",
+                "An account may hold at most 20 webhooks; delete one first",
+            ),
+            (
+                WebhookError::InFlight.into(),
+                409,
+                "Conflict",
+                "This delivery is being sent right now; try again shortly",
+            ),
+            (WebhookError::DeliveryNotFound.into(), 404, "Not Found", "Delivery not found"),
+        ];
+        for (err, status, error, message) in cases {
+            assert_eq!(err.status().as_u16(), status, "{err:?}");
+            let body = err.body();
+            assert_eq!(
+                (body.error.as_str(), body.message.as_str()),
+                (error, message)
+            );
+        }
+    }
 }
