@@ -3,6 +3,7 @@
 //! The binary `agentchat` (see `main.rs`) serves the REST API under `/api` and the Leptos
 //! dashboard. This library holds the service so that tests and benchmarks can build it.
 
+pub mod agents;
 pub mod auth;
 pub mod channels;
 pub mod chat;
@@ -11,7 +12,6 @@ pub mod config;
 pub mod connection;
 pub mod crypto;
 pub mod domain;
-pub mod error;
 pub mod http;
 pub mod integrations;
 pub mod jobs;
@@ -19,8 +19,11 @@ pub mod knowledge;
 pub mod llm;
 pub mod mail;
 pub mod outbound;
+pub mod public_url;
 pub mod ratelimit;
+pub mod services;
 pub mod startup;
 pub mod store;
 pub mod telemetry;
+pub mod views;
 pub mod webhooks;

@@ -32,10 +32,11 @@ use crate::{
     auth::{password::PasswordHasher, tokens::JwtKeys, AuthService, Clock},
     config::Config,
     connection::{Activity, ConnectionLimits, Deadline, Tracked, Watched},
-    error::ApiError,
-    http::{self, ops::OpenApiDocument, security, AppState, Services},
+    http::error::ApiError,
+    http::{self, ops::OpenApiDocument, security},
     mail::Mailer,
     ratelimit::GovernorLimiter,
+    services::{AppState, Services},
     store,
 };
 
@@ -72,14 +73,16 @@ impl Application {
             &[http::ANONYMOUS_PER_MINUTE],
             &[config.channel_requests_per_minute],
         ));
+        let clock = Clock::default();
         let prune = limiter.clone();
         let events = store.clone();
+        let now = clock.clone();
         tokio::spawn(async move {
             let mut every = tokio::time::interval(Duration::from_secs(60));
             loop {
                 every.tick().await;
                 prune.prune();
-                let before = chrono::Utc::now()
+                let before = now.now()
                     - chrono::Duration::from_std(crate::channels::EVENT_MEMORY).unwrap_or_default();
                 if let Err(e) = events.prune_channel_events(before).await {
                     tracing::warn!(error = %e, "pruning inbound channel events failed");
@@ -99,8 +102,6 @@ impl Application {
             .build();
         let models = build_models(&config)?;
         tokio::task::spawn_blocking(crate::llm::tokens::warm_up);
-        // The one clock of handlers, sessions, jobs and webhook retries.
-        let clock = Clock::default();
         let webhooks = crate::webhooks::Webhooks::new(&config, store.clone(), clock.clone())?;
         let knowledge = crate::knowledge::Knowledge::new(
             &config,
@@ -113,15 +114,49 @@ impl Application {
         if config.job_workers > 0 {
             crate::webhooks::worker::spawn(webhooks.clone());
         }
+        let agents = crate::agents::AgentService::new(
+            store.clone(),
+            models.clone(),
+            webhooks.events.clone(),
+            clock.clone(),
+            knowledge.clone(),
+            config.agent_limits,
+        );
+        let chat = Arc::new(crate::chat::ChatService::new(
+            store.clone(),
+            models.clone(),
+            knowledge.clone(),
+            webhooks.events.clone(),
+            clock.clone(),
+            config.max_message_chars,
+            config.provider_timeout,
+        ));
+        let secrets = config.secret_box()?;
+        let channels = crate::channels::Channels::new(
+            &config,
+            store.clone(),
+            chat.clone(),
+            agents.clone(),
+            secrets.clone(),
+            clock.clone(),
+        )?;
+        let documents = crate::knowledge::service::Documents::new(
+            knowledge.clone(),
+            agents.clone(),
+            clock.clone(),
+        );
         let state = AppState::new(Services {
             models,
             knowledge,
+            documents,
             webhooks,
-            auth: AuthService::new(store.clone(), store.clone(), jwt, hasher, clock),
+            auth: AuthService::new(store.clone(), store.clone(), jwt, hasher, clock.clone()),
+            clock,
             oauth: OAuth::new(config.oauth.clone(), &config.public_url)?,
-            secrets: config.secret_box()?,
-            channels: crate::channels::Channels::new(&config)?,
-            agents: crate::http::agents::AgentCache::default(),
+            secrets,
+            chat,
+            channels,
+            agents,
             mailer: Mailer::new(&config)?,
             config: Arc::new(config),
             store,

@@ -25,8 +25,7 @@ pub use crate::clock::Clock;
 
 use crate::{
     domain::{Plan, Scope, ScopeSet},
-    error::ApiError,
-    store::{ApiKeyAuth, ApiKeyStore, SessionAuth, SessionRecord, SessionStore},
+    store::{ApiKeyAuth, ApiKeyStore, SessionAuth, SessionRecord, SessionStore, StoreError},
 };
 
 use self::{
@@ -46,6 +45,36 @@ pub const AUTH_CACHE_TTL: StdDuration = StdDuration::from_secs(2);
 /// Minimum interval between `last_seen_at` / `last_used_at` writes for one session or key.
 pub const TOUCH_INTERVAL: StdDuration = StdDuration::from_secs(60);
 const TOUCH_INTERVAL_CHRONO: Duration = Duration::seconds(TOUCH_INTERVAL.as_secs() as i64);
+
+/// Why a caller is not let in. The texts are the messages clients are shown where the
+/// contract does not fix them (docs/api.md § Errors).
+#[derive(Debug, thiserror::Error)]
+pub enum AuthError {
+    /// The credential is not valid: malformed, expired, revoked, of the wrong type, or a
+    /// refresh token used a second time.
+    #[error("Invalid or expired token")]
+    InvalidCredential,
+    /// A request authenticated by the dashboard's cookie (an unsafe method, or a refresh)
+    /// without its session's CSRF token ([`csrf`]).
+    #[error(
+        "Missing or invalid CSRF token: send the ac_csrf cookie's value in the X-CSRF-Token header"
+    )]
+    CsrfRejected,
+    /// The caller's API key does not hold the scope the operation needs.
+    #[error("Insufficient permissions")]
+    MissingScope,
+    /// An API key on an operation for user sessions only (API keys, sessions, passwords
+    /// and the account).
+    #[error("Insufficient permissions")]
+    SessionRequired,
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Anything else (a token could not be signed, a stored scope did not parse); not shown
+    /// to clients.
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
 
 /// How a request authenticated.
 #[derive(Debug, Clone)]
@@ -76,32 +105,28 @@ pub struct Principal {
 }
 
 impl Principal {
-    /// Ok when the caller holds `scope`; otherwise 403 with the contract's fixed body
-    /// (docs/api.md § Authentication and scopes: sessions hold every scope).
-    pub fn require(&self, scope: Scope) -> Result<(), ApiError> {
+    /// Ok when the caller holds `scope` (docs/api.md § Authentication and scopes: sessions
+    /// hold every scope).
+    ///
+    /// Errors: [`AuthError::MissingScope`].
+    pub fn require(&self, scope: Scope) -> Result<(), AuthError> {
         match &self.credential {
             Credential::Session { .. } => Ok(()),
             Credential::ApiKey { scopes, .. } if scopes.contains(scope) => Ok(()),
-            Credential::ApiKey { .. } => Err(ApiError::Forbidden),
+            Credential::ApiKey { .. } => Err(AuthError::MissingScope),
         }
     }
 
-    /// The session id when the caller is a user session; API keys get 403 (docs/api.md: "API
-    /// keys can never manage API keys, sessions, passwords or the account").
-    pub fn require_session(&self) -> Result<&str, ApiError> {
+    /// The session id when the caller is a user session (docs/api.md: "API keys can never
+    /// manage API keys, sessions, passwords or the account").
+    ///
+    /// Errors: [`AuthError::SessionRequired`] for an API key.
+    pub fn require_session(&self) -> Result<&str, AuthError> {
         match &self.credential {
             Credential::Session { session_id } => Ok(session_id),
-            Credential::ApiKey { .. } => Err(ApiError::Forbidden),
+            Credential::ApiKey { .. } => Err(AuthError::SessionRequired),
         }
     }
-}
-
-/// The 403 of a cookie-authenticated unsafe request without its session's CSRF token.
-pub fn csrf_rejected() -> ApiError {
-    ApiError::ForbiddenWith(
-        "Missing or invalid CSRF token: send the ac_csrf cookie's value in the X-CSRF-Token header"
-            .into(),
-    )
 }
 
 /// A new session's tokens.
@@ -298,7 +323,7 @@ impl AuthService {
     }
 
     /// Resolves a bearer value (access token or API key). `Ok(None)` when it is not valid
-    /// (→ 401); `Err` only when the store fails.
+    /// (the caller is refused); `Err` only when the store fails.
     ///
     /// A token or key seen in the last [`AUTH_CACHE_TTL`] costs one cache lookup: its
     /// signature is not checked again, its session or key row not read again; its validity
@@ -306,7 +331,7 @@ impl AuthService {
     ///
     /// The HTTP layer calls [`AuthService::cached`] first and this only when that answers
     /// `None`, so that a request's future does not carry this one's size.
-    pub async fn authenticate(&self, bearer: &str) -> Result<Option<Arc<Principal>>, ApiError> {
+    pub async fn authenticate(&self, bearer: &str) -> Result<Option<Arc<Principal>>, AuthError> {
         if let Some(principal) = self.cached(bearer) {
             return Ok(Some(principal));
         }
@@ -406,7 +431,7 @@ impl AuthService {
     async fn authenticate_access_token(
         &self,
         token: &str,
-    ) -> Result<Option<Arc<Principal>>, ApiError> {
+    ) -> Result<Option<Arc<Principal>>, AuthError> {
         let now = self.clock.now();
         let entry = match self.access_tokens.get(token) {
             Some(entry) if entry.claims.in_time(now) => entry,
@@ -464,7 +489,7 @@ impl AuthService {
         &self,
         session: &SessionSlot,
         now: DateTime<Utc>,
-    ) -> Result<(), ApiError> {
+    ) -> Result<(), AuthError> {
         let due = session.auth.session.last_seen_at + TOUCH_INTERVAL_CHRONO <= now;
         if due && !session.touched.swap(true, Ordering::AcqRel) {
             self.session_store
@@ -479,7 +504,7 @@ impl AuthService {
         &self,
         sid: &str,
         now: DateTime<Utc>,
-    ) -> Result<Option<Arc<SessionSlot>>, ApiError> {
+    ) -> Result<Option<Arc<SessionSlot>>, AuthError> {
         let slot = match self.sessions.get(sid) {
             Some(slot) => slot,
             None => match self.session_store.session_auth(sid).await? {
@@ -498,7 +523,7 @@ impl AuthService {
         Ok(slot.live(now).then_some(slot))
     }
 
-    async fn authenticate_key(&self, key: &str) -> Result<Option<Arc<Principal>>, ApiError> {
+    async fn authenticate_key(&self, key: &str) -> Result<Option<Arc<Principal>>, AuthError> {
         let found = match self.keys.get(key) {
             Some(found) => found,
             None => {
@@ -507,7 +532,7 @@ impl AuthService {
                     // The store found the key by its hash; compare it all the same.
                     Some(auth) if keys::constant_time_eq(&auth.key.key_hash, &hash) => {
                         let scopes = ScopeSet::parse(&auth.key.scopes)
-                            .map_err(|e| ApiError::Internal(anyhow::anyhow!(e)))?;
+                            .map_err(|e| AuthError::Internal(anyhow::anyhow!(e)))?;
                         let principal = Arc::new(Principal {
                             user_id: auth.key.user_id.clone(),
                             plan: auth.plan,
@@ -574,7 +599,7 @@ impl AuthService {
         user_id: &str,
         user_agent: Option<String>,
         ip: Option<IpAddr>,
-    ) -> Result<IssuedSession, ApiError> {
+    ) -> Result<IssuedSession, AuthError> {
         let now = self.clock.now();
         let session_id = uuid::Uuid::now_v7().to_string();
         let refresh_jti = uuid::Uuid::now_v7().to_string();
@@ -614,22 +639,22 @@ impl AuthService {
         &self,
         refresh_token: &str,
         csrf: Option<&str>,
-    ) -> Result<IssuedSession, ApiError> {
+    ) -> Result<IssuedSession, AuthError> {
         let now = self.clock.now();
         let claims = self
             .jwt
             .verify(refresh_token, TokenType::Refresh, now)
-            .ok_or(ApiError::Unauthorized)?;
+            .ok_or(AuthError::InvalidCredential)?;
         if csrf.is_some_and(|token| !self.jwt.csrf().verify(&claims.sid, token)) {
-            return Err(csrf_rejected());
+            return Err(AuthError::CsrfRejected);
         }
         self.forget_session(&claims.sid);
         let auth = self
             .live_session(&claims.sid, now)
             .await?
-            .ok_or(ApiError::Unauthorized)?;
+            .ok_or(AuthError::InvalidCredential)?;
         if auth.auth.session.user_id != claims.sub {
-            return Err(ApiError::Unauthorized);
+            return Err(AuthError::InvalidCredential);
         }
         let new_jti = uuid::Uuid::now_v7().to_string();
         if !self
@@ -640,7 +665,7 @@ impl AuthService {
             tracing::warn!(session.id = %claims.sid, "refresh token reuse detected; session revoked");
             self.end_session(&claims.sub, &claims.sid, "refresh_reuse")
                 .await?;
-            return Err(ApiError::Unauthorized);
+            return Err(AuthError::InvalidCredential);
         }
         self.forget_session(&claims.sid);
         let tokens = self.token_pair(&claims.sub, &claims.sid, &new_jti, now)?;
@@ -666,7 +691,7 @@ impl AuthService {
         user_id: &str,
         session_id: &str,
         reason: &str,
-    ) -> Result<bool, ApiError> {
+    ) -> Result<bool, AuthError> {
         let ended = self
             .session_store
             .revoke_session(user_id, session_id, reason, self.clock.now())
@@ -676,7 +701,7 @@ impl AuthService {
     }
 
     /// Ends every session of the user (password reset).
-    pub async fn end_all_sessions(&self, user_id: &str, reason: &str) -> Result<(), ApiError> {
+    pub async fn end_all_sessions(&self, user_id: &str, reason: &str) -> Result<(), AuthError> {
         for id in self
             .session_store
             .revoke_all_sessions(user_id, reason, self.clock.now())
@@ -688,7 +713,7 @@ impl AuthService {
     }
 
     /// Live sessions of the user, newest first.
-    pub async fn live_sessions(&self, user_id: &str) -> Result<Vec<SessionRecord>, ApiError> {
+    pub async fn live_sessions(&self, user_id: &str) -> Result<Vec<SessionRecord>, AuthError> {
         Ok(self
             .session_store
             .live_sessions(user_id, self.clock.now() - SESSION_IDLE)
@@ -731,11 +756,14 @@ mod tests {
             .filter(|s| ![Scope::AgentsRead, Scope::ChatWrite].contains(s))
         {
             assert!(
-                matches!(key.require(scope), Err(ApiError::Forbidden)),
+                matches!(key.require(scope), Err(AuthError::MissingScope)),
                 "{scope:?}"
             );
         }
-        assert!(matches!(key.require_session(), Err(ApiError::Forbidden)));
+        assert!(matches!(
+            key.require_session(),
+            Err(AuthError::SessionRequired)
+        ));
         let session = Principal {
             user_id: "u".into(),
             plan: Plan::Free,

@@ -1,11 +1,9 @@
 //! `/api/agents` and `/api/models`: agent CRUD with plan limits (docs/api.md § Agent, § List,
 //! Create, Get, Update agent, § Agents, models and chat).
 
-use std::sync::Arc;
-
 use app::api::{
-    Agent, AgentResponse, AgentsResponse, CreateAgentRequest, ErrorBody, ModelEntry,
-    ModelsResponse, SuccessResponse, UpdateAgentRequest,
+    AgentResponse, AgentsResponse, CreateAgentRequest, ErrorBody, ModelEntry, ModelsResponse,
+    SuccessResponse, UpdateAgentRequest,
 };
 use axum::{extract::State, http::StatusCode, Json};
 use tracing::instrument;
@@ -14,21 +12,11 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use super::openapi::{BadRequest, JsonBodyErrors, RateLimited};
 use super::{
     extract::{ApiJson, ApiPath, Auth},
-    iso, AppState,
+    AppState,
 };
-use crate::{
-    domain::{parse_name, Scope},
-    error::{ApiError, ApiResult},
-    store::{AgentPatch, AgentRecord},
-    webhooks::{agent_data, EventType},
-};
+use crate::{domain::Scope, http::error::ApiResult, views::agent_view};
 
-/// Longest agent name in characters.
-pub const NAME_MAX: usize = 100;
-/// Longest description in characters.
-pub const DESCRIPTION_MAX: usize = 2_000;
-/// Longest system prompt in characters.
-pub const SYSTEM_PROMPT_MAX: usize = 32_000;
+pub use crate::agents::{DESCRIPTION_MAX, NAME_MAX, SYSTEM_PROMPT_MAX};
 
 /// The agent routes.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -36,101 +24,6 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(list, create))
         .routes(routes!(get, update, delete))
         .routes(routes!(models))
-}
-
-/// The API view of a stored agent.
-pub fn agent_view(a: &AgentRecord) -> Agent {
-    Agent {
-        id: a.id.clone(),
-        name: a.name.clone(),
-        description: a.description.clone(),
-        system_prompt: a.system_prompt.clone(),
-        model: a.model.clone(),
-        status: a.status.clone(),
-        created_at: iso(a.created_at),
-        updated_at: iso(a.updated_at),
-    }
-}
-
-fn bounded(field: &str, value: Option<String>, max: usize) -> ApiResult<Option<String>> {
-    match value {
-        Some(v) if v.chars().count() > max => Err(ApiError::bad_request(format!(
-            "{field} must be at most {max} characters"
-        ))),
-        other => Ok(other),
-    }
-}
-
-/// Checks that `model` is offered; empty means the default model. 400 lists the valid ids.
-async fn check_model(state: &AppState, model: Option<String>) -> ApiResult<Option<String>> {
-    let Some(model) = model.map(|m| m.trim().to_string()) else {
-        return Ok(None);
-    };
-    if model.is_empty() || state.models.resolve(&model).await.is_some() {
-        return Ok(Some(model));
-    }
-    let valid: Vec<String> = state
-        .models
-        .list()
-        .await
-        .into_iter()
-        .map(|m| m.id)
-        .collect();
-    Err(ApiError::bad_request(format!(
-        "model `{model}` is not available; use one of: {}",
-        valid.join(", ")
-    )))
-}
-
-/// How long an agent read by [`owned_agent`] is reused without asking the store. Updates
-/// and deletions through this instance take effect at once ([`AgentCache::forget`]); made
-/// through another instance of the service, within this time (the same bound as
-/// [`crate::auth::AUTH_CACHE_TTL`] for sessions).
-pub const AGENT_CACHE_TTL: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// Agents recently read, by id, so that a busy agent's chats do not each read it again.
-#[derive(Clone)]
-pub struct AgentCache(moka::sync::Cache<String, Arc<AgentRecord>>);
-
-impl Default for AgentCache {
-    fn default() -> Self {
-        Self(
-            moka::sync::Cache::builder()
-                .max_capacity(10_000)
-                .time_to_live(AGENT_CACHE_TTL)
-                .build(),
-        )
-    }
-}
-
-impl AgentCache {
-    /// Drops the agent `id` (after an update or a deletion).
-    pub fn forget(&self, id: &str) {
-        self.0.invalidate(id);
-    }
-}
-
-/// Loads the caller's agent, 404 for a missing or someone else's one (through
-/// [`AgentCache`]).
-pub async fn owned_agent(
-    state: &AppState,
-    user_id: &str,
-    agent_id: &str,
-) -> ApiResult<Arc<AgentRecord>> {
-    if let Some(agent) = state.agents.0.get(agent_id) {
-        if agent.user_id == user_id {
-            return Ok(agent);
-        }
-        return Err(ApiError::not_found("Agent"));
-    }
-    let agent = state
-        .store
-        .agent(user_id, agent_id)
-        .await?
-        .map(Arc::new)
-        .ok_or_else(|| ApiError::not_found("Agent"))?;
-    state.agents.0.insert(agent.id.clone(), agent.clone());
-    Ok(agent)
 }
 
 /// The caller's agents, oldest first.
@@ -142,7 +35,7 @@ async fn list(
     Auth(principal): Auth,
 ) -> ApiResult<Json<AgentsResponse>> {
     principal.require(Scope::AgentsRead)?;
-    let agents = state.store.list_agents(&principal.user_id).await?;
+    let agents = state.agents.list(&principal.user_id).await?;
     Ok(Json(AgentsResponse {
         agents: agents.iter().map(agent_view).collect(),
     }))
@@ -159,38 +52,11 @@ async fn create(
     ApiJson(body): ApiJson<CreateAgentRequest>,
 ) -> ApiResult<(StatusCode, Json<AgentResponse>)> {
     principal.require(Scope::AgentsWrite)?;
-    let name = parse_name("name", &body.name, NAME_MAX).map_err(ApiError::BadRequest)?;
-    let description =
-        bounded("description", body.description, DESCRIPTION_MAX)?.unwrap_or_default();
-    let system_prompt =
-        bounded("systemPrompt", body.system_prompt, SYSTEM_PROMPT_MAX)?.unwrap_or_default();
-    let model = check_model(&state, body.model).await?.unwrap_or_default();
-    let now = state.auth.clock.now();
-    let agent = AgentRecord {
-        id: uuid::Uuid::now_v7().to_string(),
-        user_id: principal.user_id.clone(),
-        name,
-        description,
-        system_prompt,
-        model,
-        status: "active".into(),
-        created_at: now,
-        updated_at: now,
-        has_knowledge: false,
-    };
-    let limit = state.config.agent_limit(principal.plan);
-    if !state.store.create_agent(&agent, limit).await? {
-        return Err(ApiError::ForbiddenWith(format!(
-            "Your {} plan allows {limit} agents and you have reached that limit; delete an agent or upgrade your plan",
-            principal.plan
-        )));
-    }
+    let agent = state
+        .agents
+        .create(&principal.user_id, principal.plan, body)
+        .await?;
     tracing::Span::current().record("agent.id", &agent.id);
-    state
-        .webhooks
-        .events
-        .emit(&agent.user_id, EventType::AgentCreated, agent_data(&agent))
-        .await;
     Ok((
         StatusCode::CREATED,
         Json(AgentResponse {
@@ -210,7 +76,7 @@ async fn get(
     ApiPath(agent_id): ApiPath<String>,
 ) -> ApiResult<Json<AgentResponse>> {
     principal.require(Scope::AgentsRead)?;
-    let agent = owned_agent(&state, &principal.user_id, &agent_id).await?;
+    let agent = state.agents.owned(&principal.user_id, &agent_id).await?;
     Ok(Json(AgentResponse {
         agent: agent_view(&agent),
     }))
@@ -228,33 +94,10 @@ async fn update(
     ApiJson(body): ApiJson<UpdateAgentRequest>,
 ) -> ApiResult<Json<AgentResponse>> {
     principal.require(Scope::AgentsWrite)?;
-    owned_agent(&state, &principal.user_id, &agent_id).await?;
-    let patch = AgentPatch {
-        name: body
-            .name
-            .map(|n| parse_name("name", &n, NAME_MAX))
-            .transpose()
-            .map_err(ApiError::BadRequest)?,
-        description: bounded("description", body.description, DESCRIPTION_MAX)?,
-        system_prompt: bounded("systemPrompt", body.system_prompt, SYSTEM_PROMPT_MAX)?,
-        model: check_model(&state, body.model).await?,
-    };
     let agent = state
-        .store
-        .update_agent(
-            &principal.user_id,
-            &agent_id,
-            &patch,
-            state.auth.clock.now(),
-        )
-        .await?
-        .ok_or_else(|| ApiError::not_found("Agent"))?;
-    state.agents.forget(&agent_id);
-    state
-        .webhooks
-        .events
-        .emit(&agent.user_id, EventType::AgentUpdated, agent_data(&agent))
-        .await;
+        .agents
+        .update(&principal.user_id, &agent_id, body)
+        .await?;
     Ok(Json(AgentResponse {
         agent: agent_view(&agent),
     }))
@@ -271,32 +114,7 @@ async fn delete(
     ApiPath(agent_id): ApiPath<String>,
 ) -> ApiResult<Json<SuccessResponse>> {
     principal.require(Scope::AgentsWrite)?;
-    let documents = state
-        .store
-        .list_documents(&principal.user_id, &agent_id)
-        .await?;
-    if !state
-        .store
-        .delete_agent(&principal.user_id, &agent_id)
-        .await?
-    {
-        return Err(ApiError::not_found("Agent"));
-    }
-    state.agents.forget(&agent_id);
-    // Threads, documents, chunks and jobs went with the agent (ON DELETE CASCADE); the
-    // stored uploads are files.
-    for doc in documents {
-        let _ = tokio::fs::remove_file(state.knowledge.upload_path(&doc.id)).await;
-    }
-    state
-        .webhooks
-        .events
-        .emit(
-            &principal.user_id,
-            EventType::AgentDeleted,
-            serde_json::json!({ "agentId": agent_id }),
-        )
-        .await;
+    state.agents.delete(&principal.user_id, &agent_id).await?;
     Ok(Json(SuccessResponse { success: true }))
 }
 

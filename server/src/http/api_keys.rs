@@ -12,13 +12,14 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use super::openapi::{BadRequest, JsonBodyErrors, RateLimited};
 use super::{
     extract::{ApiJson, ApiPath, Auth},
-    iso, AppState,
+    AppState,
 };
 use crate::{
     auth::keys,
     domain::{parse_name, ScopeSet},
-    error::{ApiError, ApiResult},
+    http::error::{ApiError, ApiResult},
     store::ApiKeyRecord,
+    views::iso,
 };
 
 /// Longest API key name, in characters after trimming.
@@ -78,7 +79,7 @@ fn new_key(
         key_hash: generated.hash,
         scopes: scopes.names(),
         expires_at,
-        created_at: state.auth.clock.now(),
+        created_at: state.clock.now(),
         last_used_at: None,
         revoked_at: None,
     };
@@ -101,7 +102,7 @@ async fn create(
     let expires_at = match body.expires_at.as_deref().filter(|s| !s.trim().is_empty()) {
         Some(raw) => {
             let t = parse_expiry(raw).map_err(ApiError::BadRequest)?;
-            if t <= state.auth.clock.now() {
+            if t <= state.clock.now() {
                 return Err(ApiError::bad_request("expiresAt must be in the future"));
             }
             Some(t)
@@ -162,7 +163,7 @@ async fn revoke(
         .ok_or_else(|| ApiError::not_found("API key"))?;
     state
         .store
-        .revoke_api_key(&principal.user_id, &id, state.auth.clock.now())
+        .revoke_api_key(&principal.user_id, &id, state.clock.now())
         .await?;
     state.auth.forget_key(&key.key_hash);
     Ok(Json(SuccessResponse { success: true }))
@@ -187,7 +188,7 @@ async fn rotate(
         .api_key(&principal.user_id, &id)
         .await?
         .ok_or_else(|| ApiError::not_found("API key"))?;
-    if old.expires_at.is_some_and(|t| t <= state.auth.clock.now()) {
+    if old.expires_at.is_some_and(|t| t <= state.clock.now()) {
         return Err(ApiError::bad_request(
             "This API key has expired; create a new key instead",
         ));
@@ -207,7 +208,7 @@ async fn rotate(
             &principal.user_id,
             &old.id,
             record.clone(),
-            state.auth.clock.now(),
+            state.clock.now(),
         )
         .await?
     {

@@ -23,16 +23,17 @@ use super::openapi::{BadRequest, JsonBodyErrors, RateLimited};
 use super::{
     cookies,
     extract::{ApiJson, ApiPath, ApiQuery, Auth, ClientIp},
-    iso, AppState,
+    AppState,
 };
 use crate::{
     auth::keys,
     domain::{
         parse_country, parse_name, parse_optional, parse_phone, Email, Password, PASSWORD_MAX,
     },
-    error::{ApiError, ApiResult},
+    http::error::{ApiError, ApiResult},
     mail::Mail,
     store::{NewUser, TokenPurpose, UserRecord},
+    views::iso,
 };
 
 /// Longest user name at signup, in characters after trimming.
@@ -71,7 +72,7 @@ fn summary(user: &UserRecord) -> UserSummary {
 
 /// Creates and mails a single-use link for `user`.
 async fn send_link(state: &AppState, user: &UserRecord, purpose: TokenPurpose) -> ApiResult<()> {
-    let now = state.auth.clock.now();
+    let now = state.clock.now();
     let token = keys::random_token();
     let ttl = if purpose == TokenPurpose::VerifyEmail {
         VERIFY_TTL
@@ -171,7 +172,7 @@ async fn signup(
             country,
             phone,
             email_verified: false,
-            now: state.auth.clock.now(),
+            now: state.clock.now(),
         })
         .await?;
     tracing::Span::current().record("user.id", &user.id);
@@ -194,7 +195,7 @@ struct TokenQuery {
 }
 
 async fn consume_verification(state: &AppState, token: &str) -> ApiResult<bool> {
-    let now = state.auth.clock.now();
+    let now = state.clock.now();
     match state
         .store
         .consume_email_token(TokenPurpose::VerifyEmail, &keys::sha256_hex(token), now)
@@ -359,7 +360,8 @@ async fn refresh(
         Some(t) => (t, None),
         None => {
             let token = cookies::get(&headers, REFRESH_COOKIE).ok_or(ApiError::Unauthorized)?;
-            let csrf = cookies::csrf_header(&headers).ok_or_else(crate::auth::csrf_rejected)?;
+            let csrf =
+                cookies::csrf_header(&headers).ok_or(crate::auth::AuthError::CsrfRejected)?;
             (token, Some(csrf))
         }
     };
@@ -502,7 +504,7 @@ async fn reset_password(
     ApiJson(body): ApiJson<ResetPasswordRequest>,
 ) -> ApiResult<Json<MessageResponse>> {
     let password = Password::parse(body.password).map_err(ApiError::BadRequest)?;
-    let now = state.auth.clock.now();
+    let now = state.clock.now();
     let user_id = state
         .store
         .consume_email_token(

@@ -24,8 +24,8 @@ use super::{
     AppState,
 };
 use crate::{
-    channels::{self, slack, telegram},
-    error::{ApiError, ApiResult},
+    channels::{slack, telegram},
+    http::error::{ApiError, ApiResult},
     integrations::open_credentials,
     store::integrations::IntegrationRecord,
 };
@@ -77,7 +77,11 @@ async fn telegram_update(
     require_json_object(&headers, &body)?;
     let update: telegram::Update = serde_json::from_slice(&body)
         .map_err(|e| ApiError::bad_request(format!("The body is not a Telegram update: {e}")))?;
-    if channels::first_delivery(&state, &record.id, &format!("update:{}", update.update_id)).await {
+    if state
+        .channels
+        .first_delivery(&record.id, &format!("update:{}", update.update_id))
+        .await
+    {
         tokio::spawn(answer_telegram(state, record, update));
     }
     Ok(Json(json!({})).into_response())
@@ -98,7 +102,7 @@ async fn answer_telegram(state: AppState, record: IntegrationRecord, update: tel
     else {
         return;
     };
-    let token = match channels::credential(&state, &record, "botToken") {
+    let token = match state.channels.credential(&record, "botToken") {
         Ok(token) => token,
         Err(e) => {
             tracing::error!(error = %e, "the Telegram integration cannot be used");
@@ -117,7 +121,7 @@ async fn answer_telegram(state: AppState, record: IntegrationRecord, update: tel
         }
         _ => {
             api.send_typing(chat_id).await;
-            match channels::answer(&state, &record, &key, text).await {
+            match state.channels.answer(&record, &key, text).await {
                 Ok(reply) => reply,
                 Err(e) => {
                     tracing::warn!(error = ?e, "a Telegram message got no answer");
@@ -164,7 +168,7 @@ async fn slack_event(
         header(&headers, "x-slack-request-timestamp"),
         header(&headers, "x-slack-signature"),
         &body,
-        state.auth.clock.now().timestamp(),
+        state.clock.now().timestamp(),
     )
     .map_err(|e| ApiError::UnauthorizedWith(format!("Not a request from Slack: {e}")))?;
     require_json_object(&headers, &body)?;
@@ -176,7 +180,10 @@ async fn slack_event(
         }
         slack::Envelope::EventCallback { event_id, event } => {
             if let Some(question) = event.question() {
-                if channels::first_delivery(&state, &record.id, &format!("event:{event_id}")).await
+                if state
+                    .channels
+                    .first_delivery(&record.id, &format!("event:{event_id}"))
+                    .await
                 {
                     let token = credentials
                         .get("botToken")
@@ -199,7 +206,7 @@ async fn answer_slack(
     question: slack::Question,
 ) {
     let key = slack::conversation_key(&question);
-    let reply = match channels::answer(&state, &record, &key, &question.text).await {
+    let reply = match state.channels.answer(&record, &key, &question.text).await {
         Ok(reply) => reply,
         Err(e) => {
             tracing::warn!(error = ?e, "a Slack message got no answer");

@@ -2,11 +2,10 @@
 //! conversations of an agent (docs/api.md § Send message, § Events, § Agents, models
 //! and chat).
 
-use std::{collections::VecDeque, convert::Infallible};
+use std::convert::Infallible;
 
 use app::api::{
-    ChatMessage, ChatReply, ChatRequest, Conversation, ConversationsResponse, ErrorBody,
-    MessagesResponse, Source, SuccessResponse, TokensUsed,
+    ChatReply, ChatRequest, ConversationsResponse, ErrorBody, MessagesResponse, SuccessResponse,
 };
 use axum::{
     extract::State,
@@ -18,7 +17,6 @@ use axum::{
     Json,
 };
 use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
-use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::json;
 use tracing::instrument;
@@ -26,16 +24,15 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::openapi::{BadRequest, PayloadTooLarge, RateLimited};
 use super::{
-    agents::owned_agent,
     extract::{ApiJson, ApiPath, ApiQuery, Auth},
-    iso, AppState,
+    AppState,
 };
 use crate::{
-    chat::{self, PreparedChat, ReplyStatus},
+    chat::{Frame, PreparedChat, Relay, ThreadChoice},
     domain::Scope,
-    error::{ApiError, ApiResult},
-    llm::{Event, EventStream, ProviderError, Usage},
-    store::{Cursor, MessageRecord},
+    http::error::{ApiError, ApiResult},
+    store::Cursor,
+    views::{conversation_view, message_view},
 };
 
 /// Default page size of lists (docs/api.md § Conventions).
@@ -78,34 +75,36 @@ async fn send(
         return Err(ApiError::bad_request("message must not be empty"));
     }
     // The message alone first, before anything is read; with its attachments' text once
-    // they are decoded ([`chat::prepare`]).
-    chat::check_length(&body.message, 0, state.config.max_message_chars)?;
-    let agent = owned_agent(&state, &principal.user_id, &agent_id).await?;
-    let prepared = chat::prepare(
-        &state,
-        &agent,
-        &principal.user_id,
-        match body.thread_id.as_deref() {
-            Some(id) => chat::ThreadChoice::Id(id),
-            None => chat::ThreadChoice::New,
-        },
-        &body.message,
-        &body.attachments,
-    )
-    .await?;
+    // they are decoded ([`crate::chat::ChatService::prepare`]).
+    state.chat.check_message(&body.message)?;
+    let agent = state.agents.owned(&principal.user_id, &agent_id).await?;
+    let thread = match body.thread_id.as_deref() {
+        Some(id) => ThreadChoice::Id(id),
+        None => ThreadChoice::New,
+    };
+    let prepared = state
+        .chat
+        .prepare(
+            &agent,
+            &principal.user_id,
+            thread,
+            &body.message,
+            &body.attachments,
+        )
+        .await?;
     let include_usage = body
         .stream_options
         .as_ref()
         .is_some_and(|o| o.include_usage);
     if body.stream {
-        Ok(stream_reply(state, prepared, include_usage))
+        Ok(stream_reply(&state, prepared, include_usage))
     } else {
         json_reply(&state, prepared).await
     }
 }
 
 async fn json_reply(state: &AppState, prepared: PreparedChat) -> ApiResult<Response> {
-    let (text, usage) = chat::complete(state, &prepared).await?;
+    let (text, usage) = state.chat.complete(&prepared).await?;
     Ok(Json(ChatReply {
         message: text,
         model: prepared.model.id.clone(),
@@ -121,33 +120,55 @@ fn frame(value: serde_json::Value) -> SseEvent {
     SseEvent::default().data(value.to_string())
 }
 
+/// A frame of a streamed reply as a server-sent event: `{"chunk"}`, the usage frame, an
+/// `{"error", "message"}` frame with the contract's values, or `[DONE]`.
+fn sse(f: Frame) -> SseEvent {
+    match f {
+        Frame::Chunk(d) => frame(json!({ "chunk": d })),
+        Frame::Summary {
+            usage,
+            model,
+            thread_id,
+            sources,
+        } => frame(json!({
+            "chunk": "",
+            "usage": usage,
+            "model": model,
+            "ragChunksUsed": sources.len(),
+            "threadId": thread_id,
+            "sources": sources,
+        })),
+        Frame::Failed(e) => {
+            let err = ApiError::from(e).body();
+            frame(json!({ "error": err.error, "message": err.message }))
+        }
+        Frame::Done => SseEvent::default().data("[DONE]"),
+    }
+}
+
 /// Streams the reply. The response body itself reads the provider ([`Relay`]): each poll
 /// of the body waits for the provider's next token, so nothing sits between them (no task,
 /// no channel) and the client's pace is the provider's. When the client goes away the
-/// server drops the body, which drops the upstream stream and so cancels the provider
-/// request, and the partial reply is persisted as cancelled. Heartbeats come from
-/// [`KeepAlive`] during silences.
+/// server drops the body, which drops the relay and so cancels the provider request, and
+/// the partial reply is persisted as cancelled. Heartbeats come from [`KeepAlive`] during
+/// silences (`SSE_HEARTBEAT_SECS`).
 pub(crate) fn stream_reply(
-    state: AppState,
+    state: &AppState,
     prepared: PreparedChat,
     include_usage: bool,
 ) -> Response {
     let thread_id = HeaderValue::from_str(&prepared.thread.id).ok();
-    let heartbeat = state.config.sse_heartbeat;
-    let relay = Relay {
-        chat: Some((state, prepared)),
-        include_usage,
-        text: String::new(),
-        reported: None,
-        phase: Phase::Opening,
-        queued: VecDeque::new(),
-    };
+    let relay = Relay::new(state.chat.clone(), prepared, include_usage);
     let events = futures::stream::unfold(relay, |mut relay| async move {
         let frame = relay.next_frame().await?;
-        Some((Ok::<_, Infallible>(frame), relay))
+        Some((Ok::<_, Infallible>(sse(frame)), relay))
     });
     let mut response = Sse::new(events)
-        .keep_alive(KeepAlive::new().interval(heartbeat).text("ping"))
+        .keep_alive(
+            KeepAlive::new()
+                .interval(state.config.sse_heartbeat)
+                .text("ping"),
+        )
         .into_response();
     let headers = response.headers_mut();
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
@@ -156,169 +177,6 @@ pub(crate) fn stream_reply(
         headers.insert("x-thread-id", v);
     }
     response
-}
-
-/// Where a streamed reply is.
-enum Phase {
-    /// The provider request is being opened (with retries, [`chat::open_stream`]).
-    Opening,
-    /// Tokens are relayed as they come.
-    Relaying(EventStream),
-    /// The last frames are queued; once they are sent the reply is persisted so.
-    Ending(Ended),
-    /// Persisted; the body ends.
-    Done,
-}
-
-/// The state of one streamed reply, owned by its response body ([`stream_reply`]).
-/// Dropped before [`Phase::Done`] (the client went away), it persists what it has: the
-/// partial reply as cancelled, or the ended reply as it ended.
-struct Relay {
-    /// Taken when the reply is persisted.
-    chat: Option<(AppState, PreparedChat)>,
-    include_usage: bool,
-    /// The reply so far.
-    text: String,
-    /// Usage the provider reported.
-    reported: Option<Usage>,
-    phase: Phase,
-    /// Frames to send before going on.
-    queued: VecDeque<SseEvent>,
-}
-
-impl Relay {
-    /// The next frame to send; `None` once the reply has ended and been persisted.
-    async fn next_frame(&mut self) -> Option<SseEvent> {
-        loop {
-            if let Some(frame) = self.queued.pop_front() {
-                return Some(frame);
-            }
-            match &mut self.phase {
-                Phase::Opening => {
-                    let (state, prepared) = self.chat.as_mut()?;
-                    // Boxed: the opening's state (retries, backoff timer) is needed once,
-                    // and would otherwise widen the state this body keeps while it is open.
-                    let timeout = state.config.provider_timeout;
-                    let opened = Box::pin(chat::open_stream(prepared, timeout)).await;
-                    prepared.release_prompt();
-                    self.phase = match opened {
-                        Ok(upstream) => Phase::Relaying(upstream),
-                        Err(e) => self.failed(&e),
-                    };
-                }
-                Phase::Relaying(upstream) => match upstream.next().await {
-                    Some(Ok(Event::Delta(d))) => {
-                        self.text.push_str(&d);
-                        return Some(frame(json!({ "chunk": d })));
-                    }
-                    Some(Ok(Event::End(usage))) => self.reported = usage,
-                    Some(Err(e)) => self.phase = self.failed(&e),
-                    None => self.phase = self.completed(),
-                },
-                Phase::Ending(..) => {
-                    let ended = std::mem::replace(&mut self.phase, Phase::Done);
-                    if let (Phase::Ending(ended), Some((state, prepared))) =
-                        (ended, self.chat.take())
-                    {
-                        // In a task of its own, so that a client leaving now cannot cut
-                        // the write short; the body ends once it is done.
-                        let text = std::mem::take(&mut self.text);
-                        let _ = tokio::spawn(async move {
-                            persist(&state, &prepared, &text, ended).await;
-                        })
-                        .await;
-                    }
-                }
-                Phase::Done => return None,
-            }
-        }
-    }
-
-    /// Queues the usage frame (when asked for) and `[DONE]`.
-    fn completed(&mut self) -> Phase {
-        let Some((_, prepared)) = &self.chat else {
-            return Phase::Done;
-        };
-        let usage = chat::usage_or_counted(self.reported, prepared.prompt_tokens, &self.text);
-        if self.include_usage {
-            self.queued.push_back(frame(json!({
-                "chunk": "",
-                "usage": usage,
-                "model": prepared.model.id,
-                "ragChunksUsed": prepared.sources.len(),
-                "threadId": prepared.thread.id,
-                "sources": prepared.sources,
-            })));
-        }
-        self.queued.push_back(SseEvent::default().data("[DONE]"));
-        Phase::Ending(Ended {
-            status: ReplyStatus::Complete,
-            usage: Some(usage),
-            error: None,
-        })
-    }
-
-    /// Queues the error frame and `[DONE]`.
-    fn failed(&mut self, e: &ProviderError) -> Phase {
-        let err = chat::upstream_error(e).body();
-        self.queued
-            .push_back(frame(json!({ "error": err.error, "message": err.message })));
-        self.queued.push_back(SseEvent::default().data("[DONE]"));
-        Phase::Ending(Ended {
-            status: ReplyStatus::Failed,
-            usage: None,
-            error: Some(err.message),
-        })
-    }
-}
-
-impl Drop for Relay {
-    fn drop(&mut self) {
-        let Some((state, prepared)) = self.chat.take() else {
-            return;
-        };
-        let ended = match std::mem::replace(&mut self.phase, Phase::Done) {
-            Phase::Ending(ended) => ended,
-            _ => Ended {
-                status: ReplyStatus::Cancelled,
-                usage: None,
-                error: Some("the client disconnected".to_string()),
-            },
-        };
-        let text = std::mem::take(&mut self.text);
-        match tokio::runtime::Handle::try_current() {
-            Ok(runtime) => {
-                runtime.spawn(async move {
-                    persist(&state, &prepared, &text, ended).await;
-                });
-            }
-            Err(_) => {
-                tracing::error!("a streamed reply ended outside the runtime and was not persisted")
-            }
-        }
-    }
-}
-
-/// How a streamed reply ended: what [`chat::finish`] records besides its text.
-struct Ended {
-    status: ReplyStatus,
-    /// Token usage of a complete reply.
-    usage: Option<TokensUsed>,
-    /// Why it did not complete.
-    error: Option<String>,
-}
-
-/// Persists a streamed reply ([`chat::finish`]); a failure is logged, the client having
-/// been answered already.
-async fn persist(state: &AppState, prepared: &PreparedChat, text: &str, ended: Ended) {
-    let Ended {
-        status,
-        usage,
-        error,
-    } = ended;
-    if let Err(err) = chat::finish(state, prepared, text, usage, status, error).await {
-        tracing::error!(error = ?err, "persisting the streamed reply failed");
-    }
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -373,7 +231,7 @@ async fn conversations(
     ApiQuery(page): ApiQuery<PageQuery>,
 ) -> ApiResult<Json<ConversationsResponse>> {
     principal.require(Scope::ChatRead)?;
-    owned_agent(&state, &principal.user_id, &agent_id).await?;
+    state.agents.owned(&principal.user_id, &agent_id).await?;
     let limit = page.limit()?;
     let threads = state
         .store
@@ -390,41 +248,8 @@ async fn conversations(
         next_cursor: more
             .then(|| threads.last().map(|t| encode_cursor(t.updated_at, &t.id)))
             .flatten(),
-        conversations: threads
-            .iter()
-            .map(|t| Conversation {
-                thread_id: t.id.clone(),
-                title: t.title.clone(),
-                message_count: t.message_count as u32,
-                created_at: iso(t.created_at),
-                updated_at: iso(t.updated_at),
-            })
-            .collect(),
+        conversations: threads.iter().map(conversation_view).collect(),
     }))
-}
-
-fn message_view(m: &MessageRecord) -> ChatMessage {
-    let tokens_used = match (m.prompt_tokens, m.completion_tokens) {
-        (Some(p), Some(c)) => Some(TokensUsed {
-            prompt: p as u32,
-            completion: c as u32,
-            total: (p + c) as u32,
-        }),
-        _ => None,
-    };
-    ChatMessage {
-        id: m.id.clone(),
-        role: m.role.clone(),
-        content: m.content.clone(),
-        model: m.model.clone(),
-        tokens_used,
-        sources: m
-            .sources
-            .as_deref()
-            .and_then(|s| serde_json::from_str::<Vec<Source>>(s).ok()),
-        status: m.status.clone(),
-        created_at: iso(m.created_at),
-    }
 }
 
 /// The messages of a thread, oldest first.

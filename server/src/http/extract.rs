@@ -14,7 +14,7 @@ use serde::de::DeserializeOwned;
 
 use crate::{
     auth::Principal,
-    error::{ApiError, NOT_JSON_MESSAGE},
+    http::error::{ApiError, NOT_JSON_MESSAGE},
 };
 
 /// A JSON request body, read like `axum::Json` but refused unless it is a JSON object, with
@@ -142,7 +142,7 @@ impl<S: Send + Sync> FromRequestParts<S> for Auth {
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
         match parts.extensions.get::<Identity>() {
             Some(Identity::Authenticated(p)) => Ok(Auth(p.clone())),
-            Some(Identity::CsrfRejected) => Err(crate::auth::csrf_rejected()),
+            Some(Identity::CsrfRejected) => Err(crate::auth::AuthError::CsrfRejected.into()),
             _ => Err(ApiError::Unauthorized),
         }
     }

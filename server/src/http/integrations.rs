@@ -5,9 +5,9 @@
 //! carry masked hints only.
 
 use app::api::{
-    CreateIntegrationRequest, CreatedResponse, ErrorBody, Integration, IntegrationConnection,
-    IntegrationField, IntegrationProvider, IntegrationProvidersResponse, IntegrationResponse,
-    IntegrationsResponse, SuccessResponse, UpdateIntegrationRequest,
+    CreateIntegrationRequest, CreatedResponse, ErrorBody, IntegrationField, IntegrationProvider,
+    IntegrationProvidersResponse, IntegrationResponse, IntegrationsResponse, SuccessResponse,
+    UpdateIntegrationRequest,
 };
 use axum::{extract::State, http::StatusCode, Json};
 use serde_json::Value;
@@ -17,17 +17,18 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use super::openapi::{BadRequest, JsonBodyErrors, RateLimited};
 use super::{
     extract::{ApiJson, ApiPath, Auth},
-    iso, AppState,
+    AppState,
 };
 use crate::{
     channels,
     domain::{parse_name, Scope},
-    error::{ApiError, ApiResult},
+    http::error::{ApiError, ApiResult},
     integrations::{
         catalog::{self, Field},
         open_credentials, prepare, MAX_INTEGRATIONS, MAX_NAME_CHARS,
     },
     store::integrations::IntegrationRecord,
+    views::integration_view,
     webhooks::EventType,
 };
 
@@ -72,45 +73,9 @@ async fn providers(Auth(principal): Auth) -> ApiResult<Json<IntegrationProviders
     }))
 }
 
-/// `r` as answers show it; `public_url` makes the connection URLs.
-fn view(r: &IntegrationRecord, public_url: &str) -> Integration {
-    let connection = match (channels::inbound_url(public_url, r), &r.public_id) {
-        (Some(url), _) => Some(IntegrationConnection {
-            webhook_url: Some(url),
-            public_id: None,
-            embed_code: None,
-        }),
-        (None, Some(public_id)) => Some(IntegrationConnection {
-            webhook_url: None,
-            public_id: Some(public_id.clone()),
-            embed_code: Some(channels::widget::embed_code(public_url, public_id)),
-        }),
-        (None, None) => None,
-    };
-    Integration {
-        id: r.id.clone(),
-        provider_code: r.provider_code.clone(),
-        name: r.name.clone(),
-        agent_id: r.agent_id.clone(),
-        config: serde_json::from_str(&r.config)
-            .unwrap_or_else(|_| Value::Object(Default::default())),
-        credentials: serde_json::from_str(&r.credential_hints)
-            .unwrap_or_else(|_| Value::Object(Default::default())),
-        status: r.status.clone(),
-        status_detail: r.status_detail.clone(),
-        connection,
-        created_at: iso(r.created_at),
-        updated_at: iso(r.updated_at),
-    }
-}
-
 /// 404 unless the caller owns agent `id`.
 async fn own_agent(state: &AppState, user_id: &str, id: &str) -> ApiResult<String> {
-    let id = id.trim();
-    match state.store.agent(user_id, id).await? {
-        Some(agent) => Ok(agent.id),
-        None => Err(ApiError::not_found("Agent")),
-    }
+    Ok(state.agents.owned(user_id, id.trim()).await?.id.clone())
 }
 
 /// The integrations of the user, oldest first, credentials masked.
@@ -126,7 +91,7 @@ async fn list(
     Ok(Json(IntegrationsResponse {
         integrations: integrations
             .iter()
-            .map(|r| view(r, &state.config.public_url))
+            .map(|r| integration_view(r, &state.config.public_url))
             .collect(),
     }))
 }
@@ -166,7 +131,7 @@ async fn create(
         body.config.as_ref(),
     )
     .map_err(ApiError::BadRequest)?;
-    let now = state.auth.clock.now();
+    let now = state.clock.now();
     let mut record = IntegrationRecord {
         id: id.clone(),
         user_id: principal.user_id.clone(),
@@ -194,7 +159,7 @@ async fn create(
         )));
     }
     if provider.live {
-        channels::connect(&state, &mut record).await;
+        state.channels.connect(&mut record).await;
         state.store.update_integration(&record).await?;
     }
     state
@@ -203,7 +168,7 @@ async fn create(
         .emit(
             &record.user_id,
             EventType::IntegrationCreated,
-            serde_json::json!({ "integration": view(&record, &state.config.public_url) }),
+            serde_json::json!({ "integration": integration_view(&record, &state.config.public_url) }),
         )
         .await;
     let message = match &record.status_detail {
@@ -237,7 +202,7 @@ async fn get_one(
     principal.require(Scope::IntegrationsRead)?;
     let record = owned(&state, &principal.user_id, &id).await?;
     Ok(Json(IntegrationResponse {
-        integration: view(&record, &state.config.public_url),
+        integration: integration_view(&record, &state.config.public_url),
     }))
 }
 
@@ -301,14 +266,14 @@ async fn update(
     }
     // New credentials (a new bot token), or a channel that failed before: set it up again.
     if provider.live && (body.credentials.is_some() || record.status == "error") {
-        channels::connect(&state, &mut record).await;
+        state.channels.connect(&mut record).await;
     }
-    record.updated_at = state.auth.clock.now();
+    record.updated_at = state.clock.now();
     if !state.store.update_integration(&record).await? {
         return Err(ApiError::not_found("Integration"));
     }
     Ok(Json(IntegrationResponse {
-        integration: view(&record, &state.config.public_url),
+        integration: integration_view(&record, &state.config.public_url),
     }))
 }
 
@@ -331,6 +296,6 @@ async fn delete(
     {
         return Err(ApiError::not_found("Integration"));
     }
-    channels::disconnect(&state, &record).await;
+    state.channels.disconnect(&record).await;
     Ok(Json(SuccessResponse { success: true }))
 }

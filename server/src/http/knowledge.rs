@@ -3,33 +3,26 @@
 //! docs/api.md § Knowledge base).
 
 use app::api::{
-    AddUrlRequest, AddUrlResponse, CrawlOptions, DocumentRefreshResponse, DocumentResponse,
-    DocumentsResponse, ErrorBody, Job, JobProgress, JobResponse, KnowledgeDocument,
-    SuccessResponse, UploadResponse,
+    AddUrlRequest, AddUrlResponse, DocumentRefreshResponse, DocumentResponse, DocumentsResponse,
+    ErrorBody, JobResponse, SuccessResponse, UploadResponse,
 };
 use axum::{
     extract::{multipart::MultipartRejection, DefaultBodyLimit, Multipart, State},
     http::StatusCode,
     Json,
 };
-use chrono::Utc;
-use tracing::{info, instrument};
+use tracing::instrument;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::openapi::{BadRequest, JsonBodyErrors, RateLimited};
 use super::{
-    agents::owned_agent,
     extract::{ApiJson, ApiPath, Auth},
-    iso, AppState,
+    AppState,
 };
 use crate::{
     domain::Scope,
-    error::{ApiError, ApiResult},
-    knowledge::{crawl::CrawlConfig, extract, worker},
-    store::{
-        documents::{status, DocumentRecord},
-        jobs::{job_status, JobRecord},
-    },
+    http::error::{ApiError, ApiResult},
+    views::{document_view, job_view},
 };
 
 /// Longest file name kept for an upload, in characters.
@@ -49,41 +42,6 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(get, delete))
         .routes(routes!(refresh))
         .routes(routes!(job))
-}
-
-/// The API view of a stored document.
-pub fn document_view(d: &DocumentRecord) -> KnowledgeDocument {
-    KnowledgeDocument {
-        document_id: d.id.clone(),
-        kind: d.kind.clone(),
-        name: d.name.clone(),
-        url: d.url.clone(),
-        status: d.status.clone(),
-        error: d.error.clone(),
-        pages: d.pages,
-        chunks: d.chunks,
-        bytes: d.bytes,
-        created_at: iso(d.created_at),
-        updated_at: iso(d.updated_at),
-        indexed_at: d.indexed_at.map(iso),
-    }
-}
-
-fn job_view(j: &JobRecord) -> Job {
-    Job {
-        id: j.id.clone(),
-        kind: j.kind.clone(),
-        status: j.status.clone(),
-        progress: JobProgress {
-            done: j.progress_done,
-            total: j.progress_total,
-        },
-        document_id: j.document_id.clone(),
-        error: j.error.clone(),
-        created_at: iso(j.created_at),
-        started_at: j.started_at.map(iso),
-        finished_at: j.finished_at.map(iso),
-    }
 }
 
 /// A file name safe to show and store: the last path component, control characters
@@ -124,11 +82,11 @@ async fn upload(
     multipart: Result<Multipart, MultipartRejection>,
 ) -> ApiResult<(StatusCode, Json<UploadResponse>)> {
     principal.require(Scope::KnowledgeWrite)?;
-    let agent = owned_agent(&state, &principal.user_id, &agent_id).await?;
+    let agent = state.agents.owned(&principal.user_id, &agent_id).await?;
     let mut multipart = multipart.map_err(|_| {
         ApiError::bad_request("Send the file as multipart/form-data in a field named `file`")
     })?;
-    let max = state.knowledge.max_upload_bytes;
+    let max = state.documents.max_upload_bytes();
     let mut file: Option<(String, Vec<u8>)> = None;
     loop {
         let field = match multipart.next_field().await {
@@ -167,48 +125,13 @@ async fn upload(
             "The multipart body has no field named `file`",
         ));
     };
-    let format = match extract::detect(&bytes) {
-        Ok(kind) => kind,
-        Err(extract::ExtractError::Empty) => {
-            return Err(ApiError::bad_request("The file is empty"));
-        }
-        Err(err) => {
-            return Err(ApiError::UnsupportedMediaType(format!(
-                "{err} Upload a PDF, Word (DOCX), Markdown or plain text file."
-            )));
-        }
-    };
-    let now = Utc::now();
-    let id = uuid::Uuid::now_v7().to_string();
-    tracing::Span::current().record("document.id", id.as_str());
-    let path = state.knowledge.upload_path(&id);
-    tokio::fs::write(&path, &bytes)
-        .await
-        .map_err(|e| ApiError::Internal(anyhow::anyhow!("cannot store an upload: {e}")))?;
-    let doc = DocumentRecord::pending_file(
-        id.clone(),
-        &agent.id,
-        &principal.user_id,
-        name,
-        format.as_str(),
-        bytes.len() as u64,
-        now,
-    );
-    let job = JobRecord::queued(worker::kind::INGEST, &id, &principal.user_id, now);
-    if let Err(err) = state.store.create_document(&doc, &job).await {
-        let _ = tokio::fs::remove_file(&path).await;
-        return Err(err.into());
-    }
-    // The cached agent may say it has no knowledge, which would skip retrieval.
-    state.agents.forget(&agent.id);
-    state.knowledge.wake.notify_one();
-    info!(format = %format, bytes = bytes.len(), "document uploaded");
+    let doc = state.documents.add_file(&agent, name, bytes).await?;
     Ok((
         StatusCode::CREATED,
         Json(UploadResponse {
             success: true,
-            document_id: id,
-            status: status::PENDING.into(),
+            document_id: doc.id,
+            status: doc.status,
         }),
     ))
 }
@@ -228,23 +151,6 @@ fn multipart_error(status: StatusCode, max: usize) -> ApiError {
     }
 }
 
-/// The crawl settings of `options`, with defaults; 400 names the bad option.
-fn crawl_config(options: Option<CrawlOptions>) -> ApiResult<CrawlConfig> {
-    let o = options.unwrap_or_default();
-    let d = CrawlConfig::default();
-    let config = CrawlConfig {
-        crawl_depth: o.crawl_depth.unwrap_or(d.crawl_depth),
-        max_pages: o.max_pages.unwrap_or(d.max_pages),
-        include_patterns: o.include_patterns.unwrap_or(d.include_patterns),
-        exclude_patterns: o.exclude_patterns.unwrap_or(d.exclude_patterns),
-        same_domain: o.same_domain.unwrap_or(d.same_domain),
-        use_sitemap: o.use_sitemap.unwrap_or(d.use_sitemap),
-        respect_robots: o.respect_robots.unwrap_or(d.respect_robots),
-    };
-    config.validate().map_err(ApiError::BadRequest)?;
-    Ok(config)
-}
-
 /// Add a web site (or one page): 202 with the document and the crawl job; the crawl runs
 /// in the background.
 #[utoipa::path(post, path = "/api/agents/{agentId}/knowledge/url", tag = "knowledge", security(("bearer" = [])),
@@ -260,31 +166,16 @@ async fn add_url(
     ApiJson(body): ApiJson<AddUrlRequest>,
 ) -> ApiResult<(StatusCode, Json<AddUrlResponse>)> {
     principal.require(Scope::KnowledgeWrite)?;
-    let agent = owned_agent(&state, &principal.user_id, &agent_id).await?;
-    let config = crawl_config(body.config)?;
-    let url = super::checked_public_url(&body.url, &state.knowledge.policy, "be crawled").await?;
-    let now = Utc::now();
-    let id = uuid::Uuid::now_v7().to_string();
-    tracing::Span::current().record("document.id", id.as_str());
-    let crawl_config = serde_json::to_string(&config).map_err(|e| ApiError::Internal(e.into()))?;
-    let doc = DocumentRecord::pending_url(
-        id.clone(),
-        &agent.id,
-        &principal.user_id,
-        url.as_str(),
-        Some(crawl_config),
-        now,
-    );
-    let job = JobRecord::queued(worker::kind::CRAWL, &id, &principal.user_id, now);
-    state.store.create_document(&doc, &job).await?;
-    // The cached agent may say it has no knowledge, which would skip retrieval.
-    state.agents.forget(&agent.id);
-    state.knowledge.wake.notify_one();
+    let agent = state.agents.owned(&principal.user_id, &agent_id).await?;
+    let (doc, job) = state
+        .documents
+        .add_url(&agent, &body.url, body.config)
+        .await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(AddUrlResponse {
             success: true,
-            document_id: id,
+            document_id: doc.id,
             job_id: job.id,
         }),
     ))
@@ -301,28 +192,11 @@ async fn list(
     ApiPath(agent_id): ApiPath<String>,
 ) -> ApiResult<Json<DocumentsResponse>> {
     principal.require(Scope::KnowledgeRead)?;
-    let agent = owned_agent(&state, &principal.user_id, &agent_id).await?;
-    let docs = state
-        .store
-        .list_documents(&principal.user_id, &agent.id)
-        .await?;
+    let agent = state.agents.owned(&principal.user_id, &agent_id).await?;
+    let docs = state.documents.list(&agent).await?;
     Ok(Json(DocumentsResponse {
         documents: docs.iter().map(document_view).collect(),
     }))
-}
-
-async fn owned_document(
-    state: &AppState,
-    user_id: &str,
-    agent_id: &str,
-    document_id: &str,
-) -> ApiResult<DocumentRecord> {
-    owned_agent(state, user_id, agent_id).await?;
-    state
-        .store
-        .document(user_id, agent_id, document_id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("Document"))
 }
 
 /// One knowledge document with its status.
@@ -336,7 +210,8 @@ async fn get(
     ApiPath((agent_id, document_id)): ApiPath<(String, String)>,
 ) -> ApiResult<Json<DocumentResponse>> {
     principal.require(Scope::KnowledgeRead)?;
-    let doc = owned_document(&state, &principal.user_id, &agent_id, &document_id).await?;
+    let agent = state.agents.owned(&principal.user_id, &agent_id).await?;
+    let doc = state.documents.document(&agent, &document_id).await?;
     Ok(Json(DocumentResponse {
         document: document_view(&doc),
     }))
@@ -353,15 +228,8 @@ async fn delete(
     ApiPath((agent_id, document_id)): ApiPath<(String, String)>,
 ) -> ApiResult<Json<SuccessResponse>> {
     principal.require(Scope::KnowledgeWrite)?;
-    owned_agent(&state, &principal.user_id, &agent_id).await?;
-    if !state
-        .store
-        .delete_document(&principal.user_id, &agent_id, &document_id)
-        .await?
-    {
-        return Err(ApiError::not_found("Document"));
-    }
-    let _ = tokio::fs::remove_file(state.knowledge.upload_path(&document_id)).await;
+    let agent = state.agents.owned(&principal.user_id, &agent_id).await?;
+    state.documents.delete(&agent, &document_id).await?;
     Ok(Json(SuccessResponse { success: true }))
 }
 
@@ -377,28 +245,8 @@ async fn refresh(
     ApiPath((agent_id, document_id)): ApiPath<(String, String)>,
 ) -> ApiResult<(StatusCode, Json<DocumentRefreshResponse>)> {
     principal.require(Scope::KnowledgeWrite)?;
-    let doc = owned_document(&state, &principal.user_id, &agent_id, &document_id).await?;
-    let kind = if doc.kind == "url" {
-        worker::kind::CRAWL
-    } else {
-        worker::kind::INGEST
-    };
-    let job = state
-        .store
-        .enqueue_job(&JobRecord::queued(
-            kind,
-            &doc.id,
-            &principal.user_id,
-            Utc::now(),
-        ))
-        .await?;
-    if job.status == job_status::QUEUED {
-        state
-            .store
-            .set_document_status(&doc.id, status::PENDING, None, Utc::now())
-            .await?;
-    }
-    state.knowledge.wake.notify_one();
+    let agent = state.agents.owned(&principal.user_id, &agent_id).await?;
+    let job = state.documents.refresh(&agent, &document_id).await?;
     Ok((
         StatusCode::ACCEPTED,
         Json(DocumentRefreshResponse {
@@ -419,11 +267,7 @@ async fn job(
     ApiPath(job_id): ApiPath<String>,
 ) -> ApiResult<Json<JobResponse>> {
     principal.require(Scope::KnowledgeRead)?;
-    let job = state
-        .store
-        .job(&principal.user_id, &job_id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("Job"))?;
+    let job = state.documents.job(&principal.user_id, &job_id).await?;
     Ok(Json(JobResponse {
         job: job_view(&job),
     }))

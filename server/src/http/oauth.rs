@@ -43,7 +43,7 @@ use super::openapi::{BadRequest, JsonBodyErrors, RateLimited};
 use super::{
     cookies,
     extract::{ApiJson, ApiPath, ApiQuery, Auth, ClientIp},
-    iso, AppState,
+    AppState,
 };
 use crate::{
     auth::{
@@ -51,11 +51,12 @@ use crate::{
         oauth::{OAuthError, Provider, ProviderIdentity},
     },
     domain::Email,
-    error::{ApiError, ApiResult},
+    http::error::{ApiError, ApiResult},
     store::{
         identity::{ExchangeCodeRecord, IdentityRecord, OAuthFlowRecord},
         NewUser, StoreError, UserRecord,
     },
+    views::iso,
 };
 
 /// The browser-binding cookie of a flow (httpOnly, SameSite=Lax so that it comes back on
@@ -168,7 +169,7 @@ async fn begin_flow(
 ) -> Result<String, OAuthError> {
     let request = state.oauth.authorization_request(provider).await?;
     let (binding, new) = browser_binding(headers);
-    let now = state.auth.clock.now();
+    let now = state.clock.now();
     let flow = OAuthFlowRecord {
         state_hash: keys::sha256_hex(&request.state),
         provider: provider.code().into(),
@@ -333,7 +334,7 @@ async fn callback(
         client_redirect: flow.client_redirect.as_deref(),
         link: flow.link_user_id.is_some(),
     };
-    let now = state.auth.clock.now();
+    let now = state.clock.now();
     let same_browser = cookies::get(&headers, FLOW_COOKIE)
         .is_some_and(|b| keys::constant_time_eq(&keys::sha256_hex(&b), &flow.browser_hash));
     if flow.provider != provider.code() || flow.expires_at <= now || !same_browser {
@@ -449,7 +450,7 @@ async fn account_for(
     if state.store.user_by_email(&email).await?.is_some() {
         return Ok(Err(existing_account_message(provider)));
     }
-    let now = state.auth.clock.now();
+    let now = state.clock.now();
     let user_id = uuid::Uuid::now_v7().to_string();
     let name: String = identity.name.trim().chars().take(200).collect();
     let created = state
@@ -529,7 +530,7 @@ async fn connect(
             subject: identity.subject.clone(),
             user_id: user_id.into(),
             email: identity.email.clone(),
-            created_at: state.auth.clock.now(),
+            created_at: state.clock.now(),
         })
         .await;
     match linked {
@@ -553,7 +554,7 @@ async fn exchange(
     headers: HeaderMap,
     ApiJson(body): ApiJson<OAuthExchangeRequest>,
 ) -> ApiResult<Json<LoginResponse>> {
-    let now = state.auth.clock.now();
+    let now = state.clock.now();
     let user_id = state
         .store
         .take_exchange_code(&keys::sha256_hex(body.code.trim()), now)

@@ -1,4 +1,5 @@
-//! Shared parts of the OpenAPI document (`GET /api/openapi.json`): the error answers that
+//! The OpenAPI document (`GET /api/openapi.json`): its fixed parts ([`ApiDoc`]; the paths
+//! come from the handlers' `#[utoipa::path]` annotations), the error answers that
 //! whole kinds of operations share, referenced from the handlers' `#[utoipa::path]`
 //! annotations instead of being described again in each, and the length rules of request
 //! fields, written into the request schemas from the constants and configuration that the
@@ -202,6 +203,57 @@ pub fn apply_input_rules(doc: &mut OpenApi, config: &Config) -> Vec<String> {
         }
     }
     missing
+}
+
+/// The OpenAPI document's fixed parts; paths come from the handlers' annotations.
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    info(
+        title = "AgentChat API",
+        description = "Configurable AI agents: accounts, API keys, agents, chat, knowledge, integrations and webhooks. \
+            Authenticate with `Authorization: Bearer <accessToken | apiKey>`. Errors are `{error, message}`.",
+        license(name = "Apache-2.0")
+    ),
+    modifiers(&SecurityAddon),
+    components(responses(
+        BadRequest,
+        PayloadTooLarge,
+        UnsupportedMediaType,
+        TooManyRequests
+    )),
+    tags(
+        (name = "auth", description = "Accounts, sessions and tokens"),
+        (name = "api-keys", description = "API keys for programmatic access"),
+        (name = "agents", description = "Agents and the models they can use"),
+        (name = "chat", description = "Chat replies (JSON or server-sent events) and conversations"),
+        (name = "knowledge", description = "Knowledge base: uploaded documents, crawled sites and their jobs"),
+        (name = "integrations", description = "Integrations with third-party providers (credentials encrypted, never returned)"),
+        (name = "webhooks", description = "Webhooks: signed event deliveries (Standard Webhooks v1) and their history"),
+        (name = "channels", description = "Inbound requests of live channels: Telegram updates and Slack events (authenticated by the integration's secrets)"),
+        (name = "widget", description = "The website widget's public API, for pages of the integration's allowed origins"),
+        (name = "operations", description = "Health and API description")
+    )
+)]
+pub struct ApiDoc;
+
+struct SecurityAddon;
+
+impl utoipa::Modify for SecurityAddon {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "An access token (JWT) from login or refresh, or an API key `key_...`",
+                    ))
+                    .build(),
+            ),
+        );
+    }
 }
 
 #[cfg(test)]

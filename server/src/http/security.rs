@@ -29,7 +29,7 @@ use axum::{
 use futures::future::Either;
 use tower::{Layer, Service};
 
-use crate::error::ApiError;
+use crate::http::error::ApiError;
 
 /// Largest request head accepted, in bytes: the request line and every header field,
 /// counted as `name: value` plus CRLF (RFC 9112 § 2.1). Larger: 431 (RFC 6585 § 5) with

@@ -17,7 +17,7 @@ use super::{
 };
 use crate::{
     domain::Scope,
-    error::{ApiError, ApiResult},
+    http::error::{ApiError, ApiResult},
     store::UsageDay,
 };
 
@@ -86,7 +86,7 @@ async fn usage(
             "days must be between 1 and {MAX_DAYS}"
         )));
     }
-    let today = state.auth.clock.now().date_naive();
+    let today = state.clock.now().date_naive();
     let first_day = today - Duration::days(i64::from(days) - 1);
     let month_start = today.with_day(1).unwrap_or(today);
     let used = state

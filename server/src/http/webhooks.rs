@@ -3,9 +3,8 @@
 //! signed per Standard Webhooks v1 and sent by [`crate::webhooks::worker`].
 
 use app::api::{
-    CreateWebhookRequest, CreatedWebhook, ErrorBody, SuccessResponse, Webhook,
-    WebhookDeliveriesResponse, WebhookDelivery, WebhookEventType, WebhookEventsResponse,
-    WebhooksResponse,
+    CreateWebhookRequest, CreatedWebhook, ErrorBody, SuccessResponse, WebhookDeliveriesResponse,
+    WebhookEventType, WebhookEventsResponse, WebhooksResponse,
 };
 use axum::{extract::State, http::StatusCode, Json};
 use tracing::instrument;
@@ -14,21 +13,16 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 use super::openapi::{BadRequest, JsonBodyErrors, RateLimited};
 use super::{
     extract::{ApiJson, ApiPath, Auth},
-    iso, AppState,
+    AppState,
 };
 use crate::{
     domain::Scope,
-    error::{ApiError, ApiResult},
-    store::webhooks::{DeliveryRecord, WebhookRecord},
-    webhooks::{new_secret, EventType},
+    http::error::ApiResult,
+    views::{delivery_view, webhook_view},
+    webhooks::EventType,
 };
 
-/// Webhooks one account may hold.
-pub const MAX_WEBHOOKS_PER_USER: u32 = 20;
-/// Longest description in characters.
-pub const DESCRIPTION_MAX: usize = 500;
-/// Deliveries listed per webhook (the newest).
-pub const DELIVERIES_LISTED: u32 = 100;
+pub use crate::webhooks::service::{DELIVERIES_LISTED, DESCRIPTION_MAX, MAX_WEBHOOKS_PER_USER};
 
 /// The webhook routes.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -40,66 +34,6 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(redeliver))
 }
 
-/// The API view of a stored webhook (never its secret).
-pub fn webhook_view(w: &WebhookRecord) -> Webhook {
-    Webhook {
-        id: w.id.clone(),
-        url: w.url.clone(),
-        events: w.events.clone(),
-        description: w.description.clone(),
-        active: w.active,
-        created_at: iso(w.created_at),
-    }
-}
-
-fn delivery_view(d: &DeliveryRecord) -> WebhookDelivery {
-    WebhookDelivery {
-        id: d.id.clone(),
-        event: d.event.clone(),
-        status: d.status.clone(),
-        attempts: d.attempts,
-        response_status: d.response_status,
-        last_error: d.last_error.clone(),
-        created_at: iso(d.created_at),
-        next_attempt_at: d.next_attempt_at.map(iso),
-    }
-}
-
-async fn owned_webhook(state: &AppState, user_id: &str, id: &str) -> ApiResult<WebhookRecord> {
-    state
-        .store
-        .webhook(user_id, id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("Webhook"))
-}
-
-/// Checks the subscribed events: non-empty, each in the catalogue; duplicates dropped.
-fn checked_events(names: &[String]) -> ApiResult<Vec<String>> {
-    if names.is_empty() {
-        return Err(ApiError::bad_request(
-            "events must name at least one event type; see GET /api/integrations/webhooks/events",
-        ));
-    }
-    let unknown: Vec<&str> = names
-        .iter()
-        .map(String::as_str)
-        .filter(|n| EventType::parse(n).is_none())
-        .collect();
-    if !unknown.is_empty() {
-        return Err(ApiError::bad_request(format!(
-            "Unknown event types: {}; see GET /api/integrations/webhooks/events",
-            unknown.join(", ")
-        )));
-    }
-    let mut events: Vec<String> = Vec::with_capacity(names.len());
-    for n in names {
-        if !events.contains(n) {
-            events.push(n.clone());
-        }
-    }
-    Ok(events)
-}
-
 /// The account's webhooks, oldest first.
 #[utoipa::path(get, path = "/api/integrations/webhooks", tag = "webhooks", security(("bearer" = [])),
     responses((status = 200, body = WebhooksResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), RateLimited))]
@@ -109,7 +43,7 @@ async fn list(
     Auth(principal): Auth,
 ) -> ApiResult<Json<WebhooksResponse>> {
     principal.require(Scope::WebhooksRead)?;
-    let webhooks = state.store.list_webhooks(&principal.user_id).await?;
+    let webhooks = state.webhooks.list(&principal.user_id).await?;
     Ok(Json(WebhooksResponse {
         webhooks: webhooks.iter().map(webhook_view).collect(),
     }))
@@ -129,43 +63,7 @@ async fn create(
     ApiJson(body): ApiJson<CreateWebhookRequest>,
 ) -> ApiResult<(StatusCode, Json<CreatedWebhook>)> {
     principal.require(Scope::WebhooksWrite)?;
-    let events = checked_events(&body.events)?;
-    let description = body.description.unwrap_or_default().trim().to_string();
-    if description.chars().count() > DESCRIPTION_MAX {
-        return Err(ApiError::bad_request(format!(
-            "description must be at most {DESCRIPTION_MAX} characters"
-        )));
-    }
-    // The same SSRF rule as crawls; it is applied again at every send, through the
-    // resolver the connection uses.
-    let url = super::checked_public_url(&body.url, &state.webhooks.policy, "receive webhooks")
-        .await?
-        .to_string();
-    let id = uuid::Uuid::now_v7().to_string();
-    tracing::Span::current().record("webhook.id", id.as_str());
-    let (secret, key) = new_secret();
-    let secret_sealed = state.webhooks.secrets.seal(&principal.user_id, &id, &key)?;
-    let record = WebhookRecord {
-        id,
-        user_id: principal.user_id.clone(),
-        url,
-        events,
-        description,
-        secret_sealed,
-        active: true,
-        disabled_reason: None,
-        created_at: state.auth.clock.now(),
-    };
-    if !state
-        .store
-        .create_webhook(&record, MAX_WEBHOOKS_PER_USER)
-        .await?
-    {
-        return Err(ApiError::ForbiddenWith(format!(
-            "An account may hold at most {MAX_WEBHOOKS_PER_USER} webhooks; delete one first"
-        )));
-    }
-    state.webhooks.events.forget(&principal.user_id);
+    let (record, secret) = state.webhooks.create(&principal.user_id, body).await?;
     Ok((
         StatusCode::CREATED,
         Json(CreatedWebhook {
@@ -204,10 +102,7 @@ async fn delete(
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<SuccessResponse>> {
     principal.require(Scope::WebhooksWrite)?;
-    if !state.store.delete_webhook(&principal.user_id, &id).await? {
-        return Err(ApiError::not_found("Webhook"));
-    }
-    state.webhooks.events.forget(&principal.user_id);
+    state.webhooks.delete(&principal.user_id, &id).await?;
     Ok(Json(SuccessResponse { success: true }))
 }
 
@@ -222,11 +117,7 @@ async fn deliveries(
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Json<WebhookDeliveriesResponse>> {
     principal.require(Scope::WebhooksRead)?;
-    owned_webhook(&state, &principal.user_id, &id).await?;
-    let deliveries = state
-        .store
-        .list_deliveries(&principal.user_id, &id, DELIVERIES_LISTED)
-        .await?;
+    let deliveries = state.webhooks.deliveries(&principal.user_id, &id).await?;
     Ok(Json(WebhookDeliveriesResponse {
         deliveries: deliveries.iter().map(delivery_view).collect(),
     }))
@@ -245,50 +136,12 @@ async fn redeliver(
     ApiPath((id, delivery_id)): ApiPath<(String, String)>,
 ) -> ApiResult<(StatusCode, Json<SuccessResponse>)> {
     principal.require(Scope::WebhooksWrite)?;
-    let webhook = owned_webhook(&state, &principal.user_id, &id).await?;
-    if !webhook.active {
-        return Err(ApiError::Conflict(
-            "This webhook was disabled because its receiver answered 410 Gone; create a new webhook"
-                .into(),
-        ));
-    }
-    match state
-        .store
-        .redeliver(
-            &principal.user_id,
-            &id,
-            &delivery_id,
-            state.auth.clock.now(),
-        )
-        .await?
-    {
-        Some(true) => {
-            state.webhooks.events.wake.notify_one();
-            Ok((
-                StatusCode::ACCEPTED,
-                Json(SuccessResponse { success: true }),
-            ))
-        }
-        Some(false) => Err(ApiError::Conflict(
-            "This delivery is being sent right now; try again shortly".into(),
-        )),
-        None => Err(ApiError::not_found("Delivery")),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn events_must_be_known_and_present() {
-        assert!(checked_events(&[]).is_err());
-        let err = checked_events(&["agent.created".into(), "agent.exploded".into(), "*".into()])
-            .unwrap_err();
-        assert!(err.body().message.contains("agent.exploded, *"), "{err}");
-        assert_eq!(
-            checked_events(&["agent.created".into(), "agent.created".into()]).unwrap(),
-            vec!["agent.created".to_string()]
-        );
-    }
+    state
+        .webhooks
+        .redeliver(&principal.user_id, &id, &delivery_id)
+        .await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(SuccessResponse { success: true }),
+    ))
 }

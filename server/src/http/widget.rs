@@ -21,12 +21,13 @@ use super::openapi::{BadRequest, JsonBodyErrors, RateLimited};
 use super::{
     chat::stream_reply,
     extract::{require_json_object, ApiPath, ApiQuery},
-    iso, AppState,
+    AppState,
 };
 use crate::{
     channels::{self, widget::WidgetSettings},
-    error::{ApiError, ApiResult},
+    http::error::{ApiError, ApiResult},
     store::integrations::IntegrationRecord,
+    views::iso,
 };
 
 /// `Cross-Origin-Resource-Policy`.
@@ -143,7 +144,7 @@ async fn info(
     let result = async {
         let w = widget(&state, &public_id, &headers).await?;
         let available = match &w.record.agent_id {
-            Some(id) => state.store.agent(&w.record.user_id, id).await?.is_some(),
+            Some(id) => state.agents.find(&w.record.user_id, id).await?.is_some(),
             None => false,
         };
         Ok(Json(WidgetInfo {
@@ -202,8 +203,11 @@ async fn send(
             });
         }
         let key = channels::widget::conversation_key(&body.visitor_id);
-        let prepared = channels::prepare_turn(&state, &w.record, &key, message).await?;
-        Ok(stream_reply(state.clone(), prepared, false))
+        let prepared = state
+            .channels
+            .prepare_turn(&w.record, &key, message)
+            .await?;
+        Ok(stream_reply(&state, prepared, false))
     }
     .await;
     with_cors(&headers, result)

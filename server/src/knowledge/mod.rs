@@ -15,6 +15,8 @@
 //!   its primitives, and retrieval scoped to an agent, fused with vector similarity by
 //!   reciprocal rank fusion when embeddings are configured.
 //! - [`eval`]: hit@1, hit@5 and MRR of retrieval on a question set.
+//! - [`service`]: the owner's use cases (add a file or a site, refresh, delete) over
+//!   these parts.
 
 pub mod chunk;
 pub mod crawl;
@@ -23,6 +25,7 @@ pub mod eval;
 pub mod extract;
 pub mod sandbox;
 pub mod search;
+pub mod service;
 pub mod worker;
 
 use std::{path::PathBuf, sync::Arc};

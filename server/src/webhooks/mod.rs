@@ -16,7 +16,10 @@
 //!   hash would not do).
 //! - Retries ([`RetryPolicy`], [`judge`]): exponential backoff with full jitter for about a
 //!   day; 410 Gone disables the webhook.
+//! - [`service`]: an account's subscriptions, delivery history and redeliveries, with
+//!   [`WebhookError`].
 
+pub mod service;
 pub mod worker;
 
 use std::{sync::Arc, time::Duration};
@@ -29,6 +32,7 @@ use serde_json::{json, Value};
 use sha2::Sha256;
 use tokio::sync::Notify;
 
+pub use self::service::WebhookError;
 use crate::{
     clock::Clock,
     config::Config,
@@ -222,14 +226,14 @@ impl Events {
 pub fn document_data(d: &crate::store::documents::DocumentRecord) -> Value {
     json!({
         "agentId": d.agent_id,
-        "document": crate::http::knowledge::document_view(d),
+        "document": crate::views::document_view(d),
     })
 }
 
 /// `data` of `agent.created` and `agent.updated`: `{agent}` as `GET /api/agents/{id}`
 /// shows it.
 pub fn agent_data(a: &crate::store::AgentRecord) -> Value {
-    json!({ "agent": crate::http::agents::agent_view(a) })
+    json!({ "agent": crate::views::agent_view(a) })
 }
 
 /// A new signing secret: the `whsec_...` string shown once, and its key bytes.
@@ -402,7 +406,11 @@ impl Webhooks {
     ///
     /// Errors: a malformed `ALLOWED_PRIVATE_HOSTS` entry or `ENCRYPTION_KEY`, or an HTTP
     /// client that cannot be built.
-    pub fn new(config: &Config, store: Arc<dyn WebhookStore>, clock: Clock) -> anyhow::Result<Self> {
+    pub fn new(
+        config: &Config,
+        store: Arc<dyn WebhookStore>,
+        clock: Clock,
+    ) -> anyhow::Result<Self> {
         let policy = NetPolicy::from_list(&config.allowed_private_hosts)?;
         let client = SafeClient::for_purpose(
             policy.clone(),

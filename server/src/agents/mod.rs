@@ -1,0 +1,300 @@
+//! Agents: reading the caller's agent (through a short-lived cache), creating one within
+//! the plan's agent limit, updating and deleting it, and announcing each change as a
+//! webhook event (docs/api.md § Agent, § List, Create, Get, Update agent, § Plans and
+//! limits).
+//!
+//! The service owns the agent cache ([`cache`]): every change that affects a cached agent
+//! drops it here — updates, deletions, and knowledge changes that may flip its
+//! `has_knowledge` ([`AgentService::knowledge_changed`]) — so no caller has to remember to.
+
+pub mod cache;
+
+use std::sync::Arc;
+
+use app::api::{CreateAgentRequest, UpdateAgentRequest};
+
+use crate::{
+    clock::Clock,
+    domain::{parse_name, Plan},
+    knowledge::Knowledge,
+    llm::Models,
+    store::{AgentPatch, AgentRecord, Store, StoreError},
+    webhooks::{agent_data, EventType, Events},
+};
+
+pub use self::cache::{AgentCache, AGENT_CACHE_TTL};
+
+/// Longest agent name in characters.
+pub const NAME_MAX: usize = 100;
+/// Longest description in characters.
+pub const DESCRIPTION_MAX: usize = 2_000;
+/// Longest system prompt in characters.
+pub const SYSTEM_PROMPT_MAX: usize = 32_000;
+
+/// Why an agent operation failed. The texts are the messages clients are shown.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// No agent with this id belongs to the caller (another tenant's agent reads the same).
+    #[error("Agent not found")]
+    NotFound,
+    /// A field breaks its rule; the text names the field and the rule.
+    #[error("{0}")]
+    Invalid(String),
+    /// `model` is not offered by any configured provider; `valid` lists those that are.
+    #[error("model `{model}` is not available; use one of: {}", valid.join(", "))]
+    UnknownModel {
+        /// The requested model id.
+        model: String,
+        /// The model ids that are offered.
+        valid: Vec<String>,
+    },
+    /// The account holds as many agents as its plan allows (`AGENT_LIMITS`).
+    #[error("Your {plan} plan allows {limit} agents and you have reached that limit; delete an agent or upgrade your plan")]
+    PlanLimit {
+        /// The account's plan.
+        plan: Plan,
+        /// Agents the plan allows.
+        limit: u32,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The agents service. Cheap to clone (shared parts).
+#[derive(Clone)]
+pub struct AgentService {
+    store: Arc<dyn Store>,
+    models: Models,
+    events: Events,
+    clock: Clock,
+    /// The uploads of a deleted agent's documents are removed with it.
+    knowledge: Knowledge,
+    /// Agents per plan, indexed by [`Plan::index`] (`AGENT_LIMITS`).
+    agent_limits: [u32; 4],
+    cache: AgentCache,
+}
+
+impl AgentService {
+    /// The service over `store`; `agent_limits` per plan (`AGENT_LIMITS`); changes are
+    /// announced through `events` and timed with `clock`.
+    pub fn new(
+        store: Arc<dyn Store>,
+        models: Models,
+        events: Events,
+        clock: Clock,
+        knowledge: Knowledge,
+        agent_limits: [u32; 4],
+    ) -> Self {
+        Self {
+            store,
+            models,
+            events,
+            clock,
+            knowledge,
+            agent_limits,
+            cache: AgentCache::default(),
+        }
+    }
+
+    /// The agent `agent_id` of `user_id`, from the cache when it was read within
+    /// [`AGENT_CACHE_TTL`].
+    ///
+    /// Errors: [`AgentError::NotFound`] for a missing or someone else's agent; the store's.
+    pub async fn owned(
+        &self,
+        user_id: &str,
+        agent_id: &str,
+    ) -> Result<Arc<AgentRecord>, AgentError> {
+        self.find(user_id, agent_id)
+            .await?
+            .ok_or(AgentError::NotFound)
+    }
+
+    /// The agent `agent_id` of `user_id` as [`AgentService::owned`] reads it; `None` for a
+    /// missing or someone else's agent (an integration's linked agent that was deleted).
+    ///
+    /// Errors: the store's.
+    pub async fn find(
+        &self,
+        user_id: &str,
+        agent_id: &str,
+    ) -> Result<Option<Arc<AgentRecord>>, StoreError> {
+        if let Some(agent) = self.cache.get(agent_id) {
+            return Ok((agent.user_id == user_id).then_some(agent));
+        }
+        let Some(agent) = self.store.agent(user_id, agent_id).await? else {
+            return Ok(None);
+        };
+        let agent = Arc::new(agent);
+        self.cache.insert(agent.clone());
+        Ok(Some(agent))
+    }
+
+    /// The agents of `user_id`, oldest first.
+    ///
+    /// Errors: the store's.
+    pub async fn list(&self, user_id: &str) -> Result<Vec<AgentRecord>, AgentError> {
+        Ok(self.store.list_agents(user_id).await?)
+    }
+
+    /// Creates an agent of `user_id` on `plan` and emits `agent.created`.
+    ///
+    /// Errors: [`AgentError::Invalid`] for a bad name ([`NAME_MAX`]), description
+    /// ([`DESCRIPTION_MAX`]) or system prompt ([`SYSTEM_PROMPT_MAX`]);
+    /// [`AgentError::UnknownModel`]; [`AgentError::PlanLimit`] once the plan's agents exist
+    /// (checked by the store in the same write); the store's.
+    pub async fn create(
+        &self,
+        user_id: &str,
+        plan: Plan,
+        request: CreateAgentRequest,
+    ) -> Result<AgentRecord, AgentError> {
+        let name = parse_name("name", &request.name, NAME_MAX).map_err(AgentError::Invalid)?;
+        let description =
+            bounded("description", request.description, DESCRIPTION_MAX)?.unwrap_or_default();
+        let system_prompt =
+            bounded("systemPrompt", request.system_prompt, SYSTEM_PROMPT_MAX)?.unwrap_or_default();
+        let model = self.check_model(request.model).await?.unwrap_or_default();
+        let now = self.clock.now();
+        let agent = AgentRecord {
+            id: uuid::Uuid::now_v7().to_string(),
+            user_id: user_id.to_string(),
+            name,
+            description,
+            system_prompt,
+            model,
+            status: "active".into(),
+            created_at: now,
+            updated_at: now,
+            has_knowledge: false,
+        };
+        let limit = self.agent_limits[plan.index()];
+        if !self.store.create_agent(&agent, limit).await? {
+            return Err(AgentError::PlanLimit { plan, limit });
+        }
+        self.events
+            .emit(&agent.user_id, EventType::AgentCreated, agent_data(&agent))
+            .await;
+        Ok(agent)
+    }
+
+    /// Updates the agent `agent_id` of `user_id` (omitted fields stay) and emits
+    /// `agent.updated`.
+    ///
+    /// Errors: [`AgentError::NotFound`] first, then those of [`AgentService::create`] for
+    /// the fields given; the store's.
+    pub async fn update(
+        &self,
+        user_id: &str,
+        agent_id: &str,
+        request: UpdateAgentRequest,
+    ) -> Result<AgentRecord, AgentError> {
+        self.owned(user_id, agent_id).await?;
+        let patch = AgentPatch {
+            name: request
+                .name
+                .map(|n| parse_name("name", &n, NAME_MAX))
+                .transpose()
+                .map_err(AgentError::Invalid)?,
+            description: bounded("description", request.description, DESCRIPTION_MAX)?,
+            system_prompt: bounded("systemPrompt", request.system_prompt, SYSTEM_PROMPT_MAX)?,
+            model: self.check_model(request.model).await?,
+        };
+        let agent = self
+            .store
+            .update_agent(user_id, agent_id, &patch, self.clock.now())
+            .await?
+            .ok_or(AgentError::NotFound)?;
+        self.cache.forget(agent_id);
+        self.events
+            .emit(&agent.user_id, EventType::AgentUpdated, agent_data(&agent))
+            .await;
+        Ok(agent)
+    }
+
+    /// Deletes the agent `agent_id` of `user_id` with its conversations and knowledge (the
+    /// store's cascade, and the uploaded files) and emits `agent.deleted`.
+    ///
+    /// Errors: [`AgentError::NotFound`]; the store's.
+    pub async fn delete(&self, user_id: &str, agent_id: &str) -> Result<(), AgentError> {
+        let documents = self.store.list_documents(user_id, agent_id).await?;
+        if !self.store.delete_agent(user_id, agent_id).await? {
+            return Err(AgentError::NotFound);
+        }
+        self.cache.forget(agent_id);
+        // Threads, documents, chunks and jobs went with the agent (ON DELETE CASCADE); the
+        // stored uploads are files.
+        for doc in documents {
+            let _ = tokio::fs::remove_file(self.knowledge.upload_path(&doc.id)).await;
+        }
+        self.events
+            .emit(
+                user_id,
+                EventType::AgentDeleted,
+                serde_json::json!({ "agentId": agent_id }),
+            )
+            .await;
+        Ok(())
+    }
+
+    /// Records that the knowledge of agent `agent_id` changed (a document was added or
+    /// deleted): the cached agent may say it has no knowledge, which would skip retrieval.
+    pub fn knowledge_changed(&self, agent_id: &str) {
+        self.cache.forget(agent_id);
+    }
+
+    /// Checks that `model` is offered; empty means the default model.
+    async fn check_model(&self, model: Option<String>) -> Result<Option<String>, AgentError> {
+        let Some(model) = model.map(|m| m.trim().to_string()) else {
+            return Ok(None);
+        };
+        if model.is_empty() || self.models.resolve(&model).await.is_some() {
+            return Ok(Some(model));
+        }
+        let valid = self.models.list().await.into_iter().map(|m| m.id).collect();
+        Err(AgentError::UnknownModel { model, valid })
+    }
+}
+
+/// `value` when it has at most `max` characters.
+fn bounded(field: &str, value: Option<String>, max: usize) -> Result<Option<String>, AgentError> {
+    match value {
+        Some(v) if v.chars().count() > max => Err(AgentError::Invalid(format!(
+            "{field} must be at most {max} characters"
+        ))),
+        other => Ok(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_are_checked_in_characters() {
+        assert!(bounded("description", Some("é".repeat(5)), 5).is_ok());
+        let err = bounded("description", Some("é".repeat(6)), 5).unwrap_err();
+        assert_eq!(err.to_string(), "description must be at most 5 characters");
+        assert!(matches!(bounded("x", None, 0), Ok(None)));
+    }
+
+    #[test]
+    fn messages_name_what_went_wrong() {
+        let err = AgentError::UnknownModel {
+            model: "gpt-x".into(),
+            valid: vec!["a".into(), "b".into()],
+        };
+        assert_eq!(
+            err.to_string(),
+            "model `gpt-x` is not available; use one of: a, b"
+        );
+        let err = AgentError::PlanLimit {
+            plan: Plan::Free,
+            limit: 3,
+        };
+        assert!(err
+            .to_string()
+            .starts_with("Your free plan allows 3 agents"));
+    }
+}

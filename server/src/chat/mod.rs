@@ -1,0 +1,504 @@
+//! Chat orchestration, independent of HTTP: resolve the thread and model, build the prompt
+//! (system prompt, earlier turns trimmed oldest-first to the model's context window,
+//! retrieved knowledge, the message with its attachments, [`prompt`]), persist the user
+//! message before calling the model, retry upstream failures before the first token
+//! ([`stream`]), and persist the assistant message (content, model, usage, sources,
+//! latency, status) when it ends. Threads and replies are announced as webhook events
+//! (`conversation.created`, `message.created`).
+//!
+//! [`ChatService`] holds only what a turn needs: the store, the models, the knowledge
+//! retriever, the event emitter and the clock.
+
+pub mod prompt;
+pub mod stream;
+
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use app::api::{Attachment, Source, TokensUsed};
+use futures::StreamExt;
+use serde_json::json;
+
+use self::prompt::PASSAGE_OVERHEAD;
+pub use self::{
+    prompt::{attachments_text, check_length, trim_history, MAX_ATTACHMENTS_BYTES, SNIPPET_CHARS},
+    stream::{open_stream, usage_or_counted, Frame, Relay, RETRY_BACKOFF, UPSTREAM_ATTEMPTS},
+};
+use crate::{
+    clock::Clock,
+    knowledge::{search::retrieve, Knowledge},
+    llm::{
+        tokens, Event, Models, Passage, Prompt, ProviderError, ResolvedModel, Role, Turn, Usage,
+    },
+    store::{AgentRecord, MessageRecord, Store, StoreError, ThreadRecord},
+    views::iso,
+    webhooks::{EventType, Events},
+};
+
+/// Earlier messages considered for the prompt before trimming to the context window.
+pub const HISTORY_LIMIT: u32 = 200;
+
+/// Why a chat turn failed. The texts are the messages clients are shown.
+#[derive(Debug, thiserror::Error)]
+pub enum ChatError {
+    /// The message (with the text of its attachments) is longer than `MAX_MESSAGE_CHARS`.
+    #[error("{}", too_long_message(*.max, *.total, *.with_attachments))]
+    TooLong {
+        /// `MAX_MESSAGE_CHARS`.
+        max: usize,
+        /// Characters sent: the message's and its attachments' text.
+        total: usize,
+        /// Whether attachments' text counted.
+        with_attachments: bool,
+    },
+    /// An attachment's data is not base64.
+    #[error("attachment `{filename}`: data is not valid base64")]
+    AttachmentNotBase64 {
+        /// The attachment's file name.
+        filename: String,
+    },
+    /// The attachments total more than [`MAX_ATTACHMENTS_BYTES`].
+    #[error("Attachments may total at most 10 MiB")]
+    AttachmentsTooLarge,
+    /// An attachment is not text or Markdown.
+    #[error("attachment `{filename}` has type `{content_type}`; attach text or Markdown files")]
+    AttachmentType {
+        /// The attachment's file name.
+        filename: String,
+        /// Its declared type.
+        content_type: String,
+    },
+    /// A text attachment is not UTF-8.
+    #[error("attachment `{filename}` is not UTF-8 text")]
+    AttachmentNotUtf8 {
+        /// The attachment's file name.
+        filename: String,
+    },
+    /// The agent was deleted while the turn was prepared.
+    #[error("Agent not found")]
+    AgentGone,
+    /// The thread is unknown, someone else's, or of another agent.
+    #[error("Thread not found")]
+    ThreadNotFound,
+    /// No configured provider offers the agent's model.
+    #[error("The agent's model `{model}` is not offered by any configured provider right now")]
+    ModelUnavailable {
+        /// The model id.
+        model: String,
+    },
+    /// The model provider failed or did not answer in time.
+    #[error(transparent)]
+    Upstream(ProviderError),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// The message of [`ChatError::TooLong`].
+fn too_long_message(max: usize, total: usize, with_attachments: bool) -> String {
+    if with_attachments {
+        format!(
+            "message and the text of its attachments must together be at most {max} characters; they have {total}"
+        )
+    } else {
+        format!("message must be at most {max} characters")
+    }
+}
+
+/// A chat turn ready to be sent upstream.
+pub struct PreparedChat {
+    pub thread: ThreadRecord,
+    pub model: ResolvedModel,
+    /// What goes upstream. Only the upstream request needs it: a streamed reply drops it
+    /// once the provider has answered ([`PreparedChat::release_prompt`]).
+    pub prompt: Prompt,
+    /// Tokens of everything the prompt sends ([`crate::llm::offline::prompt_tokens`]),
+    /// counted while it was built: the prompt usage of a reply whose provider reports none.
+    pub prompt_tokens: u32,
+    pub sources: Vec<Source>,
+    pub started: Instant,
+}
+
+impl PreparedChat {
+    /// Drops the prompt (system prompt, earlier turns, retrieved passages), which nothing
+    /// needs once the upstream request is answered: an open stream then holds only what it
+    /// persists and reports.
+    pub fn release_prompt(&mut self) {
+        self.prompt = Prompt::default();
+    }
+}
+
+/// How a reply ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReplyStatus {
+    /// Complete.
+    Complete,
+    /// The provider failed.
+    Failed,
+    /// The client went away.
+    Cancelled,
+}
+
+impl ReplyStatus {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Complete => "complete",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// The thread a chat turn belongs to.
+pub enum ThreadChoice<'a> {
+    /// A new thread, titled after the message.
+    New,
+    /// The caller's thread with this id ([`ChatError::ThreadNotFound`] when it is unknown
+    /// or someone else's).
+    Id(&'a str),
+    /// A thread the caller has already looked up.
+    Known(ThreadRecord),
+}
+
+/// The chat service.
+pub struct ChatService {
+    store: Arc<dyn Store>,
+    models: Models,
+    /// Retrieval over the agents' knowledge ([`retrieve::hybrid`]).
+    knowledge: Knowledge,
+    events: Events,
+    clock: Clock,
+    /// `MAX_MESSAGE_CHARS`.
+    max_message_chars: usize,
+    /// `PROVIDER_TIMEOUT_SECS`: the wait for a provider's first event ([`open_stream`]).
+    provider_timeout: Duration,
+}
+
+impl ChatService {
+    /// The service over `store` and `models`, retrieving from `knowledge`, announcing
+    /// threads and replies through `events`, timed by `clock`; messages have at most
+    /// `max_message_chars` characters and providers `provider_timeout` to start answering.
+    pub fn new(
+        store: Arc<dyn Store>,
+        models: Models,
+        knowledge: Knowledge,
+        events: Events,
+        clock: Clock,
+        max_message_chars: usize,
+        provider_timeout: Duration,
+    ) -> Self {
+        Self {
+            store,
+            models,
+            knowledge,
+            events,
+            clock,
+            max_message_chars,
+            provider_timeout,
+        }
+    }
+
+    /// Checks the length rule ([`check_length`]) of a message without attachments, before
+    /// anything else is read.
+    ///
+    /// Errors: [`ChatError::TooLong`].
+    pub fn check_message(&self, message: &str) -> Result<(), ChatError> {
+        check_length(message, 0, self.max_message_chars)
+    }
+
+    /// The agent's knowledge for `message` ([`retrieve::hybrid`]) as prompt passages and
+    /// reply sources that fit in `budget` tokens ([`prompt::passages`]). A source's `score`
+    /// is the BM25 relevance without `EMBEDDING_MODEL`, and with it the fused score as a
+    /// share of the best possible (1.0: ranked first by both BM25 and vector similarity).
+    ///
+    /// Errors: the store's.
+    pub async fn retrieve(
+        &self,
+        agent_id: &str,
+        message: &str,
+        budget: u32,
+    ) -> Result<(Vec<Passage>, Vec<Source>, u32), ChatError> {
+        let hits = retrieve::hybrid(&self.knowledge, agent_id, message, retrieve::TOP_K).await?;
+        Ok(prompt::passages(hits, budget))
+    }
+
+    /// The thread of a chat turn ([`ThreadChoice`]; a new one is not stored yet) and its
+    /// earlier turns that may go upstream (user messages, and complete assistant replies).
+    async fn thread_and_history(
+        &self,
+        agent: &AgentRecord,
+        user_id: &str,
+        thread: ThreadChoice<'_>,
+        message: &str,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Result<(ThreadRecord, Vec<Turn>, bool), ChatError> {
+        let continued = !matches!(thread, ThreadChoice::New);
+        let thread = match thread {
+            ThreadChoice::Known(thread) => thread,
+            ThreadChoice::Id(id) => self
+                .store
+                .thread(user_id, &agent.id, id)
+                .await?
+                .ok_or(ChatError::ThreadNotFound)?,
+            // Stored with the user's message ([`ChatService::prepare`]).
+            ThreadChoice::New => ThreadRecord {
+                id: uuid::Uuid::now_v7().to_string(),
+                agent_id: agent.id.clone(),
+                user_id: user_id.to_string(),
+                title: message.trim().chars().take(80).collect(),
+                message_count: 0,
+                created_at: now,
+                updated_at: now,
+            },
+        };
+        // A new thread has no history: no need to ask the store.
+        let earlier = if continued {
+            self.store
+                .recent_messages(&thread.id, HISTORY_LIMIT)
+                .await?
+        } else {
+            Vec::new()
+        };
+        let history = earlier
+            .into_iter()
+            .filter(|m| m.status == "complete" || m.role == "user")
+            .map(|m| Turn {
+                role: if m.role == "user" {
+                    Role::User
+                } else {
+                    Role::Assistant
+                },
+                content: m.content,
+            })
+            .collect();
+        Ok((thread, history, !continued))
+    }
+
+    /// Resolves the thread ([`ThreadChoice`]), the model, and the prompt, and persists the
+    /// user's message — for a new thread together with the thread, in one store call, after
+    /// which the `conversation.created` webhook event is emitted.
+    ///
+    /// Errors: the attachment errors of [`attachments_text`]; [`ChatError::TooLong`] when
+    /// the message and its attachments are longer than `MAX_MESSAGE_CHARS` together
+    /// ([`check_length`]); [`ChatError::ModelUnavailable`]; [`ChatError::AgentGone`] when
+    /// the agent was deleted meanwhile; [`ChatError::ThreadNotFound`]; the store's.
+    pub async fn prepare(
+        &self,
+        agent: &AgentRecord,
+        user_id: &str,
+        thread: ThreadChoice<'_>,
+        message: &str,
+        attachments: &[Attachment],
+    ) -> Result<PreparedChat, ChatError> {
+        let (attached, attachment_chars) = attachments_text(attachments)?;
+        check_length(message, attachment_chars, self.max_message_chars)?;
+        let model_id = if agent.model.is_empty() {
+            self.models.default_model().await
+        } else {
+            agent.model.clone()
+        };
+        let model = self
+            .models
+            .resolve(&model_id)
+            .await
+            .ok_or(ChatError::ModelUnavailable { model: model_id })?;
+        let now = self.clock.now();
+        let user_content = format!("{message}{attached}");
+        let fixed = tokens::count(&agent.system_prompt) + tokens::count(&user_content);
+        // Room for the reply: a quarter of the window, at least 1,024 tokens.
+        let reserve = (model.context_window / 4).max(1_024);
+        let room = model
+            .context_window
+            .saturating_sub(reserve)
+            .saturating_sub(fixed);
+        // The thread (with its history) and the agent's knowledge are independent: both are
+        // fetched at once. Retrieved knowledge may take up to half of what is left; history
+        // gets the rest. An agent without any knowledge document has nothing to retrieve: no
+        // query is made.
+        let (thread, retrieved) = tokio::join!(
+            self.thread_and_history(agent, user_id, thread, message, now),
+            async {
+                if agent.has_knowledge {
+                    self.retrieve(&agent.id, message, room / 2).await
+                } else {
+                    Ok((Vec::new(), Vec::new(), 0))
+                }
+            },
+        );
+        let (thread, history, new_thread) = thread?;
+        let (passages, sources, passage_tokens) = retrieved?;
+        let budget = room.saturating_sub(passage_tokens);
+        let (mut turns, history_tokens) = trim_history(history, budget);
+        // What `offline::prompt_tokens` would count: every text the prompt sends.
+        let prompt_tokens = fixed
+            + history_tokens
+            + passage_tokens.saturating_sub(PASSAGE_OVERHEAD * passages.len() as u32);
+        turns.push(Turn {
+            role: Role::User,
+            content: user_content.clone(),
+        });
+        let first = MessageRecord {
+            id: uuid::Uuid::now_v7().to_string(),
+            thread_id: thread.id.clone(),
+            role: "user".into(),
+            content: user_content,
+            model: None,
+            prompt_tokens: None,
+            completion_tokens: None,
+            sources: None,
+            latency_ms: None,
+            status: "complete".into(),
+            error: None,
+            created_at: now,
+        };
+        if new_thread {
+            if !self.store.create_thread(&thread, &first).await? {
+                // Deleted since it was read.
+                return Err(ChatError::AgentGone);
+            }
+            self.events
+                .emit(
+                    user_id,
+                    EventType::ConversationCreated,
+                    json!({
+                        "conversationId": thread.id,
+                        "agentId": thread.agent_id,
+                        "title": thread.title,
+                        "createdAt": iso(thread.created_at),
+                    }),
+                )
+                .await;
+        } else {
+            self.store.append_message(&first).await?;
+        }
+        Ok(PreparedChat {
+            thread,
+            model,
+            prompt: Prompt {
+                system: agent.system_prompt.clone(),
+                turns,
+                passages,
+            },
+            prompt_tokens,
+            sources,
+            started: Instant::now(),
+        })
+    }
+
+    /// Runs a prepared turn to its end without streaming: reads the whole reply, persists
+    /// it, and answers its text and token usage.
+    ///
+    /// Errors: [`ChatError::Upstream`] for a provider failure, persisted as a failed reply
+    /// (with what was received); the store's.
+    pub async fn complete(
+        &self,
+        prepared: &PreparedChat,
+    ) -> Result<(String, TokensUsed), ChatError> {
+        let mut text = String::new();
+        let outcome: Result<Option<Usage>, ProviderError> = async {
+            let mut upstream = open_stream(prepared, self.provider_timeout).await?;
+            let mut reported = None;
+            while let Some(event) = upstream.next().await {
+                match event? {
+                    Event::Delta(d) => text.push_str(&d),
+                    Event::End(usage) => reported = usage,
+                }
+            }
+            Ok(reported)
+        }
+        .await;
+        match outcome {
+            Ok(reported) => {
+                let usage = usage_or_counted(reported, prepared.prompt_tokens, &text);
+                self.finish(prepared, &text, Some(usage), ReplyStatus::Complete, None)
+                    .await?;
+                Ok((text, usage))
+            }
+            Err(e) => {
+                self.finish(
+                    prepared,
+                    &text,
+                    None,
+                    ReplyStatus::Failed,
+                    Some(e.message.clone()),
+                )
+                .await?;
+                Err(ChatError::Upstream(e))
+            }
+        }
+    }
+
+    /// Persists the assistant's reply; a complete one is announced as `message.created`.
+    ///
+    /// Errors: the store's.
+    pub async fn finish(
+        &self,
+        prepared: &PreparedChat,
+        text: &str,
+        usage: Option<TokensUsed>,
+        status: ReplyStatus,
+        error: Option<String>,
+    ) -> Result<(), ChatError> {
+        let sources = (!prepared.sources.is_empty())
+            .then(|| serde_json::to_string(&prepared.sources).unwrap_or_default());
+        let message = MessageRecord {
+            id: uuid::Uuid::now_v7().to_string(),
+            thread_id: prepared.thread.id.clone(),
+            role: "assistant".into(),
+            content: text.to_string(),
+            model: Some(prepared.model.id.clone()),
+            prompt_tokens: usage.map(|u| i64::from(u.prompt)),
+            completion_tokens: usage.map(|u| i64::from(u.completion)),
+            sources,
+            latency_ms: Some(prepared.started.elapsed().as_millis() as i64),
+            status: status.as_str().into(),
+            error,
+            created_at: self.clock.now(),
+        };
+        self.store.append_message(&message).await?;
+        // One event per completed reply; failed and cancelled replies are not messages the
+        // owner would act on.
+        if status == ReplyStatus::Complete {
+            self.events
+                .emit(
+                    &prepared.thread.user_id,
+                    EventType::MessageCreated,
+                    json!({
+                        "messageId": message.id,
+                        "conversationId": prepared.thread.id,
+                        "agentId": prepared.thread.agent_id,
+                        "role": message.role,
+                        "content": message.content,
+                        "model": message.model,
+                        "usage": {
+                            "promptTokens": message.prompt_tokens,
+                            "completionTokens": message.completion_tokens,
+                        },
+                        "createdAt": iso(message.created_at),
+                    }),
+                )
+                .await;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_length_rule_names_the_limit_and_what_counted() {
+        let err = check_length("abcd", 0, 3).unwrap_err();
+        assert_eq!(err.to_string(), "message must be at most 3 characters");
+        let err = check_length("ab", 2, 3).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "message and the text of its attachments must together be at most 3 characters; they have 4"
+        );
+        assert!(check_length("abc", 0, 3).is_ok());
+        assert!(check_length("é", 2, 3).is_ok());
+    }
+}

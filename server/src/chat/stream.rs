@@ -1,0 +1,306 @@
+//! Streaming a reply: opening the upstream stream with retries before the first token
+//! ([`open_stream`]), the usage of a reply ([`usage_or_counted`]), and [`Relay`], the state
+//! of one streamed reply that a transport (the server-sent events of `POST
+//! /api/agents/{agentId}/chat` and of the widget) polls for its [`Frame`]s.
+
+use std::{collections::VecDeque, sync::Arc, time::Duration};
+
+use app::api::{Source, TokensUsed};
+use futures::StreamExt;
+
+use super::{ChatError, ChatService, PreparedChat, ReplyStatus};
+use crate::llm::{tokens, Event, EventStream, ProviderError, ProviderErrorKind, Usage};
+
+/// Attempts at an upstream call before its first token (1 + 2 retries).
+pub const UPSTREAM_ATTEMPTS: u32 = 3;
+/// Backoff before the first retry; each later retry waits four times longer.
+pub const RETRY_BACKOFF: Duration = Duration::from_millis(250);
+
+/// Opens the upstream stream and waits for its first event, retrying retryable failures
+/// (429, 5xx, timeouts, connection errors) that happen before the first token, with
+/// exponential backoff ([`RETRY_BACKOFF`], at most [`UPSTREAM_ATTEMPTS`] attempts).
+///
+/// `timeout` (`PROVIDER_TIMEOUT_SECS`) bounds the whole wait for the first event, retries
+/// and backoff included: one deadline for every attempt, so a silent provider is answered
+/// with a `Timeout` error once `timeout` has passed, not after three timeouts. A retry whose
+/// backoff would end past the deadline is not made: the last failure is returned.
+pub async fn open_stream(
+    prepared: &PreparedChat,
+    timeout: Duration,
+) -> Result<EventStream, ProviderError> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let provider = &prepared.model.provider;
+    let timed_out = |attempt: u32| {
+        tracing::warn!(
+            provider = provider.code(),
+            attempt,
+            timeout_ms = timeout.as_millis() as u64,
+            "the model provider did not answer in time"
+        );
+        ProviderError {
+            kind: ProviderErrorKind::Timeout,
+            message: format!(
+                "{} failed: no answer within {}",
+                crate::llm::sentence_start(provider.name()),
+                spoken(timeout)
+            ),
+        }
+    };
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let opening = async {
+            let mut stream = provider
+                .stream(&prepared.model.name, &prepared.prompt)
+                .await?;
+            match stream.next().await {
+                Some(Ok(first)) => Ok(futures::stream::once(async { Ok(first) })
+                    .chain(stream)
+                    .boxed()),
+                None => Ok(futures::stream::empty().boxed()),
+                Some(Err(e)) => Err(e),
+            }
+        };
+        let failure = match tokio::time::timeout_at(deadline, opening).await {
+            Ok(Ok(stream)) => return Ok(stream),
+            // The provider's own wait for an answer is `timeout` too: when it ends, so has
+            // (or about) the whole wait.
+            Ok(Err(e)) if e.kind == ProviderErrorKind::Timeout => return Err(timed_out(attempt)),
+            Ok(Err(e)) => e,
+            Err(_) => return Err(timed_out(attempt)),
+        };
+        let wait = RETRY_BACKOFF * 4u32.pow(attempt - 1);
+        if !failure.retryable()
+            || attempt >= UPSTREAM_ATTEMPTS
+            || tokio::time::Instant::now() + wait >= deadline
+        {
+            return Err(failure);
+        }
+        tracing::warn!(attempt, error = %failure, wait_ms = wait.as_millis() as u64, "retrying the model provider");
+        tokio::time::sleep(wait).await;
+    }
+}
+
+/// A duration as messages say it: whole seconds (`60 s`), else milliseconds (`500 ms`).
+fn spoken(d: Duration) -> String {
+    if d.subsec_millis() == 0 {
+        format!("{} s", d.as_secs())
+    } else {
+        format!("{} ms", d.as_millis())
+    }
+}
+
+/// Usage as reported, or, when the provider gave none, `prompt_tokens` (the prompt's
+/// tokens, [`PreparedChat::prompt_tokens`]) and the reply counted with the tokenizer.
+pub fn usage_or_counted(reported: Option<Usage>, prompt_tokens: u32, reply: &str) -> TokensUsed {
+    let usage = reported
+        .filter(|u| u.prompt > 0 || u.completion > 0)
+        .unwrap_or_else(|| Usage {
+            prompt: prompt_tokens,
+            completion: tokens::count(reply),
+        });
+    TokensUsed {
+        prompt: usage.prompt,
+        completion: usage.completion,
+        total: usage.prompt + usage.completion,
+    }
+}
+
+/// One frame of a streamed reply, in the order a transport sends them: chunks, the summary
+/// (when asked for) or the failure, then the end.
+#[derive(Debug)]
+pub enum Frame {
+    /// The next piece of the reply's text.
+    Chunk(String),
+    /// After the last chunk of a complete reply, when the caller asked for usage.
+    Summary {
+        /// Token usage ([`usage_or_counted`]).
+        usage: TokensUsed,
+        /// The model that answered.
+        model: String,
+        /// The reply's thread.
+        thread_id: String,
+        /// The knowledge sources the prompt carried, best first.
+        sources: Vec<Source>,
+    },
+    /// The provider failed ([`ChatError::Upstream`]); the reply ends.
+    Failed(ChatError),
+    /// The reply has ended; nothing follows.
+    Done,
+}
+
+/// Where a streamed reply is.
+enum Phase {
+    /// The provider request is being opened (with retries, [`open_stream`]).
+    Opening,
+    /// Tokens are relayed as they come.
+    Relaying(EventStream),
+    /// The last frames are queued; once they are sent the reply is persisted so.
+    Ending(Ended),
+    /// Persisted; the stream ends.
+    Done,
+}
+
+/// How a streamed reply ended: what [`ChatService::finish`] records besides its text.
+struct Ended {
+    status: ReplyStatus,
+    /// Token usage of a complete reply.
+    usage: Option<TokensUsed>,
+    /// Why it did not complete.
+    error: Option<String>,
+}
+
+/// The state of one streamed reply. Its owner (a response body) polls
+/// [`Relay::next_frame`]: each call waits for the provider's next token, so nothing sits
+/// between them (no task, no channel) and the client's pace is the provider's. Dropping the
+/// relay drops the upstream stream, which cancels the provider request; dropped before its
+/// end (the client went away), it persists what it has: the partial reply as cancelled, or
+/// the ended reply as it ended.
+pub struct Relay {
+    /// Taken when the reply is persisted.
+    chat: Option<(Arc<ChatService>, PreparedChat)>,
+    include_usage: bool,
+    /// The reply so far.
+    text: String,
+    /// Usage the provider reported.
+    reported: Option<Usage>,
+    phase: Phase,
+    /// Frames to send before going on.
+    queued: VecDeque<Frame>,
+}
+
+impl Relay {
+    /// The relay of `prepared`'s reply; with `include_usage`, a [`Frame::Summary`] follows
+    /// the last chunk of a complete reply.
+    pub fn new(chat: Arc<ChatService>, prepared: PreparedChat, include_usage: bool) -> Self {
+        Self {
+            chat: Some((chat, prepared)),
+            include_usage,
+            text: String::new(),
+            reported: None,
+            phase: Phase::Opening,
+            queued: VecDeque::new(),
+        }
+    }
+
+    /// The next frame to send; `None` once the reply has ended and been persisted.
+    pub async fn next_frame(&mut self) -> Option<Frame> {
+        loop {
+            if let Some(frame) = self.queued.pop_front() {
+                return Some(frame);
+            }
+            match &mut self.phase {
+                Phase::Opening => {
+                    let (chat, prepared) = self.chat.as_mut()?;
+                    // Boxed: the opening's state (retries, backoff timer) is needed once,
+                    // and would otherwise widen the state this relay keeps while it is open.
+                    let timeout = chat.provider_timeout;
+                    let opened = Box::pin(open_stream(prepared, timeout)).await;
+                    prepared.release_prompt();
+                    self.phase = match opened {
+                        Ok(upstream) => Phase::Relaying(upstream),
+                        Err(e) => self.failed(e),
+                    };
+                }
+                Phase::Relaying(upstream) => match upstream.next().await {
+                    Some(Ok(Event::Delta(d))) => {
+                        self.text.push_str(&d);
+                        return Some(Frame::Chunk(d));
+                    }
+                    Some(Ok(Event::End(usage))) => self.reported = usage,
+                    Some(Err(e)) => self.phase = self.failed(e),
+                    None => self.phase = self.completed(),
+                },
+                Phase::Ending(..) => {
+                    let ended = std::mem::replace(&mut self.phase, Phase::Done);
+                    if let (Phase::Ending(ended), Some((chat, prepared))) =
+                        (ended, self.chat.take())
+                    {
+                        // In a task of its own, so that a client leaving now cannot cut
+                        // the write short; the stream ends once it is done.
+                        let text = std::mem::take(&mut self.text);
+                        let _ = tokio::spawn(async move {
+                            persist(&chat, &prepared, &text, ended).await;
+                        })
+                        .await;
+                    }
+                }
+                Phase::Done => return None,
+            }
+        }
+    }
+
+    /// Queues the summary (when asked for) and the end.
+    fn completed(&mut self) -> Phase {
+        let Some((_, prepared)) = &self.chat else {
+            return Phase::Done;
+        };
+        let usage = usage_or_counted(self.reported, prepared.prompt_tokens, &self.text);
+        if self.include_usage {
+            self.queued.push_back(Frame::Summary {
+                usage,
+                model: prepared.model.id.clone(),
+                thread_id: prepared.thread.id.clone(),
+                sources: prepared.sources.clone(),
+            });
+        }
+        self.queued.push_back(Frame::Done);
+        Phase::Ending(Ended {
+            status: ReplyStatus::Complete,
+            usage: Some(usage),
+            error: None,
+        })
+    }
+
+    /// Queues the failure and the end.
+    fn failed(&mut self, e: ProviderError) -> Phase {
+        let error = Some(e.message.clone());
+        self.queued.push_back(Frame::Failed(ChatError::Upstream(e)));
+        self.queued.push_back(Frame::Done);
+        Phase::Ending(Ended {
+            status: ReplyStatus::Failed,
+            usage: None,
+            error,
+        })
+    }
+}
+
+impl Drop for Relay {
+    fn drop(&mut self) {
+        let Some((chat, prepared)) = self.chat.take() else {
+            return;
+        };
+        let ended = match std::mem::replace(&mut self.phase, Phase::Done) {
+            Phase::Ending(ended) => ended,
+            _ => Ended {
+                status: ReplyStatus::Cancelled,
+                usage: None,
+                error: Some("the client disconnected".to_string()),
+            },
+        };
+        let text = std::mem::take(&mut self.text);
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move {
+                    persist(&chat, &prepared, &text, ended).await;
+                });
+            }
+            Err(_) => {
+                tracing::error!("a streamed reply ended outside the runtime and was not persisted")
+            }
+        }
+    }
+}
+
+/// Persists a streamed reply ([`ChatService::finish`]); a failure is logged, the client
+/// having been answered already.
+async fn persist(chat: &ChatService, prepared: &PreparedChat, text: &str, ended: Ended) {
+    let Ended {
+        status,
+        usage,
+        error,
+    } = ended;
+    if let Err(err) = chat.finish(prepared, text, usage, status, error).await {
+        tracing::error!(error = ?err, "persisting the streamed reply failed");
+    }
+}

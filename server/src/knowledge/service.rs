@@ -1,0 +1,269 @@
+//! The knowledge use cases of an agent's owner: add a file or a site, list, read, refresh
+//! and delete documents, read a job (docs/api.md § Knowledge document, § Add URL, § Upload
+//! document, § Knowledge base). Each runs on an agent the caller owns, read first through
+//! [`AgentService::owned`]; the work itself is queued as a job for [`super::worker`].
+
+use app::api::CrawlOptions;
+use tracing::info;
+
+use super::{crawl::CrawlConfig, extract, worker, Knowledge};
+use crate::{
+    agents::AgentService,
+    clock::Clock,
+    public_url::{self, UrlError},
+    store::{
+        documents::{status, DocumentRecord},
+        jobs::{job_status, JobRecord},
+        AgentRecord, StoreError,
+    },
+};
+
+/// Why a knowledge operation failed. The texts are the messages clients are shown.
+#[derive(Debug, thiserror::Error)]
+pub enum KnowledgeError {
+    /// The uploaded file has no bytes.
+    #[error("The file is empty")]
+    EmptyFile,
+    /// The uploaded file is not a PDF, DOCX, Markdown or text file (by its content).
+    #[error("{0} Upload a PDF, Word (DOCX), Markdown or plain text file.")]
+    UnsupportedFormat(extract::ExtractError),
+    /// A crawl option breaks its rule; the text names it.
+    #[error("{0}")]
+    InvalidCrawlOptions(String),
+    /// The site's URL cannot be crawled.
+    #[error(transparent)]
+    Url(#[from] UrlError),
+    /// No such document of this agent.
+    #[error("Document not found")]
+    DocumentNotFound,
+    /// No such job of this user.
+    #[error("Job not found")]
+    JobNotFound,
+    /// The upload could not be written to `DATA_DIR/uploads`.
+    #[error("cannot store an upload: {0}")]
+    Storage(std::io::Error),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Anything else; not shown to clients.
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+/// The knowledge use cases over the knowledge base's shared parts.
+#[derive(Clone)]
+pub struct Documents {
+    knowledge: Knowledge,
+    /// Told of every change to an agent's documents ([`AgentService::knowledge_changed`]).
+    agents: AgentService,
+    clock: Clock,
+}
+
+impl Documents {
+    /// The use cases over `knowledge`, telling `agents` of changes, timed by `clock`.
+    pub fn new(knowledge: Knowledge, agents: AgentService, clock: Clock) -> Self {
+        Self {
+            knowledge,
+            agents,
+            clock,
+        }
+    }
+
+    /// Largest upload in bytes (`MAX_UPLOAD_BYTES`).
+    pub fn max_upload_bytes(&self) -> usize {
+        self.knowledge.max_upload_bytes
+    }
+
+    /// Adds the file `name` with `bytes` to `agent`'s knowledge: recognised by its content
+    /// ([`extract::detect`]), stored under `DATA_DIR/uploads`, and queued for indexing.
+    /// The document is answered with status `pending`.
+    ///
+    /// Errors: [`KnowledgeError::EmptyFile`], [`KnowledgeError::UnsupportedFormat`],
+    /// [`KnowledgeError::Storage`]; the store's (the stored file is removed again).
+    pub async fn add_file(
+        &self,
+        agent: &AgentRecord,
+        name: String,
+        bytes: Vec<u8>,
+    ) -> Result<DocumentRecord, KnowledgeError> {
+        let format = match extract::detect(&bytes) {
+            Ok(kind) => kind,
+            Err(extract::ExtractError::Empty) => return Err(KnowledgeError::EmptyFile),
+            Err(err) => return Err(KnowledgeError::UnsupportedFormat(err)),
+        };
+        let now = self.clock.now();
+        let id = uuid::Uuid::now_v7().to_string();
+        tracing::Span::current().record("document.id", id.as_str());
+        let path = self.knowledge.upload_path(&id);
+        tokio::fs::write(&path, &bytes)
+            .await
+            .map_err(KnowledgeError::Storage)?;
+        let doc = DocumentRecord::pending_file(
+            id.clone(),
+            &agent.id,
+            &agent.user_id,
+            name,
+            format.as_str(),
+            bytes.len() as u64,
+            now,
+        );
+        let job = JobRecord::queued(worker::kind::INGEST, &id, &agent.user_id, now);
+        if let Err(err) = self.knowledge.documents.create_document(&doc, &job).await {
+            let _ = tokio::fs::remove_file(&path).await;
+            return Err(err.into());
+        }
+        self.agents.knowledge_changed(&agent.id);
+        self.knowledge.wake.notify_one();
+        info!(format = %format, bytes = bytes.len(), "document uploaded");
+        Ok(doc)
+    }
+
+    /// Adds the site at `url` (or one page, with crawl depth 0) to `agent`'s knowledge and
+    /// queues its crawl with `options` (defaults for those omitted). Answers the document
+    /// and its crawl job.
+    ///
+    /// Errors: [`KnowledgeError::InvalidCrawlOptions`]; [`KnowledgeError::Url`] for a URL
+    /// that is not http(s) or reaches a forbidden address; the store's.
+    pub async fn add_url(
+        &self,
+        agent: &AgentRecord,
+        url: &str,
+        options: Option<CrawlOptions>,
+    ) -> Result<(DocumentRecord, JobRecord), KnowledgeError> {
+        let config = crawl_config(options)?;
+        let url = public_url::check(url, &self.knowledge.policy, "be crawled").await?;
+        let now = self.clock.now();
+        let id = uuid::Uuid::now_v7().to_string();
+        tracing::Span::current().record("document.id", id.as_str());
+        let crawl_config = serde_json::to_string(&config).map_err(anyhow::Error::from)?;
+        let doc = DocumentRecord::pending_url(
+            id.clone(),
+            &agent.id,
+            &agent.user_id,
+            url.as_str(),
+            Some(crawl_config),
+            now,
+        );
+        let job = JobRecord::queued(worker::kind::CRAWL, &id, &agent.user_id, now);
+        self.knowledge.documents.create_document(&doc, &job).await?;
+        self.agents.knowledge_changed(&agent.id);
+        self.knowledge.wake.notify_one();
+        Ok((doc, job))
+    }
+
+    /// `agent`'s documents, oldest first.
+    ///
+    /// Errors: the store's.
+    pub async fn list(&self, agent: &AgentRecord) -> Result<Vec<DocumentRecord>, KnowledgeError> {
+        Ok(self
+            .knowledge
+            .documents
+            .list_documents(&agent.user_id, &agent.id)
+            .await?)
+    }
+
+    /// The document `document_id` of `agent`.
+    ///
+    /// Errors: [`KnowledgeError::DocumentNotFound`]; the store's.
+    pub async fn document(
+        &self,
+        agent: &AgentRecord,
+        document_id: &str,
+    ) -> Result<DocumentRecord, KnowledgeError> {
+        self.knowledge
+            .documents
+            .document(&agent.user_id, &agent.id, document_id)
+            .await?
+            .ok_or(KnowledgeError::DocumentNotFound)
+    }
+
+    /// Deletes the document `document_id` of `agent`: its chunks leave retrieval at once, a
+    /// running job stops, and its stored upload is removed.
+    ///
+    /// Errors: [`KnowledgeError::DocumentNotFound`]; the store's.
+    pub async fn delete(
+        &self,
+        agent: &AgentRecord,
+        document_id: &str,
+    ) -> Result<(), KnowledgeError> {
+        if !self
+            .knowledge
+            .documents
+            .delete_document(&agent.user_id, &agent.id, document_id)
+            .await?
+        {
+            return Err(KnowledgeError::DocumentNotFound);
+        }
+        self.agents.knowledge_changed(&agent.id);
+        let _ = tokio::fs::remove_file(self.knowledge.upload_path(document_id)).await;
+        Ok(())
+    }
+
+    /// Queues a re-crawl of a site (pages whose content is unchanged are skipped) or a
+    /// re-index of a file; an already queued or running job of the document is answered
+    /// instead of a second one. A newly queued job sets the document `pending`.
+    ///
+    /// Errors: [`KnowledgeError::DocumentNotFound`]; the store's.
+    pub async fn refresh(
+        &self,
+        agent: &AgentRecord,
+        document_id: &str,
+    ) -> Result<JobRecord, KnowledgeError> {
+        let doc = self.document(agent, document_id).await?;
+        let kind = if doc.kind == "url" {
+            worker::kind::CRAWL
+        } else {
+            worker::kind::INGEST
+        };
+        let job = self
+            .knowledge
+            .jobs
+            .enqueue_job(&JobRecord::queued(
+                kind,
+                &doc.id,
+                &agent.user_id,
+                self.clock.now(),
+            ))
+            .await?;
+        if job.status == job_status::QUEUED {
+            self.knowledge
+                .documents
+                .set_document_status(&doc.id, status::PENDING, None, self.clock.now())
+                .await?;
+        }
+        self.knowledge.wake.notify_one();
+        Ok(job)
+    }
+
+    /// The knowledge job `job_id` of `user_id`.
+    ///
+    /// Errors: [`KnowledgeError::JobNotFound`]; the store's.
+    pub async fn job(&self, user_id: &str, job_id: &str) -> Result<JobRecord, KnowledgeError> {
+        self.knowledge
+            .jobs
+            .job(user_id, job_id)
+            .await?
+            .ok_or(KnowledgeError::JobNotFound)
+    }
+}
+
+/// The crawl settings of `options`, with defaults for those omitted.
+///
+/// Errors: [`KnowledgeError::InvalidCrawlOptions`] naming the bad option.
+pub fn crawl_config(options: Option<CrawlOptions>) -> Result<CrawlConfig, KnowledgeError> {
+    let o = options.unwrap_or_default();
+    let d = CrawlConfig::default();
+    let config = CrawlConfig {
+        crawl_depth: o.crawl_depth.unwrap_or(d.crawl_depth),
+        max_pages: o.max_pages.unwrap_or(d.max_pages),
+        include_patterns: o.include_patterns.unwrap_or(d.include_patterns),
+        exclude_patterns: o.exclude_patterns.unwrap_or(d.exclude_patterns),
+        same_domain: o.same_domain.unwrap_or(d.same_domain),
+        use_sitemap: o.use_sitemap.unwrap_or(d.use_sitemap),
+        respect_robots: o.respect_robots.unwrap_or(d.respect_robots),
+    };
+    config
+        .validate()
+        .map_err(KnowledgeError::InvalidCrawlOptions)?;
+    Ok(config)
+}

@@ -1,0 +1,80 @@
+//! The composition root: every part of the service, built once at start-up by
+//! [`crate::startup::Application::build`] and shared by the HTTP layer, the workers and the
+//! tests. Nothing here depends on HTTP; the HTTP layer borrows [`AppState`] as its state.
+
+use std::sync::Arc;
+
+use leptos::prelude::LeptosOptions;
+
+use crate::{
+    agents::AgentService,
+    auth::{oauth::OAuth, AuthService},
+    channels::Channels,
+    chat::ChatService,
+    clock::Clock,
+    config::Config,
+    crypto::SecretBox,
+    knowledge::{service::Documents, Knowledge},
+    llm::Models,
+    mail::Mailer,
+    ratelimit::RateLimiter,
+    store::Store,
+    webhooks::Webhooks,
+};
+
+/// The shared state: one pointer to [`Services`], so that the clones the HTTP layer makes
+/// for every request (router, middleware, extractors) cost one reference-count increment.
+#[derive(Clone)]
+pub struct AppState(Arc<Services>);
+
+impl AppState {
+    /// State over `services`.
+    pub fn new(services: Services) -> Self {
+        Self(Arc::new(services))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Services;
+
+    fn deref(&self) -> &Services {
+        &self.0
+    }
+}
+
+/// The service's parts, built once at start-up (see [`crate::startup::Application::build`]).
+pub struct Services {
+    /// Start-up configuration.
+    pub config: Arc<Config>,
+    /// Persistence.
+    pub store: Arc<dyn Store>,
+    /// The service clock, shared by every part that reads the time.
+    pub clock: Clock,
+    /// Authentication rules and sessions.
+    pub auth: AuthService,
+    /// Third-party sign-in (GitHub, Google, Microsoft).
+    pub oauth: OAuth,
+    /// Encryption of stored credentials (`ENCRYPTION_KEY`).
+    pub secrets: SecretBox,
+    /// Per-plan request budgets.
+    pub limiter: Arc<dyn RateLimiter>,
+    /// Outgoing mail.
+    pub mailer: Mailer,
+    /// Language models.
+    pub models: Models,
+    /// The knowledge base's shared parts (uploads, crawls, jobs, retrieval).
+    pub knowledge: Knowledge,
+    /// The knowledge use cases: documents added, read, refreshed and deleted.
+    pub documents: Documents,
+    /// Webhooks: the event emitter and the delivery rules.
+    pub webhooks: Webhooks,
+    /// Chat turns: prompts, model calls, replies.
+    pub chat: Arc<ChatService>,
+    /// Live channels of integrations (Telegram, Slack, the website widget).
+    pub channels: Channels,
+    /// Agents: the caller's agent through its cache, creation within the plan's limit,
+    /// updates and deletions.
+    pub agents: AgentService,
+    /// Leptos settings for the dashboard.
+    pub leptos: LeptosOptions,
+}

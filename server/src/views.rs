@@ -1,0 +1,193 @@
+//! Stored records as clients see them: the `app::api` wire types of agents, documents,
+//! jobs, conversations, messages, webhooks, deliveries and integrations, and the one
+//! timestamp format of the API ([`iso`]).
+//!
+//! The HTTP handlers answer with these views and the webhook events carry them
+//! (`agent.created` holds the agent as `GET /api/agents/{id}` shows it, docs/api.md
+//! § Integrations and webhooks), so an answer and an event cannot disagree on a field.
+
+use app::api::{
+    Agent, ChatMessage, Conversation, Integration, IntegrationConnection, Job, JobProgress,
+    KnowledgeDocument, Source, TokensUsed, Webhook, WebhookDelivery,
+};
+use chrono::{DateTime, Utc};
+use serde_json::Value;
+
+use crate::{
+    channels,
+    store::{
+        documents::DocumentRecord,
+        integrations::IntegrationRecord,
+        jobs::JobRecord,
+        webhooks::{DeliveryRecord, WebhookRecord},
+        AgentRecord, MessageRecord, ThreadRecord,
+    },
+};
+
+/// An ISO 8601 UTC timestamp with second precision, e.g. `2026-11-20T10:00:00Z`
+/// (docs/api.md § Conventions).
+pub fn iso(t: DateTime<Utc>) -> String {
+    t.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+}
+
+/// A stored agent as `GET /api/agents/{agentId}` shows it.
+pub fn agent_view(a: &AgentRecord) -> Agent {
+    Agent {
+        id: a.id.clone(),
+        name: a.name.clone(),
+        description: a.description.clone(),
+        system_prompt: a.system_prompt.clone(),
+        model: a.model.clone(),
+        status: a.status.clone(),
+        created_at: iso(a.created_at),
+        updated_at: iso(a.updated_at),
+    }
+}
+
+/// A stored knowledge document as `GET /api/agents/{agentId}/knowledge/{documentId}`
+/// shows it.
+pub fn document_view(d: &DocumentRecord) -> KnowledgeDocument {
+    KnowledgeDocument {
+        document_id: d.id.clone(),
+        kind: d.kind.clone(),
+        name: d.name.clone(),
+        url: d.url.clone(),
+        status: d.status.clone(),
+        error: d.error.clone(),
+        pages: d.pages,
+        chunks: d.chunks,
+        bytes: d.bytes,
+        created_at: iso(d.created_at),
+        updated_at: iso(d.updated_at),
+        indexed_at: d.indexed_at.map(iso),
+    }
+}
+
+/// A stored knowledge job as `GET /api/jobs/{jobId}` shows it.
+pub fn job_view(j: &JobRecord) -> Job {
+    Job {
+        id: j.id.clone(),
+        kind: j.kind.clone(),
+        status: j.status.clone(),
+        progress: JobProgress {
+            done: j.progress_done,
+            total: j.progress_total,
+        },
+        document_id: j.document_id.clone(),
+        error: j.error.clone(),
+        created_at: iso(j.created_at),
+        started_at: j.started_at.map(iso),
+        finished_at: j.finished_at.map(iso),
+    }
+}
+
+/// A stored thread as the conversation list shows it.
+pub fn conversation_view(t: &ThreadRecord) -> Conversation {
+    Conversation {
+        thread_id: t.id.clone(),
+        title: t.title.clone(),
+        message_count: t.message_count as u32,
+        created_at: iso(t.created_at),
+        updated_at: iso(t.updated_at),
+    }
+}
+
+/// A stored message as a thread's message list shows it: token usage only when both
+/// counts are known, sources parsed from their stored JSON (none when it does not parse).
+pub fn message_view(m: &MessageRecord) -> ChatMessage {
+    let tokens_used = match (m.prompt_tokens, m.completion_tokens) {
+        (Some(p), Some(c)) => Some(TokensUsed {
+            prompt: p as u32,
+            completion: c as u32,
+            total: (p + c) as u32,
+        }),
+        _ => None,
+    };
+    ChatMessage {
+        id: m.id.clone(),
+        role: m.role.clone(),
+        content: m.content.clone(),
+        model: m.model.clone(),
+        tokens_used,
+        sources: m
+            .sources
+            .as_deref()
+            .and_then(|s| serde_json::from_str::<Vec<Source>>(s).ok()),
+        status: m.status.clone(),
+        created_at: iso(m.created_at),
+    }
+}
+
+/// A stored webhook as `GET /api/integrations/webhooks` lists it (never its secret).
+pub fn webhook_view(w: &WebhookRecord) -> Webhook {
+    Webhook {
+        id: w.id.clone(),
+        url: w.url.clone(),
+        events: w.events.clone(),
+        description: w.description.clone(),
+        active: w.active,
+        created_at: iso(w.created_at),
+    }
+}
+
+/// A stored delivery as a webhook's delivery history lists it.
+pub fn delivery_view(d: &DeliveryRecord) -> WebhookDelivery {
+    WebhookDelivery {
+        id: d.id.clone(),
+        event: d.event.clone(),
+        status: d.status.clone(),
+        attempts: d.attempts,
+        response_status: d.response_status,
+        last_error: d.last_error.clone(),
+        created_at: iso(d.created_at),
+        next_attempt_at: d.next_attempt_at.map(iso),
+    }
+}
+
+/// A stored integration as `GET /api/integrations/{id}` shows it: credentials as masked
+/// hints only, and the connection a provider or a web page uses, made from `public_url`
+/// (`PUBLIC_URL`): the inbound URL of Telegram and Slack, the public id and embed code of
+/// the website widget.
+pub fn integration_view(r: &IntegrationRecord, public_url: &str) -> Integration {
+    let connection = match (channels::inbound_url(public_url, r), &r.public_id) {
+        (Some(url), _) => Some(IntegrationConnection {
+            webhook_url: Some(url),
+            public_id: None,
+            embed_code: None,
+        }),
+        (None, Some(public_id)) => Some(IntegrationConnection {
+            webhook_url: None,
+            public_id: Some(public_id.clone()),
+            embed_code: Some(channels::widget::embed_code(public_url, public_id)),
+        }),
+        (None, None) => None,
+    };
+    Integration {
+        id: r.id.clone(),
+        provider_code: r.provider_code.clone(),
+        name: r.name.clone(),
+        agent_id: r.agent_id.clone(),
+        config: serde_json::from_str(&r.config)
+            .unwrap_or_else(|_| Value::Object(Default::default())),
+        credentials: serde_json::from_str(&r.credential_hints)
+            .unwrap_or_else(|_| Value::Object(Default::default())),
+        status: r.status.clone(),
+        status_detail: r.status_detail.clone(),
+        connection,
+        created_at: iso(r.created_at),
+        updated_at: iso(r.updated_at),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_utc_with_second_precision() {
+        let t = DateTime::parse_from_rfc3339("2026-11-20T12:00:00.750+02:00")
+            .unwrap()
+            .with_timezone(&Utc);
+        assert_eq!(iso(t), "2026-11-20T10:00:00Z");
+    }
+}

@@ -1,0 +1,228 @@
+//! The webhook use cases of an account: subscribe a URL to events, list and delete
+//! subscriptions, read a webhook's delivery history and send a delivery again (docs/api.md
+//! § Integrations and webhooks).
+
+use app::api::CreateWebhookRequest;
+
+use super::{new_secret, EventType, Webhooks};
+use crate::{
+    public_url::{self, UrlError},
+    store::{
+        webhooks::{DeliveryRecord, WebhookRecord},
+        StoreError,
+    },
+};
+
+/// Webhooks one account may hold.
+pub const MAX_WEBHOOKS_PER_USER: u32 = 20;
+/// Longest description in characters.
+pub const DESCRIPTION_MAX: usize = 500;
+/// Deliveries listed per webhook (the newest).
+pub const DELIVERIES_LISTED: u32 = 100;
+
+/// Why a webhook operation failed. The texts are the messages clients are shown.
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookError {
+    /// A field breaks its rule (the events or the description); the text says which.
+    #[error("{0}")]
+    Invalid(String),
+    /// The receiver's URL cannot receive webhooks.
+    #[error(transparent)]
+    Url(#[from] UrlError),
+    /// The account holds [`MAX_WEBHOOKS_PER_USER`] webhooks.
+    #[error("An account may hold at most {MAX_WEBHOOKS_PER_USER} webhooks; delete one first")]
+    Limit,
+    /// No such webhook of this account.
+    #[error("Webhook not found")]
+    NotFound,
+    /// No such delivery of this webhook.
+    #[error("Delivery not found")]
+    DeliveryNotFound,
+    /// The webhook was disabled (its receiver answered 410 Gone).
+    #[error(
+        "This webhook was disabled because its receiver answered 410 Gone; create a new webhook"
+    )]
+    Disabled,
+    /// The delivery is being sent right now.
+    #[error("This delivery is being sent right now; try again shortly")]
+    InFlight,
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Anything else (the secret could not be sealed); not shown to clients.
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+/// Checks the subscribed events: non-empty, each in the catalogue; duplicates dropped.
+///
+/// Errors: [`WebhookError::Invalid`] naming the unknown event types.
+pub fn checked_events(names: &[String]) -> Result<Vec<String>, WebhookError> {
+    if names.is_empty() {
+        return Err(WebhookError::Invalid(
+            "events must name at least one event type; see GET /api/integrations/webhooks/events"
+                .into(),
+        ));
+    }
+    let unknown: Vec<&str> = names
+        .iter()
+        .map(String::as_str)
+        .filter(|n| EventType::parse(n).is_none())
+        .collect();
+    if !unknown.is_empty() {
+        return Err(WebhookError::Invalid(format!(
+            "Unknown event types: {}; see GET /api/integrations/webhooks/events",
+            unknown.join(", ")
+        )));
+    }
+    let mut events: Vec<String> = Vec::with_capacity(names.len());
+    for n in names {
+        if !events.contains(n) {
+            events.push(n.clone());
+        }
+    }
+    Ok(events)
+}
+
+impl Webhooks {
+    /// The webhooks of `user_id`, oldest first.
+    ///
+    /// Errors: the store's.
+    pub async fn list(&self, user_id: &str) -> Result<Vec<WebhookRecord>, WebhookError> {
+        Ok(self.store.list_webhooks(user_id).await?)
+    }
+
+    /// Subscribes `request.url` to `request.events` for `user_id`. Answers the webhook and
+    /// its signing secret (`whsec_...`), which is shown this once and stored sealed.
+    ///
+    /// Errors: [`WebhookError::Invalid`] for an empty or unknown event list or a
+    /// description over [`DESCRIPTION_MAX`] characters; [`WebhookError::Url`] for a URL
+    /// that is not http(s) or reaches a private address; [`WebhookError::Limit`]; the
+    /// store's.
+    pub async fn create(
+        &self,
+        user_id: &str,
+        request: CreateWebhookRequest,
+    ) -> Result<(WebhookRecord, String), WebhookError> {
+        let events = checked_events(&request.events)?;
+        let description = request.description.unwrap_or_default().trim().to_string();
+        if description.chars().count() > DESCRIPTION_MAX {
+            return Err(WebhookError::Invalid(format!(
+                "description must be at most {DESCRIPTION_MAX} characters"
+            )));
+        }
+        // The same SSRF rule as crawls; it is applied again at every send, through the
+        // resolver the connection uses.
+        let url = public_url::check(&request.url, &self.policy, "receive webhooks")
+            .await?
+            .to_string();
+        let id = uuid::Uuid::now_v7().to_string();
+        tracing::Span::current().record("webhook.id", id.as_str());
+        let (secret, key) = new_secret();
+        let secret_sealed = self.secrets.seal(user_id, &id, &key)?;
+        let record = WebhookRecord {
+            id,
+            user_id: user_id.to_string(),
+            url,
+            events,
+            description,
+            secret_sealed,
+            active: true,
+            disabled_reason: None,
+            created_at: self.clock.now(),
+        };
+        if !self
+            .store
+            .create_webhook(&record, MAX_WEBHOOKS_PER_USER)
+            .await?
+        {
+            return Err(WebhookError::Limit);
+        }
+        self.events.forget(user_id);
+        Ok((record, secret))
+    }
+
+    /// Deletes the webhook `id` of `user_id` with its delivery history; nothing more is
+    /// sent to it.
+    ///
+    /// Errors: [`WebhookError::NotFound`]; the store's.
+    pub async fn delete(&self, user_id: &str, id: &str) -> Result<(), WebhookError> {
+        if !self.store.delete_webhook(user_id, id).await? {
+            return Err(WebhookError::NotFound);
+        }
+        self.events.forget(user_id);
+        Ok(())
+    }
+
+    /// The webhook `id` of `user_id`.
+    ///
+    /// Errors: [`WebhookError::NotFound`]; the store's.
+    pub async fn owned(&self, user_id: &str, id: &str) -> Result<WebhookRecord, WebhookError> {
+        self.store
+            .webhook(user_id, id)
+            .await?
+            .ok_or(WebhookError::NotFound)
+    }
+
+    /// The newest [`DELIVERIES_LISTED`] deliveries of the webhook `id` of `user_id`,
+    /// newest first.
+    ///
+    /// Errors: [`WebhookError::NotFound`]; the store's.
+    pub async fn deliveries(
+        &self,
+        user_id: &str,
+        id: &str,
+    ) -> Result<Vec<DeliveryRecord>, WebhookError> {
+        self.owned(user_id, id).await?;
+        Ok(self
+            .store
+            .list_deliveries(user_id, id, DELIVERIES_LISTED)
+            .await?)
+    }
+
+    /// Queues the delivery `delivery_id` of the webhook `id` of `user_id` again now, with
+    /// the same `webhook-id` and body and a fresh retry window.
+    ///
+    /// Errors: [`WebhookError::NotFound`], [`WebhookError::Disabled`],
+    /// [`WebhookError::DeliveryNotFound`], [`WebhookError::InFlight`]; the store's.
+    pub async fn redeliver(
+        &self,
+        user_id: &str,
+        id: &str,
+        delivery_id: &str,
+    ) -> Result<(), WebhookError> {
+        let webhook = self.owned(user_id, id).await?;
+        if !webhook.active {
+            return Err(WebhookError::Disabled);
+        }
+        match self
+            .store
+            .redeliver(user_id, id, delivery_id, self.clock.now())
+            .await?
+        {
+            Some(true) => {
+                self.events.wake.notify_one();
+                Ok(())
+            }
+            Some(false) => Err(WebhookError::InFlight),
+            None => Err(WebhookError::DeliveryNotFound),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_must_be_known_and_present() {
+        assert!(checked_events(&[]).is_err());
+        let err = checked_events(&["agent.created".into(), "agent.exploded".into(), "*".into()])
+            .unwrap_err();
+        assert!(err.to_string().contains("agent.exploded, *"), "{err}");
+        assert_eq!(
+            checked_events(&["agent.created".into(), "agent.created".into()]).unwrap(),
+            vec!["agent.created".to_string()]
+        );
+    }
+}
