@@ -11,7 +11,7 @@ use crate::{
     store::documents::ChunkHit,
 };
 
-/// Largest total size of one message's attachments (10 MiB, issue: agents and chat).
+/// Largest total size of one message's attachments (10 MiB; docs/api.md § Send message).
 pub const MAX_ATTACHMENTS_BYTES: usize = 10 * 1024 * 1024;
 /// Longest snippet of a source in the chat reply, in characters.
 pub const SNIPPET_CHARS: usize = 240;

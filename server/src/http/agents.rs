@@ -1,5 +1,5 @@
-//! `/api/agents` and `/api/models`: agent CRUD with plan limits (docs/api.md § Agent, § List,
-//! Create, Get, Update agent, § Agents, models and chat).
+//! `/api/agents` and `/api/models`: agent CRUD with plan limits (docs/api.md § Agent, § List
+//! agents, § Create agent, § Get agent, § Update agent, § Agents, models and chat).
 
 use app::api::{
     AgentResponse, AgentsResponse, CreateAgentRequest, ErrorBody, ModelEntry, ModelsResponse,

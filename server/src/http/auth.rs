@@ -41,7 +41,7 @@ pub const USER_NAME_MAX: usize = 200;
 /// Longest company name at signup, in characters after trimming.
 pub const COMPANY_MAX: usize = 200;
 
-/// How long an email verification link works (issue: foundation, 24 hours).
+/// How long an email verification link works (24 hours; docs/api.md § Auth).
 pub const VERIFY_TTL: Duration = Duration::hours(24);
 /// How long a password reset link works (OWASP Forgot Password Cheat Sheet: short-lived).
 pub const RESET_TTL: Duration = Duration::hours(1);
