@@ -135,6 +135,7 @@ impl Application {
         let channels = crate::channels::Channels::new(
             &config,
             store.clone(),
+            store.clone(),
             chat.clone(),
             agents.clone(),
             secrets.clone(),

@@ -18,7 +18,7 @@ use crate::{
     domain::{parse_name, Plan},
     knowledge::Knowledge,
     llm::Models,
-    store::{AgentPatch, AgentRecord, Store, StoreError},
+    store::{AgentPatch, AgentRecord, AgentStore, StoreError},
     webhooks::{agent_data, EventType, Events},
 };
 
@@ -64,7 +64,7 @@ pub enum AgentError {
 /// The agents service. Cheap to clone (shared parts).
 #[derive(Clone)]
 pub struct AgentService {
-    store: Arc<dyn Store>,
+    store: Arc<dyn AgentStore>,
     models: Models,
     events: Events,
     clock: Clock,
@@ -79,7 +79,7 @@ impl AgentService {
     /// The service over `store`; `agent_limits` per plan (`AGENT_LIMITS`); changes are
     /// announced through `events` and timed with `clock`.
     pub fn new(
-        store: Arc<dyn Store>,
+        store: Arc<dyn AgentStore>,
         models: Models,
         events: Events,
         clock: Clock,
@@ -218,7 +218,11 @@ impl AgentService {
     ///
     /// Errors: [`AgentError::NotFound`]; the store's.
     pub async fn delete(&self, user_id: &str, agent_id: &str) -> Result<(), AgentError> {
-        let documents = self.store.list_documents(user_id, agent_id).await?;
+        let documents = self
+            .knowledge
+            .documents
+            .list_documents(user_id, agent_id)
+            .await?;
         if !self.store.delete_agent(user_id, agent_id).await? {
             return Err(AgentError::NotFound);
         }

@@ -17,7 +17,7 @@ use crate::{
     config::Config,
     crypto::SecretBox,
     outbound,
-    store::{integrations::IntegrationRecord, Store, StoreError},
+    store::{integrations::IntegrationRecord, ChatStore, IntegrationStore, StoreError},
 };
 
 /// Time allowed for one call to a provider's API (Telegram Bot API, Slack Web API).
@@ -83,7 +83,10 @@ pub struct Channels {
     pub slack_api_url: String,
     /// `PUBLIC_URL`, under which providers reach the inbound endpoints.
     public_url: String,
-    store: Arc<dyn Store>,
+    /// Channel threads and seen events of integrations.
+    integrations: Arc<dyn IntegrationStore>,
+    /// The conversations the channel threads point to.
+    threads: Arc<dyn ChatStore>,
     chat: Arc<ChatService>,
     /// Linked agents are read through it (and its cache).
     agents: AgentService,
@@ -94,12 +97,14 @@ pub struct Channels {
 
 impl Channels {
     /// Channels configured from `config`, answering through `chat` with the agents of
-    /// `agents`, over `store`; credentials open with `secrets`, time from `clock`.
+    /// `agents`, over `integrations` and `threads` (one store's parts); credentials open
+    /// with `secrets`, time from `clock`.
     ///
     /// Errors: the HTTP client cannot be built (no TLS roots).
     pub fn new(
         config: &Config,
-        store: Arc<dyn Store>,
+        integrations: Arc<dyn IntegrationStore>,
+        threads: Arc<dyn ChatStore>,
         chat: Arc<ChatService>,
         agents: AgentService,
         secrets: SecretBox,
@@ -112,7 +117,8 @@ impl Channels {
             telegram_api_url: config.telegram_api_url.clone(),
             slack_api_url: config.slack_api_url.clone(),
             public_url: config.public_url.clone(),
-            store,
+            integrations,
+            threads,
             chat,
             agents,
             secrets,
@@ -164,11 +170,11 @@ impl Channels {
             return Err(ChannelError::NotLinked);
         };
         let known = self
-            .store
+            .integrations
             .channel_thread(&integration.id, conversation_key)
             .await?;
         let thread = match known {
-            Some(id) => self.store.thread(owner, &agent.id, &id).await?,
+            Some(id) => self.threads.thread(owner, &agent.id, &id).await?,
             None => None,
         };
         let continued = thread.is_some();
@@ -178,7 +184,7 @@ impl Channels {
             .prepare(&agent, owner, choice, message, &[])
             .await?;
         if !continued {
-            self.store
+            self.integrations
                 .set_channel_thread(
                     &integration.id,
                     conversation_key,
@@ -213,7 +219,7 @@ impl Channels {
     /// seen: answering twice beats not answering.
     pub async fn first_delivery(&self, integration_id: &str, event_id: &str) -> bool {
         match self
-            .store
+            .integrations
             .first_channel_event(integration_id, event_id, self.clock.now())
             .await
         {

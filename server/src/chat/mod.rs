@@ -32,7 +32,7 @@ use crate::{
     llm::{
         tokens, Event, Models, Passage, Prompt, ProviderError, ResolvedModel, Role, Turn, Usage,
     },
-    store::{AgentRecord, MessageRecord, Store, StoreError, ThreadRecord},
+    store::{AgentRecord, ChatStore, MessageRecord, StoreError, ThreadRecord},
     views::iso,
     webhooks::{EventType, Events},
 };
@@ -164,7 +164,7 @@ pub enum ThreadChoice<'a> {
 
 /// The chat service.
 pub struct ChatService {
-    store: Arc<dyn Store>,
+    store: Arc<dyn ChatStore>,
     models: Models,
     /// Retrieval over the agents' knowledge ([`retrieve::hybrid`]).
     knowledge: Knowledge,
@@ -181,7 +181,7 @@ impl ChatService {
     /// threads and replies through `events`, timed by `clock`; messages have at most
     /// `max_message_chars` characters and providers `provider_timeout` to start answering.
     pub fn new(
-        store: Arc<dyn Store>,
+        store: Arc<dyn ChatStore>,
         models: Models,
         knowledge: Knowledge,
         events: Events,
