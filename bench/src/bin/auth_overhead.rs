@@ -84,10 +84,11 @@ use agentchat::{
     },
     config::Config,
     http::{
-        extract::Auth, ApiLayer, ApiService, AppState, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING,
+        extract::Auth, ApiLayer, ApiService, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING,
         X_RATELIMIT_RESET,
     },
     ratelimit::RateKey,
+    services::AppState,
     startup::Application,
 };
 use anyhow::{bail, ensure, Context};

@@ -37,8 +37,8 @@ pub use self::middleware::{
     ApiFuture, ApiLayer, ApiService,
 };
 use self::{error::ApiError, openapi::ApiDoc};
-pub use crate::public_url::URL_MAX;
-pub use crate::services::{AppState, Services};
+
+use crate::services::AppState;
 
 /// Largest JSON body accepted (docs/api.md § Conventions: over 1 MiB → 413).
 pub const MAX_JSON_BODY: usize = 1024 * 1024;

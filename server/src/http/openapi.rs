@@ -82,8 +82,9 @@ fn lengths(config: &Config) -> Vec<Length> {
     use crate::{
         channels::widget::{VISITOR_ID_MAX, VISITOR_ID_MIN},
         domain::{EMAIL_MAX, PASSWORD_MAX, PASSWORD_MIN},
-        http::{agents, api_keys, auth, webhooks, URL_MAX},
+        http::{agents, api_keys, auth, webhooks},
         integrations::MAX_NAME_CHARS as INTEGRATION_NAME_MAX,
+        public_url::URL_MAX,
     };
     let rule = |schema, field, min, max| Length {
         schema,

@@ -15,7 +15,7 @@ use serde_json::Value;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
 use super::openapi::RateLimited;
-use super::AppState;
+use crate::services::AppState;
 
 /// The generated OpenAPI document, shared with the handlers that serve it.
 #[derive(Clone)]

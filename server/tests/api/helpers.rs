@@ -7,7 +7,7 @@ use std::{
     time::Duration,
 };
 
-use agentchat::{config::Config, http::AppState, startup::Application};
+use agentchat::{config::Config, services::AppState, startup::Application};
 use reqwest::{header, Client, Method, Response};
 use secrecy::SecretString;
 use serde_json::{json, Value};

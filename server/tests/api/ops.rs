@@ -231,7 +231,10 @@ async fn every_operation_documents_its_errors_parameters_and_input_rules() {
         }
     }
 
-    use agentchat::http::{agents, api_keys, auth, webhooks, URL_MAX};
+    use agentchat::{
+        http::{agents, api_keys, auth, webhooks},
+        public_url::URL_MAX,
+    };
     let limits = [
         ("SignupRequest", "name", 1, Some(auth::USER_NAME_MAX)),
         ("CreateApiKeyRequest", "name", 1, Some(api_keys::NAME_MAX)),
