@@ -24,8 +24,10 @@ use agentchat::{
     knowledge::search::bm25,
     startup::Application,
     store::{
-        documents::DocumentRecord, jobs::JobRecord, sqlite::SqliteStore, AgentRecord, NewUser,
-        Store,
+        documents::{DocumentRecord, DocumentSource, DocumentStatus},
+        jobs::{JobKind, JobRecord, JobStatus},
+        sqlite::SqliteStore,
+        AgentRecord, NewUser, Store,
     },
 };
 use anyhow::{bail, ensure, Context};
@@ -377,7 +379,7 @@ pub fn file_document(
         bytes,
         now,
     );
-    let job = JobRecord::queued("ingest", &id, user_id, now);
+    let job = JobRecord::queued(JobKind::Ingest, &id, user_id, now);
     (doc, job)
 }
 
@@ -390,11 +392,11 @@ pub fn url_document(
     config: &str,
 ) -> (DocumentRecord, JobRecord) {
     let (mut doc, mut job) = file_document(user_id, agent_id, url, "", 0);
-    doc.kind = "url".into();
+    doc.kind = DocumentSource::Url;
     doc.url = Some(url.to_owned());
     doc.format = None;
     doc.crawl_config = Some(config.to_owned());
-    job.kind = "crawl".into();
+    job.kind = JobKind::Crawl;
     (doc, job)
 }
 
@@ -550,13 +552,17 @@ impl Service {
                 .json()
                 .await?;
             let job = job["job"].clone();
-            match job["status"].as_str() {
-                Some("succeeded") => break job,
-                Some("failed") => bail!("the crawl job failed: {job}"),
-                _ if started.elapsed() > timeout => {
+            match serde_json::from_value::<JobStatus>(job["status"].clone()).ok() {
+                Some(JobStatus::Succeeded) => break job,
+                Some(JobStatus::Failed) => bail!("the crawl job failed: {job}"),
+                Some(JobStatus::Queued | JobStatus::Running) | None
+                    if started.elapsed() > timeout =>
+                {
                     bail!("the crawl job did not finish within {timeout:?}: {job}")
                 }
-                _ => tokio::time::sleep(Duration::from_millis(10)).await,
+                Some(JobStatus::Queued | JobStatus::Running) | None => {
+                    tokio::time::sleep(Duration::from_millis(10)).await
+                }
             }
         };
         let elapsed = started.elapsed();
@@ -571,7 +577,7 @@ impl Service {
             .await?;
         let doc = &doc["document"];
         ensure!(
-            doc["status"] == "indexed",
+            doc["status"] == DocumentStatus::Indexed.as_str(),
             "the job {job} succeeded but the document is {doc}"
         );
         let number = |v: &Value| v.as_u64().unwrap_or(0);

@@ -49,10 +49,10 @@ pub fn agent_view(a: &AgentRecord) -> Agent {
 pub fn document_view(d: &DocumentRecord) -> KnowledgeDocument {
     KnowledgeDocument {
         document_id: d.id.clone(),
-        kind: d.kind.clone(),
+        kind: d.kind.as_str().into(),
         name: d.name.clone(),
         url: d.url.clone(),
-        status: d.status.clone(),
+        status: d.status.as_str().into(),
         error: d.error.clone(),
         pages: d.pages,
         chunks: d.chunks,
@@ -67,8 +67,8 @@ pub fn document_view(d: &DocumentRecord) -> KnowledgeDocument {
 pub fn job_view(j: &JobRecord) -> Job {
     Job {
         id: j.id.clone(),
-        kind: j.kind.clone(),
-        status: j.status.clone(),
+        kind: j.kind.as_str().into(),
+        status: j.status.as_str().into(),
         progress: JobProgress {
             done: j.progress_done,
             total: j.progress_total,

@@ -68,7 +68,7 @@ use agentchat::{
         worker,
     },
     store::{
-        documents::{status, DocumentStore},
+        documents::{DocumentStatus, DocumentStore},
         Store,
     },
 };
@@ -334,7 +334,7 @@ async fn check_searchable(
             .find(|d| &d.id == id)
             .context("document missing")?;
         ensure!(
-            doc.status == status::INDEXED && doc.chunks == *chunks,
+            doc.status == DocumentStatus::Indexed && doc.chunks == *chunks,
             "document {id} is {} with {} chunks, expected indexed with {chunks}",
             doc.status,
             doc.chunks

@@ -131,7 +131,7 @@ async fn upload(
         Json(UploadResponse {
             success: true,
             document_id: doc.id,
-            status: doc.status,
+            status: doc.status.as_str().into(),
         }),
     ))
 }

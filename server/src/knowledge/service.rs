@@ -6,14 +6,14 @@
 use app::api::CrawlOptions;
 use tracing::info;
 
-use super::{crawl::CrawlConfig, extract, worker, Knowledge};
+use super::{crawl::CrawlConfig, extract, Knowledge};
 use crate::{
     agents::AgentService,
     clock::Clock,
     public_url::{self, UrlError},
     store::{
-        documents::{status, DocumentRecord},
-        jobs::{job_status, JobRecord},
+        documents::{DocumentRecord, DocumentStatus},
+        jobs::{JobKind, JobRecord, JobStatus},
         AgentRecord, StoreError,
     },
 };
@@ -107,7 +107,7 @@ impl Documents {
             bytes.len() as u64,
             now,
         );
-        let job = JobRecord::queued(worker::kind::INGEST, &id, &agent.user_id, now);
+        let job = JobRecord::queued(JobKind::Ingest, &id, &agent.user_id, now);
         if let Err(err) = self.knowledge.documents.create_document(&doc, &job).await {
             let _ = tokio::fs::remove_file(&path).await;
             return Err(err.into());
@@ -144,7 +144,7 @@ impl Documents {
             Some(crawl_config),
             now,
         );
-        let job = JobRecord::queued(worker::kind::CRAWL, &id, &agent.user_id, now);
+        let job = JobRecord::queued(JobKind::Crawl, &id, &agent.user_id, now);
         self.knowledge.documents.create_document(&doc, &job).await?;
         self.agents.knowledge_changed(&agent.id);
         self.knowledge.wake.notify_one();
@@ -210,25 +210,20 @@ impl Documents {
         document_id: &str,
     ) -> Result<JobRecord, KnowledgeError> {
         let doc = self.document(agent, document_id).await?;
-        let kind = if doc.kind == "url" {
-            worker::kind::CRAWL
-        } else {
-            worker::kind::INGEST
-        };
         let job = self
             .knowledge
             .jobs
             .enqueue_job(&JobRecord::queued(
-                kind,
+                doc.kind.job_kind(),
                 &doc.id,
                 &agent.user_id,
                 self.clock.now(),
             ))
             .await?;
-        if job.status == job_status::QUEUED {
+        if job.status == JobStatus::Queued {
             self.knowledge
                 .documents
-                .set_document_status(&doc.id, status::PENDING, None, self.clock.now())
+                .set_document_status(&doc.id, DocumentStatus::Pending, None, self.clock.now())
                 .await?;
         }
         self.knowledge.wake.notify_one();

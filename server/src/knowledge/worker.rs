@@ -37,8 +37,8 @@ use crate::{
     clock::Clock,
     jobs::lease::{self, LeaseQueue, LeaseRules},
     store::{
-        documents::{status, NewChunk, PageRecord},
-        jobs::{JobOutcome, JobRecord},
+        documents::{DocumentStatus, NewChunk, PageRecord},
+        jobs::{JobKind, JobOutcome, JobRecord},
         StoreError,
     },
     webhooks::{self, EventType},
@@ -52,14 +52,6 @@ const HEARTBEAT: Duration = Duration::from_secs(15);
 pub const MAX_ATTEMPTS: u32 = 3;
 /// How often an idle worker looks for work it was not woken for (leases that ran out).
 const POLL: Duration = Duration::from_secs(2);
-
-/// Job kinds.
-pub mod kind {
-    /// Extract, chunk and index an upload.
-    pub const INGEST: &str = "ingest";
-    /// Crawl a site and index its pages.
-    pub const CRAWL: &str = "crawl";
-}
 
 /// Starts the job loop with `workers` slots (jobs run at once), and with it (when
 /// `workers` > 0 and an embedder is configured) the embedding catch-up task; they run
@@ -171,7 +163,12 @@ async fn run(k: &Knowledge, job: &JobRecord, progress: &Arc<Progress>) -> Result
     }
     let _ = k
         .documents
-        .set_document_status(&job.document_id, status::PROCESSING, None, k.clock.now())
+        .set_document_status(
+            &job.document_id,
+            DocumentStatus::Processing,
+            None,
+            k.clock.now(),
+        )
         .await;
     // The job runs in its own task so that a panic fails the job, not the worker.
     let task = {
@@ -179,9 +176,9 @@ async fn run(k: &Knowledge, job: &JobRecord, progress: &Arc<Progress>) -> Result
         let job = job.clone();
         let progress = progress.clone();
         tokio::spawn(async move {
-            match job.kind.as_str() {
-                kind::CRAWL => crawl_site(&k, &job, &progress).await,
-                _ => ingest_file(&k, &job).await,
+            match job.kind {
+                JobKind::Crawl => crawl_site(&k, &job, &progress).await,
+                JobKind::Ingest => ingest_file(&k, &job).await,
             }
         })
     };
@@ -217,7 +214,7 @@ async fn finish(
                 Ok(true) => {
                     info!(job = %job.id, "job succeeded");
                     emit_document(k, job, EventType::DocumentIndexed).await;
-                    if job.kind == kind::CRAWL {
+                    if job.kind == JobKind::Crawl {
                         emit_document(k, job, EventType::CrawlCompleted).await;
                     }
                 }

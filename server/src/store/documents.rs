@@ -6,18 +6,95 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::{jobs::JobRecord, StoreResult};
+use super::{
+    jobs::{JobKind, JobRecord},
+    StoreResult,
+};
 
-/// Document status values (docs/api.md § States and transitions).
-pub mod status {
-    /// Stored, waiting for its job.
-    pub const PENDING: &str = "pending";
-    /// Its job is running.
-    pub const PROCESSING: &str = "processing";
-    /// Searchable.
-    pub const INDEXED: &str = "indexed";
-    /// Indexing failed; `error` says why.
-    pub const FAILED: &str = "failed";
+/// A knowledge document's indexing state (docs/api.md § States and transitions): `pending`
+/// → `processing` → `indexed` or `failed`; a refresh puts an `indexed` or `failed`
+/// document back to `pending`. Stored as its text ([`DocumentStatus::as_str`]) in
+/// `documents.status` (`migrations/sqlite/0003_knowledge.sql`), and answered as that text.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
+)]
+#[serde(rename_all = "lowercase")]
+#[sqlx(type_name = "TEXT", rename_all = "lowercase")]
+pub enum DocumentStatus {
+    /// Stored, its job queued: set when the document is added and by a refresh
+    /// (`knowledge::service`).
+    Pending,
+    /// A worker runs its job (`knowledge::worker`).
+    Processing,
+    /// Searchable: its job ended well ([`super::jobs::JobQueue::complete_job`]).
+    Indexed,
+    /// Indexing failed; `error` says why ([`super::jobs::JobQueue::complete_job`]).
+    Failed,
+}
+
+impl DocumentStatus {
+    /// Every state, in the order of docs/api.md § States and transitions.
+    pub const ALL: [Self; 4] = [Self::Pending, Self::Processing, Self::Indexed, Self::Failed];
+
+    /// The stored and wire text: `pending`, `processing`, `indexed` or `failed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Processing => "processing",
+            Self::Indexed => "indexed",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for DocumentStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where a knowledge document comes from (docs/api.md § Knowledge document, `kind`).
+/// Stored as its text in `documents.kind` (`migrations/sqlite/0003_knowledge.sql`), and
+/// answered as that text. Set once, when the document is added.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
+)]
+#[serde(rename_all = "lowercase")]
+#[sqlx(type_name = "TEXT", rename_all = "lowercase")]
+pub enum DocumentSource {
+    /// An uploaded file (docs/api.md § Upload document), indexed by an `ingest` job.
+    File,
+    /// A web site crawled from a start URL (docs/api.md § Add URL), indexed by a `crawl`
+    /// job.
+    Url,
+}
+
+impl DocumentSource {
+    /// Both sources.
+    pub const ALL: [Self; 2] = [Self::File, Self::Url];
+
+    /// The stored and wire text: `file` or `url`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::File => "file",
+            Self::Url => "url",
+        }
+    }
+
+    /// The kind of job that indexes a document from this source: `ingest` for a file,
+    /// `crawl` for a site (docs/api.md § Documents and jobs).
+    pub fn job_kind(self) -> JobKind {
+        match self {
+            Self::File => JobKind::Ingest,
+            Self::Url => JobKind::Crawl,
+        }
+    }
+}
+
+impl std::fmt::Display for DocumentSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// A knowledge document: an uploaded file or a crawled site.
@@ -26,8 +103,8 @@ pub struct DocumentRecord {
     pub id: String,
     pub agent_id: String,
     pub user_id: String,
-    /// `file` or `url`.
-    pub kind: String,
+    /// An upload or a crawled site.
+    pub kind: DocumentSource,
     /// File name of an upload, the start URL of a crawl.
     pub name: String,
     pub url: Option<String>,
@@ -35,8 +112,7 @@ pub struct DocumentRecord {
     pub format: Option<String>,
     /// The crawl options as JSON (url documents).
     pub crawl_config: Option<String>,
-    /// One of [`status`].
-    pub status: String,
+    pub status: DocumentStatus,
     pub error: Option<String>,
     /// Pages crawled (url documents) or read (PDF).
     pub pages: Option<u32>,
@@ -49,12 +125,12 @@ pub struct DocumentRecord {
 }
 
 impl DocumentRecord {
-    /// A new `pending` document of `kind` (`file` or `url`) named `name`, created at `now`.
+    /// A new `pending` document of `kind` named `name`, created at `now`.
     fn pending(
         id: String,
         agent_id: &str,
         user_id: &str,
-        kind: &str,
+        kind: DocumentSource,
         name: String,
         now: DateTime<Utc>,
     ) -> Self {
@@ -62,12 +138,12 @@ impl DocumentRecord {
             id,
             agent_id: agent_id.to_string(),
             user_id: user_id.to_string(),
-            kind: kind.to_string(),
+            kind,
             name,
             url: None,
             format: None,
             crawl_config: None,
-            status: status::PENDING.to_string(),
+            status: DocumentStatus::Pending,
             error: None,
             pages: None,
             chunks: 0,
@@ -92,7 +168,7 @@ impl DocumentRecord {
         Self {
             format: Some(format.to_string()),
             bytes,
-            ..Self::pending(id, agent_id, user_id, "file", name, now)
+            ..Self::pending(id, agent_id, user_id, DocumentSource::File, name, now)
         }
     }
 
@@ -109,7 +185,14 @@ impl DocumentRecord {
         Self {
             url: Some(url.to_string()),
             crawl_config,
-            ..Self::pending(id, agent_id, user_id, "url", url.to_string(), now)
+            ..Self::pending(
+                id,
+                agent_id,
+                user_id,
+                DocumentSource::Url,
+                url.to_string(),
+                now,
+            )
         }
     }
 }
@@ -252,7 +335,7 @@ pub trait DocumentStore: Send + Sync {
     async fn set_document_status(
         &self,
         id: &str,
-        status: &str,
+        status: DocumentStatus,
         error: Option<&str>,
         now: DateTime<Utc>,
     ) -> StoreResult<()>;
@@ -349,5 +432,29 @@ mod tests {
         assert_eq!(vector_from_bytes(&bytes), Some(v));
         assert_eq!(vector_from_bytes(&[]), Some(Vec::new()));
         assert_eq!(vector_from_bytes(&[0, 0, 0]), None, "not whole f32s");
+    }
+
+    #[test]
+    fn document_states_and_sources_are_the_stored_and_wire_text() {
+        // The CHECK lists of `documents.status` and `documents.kind`
+        // (migrations/sqlite/0003_knowledge.sql), and docs/api.md § Knowledge document.
+        let states: Vec<&str> = DocumentStatus::ALL.iter().map(|s| s.as_str()).collect();
+        assert_eq!(states, ["pending", "processing", "indexed", "failed"]);
+        for s in DocumentStatus::ALL {
+            let json = serde_json::to_value(s).unwrap();
+            assert_eq!(json, s.as_str());
+            assert_eq!(serde_json::from_value::<DocumentStatus>(json).unwrap(), s);
+            assert_eq!(s.to_string(), s.as_str());
+        }
+        let sources: Vec<&str> = DocumentSource::ALL.iter().map(|s| s.as_str()).collect();
+        assert_eq!(sources, ["file", "url"]);
+        for s in DocumentSource::ALL {
+            let json = serde_json::to_value(s).unwrap();
+            assert_eq!(json, s.as_str());
+            assert_eq!(serde_json::from_value::<DocumentSource>(json).unwrap(), s);
+            assert_eq!(s.to_string(), s.as_str());
+        }
+        assert_eq!(DocumentSource::File.job_kind(), JobKind::Ingest);
+        assert_eq!(DocumentSource::Url.job_kind(), JobKind::Crawl);
     }
 }

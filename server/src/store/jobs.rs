@@ -7,28 +7,91 @@ use chrono::{DateTime, Utc};
 
 use super::StoreResult;
 
-/// Job status values (docs/api.md § Knowledge base: queued, running, succeeded, failed).
-pub mod job_status {
-    /// Waiting for a worker.
-    pub const QUEUED: &str = "queued";
-    /// A worker holds its lease.
-    pub const RUNNING: &str = "running";
-    /// Finished.
-    pub const SUCCEEDED: &str = "succeeded";
-    /// Gave up; `error` says why.
-    pub const FAILED: &str = "failed";
+/// A knowledge job's state (docs/api.md § States and transitions): `queued` → `running` →
+/// `succeeded` or `failed`; a `running` job whose lease ran out is taken again. Stored as
+/// its text ([`JobStatus::as_str`]) in `jobs.status` (`migrations/sqlite/0003_knowledge.sql`),
+/// and answered as that text (docs/api.md § Documents and jobs).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
+)]
+#[serde(rename_all = "lowercase")]
+#[sqlx(type_name = "TEXT", rename_all = "lowercase")]
+pub enum JobStatus {
+    /// Waiting for a worker: set when the job is queued ([`JobQueue::enqueue_job`]).
+    Queued,
+    /// A worker holds its lease ([`JobQueue::claim_job`]).
+    Running,
+    /// Finished; its document is indexed ([`JobQueue::complete_job`]).
+    Succeeded,
+    /// Gave up; `error` says why ([`JobQueue::complete_job`], or the worker after
+    /// `MAX_ATTEMPTS` interruptions).
+    Failed,
+}
+
+impl JobStatus {
+    /// Every state, in the order of docs/api.md § States and transitions.
+    pub const ALL: [Self; 4] = [Self::Queued, Self::Running, Self::Succeeded, Self::Failed];
+
+    /// The stored and wire text: `queued`, `running`, `succeeded` or `failed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Queued => "queued",
+            Self::Running => "running",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for JobStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a knowledge job does (docs/api.md § Documents and jobs, `kind`). Stored as its
+/// text in `jobs.kind` (`migrations/sqlite/0003_knowledge.sql`), and answered as that
+/// text. Follows from the document's source
+/// ([`super::documents::DocumentSource::job_kind`]).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
+)]
+#[serde(rename_all = "lowercase")]
+#[sqlx(type_name = "TEXT", rename_all = "lowercase")]
+pub enum JobKind {
+    /// Extract, chunk and index an uploaded file.
+    Ingest,
+    /// Crawl a site and index its pages.
+    Crawl,
+}
+
+impl JobKind {
+    /// Both kinds.
+    pub const ALL: [Self; 2] = [Self::Ingest, Self::Crawl];
+
+    /// The stored and wire text: `ingest` or `crawl`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Ingest => "ingest",
+            Self::Crawl => "crawl",
+        }
+    }
+}
+
+impl std::fmt::Display for JobKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// A background job (ingestion of an upload or a crawl).
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobRecord {
     pub id: String,
-    /// `ingest` or `crawl`.
-    pub kind: String,
+    pub kind: JobKind,
     pub document_id: String,
     pub user_id: String,
-    /// One of [`job_status`].
-    pub status: String,
+    pub status: JobStatus,
     pub progress_done: u32,
     pub progress_total: u32,
     pub error: Option<String>,
@@ -40,15 +103,15 @@ pub struct JobRecord {
 }
 
 impl JobRecord {
-    /// A new job of `kind` (`ingest` or `crawl`) for a document of `user_id`, queued at
-    /// `now`, with a new time-ordered id (UUIDv7).
-    pub fn queued(kind: &str, document_id: &str, user_id: &str, now: DateTime<Utc>) -> Self {
+    /// A new job of `kind` for a document of `user_id`, queued at `now`, with a new
+    /// time-ordered id (UUIDv7).
+    pub fn queued(kind: JobKind, document_id: &str, user_id: &str, now: DateTime<Utc>) -> Self {
         Self {
             id: uuid::Uuid::now_v7().to_string(),
-            kind: kind.to_string(),
+            kind,
             document_id: document_id.to_string(),
             user_id: user_id.to_string(),
-            status: job_status::QUEUED.to_string(),
+            status: JobStatus::Queued,
             progress_done: 0,
             progress_total: 0,
             error: None,
@@ -142,10 +205,37 @@ pub trait JobQueue: Send + Sync {
     async fn finish_job(
         &self,
         id: &str,
-        status: &str,
+        status: JobStatus,
         error: Option<&str>,
         now: DateTime<Utc>,
     ) -> StoreResult<()>;
     /// A job of the user.
     async fn job(&self, user_id: &str, id: &str) -> StoreResult<Option<JobRecord>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_states_and_kinds_are_the_stored_and_wire_text() {
+        // The CHECK lists of `jobs.status` and `jobs.kind`
+        // (migrations/sqlite/0003_knowledge.sql), and docs/api.md § Documents and jobs.
+        let states: Vec<&str> = JobStatus::ALL.iter().map(|s| s.as_str()).collect();
+        assert_eq!(states, ["queued", "running", "succeeded", "failed"]);
+        for s in JobStatus::ALL {
+            let json = serde_json::to_value(s).unwrap();
+            assert_eq!(json, s.as_str());
+            assert_eq!(serde_json::from_value::<JobStatus>(json).unwrap(), s);
+            assert_eq!(s.to_string(), s.as_str());
+        }
+        let kinds: Vec<&str> = JobKind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(kinds, ["ingest", "crawl"]);
+        for k in JobKind::ALL {
+            let json = serde_json::to_value(k).unwrap();
+            assert_eq!(json, k.as_str());
+            assert_eq!(serde_json::from_value::<JobKind>(json).unwrap(), k);
+            assert_eq!(k.to_string(), k.as_str());
+        }
+    }
 }

@@ -16,7 +16,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use agentchat::store::jobs::job_status;
+use agentchat::store::jobs::JobStatus;
 use mock_provider::{MockConfig, MockProvider};
 use secrecy::SecretString;
 use serde_json::json;
@@ -292,7 +292,7 @@ async fn hostile_files_fail_alone_within_the_deadline_and_the_server_goes_on() {
                 .await
                 .unwrap()
                 .expect("the refresh job");
-            if job.status == job_status::FAILED || job.status == job_status::SUCCEEDED {
+            if matches!(job.status, JobStatus::Failed | JobStatus::Succeeded) {
                 break job;
             }
             assert!(
@@ -301,7 +301,7 @@ async fn hostile_files_fail_alone_within_the_deadline_and_the_server_goes_on() {
             );
             tokio::time::sleep(Duration::from_millis(100)).await;
         };
-        assert_eq!(job.status, job_status::FAILED, "{name}");
+        assert_eq!(job.status, JobStatus::Failed, "{name}");
         assert_eq!(
             job.attempts, 1,
             "{name}: a failed extraction is not retried"

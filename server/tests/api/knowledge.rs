@@ -11,7 +11,7 @@ use std::{
     time::Duration,
 };
 
-use agentchat::store::jobs::job_status;
+use agentchat::store::{documents::DocumentStatus, jobs::JobStatus};
 use axum::{extract::State, response::Html, routing::get, Router};
 use reqwest::multipart::{Form, Part};
 use serde_json::{json, Value};
@@ -122,7 +122,8 @@ impl TestApp {
     async fn ended_job(&self, token: &str, job: &str) -> Value {
         let j = self.job(token, job).await;
         assert!(
-            j["status"] == job_status::SUCCEEDED || j["status"] == job_status::FAILED,
+            j["status"] == JobStatus::Succeeded.as_str()
+                || j["status"] == JobStatus::Failed.as_str(),
             "the document settled before its job ended: {j}"
         );
         j
@@ -518,7 +519,7 @@ async fn a_job_whose_worker_died_is_retried_after_a_restart() {
     first
         .state
         .store
-        .set_document_status(&doc, "processing", None, now)
+        .set_document_status(&doc, DocumentStatus::Processing, None, now)
         .await
         .unwrap();
     let job = first.job(&user.access, &claimed.id).await;
@@ -530,7 +531,7 @@ async fn a_job_whose_worker_died_is_retried_after_a_restart() {
     let d = second.settled(&token, &agent, &doc).await;
     assert_eq!(d["status"], "indexed");
     let job = second.ended_job(&token, &claimed.id).await;
-    assert_eq!(job["status"], job_status::SUCCEEDED);
+    assert_eq!(job["status"], JobStatus::Succeeded.as_str());
     assert_eq!(job["progress"], json!({"done": 1, "total": 1}));
     assert!(job["finishedAt"].is_string());
 }
@@ -557,10 +558,7 @@ async fn a_job_whose_lease_ran_out_on_the_service_clock_is_taken_again() {
     let workers = agentchat::knowledge::worker::spawn(app.state.knowledge.clone(), 1);
     tokio::time::sleep(Duration::from_millis(500)).await;
     let held = store.job(&user.id, &claimed.id).await.unwrap().unwrap();
-    assert_eq!(
-        (held.status.as_str(), held.attempts),
-        (job_status::RUNNING, 1)
-    );
+    assert_eq!((held.status, held.attempts), (JobStatus::Running, 1));
     assert_eq!(
         app.document(&user.access, &agent, &doc).await["status"],
         "pending"
@@ -577,7 +575,7 @@ async fn a_job_whose_lease_ran_out_on_the_service_clock_is_taken_again() {
     .expect("the expired job is taken again");
     assert_eq!(d["status"], "indexed", "{d}");
     let job = app.ended_job(&user.access, &claimed.id).await;
-    assert_eq!(job["status"], job_status::SUCCEEDED);
+    assert_eq!(job["status"], JobStatus::Succeeded.as_str());
     let ended = store.job(&user.id, &claimed.id).await.unwrap().unwrap();
     assert_eq!(ended.attempts, 2, "the dead worker's attempt counts");
     assert!(
@@ -635,7 +633,7 @@ async fn a_job_ends_with_its_document_and_only_under_the_attempt_that_holds_it()
         (Some("indexed"), Some(11_358))
     );
     let j = app.job(&user.access, &second.id).await;
-    assert_eq!(j["status"], job_status::SUCCEEDED);
+    assert_eq!(j["status"], JobStatus::Succeeded.as_str());
     assert_eq!(j["progress"], json!({"done": 1, "total": 1}));
     assert_eq!(j["finishedAt"], d["indexedAt"]);
     // An ended job is not ended again.

@@ -24,7 +24,7 @@ pub use tenancy::*;
 
 use super::{
     documents::{DocumentRecord, NewChunk, PageRecord},
-    jobs::JobRecord,
+    jobs::{JobKind, JobRecord},
     AgentRecord, MessageRecord, NewUser, Store, ThreadRecord, UserRecord,
 };
 use crate::domain::Email;
@@ -196,7 +196,7 @@ async fn crawl_document(
 ) -> DocumentRecord {
     let now = Utc::now();
     let doc = DocumentRecord::pending_url(id.into(), agent_id, user_id, url, None, now);
-    let job = JobRecord::queued("crawl", &doc.id, &doc.user_id, now);
+    let job = JobRecord::queued(JobKind::Crawl, &doc.id, &doc.user_id, now);
     store.create_document(&doc, &job).await.unwrap();
     doc
 }

@@ -7,9 +7,9 @@ use chrono::{DateTime, Duration, Utc};
 
 use super::{agent, in_parallel, user};
 use crate::store::{
-    documents::{status, DocumentRecord},
+    documents::{DocumentRecord, DocumentStatus},
     integrations::IntegrationRecord,
-    jobs::{job_status, JobOutcome, JobRecord},
+    jobs::{JobKind, JobOutcome, JobRecord, JobStatus},
     webhooks::{AfterAttempt, AttemptRecord, WebhookRecord},
     Store,
 };
@@ -31,7 +31,7 @@ async fn queued_jobs(store: &dyn Store, n: usize, now: DateTime<Utc>) -> Vec<Job
             10,
             at,
         );
-        let job = JobRecord::queued("ingest", &doc.id, "u1", at);
+        let job = JobRecord::queued(JobKind::Ingest, &doc.id, "u1", at);
         store.create_document(&doc, &job).await.unwrap();
         jobs.push(job);
     }
@@ -57,7 +57,7 @@ pub async fn sixteen_claimers_over_eight_jobs_take_eight_distinct_jobs(store: Ar
     assert_eq!(ids, queued, "every job taken once");
     assert!(claimed
         .iter()
-        .all(|j| j.attempts == 1 && j.status == job_status::RUNNING));
+        .all(|j| j.attempts == 1 && j.status == JobStatus::Running));
     assert!(store.claim_job(now, lease).await.unwrap().is_none());
 }
 
@@ -94,7 +94,7 @@ pub async fn a_claimed_job_is_claimed_again_only_after_its_lease(store: Arc<dyn 
         .unwrap();
     assert_eq!(
         doc.status,
-        status::PENDING,
+        DocumentStatus::Pending,
         "nothing written by the lost attempt"
     );
     assert!(store.complete_job(&second, indexed, at(96)).await.unwrap());
@@ -104,17 +104,13 @@ pub async fn a_claimed_job_is_claimed_again_only_after_its_lease(store: Arc<dyn 
         .unwrap()
         .unwrap();
     assert_eq!(
-        (doc.status.as_str(), doc.pages, doc.bytes),
-        (status::INDEXED, Some(1), 10)
+        (doc.status, doc.pages, doc.bytes),
+        (DocumentStatus::Indexed, Some(1), 10)
     );
     let done = store.job("u1", &job.id).await.unwrap().unwrap();
     assert_eq!(
-        (
-            done.status.as_str(),
-            done.progress_done,
-            done.progress_total
-        ),
-        (job_status::SUCCEEDED, 2, 2)
+        (done.status, done.progress_done, done.progress_total),
+        (JobStatus::Succeeded, 2, 2)
     );
     let failed = JobOutcome::Failed { reason: "late" };
     assert!(!store.complete_job(&second, failed, at(97)).await.unwrap());
@@ -131,7 +127,7 @@ pub async fn a_document_has_one_queued_or_running_job(store: Arc<dyn Store>) {
         let (store, doc) = (store.clone(), job.document_id.clone());
         async move {
             store
-                .enqueue_job(&JobRecord::queued("ingest", &doc, "u1", now))
+                .enqueue_job(&JobRecord::queued(JobKind::Ingest, &doc, "u1", now))
                 .await
                 .unwrap()
         }
@@ -143,16 +139,16 @@ pub async fn a_document_has_one_queued_or_running_job(store: Arc<dyn Store>) {
         .await
         .unwrap()
         .unwrap();
-    let again = JobRecord::queued("ingest", &job.document_id, "u1", now);
+    let again = JobRecord::queued(JobKind::Ingest, &job.document_id, "u1", now);
     assert_eq!(store.enqueue_job(&again).await.unwrap().id, job.id);
     let failed = JobOutcome::Failed { reason: "no text" };
     assert!(store.complete_job(&running, failed, now).await.unwrap());
-    let refresh = JobRecord::queued("ingest", &job.document_id, "u1", now);
+    let refresh = JobRecord::queued(JobKind::Ingest, &job.document_id, "u1", now);
     let queued = store.enqueue_job(&refresh).await.unwrap();
     assert_eq!(queued.id, refresh.id, "a new job once the old one ended");
     assert_eq!(
         store.job("u1", &refresh.id).await.unwrap().unwrap().status,
-        job_status::QUEUED
+        JobStatus::Queued
     );
 }
 

@@ -6,8 +6,10 @@ use chrono::{NaiveDate, Utc};
 
 use super::{agent, crawled_document, page, user};
 use crate::store::{
-    integrations::IntegrationRecord, jobs::JobRecord, webhooks::WebhookRecord, AgentPatch,
-    ApiKeyRecord, SessionRecord, Store,
+    integrations::IntegrationRecord,
+    jobs::{JobKind, JobRecord},
+    webhooks::WebhookRecord,
+    AgentPatch, ApiKeyRecord, SessionRecord, Store,
 };
 
 /// Every tenant-scoped method, called by user `u2` on the rows of user `u1` (an agent with
@@ -25,7 +27,7 @@ pub async fn another_users_rows_are_not_found(store: Arc<dyn Store>) {
     assert!(s.replace_pages(&doc.id, &pages, now).await.unwrap());
     let chunk_ids = s.chunk_ids_up_to(a1, i64::MAX).await.unwrap();
     let job = s
-        .enqueue_job(&JobRecord::queued("crawl", &doc.id, "u1", now))
+        .enqueue_job(&JobRecord::queued(JobKind::Crawl, &doc.id, "u1", now))
         .await
         .unwrap();
     let key = ApiKeyRecord {

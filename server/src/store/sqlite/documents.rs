@@ -17,8 +17,8 @@ use super::{
 };
 use crate::store::{
     documents::{
-        status, vector_from_bytes, vector_to_bytes, ChunkHit, ChunkText, ChunkVector,
-        DocumentRecord, DocumentStore, NewChunk, PageRecord,
+        vector_from_bytes, vector_to_bytes, ChunkHit, ChunkText, ChunkVector, DocumentRecord,
+        DocumentStatus, DocumentStore, NewChunk, PageRecord,
     },
     jobs::JobRecord,
     StoreResult,
@@ -95,7 +95,7 @@ pub(super) async fn mark_indexed<'e>(
          chunks = (SELECT count(*) FROM chunks WHERE document_id = documents.id), \
          updated_at = ?, indexed_at = ? WHERE id = ?",
     )
-    .bind(status::INDEXED)
+    .bind(DocumentStatus::Indexed)
     .bind(pages.map(i64::from))
     .bind(bytes as i64)
     .bind(ms(now))
@@ -117,12 +117,12 @@ impl DocumentStore for SqliteStore {
         .bind(&d.id)
         .bind(&d.agent_id)
         .bind(&d.user_id)
-        .bind(&d.kind)
+        .bind(d.kind)
         .bind(&d.name)
         .bind(&d.url)
         .bind(&d.format)
         .bind(&d.crawl_config)
-        .bind(&d.status)
+        .bind(d.status)
         .bind(&d.error)
         .bind(d.pages.map(i64::from))
         .bind(i64::from(d.chunks))
@@ -196,7 +196,7 @@ impl DocumentStore for SqliteStore {
     async fn set_document_status(
         &self,
         id: &str,
-        status: &str,
+        status: DocumentStatus,
         error: Option<&str>,
         now: DateTime<Utc>,
     ) -> StoreResult<()> {

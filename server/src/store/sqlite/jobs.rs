@@ -12,8 +12,8 @@ use super::{
     SqliteStore,
 };
 use crate::store::{
-    documents::status,
-    jobs::{job_status, JobOutcome, JobQueue, JobRecord},
+    documents::DocumentStatus,
+    jobs::{JobOutcome, JobQueue, JobRecord, JobStatus},
     StoreResult,
 };
 
@@ -26,8 +26,8 @@ impl JobQueue for SqliteStore {
              ORDER BY created_at LIMIT 1"
         ))
         .bind(&j.document_id)
-        .bind(job_status::QUEUED)
-        .bind(job_status::RUNNING)
+        .bind(JobStatus::Queued)
+        .bind(JobStatus::Running)
         .fetch_optional(&mut *tx)
         .await?;
         if let Some(row) = existing {
@@ -51,10 +51,10 @@ impl JobQueue for SqliteStore {
                          OR (status = ?1 AND lease_until < ?3) ORDER BY created_at, id LIMIT 1) \
              RETURNING {JOB_COLUMNS}"
         ))
-        .bind(job_status::RUNNING)
+        .bind(JobStatus::Running)
         .bind(ms(lease_until))
         .bind(ms(now))
-        .bind(job_status::QUEUED)
+        .bind(JobStatus::Queued)
         .fetch_optional(&self.writer)
         .await?;
         Ok(row.as_ref().map(job).transpose()?)
@@ -75,7 +75,7 @@ impl JobQueue for SqliteStore {
         .bind(i64::from(total))
         .bind(ms(lease_until))
         .bind(id)
-        .bind(job_status::RUNNING)
+        .bind(JobStatus::Running)
         .execute(&self.writer)
         .await?;
         Ok(())
@@ -92,8 +92,8 @@ impl JobQueue for SqliteStore {
             JobOutcome::Indexed {
                 progress: (done, total),
                 ..
-            } => (job_status::SUCCEEDED, None, Some(done), Some(total)),
-            JobOutcome::Failed { reason } => (job_status::FAILED, Some(reason), None, None),
+            } => (JobStatus::Succeeded, None, Some(done), Some(total)),
+            JobOutcome::Failed { reason } => (JobStatus::Failed, Some(reason), None, None),
         };
         let ended = sqlx::query(
             "UPDATE jobs SET status = ?, error = ?, finished_at = ?, lease_until = NULL, \
@@ -107,7 +107,7 @@ impl JobQueue for SqliteStore {
         .bind(done.map(i64::from))
         .bind(total.map(i64::from))
         .bind(&job.id)
-        .bind(job_status::RUNNING)
+        .bind(JobStatus::Running)
         .bind(i64::from(job.attempts))
         .execute(&mut *tx)
         .await?
@@ -123,7 +123,7 @@ impl JobQueue for SqliteStore {
                 sqlx::query(
                     "UPDATE documents SET status = ?, error = ?, updated_at = ? WHERE id = ?",
                 )
-                .bind(status::FAILED)
+                .bind(DocumentStatus::Failed)
                 .bind(reason)
                 .bind(ms(now))
                 .bind(&job.document_id)
@@ -138,7 +138,7 @@ impl JobQueue for SqliteStore {
     async fn finish_job(
         &self,
         id: &str,
-        status: &str,
+        status: JobStatus,
         error: Option<&str>,
         now: DateTime<Utc>,
     ) -> StoreResult<()> {
@@ -174,10 +174,10 @@ pub(super) async fn insert_job(
         "INSERT INTO jobs ({JOB_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
     ))
     .bind(&j.id)
-    .bind(&j.kind)
+    .bind(j.kind)
     .bind(&j.document_id)
     .bind(&j.user_id)
-    .bind(&j.status)
+    .bind(j.status)
     .bind(i64::from(j.progress_done))
     .bind(i64::from(j.progress_total))
     .bind(&j.error)
