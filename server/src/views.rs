@@ -123,7 +123,7 @@ pub fn webhook_view(w: &WebhookRecord) -> Webhook {
     Webhook {
         id: w.id.clone(),
         url: w.url.clone(),
-        events: w.events.clone(),
+        events: w.events.iter().map(|e| e.as_str().to_string()).collect(),
         description: w.description.clone(),
         active: w.active,
         created_at: iso(w.created_at),
@@ -134,8 +134,8 @@ pub fn webhook_view(w: &WebhookRecord) -> Webhook {
 pub fn delivery_view(d: &DeliveryRecord) -> WebhookDelivery {
     WebhookDelivery {
         id: d.id.clone(),
-        event: d.event.clone(),
-        status: d.status.clone(),
+        event: d.event.as_str().into(),
+        status: d.status.as_str().into(),
         attempts: d.attempts,
         response_status: d.response_status,
         last_error: d.last_error.clone(),

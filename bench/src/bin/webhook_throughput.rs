@@ -137,7 +137,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
                 id: webhook_id,
                 user_id: user_id.clone(),
                 url: format!("http://127.0.0.1:{}/hook", receiver_addr.port()),
-                events: vec![EventType::AgentCreated.as_str().to_owned()],
+                events: vec![EventType::AgentCreated],
                 description: "bench".into(),
                 secret_sealed: sealed,
                 active: true,

@@ -7,17 +7,52 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::StoreResult;
+use crate::webhooks::EventType;
 
-/// Delivery states as stored.
-pub mod delivery_status {
-    /// Waiting for `next_attempt_at`.
-    pub const PENDING: &str = "pending";
-    /// Claimed by a worker under a lease; an expired lease makes it claimable again.
-    pub const SENDING: &str = "sending";
-    /// A 2xx answer arrived.
-    pub const SUCCEEDED: &str = "succeeded";
-    /// Given up: a final answer, the retry window ran out, or the webhook was disabled.
-    pub const FAILED: &str = "failed";
+/// A webhook delivery's state (docs/api.md § States and transitions): `pending` →
+/// `sending` → `succeeded`, back to `pending` for a retry, or `failed`; a redelivery puts
+/// it back to `pending`. Stored as its text ([`DeliveryStatus::as_str`]) in
+/// `webhook_deliveries.status` (`migrations/sqlite/0007_webhooks.sql`), and answered as
+/// that text (docs/api.md § Webhooks).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
+)]
+#[serde(rename_all = "lowercase")]
+#[sqlx(type_name = "TEXT", rename_all = "lowercase")]
+pub enum DeliveryStatus {
+    /// Waiting for `next_attempt_at`: set when the event is queued
+    /// ([`WebhookStore::enqueue_event`]), after an attempt to retry
+    /// ([`WebhookStore::record_attempt`]) and by [`WebhookStore::redeliver`].
+    Pending,
+    /// Claimed by a worker under a lease ([`WebhookStore::claim_deliveries`]); an expired
+    /// lease makes it claimable again.
+    Sending,
+    /// A 2xx answer arrived ([`WebhookStore::record_attempt`]).
+    Succeeded,
+    /// Given up: a final answer, the retry window ran out, or the webhook was disabled
+    /// ([`WebhookStore::record_attempt`]).
+    Failed,
+}
+
+impl DeliveryStatus {
+    /// Every state, in the order of docs/api.md § States and transitions.
+    pub const ALL: [Self; 4] = [Self::Pending, Self::Sending, Self::Succeeded, Self::Failed];
+
+    /// The stored and wire text: `pending`, `sending`, `succeeded` or `failed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Pending => "pending",
+            Self::Sending => "sending",
+            Self::Succeeded => "succeeded",
+            Self::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for DeliveryStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// A webhook as stored. The signing secret is kept only encrypted.
@@ -26,7 +61,9 @@ pub struct WebhookRecord {
     pub id: String,
     pub user_id: String,
     pub url: String,
-    pub events: Vec<String>,
+    /// The event types subscribed, in the order given, each once; stored as a JSON array
+    /// of their names.
+    pub events: Vec<EventType>,
     pub description: String,
     /// Nonce (12 bytes) followed by the AES-256-GCM ciphertext of the secret's key bytes.
     pub secret_sealed: Vec<u8>,
@@ -55,11 +92,10 @@ pub struct DeliveryRecord {
     pub webhook_id: String,
     pub user_id: String,
     /// The event type, e.g. `agent.created`.
-    pub event: String,
+    pub event: EventType,
     /// The exact JSON body every attempt sends (the signature covers it).
     pub payload: String,
-    /// One of [`delivery_status`].
-    pub status: String,
+    pub status: DeliveryStatus,
     /// Attempts started (a claim counts, so a crash mid-send counts too).
     pub attempts: u32,
     pub response_status: Option<u16>,
@@ -131,7 +167,7 @@ pub trait WebhookStore: Send + Sync {
     async fn enqueue_event(
         &self,
         user_id: &str,
-        event: &str,
+        event: EventType,
         payload: &str,
         now: DateTime<Utc>,
     ) -> StoreResult<usize>;
@@ -181,4 +217,23 @@ pub trait WebhookStore: Send + Sync {
         delivery_id: &str,
         now: DateTime<Utc>,
     ) -> StoreResult<Option<bool>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delivery_states_are_the_stored_and_wire_text() {
+        // The CHECK list of `webhook_deliveries.status` (migrations/sqlite/0007_webhooks.sql)
+        // and docs/api.md § States and transitions.
+        let states: Vec<&str> = DeliveryStatus::ALL.iter().map(|s| s.as_str()).collect();
+        assert_eq!(states, ["pending", "sending", "succeeded", "failed"]);
+        for s in DeliveryStatus::ALL {
+            let json = serde_json::to_value(s).unwrap();
+            assert_eq!(json, s.as_str());
+            assert_eq!(serde_json::from_value::<DeliveryStatus>(json).unwrap(), s);
+            assert_eq!(s.to_string(), s.as_str());
+        }
+    }
 }

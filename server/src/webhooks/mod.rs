@@ -49,17 +49,52 @@ pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Bytes of a receiver's answer read (and discarded) before the connection is dropped.
 pub const MAX_ANSWER_BYTES: usize = 64 * 1024;
 
-/// An event type of the catalogue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// An event type of the catalogue (docs/api.md § Event types). Its name
+/// ([`EventType::as_str`], e.g. `agent.created`) is what a webhook subscribes to, what its
+/// deliveries carry as `type`, and what is stored: in `webhooks.events` (a JSON array) and
+/// `webhook_deliveries.event` (`migrations/sqlite/0007_webhooks.sql`).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
+)]
+#[sqlx(type_name = "TEXT")]
 pub enum EventType {
+    /// `agent.created`: an agent was created (`agents`).
+    #[serde(rename = "agent.created")]
+    #[sqlx(rename = "agent.created")]
     AgentCreated,
+    /// `agent.updated`: an agent was updated (`agents`).
+    #[serde(rename = "agent.updated")]
+    #[sqlx(rename = "agent.updated")]
     AgentUpdated,
+    /// `agent.deleted`: an agent was deleted with its conversations and knowledge
+    /// (`agents`).
+    #[serde(rename = "agent.deleted")]
+    #[sqlx(rename = "agent.deleted")]
     AgentDeleted,
+    /// `conversation.created`: a chat started a new conversation (`chat`).
+    #[serde(rename = "conversation.created")]
+    #[sqlx(rename = "conversation.created")]
     ConversationCreated,
+    /// `message.created`: an assistant reply was completed (`chat`).
+    #[serde(rename = "message.created")]
+    #[sqlx(rename = "message.created")]
     MessageCreated,
+    /// `document.indexed`: a knowledge document was indexed (`knowledge::worker`).
+    #[serde(rename = "document.indexed")]
+    #[sqlx(rename = "document.indexed")]
     DocumentIndexed,
+    /// `document.failed`: indexing a knowledge document failed (`knowledge::worker`).
+    #[serde(rename = "document.failed")]
+    #[sqlx(rename = "document.failed")]
     DocumentFailed,
+    /// `crawl.completed`: a crawl of a web site finished and its pages are indexed
+    /// (`knowledge::worker`).
+    #[serde(rename = "crawl.completed")]
+    #[sqlx(rename = "crawl.completed")]
     CrawlCompleted,
+    /// `integration.created`: an integration was created (`http::integrations`).
+    #[serde(rename = "integration.created")]
+    #[sqlx(rename = "integration.created")]
     IntegrationCreated,
 }
 
@@ -203,7 +238,7 @@ impl Events {
         .to_string();
         match self
             .store
-            .enqueue_event(user_id, event.as_str(), &payload, now)
+            .enqueue_event(user_id, event, &payload, now)
             .await
         {
             Ok(0) => {
@@ -571,5 +606,30 @@ mod tests {
             assert!(!e.description().is_empty());
         }
         assert_eq!(EventType::parse("*"), None);
+    }
+
+    #[test]
+    fn event_types_are_the_stored_and_wire_text() {
+        // docs/api.md § Event types, in its order.
+        let names: Vec<&str> = EventType::ALL.iter().map(|e| e.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "agent.created",
+                "agent.updated",
+                "agent.deleted",
+                "conversation.created",
+                "message.created",
+                "document.indexed",
+                "document.failed",
+                "crawl.completed",
+                "integration.created",
+            ]
+        );
+        for e in EventType::ALL {
+            let json = serde_json::to_value(e).unwrap();
+            assert_eq!(json, e.as_str());
+            assert_eq!(serde_json::from_value::<EventType>(json).unwrap(), e);
+        }
     }
 }

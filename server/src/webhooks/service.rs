@@ -57,7 +57,7 @@ pub enum WebhookError {
 /// Checks the subscribed events: non-empty, each in the catalogue; duplicates dropped.
 ///
 /// Errors: [`WebhookError::Invalid`] naming the unknown event types.
-pub fn checked_events(names: &[String]) -> Result<Vec<String>, WebhookError> {
+pub fn checked_events(names: &[String]) -> Result<Vec<EventType>, WebhookError> {
     if names.is_empty() {
         return Err(WebhookError::Invalid(
             "events must name at least one event type; see GET /api/integrations/webhooks/events"
@@ -75,10 +75,10 @@ pub fn checked_events(names: &[String]) -> Result<Vec<String>, WebhookError> {
             unknown.join(", ")
         )));
     }
-    let mut events: Vec<String> = Vec::with_capacity(names.len());
-    for n in names {
-        if !events.contains(n) {
-            events.push(n.clone());
+    let mut events: Vec<EventType> = Vec::with_capacity(names.len());
+    for event in names.iter().filter_map(|n| EventType::parse(n)) {
+        if !events.contains(&event) {
+            events.push(event);
         }
     }
     Ok(events)
@@ -222,7 +222,7 @@ mod tests {
         assert!(err.to_string().contains("agent.exploded, *"), "{err}");
         assert_eq!(
             checked_events(&["agent.created".into(), "agent.created".into()]).unwrap(),
-            vec!["agent.created".to_string()]
+            vec![EventType::AgentCreated]
         );
     }
 }

@@ -10,7 +10,7 @@ use std::{
     time::Duration,
 };
 
-use agentchat::store::webhooks::delivery_status;
+use agentchat::{store::webhooks::DeliveryStatus, webhooks::EventType};
 use axum::{
     body::Bytes,
     extract::State,
@@ -296,7 +296,7 @@ async fn deliveries_until(
 async fn first_failed(app: &TestApp, token: &str, webhook: &str) -> Vec<Value> {
     deliveries_until(app, token, webhook, |d| {
         d.first()
-            .is_some_and(|d| d["status"] == delivery_status::FAILED)
+            .is_some_and(|d| d["status"] == DeliveryStatus::Failed.as_str())
     })
     .await
 }
@@ -780,7 +780,8 @@ async fn every_event_type_is_delivered_with_a_valid_signature() {
     ids.dedup();
     assert_eq!(ids.len(), 10);
     let listed = deliveries_until(&app, &user.access, &id, |d| {
-        d.iter().all(|d| d["status"] == delivery_status::SUCCEEDED)
+        d.iter()
+            .all(|d| d["status"] == DeliveryStatus::Succeeded.as_str())
     })
     .await;
     assert_eq!(listed.len(), 10);
@@ -847,7 +848,7 @@ async fn failed_attempts_are_retried_with_backoff_and_recorded() {
         verify(&secret, &r.headers, &r.body, now()).unwrap();
     }
     let listed = deliveries_until(&app, &user.access, &id, |d| {
-        d[0]["status"] == delivery_status::SUCCEEDED
+        d[0]["status"] == DeliveryStatus::Succeeded.as_str()
     })
     .await;
     assert_eq!(listed[0]["attempts"], 5);
@@ -876,7 +877,7 @@ async fn failed_attempts_are_retried_with_backoff_and_recorded() {
     *receiver.always.lock().unwrap() = Some(400);
     agent(&app, &user.access).await;
     let listed = deliveries_until(&app, &user.access, &id, |d| {
-        d.len() == 2 && d[0]["status"] == delivery_status::FAILED
+        d.len() == 2 && d[0]["status"] == DeliveryStatus::Failed.as_str()
     })
     .await;
     assert_eq!(listed[0]["attempts"], 1);
@@ -929,8 +930,9 @@ async fn a_retry_falls_due_when_the_service_clock_reaches_it() {
     receiver.script.lock().unwrap().push_back(503);
     agent(&app, &user.access).await;
     let listed = deliveries_until(&app, &user.access, &id, |d| {
-        d.first()
-            .is_some_and(|d| d["status"] == delivery_status::PENDING && d["responseStatus"] == 503)
+        d.first().is_some_and(|d| {
+            d["status"] == DeliveryStatus::Pending.as_str() && d["responseStatus"] == 503
+        })
     })
     .await;
     assert_eq!(listed[0]["attempts"], 1);
@@ -956,7 +958,7 @@ async fn a_retry_falls_due_when_the_service_clock_reaches_it() {
     assert_eq!(got[1].id(), got[0].id(), "the same message id");
     verify(&secret, &got[1].headers, &got[1].body, now()).unwrap();
     let listed = deliveries_until(&app, &user.access, &id, |d| {
-        d[0]["status"] == delivery_status::SUCCEEDED
+        d[0]["status"] == DeliveryStatus::Succeeded.as_str()
     })
     .await;
     assert_eq!(listed[0]["attempts"], 2);
@@ -1056,7 +1058,7 @@ async fn a_delivery_interrupted_by_a_crash_arrives_after_a_restart() {
         .await
         .unwrap();
     assert_eq!(claimed.len(), 1);
-    assert_eq!(claimed[0].delivery.event, "agent.created");
+    assert_eq!(claimed[0].delivery.event, EventType::AgentCreated);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(receiver.all().is_empty());
 
@@ -1077,7 +1079,8 @@ async fn a_delivery_interrupted_by_a_crash_arrives_after_a_restart() {
     assert_eq!(types, ["agent.created", "agent.updated"]);
     let (token, _) = second.tokens(&user.email, &user.password).await;
     let listed = deliveries_until(&second, &token, &id, |d| {
-        d.iter().all(|d| d["status"] == delivery_status::SUCCEEDED)
+        d.iter()
+            .all(|d| d["status"] == DeliveryStatus::Succeeded.as_str())
     })
     .await;
     let created = listed
@@ -1158,7 +1161,7 @@ async fn a_delivery_can_be_sent_again() {
     assert_eq!(got[1].body, got[0].body, "the same body");
     verify(&secret, &got[1].headers, &got[1].body, now()).unwrap();
     let listed = deliveries_until(&app, &user.access, &id, |d| {
-        d[0]["status"] == delivery_status::SUCCEEDED
+        d[0]["status"] == DeliveryStatus::Succeeded.as_str()
     })
     .await;
     assert_eq!(listed[0]["attempts"], 2);

@@ -13,6 +13,7 @@ use crate::store::{
     webhooks::{AfterAttempt, AttemptRecord, WebhookRecord},
     Store,
 };
+use crate::webhooks::EventType;
 
 /// Creates user `u1` with agent `a1` and `n` uploaded documents `d0…`, each with its
 /// queued ingestion job (queued one millisecond apart, in order); returns the jobs.
@@ -158,7 +159,7 @@ fn webhook(id: &str, user_id: &str) -> WebhookRecord {
         id: id.into(),
         user_id: user_id.into(),
         url: format!("https://hooks.example.com/{id}"),
-        events: vec!["agent.created".into()],
+        events: vec![EventType::AgentCreated],
         description: String::new(),
         secret_sealed: vec![0; 44],
         active: true,
@@ -180,14 +181,14 @@ pub async fn parallel_delivery_claims_are_distinct(store: Arc<dyn Store>) {
     for i in 0..12 {
         let payload = format!("{{\"n\":{i}}}");
         let queued = store
-            .enqueue_event("u1", "agent.created", &payload, now)
+            .enqueue_event("u1", EventType::AgentCreated, &payload, now)
             .await
             .unwrap();
         assert_eq!(queued, 1);
     }
     assert_eq!(
         store
-            .enqueue_event("u1", "agent.deleted", "{}", now)
+            .enqueue_event("u1", EventType::AgentDeleted, "{}", now)
             .await
             .unwrap(),
         0

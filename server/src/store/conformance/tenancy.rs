@@ -11,6 +11,7 @@ use crate::store::{
     webhooks::WebhookRecord,
     AgentPatch, ApiKeyRecord, SessionRecord, Store,
 };
+use crate::webhooks::EventType;
 
 /// Every tenant-scoped method, called by user `u2` on the rows of user `u1` (an agent with
 /// a thread, a crawled document with chunks and its job, an API key, a webhook with a
@@ -47,7 +48,7 @@ pub async fn another_users_rows_are_not_found(store: Arc<dyn Store>) {
         id: "w1".into(),
         user_id: "u1".into(),
         url: "https://hooks.example.com/".into(),
-        events: vec!["agent.created".into()],
+        events: vec![EventType::AgentCreated],
         description: String::new(),
         secret_sealed: vec![0; 44],
         active: true,
@@ -56,7 +57,7 @@ pub async fn another_users_rows_are_not_found(store: Arc<dyn Store>) {
     };
     assert!(s.create_webhook(&hook, 10).await.unwrap());
     assert_eq!(
-        s.enqueue_event("u1", "agent.created", "{}", now)
+        s.enqueue_event("u1", EventType::AgentCreated, "{}", now)
             .await
             .unwrap(),
         1

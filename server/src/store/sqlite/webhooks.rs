@@ -10,11 +10,12 @@ use super::{
 };
 use crate::store::{
     webhooks::{
-        delivery_status, AfterAttempt, AttemptRecord, ClaimedDelivery, DeliveryRecord,
+        AfterAttempt, AttemptRecord, ClaimedDelivery, DeliveryRecord, DeliveryStatus,
         WebhookRecord, WebhookStore,
     },
     StoreError, StoreResult,
 };
+use crate::webhooks::EventType;
 
 #[async_trait]
 impl WebhookStore for SqliteStore {
@@ -77,7 +78,7 @@ impl WebhookStore for SqliteStore {
     async fn enqueue_event(
         &self,
         user_id: &str,
-        event: &str,
+        event: EventType,
         payload: &str,
         now: DateTime<Utc>,
     ) -> StoreResult<usize> {
@@ -100,7 +101,7 @@ impl WebhookStore for SqliteStore {
             .bind(format!("msg_{}", uuid::Uuid::now_v7().simple()))
             .bind(event)
             .bind(payload)
-            .bind(delivery_status::PENDING)
+            .bind(DeliveryStatus::Pending)
             .bind(ms(now))
             .bind(ms(now))
             .bind(ms(now))
@@ -130,9 +131,9 @@ impl WebhookStore for SqliteStore {
                ORDER BY d.next_attempt_at LIMIT ?5) \
              RETURNING {DELIVERY_COLUMNS}"
         ))
-        .bind(delivery_status::SENDING)
+        .bind(DeliveryStatus::Sending)
         .bind(ms(lease_until))
-        .bind(delivery_status::PENDING)
+        .bind(DeliveryStatus::Pending)
         .bind(ms(now))
         .bind(i64::from(limit))
         .fetch_all(&self.writer)
@@ -188,9 +189,9 @@ impl WebhookStore for SqliteStore {
         .execute(&mut *tx)
         .await?;
         let (status, next) = match after {
-            AfterAttempt::Succeeded => (delivery_status::SUCCEEDED, None),
-            AfterAttempt::RetryAt(t) => (delivery_status::PENDING, Some(ms(t))),
-            AfterAttempt::Failed | AfterAttempt::DisableWebhook => (delivery_status::FAILED, None),
+            AfterAttempt::Succeeded => (DeliveryStatus::Succeeded, None),
+            AfterAttempt::RetryAt(t) => (DeliveryStatus::Pending, Some(ms(t))),
+            AfterAttempt::Failed | AfterAttempt::DisableWebhook => (DeliveryStatus::Failed, None),
         };
         // Only the claim this attempt belongs to moves the delivery on: a redelivery
         // requested meanwhile is not overwritten.
@@ -203,7 +204,7 @@ impl WebhookStore for SqliteStore {
         .bind(a.response_status.map(i64::from))
         .bind(&a.error)
         .bind(&a.delivery_id)
-        .bind(delivery_status::SENDING)
+        .bind(DeliveryStatus::Sending)
         .execute(&mut *tx)
         .await?;
         if after == AfterAttempt::DisableWebhook {
@@ -225,10 +226,10 @@ impl WebhookStore for SqliteStore {
                     "UPDATE webhook_deliveries SET status = ?, next_attempt_at = NULL, \
                      lease_until = NULL, last_error = ? WHERE webhook_id = ? AND status = ?",
                 )
-                .bind(delivery_status::FAILED)
+                .bind(DeliveryStatus::Failed)
                 .bind("Not sent: the webhook was disabled (410 Gone)")
                 .bind(&webhook_id)
-                .bind(delivery_status::PENDING)
+                .bind(DeliveryStatus::Pending)
                 .execute(&mut *tx)
                 .await?;
             }
@@ -242,7 +243,7 @@ impl WebhookStore for SqliteStore {
             "SELECT MIN(d.next_attempt_at) FROM webhook_deliveries d WHERE d.status = ? \
              AND EXISTS (SELECT 1 FROM webhooks w WHERE w.id = d.webhook_id AND w.active = 1)",
         )
-        .bind(delivery_status::PENDING)
+        .bind(DeliveryStatus::Pending)
         .fetch_one(&self.pool)
         .await?;
         Ok(next.map(crate::store::from_millis))
@@ -304,13 +305,13 @@ impl WebhookStore for SqliteStore {
             "UPDATE webhook_deliveries SET status = ?, next_attempt_at = ?, retry_from = ?, \
              lease_until = NULL WHERE user_id = ? AND webhook_id = ? AND id = ? AND status != ?",
         )
-        .bind(delivery_status::PENDING)
+        .bind(DeliveryStatus::Pending)
         .bind(ms(now))
         .bind(ms(now))
         .bind(user_id)
         .bind(webhook_id)
         .bind(delivery_id)
-        .bind(delivery_status::SENDING)
+        .bind(DeliveryStatus::Sending)
         .execute(&self.writer)
         .await?;
         if done.rows_affected() == 1 {
