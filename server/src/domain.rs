@@ -1,5 +1,5 @@
 //! Domain values that validate once at the edge: emails, passwords, names, countries,
-//! phones, plans and scopes.
+//! phones, plans and scopes; and who said a message ([`Role`]).
 
 use std::{collections::BTreeSet, fmt, str::FromStr};
 
@@ -289,6 +289,41 @@ impl ScopeSet {
     }
 }
 
+/// Who said a message of a conversation (docs/api.md § Conversations and messages: `role`
+/// is `user` or `assistant`). Stored as its text ([`Role::as_str`]) in `messages.role`
+/// (`migrations/sqlite/0002_agents_chat.sql`), answered as that text, and sent to a model
+/// as the turn's author (`llm`).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
+)]
+#[serde(rename_all = "lowercase")]
+#[sqlx(type_name = "TEXT", rename_all = "lowercase")]
+pub enum Role {
+    /// The person chatting: the message a chat request sends.
+    User,
+    /// The model: the reply to a chat request, whatever its outcome.
+    Assistant,
+}
+
+impl Role {
+    /// Both roles.
+    pub const ALL: [Role; 2] = [Role::User, Role::Assistant];
+
+    /// The stored and wire text: `user` or `assistant`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Role::User => "user",
+            Role::Assistant => "assistant",
+        }
+    }
+}
+
+impl fmt::Display for Role {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -353,5 +388,17 @@ mod tests {
         assert!(ScopeSet::parse::<&str>(&[]).is_err());
         assert!(ScopeSet::parse(&["agents:admin"]).is_err());
         assert_eq!(Scope::ALL.map(|s| s.as_str()), app::api::SCOPES);
+    }
+
+    #[test]
+    fn roles_are_the_stored_and_wire_text() {
+        // The CHECK list of `messages.role` (migrations/sqlite/0002_agents_chat.sql).
+        assert_eq!(Role::ALL.map(Role::as_str), ["user", "assistant"]);
+        for role in Role::ALL {
+            let json = serde_json::to_value(role).unwrap();
+            assert_eq!(json, role.as_str());
+            assert_eq!(serde_json::from_value::<Role>(json).unwrap(), role);
+            assert_eq!(role.to_string(), role.as_str());
+        }
     }
 }

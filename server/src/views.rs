@@ -105,7 +105,7 @@ pub fn message_view(m: &MessageRecord) -> ChatMessage {
     };
     ChatMessage {
         id: m.id.clone(),
-        role: m.role.clone(),
+        role: m.role.as_str().into(),
         content: m.content.clone(),
         model: m.model.clone(),
         tokens_used,
@@ -113,7 +113,7 @@ pub fn message_view(m: &MessageRecord) -> ChatMessage {
             .sources
             .as_deref()
             .and_then(|s| serde_json::from_str::<Vec<Source>>(s).ok()),
-        status: m.status.clone(),
+        status: m.status.as_str().into(),
         created_at: iso(m.created_at),
     }
 }

@@ -930,7 +930,10 @@ async fn nodelay_check(
 
 /// `--diagnose`, part 2: the store calls of one chat, back to back, for `--seconds`.
 async fn store_check(args: &Args, mock: &MockProvider, message: &str) -> anyhow::Result<String> {
-    use agentchat::store::{MessageRecord, ThreadRecord};
+    use agentchat::{
+        domain::Role,
+        store::{chat::ReplyStatus, MessageRecord, ThreadRecord},
+    };
 
     let service = in_process_service(mock, false).await?;
     let store = &service.store;
@@ -949,17 +952,17 @@ async fn store_check(args: &Args, mock: &MockProvider, message: &str) -> anyhow:
     let threads_before = thread_totals(pid)?;
     let started = Instant::now();
     let mut count: u64 = 0;
-    let message_record = |id: String, thread_id: &str, role: &str, content: &str| MessageRecord {
+    let message_record = |id: String, thread_id: &str, role: Role, content: &str| MessageRecord {
         id,
         thread_id: thread_id.to_owned(),
-        role: role.to_owned(),
+        role,
         content: content.to_owned(),
-        model: (role == "assistant").then(|| MODEL.to_owned()),
+        model: (role == Role::Assistant).then(|| MODEL.to_owned()),
         prompt_tokens: None,
         completion_tokens: None,
         sources: None,
         latency_ms: None,
-        status: "complete".to_owned(),
+        status: ReplyStatus::Complete,
         error: None,
         created_at: chrono::Utc::now(),
     };
@@ -987,7 +990,7 @@ async fn store_check(args: &Args, mock: &MockProvider, message: &str) -> anyhow:
                 &message_record(
                     format!("bench-user-{count:012}"),
                     &thread_id,
-                    "user",
+                    Role::User,
                     message,
                 ),
             )
@@ -1002,7 +1005,7 @@ async fn store_check(args: &Args, mock: &MockProvider, message: &str) -> anyhow:
             .append_message(&message_record(
                 format!("bench-reply-{count:012}"),
                 &thread_id,
-                "assistant",
+                Role::Assistant,
                 message,
             ))
             .await?;

@@ -26,6 +26,8 @@ pub use self::{
     prompt::{attachments_text, check_length, trim_history, MAX_ATTACHMENTS_BYTES, SNIPPET_CHARS},
     stream::{open_stream, usage_or_counted, Frame, Relay, RETRY_BACKOFF, UPSTREAM_ATTEMPTS},
 };
+/// How a reply ended: the status of the message that stores it.
+pub use crate::store::chat::ReplyStatus;
 use crate::{
     clock::Clock,
     knowledge::{search::retrieve, Knowledge},
@@ -127,27 +129,6 @@ impl PreparedChat {
     /// persists and reports.
     pub fn release_prompt(&mut self) {
         self.prompt = Prompt::default();
-    }
-}
-
-/// How a reply ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReplyStatus {
-    /// Complete.
-    Complete,
-    /// The provider failed.
-    Failed,
-    /// The client went away.
-    Cancelled,
-}
-
-impl ReplyStatus {
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Complete => "complete",
-            Self::Failed => "failed",
-            Self::Cancelled => "cancelled",
-        }
     }
 }
 
@@ -263,13 +244,9 @@ impl ChatService {
         };
         let history = earlier
             .into_iter()
-            .filter(|m| m.status == "complete" || m.role == "user")
+            .filter(|m| m.status == ReplyStatus::Complete || m.role == Role::User)
             .map(|m| Turn {
-                role: if m.role == "user" {
-                    Role::User
-                } else {
-                    Role::Assistant
-                },
+                role: m.role,
                 content: m.content,
             })
             .collect();
@@ -342,14 +319,14 @@ impl ChatService {
         let first = MessageRecord {
             id: uuid::Uuid::now_v7().to_string(),
             thread_id: thread.id.clone(),
-            role: "user".into(),
+            role: Role::User,
             content: user_content,
             model: None,
             prompt_tokens: None,
             completion_tokens: None,
             sources: None,
             latency_ms: None,
-            status: "complete".into(),
+            status: ReplyStatus::Complete,
             error: None,
             created_at: now,
         };
@@ -446,14 +423,14 @@ impl ChatService {
         let message = MessageRecord {
             id: uuid::Uuid::now_v7().to_string(),
             thread_id: prepared.thread.id.clone(),
-            role: "assistant".into(),
+            role: Role::Assistant,
             content: text.to_string(),
             model: Some(prepared.model.id.clone()),
             prompt_tokens: usage.map(|u| i64::from(u.prompt)),
             completion_tokens: usage.map(|u| i64::from(u.completion)),
             sources,
             latency_ms: Some(prepared.started.elapsed().as_millis() as i64),
-            status: status.as_str().into(),
+            status,
             error,
             created_at: self.clock.now(),
         };
@@ -469,7 +446,7 @@ impl ChatService {
                         "messageId": message.id,
                         "conversationId": prepared.thread.id,
                         "agentId": prepared.thread.agent_id,
-                        "role": message.role,
+                        "role": message.role.as_str(),
                         "content": message.content,
                         "model": message.model,
                         "usage": {

@@ -25,8 +25,9 @@ use super::{
 };
 use crate::{
     channels::{self, widget::WidgetSettings},
+    domain::Role,
     http::error::{ApiError, ApiResult},
-    store::integrations::IntegrationRecord,
+    store::{chat::ReplyStatus, integrations::IntegrationRecord},
     views::iso,
 };
 
@@ -251,9 +252,9 @@ async fn messages(
             .recent_messages(&thread, crate::chat::HISTORY_LIMIT)
             .await?
             .into_iter()
-            .filter(|m| m.role == "user" || m.status == "complete")
+            .filter(|m| m.role == Role::User || m.status == ReplyStatus::Complete)
             .map(|m| WidgetMessage {
-                role: m.role,
+                role: m.role.as_str().into(),
                 content: m.content,
                 created_at: iso(m.created_at),
             })

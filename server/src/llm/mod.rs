@@ -29,14 +29,8 @@ pub struct ModelInfo {
     pub context_window: Option<u32>,
 }
 
-/// Who said a turn.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Role {
-    /// The person chatting.
-    User,
-    /// The model.
-    Assistant,
-}
+/// Who said a turn: the role of the message it comes from.
+pub use crate::domain::Role;
 
 /// One turn of the conversation sent to a model.
 #[derive(Debug, Clone)]

@@ -6,6 +6,46 @@ use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 
 use super::StoreResult;
+use crate::domain::Role;
+
+/// A message's status (docs/api.md § States and transitions), set once when the message is
+/// stored: a user message and a finished reply are `complete`, a reply the provider broke
+/// off is `failed`, a stream the client left is `cancelled`. Stored as its text
+/// ([`ReplyStatus::as_str`]) in `messages.status` (`migrations/sqlite/0002_agents_chat.sql`),
+/// and answered as that text (docs/api.md § Conversations and messages).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
+)]
+#[serde(rename_all = "lowercase")]
+#[sqlx(type_name = "TEXT", rename_all = "lowercase")]
+pub enum ReplyStatus {
+    /// A user message, or a reply the model finished (`chat`).
+    Complete,
+    /// The provider failed or broke the reply off (`chat`); `error` says why.
+    Failed,
+    /// The client went away while the reply streamed (`chat::stream`).
+    Cancelled,
+}
+
+impl ReplyStatus {
+    /// Every status, in the order of docs/api.md § States and transitions.
+    pub const ALL: [Self; 3] = [Self::Complete, Self::Failed, Self::Cancelled];
+
+    /// The stored and wire text: `complete`, `failed` or `cancelled`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Complete => "complete",
+            Self::Failed => "failed",
+            Self::Cancelled => "cancelled",
+        }
+    }
+}
+
+impl std::fmt::Display for ReplyStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// A conversation thread of one user with one agent.
 #[derive(Debug, Clone)]
@@ -24,8 +64,7 @@ pub struct ThreadRecord {
 pub struct MessageRecord {
     pub id: String,
     pub thread_id: String,
-    /// `user` or `assistant`.
-    pub role: String,
+    pub role: Role,
     pub content: String,
     pub model: Option<String>,
     pub prompt_tokens: Option<i64>,
@@ -33,8 +72,7 @@ pub struct MessageRecord {
     /// JSON array of the reply's sources.
     pub sources: Option<String>,
     pub latency_ms: Option<i64>,
-    /// `complete`, `failed` or `cancelled`.
-    pub status: String,
+    pub status: ReplyStatus,
     pub error: Option<String>,
     pub created_at: DateTime<Utc>,
 }
@@ -117,4 +155,22 @@ pub trait ChatStore: Send + Sync {
     /// The newest `limit` messages, returned oldest first (prompt history).
     async fn recent_messages(&self, thread_id: &str, limit: u32)
         -> StoreResult<Vec<MessageRecord>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn message_statuses_are_the_stored_and_wire_text() {
+        // The CHECK list of `messages.status` (migrations/sqlite/0002_agents_chat.sql).
+        let statuses: Vec<&str> = ReplyStatus::ALL.iter().map(|s| s.as_str()).collect();
+        assert_eq!(statuses, ["complete", "failed", "cancelled"]);
+        for s in ReplyStatus::ALL {
+            let json = serde_json::to_value(s).unwrap();
+            assert_eq!(json, s.as_str());
+            assert_eq!(serde_json::from_value::<ReplyStatus>(json).unwrap(), s);
+            assert_eq!(s.to_string(), s.as_str());
+        }
+    }
 }

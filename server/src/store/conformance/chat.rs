@@ -5,7 +5,10 @@ use std::sync::Arc;
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 
 use super::{agent_record, in_parallel, message, thread_of_new_user, user};
-use crate::store::{MessageRecord, Store, ThreadRecord};
+use crate::{
+    domain::Role,
+    store::{chat::ReplyStatus, MessageRecord, Store, ThreadRecord},
+};
 
 /// [`crate::store::AgentStore::create_agent`]: ten creations at once under a plan limit
 /// of three leave exactly three agents.
@@ -39,7 +42,7 @@ pub async fn a_thread_needs_its_users_agent(store: Arc<dyn Store>) {
         user_id: "someone-else".into(),
         ..thread.clone()
     };
-    let first = message(&other_user, 0, "user", now);
+    let first = message(&other_user, 0, Role::User, now);
     assert!(!store.create_thread(&other_user, &first).await.unwrap());
     assert!(store
         .thread(&thread.user_id, &thread.agent_id, "t2")
@@ -52,10 +55,7 @@ pub async fn a_thread_needs_its_users_agent(store: Arc<dyn Store>) {
     );
     let kept = store.recent_messages(&thread.id, 10).await.unwrap();
     assert_eq!(kept.len(), 1, "the first message goes in with its thread");
-    assert_eq!(
-        (kept[0].id.as_str(), kept[0].role.as_str()),
-        ("first", "user")
-    );
+    assert_eq!((kept[0].id.as_str(), kept[0].role), ("first", Role::User));
     let stored = store
         .thread(&thread.user_id, &thread.agent_id, &thread.id)
         .await
@@ -72,7 +72,7 @@ pub async fn a_thread_needs_its_users_agent(store: Arc<dyn Store>) {
         ..thread
     };
     assert!(!store
-        .create_thread(&deleted_agent, &message(&deleted_agent, 0, "user", now))
+        .create_thread(&deleted_agent, &message(&deleted_agent, 0, Role::User, now))
         .await
         .unwrap());
 }
@@ -87,11 +87,11 @@ pub async fn concurrent_messages_are_all_written_and_counted(store: Arc<dyn Stor
         let (store, thread) = (store.clone(), thread.clone());
         async move {
             store
-                .append_message(&message(&thread, i, "user", at))
+                .append_message(&message(&thread, i, Role::User, at))
                 .await
                 .unwrap();
             store
-                .append_message(&message(&thread, i, "assistant", at))
+                .append_message(&message(&thread, i, Role::Assistant, at))
                 .await
                 .unwrap();
         }
@@ -130,27 +130,32 @@ pub async fn thread_counters_and_daily_usage_follow_appended_messages(store: Arc
     let late_first = at(1, 23, 59);
     let early_second = at(2, 0, 0);
     store
-        .append_message(&message(&thread, 1, "assistant", late_first))
+        .append_message(&message(&thread, 1, Role::Assistant, late_first))
         .await
         .unwrap();
     store
-        .append_message(&message(&thread, 2, "assistant", early_second))
+        .append_message(&message(&thread, 2, Role::Assistant, early_second))
         .await
         .unwrap();
     let untimed = MessageRecord {
         prompt_tokens: None,
         completion_tokens: None,
-        status: "failed".into(),
-        ..message(&thread, 3, "assistant", early_second)
+        status: ReplyStatus::Failed,
+        ..message(&thread, 3, Role::Assistant, early_second)
     };
     store.append_message(&untimed).await.unwrap();
     store
-        .append_message(&message(&thread, 4, "user", early_second))
+        .append_message(&message(&thread, 4, Role::User, early_second))
         .await
         .unwrap();
     // An older message (a clock step back) leaves the activity time where it was.
     store
-        .append_message(&message(&thread, 5, "user", late_first - Duration::days(1)))
+        .append_message(&message(
+            &thread,
+            5,
+            Role::User,
+            late_first - Duration::days(1),
+        ))
         .await
         .unwrap();
     let stored = store

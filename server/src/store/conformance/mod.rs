@@ -23,11 +23,12 @@ pub use queues::*;
 pub use tenancy::*;
 
 use super::{
+    chat::ReplyStatus,
     documents::{DocumentRecord, NewChunk, PageRecord},
     jobs::{JobKind, JobRecord},
     AgentRecord, MessageRecord, NewUser, Store, ThreadRecord, UserRecord,
 };
-use crate::domain::Email;
+use crate::domain::{Email, Role};
 
 /// Calls `$callback!` with the name of every conformance case, so that a test file gets
 /// one test per case and a new case cannot be forgotten there.
@@ -148,7 +149,7 @@ async fn thread_of_new_user(store: &dyn Store) -> ThreadRecord {
     };
     let first = MessageRecord {
         id: "first".into(),
-        ..message(&thread, 0, "user", now)
+        ..message(&thread, 0, Role::User, now)
     };
     assert!(store.create_thread(&thread, &first).await.unwrap());
     thread
@@ -156,18 +157,18 @@ async fn thread_of_new_user(store: &dyn Store) -> ThreadRecord {
 
 /// Message `i` of `thread` with `role` at `at`; an assistant message used 10 prompt and 5
 /// completion tokens.
-fn message(thread: &ThreadRecord, i: usize, role: &str, at: DateTime<Utc>) -> MessageRecord {
+fn message(thread: &ThreadRecord, i: usize, role: Role, at: DateTime<Utc>) -> MessageRecord {
     MessageRecord {
         id: format!("m{i}-{role}"),
         thread_id: thread.id.clone(),
-        role: role.into(),
+        role,
         content: format!("message {i}"),
         model: None,
-        prompt_tokens: (role == "assistant").then_some(10),
-        completion_tokens: (role == "assistant").then_some(5),
+        prompt_tokens: (role == Role::Assistant).then_some(10),
+        completion_tokens: (role == Role::Assistant).then_some(5),
         sources: None,
         latency_ms: None,
-        status: "complete".into(),
+        status: ReplyStatus::Complete,
         error: None,
         created_at: at,
     }

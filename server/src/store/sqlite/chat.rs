@@ -23,14 +23,14 @@ fn bind_message<'q>(
     query
         .bind(&m.id)
         .bind(thread_id)
-        .bind(&m.role)
+        .bind(m.role)
         .bind(&m.content)
         .bind(&m.model)
         .bind(m.prompt_tokens)
         .bind(m.completion_tokens)
         .bind(&m.sources)
         .bind(m.latency_ms)
-        .bind(&m.status)
+        .bind(m.status)
         .bind(&m.error)
         .bind(ms(m.created_at))
 }
