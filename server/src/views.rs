@@ -164,14 +164,14 @@ pub fn integration_view(r: &IntegrationRecord, public_url: &str) -> Integration 
     };
     Integration {
         id: r.id.clone(),
-        provider_code: r.provider_code.clone(),
+        provider_code: r.provider_code.as_str().into(),
         name: r.name.clone(),
         agent_id: r.agent_id.clone(),
         config: serde_json::from_str(&r.config)
             .unwrap_or_else(|_| Value::Object(Default::default())),
         credentials: serde_json::from_str(&r.credential_hints)
             .unwrap_or_else(|_| Value::Object(Default::default())),
-        status: r.status.clone(),
+        status: r.status.as_str().into(),
         status_detail: r.status_detail.clone(),
         connection,
         created_at: iso(r.created_at),

@@ -16,8 +16,12 @@ use crate::{
     clock::Clock,
     config::Config,
     crypto::SecretBox,
+    integrations::catalog::ProviderCode,
     outbound,
-    store::{integrations::IntegrationRecord, ChatStore, IntegrationStore, StoreError},
+    store::{
+        integrations::{IntegrationRecord, IntegrationStatus},
+        ChatStore, IntegrationStore, StoreError,
+    },
 };
 
 /// Time allowed for one call to a provider's API (Telegram Bot API, Slack Web API).
@@ -237,7 +241,7 @@ impl Channels {
     /// refusal or an unreachable Bot API leaves status `error` with what went wrong. Other
     /// providers need nothing.
     pub async fn connect(&self, integration: &mut IntegrationRecord) {
-        if integration.provider_code != "telegram" {
+        if integration.provider_code != ProviderCode::Telegram {
             return;
         }
         let outcome = async {
@@ -253,13 +257,13 @@ impl Channels {
         .await;
         match outcome {
             Ok(hash) => {
-                integration.status = "active".into();
+                integration.status = IntegrationStatus::Active;
                 integration.status_detail = None;
                 integration.inbound_secret_hash = Some(hash);
             }
             Err(detail) => {
                 tracing::warn!(integration.id = %integration.id, detail = %detail, "live channel not connected");
-                integration.status = "error".into();
+                integration.status = IntegrationStatus::Error;
                 integration.status_detail = Some(detail);
                 integration.inbound_secret_hash = None;
             }
@@ -270,7 +274,9 @@ impl Channels {
     /// Telegram's `deleteWebhook`. Failures are logged; the integration is gone either way,
     /// and requests that still arrive for it are answered 404.
     pub async fn disconnect(&self, integration: &IntegrationRecord) {
-        if integration.provider_code != "telegram" || integration.inbound_secret_hash.is_none() {
+        if integration.provider_code != ProviderCode::Telegram
+            || integration.inbound_secret_hash.is_none()
+        {
             return;
         }
         let Ok(token) = self.credential(integration, "botToken") else {
@@ -290,9 +296,13 @@ pub const EVENT_MEMORY: Duration = Duration::from_secs(24 * 60 * 60);
 /// events), under `PUBLIC_URL`; `None` for providers without one.
 pub fn inbound_url(public_url: &str, integration: &IntegrationRecord) -> Option<String> {
     let base = public_url.trim_end_matches('/');
-    match integration.provider_code.as_str() {
-        "telegram" => Some(format!("{base}/api/channels/telegram/{}", integration.id)),
-        "slack" => Some(format!("{base}/api/channels/slack/{}", integration.id)),
-        _ => None,
+    match integration.provider_code {
+        ProviderCode::Telegram => Some(format!("{base}/api/channels/telegram/{}", integration.id)),
+        ProviderCode::Slack => Some(format!("{base}/api/channels/slack/{}", integration.id)),
+        ProviderCode::Discord
+        | ProviderCode::Whatsapp
+        | ProviderCode::Zapier
+        | ProviderCode::Website
+        | ProviderCode::Http => None,
     }
 }

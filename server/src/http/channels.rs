@@ -26,7 +26,7 @@ use super::{
 use crate::{
     channels::{slack, telegram},
     http::error::{ApiError, ApiResult},
-    integrations::open_credentials,
+    integrations::{catalog::ProviderCode, open_credentials},
     store::integrations::IntegrationRecord,
 };
 
@@ -38,7 +38,11 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 /// The integration `id` of `provider`; 404 for any other.
-async fn integration(state: &AppState, provider: &str, id: &str) -> ApiResult<IntegrationRecord> {
+async fn integration(
+    state: &AppState,
+    provider: ProviderCode,
+    id: &str,
+) -> ApiResult<IntegrationRecord> {
     match state.store.integration_by_id(id).await? {
         Some(record) if record.provider_code == provider => Ok(record),
         _ => Err(ApiError::not_found("Integration")),
@@ -65,7 +69,7 @@ async fn telegram_update(
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult<Response> {
-    let record = integration(&state, "telegram", &id).await?;
+    let record = integration(&state, ProviderCode::Telegram, &id).await?;
     if !telegram::secret_matches(
         header(&headers, "x-telegram-bot-api-secret-token"),
         record.inbound_secret_hash.as_deref(),
@@ -156,7 +160,7 @@ async fn slack_event(
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult<Response> {
-    let record = integration(&state, "slack", &id).await?;
+    let record = integration(&state, ProviderCode::Slack, &id).await?;
     let credentials = open_credentials(&state.secrets, &record)
         .map_err(|e| ApiError::Internal(anyhow::anyhow!("stored credentials do not open: {e}")))?;
     let secret = credentials

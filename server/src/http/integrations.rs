@@ -24,10 +24,10 @@ use crate::{
     domain::{parse_name, Scope},
     http::error::{ApiError, ApiResult},
     integrations::{
-        catalog::{self, Field},
+        catalog::{self, Field, ProviderCode},
         open_credentials, prepare, MAX_INTEGRATIONS, MAX_NAME_CHARS,
     },
-    store::integrations::IntegrationRecord,
+    store::integrations::{IntegrationRecord, IntegrationStatus},
     views::integration_view,
     webhooks::EventType,
 };
@@ -62,7 +62,7 @@ async fn providers(Auth(principal): Auth) -> ApiResult<Json<IntegrationProviders
         providers: catalog::PROVIDERS
             .iter()
             .map(|p| IntegrationProvider {
-                code: p.code.into(),
+                code: p.code.as_str().into(),
                 name: p.name.into(),
                 description: p.description.into(),
                 credential_fields: fields(p.credential_fields),
@@ -111,10 +111,12 @@ async fn create(
     ApiJson(body): ApiJson<CreateIntegrationRequest>,
 ) -> ApiResult<(StatusCode, Json<CreatedResponse>)> {
     principal.require(Scope::IntegrationsWrite)?;
-    let provider = catalog::provider(body.provider_code.trim()).ok_or_else(|| {
-        let codes: Vec<&str> = catalog::PROVIDERS.iter().map(|p| p.code).collect();
-        ApiError::bad_request(format!("providerCode must be one of: {}", codes.join(", ")))
-    })?;
+    let provider = body
+        .provider_code
+        .trim()
+        .parse::<ProviderCode>()
+        .map(catalog::provider)
+        .map_err(|unknown| ApiError::bad_request(unknown.to_string()))?;
     let name = parse_name("name", &body.name, MAX_NAME_CHARS).map_err(ApiError::BadRequest)?;
     let agent_id = match body.agent_id.as_deref() {
         Some(id) => Some(own_agent(&state, &principal.user_id, id).await?),
@@ -135,16 +137,16 @@ async fn create(
     let mut record = IntegrationRecord {
         id: id.clone(),
         user_id: principal.user_id.clone(),
-        provider_code: provider.code.into(),
+        provider_code: provider.code,
         name,
         agent_id,
         config: prepared.config,
         credentials_sealed: prepared.credentials_sealed,
         key_id: prepared.key_id,
         credential_hints: prepared.credential_hints,
-        status: "active".into(),
+        status: IntegrationStatus::Active,
         status_detail: None,
-        public_id: (provider.code == "website").then(channels::widget::new_public_id),
+        public_id: (provider.code == ProviderCode::Website).then(channels::widget::new_public_id),
         inbound_secret_hash: None,
         created_at: now,
         updated_at: now,
@@ -221,8 +223,7 @@ async fn update(
 ) -> ApiResult<Json<IntegrationResponse>> {
     principal.require(Scope::IntegrationsWrite)?;
     let mut record = owned(&state, &principal.user_id, &id).await?;
-    let provider = catalog::provider(&record.provider_code)
-        .ok_or_else(|| ApiError::Internal(anyhow::anyhow!("stored provider is unknown")))?;
+    let provider = catalog::provider(record.provider_code);
     if let Some(name) = &body.name {
         record.name = parse_name("name", name, MAX_NAME_CHARS).map_err(ApiError::BadRequest)?;
     }
@@ -265,7 +266,7 @@ async fn update(
         record.credential_hints = prepared.credential_hints;
     }
     // New credentials (a new bot token), or a channel that failed before: set it up again.
-    if provider.live && (body.credentials.is_some() || record.status == "error") {
+    if provider.live && (body.credentials.is_some() || record.status == IntegrationStatus::Error) {
         state.channels.connect(&mut record).await;
     }
     record.updated_at = state.clock.now();

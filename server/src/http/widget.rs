@@ -27,6 +27,7 @@ use crate::{
     channels::{self, widget::WidgetSettings},
     domain::Role,
     http::error::{ApiError, ApiResult},
+    integrations::catalog::ProviderCode,
     store::{chat::ReplyStatus, integrations::IntegrationRecord},
     views::iso,
 };
@@ -80,7 +81,7 @@ struct Widget {
 /// Errors: 404 unknown public id; 403 no `Origin` header, or one not allowed.
 async fn widget(state: &AppState, public_id: &str, headers: &HeaderMap) -> ApiResult<Widget> {
     let record = match state.store.integration_by_public_id(public_id).await? {
-        Some(r) if r.provider_code == "website" => r,
+        Some(r) if r.provider_code == ProviderCode::Website => r,
         _ => return Err(ApiError::not_found("Widget")),
     };
     let settings = WidgetSettings::from_config(&record.config);

@@ -8,7 +8,86 @@
 //! WhatsApp Cloud API phone number ids are digits; Zapier catch hooks live on
 //! `https://hooks.zapier.com/`.
 
+use std::{fmt, str::FromStr};
+
 use serde_json::{Map, Value};
+
+/// The code of an integration provider (docs/api.md § Providers): what a create request
+/// names in `providerCode`, what is stored in `integrations.provider_code`
+/// (`migrations/sqlite/0008_integrations.sql`) and answered as `providerCode`. Each has
+/// its [`ProviderSpec`] in [`PROVIDERS`]; set once, when the integration is created.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
+)]
+#[serde(rename_all = "lowercase")]
+#[sqlx(type_name = "TEXT", rename_all = "lowercase")]
+pub enum ProviderCode {
+    /// `telegram`: a Telegram bot (live channel).
+    Telegram,
+    /// `slack`: a Slack app (live channel).
+    Slack,
+    /// `discord`: a Discord application (settings only).
+    Discord,
+    /// `whatsapp`: a WhatsApp Business number on Meta's Cloud API (settings only).
+    Whatsapp,
+    /// `zapier`: a Zapier catch hook (settings only).
+    Zapier,
+    /// `website`: the website chat widget (live channel).
+    Website,
+    /// `http`: a URL of the owner's that receives replies (settings only).
+    Http,
+}
+
+impl ProviderCode {
+    /// Every provider, in the order of [`PROVIDERS`] (the dashboard's).
+    pub const ALL: [Self; 7] = [
+        Self::Telegram,
+        Self::Slack,
+        Self::Discord,
+        Self::Whatsapp,
+        Self::Zapier,
+        Self::Website,
+        Self::Http,
+    ];
+
+    /// The stored and wire code: `telegram`, `slack`, `discord`, `whatsapp`, `zapier`,
+    /// `website` or `http`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Telegram => "telegram",
+            Self::Slack => "slack",
+            Self::Discord => "discord",
+            Self::Whatsapp => "whatsapp",
+            Self::Zapier => "zapier",
+            Self::Website => "website",
+            Self::Http => "http",
+        }
+    }
+}
+
+impl fmt::Display for ProviderCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A provider code that is not in the catalogue. Its text is the API's answer to a create
+/// request naming it (400, docs/api.md § Create integration): it lists the codes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("providerCode must be one of: {}", ProviderCode::ALL.map(ProviderCode::as_str).join(", "))]
+pub struct UnknownProvider;
+
+impl FromStr for ProviderCode {
+    type Err = UnknownProvider;
+
+    /// The provider with exactly the code `code` (no trimming, no case folding).
+    fn from_str(code: &str) -> Result<Self, UnknownProvider> {
+        Self::ALL
+            .into_iter()
+            .find(|p| p.as_str() == code)
+            .ok_or(UnknownProvider)
+    }
+}
 
 /// How a field's value is checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,7 +131,7 @@ pub struct Field {
 /// An integration provider.
 #[derive(Debug, Clone, Copy)]
 pub struct ProviderSpec {
-    pub code: &'static str,
+    pub code: ProviderCode,
     pub name: &'static str,
     pub description: &'static str,
     pub credential_fields: &'static [Field],
@@ -80,7 +159,7 @@ const fn field(
 /// Every provider, in the order the dashboard lists them.
 pub const PROVIDERS: &[ProviderSpec] = &[
     ProviderSpec {
-        code: "telegram",
+        code: ProviderCode::Telegram,
         name: "Telegram",
         description: "A Telegram bot that answers through the linked agent, one conversation per chat.",
         credential_fields: &[field("botToken", "Bot token (from @BotFather)", true, true, FieldKind::Format(Format::TelegramBotToken))],
@@ -88,7 +167,7 @@ pub const PROVIDERS: &[ProviderSpec] = &[
         live: true,
     },
     ProviderSpec {
-        code: "slack",
+        code: ProviderCode::Slack,
         name: "Slack",
         description: "A Slack app that answers mentions and direct messages in threads through the linked agent.",
         credential_fields: &[
@@ -99,7 +178,7 @@ pub const PROVIDERS: &[ProviderSpec] = &[
         live: true,
     },
     ProviderSpec {
-        code: "discord",
+        code: ProviderCode::Discord,
         name: "Discord",
         description: "A Discord application whose slash command asks the linked agent.",
         credential_fields: &[
@@ -111,7 +190,7 @@ pub const PROVIDERS: &[ProviderSpec] = &[
         live: false,
     },
     ProviderSpec {
-        code: "whatsapp",
+        code: ProviderCode::Whatsapp,
         name: "WhatsApp",
         description: "A WhatsApp Business number (Meta Cloud API) answered by the linked agent.",
         credential_fields: &[
@@ -124,7 +203,7 @@ pub const PROVIDERS: &[ProviderSpec] = &[
         live: false,
     },
     ProviderSpec {
-        code: "zapier",
+        code: ProviderCode::Zapier,
         name: "Zapier",
         description: "Sends each reply of the linked agent to a Zapier catch hook.",
         credential_fields: &[field("hookUrl", "Catch hook URL", true, true, FieldKind::Format(Format::ZapierHook))],
@@ -132,7 +211,7 @@ pub const PROVIDERS: &[ProviderSpec] = &[
         live: false,
     },
     ProviderSpec {
-        code: "website",
+        code: ProviderCode::Website,
         name: "Website widget",
         description: "A chat bubble for any web page: embed /widget.js with the integration's public id.",
         credential_fields: &[],
@@ -144,7 +223,7 @@ pub const PROVIDERS: &[ProviderSpec] = &[
         live: true,
     },
     ProviderSpec {
-        code: "http",
+        code: ProviderCode::Http,
         name: "HTTP",
         description: "Posts each reply of the linked agent to a URL of yours.",
         credential_fields: &[
@@ -156,9 +235,10 @@ pub const PROVIDERS: &[ProviderSpec] = &[
     },
 ];
 
-/// The provider with `code`.
-pub fn provider(code: &str) -> Option<&'static ProviderSpec> {
-    PROVIDERS.iter().find(|p| p.code == code)
+/// The provider with `code`: its entry of [`PROVIDERS`], which lists every code once, in
+/// the order of [`ProviderCode::ALL`].
+pub fn provider(code: ProviderCode) -> &'static ProviderSpec {
+    &PROVIDERS[code as usize]
 }
 
 /// Longest text value accepted, in characters.
@@ -337,7 +417,7 @@ mod tests {
     use super::*;
 
     fn check(code: &str, credentials: Value) -> Result<Map<String, Value>, String> {
-        let p = provider(code).unwrap();
+        let p = provider(code.parse().unwrap());
         check_fields(
             "credentials",
             p.credential_fields,
@@ -388,7 +468,7 @@ mod tests {
 
     #[test]
     fn origins_are_normalised() {
-        let p = provider("website").unwrap();
+        let p = provider(ProviderCode::Website);
         let ok = check_fields(
             "config",
             p.config_fields,
@@ -414,6 +494,34 @@ mod tests {
             );
             assert!(r.is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn provider_codes_are_the_stored_and_wire_text() {
+        // docs/api.md § Providers, in the catalogue's order.
+        assert_eq!(
+            ProviderCode::ALL.map(ProviderCode::as_str),
+            ["telegram", "slack", "discord", "whatsapp", "zapier", "website", "http"]
+        );
+        for code in ProviderCode::ALL {
+            assert_eq!(
+                provider(code).code,
+                code,
+                "PROVIDERS follows ProviderCode::ALL"
+            );
+            assert_eq!(code.as_str().parse::<ProviderCode>(), Ok(code));
+            let json = serde_json::to_value(code).unwrap();
+            assert_eq!(json, code.as_str());
+            assert_eq!(serde_json::from_value::<ProviderCode>(json).unwrap(), code);
+        }
+        assert_eq!(PROVIDERS.len(), ProviderCode::ALL.len());
+        for unknown in ["", "Telegram", " slack", "sms"] {
+            assert_eq!(unknown.parse::<ProviderCode>(), Err(UnknownProvider));
+        }
+        assert_eq!(
+            UnknownProvider.to_string(),
+            "providerCode must be one of: telegram, slack, discord, whatsapp, zapier, website, http"
+        );
     }
 
     #[test]

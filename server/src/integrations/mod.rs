@@ -97,11 +97,12 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::{integrations::catalog::ProviderCode, store::integrations::IntegrationStatus};
 
     #[test]
     fn credentials_are_sealed_for_their_row_and_hinted() {
         let secrets = SecretBox::new(&[9u8; 32], &[]);
-        let slack = catalog::provider("slack").unwrap();
+        let slack = catalog::provider(ProviderCode::Slack);
         let credentials = json!({"botToken": "xoxb-1111-2222-secretvalue", "signingSecret": "0123456789abcdef0123456789abcdef"});
         let p = prepare(&secrets, slack, "u1", "i1", &credentials, None).unwrap();
         assert_eq!(
@@ -111,14 +112,14 @@ mod tests {
         let record = IntegrationRecord {
             id: "i1".into(),
             user_id: "u1".into(),
-            provider_code: "slack".into(),
+            provider_code: ProviderCode::Slack,
             name: "n".into(),
             agent_id: None,
             config: p.config,
             credentials_sealed: p.credentials_sealed,
             key_id: p.key_id,
             credential_hints: p.credential_hints,
-            status: "active".into(),
+            status: IntegrationStatus::Active,
             status_detail: None,
             public_id: None,
             inbound_secret_hash: None,
@@ -142,7 +143,7 @@ mod tests {
     #[test]
     fn shapes_are_checked() {
         let secrets = SecretBox::new(&[9u8; 32], &[]);
-        let web = catalog::provider("website").unwrap();
+        let web = catalog::provider(ProviderCode::Website);
         assert!(prepare(&secrets, web, "u", "i", &json!([]), None).is_err());
         assert!(prepare(&secrets, web, "u", "i", &json!({}), Some(&json!(3))).is_err());
         let e = prepare(&secrets, web, "u", "i", &json!({}), None)

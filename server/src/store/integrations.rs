@@ -7,14 +7,52 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::StoreResult;
+use crate::integrations::catalog::ProviderCode;
+
+/// Whether an integration's channel works (docs/api.md § States and transitions). Stored
+/// as its text ([`IntegrationStatus::as_str`]) in `integrations.status`
+/// (`migrations/sqlite/0008_integrations.sql`), and answered as that text (docs/api.md
+/// § Integration).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
+)]
+#[serde(rename_all = "lowercase")]
+#[sqlx(type_name = "TEXT", rename_all = "lowercase")]
+pub enum IntegrationStatus {
+    /// Created, or its live channel was set up (`channels::Channels::connect`).
+    Active,
+    /// Its live channel could not be set up (for example Telegram refused the webhook);
+    /// `status_detail` says why (`channels::Channels::connect`). Updating the credentials,
+    /// or any update while `error`, sets the channel up again.
+    Error,
+}
+
+impl IntegrationStatus {
+    /// Both states, in the order of docs/api.md § States and transitions.
+    pub const ALL: [Self; 2] = [Self::Active, Self::Error];
+
+    /// The stored and wire text: `active` or `error`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Active => "active",
+            Self::Error => "error",
+        }
+    }
+}
+
+impl std::fmt::Display for IntegrationStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
 
 /// An integration as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IntegrationRecord {
     pub id: String,
     pub user_id: String,
-    /// A catalogue code (`telegram`, `slack`, ...).
-    pub provider_code: String,
+    /// The provider, from the catalogue.
+    pub provider_code: ProviderCode,
     pub name: String,
     /// The linked agent; `None` when unlinked (or the agent was deleted).
     pub agent_id: Option<String>,
@@ -28,7 +66,7 @@ pub struct IntegrationRecord {
     /// Masked hints of the credentials, as a JSON object (what answers show).
     pub credential_hints: String,
     /// `active`, or `error` when a live channel could not be set up (see `status_detail`).
-    pub status: String,
+    pub status: IntegrationStatus,
     /// Why the status is `error` (e.g. what Telegram answered to `setWebhook`).
     pub status_detail: Option<String>,
     /// The public id a website widget is embedded with (`pub_` + 22 characters); `None`
@@ -99,4 +137,27 @@ pub trait IntegrationStore: Send + Sync {
     ) -> StoreResult<bool>;
     /// Forgets event ids received before `before`; returns how many.
     async fn prune_channel_events(&self, before: DateTime<Utc>) -> StoreResult<u64>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integration_states_are_the_stored_and_wire_text() {
+        // docs/api.md § Integration: `status` is `active` or `error`.
+        assert_eq!(
+            IntegrationStatus::ALL.map(IntegrationStatus::as_str),
+            ["active", "error"]
+        );
+        for s in IntegrationStatus::ALL {
+            let json = serde_json::to_value(s).unwrap();
+            assert_eq!(json, s.as_str());
+            assert_eq!(
+                serde_json::from_value::<IntegrationStatus>(json).unwrap(),
+                s
+            );
+            assert_eq!(s.to_string(), s.as_str());
+        }
+    }
 }

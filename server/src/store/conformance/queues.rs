@@ -8,12 +8,12 @@ use chrono::{DateTime, Duration, Utc};
 use super::{agent, in_parallel, user};
 use crate::store::{
     documents::{DocumentRecord, DocumentStatus},
-    integrations::IntegrationRecord,
+    integrations::{IntegrationRecord, IntegrationStatus},
     jobs::{JobKind, JobOutcome, JobRecord, JobStatus},
     webhooks::{AfterAttempt, AttemptRecord, WebhookRecord},
     Store,
 };
-use crate::webhooks::EventType;
+use crate::{integrations::catalog::ProviderCode, webhooks::EventType};
 
 /// Creates user `u1` with agent `a1` and `n` uploaded documents `d0…`, each with its
 /// queued ingestion job (queued one millisecond apart, in order); returns the jobs.
@@ -310,14 +310,14 @@ fn integration(id: &str, user_id: &str) -> IntegrationRecord {
     IntegrationRecord {
         id: id.into(),
         user_id: user_id.into(),
-        provider_code: "telegram".into(),
+        provider_code: ProviderCode::Telegram,
         name: format!("bot {id}"),
         agent_id: None,
         config: "{}".into(),
         credentials_sealed: Vec::new(),
         key_id: "k".into(),
         credential_hints: "{}".into(),
-        status: "active".into(),
+        status: IntegrationStatus::Active,
         status_detail: None,
         public_id: None,
         inbound_secret_hash: None,

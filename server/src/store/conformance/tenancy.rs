@@ -6,12 +6,12 @@ use chrono::{NaiveDate, Utc};
 
 use super::{agent, crawled_document, page, user};
 use crate::store::{
-    integrations::IntegrationRecord,
+    integrations::{IntegrationRecord, IntegrationStatus},
     jobs::{JobKind, JobRecord},
     webhooks::WebhookRecord,
     AgentPatch, ApiKeyRecord, SessionRecord, Store,
 };
-use crate::webhooks::EventType;
+use crate::{integrations::catalog::ProviderCode, webhooks::EventType};
 
 /// Every tenant-scoped method, called by user `u2` on the rows of user `u1` (an agent with
 /// a thread, a crawled document with chunks and its job, an API key, a webhook with a
@@ -66,14 +66,14 @@ pub async fn another_users_rows_are_not_found(store: Arc<dyn Store>) {
     let integration = IntegrationRecord {
         id: "i1".into(),
         user_id: "u1".into(),
-        provider_code: "telegram".into(),
+        provider_code: ProviderCode::Telegram,
         name: "bot".into(),
         agent_id: Some(a1.into()),
         config: "{}".into(),
         credentials_sealed: Vec::new(),
         key_id: "k".into(),
         credential_hints: "{}".into(),
-        status: "active".into(),
+        status: IntegrationStatus::Active,
         status_detail: None,
         public_id: None,
         inbound_secret_hash: None,
