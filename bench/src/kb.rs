@@ -24,6 +24,7 @@ use agentchat::{
     knowledge::search::bm25,
     startup::Application,
     store::{
+        agents::AgentStatus,
         documents::{DocumentRecord, DocumentSource, DocumentStatus},
         jobs::{JobKind, JobRecord, JobStatus},
         sqlite::SqliteStore,
@@ -347,7 +348,7 @@ pub async fn create_agent(store: &dyn Store, user_id: &str, name: &str) -> anyho
         description: String::new(),
         system_prompt: String::new(),
         model: String::new(),
-        status: "active".into(),
+        status: AgentStatus::Active,
         created_at: now,
         updated_at: now,
         has_knowledge: false,

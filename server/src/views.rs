@@ -38,7 +38,7 @@ pub fn agent_view(a: &AgentRecord) -> Agent {
         description: a.description.clone(),
         system_prompt: a.system_prompt.clone(),
         model: a.model.clone(),
-        status: a.status.clone(),
+        status: a.status.as_str().into(),
         created_at: iso(a.created_at),
         updated_at: iso(a.updated_at),
     }

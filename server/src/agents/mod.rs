@@ -18,7 +18,7 @@ use crate::{
     domain::{parse_name, Plan},
     knowledge::Knowledge,
     llm::Models,
-    store::{AgentPatch, AgentRecord, AgentStore, StoreError},
+    store::{agents::AgentStatus, AgentPatch, AgentRecord, AgentStore, StoreError},
     webhooks::{agent_data, EventType, Events},
 };
 
@@ -164,7 +164,7 @@ impl AgentService {
             description,
             system_prompt,
             model,
-            status: "active".into(),
+            status: AgentStatus::Active,
             created_at: now,
             updated_at: now,
             has_knowledge: false,

@@ -6,6 +6,38 @@ use chrono::{DateTime, Utc};
 
 use super::StoreResult;
 
+/// An agent's state (docs/api.md § States and transitions: every agent is `active` from
+/// its creation until it is deleted). Stored as its text ([`AgentStatus::as_str`]) in
+/// `agents.status` (`migrations/sqlite/0002_agents_chat.sql`), and answered as that text
+/// (docs/api.md § Agent).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
+)]
+#[serde(rename_all = "lowercase")]
+#[sqlx(type_name = "TEXT", rename_all = "lowercase")]
+pub enum AgentStatus {
+    /// Set when the agent is created (`agents`); nothing changes it.
+    Active,
+}
+
+impl AgentStatus {
+    /// Every state.
+    pub const ALL: [Self; 1] = [Self::Active];
+
+    /// The stored and wire text: `active`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Active => "active",
+        }
+    }
+}
+
+impl std::fmt::Display for AgentStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// An agent as stored.
 #[derive(Debug, Clone)]
 pub struct AgentRecord {
@@ -17,7 +49,7 @@ pub struct AgentRecord {
     /// Empty: the server's default model.
     pub model: String,
     /// `active` for every agent today.
-    pub status: String,
+    pub status: AgentStatus,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     /// Whether the agent had a knowledge document (in any status) when it was read; not a
@@ -67,4 +99,22 @@ pub trait AgentStore: Send + Sync {
     /// pages, jobs and embeddings, and its chunk generation; false when there was none.
     /// The owner's daily usage stays.
     async fn delete_agent(&self, user_id: &str, id: &str) -> StoreResult<bool>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn agent_states_are_the_stored_and_wire_text() {
+        // docs/api.md § States and transitions, and the default of `agents.status`
+        // (migrations/sqlite/0002_agents_chat.sql).
+        assert_eq!(AgentStatus::ALL.map(AgentStatus::as_str), ["active"]);
+        for s in AgentStatus::ALL {
+            let json = serde_json::to_value(s).unwrap();
+            assert_eq!(json, s.as_str());
+            assert_eq!(serde_json::from_value::<AgentStatus>(json).unwrap(), s);
+            assert_eq!(s.to_string(), s.as_str());
+        }
+    }
 }

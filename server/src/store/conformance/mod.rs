@@ -23,6 +23,7 @@ pub use queues::*;
 pub use tenancy::*;
 
 use super::{
+    agents::AgentStatus,
     chat::ReplyStatus,
     documents::{DocumentRecord, NewChunk, PageRecord},
     jobs::{JobKind, JobRecord},
@@ -115,7 +116,7 @@ fn agent_record(id: &str, user_id: &str) -> AgentRecord {
         description: String::new(),
         system_prompt: String::new(),
         model: String::new(),
-        status: "active".into(),
+        status: AgentStatus::Active,
         created_at: now,
         updated_at: now,
         has_knowledge: false,

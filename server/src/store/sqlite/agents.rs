@@ -22,7 +22,7 @@ impl AgentStore for SqliteStore {
         .bind(&a.description)
         .bind(&a.system_prompt)
         .bind(&a.model)
-        .bind(&a.status)
+        .bind(a.status)
         .bind(ms(a.created_at))
         .bind(ms(a.updated_at))
         .bind(&a.user_id)
