@@ -58,11 +58,21 @@ const MAX_ANSWER_BYTES: usize = 256 * 1024;
 /// reference: `tid`).
 pub const MICROSOFT_CONSUMER_TENANT: &str = "9188040d-6c67-4c5b-b112-36a304b66dad";
 
-/// A third-party sign-in provider.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+/// A third-party sign-in provider (docs/api.md § Third-party sign-in). Its code
+/// ([`Provider::code`]) names it in paths and answers, and is what is stored in
+/// `user_identities.provider` and `oauth_flows.provider`
+/// (`migrations/sqlite/0005_identities.sql`).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
+)]
+#[serde(rename_all = "lowercase")]
+#[sqlx(type_name = "TEXT", rename_all = "lowercase")]
 pub enum Provider {
+    /// `github`: GitHub's OAuth app flow and user API.
     Github,
+    /// `google`: Google's OpenID Connect provider.
     Google,
+    /// `microsoft`: the Microsoft identity platform (OpenID Connect).
     Microsoft,
 }
 
@@ -70,7 +80,7 @@ impl Provider {
     /// Every provider, in the order the dashboard shows them.
     pub const ALL: [Provider; 3] = [Provider::Google, Provider::Github, Provider::Microsoft];
 
-    /// The code in paths and answers: `github`, `google`, `microsoft`.
+    /// The code in paths, answers and the store: `github`, `google`, `microsoft`.
     pub fn code(self) -> &'static str {
         match self {
             Self::Github => "github",
@@ -746,6 +756,19 @@ mod tests {
             assert_eq!(Provider::parse(p.code()), Some(p));
         }
         assert_eq!(Provider::parse("facebook"), None);
+    }
+
+    #[test]
+    fn provider_codes_are_the_stored_and_wire_text() {
+        // The CHECK list of `user_identities.provider` (migrations/sqlite/0005_identities.sql).
+        let mut codes = Provider::ALL.map(Provider::code);
+        codes.sort_unstable();
+        assert_eq!(codes, ["github", "google", "microsoft"]);
+        for p in Provider::ALL {
+            let json = serde_json::to_value(p).unwrap();
+            assert_eq!(json, p.code());
+            assert_eq!(serde_json::from_value::<Provider>(json).unwrap(), p);
+        }
     }
 
     #[test]

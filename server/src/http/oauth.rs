@@ -172,7 +172,7 @@ async fn begin_flow(
     let now = state.clock.now();
     let flow = OAuthFlowRecord {
         state_hash: keys::sha256_hex(&request.state),
-        provider: provider.code().into(),
+        provider,
         browser_hash: keys::sha256_hex(&binding),
         pkce_verifier: request.pkce_verifier,
         nonce: request.nonce,
@@ -337,7 +337,7 @@ async fn callback(
     let now = state.clock.now();
     let same_browser = cookies::get(&headers, FLOW_COOKIE)
         .is_some_and(|b| keys::constant_time_eq(&keys::sha256_hex(&b), &flow.browser_hash));
-    if flow.provider != provider.code() || flow.expires_at <= now || !same_browser {
+    if flow.provider != provider || flow.expires_at <= now || !same_browser {
         return Ok(landing
             .failure("This sign-in was started in another browser or has expired; start again"));
     }
@@ -423,11 +423,7 @@ async fn account_for(
     provider: Provider,
     identity: &ProviderIdentity,
 ) -> ApiResult<Result<UserRecord, String>> {
-    if let Some(linked) = state
-        .store
-        .identity(provider.code(), &identity.subject)
-        .await?
-    {
+    if let Some(linked) = state.store.identity(provider, &identity.subject).await? {
         return Ok(state
             .store
             .user_by_id(&linked.user_id)
@@ -472,7 +468,7 @@ async fn account_for(
                 now,
             },
             &IdentityRecord {
-                provider: provider.code().into(),
+                provider,
                 subject: identity.subject.clone(),
                 user_id,
                 email: email.as_str().into(),
@@ -502,11 +498,7 @@ async fn connect(
     identity: &ProviderIdentity,
     user_id: &str,
 ) -> ApiResult<Result<(), String>> {
-    if let Some(linked) = state
-        .store
-        .identity(provider.code(), &identity.subject)
-        .await?
-    {
+    if let Some(linked) = state.store.identity(provider, &identity.subject).await? {
         return Ok(if linked.user_id == user_id {
             Ok(())
         } else {
@@ -526,7 +518,7 @@ async fn connect(
     let linked = state
         .store
         .link_identity(&IdentityRecord {
-            provider: provider.code().into(),
+            provider,
             subject: identity.subject.clone(),
             user_id: user_id.into(),
             email: identity.email.clone(),
@@ -640,7 +632,7 @@ async fn unlink(
         .ok_or_else(|| ApiError::NotFound(format!("Unknown sign-in provider '{code}'")))?;
     match state
         .store
-        .unlink_identity(&principal.user_id, provider.code())
+        .unlink_identity(&principal.user_id, provider)
         .await
     {
         Ok(()) => Ok(Json(SuccessResponse { success: true })),
@@ -677,10 +669,8 @@ async fn identities(
         .await?
         .into_iter()
         .map(|i| LinkedIdentity {
-            name: Provider::parse(&i.provider)
-                .map_or("", Provider::name)
-                .into(),
-            provider: i.provider,
+            name: i.provider.name().into(),
+            provider: i.provider.code().into(),
             email: i.email,
             created_at: iso(i.created_at),
         })

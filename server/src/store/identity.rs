@@ -7,13 +7,14 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{StoreResult, UserRecord};
+use crate::auth::oauth::Provider;
 
 /// An identity at a provider, linked to one account. A provider identity is linked to at
 /// most one account, and an account has at most one identity per provider.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IdentityRecord {
-    /// `github`, `google` or `microsoft`.
-    pub provider: String,
+    /// Stored as its code: `github`, `google` or `microsoft`.
+    pub provider: Provider,
     /// The provider's stable id of the person: GitHub's numeric user id, the OpenID
     /// Connect `sub` claim.
     pub subject: String,
@@ -28,7 +29,8 @@ pub struct IdentityRecord {
 pub struct OAuthFlowRecord {
     /// Hex SHA-256 of the `state` parameter (the state itself is not stored).
     pub state_hash: String,
-    pub provider: String,
+    /// The provider the flow signs in with.
+    pub provider: Provider,
     /// Hex SHA-256 of the browser-binding cookie set when the flow started.
     pub browser_hash: String,
     /// The PKCE code verifier (RFC 7636), sent with the code exchange.
@@ -58,7 +60,11 @@ pub struct ExchangeCodeRecord {
 #[async_trait]
 pub trait IdentityStore: Send + Sync {
     /// The identity `(provider, subject)`, when linked.
-    async fn identity(&self, provider: &str, subject: &str) -> StoreResult<Option<IdentityRecord>>;
+    async fn identity(
+        &self,
+        provider: Provider,
+        subject: &str,
+    ) -> StoreResult<Option<IdentityRecord>>;
     /// The identities linked to the user, oldest first.
     async fn identities(&self, user_id: &str) -> StoreResult<Vec<IdentityRecord>>;
     /// Links an identity. [`Conflict::LinkedIdentity`] when the identity belongs to an
@@ -85,7 +91,7 @@ pub trait IdentityStore: Send + Sync {
     /// a way to sign in.
     ///
     /// [`Conflict::LastSignIn`]: crate::store::Conflict::LastSignIn
-    async fn unlink_identity(&self, user_id: &str, provider: &str) -> StoreResult<()>;
+    async fn unlink_identity(&self, user_id: &str, provider: Provider) -> StoreResult<()>;
 
     /// Stores a flow (and forgets expired ones).
     async fn create_oauth_flow(&self, flow: &OAuthFlowRecord) -> StoreResult<()>;

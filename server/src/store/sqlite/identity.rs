@@ -10,9 +10,12 @@ use super::{
     rows::{identity, ms, time, IDENTITY_COLUMNS},
     SqliteStore,
 };
-use crate::store::{
-    identity::{ExchangeCodeRecord, IdentityRecord, IdentityStore, OAuthFlowRecord},
-    AccountStore, Conflict, NewUser, StoreError, StoreResult, UserRecord,
+use crate::{
+    auth::oauth::Provider,
+    store::{
+        identity::{ExchangeCodeRecord, IdentityRecord, IdentityStore, OAuthFlowRecord},
+        AccountStore, Conflict, NewUser, StoreError, StoreResult, UserRecord,
+    },
 };
 
 async fn insert_identity(conn: &mut sqlx::SqliteConnection, i: &IdentityRecord) -> StoreResult<()> {
@@ -20,7 +23,7 @@ async fn insert_identity(conn: &mut sqlx::SqliteConnection, i: &IdentityRecord) 
         "INSERT INTO user_identities (provider, subject, user_id, email, created_at) \
          VALUES (?, ?, ?, ?, ?)",
     )
-    .bind(&i.provider)
+    .bind(i.provider)
     .bind(&i.subject)
     .bind(&i.user_id)
     .bind(&i.email)
@@ -36,7 +39,11 @@ async fn insert_identity(conn: &mut sqlx::SqliteConnection, i: &IdentityRecord) 
 
 #[async_trait]
 impl IdentityStore for SqliteStore {
-    async fn identity(&self, provider: &str, subject: &str) -> StoreResult<Option<IdentityRecord>> {
+    async fn identity(
+        &self,
+        provider: Provider,
+        subject: &str,
+    ) -> StoreResult<Option<IdentityRecord>> {
         let row = sqlx::query(&format!(
             "SELECT {IDENTITY_COLUMNS} FROM user_identities WHERE provider = ? AND subject = ?"
         ))
@@ -75,7 +82,7 @@ impl IdentityStore for SqliteStore {
         self.user_by_id(&user.id).await?.ok_or(StoreError::NotFound)
     }
 
-    async fn unlink_identity(&self, user_id: &str, provider: &str) -> StoreResult<()> {
+    async fn unlink_identity(&self, user_id: &str, provider: Provider) -> StoreResult<()> {
         let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
         let linked: Option<i64> =
             sqlx::query_scalar("SELECT 1 FROM user_identities WHERE user_id = ? AND provider = ?")
@@ -120,7 +127,7 @@ impl IdentityStore for SqliteStore {
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
         )
         .bind(&f.state_hash)
-        .bind(&f.provider)
+        .bind(f.provider)
         .bind(&f.browser_hash)
         .bind(&f.pkce_verifier)
         .bind(&f.nonce)
