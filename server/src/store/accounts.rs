@@ -39,8 +39,13 @@ pub struct NewUser {
     pub now: DateTime<Utc>,
 }
 
-/// Purpose of a single-use email token.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Purpose of a single-use email token (docs/api.md § Auth). Stored as its text
+/// ([`TokenPurpose::as_str`]) in `email_tokens.purpose` (`migrations/sqlite/0001_accounts.sql`).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
+)]
+#[serde(rename_all = "snake_case")]
+#[sqlx(type_name = "TEXT", rename_all = "snake_case")]
 pub enum TokenPurpose {
     /// Email verification link, valid 24 hours.
     VerifyEmail,
@@ -49,7 +54,10 @@ pub enum TokenPurpose {
 }
 
 impl TokenPurpose {
-    /// Stored name.
+    /// Both purposes.
+    pub const ALL: [Self; 2] = [Self::VerifyEmail, Self::ResetPassword];
+
+    /// Stored name: `verify_email` or `reset_password`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::VerifyEmail => "verify_email",
@@ -102,4 +110,23 @@ pub trait AccountStore: Send + Sync {
         token_hash: &str,
         now: DateTime<Utc>,
     ) -> StoreResult<Option<String>>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_purposes_are_the_stored_text() {
+        // The CHECK list of `email_tokens.purpose` (migrations/sqlite/0001_accounts.sql).
+        assert_eq!(
+            TokenPurpose::ALL.map(TokenPurpose::as_str),
+            ["verify_email", "reset_password"]
+        );
+        for p in TokenPurpose::ALL {
+            let json = serde_json::to_value(p).unwrap();
+            assert_eq!(json, p.as_str());
+            assert_eq!(serde_json::from_value::<TokenPurpose>(json).unwrap(), p);
+        }
+    }
 }

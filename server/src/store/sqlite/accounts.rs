@@ -119,7 +119,7 @@ impl AccountStore for SqliteStore {
         )
         .bind(token_hash)
         .bind(user_id)
-        .bind(purpose.as_str())
+        .bind(purpose)
         .bind(ms(expires_at))
         .bind(ms(now))
         .execute(&self.writer)
@@ -145,9 +145,9 @@ impl AccountStore for SqliteStore {
              AND used_at IS NULL AND expires_at > ?) RETURNING user_id, token_hash",
         )
         .bind(ms(now))
-        .bind(purpose.as_str())
+        .bind(purpose)
         .bind(token_hash)
-        .bind(purpose.as_str())
+        .bind(purpose)
         .bind(ms(now))
         .fetch_all(&self.writer)
         .await?;
