@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::StoreResult;
+use crate::ids::{DocumentId, JobId, UserId};
 
 /// Job status values (docs/api.md § Knowledge base: queued, running, succeeded, failed).
 pub mod job_status {
@@ -22,11 +23,11 @@ pub mod job_status {
 /// A background job (ingestion of an upload or a crawl).
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobRecord {
-    pub id: String,
+    pub id: JobId,
     /// `ingest` or `crawl`.
     pub kind: String,
-    pub document_id: String,
-    pub user_id: String,
+    pub document_id: DocumentId,
+    pub user_id: UserId,
     /// One of [`job_status`].
     pub status: String,
     pub progress_done: u32,
@@ -42,12 +43,17 @@ pub struct JobRecord {
 impl JobRecord {
     /// A new job of `kind` (`ingest` or `crawl`) for a document of `user_id`, queued at
     /// `now`, with a new time-ordered id (UUIDv7).
-    pub fn queued(kind: &str, document_id: &str, user_id: &str, now: DateTime<Utc>) -> Self {
+    pub fn queued(
+        kind: &str,
+        document_id: &DocumentId,
+        user_id: &UserId,
+        now: DateTime<Utc>,
+    ) -> Self {
         Self {
-            id: uuid::Uuid::now_v7().to_string(),
+            id: JobId::new(),
             kind: kind.to_string(),
-            document_id: document_id.to_string(),
-            user_id: user_id.to_string(),
+            document_id: document_id.clone(),
+            user_id: user_id.clone(),
             status: job_status::QUEUED.to_string(),
             progress_done: 0,
             progress_total: 0,
@@ -112,7 +118,7 @@ pub trait JobQueue: Send + Sync {
     /// written once it has ended).
     async fn job_progress(
         &self,
-        id: &str,
+        id: &JobId,
         done: u32,
         total: u32,
         lease_until: DateTime<Utc>,
@@ -141,11 +147,11 @@ pub trait JobQueue: Send + Sync {
     /// Ends a job as succeeded or failed.
     async fn finish_job(
         &self,
-        id: &str,
+        id: &JobId,
         status: &str,
         error: Option<&str>,
         now: DateTime<Utc>,
     ) -> StoreResult<()>;
     /// A job of the user.
-    async fn job(&self, user_id: &str, id: &str) -> StoreResult<Option<JobRecord>>;
+    async fn job(&self, user_id: &UserId, id: &JobId) -> StoreResult<Option<JobRecord>>;
 }
