@@ -16,6 +16,7 @@ use crate::{
     clock::Clock,
     config::Config,
     crypto::SecretBox,
+    ids::IntegrationId,
     outbound,
     store::{integrations::IntegrationRecord, ChatStore, IntegrationStore, StoreError},
 };
@@ -163,7 +164,7 @@ impl Channels {
     ) -> Result<PreparedChat, ChannelError> {
         self.chat.check_message(message)?;
         let owner = &integration.user_id;
-        let Some(agent_id) = integration.agent_id.as_deref() else {
+        let Some(agent_id) = integration.agent_id.as_ref() else {
             return Err(ChannelError::NotLinked);
         };
         let Some(agent) = self.agents.find(owner, agent_id).await? else {
@@ -217,7 +218,7 @@ impl Channels {
     /// Records an inbound event id; false when it was seen before (the provider retried),
     /// in which case the event must not be answered again. A store failure counts as first
     /// seen: answering twice beats not answering.
-    pub async fn first_delivery(&self, integration_id: &str, event_id: &str) -> bool {
+    pub async fn first_delivery(&self, integration_id: &IntegrationId, event_id: &str) -> bool {
         match self
             .integrations
             .first_channel_event(integration_id, event_id, self.clock.now())

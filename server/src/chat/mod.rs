@@ -28,6 +28,7 @@ pub use self::{
 };
 use crate::{
     clock::Clock,
+    ids::{AgentId, MessageId, ThreadId, UserId},
     knowledge::{search::retrieve, Knowledge},
     llm::{
         tokens, Event, Models, Passage, Prompt, ProviderError, ResolvedModel, Role, Turn, Usage,
@@ -157,7 +158,7 @@ pub enum ThreadChoice<'a> {
     New,
     /// The caller's thread with this id ([`ChatError::ThreadNotFound`] when it is unknown
     /// or someone else's).
-    Id(&'a str),
+    Id(&'a ThreadId),
     /// A thread the caller has already looked up.
     Known(ThreadRecord),
 }
@@ -216,7 +217,7 @@ impl ChatService {
     /// Errors: the store's.
     pub async fn retrieve(
         &self,
-        agent_id: &str,
+        agent_id: &AgentId,
         message: &str,
         budget: u32,
     ) -> Result<(Vec<Passage>, Vec<Source>, u32), ChatError> {
@@ -229,7 +230,7 @@ impl ChatService {
     async fn thread_and_history(
         &self,
         agent: &AgentRecord,
-        user_id: &str,
+        user_id: &UserId,
         thread: ThreadChoice<'_>,
         message: &str,
         now: chrono::DateTime<chrono::Utc>,
@@ -244,9 +245,9 @@ impl ChatService {
                 .ok_or(ChatError::ThreadNotFound)?,
             // Stored with the user's message ([`ChatService::prepare`]).
             ThreadChoice::New => ThreadRecord {
-                id: uuid::Uuid::now_v7().to_string(),
+                id: ThreadId::new(),
                 agent_id: agent.id.clone(),
-                user_id: user_id.to_string(),
+                user_id: user_id.clone(),
                 title: message.trim().chars().take(80).collect(),
                 message_count: 0,
                 created_at: now,
@@ -287,7 +288,7 @@ impl ChatService {
     pub async fn prepare(
         &self,
         agent: &AgentRecord,
-        user_id: &str,
+        user_id: &UserId,
         thread: ThreadChoice<'_>,
         message: &str,
         attachments: &[Attachment],
@@ -340,7 +341,7 @@ impl ChatService {
             content: user_content.clone(),
         });
         let first = MessageRecord {
-            id: uuid::Uuid::now_v7().to_string(),
+            id: MessageId::new(),
             thread_id: thread.id.clone(),
             role: "user".into(),
             content: user_content,
@@ -444,7 +445,7 @@ impl ChatService {
         let sources = (!prepared.sources.is_empty())
             .then(|| serde_json::to_string(&prepared.sources).unwrap_or_default());
         let message = MessageRecord {
-            id: uuid::Uuid::now_v7().to_string(),
+            id: MessageId::new(),
             thread_id: prepared.thread.id.clone(),
             role: "assistant".into(),
             content: text.to_string(),

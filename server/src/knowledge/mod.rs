@@ -34,6 +34,7 @@ use tokio::sync::Notify;
 
 use crate::{
     config::Config,
+    ids::DocumentId,
     outbound::{FetchLimits, NetPolicy, SafeClient},
     store::{DocumentStore, JobQueue},
 };
@@ -115,7 +116,7 @@ impl Knowledge {
     }
 
     /// The stored upload of `document_id`.
-    pub fn upload_path(&self, document_id: &str) -> PathBuf {
-        self.uploads.join(document_id)
+    pub fn upload_path(&self, document_id: &DocumentId) -> PathBuf {
+        self.uploads.join(document_id.as_str())
     }
 }

@@ -36,6 +36,7 @@ pub use self::service::WebhookError;
 use crate::{
     clock::Clock,
     config::Config,
+    ids::{UserId, WebhookId},
     outbound::{self, NetError, NetPolicy, Purpose, SafeClient},
     store::{webhooks::AfterAttempt, WebhookStore},
 };
@@ -138,7 +139,7 @@ pub struct Events {
     /// subscribed to when last checked, at most [`QUIET_TTL`] ago: emitting them costs no
     /// store query. Forgotten when the user creates or deletes a webhook
     /// ([`Events::forget`]).
-    quiet: moka::sync::Cache<String, u32>,
+    quiet: moka::sync::Cache<UserId, u32>,
     /// The service clock events are stamped and queued with.
     clock: Clock,
 }
@@ -152,10 +153,10 @@ pub const QUIET_TTL: std::time::Duration = std::time::Duration::from_secs(2);
 /// found quiet later join it without moving that deadline, so nothing is trusted longer.
 struct QuietExpiry;
 
-impl moka::Expiry<String, u32> for QuietExpiry {
+impl moka::Expiry<UserId, u32> for QuietExpiry {
     fn expire_after_create(
         &self,
-        _user_id: &String,
+        _user_id: &UserId,
         _quiet: &u32,
         _created_at: std::time::Instant,
     ) -> Option<std::time::Duration> {
@@ -179,14 +180,14 @@ impl Events {
 
     /// Drops what is known of `user_id`'s subscriptions (call after creating or deleting
     /// one of their webhooks).
-    pub fn forget(&self, user_id: &str) {
+    pub fn forget(&self, user_id: &UserId) {
         self.quiet.invalidate(user_id);
     }
 
     /// Queues `{type, timestamp, data}` (timestamp RFC 3339 UTC with milliseconds) for every
     /// active webhook of `user_id` subscribed to `event`. Never fails: a store error is
     /// logged and the event is lost for webhooks (the action that caused it stands).
-    pub async fn emit(&self, user_id: &str, event: EventType, data: Value) {
+    pub async fn emit(&self, user_id: &UserId, event: EventType, data: Value) {
         if self
             .quiet
             .get(user_id)
@@ -208,7 +209,7 @@ impl Events {
         {
             Ok(0) => {
                 let known = self.quiet.get(user_id).unwrap_or(0);
-                self.quiet.insert(user_id.to_string(), known | event.bit());
+                self.quiet.insert(user_id.clone(), known | event.bit());
             }
             Ok(queued) => {
                 tracing::debug!(event = event.as_str(), queued, "webhook deliveries queued");
@@ -270,12 +271,17 @@ impl WebhookSecrets {
         Self { inner }
     }
 
-    fn aad(user_id: &str, webhook_id: &str) -> Vec<u8> {
+    fn aad(user_id: &UserId, webhook_id: &WebhookId) -> Vec<u8> {
         format!("webhook-secret|{user_id}|{webhook_id}").into_bytes()
     }
 
     /// `key` sealed for this row.
-    pub fn seal(&self, user_id: &str, webhook_id: &str, key: &[u8]) -> anyhow::Result<Vec<u8>> {
+    pub fn seal(
+        &self,
+        user_id: &UserId,
+        webhook_id: &WebhookId,
+        key: &[u8],
+    ) -> anyhow::Result<Vec<u8>> {
         Ok(self.inner.seal(key, &Self::aad(user_id, webhook_id)))
     }
 
@@ -283,7 +289,12 @@ impl WebhookSecrets {
     ///
     /// Errors: a short value, a key this server does not have, or a value moved from
     /// another row.
-    pub fn open(&self, user_id: &str, webhook_id: &str, sealed: &[u8]) -> anyhow::Result<Vec<u8>> {
+    pub fn open(
+        &self,
+        user_id: &UserId,
+        webhook_id: &WebhookId,
+        sealed: &[u8],
+    ) -> anyhow::Result<Vec<u8>> {
         self.inner
             .open(sealed, &Self::aad(user_id, webhook_id))
             .map_err(|e| anyhow::anyhow!("the webhook secret cannot be decrypted: {e}"))
@@ -442,15 +453,16 @@ mod tests {
     /// Marking a second event quiet does not keep the first one quiet any longer.
     #[test]
     fn quiet_events_are_trusted_for_two_seconds_from_the_first() {
-        let quiet: moka::sync::Cache<String, u32> = moka::sync::Cache::builder()
+        let quiet: moka::sync::Cache<UserId, u32> = moka::sync::Cache::builder()
             .expire_after(QuietExpiry)
             .build();
-        quiet.insert("u".into(), EventType::AgentCreated.bit());
+        let u = UserId::from("u");
+        quiet.insert(u.clone(), EventType::AgentCreated.bit());
         std::thread::sleep(QUIET_TTL * 3 / 5);
-        let known = quiet.get("u").unwrap();
-        quiet.insert("u".into(), known | EventType::MessageCreated.bit());
+        let known = quiet.get(&u).unwrap();
+        quiet.insert(u.clone(), known | EventType::MessageCreated.bit());
         std::thread::sleep(QUIET_TTL * 3 / 5);
-        assert_eq!(quiet.get("u"), None);
+        assert_eq!(quiet.get(&u), None);
     }
 
     #[test]
@@ -486,14 +498,16 @@ mod tests {
     #[test]
     fn sealed_secrets_open_only_on_their_own_row() {
         let sb = WebhookSecrets::new(crate::crypto::SecretBox::new(&[7u8; 32], &[]));
-        let sealed = sb.seal("u1", "w1", b"key bytes").unwrap();
+        let (u1, u2) = (UserId::from("u1"), UserId::from("u2"));
+        let (w1, w2) = (WebhookId::from("w1"), WebhookId::from("w2"));
+        let sealed = sb.seal(&u1, &w1, b"key bytes").unwrap();
         assert!(!sealed.windows(9).any(|w| w == b"key bytes"));
-        assert_eq!(sb.open("u1", "w1", &sealed).unwrap(), b"key bytes");
-        assert!(sb.open("u2", "w1", &sealed).is_err());
-        assert!(sb.open("u1", "w2", &sealed).is_err());
+        assert_eq!(sb.open(&u1, &w1, &sealed).unwrap(), b"key bytes");
+        assert!(sb.open(&u2, &w1, &sealed).is_err());
+        assert!(sb.open(&u1, &w2, &sealed).is_err());
         assert!(
             WebhookSecrets::new(crate::crypto::SecretBox::new(&[8u8; 32], &[]))
-                .open("u1", "w1", &sealed)
+                .open(&u1, &w1, &sealed)
                 .is_err()
         );
     }
