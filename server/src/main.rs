@@ -115,6 +115,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let questions = agentchat::knowledge::eval::parse_questions(&text)?;
             let store = store::connect(&config.database_url).await?;
             store.migrate().await?;
+            let agent = agentchat::ids::AgentId::from(agent);
             let report =
                 agentchat::knowledge::eval::evaluate(&ChunkSearch::new(store), &agent, &questions)
                     .await?;

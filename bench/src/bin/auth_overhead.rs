@@ -87,6 +87,7 @@ use agentchat::{
         extract::Auth, ApiLayer, ApiService, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING,
         X_RATELIMIT_RESET,
     },
+    ids::UserId,
     ratelimit::RateKey,
     services::AppState,
     startup::Application,
@@ -328,7 +329,7 @@ impl Server {
 
 /// The benchmark account's credentials.
 struct Credentials {
-    user_id: String,
+    user_id: UserId,
     email: String,
     password: String,
     access_token: String,
@@ -388,7 +389,7 @@ async fn set_up_account(
         .send()
         .await?;
     let body = expect_json(response, reqwest::StatusCode::CREATED, "signup").await?;
-    let user_id = string_at(&body, "/user/id", "signup")?;
+    let user_id = UserId::from(string_at(&body, "/user/id", "signup")?);
     state
         .store
         .mark_email_verified(&user_id, chrono::Utc::now())
@@ -764,7 +765,7 @@ struct InProcess {
     key: HeaderValue,
     access_token: String,
     api_key: String,
-    user_id: String,
+    user_id: UserId,
     iterations: u64,
     limit: Duration,
     only: Option<String>,
@@ -855,7 +856,7 @@ fn in_process_table(m: &InProcess) -> anyhow::Result<Vec<(&'static str, f64, f64
                     let decision = m
                         .state
                         .limiter
-                        .check(RateKey::Account(&m.user_id), RATE_LIMIT)
+                        .check(RateKey::Account(m.user_id.as_str()), RATE_LIMIT)
                         .await;
                     ensure!(decision.allowed, "the rate limiter refused");
                     Ok(())

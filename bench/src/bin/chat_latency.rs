@@ -820,7 +820,7 @@ fn report(args: &Args, results: &[ScenarioResult], templates: &Templates) -> Str
 struct InProcess {
     addr: std::net::SocketAddr,
     account: Account,
-    user_id: String,
+    user_id: agentchat::ids::UserId,
     store: std::sync::Arc<dyn agentchat::store::Store>,
     task: tokio::task::JoinHandle<()>,
     _dir: tempfile::TempDir,
@@ -930,12 +930,15 @@ async fn nodelay_check(
 
 /// `--diagnose`, part 2: the store calls of one chat, back to back, for `--seconds`.
 async fn store_check(args: &Args, mock: &MockProvider, message: &str) -> anyhow::Result<String> {
-    use agentchat::store::{MessageRecord, ThreadRecord};
+    use agentchat::{
+        ids::ThreadId,
+        store::{MessageRecord, ThreadRecord},
+    };
 
     let service = in_process_service(mock, false).await?;
     let store = &service.store;
-    let user = service.user_id.as_str();
-    let agent = service.account.agent_id.as_str();
+    let user = &service.user_id;
+    let agent = &service.account.agent_id;
     const STEPS: [&str; 4] = [
         "agent lookup",
         "create thread with the user message",
@@ -949,23 +952,24 @@ async fn store_check(args: &Args, mock: &MockProvider, message: &str) -> anyhow:
     let threads_before = thread_totals(pid)?;
     let started = Instant::now();
     let mut count: u64 = 0;
-    let message_record = |id: String, thread_id: &str, role: &str, content: &str| MessageRecord {
-        id,
-        thread_id: thread_id.to_owned(),
-        role: role.to_owned(),
-        content: content.to_owned(),
-        model: (role == "assistant").then(|| MODEL.to_owned()),
-        prompt_tokens: None,
-        completion_tokens: None,
-        sources: None,
-        latency_ms: None,
-        status: "complete".to_owned(),
-        error: None,
-        created_at: chrono::Utc::now(),
-    };
+    let message_record =
+        |id: String, thread_id: &ThreadId, role: &str, content: &str| MessageRecord {
+            id: id.into(),
+            thread_id: thread_id.clone(),
+            role: role.to_owned(),
+            content: content.to_owned(),
+            model: (role == "assistant").then(|| MODEL.to_owned()),
+            prompt_tokens: None,
+            completion_tokens: None,
+            sources: None,
+            latency_ms: None,
+            status: "complete".to_owned(),
+            error: None,
+            created_at: chrono::Utc::now(),
+        };
     while started.elapsed() < Duration::from_secs(args.seconds) {
         count += 1;
-        let thread_id = format!("bench-thread-{count:012}");
+        let thread_id = ThreadId::from(format!("bench-thread-{count:012}"));
         let mut times = [Instant::now(); 5];
         store
             .agent(user, agent)
@@ -977,8 +981,8 @@ async fn store_check(args: &Args, mock: &MockProvider, message: &str) -> anyhow:
             .create_thread(
                 &ThreadRecord {
                     id: thread_id.clone(),
-                    agent_id: agent.to_owned(),
-                    user_id: user.to_owned(),
+                    agent_id: agent.clone(),
+                    user_id: user.clone(),
                     title: message.to_owned(),
                     message_count: 0,
                     created_at: now,

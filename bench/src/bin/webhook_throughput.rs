@@ -38,6 +38,7 @@ use std::{
 
 use agentchat::{
     config::Config,
+    ids::WebhookId,
     startup::Application,
     store::webhooks::WebhookRecord,
     webhooks::{new_secret, sign, EventType},
@@ -128,7 +129,7 @@ async fn run(args: Args) -> anyhow::Result<()> {
 
     let user_id = create_verified_user(&*state.store).await?;
     let now = chrono::Utc::now();
-    let webhook_id = uuid::Uuid::now_v7().to_string();
+    let webhook_id = WebhookId::new();
     let sealed = state.webhooks.secrets.seal(&user_id, &webhook_id, &key)?;
     let created = state
         .store

@@ -26,6 +26,7 @@ use super::{
 use crate::{
     channels::{slack, telegram},
     http::error::{ApiError, ApiResult},
+    ids::IntegrationId,
     integrations::open_credentials,
     store::integrations::IntegrationRecord,
 };
@@ -38,7 +39,11 @@ pub fn router() -> OpenApiRouter<AppState> {
 }
 
 /// The integration `id` of `provider`; 404 for any other.
-async fn integration(state: &AppState, provider: &str, id: &str) -> ApiResult<IntegrationRecord> {
+async fn integration(
+    state: &AppState,
+    provider: &str,
+    id: &IntegrationId,
+) -> ApiResult<IntegrationRecord> {
     match state.store.integration_by_id(id).await? {
         Some(record) if record.provider_code == provider => Ok(record),
         _ => Err(ApiError::not_found("Integration")),
@@ -61,7 +66,7 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 #[instrument(skip_all, fields(integration.id = %id))]
 async fn telegram_update(
     State(state): State<AppState>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<IntegrationId>,
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult<Response> {
@@ -152,7 +157,7 @@ async fn answer_telegram(state: AppState, record: IntegrationRecord, update: tel
 #[instrument(skip_all, fields(integration.id = %id))]
 async fn slack_event(
     State(state): State<AppState>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<IntegrationId>,
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult<Response> {

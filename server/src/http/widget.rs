@@ -26,6 +26,7 @@ use super::{
 use crate::{
     channels::{self, widget::WidgetSettings},
     http::error::{ApiError, ApiResult},
+    ids::PublicId,
     store::integrations::IntegrationRecord,
     views::iso,
 };
@@ -77,7 +78,7 @@ struct Widget {
 /// The website integration `public_id`, if the request's `Origin` may use it.
 ///
 /// Errors: 404 unknown public id; 403 no `Origin` header, or one not allowed.
-async fn widget(state: &AppState, public_id: &str, headers: &HeaderMap) -> ApiResult<Widget> {
+async fn widget(state: &AppState, public_id: &PublicId, headers: &HeaderMap) -> ApiResult<Widget> {
     let record = match state.store.integration_by_public_id(public_id).await? {
         Some(r) if r.provider_code == "website" => r,
         _ => return Err(ApiError::not_found("Widget")),
@@ -113,7 +114,7 @@ fn with_cors(headers: &HeaderMap, result: ApiResult<Response>) -> Response {
 /// The CORS preflight of the widget's requests: allowed for the integration's origins.
 async fn preflight(
     State(state): State<AppState>,
-    ApiPath(public_id): ApiPath<String>,
+    ApiPath(public_id): ApiPath<PublicId>,
     headers: HeaderMap,
 ) -> Response {
     let result = widget(&state, &public_id, &headers).await.map(|_| {
@@ -138,7 +139,7 @@ async fn preflight(
 #[instrument(skip_all, fields(widget = %public_id))]
 async fn info(
     State(state): State<AppState>,
-    ApiPath(public_id): ApiPath<String>,
+    ApiPath(public_id): ApiPath<PublicId>,
     headers: HeaderMap,
 ) -> Response {
     let result = async {
@@ -171,7 +172,7 @@ async fn info(
 #[instrument(skip_all, fields(widget = %public_id))]
 async fn send(
     State(state): State<AppState>,
-    ApiPath(public_id): ApiPath<String>,
+    ApiPath(public_id): ApiPath<PublicId>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -193,7 +194,7 @@ async fn send(
         let decision = state
             .limiter
             .check(
-                crate::ratelimit::RateKey::Widget(&w.record.id),
+                crate::ratelimit::RateKey::Widget(w.record.id.as_str()),
                 w.settings.requests_per_minute,
             )
             .await;
@@ -230,7 +231,7 @@ struct VisitorQuery {
 #[instrument(skip_all, fields(widget = %public_id))]
 async fn messages(
     State(state): State<AppState>,
-    ApiPath(public_id): ApiPath<String>,
+    ApiPath(public_id): ApiPath<PublicId>,
     query: Result<ApiQuery<VisitorQuery>, ApiError>,
     headers: HeaderMap,
 ) -> Response {

@@ -364,14 +364,18 @@ async fn deleting_an_agent_removes_its_threads() {
     let threads = app
         .state
         .store
-        .thread(&user.id, &id, &thread)
+        .thread(
+            &user.id.as_str().into(),
+            &id.as_str().into(),
+            &thread.as_str().into(),
+        )
         .await
         .unwrap();
     assert!(threads.is_none());
     assert!(app
         .state
         .store
-        .list_messages(&thread, 10, None)
+        .list_messages(&thread.as_str().into(), 10, None)
         .await
         .unwrap()
         .is_empty());

@@ -288,7 +288,7 @@ async fn hostile_files_fail_alone_within_the_deadline_and_the_server_goes_on() {
             let job = app
                 .state
                 .store
-                .job(&user.id, &job_id)
+                .job(&user.id.as_str().into(), &job_id.as_str().into())
                 .await
                 .unwrap()
                 .expect("the refresh job");

@@ -518,10 +518,10 @@ async fn a_job_whose_worker_died_is_retried_after_a_restart() {
     first
         .state
         .store
-        .set_document_status(&doc, "processing", None, now)
+        .set_document_status(&doc.as_str().into(), "processing", None, now)
         .await
         .unwrap();
-    let job = first.job(&user.access, &claimed.id).await;
+    let job = first.job(&user.access, claimed.id.as_str()).await;
     assert_eq!(job["status"], "running");
     // Second instance on the same data: it takes over the expired job and finishes it.
     let second = spawn_app_in(first.dir, |_| {}).await;
@@ -529,7 +529,7 @@ async fn a_job_whose_worker_died_is_retried_after_a_restart() {
     let (token, _) = second.tokens(&user.email, &user.password).await;
     let d = second.settled(&token, &agent, &doc).await;
     assert_eq!(d["status"], "indexed");
-    let job = second.ended_job(&token, &claimed.id).await;
+    let job = second.ended_job(&token, claimed.id.as_str()).await;
     assert_eq!(job["status"], job_status::SUCCEEDED);
     assert_eq!(job["progress"], json!({"done": 1, "total": 1}));
     assert!(job["finishedAt"].is_string());
@@ -556,7 +556,11 @@ async fn a_job_whose_lease_ran_out_on_the_service_clock_is_taken_again() {
     // A job loop starts: while the lease runs the job is not taken again.
     let workers = agentchat::knowledge::worker::spawn(app.state.knowledge.clone(), 1);
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let held = store.job(&user.id, &claimed.id).await.unwrap().unwrap();
+    let held = store
+        .job(&user.id.as_str().into(), &claimed.id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(
         (held.status.as_str(), held.attempts),
         (job_status::RUNNING, 1)
@@ -576,9 +580,13 @@ async fn a_job_whose_lease_ran_out_on_the_service_clock_is_taken_again() {
     .await
     .expect("the expired job is taken again");
     assert_eq!(d["status"], "indexed", "{d}");
-    let job = app.ended_job(&user.access, &claimed.id).await;
+    let job = app.ended_job(&user.access, claimed.id.as_str()).await;
     assert_eq!(job["status"], job_status::SUCCEEDED);
-    let ended = store.job(&user.id, &claimed.id).await.unwrap().unwrap();
+    let ended = store
+        .job(&user.id.as_str().into(), &claimed.id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(ended.attempts, 2, "the dead worker's attempt counts");
     assert!(
         ended.finished_at.unwrap() >= now + chrono::Duration::seconds(61),
@@ -626,7 +634,10 @@ async fn a_job_ends_with_its_document_and_only_under_the_attempt_that_holds_it()
     assert!(!store.complete_job(&first, indexed, now).await.unwrap());
     let d = app.document(&user.access, &agent, &doc).await;
     assert_eq!(d["status"], "pending", "{d}");
-    assert_eq!(app.job(&user.access, &first.id).await["status"], "running");
+    assert_eq!(
+        app.job(&user.access, first.id.as_str()).await["status"],
+        "running"
+    );
     // The holder's end makes the document indexed and the job succeeded at once.
     assert!(store.complete_job(&second, indexed, now).await.unwrap());
     let d = app.document(&user.access, &agent, &doc).await;
@@ -634,7 +645,7 @@ async fn a_job_ends_with_its_document_and_only_under_the_attempt_that_holds_it()
         (d["status"].as_str(), d["bytes"].as_u64()),
         (Some("indexed"), Some(11_358))
     );
-    let j = app.job(&user.access, &second.id).await;
+    let j = app.job(&user.access, second.id.as_str()).await;
     assert_eq!(j["status"], job_status::SUCCEEDED);
     assert_eq!(j["progress"], json!({"done": 1, "total": 1}));
     assert_eq!(j["finishedAt"], d["indexedAt"]);
@@ -890,7 +901,7 @@ async fn deleting_an_agent_removes_its_documents_and_uploads() {
     assert!(app
         .state
         .store
-        .document_by_id(&doc)
+        .document_by_id(&doc.as_str().into())
         .await
         .unwrap()
         .is_none());

@@ -855,7 +855,7 @@ async fn failed_attempts_are_retried_with_backoff_and_recorded() {
     let attempts = app
         .state
         .store
-        .delivery_attempts(&message_id)
+        .delivery_attempts(&message_id.as_str().into())
         .await
         .unwrap();
     let statuses: Vec<Option<u16>> = attempts.iter().map(|a| a.response_status).collect();
@@ -895,7 +895,12 @@ async fn failed_attempts_are_retried_with_backoff_and_recorded() {
     })
     .await;
     let slow = listed[0]["id"].as_str().unwrap().to_string();
-    let attempts = app.state.store.delivery_attempts(&slow).await.unwrap();
+    let attempts = app
+        .state
+        .store
+        .delivery_attempts(&slow.as_str().into())
+        .await
+        .unwrap();
     assert_eq!(attempts[0].response_status, None);
     assert!(
         attempts[0].error.as_deref().unwrap().contains("too long"),
@@ -963,7 +968,7 @@ async fn a_retry_falls_due_when_the_service_clock_reaches_it() {
     let attempts = app
         .state
         .store
-        .delivery_attempts(&got[0].id())
+        .delivery_attempts(&got[0].id().into())
         .await
         .unwrap();
     assert_eq!(attempts.len(), 2);

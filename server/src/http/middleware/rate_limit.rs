@@ -62,7 +62,7 @@ pub(super) fn rate_key<'a>(
     }
     match identity {
         Identity::Authenticated(p) => (
-            RateKey::Account(&p.user_id),
+            RateKey::Account(p.user_id.as_str()),
             state.config.rate_limit(p.plan),
         ),
         _ => (
