@@ -775,7 +775,10 @@ struct InProcess {
 /// as a higher figure with two threads). Rows: name, ns with 1 thread, ns with 2 threads.
 fn in_process_table(m: &InProcess) -> anyhow::Result<Vec<(&'static str, f64, f64)>> {
     let (n, limit) = (m.iterations, m.limit);
-    let jwt_keys = JwtKeys::new(&m.state.config.jwt_secret, &m.state.config.public_url);
+    let jwt_keys = JwtKeys::new(
+        &m.state.config.secrets.jwt_secret,
+        &m.state.config.server.public_url,
+    );
     fn call_served(
         m: &InProcess,
         router: &impl Served,
@@ -1010,7 +1013,7 @@ async fn main() -> anyhow::Result<()> {
         data.path().to_path_buf(),
         SocketAddr::from(([127, 0, 0, 1], 0)),
     )?;
-    config.rate_limits = [RATE_LIMIT; 4];
+    config.limits.rate_limits = [RATE_LIMIT; 4];
     let app = Application::build(config).await?;
     let state = app.state.clone();
     let base = format!("http://{}", app.addr());
