@@ -138,7 +138,7 @@ impl Application {
             knowledge.clone(),
             webhooks.events.clone(),
             clock.clone(),
-            config.chat.max_message_chars,
+            &config.chat,
             config.providers.timeout,
         ));
         let channels = crate::channels::Channels::new(
@@ -163,13 +163,14 @@ impl Application {
             webhooks,
             auth: AuthService::new(store.clone(), store.clone(), jwt, hasher, clock.clone()),
             clock,
-            oauth: OAuth::new(config.oauth.clone(), &config.server.public_url)?,
+            oauth: OAuth::new(config.oauth, &config.server.public_url)?,
             secrets,
             chat,
             channels,
             agents,
             mailer: Mailer::new(&config.mail)?,
-            config: Arc::new(config),
+            server: config.server,
+            limits: config.limits,
             store,
             limiter,
             leptos,
@@ -189,7 +190,7 @@ impl Application {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        let limits = self.state.config.server.connection_limits();
+        let limits = self.state.server.connection_limits();
         serve_http1(
             nodelay(self.listener),
             service(self.state),
@@ -248,7 +249,7 @@ pub fn service(
        + Sync
        + 'static {
     let router = router(state.clone());
-    let hsts = security::hsts(&state.config.server.public_url);
+    let hsts = security::hsts(&state.server.public_url);
     ServiceBuilder::new()
         .map_response(IntoResponse::into_response)
         .layer(SetResponseHeaderLayer::overriding(
@@ -293,7 +294,7 @@ fn request_span(request: &Request) -> Span {
 /// the middleware of [`service`].
 pub fn router(state: AppState) -> Router {
     let (api, mut openapi) = http::api_router().split_for_parts();
-    let missing = http::openapi::apply_input_rules(&mut openapi, &state.config.chat);
+    let missing = http::openapi::apply_input_rules(&mut openapi, state.chat.config());
     if !missing.is_empty() {
         tracing::warn!(
             ?missing,
@@ -308,7 +309,7 @@ pub fn router(state: AppState) -> Router {
     let routes = generate_route_list(app::App);
     let leptos = state.leptos.clone();
     let pages = security::page_headers(security::DashboardPolicy::new(
-        state.config.server.live_reload_port,
+        state.server.live_reload_port,
     ));
     // The dashboard's WASM, JS and CSS, compressed (brotli or gzip, as the browser accepts):
     // the release WASM is about 2 MB and 0.6 MB as brotli (BENCHMARKS.md § Dashboard).

@@ -756,6 +756,8 @@ async fn call_router(
 struct InProcess {
     handle: tokio::runtime::Handle,
     state: AppState,
+    /// The service's `JWT_SECRET`, to sign tokens as it does.
+    jwt_secret: secrecy::SecretString,
     baseline: Router,
     authenticated: ApiService<Router>,
     noop: Router,
@@ -775,10 +777,7 @@ struct InProcess {
 /// as a higher figure with two threads). Rows: name, ns with 1 thread, ns with 2 threads.
 fn in_process_table(m: &InProcess) -> anyhow::Result<Vec<(&'static str, f64, f64)>> {
     let (n, limit) = (m.iterations, m.limit);
-    let jwt_keys = JwtKeys::new(
-        &m.state.config.secrets.jwt_secret,
-        &m.state.config.server.public_url,
-    );
+    let jwt_keys = JwtKeys::new(&m.jwt_secret, &m.state.server.public_url);
     fn call_served(
         m: &InProcess,
         router: &impl Served,
@@ -1014,6 +1013,7 @@ async fn main() -> anyhow::Result<()> {
         SocketAddr::from(([127, 0, 0, 1], 0)),
     )?;
     config.limits.rate_limits = [RATE_LIMIT; 4];
+    let jwt_secret = config.secrets.jwt_secret.clone();
     let app = Application::build(config).await?;
     let state = app.state.clone();
     let base = format!("http://{}", app.addr());
@@ -1203,6 +1203,7 @@ async fn main() -> anyhow::Result<()> {
         let measure = InProcess {
             handle: tokio::runtime::Handle::current(),
             state: state.clone(),
+            jwt_secret: jwt_secret.clone(),
             baseline: baseline.clone(),
             authenticated: authenticated.clone(),
             noop: noop_router(),

@@ -854,7 +854,7 @@ async fn in_process_service(mock: &MockProvider, nodelay: bool) -> anyhow::Resul
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let service = agentchat::startup::service(state.clone());
-        let limits = state.config.server.connection_limits();
+        let limits = state.server.connection_limits();
         drop(app);
         let listener = listener.tap_io(|tcp| {
             let _ = tcp.set_nodelay(true);

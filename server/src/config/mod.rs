@@ -42,8 +42,10 @@ pub use self::{
     webhooks::WebhooksConfig,
 };
 
-/// Everything the service needs to start, one part per component: start-up hands each
-/// component its part.
+/// Everything the service needs to start, one part per component. Start-up hands each
+/// component its part; the parts the HTTP layer reads while serving stay with the shared
+/// state: [`ServerConfig`] and [`LimitsConfig`] in [`crate::services::Services`],
+/// [`ChatConfig`] in the [`crate::chat::ChatService`] built from it.
 #[derive(Clone)]
 pub struct Config {
     /// The listener, `PUBLIC_URL`, connection limits and the dashboard's files.
