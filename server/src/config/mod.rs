@@ -266,4 +266,55 @@ mod tests {
             CHANNEL_REQUESTS_PER_MINUTE
         );
     }
+
+    #[test]
+    fn debug_of_the_whole_config_prints_no_secret() {
+        use secrecy::{ExposeSecret, SecretString};
+        let dir = tempfile::tempdir().unwrap();
+        let mut config =
+            Config::with_data_dir(dir.path().to_path_buf(), "127.0.0.1:0".parse().unwrap())
+                .unwrap();
+        config.secrets.encryption_keys_previous =
+            vec![SecretString::from("previous-encryption-key-value")];
+        config.mail.smtp_url = Some(SecretString::from(
+            "smtps://mailer:smtp-password-value@smtp.example.com",
+        ));
+        config.providers.openai_api_key = Some(SecretString::from("openai-key-value"));
+        config.providers.anthropic_api_key = Some(SecretString::from("anthropic-key-value"));
+        let client = |secret: &str| OAuthClientConfig {
+            client_id: "client-id".into(),
+            client_secret: SecretString::from(secret.to_string()),
+        };
+        config.oauth.github = Some(GithubConfig {
+            client: client("github-secret-value"),
+            auth_url: GITHUB_AUTH_URL.into(),
+            token_url: GITHUB_TOKEN_URL.into(),
+            api_url: GITHUB_API_URL.into(),
+        });
+        config.oauth.google = Some(OidcConfig {
+            client: client("google-secret-value"),
+            issuer_url: GOOGLE_ISSUER_URL.into(),
+        });
+        config.oauth.microsoft = Some(OidcConfig {
+            client: client("microsoft-secret-value"),
+            issuer_url: MICROSOFT_ISSUER_URL.into(),
+        });
+        let secrets = [
+            config.secrets.jwt_secret.expose_secret().to_string(),
+            config.secrets.encryption_key.expose_secret().to_string(),
+            "previous-encryption-key-value".into(),
+            "smtp-password-value".into(),
+            "openai-key-value".into(),
+            "anthropic-key-value".into(),
+            "github-secret-value".into(),
+            "google-secret-value".into(),
+            "microsoft-secret-value".into(),
+        ];
+        for printed in [format!("{config:?}"), format!("{config:#?}")] {
+            assert!(printed.contains("127.0.0.1:0"), "{printed}");
+            for secret in &secrets {
+                assert!(!printed.contains(secret.as_str()), "{secret} in {printed}");
+            }
+        }
+    }
 }
