@@ -452,11 +452,11 @@ impl Service {
         let dir = tempfile::Builder::new().prefix("agentchat-kb-").tempdir()?;
         let data_dir = dir.path().join("data");
         let mut config = Config::with_data_dir(data_dir.clone(), "127.0.0.1:0".parse()?)?;
-        config.rate_limits = [1_000_000_000; 4];
-        config.agent_limits = [1_000_000_000; 4];
-        config.allowed_private_hosts = allowed_private_hosts;
-        config.extraction.program = service::extraction_program()?;
-        let database_url = config.database_url.clone();
+        config.limits.rate_limits = [1_000_000_000; 4];
+        config.limits.agent_limits = [1_000_000_000; 4];
+        config.outbound.allowed_private_hosts = allowed_private_hosts;
+        config.knowledge.extraction.program = service::extraction_program()?;
+        let database_url = config.storage.database_url.clone();
         let app = Application::build(config).await?;
         let addr = app.addr();
         let state = app.state.clone();

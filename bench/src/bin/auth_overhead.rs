@@ -757,6 +757,8 @@ async fn call_router(
 struct InProcess {
     handle: tokio::runtime::Handle,
     state: AppState,
+    /// The service's `JWT_SECRET`, to sign tokens as it does.
+    jwt_secret: secrecy::SecretString,
     baseline: Router,
     authenticated: ApiService<Router>,
     noop: Router,
@@ -776,7 +778,7 @@ struct InProcess {
 /// as a higher figure with two threads). Rows: name, ns with 1 thread, ns with 2 threads.
 fn in_process_table(m: &InProcess) -> anyhow::Result<Vec<(&'static str, f64, f64)>> {
     let (n, limit) = (m.iterations, m.limit);
-    let jwt_keys = JwtKeys::new(&m.state.config.jwt_secret, &m.state.config.public_url);
+    let jwt_keys = JwtKeys::new(&m.jwt_secret, &m.state.server.public_url);
     fn call_served(
         m: &InProcess,
         router: &impl Served,
@@ -1011,7 +1013,8 @@ async fn main() -> anyhow::Result<()> {
         data.path().to_path_buf(),
         SocketAddr::from(([127, 0, 0, 1], 0)),
     )?;
-    config.rate_limits = [RATE_LIMIT; 4];
+    config.limits.rate_limits = [RATE_LIMIT; 4];
+    let jwt_secret = config.secrets.jwt_secret.clone();
     let app = Application::build(config).await?;
     let state = app.state.clone();
     let base = format!("http://{}", app.addr());
@@ -1201,6 +1204,7 @@ async fn main() -> anyhow::Result<()> {
         let measure = InProcess {
             handle: tokio::runtime::Handle::current(),
             state: state.clone(),
+            jwt_secret: jwt_secret.clone(),
             baseline: baseline.clone(),
             authenticated: authenticated.clone(),
             noop: noop_router(),

@@ -844,17 +844,17 @@ async fn in_process_service(mock: &MockProvider, nodelay: bool) -> anyhow::Resul
         .prefix("agentchat-bench-")
         .tempdir()?;
     let mut config = Config::with_data_dir(dir.path().join("data"), "127.0.0.1:0".parse()?)?;
-    config.openai_api_key = Some(secrecy::SecretString::from(MOCK_KEY));
-    config.openai_base_url = mock.base_url();
-    config.rate_limits = [1_000_000_000; 4];
-    config.agent_limits = [1_000_000_000; 4];
+    config.providers.openai_api_key = Some(secrecy::SecretString::from(MOCK_KEY));
+    config.providers.openai_base_url = mock.base_url();
+    config.limits.rate_limits = [1_000_000_000; 4];
+    config.limits.agent_limits = [1_000_000_000; 4];
     let app = Application::build(config).await?;
     let state = app.state.clone();
     let (addr, task) = if nodelay {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let service = agentchat::startup::service(state.clone());
-        let limits = state.config.connection_limits();
+        let limits = state.server.connection_limits();
         drop(app);
         let listener = listener.tap_io(|tcp| {
             let _ = tcp.set_nodelay(true);

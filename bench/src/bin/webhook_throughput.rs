@@ -120,9 +120,9 @@ async fn run(args: Args) -> anyhow::Result<()> {
         .prefix("agentchat-webhooks-")
         .tempdir()?;
     let mut config = Config::with_data_dir(dir.path().to_path_buf(), "127.0.0.1:0".parse()?)?;
-    config.allowed_private_hosts = vec![format!("127.0.0.1:{}", receiver_addr.port())];
+    config.outbound.allowed_private_hosts = vec![format!("127.0.0.1:{}", receiver_addr.port())];
     // The queue is filled first; the delivery worker is started below, on the clock.
-    config.job_workers = 0;
+    config.jobs.workers = 0;
     let app = Application::build(config).await?;
     let state = app.state.clone();
     tokio::spawn(app.run_until_stopped(std::future::pending()));

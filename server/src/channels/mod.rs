@@ -14,7 +14,7 @@ use crate::{
     agents::AgentService,
     chat::{ChatError, ChatService, PreparedChat, ThreadChoice},
     clock::Clock,
-    config::Config,
+    config::ChannelsConfig,
     crypto::SecretBox,
     ids::IntegrationId,
     outbound,
@@ -97,13 +97,16 @@ pub struct Channels {
 }
 
 impl Channels {
-    /// Channels configured from `config`, answering through `chat` with the agents of
-    /// `agents`, over `integrations` and `threads` (one store's parts); credentials open
-    /// with `secrets`, time from `clock`.
+    /// Channels configured from `config`, reached by the platforms under `public_url`
+    /// (`PUBLIC_URL`), answering through `chat` with the agents of `agents`, over
+    /// `integrations` and `threads` (one store's parts); credentials open with `secrets`,
+    /// time from `clock`.
     ///
     /// Errors: the HTTP client cannot be built (no TLS roots).
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
-        config: &Config,
+        config: &ChannelsConfig,
+        public_url: &str,
         integrations: Arc<dyn IntegrationStore>,
         threads: Arc<dyn ChatStore>,
         chat: Arc<ChatService>,
@@ -117,7 +120,7 @@ impl Channels {
                 .build()?,
             telegram_api_url: config.telegram_api_url.clone(),
             slack_api_url: config.slack_api_url.clone(),
-            public_url: config.public_url.clone(),
+            public_url: public_url.to_string(),
             integrations,
             threads,
             chat,

@@ -28,6 +28,7 @@ pub use self::{
 };
 use crate::{
     clock::Clock,
+    config::ChatConfig,
     ids::{AgentId, MessageId, ThreadId, UserId},
     knowledge::{search::retrieve, Knowledge},
     llm::{
@@ -171,8 +172,8 @@ pub struct ChatService {
     knowledge: Knowledge,
     events: Events,
     clock: Clock,
-    /// `MAX_MESSAGE_CHARS`.
-    max_message_chars: usize,
+    /// `MAX_MESSAGE_CHARS` and `SSE_HEARTBEAT_SECS`.
+    config: ChatConfig,
     /// `PROVIDER_TIMEOUT_SECS`: the wait for a provider's first event ([`open_stream`]).
     provider_timeout: Duration,
 }
@@ -180,14 +181,15 @@ pub struct ChatService {
 impl ChatService {
     /// The service over `store` and `models`, retrieving from `knowledge`, announcing
     /// threads and replies through `events`, timed by `clock`; messages have at most
-    /// `max_message_chars` characters and providers `provider_timeout` to start answering.
+    /// `config.max_message_chars` characters and providers `provider_timeout`
+    /// (`PROVIDER_TIMEOUT_SECS`) to start answering.
     pub fn new(
         store: Arc<dyn ChatStore>,
         models: Models,
         knowledge: Knowledge,
         events: Events,
         clock: Clock,
-        max_message_chars: usize,
+        config: &ChatConfig,
         provider_timeout: Duration,
     ) -> Self {
         Self {
@@ -196,9 +198,15 @@ impl ChatService {
             knowledge,
             events,
             clock,
-            max_message_chars,
+            config: config.clone(),
             provider_timeout,
         }
+    }
+
+    /// The chat's part of the configuration: the message length rule, and the heartbeat
+    /// of the event streams replies are sent in (applied by the HTTP layer).
+    pub fn config(&self) -> &ChatConfig {
+        &self.config
     }
 
     /// Checks the length rule ([`check_length`]) of a message without attachments, before
@@ -206,7 +214,7 @@ impl ChatService {
     ///
     /// Errors: [`ChatError::TooLong`].
     pub fn check_message(&self, message: &str) -> Result<(), ChatError> {
-        check_length(message, 0, self.max_message_chars)
+        check_length(message, 0, self.config.max_message_chars)
     }
 
     /// The agent's knowledge for `message` ([`retrieve::hybrid`]) as prompt passages and
@@ -294,7 +302,7 @@ impl ChatService {
         attachments: &[Attachment],
     ) -> Result<PreparedChat, ChatError> {
         let (attached, attachment_chars) = attachments_text(attachments)?;
-        check_length(message, attachment_chars, self.max_message_chars)?;
+        check_length(message, attachment_chars, self.config.max_message_chars)?;
         let model_id = if agent.model.is_empty() {
             self.models.default_model().await
         } else {

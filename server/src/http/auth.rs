@@ -84,7 +84,7 @@ async fn send_link(state: &AppState, user: &UserRecord, purpose: TokenPurpose) -
         .store
         .create_email_token(&user.id, purpose, &keys::sha256_hex(&token), now + ttl, now)
         .await?;
-    let base = &state.config.public_url;
+    let base = &state.server.public_url;
     let (subject, link, body) = match purpose {
         TokenPurpose::VerifyEmail => {
             let link = format!("{base}/api/auth/verify-email?token={token}");
@@ -339,7 +339,7 @@ async fn login(
     cookies::set_session(
         response.headers_mut(),
         &issued,
-        state.config.secure_cookies(),
+        state.server.secure_cookies(),
     );
     Ok(response)
 }
@@ -376,7 +376,7 @@ async fn refresh(
         cookies::set_session(
             response.headers_mut(),
             &issued,
-            state.config.secure_cookies(),
+            state.server.secure_cookies(),
         );
     }
     Ok(response)
@@ -393,7 +393,7 @@ async fn logout(State(state): State<AppState>, Auth(principal): Auth) -> ApiResu
         .end_session(&principal.user_id, session_id, "logout")
         .await?;
     let mut response = Json(SuccessResponse { success: true }).into_response();
-    cookies::clear_session(response.headers_mut(), state.config.secure_cookies());
+    cookies::clear_session(response.headers_mut(), state.server.secure_cookies());
     Ok(response)
 }
 
@@ -408,8 +408,8 @@ async fn me(State(state): State<AppState>, Auth(principal): Auth) -> ApiResult<J
         .await?
         .ok_or(ApiError::Unauthorized)?;
     let limits = PlanLimits {
-        requests_per_minute: state.config.rate_limit(user.plan),
-        agents: state.config.agent_limit(user.plan),
+        requests_per_minute: state.limits.rate_limit(user.plan),
+        agents: state.limits.agent_limit(user.plan),
     };
     Ok(Json(MeResponse {
         limits,

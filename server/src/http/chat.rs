@@ -168,7 +168,7 @@ pub(crate) fn stream_reply(
     let mut response = Sse::new(events)
         .keep_alive(
             KeepAlive::new()
-                .interval(state.config.sse_heartbeat)
+                .interval(state.chat.config().sse_heartbeat)
                 .text("ping"),
         )
         .into_response();

@@ -93,7 +93,7 @@ async fn list(
     Ok(Json(IntegrationsResponse {
         integrations: integrations
             .iter()
-            .map(|r| integration_view(r, &state.config.public_url))
+            .map(|r| integration_view(r, &state.server.public_url))
             .collect(),
     }))
 }
@@ -170,7 +170,7 @@ async fn create(
         .emit(
             &record.user_id,
             EventType::IntegrationCreated,
-            serde_json::json!({ "integration": integration_view(&record, &state.config.public_url) }),
+            serde_json::json!({ "integration": integration_view(&record, &state.server.public_url) }),
         )
         .await;
     let message = match &record.status_detail {
@@ -214,7 +214,7 @@ async fn get_one(
     principal.require(Scope::IntegrationsRead)?;
     let record = owned(&state, &principal.user_id, &id).await?;
     Ok(Json(IntegrationResponse {
-        integration: integration_view(&record, &state.config.public_url),
+        integration: integration_view(&record, &state.server.public_url),
     }))
 }
 
@@ -285,7 +285,7 @@ async fn update(
         return Err(ApiError::not_found("Integration"));
     }
     Ok(Json(IntegrationResponse {
-        integration: integration_view(&record, &state.config.public_url),
+        integration: integration_view(&record, &state.server.public_url),
     }))
 }
 

@@ -192,7 +192,7 @@ async fn begin_flow(
             flow_cookie(
                 &binding,
                 FLOW_TTL.num_seconds(),
-                state.config.secure_cookies(),
+                state.server.secure_cookies(),
             ),
         );
     }
@@ -402,7 +402,7 @@ async fn callback(
         .start_session(&user.id, user_agent(&headers), Some(ip))
         .await?;
     let mut response = see_other(DASHBOARD);
-    let secure = state.config.secure_cookies();
+    let secure = state.server.secure_cookies();
     cookies::set_session(response.headers_mut(), &issued, secure);
     response
         .headers_mut()

@@ -36,7 +36,7 @@ use tracing::{info, warn};
 
 use super::Knowledge;
 use crate::{
-    config::Config,
+    config::ProvidersConfig,
     ids::{AgentId, ChunkId, DocumentId},
     llm::{
         remote::{classify, endpoint_url, mask, target},
@@ -86,7 +86,7 @@ impl Embedder {
     /// provider's, enabled by its key).
     ///
     /// Errors: the HTTP client cannot be built (TLS set-up).
-    pub fn from_config(config: &Config) -> anyhow::Result<Option<Self>> {
+    pub fn from_config(config: &ProvidersConfig) -> anyhow::Result<Option<Self>> {
         let Some(model) = config.embedding_model.clone() else {
             return Ok(None);
         };
@@ -101,7 +101,7 @@ impl Embedder {
             &config.openai_base_url,
             key,
             &model,
-            config.provider_timeout,
+            config.timeout,
         )?))
     }
 

@@ -35,7 +35,7 @@ use tokio::sync::Notify;
 pub use self::service::WebhookError;
 use crate::{
     clock::Clock,
-    config::Config,
+    config::{OutboundConfig, WebhooksConfig},
     ids::{UserId, WebhookId},
     outbound::{self, NetError, NetPolicy, Purpose, SafeClient},
     store::{webhooks::AfterAttempt, WebhookStore},
@@ -413,16 +413,19 @@ pub struct Webhooks {
 }
 
 impl Webhooks {
-    /// The service for `config` over `store`, reading the time from `clock`.
+    /// The service for `config` over `store`, delivering within the exceptions of
+    /// `outbound`, sealing receivers' secrets with `secrets`, reading the time from `clock`.
     ///
-    /// Errors: a malformed `ALLOWED_PRIVATE_HOSTS` entry or `ENCRYPTION_KEY`, or an HTTP
-    /// client that cannot be built.
+    /// Errors: a malformed `ALLOWED_PRIVATE_HOSTS` entry, or an HTTP client that cannot be
+    /// built.
     pub fn new(
-        config: &Config,
+        config: &WebhooksConfig,
+        outbound: &OutboundConfig,
+        secrets: crate::crypto::SecretBox,
         store: Arc<dyn WebhookStore>,
         clock: Clock,
     ) -> anyhow::Result<Self> {
-        let policy = NetPolicy::from_list(&config.allowed_private_hosts)?;
+        let policy = NetPolicy::from_list(&outbound.allowed_private_hosts)?;
         let client = SafeClient::for_purpose(
             policy.clone(),
             outbound::FetchLimits {
@@ -437,9 +440,9 @@ impl Webhooks {
             store,
             policy: Arc::new(policy),
             client,
-            secrets: Arc::new(WebhookSecrets::new(config.secret_box()?)),
+            secrets: Arc::new(WebhookSecrets::new(secrets)),
             retry: RetryPolicy {
-                base: config.webhook_retry_base,
+                base: config.retry_base,
             },
             clock,
         })

@@ -43,9 +43,9 @@ async fn app_with(
     let base = mock.base_url();
     let model = model.map(str::to_string);
     let app = spawn_app_with(|c| {
-        c.openai_api_key = Some(SecretString::from(KEY));
-        c.openai_base_url = base;
-        c.embedding_model = model;
+        c.providers.openai_api_key = Some(SecretString::from(KEY));
+        c.providers.openai_base_url = base;
+        c.providers.embedding_model = model;
         tweak(c);
     })
     .await;
@@ -142,7 +142,7 @@ async fn chunks_of_uploads_and_crawled_pages_get_embeddings_from_the_endpoint() 
     let site = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
     let (app, mock) = app_with(Some(MODEL), |c| {
-        c.allowed_private_hosts = vec![format!("127.0.0.1:{}", site.port())];
+        c.outbound.allowed_private_hosts = vec![format!("127.0.0.1:{}", site.port())];
     })
     .await;
     let user = app.user().await;

@@ -316,7 +316,7 @@ fn docx_bomb() -> Vec<u8> {
 
 #[tokio::test]
 async fn uploads_over_the_limit_are_413_and_bad_forms_400() {
-    let app = spawn_app_with(|c| c.max_upload_bytes = 64 * 1024).await;
+    let app = spawn_app_with(|c| c.knowledge.max_upload_bytes = 64 * 1024).await;
     let user = app.user().await;
     let agent = agent(&app, &user.access).await;
     let res = app
@@ -499,7 +499,7 @@ async fn knowledge_is_tenant_isolated_and_scoped() {
 #[tokio::test]
 async fn a_job_whose_worker_died_is_retried_after_a_restart() {
     // First instance: no workers. A worker takes the job and dies (its lease runs out).
-    let first = spawn_app_with(|c| c.job_workers = 0).await;
+    let first = spawn_app_with(|c| c.jobs.workers = 0).await;
     let user = first.user().await;
     let agent = agent(&first, &user.access).await;
     let doc = first
@@ -538,7 +538,7 @@ async fn a_job_whose_worker_died_is_retried_after_a_restart() {
 #[tokio::test]
 async fn a_job_whose_lease_ran_out_on_the_service_clock_is_taken_again() {
     // No workers at start, so the job stays queued until the test claims it.
-    let app = spawn_app_with(|c| c.job_workers = 0).await;
+    let app = spawn_app_with(|c| c.jobs.workers = 0).await;
     let user = app.user().await;
     let agent = agent(&app, &user.access).await;
     let doc = app
@@ -601,7 +601,7 @@ async fn a_job_whose_lease_ran_out_on_the_service_clock_is_taken_again() {
 async fn a_job_ends_with_its_document_and_only_under_the_attempt_that_holds_it() {
     use agentchat::store::jobs::JobOutcome;
 
-    let app = spawn_app_with(|c| c.job_workers = 0).await;
+    let app = spawn_app_with(|c| c.jobs.workers = 0).await;
     let user = app.user().await;
     let agent = agent(&app, &user.access).await;
     let doc = app
@@ -662,7 +662,7 @@ async fn a_job_ends_with_its_document_and_only_under_the_attempt_that_holds_it()
 
 #[tokio::test]
 async fn a_job_interrupted_too_often_fails_its_document() {
-    let first = spawn_app_with(|c| c.job_workers = 0).await;
+    let first = spawn_app_with(|c| c.jobs.workers = 0).await;
     let user = first.user().await;
     let agent = agent(&first, &user.access).await;
     let doc = first
@@ -753,7 +753,7 @@ async fn add_url(app: &TestApp, token: &str, agent: &str, body: Value) -> reqwes
 async fn a_crawled_site_is_indexed_with_page_sources_and_refreshed_incrementally() {
     let site = site().await;
     let allowed = format!("127.0.0.1:{}", site.addr.port());
-    let app = spawn_app_with(|c| c.allowed_private_hosts = vec![allowed]).await;
+    let app = spawn_app_with(|c| c.outbound.allowed_private_hosts = vec![allowed]).await;
     let user = app.user().await;
     let agent = agent(&app, &user.access).await;
     let ask = "When is a value dropped once its owner goes out of scope?";
