@@ -21,6 +21,7 @@ use std::{
 use agentchat::{
     config::Config,
     domain::Email,
+    ids::{AgentId, DocumentId, JobId, UserId},
     knowledge::search::bm25,
     startup::Application,
     store::{
@@ -308,8 +309,8 @@ pub async fn bench_store(path: &Path) -> anyhow::Result<SqliteStore> {
 }
 
 /// Creates a verified user (`bench-{id}@example.com`, no password); returns its id.
-pub async fn create_verified_user(store: &dyn Store) -> anyhow::Result<String> {
-    let user_id = uuid::Uuid::now_v7().to_string();
+pub async fn create_verified_user(store: &dyn Store) -> anyhow::Result<UserId> {
+    let user_id = UserId::new();
     let email =
         Email::parse(&format!("bench-{user_id}@example.com")).map_err(anyhow::Error::msg)?;
     store
@@ -332,18 +333,22 @@ pub async fn create_verified_user(store: &dyn Store) -> anyhow::Result<String> {
 pub async fn create_user_and_agent(
     store: &dyn Store,
     agent_name: &str,
-) -> anyhow::Result<(String, String)> {
+) -> anyhow::Result<(UserId, AgentId)> {
     let user_id = create_verified_user(store).await?;
     let agent_id = create_agent(store, &user_id, agent_name).await?;
     Ok((user_id, agent_id))
 }
 
 /// Creates one more agent of `user_id`; returns its id.
-pub async fn create_agent(store: &dyn Store, user_id: &str, name: &str) -> anyhow::Result<String> {
+pub async fn create_agent(
+    store: &dyn Store,
+    user_id: &UserId,
+    name: &str,
+) -> anyhow::Result<AgentId> {
     let now = Utc::now();
     let agent = AgentRecord {
-        id: uuid::Uuid::now_v7().to_string(),
-        user_id: user_id.to_owned(),
+        id: AgentId::new(),
+        user_id: user_id.clone(),
         name: name.to_owned(),
         description: String::new(),
         system_prompt: String::new(),
@@ -363,14 +368,14 @@ pub async fn create_agent(store: &dyn Store, user_id: &str, name: &str) -> anyho
 /// A pending uploaded document of `agent_id` named `name` (kind `file`) and its queued
 /// `ingest` job, as the upload endpoint stores them.
 pub fn file_document(
-    user_id: &str,
-    agent_id: &str,
+    user_id: &UserId,
+    agent_id: &AgentId,
     name: &str,
     format: &str,
     bytes: u64,
 ) -> (DocumentRecord, JobRecord) {
     let now = Utc::now();
-    let id = uuid::Uuid::now_v7().to_string();
+    let id = DocumentId::new();
     let doc = DocumentRecord::pending_file(
         id.clone(),
         agent_id,
@@ -387,8 +392,8 @@ pub fn file_document(
 /// A pending crawled-site document of `agent_id` (kind `url`) for `url` with the crawl
 /// options `config` (JSON), and its queued `crawl` job, as the add-URL endpoint stores them.
 pub fn url_document(
-    user_id: &str,
-    agent_id: &str,
+    user_id: &UserId,
+    agent_id: &AgentId,
     url: &str,
     config: &str,
 ) -> (DocumentRecord, JobRecord) {
@@ -429,9 +434,9 @@ impl Drop for Service {
 #[derive(Debug, Clone)]
 pub struct ApiCrawl {
     /// The crawled document.
-    pub document_id: String,
+    pub document_id: DocumentId,
     /// Its crawl job.
-    pub job_id: String,
+    pub job_id: JobId,
     /// From `POST .../knowledge/url` to the job reported `succeeded`.
     pub elapsed: Duration,
     /// Pages indexed (the document's `pages`).
@@ -450,11 +455,11 @@ impl Service {
         let dir = tempfile::Builder::new().prefix("agentchat-kb-").tempdir()?;
         let data_dir = dir.path().join("data");
         let mut config = Config::with_data_dir(data_dir.clone(), "127.0.0.1:0".parse()?)?;
-        config.rate_limits = [1_000_000_000; 4];
-        config.agent_limits = [1_000_000_000; 4];
-        config.allowed_private_hosts = allowed_private_hosts;
-        config.extraction.program = service::extraction_program()?;
-        let database_url = config.database_url.clone();
+        config.limits.rate_limits = [1_000_000_000; 4];
+        config.limits.agent_limits = [1_000_000_000; 4];
+        config.outbound.allowed_private_hosts = allowed_private_hosts;
+        config.knowledge.extraction.program = service::extraction_program()?;
+        let database_url = config.storage.database_url.clone();
         let app = Application::build(config).await?;
         let addr = app.addr();
         let state = app.state.clone();
@@ -492,7 +497,7 @@ impl Service {
     }
 
     /// Creates an agent through the API; returns its id.
-    pub async fn create_agent(&self, name: &str) -> anyhow::Result<String> {
+    pub async fn create_agent(&self, name: &str) -> anyhow::Result<AgentId> {
         let response = service::http_client()?
             .post(format!("{}/api/agents", self.base_url()))
             .bearer_auth(&self.token)
@@ -507,7 +512,7 @@ impl Service {
         );
         body.pointer("/agent/id")
             .and_then(Value::as_str)
-            .map(str::to_owned)
+            .map(AgentId::from)
             .context("the created agent has an id")
     }
 
@@ -516,7 +521,7 @@ impl Service {
     /// job has succeeded (an error when it fails or `timeout` passes).
     pub async fn crawl(
         &self,
-        agent_id: &str,
+        agent_id: &AgentId,
         url: &str,
         crawl_depth: u8,
         max_pages: u32,
@@ -539,11 +544,8 @@ impl Service {
             code.as_u16() == 202,
             "adding the URL answered {code}: {body}"
         );
-        let job_id = body["jobId"].as_str().context("no jobId")?.to_owned();
-        let document_id = body["documentId"]
-            .as_str()
-            .context("no documentId")?
-            .to_owned();
+        let job_id = JobId::from(body["jobId"].as_str().context("no jobId")?);
+        let document_id = DocumentId::from(body["documentId"].as_str().context("no documentId")?);
         let job = loop {
             let job: Value = client
                 .get(format!("{base}/api/jobs/{job_id}"))

@@ -18,6 +18,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use agentchat::ids::{AgentId, UserId};
 use anyhow::{bail, ensure, Context};
 use serde_json::{json, Value};
 use tokio::process::{Child, Command};
@@ -265,7 +266,7 @@ pub struct Account {
     /// The account's email.
     pub email: String,
     /// The id of the agent chats go to.
-    pub agent_id: String,
+    pub agent_id: AgentId,
     /// An access token (valid 15 minutes; see [`login`]).
     pub token: String,
 }
@@ -279,7 +280,7 @@ pub async fn create_account(service: &ServiceProcess, model: &str) -> anyhow::Re
 
 /// Signs a new account up; returns its email and user id. The email must be verified before
 /// [`finish_account`].
-pub async fn signup(base_url: &str) -> anyhow::Result<(String, String)> {
+pub async fn signup(base_url: &str) -> anyhow::Result<(String, UserId)> {
     static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
     let email = format!(
         "bench-{}-{}@example.com",
@@ -297,8 +298,8 @@ pub async fn signup(base_url: &str) -> anyhow::Result<(String, String)> {
     let user_id = body
         .pointer("/user/id")
         .and_then(Value::as_str)
-        .context("signup returns user.id")?
-        .to_owned();
+        .map(UserId::from)
+        .context("signup returns user.id")?;
     Ok((email, user_id))
 }
 
@@ -320,8 +321,8 @@ pub async fn finish_account(base_url: &str, email: &str, model: &str) -> anyhow:
     let agent_id = body
         .pointer("/agent/id")
         .and_then(Value::as_str)
-        .context("the created agent has an id")?
-        .to_owned();
+        .map(AgentId::from)
+        .context("the created agent has an id")?;
     Ok(Account {
         email: email.to_owned(),
         agent_id,

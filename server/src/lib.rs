@@ -13,6 +13,7 @@ pub mod connection;
 pub mod crypto;
 pub mod domain;
 pub mod http;
+pub mod ids;
 pub mod integrations;
 pub mod jobs;
 pub mod knowledge;

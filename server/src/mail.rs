@@ -10,7 +10,7 @@ use lettre::{
 };
 use secrecy::ExposeSecret;
 
-use crate::config::Config;
+use crate::config::MailConfig;
 
 #[derive(Clone)]
 enum Transport {
@@ -40,9 +40,9 @@ pub struct Mail {
 impl Mailer {
     /// A mailer for `config`. Errors: an invalid `SMTP_URL` or `MAIL_FROM`, or an
     /// uncreatable mail folder.
-    pub fn new(config: &Config) -> anyhow::Result<Self> {
+    pub fn new(config: &MailConfig) -> anyhow::Result<Self> {
         let from: Mailbox = config
-            .mail_from
+            .from
             .parse()
             .context("MAIL_FROM is not a valid mailbox")?;
         let transport = match &config.smtp_url {
@@ -52,7 +52,7 @@ impl Mailer {
                     .build(),
             ),
             None => {
-                let dir = config.data_dir.join("mail");
+                let dir = config.outbox.clone();
                 std::fs::create_dir_all(&dir)
                     .with_context(|| format!("cannot create {}", dir.display()))?;
                 Transport::File(AsyncFileTransport::new(&dir), dir)

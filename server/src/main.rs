@@ -101,9 +101,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 .await?;
         }
         Command::Migrate => {
-            let store = store::connect(&config.database_url).await?;
+            let store = store::connect(&config.storage.database_url).await?;
             store.migrate().await?;
-            println!("migrations applied to {}", config.database_url);
+            println!("migrations applied to {}", config.storage.database_url);
         }
         Command::EvalRetrieval {
             agent,
@@ -113,8 +113,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let text = std::fs::read_to_string(&questions)
                 .with_context(|| format!("cannot read {}", questions.display()))?;
             let questions = agentchat::knowledge::eval::parse_questions(&text)?;
-            let store = store::connect(&config.database_url).await?;
+            let store = store::connect(&config.storage.database_url).await?;
             store.migrate().await?;
+            let agent = agentchat::ids::AgentId::from(agent);
             let report =
                 agentchat::knowledge::eval::evaluate(&ChunkSearch::new(store), &agent, &questions)
                     .await?;
@@ -130,7 +131,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             );
         }
         Command::Admin { command } => {
-            let store = store::connect(&config.database_url).await?;
+            let store = store::connect(&config.storage.database_url).await?;
             store.migrate().await?;
             let now = chrono::Utc::now();
             match command {

@@ -12,7 +12,7 @@ use crate::{
     channels::Channels,
     chat::ChatService,
     clock::Clock,
-    config::Config,
+    config::{LimitsConfig, ServerConfig},
     crypto::SecretBox,
     knowledge::{service::Documents, Knowledge},
     llm::Models,
@@ -44,8 +44,11 @@ impl std::ops::Deref for AppState {
 
 /// The service's parts, built once at start-up (see [`crate::startup::Application::build`]).
 pub struct Services {
-    /// Start-up configuration.
-    pub config: Arc<Config>,
+    /// The server's configuration: `PUBLIC_URL` (links, cookies' `Secure`, HSTS), the
+    /// connection limits and the dashboard's live reload.
+    pub server: ServerConfig,
+    /// The plans' budgets (requests per minute, agents) and the inbound channel endpoints'.
+    pub limits: LimitsConfig,
     /// Persistence.
     pub store: Arc<dyn Store>,
     /// The service clock, shared by every part that reads the time.

@@ -30,7 +30,7 @@ use tracing::Span;
 use crate::{
     auth::oauth::OAuth,
     auth::{password::PasswordHasher, tokens::JwtKeys, AuthService, Clock},
-    config::Config,
+    config::{Config, ProvidersConfig},
     connection::{Activity, ConnectionLimits, Deadline, Tracked, Watched},
     http::error::ApiError,
     http::{self, ops::OpenApiDocument, security},
@@ -50,28 +50,28 @@ pub struct Application {
 }
 
 impl Application {
-    /// Connects and migrates the store, builds the services and binds
-    /// `config.site_addr`.
+    /// Connects and migrates the store, builds the services, each from its part of
+    /// `config`, and binds `config.server.site_addr`.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
-        let store = store::connect(&config.database_url).await?;
+        let store = store::connect(&config.storage.database_url).await?;
         store.migrate().await?;
-        if config.redis_url.is_some() {
+        if config.limits.redis_url.is_some() {
             tracing::warn!("REDIS_URL is set, but this build keeps rate-limit state in process");
         }
         #[cfg(unix)]
-        crate::connection::fit_open_files(config.max_connections);
-        let listener = TcpListener::bind(config.site_addr).await?;
+        crate::connection::fit_open_files(config.server.max_connections);
+        let listener = TcpListener::bind(config.server.site_addr).await?;
         let addr = listener.local_addr()?;
         let mut config = config;
-        if config.public_url.ends_with(":0") {
-            config.public_url = format!("http://{addr}");
+        if config.server.public_url.ends_with(":0") {
+            config.server.public_url = format!("http://{addr}");
         }
-        let jwt = JwtKeys::new(&config.jwt_secret, &config.public_url);
+        let jwt = JwtKeys::new(&config.secrets.jwt_secret, &config.server.public_url);
         let hasher =
             PasswordHasher::new(std::thread::available_parallelism().map_or(2, |n| n.get()) * 2)?;
         let limiter = Arc::new(GovernorLimiter::new(
             &[http::ANONYMOUS_PER_MINUTE],
-            &[config.channel_requests_per_minute],
+            &[config.limits.channel_requests_per_minute],
         ));
         let clock = Clock::default();
         let prune = limiter.clone();
@@ -90,28 +90,38 @@ impl Application {
             }
         });
         let leptos = LeptosOptions::builder()
-            .output_name(config.leptos_output_name.clone())
-            .site_root(config.leptos_site_root.clone())
-            .site_pkg_dir(config.leptos_site_pkg_dir.clone())
+            .output_name(config.server.leptos_output_name.clone())
+            .site_root(config.server.leptos_site_root.clone())
+            .site_pkg_dir(config.server.leptos_site_pkg_dir.clone())
             .site_addr(addr)
             .reload_port(u32::from(
                 config
+                    .server
                     .live_reload_port
                     .unwrap_or(crate::config::DEFAULT_RELOAD_PORT),
             ))
             .build();
-        let models = build_models(&config)?;
+        let models = build_models(&config.providers)?;
         tokio::task::spawn_blocking(crate::llm::tokens::warm_up);
-        let webhooks = crate::webhooks::Webhooks::new(&config, store.clone(), clock.clone())?;
+        let secrets = config.secrets.secret_box()?;
+        let webhooks = crate::webhooks::Webhooks::new(
+            &config.webhooks,
+            &config.outbound,
+            secrets.clone(),
+            store.clone(),
+            clock.clone(),
+        )?;
         let knowledge = crate::knowledge::Knowledge::new(
-            &config,
+            &config.knowledge,
+            &config.outbound,
+            &config.providers,
             store.clone(),
             store.clone(),
             webhooks.events.clone(),
             clock.clone(),
         )?;
-        crate::knowledge::worker::spawn(knowledge.clone(), config.job_workers);
-        if config.job_workers > 0 {
+        crate::knowledge::worker::spawn(knowledge.clone(), config.jobs.workers);
+        if config.jobs.workers > 0 {
             crate::webhooks::worker::spawn(webhooks.clone());
         }
         let agents = crate::agents::AgentService::new(
@@ -120,7 +130,7 @@ impl Application {
             webhooks.events.clone(),
             clock.clone(),
             knowledge.clone(),
-            config.agent_limits,
+            config.limits.agent_limits,
         );
         let chat = Arc::new(crate::chat::ChatService::new(
             store.clone(),
@@ -128,12 +138,12 @@ impl Application {
             knowledge.clone(),
             webhooks.events.clone(),
             clock.clone(),
-            config.max_message_chars,
-            config.provider_timeout,
+            &config.chat,
+            config.providers.timeout,
         ));
-        let secrets = config.secret_box()?;
         let channels = crate::channels::Channels::new(
-            &config,
+            &config.channels,
+            &config.server.public_url,
             store.clone(),
             store.clone(),
             chat.clone(),
@@ -153,13 +163,14 @@ impl Application {
             webhooks,
             auth: AuthService::new(store.clone(), store.clone(), jwt, hasher, clock.clone()),
             clock,
-            oauth: OAuth::new(config.oauth.clone(), &config.public_url)?,
+            oauth: OAuth::new(config.oauth, &config.server.public_url)?,
             secrets,
             chat,
             channels,
             agents,
-            mailer: Mailer::new(&config)?,
-            config: Arc::new(config),
+            mailer: Mailer::new(&config.mail)?,
+            server: config.server,
+            limits: config.limits,
             store,
             limiter,
             leptos,
@@ -179,7 +190,7 @@ impl Application {
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        let limits = self.state.config.connection_limits();
+        let limits = self.state.server.connection_limits();
         serve_http1(
             nodelay(self.listener),
             service(self.state),
@@ -193,7 +204,7 @@ impl Application {
 
 /// The configured providers (OpenAI-compatible first, then Anthropic) and the offline
 /// model.
-pub fn build_models(config: &Config) -> anyhow::Result<crate::llm::Models> {
+pub fn build_models(config: &ProvidersConfig) -> anyhow::Result<crate::llm::Models> {
     use crate::llm::remote::{Flavor, RemoteProvider};
     let mut providers: Vec<Arc<dyn crate::llm::Provider>> = Vec::new();
     if let Some(key) = &config.openai_api_key {
@@ -201,7 +212,7 @@ pub fn build_models(config: &Config) -> anyhow::Result<crate::llm::Models> {
             Flavor::OpenAi,
             &config.openai_base_url,
             key.clone(),
-            config.provider_timeout,
+            config.timeout,
         )?));
     }
     if let Some(key) = &config.anthropic_api_key {
@@ -209,7 +220,7 @@ pub fn build_models(config: &Config) -> anyhow::Result<crate::llm::Models> {
             Flavor::Anthropic,
             &config.anthropic_base_url,
             key.clone(),
-            config.provider_timeout,
+            config.timeout,
         )?));
     }
     Ok(crate::llm::Models::new(
@@ -238,7 +249,7 @@ pub fn service(
        + Sync
        + 'static {
     let router = router(state.clone());
-    let hsts = security::hsts(&state.config.public_url);
+    let hsts = security::hsts(&state.server.public_url);
     ServiceBuilder::new()
         .map_response(IntoResponse::into_response)
         .layer(SetResponseHeaderLayer::overriding(
@@ -283,7 +294,7 @@ fn request_span(request: &Request) -> Span {
 /// the middleware of [`service`].
 pub fn router(state: AppState) -> Router {
     let (api, mut openapi) = http::api_router().split_for_parts();
-    let missing = http::openapi::apply_input_rules(&mut openapi, &state.config);
+    let missing = http::openapi::apply_input_rules(&mut openapi, state.chat.config());
     if !missing.is_empty() {
         tracing::warn!(
             ?missing,
@@ -298,7 +309,7 @@ pub fn router(state: AppState) -> Router {
     let routes = generate_route_list(app::App);
     let leptos = state.leptos.clone();
     let pages = security::page_headers(security::DashboardPolicy::new(
-        state.config.live_reload_port,
+        state.server.live_reload_port,
     ));
     // The dashboard's WASM, JS and CSS, compressed (brotli or gzip, as the browser accepts):
     // the release WASM is about 2 MB and 0.6 MB as brotli (BENCHMARKS.md § Dashboard).

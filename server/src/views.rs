@@ -33,7 +33,7 @@ pub fn iso(t: DateTime<Utc>) -> String {
 /// A stored agent as `GET /api/agents/{agentId}` shows it.
 pub fn agent_view(a: &AgentRecord) -> Agent {
     Agent {
-        id: a.id.clone(),
+        id: a.id.clone().into(),
         name: a.name.clone(),
         description: a.description.clone(),
         system_prompt: a.system_prompt.clone(),
@@ -48,7 +48,7 @@ pub fn agent_view(a: &AgentRecord) -> Agent {
 /// shows it.
 pub fn document_view(d: &DocumentRecord) -> KnowledgeDocument {
     KnowledgeDocument {
-        document_id: d.id.clone(),
+        document_id: d.id.clone().into(),
         kind: d.kind.as_str().into(),
         name: d.name.clone(),
         url: d.url.clone(),
@@ -66,14 +66,14 @@ pub fn document_view(d: &DocumentRecord) -> KnowledgeDocument {
 /// A stored knowledge job as `GET /api/jobs/{jobId}` shows it.
 pub fn job_view(j: &JobRecord) -> Job {
     Job {
-        id: j.id.clone(),
+        id: j.id.clone().into(),
         kind: j.kind.as_str().into(),
         status: j.status.as_str().into(),
         progress: JobProgress {
             done: j.progress_done,
             total: j.progress_total,
         },
-        document_id: j.document_id.clone(),
+        document_id: j.document_id.clone().into(),
         error: j.error.clone(),
         created_at: iso(j.created_at),
         started_at: j.started_at.map(iso),
@@ -84,7 +84,7 @@ pub fn job_view(j: &JobRecord) -> Job {
 /// A stored thread as the conversation list shows it.
 pub fn conversation_view(t: &ThreadRecord) -> Conversation {
     Conversation {
-        thread_id: t.id.clone(),
+        thread_id: t.id.clone().into(),
         title: t.title.clone(),
         message_count: t.message_count as u32,
         created_at: iso(t.created_at),
@@ -104,7 +104,7 @@ pub fn message_view(m: &MessageRecord) -> ChatMessage {
         _ => None,
     };
     ChatMessage {
-        id: m.id.clone(),
+        id: m.id.clone().into(),
         role: m.role.as_str().into(),
         content: m.content.clone(),
         model: m.model.clone(),
@@ -121,7 +121,7 @@ pub fn message_view(m: &MessageRecord) -> ChatMessage {
 /// A stored webhook as `GET /api/integrations/webhooks` lists it (never its secret).
 pub fn webhook_view(w: &WebhookRecord) -> Webhook {
     Webhook {
-        id: w.id.clone(),
+        id: w.id.clone().into(),
         url: w.url.clone(),
         events: w.events.iter().map(|e| e.as_str().to_string()).collect(),
         description: w.description.clone(),
@@ -133,7 +133,7 @@ pub fn webhook_view(w: &WebhookRecord) -> Webhook {
 /// A stored delivery as a webhook's delivery history lists it.
 pub fn delivery_view(d: &DeliveryRecord) -> WebhookDelivery {
     WebhookDelivery {
-        id: d.id.clone(),
+        id: d.id.clone().into(),
         event: d.event.as_str().into(),
         status: d.status.as_str().into(),
         attempts: d.attempts,
@@ -157,16 +157,16 @@ pub fn integration_view(r: &IntegrationRecord, public_url: &str) -> Integration 
         }),
         (None, Some(public_id)) => Some(IntegrationConnection {
             webhook_url: None,
-            public_id: Some(public_id.clone()),
+            public_id: Some(public_id.clone().into()),
             embed_code: Some(channels::widget::embed_code(public_url, public_id)),
         }),
         (None, None) => None,
     };
     Integration {
-        id: r.id.clone(),
+        id: r.id.clone().into(),
         provider_code: r.provider_code.as_str().into(),
         name: r.name.clone(),
-        agent_id: r.agent_id.clone(),
+        agent_id: r.agent_id.clone().map(Into::into),
         config: serde_json::from_str(&r.config)
             .unwrap_or_else(|_| Value::Object(Default::default())),
         credentials: serde_json::from_str(&r.credential_hints)

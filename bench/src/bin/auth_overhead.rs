@@ -87,6 +87,7 @@ use agentchat::{
         extract::Auth, ApiLayer, ApiService, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING,
         X_RATELIMIT_RESET,
     },
+    ids::UserId,
     ratelimit::RateKey,
     services::AppState,
     startup::Application,
@@ -328,7 +329,7 @@ impl Server {
 
 /// The benchmark account's credentials.
 struct Credentials {
-    user_id: String,
+    user_id: UserId,
     email: String,
     password: String,
     access_token: String,
@@ -388,7 +389,7 @@ async fn set_up_account(
         .send()
         .await?;
     let body = expect_json(response, reqwest::StatusCode::CREATED, "signup").await?;
-    let user_id = string_at(&body, "/user/id", "signup")?;
+    let user_id = UserId::from(string_at(&body, "/user/id", "signup")?);
     state
         .store
         .mark_email_verified(&user_id, chrono::Utc::now())
@@ -756,6 +757,8 @@ async fn call_router(
 struct InProcess {
     handle: tokio::runtime::Handle,
     state: AppState,
+    /// The service's `JWT_SECRET`, to sign tokens as it does.
+    jwt_secret: secrecy::SecretString,
     baseline: Router,
     authenticated: ApiService<Router>,
     noop: Router,
@@ -764,7 +767,7 @@ struct InProcess {
     key: HeaderValue,
     access_token: String,
     api_key: String,
-    user_id: String,
+    user_id: UserId,
     iterations: u64,
     limit: Duration,
     only: Option<String>,
@@ -775,7 +778,7 @@ struct InProcess {
 /// as a higher figure with two threads). Rows: name, ns with 1 thread, ns with 2 threads.
 fn in_process_table(m: &InProcess) -> anyhow::Result<Vec<(&'static str, f64, f64)>> {
     let (n, limit) = (m.iterations, m.limit);
-    let jwt_keys = JwtKeys::new(&m.state.config.jwt_secret, &m.state.config.public_url);
+    let jwt_keys = JwtKeys::new(&m.jwt_secret, &m.state.server.public_url);
     fn call_served(
         m: &InProcess,
         router: &impl Served,
@@ -855,7 +858,7 @@ fn in_process_table(m: &InProcess) -> anyhow::Result<Vec<(&'static str, f64, f64
                     let decision = m
                         .state
                         .limiter
-                        .check(RateKey::Account(&m.user_id), RATE_LIMIT)
+                        .check(RateKey::Account(m.user_id.as_str()), RATE_LIMIT)
                         .await;
                     ensure!(decision.allowed, "the rate limiter refused");
                     Ok(())
@@ -1010,7 +1013,8 @@ async fn main() -> anyhow::Result<()> {
         data.path().to_path_buf(),
         SocketAddr::from(([127, 0, 0, 1], 0)),
     )?;
-    config.rate_limits = [RATE_LIMIT; 4];
+    config.limits.rate_limits = [RATE_LIMIT; 4];
+    let jwt_secret = config.secrets.jwt_secret.clone();
     let app = Application::build(config).await?;
     let state = app.state.clone();
     let base = format!("http://{}", app.addr());
@@ -1200,6 +1204,7 @@ async fn main() -> anyhow::Result<()> {
         let measure = InProcess {
             handle: tokio::runtime::Handle::current(),
             state: state.clone(),
+            jwt_secret: jwt_secret.clone(),
             baseline: baseline.clone(),
             authenticated: authenticated.clone(),
             noop: noop_router(),

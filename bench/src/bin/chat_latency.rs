@@ -820,7 +820,7 @@ fn report(args: &Args, results: &[ScenarioResult], templates: &Templates) -> Str
 struct InProcess {
     addr: std::net::SocketAddr,
     account: Account,
-    user_id: String,
+    user_id: agentchat::ids::UserId,
     store: std::sync::Arc<dyn agentchat::store::Store>,
     task: tokio::task::JoinHandle<()>,
     _dir: tempfile::TempDir,
@@ -844,17 +844,17 @@ async fn in_process_service(mock: &MockProvider, nodelay: bool) -> anyhow::Resul
         .prefix("agentchat-bench-")
         .tempdir()?;
     let mut config = Config::with_data_dir(dir.path().join("data"), "127.0.0.1:0".parse()?)?;
-    config.openai_api_key = Some(secrecy::SecretString::from(MOCK_KEY));
-    config.openai_base_url = mock.base_url();
-    config.rate_limits = [1_000_000_000; 4];
-    config.agent_limits = [1_000_000_000; 4];
+    config.providers.openai_api_key = Some(secrecy::SecretString::from(MOCK_KEY));
+    config.providers.openai_base_url = mock.base_url();
+    config.limits.rate_limits = [1_000_000_000; 4];
+    config.limits.agent_limits = [1_000_000_000; 4];
     let app = Application::build(config).await?;
     let state = app.state.clone();
     let (addr, task) = if nodelay {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
         let service = agentchat::startup::service(state.clone());
-        let limits = state.config.connection_limits();
+        let limits = state.server.connection_limits();
         drop(app);
         let listener = listener.tap_io(|tcp| {
             let _ = tcp.set_nodelay(true);
@@ -932,13 +932,14 @@ async fn nodelay_check(
 async fn store_check(args: &Args, mock: &MockProvider, message: &str) -> anyhow::Result<String> {
     use agentchat::{
         domain::Role,
+        ids::ThreadId,
         store::{chat::ReplyStatus, MessageRecord, ThreadRecord},
     };
 
     let service = in_process_service(mock, false).await?;
     let store = &service.store;
-    let user = service.user_id.as_str();
-    let agent = service.account.agent_id.as_str();
+    let user = &service.user_id;
+    let agent = &service.account.agent_id;
     const STEPS: [&str; 4] = [
         "agent lookup",
         "create thread with the user message",
@@ -952,23 +953,24 @@ async fn store_check(args: &Args, mock: &MockProvider, message: &str) -> anyhow:
     let threads_before = thread_totals(pid)?;
     let started = Instant::now();
     let mut count: u64 = 0;
-    let message_record = |id: String, thread_id: &str, role: Role, content: &str| MessageRecord {
-        id,
-        thread_id: thread_id.to_owned(),
-        role,
-        content: content.to_owned(),
-        model: (role == Role::Assistant).then(|| MODEL.to_owned()),
-        prompt_tokens: None,
-        completion_tokens: None,
-        sources: None,
-        latency_ms: None,
-        status: ReplyStatus::Complete,
-        error: None,
-        created_at: chrono::Utc::now(),
-    };
+    let message_record =
+        |id: String, thread_id: &ThreadId, role: Role, content: &str| MessageRecord {
+            id: id.into(),
+            thread_id: thread_id.clone(),
+            role,
+            content: content.to_owned(),
+            model: (role == Role::Assistant).then(|| MODEL.to_owned()),
+            prompt_tokens: None,
+            completion_tokens: None,
+            sources: None,
+            latency_ms: None,
+            status: ReplyStatus::Complete,
+            error: None,
+            created_at: chrono::Utc::now(),
+        };
     while started.elapsed() < Duration::from_secs(args.seconds) {
         count += 1;
-        let thread_id = format!("bench-thread-{count:012}");
+        let thread_id = ThreadId::from(format!("bench-thread-{count:012}"));
         let mut times = [Instant::now(); 5];
         store
             .agent(user, agent)
@@ -980,8 +982,8 @@ async fn store_check(args: &Args, mock: &MockProvider, message: &str) -> anyhow:
             .create_thread(
                 &ThreadRecord {
                     id: thread_id.clone(),
-                    agent_id: agent.to_owned(),
-                    user_id: user.to_owned(),
+                    agent_id: agent.clone(),
+                    user_id: user.clone(),
                     title: message.to_owned(),
                     message_count: 0,
                     created_at: now,

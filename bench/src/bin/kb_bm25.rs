@@ -77,6 +77,7 @@ use std::{
 };
 
 use agentchat::{
+    ids::{AgentId, DocumentId, UserId},
     knowledge::{
         eval,
         search::{
@@ -416,9 +417,9 @@ fn print_row(name: &str, chunks: u64, histogram: &Histogram<u64>, mean_hits: f64
 }
 
 /// The ids of agents A and B of a kept database, if it has them.
-async fn find_agents(store: &SqliteStore) -> anyhow::Result<Option<(String, String)>> {
+async fn find_agents(store: &SqliteStore) -> anyhow::Result<Option<(AgentId, AgentId)>> {
     let find = |name: &'static str| async move {
-        sqlx::query_scalar::<_, String>("SELECT id FROM agents WHERE name = ? LIMIT 1")
+        sqlx::query_scalar::<_, AgentId>("SELECT id FROM agents WHERE name = ? LIMIT 1")
             .bind(name)
             .fetch_optional(store.pool())
             .await
@@ -432,13 +433,13 @@ async fn find_agents(store: &SqliteStore) -> anyhow::Result<Option<(String, Stri
 /// The number of chunks of `agent` and the ids of its documents.
 async fn agent_contents(
     store: &SqliteStore,
-    agent: &str,
-) -> anyhow::Result<(u64, HashSet<String>)> {
+    agent: &AgentId,
+) -> anyhow::Result<(u64, HashSet<DocumentId>)> {
     let chunks: i64 = sqlx::query_scalar("SELECT count(*) FROM chunks WHERE agent_id = ?")
         .bind(agent)
         .fetch_one(store.pool())
         .await?;
-    let docs: Vec<String> = sqlx::query_scalar("SELECT id FROM documents WHERE agent_id = ?")
+    let docs: Vec<DocumentId> = sqlx::query_scalar("SELECT id FROM documents WHERE agent_id = ?")
         .bind(agent)
         .fetch_all(store.pool())
         .await?;
@@ -463,8 +464,8 @@ async fn checkpoint_and_size(store: &SqliteStore, db: &Path) -> anyhow::Result<u
 #[allow(clippy::too_many_arguments)]
 async fn fill_agent(
     store: &SqliteStore,
-    user: &str,
-    agent: &str,
+    user: &UserId,
+    agent: &AgentId,
     chunks: u64,
     per_doc: u64,
     fill: &Fill<'_>,
@@ -560,10 +561,10 @@ impl QueryRun {
 /// `docs`; stops at `deadline`. Returns the figures of each class `0..classes`.
 async fn run_queries(
     search: &ChunkSearch,
-    agent: &str,
+    agent: &AgentId,
     queries: &[(usize, &str)],
     classes: usize,
-    docs: &HashSet<String>,
+    docs: &HashSet<DocumentId>,
     deadline: Option<Instant>,
 ) -> anyhow::Result<Vec<QueryRun>> {
     let mut runs: Vec<QueryRun> = (0..classes)
@@ -600,12 +601,12 @@ async fn run_queries(
 async fn update_latency(
     store: &SqliteStore,
     search: &ChunkSearch,
-    agent: &str,
+    agent: &AgentId,
     per_doc: u64,
     fill: &Fill<'_>,
     rng: &mut Rng,
 ) -> anyhow::Result<()> {
-    let user: String = sqlx::query_scalar("SELECT user_id FROM agents WHERE id = ?")
+    let user: UserId = sqlx::query_scalar("SELECT user_id FROM agents WHERE id = ?")
         .bind(agent)
         .fetch_one(store.pool())
         .await?;
@@ -658,7 +659,7 @@ async fn update_latency(
 async fn diagnose(
     store: &SqliteStore,
     search: &ChunkSearch,
-    agent: &str,
+    agent: &AgentId,
     questions: &[eval::Question],
 ) -> anyhow::Result<()> {
     let rows: Vec<(i64, String, String, String)> = sqlx::query_as(

@@ -54,6 +54,7 @@ use std::{
 };
 
 use agentchat::{
+    ids::{AgentId, UserId},
     knowledge::{
         crawl::{self, CrawlConfig, CrawlEvent},
         extract::ExtractLimits,
@@ -367,8 +368,8 @@ async fn crawl_and_index(
     start: &url::Url,
     config: &CrawlConfig,
     store: &SqliteStore,
-    user: &str,
-    agent: &str,
+    user: &UserId,
+    agent: &AgentId,
 ) -> anyhow::Result<Run> {
     let (doc, job) = kb::url_document(user, agent, start.as_str(), &serde_json::to_string(config)?);
     store.create_document(&doc, &job).await?;

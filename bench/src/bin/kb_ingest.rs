@@ -61,6 +61,7 @@ use std::{
 };
 
 use agentchat::{
+    ids::{AgentId, DocumentId, UserId},
     knowledge::{
         extract::{self, DocumentKind, ExtractLimits},
         sandbox::{ExtractionConfig, Sandbox},
@@ -321,9 +322,9 @@ async fn ingest_round(docs: &[Document], isolated: bool) -> anyhow::Result<Round
 async fn check_searchable(
     store: &dyn Store,
     search: &ChunkSearch,
-    user_id: &str,
-    agent_id: &str,
-    ids: &[String],
+    user_id: &UserId,
+    agent_id: &AgentId,
+    ids: &[DocumentId],
     expected_chunks: &[u32],
 ) -> anyhow::Result<()> {
     let stored = store.list_documents(user_id, agent_id).await?;

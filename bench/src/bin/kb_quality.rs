@@ -34,9 +34,12 @@
 
 use std::{collections::HashSet, path::PathBuf, time::Duration};
 
-use agentchat::knowledge::{
-    eval,
-    search::{bm25, retrieve, ChunkSearch},
+use agentchat::{
+    ids::AgentId,
+    knowledge::{
+        eval,
+        search::{bm25, retrieve, ChunkSearch},
+    },
 };
 use anyhow::Context;
 use bench::{kb, load};
@@ -141,7 +144,7 @@ async fn evaluate_start(
     args: &Args,
     start: &str,
     questions: &[eval::Question],
-) -> anyhow::Result<(String, u64, eval::Report)> {
+) -> anyhow::Result<(AgentId, u64, eval::Report)> {
     let agent = service.create_agent("Rust book").await?;
     let crawl = service
         .crawl(&agent, start, args.depth, args.max_pages, CRAWL_TIMEOUT)

@@ -38,6 +38,7 @@ use std::{
 
 use agentchat::{
     config::Config,
+    ids::WebhookId,
     startup::Application,
     store::webhooks::WebhookRecord,
     webhooks::{new_secret, sign, EventType},
@@ -119,16 +120,16 @@ async fn run(args: Args) -> anyhow::Result<()> {
         .prefix("agentchat-webhooks-")
         .tempdir()?;
     let mut config = Config::with_data_dir(dir.path().to_path_buf(), "127.0.0.1:0".parse()?)?;
-    config.allowed_private_hosts = vec![format!("127.0.0.1:{}", receiver_addr.port())];
+    config.outbound.allowed_private_hosts = vec![format!("127.0.0.1:{}", receiver_addr.port())];
     // The queue is filled first; the delivery worker is started below, on the clock.
-    config.job_workers = 0;
+    config.jobs.workers = 0;
     let app = Application::build(config).await?;
     let state = app.state.clone();
     tokio::spawn(app.run_until_stopped(std::future::pending()));
 
     let user_id = create_verified_user(&*state.store).await?;
     let now = chrono::Utc::now();
-    let webhook_id = uuid::Uuid::now_v7().to_string();
+    let webhook_id = WebhookId::new();
     let sealed = state.webhooks.secrets.seal(&user_id, &webhook_id, &key)?;
     let created = state
         .store

@@ -3,7 +3,7 @@
 
 use std::{sync::Arc, time::Duration};
 
-use crate::store::AgentRecord;
+use crate::{ids::AgentId, store::AgentRecord};
 
 /// How long an agent read by [`super::AgentService::owned`] is reused without asking the
 /// store. Changes made through this instance take effect at once (the service drops the
@@ -13,7 +13,7 @@ pub const AGENT_CACHE_TTL: Duration = Duration::from_secs(2);
 
 /// Agents recently read, by id, so that a busy agent's chats do not each read it again.
 #[derive(Clone)]
-pub struct AgentCache(moka::sync::Cache<String, Arc<AgentRecord>>);
+pub struct AgentCache(moka::sync::Cache<AgentId, Arc<AgentRecord>>);
 
 impl Default for AgentCache {
     fn default() -> Self {
@@ -28,7 +28,7 @@ impl Default for AgentCache {
 
 impl AgentCache {
     /// The agent `id` when it was read within [`AGENT_CACHE_TTL`] and not changed since.
-    pub(super) fn get(&self, id: &str) -> Option<Arc<AgentRecord>> {
+    pub(super) fn get(&self, id: &AgentId) -> Option<Arc<AgentRecord>> {
         self.0.get(id)
     }
 
@@ -39,7 +39,7 @@ impl AgentCache {
 
     /// Drops the agent `id` (after a change to it or to what it derives from its
     /// knowledge, such as `has_knowledge`).
-    pub(super) fn forget(&self, id: &str) {
+    pub(super) fn forget(&self, id: &AgentId) {
         self.0.invalidate(id);
     }
 }

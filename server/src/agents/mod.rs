@@ -16,6 +16,7 @@ use app::api::{CreateAgentRequest, UpdateAgentRequest};
 use crate::{
     clock::Clock,
     domain::{parse_name, Plan},
+    ids::{AgentId, UserId},
     knowledge::Knowledge,
     llm::Models,
     store::{agents::AgentStatus, AgentPatch, AgentRecord, AgentStore, StoreError},
@@ -103,8 +104,8 @@ impl AgentService {
     /// Errors: [`AgentError::NotFound`] for a missing or someone else's agent; the store's.
     pub async fn owned(
         &self,
-        user_id: &str,
-        agent_id: &str,
+        user_id: &UserId,
+        agent_id: &AgentId,
     ) -> Result<Arc<AgentRecord>, AgentError> {
         self.find(user_id, agent_id)
             .await?
@@ -117,11 +118,11 @@ impl AgentService {
     /// Errors: the store's.
     pub async fn find(
         &self,
-        user_id: &str,
-        agent_id: &str,
+        user_id: &UserId,
+        agent_id: &AgentId,
     ) -> Result<Option<Arc<AgentRecord>>, StoreError> {
         if let Some(agent) = self.cache.get(agent_id) {
-            return Ok((agent.user_id == user_id).then_some(agent));
+            return Ok((&agent.user_id == user_id).then_some(agent));
         }
         let Some(agent) = self.store.agent(user_id, agent_id).await? else {
             return Ok(None);
@@ -134,7 +135,7 @@ impl AgentService {
     /// The agents of `user_id`, oldest first.
     ///
     /// Errors: the store's.
-    pub async fn list(&self, user_id: &str) -> Result<Vec<AgentRecord>, AgentError> {
+    pub async fn list(&self, user_id: &UserId) -> Result<Vec<AgentRecord>, AgentError> {
         Ok(self.store.list_agents(user_id).await?)
     }
 
@@ -146,7 +147,7 @@ impl AgentService {
     /// (checked by the store in the same write); the store's.
     pub async fn create(
         &self,
-        user_id: &str,
+        user_id: &UserId,
         plan: Plan,
         request: CreateAgentRequest,
     ) -> Result<AgentRecord, AgentError> {
@@ -158,8 +159,8 @@ impl AgentService {
         let model = self.check_model(request.model).await?.unwrap_or_default();
         let now = self.clock.now();
         let agent = AgentRecord {
-            id: uuid::Uuid::now_v7().to_string(),
-            user_id: user_id.to_string(),
+            id: AgentId::new(),
+            user_id: user_id.clone(),
             name,
             description,
             system_prompt,
@@ -186,8 +187,8 @@ impl AgentService {
     /// the fields given; the store's.
     pub async fn update(
         &self,
-        user_id: &str,
-        agent_id: &str,
+        user_id: &UserId,
+        agent_id: &AgentId,
         request: UpdateAgentRequest,
     ) -> Result<AgentRecord, AgentError> {
         self.owned(user_id, agent_id).await?;
@@ -217,7 +218,7 @@ impl AgentService {
     /// store's cascade, and the uploaded files) and emits `agent.deleted`.
     ///
     /// Errors: [`AgentError::NotFound`]; the store's.
-    pub async fn delete(&self, user_id: &str, agent_id: &str) -> Result<(), AgentError> {
+    pub async fn delete(&self, user_id: &UserId, agent_id: &AgentId) -> Result<(), AgentError> {
         let documents = self
             .knowledge
             .documents
@@ -244,7 +245,7 @@ impl AgentService {
 
     /// Records that the knowledge of agent `agent_id` changed (a document was added or
     /// deleted): the cached agent may say it has no knowledge, which would skip retrieval.
-    pub fn knowledge_changed(&self, agent_id: &str) {
+    pub fn knowledge_changed(&self, agent_id: &AgentId) {
         self.cache.forget(agent_id);
     }
 

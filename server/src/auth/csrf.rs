@@ -19,6 +19,7 @@ use secrecy::{ExposeSecret, SecretString};
 use sha2::Sha256;
 
 use super::keys;
+use crate::ids::SessionId;
 
 type HmacSha256 = Hmac<Sha256>;
 
@@ -45,14 +46,14 @@ impl CsrfKey {
     }
 
     /// The CSRF token of the session `session_id`.
-    pub fn token(&self, session_id: &str) -> String {
+    pub fn token(&self, session_id: &SessionId) -> String {
         let mut mac = self.mac.clone();
-        mac.update(session_id.as_bytes());
+        mac.update(session_id.as_str().as_bytes());
         URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes())
     }
 
     /// Whether `presented` is the token of `session_id`, compared in constant time.
-    pub fn verify(&self, session_id: &str, presented: &str) -> bool {
+    pub fn verify(&self, session_id: &SessionId, presented: &str) -> bool {
         keys::constant_time_eq(&self.token(session_id), presented)
     }
 }
@@ -68,17 +69,15 @@ mod tests {
     #[test]
     fn a_token_is_bound_to_its_session_and_to_the_secret() {
         let k = key(&"s".repeat(64));
-        let token = k.token("session-1");
+        let (one, two) = (SessionId::from("session-1"), SessionId::from("session-2"));
+        let token = k.token(&one);
         assert_eq!(token.len(), 43, "base64url of 32 bytes");
-        assert_eq!(token, k.token("session-1"), "stable for the session");
-        assert!(k.verify("session-1", &token));
-        assert!(!k.verify("session-2", &token), "another session's token");
-        assert!(!k.verify("session-1", &token[..42]));
-        assert!(!k.verify("session-1", ""));
-        assert!(
-            !key(&"x".repeat(64)).verify("session-1", &token),
-            "another secret"
-        );
+        assert_eq!(token, k.token(&one), "stable for the session");
+        assert!(k.verify(&one, &token));
+        assert!(!k.verify(&two, &token), "another session's token");
+        assert!(!k.verify(&one, &token[..42]));
+        assert!(!k.verify(&one, ""));
+        assert!(!key(&"x".repeat(64)).verify(&one, &token), "another secret");
     }
 
     #[test]
@@ -88,6 +87,6 @@ mod tests {
         let mut plain = <HmacSha256 as Mac>::new_from_slice(secret.as_bytes()).unwrap();
         plain.update(b"session-1");
         let plain = URL_SAFE_NO_PAD.encode(plain.finalize().into_bytes());
-        assert_ne!(key(&secret).token("session-1"), plain);
+        assert_ne!(key(&secret).token(&SessionId::from("session-1")), plain);
     }
 }

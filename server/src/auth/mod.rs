@@ -25,6 +25,7 @@ pub use crate::clock::Clock;
 
 use crate::{
     domain::{Plan, Scope, ScopeSet},
+    ids::{ApiKeyId, SessionId, UserId},
     store::{ApiKeyAuth, ApiKeyStore, SessionAuth, SessionRecord, SessionStore, StoreError},
 };
 
@@ -82,12 +83,12 @@ pub enum Credential {
     /// A user session (access token, by header or cookie): holds every scope.
     Session {
         /// The session id (`sid` claim).
-        session_id: String,
+        session_id: SessionId,
     },
     /// An API key: holds the scopes it was created with.
     ApiKey {
         /// The key's id.
-        key_id: String,
+        key_id: ApiKeyId,
         /// Its scopes.
         scopes: ScopeSet,
     },
@@ -97,7 +98,7 @@ pub enum Credential {
 #[derive(Debug, Clone)]
 pub struct Principal {
     /// The account's user id (an API key's owner).
-    pub user_id: String,
+    pub user_id: UserId,
     /// The account's plan.
     pub plan: Plan,
     /// Session or API key.
@@ -121,7 +122,7 @@ impl Principal {
     /// manage API keys, sessions, passwords or the account").
     ///
     /// Errors: [`AuthError::SessionRequired`] for an API key.
-    pub fn require_session(&self) -> Result<&str, AuthError> {
+    pub fn require_session(&self) -> Result<&SessionId, AuthError> {
         match &self.credential {
             Credential::Session { session_id } => Ok(session_id),
             Credential::ApiKey { .. } => Err(AuthError::SessionRequired),
@@ -132,7 +133,7 @@ impl Principal {
 /// A new session's tokens.
 pub struct IssuedSession {
     /// The session id.
-    pub session_id: String,
+    pub session_id: SessionId,
     /// Access and refresh tokens.
     pub tokens: TokenPair,
     /// The session's CSRF token for the dashboard's `ac_csrf` cookie ([`csrf`]).
@@ -257,7 +258,7 @@ pub struct AuthService {
     /// Recipients mailed in the last minute, per purpose (guards against mail bombing).
     pub mail_cooldown: Cache<String, ()>,
     /// Sessions read from the store, by id, trusted for [`AUTH_CACHE_TTL`].
-    sessions: Cache<String, Arc<SessionSlot>>,
+    sessions: Cache<SessionId, Arc<SessionSlot>>,
     /// Bumped whenever this instance ends or changes a session, so that every cached grant
     /// of an access token is checked against the store again.
     session_epoch: Arc<AtomicU64>,
@@ -317,7 +318,7 @@ impl AuthService {
     }
 
     /// Forgets the session `sid` read from the store and every access token's grant.
-    fn forget_session(&self, sid: &str) {
+    fn forget_session(&self, sid: &SessionId) {
         self.sessions.invalidate(sid);
         self.session_epoch.fetch_add(1, Ordering::AcqRel);
     }
@@ -502,7 +503,7 @@ impl AuthService {
     /// The session if it is live (not revoked, used within [`SESSION_IDLE`]).
     async fn live_session(
         &self,
-        sid: &str,
+        sid: &SessionId,
         now: DateTime<Utc>,
     ) -> Result<Option<Arc<SessionSlot>>, AuthError> {
         let slot = match self.sessions.get(sid) {
@@ -514,7 +515,7 @@ impl AuthService {
                         loaded: Instant::now(),
                         touched: AtomicBool::new(false),
                     });
-                    self.sessions.insert(sid.to_string(), slot.clone());
+                    self.sessions.insert(sid.clone(), slot.clone());
                     slot
                 }
                 None => return Ok(None),
@@ -574,8 +575,8 @@ impl AuthService {
 
     fn token_pair(
         &self,
-        user_id: &str,
-        session_id: &str,
+        user_id: &UserId,
+        session_id: &SessionId,
         refresh_jti: &str,
         now: DateTime<Utc>,
     ) -> anyhow::Result<TokenPair> {
@@ -596,16 +597,16 @@ impl AuthService {
     /// [`MAX_SESSIONS`] at once.
     pub async fn start_session(
         &self,
-        user_id: &str,
+        user_id: &UserId,
         user_agent: Option<String>,
         ip: Option<IpAddr>,
     ) -> Result<IssuedSession, AuthError> {
         let now = self.clock.now();
-        let session_id = uuid::Uuid::now_v7().to_string();
+        let session_id = SessionId::new();
         let refresh_jti = uuid::Uuid::now_v7().to_string();
         let record = SessionRecord {
             id: session_id.clone(),
-            user_id: user_id.to_string(),
+            user_id: user_id.clone(),
             refresh_jti: refresh_jti.clone(),
             user_agent: user_agent.map(|ua| ua.chars().take(300).collect()),
             ip: ip.map(|ip| ip.to_string()),
@@ -688,8 +689,8 @@ impl AuthService {
     /// Ends one session of the user; false when it was not live.
     pub async fn end_session(
         &self,
-        user_id: &str,
-        session_id: &str,
+        user_id: &UserId,
+        session_id: &SessionId,
         reason: &str,
     ) -> Result<bool, AuthError> {
         let ended = self
@@ -701,7 +702,7 @@ impl AuthService {
     }
 
     /// Ends every session of the user (password reset).
-    pub async fn end_all_sessions(&self, user_id: &str, reason: &str) -> Result<(), AuthError> {
+    pub async fn end_all_sessions(&self, user_id: &UserId, reason: &str) -> Result<(), AuthError> {
         for id in self
             .session_store
             .revoke_all_sessions(user_id, reason, self.clock.now())
@@ -713,7 +714,7 @@ impl AuthService {
     }
 
     /// Live sessions of the user, newest first.
-    pub async fn live_sessions(&self, user_id: &str) -> Result<Vec<SessionRecord>, AuthError> {
+    pub async fn live_sessions(&self, user_id: &UserId) -> Result<Vec<SessionRecord>, AuthError> {
         Ok(self
             .session_store
             .live_sessions(user_id, self.clock.now() - SESSION_IDLE)
@@ -737,7 +738,7 @@ mod tests {
 
     fn key_principal(scopes: &[&str]) -> Principal {
         Principal {
-            user_id: "u".into(),
+            user_id: UserId::from("u"),
             plan: Plan::Free,
             credential: Credential::ApiKey {
                 key_id: "k".into(),
@@ -765,7 +766,7 @@ mod tests {
             Err(AuthError::SessionRequired)
         ));
         let session = Principal {
-            user_id: "u".into(),
+            user_id: UserId::from("u"),
             plan: Plan::Free,
             credential: Credential::Session {
                 session_id: "s".into(),
@@ -823,7 +824,7 @@ mod tests {
             .unwrap();
         let last_used = || async {
             store
-                .api_key("u1", "k1")
+                .api_key(&"u1".into(), &"k1".into())
                 .await
                 .unwrap()
                 .unwrap()
@@ -847,7 +848,7 @@ mod tests {
     #[tokio::test]
     async fn a_cached_access_token_stops_with_its_session_and_records_activity() {
         let (_dir, store, auth) = service().await;
-        let issued = auth.start_session("u1", None, None).await.unwrap();
+        let issued = auth.start_session(&"u1".into(), None, None).await.unwrap();
         let token = issued.tokens.access_token;
         let seen = || async {
             store
@@ -860,7 +861,7 @@ mod tests {
         };
         let started = seen().await;
         let principal = auth.authenticate(&token).await.unwrap().unwrap();
-        assert_eq!(principal.require_session().unwrap(), issued.session_id);
+        assert_eq!(principal.require_session().unwrap(), &issued.session_id);
         assert_eq!(
             seen().await,
             started,
@@ -878,7 +879,7 @@ mod tests {
 
         // Ending the session on this instance ends the cached token at once.
         assert!(auth
-            .end_session("u1", &issued.session_id, "logout")
+            .end_session(&"u1".into(), &issued.session_id, "logout")
             .await
             .unwrap());
         assert!(auth.authenticate(&token).await.unwrap().is_none());
@@ -887,7 +888,7 @@ mod tests {
     #[tokio::test]
     async fn a_cached_access_token_still_expires() {
         let (_dir, _store, auth) = service().await;
-        let issued = auth.start_session("u1", None, None).await.unwrap();
+        let issued = auth.start_session(&"u1".into(), None, None).await.unwrap();
         let token = issued.tokens.access_token;
         assert!(auth.authenticate(&token).await.unwrap().is_some());
         // Within the caches' lifetime the clock passes the token's expiry (15 min + leeway).

@@ -20,6 +20,8 @@ use std::{
 
 use moka::sync::Cache;
 
+use crate::ids::UserId;
+
 /// Length of a counting window.
 pub const WINDOW: Duration = Duration::from_secs(15 * 60);
 /// Failures allowed per (email, IP) in a window.
@@ -88,7 +90,7 @@ fn bump(counter: &Counter, key: String) {
 impl LoginThrottle {
     /// `Some(wait)` when a sign-in for `email` from `ip` must be refused for `wait`.
     /// `user_id` is the account's id when the email exists (known IPs are per account).
-    pub fn blocked(&self, email: &str, ip: IpAddr, user_id: Option<&str>) -> Option<Duration> {
+    pub fn blocked(&self, email: &str, ip: IpAddr, user_id: Option<&UserId>) -> Option<Duration> {
         if let Some(wait) = over(&self.pairs, &format!("{email}|{ip}"), PER_PAIR) {
             return Some(wait);
         }
@@ -110,7 +112,7 @@ impl LoginThrottle {
     }
 
     /// Records a successful sign-in: the pair's failures are forgotten, the IP is known.
-    pub fn succeeded(&self, email: &str, ip: IpAddr, user_id: &str) {
+    pub fn succeeded(&self, email: &str, ip: IpAddr, user_id: &UserId) {
         self.pairs.invalidate(&format!("{email}|{ip}"));
         self.known.insert(format!("{user_id}|{ip}"), ());
     }
@@ -127,13 +129,14 @@ mod tests {
     #[test]
     fn a_pair_is_blocked_after_five_failures_but_not_other_ips() {
         let t = LoginThrottle::default();
+        let u = UserId::from("u");
         for _ in 0..PER_PAIR {
-            assert!(t.blocked("a@x.io", ip(1), Some("u")).is_none());
+            assert!(t.blocked("a@x.io", ip(1), Some(&u)).is_none());
             t.failed("a@x.io", ip(1));
         }
-        assert!(t.blocked("a@x.io", ip(1), Some("u")).is_some());
+        assert!(t.blocked("a@x.io", ip(1), Some(&u)).is_some());
         assert!(
-            t.blocked("a@x.io", ip(2), Some("u")).is_none(),
+            t.blocked("a@x.io", ip(2), Some(&u)).is_none(),
             "the owner elsewhere is not locked out"
         );
         assert!(t.blocked("b@x.io", ip(1), None).is_none());
@@ -152,16 +155,17 @@ mod tests {
     #[test]
     fn a_distributed_attack_on_one_email_spares_the_owners_known_ip() {
         let t = LoginThrottle::default();
-        t.succeeded("a@x.io", ip(9), "u");
+        let u = UserId::from("u");
+        t.succeeded("a@x.io", ip(9), &u);
         for n in 0..PER_EMAIL {
             t.failed("a@x.io", ip(100 + n as u8));
         }
         assert!(
-            t.blocked("a@x.io", ip(50), Some("u")).is_some(),
+            t.blocked("a@x.io", ip(50), Some(&u)).is_some(),
             "unknown IP blocked"
         );
         assert!(
-            t.blocked("a@x.io", ip(9), Some("u")).is_none(),
+            t.blocked("a@x.io", ip(9), Some(&u)).is_none(),
             "known IP still allowed"
         );
     }

@@ -7,6 +7,8 @@ use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 
+use crate::ids::{SessionId, UserId};
+
 /// Access token lifetime (docs/api.md § Session and token lifetimes).
 pub const ACCESS_TTL: Duration = Duration::minutes(15);
 /// Refresh token lifetime (docs/api.md § Session and token lifetimes).
@@ -28,9 +30,9 @@ pub enum TokenType {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Claims {
     /// The user id.
-    pub sub: String,
+    pub sub: UserId,
     /// The session id.
-    pub sid: String,
+    pub sid: SessionId,
     /// A unique token id; for refresh tokens the value the session must still hold.
     pub jti: String,
     pub iat: i64,
@@ -96,8 +98,8 @@ impl JwtKeys {
     pub fn issue(
         &self,
         typ: TokenType,
-        user_id: &str,
-        session_id: &str,
+        user_id: &UserId,
+        session_id: &SessionId,
         jti: &str,
         now: DateTime<Utc>,
     ) -> anyhow::Result<(String, DateTime<Utc>)> {
@@ -108,8 +110,8 @@ impl JwtKeys {
                 REFRESH_TTL
             };
         let claims = Claims {
-            sub: user_id.into(),
-            sid: session_id.into(),
+            sub: user_id.clone(),
+            sid: session_id.clone(),
             jti: jti.into(),
             iat: now.timestamp(),
             nbf: now.timestamp(),
@@ -144,7 +146,9 @@ mod tests {
     fn round_trip_and_type_is_checked() {
         let k = keys();
         let now = Utc::now();
-        let (t, exp) = k.issue(TokenType::Access, "u1", "s1", "j1", now).unwrap();
+        let (t, exp) = k
+            .issue(TokenType::Access, &"u1".into(), &"s1".into(), "j1", now)
+            .unwrap();
         assert_eq!((exp - now).num_minutes(), 15);
         let c = k.verify(&t, TokenType::Access, Utc::now()).unwrap();
         assert_eq!((c.sub.as_str(), c.sid.as_str()), ("u1", "s1"));
@@ -152,7 +156,9 @@ mod tests {
             k.verify(&t, TokenType::Refresh, Utc::now()).is_none(),
             "an access token is not a refresh token"
         );
-        let (r, exp) = k.issue(TokenType::Refresh, "u1", "s1", "j2", now).unwrap();
+        let (r, exp) = k
+            .issue(TokenType::Refresh, &"u1".into(), &"s1".into(), "j2", now)
+            .unwrap();
         assert_eq!((exp - now).num_days(), 7);
         assert!(
             k.verify(&r, TokenType::Access, Utc::now()).is_none(),
@@ -164,20 +170,24 @@ mod tests {
     fn expiry_not_before_issuer_and_signature_are_enforced() {
         let k = keys();
         let old = Utc::now() - Duration::minutes(16);
-        let (t, _) = k.issue(TokenType::Access, "u", "s", "j", old).unwrap();
+        let (t, _) = k
+            .issue(TokenType::Access, &"u".into(), &"s".into(), "j", old)
+            .unwrap();
         assert!(
             k.verify(&t, TokenType::Access, Utc::now()).is_none(),
             "expired"
         );
         let future = Utc::now() + Duration::minutes(1);
-        let (t, _) = k.issue(TokenType::Access, "u", "s", "j", future).unwrap();
+        let (t, _) = k
+            .issue(TokenType::Access, &"u".into(), &"s".into(), "j", future)
+            .unwrap();
         assert!(
             k.verify(&t, TokenType::Access, Utc::now()).is_none(),
             "not yet valid"
         );
         let other = JwtKeys::new(&SecretString::from("x".repeat(64)), "http://test");
         let (t, _) = other
-            .issue(TokenType::Access, "u", "s", "j", Utc::now())
+            .issue(TokenType::Access, &"u".into(), &"s".into(), "j", Utc::now())
             .unwrap();
         assert!(
             k.verify(&t, TokenType::Access, Utc::now()).is_none(),
@@ -185,7 +195,7 @@ mod tests {
         );
         let elsewhere = JwtKeys::new(&SecretString::from("s".repeat(64)), "http://other");
         let (t, _) = elsewhere
-            .issue(TokenType::Access, "u", "s", "j", Utc::now())
+            .issue(TokenType::Access, &"u".into(), &"s".into(), "j", Utc::now())
             .unwrap();
         assert!(
             k.verify(&t, TokenType::Access, Utc::now()).is_none(),
@@ -198,7 +208,7 @@ mod tests {
         use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
         let k = keys();
         let (t, _) = k
-            .issue(TokenType::Access, "u", "s", "j", Utc::now())
+            .issue(TokenType::Access, &"u".into(), &"s".into(), "j", Utc::now())
             .unwrap();
         let payload = t.split('.').nth(1).unwrap();
         let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"none","typ":"JWT"}"#);

@@ -14,8 +14,9 @@ use crate::{
     agents::AgentService,
     chat::{ChatError, ChatService, PreparedChat, ThreadChoice},
     clock::Clock,
-    config::Config,
+    config::ChannelsConfig,
     crypto::SecretBox,
+    ids::IntegrationId,
     integrations::catalog::ProviderCode,
     outbound,
     store::{
@@ -100,13 +101,16 @@ pub struct Channels {
 }
 
 impl Channels {
-    /// Channels configured from `config`, answering through `chat` with the agents of
-    /// `agents`, over `integrations` and `threads` (one store's parts); credentials open
-    /// with `secrets`, time from `clock`.
+    /// Channels configured from `config`, reached by the platforms under `public_url`
+    /// (`PUBLIC_URL`), answering through `chat` with the agents of `agents`, over
+    /// `integrations` and `threads` (one store's parts); credentials open with `secrets`,
+    /// time from `clock`.
     ///
     /// Errors: the HTTP client cannot be built (no TLS roots).
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
-        config: &Config,
+        config: &ChannelsConfig,
+        public_url: &str,
         integrations: Arc<dyn IntegrationStore>,
         threads: Arc<dyn ChatStore>,
         chat: Arc<ChatService>,
@@ -120,7 +124,7 @@ impl Channels {
                 .build()?,
             telegram_api_url: config.telegram_api_url.clone(),
             slack_api_url: config.slack_api_url.clone(),
-            public_url: config.public_url.clone(),
+            public_url: public_url.to_string(),
             integrations,
             threads,
             chat,
@@ -167,7 +171,7 @@ impl Channels {
     ) -> Result<PreparedChat, ChannelError> {
         self.chat.check_message(message)?;
         let owner = &integration.user_id;
-        let Some(agent_id) = integration.agent_id.as_deref() else {
+        let Some(agent_id) = integration.agent_id.as_ref() else {
             return Err(ChannelError::NotLinked);
         };
         let Some(agent) = self.agents.find(owner, agent_id).await? else {
@@ -221,7 +225,7 @@ impl Channels {
     /// Records an inbound event id; false when it was seen before (the provider retried),
     /// in which case the event must not be answered again. A store failure counts as first
     /// seen: answering twice beats not answering.
-    pub async fn first_delivery(&self, integration_id: &str, event_id: &str) -> bool {
+    pub async fn first_delivery(&self, integration_id: &IntegrationId, event_id: &str) -> bool {
         match self
             .integrations
             .first_channel_event(integration_id, event_id, self.clock.now())

@@ -12,7 +12,7 @@ use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
 use rand::RngCore;
 use serde_json::Value;
 
-use crate::integrations::catalog;
+use crate::{ids::PublicId, integrations::catalog};
 
 /// Messages per minute of one widget, all visitors together, unless its config says.
 pub const DEFAULT_REQUESTS_PER_MINUTE: u32 = 60;
@@ -58,10 +58,13 @@ impl WidgetSettings {
 }
 
 /// A new public id: `pub_` + 16 random bytes, base64url (26 characters in all).
-pub fn new_public_id() -> String {
+pub fn new_public_id() -> PublicId {
     let mut bytes = [0u8; 16];
     rand::thread_rng().fill_bytes(&mut bytes);
-    format!("{PUBLIC_ID_PREFIX}{}", URL_SAFE_NO_PAD.encode(bytes))
+    PublicId::from(format!(
+        "{PUBLIC_ID_PREFIX}{}",
+        URL_SAFE_NO_PAD.encode(bytes)
+    ))
 }
 
 /// Shortest visitor id, in characters.
@@ -84,7 +87,7 @@ pub fn conversation_key(visitor_id: &str) -> String {
 }
 
 /// The HTML that embeds the widget of `public_id` served from `public_url`.
-pub fn embed_code(public_url: &str, public_id: &str) -> String {
+pub fn embed_code(public_url: &str, public_id: &PublicId) -> String {
     format!(
         "<script src=\"{}/widget.js\" data-agentchat-id=\"{public_id}\" async></script>",
         public_url.trim_end_matches('/')
@@ -126,7 +129,10 @@ mod tests {
     #[test]
     fn ids_have_their_shapes() {
         let id = new_public_id();
-        assert!(id.starts_with("pub_") && id.len() == 26, "{id}");
+        assert!(
+            id.as_str().starts_with("pub_") && id.as_str().len() == 26,
+            "{id}"
+        );
         assert_ne!(id, new_public_id());
         assert!(valid_visitor_id("0f8fad5b-d9cb-469f-a165-70867728950e"));
         assert!(!valid_visitor_id("short"));

@@ -30,6 +30,8 @@ pub use self::{
 pub use crate::store::chat::ReplyStatus;
 use crate::{
     clock::Clock,
+    config::ChatConfig,
+    ids::{AgentId, MessageId, ThreadId, UserId},
     knowledge::{search::retrieve, Knowledge},
     llm::{
         tokens, Event, Models, Passage, Prompt, ProviderError, ResolvedModel, Role, Turn, Usage,
@@ -138,7 +140,7 @@ pub enum ThreadChoice<'a> {
     New,
     /// The caller's thread with this id ([`ChatError::ThreadNotFound`] when it is unknown
     /// or someone else's).
-    Id(&'a str),
+    Id(&'a ThreadId),
     /// A thread the caller has already looked up.
     Known(ThreadRecord),
 }
@@ -151,8 +153,8 @@ pub struct ChatService {
     knowledge: Knowledge,
     events: Events,
     clock: Clock,
-    /// `MAX_MESSAGE_CHARS`.
-    max_message_chars: usize,
+    /// `MAX_MESSAGE_CHARS` and `SSE_HEARTBEAT_SECS`.
+    config: ChatConfig,
     /// `PROVIDER_TIMEOUT_SECS`: the wait for a provider's first event ([`open_stream`]).
     provider_timeout: Duration,
 }
@@ -160,14 +162,15 @@ pub struct ChatService {
 impl ChatService {
     /// The service over `store` and `models`, retrieving from `knowledge`, announcing
     /// threads and replies through `events`, timed by `clock`; messages have at most
-    /// `max_message_chars` characters and providers `provider_timeout` to start answering.
+    /// `config.max_message_chars` characters and providers `provider_timeout`
+    /// (`PROVIDER_TIMEOUT_SECS`) to start answering.
     pub fn new(
         store: Arc<dyn ChatStore>,
         models: Models,
         knowledge: Knowledge,
         events: Events,
         clock: Clock,
-        max_message_chars: usize,
+        config: &ChatConfig,
         provider_timeout: Duration,
     ) -> Self {
         Self {
@@ -176,9 +179,15 @@ impl ChatService {
             knowledge,
             events,
             clock,
-            max_message_chars,
+            config: config.clone(),
             provider_timeout,
         }
+    }
+
+    /// The chat's part of the configuration: the message length rule, and the heartbeat
+    /// of the event streams replies are sent in (applied by the HTTP layer).
+    pub fn config(&self) -> &ChatConfig {
+        &self.config
     }
 
     /// Checks the length rule ([`check_length`]) of a message without attachments, before
@@ -186,7 +195,7 @@ impl ChatService {
     ///
     /// Errors: [`ChatError::TooLong`].
     pub fn check_message(&self, message: &str) -> Result<(), ChatError> {
-        check_length(message, 0, self.max_message_chars)
+        check_length(message, 0, self.config.max_message_chars)
     }
 
     /// The agent's knowledge for `message` ([`retrieve::hybrid`]) as prompt passages and
@@ -197,7 +206,7 @@ impl ChatService {
     /// Errors: the store's.
     pub async fn retrieve(
         &self,
-        agent_id: &str,
+        agent_id: &AgentId,
         message: &str,
         budget: u32,
     ) -> Result<(Vec<Passage>, Vec<Source>, u32), ChatError> {
@@ -210,7 +219,7 @@ impl ChatService {
     async fn thread_and_history(
         &self,
         agent: &AgentRecord,
-        user_id: &str,
+        user_id: &UserId,
         thread: ThreadChoice<'_>,
         message: &str,
         now: chrono::DateTime<chrono::Utc>,
@@ -225,9 +234,9 @@ impl ChatService {
                 .ok_or(ChatError::ThreadNotFound)?,
             // Stored with the user's message ([`ChatService::prepare`]).
             ThreadChoice::New => ThreadRecord {
-                id: uuid::Uuid::now_v7().to_string(),
+                id: ThreadId::new(),
                 agent_id: agent.id.clone(),
-                user_id: user_id.to_string(),
+                user_id: user_id.clone(),
                 title: message.trim().chars().take(80).collect(),
                 message_count: 0,
                 created_at: now,
@@ -264,13 +273,13 @@ impl ChatService {
     pub async fn prepare(
         &self,
         agent: &AgentRecord,
-        user_id: &str,
+        user_id: &UserId,
         thread: ThreadChoice<'_>,
         message: &str,
         attachments: &[Attachment],
     ) -> Result<PreparedChat, ChatError> {
         let (attached, attachment_chars) = attachments_text(attachments)?;
-        check_length(message, attachment_chars, self.max_message_chars)?;
+        check_length(message, attachment_chars, self.config.max_message_chars)?;
         let model_id = if agent.model.is_empty() {
             self.models.default_model().await
         } else {
@@ -317,7 +326,7 @@ impl ChatService {
             content: user_content.clone(),
         });
         let first = MessageRecord {
-            id: uuid::Uuid::now_v7().to_string(),
+            id: MessageId::new(),
             thread_id: thread.id.clone(),
             role: Role::User,
             content: user_content,
@@ -421,7 +430,7 @@ impl ChatService {
         let sources = (!prepared.sources.is_empty())
             .then(|| serde_json::to_string(&prepared.sources).unwrap_or_default());
         let message = MessageRecord {
-            id: uuid::Uuid::now_v7().to_string(),
+            id: MessageId::new(),
             thread_id: prepared.thread.id.clone(),
             role: Role::Assistant,
             content: text.to_string(),

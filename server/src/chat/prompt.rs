@@ -113,7 +113,7 @@ pub fn passages(hits: Vec<ChunkHit>, budget: u32) -> (Vec<Passage>, Vec<Source>,
             snippet.push('…');
         }
         sources.push(Source {
-            document_id: hit.document_id,
+            document_id: hit.document_id.into_string(),
             title: hit.title,
             url: hit.url,
             chunk_id: hit.chunk_id.to_string(),

@@ -9,7 +9,10 @@ use app::api::{Source, TokensUsed};
 use futures::StreamExt;
 
 use super::{ChatError, ChatService, PreparedChat, ReplyStatus};
-use crate::llm::{tokens, Event, EventStream, ProviderError, ProviderErrorKind, Usage};
+use crate::{
+    ids::ThreadId,
+    llm::{tokens, Event, EventStream, ProviderError, ProviderErrorKind, Usage},
+};
 
 /// Attempts at an upstream call before its first token (1 + 2 retries).
 pub const UPSTREAM_ATTEMPTS: u32 = 3;
@@ -119,7 +122,7 @@ pub enum Frame {
         /// The model that answered.
         model: String,
         /// The reply's thread.
-        thread_id: String,
+        thread_id: ThreadId,
         /// The knowledge sources the prompt carried, best first.
         sources: Vec<Source>,
     },

@@ -14,7 +14,7 @@ use super::{
     extract::{ApiJson, ApiPath, Auth},
     AppState,
 };
-use crate::{domain::Scope, http::error::ApiResult, views::agent_view};
+use crate::{domain::Scope, http::error::ApiResult, ids::AgentId, views::agent_view};
 
 pub use crate::agents::{DESCRIPTION_MAX, NAME_MAX, SYSTEM_PROMPT_MAX};
 
@@ -56,7 +56,7 @@ async fn create(
         .agents
         .create(&principal.user_id, principal.plan, body)
         .await?;
-    tracing::Span::current().record("agent.id", &agent.id);
+    tracing::Span::current().record("agent.id", agent.id.as_str());
     Ok((
         StatusCode::CREATED,
         Json(AgentResponse {
@@ -73,7 +73,7 @@ async fn create(
 async fn get(
     State(state): State<AppState>,
     Auth(principal): Auth,
-    ApiPath(agent_id): ApiPath<String>,
+    ApiPath(agent_id): ApiPath<AgentId>,
 ) -> ApiResult<Json<AgentResponse>> {
     principal.require(Scope::AgentsRead)?;
     let agent = state.agents.owned(&principal.user_id, &agent_id).await?;
@@ -90,7 +90,7 @@ async fn get(
 async fn update(
     State(state): State<AppState>,
     Auth(principal): Auth,
-    ApiPath(agent_id): ApiPath<String>,
+    ApiPath(agent_id): ApiPath<AgentId>,
     ApiJson(body): ApiJson<UpdateAgentRequest>,
 ) -> ApiResult<Json<AgentResponse>> {
     principal.require(Scope::AgentsWrite)?;
@@ -111,7 +111,7 @@ async fn update(
 async fn delete(
     State(state): State<AppState>,
     Auth(principal): Auth,
-    ApiPath(agent_id): ApiPath<String>,
+    ApiPath(agent_id): ApiPath<AgentId>,
 ) -> ApiResult<Json<SuccessResponse>> {
     principal.require(Scope::AgentsWrite)?;
     state.agents.delete(&principal.user_id, &agent_id).await?;

@@ -18,6 +18,7 @@ use crate::{
     auth::keys,
     domain::{parse_name, ScopeSet},
     http::error::{ApiError, ApiResult},
+    ids::{ApiKeyId, UserId},
     store::ApiKeyRecord,
     views::iso,
 };
@@ -38,7 +39,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 
 fn info(k: &ApiKeyRecord) -> ApiKeyInfo {
     ApiKeyInfo {
-        id: k.id.clone(),
+        id: k.id.clone().into(),
         name: k.name.clone(),
         prefix: k.prefix.clone(),
         scopes: k.scopes.clone(),
@@ -65,15 +66,15 @@ fn parse_expiry(raw: &str) -> Result<DateTime<Utc>, String> {
 /// A new key for `user_id` (not yet stored): its record and its one-time secret.
 fn new_key(
     state: &AppState,
-    user_id: &str,
+    user_id: &UserId,
     name: String,
     scopes: &ScopeSet,
     expires_at: Option<DateTime<Utc>>,
 ) -> (ApiKeyRecord, String) {
     let generated = keys::generate();
     let record = ApiKeyRecord {
-        id: uuid::Uuid::now_v7().to_string(),
-        user_id: user_id.to_string(),
+        id: ApiKeyId::new(),
+        user_id: user_id.clone(),
         name,
         prefix: generated.prefix,
         key_hash: generated.hash,
@@ -153,7 +154,7 @@ async fn list(
 async fn revoke(
     State(state): State<AppState>,
     Auth(principal): Auth,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<ApiKeyId>,
 ) -> ApiResult<Json<SuccessResponse>> {
     principal.require_session()?;
     let key = state
@@ -180,7 +181,7 @@ async fn revoke(
 async fn rotate(
     State(state): State<AppState>,
     Auth(principal): Auth,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<ApiKeyId>,
 ) -> ApiResult<(StatusCode, Json<CreatedApiKey>)> {
     principal.require_session()?;
     let old = state

@@ -31,6 +31,7 @@ use crate::{
         parse_country, parse_name, parse_optional, parse_phone, Email, Password, PASSWORD_MAX,
     },
     http::error::{ApiError, ApiResult},
+    ids::{SessionId, UserId},
     mail::Mail,
     store::{NewUser, TokenPurpose, UserRecord},
     views::iso,
@@ -64,7 +65,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 
 fn summary(user: &UserRecord) -> UserSummary {
     UserSummary {
-        id: user.id.clone(),
+        id: user.id.clone().into(),
         email: user.email.clone(),
         name: user.name.clone(),
     }
@@ -83,7 +84,7 @@ async fn send_link(state: &AppState, user: &UserRecord, purpose: TokenPurpose) -
         .store
         .create_email_token(&user.id, purpose, &keys::sha256_hex(&token), now + ttl, now)
         .await?;
-    let base = &state.config.public_url;
+    let base = &state.server.public_url;
     let (subject, link, body) = match purpose {
         TokenPurpose::VerifyEmail => {
             let link = format!("{base}/api/auth/verify-email?token={token}");
@@ -164,7 +165,7 @@ async fn signup(
     let user = state
         .store
         .create_user(NewUser {
-            id: uuid::Uuid::now_v7().to_string(),
+            id: UserId::new(),
             email,
             name,
             password_hash: Some(password_hash),
@@ -175,7 +176,7 @@ async fn signup(
             now: state.clock.now(),
         })
         .await?;
-    tracing::Span::current().record("user.id", &user.id);
+    tracing::Span::current().record("user.id", user.id.as_str());
     send_link(&state, &user, TokenPurpose::VerifyEmail).await?;
     Ok((
         StatusCode::CREATED,
@@ -293,7 +294,7 @@ async fn login(
         state
             .auth
             .throttle
-            .blocked(email.as_str(), ip, user.as_ref().map(|u| u.id.as_str()))
+            .blocked(email.as_str(), ip, user.as_ref().map(|u| &u.id))
     {
         return Err(ApiError::RateLimited {
             retry_after_secs: wait.as_secs().max(1),
@@ -313,7 +314,7 @@ async fn login(
             "Invalid email or password".into(),
         ));
     };
-    tracing::Span::current().record("user.id", &user.id);
+    tracing::Span::current().record("user.id", user.id.as_str());
     if user.email_verified_at.is_none() {
         return Err(ApiError::ForbiddenWith(
             "Email address not verified. Open the link we emailed you, or request a new one."
@@ -338,7 +339,7 @@ async fn login(
     cookies::set_session(
         response.headers_mut(),
         &issued,
-        state.config.secure_cookies(),
+        state.server.secure_cookies(),
     );
     Ok(response)
 }
@@ -375,7 +376,7 @@ async fn refresh(
         cookies::set_session(
             response.headers_mut(),
             &issued,
-            state.config.secure_cookies(),
+            state.server.secure_cookies(),
         );
     }
     Ok(response)
@@ -392,7 +393,7 @@ async fn logout(State(state): State<AppState>, Auth(principal): Auth) -> ApiResu
         .end_session(&principal.user_id, session_id, "logout")
         .await?;
     let mut response = Json(SuccessResponse { success: true }).into_response();
-    cookies::clear_session(response.headers_mut(), state.config.secure_cookies());
+    cookies::clear_session(response.headers_mut(), state.server.secure_cookies());
     Ok(response)
 }
 
@@ -407,13 +408,13 @@ async fn me(State(state): State<AppState>, Auth(principal): Auth) -> ApiResult<J
         .await?
         .ok_or(ApiError::Unauthorized)?;
     let limits = PlanLimits {
-        requests_per_minute: state.config.rate_limit(user.plan),
-        agents: state.config.agent_limit(user.plan),
+        requests_per_minute: state.limits.rate_limit(user.plan),
+        agents: state.limits.agent_limit(user.plan),
     };
     Ok(Json(MeResponse {
         limits,
         user: UserProfile {
-            id: user.id,
+            id: user.id.into_string(),
             email: user.email,
             name: user.name,
             company: user.company,
@@ -441,8 +442,8 @@ async fn list_sessions(
         .await?
         .into_iter()
         .map(|s| SessionInfo {
-            current: s.id == current,
-            id: s.id,
+            current: &s.id == current,
+            id: s.id.into_string(),
             created_at: iso(s.created_at),
             last_seen_at: iso(s.last_seen_at),
             user_agent: s.user_agent,
@@ -460,7 +461,7 @@ async fn list_sessions(
 async fn end_session(
     State(state): State<AppState>,
     Auth(principal): Auth,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<SessionId>,
 ) -> ApiResult<Json<SuccessResponse>> {
     principal.require_session()?;
     if !state
@@ -518,7 +519,7 @@ async fn reset_password(
                 "This reset link is invalid, already used or expired; request a new one",
             )
         })?;
-    tracing::Span::current().record("user.id", &user_id);
+    tracing::Span::current().record("user.id", user_id.as_str());
     let hash = state.auth.hasher.hash(password.expose()).await?;
     state.store.set_password_hash(&user_id, &hash, now).await?;
     // Following the emailed link proves the address too.

@@ -26,6 +26,7 @@ use super::{
 use crate::{
     channels::{slack, telegram},
     http::error::{ApiError, ApiResult},
+    ids::IntegrationId,
     integrations::{catalog::ProviderCode, open_credentials},
     store::integrations::IntegrationRecord,
 };
@@ -41,7 +42,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 async fn integration(
     state: &AppState,
     provider: ProviderCode,
-    id: &str,
+    id: &IntegrationId,
 ) -> ApiResult<IntegrationRecord> {
     match state.store.integration_by_id(id).await? {
         Some(record) if record.provider_code == provider => Ok(record),
@@ -65,7 +66,7 @@ fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 #[instrument(skip_all, fields(integration.id = %id))]
 async fn telegram_update(
     State(state): State<AppState>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<IntegrationId>,
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult<Response> {
@@ -156,7 +157,7 @@ async fn answer_telegram(state: AppState, record: IntegrationRecord, update: tel
 #[instrument(skip_all, fields(integration.id = %id))]
 async fn slack_event(
     State(state): State<AppState>,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<IntegrationId>,
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult<Response> {

@@ -31,6 +31,7 @@ use crate::{
     chat::{Frame, PreparedChat, Relay, ThreadChoice},
     domain::Scope,
     http::error::{ApiError, ApiResult},
+    ids::{AgentId, ThreadId},
     store::Cursor,
     views::{conversation_view, message_view},
 };
@@ -67,7 +68,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 async fn send(
     State(state): State<AppState>,
     Auth(principal): Auth,
-    ApiPath(agent_id): ApiPath<String>,
+    ApiPath(agent_id): ApiPath<AgentId>,
     ApiJson(body): ApiJson<ChatRequest>,
 ) -> ApiResult<Response> {
     principal.require(Scope::ChatWrite)?;
@@ -78,7 +79,8 @@ async fn send(
     // they are decoded ([`crate::chat::ChatService::prepare`]).
     state.chat.check_message(&body.message)?;
     let agent = state.agents.owned(&principal.user_id, &agent_id).await?;
-    let thread = match body.thread_id.as_deref() {
+    let thread_id = body.thread_id.as_deref().map(ThreadId::from);
+    let thread = match &thread_id {
         Some(id) => ThreadChoice::Id(id),
         None => ThreadChoice::New,
     };
@@ -110,7 +112,7 @@ async fn json_reply(state: &AppState, prepared: PreparedChat) -> ApiResult<Respo
         model: prepared.model.id.clone(),
         tokens_used: usage,
         rag_chunks_used: prepared.sources.len() as u32,
-        thread_id: prepared.thread.id.clone(),
+        thread_id: prepared.thread.id.clone().into(),
         sources: prepared.sources,
     })
     .into_response())
@@ -157,7 +159,7 @@ pub(crate) fn stream_reply(
     prepared: PreparedChat,
     include_usage: bool,
 ) -> Response {
-    let thread_id = HeaderValue::from_str(&prepared.thread.id).ok();
+    let thread_id = HeaderValue::from_str(prepared.thread.id.as_str()).ok();
     let relay = Relay::new(state.chat.clone(), prepared, include_usage);
     let events = futures::stream::unfold(relay, |mut relay| async move {
         let frame = relay.next_frame().await?;
@@ -166,7 +168,7 @@ pub(crate) fn stream_reply(
     let mut response = Sse::new(events)
         .keep_alive(
             KeepAlive::new()
-                .interval(state.config.sse_heartbeat)
+                .interval(state.chat.config().sse_heartbeat)
                 .text("ping"),
         )
         .into_response();
@@ -227,7 +229,7 @@ fn encode_cursor(at: chrono::DateTime<chrono::Utc>, id: &str) -> String {
 async fn conversations(
     State(state): State<AppState>,
     Auth(principal): Auth,
-    ApiPath(agent_id): ApiPath<String>,
+    ApiPath(agent_id): ApiPath<AgentId>,
     ApiQuery(page): ApiQuery<PageQuery>,
 ) -> ApiResult<Json<ConversationsResponse>> {
     principal.require(Scope::ChatRead)?;
@@ -246,7 +248,11 @@ async fn conversations(
     let threads = &threads[..threads.len().min(limit as usize)];
     Ok(Json(ConversationsResponse {
         next_cursor: more
-            .then(|| threads.last().map(|t| encode_cursor(t.updated_at, &t.id)))
+            .then(|| {
+                threads
+                    .last()
+                    .map(|t| encode_cursor(t.updated_at, t.id.as_str()))
+            })
             .flatten(),
         conversations: threads.iter().map(conversation_view).collect(),
     }))
@@ -260,7 +266,7 @@ async fn conversations(
 async fn messages(
     State(state): State<AppState>,
     Auth(principal): Auth,
-    ApiPath((agent_id, thread_id)): ApiPath<(String, String)>,
+    ApiPath((agent_id, thread_id)): ApiPath<(AgentId, ThreadId)>,
     ApiQuery(page): ApiQuery<PageQuery>,
 ) -> ApiResult<Json<MessagesResponse>> {
     principal.require(Scope::ChatRead)?;
@@ -278,7 +284,10 @@ async fn messages(
     let rows = &rows[..rows.len().min(limit as usize)];
     Ok(Json(MessagesResponse {
         next_cursor: more
-            .then(|| rows.last().map(|m| encode_cursor(m.created_at, &m.id)))
+            .then(|| {
+                rows.last()
+                    .map(|m| encode_cursor(m.created_at, m.id.as_str()))
+            })
             .flatten(),
         messages: rows.iter().map(message_view).collect(),
     }))
@@ -292,7 +301,7 @@ async fn messages(
 async fn delete_conversation(
     State(state): State<AppState>,
     Auth(principal): Auth,
-    ApiPath((agent_id, thread_id)): ApiPath<(String, String)>,
+    ApiPath((agent_id, thread_id)): ApiPath<(AgentId, ThreadId)>,
 ) -> ApiResult<Json<SuccessResponse>> {
     principal.require(Scope::ChatWrite)?;
     if !state

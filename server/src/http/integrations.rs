@@ -23,6 +23,7 @@ use crate::{
     channels,
     domain::{parse_name, Scope},
     http::error::{ApiError, ApiResult},
+    ids::{AgentId, IntegrationId, UserId},
     integrations::{
         catalog::{self, Field, ProviderCode},
         open_credentials, prepare, MAX_INTEGRATIONS, MAX_NAME_CHARS,
@@ -74,8 +75,9 @@ async fn providers(Auth(principal): Auth) -> ApiResult<Json<IntegrationProviders
 }
 
 /// 404 unless the caller owns agent `id`.
-async fn own_agent(state: &AppState, user_id: &str, id: &str) -> ApiResult<String> {
-    Ok(state.agents.owned(user_id, id.trim()).await?.id.clone())
+async fn own_agent(state: &AppState, user_id: &UserId, id: &str) -> ApiResult<AgentId> {
+    let id = AgentId::from(id.trim());
+    Ok(state.agents.owned(user_id, &id).await?.id.clone())
 }
 
 /// The integrations of the user, oldest first, credentials masked.
@@ -91,7 +93,7 @@ async fn list(
     Ok(Json(IntegrationsResponse {
         integrations: integrations
             .iter()
-            .map(|r| integration_view(r, &state.config.public_url))
+            .map(|r| integration_view(r, &state.server.public_url))
             .collect(),
     }))
 }
@@ -122,8 +124,8 @@ async fn create(
         Some(id) => Some(own_agent(&state, &principal.user_id, id).await?),
         None => None,
     };
-    let id = uuid::Uuid::now_v7().to_string();
-    tracing::Span::current().record("integration.id", &id);
+    let id = IntegrationId::new();
+    tracing::Span::current().record("integration.id", id.as_str());
     let prepared = prepare(
         &state.secrets,
         provider,
@@ -170,7 +172,7 @@ async fn create(
         .emit(
             &record.user_id,
             EventType::IntegrationCreated,
-            serde_json::json!({ "integration": integration_view(&record, &state.config.public_url) }),
+            serde_json::json!({ "integration": integration_view(&record, &state.server.public_url) }),
         )
         .await;
     let message = match &record.status_detail {
@@ -180,10 +182,20 @@ async fn create(
         ),
         None => format!("{} integration created", provider.name),
     };
-    Ok((StatusCode::CREATED, Json(CreatedResponse { id, message })))
+    Ok((
+        StatusCode::CREATED,
+        Json(CreatedResponse {
+            id: id.into_string(),
+            message,
+        }),
+    ))
 }
 
-async fn owned(state: &AppState, user_id: &str, id: &str) -> ApiResult<IntegrationRecord> {
+async fn owned(
+    state: &AppState,
+    user_id: &UserId,
+    id: &IntegrationId,
+) -> ApiResult<IntegrationRecord> {
     state
         .store
         .integration(user_id, id)
@@ -199,12 +211,12 @@ async fn owned(state: &AppState, user_id: &str, id: &str) -> ApiResult<Integrati
 async fn get_one(
     State(state): State<AppState>,
     Auth(principal): Auth,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<IntegrationId>,
 ) -> ApiResult<Json<IntegrationResponse>> {
     principal.require(Scope::IntegrationsRead)?;
     let record = owned(&state, &principal.user_id, &id).await?;
     Ok(Json(IntegrationResponse {
-        integration: integration_view(&record, &state.config.public_url),
+        integration: integration_view(&record, &state.server.public_url),
     }))
 }
 
@@ -218,7 +230,7 @@ async fn get_one(
 async fn update(
     State(state): State<AppState>,
     Auth(principal): Auth,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<IntegrationId>,
     ApiJson(body): ApiJson<UpdateIntegrationRequest>,
 ) -> ApiResult<Json<IntegrationResponse>> {
     principal.require(Scope::IntegrationsWrite)?;
@@ -274,7 +286,7 @@ async fn update(
         return Err(ApiError::not_found("Integration"));
     }
     Ok(Json(IntegrationResponse {
-        integration: integration_view(&record, &state.config.public_url),
+        integration: integration_view(&record, &state.server.public_url),
     }))
 }
 
@@ -286,7 +298,7 @@ async fn update(
 async fn delete(
     State(state): State<AppState>,
     Auth(principal): Auth,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<IntegrationId>,
 ) -> ApiResult<Json<SuccessResponse>> {
     principal.require(Scope::IntegrationsWrite)?;
     let record = owned(&state, &principal.user_id, &id).await?;

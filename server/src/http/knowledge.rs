@@ -22,6 +22,7 @@ use super::{
 use crate::{
     domain::Scope,
     http::error::{ApiError, ApiResult},
+    ids::{AgentId, DocumentId, JobId},
     views::{document_view, job_view},
 };
 
@@ -78,7 +79,7 @@ fn clean_file_name(name: Option<&str>) -> String {
 async fn upload(
     State(state): State<AppState>,
     Auth(principal): Auth,
-    ApiPath(agent_id): ApiPath<String>,
+    ApiPath(agent_id): ApiPath<AgentId>,
     multipart: Result<Multipart, MultipartRejection>,
 ) -> ApiResult<(StatusCode, Json<UploadResponse>)> {
     principal.require(Scope::KnowledgeWrite)?;
@@ -130,7 +131,7 @@ async fn upload(
         StatusCode::CREATED,
         Json(UploadResponse {
             success: true,
-            document_id: doc.id,
+            document_id: doc.id.into_string(),
             status: doc.status.as_str().into(),
         }),
     ))
@@ -162,7 +163,7 @@ fn multipart_error(status: StatusCode, max: usize) -> ApiError {
 async fn add_url(
     State(state): State<AppState>,
     Auth(principal): Auth,
-    ApiPath(agent_id): ApiPath<String>,
+    ApiPath(agent_id): ApiPath<AgentId>,
     ApiJson(body): ApiJson<AddUrlRequest>,
 ) -> ApiResult<(StatusCode, Json<AddUrlResponse>)> {
     principal.require(Scope::KnowledgeWrite)?;
@@ -175,8 +176,8 @@ async fn add_url(
         StatusCode::ACCEPTED,
         Json(AddUrlResponse {
             success: true,
-            document_id: doc.id,
-            job_id: job.id,
+            document_id: doc.id.into_string(),
+            job_id: job.id.into_string(),
         }),
     ))
 }
@@ -189,7 +190,7 @@ async fn add_url(
 async fn list(
     State(state): State<AppState>,
     Auth(principal): Auth,
-    ApiPath(agent_id): ApiPath<String>,
+    ApiPath(agent_id): ApiPath<AgentId>,
 ) -> ApiResult<Json<DocumentsResponse>> {
     principal.require(Scope::KnowledgeRead)?;
     let agent = state.agents.owned(&principal.user_id, &agent_id).await?;
@@ -207,7 +208,7 @@ async fn list(
 async fn get(
     State(state): State<AppState>,
     Auth(principal): Auth,
-    ApiPath((agent_id, document_id)): ApiPath<(String, String)>,
+    ApiPath((agent_id, document_id)): ApiPath<(AgentId, DocumentId)>,
 ) -> ApiResult<Json<DocumentResponse>> {
     principal.require(Scope::KnowledgeRead)?;
     let agent = state.agents.owned(&principal.user_id, &agent_id).await?;
@@ -225,7 +226,7 @@ async fn get(
 async fn delete(
     State(state): State<AppState>,
     Auth(principal): Auth,
-    ApiPath((agent_id, document_id)): ApiPath<(String, String)>,
+    ApiPath((agent_id, document_id)): ApiPath<(AgentId, DocumentId)>,
 ) -> ApiResult<Json<SuccessResponse>> {
     principal.require(Scope::KnowledgeWrite)?;
     let agent = state.agents.owned(&principal.user_id, &agent_id).await?;
@@ -242,7 +243,7 @@ async fn delete(
 async fn refresh(
     State(state): State<AppState>,
     Auth(principal): Auth,
-    ApiPath((agent_id, document_id)): ApiPath<(String, String)>,
+    ApiPath((agent_id, document_id)): ApiPath<(AgentId, DocumentId)>,
 ) -> ApiResult<(StatusCode, Json<DocumentRefreshResponse>)> {
     principal.require(Scope::KnowledgeWrite)?;
     let agent = state.agents.owned(&principal.user_id, &agent_id).await?;
@@ -251,7 +252,7 @@ async fn refresh(
         StatusCode::ACCEPTED,
         Json(DocumentRefreshResponse {
             success: true,
-            job_id: job.id,
+            job_id: job.id.into_string(),
         }),
     ))
 }
@@ -264,7 +265,7 @@ async fn refresh(
 async fn job(
     State(state): State<AppState>,
     Auth(principal): Auth,
-    ApiPath(job_id): ApiPath<String>,
+    ApiPath(job_id): ApiPath<JobId>,
 ) -> ApiResult<Json<JobResponse>> {
     principal.require(Scope::KnowledgeRead)?;
     let job = state.documents.job(&principal.user_id, &job_id).await?;

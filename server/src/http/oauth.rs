@@ -52,6 +52,7 @@ use crate::{
     },
     domain::Email,
     http::error::{ApiError, ApiResult},
+    ids::UserId,
     store::{
         identity::{ExchangeCodeRecord, IdentityRecord, OAuthFlowRecord},
         NewUser, StoreError, UserRecord,
@@ -164,7 +165,7 @@ async fn begin_flow(
     provider: Provider,
     headers: &HeaderMap,
     response_headers: &mut HeaderMap,
-    link_user_id: Option<String>,
+    link_user_id: Option<UserId>,
     client_redirect: Option<String>,
 ) -> Result<String, OAuthError> {
     let request = state.oauth.authorization_request(provider).await?;
@@ -191,7 +192,7 @@ async fn begin_flow(
             flow_cookie(
                 &binding,
                 FLOW_TTL.num_seconds(),
-                state.config.secure_cookies(),
+                state.server.secure_cookies(),
             ),
         );
     }
@@ -382,7 +383,7 @@ async fn callback(
         Ok(user) => user,
         Err(message) => return Ok(landing.failure(&message)),
     };
-    tracing::Span::current().record("user.id", &user.id);
+    tracing::Span::current().record("user.id", user.id.as_str());
     if let Some(uri) = &flow.client_redirect {
         let code = keys::random_token();
         state
@@ -401,7 +402,7 @@ async fn callback(
         .start_session(&user.id, user_agent(&headers), Some(ip))
         .await?;
     let mut response = see_other(DASHBOARD);
-    let secure = state.config.secure_cookies();
+    let secure = state.server.secure_cookies();
     cookies::set_session(response.headers_mut(), &issued, secure);
     response
         .headers_mut()
@@ -447,7 +448,7 @@ async fn account_for(
         return Ok(Err(existing_account_message(provider)));
     }
     let now = state.clock.now();
-    let user_id = uuid::Uuid::now_v7().to_string();
+    let user_id = UserId::new();
     let name: String = identity.name.trim().chars().take(200).collect();
     let created = state
         .store
@@ -496,10 +497,10 @@ async fn connect(
     state: &AppState,
     provider: Provider,
     identity: &ProviderIdentity,
-    user_id: &str,
+    user_id: &UserId,
 ) -> ApiResult<Result<(), String>> {
     if let Some(linked) = state.store.identity(provider, &identity.subject).await? {
-        return Ok(if linked.user_id == user_id {
+        return Ok(if &linked.user_id == user_id {
             Ok(())
         } else {
             Err(format!(
@@ -520,7 +521,7 @@ async fn connect(
         .link_identity(&IdentityRecord {
             provider,
             subject: identity.subject.clone(),
-            user_id: user_id.into(),
+            user_id: user_id.clone(),
             email: identity.email.clone(),
             created_at: state.clock.now(),
         })
@@ -561,7 +562,7 @@ async fn exchange(
         .user_by_id(&user_id)
         .await?
         .ok_or_else(|| ApiError::bad_request("This account no longer exists"))?;
-    tracing::Span::current().record("user.id", &user.id);
+    tracing::Span::current().record("user.id", user.id.as_str());
     let issued = state
         .auth
         .start_session(&user.id, user_agent(&headers), Some(ip))
@@ -569,7 +570,7 @@ async fn exchange(
     Ok(Json(LoginResponse {
         success: true,
         user: UserSummary {
-            id: user.id,
+            id: user.id.into_string(),
             email: user.email,
             name: user.name,
         },

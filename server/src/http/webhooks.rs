@@ -18,6 +18,7 @@ use super::{
 use crate::{
     domain::Scope,
     http::error::ApiResult,
+    ids::{DeliveryId, WebhookId},
     views::{delivery_view, webhook_view},
     webhooks::EventType,
 };
@@ -99,7 +100,7 @@ async fn events(Auth(principal): Auth) -> ApiResult<Json<WebhookEventsResponse>>
 async fn delete(
     State(state): State<AppState>,
     Auth(principal): Auth,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<WebhookId>,
 ) -> ApiResult<Json<SuccessResponse>> {
     principal.require(Scope::WebhooksWrite)?;
     state.webhooks.delete(&principal.user_id, &id).await?;
@@ -114,7 +115,7 @@ async fn delete(
 async fn deliveries(
     State(state): State<AppState>,
     Auth(principal): Auth,
-    ApiPath(id): ApiPath<String>,
+    ApiPath(id): ApiPath<WebhookId>,
 ) -> ApiResult<Json<WebhookDeliveriesResponse>> {
     principal.require(Scope::WebhooksRead)?;
     let deliveries = state.webhooks.deliveries(&principal.user_id, &id).await?;
@@ -133,7 +134,7 @@ async fn deliveries(
 async fn redeliver(
     State(state): State<AppState>,
     Auth(principal): Auth,
-    ApiPath((id, delivery_id)): ApiPath<(String, String)>,
+    ApiPath((id, delivery_id)): ApiPath<(WebhookId, DeliveryId)>,
 ) -> ApiResult<(StatusCode, Json<SuccessResponse>)> {
     principal.require(Scope::WebhooksWrite)?;
     state

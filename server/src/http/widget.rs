@@ -27,6 +27,7 @@ use crate::{
     channels::{self, widget::WidgetSettings},
     domain::Role,
     http::error::{ApiError, ApiResult},
+    ids::PublicId,
     integrations::catalog::ProviderCode,
     store::{chat::ReplyStatus, integrations::IntegrationRecord},
     views::iso,
@@ -79,7 +80,7 @@ struct Widget {
 /// The website integration `public_id`, if the request's `Origin` may use it.
 ///
 /// Errors: 404 unknown public id; 403 no `Origin` header, or one not allowed.
-async fn widget(state: &AppState, public_id: &str, headers: &HeaderMap) -> ApiResult<Widget> {
+async fn widget(state: &AppState, public_id: &PublicId, headers: &HeaderMap) -> ApiResult<Widget> {
     let record = match state.store.integration_by_public_id(public_id).await? {
         Some(r) if r.provider_code == ProviderCode::Website => r,
         _ => return Err(ApiError::not_found("Widget")),
@@ -115,7 +116,7 @@ fn with_cors(headers: &HeaderMap, result: ApiResult<Response>) -> Response {
 /// The CORS preflight of the widget's requests: allowed for the integration's origins.
 async fn preflight(
     State(state): State<AppState>,
-    ApiPath(public_id): ApiPath<String>,
+    ApiPath(public_id): ApiPath<PublicId>,
     headers: HeaderMap,
 ) -> Response {
     let result = widget(&state, &public_id, &headers).await.map(|_| {
@@ -140,7 +141,7 @@ async fn preflight(
 #[instrument(skip_all, fields(widget = %public_id))]
 async fn info(
     State(state): State<AppState>,
-    ApiPath(public_id): ApiPath<String>,
+    ApiPath(public_id): ApiPath<PublicId>,
     headers: HeaderMap,
 ) -> Response {
     let result = async {
@@ -173,7 +174,7 @@ async fn info(
 #[instrument(skip_all, fields(widget = %public_id))]
 async fn send(
     State(state): State<AppState>,
-    ApiPath(public_id): ApiPath<String>,
+    ApiPath(public_id): ApiPath<PublicId>,
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
@@ -195,7 +196,7 @@ async fn send(
         let decision = state
             .limiter
             .check(
-                crate::ratelimit::RateKey::Widget(&w.record.id),
+                crate::ratelimit::RateKey::Widget(w.record.id.as_str()),
                 w.settings.requests_per_minute,
             )
             .await;
@@ -232,7 +233,7 @@ struct VisitorQuery {
 #[instrument(skip_all, fields(widget = %public_id))]
 async fn messages(
     State(state): State<AppState>,
-    ApiPath(public_id): ApiPath<String>,
+    ApiPath(public_id): ApiPath<PublicId>,
     query: Result<ApiQuery<VisitorQuery>, ApiError>,
     headers: HeaderMap,
 ) -> Response {

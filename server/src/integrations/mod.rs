@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 
 use crate::{
     crypto::{CryptoError, SecretBox},
+    ids::{IntegrationId, UserId},
     store::integrations::IntegrationRecord,
 };
 
@@ -20,7 +21,7 @@ pub const MAX_NAME_CHARS: usize = 200;
 
 /// The associated data that binds sealed credentials to their row: a ciphertext moved to
 /// another integration or owner does not open.
-pub fn credentials_aad(user_id: &str, integration_id: &str) -> Vec<u8> {
+pub fn credentials_aad(user_id: &UserId, integration_id: &IntegrationId) -> Vec<u8> {
     format!("integration-credentials|{user_id}|{integration_id}").into_bytes()
 }
 
@@ -40,8 +41,8 @@ pub struct Prepared {
 pub fn prepare(
     secrets: &SecretBox,
     provider: &ProviderSpec,
-    user_id: &str,
-    integration_id: &str,
+    user_id: &UserId,
+    integration_id: &IntegrationId,
     credentials: &Value,
     config: Option<&Value>,
 ) -> Result<Prepared, String> {
@@ -104,14 +105,15 @@ mod tests {
         let secrets = SecretBox::new(&[9u8; 32], &[]);
         let slack = catalog::provider(ProviderCode::Slack);
         let credentials = json!({"botToken": "xoxb-1111-2222-secretvalue", "signingSecret": "0123456789abcdef0123456789abcdef"});
-        let p = prepare(&secrets, slack, "u1", "i1", &credentials, None).unwrap();
+        let (u1, i1) = (UserId::from("u1"), IntegrationId::from("i1"));
+        let p = prepare(&secrets, slack, &u1, &i1, &credentials, None).unwrap();
         assert_eq!(
             serde_json::from_str::<Value>(&p.credential_hints).unwrap(),
             json!({"botToken": "••••alue", "signingSecret": "••••cdef"})
         );
         let record = IntegrationRecord {
-            id: "i1".into(),
-            user_id: "u1".into(),
+            id: i1,
+            user_id: u1,
             provider_code: ProviderCode::Slack,
             name: "n".into(),
             agent_id: None,
@@ -144,9 +146,10 @@ mod tests {
     fn shapes_are_checked() {
         let secrets = SecretBox::new(&[9u8; 32], &[]);
         let web = catalog::provider(ProviderCode::Website);
-        assert!(prepare(&secrets, web, "u", "i", &json!([]), None).is_err());
-        assert!(prepare(&secrets, web, "u", "i", &json!({}), Some(&json!(3))).is_err());
-        let e = prepare(&secrets, web, "u", "i", &json!({}), None)
+        let (u, i) = (UserId::from("u"), IntegrationId::from("i"));
+        assert!(prepare(&secrets, web, &u, &i, &json!([]), None).is_err());
+        assert!(prepare(&secrets, web, &u, &i, &json!({}), Some(&json!(3))).is_err());
+        let e = prepare(&secrets, web, &u, &i, &json!({}), None)
             .err()
             .unwrap();
         assert!(e.contains("config.allowedOrigins is required"), "{e}");

@@ -36,7 +36,8 @@ use tracing::{info, warn};
 
 use super::Knowledge;
 use crate::{
-    config::Config,
+    config::ProvidersConfig,
+    ids::{AgentId, ChunkId, DocumentId},
     llm::{
         remote::{classify, endpoint_url, mask, target},
         ProviderError, ProviderErrorKind,
@@ -85,7 +86,7 @@ impl Embedder {
     /// provider's, enabled by its key).
     ///
     /// Errors: the HTTP client cannot be built (TLS set-up).
-    pub fn from_config(config: &Config) -> anyhow::Result<Option<Self>> {
+    pub fn from_config(config: &ProvidersConfig) -> anyhow::Result<Option<Self>> {
         let Some(model) = config.embedding_model.clone() else {
             return Ok(None);
         };
@@ -100,7 +101,7 @@ impl Embedder {
             &config.openai_base_url,
             key,
             &model,
-            config.provider_timeout,
+            config.timeout,
         )?))
     }
 
@@ -275,7 +276,7 @@ fn refused(err: &ProviderError) -> bool {
 pub async fn embed_missing(
     store: &dyn DocumentStore,
     embedder: &Embedder,
-    document_id: Option<&str>,
+    document_id: Option<&DocumentId>,
 ) -> Result<u64, EmbedFailure> {
     let model = embedder.model();
     let mut done = 0u64;
@@ -287,7 +288,7 @@ pub async fn embed_missing(
             return Ok(done);
         }
         let texts: Vec<String> = chunks.iter().map(embed_input).collect();
-        let pairs: Vec<(i64, Vec<f32>)> = match embedder.embed(&texts).await {
+        let pairs: Vec<(ChunkId, Vec<f32>)> = match embedder.embed(&texts).await {
             Ok(vectors) => chunks.iter().map(|c| c.chunk_id).zip(vectors).collect(),
             Err(err) if refused(&err) => {
                 let mut pairs = Vec::with_capacity(chunks.len());
@@ -295,7 +296,7 @@ pub async fn embed_missing(
                     match embedder.embed(&[text]).await {
                         Ok(mut v) => pairs.push((chunk.chunk_id, v.pop().unwrap_or_default())),
                         Err(err) if refused(&err) => {
-                            warn!(chunk = chunk.chunk_id, error = %err, "the embedding endpoint refused a chunk");
+                            warn!(chunk = chunk.chunk_id.get(), error = %err, "the embedding endpoint refused a chunk");
                             pairs.push((chunk.chunk_id, Vec::new()));
                         }
                         Err(err) => return Err(err.into()),
@@ -440,14 +441,14 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
 /// instance, is seen by the next query) and it is of the current model.
 #[derive(Clone)]
 pub struct VectorCache {
-    entries: Cache<String, Arc<AgentVectors>>,
+    entries: Cache<AgentId, Arc<AgentVectors>>,
 }
 
 impl Default for VectorCache {
     fn default() -> Self {
         Self {
             entries: Cache::builder()
-                .weigher(|_: &String, v: &Arc<AgentVectors>| {
+                .weigher(|_: &AgentId, v: &Arc<AgentVectors>| {
                     u32::try_from(v.bytes() / 1024).unwrap_or(u32::MAX)
                 })
                 .max_capacity(VECTOR_CACHE_BYTES / 1024)
@@ -464,7 +465,7 @@ impl VectorCache {
     pub async fn get(
         &self,
         store: &dyn DocumentStore,
-        agent_id: &str,
+        agent_id: &AgentId,
         model: &str,
     ) -> Result<Arc<AgentVectors>, StoreError> {
         let generation = store.embedding_generation(agent_id).await?;
@@ -477,10 +478,10 @@ impl VectorCache {
             .agent_embeddings(agent_id, model)
             .await?
             .into_iter()
-            .map(|c| (c.chunk_id, c.vector))
+            .map(|c| (c.chunk_id.get(), c.vector))
             .collect();
         let fresh = Arc::new(AgentVectors::new(model, generation, stored));
-        self.entries.insert(agent_id.to_string(), fresh.clone());
+        self.entries.insert(agent_id.clone(), fresh.clone());
         Ok(fresh)
     }
 }
@@ -546,7 +547,7 @@ mod tests {
     #[test]
     fn the_embedded_text_carries_title_and_headings() {
         let chunk = ChunkText {
-            chunk_id: 1,
+            chunk_id: 1.into(),
             title: "Guide".into(),
             heading_path: "Intro > Setup".into(),
             text: "Install it.".into(),

@@ -6,7 +6,7 @@
 use serde::Deserialize;
 
 use super::search::{retrieve, ChunkSearch};
-use crate::store::documents::ChunkHit;
+use crate::{ids::AgentId, store::documents::ChunkHit};
 
 /// Retrieved chunks considered per question (hit@5 is the headline figure).
 pub const DEPTH: u32 = 5;
@@ -74,7 +74,7 @@ pub fn is_relevant(hit: &ChunkHit, expect: &[String]) -> bool {
 /// Errors: the store's.
 pub async fn evaluate(
     search: &ChunkSearch,
-    agent_id: &str,
+    agent_id: &AgentId,
     questions: &[Question],
 ) -> anyhow::Result<Report> {
     let mut outcomes = Vec::new();
@@ -117,7 +117,7 @@ mod tests {
 
     fn hit(url: Option<&str>, name: &str) -> ChunkHit {
         ChunkHit {
-            chunk_id: 1,
+            chunk_id: 1.into(),
             document_id: "d".into(),
             title: "t".into(),
             url: url.map(str::to_string),

@@ -33,7 +33,8 @@ use std::{path::PathBuf, sync::Arc};
 use tokio::sync::Notify;
 
 use crate::{
-    config::Config,
+    config::{KnowledgeConfig, OutboundConfig, ProvidersConfig},
+    ids::DocumentId,
     outbound::{FetchLimits, NetPolicy, SafeClient},
     store::{DocumentStore, JobQueue},
 };
@@ -76,21 +77,25 @@ pub struct Knowledge {
 }
 
 impl Knowledge {
-    /// The knowledge base of `config` over `documents` and `jobs` (one store's parts); its
-    /// jobs emit webhook events through `events` and read the time from `clock`.
+    /// The knowledge base of `config` over `documents` and `jobs` (one store's parts),
+    /// crawling within the exceptions of `outbound` and embedding with the model of
+    /// `providers` (when set); its jobs emit webhook events through `events` and read the
+    /// time from `clock`.
     ///
     /// Errors: a malformed `ALLOWED_PRIVATE_HOSTS` entry, an uploads folder that cannot be
     /// created, or an HTTP client (crawls, embeddings) that cannot be built.
     pub fn new(
-        config: &Config,
+        config: &KnowledgeConfig,
+        outbound: &OutboundConfig,
+        providers: &ProvidersConfig,
         documents: Arc<dyn DocumentStore>,
         jobs: Arc<dyn JobQueue>,
         events: crate::webhooks::Events,
         clock: crate::clock::Clock,
     ) -> anyhow::Result<Self> {
-        let uploads = config.data_dir.join("uploads");
+        let uploads = config.uploads.clone();
         std::fs::create_dir_all(&uploads)?;
-        let policy = Arc::new(NetPolicy::from_list(&config.allowed_private_hosts)?);
+        let policy = Arc::new(NetPolicy::from_list(&outbound.allowed_private_hosts)?);
         let client = Arc::new(SafeClient::new((*policy).clone(), FetchLimits::default())?);
         Ok(Self {
             search: search::ChunkSearch::new(documents.clone()),
@@ -106,7 +111,7 @@ impl Knowledge {
             }),
             sandbox: Arc::new(sandbox::Sandbox::new(config.extraction.clone())),
             max_upload_bytes: config.max_upload_bytes,
-            embedder: embed::Embedder::from_config(config)?.map(Arc::new),
+            embedder: embed::Embedder::from_config(providers)?.map(Arc::new),
             vectors: embed::VectorCache::default(),
             embed_wake: Arc::new(Notify::new()),
             events,
@@ -115,7 +120,7 @@ impl Knowledge {
     }
 
     /// The stored upload of `document_id`.
-    pub fn upload_path(&self, document_id: &str) -> PathBuf {
-        self.uploads.join(document_id)
+    pub fn upload_path(&self, document_id: &DocumentId) -> PathBuf {
+        self.uploads.join(document_id.as_str())
     }
 }

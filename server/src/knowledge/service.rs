@@ -10,6 +10,7 @@ use super::{crawl::CrawlConfig, extract, Knowledge};
 use crate::{
     agents::AgentService,
     clock::Clock,
+    ids::{DocumentId, JobId, UserId},
     public_url::{self, UrlError},
     store::{
         documents::{DocumentRecord, DocumentStatus},
@@ -92,7 +93,7 @@ impl Documents {
             Err(err) => return Err(KnowledgeError::UnsupportedFormat(err)),
         };
         let now = self.clock.now();
-        let id = uuid::Uuid::now_v7().to_string();
+        let id = DocumentId::new();
         tracing::Span::current().record("document.id", id.as_str());
         let path = self.knowledge.upload_path(&id);
         tokio::fs::write(&path, &bytes)
@@ -133,7 +134,7 @@ impl Documents {
         let config = crawl_config(options)?;
         let url = public_url::check(url, &self.knowledge.policy, "be crawled").await?;
         let now = self.clock.now();
-        let id = uuid::Uuid::now_v7().to_string();
+        let id = DocumentId::new();
         tracing::Span::current().record("document.id", id.as_str());
         let crawl_config = serde_json::to_string(&config).map_err(anyhow::Error::from)?;
         let doc = DocumentRecord::pending_url(
@@ -168,7 +169,7 @@ impl Documents {
     pub async fn document(
         &self,
         agent: &AgentRecord,
-        document_id: &str,
+        document_id: &DocumentId,
     ) -> Result<DocumentRecord, KnowledgeError> {
         self.knowledge
             .documents
@@ -184,7 +185,7 @@ impl Documents {
     pub async fn delete(
         &self,
         agent: &AgentRecord,
-        document_id: &str,
+        document_id: &DocumentId,
     ) -> Result<(), KnowledgeError> {
         if !self
             .knowledge
@@ -207,7 +208,7 @@ impl Documents {
     pub async fn refresh(
         &self,
         agent: &AgentRecord,
-        document_id: &str,
+        document_id: &DocumentId,
     ) -> Result<JobRecord, KnowledgeError> {
         let doc = self.document(agent, document_id).await?;
         let job = self
@@ -233,7 +234,7 @@ impl Documents {
     /// The knowledge job `job_id` of `user_id`.
     ///
     /// Errors: [`KnowledgeError::JobNotFound`]; the store's.
-    pub async fn job(&self, user_id: &str, job_id: &str) -> Result<JobRecord, KnowledgeError> {
+    pub async fn job(&self, user_id: &UserId, job_id: &JobId) -> Result<JobRecord, KnowledgeError> {
         self.knowledge
             .jobs
             .job(user_id, job_id)

@@ -35,6 +35,7 @@ use super::{
 };
 use crate::{
     clock::Clock,
+    ids::DocumentId,
     jobs::lease::{self, LeaseQueue, LeaseRules},
     store::{
         documents::{DocumentStatus, NewChunk, PageRecord},
@@ -276,7 +277,7 @@ struct Embedding {
 impl Embedding {
     /// Embeds the document's chunks that lack a vector; a failure is logged, never
     /// returned (module [`super::embed`]: the document stays searchable by BM25).
-    async fn document(&mut self, k: &Knowledge, document_id: &str) {
+    async fn document(&mut self, k: &Knowledge, document_id: &DocumentId) {
         let Some(embedder) = k.embedder.as_deref() else {
             return;
         };
@@ -287,7 +288,7 @@ impl Embedding {
             Ok(_) => self.embedded = true,
             Err(err) => {
                 self.failed = true;
-                warn!(document = document_id, error = %err, "embedding chunks failed; they will be retried, BM25 serves them meanwhile");
+                warn!(document = document_id.as_str(), error = %err, "embedding chunks failed; they will be retried, BM25 serves them meanwhile");
             }
         }
     }
@@ -527,7 +528,7 @@ const MAX_PAGES_PER_WRITE: usize = 16;
 /// `Ok(false)` when the document was deleted meanwhile (the crawl should stop).
 async fn store_ready_pages(
     k: &Knowledge,
-    document_id: &str,
+    document_id: &DocumentId,
     chunking: &mut VecDeque<ChunkingPage>,
     seen: &mut Vec<String>,
 ) -> Result<bool, Failure> {
@@ -547,7 +548,7 @@ async fn store_ready_pages(
             Err(err) => {
                 // The page is left out (and dropped if an earlier crawl kept it); the rest
                 // of the site is indexed.
-                warn!(document = document_id, page = %record.url, error = %err, "a crawled page could not be chunked; it is left out");
+                warn!(document = document_id.as_str(), page = %record.url, error = %err, "a crawled page could not be chunked; it is left out");
                 seen.retain(|url| *url != record.url);
             }
         }

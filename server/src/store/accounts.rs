@@ -7,11 +7,12 @@ use chrono::{DateTime, Utc};
 
 use super::StoreResult;
 use crate::domain::{Email, Plan};
+use crate::ids::UserId;
 
 /// A user account.
 #[derive(Debug, Clone)]
 pub struct UserRecord {
-    pub id: String,
+    pub id: UserId,
     pub email: String,
     pub name: String,
     /// PHC string of the argon2id hash; `None` for provider-only accounts.
@@ -28,7 +29,7 @@ pub struct UserRecord {
 /// What signup stores.
 #[derive(Debug, Clone)]
 pub struct NewUser {
-    pub id: String,
+    pub id: UserId,
     pub email: Email,
     pub name: String,
     pub password_hash: Option<String>,
@@ -75,15 +76,15 @@ pub trait AccountStore: Send + Sync {
     ///
     /// [`Conflict::Email`]: crate::store::Conflict::Email
     async fn create_user(&self, user: NewUser) -> StoreResult<UserRecord>;
-    async fn user_by_id(&self, id: &str) -> StoreResult<Option<UserRecord>>;
+    async fn user_by_id(&self, id: &UserId) -> StoreResult<Option<UserRecord>>;
     async fn user_by_email(&self, email: &Email) -> StoreResult<Option<UserRecord>>;
     /// Marks the email verified (idempotent).
-    async fn mark_email_verified(&self, user_id: &str, now: DateTime<Utc>) -> StoreResult<()>;
+    async fn mark_email_verified(&self, user_id: &UserId, now: DateTime<Utc>) -> StoreResult<()>;
     /// Sets the plan of the account with `email`; `NotFound` when there is none.
     async fn set_plan(&self, email: &Email, plan: Plan, now: DateTime<Utc>) -> StoreResult<()>;
     async fn set_password_hash(
         &self,
-        user_id: &str,
+        user_id: &UserId,
         hash: &str,
         now: DateTime<Utc>,
     ) -> StoreResult<()>;
@@ -91,7 +92,7 @@ pub trait AccountStore: Send + Sync {
     /// Stores a single-use token by its hash.
     async fn create_email_token(
         &self,
-        user_id: &str,
+        user_id: &UserId,
         purpose: TokenPurpose,
         token_hash: &str,
         expires_at: DateTime<Utc>,
@@ -109,7 +110,7 @@ pub trait AccountStore: Send + Sync {
         purpose: TokenPurpose,
         token_hash: &str,
         now: DateTime<Utc>,
-    ) -> StoreResult<Option<String>>;
+    ) -> StoreResult<Option<UserId>>;
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::StoreResult;
+use crate::ids::{AgentId, UserId};
 
 /// An agent's state (docs/api.md § States and transitions: every agent is `active` from
 /// its creation until it is deleted). Stored as its text ([`AgentStatus::as_str`]) in
@@ -41,8 +42,8 @@ impl std::fmt::Display for AgentStatus {
 /// An agent as stored.
 #[derive(Debug, Clone)]
 pub struct AgentRecord {
-    pub id: String,
-    pub user_id: String,
+    pub id: AgentId,
+    pub user_id: UserId,
     pub name: String,
     pub description: String,
     pub system_prompt: String,
@@ -85,20 +86,20 @@ pub trait AgentStore: Send + Sync {
     /// `conformance::ten_parallel_agent_creates_at_a_limit_of_three_leave_three`.
     async fn create_agent(&self, agent: &AgentRecord, limit: u32) -> StoreResult<bool>;
     /// The user's agents, oldest first.
-    async fn list_agents(&self, user_id: &str) -> StoreResult<Vec<AgentRecord>>;
-    async fn agent(&self, user_id: &str, id: &str) -> StoreResult<Option<AgentRecord>>;
+    async fn list_agents(&self, user_id: &UserId) -> StoreResult<Vec<AgentRecord>>;
+    async fn agent(&self, user_id: &UserId, id: &AgentId) -> StoreResult<Option<AgentRecord>>;
     /// Applies `patch`; `None` when the user has no such agent.
     async fn update_agent(
         &self,
-        user_id: &str,
-        id: &str,
+        user_id: &UserId,
+        id: &AgentId,
         patch: &AgentPatch,
         now: DateTime<Utc>,
     ) -> StoreResult<Option<AgentRecord>>;
     /// Deletes the agent with its threads and messages, its documents with their chunks,
     /// pages, jobs and embeddings, and its chunk generation; false when there was none.
     /// The owner's daily usage stays.
-    async fn delete_agent(&self, user_id: &str, id: &str) -> StoreResult<bool>;
+    async fn delete_agent(&self, user_id: &UserId, id: &AgentId) -> StoreResult<bool>;
 }
 
 #[cfg(test)]

@@ -7,12 +7,13 @@ use chrono::{DateTime, Utc};
 
 use super::StoreResult;
 use crate::domain::Plan;
+use crate::ids::{ApiKeyId, UserId};
 
 /// An API key as stored (never the key itself).
 #[derive(Debug, Clone)]
 pub struct ApiKeyRecord {
-    pub id: String,
-    pub user_id: String,
+    pub id: ApiKeyId,
+    pub user_id: UserId,
     pub name: String,
     pub prefix: String,
     pub key_hash: String,
@@ -50,21 +51,21 @@ pub trait ApiKeyStore: Send + Sync {
     /// stays the same, so no cap applies.
     async fn rotate_api_key(
         &self,
-        user_id: &str,
-        old_id: &str,
+        user_id: &UserId,
+        old_id: &ApiKeyId,
         new: ApiKeyRecord,
         now: DateTime<Utc>,
     ) -> StoreResult<bool>;
     /// Keys of the user that are not revoked, newest first.
-    async fn list_api_keys(&self, user_id: &str) -> StoreResult<Vec<ApiKeyRecord>>;
-    async fn api_key(&self, user_id: &str, id: &str) -> StoreResult<Option<ApiKeyRecord>>;
+    async fn list_api_keys(&self, user_id: &UserId) -> StoreResult<Vec<ApiKeyRecord>>;
+    async fn api_key(&self, user_id: &UserId, id: &ApiKeyId) -> StoreResult<Option<ApiKeyRecord>>;
     async fn api_key_by_hash(&self, key_hash: &str) -> StoreResult<Option<ApiKeyAuth>>;
     /// Revokes a key of the user; false when none was live.
     async fn revoke_api_key(
         &self,
-        user_id: &str,
-        id: &str,
+        user_id: &UserId,
+        id: &ApiKeyId,
         now: DateTime<Utc>,
     ) -> StoreResult<bool>;
-    async fn touch_api_key(&self, id: &str, now: DateTime<Utc>) -> StoreResult<()>;
+    async fn touch_api_key(&self, id: &ApiKeyId, now: DateTime<Utc>) -> StoreResult<()>;
 }

@@ -7,6 +7,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 
 use super::StoreResult;
 use crate::domain::Role;
+use crate::ids::{AgentId, MessageId, ThreadId, UserId};
 
 /// A message's status (docs/api.md § States and transitions), set once when the message is
 /// stored: a user message and a finished reply are `complete`, a reply the provider broke
@@ -50,9 +51,9 @@ impl std::fmt::Display for ReplyStatus {
 /// A conversation thread of one user with one agent.
 #[derive(Debug, Clone)]
 pub struct ThreadRecord {
-    pub id: String,
-    pub agent_id: String,
-    pub user_id: String,
+    pub id: ThreadId,
+    pub agent_id: AgentId,
+    pub user_id: UserId,
     pub title: String,
     pub message_count: i64,
     pub created_at: DateTime<Utc>,
@@ -62,8 +63,8 @@ pub struct ThreadRecord {
 /// One message of a thread.
 #[derive(Debug, Clone)]
 pub struct MessageRecord {
-    pub id: String,
-    pub thread_id: String,
+    pub id: MessageId,
+    pub thread_id: ThreadId,
     pub role: Role,
     pub content: String,
     pub model: Option<String>,
@@ -111,23 +112,23 @@ pub trait ChatStore: Send + Sync {
     ) -> StoreResult<bool>;
     async fn thread(
         &self,
-        user_id: &str,
-        agent_id: &str,
-        thread_id: &str,
+        user_id: &UserId,
+        agent_id: &AgentId,
+        thread_id: &ThreadId,
     ) -> StoreResult<Option<ThreadRecord>>;
     /// Threads by most recent activity, after `cursor`.
     async fn list_threads(
         &self,
-        user_id: &str,
-        agent_id: &str,
+        user_id: &UserId,
+        agent_id: &AgentId,
         limit: u32,
         cursor: Option<&Cursor>,
     ) -> StoreResult<Vec<ThreadRecord>>;
     async fn delete_thread(
         &self,
-        user_id: &str,
-        agent_id: &str,
-        thread_id: &str,
+        user_id: &UserId,
+        agent_id: &AgentId,
+        thread_id: &ThreadId,
     ) -> StoreResult<bool>;
     /// Appends a message and bumps the thread's count and activity time; an assistant
     /// message (one per chat request) also counts into its owner's [`UsageDay`] of
@@ -144,17 +145,20 @@ pub trait ChatStore: Send + Sync {
     async fn append_message(&self, message: &MessageRecord) -> StoreResult<()>;
     /// The user's usage on the days from `from` (UTC) on, oldest first; days without any
     /// use are absent.
-    async fn usage(&self, user_id: &str, from: NaiveDate) -> StoreResult<Vec<UsageDay>>;
+    async fn usage(&self, user_id: &UserId, from: NaiveDate) -> StoreResult<Vec<UsageDay>>;
     /// Messages oldest first, after `cursor`.
     async fn list_messages(
         &self,
-        thread_id: &str,
+        thread_id: &ThreadId,
         limit: u32,
         cursor: Option<&Cursor>,
     ) -> StoreResult<Vec<MessageRecord>>;
     /// The newest `limit` messages, returned oldest first (prompt history).
-    async fn recent_messages(&self, thread_id: &str, limit: u32)
-        -> StoreResult<Vec<MessageRecord>>;
+    async fn recent_messages(
+        &self,
+        thread_id: &ThreadId,
+        limit: u32,
+    ) -> StoreResult<Vec<MessageRecord>>;
 }
 
 #[cfg(test)]

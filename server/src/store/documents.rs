@@ -10,6 +10,7 @@ use super::{
     jobs::{JobKind, JobRecord},
     StoreResult,
 };
+use crate::ids::{AgentId, ChunkId, DocumentId, UserId};
 
 /// A knowledge document's indexing state (docs/api.md § States and transitions): `pending`
 /// → `processing` → `indexed` or `failed`; a refresh puts an `indexed` or `failed`
@@ -100,9 +101,9 @@ impl std::fmt::Display for DocumentSource {
 /// A knowledge document: an uploaded file or a crawled site.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DocumentRecord {
-    pub id: String,
-    pub agent_id: String,
-    pub user_id: String,
+    pub id: DocumentId,
+    pub agent_id: AgentId,
+    pub user_id: UserId,
     /// An upload or a crawled site.
     pub kind: DocumentSource,
     /// File name of an upload, the start URL of a crawl.
@@ -127,17 +128,17 @@ pub struct DocumentRecord {
 impl DocumentRecord {
     /// A new `pending` document of `kind` named `name`, created at `now`.
     fn pending(
-        id: String,
-        agent_id: &str,
-        user_id: &str,
+        id: DocumentId,
+        agent_id: &AgentId,
+        user_id: &UserId,
         kind: DocumentSource,
         name: String,
         now: DateTime<Utc>,
     ) -> Self {
         Self {
             id,
-            agent_id: agent_id.to_string(),
-            user_id: user_id.to_string(),
+            agent_id: agent_id.clone(),
+            user_id: user_id.clone(),
             kind,
             name,
             url: None,
@@ -157,9 +158,9 @@ impl DocumentRecord {
     /// A new uploaded file (`kind` `file`), `pending`: `format` is `pdf`, `docx`,
     /// `markdown` or `text`, `bytes` the upload's size.
     pub fn pending_file(
-        id: String,
-        agent_id: &str,
-        user_id: &str,
+        id: DocumentId,
+        agent_id: &AgentId,
+        user_id: &UserId,
         name: String,
         format: &str,
         bytes: u64,
@@ -175,9 +176,9 @@ impl DocumentRecord {
     /// A new web site to crawl from `url` (`kind` `url`, named by its URL), `pending`;
     /// `crawl_config` is the crawl options as JSON.
     pub fn pending_url(
-        id: String,
-        agent_id: &str,
-        user_id: &str,
+        id: DocumentId,
+        agent_id: &AgentId,
+        user_id: &UserId,
         url: &str,
         crawl_config: Option<String>,
         now: DateTime<Utc>,
@@ -228,8 +229,8 @@ pub struct PageRecord {
 /// A chunk found by a search.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChunkHit {
-    pub chunk_id: i64,
-    pub document_id: String,
+    pub chunk_id: ChunkId,
+    pub document_id: DocumentId,
     /// The document's name (uploads) or the page title (crawls).
     pub title: String,
     /// The page URL (crawls).
@@ -247,7 +248,7 @@ pub struct ChunkHit {
 /// The text of a chunk: what is embedded, and what a BM25 index analyses.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChunkText {
-    pub chunk_id: i64,
+    pub chunk_id: ChunkId,
     /// Title of the document or page.
     pub title: String,
     /// Enclosing headings joined with ` > `.
@@ -258,7 +259,7 @@ pub struct ChunkText {
 /// A chunk's stored embedding.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChunkVector {
-    pub chunk_id: i64,
+    pub chunk_id: ChunkId,
     pub vector: Vec<f32>,
 }
 
@@ -316,25 +317,30 @@ pub trait DocumentStore: Send + Sync {
     /// The agent's documents, oldest first.
     async fn list_documents(
         &self,
-        user_id: &str,
-        agent_id: &str,
+        user_id: &UserId,
+        agent_id: &AgentId,
     ) -> StoreResult<Vec<DocumentRecord>>;
     /// One of the agent's documents.
     async fn document(
         &self,
-        user_id: &str,
-        agent_id: &str,
-        id: &str,
+        user_id: &UserId,
+        agent_id: &AgentId,
+        id: &DocumentId,
     ) -> StoreResult<Option<DocumentRecord>>;
     /// A document by id alone (workers).
-    async fn document_by_id(&self, id: &str) -> StoreResult<Option<DocumentRecord>>;
+    async fn document_by_id(&self, id: &DocumentId) -> StoreResult<Option<DocumentRecord>>;
     /// Deletes a document with its chunks, pages, jobs and embeddings, bumping the agent's
     /// chunk generation (see the rules above); `false` when it was not there.
-    async fn delete_document(&self, user_id: &str, agent_id: &str, id: &str) -> StoreResult<bool>;
+    async fn delete_document(
+        &self,
+        user_id: &UserId,
+        agent_id: &AgentId,
+        id: &DocumentId,
+    ) -> StoreResult<bool>;
     /// Sets a document's status (and error, cleared when `None`).
     async fn set_document_status(
         &self,
-        id: &str,
+        id: &DocumentId,
         status: DocumentStatus,
         error: Option<&str>,
         now: DateTime<Utc>,
@@ -342,7 +348,11 @@ pub trait DocumentStore: Send + Sync {
     /// Replaces every chunk of an uploaded document at once, in one transaction that keeps
     /// the chunk rules above; `false` when the document no longer exists (deleted while it
     /// was being indexed), and nothing is written then.
-    async fn replace_chunks(&self, document_id: &str, chunks: &[NewChunk]) -> StoreResult<bool>;
+    async fn replace_chunks(
+        &self,
+        document_id: &DocumentId,
+        chunks: &[NewChunk],
+    ) -> StoreResult<bool>;
     /// Replaces the chunks of crawled pages (each page's chunks with it) and records their
     /// hashes, all in one transaction that keeps the chunk rules above; `false` when the
     /// document no longer exists (nothing is written then). Proven by
@@ -350,20 +360,20 @@ pub trait DocumentStore: Send + Sync {
     /// `conformance::crawled_pages_of_a_deleted_document_are_not_written`.
     async fn replace_pages(
         &self,
-        document_id: &str,
+        document_id: &DocumentId,
         pages: &[(PageRecord, Vec<NewChunk>)],
         now: DateTime<Utc>,
     ) -> StoreResult<bool>;
     /// The pages a crawled document had at its last crawl.
-    async fn document_pages(&self, document_id: &str) -> StoreResult<Vec<PageRecord>>;
+    async fn document_pages(&self, document_id: &DocumentId) -> StoreResult<Vec<PageRecord>>;
     /// Removes the pages (and their chunks) of a crawled document that are not in `keep`,
     /// in one transaction that keeps the chunk rules above.
-    async fn retain_pages(&self, document_id: &str, keep: &[String]) -> StoreResult<()>;
+    async fn retain_pages(&self, document_id: &DocumentId, keep: &[String]) -> StoreResult<()>;
     /// Marks a document indexed: recounts its chunks and stores `pages`, `bytes` and the
     /// time.
     async fn finish_document(
         &self,
-        id: &str,
+        id: &DocumentId,
         pages: Option<u32>,
         bytes: u64,
         now: DateTime<Utc>,
@@ -374,18 +384,22 @@ pub trait DocumentStore: Send + Sync {
     /// transaction as the change. `None` when no chunk of the agent was ever written, or
     /// the agent was deleted. BM25 indexes in memory are checked against it
     /// (`knowledge::search::index_cache`).
-    async fn chunk_generation(&self, agent_id: &str) -> StoreResult<Option<i64>>;
+    async fn chunk_generation(&self, agent_id: &AgentId) -> StoreResult<Option<i64>>;
     /// How many of the agent's chunks have an id of at most `max_id` (an index counts the
     /// chunks it knows, to tell whether any was deleted).
-    async fn count_chunks_up_to(&self, agent_id: &str, max_id: i64) -> StoreResult<u64>;
+    async fn count_chunks_up_to(&self, agent_id: &AgentId, max_id: ChunkId) -> StoreResult<u64>;
     /// The ids of the agent's chunks of at most `max_id`, ascending.
-    async fn chunk_ids_up_to(&self, agent_id: &str, max_id: i64) -> StoreResult<Vec<i64>>;
+    async fn chunk_ids_up_to(
+        &self,
+        agent_id: &AgentId,
+        max_id: ChunkId,
+    ) -> StoreResult<Vec<ChunkId>>;
     /// The agent's chunks with an id above `after_id`, ascending by id, at most `limit`:
     /// what was added since an index saw `after_id`, complete by rule 3 above.
     async fn chunks_after(
         &self,
-        agent_id: &str,
-        after_id: i64,
+        agent_id: &AgentId,
+        after_id: ChunkId,
         limit: u32,
     ) -> StoreResult<Vec<ChunkText>>;
 
@@ -394,24 +408,29 @@ pub trait DocumentStore: Send + Sync {
     /// in the same transaction; pairs of chunks that no longer exist are skipped. An empty
     /// vector records that the endpoint refused to embed the chunk, so it is not asked
     /// again for this model.
-    async fn put_embeddings(&self, model: &str, vectors: &[(i64, Vec<f32>)]) -> StoreResult<()>;
+    async fn put_embeddings(&self, model: &str, vectors: &[(ChunkId, Vec<f32>)])
+        -> StoreResult<()>;
     /// The agent's embeddings made by `model` (refusals left out), by chunk id.
-    async fn agent_embeddings(&self, agent_id: &str, model: &str) -> StoreResult<Vec<ChunkVector>>;
+    async fn agent_embeddings(
+        &self,
+        agent_id: &AgentId,
+        model: &str,
+    ) -> StoreResult<Vec<ChunkVector>>;
     /// A number that changes whenever any of the agent's embeddings is written or deleted
     /// (with its chunk, document or agent); 0 when it never had any. In-memory copies of
     /// the vectors are checked against it.
-    async fn embedding_generation(&self, agent_id: &str) -> StoreResult<i64>;
+    async fn embedding_generation(&self, agent_id: &AgentId) -> StoreResult<i64>;
     /// Chunks without an embedding of `model` (of `document_id`, or of any document),
     /// oldest first, at most `limit`.
     async fn chunks_without_embedding(
         &self,
         model: &str,
-        document_id: Option<&str>,
+        document_id: Option<&DocumentId>,
         limit: u32,
     ) -> StoreResult<Vec<ChunkText>>;
     /// The agent's chunks among `ids`, as hits scored 0, in no particular order; ids of
     /// deleted chunks or of another agent's are left out.
-    async fn chunk_hits(&self, agent_id: &str, ids: &[i64]) -> StoreResult<Vec<ChunkHit>>;
+    async fn chunk_hits(&self, agent_id: &AgentId, ids: &[ChunkId]) -> StoreResult<Vec<ChunkHit>>;
 }
 
 #[cfg(test)]

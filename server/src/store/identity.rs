@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{StoreResult, UserRecord};
-use crate::auth::oauth::Provider;
+use crate::{auth::oauth::Provider, ids::UserId};
 
 /// An identity at a provider, linked to one account. A provider identity is linked to at
 /// most one account, and an account has at most one identity per provider.
@@ -18,7 +18,7 @@ pub struct IdentityRecord {
     /// The provider's stable id of the person: GitHub's numeric user id, the OpenID
     /// Connect `sub` claim.
     pub subject: String,
-    pub user_id: String,
+    pub user_id: UserId,
     /// The verified email the provider gave when the identity was linked.
     pub email: String,
     pub created_at: DateTime<Utc>,
@@ -38,7 +38,7 @@ pub struct OAuthFlowRecord {
     /// The OpenID Connect `nonce` (Google, Microsoft); `None` for GitHub.
     pub nonce: Option<String>,
     /// Set when a signed-in user connects the provider to their account.
-    pub link_user_id: Option<String>,
+    pub link_user_id: Option<UserId>,
     /// A native client's loopback redirect URI (RFC 8252 § 7.3) that receives a one-time
     /// exchange code instead of the dashboard cookies.
     pub client_redirect: Option<String>,
@@ -51,7 +51,7 @@ pub struct OAuthFlowRecord {
 pub struct ExchangeCodeRecord {
     /// Hex SHA-256 of the code.
     pub code_hash: String,
-    pub user_id: String,
+    pub user_id: UserId,
     pub expires_at: DateTime<Utc>,
     pub created_at: DateTime<Utc>,
 }
@@ -66,7 +66,7 @@ pub trait IdentityStore: Send + Sync {
         subject: &str,
     ) -> StoreResult<Option<IdentityRecord>>;
     /// The identities linked to the user, oldest first.
-    async fn identities(&self, user_id: &str) -> StoreResult<Vec<IdentityRecord>>;
+    async fn identities(&self, user_id: &UserId) -> StoreResult<Vec<IdentityRecord>>;
     /// Links an identity. [`Conflict::LinkedIdentity`] when the identity belongs to an
     /// account already or the account has an identity at that provider.
     ///
@@ -91,7 +91,7 @@ pub trait IdentityStore: Send + Sync {
     /// a way to sign in.
     ///
     /// [`Conflict::LastSignIn`]: crate::store::Conflict::LastSignIn
-    async fn unlink_identity(&self, user_id: &str, provider: Provider) -> StoreResult<()>;
+    async fn unlink_identity(&self, user_id: &UserId, provider: Provider) -> StoreResult<()>;
 
     /// Stores a flow (and forgets expired ones).
     async fn create_oauth_flow(&self, flow: &OAuthFlowRecord) -> StoreResult<()>;
@@ -107,5 +107,5 @@ pub trait IdentityStore: Send + Sync {
         &self,
         code_hash: &str,
         now: DateTime<Utc>,
-    ) -> StoreResult<Option<String>>;
+    ) -> StoreResult<Option<UserId>>;
 }

@@ -7,6 +7,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::StoreResult;
+use crate::ids::{AgentId, IntegrationId, PublicId, ThreadId, UserId};
 use crate::integrations::catalog::ProviderCode;
 
 /// Whether an integration's channel works (docs/api.md § States and transitions). Stored
@@ -49,13 +50,13 @@ impl std::fmt::Display for IntegrationStatus {
 /// An integration as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IntegrationRecord {
-    pub id: String,
-    pub user_id: String,
+    pub id: IntegrationId,
+    pub user_id: UserId,
     /// The provider, from the catalogue.
     pub provider_code: ProviderCode,
     pub name: String,
     /// The linked agent; `None` when unlinked (or the agent was deleted).
-    pub agent_id: Option<String>,
+    pub agent_id: Option<AgentId>,
     /// The config object, as JSON text.
     pub config: String,
     /// The credentials object as JSON, sealed with the owner and integration ids as
@@ -71,7 +72,7 @@ pub struct IntegrationRecord {
     pub status_detail: Option<String>,
     /// The public id a website widget is embedded with (`pub_` + 22 characters); `None`
     /// for other providers.
-    pub public_id: Option<String>,
+    pub public_id: Option<PublicId>,
     /// SHA-256 of the secret inbound requests must carry (Telegram's secret token); `None`
     /// while no webhook is registered.
     pub inbound_secret_hash: Option<Vec<u8>>,
@@ -89,41 +90,46 @@ pub trait IntegrationStore: Send + Sync {
     async fn create_integration(&self, record: &IntegrationRecord, limit: u32)
         -> StoreResult<bool>;
     /// The owner's integrations, oldest first.
-    async fn list_integrations(&self, user_id: &str) -> StoreResult<Vec<IntegrationRecord>>;
-    async fn integration(&self, user_id: &str, id: &str) -> StoreResult<Option<IntegrationRecord>>;
+    async fn list_integrations(&self, user_id: &UserId) -> StoreResult<Vec<IntegrationRecord>>;
+    async fn integration(
+        &self,
+        user_id: &UserId,
+        id: &IntegrationId,
+    ) -> StoreResult<Option<IntegrationRecord>>;
     /// Replaces the mutable fields (name, agent, config, credentials, hints, key id,
     /// status, updated time); false when the owner has no such integration.
     async fn update_integration(&self, record: &IntegrationRecord) -> StoreResult<bool>;
     /// False when the owner has no such integration.
-    async fn delete_integration(&self, user_id: &str, id: &str) -> StoreResult<bool>;
+    async fn delete_integration(&self, user_id: &UserId, id: &IntegrationId) -> StoreResult<bool>;
     /// An integration by id alone, for inbound provider requests (which authenticate
     /// themselves with the integration's secrets, not as its owner).
-    async fn integration_by_id(&self, id: &str) -> StoreResult<Option<IntegrationRecord>>;
+    async fn integration_by_id(&self, id: &IntegrationId)
+        -> StoreResult<Option<IntegrationRecord>>;
     /// A website integration by its public id.
     async fn integration_by_public_id(
         &self,
-        public_id: &str,
+        public_id: &PublicId,
     ) -> StoreResult<Option<IntegrationRecord>>;
     /// The thread of an external conversation (a Telegram chat, a Slack thread, a widget
     /// visitor) of `integration_id`.
     async fn channel_thread(
         &self,
-        integration_id: &str,
+        integration_id: &IntegrationId,
         conversation_key: &str,
-    ) -> StoreResult<Option<String>>;
+    ) -> StoreResult<Option<ThreadId>>;
     /// Points an external conversation at `thread_id` (replacing an earlier thread).
     async fn set_channel_thread(
         &self,
-        integration_id: &str,
+        integration_id: &IntegrationId,
         conversation_key: &str,
-        thread_id: &str,
+        thread_id: &ThreadId,
         at: DateTime<Utc>,
     ) -> StoreResult<()>;
     /// Ends an external conversation: its next message starts a new thread (the old thread
     /// stays, with its messages).
     async fn end_channel_thread(
         &self,
-        integration_id: &str,
+        integration_id: &IntegrationId,
         conversation_key: &str,
     ) -> StoreResult<()>;
     /// Records an inbound event id; false when it was recorded before (a provider's
@@ -131,7 +137,7 @@ pub trait IntegrationStore: Send + Sync {
     /// `(integration_id, event_id)`, running at once or not, exactly one answers true.
     async fn first_channel_event(
         &self,
-        integration_id: &str,
+        integration_id: &IntegrationId,
         event_id: &str,
         at: DateTime<Utc>,
     ) -> StoreResult<bool>;

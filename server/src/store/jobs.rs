@@ -6,6 +6,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::StoreResult;
+use crate::ids::{DocumentId, JobId, UserId};
 
 /// A knowledge job's state (docs/api.md § States and transitions): `queued` → `running` →
 /// `succeeded` or `failed`; a `running` job whose lease ran out is taken again. Stored as
@@ -87,10 +88,10 @@ impl std::fmt::Display for JobKind {
 /// A background job (ingestion of an upload or a crawl).
 #[derive(Debug, Clone, PartialEq)]
 pub struct JobRecord {
-    pub id: String,
+    pub id: JobId,
     pub kind: JobKind,
-    pub document_id: String,
-    pub user_id: String,
+    pub document_id: DocumentId,
+    pub user_id: UserId,
     pub status: JobStatus,
     pub progress_done: u32,
     pub progress_total: u32,
@@ -105,12 +106,17 @@ pub struct JobRecord {
 impl JobRecord {
     /// A new job of `kind` for a document of `user_id`, queued at `now`, with a new
     /// time-ordered id (UUIDv7).
-    pub fn queued(kind: JobKind, document_id: &str, user_id: &str, now: DateTime<Utc>) -> Self {
+    pub fn queued(
+        kind: JobKind,
+        document_id: &DocumentId,
+        user_id: &UserId,
+        now: DateTime<Utc>,
+    ) -> Self {
         Self {
-            id: uuid::Uuid::now_v7().to_string(),
+            id: JobId::new(),
             kind,
-            document_id: document_id.to_string(),
-            user_id: user_id.to_string(),
+            document_id: document_id.clone(),
+            user_id: user_id.clone(),
             status: JobStatus::Queued,
             progress_done: 0,
             progress_total: 0,
@@ -175,7 +181,7 @@ pub trait JobQueue: Send + Sync {
     /// written once it has ended).
     async fn job_progress(
         &self,
-        id: &str,
+        id: &JobId,
         done: u32,
         total: u32,
         lease_until: DateTime<Utc>,
@@ -204,13 +210,13 @@ pub trait JobQueue: Send + Sync {
     /// Ends a job as succeeded or failed.
     async fn finish_job(
         &self,
-        id: &str,
+        id: &JobId,
         status: JobStatus,
         error: Option<&str>,
         now: DateTime<Utc>,
     ) -> StoreResult<()>;
     /// A job of the user.
-    async fn job(&self, user_id: &str, id: &str) -> StoreResult<Option<JobRecord>>;
+    async fn job(&self, user_id: &UserId, id: &JobId) -> StoreResult<Option<JobRecord>>;
 }
 
 #[cfg(test)]

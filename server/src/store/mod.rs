@@ -4,7 +4,8 @@
 //! they use; [`Store`] is all of them, for the composition root. Each database backend
 //! implements every part in its own module with its own migrations
 //! (`migrations/<backend>/`), and [`connect`] picks the backend from the URL scheme. The
-//! store holds no HTTP types.
+//! store holds no HTTP types; its records and methods name rows by the typed ids of
+//! [`crate::ids`], stored as the same text (or number, for chunks) as before.
 //!
 //! Every rule a backend must keep (atomic limits, one claimer per job and per delivery,
 //! chunk generations and ids, the counters triggers keep on SQLite) is stated on the trait

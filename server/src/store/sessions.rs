@@ -7,12 +7,13 @@ use chrono::{DateTime, Utc};
 
 use super::StoreResult;
 use crate::domain::Plan;
+use crate::ids::{SessionId, UserId};
 
 /// A sign-in session as stored.
 #[derive(Debug, Clone)]
 pub struct SessionRecord {
-    pub id: String,
-    pub user_id: String,
+    pub id: SessionId,
+    pub user_id: UserId,
     pub refresh_jti: String,
     pub user_agent: Option<String>,
     pub ip: Option<String>,
@@ -47,8 +48,8 @@ pub trait SessionStore: Send + Sync {
         session: SessionRecord,
         max_live: usize,
         idle_cutoff: DateTime<Utc>,
-    ) -> StoreResult<Vec<String>>;
-    async fn session_auth(&self, session_id: &str) -> StoreResult<Option<SessionAuth>>;
+    ) -> StoreResult<Vec<SessionId>>;
+    async fn session_auth(&self, session_id: &SessionId) -> StoreResult<Option<SessionAuth>>;
     /// Replaces the refresh jti if it still is `old_jti` and the session is not revoked;
     /// false when it was not (a replay or a race lost).
     ///
@@ -57,32 +58,32 @@ pub trait SessionStore: Send + Sync {
     /// `conformance::refresh_rotation_is_compare_and_set`.
     async fn rotate_refresh(
         &self,
-        session_id: &str,
+        session_id: &SessionId,
         old_jti: &str,
         new_jti: &str,
         now: DateTime<Utc>,
     ) -> StoreResult<bool>;
     /// Records activity at `now`; `last_seen_at` never moves back.
-    async fn touch_session(&self, session_id: &str, now: DateTime<Utc>) -> StoreResult<()>;
+    async fn touch_session(&self, session_id: &SessionId, now: DateTime<Utc>) -> StoreResult<()>;
     /// Revokes one session of `user_id`; false when there was no live one.
     async fn revoke_session(
         &self,
-        user_id: &str,
-        session_id: &str,
+        user_id: &UserId,
+        session_id: &SessionId,
         reason: &str,
         now: DateTime<Utc>,
     ) -> StoreResult<bool>;
     /// Revokes every session of the user; returns their ids.
     async fn revoke_all_sessions(
         &self,
-        user_id: &str,
+        user_id: &UserId,
         reason: &str,
         now: DateTime<Utc>,
-    ) -> StoreResult<Vec<String>>;
+    ) -> StoreResult<Vec<SessionId>>;
     /// Live sessions, newest first.
     async fn live_sessions(
         &self,
-        user_id: &str,
+        user_id: &UserId,
         idle_cutoff: DateTime<Utc>,
     ) -> StoreResult<Vec<SessionRecord>>;
 }

@@ -7,7 +7,10 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::StoreResult;
-use crate::webhooks::EventType;
+use crate::{
+    ids::{DeliveryId, UserId, WebhookId},
+    webhooks::EventType,
+};
 
 /// A webhook delivery's state (docs/api.md § States and transitions): `pending` →
 /// `sending` → `succeeded`, back to `pending` for a retry, or `failed`; a redelivery puts
@@ -58,8 +61,8 @@ impl std::fmt::Display for DeliveryStatus {
 /// A webhook as stored. The signing secret is kept only encrypted.
 #[derive(Clone)]
 pub struct WebhookRecord {
-    pub id: String,
-    pub user_id: String,
+    pub id: WebhookId,
+    pub user_id: UserId,
     pub url: String,
     /// The event types subscribed, in the order given, each once; stored as a JSON array
     /// of their names.
@@ -88,9 +91,9 @@ impl std::fmt::Debug for WebhookRecord {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DeliveryRecord {
     /// Also the Standard Webhooks message id (`webhook-id`), stable across attempts.
-    pub id: String,
-    pub webhook_id: String,
-    pub user_id: String,
+    pub id: DeliveryId,
+    pub webhook_id: WebhookId,
+    pub user_id: UserId,
     /// The event type, e.g. `agent.created`.
     pub event: EventType,
     /// The exact JSON body every attempt sends (the signature covers it).
@@ -118,7 +121,7 @@ pub struct ClaimedDelivery {
 /// The outcome of one attempt, recorded with [`WebhookStore::record_attempt`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AttemptRecord {
-    pub delivery_id: String,
+    pub delivery_id: DeliveryId,
     /// 1-based attempt number (the delivery's `attempts` after the claim).
     pub attempt: u32,
     pub started_at: DateTime<Utc>,
@@ -157,16 +160,17 @@ pub trait WebhookStore: Send + Sync {
     /// `conformance::parallel_webhook_and_integration_creates_stop_at_the_limit`.
     async fn create_webhook(&self, webhook: &WebhookRecord, limit: u32) -> StoreResult<bool>;
     /// The user's webhooks, oldest first.
-    async fn list_webhooks(&self, user_id: &str) -> StoreResult<Vec<WebhookRecord>>;
-    async fn webhook(&self, user_id: &str, id: &str) -> StoreResult<Option<WebhookRecord>>;
+    async fn list_webhooks(&self, user_id: &UserId) -> StoreResult<Vec<WebhookRecord>>;
+    async fn webhook(&self, user_id: &UserId, id: &WebhookId)
+        -> StoreResult<Option<WebhookRecord>>;
     /// Deletes the webhook with its deliveries and attempts; false when there was none.
-    async fn delete_webhook(&self, user_id: &str, id: &str) -> StoreResult<bool>;
+    async fn delete_webhook(&self, user_id: &UserId, id: &WebhookId) -> StoreResult<bool>;
 
     /// Queues `payload` for every active webhook of `user_id` subscribed to `event`, due at
     /// `now`; returns how many deliveries were queued (usually 0 or 1, one query when 0).
     async fn enqueue_event(
         &self,
-        user_id: &str,
+        user_id: &UserId,
         event: EventType,
         payload: &str,
         now: DateTime<Utc>,
@@ -201,20 +205,20 @@ pub trait WebhookStore: Send + Sync {
     /// The newest `limit` deliveries of the user's webhook, newest first.
     async fn list_deliveries(
         &self,
-        user_id: &str,
-        webhook_id: &str,
+        user_id: &UserId,
+        webhook_id: &WebhookId,
         limit: u32,
     ) -> StoreResult<Vec<DeliveryRecord>>;
     /// The attempts of a delivery, oldest first.
-    async fn delivery_attempts(&self, delivery_id: &str) -> StoreResult<Vec<AttemptRecord>>;
+    async fn delivery_attempts(&self, delivery_id: &DeliveryId) -> StoreResult<Vec<AttemptRecord>>;
     /// Makes a delivery of the user's webhook pending and due at `now` with a fresh retry
     /// window. `Ok(None)` when there is no such delivery; `Ok(Some(false))` when it is
     /// being sent right now (left alone).
     async fn redeliver(
         &self,
-        user_id: &str,
-        webhook_id: &str,
-        delivery_id: &str,
+        user_id: &UserId,
+        webhook_id: &WebhookId,
+        delivery_id: &DeliveryId,
         now: DateTime<Utc>,
     ) -> StoreResult<Option<bool>>;
 }

@@ -35,7 +35,8 @@ use tokio::sync::Notify;
 pub use self::service::WebhookError;
 use crate::{
     clock::Clock,
-    config::Config,
+    config::{OutboundConfig, WebhooksConfig},
+    ids::{UserId, WebhookId},
     outbound::{self, NetError, NetPolicy, Purpose, SafeClient},
     store::{webhooks::AfterAttempt, WebhookStore},
 };
@@ -173,7 +174,7 @@ pub struct Events {
     /// subscribed to when last checked, at most [`QUIET_TTL`] ago: emitting them costs no
     /// store query. Forgotten when the user creates or deletes a webhook
     /// ([`Events::forget`]).
-    quiet: moka::sync::Cache<String, u32>,
+    quiet: moka::sync::Cache<UserId, u32>,
     /// The service clock events are stamped and queued with.
     clock: Clock,
 }
@@ -187,10 +188,10 @@ pub const QUIET_TTL: std::time::Duration = std::time::Duration::from_secs(2);
 /// found quiet later join it without moving that deadline, so nothing is trusted longer.
 struct QuietExpiry;
 
-impl moka::Expiry<String, u32> for QuietExpiry {
+impl moka::Expiry<UserId, u32> for QuietExpiry {
     fn expire_after_create(
         &self,
-        _user_id: &String,
+        _user_id: &UserId,
         _quiet: &u32,
         _created_at: std::time::Instant,
     ) -> Option<std::time::Duration> {
@@ -214,14 +215,14 @@ impl Events {
 
     /// Drops what is known of `user_id`'s subscriptions (call after creating or deleting
     /// one of their webhooks).
-    pub fn forget(&self, user_id: &str) {
+    pub fn forget(&self, user_id: &UserId) {
         self.quiet.invalidate(user_id);
     }
 
     /// Queues `{type, timestamp, data}` (timestamp RFC 3339 UTC with milliseconds) for every
     /// active webhook of `user_id` subscribed to `event`. Never fails: a store error is
     /// logged and the event is lost for webhooks (the action that caused it stands).
-    pub async fn emit(&self, user_id: &str, event: EventType, data: Value) {
+    pub async fn emit(&self, user_id: &UserId, event: EventType, data: Value) {
         if self
             .quiet
             .get(user_id)
@@ -243,7 +244,7 @@ impl Events {
         {
             Ok(0) => {
                 let known = self.quiet.get(user_id).unwrap_or(0);
-                self.quiet.insert(user_id.to_string(), known | event.bit());
+                self.quiet.insert(user_id.clone(), known | event.bit());
             }
             Ok(queued) => {
                 tracing::debug!(event = event.as_str(), queued, "webhook deliveries queued");
@@ -305,12 +306,17 @@ impl WebhookSecrets {
         Self { inner }
     }
 
-    fn aad(user_id: &str, webhook_id: &str) -> Vec<u8> {
+    fn aad(user_id: &UserId, webhook_id: &WebhookId) -> Vec<u8> {
         format!("webhook-secret|{user_id}|{webhook_id}").into_bytes()
     }
 
     /// `key` sealed for this row.
-    pub fn seal(&self, user_id: &str, webhook_id: &str, key: &[u8]) -> anyhow::Result<Vec<u8>> {
+    pub fn seal(
+        &self,
+        user_id: &UserId,
+        webhook_id: &WebhookId,
+        key: &[u8],
+    ) -> anyhow::Result<Vec<u8>> {
         Ok(self.inner.seal(key, &Self::aad(user_id, webhook_id)))
     }
 
@@ -318,7 +324,12 @@ impl WebhookSecrets {
     ///
     /// Errors: a short value, a key this server does not have, or a value moved from
     /// another row.
-    pub fn open(&self, user_id: &str, webhook_id: &str, sealed: &[u8]) -> anyhow::Result<Vec<u8>> {
+    pub fn open(
+        &self,
+        user_id: &UserId,
+        webhook_id: &WebhookId,
+        sealed: &[u8],
+    ) -> anyhow::Result<Vec<u8>> {
         self.inner
             .open(sealed, &Self::aad(user_id, webhook_id))
             .map_err(|e| anyhow::anyhow!("the webhook secret cannot be decrypted: {e}"))
@@ -437,16 +448,19 @@ pub struct Webhooks {
 }
 
 impl Webhooks {
-    /// The service for `config` over `store`, reading the time from `clock`.
+    /// The service for `config` over `store`, delivering within the exceptions of
+    /// `outbound`, sealing receivers' secrets with `secrets`, reading the time from `clock`.
     ///
-    /// Errors: a malformed `ALLOWED_PRIVATE_HOSTS` entry or `ENCRYPTION_KEY`, or an HTTP
-    /// client that cannot be built.
+    /// Errors: a malformed `ALLOWED_PRIVATE_HOSTS` entry, or an HTTP client that cannot be
+    /// built.
     pub fn new(
-        config: &Config,
+        config: &WebhooksConfig,
+        outbound: &OutboundConfig,
+        secrets: crate::crypto::SecretBox,
         store: Arc<dyn WebhookStore>,
         clock: Clock,
     ) -> anyhow::Result<Self> {
-        let policy = NetPolicy::from_list(&config.allowed_private_hosts)?;
+        let policy = NetPolicy::from_list(&outbound.allowed_private_hosts)?;
         let client = SafeClient::for_purpose(
             policy.clone(),
             outbound::FetchLimits {
@@ -461,9 +475,9 @@ impl Webhooks {
             store,
             policy: Arc::new(policy),
             client,
-            secrets: Arc::new(WebhookSecrets::new(config.secret_box()?)),
+            secrets: Arc::new(WebhookSecrets::new(secrets)),
             retry: RetryPolicy {
-                base: config.webhook_retry_base,
+                base: config.retry_base,
             },
             clock,
         })
@@ -477,15 +491,16 @@ mod tests {
     /// Marking a second event quiet does not keep the first one quiet any longer.
     #[test]
     fn quiet_events_are_trusted_for_two_seconds_from_the_first() {
-        let quiet: moka::sync::Cache<String, u32> = moka::sync::Cache::builder()
+        let quiet: moka::sync::Cache<UserId, u32> = moka::sync::Cache::builder()
             .expire_after(QuietExpiry)
             .build();
-        quiet.insert("u".into(), EventType::AgentCreated.bit());
+        let u = UserId::from("u");
+        quiet.insert(u.clone(), EventType::AgentCreated.bit());
         std::thread::sleep(QUIET_TTL * 3 / 5);
-        let known = quiet.get("u").unwrap();
-        quiet.insert("u".into(), known | EventType::MessageCreated.bit());
+        let known = quiet.get(&u).unwrap();
+        quiet.insert(u.clone(), known | EventType::MessageCreated.bit());
         std::thread::sleep(QUIET_TTL * 3 / 5);
-        assert_eq!(quiet.get("u"), None);
+        assert_eq!(quiet.get(&u), None);
     }
 
     #[test]
@@ -521,14 +536,16 @@ mod tests {
     #[test]
     fn sealed_secrets_open_only_on_their_own_row() {
         let sb = WebhookSecrets::new(crate::crypto::SecretBox::new(&[7u8; 32], &[]));
-        let sealed = sb.seal("u1", "w1", b"key bytes").unwrap();
+        let (u1, u2) = (UserId::from("u1"), UserId::from("u2"));
+        let (w1, w2) = (WebhookId::from("w1"), WebhookId::from("w2"));
+        let sealed = sb.seal(&u1, &w1, b"key bytes").unwrap();
         assert!(!sealed.windows(9).any(|w| w == b"key bytes"));
-        assert_eq!(sb.open("u1", "w1", &sealed).unwrap(), b"key bytes");
-        assert!(sb.open("u2", "w1", &sealed).is_err());
-        assert!(sb.open("u1", "w2", &sealed).is_err());
+        assert_eq!(sb.open(&u1, &w1, &sealed).unwrap(), b"key bytes");
+        assert!(sb.open(&u2, &w1, &sealed).is_err());
+        assert!(sb.open(&u1, &w2, &sealed).is_err());
         assert!(
             WebhookSecrets::new(crate::crypto::SecretBox::new(&[8u8; 32], &[]))
-                .open("u1", "w1", &sealed)
+                .open(&u1, &w1, &sealed)
                 .is_err()
         );
     }

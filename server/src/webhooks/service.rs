@@ -6,6 +6,7 @@ use app::api::CreateWebhookRequest;
 
 use super::{new_secret, EventType, Webhooks};
 use crate::{
+    ids::{DeliveryId, UserId, WebhookId},
     public_url::{self, UrlError},
     store::{
         webhooks::{DeliveryRecord, WebhookRecord},
@@ -88,7 +89,7 @@ impl Webhooks {
     /// The webhooks of `user_id`, oldest first.
     ///
     /// Errors: the store's.
-    pub async fn list(&self, user_id: &str) -> Result<Vec<WebhookRecord>, WebhookError> {
+    pub async fn list(&self, user_id: &UserId) -> Result<Vec<WebhookRecord>, WebhookError> {
         Ok(self.store.list_webhooks(user_id).await?)
     }
 
@@ -101,7 +102,7 @@ impl Webhooks {
     /// store's.
     pub async fn create(
         &self,
-        user_id: &str,
+        user_id: &UserId,
         request: CreateWebhookRequest,
     ) -> Result<(WebhookRecord, String), WebhookError> {
         let events = checked_events(&request.events)?;
@@ -116,13 +117,13 @@ impl Webhooks {
         let url = public_url::check(&request.url, &self.policy, "receive webhooks")
             .await?
             .to_string();
-        let id = uuid::Uuid::now_v7().to_string();
+        let id = WebhookId::new();
         tracing::Span::current().record("webhook.id", id.as_str());
         let (secret, key) = new_secret();
         let secret_sealed = self.secrets.seal(user_id, &id, &key)?;
         let record = WebhookRecord {
             id,
-            user_id: user_id.to_string(),
+            user_id: user_id.clone(),
             url,
             events,
             description,
@@ -146,7 +147,7 @@ impl Webhooks {
     /// sent to it.
     ///
     /// Errors: [`WebhookError::NotFound`]; the store's.
-    pub async fn delete(&self, user_id: &str, id: &str) -> Result<(), WebhookError> {
+    pub async fn delete(&self, user_id: &UserId, id: &WebhookId) -> Result<(), WebhookError> {
         if !self.store.delete_webhook(user_id, id).await? {
             return Err(WebhookError::NotFound);
         }
@@ -157,7 +158,11 @@ impl Webhooks {
     /// The webhook `id` of `user_id`.
     ///
     /// Errors: [`WebhookError::NotFound`]; the store's.
-    pub async fn owned(&self, user_id: &str, id: &str) -> Result<WebhookRecord, WebhookError> {
+    pub async fn owned(
+        &self,
+        user_id: &UserId,
+        id: &WebhookId,
+    ) -> Result<WebhookRecord, WebhookError> {
         self.store
             .webhook(user_id, id)
             .await?
@@ -170,8 +175,8 @@ impl Webhooks {
     /// Errors: [`WebhookError::NotFound`]; the store's.
     pub async fn deliveries(
         &self,
-        user_id: &str,
-        id: &str,
+        user_id: &UserId,
+        id: &WebhookId,
     ) -> Result<Vec<DeliveryRecord>, WebhookError> {
         self.owned(user_id, id).await?;
         Ok(self
@@ -187,9 +192,9 @@ impl Webhooks {
     /// [`WebhookError::DeliveryNotFound`], [`WebhookError::InFlight`]; the store's.
     pub async fn redeliver(
         &self,
-        user_id: &str,
-        id: &str,
-        delivery_id: &str,
+        user_id: &UserId,
+        id: &WebhookId,
+        delivery_id: &DeliveryId,
     ) -> Result<(), WebhookError> {
         let webhook = self.owned(user_id, id).await?;
         if !webhook.active {

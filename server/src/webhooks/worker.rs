@@ -156,14 +156,14 @@ async fn send(w: &Webhooks, claimed: &ClaimedDelivery) -> Result<u16, NetError> 
         .map_err(|e| NetError::InvalidUrl(e.to_string()))?;
     let url = url::Url::parse(&claimed.url).map_err(|e| NetError::InvalidUrl(e.to_string()))?;
     let timestamp = Utc::now().timestamp();
-    let signature = sign(&key, &d.id, timestamp, d.payload.as_bytes());
+    let signature = sign(&key, d.id.as_str(), timestamp, d.payload.as_bytes());
     let mut headers = HeaderMap::new();
     headers.insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
     let value = |s: &str| HeaderValue::from_str(s).map_err(|e| NetError::InvalidUrl(e.to_string()));
-    headers.insert("webhook-id", value(&d.id)?);
+    headers.insert("webhook-id", value(d.id.as_str())?);
     headers.insert("webhook-timestamp", HeaderValue::from(timestamp));
     let mut signature = value(&signature)?;
     signature.set_sensitive(true);

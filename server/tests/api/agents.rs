@@ -154,7 +154,7 @@ async fn the_plan_limit_is_403_naming_the_limit() {
 
 #[tokio::test]
 async fn the_limit_is_configurable_per_plan() {
-    let app = spawn_app_with(|c| c.agent_limits = [1, 10, 50, 500]).await;
+    let app = spawn_app_with(|c| c.limits.agent_limits = [1, 10, 50, 500]).await;
     let user = app.user().await;
     assert_eq!(
         create(&app, &user.access, json!({"name": "a"}))

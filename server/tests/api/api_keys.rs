@@ -238,7 +238,7 @@ async fn an_unknown_key_is_401() {
 #[tokio::test]
 async fn concurrent_creations_stop_at_the_cap_of_100_live_keys() {
     // A budget that does not refuse any of the requests below.
-    let app = spawn_app_with(|c| c.rate_limits = [10_000; 4]).await;
+    let app = spawn_app_with(|c| c.limits.rate_limits = [10_000; 4]).await;
     let user = app.user().await;
     let answers = futures::future::join_all((0..130).map(|i| {
         app.post(
@@ -274,7 +274,7 @@ async fn concurrent_creations_stop_at_the_cap_of_100_live_keys() {
 
 #[tokio::test]
 async fn a_key_can_be_rotated_at_the_cap_and_rotated_once_at_a_time() {
-    let app = spawn_app_with(|c| c.rate_limits = [10_000; 4]).await;
+    let app = spawn_app_with(|c| c.limits.rate_limits = [10_000; 4]).await;
     let user = app.user().await;
     let mut ids = Vec::new();
     for i in 0..100 {

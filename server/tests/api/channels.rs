@@ -35,10 +35,10 @@ async fn world() -> World {
     let slack = MockSlack::start(SLACK_TOKEN, SIGNING_SECRET).await.unwrap();
     let (base, tg, sl) = (model.base_url(), telegram.base_url(), slack.api_url());
     let app = spawn_app_with(|c| {
-        c.openai_api_key = Some(SecretString::from("sk-mock"));
-        c.openai_base_url = base;
-        c.telegram_api_url = tg;
-        c.slack_api_url = sl;
+        c.providers.openai_api_key = Some(SecretString::from("sk-mock"));
+        c.providers.openai_base_url = base;
+        c.channels.telegram_api_url = tg;
+        c.channels.slack_api_url = sl;
     })
     .await;
     let user = app.user().await;

@@ -173,7 +173,7 @@ async fn the_usage_frame_comes_before_done_when_asked() {
 
 #[tokio::test]
 async fn chat_input_is_validated() {
-    let app = spawn_app_with(|c| c.max_message_chars = 50).await;
+    let app = spawn_app_with(|c| c.chat.max_message_chars = 50).await;
     let user = app.user().await;
     let id = agent(&app, &user).await;
     let path = format!("/api/agents/{id}/chat");
@@ -364,14 +364,18 @@ async fn deleting_an_agent_removes_its_threads() {
     let threads = app
         .state
         .store
-        .thread(&user.id, &id, &thread)
+        .thread(
+            &user.id.as_str().into(),
+            &id.as_str().into(),
+            &thread.as_str().into(),
+        )
         .await
         .unwrap();
     assert!(threads.is_none());
     assert!(app
         .state
         .store
-        .list_messages(&thread, 10, None)
+        .list_messages(&thread.as_str().into(), 10, None)
         .await
         .unwrap()
         .is_empty());
@@ -382,7 +386,7 @@ async fn deleting_an_agent_removes_its_threads() {
 #[tokio::test]
 async fn attachments_count_towards_the_message_length_limit() {
     use base64::{engine::general_purpose::STANDARD, Engine};
-    let app = spawn_app_with(|c| c.max_message_chars = 50).await;
+    let app = spawn_app_with(|c| c.chat.max_message_chars = 50).await;
     let user = app.user().await;
     let id = agent(&app, &user).await;
     let attachment = |text: &str| json!([{"filename": "notes.txt", "contentType": "text/plain", "data": STANDARD.encode(text)}]);

@@ -87,8 +87,8 @@ async fn served(app: &TestApp) -> TcpStream {
 #[tokio::test]
 async fn a_request_head_sent_too_slowly_is_cut_at_the_header_read_timeout() {
     let app = spawn_app_with(|c| {
-        c.header_read_timeout = Duration::from_secs(1);
-        c.idle_timeout = Duration::from_secs(30);
+        c.server.header_read_timeout = Duration::from_secs(1);
+        c.server.idle_timeout = Duration::from_secs(30);
     })
     .await;
     let opened = Instant::now();
@@ -113,8 +113,8 @@ async fn a_request_head_sent_too_slowly_is_cut_at_the_header_read_timeout() {
 #[tokio::test]
 async fn an_idle_kept_alive_connection_is_closed_at_the_idle_timeout() {
     let app = spawn_app_with(|c| {
-        c.header_read_timeout = Duration::from_secs(1);
-        c.idle_timeout = Duration::from_secs(2);
+        c.server.header_read_timeout = Duration::from_secs(1);
+        c.server.idle_timeout = Duration::from_secs(2);
     })
     .await;
     let mut stream = served(&app).await;
@@ -139,7 +139,7 @@ async fn an_idle_kept_alive_connection_is_closed_at_the_idle_timeout() {
 
 #[tokio::test]
 async fn connections_beyond_the_cap_wait_until_one_closes() {
-    let app = spawn_app_with(|c| c.max_connections = 2).await;
+    let app = spawn_app_with(|c| c.server.max_connections = 2).await;
     let first = served(&app).await;
     let _second = served(&app).await;
     // The third connects (the kernel queues it) but is not served while two are open.
@@ -161,9 +161,9 @@ async fn connections_beyond_the_cap_wait_until_one_closes() {
 #[tokio::test]
 async fn a_stream_in_flight_outlives_both_timeouts() {
     let (mut app, _mock) = with_mock(|c| {
-        c.header_read_timeout = Duration::from_secs(1);
-        c.idle_timeout = Duration::from_secs(1);
-        c.sse_heartbeat = Duration::from_millis(200);
+        c.server.header_read_timeout = Duration::from_secs(1);
+        c.server.idle_timeout = Duration::from_secs(1);
+        c.chat.sse_heartbeat = Duration::from_millis(200);
     })
     .await;
     // A new connection per request: a pooled one may be closed by the idle timeout just as

@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use agentchat::{knowledge::embed::embed_input, store::documents::ChunkText};
+use agentchat::{ids::DocumentId, knowledge::embed::embed_input, store::documents::ChunkText};
 use axum::{response::Html, routing::get, Router};
 use mock_provider::{MockConfig, MockProvider};
 use reqwest::multipart::{Form, Part};
@@ -43,9 +43,9 @@ async fn app_with(
     let base = mock.base_url();
     let model = model.map(str::to_string);
     let app = spawn_app_with(|c| {
-        c.openai_api_key = Some(SecretString::from(KEY));
-        c.openai_base_url = base;
-        c.embedding_model = model;
+        c.providers.openai_api_key = Some(SecretString::from(KEY));
+        c.providers.openai_base_url = base;
+        c.providers.embedding_model = model;
         tweak(c);
     })
     .await;
@@ -129,7 +129,7 @@ fn source_docs(reply: &Value) -> Vec<String> {
 async fn missing(app: &TestApp, document: Option<&str>) -> Vec<ChunkText> {
     app.state
         .store
-        .chunks_without_embedding(MODEL, document, 1000)
+        .chunks_without_embedding(MODEL, document.map(DocumentId::from).as_ref(), 1000)
         .await
         .unwrap()
 }
@@ -142,7 +142,7 @@ async fn chunks_of_uploads_and_crawled_pages_get_embeddings_from_the_endpoint() 
     let site = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
     let (app, mock) = app_with(Some(MODEL), |c| {
-        c.allowed_private_hosts = vec![format!("127.0.0.1:{}", site.port())];
+        c.outbound.allowed_private_hosts = vec![format!("127.0.0.1:{}", site.port())];
     })
     .await;
     let user = app.user().await;
@@ -176,7 +176,7 @@ async fn chunks_of_uploads_and_crawled_pages_get_embeddings_from_the_endpoint() 
     let vectors = app
         .state
         .store
-        .agent_embeddings(&agent, MODEL)
+        .agent_embeddings(&agent.as_str().into(), MODEL)
         .await
         .unwrap();
     assert_eq!(vectors.len(), chunks);
@@ -185,7 +185,7 @@ async fn chunks_of_uploads_and_crawled_pages_get_embeddings_from_the_endpoint() 
     let hit = app
         .state
         .store
-        .chunk_hits(&agent, &[first.chunk_id])
+        .chunk_hits(&agent.as_str().into(), &[first.chunk_id])
         .await
         .unwrap()
         .pop()
@@ -228,7 +228,7 @@ async fn chunks_of_uploads_and_crawled_pages_get_embeddings_from_the_endpoint() 
     assert!(
         app.state
             .store
-            .agent_embeddings(&agent, MODEL)
+            .agent_embeddings(&agent.as_str().into(), MODEL)
             .await
             .unwrap()
             .len()
@@ -308,7 +308,7 @@ async fn deleted_documents_leave_vector_retrieval_at_once_and_new_ones_join_it()
     assert!(app
         .state
         .store
-        .agent_embeddings(&agent, MODEL)
+        .agent_embeddings(&agent.as_str().into(), MODEL)
         .await
         .unwrap()
         .is_empty());
@@ -328,7 +328,7 @@ async fn deleted_documents_leave_vector_retrieval_at_once_and_new_ones_join_it()
     assert!(app
         .state
         .store
-        .agent_embeddings(&agent, MODEL)
+        .agent_embeddings(&agent.as_str().into(), MODEL)
         .await
         .unwrap()
         .is_empty());
@@ -389,7 +389,7 @@ async fn a_chunk_the_endpoint_refuses_stays_bm25_only_and_is_not_asked_again() {
     assert!(app
         .state
         .store
-        .agent_embeddings(&agent, MODEL)
+        .agent_embeddings(&agent.as_str().into(), MODEL)
         .await
         .unwrap()
         .is_empty());
@@ -422,7 +422,7 @@ async fn without_embedding_model_retrieval_is_bm25_only_and_no_embedding_is_requ
     assert!(app
         .state
         .store
-        .agent_embeddings(&agent, MODEL)
+        .agent_embeddings(&agent.as_str().into(), MODEL)
         .await
         .unwrap()
         .is_empty());

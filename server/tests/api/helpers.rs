@@ -161,14 +161,14 @@ pub async fn spawn_app_in(dir: tempfile::TempDir, tweak: impl FnOnce(&mut Config
     let (smtp, port) = SmtpSink::start().await;
     let mut config =
         Config::with_data_dir(dir.path().to_path_buf(), "127.0.0.1:0".parse().unwrap()).unwrap();
-    config.smtp_url = Some(SecretString::from(format!("smtp://127.0.0.1:{port}")));
+    config.mail.smtp_url = Some(SecretString::from(format!("smtp://127.0.0.1:{port}")));
     // Live channels call nothing outside the machine: a closed loopback port unless a test
     // points them at its mock.
-    config.telegram_api_url = "http://127.0.0.1:9".into();
-    config.slack_api_url = "http://127.0.0.1:9/api".into();
+    config.channels.telegram_api_url = "http://127.0.0.1:9".into();
+    config.channels.slack_api_url = "http://127.0.0.1:9/api".into();
     // Uploads and pages are read by children of the built binary (the test harness is not
     // one).
-    config.extraction.program = env!("CARGO_BIN_EXE_agentchat").into();
+    config.knowledge.extraction.program = env!("CARGO_BIN_EXE_agentchat").into();
     tweak(&mut config);
     let app = Application::build(config)
         .await

@@ -219,13 +219,13 @@ async fn hostile_files_fail_alone_within_the_deadline_and_the_server_goes_on() {
     .unwrap();
     let base = mock.base_url();
     let app = spawn_app_with(|c| {
-        c.openai_api_key = Some(SecretString::from("sk-mock"));
-        c.openai_base_url = base;
-        c.extraction.timeout = DEADLINE;
-        c.extraction.memory_limit = MEMORY_LIMIT;
-        c.max_upload_bytes = 20 << 20;
+        c.providers.openai_api_key = Some(SecretString::from("sk-mock"));
+        c.providers.openai_base_url = base;
+        c.knowledge.extraction.timeout = DEADLINE;
+        c.knowledge.extraction.memory_limit = MEMORY_LIMIT;
+        c.knowledge.max_upload_bytes = 20 << 20;
         // The test polls documents and jobs often.
-        c.rate_limits = [1_000_000; 4];
+        c.limits.rate_limits = [1_000_000; 4];
     })
     .await;
     let user = app.user().await;
@@ -288,7 +288,7 @@ async fn hostile_files_fail_alone_within_the_deadline_and_the_server_goes_on() {
             let job = app
                 .state
                 .store
-                .job(&user.id, &job_id)
+                .job(&user.id.as_str().into(), &job_id.as_str().into())
                 .await
                 .unwrap()
                 .expect("the refresh job");
@@ -347,7 +347,8 @@ async fn hostile_files_fail_alone_within_the_deadline_and_the_server_goes_on() {
 
 #[tokio::test]
 async fn a_reader_that_cannot_start_fails_the_document_with_a_reason() {
-    let app = spawn_app_with(|c| c.extraction.program = "/nonexistent/agentchat".into()).await;
+    let app =
+        spawn_app_with(|c| c.knowledge.extraction.program = "/nonexistent/agentchat".into()).await;
     let user = app.user().await;
     let agent = agent(&app, &user.access).await;
     let doc = app

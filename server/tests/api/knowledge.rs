@@ -317,7 +317,7 @@ fn docx_bomb() -> Vec<u8> {
 
 #[tokio::test]
 async fn uploads_over_the_limit_are_413_and_bad_forms_400() {
-    let app = spawn_app_with(|c| c.max_upload_bytes = 64 * 1024).await;
+    let app = spawn_app_with(|c| c.knowledge.max_upload_bytes = 64 * 1024).await;
     let user = app.user().await;
     let agent = agent(&app, &user.access).await;
     let res = app
@@ -500,7 +500,7 @@ async fn knowledge_is_tenant_isolated_and_scoped() {
 #[tokio::test]
 async fn a_job_whose_worker_died_is_retried_after_a_restart() {
     // First instance: no workers. A worker takes the job and dies (its lease runs out).
-    let first = spawn_app_with(|c| c.job_workers = 0).await;
+    let first = spawn_app_with(|c| c.jobs.workers = 0).await;
     let user = first.user().await;
     let agent = agent(&first, &user.access).await;
     let doc = first
@@ -519,10 +519,10 @@ async fn a_job_whose_worker_died_is_retried_after_a_restart() {
     first
         .state
         .store
-        .set_document_status(&doc, DocumentStatus::Processing, None, now)
+        .set_document_status(&doc.as_str().into(), DocumentStatus::Processing, None, now)
         .await
         .unwrap();
-    let job = first.job(&user.access, &claimed.id).await;
+    let job = first.job(&user.access, claimed.id.as_str()).await;
     assert_eq!(job["status"], "running");
     // Second instance on the same data: it takes over the expired job and finishes it.
     let second = spawn_app_in(first.dir, |_| {}).await;
@@ -530,7 +530,7 @@ async fn a_job_whose_worker_died_is_retried_after_a_restart() {
     let (token, _) = second.tokens(&user.email, &user.password).await;
     let d = second.settled(&token, &agent, &doc).await;
     assert_eq!(d["status"], "indexed");
-    let job = second.ended_job(&token, &claimed.id).await;
+    let job = second.ended_job(&token, claimed.id.as_str()).await;
     assert_eq!(job["status"], JobStatus::Succeeded.as_str());
     assert_eq!(job["progress"], json!({"done": 1, "total": 1}));
     assert!(job["finishedAt"].is_string());
@@ -539,7 +539,7 @@ async fn a_job_whose_worker_died_is_retried_after_a_restart() {
 #[tokio::test]
 async fn a_job_whose_lease_ran_out_on_the_service_clock_is_taken_again() {
     // No workers at start, so the job stays queued until the test claims it.
-    let app = spawn_app_with(|c| c.job_workers = 0).await;
+    let app = spawn_app_with(|c| c.jobs.workers = 0).await;
     let user = app.user().await;
     let agent = agent(&app, &user.access).await;
     let doc = app
@@ -557,7 +557,11 @@ async fn a_job_whose_lease_ran_out_on_the_service_clock_is_taken_again() {
     // A job loop starts: while the lease runs the job is not taken again.
     let workers = agentchat::knowledge::worker::spawn(app.state.knowledge.clone(), 1);
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let held = store.job(&user.id, &claimed.id).await.unwrap().unwrap();
+    let held = store
+        .job(&user.id.as_str().into(), &claimed.id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!((held.status, held.attempts), (JobStatus::Running, 1));
     assert_eq!(
         app.document(&user.access, &agent, &doc).await["status"],
@@ -574,9 +578,13 @@ async fn a_job_whose_lease_ran_out_on_the_service_clock_is_taken_again() {
     .await
     .expect("the expired job is taken again");
     assert_eq!(d["status"], "indexed", "{d}");
-    let job = app.ended_job(&user.access, &claimed.id).await;
+    let job = app.ended_job(&user.access, claimed.id.as_str()).await;
     assert_eq!(job["status"], JobStatus::Succeeded.as_str());
-    let ended = store.job(&user.id, &claimed.id).await.unwrap().unwrap();
+    let ended = store
+        .job(&user.id.as_str().into(), &claimed.id)
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(ended.attempts, 2, "the dead worker's attempt counts");
     assert!(
         ended.finished_at.unwrap() >= now + chrono::Duration::seconds(61),
@@ -591,7 +599,7 @@ async fn a_job_whose_lease_ran_out_on_the_service_clock_is_taken_again() {
 async fn a_job_ends_with_its_document_and_only_under_the_attempt_that_holds_it() {
     use agentchat::store::jobs::JobOutcome;
 
-    let app = spawn_app_with(|c| c.job_workers = 0).await;
+    let app = spawn_app_with(|c| c.jobs.workers = 0).await;
     let user = app.user().await;
     let agent = agent(&app, &user.access).await;
     let doc = app
@@ -624,7 +632,10 @@ async fn a_job_ends_with_its_document_and_only_under_the_attempt_that_holds_it()
     assert!(!store.complete_job(&first, indexed, now).await.unwrap());
     let d = app.document(&user.access, &agent, &doc).await;
     assert_eq!(d["status"], "pending", "{d}");
-    assert_eq!(app.job(&user.access, &first.id).await["status"], "running");
+    assert_eq!(
+        app.job(&user.access, first.id.as_str()).await["status"],
+        "running"
+    );
     // The holder's end makes the document indexed and the job succeeded at once.
     assert!(store.complete_job(&second, indexed, now).await.unwrap());
     let d = app.document(&user.access, &agent, &doc).await;
@@ -632,7 +643,7 @@ async fn a_job_ends_with_its_document_and_only_under_the_attempt_that_holds_it()
         (d["status"].as_str(), d["bytes"].as_u64()),
         (Some("indexed"), Some(11_358))
     );
-    let j = app.job(&user.access, &second.id).await;
+    let j = app.job(&user.access, second.id.as_str()).await;
     assert_eq!(j["status"], JobStatus::Succeeded.as_str());
     assert_eq!(j["progress"], json!({"done": 1, "total": 1}));
     assert_eq!(j["finishedAt"], d["indexedAt"]);
@@ -649,7 +660,7 @@ async fn a_job_ends_with_its_document_and_only_under_the_attempt_that_holds_it()
 
 #[tokio::test]
 async fn a_job_interrupted_too_often_fails_its_document() {
-    let first = spawn_app_with(|c| c.job_workers = 0).await;
+    let first = spawn_app_with(|c| c.jobs.workers = 0).await;
     let user = first.user().await;
     let agent = agent(&first, &user.access).await;
     let doc = first
@@ -740,7 +751,7 @@ async fn add_url(app: &TestApp, token: &str, agent: &str, body: Value) -> reqwes
 async fn a_crawled_site_is_indexed_with_page_sources_and_refreshed_incrementally() {
     let site = site().await;
     let allowed = format!("127.0.0.1:{}", site.addr.port());
-    let app = spawn_app_with(|c| c.allowed_private_hosts = vec![allowed]).await;
+    let app = spawn_app_with(|c| c.outbound.allowed_private_hosts = vec![allowed]).await;
     let user = app.user().await;
     let agent = agent(&app, &user.access).await;
     let ask = "When is a value dropped once its owner goes out of scope?";
@@ -888,7 +899,7 @@ async fn deleting_an_agent_removes_its_documents_and_uploads() {
     assert!(app
         .state
         .store
-        .document_by_id(&doc)
+        .document_by_id(&doc.as_str().into())
         .await
         .unwrap()
         .is_none());

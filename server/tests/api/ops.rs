@@ -136,7 +136,7 @@ fn is_string(schema: &Value) -> bool {
 /// event stream; and the length limits that the handlers check.
 #[tokio::test]
 async fn every_operation_documents_its_errors_parameters_and_input_rules() {
-    let app = spawn_app_with(|c| c.max_message_chars = 777).await;
+    let app = spawn_app_with(|c| c.chat.max_message_chars = 777).await;
     let doc: Value = app
         .get("/api/openapi.json", None)
         .await
@@ -341,7 +341,7 @@ async fn the_dashboard_bundle_is_served_compressed_when_the_browser_accepts_it()
     let wasm: Vec<u8> = (0..64 * 1024).map(|i| (i % 7) as u8).collect();
     std::fs::write(site.path().join("pkg/agentchat.wasm"), &wasm).unwrap();
     let root = site.path().display().to_string();
-    let app = spawn_app_with(|c| c.leptos_site_root = root).await;
+    let app = spawn_app_with(|c| c.server.leptos_site_root = root).await;
     let url = app.url("/pkg/agentchat.wasm");
     for (accept, encoding) in [("br", "br"), ("gzip", "gzip")] {
         let res = app

@@ -29,10 +29,10 @@ pub async fn with_mock(
     .unwrap();
     let base = mock.base_url();
     let app = spawn_app_with(|c| {
-        c.openai_api_key = Some(SecretString::from(KEY));
-        c.openai_base_url = base.clone();
-        c.anthropic_api_key = Some(SecretString::from(KEY));
-        c.anthropic_base_url = base;
+        c.providers.openai_api_key = Some(SecretString::from(KEY));
+        c.providers.openai_base_url = base.clone();
+        c.providers.anthropic_api_key = Some(SecretString::from(KEY));
+        c.providers.anthropic_base_url = base;
         tweak(c);
     })
     .await;
@@ -367,7 +367,8 @@ async fn provider_errors_become_502_naming_the_complaint_without_secrets() {
     assert!(!body.to_string().contains(KEY));
     assert_eq!(chats(&mock).len(), 4, "429 retried up to three attempts");
 
-    let wrong_key = with_mock(|c| c.openai_api_key = Some(SecretString::from("sk-wrong"))).await;
+    let wrong_key =
+        with_mock(|c| c.providers.openai_api_key = Some(SecretString::from("sk-wrong"))).await;
     let user = wrong_key.0.user().await;
     let res = wrong_key
         .0
@@ -462,7 +463,7 @@ async fn a_client_that_disconnects_cancels_the_upstream_request() {
 
 #[tokio::test]
 async fn silent_streams_get_heartbeat_comments() {
-    let (app, _mock) = with_mock(|c| c.sse_heartbeat = Duration::from_millis(200)).await;
+    let (app, _mock) = with_mock(|c| c.chat.sse_heartbeat = Duration::from_millis(200)).await;
     let user = app.user().await;
     let id = agent_with(&app, &user, "gpt-4o-mini").await;
     let res = app
@@ -479,7 +480,7 @@ async fn silent_streams_get_heartbeat_comments() {
 
 #[tokio::test]
 async fn a_provider_that_does_not_answer_in_time_is_504() {
-    let (app, _mock) = with_mock(|c| c.provider_timeout = Duration::from_millis(500)).await;
+    let (app, _mock) = with_mock(|c| c.providers.timeout = Duration::from_millis(500)).await;
     let user = app.user().await;
     let id = agent_with(&app, &user, "gpt-4o-mini").await;
     let res = app
@@ -495,7 +496,7 @@ async fn a_provider_that_does_not_answer_in_time_is_504() {
 #[tokio::test]
 async fn the_provider_timeout_bounds_the_whole_wait_retries_included() {
     let timeout = Duration::from_secs(2);
-    let (app, mock) = with_mock(|c| c.provider_timeout = timeout).await;
+    let (app, mock) = with_mock(|c| c.providers.timeout = timeout).await;
     let user = app.user().await;
     let id = agent_with(&app, &user, "gpt-4o-mini").await;
 

@@ -31,7 +31,7 @@ async fn every_api_answer_carries_the_rate_limit_headers() {
 
 #[tokio::test]
 async fn the_plan_budget_counts_per_account_including_its_api_keys() {
-    let app = spawn_app_with(|c| c.rate_limits = [4, 500, 2000, 10000]).await;
+    let app = spawn_app_with(|c| c.limits.rate_limits = [4, 500, 2000, 10000]).await;
     let user = app.user().await;
     let (_, key) = app.api_key(&user, &["agents:read"]).await; // request 1 of the account
     let first = app.get("/api/auth/me", Some(&user.access)).await; // 2
@@ -135,7 +135,7 @@ async fn unsigned(client: &reqwest::Client, url: String) -> reqwest::Response {
 
 #[tokio::test]
 async fn channel_endpoints_are_limited_per_integration_and_client_ip_before_any_secret_check() {
-    let app = spawn_app_with(|c| c.channel_requests_per_minute = 3).await;
+    let app = spawn_app_with(|c| c.limits.channel_requests_per_minute = 3).await;
     let user = app.user().await;
     let mut paths = Vec::new();
     for (provider, credentials) in [

@@ -83,7 +83,7 @@ async fn dashboard_pages_have_a_strict_policy_with_a_nonce_for_each_page() {
 
 #[tokio::test]
 async fn under_cargo_leptos_watch_pages_may_reach_the_live_reload_socket() {
-    let app = spawn_app_with(|c| c.live_reload_port = Some(3001)).await;
+    let app = spawn_app_with(|c| c.server.live_reload_port = Some(3001)).await;
     let res = app.get("/login", None).await;
     let csp = header(&res, "content-security-policy").unwrap();
     assert!(
@@ -180,7 +180,7 @@ async fn the_widget_script_loads_on_other_sites() {
 
 #[tokio::test]
 async fn hsts_is_sent_only_with_an_https_public_url() {
-    let app = spawn_app_with(|c| c.public_url = "https://chat.example.com".into()).await;
+    let app = spawn_app_with(|c| c.server.public_url = "https://chat.example.com".into()).await;
     for path in ["/api/health", "/login", "/widget.js", "/api/docs"] {
         let res = app.get(path, None).await;
         assert_eq!(

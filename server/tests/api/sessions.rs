@@ -392,7 +392,7 @@ async fn dashboard_cookies_authenticate_and_unsafe_requests_need_the_csrf_token(
 
 #[tokio::test]
 async fn cookies_are_secure_when_the_public_url_is_https() {
-    let app = spawn_app_with(|c| c.public_url = "https://chat.example.com".into()).await;
+    let app = spawn_app_with(|c| c.server.public_url = "https://chat.example.com".into()).await;
     let email = unique_email();
     app.signup(&email, "password123").await;
     let token = token_of(&link_containing(

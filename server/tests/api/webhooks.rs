@@ -221,9 +221,9 @@ fn hook_url(addr: SocketAddr) -> String {
 async fn subscriber(retry_base: Duration) -> (Receiver, TestApp, TestUser, SocketAddr) {
     let (receiver, addr) = Receiver::start().await;
     let app = spawn_app_with(|c| {
-        c.rate_limits = [1_000_000; 4];
-        c.allowed_private_hosts = vec![allow(addr)];
-        c.webhook_retry_base = retry_base;
+        c.limits.rate_limits = [1_000_000; 4];
+        c.outbound.allowed_private_hosts = vec![allow(addr)];
+        c.webhooks.retry_base = retry_base;
     })
     .await;
     let user = app.user().await;
@@ -338,8 +338,8 @@ async fn the_catalogue_lists_every_event_type() {
 async fn creation_is_validated() {
     let (_, addr) = Receiver::start().await;
     let app = spawn_app_with(|c| {
-        c.rate_limits = [1_000_000; 4];
-        c.allowed_private_hosts = vec![allow(addr)];
+        c.limits.rate_limits = [1_000_000; 4];
+        c.outbound.allowed_private_hosts = vec![allow(addr)];
     })
     .await;
     let user = app.user().await;
@@ -450,7 +450,7 @@ async fn a_new_webhook_receives_events_that_just_had_no_listener() {
 #[tokio::test]
 async fn creating_an_integration_is_delivered_without_its_credentials() {
     let (receiver, addr) = Receiver::start().await;
-    let app = spawn_app_with(|c| c.allowed_private_hosts = vec![allow(addr)]).await;
+    let app = spawn_app_with(|c| c.outbound.allowed_private_hosts = vec![allow(addr)]).await;
     let user = app.user().await;
     let (_, secret) = webhook(
         &app,
@@ -488,9 +488,9 @@ async fn creating_an_integration_is_delivered_without_its_credentials() {
 async fn scopes_and_tenant_isolation() {
     let (receiver, addr) = Receiver::start().await;
     let app = spawn_app_with(|c| {
-        c.rate_limits = [1_000_000; 4];
-        c.allowed_private_hosts = vec![allow(addr)];
-        c.webhook_retry_base = Duration::from_millis(20);
+        c.limits.rate_limits = [1_000_000; 4];
+        c.outbound.allowed_private_hosts = vec![allow(addr)];
+        c.webhooks.retry_base = Duration::from_millis(20);
     })
     .await;
     let owner = app.user().await;
@@ -586,8 +586,8 @@ async fn scopes_and_tenant_isolation() {
 async fn the_secret_is_shown_once_and_stored_encrypted() {
     let (_, addr) = Receiver::start().await;
     let app = spawn_app_with(|c| {
-        c.rate_limits = [1_000_000; 4];
-        c.allowed_private_hosts = vec![allow(addr)];
+        c.limits.rate_limits = [1_000_000; 4];
+        c.outbound.allowed_private_hosts = vec![allow(addr)];
     })
     .await;
     let user = app.user().await;
@@ -620,8 +620,8 @@ async fn every_event_type_is_delivered_with_a_valid_signature() {
     let (receiver, addr) = Receiver::start().await;
     let site = tiny_site().await;
     let app = spawn_app_with(|c| {
-        c.rate_limits = [1_000_000; 4];
-        c.allowed_private_hosts = vec![allow(addr), allow(site)];
+        c.limits.rate_limits = [1_000_000; 4];
+        c.outbound.allowed_private_hosts = vec![allow(addr), allow(site)];
     })
     .await;
     let user = app.user().await;
@@ -856,7 +856,7 @@ async fn failed_attempts_are_retried_with_backoff_and_recorded() {
     let attempts = app
         .state
         .store
-        .delivery_attempts(&message_id)
+        .delivery_attempts(&message_id.as_str().into())
         .await
         .unwrap();
     let statuses: Vec<Option<u16>> = attempts.iter().map(|a| a.response_status).collect();
@@ -896,7 +896,12 @@ async fn failed_attempts_are_retried_with_backoff_and_recorded() {
     })
     .await;
     let slow = listed[0]["id"].as_str().unwrap().to_string();
-    let attempts = app.state.store.delivery_attempts(&slow).await.unwrap();
+    let attempts = app
+        .state
+        .store
+        .delivery_attempts(&slow.as_str().into())
+        .await
+        .unwrap();
     assert_eq!(attempts[0].response_status, None);
     assert!(
         attempts[0].error.as_deref().unwrap().contains("too long"),
@@ -965,7 +970,7 @@ async fn a_retry_falls_due_when_the_service_clock_reaches_it() {
     let attempts = app
         .state
         .store
-        .delivery_attempts(&got[0].id())
+        .delivery_attempts(&got[0].id().into())
         .await
         .unwrap();
     assert_eq!(attempts.len(), 2);
@@ -979,9 +984,9 @@ async fn a_retry_falls_due_when_the_service_clock_reaches_it() {
 async fn gone_disables_the_webhook() {
     let (receiver, addr) = Receiver::start().await;
     let app = spawn_app_with(|c| {
-        c.rate_limits = [1_000_000; 4];
-        c.allowed_private_hosts = vec![allow(addr)];
-        c.webhook_retry_base = Duration::from_millis(20);
+        c.limits.rate_limits = [1_000_000; 4];
+        c.outbound.allowed_private_hosts = vec![allow(addr)];
+        c.webhooks.retry_base = Duration::from_millis(20);
     })
     .await;
     let user = app.user().await;
@@ -1026,9 +1031,9 @@ async fn a_delivery_interrupted_by_a_crash_arrives_after_a_restart() {
     let (receiver, addr) = Receiver::start().await;
     // The first instance runs no workers: the delivery stays queued.
     let first = spawn_app_with(|c| {
-        c.rate_limits = [1_000_000; 4];
-        c.allowed_private_hosts = vec![allow(addr)];
-        c.job_workers = 0;
+        c.limits.rate_limits = [1_000_000; 4];
+        c.outbound.allowed_private_hosts = vec![allow(addr)];
+        c.jobs.workers = 0;
     })
     .await;
     let user = first.user().await;
@@ -1063,8 +1068,8 @@ async fn a_delivery_interrupted_by_a_crash_arrives_after_a_restart() {
     assert!(receiver.all().is_empty());
 
     let second = spawn_app_in(first.dir, |c| {
-        c.rate_limits = [1_000_000; 4];
-        c.allowed_private_hosts = vec![allow(addr)];
+        c.limits.rate_limits = [1_000_000; 4];
+        c.outbound.allowed_private_hosts = vec![allow(addr)];
     })
     .await;
     let got = receiver.wait_for(2).await;
@@ -1097,9 +1102,9 @@ async fn the_private_address_rule_applies_again_at_send() {
     let (receiver, addr) = Receiver::start().await;
     let by_name = format!("http://localhost:{}/hook", addr.port());
     let first = spawn_app_with(|c| {
-        c.rate_limits = [1_000_000; 4];
-        c.allowed_private_hosts = vec![allow(addr), format!("localhost:{}", addr.port())];
-        c.job_workers = 0;
+        c.limits.rate_limits = [1_000_000; 4];
+        c.outbound.allowed_private_hosts = vec![allow(addr), format!("localhost:{}", addr.port())];
+        c.jobs.workers = 0;
     })
     .await;
     let user = first.user().await;
@@ -1108,8 +1113,8 @@ async fn the_private_address_rule_applies_again_at_send() {
     agent(&first, &user.access).await;
 
     let second = spawn_app_in(first.dir, |c| {
-        c.rate_limits = [1_000_000; 4];
-        c.webhook_retry_base = Duration::from_millis(20);
+        c.limits.rate_limits = [1_000_000; 4];
+        c.webhooks.retry_base = Duration::from_millis(20);
     })
     .await;
     let (token, _) = second.tokens(&user.email, &user.password).await;

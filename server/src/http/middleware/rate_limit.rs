@@ -57,13 +57,13 @@ pub(super) fn rate_key<'a>(
                 integration,
                 ip: ClientIp::of(request.extensions()).0,
             },
-            state.config.channel_requests_per_minute,
+            state.limits.channel_requests_per_minute,
         );
     }
     match identity {
         Identity::Authenticated(p) => (
-            RateKey::Account(&p.user_id),
-            state.config.rate_limit(p.plan),
+            RateKey::Account(p.user_id.as_str()),
+            state.limits.rate_limit(p.plan),
         ),
         _ => (
             RateKey::Ip(ClientIp::of(request.extensions()).0),

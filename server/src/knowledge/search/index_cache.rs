@@ -25,7 +25,10 @@ use std::{
 };
 
 use super::bm25::Bm25Index;
-use crate::store::{DocumentStore, StoreError, StoreResult};
+use crate::{
+    ids::{AgentId, ChunkId},
+    store::{DocumentStore, StoreError, StoreResult},
+};
 
 /// The largest total [`Bm25Index::heap_bytes`] of the indexes kept between queries:
 /// beyond it the least recently searched agents' indexes are dropped (they are rebuilt
@@ -53,7 +56,7 @@ pub struct CachedIndex {
 /// it; bringing an index up to date takes it alone), within [`CACHE_BUDGET_BYTES`].
 #[derive(Debug, Default)]
 pub struct Bm25Cache {
-    agents: Mutex<HashMap<String, CacheEntry>>,
+    agents: Mutex<HashMap<AgentId, CacheEntry>>,
 }
 
 #[derive(Debug)]
@@ -65,10 +68,10 @@ struct CacheEntry {
 
 impl Bm25Cache {
     /// The agent's cached index (an empty, unbuilt one the first time).
-    pub fn entry(&self, agent_id: &str) -> Arc<tokio::sync::RwLock<CachedIndex>> {
+    pub fn entry(&self, agent_id: &AgentId) -> Arc<tokio::sync::RwLock<CachedIndex>> {
         let mut agents = self.agents.lock().unwrap_or_else(|e| e.into_inner());
         let entry = agents
-            .entry(agent_id.to_owned())
+            .entry(agent_id.clone())
             .or_insert_with(|| CacheEntry {
                 index: Arc::default(),
                 bytes: 0,
@@ -80,7 +83,7 @@ impl Bm25Cache {
 
     /// Records the size of the agent's index after an update and drops the least
     /// recently searched other indexes while the total exceeds `budget` bytes.
-    pub fn resized(&self, agent_id: &str, bytes: usize, budget: usize) {
+    pub fn resized(&self, agent_id: &AgentId, bytes: usize, budget: usize) {
         let mut agents = self.agents.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(entry) = agents.get_mut(agent_id) {
             entry.bytes = bytes;
@@ -89,7 +92,7 @@ impl Bm25Cache {
         while total > budget {
             let Some(oldest) = agents
                 .iter()
-                .filter(|(id, _)| id.as_str() != agent_id)
+                .filter(|(id, _)| *id != agent_id)
                 .min_by_key(|(_, e)| e.used)
                 .map(|(id, _)| id.clone())
             else {
@@ -102,7 +105,7 @@ impl Bm25Cache {
     }
 
     /// Drops the agent's index (the agent has no chunks left, or was deleted).
-    pub fn forget(&self, agent_id: &str) {
+    pub fn forget(&self, agent_id: &AgentId) {
         let mut agents = self.agents.lock().unwrap_or_else(|e| e.into_inner());
         agents.remove(agent_id);
     }
@@ -124,7 +127,7 @@ impl Bm25Cache {
 pub async fn rank_chunks(
     store: &dyn DocumentStore,
     cache: &Bm25Cache,
-    agent_id: &str,
+    agent_id: &AgentId,
     terms: &[String],
     k: usize,
 ) -> StoreResult<Vec<(i64, f32)>> {
@@ -155,16 +158,17 @@ pub async fn rank_chunks(
 /// was dropped) it leaves an empty index that the next search rebuilds.
 async fn update_index(
     store: &dyn DocumentStore,
-    agent_id: &str,
+    agent_id: &AgentId,
     cached: &mut CachedIndex,
 ) -> StoreResult<()> {
-    let seen_up_to = cached.max_chunk_id;
+    let seen_up_to = ChunkId::from(cached.max_chunk_id);
     let known = store.count_chunks_up_to(agent_id, seen_up_to).await?;
     if known != cached.index.len() as u64 {
         let kept: HashSet<i64> = store
             .chunk_ids_up_to(agent_id, seen_up_to)
             .await?
             .into_iter()
+            .map(ChunkId::get)
             .collect();
         on_blocking_pool(cached, move |index| {
             index.retain(|id| kept.contains(&id));
@@ -173,14 +177,14 @@ async fn update_index(
     }
     loop {
         let rows = store
-            .chunks_after(agent_id, cached.max_chunk_id, INDEX_BATCH)
+            .chunks_after(agent_id, ChunkId::from(cached.max_chunk_id), INDEX_BATCH)
             .await?;
-        let Some(last) = rows.last().map(|c| c.chunk_id) else {
+        let Some(last) = rows.last().map(|c| c.chunk_id.get()) else {
             break;
         };
         on_blocking_pool(cached, move |index| {
             for c in &rows {
-                index.add(c.chunk_id, &c.title, &c.heading_path, &c.text);
+                index.add(c.chunk_id.get(), &c.title, &c.heading_path, &c.text);
             }
         })
         .await?;
@@ -219,15 +223,16 @@ mod tests {
     #[test]
     fn the_cache_drops_the_least_recently_searched_beyond_its_budget() {
         let cache = Bm25Cache::default();
-        cache.entry("a");
-        cache.entry("b");
-        cache.resized("a", 600, 1000);
-        cache.resized("b", 600, 1000);
+        let (a, b) = (AgentId::from("a"), AgentId::from("b"));
+        cache.entry(&a);
+        cache.entry(&b);
+        cache.resized(&a, 600, 1000);
+        cache.resized(&b, 600, 1000);
         assert_eq!(cache.agents(), 1, "a was searched longest ago");
-        cache.entry("a");
-        cache.resized("a", 300, 1000);
+        cache.entry(&a);
+        cache.resized(&a, 300, 1000);
         assert_eq!(cache.agents(), 2, "within the budget");
-        cache.forget("a");
+        cache.forget(&a);
         assert_eq!(cache.agents(), 1);
     }
 }

@@ -12,7 +12,10 @@ pub mod retrieve;
 
 use std::{collections::HashMap, sync::Arc};
 
-use crate::store::{documents::ChunkHit, DocumentStore, StoreResult};
+use crate::{
+    ids::{AgentId, ChunkId},
+    store::{documents::ChunkHit, DocumentStore, StoreResult},
+};
 
 /// BM25 search over agents' chunks, with each agent's index kept in memory between
 /// searches ([`index_cache::Bm25Cache`]). Cheap to clone (clones share the indexes).
@@ -47,7 +50,7 @@ impl ChunkSearch {
     /// panicked.
     pub async fn search_chunks(
         &self,
-        agent_id: &str,
+        agent_id: &AgentId,
         question: &str,
         limit: u32,
     ) -> StoreResult<Vec<ChunkHit>> {
@@ -63,8 +66,8 @@ impl ChunkSearch {
             limit as usize,
         )
         .await?;
-        let ids: Vec<i64> = ranked.iter().map(|r| r.0).collect();
-        let mut found: HashMap<i64, ChunkHit> = self
+        let ids: Vec<ChunkId> = ranked.iter().map(|r| ChunkId::from(r.0)).collect();
+        let mut found: HashMap<ChunkId, ChunkHit> = self
             .store
             .chunk_hits(agent_id, &ids)
             .await?
@@ -75,7 +78,7 @@ impl ChunkSearch {
         Ok(ranked
             .into_iter()
             .filter_map(|(id, score)| {
-                let mut hit = found.remove(&id)?;
+                let mut hit = found.remove(&ChunkId::from(id))?;
                 hit.score = f64::from(score);
                 Some(hit)
             })
@@ -83,7 +86,7 @@ impl ChunkSearch {
     }
 
     /// Drops the agent's index from memory; its next search builds it again.
-    pub fn forget(&self, agent_id: &str) {
+    pub fn forget(&self, agent_id: &AgentId) {
         self.indexes.forget(agent_id);
     }
 

@@ -9,6 +9,7 @@ use tracing::warn;
 
 use super::ChunkSearch;
 use crate::{
+    ids::{AgentId, ChunkId},
     knowledge::Knowledge,
     store::{documents::ChunkHit, StoreResult},
 };
@@ -27,7 +28,7 @@ pub const RELATIVE_SCORE_FLOOR: f64 = 0.35;
 /// Errors: the store's.
 pub async fn search(
     search: &ChunkSearch,
-    agent_id: &str,
+    agent_id: &AgentId,
     message: &str,
     k: u32,
 ) -> StoreResult<Vec<ChunkHit>> {
@@ -121,7 +122,7 @@ pub fn vector_floor(hits: Vec<(i64, f32)>) -> Vec<(i64, f32)> {
 /// Errors: the store's (the embedding endpoint's never are).
 pub async fn hybrid(
     knowledge: &Knowledge,
-    agent_id: &str,
+    agent_id: &AgentId,
     message: &str,
     k: u32,
 ) -> StoreResult<Vec<ChunkHit>> {
@@ -147,23 +148,25 @@ pub async fn hybrid(
         match embedder.embed_query(&query).await {
             Ok(vector) => nearest = vector_floor(set.nearest(&vector, candidates as usize)),
             Err(err) => {
-                warn!(agent = agent_id, error = %err, "embedding the query failed; retrieving with BM25 alone");
+                warn!(agent = agent_id.as_str(), error = %err, "embedding the query failed; retrieving with BM25 alone");
             }
         }
     }
-    let bm25_ids: Vec<i64> = bm25.iter().map(|h| h.chunk_id).collect();
+    let bm25_ids: Vec<i64> = bm25.iter().map(|h| h.chunk_id.get()).collect();
     let vector_ids: Vec<i64> = nearest.iter().map(|h| h.0).collect();
     let fused = rrf(&[&bm25_ids, &vector_ids]);
-    let mut by_id: HashMap<i64, ChunkHit> = bm25.into_iter().map(|h| (h.chunk_id, h)).collect();
-    let vector_only: Vec<i64> = vector_ids
+    let mut by_id: HashMap<i64, ChunkHit> =
+        bm25.into_iter().map(|h| (h.chunk_id.get(), h)).collect();
+    let vector_only: Vec<ChunkId> = vector_ids
         .iter()
         .copied()
         .filter(|id| !by_id.contains_key(id))
+        .map(ChunkId::from)
         .collect();
     // Read through the chunks table: a chunk deleted since the vectors were read is
     // simply not there.
     for hit in store.chunk_hits(agent_id, &vector_only).await? {
-        by_id.insert(hit.chunk_id, hit);
+        by_id.insert(hit.chunk_id.get(), hit);
     }
     let best_possible = 2.0 / (RRF_K + 1.0);
     Ok(fused
@@ -245,7 +248,7 @@ mod tests {
     #[test]
     fn the_score_floor_drops_weak_hits() {
         let hit = |score: f64| ChunkHit {
-            chunk_id: 1,
+            chunk_id: 1.into(),
             document_id: "d".into(),
             title: "t".into(),
             url: None,

@@ -5,7 +5,10 @@ use std::{collections::HashSet, sync::Arc};
 use chrono::{Duration, Utc};
 
 use super::{in_parallel, new_user, user};
-use crate::store::{ApiKeyRecord, Conflict, SessionRecord, Store, StoreError, TokenPurpose};
+use crate::{
+    ids::{ApiKeyId, SessionId, UserId},
+    store::{ApiKeyRecord, Conflict, SessionRecord, Store, StoreError, TokenPurpose},
+};
 
 /// [`crate::store::AccountStore::create_user`]: of eight creations with one email at
 /// once, exactly one succeeds and the others answer `Conflict(Email)`; so does a later one.
@@ -47,19 +50,19 @@ pub async fn an_email_is_taken_once(store: Arc<dyn Store>) {
 /// purpose, before it expires; of eight uses of one token at once, one succeeds.
 pub async fn an_email_token_works_once(store: Arc<dyn Store>) {
     let now = Utc::now();
-    user(store.as_ref(), "u1").await;
+    let u1 = &user(store.as_ref(), "u1").await.id;
     let hour = now + Duration::hours(1);
     let reset = TokenPurpose::ResetPassword;
     store
-        .create_email_token("u1", reset, "reset", hour, now)
+        .create_email_token(u1, reset, "reset", hour, now)
         .await
         .unwrap();
     store
-        .create_email_token("u1", TokenPurpose::VerifyEmail, "verify", hour, now)
+        .create_email_token(u1, TokenPurpose::VerifyEmail, "verify", hour, now)
         .await
         .unwrap();
     store
-        .create_email_token("u1", TokenPurpose::VerifyEmail, "old", now, now)
+        .create_email_token(u1, TokenPurpose::VerifyEmail, "old", now, now)
         .await
         .unwrap();
     let consume = |purpose, hash: &'static str| {
@@ -81,10 +84,8 @@ pub async fn an_email_token_works_once(store: Arc<dyn Store>) {
     );
     assert_eq!(consume(reset, "reset").await, None, "used");
     assert_eq!(
-        consume(TokenPurpose::VerifyEmail, "verify")
-            .await
-            .as_deref(),
-        Some("u1")
+        consume(TokenPurpose::VerifyEmail, "verify").await.as_ref(),
+        Some(u1)
     );
 }
 
@@ -92,12 +93,12 @@ pub async fn an_email_token_works_once(store: Arc<dyn Store>) {
 /// reset links voids the others, even when they are all used at once.
 pub async fn of_an_accounts_outstanding_links_only_one_is_ever_consumed(store: Arc<dyn Store>) {
     let now = Utc::now();
-    user(store.as_ref(), "u1").await;
+    let u1 = &user(store.as_ref(), "u1").await.id;
     let hashes: Vec<String> = (0..8).map(|i| format!("reset-{i}")).collect();
     for hash in &hashes {
         store
             .create_email_token(
-                "u1",
+                u1,
                 TokenPurpose::ResetPassword,
                 hash,
                 now + Duration::hours(1),
@@ -109,7 +110,7 @@ pub async fn of_an_accounts_outstanding_links_only_one_is_ever_consumed(store: A
     // A verification link of the same account is another purpose: untouched.
     store
         .create_email_token(
-            "u1",
+            u1,
             TokenPurpose::VerifyEmail,
             "verify",
             now + Duration::hours(1),
@@ -143,16 +144,16 @@ pub async fn of_an_accounts_outstanding_links_only_one_is_ever_consumed(store: A
             .consume_email_token(TokenPurpose::VerifyEmail, "verify", now)
             .await
             .unwrap()
-            .as_deref(),
-        Some("u1")
+            .as_ref(),
+        Some(u1)
     );
 }
 
 /// The session `id` of `user_id`, created and last seen at `at`, with refresh jti `j-{id}`.
-fn session(id: &str, user_id: &str, at: chrono::DateTime<Utc>) -> SessionRecord {
+fn session(id: &str, user_id: &UserId, at: chrono::DateTime<Utc>) -> SessionRecord {
     SessionRecord {
         id: id.into(),
-        user_id: user_id.into(),
+        user_id: user_id.clone(),
         refresh_jti: format!("j-{id}"),
         user_agent: None,
         ip: None,
@@ -168,28 +169,24 @@ fn session(id: &str, user_id: &str, at: chrono::DateTime<Utc>) -> SessionRecord 
 pub async fn ten_parallel_sign_ins_leave_at_most_five_live_sessions(store: Arc<dyn Store>) {
     let now = Utc::now();
     let cutoff = now - Duration::days(1);
-    user(store.as_ref(), "u1").await;
+    let u1 = &user(store.as_ref(), "u1").await.id;
     let ended = in_parallel(10, |i| {
         let store = store.clone();
-        let record = session(
-            &format!("s{i}"),
-            "u1",
-            now + Duration::milliseconds(i as i64),
-        );
+        let record = session(&format!("s{i}"), u1, now + Duration::milliseconds(i as i64));
         async move { store.create_session(record, 5, cutoff).await.unwrap() }
     })
     .await;
-    let live: HashSet<String> = store
-        .live_sessions("u1", cutoff)
+    let live: HashSet<SessionId> = store
+        .live_sessions(u1, cutoff)
         .await
         .unwrap()
         .into_iter()
         .map(|s| s.id)
         .collect();
-    let newest: HashSet<String> = (5..10).map(|i| format!("s{i}")).collect();
+    let newest: HashSet<SessionId> = (5..10).map(|i| SessionId::from(format!("s{i}"))).collect();
     assert_eq!(live, newest, "at most five live sessions: the newest");
-    let ended: Vec<String> = ended.into_iter().flatten().collect();
-    let distinct: HashSet<&String> = ended.iter().collect();
+    let ended: Vec<SessionId> = ended.into_iter().flatten().collect();
+    let distinct: HashSet<&SessionId> = ended.iter().collect();
     assert_eq!(ended.len(), 5, "{ended:?}");
     assert_eq!(distinct.len(), 5, "each ended once: {ended:?}");
     assert!(ended.iter().all(|id| !newest.contains(id)));
@@ -200,101 +197,109 @@ pub async fn ten_parallel_sign_ins_leave_at_most_five_live_sessions(store: Arc<d
 pub async fn the_oldest_sessions_beyond_the_cap_are_ended(store: Arc<dyn Store>) {
     let t0 = Utc::now();
     let cutoff = t0 - Duration::days(1);
-    user(store.as_ref(), "u1").await;
+    let u1 = &user(store.as_ref(), "u1").await.id;
     // Idle since before the cutoff: not live, so not counted.
-    let idle = session("idle", "u1", t0 - Duration::days(2));
+    let idle = session("idle", u1, t0 - Duration::days(2));
     assert!(store
         .create_session(idle, 5, cutoff)
         .await
         .unwrap()
         .is_empty());
     for i in 0..5 {
-        let record = session(&format!("s{i}"), "u1", t0 + Duration::seconds(i));
+        let record = session(&format!("s{i}"), u1, t0 + Duration::seconds(i));
         assert!(store
             .create_session(record, 5, cutoff)
             .await
             .unwrap()
             .is_empty());
     }
-    let sixth = session("s5", "u1", t0 + Duration::seconds(5));
+    let sixth = session("s5", u1, t0 + Duration::seconds(5));
     assert_eq!(
         store.create_session(sixth, 5, cutoff).await.unwrap(),
         ["s0"]
     );
-    let live: Vec<String> = store
-        .live_sessions("u1", cutoff)
+    let live: Vec<SessionId> = store
+        .live_sessions(u1, cutoff)
         .await
         .unwrap()
         .into_iter()
         .map(|s| s.id)
         .collect();
     assert_eq!(live, ["s5", "s4", "s3", "s2", "s1"], "newest first");
-    let ended = store.session_auth("s0").await.unwrap().unwrap();
+    let ended = store.session_auth(&"s0".into()).await.unwrap().unwrap();
     assert!(ended.session.revoked_at.is_some());
     // Activity never moves a session's last sight back.
-    store.touch_session("s1", t0).await.unwrap();
-    let s1 = store.session_auth("s1").await.unwrap().unwrap().session;
+    store.touch_session(&"s1".into(), t0).await.unwrap();
+    let s1 = store
+        .session_auth(&"s1".into())
+        .await
+        .unwrap()
+        .unwrap()
+        .session;
     assert_eq!(
         s1.last_seen_at.timestamp_millis(),
         (t0 + Duration::seconds(1)).timestamp_millis()
     );
     assert!(store
-        .revoke_session("u1", "s1", "signed_out", t0)
+        .revoke_session(u1, &"s1".into(), "signed_out", t0)
         .await
         .unwrap());
     assert!(!store
-        .revoke_session("u1", "s1", "signed_out", t0)
+        .revoke_session(u1, &"s1".into(), "signed_out", t0)
         .await
         .unwrap());
     let all = store
-        .revoke_all_sessions("u1", "password_changed", t0)
+        .revoke_all_sessions(u1, "password_changed", t0)
         .await
         .unwrap();
-    let all: HashSet<String> = all.into_iter().collect();
-    let expected: HashSet<String> = ["s2", "s3", "s4", "s5", "idle"]
+    let all: HashSet<SessionId> = all.into_iter().collect();
+    let expected: HashSet<SessionId> = ["s2", "s3", "s4", "s5", "idle"]
         .into_iter()
-        .map(String::from)
+        .map(SessionId::from)
         .collect();
     assert_eq!(all, expected, "every session not yet revoked");
-    assert!(store.live_sessions("u1", cutoff).await.unwrap().is_empty());
+    assert!(store.live_sessions(u1, cutoff).await.unwrap().is_empty());
 }
 
 /// [`crate::store::SessionStore::rotate_refresh`]: of ten rotations from one jti at once,
 /// exactly one wins; a replay or a revoked session loses.
 pub async fn refresh_rotation_is_compare_and_set(store: Arc<dyn Store>) {
     let now = Utc::now();
-    user(store.as_ref(), "u1").await;
+    let u1 = &user(store.as_ref(), "u1").await.id;
     store
-        .create_session(session("s1", "u1", now), 5, now - Duration::days(1))
+        .create_session(session("s1", u1, now), 5, now - Duration::days(1))
         .await
         .unwrap();
     let won = in_parallel(10, |i| {
         let store = store.clone();
         async move {
             let new = format!("new-{i}");
-            let won = store.rotate_refresh("s1", "j-s1", &new, now).await.unwrap();
+            let won = store
+                .rotate_refresh(&SessionId::from("s1"), "j-s1", &new, now)
+                .await
+                .unwrap();
             won.then_some(new)
         }
     })
     .await;
     let winners: Vec<String> = won.into_iter().flatten().collect();
     assert_eq!(winners.len(), 1, "{winners:?}");
-    let stored = store.session_auth("s1").await.unwrap().unwrap();
+    let stored = store.session_auth(&"s1".into()).await.unwrap().unwrap();
     assert_eq!(stored.session.refresh_jti, winners[0]);
     assert!(
         !store
-            .rotate_refresh("s1", "j-s1", "replayed", now)
+            .rotate_refresh(&"s1".into(), "j-s1", "replayed", now)
             .await
             .unwrap(),
         "a replay of the old jti"
     );
     store
-        .revoke_session("u1", "s1", "signed_out", now)
+        .revoke_session(u1, &"s1".into(), "signed_out", now)
         .await
         .unwrap();
     assert!(
         !store
-            .rotate_refresh("s1", &winners[0], "after", now)
+            .rotate_refresh(&"s1".into(), &winners[0], "after", now)
             .await
             .unwrap(),
         "a revoked session"
@@ -302,10 +307,10 @@ pub async fn refresh_rotation_is_compare_and_set(store: Arc<dyn Store>) {
 }
 
 /// The live API key `id` of `user_id`.
-fn api_key(id: &str, user_id: &str) -> ApiKeyRecord {
+fn api_key(id: &str, user_id: &UserId) -> ApiKeyRecord {
     ApiKeyRecord {
-        id: id.into(),
-        user_id: user_id.into(),
+        id: ApiKeyId::from(id),
+        user_id: user_id.clone(),
         name: format!("key {id}"),
         prefix: format!("ak_{id}"),
         key_hash: format!("hash-{id}"),
@@ -320,42 +325,37 @@ fn api_key(id: &str, user_id: &str) -> ApiKeyRecord {
 /// [`crate::store::ApiKeyStore::create_api_key`]: ten creations at once under a cap of
 /// three leave three live keys; a revoked key frees its place, a rotation takes none.
 pub async fn parallel_api_key_creates_stop_at_the_cap(store: Arc<dyn Store>) {
-    user(store.as_ref(), "u1").await;
+    let u1 = &user(store.as_ref(), "u1").await.id;
     let created = in_parallel(10, |i| {
         let store = store.clone();
+        let u1 = u1.clone();
         async move {
             store
-                .create_api_key(api_key(&format!("k{i}"), "u1"), 3)
+                .create_api_key(api_key(&format!("k{i}"), &u1), 3)
                 .await
                 .unwrap()
         }
     })
     .await;
     assert_eq!(created.iter().filter(|c| **c).count(), 3, "{created:?}");
-    let live = store.list_api_keys("u1").await.unwrap();
+    let live = store.list_api_keys(u1).await.unwrap();
     assert_eq!(live.len(), 3);
     let now = Utc::now();
-    assert!(!store
-        .create_api_key(api_key("late", "u1"), 3)
-        .await
-        .unwrap());
+    assert!(!store.create_api_key(api_key("late", u1), 3).await.unwrap());
     assert!(store
-        .rotate_api_key("u1", &live[0].id, api_key("rotated", "u1"), now)
+        .rotate_api_key(u1, &live[0].id, api_key("rotated", u1), now)
         .await
         .unwrap());
     assert!(
         !store
-            .rotate_api_key("u1", &live[0].id, api_key("again", "u1"), now)
+            .rotate_api_key(u1, &live[0].id, api_key("again", u1), now)
             .await
             .unwrap(),
         "the old key is revoked"
     );
-    assert_eq!(store.list_api_keys("u1").await.unwrap().len(), 3);
-    assert!(store.revoke_api_key("u1", &live[1].id, now).await.unwrap());
-    assert!(store
-        .create_api_key(api_key("freed", "u1"), 3)
-        .await
-        .unwrap());
+    assert_eq!(store.list_api_keys(u1).await.unwrap().len(), 3);
+    assert!(store.revoke_api_key(u1, &live[1].id, now).await.unwrap());
+    assert!(store.create_api_key(api_key("freed", u1), 3).await.unwrap());
     let found = store.api_key_by_hash("hash-freed").await.unwrap().unwrap();
     assert_eq!(found.key.id, "freed");
 }

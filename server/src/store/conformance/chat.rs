@@ -7,27 +7,28 @@ use chrono::{DateTime, Duration, NaiveDate, Utc};
 use super::{agent_record, in_parallel, message, thread_of_new_user, user};
 use crate::{
     domain::Role,
+    ids::{ThreadId, UserId},
     store::{chat::ReplyStatus, MessageRecord, Store, ThreadRecord},
 };
 
 /// [`crate::store::AgentStore::create_agent`]: ten creations at once under a plan limit
 /// of three leave exactly three agents.
 pub async fn ten_parallel_agent_creates_at_a_limit_of_three_leave_three(store: Arc<dyn Store>) {
-    user(store.as_ref(), "u1").await;
+    let u1 = user(store.as_ref(), "u1").await.id;
     let created = in_parallel(10, |i| {
-        let store = store.clone();
+        let (store, u1) = (store.clone(), u1.clone());
         async move {
             store
-                .create_agent(&agent_record(&format!("a{i}"), "u1"), 3)
+                .create_agent(&agent_record(&format!("a{i}"), &u1), 3)
                 .await
                 .unwrap()
         }
     })
     .await;
     assert_eq!(created.iter().filter(|c| **c).count(), 3, "{created:?}");
-    assert_eq!(store.list_agents("u1").await.unwrap().len(), 3);
+    assert_eq!(store.list_agents(&u1).await.unwrap().len(), 3);
     assert!(!store
-        .create_agent(&agent_record("late", "u1"), 3)
+        .create_agent(&agent_record("late", &u1), 3)
         .await
         .unwrap());
 }
@@ -39,18 +40,22 @@ pub async fn a_thread_needs_its_users_agent(store: Arc<dyn Store>) {
     let now = Utc::now();
     let other_user = ThreadRecord {
         id: "t2".into(),
-        user_id: "someone-else".into(),
+        user_id: UserId::from("someone-else"),
         ..thread.clone()
     };
     let first = message(&other_user, 0, Role::User, now);
     assert!(!store.create_thread(&other_user, &first).await.unwrap());
     assert!(store
-        .thread(&thread.user_id, &thread.agent_id, "t2")
+        .thread(&thread.user_id, &thread.agent_id, &ThreadId::from("t2"))
         .await
         .unwrap()
         .is_none());
     assert!(
-        store.recent_messages("t2", 10).await.unwrap().is_empty(),
+        store
+            .recent_messages(&ThreadId::from("t2"), 10)
+            .await
+            .unwrap()
+            .is_empty(),
         "a refused thread leaves no message behind"
     );
     let kept = store.recent_messages(&thread.id, 10).await.unwrap();

@@ -13,6 +13,7 @@ use chrono::Utc;
 
 use super::{agent, crawl_document, crawled_document, page};
 use crate::{
+    ids::{AgentId, ChunkId},
     knowledge::search::ChunkSearch,
     store::{documents::ChunkHit, AgentRecord, Store},
 };
@@ -75,7 +76,7 @@ pub async fn crawled_pages_of_a_deleted_document_are_not_written(store: Arc<dyn 
 /// an id must never come back after the chunk holding it (the newest) is deleted.
 pub async fn chunk_ids_only_grow(store: Arc<dyn Store>) {
     let doc = crawled_document(store.as_ref()).await;
-    let ids = || store.chunk_ids_up_to(&doc.agent_id, i64::MAX);
+    let ids = || store.chunk_ids_up_to(&doc.agent_id, ChunkId::from(i64::MAX));
     let pages = [page("https://example.com/a", &["alpha", "beta"])];
     assert!(store
         .replace_pages(&doc.id, &pages, Utc::now())
@@ -131,18 +132,18 @@ pub async fn the_chunk_generation_changes_with_every_chunk_write_and_delete(stor
     store.retain_pages(&doc.id, &[]).await.unwrap();
     changed(generation().await.unwrap(), "removing pages");
     assert!(store
-        .chunk_ids_up_to(&agent_id, i64::MAX)
+        .chunk_ids_up_to(&agent_id, ChunkId::from(i64::MAX))
         .await
         .unwrap()
         .is_empty());
 
     // Another agent's chunks leave this agent's generation alone.
     let before = generation().await.unwrap();
-    agent(store.as_ref(), "a2", &doc.user_id).await;
+    let a2 = agent(store.as_ref(), "a2", &doc.user_id).await.id;
     let elsewhere = crawl_document(
         store.as_ref(),
         "d3",
-        "a2",
+        &a2,
         &doc.user_id,
         "https://y.example/",
     )
@@ -160,10 +161,13 @@ pub async fn the_chunk_generation_changes_with_every_chunk_write_and_delete(stor
     // Embeddings: written, then deleted with their chunk's document.
     assert!(store.replace_pages(&doc.id, &pages, now).await.unwrap());
     changed(generation().await.unwrap(), "writing pages again");
-    let ids = store.chunk_ids_up_to(&agent_id, i64::MAX).await.unwrap();
+    let ids = store
+        .chunk_ids_up_to(&agent_id, ChunkId::from(i64::MAX))
+        .await
+        .unwrap();
     let e0 = store.embedding_generation(&agent_id).await.unwrap();
     assert_eq!(e0, 0, "no embedding yet");
-    let vectors: Vec<(i64, Vec<f32>)> = ids.iter().map(|id| (*id, vec![1.0, 0.0])).collect();
+    let vectors: Vec<(ChunkId, Vec<f32>)> = ids.iter().map(|id| (*id, vec![1.0, 0.0])).collect();
     store.put_embeddings("model", &vectors).await.unwrap();
     let e1 = store.embedding_generation(&agent_id).await.unwrap();
     assert_ne!(e1, e0, "writing embeddings");
@@ -197,7 +201,7 @@ fn words(hits: &[ChunkHit]) -> Vec<&str> {
 }
 
 /// The texts of the agent's best 10 chunks for `question`, best first.
-async fn texts(search: &ChunkSearch, agent: &str, question: &str) -> Vec<String> {
+async fn texts(search: &ChunkSearch, agent: &AgentId, question: &str) -> Vec<String> {
     let hits = search.search_chunks(agent, question, 10).await.unwrap();
     hits.into_iter().map(|h| h.text).collect()
 }
@@ -329,7 +333,7 @@ pub async fn searches_are_scoped_to_the_agent(store: Arc<dyn Store>) {
     let second = crawl_document(
         store.as_ref(),
         "d2",
-        "a2",
+        &agent.id,
         &doc.user_id,
         "https://example.org/",
     )
@@ -357,7 +361,7 @@ pub async fn searches_are_scoped_to_the_agent(store: Arc<dyn Store>) {
     );
     assert_eq!(
         search
-            .search_chunks("a2", "shared", 10)
+            .search_chunks(&agent.id, "shared", 10)
             .await
             .unwrap()
             .len(),
@@ -424,7 +428,10 @@ pub async fn two_interleaved_chunk_writers_leave_nothing_out_of_the_index(store:
     writing.store(false, Ordering::Release);
     let updates = reader.await.expect("the reader panicked");
     assert!(updates > 0, "the index was never read during the writes");
-    let stored = store.chunk_ids_up_to(&agent, i64::MAX).await.unwrap();
+    let stored = store
+        .chunk_ids_up_to(&agent, ChunkId::from(i64::MAX))
+        .await
+        .unwrap();
     assert_eq!(stored.len(), 2 * WRITER_ROUNDS * CHUNKS_PER_PAGE);
     let mut missing = Vec::new();
     for w in 0..2 {

@@ -29,7 +29,10 @@ use super::{
     jobs::{JobKind, JobRecord},
     AgentRecord, MessageRecord, NewUser, Store, ThreadRecord, UserRecord,
 };
-use crate::domain::{Email, Role};
+use crate::{
+    domain::{Email, Role},
+    ids::{AgentId, DocumentId, UserId},
+};
 
 /// Calls `$callback!` with the name of every conformance case, so that a test file gets
 /// one test per case and a new case cannot be forgotten there.
@@ -107,11 +110,11 @@ fn new_user(id: &str, email: &str) -> NewUser {
 }
 
 /// The agent `id` of `user_id`, not stored yet.
-fn agent_record(id: &str, user_id: &str) -> AgentRecord {
+fn agent_record(id: &str, user_id: &UserId) -> AgentRecord {
     let now = Utc::now();
     AgentRecord {
-        id: id.into(),
-        user_id: user_id.into(),
+        id: AgentId::from(id),
+        user_id: user_id.clone(),
         name: format!("Agent {id}"),
         description: String::new(),
         system_prompt: String::new(),
@@ -124,7 +127,7 @@ fn agent_record(id: &str, user_id: &str) -> AgentRecord {
 }
 
 /// Creates the agent `id` of `user_id`.
-async fn agent(store: &dyn Store, id: &str, user_id: &str) -> AgentRecord {
+async fn agent(store: &dyn Store, id: &str, user_id: &UserId) -> AgentRecord {
     let agent = agent_record(id, user_id);
     assert!(store
         .create_agent(&agent, 100)
@@ -160,7 +163,7 @@ async fn thread_of_new_user(store: &dyn Store) -> ThreadRecord {
 /// completion tokens.
 fn message(thread: &ThreadRecord, i: usize, role: Role, at: DateTime<Utc>) -> MessageRecord {
     MessageRecord {
-        id: format!("m{i}-{role}"),
+        id: format!("m{i}-{role}").into(),
         thread_id: thread.id.clone(),
         role,
         content: format!("message {i}"),
@@ -192,12 +195,12 @@ async fn crawled_document(store: &dyn Store) -> DocumentRecord {
 async fn crawl_document(
     store: &dyn Store,
     id: &str,
-    agent_id: &str,
-    user_id: &str,
+    agent_id: &AgentId,
+    user_id: &UserId,
     url: &str,
 ) -> DocumentRecord {
     let now = Utc::now();
-    let doc = DocumentRecord::pending_url(id.into(), agent_id, user_id, url, None, now);
+    let doc = DocumentRecord::pending_url(DocumentId::from(id), agent_id, user_id, url, None, now);
     let job = JobRecord::queued(JobKind::Crawl, &doc.id, &doc.user_id, now);
     store.create_document(&doc, &job).await.unwrap();
     doc

@@ -6,33 +6,36 @@ use std::{collections::HashSet, sync::Arc};
 use chrono::{DateTime, Duration, Utc};
 
 use super::{agent, in_parallel, user};
-use crate::store::{
-    documents::{DocumentRecord, DocumentStatus},
-    integrations::{IntegrationRecord, IntegrationStatus},
-    jobs::{JobKind, JobOutcome, JobRecord, JobStatus},
-    webhooks::{AfterAttempt, AttemptRecord, WebhookRecord},
-    Store,
+use crate::{
+    ids::{IntegrationId, UserId},
+    store::{
+        documents::{DocumentRecord, DocumentStatus},
+        integrations::{IntegrationRecord, IntegrationStatus},
+        jobs::{JobKind, JobOutcome, JobRecord, JobStatus},
+        webhooks::{AfterAttempt, AttemptRecord, WebhookRecord},
+        Store,
+    },
 };
 use crate::{integrations::catalog::ProviderCode, webhooks::EventType};
 
 /// Creates user `u1` with agent `a1` and `n` uploaded documents `d0…`, each with its
 /// queued ingestion job (queued one millisecond apart, in order); returns the jobs.
 async fn queued_jobs(store: &dyn Store, n: usize, now: DateTime<Utc>) -> Vec<JobRecord> {
-    user(store, "u1").await;
-    agent(store, "a1", "u1").await;
+    let u1 = user(store, "u1").await.id;
+    let a1 = agent(store, "a1", &u1).await.id;
     let mut jobs = Vec::with_capacity(n);
     for i in 0..n {
         let at = now + Duration::milliseconds(i as i64);
         let doc = DocumentRecord::pending_file(
-            format!("d{i}"),
-            "a1",
-            "u1",
+            format!("d{i}").into(),
+            &a1,
+            &u1,
             format!("{i}.txt"),
             "text",
             10,
             at,
         );
-        let job = JobRecord::queued(JobKind::Ingest, &doc.id, "u1", at);
+        let job = JobRecord::queued(JobKind::Ingest, &doc.id, &u1, at);
         store.create_document(&doc, &job).await.unwrap();
         jobs.push(job);
     }
@@ -108,7 +111,7 @@ pub async fn a_claimed_job_is_claimed_again_only_after_its_lease(store: Arc<dyn 
         (doc.status, doc.pages, doc.bytes),
         (DocumentStatus::Indexed, Some(1), 10)
     );
-    let done = store.job("u1", &job.id).await.unwrap().unwrap();
+    let done = store.job(&job.user_id, &job.id).await.unwrap().unwrap();
     assert_eq!(
         (done.status, done.progress_done, done.progress_total),
         (JobStatus::Succeeded, 2, 2)
@@ -125,10 +128,10 @@ pub async fn a_document_has_one_queued_or_running_job(store: Arc<dyn Store>) {
     let now = Utc::now();
     let job = queued_jobs(store.as_ref(), 1, now).await.remove(0);
     let answers = in_parallel(8, |_| {
-        let (store, doc) = (store.clone(), job.document_id.clone());
+        let (store, doc, user) = (store.clone(), job.document_id.clone(), job.user_id.clone());
         async move {
             store
-                .enqueue_job(&JobRecord::queued(JobKind::Ingest, &doc, "u1", now))
+                .enqueue_job(&JobRecord::queued(JobKind::Ingest, &doc, &user, now))
                 .await
                 .unwrap()
         }
@@ -140,24 +143,29 @@ pub async fn a_document_has_one_queued_or_running_job(store: Arc<dyn Store>) {
         .await
         .unwrap()
         .unwrap();
-    let again = JobRecord::queued(JobKind::Ingest, &job.document_id, "u1", now);
+    let again = JobRecord::queued(JobKind::Ingest, &job.document_id, &job.user_id, now);
     assert_eq!(store.enqueue_job(&again).await.unwrap().id, job.id);
     let failed = JobOutcome::Failed { reason: "no text" };
     assert!(store.complete_job(&running, failed, now).await.unwrap());
-    let refresh = JobRecord::queued(JobKind::Ingest, &job.document_id, "u1", now);
+    let refresh = JobRecord::queued(JobKind::Ingest, &job.document_id, &job.user_id, now);
     let queued = store.enqueue_job(&refresh).await.unwrap();
     assert_eq!(queued.id, refresh.id, "a new job once the old one ended");
     assert_eq!(
-        store.job("u1", &refresh.id).await.unwrap().unwrap().status,
+        store
+            .job(&job.user_id, &refresh.id)
+            .await
+            .unwrap()
+            .unwrap()
+            .status,
         JobStatus::Queued
     );
 }
 
 /// The active webhook `id` of `user_id`, subscribed to `agent.created`.
-fn webhook(id: &str, user_id: &str) -> WebhookRecord {
+fn webhook(id: &str, user_id: &UserId) -> WebhookRecord {
     WebhookRecord {
         id: id.into(),
-        user_id: user_id.into(),
+        user_id: user_id.clone(),
         url: format!("https://hooks.example.com/{id}"),
         events: vec![EventType::AgentCreated],
         description: String::new(),
@@ -173,22 +181,19 @@ fn webhook(id: &str, user_id: &str) -> WebhookRecord {
 /// again, after it the unfinished ones are, as second attempts.
 pub async fn parallel_delivery_claims_are_distinct(store: Arc<dyn Store>) {
     let now = Utc::now();
-    user(store.as_ref(), "u1").await;
-    assert!(store
-        .create_webhook(&webhook("w1", "u1"), 10)
-        .await
-        .unwrap());
+    let u1 = user(store.as_ref(), "u1").await.id;
+    assert!(store.create_webhook(&webhook("w1", &u1), 10).await.unwrap());
     for i in 0..12 {
         let payload = format!("{{\"n\":{i}}}");
         let queued = store
-            .enqueue_event("u1", EventType::AgentCreated, &payload, now)
+            .enqueue_event(&u1, EventType::AgentCreated, &payload, now)
             .await
             .unwrap();
         assert_eq!(queued, 1);
     }
     assert_eq!(
         store
-            .enqueue_event("u1", EventType::AgentDeleted, "{}", now)
+            .enqueue_event(&u1, EventType::AgentDeleted, "{}", now)
             .await
             .unwrap(),
         0
@@ -243,24 +248,24 @@ pub async fn parallel_delivery_claims_are_distinct(store: Arc<dyn Store>) {
 /// [`crate::store::IntegrationStore::create_integration`]: creations at once under a
 /// limit leave exactly the limit.
 pub async fn parallel_webhook_and_integration_creates_stop_at_the_limit(store: Arc<dyn Store>) {
-    user(store.as_ref(), "u1").await;
+    let u1 = user(store.as_ref(), "u1").await.id;
     let webhooks = in_parallel(10, |i| {
-        let store = store.clone();
+        let (store, u1) = (store.clone(), u1.clone());
         async move {
             store
-                .create_webhook(&webhook(&format!("w{i}"), "u1"), 3)
+                .create_webhook(&webhook(&format!("w{i}"), &u1), 3)
                 .await
                 .unwrap()
         }
     })
     .await;
     assert_eq!(webhooks.iter().filter(|c| **c).count(), 3, "{webhooks:?}");
-    assert_eq!(store.list_webhooks("u1").await.unwrap().len(), 3);
+    assert_eq!(store.list_webhooks(&u1).await.unwrap().len(), 3);
     let integrations = in_parallel(10, |i| {
-        let store = store.clone();
+        let (store, u1) = (store.clone(), u1.clone());
         async move {
             store
-                .create_integration(&integration(&format!("i{i}"), "u1"), 2)
+                .create_integration(&integration(&format!("i{i}"), &u1), 2)
                 .await
                 .unwrap()
         }
@@ -271,23 +276,23 @@ pub async fn parallel_webhook_and_integration_creates_stop_at_the_limit(store: A
         2,
         "{integrations:?}"
     );
-    assert_eq!(store.list_integrations("u1").await.unwrap().len(), 2);
+    assert_eq!(store.list_integrations(&u1).await.unwrap().len(), 2);
 }
 
 /// [`crate::store::IntegrationStore::first_channel_event`]: of eight deliveries of one
 /// inbound event at once, and one later, exactly one is first.
 pub async fn an_inbound_event_is_answered_once(store: Arc<dyn Store>) {
     let now = Utc::now();
-    user(store.as_ref(), "u1").await;
+    let u1 = user(store.as_ref(), "u1").await.id;
     assert!(store
-        .create_integration(&integration("i1", "u1"), 10)
+        .create_integration(&integration("i1", &u1), 10)
         .await
         .unwrap());
     let firsts = in_parallel(8, |_| {
         let store = store.clone();
         async move {
             store
-                .first_channel_event("i1", "update-1", now)
+                .first_channel_event(&IntegrationId::from("i1"), "update-1", now)
                 .await
                 .unwrap()
         }
@@ -295,21 +300,21 @@ pub async fn an_inbound_event_is_answered_once(store: Arc<dyn Store>) {
     .await;
     assert_eq!(firsts.iter().filter(|f| **f).count(), 1, "{firsts:?}");
     assert!(!store
-        .first_channel_event("i1", "update-1", now)
+        .first_channel_event(&IntegrationId::from("i1"), "update-1", now)
         .await
         .unwrap());
     assert!(store
-        .first_channel_event("i1", "update-2", now)
+        .first_channel_event(&IntegrationId::from("i1"), "update-2", now)
         .await
         .unwrap());
 }
 
 /// The Telegram integration `id` of `user_id`, linked to no agent.
-fn integration(id: &str, user_id: &str) -> IntegrationRecord {
+fn integration(id: &str, user_id: &UserId) -> IntegrationRecord {
     let now = Utc::now();
     IntegrationRecord {
         id: id.into(),
-        user_id: user_id.into(),
+        user_id: user_id.clone(),
         provider_code: ProviderCode::Telegram,
         name: format!("bot {id}"),
         agent_id: None,

@@ -9,6 +9,7 @@ use super::{
     rows::{ms, user, USER_COLUMNS},
     SqliteStore,
 };
+use crate::ids::UserId;
 use crate::{
     domain::{Email, Plan},
     store::{AccountStore, Conflict, NewUser, StoreError, StoreResult, TokenPurpose, UserRecord},
@@ -50,7 +51,7 @@ impl AccountStore for SqliteStore {
         self.user_by_id(&u.id).await?.ok_or(StoreError::NotFound)
     }
 
-    async fn user_by_id(&self, id: &str) -> StoreResult<Option<UserRecord>> {
+    async fn user_by_id(&self, id: &UserId) -> StoreResult<Option<UserRecord>> {
         let row = sqlx::query(&format!("SELECT {USER_COLUMNS} FROM users WHERE id = ?"))
             .bind(id)
             .fetch_optional(&self.pool)
@@ -66,7 +67,7 @@ impl AccountStore for SqliteStore {
         row.as_ref().map(user).transpose()
     }
 
-    async fn mark_email_verified(&self, user_id: &str, now: DateTime<Utc>) -> StoreResult<()> {
+    async fn mark_email_verified(&self, user_id: &UserId, now: DateTime<Utc>) -> StoreResult<()> {
         sqlx::query(
             "UPDATE users SET email_verified_at = COALESCE(email_verified_at, ?), updated_at = ? WHERE id = ?",
         )
@@ -93,7 +94,7 @@ impl AccountStore for SqliteStore {
 
     async fn set_password_hash(
         &self,
-        user_id: &str,
+        user_id: &UserId,
         hash: &str,
         now: DateTime<Utc>,
     ) -> StoreResult<()> {
@@ -108,7 +109,7 @@ impl AccountStore for SqliteStore {
 
     async fn create_email_token(
         &self,
-        user_id: &str,
+        user_id: &UserId,
         purpose: TokenPurpose,
         token_hash: &str,
         expires_at: DateTime<Utc>,
@@ -132,7 +133,7 @@ impl AccountStore for SqliteStore {
         purpose: TokenPurpose,
         token_hash: &str,
         now: DateTime<Utc>,
-    ) -> StoreResult<Option<String>> {
+    ) -> StoreResult<Option<UserId>> {
         // One statement: the presented token's user is found and all of that user's unused
         // tokens of the purpose, the presented one among them, are marked used together.
         // Here it runs alone on the one writer. A backend with row locks (PostgreSQL, read

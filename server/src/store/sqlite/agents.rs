@@ -7,6 +7,7 @@ use super::{
     rows::{agent, ms, AGENT_COLUMNS},
     SqliteStore,
 };
+use crate::ids::{AgentId, UserId};
 use crate::store::{AgentPatch, AgentRecord, AgentStore, StoreResult};
 
 #[async_trait]
@@ -32,7 +33,7 @@ impl AgentStore for SqliteStore {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn list_agents(&self, user_id: &str) -> StoreResult<Vec<AgentRecord>> {
+    async fn list_agents(&self, user_id: &UserId) -> StoreResult<Vec<AgentRecord>> {
         let rows = sqlx::query(&format!(
             "SELECT {AGENT_COLUMNS} FROM agents WHERE user_id = ? ORDER BY created_at, id"
         ))
@@ -42,7 +43,7 @@ impl AgentStore for SqliteStore {
         Ok(rows.iter().map(agent).collect::<Result<_, _>>()?)
     }
 
-    async fn agent(&self, user_id: &str, id: &str) -> StoreResult<Option<AgentRecord>> {
+    async fn agent(&self, user_id: &UserId, id: &AgentId) -> StoreResult<Option<AgentRecord>> {
         let row = sqlx::query(&format!(
             "SELECT {AGENT_COLUMNS} FROM agents WHERE user_id = ? AND id = ?"
         ))
@@ -55,8 +56,8 @@ impl AgentStore for SqliteStore {
 
     async fn update_agent(
         &self,
-        user_id: &str,
-        id: &str,
+        user_id: &UserId,
+        id: &AgentId,
         p: &AgentPatch,
         now: DateTime<Utc>,
     ) -> StoreResult<Option<AgentRecord>> {
@@ -77,7 +78,7 @@ impl AgentStore for SqliteStore {
         Ok(row.as_ref().map(agent).transpose()?)
     }
 
-    async fn delete_agent(&self, user_id: &str, id: &str) -> StoreResult<bool> {
+    async fn delete_agent(&self, user_id: &UserId, id: &AgentId) -> StoreResult<bool> {
         let done = sqlx::query("DELETE FROM agents WHERE user_id = ? AND id = ?")
             .bind(user_id)
             .bind(id)

@@ -7,6 +7,7 @@ use super::{
     rows::{api_key, ms, plan, KEY_COLUMNS},
     SqliteStore,
 };
+use crate::ids::{ApiKeyId, UserId};
 use crate::store::{ApiKeyAuth, ApiKeyRecord, ApiKeyStore, StoreResult};
 
 #[async_trait]
@@ -34,8 +35,8 @@ impl ApiKeyStore for SqliteStore {
 
     async fn rotate_api_key(
         &self,
-        user_id: &str,
-        old_id: &str,
+        user_id: &UserId,
+        old_id: &ApiKeyId,
         k: ApiKeyRecord,
         now: DateTime<Utc>,
     ) -> StoreResult<bool> {
@@ -69,7 +70,7 @@ impl ApiKeyStore for SqliteStore {
         Ok(true)
     }
 
-    async fn list_api_keys(&self, user_id: &str) -> StoreResult<Vec<ApiKeyRecord>> {
+    async fn list_api_keys(&self, user_id: &UserId) -> StoreResult<Vec<ApiKeyRecord>> {
         let rows = sqlx::query(&format!(
             "SELECT {KEY_COLUMNS} FROM api_keys k WHERE k.user_id = ? AND k.revoked_at IS NULL \
              ORDER BY k.created_at DESC, k.id DESC"
@@ -80,7 +81,7 @@ impl ApiKeyStore for SqliteStore {
         Ok(rows.iter().map(api_key).collect::<Result<_, _>>()?)
     }
 
-    async fn api_key(&self, user_id: &str, id: &str) -> StoreResult<Option<ApiKeyRecord>> {
+    async fn api_key(&self, user_id: &UserId, id: &ApiKeyId) -> StoreResult<Option<ApiKeyRecord>> {
         let row = sqlx::query(&format!(
             "SELECT {KEY_COLUMNS} FROM api_keys k WHERE k.user_id = ? AND k.id = ? AND k.revoked_at IS NULL"
         ))
@@ -109,8 +110,8 @@ impl ApiKeyStore for SqliteStore {
 
     async fn revoke_api_key(
         &self,
-        user_id: &str,
-        id: &str,
+        user_id: &UserId,
+        id: &ApiKeyId,
         now: DateTime<Utc>,
     ) -> StoreResult<bool> {
         let done = sqlx::query(
@@ -124,7 +125,7 @@ impl ApiKeyStore for SqliteStore {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn touch_api_key(&self, id: &str, now: DateTime<Utc>) -> StoreResult<()> {
+    async fn touch_api_key(&self, id: &ApiKeyId, now: DateTime<Utc>) -> StoreResult<()> {
         sqlx::query("UPDATE api_keys SET last_used_at = ? WHERE id = ?")
             .bind(ms(now))
             .bind(id)

@@ -9,6 +9,7 @@ use super::{
     rows::{message, ms, thread, MESSAGE_COLUMNS, THREAD_COLUMNS},
     SqliteStore,
 };
+use crate::ids::{AgentId, ThreadId, UserId};
 use crate::store::{
     ChatStore, Cursor, MessageRecord, StoreError, StoreResult, ThreadRecord, UsageDay,
 };
@@ -18,7 +19,7 @@ use crate::store::{
 fn bind_message<'q>(
     query: SqliteQuery<'q>,
     m: &'q MessageRecord,
-    thread_id: &'q str,
+    thread_id: &'q ThreadId,
 ) -> SqliteQuery<'q> {
     query
         .bind(&m.id)
@@ -68,9 +69,9 @@ impl ChatStore for SqliteStore {
 
     async fn thread(
         &self,
-        user_id: &str,
-        agent_id: &str,
-        thread_id: &str,
+        user_id: &UserId,
+        agent_id: &AgentId,
+        thread_id: &ThreadId,
     ) -> StoreResult<Option<ThreadRecord>> {
         let row = sqlx::query(&format!(
             "SELECT {THREAD_COLUMNS} FROM threads WHERE user_id = ? AND agent_id = ? AND id = ?"
@@ -85,8 +86,8 @@ impl ChatStore for SqliteStore {
 
     async fn list_threads(
         &self,
-        user_id: &str,
-        agent_id: &str,
+        user_id: &UserId,
+        agent_id: &AgentId,
         limit: u32,
         cursor: Option<&Cursor>,
     ) -> StoreResult<Vec<ThreadRecord>> {
@@ -110,9 +111,9 @@ impl ChatStore for SqliteStore {
 
     async fn delete_thread(
         &self,
-        user_id: &str,
-        agent_id: &str,
-        thread_id: &str,
+        user_id: &UserId,
+        agent_id: &AgentId,
+        thread_id: &ThreadId,
     ) -> StoreResult<bool> {
         let done = sqlx::query("DELETE FROM threads WHERE user_id = ? AND agent_id = ? AND id = ?")
             .bind(user_id)
@@ -135,7 +136,7 @@ impl ChatStore for SqliteStore {
         Ok(())
     }
 
-    async fn usage(&self, user_id: &str, from: NaiveDate) -> StoreResult<Vec<UsageDay>> {
+    async fn usage(&self, user_id: &UserId, from: NaiveDate) -> StoreResult<Vec<UsageDay>> {
         let rows = sqlx::query(
             "SELECT day, chats, prompt_tokens, completion_tokens FROM usage_daily \
              WHERE user_id = ? AND day >= ? ORDER BY day",
@@ -160,7 +161,7 @@ impl ChatStore for SqliteStore {
 
     async fn list_messages(
         &self,
-        thread_id: &str,
+        thread_id: &ThreadId,
         limit: u32,
         cursor: Option<&Cursor>,
     ) -> StoreResult<Vec<MessageRecord>> {
@@ -181,7 +182,7 @@ impl ChatStore for SqliteStore {
 
     async fn recent_messages(
         &self,
-        thread_id: &str,
+        thread_id: &ThreadId,
         limit: u32,
     ) -> StoreResult<Vec<MessageRecord>> {
         let rows = sqlx::query(&format!(

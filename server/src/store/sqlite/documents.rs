@@ -15,6 +15,7 @@ use super::{
     rows::{document, hit, ms, DOCUMENT_COLUMNS},
     SqliteStore,
 };
+use crate::ids::{AgentId, ChunkId, DocumentId, UserId};
 use crate::store::{
     documents::{
         vector_from_bytes, vector_to_bytes, ChunkHit, ChunkText, ChunkVector, DocumentRecord,
@@ -26,8 +27,8 @@ use crate::store::{
 
 async fn insert_chunks(
     tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
-    document_id: &str,
-    agent_id: &str,
+    document_id: &DocumentId,
+    agent_id: &AgentId,
     chunks: &[NewChunk],
 ) -> Result<(), sqlx::Error> {
     if chunks.is_empty() {
@@ -74,8 +75,8 @@ const CHUNK_INSERT_BATCH: usize = 500;
 /// The agent id of a live document, inside `tx` (so a concurrent delete is seen).
 async fn live_agent(
     tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
-    document_id: &str,
-) -> Result<Option<String>, sqlx::Error> {
+    document_id: &DocumentId,
+) -> Result<Option<AgentId>, sqlx::Error> {
     sqlx::query_scalar("SELECT agent_id FROM documents WHERE id = ?")
         .bind(document_id)
         .fetch_optional(&mut **tx)
@@ -85,7 +86,7 @@ async fn live_agent(
 /// Marks a document indexed: error cleared, chunks recounted, `pages`, `bytes` and the time.
 pub(super) async fn mark_indexed<'e>(
     executor: impl sqlx::SqliteExecutor<'e>,
-    id: &str,
+    id: &DocumentId,
     pages: Option<u32>,
     bytes: u64,
     now: DateTime<Utc>,
@@ -139,8 +140,8 @@ impl DocumentStore for SqliteStore {
 
     async fn list_documents(
         &self,
-        user_id: &str,
-        agent_id: &str,
+        user_id: &UserId,
+        agent_id: &AgentId,
     ) -> StoreResult<Vec<DocumentRecord>> {
         let rows = sqlx::query(&format!(
             "SELECT {DOCUMENT_COLUMNS} FROM documents WHERE user_id = ? AND agent_id = ? \
@@ -155,9 +156,9 @@ impl DocumentStore for SqliteStore {
 
     async fn document(
         &self,
-        user_id: &str,
-        agent_id: &str,
-        id: &str,
+        user_id: &UserId,
+        agent_id: &AgentId,
+        id: &DocumentId,
     ) -> StoreResult<Option<DocumentRecord>> {
         let row = sqlx::query(&format!(
             "SELECT {DOCUMENT_COLUMNS} FROM documents WHERE user_id = ? AND agent_id = ? AND id = ?"
@@ -170,7 +171,7 @@ impl DocumentStore for SqliteStore {
         Ok(row.as_ref().map(document).transpose()?)
     }
 
-    async fn document_by_id(&self, id: &str) -> StoreResult<Option<DocumentRecord>> {
+    async fn document_by_id(&self, id: &DocumentId) -> StoreResult<Option<DocumentRecord>> {
         let row = sqlx::query(&format!(
             "SELECT {DOCUMENT_COLUMNS} FROM documents WHERE id = ?"
         ))
@@ -180,7 +181,12 @@ impl DocumentStore for SqliteStore {
         Ok(row.as_ref().map(document).transpose()?)
     }
 
-    async fn delete_document(&self, user_id: &str, agent_id: &str, id: &str) -> StoreResult<bool> {
+    async fn delete_document(
+        &self,
+        user_id: &UserId,
+        agent_id: &AgentId,
+        id: &DocumentId,
+    ) -> StoreResult<bool> {
         // Chunks (and through the trigger their index entries), pages and jobs go by
         // ON DELETE CASCADE in the same statement.
         let done =
@@ -195,7 +201,7 @@ impl DocumentStore for SqliteStore {
 
     async fn set_document_status(
         &self,
-        id: &str,
+        id: &DocumentId,
         status: DocumentStatus,
         error: Option<&str>,
         now: DateTime<Utc>,
@@ -210,7 +216,11 @@ impl DocumentStore for SqliteStore {
         Ok(())
     }
 
-    async fn replace_chunks(&self, document_id: &str, chunks: &[NewChunk]) -> StoreResult<bool> {
+    async fn replace_chunks(
+        &self,
+        document_id: &DocumentId,
+        chunks: &[NewChunk],
+    ) -> StoreResult<bool> {
         let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
         let Some(agent_id) = live_agent(&mut tx, document_id).await? else {
             return Ok(false);
@@ -226,7 +236,7 @@ impl DocumentStore for SqliteStore {
 
     async fn replace_pages(
         &self,
-        document_id: &str,
+        document_id: &DocumentId,
         pages: &[(PageRecord, Vec<NewChunk>)],
         now: DateTime<Utc>,
     ) -> StoreResult<bool> {
@@ -259,7 +269,7 @@ impl DocumentStore for SqliteStore {
         Ok(true)
     }
 
-    async fn document_pages(&self, document_id: &str) -> StoreResult<Vec<PageRecord>> {
+    async fn document_pages(&self, document_id: &DocumentId) -> StoreResult<Vec<PageRecord>> {
         let rows = sqlx::query(
             "SELECT url, title, content_hash FROM document_pages WHERE document_id = ? ORDER BY url",
         )
@@ -278,7 +288,7 @@ impl DocumentStore for SqliteStore {
             .collect::<Result<_, sqlx::Error>>()?)
     }
 
-    async fn retain_pages(&self, document_id: &str, keep: &[String]) -> StoreResult<()> {
+    async fn retain_pages(&self, document_id: &DocumentId, keep: &[String]) -> StoreResult<()> {
         let stored = self.document_pages(document_id).await?;
         let keep: std::collections::HashSet<&str> = keep.iter().map(String::as_str).collect();
         let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
@@ -300,7 +310,7 @@ impl DocumentStore for SqliteStore {
 
     async fn finish_document(
         &self,
-        id: &str,
+        id: &DocumentId,
         pages: Option<u32>,
         bytes: u64,
         now: DateTime<Utc>,
@@ -308,7 +318,7 @@ impl DocumentStore for SqliteStore {
         mark_indexed(&self.writer, id, pages, bytes, now).await
     }
 
-    async fn chunk_generation(&self, agent_id: &str) -> StoreResult<Option<i64>> {
+    async fn chunk_generation(&self, agent_id: &AgentId) -> StoreResult<Option<i64>> {
         Ok(
             sqlx::query_scalar("SELECT generation FROM chunk_generations WHERE agent_id = ?")
                 .bind(agent_id)
@@ -317,7 +327,7 @@ impl DocumentStore for SqliteStore {
         )
     }
 
-    async fn count_chunks_up_to(&self, agent_id: &str, max_id: i64) -> StoreResult<u64> {
+    async fn count_chunks_up_to(&self, agent_id: &AgentId, max_id: ChunkId) -> StoreResult<u64> {
         let count: i64 =
             sqlx::query_scalar("SELECT count(*) FROM chunks WHERE agent_id = ? AND id <= ?")
                 .bind(agent_id)
@@ -327,7 +337,11 @@ impl DocumentStore for SqliteStore {
         Ok(count.max(0) as u64)
     }
 
-    async fn chunk_ids_up_to(&self, agent_id: &str, max_id: i64) -> StoreResult<Vec<i64>> {
+    async fn chunk_ids_up_to(
+        &self,
+        agent_id: &AgentId,
+        max_id: ChunkId,
+    ) -> StoreResult<Vec<ChunkId>> {
         Ok(
             sqlx::query_scalar("SELECT id FROM chunks WHERE agent_id = ? AND id <= ? ORDER BY id")
                 .bind(agent_id)
@@ -339,11 +353,11 @@ impl DocumentStore for SqliteStore {
 
     async fn chunks_after(
         &self,
-        agent_id: &str,
-        after_id: i64,
+        agent_id: &AgentId,
+        after_id: ChunkId,
         limit: u32,
     ) -> StoreResult<Vec<ChunkText>> {
-        let rows: Vec<(i64, String, String, String)> = sqlx::query_as(
+        let rows: Vec<(ChunkId, String, String, String)> = sqlx::query_as(
             "SELECT id, title, heading_path, text FROM chunks \
              WHERE agent_id = ? AND id > ? ORDER BY id LIMIT ?",
         )
@@ -363,7 +377,11 @@ impl DocumentStore for SqliteStore {
             .collect())
     }
 
-    async fn put_embeddings(&self, model: &str, vectors: &[(i64, Vec<f32>)]) -> StoreResult<()> {
+    async fn put_embeddings(
+        &self,
+        model: &str,
+        vectors: &[(ChunkId, Vec<f32>)],
+    ) -> StoreResult<()> {
         let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
         for (chunk_id, vector) in vectors {
             // Through SELECT, so a chunk deleted meanwhile is skipped, not an FK error.
@@ -384,7 +402,11 @@ impl DocumentStore for SqliteStore {
         Ok(())
     }
 
-    async fn agent_embeddings(&self, agent_id: &str, model: &str) -> StoreResult<Vec<ChunkVector>> {
+    async fn agent_embeddings(
+        &self,
+        agent_id: &AgentId,
+        model: &str,
+    ) -> StoreResult<Vec<ChunkVector>> {
         let rows = sqlx::query(
             "SELECT chunk_id, vector FROM chunk_embeddings \
              WHERE agent_id = ? AND model = ? AND dimensions > 0 ORDER BY chunk_id",
@@ -408,7 +430,7 @@ impl DocumentStore for SqliteStore {
         Ok(out)
     }
 
-    async fn embedding_generation(&self, agent_id: &str) -> StoreResult<i64> {
+    async fn embedding_generation(&self, agent_id: &AgentId) -> StoreResult<i64> {
         let generation: Option<i64> =
             sqlx::query_scalar("SELECT generation FROM embedding_generations WHERE agent_id = ?")
                 .bind(agent_id)
@@ -420,7 +442,7 @@ impl DocumentStore for SqliteStore {
     async fn chunks_without_embedding(
         &self,
         model: &str,
-        document_id: Option<&str>,
+        document_id: Option<&DocumentId>,
         limit: u32,
     ) -> StoreResult<Vec<ChunkText>> {
         let rows = sqlx::query(
@@ -447,7 +469,7 @@ impl DocumentStore for SqliteStore {
             .collect::<Result<_, sqlx::Error>>()?)
     }
 
-    async fn chunk_hits(&self, agent_id: &str, ids: &[i64]) -> StoreResult<Vec<ChunkHit>> {
+    async fn chunk_hits(&self, agent_id: &AgentId, ids: &[ChunkId]) -> StoreResult<Vec<ChunkHit>> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }

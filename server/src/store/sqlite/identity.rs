@@ -12,6 +12,7 @@ use super::{
 };
 use crate::{
     auth::oauth::Provider,
+    ids::UserId,
     store::{
         identity::{ExchangeCodeRecord, IdentityRecord, IdentityStore, OAuthFlowRecord},
         AccountStore, Conflict, NewUser, StoreError, StoreResult, UserRecord,
@@ -54,7 +55,7 @@ impl IdentityStore for SqliteStore {
         Ok(row.as_ref().map(identity).transpose()?)
     }
 
-    async fn identities(&self, user_id: &str) -> StoreResult<Vec<IdentityRecord>> {
+    async fn identities(&self, user_id: &UserId) -> StoreResult<Vec<IdentityRecord>> {
         let rows = sqlx::query(&format!(
             "SELECT {IDENTITY_COLUMNS} FROM user_identities WHERE user_id = ? \
              ORDER BY created_at, provider"
@@ -82,7 +83,7 @@ impl IdentityStore for SqliteStore {
         self.user_by_id(&user.id).await?.ok_or(StoreError::NotFound)
     }
 
-    async fn unlink_identity(&self, user_id: &str, provider: Provider) -> StoreResult<()> {
+    async fn unlink_identity(&self, user_id: &UserId, provider: Provider) -> StoreResult<()> {
         let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
         let linked: Option<i64> =
             sqlx::query_scalar("SELECT 1 FROM user_identities WHERE user_id = ? AND provider = ?")
@@ -188,7 +189,7 @@ impl IdentityStore for SqliteStore {
         &self,
         code_hash: &str,
         now: DateTime<Utc>,
-    ) -> StoreResult<Option<String>> {
+    ) -> StoreResult<Option<UserId>> {
         let row = sqlx::query(
             "DELETE FROM oauth_exchange_codes WHERE code_hash = ? RETURNING user_id, expires_at",
         )

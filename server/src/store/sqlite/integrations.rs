@@ -4,6 +4,7 @@ use super::{
     rows::{integration, ms, INTEGRATION_COLUMNS},
     SqliteStore,
 };
+use crate::ids::{IntegrationId, PublicId, ThreadId, UserId};
 use crate::store::{
     integrations::{IntegrationRecord, IntegrationStore},
     StoreResult,
@@ -42,7 +43,7 @@ impl IntegrationStore for SqliteStore {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn list_integrations(&self, user_id: &str) -> StoreResult<Vec<IntegrationRecord>> {
+    async fn list_integrations(&self, user_id: &UserId) -> StoreResult<Vec<IntegrationRecord>> {
         let rows = sqlx::query(&format!(
             "SELECT {INTEGRATION_COLUMNS} FROM integrations WHERE user_id = ? ORDER BY created_at, id"
         ))
@@ -52,7 +53,11 @@ impl IntegrationStore for SqliteStore {
         Ok(rows.iter().map(integration).collect::<Result<_, _>>()?)
     }
 
-    async fn integration(&self, user_id: &str, id: &str) -> StoreResult<Option<IntegrationRecord>> {
+    async fn integration(
+        &self,
+        user_id: &UserId,
+        id: &IntegrationId,
+    ) -> StoreResult<Option<IntegrationRecord>> {
         let row = sqlx::query(&format!(
             "SELECT {INTEGRATION_COLUMNS} FROM integrations WHERE user_id = ? AND id = ?"
         ))
@@ -87,7 +92,7 @@ impl IntegrationStore for SqliteStore {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn delete_integration(&self, user_id: &str, id: &str) -> StoreResult<bool> {
+    async fn delete_integration(&self, user_id: &UserId, id: &IntegrationId) -> StoreResult<bool> {
         let done = sqlx::query("DELETE FROM integrations WHERE user_id = ? AND id = ?")
             .bind(user_id)
             .bind(id)
@@ -96,7 +101,10 @@ impl IntegrationStore for SqliteStore {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn integration_by_id(&self, id: &str) -> StoreResult<Option<IntegrationRecord>> {
+    async fn integration_by_id(
+        &self,
+        id: &IntegrationId,
+    ) -> StoreResult<Option<IntegrationRecord>> {
         let row = sqlx::query(&format!(
             "SELECT {INTEGRATION_COLUMNS} FROM integrations WHERE id = ?"
         ))
@@ -108,7 +116,7 @@ impl IntegrationStore for SqliteStore {
 
     async fn integration_by_public_id(
         &self,
-        public_id: &str,
+        public_id: &PublicId,
     ) -> StoreResult<Option<IntegrationRecord>> {
         let row = sqlx::query(&format!(
             "SELECT {INTEGRATION_COLUMNS} FROM integrations WHERE public_id = ?"
@@ -121,9 +129,9 @@ impl IntegrationStore for SqliteStore {
 
     async fn channel_thread(
         &self,
-        integration_id: &str,
+        integration_id: &IntegrationId,
         conversation_key: &str,
-    ) -> StoreResult<Option<String>> {
+    ) -> StoreResult<Option<ThreadId>> {
         Ok(sqlx::query_scalar(
             "SELECT thread_id FROM channel_threads WHERE integration_id = ? AND conversation_key = ?",
         )
@@ -135,9 +143,9 @@ impl IntegrationStore for SqliteStore {
 
     async fn set_channel_thread(
         &self,
-        integration_id: &str,
+        integration_id: &IntegrationId,
         conversation_key: &str,
-        thread_id: &str,
+        thread_id: &ThreadId,
         at: DateTime<Utc>,
     ) -> StoreResult<()> {
         sqlx::query(
@@ -156,7 +164,7 @@ impl IntegrationStore for SqliteStore {
 
     async fn end_channel_thread(
         &self,
-        integration_id: &str,
+        integration_id: &IntegrationId,
         conversation_key: &str,
     ) -> StoreResult<()> {
         sqlx::query(
@@ -171,7 +179,7 @@ impl IntegrationStore for SqliteStore {
 
     async fn first_channel_event(
         &self,
-        integration_id: &str,
+        integration_id: &IntegrationId,
         event_id: &str,
         at: DateTime<Utc>,
     ) -> StoreResult<bool> {

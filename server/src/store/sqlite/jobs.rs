@@ -11,6 +11,7 @@ use super::{
     rows::{job, ms, JOB_COLUMNS},
     SqliteStore,
 };
+use crate::ids::{JobId, UserId};
 use crate::store::{
     documents::DocumentStatus,
     jobs::{JobOutcome, JobQueue, JobRecord, JobStatus},
@@ -62,7 +63,7 @@ impl JobQueue for SqliteStore {
 
     async fn job_progress(
         &self,
-        id: &str,
+        id: &JobId,
         done: u32,
         total: u32,
         lease_until: DateTime<Utc>,
@@ -137,7 +138,7 @@ impl JobQueue for SqliteStore {
 
     async fn finish_job(
         &self,
-        id: &str,
+        id: &JobId,
         status: JobStatus,
         error: Option<&str>,
         now: DateTime<Utc>,
@@ -154,7 +155,7 @@ impl JobQueue for SqliteStore {
         Ok(())
     }
 
-    async fn job(&self, user_id: &str, id: &str) -> StoreResult<Option<JobRecord>> {
+    async fn job(&self, user_id: &UserId, id: &JobId) -> StoreResult<Option<JobRecord>> {
         let row = sqlx::query(&format!(
             "SELECT {JOB_COLUMNS} FROM jobs WHERE user_id = ? AND id = ?"
         ))

@@ -7,6 +7,7 @@ use super::{
     rows::{ms, plan, session, SESSION_COLUMNS},
     SqliteStore,
 };
+use crate::ids::{SessionId, UserId};
 use crate::store::{SessionAuth, SessionRecord, SessionStore, StoreResult};
 
 #[async_trait]
@@ -16,7 +17,7 @@ impl SessionStore for SqliteStore {
         s: SessionRecord,
         max_live: usize,
         idle_cutoff: DateTime<Utc>,
-    ) -> StoreResult<Vec<String>> {
+    ) -> StoreResult<Vec<SessionId>> {
         let mut tx = self.writer.begin().await?;
         // Write first so the transaction holds the write lock from its start.
         sqlx::query(
@@ -32,7 +33,7 @@ impl SessionStore for SqliteStore {
         .bind(ms(s.last_seen_at))
         .execute(&mut *tx)
         .await?;
-        let over: Vec<String> = sqlx::query_scalar(
+        let over: Vec<SessionId> = sqlx::query_scalar(
             "SELECT id FROM sessions WHERE user_id = ? AND revoked_at IS NULL AND last_seen_at >= ? \
              ORDER BY created_at DESC, id DESC LIMIT -1 OFFSET ?",
         )
@@ -54,7 +55,7 @@ impl SessionStore for SqliteStore {
         Ok(over)
     }
 
-    async fn session_auth(&self, session_id: &str) -> StoreResult<Option<SessionAuth>> {
+    async fn session_auth(&self, session_id: &SessionId) -> StoreResult<Option<SessionAuth>> {
         let row = sqlx::query(&format!(
             "SELECT {SESSION_COLUMNS}, u.plan FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = ?"
         ))
@@ -72,7 +73,7 @@ impl SessionStore for SqliteStore {
 
     async fn rotate_refresh(
         &self,
-        session_id: &str,
+        session_id: &SessionId,
         old_jti: &str,
         new_jti: &str,
         now: DateTime<Utc>,
@@ -90,7 +91,7 @@ impl SessionStore for SqliteStore {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn touch_session(&self, session_id: &str, now: DateTime<Utc>) -> StoreResult<()> {
+    async fn touch_session(&self, session_id: &SessionId, now: DateTime<Utc>) -> StoreResult<()> {
         sqlx::query("UPDATE sessions SET last_seen_at = MAX(last_seen_at, ?) WHERE id = ?")
             .bind(ms(now))
             .bind(session_id)
@@ -101,8 +102,8 @@ impl SessionStore for SqliteStore {
 
     async fn revoke_session(
         &self,
-        user_id: &str,
-        session_id: &str,
+        user_id: &UserId,
+        session_id: &SessionId,
         reason: &str,
         now: DateTime<Utc>,
     ) -> StoreResult<bool> {
@@ -120,10 +121,10 @@ impl SessionStore for SqliteStore {
 
     async fn revoke_all_sessions(
         &self,
-        user_id: &str,
+        user_id: &UserId,
         reason: &str,
         now: DateTime<Utc>,
-    ) -> StoreResult<Vec<String>> {
+    ) -> StoreResult<Vec<SessionId>> {
         let ids = sqlx::query_scalar(
             "UPDATE sessions SET revoked_at = ?, revoked_reason = ? WHERE user_id = ? AND revoked_at IS NULL RETURNING id",
         )
@@ -137,7 +138,7 @@ impl SessionStore for SqliteStore {
 
     async fn live_sessions(
         &self,
-        user_id: &str,
+        user_id: &UserId,
         idle_cutoff: DateTime<Utc>,
     ) -> StoreResult<Vec<SessionRecord>> {
         let rows = sqlx::query(&format!(

@@ -8,6 +8,7 @@ use super::{
     rows::{delivery, ms, time, webhook, DELIVERY_COLUMNS, WEBHOOK_COLUMNS},
     SqliteStore,
 };
+use crate::ids::{DeliveryId, UserId, WebhookId};
 use crate::store::{
     webhooks::{
         AfterAttempt, AttemptRecord, ClaimedDelivery, DeliveryRecord, DeliveryStatus,
@@ -45,7 +46,7 @@ impl WebhookStore for SqliteStore {
         Ok(done.rows_affected() == 1)
     }
 
-    async fn list_webhooks(&self, user_id: &str) -> StoreResult<Vec<WebhookRecord>> {
+    async fn list_webhooks(&self, user_id: &UserId) -> StoreResult<Vec<WebhookRecord>> {
         let rows = sqlx::query(&format!(
             "SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE user_id = ? ORDER BY created_at, id"
         ))
@@ -55,7 +56,11 @@ impl WebhookStore for SqliteStore {
         rows.iter().map(webhook).collect()
     }
 
-    async fn webhook(&self, user_id: &str, id: &str) -> StoreResult<Option<WebhookRecord>> {
+    async fn webhook(
+        &self,
+        user_id: &UserId,
+        id: &WebhookId,
+    ) -> StoreResult<Option<WebhookRecord>> {
         let row = sqlx::query(&format!(
             "SELECT {WEBHOOK_COLUMNS} FROM webhooks WHERE user_id = ? AND id = ?"
         ))
@@ -66,7 +71,7 @@ impl WebhookStore for SqliteStore {
         row.as_ref().map(webhook).transpose()
     }
 
-    async fn delete_webhook(&self, user_id: &str, id: &str) -> StoreResult<bool> {
+    async fn delete_webhook(&self, user_id: &UserId, id: &WebhookId) -> StoreResult<bool> {
         let done = sqlx::query("DELETE FROM webhooks WHERE user_id = ? AND id = ?")
             .bind(user_id)
             .bind(id)
@@ -77,12 +82,12 @@ impl WebhookStore for SqliteStore {
 
     async fn enqueue_event(
         &self,
-        user_id: &str,
+        user_id: &UserId,
         event: EventType,
         payload: &str,
         now: DateTime<Utc>,
     ) -> StoreResult<usize> {
-        let subscribed: Vec<String> = sqlx::query_scalar(
+        let subscribed: Vec<WebhookId> = sqlx::query_scalar(
             "SELECT id FROM webhooks WHERE user_id = ? AND active = 1 \
              AND EXISTS (SELECT 1 FROM json_each(webhooks.events) WHERE value = ?)",
         )
@@ -98,7 +103,7 @@ impl WebhookStore for SqliteStore {
                  created_at, next_attempt_at, retry_from) \
                  SELECT ?, id, user_id, ?, ?, ?, ?, ?, ? FROM webhooks WHERE id = ? AND active = 1",
             )
-            .bind(format!("msg_{}", uuid::Uuid::now_v7().simple()))
+            .bind(DeliveryId::new())
             .bind(event)
             .bind(payload)
             .bind(DeliveryStatus::Pending)
@@ -141,7 +146,7 @@ impl WebhookStore for SqliteStore {
         let deliveries: Vec<DeliveryRecord> =
             rows.iter().map(delivery).collect::<Result<_, _>>()?;
         let mut claimed = Vec::with_capacity(deliveries.len());
-        let mut targets: std::collections::HashMap<String, (String, Vec<u8>)> =
+        let mut targets: std::collections::HashMap<WebhookId, (String, Vec<u8>)> =
             std::collections::HashMap::new();
         for d in deliveries {
             if !targets.contains_key(&d.webhook_id) {
@@ -208,7 +213,7 @@ impl WebhookStore for SqliteStore {
         .execute(&mut *tx)
         .await?;
         if after == AfterAttempt::DisableWebhook {
-            let webhook_id: Option<String> =
+            let webhook_id: Option<WebhookId> =
                 sqlx::query_scalar("SELECT webhook_id FROM webhook_deliveries WHERE id = ?")
                     .bind(&a.delivery_id)
                     .fetch_optional(&mut *tx)
@@ -251,8 +256,8 @@ impl WebhookStore for SqliteStore {
 
     async fn list_deliveries(
         &self,
-        user_id: &str,
-        webhook_id: &str,
+        user_id: &UserId,
+        webhook_id: &WebhookId,
         limit: u32,
     ) -> StoreResult<Vec<DeliveryRecord>> {
         let rows = sqlx::query(&format!(
@@ -267,7 +272,7 @@ impl WebhookStore for SqliteStore {
         Ok(rows.iter().map(delivery).collect::<Result<_, _>>()?)
     }
 
-    async fn delivery_attempts(&self, delivery_id: &str) -> StoreResult<Vec<AttemptRecord>> {
+    async fn delivery_attempts(&self, delivery_id: &DeliveryId) -> StoreResult<Vec<AttemptRecord>> {
         let rows = sqlx::query(
             "SELECT delivery_id, attempt, started_at, duration_ms, response_status, error \
              FROM webhook_attempts WHERE delivery_id = ? ORDER BY attempt",
@@ -296,9 +301,9 @@ impl WebhookStore for SqliteStore {
 
     async fn redeliver(
         &self,
-        user_id: &str,
-        webhook_id: &str,
-        delivery_id: &str,
+        user_id: &UserId,
+        webhook_id: &WebhookId,
+        delivery_id: &DeliveryId,
         now: DateTime<Utc>,
     ) -> StoreResult<Option<bool>> {
         let done = sqlx::query(

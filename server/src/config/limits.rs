@@ -1,0 +1,101 @@
+//! The limits part: the plans' budgets and the inbound channel endpoints' budget.
+
+use anyhow::Context;
+
+use super::var;
+use crate::domain::Plan;
+
+/// Default of `CHANNEL_REQUESTS_PER_MINUTE`: requests per minute from one client IP to one
+/// integration's inbound channel endpoint (20 a second).
+pub const CHANNEL_REQUESTS_PER_MINUTE: u32 = 1_200;
+
+/// What the plans allow (docs/api.md § Plans and limits) and the budget of the inbound
+/// channel endpoints: read by the agents' service (agents per plan), the rate limiter
+/// built at start-up, and the HTTP layer's rate-limit middleware.
+#[derive(Clone)]
+pub struct LimitsConfig {
+    /// `AGENT_LIMITS`: agents allowed per plan as `free=3,starter=10,business=50,pro=500`.
+    pub agent_limits: [u32; 4],
+    /// `RATE_LIMITS`: requests per minute per plan, same form; defaults are the contract's
+    /// 100/500/2000/10000.
+    pub rate_limits: [u32; 4],
+    /// `CHANNEL_REQUESTS_PER_MINUTE`: requests per minute that one client IP may send to
+    /// one integration's inbound channel endpoint (`/api/channels/{provider}/{id}`: Telegram
+    /// updates, Slack events), counted before the request's secret or signature is checked;
+    /// default [`CHANNEL_REQUESTS_PER_MINUTE`], at least 1. Over it: 429 (README § Limits).
+    pub channel_requests_per_minute: u32,
+    /// `REDIS_URL`: shared rate-limit state for several instances.
+    pub redis_url: Option<String>,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        Self {
+            agent_limits: Plan::ALL.map(Plan::default_agent_limit),
+            rate_limits: Plan::ALL.map(Plan::requests_per_minute),
+            channel_requests_per_minute: CHANNEL_REQUESTS_PER_MINUTE,
+            redis_url: None,
+        }
+    }
+}
+
+impl LimitsConfig {
+    /// Reads `REDIS_URL` and, when set, `AGENT_LIMITS`, `RATE_LIMITS` and
+    /// `CHANNEL_REQUESTS_PER_MINUTE`.
+    ///
+    /// Errors: a malformed limit list or budget ([`parse_plan_numbers`],
+    /// [`parse_per_minute`]).
+    pub(super) fn override_from_env(&mut self) -> anyhow::Result<()> {
+        self.redis_url = var("REDIS_URL");
+        if let Some(limits) = var("AGENT_LIMITS") {
+            self.agent_limits = parse_plan_numbers("AGENT_LIMITS", &limits, self.agent_limits)?;
+        }
+        if let Some(limits) = var("RATE_LIMITS") {
+            self.rate_limits = parse_plan_numbers("RATE_LIMITS", &limits, self.rate_limits)?;
+        }
+        if let Some(v) = var("CHANNEL_REQUESTS_PER_MINUTE") {
+            self.channel_requests_per_minute = parse_per_minute("CHANNEL_REQUESTS_PER_MINUTE", &v)?;
+        }
+        Ok(())
+    }
+
+    /// Agents allowed on `plan`.
+    pub fn agent_limit(&self, plan: Plan) -> u32 {
+        self.agent_limits[plan.index()]
+    }
+
+    /// Requests per minute allowed on `plan`.
+    pub fn rate_limit(&self, plan: Plan) -> u32 {
+        self.rate_limits[plan.index()]
+    }
+}
+
+/// Parses per-plan numbers such as `free=3,starter=10,business=50,pro=500` (any subset;
+/// plans not named keep `defaults`). `name` is the variable, for error messages.
+pub fn parse_plan_numbers(name: &str, raw: &str, defaults: [u32; 4]) -> anyhow::Result<[u32; 4]> {
+    let mut limits = defaults;
+    for part in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (plan, n) = part
+            .split_once('=')
+            .with_context(|| format!("{name} entries look like plan=number"))?;
+        let plan: Plan = plan.parse().map_err(anyhow::Error::msg)?;
+        let n: u32 = n
+            .trim()
+            .parse()
+            .with_context(|| format!("{name} numbers must be whole numbers"))?;
+        anyhow::ensure!(n > 0, "{name} numbers must be at least 1");
+        limits[plan.index()] = n;
+    }
+    Ok(limits)
+}
+
+/// Parses a budget in requests per minute such as `1200`: a whole number from 1 to
+/// `u32::MAX`, surrounding spaces ignored. `name` is the variable, for error messages.
+pub fn parse_per_minute(name: &str, raw: &str) -> anyhow::Result<u32> {
+    let n: u32 = raw
+        .trim()
+        .parse()
+        .with_context(|| format!("{name} must be a whole number of requests per minute"))?;
+    anyhow::ensure!(n > 0, "{name} must be at least 1");
+    Ok(n)
+}

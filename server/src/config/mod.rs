@@ -1,0 +1,320 @@
+//! Configuration from the environment (a `.env` file is read first when present), with
+//! the variable names and defaults of docs/api.md § Configuration.
+//!
+//! [`Config`] is the root, made of one part per component: each component's constructor
+//! takes its own part (two parts, as two arguments, when it needs two), and only start-up
+//! ([`crate::startup`], `main.rs`) reads the root. Each part reads its own variables.
+
+mod channels;
+mod chat;
+mod jobs;
+mod knowledge;
+mod limits;
+mod mail;
+mod oauth;
+mod outbound;
+mod providers;
+mod secrets;
+mod server;
+mod storage;
+mod webhooks;
+
+use std::{net::SocketAddr, path::PathBuf};
+
+use anyhow::Context;
+
+pub use self::{
+    channels::{ChannelsConfig, SLACK_API_URL, TELEGRAM_API_URL},
+    chat::ChatConfig,
+    jobs::JobsConfig,
+    knowledge::KnowledgeConfig,
+    limits::{parse_per_minute, parse_plan_numbers, LimitsConfig, CHANNEL_REQUESTS_PER_MINUTE},
+    mail::MailConfig,
+    oauth::{
+        GithubConfig, OAuthClientConfig, OAuthConfig, OidcConfig, GITHUB_API_URL, GITHUB_AUTH_URL,
+        GITHUB_TOKEN_URL, GOOGLE_ISSUER_URL, MICROSOFT_ISSUER_URL,
+    },
+    outbound::OutboundConfig,
+    providers::ProvidersConfig,
+    secrets::{decode_key, SecretsConfig},
+    server::{ServerConfig, DEFAULT_RELOAD_PORT},
+    storage::StorageConfig,
+    webhooks::WebhooksConfig,
+};
+
+/// Everything the service needs to start, one part per component. Start-up hands each
+/// component its part; the parts the HTTP layer reads while serving stay with the shared
+/// state: [`ServerConfig`] and [`LimitsConfig`] in [`crate::services::Services`],
+/// [`ChatConfig`] in the [`crate::chat::ChatService`] built from it.
+#[derive(Clone)]
+pub struct Config {
+    /// The listener, `PUBLIC_URL`, connection limits and the dashboard's files.
+    pub server: ServerConfig,
+    /// `DATABASE_URL` and `DATA_DIR`.
+    pub storage: StorageConfig,
+    /// `JWT_SECRET`, `ENCRYPTION_KEY`, `ENCRYPTION_KEYS_PREVIOUS`.
+    pub secrets: SecretsConfig,
+    /// Third-party sign-in: `GITHUB_*`, `GOOGLE_*`, `MICROSOFT_*` (docs/api.md § Configuration).
+    /// A provider is offered only when both its client id and secret are set.
+    pub oauth: OAuthConfig,
+    /// `SMTP_URL`, `MAIL_FROM`.
+    pub mail: MailConfig,
+    /// `AGENT_LIMITS`, `RATE_LIMITS`, `CHANNEL_REQUESTS_PER_MINUTE`, `REDIS_URL`.
+    pub limits: LimitsConfig,
+    /// `OPENAI_*`, `ANTHROPIC_*`, `DEFAULT_MODEL`, `PROVIDER_TIMEOUT_SECS`,
+    /// `EMBEDDING_MODEL`.
+    pub providers: ProvidersConfig,
+    /// `MAX_MESSAGE_CHARS`, `SSE_HEARTBEAT_SECS`.
+    pub chat: ChatConfig,
+    /// `MAX_UPLOAD_BYTES`, `EXTRACT_*`.
+    pub knowledge: KnowledgeConfig,
+    /// `ALLOWED_PRIVATE_HOSTS`.
+    pub outbound: OutboundConfig,
+    /// `WEBHOOK_RETRY_BASE_MS`.
+    pub webhooks: WebhooksConfig,
+    /// `JOB_WORKERS`.
+    pub jobs: JobsConfig,
+    /// `TELEGRAM_API_URL`, `SLACK_API_URL`.
+    pub channels: ChannelsConfig,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Secrets are left out on purpose.
+        f.debug_struct("Config")
+            .field("site_addr", &self.server.site_addr)
+            .field("database_url", &self.storage.database_url)
+            .field("data_dir", &self.storage.data_dir)
+            .field("public_url", &self.server.public_url)
+            .field("smtp", &self.mail.smtp_url.is_some())
+            .field("mail_from", &self.mail.from)
+            .finish_non_exhaustive()
+    }
+}
+
+fn var(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+}
+
+impl Config {
+    /// Reads the environment (after loading `.env` when present), generating missing
+    /// secrets into `DATA_DIR`.
+    ///
+    /// Errors: an unparsable address, limit list or encryption key; an unwritable
+    /// `DATA_DIR`.
+    pub fn from_env() -> anyhow::Result<Self> {
+        let _ = dotenvy::dotenv();
+        let site_addr: SocketAddr = var("LEPTOS_SITE_ADDR")
+            .unwrap_or_else(|| "127.0.0.1:3000".into())
+            .parse()
+            .context("LEPTOS_SITE_ADDR must be host:port, e.g. 127.0.0.1:3000")?;
+        let data_dir = PathBuf::from(var("DATA_DIR").unwrap_or_else(|| "data".into()));
+        let mut config = Self::with_data_dir(data_dir, site_addr)?;
+        config.storage.override_from_env();
+        config.server.override_from_env()?;
+        config.secrets.override_from_env()?;
+        config.mail.override_from_env();
+        config.limits.override_from_env()?;
+        config.providers.override_from_env()?;
+        config.chat.override_from_env()?;
+        config.knowledge.override_from_env()?;
+        config.outbound.override_from_env();
+        config.jobs.override_from_env()?;
+        config.webhooks.override_from_env()?;
+        config.channels.override_from_env();
+        config.oauth = OAuthConfig::from_env();
+        Ok(config)
+    }
+
+    /// Defaults for `data_dir` and `site_addr` with no environment read: secrets generated
+    /// into (or read back from) `data_dir`. Tests and tools start from this.
+    pub fn with_data_dir(data_dir: PathBuf, site_addr: SocketAddr) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(&data_dir)
+            .with_context(|| format!("cannot create DATA_DIR {}", data_dir.display()))?;
+        Ok(Self {
+            server: ServerConfig::new(site_addr),
+            secrets: SecretsConfig::load_or_generate(&data_dir)?,
+            oauth: OAuthConfig::default(),
+            mail: MailConfig::new(&data_dir),
+            limits: LimitsConfig::default(),
+            providers: ProvidersConfig::default(),
+            chat: ChatConfig::default(),
+            knowledge: KnowledgeConfig::new(&data_dir),
+            outbound: OutboundConfig::default(),
+            webhooks: WebhooksConfig::default(),
+            jobs: JobsConfig::default(),
+            channels: ChannelsConfig::default(),
+            storage: StorageConfig::new(data_dir),
+        })
+    }
+}
+
+/// Parses `raw`, the value of the variable `name`, as a number within `range`; `what` says
+/// what the number is, for the error message ("HEADER_READ_TIMEOUT_SECS must be whole
+/// seconds from 1 to 30").
+///
+/// Errors: not a whole number, or outside `range`.
+pub fn bounded<T>(
+    name: &str,
+    raw: &str,
+    range: std::ops::RangeInclusive<T>,
+    what: &str,
+) -> anyhow::Result<T>
+where
+    T: std::str::FromStr + PartialOrd + std::fmt::Display,
+{
+    let message = || {
+        format!(
+            "{name} must be {what} from {} to {}",
+            range.start(),
+            range.end()
+        )
+    };
+    let n: T = raw.trim().parse().map_err(|_| anyhow::anyhow!(message()))?;
+    anyhow::ensure!(range.contains(&n), message());
+    Ok(n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::Plan;
+
+    #[test]
+    fn secrets_are_generated_once_with_0600() {
+        let dir = tempfile::tempdir().unwrap();
+        let addr = "127.0.0.1:0".parse().unwrap();
+        let a = Config::with_data_dir(dir.path().to_path_buf(), addr).unwrap();
+        let b = Config::with_data_dir(dir.path().to_path_buf(), addr).unwrap();
+        use secrecy::ExposeSecret;
+        assert_eq!(
+            a.secrets.jwt_secret.expose_secret(),
+            b.secrets.jwt_secret.expose_secret()
+        );
+        assert_eq!(
+            decode_key(a.secrets.encryption_key.expose_secret())
+                .unwrap()
+                .len(),
+            32
+        );
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = std::fs::metadata(dir.path().join("jwt_secret"))
+                .unwrap()
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600);
+        }
+        assert!(!format!("{a:?}").contains(a.secrets.jwt_secret.expose_secret()));
+    }
+
+    #[test]
+    fn bounded_numbers_parse_within_their_range() {
+        assert_eq!(
+            bounded("X", " 30 ", 1..=30u64, "whole seconds").unwrap(),
+            30
+        );
+        assert_eq!(bounded("X", "1", 1..=30u64, "whole seconds").unwrap(), 1);
+        for raw in ["0", "31", "-1", "1.5", "ten", ""] {
+            let err = bounded("HEADER_READ_TIMEOUT_SECS", raw, 1..=30u64, "whole seconds")
+                .unwrap_err()
+                .to_string();
+            assert_eq!(
+                err, "HEADER_READ_TIMEOUT_SECS must be whole seconds from 1 to 30",
+                "{raw:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn connection_limits_default_to_the_documented_values() {
+        let dir = tempfile::tempdir().unwrap();
+        let config =
+            Config::with_data_dir(dir.path().to_path_buf(), "127.0.0.1:0".parse().unwrap())
+                .unwrap();
+        assert_eq!(config.server.header_read_timeout.as_secs(), 10);
+        assert_eq!(config.server.idle_timeout.as_secs(), 60);
+        assert_eq!(config.server.max_connections, 4096);
+    }
+
+    #[test]
+    fn plan_numbers_parse() {
+        let defaults = Plan::ALL.map(Plan::default_agent_limit);
+        assert_eq!(
+            parse_plan_numbers("X", "free=1, pro=9", defaults).unwrap(),
+            [1, 10, 50, 9]
+        );
+        assert!(parse_plan_numbers("X", "gold=1", defaults).is_err());
+        assert!(parse_plan_numbers("X", "free=x", defaults).is_err());
+        assert!(parse_plan_numbers("X", "free=0", defaults).is_err());
+    }
+
+    #[test]
+    fn per_minute_budgets_parse() {
+        assert_eq!(parse_per_minute("X", "1200").unwrap(), 1200);
+        assert_eq!(parse_per_minute("X", " 5 ").unwrap(), 5);
+        for bad in ["0", "-1", "1.5", "ten", "", "4294967296"] {
+            let err = parse_per_minute("X", bad).unwrap_err().to_string();
+            assert!(err.starts_with("X must be"), "{bad}: {err}");
+        }
+        let addr = "127.0.0.1:0".parse().unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config::with_data_dir(dir.path().to_path_buf(), addr).unwrap();
+        assert_eq!(
+            config.limits.channel_requests_per_minute,
+            CHANNEL_REQUESTS_PER_MINUTE
+        );
+    }
+
+    #[test]
+    fn debug_of_the_whole_config_prints_no_secret() {
+        use secrecy::{ExposeSecret, SecretString};
+        let dir = tempfile::tempdir().unwrap();
+        let mut config =
+            Config::with_data_dir(dir.path().to_path_buf(), "127.0.0.1:0".parse().unwrap())
+                .unwrap();
+        config.secrets.encryption_keys_previous =
+            vec![SecretString::from("previous-encryption-key-value")];
+        config.mail.smtp_url = Some(SecretString::from(
+            "smtps://mailer:smtp-password-value@smtp.example.com",
+        ));
+        config.providers.openai_api_key = Some(SecretString::from("openai-key-value"));
+        config.providers.anthropic_api_key = Some(SecretString::from("anthropic-key-value"));
+        let client = |secret: &str| OAuthClientConfig {
+            client_id: "client-id".into(),
+            client_secret: SecretString::from(secret.to_string()),
+        };
+        config.oauth.github = Some(GithubConfig {
+            client: client("github-secret-value"),
+            auth_url: GITHUB_AUTH_URL.into(),
+            token_url: GITHUB_TOKEN_URL.into(),
+            api_url: GITHUB_API_URL.into(),
+        });
+        config.oauth.google = Some(OidcConfig {
+            client: client("google-secret-value"),
+            issuer_url: GOOGLE_ISSUER_URL.into(),
+        });
+        config.oauth.microsoft = Some(OidcConfig {
+            client: client("microsoft-secret-value"),
+            issuer_url: MICROSOFT_ISSUER_URL.into(),
+        });
+        let secrets = [
+            config.secrets.jwt_secret.expose_secret().to_string(),
+            config.secrets.encryption_key.expose_secret().to_string(),
+            "previous-encryption-key-value".into(),
+            "smtp-password-value".into(),
+            "openai-key-value".into(),
+            "anthropic-key-value".into(),
+            "github-secret-value".into(),
+            "google-secret-value".into(),
+            "microsoft-secret-value".into(),
+        ];
+        for printed in [format!("{config:?}"), format!("{config:#?}")] {
+            assert!(printed.contains("127.0.0.1:0"), "{printed}");
+            for secret in &secrets {
+                assert!(!printed.contains(secret.as_str()), "{secret} in {printed}");
+            }
+        }
+    }
+}

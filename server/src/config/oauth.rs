@@ -1,0 +1,96 @@
+//! The sign-in part: the third-party providers (`GITHUB_*`, `GOOGLE_*`, `MICROSOFT_*`).
+
+use secrecy::SecretString;
+
+use super::var;
+
+/// Default authorization endpoint of GitHub OAuth apps (GitHub Docs, "Authorizing OAuth apps").
+pub const GITHUB_AUTH_URL: &str = "https://github.com/login/oauth/authorize";
+/// Default token endpoint of GitHub OAuth apps.
+pub const GITHUB_TOKEN_URL: &str = "https://github.com/login/oauth/access_token";
+/// Default GitHub REST API base (`/user`, `/user/emails` are appended).
+pub const GITHUB_API_URL: &str = "https://api.github.com";
+/// Default Google OpenID Connect issuer (discovery at `/.well-known/openid-configuration`).
+pub const GOOGLE_ISSUER_URL: &str = "https://accounts.google.com";
+/// Default Microsoft identity platform issuer for work, school and personal accounts.
+pub const MICROSOFT_ISSUER_URL: &str = "https://login.microsoftonline.com/common/v2.0";
+
+/// An OAuth client registered with one provider.
+#[derive(Clone)]
+pub struct OAuthClientConfig {
+    /// `*_CLIENT_ID`.
+    pub client_id: String,
+    /// `*_CLIENT_SECRET`; never logged.
+    pub client_secret: SecretString,
+}
+
+/// GitHub sign-in (plain OAuth 2.0 plus the REST API for the identity).
+#[derive(Clone)]
+pub struct GithubConfig {
+    /// The registered client.
+    pub client: OAuthClientConfig,
+    /// `GITHUB_AUTH_URL`, default [`GITHUB_AUTH_URL`].
+    pub auth_url: String,
+    /// `GITHUB_TOKEN_URL`, default [`GITHUB_TOKEN_URL`].
+    pub token_url: String,
+    /// `GITHUB_API_URL`, default [`GITHUB_API_URL`], without a trailing slash.
+    pub api_url: String,
+}
+
+/// An OpenID Connect provider (Google, Microsoft): endpoints come from the issuer's
+/// discovery document, read at the first sign-in, never at start-up.
+#[derive(Clone)]
+pub struct OidcConfig {
+    /// The registered client.
+    pub client: OAuthClientConfig,
+    /// `GOOGLE_ISSUER_URL` / `MICROSOFT_ISSUER_URL`, without a trailing slash.
+    pub issuer_url: String,
+}
+
+/// The configured third-party sign-in providers; `None` is not configured. A provider is
+/// offered only when both its client id and secret are set (docs/api.md § Configuration).
+#[derive(Clone, Default)]
+pub struct OAuthConfig {
+    /// `GITHUB_CLIENT_ID`, `GITHUB_CLIENT_SECRET`, `GITHUB_AUTH_URL`, `GITHUB_TOKEN_URL`,
+    /// `GITHUB_API_URL`.
+    pub github: Option<GithubConfig>,
+    /// `GOOGLE_CLIENT_ID`, `GOOGLE_CLIENT_SECRET`, `GOOGLE_ISSUER_URL`.
+    pub google: Option<OidcConfig>,
+    /// `MICROSOFT_CLIENT_ID`, `MICROSOFT_CLIENT_SECRET`, `MICROSOFT_ISSUER_URL`.
+    pub microsoft: Option<OidcConfig>,
+}
+
+impl OAuthConfig {
+    /// The providers whose client id and secret are both set, with their endpoints (the
+    /// defaults above unless set).
+    pub(super) fn from_env() -> Self {
+        let client = |prefix: &str| {
+            Some(OAuthClientConfig {
+                client_id: var(&format!("{prefix}_CLIENT_ID"))?,
+                client_secret: SecretString::from(var(&format!("{prefix}_CLIENT_SECRET"))?),
+            })
+        };
+        let url = |name: &str, default: &str| {
+            var(name)
+                .unwrap_or_else(|| default.to_string())
+                .trim_end_matches('/')
+                .to_string()
+        };
+        Self {
+            github: client("GITHUB").map(|client| GithubConfig {
+                client,
+                auth_url: url("GITHUB_AUTH_URL", GITHUB_AUTH_URL),
+                token_url: url("GITHUB_TOKEN_URL", GITHUB_TOKEN_URL),
+                api_url: url("GITHUB_API_URL", GITHUB_API_URL),
+            }),
+            google: client("GOOGLE").map(|client| OidcConfig {
+                client,
+                issuer_url: url("GOOGLE_ISSUER_URL", GOOGLE_ISSUER_URL),
+            }),
+            microsoft: client("MICROSOFT").map(|client| OidcConfig {
+                client,
+                issuer_url: url("MICROSOFT_ISSUER_URL", MICROSOFT_ISSUER_URL),
+            }),
+        }
+    }
+}

@@ -1,0 +1,27 @@
+//! The outbound part: which private addresses the service's own requests may reach.
+
+use super::var;
+
+/// The exceptions to the SSRF rule of [`crate::outbound`], shared by the two components
+/// that request URLs users give: crawls ([`crate::knowledge::Knowledge`]) and webhook
+/// deliveries ([`crate::webhooks::Webhooks`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct OutboundConfig {
+    /// `ALLOWED_PRIVATE_HOSTS`: `host:port` entries the crawler may reach although they
+    /// resolve to private addresses (development, tests); default none.
+    pub allowed_private_hosts: Vec<String>,
+}
+
+impl OutboundConfig {
+    /// Reads `ALLOWED_PRIVATE_HOSTS` when set: comma-separated, blanks ignored.
+    pub(super) fn override_from_env(&mut self) {
+        if let Some(v) = var("ALLOWED_PRIVATE_HOSTS") {
+            self.allowed_private_hosts = v
+                .split(',')
+                .map(str::trim)
+                .filter(|h| !h.is_empty())
+                .map(str::to_string)
+                .collect();
+        }
+    }
+}

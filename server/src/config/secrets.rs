@@ -1,0 +1,120 @@
+//! The secrets part: the token signing key and the keys of stored credentials.
+
+use std::{io::Write, path::Path};
+
+use anyhow::Context;
+use base64::{engine::general_purpose::STANDARD, Engine};
+use rand::RngCore;
+use secrecy::SecretString;
+
+use super::var;
+
+/// The service's own keys: the one that signs tokens and the ones that seal stored
+/// credentials. Start-up makes the token keys (`auth::tokens::JwtKeys`) and the
+/// [`crate::crypto::SecretBox`] from them; no component takes this part itself.
+#[derive(Clone)]
+pub struct SecretsConfig {
+    /// `JWT_SECRET`, else generated once into `DATA_DIR/jwt_secret`.
+    pub jwt_secret: SecretString,
+    /// `ENCRYPTION_KEY` (base64 of 32 bytes), else generated once into
+    /// `DATA_DIR/encryption_key`.
+    pub encryption_key: SecretString,
+    /// `ENCRYPTION_KEYS_PREVIOUS`: comma-separated keys `ENCRYPTION_KEY` replaced; values
+    /// sealed with them still open, and are sealed again with the current key when written.
+    pub encryption_keys_previous: Vec<SecretString>,
+}
+
+impl SecretsConfig {
+    /// The secrets kept in `data_dir` (`jwt_secret`, `encryption_key`), each generated
+    /// there with mode 0600 when missing; no environment read.
+    ///
+    /// Errors: a secret file that cannot be written, or an `encryption_key` file that is
+    /// not base64 of 32 bytes.
+    pub fn load_or_generate(data_dir: &Path) -> anyhow::Result<Self> {
+        let jwt_secret = load_or_generate(&data_dir.join("jwt_secret"), 64, "JWT secret")?;
+        let encryption_key =
+            load_or_generate(&data_dir.join("encryption_key"), 32, "encryption key")?;
+        decode_key(&encryption_key).context("DATA_DIR/encryption_key is not base64 of 32 bytes")?;
+        Ok(Self {
+            jwt_secret: SecretString::from(jwt_secret),
+            encryption_key: SecretString::from(encryption_key),
+            encryption_keys_previous: Vec::new(),
+        })
+    }
+
+    /// Replaces the secrets of `DATA_DIR` with `JWT_SECRET` and `ENCRYPTION_KEY`, and adds
+    /// `ENCRYPTION_KEYS_PREVIOUS`, where set.
+    ///
+    /// Errors: a key that is not base64 of 32 bytes.
+    pub(super) fn override_from_env(&mut self) -> anyhow::Result<()> {
+        if let Some(secret) = var("JWT_SECRET") {
+            self.jwt_secret = SecretString::from(secret);
+        }
+        if let Some(key) = var("ENCRYPTION_KEY") {
+            decode_key(&key).context("ENCRYPTION_KEY must be base64 of exactly 32 bytes")?;
+            self.encryption_key = SecretString::from(key);
+        }
+        if let Some(keys) = var("ENCRYPTION_KEYS_PREVIOUS") {
+            self.encryption_keys_previous = keys
+                .split(',')
+                .map(str::trim)
+                .filter(|k| !k.is_empty())
+                .map(|k| {
+                    decode_key(k)
+                        .context("ENCRYPTION_KEYS_PREVIOUS must list base64 keys of 32 bytes")
+                        .map(|_| SecretString::from(k.to_string()))
+                })
+                .collect::<anyhow::Result<_>>()?;
+        }
+        Ok(())
+    }
+
+    /// The box that seals stored credentials with `ENCRYPTION_KEY` and opens values sealed
+    /// with it or with `ENCRYPTION_KEYS_PREVIOUS`.
+    ///
+    /// Errors: a key that is not base64 of 32 bytes.
+    pub fn secret_box(&self) -> anyhow::Result<crate::crypto::SecretBox> {
+        use secrecy::ExposeSecret;
+        let current = decode_key(self.encryption_key.expose_secret())?;
+        let previous = self
+            .encryption_keys_previous
+            .iter()
+            .map(|k| decode_key(k.expose_secret()))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Ok(crate::crypto::SecretBox::new(&current, &previous))
+    }
+}
+
+/// Decodes a base64 32-byte key.
+pub fn decode_key(b64: &str) -> anyhow::Result<[u8; 32]> {
+    let bytes = STANDARD.decode(b64.trim())?;
+    bytes
+        .try_into()
+        .map_err(|_| anyhow::anyhow!("the key must decode to exactly 32 bytes"))
+}
+
+/// Reads a secret file, or creates it with `len` random bytes in base64 and mode 0600.
+fn load_or_generate(path: &Path, len: usize, what: &str) -> anyhow::Result<String> {
+    if let Ok(existing) = std::fs::read_to_string(path) {
+        let existing = existing.trim().to_string();
+        if !existing.is_empty() {
+            return Ok(existing);
+        }
+    }
+    let mut bytes = vec![0u8; len];
+    rand::rngs::OsRng.fill_bytes(&mut bytes);
+    let secret = STANDARD.encode(&bytes);
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt;
+        options.mode(0o600);
+    }
+    let mut file = options
+        .open(path)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    file.write_all(secret.as_bytes())?;
+    tracing::info!(path = %path.display(), "generated a new {what}");
+    Ok(secret)
+}
