@@ -243,3 +243,25 @@ where
     }
     out
 }
+
+/// The Telegram integration `id` of `user_id`, linked to no agent.
+pub(super) fn integration(id: &str, user_id: &UserId) -> super::integrations::IntegrationRecord {
+    let now = Utc::now();
+    super::integrations::IntegrationRecord {
+        id: id.into(),
+        user_id: user_id.clone(),
+        provider_code: crate::integrations::catalog::ProviderCode::Telegram,
+        name: format!("bot {id}"),
+        agent_id: None,
+        config: "{}".into(),
+        credentials_sealed: Vec::new(),
+        key_id: "k".into(),
+        credential_hints: "{}".into(),
+        status: super::integrations::IntegrationStatus::Active,
+        status_detail: None,
+        public_id: None,
+        inbound_secret_hash: None,
+        created_at: now,
+        updated_at: now,
+    }
+}

@@ -5,18 +5,17 @@ use std::{collections::HashSet, sync::Arc};
 
 use chrono::{DateTime, Duration, Utc};
 
-use super::{agent, in_parallel, user};
+use super::{agent, in_parallel, integration, user};
+use crate::webhooks::EventType;
 use crate::{
     ids::{IntegrationId, UserId},
     store::{
         documents::{DocumentRecord, DocumentStatus},
-        integrations::{IntegrationRecord, IntegrationStatus},
         jobs::{JobKind, JobOutcome, JobRecord, JobStatus},
         webhooks::{AfterAttempt, AttemptRecord, WebhookRecord},
         Store,
     },
 };
-use crate::{integrations::catalog::ProviderCode, webhooks::EventType};
 
 /// Creates user `u1` with agent `a1` and `n` uploaded documents `d0…`, each with its
 /// queued ingestion job (queued one millisecond apart, in order); returns the jobs.
@@ -307,26 +306,4 @@ pub async fn an_inbound_event_is_answered_once(store: Arc<dyn Store>) {
         .first_channel_event(&IntegrationId::from("i1"), "update-2", now)
         .await
         .unwrap());
-}
-
-/// The Telegram integration `id` of `user_id`, linked to no agent.
-fn integration(id: &str, user_id: &UserId) -> IntegrationRecord {
-    let now = Utc::now();
-    IntegrationRecord {
-        id: id.into(),
-        user_id: user_id.clone(),
-        provider_code: ProviderCode::Telegram,
-        name: format!("bot {id}"),
-        agent_id: None,
-        config: "{}".into(),
-        credentials_sealed: Vec::new(),
-        key_id: "k".into(),
-        credential_hints: "{}".into(),
-        status: IntegrationStatus::Active,
-        status_detail: None,
-        public_id: None,
-        inbound_secret_hash: None,
-        created_at: now,
-        updated_at: now,
-    }
 }

@@ -4,17 +4,17 @@ use std::sync::Arc;
 
 use chrono::{NaiveDate, Utc};
 
-use super::{agent, crawled_document, page, user};
+use super::{agent, crawled_document, integration, page, user};
+use crate::webhooks::EventType;
 use crate::{
     ids::{AgentId, ApiKeyId, IntegrationId, SessionId, ThreadId, UserId, WebhookId},
     store::{
-        integrations::{IntegrationRecord, IntegrationStatus},
+        integrations::IntegrationRecord,
         jobs::{JobKind, JobRecord},
         webhooks::WebhookRecord,
         AgentPatch, ApiKeyRecord, SessionRecord, Store,
     },
 };
-use crate::{integrations::catalog::ProviderCode, webhooks::EventType};
 
 /// Every tenant-scoped method, called by user `u2` on the rows of user `u1` (an agent with
 /// a thread, a crawled document with chunks and its job, an API key, a webhook with a
@@ -73,21 +73,9 @@ pub async fn another_users_rows_are_not_found(store: Arc<dyn Store>) {
     );
     let delivery = s.list_deliveries(u1, w1, 10).await.unwrap().remove(0);
     let integration = IntegrationRecord {
-        id: "i1".into(),
-        user_id: "u1".into(),
-        provider_code: ProviderCode::Telegram,
         name: "bot".into(),
         agent_id: Some(a1.clone()),
-        config: "{}".into(),
-        credentials_sealed: Vec::new(),
-        key_id: "k".into(),
-        credential_hints: "{}".into(),
-        status: IntegrationStatus::Active,
-        status_detail: None,
-        public_id: None,
-        inbound_secret_hash: None,
-        created_at: now,
-        updated_at: now,
+        ..integration("i1", u1)
     };
     assert!(s.create_integration(&integration, 10).await.unwrap());
     let session = SessionRecord {
