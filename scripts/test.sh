@@ -5,12 +5,22 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 scripts/setup.sh
+# PostgreSQL and Redis: the backend-specific unit tests use them in the first pass, and the
+# second pass runs the suites on them.
+scripts/services.sh
 
 echo "==> cargo test (unit and HTTP integration tests)"
 # The WASM entry crate stays out of the host build: it would switch on the dashboard's
 # `hydrate` feature next to `ssr` (Cargo unifies features), and the server would then run
 # browser-only effects while rendering.
 cargo test --workspace --exclude frontend --all-targets
+
+echo "==> the store conformance and HTTP suites again, on PostgreSQL + Redis"
+# A scratch database per test on this server (dropped afterwards) and a key prefix per
+# test in Redis.
+AGENTCHAT_TEST_DATABASE_URL="${AGENTCHAT_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}" \
+AGENTCHAT_TEST_REDIS_URL="${AGENTCHAT_TEST_REDIS_URL:-redis://127.0.0.1:6379}" \
+  cargo test -p server --test store --test api
 
 echo "==> end-to-end tests (Playwright in Chromium)"
 data="$(mktemp -d)"

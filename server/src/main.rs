@@ -1,4 +1,4 @@
-//! The `agentchat` command: `serve` (default), `migrate`, `eval-retrieval`,
+//! The `agentchat` command: `serve` (default), `migrate`, `eval-retrieval`, `copy-data`,
 //! `admin set-plan`, `admin verify-email`.
 
 use agentchat::{
@@ -44,6 +44,22 @@ enum Command {
         /// Also print each question with the rank of its first relevant chunk.
         #[arg(long)]
         verbose: bool,
+    },
+    /// Copy a whole SQLite installation into an empty PostgreSQL database (accounts,
+    /// sessions, API keys, agents, conversations, documents with chunks, embeddings and
+    /// uploads, jobs, integrations, webhooks and deliveries), then compare row counts.
+    ///
+    /// Uploads are read from UPLOADS (default DATA_DIR/uploads).
+    CopyData {
+        /// The source, `sqlite://path/to/agentchat.db`.
+        #[arg(long)]
+        from: String,
+        /// The target, `postgres://user@host/database` (migrated and empty).
+        #[arg(long)]
+        to: String,
+        /// The folder of the source's uploads.
+        #[arg(long)]
+        uploads: Option<std::path::PathBuf>,
     },
     /// Account administration.
     Admin {
@@ -128,6 +144,27 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             println!(
                 "questions {}  hit@1 {:.3}  hit@5 {:.3}  MRR {:.3}",
                 report.questions, report.hit_at_1, report.hit_at_5, report.mrr
+            );
+        }
+        Command::CopyData { from, to, uploads } => {
+            let uploads = uploads.unwrap_or_else(|| config.knowledge.uploads.clone());
+            let report = store::copy::copy_data(&from, &to, &uploads, |line| {
+                eprintln!("{line}");
+            })
+            .await?;
+            println!("{:<24} {:>10} {:>10}", "table", "source", "target");
+            for t in &report.tables {
+                println!("{:<24} {:>10} {:>10}", t.table, t.source, t.target);
+            }
+            println!(
+                "copied: every table's row count matches; {} uploads moved into the database",
+                report.uploads
+            );
+            println!(
+                "next: start AgentChat with DATABASE_URL set to the target and JWT_SECRET and \
+                 ENCRYPTION_KEY set to the values of DATA_DIR/jwt_secret and \
+                 DATA_DIR/encryption_key (sealed credentials open only with that key; \
+                 signed-in sessions go on only with that secret)"
             );
         }
         Command::Admin { command } => {

@@ -18,11 +18,16 @@ pub mod api_keys;
 pub mod chat;
 #[doc(hidden)]
 pub mod conformance;
+pub mod copy;
 pub mod documents;
 pub mod error;
 pub mod identity;
 pub mod integrations;
 pub mod jobs;
+pub mod postgres;
+mod rows;
+#[doc(hidden)]
+pub mod scratch;
 pub mod sessions;
 pub mod sqlite;
 mod sqlx_error;
@@ -73,18 +78,45 @@ pub trait Store:
 }
 
 /// Opens the store named by `url`: `sqlite://path` (embedded; the file is created) or
-/// `postgres://...`.
+/// `postgres://...` (with a pool of [`postgres::DEFAULT_MAX_CONNECTIONS`]).
 ///
-/// Errors: an unknown scheme, a backend not built in, or a connection failure.
+/// Errors: an unknown scheme or a connection failure.
 pub async fn connect(url: &str) -> anyhow::Result<Arc<dyn Store>> {
-    if url.starts_with("sqlite:") {
-        Ok(Arc::new(sqlite::SqliteStore::connect(url).await?))
-    } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
-        anyhow::bail!(
-            "the PostgreSQL backend is not available in this build; use a sqlite:// DATABASE_URL"
-        )
-    } else {
-        anyhow::bail!("DATABASE_URL must start with sqlite:// or postgres://")
+    connect_with(url, postgres::DEFAULT_MAX_CONNECTIONS).await
+}
+
+/// [`connect`] with at most `max_connections` to a PostgreSQL server
+/// (`DATABASE_MAX_CONNECTIONS`; SQLite's connections are fixed, see
+/// [`sqlite::SqliteStore`]).
+pub async fn connect_with(url: &str, max_connections: u32) -> anyhow::Result<Arc<dyn Store>> {
+    match Backend::of(url) {
+        Some(Backend::Sqlite) => Ok(Arc::new(sqlite::SqliteStore::connect(url).await?)),
+        Some(Backend::Postgres) => Ok(Arc::new(
+            postgres::PgStore::connect(url, max_connections).await?,
+        )),
+        None => anyhow::bail!("DATABASE_URL must start with sqlite:// or postgres://"),
+    }
+}
+
+/// The database backends, told apart by the scheme of `DATABASE_URL`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// `sqlite:`: the embedded database, one instance.
+    Sqlite,
+    /// `postgres:` or `postgresql:`: a database server any number of instances share.
+    Postgres,
+}
+
+impl Backend {
+    /// The backend `url` names, or `None` for another scheme.
+    pub fn of(url: &str) -> Option<Self> {
+        if url.starts_with("sqlite:") {
+            Some(Self::Sqlite)
+        } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+            Some(Self::Postgres)
+        } else {
+            None
+        }
     }
 }
 

@@ -52,3 +52,8 @@ mod tests {
         ));
     }
 }
+
+/// Whether `err` is a violation of a UNIQUE constraint or primary key (either backend).
+pub(crate) fn is_unique_violation(err: &sqlx::Error) -> bool {
+    matches!(err, sqlx::Error::Database(db) if db.is_unique_violation())
+}

@@ -10,7 +10,7 @@ fn agentchat(app: &TestApp, args: &[&str]) -> std::process::Output {
     Command::new(env!("CARGO_BIN_EXE_agentchat"))
         .args(args)
         .env("DATA_DIR", app.dir.path())
-        .env_remove("DATABASE_URL")
+        .env("DATABASE_URL", &app.database_url)
         .env("RUST_LOG", "warn")
         .output()
         .expect("the binary runs")

@@ -1,5 +1,10 @@
 //! Test harness: the real application on 127.0.0.1:0 with a temporary data folder and a
 //! local SMTP sink that keeps every message it receives.
+//!
+//! The database is a SQLite file in the data folder, unless `AGENTCHAT_TEST_DATABASE_URL`
+//! names a PostgreSQL server: then every application gets a scratch database of its own
+//! there (dropped after the test), and an application started again on the same data
+//! folder ([`spawn_app_in`]) gets the same database.
 
 use std::{
     net::SocketAddr,
@@ -7,7 +12,9 @@ use std::{
     time::Duration,
 };
 
-use agentchat::{config::Config, services::AppState, startup::Application};
+use agentchat::{
+    config::Config, services::AppState, startup::Application, store::scratch::ScratchDatabase,
+};
 use reqwest::{header, Client, Method, Response};
 use secrecy::SecretString;
 use serde_json::{json, Value};
@@ -135,6 +142,71 @@ pub struct TestApp {
     pub client: Client,
     pub smtp: SmtpSink,
     pub dir: tempfile::TempDir,
+    /// The application's `DATABASE_URL`.
+    pub database_url: String,
+    /// The scratch database on a server, shared with any application started again on
+    /// `dir` (dropped with the last of them).
+    pub database: Option<Arc<ScratchDatabase>>,
+}
+
+/// A value bound to a parameter of [`TestApp::sql`] and friends.
+pub enum Bind {
+    Text(String),
+    Bytes(Vec<u8>),
+}
+
+impl From<&str> for Bind {
+    fn from(s: &str) -> Self {
+        Self::Text(s.to_string())
+    }
+}
+
+impl From<&String> for Bind {
+    fn from(s: &String) -> Self {
+        Self::Text(s.clone())
+    }
+}
+
+impl From<Vec<u8>> for Bind {
+    fn from(b: Vec<u8>) -> Self {
+        Self::Bytes(b)
+    }
+}
+
+/// The scratch databases of live applications, by data folder, so that an application
+/// started again on a folder finds its predecessor's database.
+static DATABASES: Mutex<Vec<(std::path::PathBuf, std::sync::Weak<ScratchDatabase>)>> =
+    Mutex::new(Vec::new());
+
+/// The database server the suite runs on: `None` for SQLite (the default).
+pub fn test_database_server() -> Option<String> {
+    std::env::var("AGENTCHAT_TEST_DATABASE_URL")
+        .ok()
+        .filter(|url| url.starts_with("postgres:") || url.starts_with("postgresql:"))
+}
+
+/// The database of an application on `dir`: the scratch database another application on
+/// `dir` still holds, or a new one; `None` on SQLite.
+async fn database_for(dir: &std::path::Path) -> Option<Arc<ScratchDatabase>> {
+    let server = test_database_server()?;
+    if let Some(db) = DATABASES
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|(d, _)| d == dir)
+        .and_then(|(_, db)| db.upgrade())
+    {
+        return Some(db);
+    }
+    let db = Arc::new(
+        ScratchDatabase::create(&server)
+            .await
+            .unwrap_or_else(|e| panic!("creating a scratch database on {server}: {e}")),
+    );
+    let mut all = DATABASES.lock().unwrap();
+    all.retain(|(_, db)| db.strong_count() > 0);
+    all.push((dir.to_path_buf(), Arc::downgrade(&db)));
+    Some(db)
 }
 
 /// A signed-up, verified, signed-in user.
@@ -158,6 +230,17 @@ pub async fn spawn_app_with(tweak: impl FnOnce(&mut Config)) -> TestApp {
 
 /// Starts the application on the data folder `dir` (e.g. one a stopped instance used).
 pub async fn spawn_app_in(dir: tempfile::TempDir, tweak: impl FnOnce(&mut Config)) -> TestApp {
+    let database = database_for(dir.path()).await;
+    spawn_app_on(dir, database, tweak).await
+}
+
+/// Starts the application on the data folder `dir` and the scratch database `database`
+/// (`None`: the SQLite file in `dir`, whatever `AGENTCHAT_TEST_DATABASE_URL` says).
+pub async fn spawn_app_on(
+    dir: tempfile::TempDir,
+    database: Option<Arc<ScratchDatabase>>,
+    tweak: impl FnOnce(&mut Config),
+) -> TestApp {
     let (smtp, port) = SmtpSink::start().await;
     let mut config =
         Config::with_data_dir(dir.path().to_path_buf(), "127.0.0.1:0".parse().unwrap()).unwrap();
@@ -169,7 +252,11 @@ pub async fn spawn_app_in(dir: tempfile::TempDir, tweak: impl FnOnce(&mut Config
     // Uploads and pages are read by children of the built binary (the test harness is not
     // one).
     config.knowledge.extraction.program = env!("CARGO_BIN_EXE_agentchat").into();
+    if let Some(db) = &database {
+        config.storage.database_url = db.url().to_string();
+    }
     tweak(&mut config);
+    let database_url = config.storage.database_url.clone();
     let app = Application::build(config)
         .await
         .expect("application builds");
@@ -182,6 +269,8 @@ pub async fn spawn_app_in(dir: tempfile::TempDir, tweak: impl FnOnce(&mut Config
         client: client(),
         smtp,
         dir,
+        database_url,
+        database,
     }
 }
 
@@ -199,6 +288,80 @@ pub fn unique_email() -> String {
 }
 
 impl TestApp {
+    /// Runs one statement on the application's database, whichever the backend (`$1`,
+    /// `$2`, ... name the parameters on both).
+    pub async fn sql(&self, statement: &str, binds: Vec<Bind>) {
+        if self.database.is_some() {
+            let pool = sqlx::PgPool::connect(&self.database_url).await.unwrap();
+            let mut q = sqlx::query(statement);
+            for b in binds {
+                q = match b {
+                    Bind::Text(t) => q.bind(t),
+                    Bind::Bytes(b) => q.bind(b),
+                };
+            }
+            q.execute(&pool).await.unwrap();
+        } else {
+            let pool = sqlx::SqlitePool::connect(&self.database_url).await.unwrap();
+            let mut q = sqlx::query(statement);
+            for b in binds {
+                q = match b {
+                    Bind::Text(t) => q.bind(t),
+                    Bind::Bytes(b) => q.bind(b),
+                };
+            }
+            q.execute(&pool).await.unwrap();
+        }
+    }
+
+    /// The single value of type `T` a query answers, whichever the backend.
+    pub async fn sql_scalar<T>(&self, query: &str, binds: Vec<Bind>) -> T
+    where
+        T: Send
+            + Unpin
+            + for<'r> sqlx::Decode<'r, sqlx::Postgres>
+            + sqlx::Type<sqlx::Postgres>
+            + for<'r> sqlx::Decode<'r, sqlx::Sqlite>
+            + sqlx::Type<sqlx::Sqlite>,
+    {
+        if self.database.is_some() {
+            let pool = sqlx::PgPool::connect(&self.database_url).await.unwrap();
+            let mut q = sqlx::query_scalar::<_, T>(query);
+            for b in binds {
+                q = match b {
+                    Bind::Text(t) => q.bind(t),
+                    Bind::Bytes(b) => q.bind(b),
+                };
+            }
+            q.fetch_one(&pool).await.unwrap()
+        } else {
+            let pool = sqlx::SqlitePool::connect(&self.database_url).await.unwrap();
+            let mut q = sqlx::query_scalar::<_, T>(query);
+            for b in binds {
+                q = match b {
+                    Bind::Text(t) => q.bind(t),
+                    Bind::Bytes(b) => q.bind(b),
+                };
+            }
+            q.fetch_one(&pool).await.unwrap()
+        }
+    }
+
+    /// Whether the bytes of the upload of `document` are still kept (a file in the data
+    /// folder on SQLite, a row of `document_uploads` on a server).
+    pub async fn upload_exists(&self, document: &str) -> bool {
+        if self.database.is_some() {
+            self.sql_scalar::<i64>(
+                "SELECT COUNT(*) FROM document_uploads WHERE document_id = $1",
+                vec![document.into()],
+            )
+            .await
+                > 0
+        } else {
+            self.dir.path().join("uploads").join(document).exists()
+        }
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://{}{}", self.addr, path)
     }
@@ -334,7 +497,22 @@ impl TestApp {
     }
 
     /// Everything in the database files, for "no plaintext secret" checks.
+    /// On a server: the database's data as `pg_dump --data-only` writes it (BYTEA columns
+    /// appear in hex there).
     pub fn database_bytes(&self) -> Vec<u8> {
+        if self.database.is_some() {
+            let out = std::process::Command::new("pg_dump")
+                .arg("--data-only")
+                .arg(&self.database_url)
+                .output()
+                .expect("pg_dump runs");
+            assert!(
+                out.status.success(),
+                "pg_dump: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            return out.stdout;
+        }
         let mut bytes = Vec::new();
         for entry in std::fs::read_dir(self.dir.path()).unwrap() {
             let path = entry.unwrap().path();

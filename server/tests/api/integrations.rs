@@ -183,19 +183,12 @@ async fn moved_or_tampered_ciphertexts_do_not_open() {
     let user = app.user().await;
     let a = telegram(&app, &user, None).await;
     let b = telegram(&app, &user, None).await;
-    let pool = sqlx::SqlitePool::connect(&format!(
-        "sqlite://{}/agentchat.db",
-        app.dir.path().display()
-    ))
-    .await
-    .unwrap();
     // Copy a's sealed credentials into b: they are bound to a, so b's update cannot open them.
-    sqlx::query("UPDATE integrations SET credentials_sealed = (SELECT credentials_sealed FROM integrations WHERE id = ?) WHERE id = ?")
-        .bind(&a)
-        .bind(&b)
-        .execute(&pool)
-        .await
-        .unwrap();
+    app.sql(
+        "UPDATE integrations SET credentials_sealed = (SELECT credentials_sealed FROM integrations WHERE id = $1) WHERE id = $2",
+        vec![(&a).into(), (&b).into()],
+    )
+    .await;
     let res = app
         .call(
             reqwest::Method::PUT,
@@ -206,20 +199,19 @@ async fn moved_or_tampered_ciphertexts_do_not_open() {
         .await;
     assert_eq!(res.status(), 500);
     // Flip one bit of a's ciphertext.
-    let mut sealed: Vec<u8> =
-        sqlx::query_scalar("SELECT credentials_sealed FROM integrations WHERE id = ?")
-            .bind(&a)
-            .fetch_one(&pool)
-            .await
-            .unwrap();
+    let mut sealed: Vec<u8> = app
+        .sql_scalar(
+            "SELECT credentials_sealed FROM integrations WHERE id = $1",
+            vec![(&a).into()],
+        )
+        .await;
     let last = sealed.len() - 1;
     sealed[last] ^= 1;
-    sqlx::query("UPDATE integrations SET credentials_sealed = ? WHERE id = ?")
-        .bind(&sealed)
-        .bind(&a)
-        .execute(&pool)
-        .await
-        .unwrap();
+    app.sql(
+        "UPDATE integrations SET credentials_sealed = $1 WHERE id = $2",
+        vec![sealed.into(), (&a).into()],
+    )
+    .await;
     let res = app
         .call(
             reqwest::Method::PUT,

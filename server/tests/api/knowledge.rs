@@ -398,7 +398,7 @@ async fn deleting_a_document_removes_it_from_retrieval_at_once() {
     let reply = app.ask(&user.access, &agent, question).await;
     assert_eq!(reply["ragChunksUsed"], 0);
     assert_eq!(reply["sources"], json!([]));
-    assert!(!app.dir.path().join("uploads").join(&id).exists());
+    assert!(!app.upload_exists(&id).await);
     let res = app
         .get(
             &format!("/api/agents/{agent}/knowledge/{id}"),
@@ -890,12 +890,12 @@ async fn deleting_an_agent_removes_its_documents_and_uploads() {
         .uploaded(&user.access, &agent, "a.txt", fixture("Apache-2.0.txt"))
         .await;
     app.settled(&user.access, &agent, &doc).await;
-    assert!(app.dir.path().join("uploads").join(&doc).exists());
+    assert!(app.upload_exists(&doc).await);
     let res = app
         .delete(&format!("/api/agents/{agent}"), Some(&user.access))
         .await;
     assert_eq!(res.status(), 200);
-    assert!(!app.dir.path().join("uploads").join(&doc).exists());
+    assert!(!app.upload_exists(&doc).await);
     assert!(app
         .state
         .store

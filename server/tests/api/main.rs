@@ -8,6 +8,7 @@ mod channels;
 mod chat;
 mod cli;
 mod connections;
+mod copy_data;
 mod embeddings;
 mod errors;
 mod helpers;

@@ -141,16 +141,7 @@ async fn me(app: &TestApp, browser: &Client) -> Value {
 }
 
 async fn user_count(app: &TestApp) -> i64 {
-    let pool = sqlx::SqlitePool::connect(&format!(
-        "sqlite://{}/agentchat.db",
-        app.dir.path().display()
-    ))
-    .await
-    .unwrap();
-    sqlx::query_scalar("SELECT COUNT(*) FROM users")
-        .fetch_one(&pool)
-        .await
-        .unwrap()
+    app.sql_scalar("SELECT COUNT(*) FROM users", vec![]).await
 }
 
 #[tokio::test]
@@ -243,18 +234,11 @@ async fn a_changed_pkce_verifier_fails_the_exchange() {
     let (app, _idp) = app_with(IdpKind::Github).await;
     let b = browser();
     let callback = to_callback(&app, &b, "/api/auth/oauth/github").await;
-    let pool = sqlx::SqlitePool::connect(&format!(
-        "sqlite://{}/agentchat.db",
-        app.dir.path().display()
-    ))
-    .await
-    .unwrap();
-    sqlx::query(
+    app.sql(
         "UPDATE oauth_flows SET pkce_verifier = 'not-the-verifier-of-this-challenge-xxxxxxxxxxx'",
+        vec![],
     )
-    .execute(&pool)
-    .await
-    .unwrap();
+    .await;
     let res = b.get(callback).send().await.unwrap();
     let message = failure(&res, "/login");
     assert!(message.contains("invalid_grant"), "{message}");

@@ -9,7 +9,7 @@ use sqlx::{
     ConnectOptions, SqlitePool,
 };
 
-use crate::store::{Store, StoreError, StoreResult};
+use crate::store::{sqlx_error::is_unique_violation, Store, StoreError, StoreResult};
 
 mod accounts;
 mod agents;
@@ -147,11 +147,6 @@ impl SqliteStore {
     pub fn writer(&self) -> &SqlitePool {
         &self.writer
     }
-}
-
-/// Whether `err` is a violation of a UNIQUE constraint or primary key.
-fn is_unique_violation(err: &sqlx::Error) -> bool {
-    matches!(err, sqlx::Error::Database(db) if db.is_unique_violation())
 }
 
 #[async_trait]

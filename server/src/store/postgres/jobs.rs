@@ -1,0 +1,192 @@
+//! [`JobQueue`] on PostgreSQL: the durable job queue with leases
+//! (`migrations/postgres/0003_knowledge.sql`).
+//!
+//! Write transactions start with `BEGIN IMMEDIATE` (see `sqlite/documents.rs`).
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+
+use super::{
+    documents::mark_indexed,
+    rows::{job, ms, JOB_COLUMNS},
+    PgStore,
+};
+use crate::ids::{JobId, UserId};
+use crate::store::{
+    documents::DocumentStatus,
+    jobs::{JobOutcome, JobQueue, JobRecord, JobStatus},
+    StoreResult,
+};
+
+#[async_trait]
+impl JobQueue for PgStore {
+    async fn enqueue_job(&self, j: &JobRecord) -> StoreResult<JobRecord> {
+        let mut tx = self.pool.begin().await?;
+        let existing = sqlx::query(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE document_id = $1 AND status IN ($2, $3) \
+             ORDER BY created_at LIMIT 1"
+        ))
+        .bind(&j.document_id)
+        .bind(JobStatus::Queued)
+        .bind(JobStatus::Running)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some(row) = existing {
+            return Ok(job(&row)?);
+        }
+        insert_job(&mut tx, j).await?;
+        tx.commit().await?;
+        Ok(j.clone())
+    }
+
+    async fn claim_job(
+        &self,
+        now: DateTime<Utc>,
+        lease_until: DateTime<Utc>,
+    ) -> StoreResult<Option<JobRecord>> {
+        // One statement, so two workers cannot take the same job.
+        let row = sqlx::query(&format!(
+            "UPDATE jobs SET status = $1, lease_until = $2, attempts = attempts + 1, \
+             started_at = COALESCE(started_at, $3) \
+             WHERE id = (SELECT id FROM jobs WHERE status = $4 \
+                         OR (status = $1 AND lease_until < $3) ORDER BY created_at, id LIMIT 1) \
+             RETURNING {JOB_COLUMNS}"
+        ))
+        .bind(JobStatus::Running)
+        .bind(ms(lease_until))
+        .bind(ms(now))
+        .bind(JobStatus::Queued)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.as_ref().map(job).transpose()?)
+    }
+
+    async fn job_progress(
+        &self,
+        id: &JobId,
+        done: u32,
+        total: u32,
+        lease_until: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE jobs SET progress_done = $1, progress_total = $2, lease_until = $3 \
+             WHERE id = $4 AND status = $5",
+        )
+        .bind(i64::from(done))
+        .bind(i64::from(total))
+        .bind(ms(lease_until))
+        .bind(id)
+        .bind(JobStatus::Running)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn complete_job(
+        &self,
+        job: &JobRecord,
+        outcome: JobOutcome<'_>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool> {
+        let mut tx = self.pool.begin().await?;
+        let (job_status, error, done, total) = match outcome {
+            JobOutcome::Indexed {
+                progress: (done, total),
+                ..
+            } => (JobStatus::Succeeded, None, Some(done), Some(total)),
+            JobOutcome::Failed { reason } => (JobStatus::Failed, Some(reason), None, None),
+        };
+        let ended = sqlx::query(
+            "UPDATE jobs SET status = $1, error = $2, finished_at = $3, lease_until = NULL, \
+             progress_done = coalesce($4, progress_done), \
+             progress_total = coalesce($5, progress_total) \
+             WHERE id = $6 AND status = $7 AND attempts = $8",
+        )
+        .bind(job_status)
+        .bind(error)
+        .bind(ms(now))
+        .bind(done.map(i64::from))
+        .bind(total.map(i64::from))
+        .bind(&job.id)
+        .bind(JobStatus::Running)
+        .bind(i64::from(job.attempts))
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        if ended == 0 {
+            return Ok(false);
+        }
+        match outcome {
+            JobOutcome::Indexed { pages, bytes, .. } => {
+                mark_indexed(&mut *tx, &job.document_id, pages, bytes, now).await?;
+            }
+            JobOutcome::Failed { reason } => {
+                sqlx::query(
+                    "UPDATE documents SET status = $1, error = $2, updated_at = $3 WHERE id = $4",
+                )
+                .bind(DocumentStatus::Failed)
+                .bind(reason)
+                .bind(ms(now))
+                .bind(&job.document_id)
+                .execute(&mut *tx)
+                .await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn finish_job(
+        &self,
+        id: &JobId,
+        status: JobStatus,
+        error: Option<&str>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<()> {
+        sqlx::query(
+            "UPDATE jobs SET status = $1, error = $2, finished_at = $3, lease_until = NULL WHERE id = $4",
+        )
+        .bind(status)
+        .bind(error)
+        .bind(ms(now))
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    async fn job(&self, user_id: &UserId, id: &JobId) -> StoreResult<Option<JobRecord>> {
+        let row = sqlx::query(&format!(
+            "SELECT {JOB_COLUMNS} FROM jobs WHERE user_id = $1 AND id = $2"
+        ))
+        .bind(user_id)
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.as_ref().map(job).transpose()?)
+    }
+}
+
+pub(super) async fn insert_job(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    j: &JobRecord,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(&format!(
+        "INSERT INTO jobs ({JOB_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+    ))
+    .bind(&j.id)
+    .bind(j.kind)
+    .bind(&j.document_id)
+    .bind(&j.user_id)
+    .bind(j.status)
+    .bind(i64::from(j.progress_done))
+    .bind(i64::from(j.progress_total))
+    .bind(&j.error)
+    .bind(i64::from(j.attempts))
+    .bind(ms(j.created_at))
+    .bind(j.started_at.map(ms))
+    .bind(j.finished_at.map(ms))
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
