@@ -18,6 +18,7 @@ mod knowledge;
 mod oauth;
 mod ops;
 mod providers;
+mod proxies;
 mod rate_limits;
 mod security;
 mod sessions;
