@@ -314,7 +314,8 @@ pub fn service(
 /// What a [`Role::Worker`] instance answers: `GET /api/health` and
 /// `GET /api/health/ready`, as on every instance, for the orchestrator's liveness and
 /// readiness probes; every other path is 404 with the contract's error body (a worker
-/// serves no API). Same security headers and request ids as [`service`].
+/// serves no API). Its answers carry `X-Content-Type-Options: nosniff`, the default Content
+/// Security Policy and a request id (`X-Request-Id`), as those of [`service`] do.
 pub fn health_service(
     state: AppState,
 ) -> impl Service<Request, Response = Response, Error = Infallible, Future: Send>

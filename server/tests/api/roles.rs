@@ -69,6 +69,8 @@ async fn a_web_instance_runs_no_job_and_a_worker_instance_runs_it() {
     assert_eq!(worker.get("/api/health", None).await.status(), 200);
     let ready = worker.get("/api/health/ready", None).await;
     assert_eq!(ready.status(), 200);
+    assert_eq!(ready.headers()["x-content-type-options"], "nosniff");
+    assert!(ready.headers().get("x-request-id").is_some());
     for path in [
         "/api/auth/providers",
         "/api/agents",
