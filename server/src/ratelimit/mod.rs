@@ -13,6 +13,8 @@ use std::net::IpAddr;
 
 use async_trait::async_trait;
 
+#[cfg(test)]
+pub(crate) use self::redis::testing as redis_testing;
 pub use self::{
     governor::GovernorLimiter,
     redis::{RedisLimiter, SharedRedis, REDIS_TIMEOUT},

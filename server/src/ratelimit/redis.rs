@@ -450,6 +450,15 @@ pub(crate) mod testing {
         format!("t_{}:", uuid::Uuid::new_v4().simple())
     }
 
+    /// A plain connection to the tests' Redis, to look at keys.
+    pub async fn raw_connection() -> ::redis::aio::MultiplexedConnection {
+        ::redis::Client::open(redis_url())
+            .expect("a Redis URL")
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap_or_else(|e| panic!("Redis at {} does not answer: {e}", redis_url()))
+    }
+
     /// A handle on the tests' Redis with `prefix`; panics when Redis does not answer
     /// within 2 s.
     pub async fn connect(prefix: &str) -> SharedRedis {
