@@ -245,9 +245,12 @@ impl RedisThrottle {
         }
         let read = self
             .redis
-            .run("to read the sign-in throttle", |mut connection| async move {
-                pipe.query_async::<Vec<Option<i64>>>(&mut connection).await
-            })
+            .run(
+                "to read the sign-in throttle",
+                |mut connection| async move {
+                    pipe.query_async::<Vec<Option<i64>>>(&mut connection).await
+                },
+            )
             .await;
         let Some(read) = read else {
             return self.fallback.blocked(email, ip, user_id);

@@ -27,7 +27,7 @@ pub struct LimitsConfig {
     /// updates, Slack events), counted before the request's secret or signature is checked;
     /// default [`CHANNEL_REQUESTS_PER_MINUTE`], at least 1. Over it: 429 (README § Limits).
     pub channel_requests_per_minute: u32,
-    /// `REDIS_URL` (`redis://[user:password@]host[:port][/db]`, `rediss://` for TLS):
+    /// `REDIS_URL` (`redis://[user:password@]host[:port][/db]`):
     /// when set, the rate limits, the failed-sign-in throttle and the mail cooldown are
     /// kept in this Redis and shared by every instance that uses it (README § Running
     /// several instances); unset, they are kept in process. May hold a password: never

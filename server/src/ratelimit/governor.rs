@@ -28,8 +28,10 @@ type DirectLimiter = ::governor::RateLimiter<
     DefaultClock,
     StateInformationMiddleware,
 >;
-type Checked =
-    Result<::governor::middleware::StateSnapshot, ::governor::NotUntil<::governor::clock::QuantaInstant>>;
+type Checked = Result<
+    ::governor::middleware::StateSnapshot,
+    ::governor::NotUntil<::governor::clock::QuantaInstant>,
+>;
 
 /// How long a worker thread uses an account's limiter before asking the shared map again.
 const FRONT_LIMITER_TTL: Duration = Duration::from_secs(60);

@@ -58,7 +58,7 @@ pub struct SharedRedis {
 
 impl SharedRedis {
     /// A handle on the Redis at `url` (`redis://[user:password@]host[:port][/db]`, or
-    /// `rediss://` for TLS) whose keys all start with `prefix`. Nothing is sent yet: the
+    /// `redis+unix:///path`) whose keys all start with `prefix`. Nothing is sent yet: the
     /// connection is made by the first call (see [`SharedRedis::warm_up`]), so an
     /// instance starts even while Redis is down.
     ///
@@ -99,10 +99,7 @@ impl SharedRedis {
                 .query_async::<()>(&mut connection)
                 .await?;
             for script in scripts {
-                script
-                    .prepare_invoke()
-                    .load_async(&mut connection)
-                    .await?;
+                script.prepare_invoke().load_async(&mut connection).await?;
             }
             RedisResult::Ok(())
         })
@@ -114,11 +111,8 @@ impl SharedRedis {
                 false
             }
             Err(_) => {
-                self.health.failed(
-                    self.health.now_ms(),
-                    "at start",
-                    &"no answer within 2 s",
-                );
+                self.health
+                    .failed(self.health.now_ms(), "at start", &"no answer within 2 s");
                 false
             }
         }
@@ -392,7 +386,10 @@ fn whole_seconds_up(us: i64) -> i64 {
 }
 
 /// The decision for a budget of `limit` from the script's answer.
-fn decision(limit: u32, (allowed, remaining, retry_after_us, reset_at_us): GcraAnswer) -> RateDecision {
+fn decision(
+    limit: u32,
+    (allowed, remaining, retry_after_us, reset_at_us): GcraAnswer,
+) -> RateDecision {
     let allowed = allowed == 1;
     RateDecision {
         allowed,
@@ -498,7 +495,11 @@ mod tests {
         for c in checks {
             decisions.push(c.await.unwrap());
         }
-        assert_eq!(a.redis.fallbacks() + b.redis.fallbacks(), 0, "Redis answered");
+        assert_eq!(
+            a.redis.fallbacks() + b.redis.fallbacks(),
+            0,
+            "Redis answered"
+        );
         let allowed: Vec<_> = decisions.iter().filter(|d| d.allowed).collect();
         assert_eq!(allowed.len(), 30, "{decisions:?}");
         let remaining: BTreeSet<u32> = allowed.iter().map(|d| d.remaining).collect();
@@ -608,7 +609,11 @@ mod tests {
             "calls do not wait once Redis is known to be away: {:?}",
             started.elapsed()
         );
-        assert_eq!(redis.fallbacks(), 41, "the warm-up and every check fell back");
+        assert_eq!(
+            redis.fallbacks(),
+            41,
+            "the warm-up and every check fell back"
+        );
         assert_eq!(redis.warnings(), 1, "one warning, not one per request");
     }
 
