@@ -241,3 +241,54 @@ async fn a_reset_mail_is_sent_once_a_minute_across_instances() {
     b.smtp.wait_for(&email, 2).await;
     clean(&a).await;
 }
+
+#[tokio::test]
+async fn without_redis_each_instance_keeps_its_own_limits_and_serves() {
+    // Nothing listens on port 9 (discard) of the loopback.
+    let app = spawn_app_with(|c| {
+        c.limits.redis_url = Some("redis://127.0.0.1:9".into());
+        c.limits.channel_requests_per_minute = 3;
+    })
+    .await;
+    for remaining in (0..3).rev() {
+        let res = app
+            .post("/api/channels/telegram/int_alone", None, json!({}))
+            .await;
+        assert_ne!(res.status(), 429);
+        assert_eq!(header_number(&res, "x-ratelimit-limit"), 3);
+        assert_eq!(header_number(&res, "x-ratelimit-remaining"), remaining);
+    }
+    let refused = app
+        .post("/api/channels/telegram/int_alone", None, json!({}))
+        .await;
+    assert!(header_number(&refused, header::RETRY_AFTER.as_str()) >= 1);
+    assert_error(
+        refused,
+        429,
+        "Rate limit exceeded",
+        Some("Too many requests. Please try again later."),
+    )
+    .await;
+    let user = app.user().await;
+    assert_eq!(
+        app.get("/api/auth/me", Some(&user.access)).await.status(),
+        200
+    );
+    let redis = app.state.redis.as_ref().unwrap();
+    assert!(redis.fallbacks() >= 5, "{}", redis.fallbacks());
+    assert_eq!(redis.warnings(), 1, "one warning, not one per request");
+}
+
+#[tokio::test]
+async fn a_malformed_redis_url_stops_the_start_without_repeating_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config =
+        Config::with_data_dir(dir.path().to_path_buf(), "127.0.0.1:0".parse().unwrap()).unwrap();
+    config.limits.redis_url = Some("http://user:hunter2@cache-host:6379".into());
+    let Err(err) = agentchat::startup::Application::build(config).await else {
+        panic!("started with a malformed REDIS_URL")
+    };
+    let message = format!("{err:#}");
+    assert!(message.contains("REDIS_URL"), "{message}");
+    assert!(!message.contains("hunter2"), "{message}");
+}
