@@ -617,6 +617,60 @@ mod tests {
         assert_eq!(redis.warnings(), 1, "one warning, not one per request");
     }
 
+    /// Forwards every connection accepted by `listener` to the tests' Redis.
+    async fn forward_to_redis(listener: tokio::net::TcpListener) {
+        let url = url::Url::parse(&redis_url()).expect("a Redis URL");
+        let target = format!(
+            "{}:{}",
+            url.host_str().unwrap_or("127.0.0.1"),
+            url.port().unwrap_or(6379)
+        );
+        while let Ok((mut client, _)) = listener.accept().await {
+            let target = target.clone();
+            tokio::spawn(async move {
+                if let Ok(mut server) = tokio::net::TcpStream::connect(target).await {
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                }
+            });
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn when_redis_answers_again_the_shared_budgets_are_used_again() {
+        let prefix = unique_prefix();
+        let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = closed.local_addr().unwrap();
+        drop(closed);
+        let redis = SharedRedis::connect(&format!("redis://{addr}"), &prefix).unwrap();
+        let l = limiter(redis.clone());
+        assert!(!l.warm_up().await, "nothing listens yet");
+        assert!(l.check(RateKey::Account("u"), 5).await.allowed);
+        let away = redis.fallbacks();
+        assert!(away >= 2, "{away}");
+        // Redis comes back at that address.
+        let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+        tokio::spawn(forward_to_redis(listener));
+        let started = Instant::now();
+        let shared = loop {
+            let before = redis.fallbacks();
+            let d = l.check(RateKey::Account("u"), 5).await;
+            if redis.fallbacks() == before {
+                break d;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(15),
+                "the connection is made again by itself"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert_eq!(
+            (shared.allowed, shared.remaining),
+            (true, 4),
+            "the first request Redis counted"
+        );
+        redis.clear("*").await.unwrap();
+    }
+
     #[test]
     fn warnings_are_logged_at_most_once_a_minute() {
         let h = Health::new();
