@@ -20,6 +20,7 @@ mod ops;
 mod providers;
 mod proxies;
 mod rate_limits;
+mod ratelimit_redis;
 mod roles;
 mod security;
 mod sessions;
