@@ -66,6 +66,7 @@ macro_rules! for_each_store_conformance_case {
             a_claimed_job_is_claimed_again_only_after_its_lease,
             a_document_has_one_queued_or_running_job,
             parallel_delivery_claims_are_distinct,
+            a_delivery_claim_takes_at_most_its_limit,
             a_delivery_is_moved_on_only_under_its_claim,
             parallel_webhook_and_integration_creates_stop_at_the_limit,
             an_inbound_event_is_answered_once,

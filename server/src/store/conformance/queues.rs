@@ -243,6 +243,47 @@ pub async fn parallel_delivery_claims_are_distinct(store: Arc<dyn Store>) {
         .all(|c| c.delivery.attempts == 2 && c.delivery.id != done.id));
 }
 
+/// [`crate::store::WebhookStore::claim_deliveries`]: a claim takes at most `limit`
+/// deliveries, the earliest due first, even when the deliveries it takes are due again at
+/// once (a lease that has already ended); every due delivery is taken once.
+pub async fn a_delivery_claim_takes_at_most_its_limit(store: Arc<dyn Store>) {
+    let t0 = Utc::now();
+    let u1 = user(store.as_ref(), "u1").await.id;
+    assert!(store.create_webhook(&webhook("w1", &u1), 10).await.unwrap());
+    for i in 0..5 {
+        let at = t0 + Duration::milliseconds(i);
+        let queued = store
+            .enqueue_event(&u1, EventType::AgentCreated, &format!("{{\"n\":{i}}}"), at)
+            .await
+            .unwrap();
+        assert_eq!(queued, 1);
+    }
+    let now = t0 + Duration::seconds(1);
+    // A lease that ended before the claim: the delivery is due again at once.
+    let first = store
+        .claim_deliveries(now, now - Duration::seconds(1), 1)
+        .await
+        .unwrap();
+    assert_eq!(first.len(), 1, "one delivery under a limit of one");
+    assert_eq!(first[0].delivery.payload, "{\"n\":0}", "the earliest due");
+    let lease = now + Duration::seconds(60);
+    let second = store.claim_deliveries(now, lease, 2).await.unwrap();
+    assert_eq!(second.len(), 2, "two under a limit of two");
+    let rest = store.claim_deliveries(now, lease, 100).await.unwrap();
+    assert_eq!(rest.len(), 3, "the other three");
+    let taken: HashSet<&str> = second
+        .iter()
+        .chain(&rest)
+        .map(|c| c.delivery.payload.as_str())
+        .collect();
+    assert_eq!(taken.len(), 5, "each delivery once: {taken:?}");
+    assert!(store
+        .claim_deliveries(now, lease, 100)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
 /// [`crate::store::WebhookStore::record_attempt`]: an attempt whose lease ran out, and
 /// whose delivery another worker claimed again, is stored but does not move the delivery
 /// on (the answer is false, and its 410 Gone disables nothing); the current claim's result
