@@ -183,9 +183,12 @@ pub trait WebhookStore: Send + Sync {
     ///
     /// One claimer per delivery: of any number of claims running at once, each delivery is
     /// returned to at most one, and a sending delivery is returned again only after its
-    /// lease ended. SQLite: one `UPDATE … WHERE id IN (SELECT …) RETURNING`; a server
-    /// backend needs `FOR UPDATE SKIP LOCKED` in the subquery and the predicate repeated
-    /// in the outer `WHERE`. Proven by `conformance::parallel_delivery_claims_are_distinct`.
+    /// lease ended; one claim returns at most `limit`, the earliest due first. SQLite: one
+    /// `UPDATE … WHERE id IN (SELECT …) RETURNING`; a server backend picks the rows with
+    /// `FOR UPDATE SKIP LOCKED` in a subquery run once (a materialised CTE) and repeats
+    /// the predicate in the `UPDATE`'s `WHERE`. Proven by
+    /// `conformance::parallel_delivery_claims_are_distinct` and
+    /// `conformance::a_delivery_claim_takes_at_most_its_limit`.
     async fn claim_deliveries(
         &self,
         now: DateTime<Utc>,
