@@ -63,6 +63,7 @@ macro_rules! for_each_store_conformance_case {
             two_interleaved_chunk_writers_leave_nothing_out_of_the_index,
             sixteen_claimers_over_eight_jobs_take_eight_distinct_jobs,
             a_claimed_job_is_claimed_again_only_after_its_lease,
+            a_lost_claim_can_neither_renew_nor_end_its_job,
             a_document_has_one_queued_or_running_job,
             parallel_delivery_claims_are_distinct,
             parallel_webhook_and_integration_creates_stop_at_the_limit,
