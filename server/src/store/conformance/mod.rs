@@ -55,6 +55,7 @@ macro_rules! for_each_store_conformance_case {
             thread_counters_and_daily_usage_follow_appended_messages,
             crawled_pages_written_together_replace_each_pages_chunks,
             crawled_pages_of_a_deleted_document_are_not_written,
+            documents_deleted_while_written_leave_nothing_behind,
             chunk_ids_only_grow,
             the_chunk_generation_changes_with_every_chunk_write_and_delete,
             searches_see_chunks_written_by_another_process_at_once,
