@@ -30,6 +30,7 @@ use tracing::Span;
 use crate::{
     auth::oauth::OAuth,
     auth::{password::PasswordHasher, tokens::JwtKeys, AuthService, Clock},
+    cluster::Bus,
     config::{Config, ProvidersConfig},
     connection::{Activity, ConnectionLimits, Deadline, Tracked, Watched},
     http::error::ApiError,
@@ -55,6 +56,9 @@ impl Application {
     pub async fn build(config: Config) -> anyhow::Result<Self> {
         let store = store::connect(&config.storage.database_url).await?;
         store.migrate().await?;
+        // Cache invalidations and worker wake-ups across instances (PostgreSQL), or none.
+        let bus = Bus::for_database(&config.storage.database_url).await?;
+        tracing::info!(bus = bus.mode(), "cluster bus ready");
         if config.limits.redis_url.is_some() {
             tracing::warn!("REDIS_URL is set, but this build keeps rate-limit state in process");
         }
@@ -110,7 +114,8 @@ impl Application {
             secrets.clone(),
             store.clone(),
             clock.clone(),
-        )?;
+        )?
+        .with_bus(&bus);
         let knowledge = crate::knowledge::Knowledge::new(
             &config.knowledge,
             &config.outbound,
@@ -119,7 +124,8 @@ impl Application {
             store.clone(),
             webhooks.events.clone(),
             clock.clone(),
-        )?;
+        )?
+        .with_bus(&bus);
         crate::knowledge::worker::spawn(knowledge.clone(), config.jobs.workers);
         if config.jobs.workers > 0 {
             crate::webhooks::worker::spawn(webhooks.clone());
@@ -131,7 +137,8 @@ impl Application {
             clock.clone(),
             knowledge.clone(),
             config.limits.agent_limits,
-        );
+        )
+        .with_bus(&bus);
         let chat = Arc::new(crate::chat::ChatService::new(
             store.clone(),
             models.clone(),
@@ -161,7 +168,8 @@ impl Application {
             knowledge,
             documents,
             webhooks,
-            auth: AuthService::new(store.clone(), store.clone(), jwt, hasher, clock.clone()),
+            auth: AuthService::new(store.clone(), store.clone(), jwt, hasher, clock.clone())
+                .with_bus(&bus),
             clock,
             oauth: OAuth::new(config.oauth, &config.server.public_url)?,
             secrets,

@@ -114,7 +114,7 @@ impl Documents {
             return Err(err.into());
         }
         self.agents.knowledge_changed(&agent.id);
-        self.knowledge.wake.notify_one();
+        self.knowledge.job_queued();
         info!(format = %format, bytes = bytes.len(), "document uploaded");
         Ok(doc)
     }
@@ -148,7 +148,7 @@ impl Documents {
         let job = JobRecord::queued(JobKind::Crawl, &id, &agent.user_id, now);
         self.knowledge.documents.create_document(&doc, &job).await?;
         self.agents.knowledge_changed(&agent.id);
-        self.knowledge.wake.notify_one();
+        self.knowledge.job_queued();
         Ok((doc, job))
     }
 
@@ -227,7 +227,7 @@ impl Documents {
                 .set_document_status(&doc.id, DocumentStatus::Pending, None, self.clock.now())
                 .await?;
         }
-        self.knowledge.wake.notify_one();
+        self.knowledge.job_queued();
         Ok(job)
     }
 
