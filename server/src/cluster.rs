@@ -66,6 +66,8 @@ pub const APPLICATION_NAME: &str = "agentchat-bus";
 /// Messages waiting to be sent at most; beyond, new ones are dropped (and the caches'
 /// bounds apply).
 const OUTBOX: usize = 4_096;
+/// Shortest interval between two warnings about dropped notifications.
+const DROP_WARNING_INTERVAL: Duration = Duration::from_secs(60);
 /// Messages sent in one statement at most.
 const BATCH: usize = 256;
 /// The first wait before connecting again after the connection failed; it doubles up to
@@ -154,6 +156,8 @@ struct Cluster {
     shared: Arc<Shared>,
     outbox: mpsc::Sender<Outgoing>,
     task: JoinHandle<()>,
+    /// Notifications dropped because the outbox was full, and when that was last logged.
+    dropped: std::sync::Mutex<(u64, Option<std::time::Instant>)>,
 }
 
 impl Drop for Cluster {
@@ -222,6 +226,7 @@ impl Bus {
             shared,
             outbox,
             task,
+            dropped: std::sync::Mutex::default(),
         }))))
     }
 
@@ -286,10 +291,20 @@ impl Cluster {
         match self.outbox.try_send(Outgoing { channel, payload }) {
             Ok(()) => {}
             Err(mpsc::error::TrySendError::Full(_)) => {
-                tracing::warn!(
-                    channel,
-                    "the cluster bus is behind; a notification is dropped"
-                );
+                // Logged at most once a minute: while the database is away, every change
+                // and every queued job would otherwise log.
+                let mut dropped = self.dropped.lock().unwrap_or_else(PoisonError::into_inner);
+                dropped.0 += 1;
+                if dropped
+                    .1
+                    .is_none_or(|at| at.elapsed() >= DROP_WARNING_INTERVAL)
+                {
+                    tracing::warn!(
+                        dropped = dropped.0,
+                        "the cluster bus is behind (is the database reachable?): notifications are dropped, and the caches' 2-second bound applies"
+                    );
+                    *dropped = (0, Some(std::time::Instant::now()));
+                }
             }
             Err(mpsc::error::TrySendError::Closed(_)) => {}
         }
@@ -781,6 +796,18 @@ pub(crate) mod tests {
             0,
             "not listening yet: nothing to start from"
         );
+        // Meanwhile publishing never waits: what the outbox cannot hold is dropped, with
+        // one warning.
+        let start = std::time::Instant::now();
+        for i in 0..OUTBOX + 100 {
+            b.publish(Invalidation::Session {
+                id: format!("s{i}").into(),
+            });
+        }
+        assert!(start.elapsed() < Duration::from_secs(1));
+        let dropped = *b.0.as_ref().unwrap().dropped.lock().unwrap();
+        assert_eq!(dropped.0, 99, "counted since the one warning");
+        assert!(dropped.1.is_some(), "warned once");
 
         sqlx::query(&format!("ALTER DATABASE {name} ALLOW_CONNECTIONS true"))
             .execute(&admin)
