@@ -17,7 +17,7 @@ use crate::{
     knowledge::{service::Documents, Knowledge},
     llm::Models,
     mail::Mailer,
-    ratelimit::RateLimiter,
+    ratelimit::{RateLimiter, SharedRedis},
     store::Store,
     webhooks::Webhooks,
 };
@@ -61,6 +61,10 @@ pub struct Services {
     pub secrets: SecretBox,
     /// Per-plan request budgets.
     pub limiter: Arc<dyn RateLimiter>,
+    /// The Redis that holds the budgets, the sign-in throttle and the mail cooldown when
+    /// `REDIS_URL` is set (a readiness check can [`SharedRedis::ping`] it); `None` when they
+    /// are kept in process.
+    pub redis: Option<SharedRedis>,
     /// Outgoing mail.
     pub mailer: Mailer,
     /// Language models.

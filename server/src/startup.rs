@@ -36,7 +36,7 @@ use crate::{
     http::error::ApiError,
     http::{self, ops::OpenApiDocument, security},
     mail::Mailer,
-    ratelimit::GovernorLimiter,
+    ratelimit::{GovernorLimiter, RateLimiter, RedisLimiter, SharedRedis},
     services::{AppState, Services},
     store,
 };
@@ -56,12 +56,10 @@ impl Application {
     pub async fn build(config: Config) -> anyhow::Result<Self> {
         let store = store::connect(&config.storage.database_url).await?;
         store.migrate().await?;
+        let redis = shared_limits(&config.storage.database_url, &config.limits)?;
         // Cache invalidations and worker wake-ups across instances (PostgreSQL), or none.
         let bus = Bus::for_database(&config.storage.database_url).await?;
         tracing::info!(bus = bus.mode(), "cluster bus ready");
-        if config.limits.redis_url.is_some() {
-            tracing::warn!("REDIS_URL is set, but this build keeps rate-limit state in process");
-        }
         #[cfg(unix)]
         crate::connection::fit_open_files(config.server.max_connections);
         let listener = TcpListener::bind(config.server.site_addr).await?;
@@ -73,12 +71,20 @@ impl Application {
         let jwt = JwtKeys::new(&config.secrets.jwt_secret, &config.server.public_url);
         let hasher =
             PasswordHasher::new(std::thread::available_parallelism().map_or(2, |n| n.get()) * 2)?;
-        let limiter = Arc::new(GovernorLimiter::new(
+        let governor = Arc::new(GovernorLimiter::new(
             &[http::ANONYMOUS_PER_MINUTE],
             &[config.limits.channel_requests_per_minute],
         ));
+        let limiter: Arc<dyn RateLimiter> = match &redis {
+            Some(redis) => {
+                let shared = RedisLimiter::new(redis.clone(), governor.clone());
+                shared.warm_up().await;
+                Arc::new(shared)
+            }
+            None => governor.clone(),
+        };
         let clock = Clock::default();
-        let prune = limiter.clone();
+        let prune = governor;
         let events = store.clone();
         let now = clock.clone();
         tokio::spawn(async move {
@@ -163,13 +169,17 @@ impl Application {
             agents.clone(),
             clock.clone(),
         );
+        let mut auth = AuthService::new(store.clone(), store.clone(), jwt, hasher, clock.clone())
+            .with_bus(&bus);
+        if let Some(redis) = &redis {
+            auth.share_limits(redis);
+        }
         let state = AppState::new(Services {
             models,
             knowledge,
             documents,
             webhooks,
-            auth: AuthService::new(store.clone(), store.clone(), jwt, hasher, clock.clone())
-                .with_bus(&bus),
+            auth,
             clock,
             oauth: OAuth::new(config.oauth, &config.server.public_url)?,
             secrets,
@@ -181,6 +191,7 @@ impl Application {
             limits: config.limits,
             store,
             limiter,
+            redis,
             leptos,
         });
         Ok(Self { state, listener })
@@ -208,6 +219,48 @@ impl Application {
         .await;
         Ok(())
     }
+}
+
+/// Where the rate limits, the failed-sign-in throttle and the mail cooldown are kept
+/// (README § Running several instances), logged once: with `REDIS_URL`, a handle on that
+/// Redis (connected on first use) whose keys start with `REDIS_KEY_PREFIX`, and a warning
+/// when the database is SQLite (several instances on one SQLite file are not supported);
+/// without it `None` (in process), with a warning on PostgreSQL that limits are then per
+/// instance.
+///
+/// Errors: `REDIS_URL` is not a Redis URL.
+fn shared_limits(
+    database_url: &str,
+    limits: &crate::config::LimitsConfig,
+) -> anyhow::Result<Option<SharedRedis>> {
+    let backend = store::Backend::of(database_url);
+    let Some(url) = &limits.redis_url else {
+        if backend == Some(store::Backend::Postgres) {
+            tracing::warn!(
+                "REDIS_URL is unset: rate limits, the failed-sign-in throttle and the mail \
+                 cooldown are kept per instance, so each instance of a PostgreSQL installation \
+                 grants the full budgets; set REDIS_URL to share them"
+            );
+        } else {
+            tracing::info!(
+                "rate limits, the failed-sign-in throttle and the mail cooldown are kept in process"
+            );
+        }
+        return Ok(None);
+    };
+    let redis = SharedRedis::connect(url, &limits.redis_key_prefix)?;
+    tracing::info!(
+        key_prefix = %limits.redis_key_prefix,
+        "rate limits, the failed-sign-in throttle and the mail cooldown are kept in Redis \
+         (REDIS_URL), shared by every instance that uses it"
+    );
+    if backend == Some(store::Backend::Sqlite) {
+        tracing::warn!(
+            "REDIS_URL is set with an SQLite database: several instances on one SQLite file \
+             are not supported; run one instance, or use PostgreSQL to run several"
+        );
+    }
+    Ok(Some(redis))
 }
 
 /// The configured providers (OpenAI-compatible first, then Anthropic) and the offline

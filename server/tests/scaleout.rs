@@ -131,11 +131,13 @@ fn start(env: &[(String, String)]) -> Instance {
     }
 }
 
-/// Runs `agentchat ARGS` against the shared database.
+/// Runs `agentchat ARGS` against the shared database (in a data folder of its own).
 fn cli(env: &[(String, String)], args: &[&str]) {
+    let data = tempfile::tempdir().unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_agentchat"))
         .args(args)
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .env("DATA_DIR", data.path())
         .env("RUST_LOG", "warn")
         .output()
         .unwrap();

@@ -52,3 +52,36 @@ macro_rules! cases {
 }
 
 agentchat::for_each_store_conformance_case!(cases);
+
+/// Instances starting at once all migrate the same database: each succeeds, and the
+/// migrations are applied once (sqlx's migrator takes an advisory lock on PostgreSQL; on
+/// SQLite the write lock serialises them).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn instances_migrating_one_database_at_once_all_start() {
+    let server = std::env::var("AGENTCHAT_TEST_DATABASE_URL").unwrap_or_default();
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let (url, _database) = if server.is_empty() || server.starts_with("sqlite:") {
+        let url = format!("sqlite://{}", dir.path().join("store.db").display());
+        (url, None)
+    } else {
+        let database = ScratchDatabase::create(&server)
+            .await
+            .expect("creating a scratch database");
+        (database.url().to_string(), Some(database))
+    };
+    let starts = (0..4).map(|_| {
+        let url = url.clone();
+        tokio::spawn(async move {
+            let store = store::connect(&url).await?;
+            store.migrate().await?;
+            anyhow::Ok(())
+        })
+    });
+    for started in futures::future::join_all(starts).await {
+        started
+            .expect("the start did not panic")
+            .expect("the instance migrated and started");
+    }
+    let store = store::connect(&url).await.expect("opening the store");
+    conformance::an_email_is_taken_once(store).await;
+}

@@ -1,6 +1,7 @@
 //! Authentication rules: who a bearer token or API key is, sessions and their limits,
 //! refresh-token rotation with replay detection.
 
+pub mod cooldown;
 pub mod csrf;
 pub mod keys;
 pub mod oauth;
@@ -31,8 +32,9 @@ use crate::{
 };
 
 use self::{
+    cooldown::MailCooldown,
     password::PasswordHasher,
-    throttle::LoginThrottle,
+    throttle::Throttle,
     tokens::{Claims, JwtKeys, TokenType},
 };
 
@@ -252,12 +254,13 @@ pub struct AuthService {
     jwt: JwtKeys,
     /// Password hashing.
     pub hasher: PasswordHasher,
-    /// Failed sign-in counters.
-    pub throttle: LoginThrottle,
+    /// Failed sign-in counters: in process, or in Redis ([`AuthService::share_limits`]).
+    pub throttle: Throttle,
     /// The service clock.
     pub clock: Clock,
-    /// Recipients mailed in the last minute, per purpose (guards against mail bombing).
-    pub mail_cooldown: Cache<String, ()>,
+    /// Recipients mailed in the last minute, per purpose (guards against mail bombing):
+    /// in process, or in Redis ([`AuthService::share_limits`]).
+    pub mail_cooldown: MailCooldown,
     /// Sessions read from the store, by id, trusted for [`AUTH_CACHE_TTL`].
     sessions: Cache<SessionId, Arc<SessionSlot>>,
     /// Bumped whenever this instance ends or changes a session, so that every cached grant
@@ -296,12 +299,9 @@ impl AuthService {
             key_store,
             jwt,
             hasher,
-            throttle: LoginThrottle::default(),
+            throttle: Throttle::default(),
             clock,
-            mail_cooldown: Cache::builder()
-                .max_capacity(100_000)
-                .time_to_live(StdDuration::from_secs(60))
-                .build(),
+            mail_cooldown: MailCooldown::default(),
             sessions: Cache::builder()
                 .max_capacity(100_000)
                 .time_to_live(AUTH_CACHE_TTL)
@@ -320,6 +320,14 @@ impl AuthService {
             front: Arc::default(),
             bus: Bus::local(),
         }
+    }
+
+    /// Keeps the failed-sign-in throttle and the mail cooldown in Redis on `redis`, shared
+    /// by every instance that uses it (`REDIS_URL`); each falls back to its in-process
+    /// state while Redis does not answer.
+    pub fn share_limits(&mut self, redis: &crate::ratelimit::SharedRedis) {
+        self.throttle = Throttle::shared(redis.clone());
+        self.mail_cooldown = MailCooldown::shared(redis.clone());
     }
 
     /// This service publishing every session and key it forgets on `bus`, and forgetting

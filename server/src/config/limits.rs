@@ -5,6 +5,9 @@ use anyhow::Context;
 use super::var;
 use crate::domain::Plan;
 
+/// Default of `REDIS_KEY_PREFIX`: what every key this service writes in Redis starts with.
+pub const REDIS_KEY_PREFIX: &str = "agentchat:";
+
 /// Default of `CHANNEL_REQUESTS_PER_MINUTE`: requests per minute from one client IP to one
 /// integration's inbound channel endpoint (20 a second).
 pub const CHANNEL_REQUESTS_PER_MINUTE: u32 = 1_200;
@@ -24,8 +27,16 @@ pub struct LimitsConfig {
     /// updates, Slack events), counted before the request's secret or signature is checked;
     /// default [`CHANNEL_REQUESTS_PER_MINUTE`], at least 1. Over it: 429 (README § Limits).
     pub channel_requests_per_minute: u32,
-    /// `REDIS_URL`: shared rate-limit state for several instances.
+    /// `REDIS_URL` (`redis://[user:password@]host[:port][/db]`):
+    /// when set, the rate limits, the failed-sign-in throttle and the mail cooldown are
+    /// kept in this Redis and shared by every instance that uses it (README § Running
+    /// several instances); unset, they are kept in process. May hold a password: never
+    /// logged.
     pub redis_url: Option<String>,
+    /// `REDIS_KEY_PREFIX`: what every Redis key starts with (default
+    /// [`REDIS_KEY_PREFIX`]), so that several installations, or tests, can share one
+    /// Redis.
+    pub redis_key_prefix: String,
 }
 
 impl Default for LimitsConfig {
@@ -35,18 +46,22 @@ impl Default for LimitsConfig {
             rate_limits: Plan::ALL.map(Plan::requests_per_minute),
             channel_requests_per_minute: CHANNEL_REQUESTS_PER_MINUTE,
             redis_url: None,
+            redis_key_prefix: REDIS_KEY_PREFIX.into(),
         }
     }
 }
 
 impl LimitsConfig {
-    /// Reads `REDIS_URL` and, when set, `AGENT_LIMITS`, `RATE_LIMITS` and
-    /// `CHANNEL_REQUESTS_PER_MINUTE`.
+    /// Reads `REDIS_URL` and, when set, `REDIS_KEY_PREFIX`, `AGENT_LIMITS`, `RATE_LIMITS`
+    /// and `CHANNEL_REQUESTS_PER_MINUTE`.
     ///
     /// Errors: a malformed limit list or budget ([`parse_plan_numbers`],
     /// [`parse_per_minute`]).
     pub(super) fn override_from_env(&mut self) -> anyhow::Result<()> {
         self.redis_url = var("REDIS_URL");
+        if let Some(prefix) = var("REDIS_KEY_PREFIX") {
+            self.redis_key_prefix = prefix;
+        }
         if let Some(limits) = var("AGENT_LIMITS") {
             self.agent_limits = parse_plan_numbers("AGENT_LIMITS", &limits, self.agent_limits)?;
         }

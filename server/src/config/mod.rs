@@ -28,7 +28,10 @@ pub use self::{
     chat::ChatConfig,
     jobs::JobsConfig,
     knowledge::KnowledgeConfig,
-    limits::{parse_per_minute, parse_plan_numbers, LimitsConfig, CHANNEL_REQUESTS_PER_MINUTE},
+    limits::{
+        parse_per_minute, parse_plan_numbers, LimitsConfig, CHANNEL_REQUESTS_PER_MINUTE,
+        REDIS_KEY_PREFIX,
+    },
     mail::MailConfig,
     oauth::{
         GithubConfig, OAuthClientConfig, OAuthConfig, OidcConfig, GITHUB_API_URL, GITHUB_AUTH_URL,
@@ -59,7 +62,8 @@ pub struct Config {
     pub oauth: OAuthConfig,
     /// `SMTP_URL`, `MAIL_FROM`.
     pub mail: MailConfig,
-    /// `AGENT_LIMITS`, `RATE_LIMITS`, `CHANNEL_REQUESTS_PER_MINUTE`, `REDIS_URL`.
+    /// `AGENT_LIMITS`, `RATE_LIMITS`, `CHANNEL_REQUESTS_PER_MINUTE`, `REDIS_URL`,
+    /// `REDIS_KEY_PREFIX`.
     pub limits: LimitsConfig,
     /// `OPENAI_*`, `ANTHROPIC_*`, `DEFAULT_MODEL`, `PROVIDER_TIMEOUT_SECS`,
     /// `EMBEDDING_MODEL`.

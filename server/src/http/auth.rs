@@ -116,13 +116,9 @@ async fn send_link(state: &AppState, user: &UserRecord, purpose: TokenPurpose) -
 }
 
 /// Whether a mail of `purpose` to `email` was sent in the last minute (mail-bombing guard).
-fn mail_cooling_down(state: &AppState, purpose: TokenPurpose, email: &Email) -> bool {
+async fn mail_cooling_down(state: &AppState, purpose: TokenPurpose, email: &Email) -> bool {
     let key = format!("{}|{}", purpose.as_str(), email);
-    if state.auth.mail_cooldown.contains_key(&key) {
-        return true;
-    }
-    state.auth.mail_cooldown.insert(key, ());
-    false
+    state.auth.mail_cooldown.cooling_down(&key).await
 }
 
 /// Create an account; a verification link is emailed.
@@ -258,7 +254,7 @@ async fn resend_verification(
     let email = Email::parse(&body.email).map_err(ApiError::BadRequest)?;
     if let Some(user) = state.store.user_by_email(&email).await? {
         if user.email_verified_at.is_none()
-            && !mail_cooling_down(&state, TokenPurpose::VerifyEmail, &email)
+            && !mail_cooling_down(&state, TokenPurpose::VerifyEmail, &email).await
         {
             send_link(&state, &user, TokenPurpose::VerifyEmail).await?;
         }
@@ -290,11 +286,11 @@ async fn login(
         return Err(ApiError::bad_request("password is required"));
     }
     let user = state.store.user_by_email(&email).await?;
-    if let Some(wait) =
-        state
-            .auth
-            .throttle
-            .blocked(email.as_str(), ip, user.as_ref().map(|u| &u.id))
+    if let Some(wait) = state
+        .auth
+        .throttle
+        .blocked(email.as_str(), ip, user.as_ref().map(|u| &u.id))
+        .await
     {
         return Err(ApiError::RateLimited {
             retry_after_secs: wait.as_secs().max(1),
@@ -309,7 +305,7 @@ async fn login(
         .await?
         && plausible;
     let Some(user) = user.filter(|_| matches) else {
-        state.auth.throttle.failed(email.as_str(), ip);
+        state.auth.throttle.failed(email.as_str(), ip).await;
         return Err(ApiError::UnauthorizedWith(
             "Invalid email or password".into(),
         ));
@@ -321,7 +317,11 @@ async fn login(
                 .into(),
         ));
     }
-    state.auth.throttle.succeeded(email.as_str(), ip, &user.id);
+    state
+        .auth
+        .throttle
+        .succeeded(email.as_str(), ip, &user.id)
+        .await;
     let user_agent = headers
         .get(header::USER_AGENT)
         .and_then(|v| v.to_str().ok())
@@ -484,7 +484,7 @@ async fn forgot_password(
 ) -> ApiResult<Json<MessageResponse>> {
     let email = Email::parse(&body.email).map_err(ApiError::BadRequest)?;
     if let Some(user) = state.store.user_by_email(&email).await? {
-        if !mail_cooling_down(&state, TokenPurpose::ResetPassword, &email) {
+        if !mail_cooling_down(&state, TokenPurpose::ResetPassword, &email).await {
             send_link(&state, &user, TokenPurpose::ResetPassword).await?;
         }
     }

@@ -46,6 +46,11 @@ impl ScratchDatabase {
     pub fn url(&self) -> &str {
         &self.url
     }
+
+    /// The database's name (`t_` and 32 hex digits), unique to this test.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
 }
 
 impl Drop for ScratchDatabase {

@@ -36,6 +36,11 @@ fn is_unavailable(err: &sqlx::Error) -> bool {
     }
 }
 
+/// Whether `err` is a violation of a UNIQUE constraint or primary key (either backend).
+pub(crate) fn is_unique_violation(err: &sqlx::Error) -> bool {
+    matches!(err, sqlx::Error::Database(db) if db.is_unique_violation())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -51,9 +56,4 @@ mod tests {
             StoreError::Other(_)
         ));
     }
-}
-
-/// Whether `err` is a violation of a UNIQUE constraint or primary key (either backend).
-pub(crate) fn is_unique_violation(err: &sqlx::Error) -> bool {
-    matches!(err, sqlx::Error::Database(db) if db.is_unique_violation())
 }

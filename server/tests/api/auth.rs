@@ -405,7 +405,7 @@ async fn using_a_reset_link_voids_the_older_ones() {
             "reset-password",
         )));
         // As if the mail-bombing guard's minute had passed.
-        app.state.auth.mail_cooldown.invalidate_all();
+        app.state.auth.mail_cooldown.invalidate_all().await;
     }
     let (older, newer) = (&tokens[0], &tokens[1]);
     assert_eq!(reset(&app, newer, "the newer password").await.status(), 200);

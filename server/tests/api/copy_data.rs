@@ -43,7 +43,7 @@ async fn snapshot(app: &TestApp, token: &str, key: &str, agent: &str, doc: &str)
             .await,
     )
     .await;
-    let thread = conversations["conversations"][0]["id"]
+    let thread = conversations["conversations"][0]["threadId"]
         .as_str()
         .expect("a conversation")
         .to_string();
@@ -67,7 +67,11 @@ async fn snapshot(app: &TestApp, token: &str, key: &str, agent: &str, doc: &str)
 async fn a_copied_installation_answers_the_same_on_postgres() {
     let server = test_database_server()
         .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/postgres".to_string());
-    let source = spawn_app_on(tempfile::tempdir().unwrap(), None, |_| {}).await;
+    // Webhook deliveries go to a closed local port (allowed for the test).
+    let source = spawn_app_on(tempfile::tempdir().unwrap(), None, |c| {
+        c.outbound.allowed_private_hosts = vec!["127.0.0.1:9".into()];
+    })
+    .await;
     let user = source.user().await;
     let (_, key) = source
         .api_key(
@@ -75,6 +79,15 @@ async fn a_copied_installation_answers_the_same_on_postgres() {
             &["agents:read", "chat:read", "chat:write", "knowledge:read"],
         )
         .await;
+    // A webhook first, so that the agent and the document make deliveries to copy.
+    let res = source
+        .post(
+            "/api/integrations/webhooks",
+            Some(&user.access),
+            json!({"url": "http://127.0.0.1:9/hook", "events": ["agent.created", "document.indexed"]}),
+        )
+        .await;
+    assert_eq!(res.status(), 201, "{}", res.text().await.unwrap());
     let agent = agent(&source, &user.access).await;
     let doc = source
         .uploaded(
@@ -88,14 +101,6 @@ async fn a_copied_installation_answers_the_same_on_postgres() {
         source.settled(&user.access, &agent, &doc).await["status"],
         "indexed"
     );
-    let res = source
-        .post(
-            "/api/integrations/webhooks",
-            Some(&user.access),
-            json!({"url": "https://example.com/hook", "events": ["document.indexed"]}),
-        )
-        .await;
-    assert_eq!(res.status(), 201);
     let question = json!({"message": "What does the license say about patent grants?"});
     let before_reply = json_of(source.chat(&key, &agent, question.clone()).await).await;
     assert!(before_reply["ragChunksUsed"].as_u64().unwrap() > 0);

@@ -254,6 +254,12 @@ pub async fn spawn_app_on(
     config.knowledge.extraction.program = env!("CARGO_BIN_EXE_agentchat").into();
     if let Some(db) = &database {
         config.storage.database_url = db.url().to_string();
+        // On a server, the suite also runs with Redis: a key prefix of this application's
+        // own (shared with an application started again on `dir`).
+        if let Ok(redis) = std::env::var("AGENTCHAT_TEST_REDIS_URL") {
+            config.limits.redis_url = Some(redis);
+            config.limits.redis_key_prefix = format!("{}:", db.name());
+        }
     }
     tweak(&mut config);
     let database_url = config.storage.database_url.clone();

@@ -20,6 +20,7 @@ mod oauth;
 mod ops;
 mod providers;
 mod rate_limits;
+mod ratelimit_redis;
 mod security;
 mod sessions;
 mod usage;

@@ -44,6 +44,8 @@ mod webhooks;
 pub struct SqliteStore {
     pool: SqlitePool,
     writer: SqlitePool,
+    /// The database file (the migration lock is a file beside it).
+    path: std::path::PathBuf,
     /// Stops the checkpointer when the last clone of the store is dropped.
     _checkpointer: Arc<Checkpointer>,
 }
@@ -97,6 +99,7 @@ impl SqliteStore {
         let options = SqliteConnectOptions::from_str(url)?
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(10));
+        let path = options.get_filename().to_path_buf();
         if let Some(parent) = options.get_filename().parent() {
             if !parent.as_os_str().is_empty() {
                 std::fs::create_dir_all(parent)?;
@@ -134,6 +137,7 @@ impl SqliteStore {
         Ok(Self {
             pool,
             writer,
+            path,
             _checkpointer: Arc::new(checkpointer),
         })
     }
@@ -151,17 +155,46 @@ impl SqliteStore {
 
 #[async_trait]
 impl Store for SqliteStore {
+    /// Processes that start on one file at once take turns: sqlx's SQLite migrator takes
+    /// no lock of its own (two would both apply migration 1, and the second fail), so an
+    /// exclusive `flock(2)` on `{database}.migrate-lock` is held while migrating.
     async fn migrate(&self) -> StoreResult<()> {
-        sqlx::migrate!("../migrations/sqlite")
+        let lock = migration_lock(&self.path)
+            .await
+            .map_err(|e| StoreError::Other(e.context("taking the migration lock")))?;
+        let applied = sqlx::migrate!("../migrations/sqlite")
             .run(&self.writer)
             .await
-            .map_err(|e| StoreError::Other(e.into()))
+            .map_err(|e| StoreError::Other(e.into()));
+        drop(lock);
+        applied
     }
 
     async fn ping(&self) -> StoreResult<()> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
     }
+}
+
+/// Waits for the exclusive lock on the migration lock file of the database at `path`
+/// (created when missing); released when the returned file is dropped. An in-memory
+/// database has no file and needs no lock (`None`).
+async fn migration_lock(path: &std::path::Path) -> anyhow::Result<Option<std::fs::File>> {
+    if path.as_os_str().is_empty() || path.as_os_str() == ":memory:" {
+        return Ok(None);
+    }
+    let mut lock_path = path.as_os_str().to_owned();
+    lock_path.push(".migrate-lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)?;
+    let file = tokio::task::spawn_blocking(move || {
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive).map(|()| file)
+    })
+    .await??;
+    Ok(Some(file))
 }
 
 #[cfg(test)]

@@ -1,9 +1,5 @@
-//! Request rate limits per plan (docs/api.md § Limits, § Plans and limits).
-//!
-//! [`RateLimiter`] is the boundary: the in-process [`GovernorLimiter`] (GCRA from the
-//! `governor` crate) serves one instance; a Redis-backed implementation can serve several
-//! without touching the HTTP layer. A budget of `n` requests per minute allows bursts of
-//! `n` and refills one request every `60/n` seconds.
+//! The in-process limiter: GCRA from the `governor` crate, one state per key in this
+//! process (one instance; and the fallback of [`super::RedisLimiter`]).
 
 use std::{
     collections::HashMap,
@@ -14,24 +10,28 @@ use std::{
     time::Duration,
 };
 
-use async_trait::async_trait;
-use governor::{
+use ::governor::{
     clock::{Clock, DefaultClock},
     middleware::StateInformationMiddleware,
     state::keyed::DefaultKeyedStateStore,
     Quota,
 };
+use async_trait::async_trait;
+
+use super::{RateDecision, RateKey, RateLimiter};
 
 type KeyedLimiter<K> =
-    governor::RateLimiter<K, DefaultKeyedStateStore<K>, DefaultClock, StateInformationMiddleware>;
-type DirectLimiter = governor::RateLimiter<
-    governor::state::NotKeyed,
-    governor::state::InMemoryState,
+    ::governor::RateLimiter<K, DefaultKeyedStateStore<K>, DefaultClock, StateInformationMiddleware>;
+type DirectLimiter = ::governor::RateLimiter<
+    ::governor::state::NotKeyed,
+    ::governor::state::InMemoryState,
     DefaultClock,
     StateInformationMiddleware,
 >;
-type Checked =
-    Result<governor::middleware::StateSnapshot, governor::NotUntil<governor::clock::QuantaInstant>>;
+type Checked = Result<
+    ::governor::middleware::StateSnapshot,
+    ::governor::NotUntil<::governor::clock::QuantaInstant>,
+>;
 
 /// How long a worker thread uses an account's limiter before asking the shared map again.
 const FRONT_LIMITER_TTL: Duration = Duration::from_secs(60);
@@ -81,7 +81,7 @@ impl AccountBudgets {
             .shared
             .get_with((per_minute.get(), user_id.to_owned()), || {
                 Arc::new(
-                    governor::RateLimiter::direct(Quota::per_minute(per_minute))
+                    ::governor::RateLimiter::direct(Quota::per_minute(per_minute))
                         .with_middleware::<StateInformationMiddleware>(),
                 )
             });
@@ -104,56 +104,6 @@ impl AccountBudgets {
     }
 }
 
-/// Whose budget a request counts against (docs/api.md § Plans and limits: API keys count toward
-/// their owner; unauthenticated endpoints count per client IP).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RateKey<'a> {
-    /// An account, by user id.
-    Account(&'a str),
-    /// An unauthenticated client, by IP address.
-    Ip(IpAddr),
-    /// A website widget's public chat, by integration id (its own per-minute budget).
-    Widget(&'a str),
-    /// A live channel's inbound endpoint (`/api/channels/{provider}/{integration}`), by
-    /// integration id and client IP (`CHANNEL_REQUESTS_PER_MINUTE`, README § Limits).
-    Channel {
-        /// The integration id in the path.
-        integration: &'a str,
-        /// The client's IP address.
-        ip: IpAddr,
-    },
-}
-
-/// The outcome of one check, with what the `X-RateLimit-*` headers report.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RateDecision {
-    /// Whether the request may proceed.
-    pub allowed: bool,
-    /// `X-RateLimit-Limit`: requests per minute of the budget.
-    pub limit: u32,
-    /// `X-RateLimit-Remaining`: requests that may still be made right now.
-    pub remaining: u32,
-    /// `X-RateLimit-Reset`: Unix epoch seconds at which the full budget is available again.
-    pub reset_at: i64,
-    /// `Retry-After` in seconds when refused (at least 1); 0 when allowed.
-    pub retry_after_secs: u64,
-}
-
-/// Counts requests against per-key budgets.
-#[async_trait]
-pub trait RateLimiter: Send + Sync + 'static {
-    /// Counts one request of `key` against a budget of `per_minute` requests per minute.
-    async fn check(&self, key: RateKey<'_>, per_minute: u32) -> RateDecision;
-
-    /// The same as [`RateLimiter::check`] for a limiter that can answer without waiting
-    /// (an in-process one), which spares the request a boxed future; `None` (the default)
-    /// means "call `check`", and counts nothing.
-    fn check_now(&self, key: RateKey<'_>, per_minute: u32) -> Option<RateDecision> {
-        let _ = (key, per_minute);
-        None
-    }
-}
-
 /// Keyed GCRA limiters of one kind of key, one per distinct budget.
 struct Budgets<K: Hash + Eq + Clone> {
     /// The budgets known at start-up, read without any lock: a request only
@@ -164,7 +114,7 @@ struct Budgets<K: Hash + Eq + Clone> {
 }
 
 fn keyed<K: Hash + Eq + Clone>(per_minute: NonZeroU32) -> KeyedLimiter<K> {
-    governor::RateLimiter::keyed(Quota::per_minute(per_minute))
+    ::governor::RateLimiter::keyed(Quota::per_minute(per_minute))
         .with_middleware::<StateInformationMiddleware>()
 }
 
@@ -269,7 +219,9 @@ impl RateLimiter for GovernorLimiter {
 }
 
 impl GovernorLimiter {
-    fn decide(&self, key: RateKey<'_>, per_minute: u32) -> RateDecision {
+    /// The decision for one request of `key` against `per_minute` (0 counts as 1), in
+    /// this process.
+    pub(super) fn decide(&self, key: RateKey<'_>, per_minute: u32) -> RateDecision {
         let limit = NonZeroU32::new(per_minute).unwrap_or(NonZeroU32::MIN);
         let period = Duration::from_secs(60) / limit.get();
         let checked = match key {

@@ -1,0 +1,71 @@
+//! Request rate limits per plan (docs/api.md § Limits, § Plans and limits).
+//!
+//! [`RateLimiter`] is the boundary: the in-process [`GovernorLimiter`] (GCRA from the
+//! `governor` crate) serves one instance; the [`RedisLimiter`] (the same GCRA as one atomic
+//! Redis script, `REDIS_URL`) serves any number of instances with one budget per key, and
+//! falls back to a [`GovernorLimiter`] while Redis does not answer. A budget of `n`
+//! requests per minute allows bursts of `n` and refills one request every `60/n` seconds.
+
+mod governor;
+mod redis;
+
+use std::net::IpAddr;
+
+use async_trait::async_trait;
+
+#[cfg(test)]
+pub(crate) use self::redis::testing as redis_testing;
+pub use self::{
+    governor::GovernorLimiter,
+    redis::{RedisLimiter, SharedRedis, REDIS_TIMEOUT},
+};
+
+/// Whose budget a request counts against (docs/api.md § Plans and limits: API keys count toward
+/// their owner; unauthenticated endpoints count per client IP).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RateKey<'a> {
+    /// An account, by user id.
+    Account(&'a str),
+    /// An unauthenticated client, by IP address.
+    Ip(IpAddr),
+    /// A website widget's public chat, by integration id (its own per-minute budget).
+    Widget(&'a str),
+    /// A live channel's inbound endpoint (`/api/channels/{provider}/{integration}`), by
+    /// integration id and client IP (`CHANNEL_REQUESTS_PER_MINUTE`, README § Limits).
+    Channel {
+        /// The integration id in the path.
+        integration: &'a str,
+        /// The client's IP address.
+        ip: IpAddr,
+    },
+}
+
+/// The outcome of one check, with what the `X-RateLimit-*` headers report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateDecision {
+    /// Whether the request may proceed.
+    pub allowed: bool,
+    /// `X-RateLimit-Limit`: requests per minute of the budget.
+    pub limit: u32,
+    /// `X-RateLimit-Remaining`: requests that may still be made right now.
+    pub remaining: u32,
+    /// `X-RateLimit-Reset`: Unix epoch seconds at which the full budget is available again.
+    pub reset_at: i64,
+    /// `Retry-After` in seconds when refused (at least 1); 0 when allowed.
+    pub retry_after_secs: u64,
+}
+
+/// Counts requests against per-key budgets.
+#[async_trait]
+pub trait RateLimiter: Send + Sync + 'static {
+    /// Counts one request of `key` against a budget of `per_minute` requests per minute.
+    async fn check(&self, key: RateKey<'_>, per_minute: u32) -> RateDecision;
+
+    /// The same as [`RateLimiter::check`] for a limiter that can answer without waiting
+    /// (an in-process one), which spares the request a boxed future; `None` (the default)
+    /// means "call `check`", and counts nothing.
+    fn check_now(&self, key: RateKey<'_>, per_minute: u32) -> Option<RateDecision> {
+        let _ = (key, per_minute);
+        None
+    }
+}

@@ -1,0 +1,712 @@
+//! Budgets shared by every instance through Redis (`REDIS_URL`; README § Running several
+//! instances): one atomic GCRA script per check on Redis's clock ([`RedisLimiter`]), over
+//! one multiplexed connection that reconnects by itself ([`SharedRedis`]), and the policy
+//! for when Redis does not answer: fall back to this instance's own state for that call,
+//! log a warning at most once a minute, keep serving.
+
+use std::{
+    future::Future,
+    sync::{
+        atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering},
+        Arc,
+    },
+    time::{Duration, Instant},
+};
+
+use ::redis::{
+    aio::{ConnectionManager, ConnectionManagerConfig},
+    RedisResult, Script,
+};
+use anyhow::Context as _;
+use async_trait::async_trait;
+use sha2::{Digest, Sha256};
+
+use super::{GovernorLimiter, RateDecision, RateKey, RateLimiter};
+
+/// Longest wait for one Redis call, the connection included: 50 ms. A call that takes
+/// longer, or fails, is answered from this instance's own state (per-instance limits).
+pub const REDIS_TIMEOUT: Duration = Duration::from_millis(50);
+/// At most one warning about Redis per this interval (one minute), however many calls
+/// fail in it.
+pub const WARNING_INTERVAL: Duration = Duration::from_secs(60);
+/// Failed calls in a row after which Redis is left alone for [`PAUSE_AFTER_FAILURES`], so
+/// that an outage does not cost every request [`REDIS_TIMEOUT`].
+pub const FAILURES_BEFORE_PAUSE: u32 = 3;
+/// How long calls go straight to this instance's own state after
+/// [`FAILURES_BEFORE_PAUSE`] failures in a row; the next call then tries Redis again.
+pub const PAUSE_AFTER_FAILURES: Duration = Duration::from_secs(1);
+/// Longest wait for Redis at start-up (connecting and loading the scripts).
+const WARM_UP_TIMEOUT: Duration = Duration::from_secs(2);
+/// Longest wait for maintenance calls that walk many keys ([`SharedRedis::clear`]).
+const MAINTENANCE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Ids longer than this (in bytes) are replaced by their SHA-256 in keys, so that a key
+/// stays short whatever a request's path holds.
+const MAX_ID_IN_KEY: usize = 64;
+
+/// One connection to Redis shared by the limiter, the sign-in throttle and the mail
+/// cooldown of an instance, the key prefix (`REDIS_KEY_PREFIX`) they put before every key,
+/// and the record of failures that decides when to warn and when to pause.
+///
+/// Cloning is cheap and shares the connection: one multiplexed connection
+/// ([`ConnectionManager`]) carries every call and reconnects by itself after a failure.
+#[derive(Clone)]
+pub struct SharedRedis {
+    connection: ConnectionManager,
+    prefix: Arc<str>,
+    health: Arc<Health>,
+}
+
+impl SharedRedis {
+    /// A handle on the Redis at `url` (`redis://[user:password@]host[:port][/db]`, or
+    /// `redis+unix:///path`) whose keys all start with `prefix`. Nothing is sent yet: the
+    /// connection is made by the first call (see [`SharedRedis::warm_up`]), so an
+    /// instance starts even while Redis is down.
+    ///
+    /// Errors: `url` is not a Redis URL (the message does not repeat it, since it may hold
+    /// a password).
+    pub fn connect(url: &str, prefix: &str) -> anyhow::Result<Self> {
+        let client = ::redis::Client::open(url).context("REDIS_URL is not a valid Redis URL")?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(Duration::from_secs(1)))
+            .set_response_timeout(Some(Duration::from_secs(1)))
+            .set_max_delay(Duration::from_secs(1));
+        let connection = ConnectionManager::new_lazy_with_config(client, config)
+            .context("cannot set up the Redis connection of REDIS_URL")?;
+        Ok(Self {
+            connection,
+            prefix: prefix.into(),
+            health: Arc::new(Health::new()),
+        })
+    }
+
+    /// The key prefix (`REDIS_KEY_PREFIX`).
+    pub fn prefix(&self) -> &str {
+        &self.prefix
+    }
+
+    /// `rest` after the key prefix.
+    pub fn key(&self, rest: &str) -> String {
+        format!("{}{rest}", self.prefix)
+    }
+
+    /// Connects and loads `scripts`, waiting at most 2 s: `true` when Redis answered.
+    /// When it does not, a warning is logged (it counts as the minute's warning) and calls
+    /// fall back until it answers.
+    pub async fn warm_up(&self, scripts: &[&Script]) -> bool {
+        let mut connection = self.connection.clone();
+        let loaded = tokio::time::timeout(WARM_UP_TIMEOUT, async {
+            ::redis::cmd("PING")
+                .query_async::<()>(&mut connection)
+                .await?;
+            for script in scripts {
+                script.prepare_invoke().load_async(&mut connection).await?;
+            }
+            RedisResult::Ok(())
+        })
+        .await;
+        match loaded {
+            Ok(Ok(())) => true,
+            Ok(Err(e)) => {
+                self.health.failed(self.health.now_ms(), "at start", &e);
+                false
+            }
+            Err(_) => {
+                self.health
+                    .failed(self.health.now_ms(), "at start", &"no answer within 2 s");
+                false
+            }
+        }
+    }
+
+    /// Whether Redis answers a `PING` within [`REDIS_TIMEOUT`] (a readiness check).
+    pub async fn ping(&self) -> bool {
+        let mut connection = self.connection.clone();
+        matches!(
+            tokio::time::timeout(
+                REDIS_TIMEOUT,
+                ::redis::cmd("PING").query_async::<()>(&mut connection)
+            )
+            .await,
+            Ok(Ok(()))
+        )
+    }
+
+    /// Runs `call` on the connection within [`REDIS_TIMEOUT`]: its answer, or `None` when
+    /// it failed, took longer, or was not tried because Redis failed
+    /// [`FAILURES_BEFORE_PAUSE`] times in a row less than [`PAUSE_AFTER_FAILURES`] ago.
+    /// The caller then answers from its own state. `what` names the call in the warning.
+    pub(crate) async fn run<T, F>(
+        &self,
+        what: &'static str,
+        call: impl FnOnce(ConnectionManager) -> F,
+    ) -> Option<T>
+    where
+        F: Future<Output = RedisResult<T>>,
+    {
+        let health = &self.health;
+        if health.paused(health.now_ms()) {
+            health.fallbacks.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        match tokio::time::timeout(REDIS_TIMEOUT, call(self.connection.clone())).await {
+            Ok(Ok(answer)) => {
+                health.succeeded();
+                Some(answer)
+            }
+            Ok(Err(e)) => {
+                health.failed(health.now_ms(), what, &e);
+                None
+            }
+            Err(_) => {
+                health.failed(health.now_ms(), what, &"no answer within 50 ms");
+                None
+            }
+        }
+    }
+
+    /// Deletes every key of this prefix whose rest matches the glob `pattern` (`*` for
+    /// all; e.g. `mail:*`); returns how many. For tests and resets: it walks the keyspace
+    /// with `SCAN`, so it is no per-request call.
+    ///
+    /// Errors: Redis fails or takes more than 10 s.
+    pub async fn clear(&self, pattern: &str) -> anyhow::Result<u64> {
+        let mut connection = self.connection.clone();
+        let pattern = format!("{}{pattern}", glob_escape(&self.prefix));
+        let deleted = tokio::time::timeout(MAINTENANCE_TIMEOUT, async {
+            let mut cursor = 0u64;
+            let mut deleted = 0u64;
+            loop {
+                let (next, keys): (u64, Vec<Vec<u8>>) = ::redis::cmd("SCAN")
+                    .arg(cursor)
+                    .arg("MATCH")
+                    .arg(&pattern)
+                    .arg("COUNT")
+                    .arg(1000)
+                    .query_async(&mut connection)
+                    .await?;
+                if !keys.is_empty() {
+                    deleted += ::redis::cmd("DEL")
+                        .arg(&keys)
+                        .query_async::<u64>(&mut connection)
+                        .await?;
+                }
+                if next == 0 {
+                    return RedisResult::Ok(deleted);
+                }
+                cursor = next;
+            }
+        })
+        .await
+        .context("Redis did not finish deleting keys within 10 s")??;
+        Ok(deleted)
+    }
+
+    /// Calls answered from this instance's own state so far (failed, timed out or paused).
+    pub fn fallbacks(&self) -> u64 {
+        self.health.fallbacks.load(Ordering::Relaxed)
+    }
+
+    /// Warnings about Redis logged so far (at most one a minute).
+    pub fn warnings(&self) -> u64 {
+        self.health.warnings.load(Ordering::Relaxed)
+    }
+}
+
+/// `s` with the glob characters of Redis's `MATCH` (`*`, `?`, `[`, `]`, `\`) escaped.
+fn glob_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `id` as it goes into a key: itself, or when longer than 64 bytes `#` and its SHA-256
+/// in hex.
+pub(crate) fn key_part(id: &str) -> std::borrow::Cow<'_, str> {
+    if id.len() <= MAX_ID_IN_KEY {
+        id.into()
+    } else {
+        format!("#{}", hex::encode(Sha256::digest(id.as_bytes()))).into()
+    }
+}
+
+/// The record of failed Redis calls, on a millisecond clock that starts with it (the
+/// methods take the time, so tests can pass their own).
+struct Health {
+    started: Instant,
+    /// Failed calls since the last success.
+    failures_in_a_row: AtomicU32,
+    /// Calls skip Redis until then (ms on this record's clock).
+    paused_until_ms: AtomicU64,
+    /// The next warning may be logged from then on (ms on this record's clock).
+    next_warning_ms: AtomicU64,
+    /// Failed calls since the last warning (reported with the next one).
+    since_warning: AtomicU64,
+    /// Whether a warning was logged and no call succeeded since (then recovery is logged).
+    warned: AtomicBool,
+    fallbacks: AtomicU64,
+    warnings: AtomicU64,
+}
+
+impl Health {
+    fn new() -> Self {
+        Self {
+            started: Instant::now(),
+            failures_in_a_row: AtomicU32::new(0),
+            paused_until_ms: AtomicU64::new(0),
+            next_warning_ms: AtomicU64::new(0),
+            since_warning: AtomicU64::new(0),
+            warned: AtomicBool::new(false),
+            fallbacks: AtomicU64::new(0),
+            warnings: AtomicU64::new(0),
+        }
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.started.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    fn paused(&self, now_ms: u64) -> bool {
+        now_ms < self.paused_until_ms.load(Ordering::Relaxed)
+    }
+
+    fn succeeded(&self) {
+        if self.failures_in_a_row.load(Ordering::Relaxed) != 0 {
+            self.failures_in_a_row.store(0, Ordering::Relaxed);
+        }
+        if self.warned.load(Ordering::Relaxed) && self.warned.swap(false, Ordering::Relaxed) {
+            tracing::info!("Redis answers again: rate limits and throttles are shared again");
+        }
+    }
+
+    /// Records a failed call at `now_ms`: counts it, pauses Redis after
+    /// [`FAILURES_BEFORE_PAUSE`] in a row, and logs a warning unless one was logged less
+    /// than [`WARNING_INTERVAL`] ago.
+    fn failed(&self, now_ms: u64, what: &str, error: &dyn std::fmt::Display) {
+        self.fallbacks.fetch_add(1, Ordering::Relaxed);
+        let in_a_row = self.failures_in_a_row.fetch_add(1, Ordering::Relaxed) + 1;
+        if in_a_row >= FAILURES_BEFORE_PAUSE {
+            self.paused_until_ms.fetch_max(
+                now_ms.saturating_add(PAUSE_AFTER_FAILURES.as_millis() as u64),
+                Ordering::Relaxed,
+            );
+        }
+        let failures = self.since_warning.fetch_add(1, Ordering::Relaxed) + 1;
+        if self.may_warn(now_ms) {
+            self.since_warning.fetch_sub(failures, Ordering::Relaxed);
+            self.warnings.fetch_add(1, Ordering::Relaxed);
+            self.warned.store(true, Ordering::Relaxed);
+            tracing::warn!(
+                failures,
+                %error,
+                "Redis failed {what}: rate limits, the sign-in throttle and the mail cooldown \
+                 are per instance until it answers (this warning repeats at most once a minute)"
+            );
+        }
+    }
+
+    /// Whether a warning may be logged at `now_ms`; if so, the next one may be logged
+    /// [`WARNING_INTERVAL`] later (one caller wins when several fail at once).
+    fn may_warn(&self, now_ms: u64) -> bool {
+        let next = self.next_warning_ms.load(Ordering::Relaxed);
+        now_ms >= next
+            && self
+                .next_warning_ms
+                .compare_exchange(
+                    next,
+                    now_ms.saturating_add(WARNING_INTERVAL.as_millis() as u64),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+    }
+}
+
+/// Rate limits kept in Redis, exact across any number of instances: each check is one
+/// `EVALSHA` of a GCRA script (the same rule as [`GovernorLimiter`]) that reads Redis's
+/// clock (`TIME`), so the instances' clocks do not matter, and that Redis runs atomically,
+/// so concurrent checks from any instances allow exactly the budget.
+///
+/// The key of a budget is `{prefix}rl:{kind}:{id}:{per_minute}` with kind `a` (account,
+/// by user id), `ip` (client IP), `w` (widget, by integration id) or `ch` (inbound channel,
+/// `{integration}:{ip}`); `per_minute` is part of it, so a plan change starts with a full
+/// budget. A key holds one number and expires when its budget is full again (at most a
+/// minute), so Redis must not evict keys before then (`maxmemory-policy noeviction` or a
+/// `volatile-*` policy).
+///
+/// When Redis does not answer within [`REDIS_TIMEOUT`] the check is made by the
+/// in-process fallback instead: per-instance limits while Redis is away.
+pub struct RedisLimiter {
+    redis: SharedRedis,
+    script: Script,
+    fallback: Arc<GovernorLimiter>,
+}
+
+impl RedisLimiter {
+    /// A limiter on `redis` that answers from `fallback` while Redis does not.
+    pub fn new(redis: SharedRedis, fallback: Arc<GovernorLimiter>) -> Self {
+        Self {
+            redis,
+            script: Script::new(include_str!("gcra.lua")),
+            fallback,
+        }
+    }
+
+    /// Connects and loads the script ([`SharedRedis::warm_up`]): `true` when Redis
+    /// answered.
+    pub async fn warm_up(&self) -> bool {
+        self.redis.warm_up(&[&self.script]).await
+    }
+
+    /// The Redis key of `key`'s budget of `per_minute` requests per minute.
+    pub fn key(&self, key: RateKey<'_>, per_minute: u32) -> String {
+        let prefix = self.redis.prefix();
+        match key {
+            RateKey::Account(user) => format!("{prefix}rl:a:{}:{per_minute}", key_part(user)),
+            RateKey::Ip(ip) => format!("{prefix}rl:ip:{ip}:{per_minute}"),
+            RateKey::Widget(id) => format!("{prefix}rl:w:{}:{per_minute}", key_part(id)),
+            RateKey::Channel { integration, ip } => {
+                format!("{prefix}rl:ch:{}:{ip}:{per_minute}", key_part(integration))
+            }
+        }
+    }
+}
+
+/// The script's answer: allowed (0 or 1), remaining, retry after (µs), reset at (Unix
+/// epoch µs).
+type GcraAnswer = (i64, i64, i64, i64);
+
+/// Microseconds `us` (0 or more) in whole seconds, rounded up.
+fn whole_seconds_up(us: i64) -> i64 {
+    us.max(0).saturating_add(999_999) / 1_000_000
+}
+
+/// The decision for a budget of `limit` from the script's answer.
+fn decision(
+    limit: u32,
+    (allowed, remaining, retry_after_us, reset_at_us): GcraAnswer,
+) -> RateDecision {
+    let allowed = allowed == 1;
+    RateDecision {
+        allowed,
+        limit,
+        remaining: u32::try_from(remaining.clamp(0, i64::from(limit))).unwrap_or(0),
+        reset_at: whole_seconds_up(reset_at_us),
+        retry_after_secs: if allowed {
+            0
+        } else {
+            u64::try_from(whole_seconds_up(retry_after_us))
+                .unwrap_or(0)
+                .max(1)
+        },
+    }
+}
+
+#[async_trait]
+impl RateLimiter for RedisLimiter {
+    async fn check(&self, key: RateKey<'_>, per_minute: u32) -> RateDecision {
+        let limit = per_minute.max(1);
+        let redis_key = self.key(key, limit);
+        let script = &self.script;
+        let answer = self
+            .redis
+            .run("to count a request", |mut connection| async move {
+                script
+                    .key(redis_key)
+                    .arg(limit)
+                    .invoke_async::<GcraAnswer>(&mut connection)
+                    .await
+            })
+            .await;
+        match answer {
+            Some(answer) => decision(limit, answer),
+            None => self.fallback.decide(key, per_minute),
+        }
+    }
+}
+
+/// Test support: a handle on the Redis of the tests (`AGENTCHAT_TEST_REDIS_URL`, default
+/// `redis://127.0.0.1:6379`) with a key prefix of its own, which panics when that Redis
+/// does not answer.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::*;
+
+    /// The Redis URL of the tests.
+    pub fn redis_url() -> String {
+        std::env::var("AGENTCHAT_TEST_REDIS_URL")
+            .unwrap_or_else(|_| "redis://127.0.0.1:6379".into())
+    }
+
+    /// A key prefix no other test uses.
+    pub fn unique_prefix() -> String {
+        format!("t_{}:", uuid::Uuid::new_v4().simple())
+    }
+
+    /// A plain connection to the tests' Redis, to look at keys.
+    pub async fn raw_connection() -> ::redis::aio::MultiplexedConnection {
+        ::redis::Client::open(redis_url())
+            .expect("a Redis URL")
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap_or_else(|e| panic!("Redis at {} does not answer: {e}", redis_url()))
+    }
+
+    /// A handle on the tests' Redis with `prefix`; panics when Redis does not answer
+    /// within 2 s.
+    pub async fn connect(prefix: &str) -> SharedRedis {
+        let url = redis_url();
+        let redis = SharedRedis::connect(&url, prefix).expect("a Redis URL");
+        assert!(
+            redis.warm_up(&[]).await,
+            "Redis at {url} does not answer: start it (scripts/services.sh) or set \
+             AGENTCHAT_TEST_REDIS_URL"
+        );
+        redis
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{collections::BTreeSet, net::IpAddr};
+
+    use super::{testing::*, *};
+
+    fn limiter(redis: SharedRedis) -> RedisLimiter {
+        RedisLimiter::new(redis, Arc::new(GovernorLimiter::default()))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_checks_from_two_instances_allow_exactly_the_budget() {
+        let prefix = unique_prefix();
+        let a = Arc::new(limiter(connect(&prefix).await));
+        let b = Arc::new(limiter(connect(&prefix).await));
+        let checks: Vec<_> = (0..60)
+            .map(|n| {
+                let l = if n % 2 == 0 { a.clone() } else { b.clone() };
+                tokio::spawn(async move { l.check(RateKey::Account("u1"), 30).await })
+            })
+            .collect();
+        let mut decisions = Vec::new();
+        for c in checks {
+            decisions.push(c.await.unwrap());
+        }
+        assert_eq!(
+            a.redis.fallbacks() + b.redis.fallbacks(),
+            0,
+            "Redis answered"
+        );
+        let allowed: Vec<_> = decisions.iter().filter(|d| d.allowed).collect();
+        assert_eq!(allowed.len(), 30, "{decisions:?}");
+        let remaining: BTreeSet<u32> = allowed.iter().map(|d| d.remaining).collect();
+        assert_eq!(remaining, (0..30).collect(), "29..0, each once");
+        for refused in decisions.iter().filter(|d| !d.allowed) {
+            assert_eq!((refused.limit, refused.remaining), (30, 0));
+            assert!((1..=2).contains(&refused.retry_after_secs), "{refused:?}");
+        }
+        a.redis.clear("*").await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn decisions_are_the_in_process_limiters() {
+        let redis = limiter(connect(&unique_prefix()).await);
+        let local = GovernorLimiter::default();
+        let now = chrono::Utc::now().timestamp();
+        for _ in 0..7 {
+            let shared = redis.check(RateKey::Account("u"), 5).await;
+            let own = local.check(RateKey::Account("u"), 5).await;
+            assert_eq!(
+                (shared.allowed, shared.limit, shared.remaining),
+                (own.allowed, own.limit, own.remaining)
+            );
+            assert!(
+                shared.reset_at.abs_diff(own.reset_at) <= 1,
+                "{shared:?} {own:?}"
+            );
+            assert!(shared.reset_at >= now && shared.reset_at <= now + 61);
+            assert!(
+                shared.retry_after_secs.abs_diff(own.retry_after_secs) <= 1,
+                "{shared:?} {own:?}"
+            );
+            if !shared.allowed {
+                // A refill every 12 s; the wait is the rest of it.
+                assert!((1..=12).contains(&shared.retry_after_secs), "{shared:?}");
+            }
+        }
+        assert_eq!(redis.redis.fallbacks(), 0);
+        redis.redis.clear("*").await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_plan_change_starts_a_full_budget() {
+        let l = limiter(connect(&unique_prefix()).await);
+        for _ in 0..3 {
+            assert!(l.check(RateKey::Account("u"), 3).await.allowed);
+        }
+        assert!(!l.check(RateKey::Account("u"), 3).await.allowed);
+        let upgraded = l.check(RateKey::Account("u"), 10).await;
+        assert!(upgraded.allowed);
+        assert_eq!((upgraded.limit, upgraded.remaining), (10, 9));
+        l.redis.clear("*").await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn keys_have_the_prefix_and_expire_within_a_minute() {
+        let prefix = unique_prefix();
+        let l = limiter(connect(&prefix).await);
+        let ip: IpAddr = "10.1.2.3".parse().unwrap();
+        let long = "x".repeat(1000);
+        let keys = [
+            (RateKey::Account("u"), format!("{prefix}rl:a:u:7")),
+            (RateKey::Ip(ip), format!("{prefix}rl:ip:10.1.2.3:7")),
+            (RateKey::Widget("w"), format!("{prefix}rl:w:w:7")),
+            (
+                RateKey::Channel {
+                    integration: "i",
+                    ip,
+                },
+                format!("{prefix}rl:ch:i:10.1.2.3:7"),
+            ),
+        ];
+        let mut connection = l.redis.connection.clone();
+        for (key, expected) in keys {
+            assert_eq!(l.key(key, 7), expected);
+            let d = l.check(key, 7).await;
+            assert_eq!((d.allowed, d.remaining), (true, 6), "separate budgets");
+            let ttl: i64 = ::redis::cmd("PTTL")
+                .arg(&expected)
+                .query_async(&mut connection)
+                .await
+                .unwrap();
+            assert!((1..=60_000).contains(&ttl), "{expected}: {ttl}");
+        }
+        let hashed = l.key(RateKey::Widget(&long), 7);
+        assert!(hashed.len() < prefix.len() + 90, "{hashed}");
+        assert_ne!(hashed, l.key(RateKey::Widget(&"y".repeat(1000)), 7));
+        assert_eq!(l.redis.clear("*").await.unwrap(), 4);
+    }
+
+    #[tokio::test]
+    async fn without_redis_the_instances_own_limits_answer_and_one_warning_is_logged() {
+        // Nothing listens on port 9 (discard) of the loopback.
+        let redis = SharedRedis::connect("redis://127.0.0.1:9", "t:").unwrap();
+        let l = limiter(redis.clone());
+        assert!(!l.warm_up().await);
+        let started = Instant::now();
+        let decisions =
+            futures::future::join_all((0..20).map(|_| l.check(RateKey::Account("u"), 5))).await;
+        assert_eq!(decisions.iter().filter(|d| d.allowed).count(), 5);
+        for _ in 0..20 {
+            let d = l.check(RateKey::Account("u"), 5).await;
+            assert!(!d.allowed && d.retry_after_secs >= 1, "{d:?}");
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "calls do not wait once Redis is known to be away: {:?}",
+            started.elapsed()
+        );
+        assert_eq!(
+            redis.fallbacks(),
+            41,
+            "the warm-up and every check fell back"
+        );
+        assert_eq!(redis.warnings(), 1, "one warning, not one per request");
+    }
+
+    /// Forwards every connection accepted by `listener` to the tests' Redis.
+    async fn forward_to_redis(listener: tokio::net::TcpListener) {
+        let url = url::Url::parse(&redis_url()).expect("a Redis URL");
+        let target = format!(
+            "{}:{}",
+            url.host_str().unwrap_or("127.0.0.1"),
+            url.port().unwrap_or(6379)
+        );
+        while let Ok((mut client, _)) = listener.accept().await {
+            let target = target.clone();
+            tokio::spawn(async move {
+                if let Ok(mut server) = tokio::net::TcpStream::connect(target).await {
+                    let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
+                }
+            });
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn when_redis_answers_again_the_shared_budgets_are_used_again() {
+        let prefix = unique_prefix();
+        let closed = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = closed.local_addr().unwrap();
+        drop(closed);
+        let redis = SharedRedis::connect(&format!("redis://{addr}"), &prefix).unwrap();
+        let l = limiter(redis.clone());
+        assert!(!l.warm_up().await, "nothing listens yet");
+        assert!(l.check(RateKey::Account("u"), 5).await.allowed);
+        let away = redis.fallbacks();
+        assert!(away >= 2, "{away}");
+        // Redis comes back at that address.
+        let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+        tokio::spawn(forward_to_redis(listener));
+        let started = Instant::now();
+        let shared = loop {
+            let before = redis.fallbacks();
+            let d = l.check(RateKey::Account("u"), 5).await;
+            if redis.fallbacks() == before {
+                break d;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(15),
+                "the connection is made again by itself"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert_eq!(
+            (shared.allowed, shared.remaining),
+            (true, 4),
+            "the first request Redis counted"
+        );
+        redis.clear("*").await.unwrap();
+    }
+
+    #[test]
+    fn warnings_are_logged_at_most_once_a_minute() {
+        let h = Health::new();
+        let err = "connection refused";
+        h.failed(0, "x", &err);
+        assert_eq!(h.warnings.load(Ordering::Relaxed), 1);
+        for ms in [1, 1_000, 30_000, 59_999] {
+            h.failed(ms, "x", &err);
+        }
+        assert_eq!(h.warnings.load(Ordering::Relaxed), 1, "within the minute");
+        h.failed(60_000, "x", &err);
+        assert_eq!(h.warnings.load(Ordering::Relaxed), 2, "a minute later");
+        h.succeeded();
+        h.failed(60_001, "x", &err);
+        h.failed(119_999, "x", &err);
+        assert_eq!(h.warnings.load(Ordering::Relaxed), 2);
+        h.failed(120_000, "x", &err);
+        assert_eq!(h.warnings.load(Ordering::Relaxed), 3);
+        assert_eq!(h.fallbacks.load(Ordering::Relaxed), 9);
+    }
+
+    #[test]
+    fn redis_is_left_alone_for_a_second_after_three_failures_in_a_row() {
+        let h = Health::new();
+        let err = "timeout";
+        h.failed(0, "x", &err);
+        h.failed(10, "x", &err);
+        assert!(!h.paused(11), "two failures do not pause");
+        h.succeeded();
+        h.failed(20, "x", &err);
+        h.failed(30, "x", &err);
+        assert!(!h.paused(31), "a success starts the count again");
+        h.failed(40, "x", &err);
+        assert!(h.paused(41) && h.paused(1_039));
+        assert!(!h.paused(1_040), "tried again after a second");
+        h.failed(1_050, "x", &err);
+        assert!(h.paused(1_051), "a further failure pauses again");
+    }
+}
