@@ -23,6 +23,8 @@ pub mod mail;
 pub mod outbound;
 pub mod public_url;
 pub mod ratelimit;
+pub mod readiness;
+pub mod redis_ping;
 pub mod services;
 pub mod startup;
 pub mod store;

@@ -2,7 +2,11 @@
 //! `admin set-plan`, `admin verify-email`.
 
 use agentchat::{
-    config::Config, domain::Email, knowledge::search::ChunkSearch, startup::Application, store,
+    config::{Config, Role},
+    domain::Email,
+    knowledge::search::ChunkSearch,
+    startup::Application,
+    store,
 };
 use anyhow::Context;
 use clap::{Parser, Subcommand};
@@ -28,8 +32,15 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve the API and the dashboard on LEPTOS_SITE_ADDR (the default command).
-    Serve,
+    /// Serve the API and the dashboard on LEPTOS_SITE_ADDR, and run the background workers
+    /// (the default command).
+    Serve {
+        /// What this instance runs: `web` (the API and the dashboard, no background
+        /// workers), `worker` (the workers; the listener answers only /api/health and
+        /// /api/health/ready) or `all` (both).
+        #[arg(long, value_enum, env = "AGENTCHAT_ROLE", default_value_t = Role::All)]
+        role: Role,
+    },
     /// Apply database migrations and exit.
     Migrate,
     /// Measure retrieval on a question set: prints hit@1, hit@5 and MRR.
@@ -99,6 +110,10 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
     if let Some(Command::Extract { memory_limit }) = cli.command {
         return Ok(agentchat::knowledge::sandbox::child_main(memory_limit));
     }
+    // The variables of a `.env` file count as the environment for the options read from
+    // it too (`AGENTCHAT_ROLE`): parsed again once it is loaded.
+    let _ = dotenvy::dotenv();
+    let cli = Cli::parse();
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?
@@ -108,16 +123,33 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     agentchat::telemetry::init();
-    let config = Config::from_env()?;
-    match cli.command.unwrap_or(Command::Serve) {
-        Command::Serve => {
+    // `agentchat` alone is `agentchat serve`, with `AGENTCHAT_ROLE` read as there.
+    let command = match cli.command {
+        Some(command) => command,
+        None => Cli::parse_from(["agentchat", "serve"])
+            .command
+            .context("serve is a command")?,
+    };
+    // Only `serve` needs the settings every instance on a shared database must agree on.
+    let config = if matches!(command, Command::Serve { .. }) {
+        Config::from_env()?
+    } else {
+        Config::from_env_for_tools()?
+    };
+    match command {
+        Command::Serve { role } => {
+            let mut config = config;
+            config.role = role;
             let app = Application::build(config).await?;
+            tracing::info!(role = %app.role(), "AgentChat runs as {}", app.role());
             tracing::info!(addr = %app.addr(), "AgentChat listening on http://{}", app.addr());
             app.run_until_stopped(agentchat::startup::shutdown_signal())
                 .await?;
         }
         Command::Migrate => {
-            let store = store::connect(&config.storage.database_url).await?;
+            let store =
+                store::connect_with(&config.storage.database_url, config.storage.max_connections)
+                    .await?;
             store.migrate().await?;
             println!("migrations applied to {}", config.storage.database_url);
         }
@@ -129,7 +161,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let text = std::fs::read_to_string(&questions)
                 .with_context(|| format!("cannot read {}", questions.display()))?;
             let questions = agentchat::knowledge::eval::parse_questions(&text)?;
-            let store = store::connect(&config.storage.database_url).await?;
+            let store =
+                store::connect_with(&config.storage.database_url, config.storage.max_connections)
+                    .await?;
             store.migrate().await?;
             let agent = agentchat::ids::AgentId::from(agent);
             let report =
@@ -168,7 +202,9 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             );
         }
         Command::Admin { command } => {
-            let store = store::connect(&config.storage.database_url).await?;
+            let store =
+                store::connect_with(&config.storage.database_url, config.storage.max_connections)
+                    .await?;
             store.migrate().await?;
             let now = chrono::Utc::now();
             match command {

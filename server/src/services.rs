@@ -82,6 +82,8 @@ pub struct Services {
     /// Agents: the caller's agent through its cache, creation within the plan's limit,
     /// updates and deletions.
     pub agents: AgentService,
+    /// What `GET /api/health/ready` asks: the database, and Redis when configured.
+    pub readiness: crate::readiness::Readiness,
     /// Leptos settings for the dashboard.
     pub leptos: LeptosOptions,
 }

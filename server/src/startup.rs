@@ -26,17 +26,20 @@ use tower_http::{
     trace::TraceLayer,
 };
 use tracing::Span;
+use utoipa_axum::router::OpenApiRouter;
 
 use crate::{
     auth::oauth::OAuth,
     auth::{password::PasswordHasher, tokens::JwtKeys, AuthService, Clock},
     cluster::Bus,
-    config::{Config, ProvidersConfig},
+    config::{Config, ProvidersConfig, Role},
     connection::{Activity, ConnectionLimits, Deadline, Tracked, Watched},
     http::error::ApiError,
     http::{self, ops::OpenApiDocument, security},
     mail::Mailer,
     ratelimit::{GovernorLimiter, RateLimiter, RedisLimiter, SharedRedis},
+    readiness::{Ping, Readiness, StorePing},
+    redis_ping::RedisHandle,
     services::{AppState, Services},
     store,
 };
@@ -48,18 +51,31 @@ pub struct Application {
     /// Shared state (tests reach the store and the clock through it).
     pub state: AppState,
     listener: TcpListener,
+    role: Role,
 }
 
 impl Application {
-    /// Connects and migrates the store, builds the services, each from its part of
-    /// `config`, and binds `config.server.site_addr`.
+    /// Connects and migrates the store (a pool of `DATABASE_MAX_CONNECTIONS` on
+    /// PostgreSQL), builds the services, each from its part of `config`, starts the
+    /// background workers when `config.role` runs them ([`Role::runs_workers`]), and binds
+    /// `config.server.site_addr`.
+    ///
+    /// Errors: the store cannot be opened or migrated, `REDIS_URL` is not a Redis URL, a
+    /// component refuses its configuration, or the address cannot be bound.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
-        let store = store::connect(&config.storage.database_url).await?;
+        let store =
+            store::connect_with(&config.storage.database_url, config.storage.max_connections)
+                .await?;
         store.migrate().await?;
         let redis = shared_limits(&config.storage.database_url, &config.limits)?;
         // Cache invalidations and worker wake-ups across instances (PostgreSQL), or none.
         let bus = Bus::for_database(&config.storage.database_url).await?;
         tracing::info!(bus = bus.mode(), "cluster bus ready");
+        let mut dependencies: Vec<Arc<dyn Ping>> = vec![Arc::new(StorePing(store.clone()))];
+        if let Some(url) = &config.limits.redis_url {
+            dependencies.push(Arc::new(RedisHandle::open(url)?));
+        }
+        let role = config.role;
         #[cfg(unix)]
         crate::connection::fit_open_files(config.server.max_connections);
         let listener = TcpListener::bind(config.server.site_addr).await?;
@@ -84,14 +100,17 @@ impl Application {
             None => governor.clone(),
         };
         let clock = Clock::default();
-        let prune = governor;
-        let events = store.clone();
+        let prune = role.serves_api().then(|| governor.clone());
+        let events = role.runs_workers().then(|| store.clone());
         let now = clock.clone();
         tokio::spawn(async move {
             let mut every = tokio::time::interval(Duration::from_secs(60));
             loop {
                 every.tick().await;
-                prune.prune();
+                if let Some(limiter) = &prune {
+                    limiter.prune();
+                }
+                let Some(events) = &events else { continue };
                 let before = now.now()
                     - chrono::Duration::from_std(crate::channels::EVENT_MEMORY).unwrap_or_default();
                 if let Err(e) = events.prune_channel_events(before).await {
@@ -132,9 +151,11 @@ impl Application {
             clock.clone(),
         )?
         .with_bus(&bus);
-        crate::knowledge::worker::spawn(knowledge.clone(), config.jobs.workers);
-        if config.jobs.workers > 0 {
-            crate::webhooks::worker::spawn(webhooks.clone());
+        if role.runs_workers() {
+            crate::knowledge::worker::spawn(knowledge.clone(), config.jobs.workers);
+            if config.jobs.workers > 0 {
+                crate::webhooks::worker::spawn(webhooks.clone());
+            }
         }
         let agents = crate::agents::AgentService::new(
             store.clone(),
@@ -191,10 +212,15 @@ impl Application {
             limits: config.limits,
             store,
             limiter,
+            readiness: Readiness::new(dependencies),
             redis,
             leptos,
         });
-        Ok(Self { state, listener })
+        Ok(Self {
+            state,
+            listener,
+            role,
+        })
     }
 
     /// The bound address.
@@ -204,19 +230,25 @@ impl Application {
             .expect("a bound listener has an address")
     }
 
-    /// Serves until `shutdown` completes, then finishes in-flight requests.
+    /// What this instance runs (`--role`).
+    pub fn role(&self) -> Role {
+        self.role
+    }
+
+    /// Serves until `shutdown` completes, then finishes in-flight requests: the API and
+    /// the dashboard ([`service`]), or for [`Role::Worker`] only the health checks
+    /// ([`health_service`]).
     pub async fn run_until_stopped(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let limits = self.state.server.connection_limits();
-        serve_http1(
-            nodelay(self.listener),
-            service(self.state),
-            limits,
-            shutdown,
-        )
-        .await;
+        let listener = nodelay(self.listener);
+        if self.role.serves_api() {
+            serve_http1(listener, service(self.state), limits, shutdown).await;
+        } else {
+            serve_http1(listener, health_service(self.state), limits, shutdown).await;
+        }
         Ok(())
     }
 }
@@ -339,6 +371,40 @@ pub fn service(
         .layer(CatchPanicLayer::custom(panic_response))
         .layer(security::HeadLimitLayer)
         .layer(http::ApiLayer::new(state))
+        .service(router)
+}
+
+/// What a [`Role::Worker`] instance answers: `GET /api/health` and
+/// `GET /api/health/ready`, as on every instance, for the orchestrator's liveness and
+/// readiness probes; every other path is 404 with the contract's error body (a worker
+/// serves no API). Its answers carry `X-Content-Type-Options: nosniff`, the default Content
+/// Security Policy and a request id (`X-Request-Id`), as those of [`service`] do.
+pub fn health_service(
+    state: AppState,
+) -> impl Service<Request, Response = Response, Error = Infallible, Future: Send>
+       + Clone
+       + Send
+       + Sync
+       + 'static {
+    let (api, _) = OpenApiRouter::new()
+        .merge(http::ops::health_router())
+        .split_for_parts();
+    let router: Router = api.fallback(http::api_not_found).with_state(state);
+    ServiceBuilder::new()
+        .map_response(IntoResponse::into_response)
+        .layer(SetResponseHeaderLayer::overriding(
+            header::X_CONTENT_TYPE_OPTIONS,
+            security::NOSNIFF,
+        ))
+        .layer(SetResponseHeaderLayer::if_not_present(
+            header::CONTENT_SECURITY_POLICY,
+            security::DEFAULT_CSP,
+        ))
+        .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
+        .layer(TraceLayer::new_for_http().make_span_with(request_span as fn(&Request) -> Span))
+        .layer(PropagateRequestIdLayer::new(REQUEST_ID))
+        .layer(CatchPanicLayer::custom(panic_response))
+        .layer(security::HeadLimitLayer)
         .service(router)
 }
 

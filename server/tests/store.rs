@@ -85,3 +85,314 @@ async fn instances_migrating_one_database_at_once_all_start() {
     let store = store::connect(&url).await.expect("opening the store");
     conformance::an_email_is_taken_once(store).await;
 }
+
+/// The PostgreSQL server of `AGENTCHAT_TEST_DATABASE_URL`, or `None` (with a note) when the
+/// variable names none: the checks of one backend against the other run only on the
+/// suite's PostgreSQL run (CI runs the suite on both backends).
+fn postgres_server(test: &str) -> Option<String> {
+    let url = std::env::var("AGENTCHAT_TEST_DATABASE_URL").unwrap_or_default();
+    if store::Backend::of(&url) == Some(store::Backend::Postgres) {
+        Some(url)
+    } else {
+        eprintln!(
+            "{test}: skipped on SQLite; it runs when AGENTCHAT_TEST_DATABASE_URL is a \
+             postgres:// URL"
+        );
+        None
+    }
+}
+
+/// A migrated PostgreSQL store in a scratch database of `server` (dropped with it).
+async fn migrated_postgres(server: &str) -> (ScratchDatabase, store::postgres::PgStore) {
+    let database = ScratchDatabase::create(server)
+        .await
+        .unwrap_or_else(|e| panic!("cannot create a scratch database on {server}: {e}"));
+    let store = store::postgres::PgStore::connect(database.url(), 2)
+        .await
+        .unwrap_or_else(|e| panic!("cannot connect to the scratch database: {e}"));
+    store.migrate().await.expect("migrating PostgreSQL");
+    (database, store)
+}
+
+/// A column as both backends are compared: its normalised type (`integer`, `text`,
+/// `blob`, `real`, `boolean`) and whether it may hold NULL.
+type Columns = std::collections::BTreeMap<(String, String), (String, bool)>;
+
+/// Tables only the SQLite schema has.
+const ONLY_SQLITE: &[&str] = &[
+    // The next chunk id; PostgreSQL draws chunk ids from the sequence `chunk_ids`.
+    "chunk_id_seq",
+];
+
+/// Tables only the PostgreSQL schema has.
+const ONLY_POSTGRES: &[&str] = &[
+    // The bytes of an upload until it is indexed, readable by every instance; SQLite keeps
+    // them in DATA_DIR/uploads.
+    "document_uploads",
+];
+
+/// Columns whose types differ, as `(table, column, SQLite type, PostgreSQL type)`.
+const TYPE_DIFFERENCES: &[(&str, &str, &str, &str)] = &[
+    // A flag: SQLite has no boolean type and stores 0 or 1.
+    ("webhooks", "active", "integer", "boolean"),
+];
+
+/// The two migration folders describe one schema: every table of one is a table of the
+/// other (but for [`ONLY_SQLITE`] and [`ONLY_POSTGRES`]), with the same columns, each of
+/// the same normalised type (but for [`TYPE_DIFFERENCES`]) and nullability. sqlx's own
+/// `_sqlx_migrations` is left out. Every listed difference must still exist, so the lists
+/// stay true.
+#[tokio::test]
+async fn the_postgres_schema_matches_the_sqlite_schema() {
+    let Some(server) = postgres_server("the_postgres_schema_matches_the_sqlite_schema") else {
+        return;
+    };
+    let (_database, pg) = migrated_postgres(&server).await;
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let sqlite_url = format!("sqlite://{}", dir.path().join("schema.db").display());
+    let sqlite = store::sqlite::SqliteStore::connect(&sqlite_url)
+        .await
+        .expect("opening SQLite");
+    sqlite.migrate().await.expect("migrating SQLite");
+
+    let mut in_postgres = Columns::new();
+    let rows: Vec<(String, String, String, String)> = sqlx::query_as(
+        "SELECT c.table_name::text, c.column_name::text, c.data_type::text, \
+         c.is_nullable::text \
+         FROM information_schema.columns c JOIN information_schema.tables t \
+           ON t.table_schema = c.table_schema AND t.table_name = c.table_name \
+         WHERE c.table_schema = current_schema() AND t.table_type = 'BASE TABLE' \
+           AND c.table_name <> '_sqlx_migrations'",
+    )
+    .fetch_all(pg.pool())
+    .await
+    .expect("reading PostgreSQL's columns");
+    for (table, column, data_type, nullable) in rows {
+        // BIGINT only: the row mappers read i64, which sqlx decodes from BIGINT alone.
+        let normalised = match data_type.as_str() {
+            "bigint" => "integer",
+            "text" => "text",
+            "bytea" => "blob",
+            "double precision" => "real",
+            "boolean" => "boolean",
+            other => panic!("{table}.{column}: PostgreSQL type {other} has no SQLite twin"),
+        };
+        in_postgres.insert((table, column), (normalised.into(), nullable == "YES"));
+    }
+
+    let mut in_sqlite = Columns::new();
+    let rows: Vec<(String, String, String, i64, i64)> = sqlx::query_as(
+        "SELECT m.name, p.name, p.type, p.\"notnull\", p.pk \
+         FROM sqlite_master m JOIN pragma_table_info(m.name) p \
+         WHERE m.type = 'table' AND m.name NOT LIKE 'sqlite_%' \
+           AND m.name <> '_sqlx_migrations'",
+    )
+    .fetch_all(sqlite.pool())
+    .await
+    .expect("reading SQLite's columns");
+    for (table, column, declared, not_null, pk) in rows {
+        let normalised = match declared.to_ascii_uppercase().as_str() {
+            "INTEGER" => "integer",
+            "TEXT" => "text",
+            "BLOB" => "blob",
+            "REAL" => "real",
+            other => panic!("{table}.{column}: SQLite type {other} is not normalised"),
+        };
+        // A primary key column is NOT NULL on PostgreSQL; SQLite lets a non-INTEGER primary
+        // key hold NULL (https://www.sqlite.org/lang_createtable.html#the_primary_key), which
+        // the service never writes, so both are compared as NOT NULL.
+        let nullable = not_null == 0 && pk == 0;
+        in_sqlite.insert((table, column), (normalised.into(), nullable));
+    }
+
+    let tables = |columns: &Columns| -> std::collections::BTreeSet<String> {
+        columns.keys().map(|(table, _)| table.clone()).collect()
+    };
+    let (pg_tables, sqlite_tables) = (tables(&in_postgres), tables(&in_sqlite));
+    let only_sqlite: Vec<&String> = sqlite_tables.difference(&pg_tables).collect();
+    let only_postgres: Vec<&String> = pg_tables.difference(&sqlite_tables).collect();
+    assert_eq!(only_sqlite, ONLY_SQLITE, "tables only SQLite has");
+    assert_eq!(only_postgres, ONLY_POSTGRES, "tables only PostgreSQL has");
+
+    let mut differences = Vec::new();
+    for table in pg_tables.intersection(&sqlite_tables) {
+        let of = |columns: &Columns| -> std::collections::BTreeMap<String, (String, bool)> {
+            columns
+                .iter()
+                .filter(|((t, _), _)| t == table)
+                .map(|((_, c), v)| (c.clone(), v.clone()))
+                .collect()
+        };
+        let (pg_columns, sqlite_columns) = (of(&in_postgres), of(&in_sqlite));
+        assert_eq!(
+            pg_columns.keys().collect::<Vec<_>>(),
+            sqlite_columns.keys().collect::<Vec<_>>(),
+            "the columns of {table}"
+        );
+        for (column, (pg_type, pg_nullable)) in &pg_columns {
+            let (sqlite_type, sqlite_nullable) = &sqlite_columns[column];
+            assert_eq!(
+                pg_nullable, sqlite_nullable,
+                "{table}.{column} may hold NULL on one backend only"
+            );
+            if pg_type != sqlite_type {
+                differences.push((
+                    table.clone(),
+                    column.clone(),
+                    sqlite_type.clone(),
+                    pg_type.clone(),
+                ));
+            }
+        }
+    }
+    let expected: Vec<(String, String, String, String)> = TYPE_DIFFERENCES
+        .iter()
+        .map(|(t, c, s, p)| (t.to_string(), c.to_string(), s.to_string(), p.to_string()))
+        .collect();
+    assert_eq!(differences, expected, "columns whose types differ");
+}
+
+/// Binds every value of an enum stored as text on PostgreSQL, checks that the server
+/// receives exactly its text, and that the text decodes back to the value.
+async fn round_trip<T>(pool: &sqlx::PgPool, values: impl IntoIterator<Item = (T, &'static str)>)
+where
+    T: for<'q> sqlx::Encode<'q, sqlx::Postgres>
+        + for<'r> sqlx::Decode<'r, sqlx::Postgres>
+        + sqlx::Type<sqlx::Postgres>
+        + Copy
+        + std::fmt::Debug
+        + PartialEq
+        + Send
+        + Unpin
+        + 'static,
+{
+    for (value, text) in values {
+        let stored: String = sqlx::query_scalar("SELECT $1::text")
+            .bind(value)
+            .fetch_one(pool)
+            .await
+            .unwrap_or_else(|e| panic!("binding {value:?}: {e}"));
+        assert_eq!(stored, text, "{value:?} is stored as its text");
+        let read: T = sqlx::query_scalar("SELECT $1::text")
+            .bind(text)
+            .fetch_one(pool)
+            .await
+            .unwrap_or_else(|e| panic!("decoding {text}: {e}"));
+        assert_eq!(read, value, "{text} is read back");
+    }
+}
+
+/// The quoted values of the CHECK constraint of `table` on `column`
+/// (`CHECK (column IN ('a', 'b'))`, which PostgreSQL keeps as `column = ANY (ARRAY[…])`),
+/// sorted.
+async fn check_list(pool: &sqlx::PgPool, table: &str, column: &str) -> Vec<String> {
+    let definitions: Vec<String> = sqlx::query_scalar(
+        "SELECT pg_get_constraintdef(c.oid) FROM pg_constraint c \
+         JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = ANY (c.conkey) \
+         WHERE c.contype = 'c' AND c.conrelid = $1::regclass AND a.attname = $2",
+    )
+    .bind(table)
+    .bind(column)
+    .fetch_all(pool)
+    .await
+    .expect("reading the CHECK constraints");
+    assert_eq!(definitions.len(), 1, "{table}.{column}: {definitions:?}");
+    let mut values: Vec<String> = definitions[0]
+        .split('\'')
+        .skip(1)
+        .step_by(2)
+        .map(str::to_string)
+        .collect();
+    values.sort_unstable();
+    values
+}
+
+/// Every enum of the store boundary (`#[sqlx(type_name = "TEXT")]`) binds as its text and
+/// decodes from a PostgreSQL TEXT value, and the CHECK lists of the PostgreSQL schema are
+/// exactly the enums' texts (as `enums_are_stored_as_the_text_the_migrations_use` checks
+/// on SQLite).
+#[tokio::test]
+async fn enums_are_stored_as_text_on_postgres() {
+    use agentchat::{
+        auth::oauth::Provider,
+        domain::{Plan, Role},
+        integrations::catalog::ProviderCode,
+        store::{
+            agents::AgentStatus,
+            chat::ReplyStatus,
+            documents::{DocumentSource, DocumentStatus},
+            integrations::IntegrationStatus,
+            jobs::{JobKind, JobStatus},
+            webhooks::DeliveryStatus,
+            TokenPurpose,
+        },
+        webhooks::EventType,
+    };
+    let Some(server) = postgres_server("enums_are_stored_as_text_on_postgres") else {
+        return;
+    };
+    let (_database, pg) = migrated_postgres(&server).await;
+    let pool = pg.pool();
+    round_trip(pool, DocumentStatus::ALL.map(|v| (v, v.as_str()))).await;
+    round_trip(pool, DocumentSource::ALL.map(|v| (v, v.as_str()))).await;
+    round_trip(pool, JobStatus::ALL.map(|v| (v, v.as_str()))).await;
+    round_trip(pool, JobKind::ALL.map(|v| (v, v.as_str()))).await;
+    round_trip(pool, DeliveryStatus::ALL.map(|v| (v, v.as_str()))).await;
+    round_trip(pool, EventType::ALL.map(|v| (v, v.as_str()))).await;
+    round_trip(pool, Role::ALL.map(|v| (v, v.as_str()))).await;
+    round_trip(pool, ReplyStatus::ALL.map(|v| (v, v.as_str()))).await;
+    round_trip(pool, IntegrationStatus::ALL.map(|v| (v, v.as_str()))).await;
+    round_trip(pool, ProviderCode::ALL.map(|v| (v, v.as_str()))).await;
+    round_trip(pool, AgentStatus::ALL.map(|v| (v, v.as_str()))).await;
+    round_trip(pool, Provider::ALL.map(|v| (v, v.code()))).await;
+    round_trip(pool, TokenPurpose::ALL.map(|v| (v, v.as_str()))).await;
+
+    fn sorted(texts: impl IntoIterator<Item = &'static str>) -> Vec<String> {
+        let mut texts: Vec<String> = texts.into_iter().map(str::to_string).collect();
+        texts.sort_unstable();
+        texts
+    }
+    let checks = [
+        ("users", "plan", sorted(Plan::ALL.map(|v| v.as_str()))),
+        (
+            "documents",
+            "status",
+            sorted(DocumentStatus::ALL.map(|v| v.as_str())),
+        ),
+        (
+            "documents",
+            "kind",
+            sorted(DocumentSource::ALL.map(|v| v.as_str())),
+        ),
+        ("jobs", "status", sorted(JobStatus::ALL.map(|v| v.as_str()))),
+        ("jobs", "kind", sorted(JobKind::ALL.map(|v| v.as_str()))),
+        (
+            "webhook_deliveries",
+            "status",
+            sorted(DeliveryStatus::ALL.map(|v| v.as_str())),
+        ),
+        ("messages", "role", sorted(Role::ALL.map(|v| v.as_str()))),
+        (
+            "messages",
+            "status",
+            sorted(ReplyStatus::ALL.map(|v| v.as_str())),
+        ),
+        (
+            "user_identities",
+            "provider",
+            sorted(Provider::ALL.map(|v| v.code())),
+        ),
+        (
+            "email_tokens",
+            "purpose",
+            sorted(TokenPurpose::ALL.map(|v| v.as_str())),
+        ),
+    ];
+    for (table, column, texts) in checks {
+        assert_eq!(
+            check_list(pool, table, column).await,
+            texts,
+            "{table}.{column}"
+        );
+    }
+}

@@ -61,3 +61,18 @@ pub struct HealthResponse {
     pub status: String,
     pub version: String,
 }
+
+/// `GET /api/health/ready` answer while the instance is ready (docs/api.md § Operations);
+/// otherwise 503 with the error body.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct ReadyResponse {
+    /// Always `ready`.
+    pub status: String,
+    /// The server's version.
+    pub version: String,
+    /// `ok`: the database answered.
+    pub database: String,
+    /// `ok` when Redis (`REDIS_URL`) answered, `not configured` without `REDIS_URL`.
+    pub redis: String,
+}

@@ -14,6 +14,7 @@ mod mail;
 mod oauth;
 mod outbound;
 mod providers;
+mod role;
 mod secrets;
 mod server;
 mod storage;
@@ -22,6 +23,8 @@ mod webhooks;
 use std::{net::SocketAddr, path::PathBuf};
 
 use anyhow::Context;
+
+use crate::store::Backend;
 
 pub use self::{
     channels::{ChannelsConfig, SLACK_API_URL, TELEGRAM_API_URL},
@@ -39,9 +42,10 @@ pub use self::{
     },
     outbound::OutboundConfig,
     providers::ProvidersConfig,
-    secrets::{decode_key, SecretsConfig},
+    role::Role,
+    secrets::{decode_key, require_shared_settings, SecretsConfig, SHARED_SETTINGS},
     server::{ServerConfig, DEFAULT_RELOAD_PORT},
-    storage::StorageConfig,
+    storage::{StorageConfig, MAX_DATABASE_CONNECTIONS},
     webhooks::WebhooksConfig,
 };
 
@@ -80,6 +84,9 @@ pub struct Config {
     pub jobs: JobsConfig,
     /// `TELEGRAM_API_URL`, `SLACK_API_URL`.
     pub channels: ChannelsConfig,
+    /// What this instance runs: `agentchat serve --role` (or `AGENTCHAT_ROLE`), read by
+    /// the command line rather than here; default [`Role::All`].
+    pub role: Role,
 }
 
 impl std::fmt::Debug for Config {
@@ -87,8 +94,9 @@ impl std::fmt::Debug for Config {
         // Secrets are left out on purpose.
         f.debug_struct("Config")
             .field("site_addr", &self.server.site_addr)
-            .field("database_url", &self.storage.database_url)
+            .field("database_url", &self.storage.database_url_redacted())
             .field("data_dir", &self.storage.data_dir)
+            .field("role", &self.role)
             .field("public_url", &self.server.public_url)
             .field("smtp", &self.mail.smtp_url.is_some())
             .field("mail_from", &self.mail.from)
@@ -101,20 +109,47 @@ fn var(name: &str) -> Option<String> {
 }
 
 impl Config {
-    /// Reads the environment (after loading `.env` when present), generating missing
-    /// secrets into `DATA_DIR`.
+    /// Reads the environment (after loading `.env` when present), as `agentchat serve`
+    /// needs it. With a SQLite `DATABASE_URL` (the default), missing secrets are generated
+    /// into `DATA_DIR`; with a PostgreSQL one, `JWT_SECRET`, `ENCRYPTION_KEY` and
+    /// `PUBLIC_URL` are required instead ([`SHARED_SETTINGS`]) and nothing is generated.
     ///
     /// Errors: an unparsable address, limit list or encryption key; an unwritable
-    /// `DATA_DIR`.
+    /// `DATA_DIR`; in PostgreSQL mode, a missing required variable (each one named).
     pub fn from_env() -> anyhow::Result<Self> {
+        Self::load(true)
+    }
+
+    /// [`Config::from_env`] for the commands that only work on the database (`migrate`,
+    /// `admin`, `eval-retrieval`, `copy-data`): they sign no token and open no sealed
+    /// credential, so in PostgreSQL mode the [`SHARED_SETTINGS`] are not required, and
+    /// secrets that are not set are made up in memory for the run (never written, never
+    /// used). SQLite mode is the same as [`Config::from_env`].
+    ///
+    /// Errors: as [`Config::from_env`], but for the missing shared settings.
+    pub fn from_env_for_tools() -> anyhow::Result<Self> {
+        Self::load(false)
+    }
+
+    fn load(require_shared: bool) -> anyhow::Result<Self> {
         let _ = dotenvy::dotenv();
         let site_addr: SocketAddr = var("LEPTOS_SITE_ADDR")
             .unwrap_or_else(|| "127.0.0.1:3000".into())
             .parse()
             .context("LEPTOS_SITE_ADDR must be host:port, e.g. 127.0.0.1:3000")?;
         let data_dir = PathBuf::from(var("DATA_DIR").unwrap_or_else(|| "data".into()));
-        let mut config = Self::with_data_dir(data_dir, site_addr)?;
-        config.storage.override_from_env();
+        let shared =
+            var("DATABASE_URL").as_deref().and_then(Backend::of) == Some(Backend::Postgres);
+        let mut config = if !shared {
+            Self::with_data_dir(data_dir, site_addr)?
+        } else if require_shared {
+            let secrets = SecretsConfig::from_shared_settings(var)?;
+            Self::with_secrets(data_dir, site_addr, secrets)?
+        } else {
+            // Whatever is set replaces these below (`secrets.override_from_env`).
+            Self::with_secrets(data_dir, site_addr, SecretsConfig::ephemeral())?
+        };
+        config.storage.override_from_env()?;
         config.server.override_from_env()?;
         config.secrets.override_from_env()?;
         config.mail.override_from_env();
@@ -135,9 +170,24 @@ impl Config {
     pub fn with_data_dir(data_dir: PathBuf, site_addr: SocketAddr) -> anyhow::Result<Self> {
         std::fs::create_dir_all(&data_dir)
             .with_context(|| format!("cannot create DATA_DIR {}", data_dir.display()))?;
+        let secrets = SecretsConfig::load_or_generate(&data_dir)?;
+        Self::with_secrets(data_dir, site_addr, secrets)
+    }
+
+    /// Defaults for `data_dir` and `site_addr` with the given `secrets`: no environment
+    /// read, no secret generated.
+    ///
+    /// Errors: `data_dir` cannot be created.
+    pub fn with_secrets(
+        data_dir: PathBuf,
+        site_addr: SocketAddr,
+        secrets: SecretsConfig,
+    ) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(&data_dir)
+            .with_context(|| format!("cannot create DATA_DIR {}", data_dir.display()))?;
         Ok(Self {
             server: ServerConfig::new(site_addr),
-            secrets: SecretsConfig::load_or_generate(&data_dir)?,
+            secrets,
             oauth: OAuthConfig::default(),
             mail: MailConfig::new(&data_dir),
             limits: LimitsConfig::default(),
@@ -148,6 +198,7 @@ impl Config {
             webhooks: WebhooksConfig::default(),
             jobs: JobsConfig::default(),
             channels: ChannelsConfig::default(),
+            role: Role::default(),
             storage: StorageConfig::new(data_dir),
         })
     }
@@ -211,6 +262,155 @@ mod tests {
             assert_eq!(mode & 0o777, 0o600);
         }
         assert!(!format!("{a:?}").contains(a.secrets.jwt_secret.expose_secret()));
+    }
+
+    /// A lookup over fixed variables, as `Config::from_env` looks up the environment.
+    fn lookup<'a>(vars: &'a [(&'a str, &'a str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        move |name| {
+            vars.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    const KEY: &str = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=";
+
+    #[test]
+    fn a_shared_database_requires_its_secrets_and_public_url() {
+        let err = SecretsConfig::from_shared_settings(lookup(&[]))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.ends_with("missing: JWT_SECRET, ENCRYPTION_KEY, PUBLIC_URL"),
+            "{err}"
+        );
+        for (vars, missing) in [
+            (
+                &[
+                    ("ENCRYPTION_KEY", KEY),
+                    ("PUBLIC_URL", "https://chat.example.com"),
+                ][..],
+                "JWT_SECRET",
+            ),
+            (
+                &[
+                    ("JWT_SECRET", "s"),
+                    ("PUBLIC_URL", "https://chat.example.com"),
+                ],
+                "ENCRYPTION_KEY",
+            ),
+            (
+                &[("JWT_SECRET", "s"), ("ENCRYPTION_KEY", KEY)],
+                "PUBLIC_URL",
+            ),
+            (
+                &[
+                    ("JWT_SECRET", "  "),
+                    ("ENCRYPTION_KEY", KEY),
+                    ("PUBLIC_URL", "x"),
+                ],
+                "JWT_SECRET",
+            ),
+        ] {
+            let err = require_shared_settings(lookup(vars))
+                .unwrap_err()
+                .to_string();
+            assert!(err.ends_with(&format!("missing: {missing}")), "{err}");
+            assert!(
+                err.starts_with("DATABASE_URL is a PostgreSQL database"),
+                "{err}"
+            );
+            assert!(SecretsConfig::from_shared_settings(lookup(vars)).is_err());
+        }
+        let bad_key = [
+            ("JWT_SECRET", "s"),
+            ("ENCRYPTION_KEY", "c2hvcnQ="),
+            ("PUBLIC_URL", "https://chat.example.com"),
+        ];
+        let err = SecretsConfig::from_shared_settings(lookup(&bad_key))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("ENCRYPTION_KEY must be base64"), "{err}");
+        assert!(!err.contains("c2hvcnQ="), "{err}");
+    }
+
+    #[test]
+    fn a_shared_database_gets_the_given_secrets_and_writes_none() {
+        use secrecy::ExposeSecret;
+        let vars = [
+            ("JWT_SECRET", "shared-signing-secret"),
+            ("ENCRYPTION_KEY", KEY),
+            ("PUBLIC_URL", "https://chat.example.com"),
+        ];
+        let secrets = SecretsConfig::from_shared_settings(lookup(&vars)).unwrap();
+        assert_eq!(secrets.jwt_secret.expose_secret(), "shared-signing-secret");
+        assert_eq!(secrets.encryption_key.expose_secret(), KEY);
+        let dir = tempfile::tempdir().unwrap();
+        let config = Config::with_secrets(
+            dir.path().to_path_buf(),
+            "127.0.0.1:0".parse().unwrap(),
+            secrets,
+        )
+        .unwrap();
+        assert_eq!(
+            config.secrets.jwt_secret.expose_secret(),
+            "shared-signing-secret"
+        );
+        assert!(!dir.path().join("jwt_secret").exists());
+        assert!(!dir.path().join("encryption_key").exists());
+        assert_eq!(
+            SHARED_SETTINGS,
+            ["JWT_SECRET", "ENCRYPTION_KEY", "PUBLIC_URL"]
+        );
+    }
+
+    #[test]
+    fn tools_make_up_secrets_in_memory_only() {
+        use secrecy::ExposeSecret;
+        let (a, b) = (SecretsConfig::ephemeral(), SecretsConfig::ephemeral());
+        assert_ne!(a.jwt_secret.expose_secret(), b.jwt_secret.expose_secret());
+        assert_eq!(
+            decode_key(a.encryption_key.expose_secret()).unwrap().len(),
+            32
+        );
+        assert!(a.secret_box().is_ok());
+    }
+
+    #[test]
+    fn database_connections_and_role_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config =
+            Config::with_data_dir(dir.path().to_path_buf(), "127.0.0.1:0".parse().unwrap())
+                .unwrap();
+        assert_eq!(
+            config.storage.max_connections,
+            crate::store::postgres::DEFAULT_MAX_CONNECTIONS
+        );
+        assert_eq!(config.storage.max_connections, 16);
+        assert_eq!(config.storage.backend(), Some(Backend::Sqlite));
+        assert_eq!(config.role, Role::All);
+        assert_eq!(
+            bounded(
+                "DATABASE_MAX_CONNECTIONS",
+                "0",
+                1..=MAX_DATABASE_CONNECTIONS,
+                "a whole number"
+            )
+            .unwrap_err()
+            .to_string(),
+            "DATABASE_MAX_CONNECTIONS must be a whole number from 1 to 10000"
+        );
+        config.storage.database_url = "postgres://agentchat:db-password@db:5432/agentchat".into();
+        assert_eq!(config.storage.backend(), Some(Backend::Postgres));
+        assert_eq!(
+            config.storage.database_url_redacted(),
+            "postgres://agentchat:***@db:5432/agentchat"
+        );
+        let printed = format!("{config:?}");
+        assert!(!printed.contains("db-password"), "{printed}");
+        assert!(printed.contains("agentchat:***@db"), "{printed}");
     }
 
     #[test]

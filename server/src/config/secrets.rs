@@ -42,6 +42,43 @@ impl SecretsConfig {
         })
     }
 
+    /// Random secrets kept in memory only, for a command that reads the configuration but
+    /// signs nothing and seals nothing (see [`super::Config::from_env_for_tools`]).
+    pub fn ephemeral() -> Self {
+        let random = |len: usize| {
+            let mut bytes = vec![0u8; len];
+            rand::rngs::OsRng.fill_bytes(&mut bytes);
+            SecretString::from(STANDARD.encode(&bytes))
+        };
+        Self {
+            jwt_secret: random(64),
+            encryption_key: random(32),
+            encryption_keys_previous: Vec::new(),
+        }
+    }
+
+    /// The secrets of an instance on a shared database (PostgreSQL mode), from `lookup`
+    /// (the environment, in [`super::Config::from_env`]): `JWT_SECRET` and
+    /// `ENCRYPTION_KEY` must be set, and `PUBLIC_URL` too ([`require_shared_settings`]);
+    /// nothing is generated or written.
+    ///
+    /// Errors: a missing variable (each one is named), or an `ENCRYPTION_KEY` that is not
+    /// base64 of 32 bytes.
+    pub fn from_shared_settings(lookup: impl Fn(&str) -> Option<String>) -> anyhow::Result<Self> {
+        require_shared_settings(&lookup)?;
+        let (Some(jwt_secret), Some(encryption_key)) =
+            (lookup("JWT_SECRET"), lookup("ENCRYPTION_KEY"))
+        else {
+            anyhow::bail!("JWT_SECRET and ENCRYPTION_KEY must be set");
+        };
+        decode_key(&encryption_key).context("ENCRYPTION_KEY must be base64 of exactly 32 bytes")?;
+        Ok(Self {
+            jwt_secret: SecretString::from(jwt_secret),
+            encryption_key: SecretString::from(encryption_key),
+            encryption_keys_previous: Vec::new(),
+        })
+    }
+
     /// Replaces the secrets of `DATA_DIR` with `JWT_SECRET` and `ENCRYPTION_KEY`, and adds
     /// `ENCRYPTION_KEYS_PREVIOUS`, where set.
     ///
@@ -83,6 +120,33 @@ impl SecretsConfig {
             .collect::<anyhow::Result<Vec<_>>>()?;
         Ok(crate::crypto::SecretBox::new(&current, &previous))
     }
+}
+
+/// The variables an instance on a shared database (PostgreSQL mode) must be given rather
+/// than generate: every instance must sign and check tokens with the same `JWT_SECRET`,
+/// seal and open credentials with the same `ENCRYPTION_KEY`, and name the same issuer and
+/// links (`PUBLIC_URL`); keys generated into each instance's `DATA_DIR` would make every
+/// instance reject the others' tokens (README.md § Running several instances).
+pub const SHARED_SETTINGS: [&str; 3] = ["JWT_SECRET", "ENCRYPTION_KEY", "PUBLIC_URL"];
+
+/// Checks that `lookup` has every one of [`SHARED_SETTINGS`] (a value of only spaces
+/// counts as unset, as everywhere in the configuration).
+///
+/// Errors: names each missing variable, e.g. "DATABASE_URL is a PostgreSQL database,
+/// which needs JWT_SECRET, ENCRYPTION_KEY and PUBLIC_URL set, the same on every instance;
+/// missing: JWT_SECRET, PUBLIC_URL".
+pub fn require_shared_settings(lookup: impl Fn(&str) -> Option<String>) -> anyhow::Result<()> {
+    let missing: Vec<&str> = SHARED_SETTINGS
+        .into_iter()
+        .filter(|name| lookup(name).is_none_or(|v| v.trim().is_empty()))
+        .collect();
+    anyhow::ensure!(
+        missing.is_empty(),
+        "DATABASE_URL is a PostgreSQL database, which needs JWT_SECRET, ENCRYPTION_KEY and \
+         PUBLIC_URL set, the same on every instance; missing: {}",
+        missing.join(", ")
+    );
+    Ok(())
 }
 
 /// Decodes a base64 32-byte key.

@@ -6,9 +6,12 @@ use std::net::SocketAddr;
 use anyhow::Context;
 
 use super::{bounded, var};
-use crate::connection::{
-    ConnectionLimits, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
-    MAX_HEADER_READ_TIMEOUT, MAX_IDLE_TIMEOUT, MAX_MAX_CONNECTIONS,
+use crate::{
+    connection::{
+        ConnectionLimits, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
+        DEFAULT_MAX_CONNECTIONS, MAX_HEADER_READ_TIMEOUT, MAX_IDLE_TIMEOUT, MAX_MAX_CONNECTIONS,
+    },
+    http::forwarded::TrustedProxies,
 };
 
 /// The live-reload port of `cargo leptos watch` unless `LEPTOS_RELOAD_PORT` says another
@@ -47,6 +50,12 @@ pub struct ServerConfig {
     /// fit this many connections and 1,024 more descriptors (a warning is logged when the
     /// hard limit is lower).
     pub max_connections: usize,
+    /// `TRUSTED_PROXIES`: the reverse proxies (load balancers) whose `X-Forwarded-For` is
+    /// believed, as comma-separated CIDR ranges or addresses; default none, and the
+    /// client's IP is then the TCP peer. From a trusted peer, the client's IP is the
+    /// right-most hop of `X-Forwarded-For` that is not trusted
+    /// ([`TrustedProxies::client_ip`]).
+    pub trusted_proxies: TrustedProxies,
     /// Leptos output: `LEPTOS_OUTPUT_NAME` (default `agentchat`).
     pub leptos_output_name: String,
     /// `LEPTOS_SITE_ROOT`, default `target/site`.
@@ -69,6 +78,7 @@ impl ServerConfig {
             header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
             idle_timeout: DEFAULT_IDLE_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            trusted_proxies: TrustedProxies::default(),
             leptos_output_name: "agentchat".into(),
             leptos_site_root: "target/site".into(),
             leptos_site_pkg_dir: "pkg".into(),
@@ -77,11 +87,14 @@ impl ServerConfig {
     }
 
     /// Replaces the defaults with `PUBLIC_URL`, `HEADER_READ_TIMEOUT_SECS`,
-    /// `IDLE_TIMEOUT_SECS`, `MAX_CONNECTIONS`, `LEPTOS_OUTPUT_NAME`, `LEPTOS_SITE_ROOT`,
-    /// `LEPTOS_SITE_PKG_DIR` and, under `LEPTOS_WATCH`, `LEPTOS_RELOAD_PORT`, where set.
-    /// (`LEPTOS_SITE_ADDR` is read before, by [`super::Config::from_env`].)
+    /// `IDLE_TIMEOUT_SECS`, `MAX_CONNECTIONS`, `TRUSTED_PROXIES`, `LEPTOS_OUTPUT_NAME`,
+    /// `LEPTOS_SITE_ROOT`, `LEPTOS_SITE_PKG_DIR` and, under `LEPTOS_WATCH`,
+    /// `LEPTOS_RELOAD_PORT`, where set. (`LEPTOS_SITE_ADDR` is read before, by
+    /// [`super::Config::from_env`].)
     ///
-    /// Errors: a timeout or connection count outside its range, an unparsable reload port.
+    /// Errors: a timeout or connection count outside its range, an entry of
+    /// `TRUSTED_PROXIES` that is not an address or CIDR range (the message names the
+    /// variable and the entry), an unparsable reload port.
     pub(super) fn override_from_env(&mut self) -> anyhow::Result<()> {
         if let Some(url) = var("PUBLIC_URL") {
             self.public_url = url.trim_end_matches('/').to_string();
@@ -111,6 +124,9 @@ impl ServerConfig {
                 1..=MAX_MAX_CONNECTIONS,
                 "a whole number",
             )?;
+        }
+        if let Some(v) = var("TRUSTED_PROXIES") {
+            self.trusted_proxies = TrustedProxies::parse(&v)?;
         }
         if let Some(v) = var("LEPTOS_OUTPUT_NAME") {
             self.leptos_output_name = v;

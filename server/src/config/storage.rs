@@ -2,15 +2,26 @@
 
 use std::path::PathBuf;
 
-use super::var;
+use super::{bounded, var};
+use crate::store::{postgres::DEFAULT_MAX_CONNECTIONS, Backend};
+
+/// Most connections `DATABASE_MAX_CONNECTIONS` may ask for.
+pub const MAX_DATABASE_CONNECTIONS: u32 = 10_000;
 
 /// Where the service keeps its state: the database, and the folder of its files (the
 /// parts that keep files there, such as [`super::MailConfig`] and
 /// [`super::KnowledgeConfig`], hold their own folder inside it).
 #[derive(Clone)]
 pub struct StorageConfig {
-    /// `DATABASE_URL`, default `sqlite://{DATA_DIR}/agentchat.db`.
+    /// `DATABASE_URL`, default `sqlite://{DATA_DIR}/agentchat.db`; `postgres://...` for a
+    /// database several instances share.
     pub database_url: String,
+    /// `DATABASE_MAX_CONNECTIONS`: connections of this instance's pool to a PostgreSQL
+    /// database, default [`DEFAULT_MAX_CONNECTIONS`] (16), 1 to
+    /// [`MAX_DATABASE_CONNECTIONS`]. Every instance holds up to this many, so their sum
+    /// must stay under the server's `max_connections`. SQLite's connections are fixed
+    /// (one writer, a few readers) and ignore it.
+    pub max_connections: u32,
     /// `DATA_DIR`, default `data`: mail outbox, uploads, generated secrets.
     pub data_dir: PathBuf,
 }
@@ -20,15 +31,45 @@ impl StorageConfig {
     pub fn new(data_dir: PathBuf) -> Self {
         Self {
             database_url: format!("sqlite://{}/agentchat.db", data_dir.display()),
+            max_connections: DEFAULT_MAX_CONNECTIONS,
             data_dir,
         }
     }
 
-    /// Replaces the default database with `DATABASE_URL` when set. (`DATA_DIR` is read
-    /// before, by [`super::Config::from_env`].)
-    pub(super) fn override_from_env(&mut self) {
+    /// The backend `database_url` names (`None`: an unknown scheme, refused when the
+    /// store is opened).
+    pub fn backend(&self) -> Option<Backend> {
+        Backend::of(&self.database_url)
+    }
+
+    /// `database_url` with its password, if any, replaced by `***`: for logs and `Debug`.
+    pub fn database_url_redacted(&self) -> String {
+        match url::Url::parse(&self.database_url) {
+            Ok(mut url) if url.password().is_some() => {
+                let _ = url.set_password(Some("***"));
+                url.to_string()
+            }
+            _ => self.database_url.clone(),
+        }
+    }
+
+    /// Replaces the defaults with `DATABASE_URL` and `DATABASE_MAX_CONNECTIONS` when set.
+    /// (`DATA_DIR` is read before, by [`super::Config::from_env`].)
+    ///
+    /// Errors: `DATABASE_MAX_CONNECTIONS` is not a whole number from 1 to
+    /// [`MAX_DATABASE_CONNECTIONS`].
+    pub(super) fn override_from_env(&mut self) -> anyhow::Result<()> {
         if let Some(url) = var("DATABASE_URL") {
             self.database_url = url;
         }
+        if let Some(v) = var("DATABASE_MAX_CONNECTIONS") {
+            self.max_connections = bounded(
+                "DATABASE_MAX_CONNECTIONS",
+                &v,
+                1..=MAX_DATABASE_CONNECTIONS,
+                "a whole number",
+            )?;
+        }
+        Ok(())
     }
 }

@@ -14,7 +14,10 @@ use serde::de::DeserializeOwned;
 
 use crate::{
     auth::Principal,
-    http::error::{ApiError, NOT_JSON_MESSAGE},
+    http::{
+        error::{ApiError, NOT_JSON_MESSAGE},
+        forwarded::TrustedProxies,
+    },
 };
 
 /// A JSON request body, read like `axum::Json` but refused unless it is a JSON object, with
@@ -148,19 +151,43 @@ impl<S: Send + Sync> FromRequestParts<S> for Auth {
     }
 }
 
-/// The client's IP address: the TCP peer (a reverse proxy's own address when there is one).
-#[derive(Debug, Clone, Copy)]
+/// The client's IP address: the TCP peer, or behind trusted reverse proxies
+/// (`TRUSTED_PROXIES`) the address they report in `X-Forwarded-For`
+/// ([`TrustedProxies::client_ip`]). The per-IP request budgets, the sign-in throttle and
+/// the sessions' `ip` all use it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientIp(pub IpAddr);
 
 impl ClientIp {
-    /// The peer address recorded by the server, or 0.0.0.0 when served without it.
+    /// The client's address of a request: the one [`ClientIp::resolve`] recorded, else the
+    /// peer address recorded by the server, else 0.0.0.0 (served without it).
     pub fn of(extensions: &http::Extensions) -> Self {
+        if let Some(resolved) = extensions.get::<ClientIp>() {
+            return *resolved;
+        }
         Self(
             extensions
                 .get::<ConnectInfo<SocketAddr>>()
                 .map(|ConnectInfo(addr)| addr.ip())
                 .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED)),
         )
+    }
+
+    /// Works out the client's address of `request` behind `trusted` proxies and records it
+    /// in its extensions for [`ClientIp::of`], when it is not the peer itself (so nothing
+    /// is recorded, and nothing is read from the headers, when no proxy is trusted).
+    pub fn resolve(trusted: &TrustedProxies, request: &mut Request) {
+        if trusted.is_empty() {
+            return;
+        }
+        let Some(ConnectInfo(peer)) = request.extensions().get::<ConnectInfo<SocketAddr>>() else {
+            return;
+        };
+        let peer = peer.ip();
+        let client = trusted.client_ip(peer, request.headers());
+        if client != peer {
+            request.extensions_mut().insert(ClientIp(client));
+        }
     }
 }
 

@@ -14,6 +14,7 @@ pub mod chat;
 pub mod cookies;
 pub mod error;
 pub mod extract;
+pub mod forwarded;
 pub mod integrations;
 pub mod knowledge;
 pub mod middleware;

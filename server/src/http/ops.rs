@@ -1,10 +1,10 @@
-//! Operations: `GET /api/health`, the OpenAPI 3.1 document generated from the handlers'
+//! Operations: `GET /api/health` (liveness), `GET /api/health/ready` (readiness), the OpenAPI 3.1 document generated from the handlers'
 //! annotations (`GET /api/openapi.json`) and a self-contained reference page rendered from
 //! it (`GET /api/docs`, no external scripts so it works offline).
 
 use std::{fmt::Write, sync::Arc};
 
-use app::api::HealthResponse;
+use app::api::{ErrorBody, HealthResponse, ReadyResponse};
 use axum::{
     extract::State,
     http::{header, HeaderValue, StatusCode},
@@ -14,7 +14,7 @@ use axum::{
 use serde_json::Value;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use super::openapi::RateLimited;
+use super::{error::ApiError, openapi::RateLimited};
 use crate::services::AppState;
 
 /// The generated OpenAPI document, shared with the handlers that serve it.
@@ -23,10 +23,17 @@ pub struct OpenApiDocument(pub Arc<utoipa::openapi::OpenApi>);
 
 /// The operations routes.
 pub fn router() -> OpenApiRouter<AppState> {
-    OpenApiRouter::new()
-        .routes(routes!(health))
+    health_router()
         .routes(routes!(openapi_json))
         .routes(routes!(docs))
+}
+
+/// The health checks alone, liveness and readiness: all that a worker instance serves
+/// ([`crate::startup::health_service`]).
+pub fn health_router() -> OpenApiRouter<AppState> {
+    OpenApiRouter::new()
+        .routes(routes!(health))
+        .routes(routes!(ready))
 }
 
 /// Liveness and version; 503 when the database does not answer. Not rate limited.
@@ -52,6 +59,49 @@ async fn health(State(state): State<AppState>) -> (StatusCode, Json<HealthRespon
                 }),
             )
         }
+    }
+}
+
+/// Readiness, for load balancers: 200 while every dependency of this instance answers
+/// (the database, and Redis when `REDIS_URL` is set), each asked at once within
+/// [`crate::readiness::READY_TIMEOUT`]; 503 with the error body naming what does not
+/// answer otherwise. Neither identified nor rate limited (docs/api.md § Operations).
+#[utoipa::path(get, path = "/api/health/ready", tag = "operations",
+    responses((status = 200, body = ReadyResponse),
+        (status = 503, description = "A dependency does not answer: the message names it, e.g. \"Not ready: the database does not answer\"", body = ErrorBody)))]
+async fn ready(State(state): State<AppState>) -> Result<Json<ReadyResponse>, ApiError> {
+    let report = state.readiness.check().await;
+    if !report.ready() {
+        return Err(not_ready(&report.down()));
+    }
+    let redis = if report.is_up("redis") {
+        "ok"
+    } else {
+        "not configured"
+    };
+    Ok(Json(ReadyResponse {
+        status: "ready".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        database: "ok".into(),
+        redis: redis.into(),
+    }))
+}
+
+/// The 503 of [`ready`]: "Not ready: the database does not answer", "Not ready: Redis
+/// does not answer", "Not ready: the database and Redis do not answer".
+fn not_ready(down: &[&str]) -> ApiError {
+    let names: Vec<&str> = down
+        .iter()
+        .map(|name| match *name {
+            "database" => "the database",
+            "redis" => "Redis",
+            other => other,
+        })
+        .collect();
+    let verb = if names.len() > 1 { "do" } else { "does" };
+    ApiError::Status {
+        status: StatusCode::SERVICE_UNAVAILABLE,
+        message: format!("Not ready: {} {verb} not answer", names.join(" and ")),
     }
 }
 

@@ -122,7 +122,8 @@ pub struct ClaimedDelivery {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AttemptRecord {
     pub delivery_id: DeliveryId,
-    /// 1-based attempt number (the delivery's `attempts` after the claim).
+    /// 1-based attempt number: the delivery's `attempts` after the claim this attempt was
+    /// made under, which fences [`WebhookStore::record_attempt`].
     pub attempt: u32,
     pub started_at: DateTime<Utc>,
     /// Wall time of the attempt in milliseconds.
@@ -182,24 +183,36 @@ pub trait WebhookStore: Send + Sync {
     ///
     /// One claimer per delivery: of any number of claims running at once, each delivery is
     /// returned to at most one, and a sending delivery is returned again only after its
-    /// lease ended. SQLite: one `UPDATE … WHERE id IN (SELECT …) RETURNING`; a server
-    /// backend needs `FOR UPDATE SKIP LOCKED` in the subquery and the predicate repeated
-    /// in the outer `WHERE`. Proven by `conformance::parallel_delivery_claims_are_distinct`.
+    /// lease ended; one claim returns at most `limit`, the earliest due first. SQLite: one
+    /// `UPDATE … WHERE id IN (SELECT …) RETURNING`; a server backend picks the rows with
+    /// `FOR UPDATE SKIP LOCKED` in a subquery run once (a materialised CTE) and repeats
+    /// the predicate in the `UPDATE`'s `WHERE`. Proven by
+    /// `conformance::parallel_delivery_claims_are_distinct` and
+    /// `conformance::a_delivery_claim_takes_at_most_its_limit`.
     async fn claim_deliveries(
         &self,
         now: DateTime<Utc>,
         lease_until: DateTime<Utc>,
         limit: u32,
     ) -> StoreResult<Vec<ClaimedDelivery>>;
-    /// Stores the attempt and moves its delivery on as `after` says, in one transaction.
-    /// The delivery moves on only while it is still sending: a redelivery requested during
-    /// the attempt ([`WebhookStore::redeliver`]) is not overwritten.
+    /// Stores the attempt and moves its delivery on as `after` says, in one transaction;
+    /// true when the delivery moved on.
+    ///
+    /// Fenced by the claim: `attempt.attempt` is the claim's attempt number (the
+    /// delivery's `attempts` as [`WebhookStore::claim_deliveries`] returned it), and the
+    /// delivery moves on only while it is still sending under that claim (`status =
+    /// 'sending' AND attempts = attempt.attempt`). Otherwise only the attempt is stored
+    /// (it was made) and the answer is false: a worker whose lease ran out, and whose
+    /// delivery another worker claimed again, does not overwrite the other's result, nor
+    /// a redelivery requested meanwhile ([`WebhookStore::redeliver`]); and with
+    /// [`AfterAttempt::DisableWebhook`] the webhook is then left as it is. Proven by
+    /// `conformance::a_delivery_is_moved_on_only_under_its_claim`.
     async fn record_attempt(
         &self,
         attempt: &AttemptRecord,
         after: AfterAttempt,
         now: DateTime<Utc>,
-    ) -> StoreResult<()>;
+    ) -> StoreResult<bool>;
     /// The earliest `next_attempt_at` of a pending delivery (the worker sleeps until then).
     async fn next_delivery_due(&self) -> StoreResult<Option<DateTime<Utc>>>;
     /// The newest `limit` deliveries of the user's webhook, newest first.

@@ -108,8 +108,10 @@ impl LeaseQueue for Deliveries {
     }
 }
 
-/// Records one attempt and moves its delivery on; a failure to record is logged (the
-/// lease then runs out and the delivery is sent again).
+/// Records one attempt and moves its delivery on while the claim is still this worker's
+/// (`WebhookStore::record_attempt` is fenced by the attempt number); a lost claim and a
+/// failure to record are logged (after a failure, the lease runs out and the delivery is
+/// sent again).
 async fn record(w: &Webhooks, claimed: &ClaimedDelivery, sent: Sent) {
     let d = &claimed.delivery;
     let Sent {
@@ -140,8 +142,16 @@ async fn record(w: &Webhooks, claimed: &ClaimedDelivery, sent: Sent) {
         response_status,
         error,
     };
-    if let Err(err) = w.store.record_attempt(&record, after, now).await {
-        warn!(delivery = %d.id, error = %err, "cannot record a webhook attempt; it will be retried after its lease");
+    match w.store.record_attempt(&record, after, now).await {
+        Ok(true) => {}
+        // The lease ran out during the attempt and the delivery was claimed again (or a
+        // redelivery was requested): the current claim's result stands.
+        Ok(false) => {
+            warn!(delivery = %d.id, attempt = d.attempts, "a webhook attempt ended after its claim was lost; recorded without moving the delivery on");
+        }
+        Err(err) => {
+            warn!(delivery = %d.id, error = %err, "cannot record a webhook attempt; it will be retried after its lease");
+        }
     }
 }
 

@@ -76,3 +76,142 @@ async fn help_and_migrate() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// `agentchat serve` with only `vars` (and a data folder of its own) set from the
+/// configuration variables; it is expected to refuse to start, so it is given 60 s.
+fn serve_with(vars: &[(&str, &str)]) -> std::process::Output {
+    let dir = tempfile::tempdir().unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_agentchat"));
+    command
+        .arg("serve")
+        // No `.env` of a working directory is read.
+        .current_dir(dir.path())
+        .env("DATA_DIR", dir.path())
+        .env("LEPTOS_SITE_ADDR", "127.0.0.1:0")
+        .env("RUST_LOG", "warn");
+    for name in [
+        "DATABASE_URL",
+        "JWT_SECRET",
+        "ENCRYPTION_KEY",
+        "PUBLIC_URL",
+        "TRUSTED_PROXIES",
+        "DATABASE_MAX_CONNECTIONS",
+        "AGENTCHAT_ROLE",
+        "REDIS_URL",
+    ] {
+        command.env_remove(name);
+    }
+    command.envs(vars.iter().copied());
+    let mut child = command
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    for _ in 0..600 {
+        if child.try_wait().unwrap().is_some() {
+            return child.wait_with_output().unwrap();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    let _ = child.kill();
+    let out = child.wait_with_output().unwrap();
+    panic!(
+        "agentchat serve did not exit: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn postgres_mode_refuses_to_start_without_its_shared_secrets() {
+    let out = serve_with(&[
+        ("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test"),
+        (
+            "ENCRYPTION_KEY",
+            "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=",
+        ),
+        ("PUBLIC_URL", "https://chat.example.com"),
+    ]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("missing: JWT_SECRET"), "{stderr}");
+
+    let out = serve_with(&[("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/test")]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("missing: JWT_SECRET, ENCRYPTION_KEY, PUBLIC_URL"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_bad_trusted_proxy_or_pool_size_or_role_stops_the_start() {
+    let out = serve_with(&[("TRUSTED_PROXIES", "10.0.0.0/8, 10.0.0.0/33")]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("TRUSTED_PROXIES: `10.0.0.0/33` is not an IP address or CIDR range"),
+        "{stderr}"
+    );
+
+    let out = serve_with(&[("DATABASE_MAX_CONNECTIONS", "0")]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("DATABASE_MAX_CONNECTIONS must be a whole number from 1 to 10000"),
+        "{stderr}"
+    );
+
+    let out = serve_with(&[("AGENTCHAT_ROLE", "api")]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--role"), "{stderr}");
+    assert!(stderr.contains("worker"), "the roles are listed: {stderr}");
+}
+
+#[test]
+fn serve_takes_a_role() {
+    let out = Command::new(env!("CARGO_BIN_EXE_agentchat"))
+        .args(["serve", "--help"])
+        .output()
+        .expect("the binary runs");
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("--role <ROLE>"), "{help}");
+    assert!(help.contains("AGENTCHAT_ROLE"), "{help}");
+    assert!(help.contains("[default: all]"), "{help}");
+}
+
+#[tokio::test]
+async fn commands_on_the_database_need_no_shared_secrets_in_postgres_mode() {
+    let server = test_database_server()
+        .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/postgres".into());
+    let db = agentchat::store::scratch::ScratchDatabase::create(&server)
+        .await
+        .unwrap_or_else(|e| {
+            panic!(
+                "PostgreSQL at {server} must be running for this test (scripts/services.sh): {e}"
+            )
+        });
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_agentchat"))
+        .arg("migrate")
+        .current_dir(dir.path())
+        .env("DATA_DIR", dir.path())
+        .env("DATABASE_URL", db.url())
+        .env_remove("JWT_SECRET")
+        .env_remove("ENCRYPTION_KEY")
+        .env_remove("PUBLIC_URL")
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("the binary runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !dir.path().join("jwt_secret").exists() && !dir.path().join("encryption_key").exists(),
+        "no secret is generated in PostgreSQL mode"
+    );
+}

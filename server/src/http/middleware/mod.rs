@@ -24,7 +24,11 @@ use self::{
     json_errors::json_errors,
     rate_limit::{add_rate_headers, channel_integration, is_unmetered, rate_key, refused},
 };
-use crate::{http::extract::Identity, ratelimit::RateDecision, services::AppState};
+use crate::{
+    http::extract::{ClientIp, Identity},
+    ratelimit::RateDecision,
+    services::AppState,
+};
 
 /// The `/api` middleware as a tower layer: see [`ApiService`]. Apply it around the whole
 /// router (`ApiLayer::new(state).layer(router)`, as [`crate::startup::service`] does), not
@@ -57,7 +61,9 @@ impl<S> Layer<S> for ApiLayer {
 /// account, or per client IP when unauthenticated, or per integration and client IP on the
 /// inbound channel endpoints; none on `/api/health`), the `X-RateLimit-*` headers on every
 /// answer, and JSON bodies for errors that the framework produced without one (404, 405,
-/// 413, ...). The caller's [`Identity`] is put in the request's extensions for the
+/// 413, ...). The client IP is the TCP peer's, or behind trusted proxies (`TRUSTED_PROXIES`)
+/// the one they report, recorded for the handlers by [`ClientIp::resolve`] before anything
+/// else reads it. The caller's [`Identity`] is put in the request's extensions for the
 /// [`crate::http::extract::Auth`] extractor. Other paths (the dashboard, its files) go to `S` untouched.
 ///
 /// Written as a tower service rather than with `axum::middleware::from_fn_with_state`: that
@@ -98,6 +104,7 @@ where
             };
         }
         let state = &self.state;
+        ClientIp::resolve(&state.server.trusted_proxies, &mut request);
         let identity = if channel_integration(request.uri().path()).is_some() {
             Some(Identity::Anonymous)
         } else {

@@ -29,9 +29,10 @@ pub const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelim
 /// `X-RateLimit-Reset`: Unix epoch seconds at which the full budget is available again.
 pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 
-/// Health checks: neither identified nor counted (README § Limits).
+/// Health checks, liveness and readiness: neither identified nor counted (README §
+/// Limits, docs/api.md § Operations).
 pub(super) fn is_unmetered(path: &str) -> bool {
-    path == "/api/health"
+    matches!(path, "/api/health" | "/api/health/ready")
 }
 
 /// The integration id of a providers' inbound channel request
@@ -143,6 +144,8 @@ mod tests {
             assert_eq!(channel_integration(path), None, "{path}");
         }
         assert!(is_unmetered("/api/health"));
+        assert!(is_unmetered("/api/health/ready"));
+        assert!(!is_unmetered("/api/health/other"));
         assert!(!is_unmetered("/api/channels/telegram/x"));
     }
 }

@@ -6,8 +6,12 @@ use chrono::{Duration, Utc};
 
 use super::{in_parallel, new_user, user};
 use crate::{
+    auth::oauth::Provider,
     ids::{ApiKeyId, SessionId, UserId},
-    store::{ApiKeyRecord, Conflict, SessionRecord, Store, StoreError, TokenPurpose},
+    store::{
+        identity::IdentityRecord, ApiKeyRecord, Conflict, SessionRecord, Store, StoreError,
+        TokenPurpose,
+    },
 };
 
 /// [`crate::store::AccountStore::create_user`]: of eight creations with one email at
@@ -358,4 +362,50 @@ pub async fn parallel_api_key_creates_stop_at_the_cap(store: Arc<dyn Store>) {
     assert!(store.create_api_key(api_key("freed", u1), 3).await.unwrap());
     let found = store.api_key_by_hash("hash-freed").await.unwrap().unwrap();
     assert_eq!(found.key.id, "freed");
+}
+
+/// [`crate::store::IdentityStore::unlink_identity`]: eight accounts without a password,
+/// each with two identities, whose two identities are unlinked at once: of each account's
+/// two unlinks, one succeeds and the other answers `Conflict(LastSignIn)`, and the account
+/// keeps one identity. Unlinking a provider that is not linked is `NotFound`.
+pub async fn two_unlinks_at_once_leave_a_way_to_sign_in(store: Arc<dyn Store>) {
+    let now = Utc::now();
+    const ACCOUNTS: usize = 8;
+    let providers = [Provider::Github, Provider::Google];
+    for i in 0..ACCOUNTS {
+        let id = user(store.as_ref(), &format!("u{i}")).await.id;
+        for provider in providers {
+            let identity = IdentityRecord {
+                provider,
+                subject: format!("{provider:?}-{i}"),
+                user_id: id.clone(),
+                email: format!("u{i}@example.com"),
+                created_at: now,
+            };
+            store.link_identity(&identity).await.unwrap();
+        }
+    }
+    let unlinked = in_parallel(ACCOUNTS * providers.len(), |n| {
+        let store = store.clone();
+        let (account, provider) = (UserId::from(format!("u{}", n / 2)), providers[n % 2]);
+        async move { store.unlink_identity(&account, provider).await }
+    })
+    .await;
+    for (i, pair) in unlinked.chunks(providers.len()).enumerate() {
+        let ok = pair.iter().filter(|r| r.is_ok()).count();
+        let last = pair
+            .iter()
+            .filter(|r| matches!(r, Err(StoreError::Conflict(Conflict::LastSignIn))))
+            .count();
+        assert_eq!((ok, last), (1, 1), "account u{i}: {pair:?}");
+        let left = store
+            .identities(&UserId::from(format!("u{i}")))
+            .await
+            .unwrap();
+        assert_eq!(left.len(), 1, "account u{i} keeps a way to sign in");
+    }
+    let unknown = store
+        .unlink_identity(&UserId::from("u0"), Provider::Microsoft)
+        .await;
+    assert!(matches!(unknown, Err(StoreError::NotFound)), "{unknown:?}");
 }

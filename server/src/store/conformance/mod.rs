@@ -48,6 +48,7 @@ macro_rules! for_each_store_conformance_case {
             the_oldest_sessions_beyond_the_cap_are_ended,
             refresh_rotation_is_compare_and_set,
             parallel_api_key_creates_stop_at_the_cap,
+            two_unlinks_at_once_leave_a_way_to_sign_in,
             another_users_rows_are_not_found,
             ten_parallel_agent_creates_at_a_limit_of_three_leave_three,
             a_thread_needs_its_users_agent,
@@ -65,6 +66,8 @@ macro_rules! for_each_store_conformance_case {
             a_claimed_job_is_claimed_again_only_after_its_lease,
             a_document_has_one_queued_or_running_job,
             parallel_delivery_claims_are_distinct,
+            a_delivery_claim_takes_at_most_its_limit,
+            a_delivery_is_moved_on_only_under_its_claim,
             parallel_webhook_and_integration_creates_stop_at_the_limit,
             an_inbound_event_is_answered_once,
         }

@@ -12,7 +12,7 @@ use crate::{
     store::{
         documents::{DocumentRecord, DocumentStatus},
         jobs::{JobKind, JobOutcome, JobRecord, JobStatus},
-        webhooks::{AfterAttempt, AttemptRecord, WebhookRecord},
+        webhooks::{AfterAttempt, AttemptRecord, DeliveryStatus, WebhookRecord},
         Store,
     },
 };
@@ -241,6 +241,133 @@ pub async fn parallel_delivery_claims_are_distinct(store: Arc<dyn Store>) {
     assert!(again
         .iter()
         .all(|c| c.delivery.attempts == 2 && c.delivery.id != done.id));
+}
+
+/// [`crate::store::WebhookStore::claim_deliveries`]: a claim takes at most `limit`
+/// deliveries, the earliest due first, even when the deliveries it takes are due again at
+/// once (a lease that has already ended); every due delivery is taken once.
+pub async fn a_delivery_claim_takes_at_most_its_limit(store: Arc<dyn Store>) {
+    let t0 = Utc::now();
+    let u1 = user(store.as_ref(), "u1").await.id;
+    assert!(store.create_webhook(&webhook("w1", &u1), 10).await.unwrap());
+    for i in 0..5 {
+        let at = t0 + Duration::milliseconds(i);
+        let queued = store
+            .enqueue_event(&u1, EventType::AgentCreated, &format!("{{\"n\":{i}}}"), at)
+            .await
+            .unwrap();
+        assert_eq!(queued, 1);
+    }
+    let now = t0 + Duration::seconds(1);
+    // A lease that ended before the claim: the delivery is due again at once.
+    let first = store
+        .claim_deliveries(now, now - Duration::seconds(1), 1)
+        .await
+        .unwrap();
+    assert_eq!(first.len(), 1, "one delivery under a limit of one");
+    assert_eq!(first[0].delivery.payload, "{\"n\":0}", "the earliest due");
+    let lease = now + Duration::seconds(60);
+    let second = store.claim_deliveries(now, lease, 2).await.unwrap();
+    assert_eq!(second.len(), 2, "two under a limit of two");
+    let rest = store.claim_deliveries(now, lease, 100).await.unwrap();
+    assert_eq!(rest.len(), 3, "the other three");
+    let taken: HashSet<&str> = second
+        .iter()
+        .chain(&rest)
+        .map(|c| c.delivery.payload.as_str())
+        .collect();
+    assert_eq!(taken.len(), 5, "each delivery once: {taken:?}");
+    assert!(store
+        .claim_deliveries(now, lease, 100)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+/// [`crate::store::WebhookStore::record_attempt`]: an attempt whose lease ran out, and
+/// whose delivery another worker claimed again, is stored but does not move the delivery
+/// on (the answer is false, and its 410 Gone disables nothing); the current claim's result
+/// stands, and a late record after it changes nothing either.
+pub async fn a_delivery_is_moved_on_only_under_its_claim(store: Arc<dyn Store>) {
+    let t0 = Utc::now();
+    let at = |s: i64| t0 + Duration::seconds(s);
+    let u1 = user(store.as_ref(), "u1").await.id;
+    let w1 = webhook("w1", &u1);
+    assert!(store.create_webhook(&w1, 10).await.unwrap());
+    let queued = store
+        .enqueue_event(&u1, EventType::AgentCreated, "{}", at(0))
+        .await
+        .unwrap();
+    assert_eq!(queued, 1);
+    let first = store.claim_deliveries(at(0), at(60), 10).await.unwrap();
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].delivery.attempts, 1);
+    // The first worker's lease runs out; a second worker claims the delivery again.
+    let second = store.claim_deliveries(at(61), at(121), 10).await.unwrap();
+    assert_eq!(second.len(), 1);
+    assert_eq!(
+        (&second[0].delivery.id, second[0].delivery.attempts),
+        (&first[0].delivery.id, 2)
+    );
+    let id = &first[0].delivery.id;
+    let attempt = |n: u32, status: u16, s: i64| AttemptRecord {
+        delivery_id: id.clone(),
+        attempt: n,
+        started_at: at(s),
+        duration_ms: 5,
+        response_status: Some(status),
+        error: (status != 200).then(|| format!("HTTP {status}")),
+    };
+    let delivery = || async {
+        store
+            .list_deliveries(&u1, &w1.id, 10)
+            .await
+            .unwrap()
+            .remove(0)
+    };
+    // The first worker's answer arrives late: it does not count.
+    let late = attempt(1, 410, 1);
+    assert!(
+        !store
+            .record_attempt(&late, AfterAttempt::DisableWebhook, at(62))
+            .await
+            .unwrap(),
+        "the lost claim does not move the delivery on"
+    );
+    let d = delivery().await;
+    assert_eq!(
+        (d.status, d.attempts, d.response_status),
+        (DeliveryStatus::Sending, 2, None)
+    );
+    let hook = store.webhook(&u1, &w1.id).await.unwrap().unwrap();
+    assert!(hook.active, "a lost claim's 410 disables nothing");
+    // The current claim's answer moves it on.
+    assert!(store
+        .record_attempt(&attempt(2, 200, 61), AfterAttempt::Succeeded, at(63))
+        .await
+        .unwrap());
+    let d = delivery().await;
+    assert_eq!(
+        (d.status, d.response_status),
+        (DeliveryStatus::Succeeded, Some(200))
+    );
+    // A late record after it changes nothing.
+    let retry = AfterAttempt::RetryAt(at(120));
+    assert!(!store.record_attempt(&late, retry, at(64)).await.unwrap());
+    let d = delivery().await;
+    assert_eq!(
+        (d.status, d.response_status, d.next_attempt_at),
+        (DeliveryStatus::Succeeded, Some(200), None)
+    );
+    // Both attempts were made, so both are stored.
+    let attempts: Vec<(u32, Option<u16>)> = store
+        .delivery_attempts(id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|a| (a.attempt, a.response_status))
+        .collect();
+    assert_eq!(attempts, [(1, Some(410)), (2, Some(200))]);
 }
 
 /// [`crate::store::WebhookStore::create_webhook`] and

@@ -1,4 +1,14 @@
-//! [`AccountStore`] on PostgreSQL (`migrations/postgres/0001_accounts.sql`).
+//! [`AccountStore`] on PostgreSQL (`migrations/postgres/0001_baseline.sql`: `users`,
+//! `email_tokens`).
+//!
+//! Rules kept here, under READ COMMITTED:
+//! - one account per email: the unique index on `users.email`; of creations at once, the
+//!   others fail with a unique violation, answered as [`Conflict::Email`]
+//!   (`create_user`, and `create_user_with_identity` in `identity.rs` through
+//!   [`insert_user`]);
+//! - a token, and of an account's outstanding tokens of one purpose only one, is consumed
+//!   once: one conditional `UPDATE … RETURNING` whose competitors wait for the rows it
+//!   marks and then find them used (`consume_email_token`).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -138,10 +148,10 @@ impl AccountStore for PgStore {
     ) -> StoreResult<Option<UserId>> {
         // One statement: the presented token's user is found and all of that user's unused
         // tokens of the purpose, the presented one among them, are marked used together.
-        // Here it runs alone on the one writer. A backend with row locks (PostgreSQL, read
-        // committed) keeps the guarantee with the same statement: a concurrent consumer
-        // waits for the rows and re-checks the outer `used_at IS NULL`, and a row it marks
-        // that is not the presented token (one created meanwhile) is not a success.
+        // A concurrent consumer of the same account (READ COMMITTED) waits for the rows
+        // this one locks and re-checks the outer `used_at IS NULL` on their committed
+        // version, so it marks none of them; a row it marks that is not the presented
+        // token (one created meanwhile) is not a success.
         let rows = sqlx::query(
             "UPDATE email_tokens SET used_at = $1 WHERE purpose = $2 AND used_at IS NULL \
              AND user_id = (SELECT user_id FROM email_tokens WHERE token_hash = $3 AND purpose = $4 \

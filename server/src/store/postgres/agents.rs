@@ -1,9 +1,20 @@
-//! [`AgentStore`] on PostgreSQL (`migrations/postgres/0002_agents_chat.sql`).
+//! [`AgentStore`] on PostgreSQL (`migrations/postgres/0001_baseline.sql`: `agents`).
+//!
+//! Rules kept here, under READ COMMITTED:
+//! - the plan's agent limit: `create_agent` locks the owner's `users` row
+//!   ([`super::lock_account`]) in the transaction before its conditional insert, so
+//!   parallel creations of one account count each other's agents (a single
+//!   `INSERT … SELECT … WHERE (SELECT count(*) …) < $n` lets two creations at a limit of
+//!   3 both see 2 and leave 4);
+//! - deleting an agent deletes its threads, documents, chunks and jobs by the foreign
+//!   keys' `ON DELETE CASCADE`, and its chunk and embedding generations by the trigger
+//!   `agents_generations_del`, in the same statement (`delete_agent`).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{
+    lock_account,
     rows::{agent, ms, AGENT_COLUMNS},
     PgStore,
 };
@@ -13,6 +24,8 @@ use crate::store::{AgentPatch, AgentRecord, AgentStore, StoreResult};
 #[async_trait]
 impl AgentStore for PgStore {
     async fn create_agent(&self, a: &AgentRecord, limit: u32) -> StoreResult<bool> {
+        let mut tx = self.pool.begin().await?;
+        lock_account(&mut tx, &a.user_id).await?;
         let done = sqlx::query(
             "INSERT INTO agents (id, user_id, name, description, system_prompt, model, status, created_at, updated_at) \
              SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9 WHERE (SELECT COUNT(*) FROM agents WHERE user_id = $10) < $11",
@@ -28,8 +41,9 @@ impl AgentStore for PgStore {
         .bind(ms(a.updated_at))
         .bind(&a.user_id)
         .bind(i64::from(limit))
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
+        tx.commit().await?;
         Ok(done.rows_affected() == 1)
     }
 

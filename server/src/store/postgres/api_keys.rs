@@ -1,9 +1,18 @@
-//! [`ApiKeyStore`] on PostgreSQL (`migrations/postgres/0001_accounts.sql`).
+//! [`ApiKeyStore`] on PostgreSQL (`migrations/postgres/0001_baseline.sql`: `api_keys`).
+//!
+//! Rules kept here, under READ COMMITTED:
+//! - the cap of live keys per account: `create_api_key` locks the owner's `users` row
+//!   ([`super::lock_account`]) in the transaction before its conditional insert, so
+//!   parallel creations of one account count each other's keys;
+//! - a rotation revokes the old key and inserts the new one in one transaction, and only
+//!   while the old key is live: of two rotations at once, the second waits for the row
+//!   and finds it revoked (`rotate_api_key`).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{
+    lock_account,
     rows::{api_key, ms, plan, KEY_COLUMNS},
     PgStore,
 };
@@ -13,6 +22,8 @@ use crate::store::{ApiKeyAuth, ApiKeyRecord, ApiKeyStore, StoreResult};
 #[async_trait]
 impl ApiKeyStore for PgStore {
     async fn create_api_key(&self, k: ApiKeyRecord, cap: usize) -> StoreResult<bool> {
+        let mut tx = self.pool.begin().await?;
+        lock_account(&mut tx, &k.user_id).await?;
         let done = sqlx::query(
             "INSERT INTO api_keys (id, user_id, name, prefix, key_hash, scopes, expires_at, created_at) \
              SELECT $1, $2, $3, $4, $5, $6, $7, $8 \
@@ -28,8 +39,9 @@ impl ApiKeyStore for PgStore {
         .bind(ms(k.created_at))
         .bind(&k.user_id)
         .bind(i64::try_from(cap).unwrap_or(i64::MAX))
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
+        tx.commit().await?;
         Ok(done.rows_affected() == 1)
     }
 

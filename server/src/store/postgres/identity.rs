@@ -1,4 +1,19 @@
-//! [`IdentityStore`] on PostgreSQL (`migrations/postgres/0005_identities.sql`).
+//! [`IdentityStore`] on PostgreSQL (`migrations/postgres/0001_baseline.sql`:
+//! `user_identities`, `oauth_flows`, `oauth_exchange_codes`).
+//!
+//! Rules kept here, under READ COMMITTED:
+//! - a provider identity belongs to one account, and an account has one identity per
+//!   provider: the primary key `(provider, subject)` and the unique `(user_id, provider)`;
+//!   a violation is [`Conflict::LinkedIdentity`] (`link_identity`,
+//!   `create_user_with_identity`, which writes the account and the identity in one
+//!   transaction);
+//! - an account keeps a way to sign in: `unlink_identity` locks the owner's `users` row
+//!   ([`super::lock_account`]) before it checks for a password or another identity and
+//!   deletes, so two unlinks of one account run one after the other and the second sees
+//!   the first's delete;
+//! - a state and an exchange code work once: `DELETE … RETURNING` (`take_oauth_flow`,
+//!   `take_exchange_code`); of two at once, the second waits for the row and deletes
+//!   nothing.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -6,7 +21,7 @@ use sqlx::Row;
 
 use super::{
     accounts::insert_user,
-    is_unique_violation,
+    is_unique_violation, lock_account,
     rows::{identity, ms, time, IDENTITY_COLUMNS},
     PgStore,
 };
@@ -85,14 +100,16 @@ impl IdentityStore for PgStore {
 
     async fn unlink_identity(&self, user_id: &UserId, provider: Provider) -> StoreResult<()> {
         let mut tx = self.pool.begin().await?;
-        let linked: Option<i64> = sqlx::query_scalar(
-            "SELECT 1 FROM user_identities WHERE user_id = $1 AND provider = $2",
+        // The owner's unlinks one at a time: each sees what the others deleted.
+        lock_account(&mut tx, user_id).await?;
+        let linked: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM user_identities WHERE user_id = $1 AND provider = $2)",
         )
         .bind(user_id)
         .bind(provider)
-        .fetch_optional(&mut *tx)
+        .fetch_one(&mut *tx)
         .await?;
-        if linked.is_none() {
+        if !linked {
             return Err(StoreError::NotFound);
         }
         // Another way to sign in must remain: a password or another provider.

@@ -1,6 +1,18 @@
-//! [`IntegrationStore`] on PostgreSQL (`migrations/postgres/0008_integrations.sql`).
+//! [`IntegrationStore`] on PostgreSQL (`migrations/postgres/0001_baseline.sql`:
+//! `integrations`, `channel_threads`, `channel_events`).
+//!
+//! Rules kept here, under READ COMMITTED:
+//! - the plan's integration limit: `create_integration` locks the owner's `users` row
+//!   ([`super::lock_account`]) in the transaction before its conditional insert, so
+//!   parallel creations of one account count each other's integrations;
+//! - each inbound event is answered once: `INSERT … ON CONFLICT DO NOTHING` on the primary
+//!   key `(integration_id, event_id)`; of inserts at once, one inserts and the others wait
+//!   for it and then insert nothing (`first_channel_event`);
+//! - one thread per external conversation: an upsert on `(integration_id,
+//!   conversation_key)` (`set_channel_thread`).
 
 use super::{
+    lock_account,
     rows::{integration, ms, INTEGRATION_COLUMNS},
     PgStore,
 };
@@ -15,7 +27,9 @@ use chrono::{DateTime, Utc};
 #[async_trait]
 impl IntegrationStore for PgStore {
     async fn create_integration(&self, r: &IntegrationRecord, limit: u32) -> StoreResult<bool> {
-        // One statement: the count and the insert cannot interleave with another create.
+        // The owner's creations one at a time: each counts what the others wrote.
+        let mut tx = self.pool.begin().await?;
+        lock_account(&mut tx, &r.user_id).await?;
         let done = sqlx::query(&format!(
             "INSERT INTO integrations ({INTEGRATION_COLUMNS}) \
              SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15 \
@@ -38,8 +52,9 @@ impl IntegrationStore for PgStore {
         .bind(ms(r.updated_at))
         .bind(&r.user_id)
         .bind(i64::from(limit))
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
+        tx.commit().await?;
         Ok(done.rows_affected() == 1)
     }
 

@@ -5,10 +5,26 @@
 //!
 //! PostgreSQL runs transactions side by side at READ COMMITTED, so the rules SQLite's
 //! single writer keeps for free are kept here explicitly (each stated where it is kept):
-//! per-account limits lock the account's `users` row first; claims of jobs and deliveries
-//! take rows with `FOR UPDATE SKIP LOCKED`; a chunk writer locks its agent's
-//! `chunk_generations` row before it draws chunk ids, so that an agent's ids become
-//! visible in increasing order.
+//!
+//! - **Per-account check-then-act** ([`lock_account`]): a transaction that first locks
+//!   the account's `users` row, then counts and writes. Under READ COMMITTED a single
+//!   `INSERT … SELECT … WHERE (SELECT count(*) …) < $n` is not enough: two such inserts
+//!   each count `n - 1` and both write. Kept by `create_agent` (`agents.rs`),
+//!   `create_session` (`sessions.rs`), `create_api_key` (`api_keys.rs`),
+//!   `unlink_identity` (`identity.rs`), `create_integration` (`integrations.rs`) and
+//!   `create_webhook` (`webhooks.rs`).
+//! - **Claims** of jobs and deliveries take rows with `FOR UPDATE SKIP LOCKED` in the
+//!   subquery and repeat its predicate in the outer `WHERE` (`jobs.rs`,
+//!   `webhooks.rs::claim_deliveries`); the end of a claimed item is written only under
+//!   the claim that holds it (`complete_job`, `record_attempt`: `attempts = $claimed`).
+//! - **Chunk ids**: a chunk writer locks its agent's `chunk_generations` row before it
+//!   draws chunk ids, so that an agent's ids become visible in increasing order
+//!   (`documents.rs`).
+//! - **Single statements** that are already atomic on a server with row locks (a
+//!   concurrent writer waits for the row and re-checks the `WHERE` on its new version):
+//!   `rotate_refresh`, `consume_email_token`, `take_oauth_flow`, `take_exchange_code`,
+//!   `first_channel_event`, and the unique indexes behind `create_user` and
+//!   `link_identity`.
 
 use std::{str::FromStr, time::Duration};
 
@@ -76,6 +92,28 @@ impl PgStore {
     pub fn pool(&self) -> &PgPool {
         &self.pool
     }
+}
+
+/// Locks the `users` row of `user_id` until the end of the transaction `tx` runs in
+/// (`SELECT 1 FROM users WHERE id = $1 FOR UPDATE`), so that the per-account
+/// check-then-act that follows (count the account's rows, then insert or delete) runs for
+/// one account at a time: another transaction calling this for the same account waits
+/// here until `tx` ends, then counts what `tx` wrote. A missing account locks nothing
+/// (the insert that follows then fails its foreign key, or finds nothing to change).
+///
+/// PostgreSQL's default isolation is READ COMMITTED
+/// (<https://www.postgresql.org/docs/current/transaction-iso.html#XACT-READ-COMMITTED>):
+/// each statement sees what was committed when it started, so without this lock two
+/// transactions both count `limit - 1` and both insert.
+pub(super) async fn lock_account(
+    tx: &mut sqlx::PgConnection,
+    user_id: &crate::ids::UserId,
+) -> StoreResult<()> {
+    sqlx::query("SELECT 1 FROM users WHERE id = $1 FOR UPDATE")
+        .bind(user_id)
+        .execute(tx)
+        .await?;
+    Ok(())
 }
 
 #[async_trait]

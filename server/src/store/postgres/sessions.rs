@@ -1,9 +1,18 @@
-//! [`SessionStore`] on PostgreSQL (`migrations/postgres/0001_accounts.sql`).
+//! [`SessionStore`] on PostgreSQL (`migrations/postgres/0001_baseline.sql`: `sessions`).
+//!
+//! Rules kept here, under READ COMMITTED:
+//! - the cap of live sessions per account: `create_session` locks the owner's `users` row
+//!   ([`super::lock_account`]) before it inserts and ends the oldest beyond the cap, so
+//!   parallel sign-ins of one account run one after the other;
+//! - refresh rotation is compare-and-set: one conditional `UPDATE` (`rotate_refresh`);
+//!   a concurrent rotation waits for the row and re-checks `refresh_jti` on its new value;
+//! - `last_seen_at` never moves back: `GREATEST` in one `UPDATE` (`touch_session`).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{
+    lock_account,
     rows::{ms, plan, session, SESSION_COLUMNS},
     PgStore,
 };
@@ -19,7 +28,8 @@ impl SessionStore for PgStore {
         idle_cutoff: DateTime<Utc>,
     ) -> StoreResult<Vec<SessionId>> {
         let mut tx = self.pool.begin().await?;
-        // Write first so the transaction holds the write lock from its start.
+        // The owner's sign-ins one at a time: each counts the sessions the others wrote.
+        lock_account(&mut tx, &s.user_id).await?;
         sqlx::query(
             "INSERT INTO sessions (id, user_id, refresh_jti, user_agent, ip, created_at, last_seen_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7)",
@@ -35,19 +45,20 @@ impl SessionStore for PgStore {
         .await?;
         let over: Vec<SessionId> = sqlx::query_scalar(
             "SELECT id FROM sessions WHERE user_id = $1 AND revoked_at IS NULL AND last_seen_at >= $2 \
-             ORDER BY created_at DESC, id DESC LIMIT -1 OFFSET $3",
+             ORDER BY created_at DESC, id DESC OFFSET $3",
         )
         .bind(&s.user_id)
         .bind(ms(idle_cutoff))
         .bind(max_live as i64)
         .fetch_all(&mut *tx)
         .await?;
-        for id in &over {
+        if !over.is_empty() {
             sqlx::query(
-                "UPDATE sessions SET revoked_at = $1, revoked_reason = 'evicted' WHERE id = $2",
+                "UPDATE sessions SET revoked_at = $1, revoked_reason = 'evicted' \
+                 WHERE id = ANY($2)",
             )
             .bind(ms(s.created_at))
-            .bind(id)
+            .bind(&over)
             .execute(&mut *tx)
             .await?;
         }
@@ -92,7 +103,7 @@ impl SessionStore for PgStore {
     }
 
     async fn touch_session(&self, session_id: &SessionId, now: DateTime<Utc>) -> StoreResult<()> {
-        sqlx::query("UPDATE sessions SET last_seen_at = MAX(last_seen_at, $1) WHERE id = $2")
+        sqlx::query("UPDATE sessions SET last_seen_at = GREATEST(last_seen_at, $1) WHERE id = $2")
             .bind(ms(now))
             .bind(session_id)
             .execute(&self.pool)

@@ -1,10 +1,28 @@
-//! [`WebhookStore`] on PostgreSQL (`migrations/postgres/0007_webhooks.sql`).
+//! [`WebhookStore`] on PostgreSQL (`migrations/postgres/0001_baseline.sql`: `webhooks`,
+//! `webhook_deliveries`, `webhook_attempts`). `webhooks.events` is TEXT holding a JSON
+//! array of event names, as on SQLite; queries read it with the `jsonb` operators
+//! (`events::jsonb ? $n`: <https://www.postgresql.org/docs/current/functions-json.html>).
+//!
+//! Rules kept here, under READ COMMITTED:
+//! - the plan's webhook limit: `create_webhook` locks the owner's `users` row
+//!   ([`super::lock_account`]) in the transaction before its conditional insert;
+//! - one claimer per delivery, at most `limit` per claim: `claim_deliveries` picks the
+//!   due rows in a materialised CTE with `FOR UPDATE SKIP LOCKED` (a claimer skips the
+//!   rows another is taking instead of waiting and then taking them again; the CTE runs
+//!   once, so the limit holds) and repeats the due predicate in the `UPDATE`'s `WHERE` (a
+//!   row whose claim committed after this statement's snapshot is re-checked on its new
+//!   version and left out);
+//! - only the claim that holds a delivery ends it: `record_attempt` moves the delivery on
+//!   only `WHERE status = 'sending' AND attempts = $claimed`, so a worker whose lease ran
+//!   out, and whose delivery another worker claimed again, does not overwrite the other's
+//!   result (nor a redelivery requested meanwhile).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 use sqlx::Row;
 
 use super::{
+    lock_account,
     rows::{delivery, ms, time, webhook, DELIVERY_COLUMNS, WEBHOOK_COLUMNS},
     PgStore,
 };
@@ -23,6 +41,9 @@ impl WebhookStore for PgStore {
     async fn create_webhook(&self, w: &WebhookRecord, limit: u32) -> StoreResult<bool> {
         let events =
             serde_json::to_string(&w.events).map_err(|e| StoreError::Other(anyhow::anyhow!(e)))?;
+        // The owner's creations one at a time: each counts what the others wrote.
+        let mut tx = self.pool.begin().await?;
+        lock_account(&mut tx, &w.user_id).await?;
         let done = sqlx::query(
             "INSERT INTO webhooks (id, user_id, url, events, description, secret_sealed, active, \
              disabled_reason, created_at, updated_at) \
@@ -41,8 +62,9 @@ impl WebhookStore for PgStore {
         .bind(ms(w.created_at))
         .bind(&w.user_id)
         .bind(i64::from(limit))
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
+        tx.commit().await?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -88,8 +110,7 @@ impl WebhookStore for PgStore {
         now: DateTime<Utc>,
     ) -> StoreResult<usize> {
         let subscribed: Vec<WebhookId> = sqlx::query_scalar(
-            "SELECT id FROM webhooks WHERE user_id = $1 AND active = 1 \
-             AND EXISTS (SELECT 1 FROM json_each(webhooks.events) WHERE value = $2)",
+            "SELECT id FROM webhooks WHERE user_id = $1 AND active AND events::jsonb ? $2",
         )
         .bind(user_id)
         .bind(event)
@@ -101,7 +122,7 @@ impl WebhookStore for PgStore {
             let done = sqlx::query(
                 "INSERT INTO webhook_deliveries (id, webhook_id, user_id, event, payload, status, \
                  created_at, next_attempt_at, retry_from) \
-                 SELECT $1, id, user_id, $2, $3, $4, $5, $6, $7 FROM webhooks WHERE id = $8 AND active = 1",
+                 SELECT $1, id, user_id, $2, $3, $4, $5, $6, $7 FROM webhooks WHERE id = $8 AND active",
             )
             .bind(DeliveryId::new())
             .bind(event)
@@ -125,15 +146,23 @@ impl WebhookStore for PgStore {
         limit: u32,
     ) -> StoreResult<Vec<ClaimedDelivery>> {
         // Due pending deliveries in due order (index webhook_deliveries_due), then claims
-        // whose worker stopped renewing; only of active webhooks.
+        // whose worker stopped renewing; only of active webhooks. The subquery locks the
+        // rows it picks and skips those another claimer holds; the outer WHERE repeats the
+        // due predicate, which is checked again on the latest version of each row. The
+        // subquery is a materialised CTE, run once: as an `IN (…)` subquery the planner
+        // may run it again for each row of the UPDATE, and a second run skips the rows
+        // this statement has just updated and picks more, beyond the limit.
         let rows = sqlx::query(&format!(
-            "UPDATE webhook_deliveries SET status = $1, lease_until = $2, attempts = attempts + 1 \
-             WHERE id IN ( \
+            "WITH due AS MATERIALIZED ( \
                SELECT d.id FROM webhook_deliveries d \
                WHERE ((d.status = $3 AND d.next_attempt_at <= $4) \
                       OR (d.status = $1 AND d.lease_until < $4)) \
-                 AND EXISTS (SELECT 1 FROM webhooks w WHERE w.id = d.webhook_id AND w.active = 1) \
-               ORDER BY d.next_attempt_at LIMIT $5) \
+                 AND EXISTS (SELECT 1 FROM webhooks w WHERE w.id = d.webhook_id AND w.active) \
+               ORDER BY d.next_attempt_at, d.id LIMIT $5 \
+               FOR UPDATE OF d SKIP LOCKED) \
+             UPDATE webhook_deliveries SET status = $1, lease_until = $2, attempts = attempts + 1 \
+             WHERE id IN (SELECT id FROM due) \
+               AND ((status = $3 AND next_attempt_at <= $4) OR (status = $1 AND lease_until < $4)) \
              RETURNING {DELIVERY_COLUMNS}"
         ))
         .bind(DeliveryStatus::Sending)
@@ -178,12 +207,16 @@ impl WebhookStore for PgStore {
         a: &AttemptRecord,
         after: AfterAttempt,
         now: DateTime<Utc>,
-    ) -> StoreResult<()> {
+    ) -> StoreResult<bool> {
         let mut tx = self.pool.begin().await?;
+        // The attempt was made, so it is recorded even when its claim was lost.
         sqlx::query(
-            "INSERT OR REPLACE INTO webhook_attempts \
+            "INSERT INTO webhook_attempts \
              (delivery_id, attempt, started_at, duration_ms, response_status, error) \
-             VALUES ($1, $2, $3, $4, $5, $6)",
+             VALUES ($1, $2, $3, $4, $5, $6) \
+             ON CONFLICT (delivery_id, attempt) DO UPDATE SET started_at = excluded.started_at, \
+             duration_ms = excluded.duration_ms, response_status = excluded.response_status, \
+             error = excluded.error",
         )
         .bind(&a.delivery_id)
         .bind(i64::from(a.attempt))
@@ -198,11 +231,13 @@ impl WebhookStore for PgStore {
             AfterAttempt::RetryAt(t) => (DeliveryStatus::Pending, Some(ms(t))),
             AfterAttempt::Failed | AfterAttempt::DisableWebhook => (DeliveryStatus::Failed, None),
         };
-        // Only the claim this attempt belongs to moves the delivery on: a redelivery
-        // requested meanwhile is not overwritten.
-        sqlx::query(
+        // Only the claim this attempt belongs to moves the delivery on: not a worker whose
+        // lease ran out and whose delivery was claimed again (attempts moved on), nor over
+        // a redelivery requested meanwhile (status moved on). The row lock makes a
+        // concurrent claim or redelivery wait, and this predicate is re-checked after it.
+        let applied = sqlx::query(
             "UPDATE webhook_deliveries SET status = $1, next_attempt_at = $2, lease_until = NULL, \
-             response_status = $3, last_error = $4 WHERE id = $5 AND status = $6",
+             response_status = $3, last_error = $4 WHERE id = $5 AND status = $6 AND attempts = $7",
         )
         .bind(status)
         .bind(next)
@@ -210,9 +245,12 @@ impl WebhookStore for PgStore {
         .bind(&a.error)
         .bind(&a.delivery_id)
         .bind(DeliveryStatus::Sending)
+        .bind(i64::from(a.attempt))
         .execute(&mut *tx)
-        .await?;
-        if after == AfterAttempt::DisableWebhook {
+        .await?
+        .rows_affected()
+            == 1;
+        if applied && after == AfterAttempt::DisableWebhook {
             let webhook_id: Option<WebhookId> =
                 sqlx::query_scalar("SELECT webhook_id FROM webhook_deliveries WHERE id = $1")
                     .bind(&a.delivery_id)
@@ -220,7 +258,7 @@ impl WebhookStore for PgStore {
                     .await?;
             if let Some(webhook_id) = webhook_id {
                 sqlx::query(
-                    "UPDATE webhooks SET active = 0, disabled_reason = $1, updated_at = $2 WHERE id = $3",
+                    "UPDATE webhooks SET active = FALSE, disabled_reason = $1, updated_at = $2 WHERE id = $3",
                 )
                 .bind("The receiver answered 410 Gone")
                 .bind(ms(now))
@@ -240,13 +278,13 @@ impl WebhookStore for PgStore {
             }
         }
         tx.commit().await?;
-        Ok(())
+        Ok(applied)
     }
 
     async fn next_delivery_due(&self) -> StoreResult<Option<DateTime<Utc>>> {
         let next: Option<i64> = sqlx::query_scalar(
             "SELECT MIN(d.next_attempt_at) FROM webhook_deliveries d WHERE d.status = $1 \
-             AND EXISTS (SELECT 1 FROM webhooks w WHERE w.id = d.webhook_id AND w.active = 1)",
+             AND EXISTS (SELECT 1 FROM webhooks w WHERE w.id = d.webhook_id AND w.active)",
         )
         .bind(DeliveryStatus::Pending)
         .fetch_one(&self.pool)

@@ -178,8 +178,9 @@ impl WebhookStore for SqliteStore {
         a: &AttemptRecord,
         after: AfterAttempt,
         now: DateTime<Utc>,
-    ) -> StoreResult<()> {
+    ) -> StoreResult<bool> {
         let mut tx = self.writer.begin().await?;
+        // The attempt was made, so it is recorded even when its claim was lost.
         sqlx::query(
             "INSERT OR REPLACE INTO webhook_attempts \
              (delivery_id, attempt, started_at, duration_ms, response_status, error) \
@@ -198,11 +199,12 @@ impl WebhookStore for SqliteStore {
             AfterAttempt::RetryAt(t) => (DeliveryStatus::Pending, Some(ms(t))),
             AfterAttempt::Failed | AfterAttempt::DisableWebhook => (DeliveryStatus::Failed, None),
         };
-        // Only the claim this attempt belongs to moves the delivery on: a redelivery
-        // requested meanwhile is not overwritten.
-        sqlx::query(
+        // Only the claim this attempt belongs to moves the delivery on: not a worker whose
+        // lease ran out and whose delivery was claimed again (attempts moved on), nor over
+        // a redelivery requested meanwhile (status moved on).
+        let applied = sqlx::query(
             "UPDATE webhook_deliveries SET status = ?, next_attempt_at = ?, lease_until = NULL, \
-             response_status = ?, last_error = ? WHERE id = ? AND status = ?",
+             response_status = ?, last_error = ? WHERE id = ? AND status = ? AND attempts = ?",
         )
         .bind(status)
         .bind(next)
@@ -210,9 +212,12 @@ impl WebhookStore for SqliteStore {
         .bind(&a.error)
         .bind(&a.delivery_id)
         .bind(DeliveryStatus::Sending)
+        .bind(i64::from(a.attempt))
         .execute(&mut *tx)
-        .await?;
-        if after == AfterAttempt::DisableWebhook {
+        .await?
+        .rows_affected()
+            == 1;
+        if applied && after == AfterAttempt::DisableWebhook {
             let webhook_id: Option<WebhookId> =
                 sqlx::query_scalar("SELECT webhook_id FROM webhook_deliveries WHERE id = ?")
                     .bind(&a.delivery_id)
@@ -240,7 +245,7 @@ impl WebhookStore for SqliteStore {
             }
         }
         tx.commit().await?;
-        Ok(())
+        Ok(applied)
     }
 
     async fn next_delivery_due(&self) -> StoreResult<Option<DateTime<Utc>>> {
