@@ -141,12 +141,20 @@ impl Application {
             clock.clone(),
         )?
         .with_bus(&bus);
+        // Uploads beside an embedded database, in a server database (read by every
+        // instance's workers) otherwise.
+        let uploads = store::uploads::for_backend(
+            &config.storage.database_url,
+            store.clone(),
+            &config.knowledge.uploads,
+        )?;
         let knowledge = crate::knowledge::Knowledge::new(
             &config.knowledge,
             &config.outbound,
             &config.providers,
             store.clone(),
             store.clone(),
+            uploads,
             webhooks.events.clone(),
             clock.clone(),
         )?

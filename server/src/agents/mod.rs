@@ -16,7 +16,7 @@ use app::api::{CreateAgentRequest, UpdateAgentRequest};
 use crate::{
     clock::Clock,
     domain::{parse_name, Plan},
-    ids::{AgentId, UserId},
+    ids::{AgentId, DocumentId, UserId},
     knowledge::Knowledge,
     llm::Models,
     store::{agents::AgentStatus, AgentPatch, AgentRecord, AgentStore, StoreError},
@@ -236,11 +236,10 @@ impl AgentService {
             return Err(AgentError::NotFound);
         }
         self.cache.forget(agent_id);
-        // Threads, documents, chunks and jobs went with the agent (ON DELETE CASCADE); the
-        // stored uploads are files.
-        for doc in documents {
-            let _ = tokio::fs::remove_file(self.knowledge.upload_path(&doc.id)).await;
-        }
+        // Threads, documents, chunks and jobs went with the agent (ON DELETE CASCADE), and
+        // uploads kept in the database with them; uploads kept as files are removed here.
+        let ids: Vec<DocumentId> = documents.into_iter().map(|d| d.id).collect();
+        let _ = self.knowledge.uploads.remove_uploads(&ids).await;
         self.events
             .emit(
                 user_id,

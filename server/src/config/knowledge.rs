@@ -16,7 +16,8 @@ pub struct KnowledgeConfig {
     /// How uploads and crawled pages are read: `EXTRACT_TIMEOUT_SECS`, `EXTRACT_MEMORY_MB`,
     /// `EXTRACT_PROCESSES` (see [`ExtractionConfig`]).
     pub extraction: ExtractionConfig,
-    /// `DATA_DIR/uploads`: where uploads are kept, one file per document.
+    /// `DATA_DIR/uploads`: where uploads are kept, one file per document, with the embedded
+    /// (SQLite) store; unused with PostgreSQL, which keeps them in the database.
     pub uploads: PathBuf,
 }
 

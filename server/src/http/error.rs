@@ -270,7 +270,6 @@ impl From<crate::knowledge::service::KnowledgeError> for ApiError {
             KnowledgeError::Url(e) => e.into(),
             KnowledgeError::DocumentNotFound => Self::not_found("Document"),
             KnowledgeError::JobNotFound => Self::not_found("Job"),
-            e @ KnowledgeError::Storage(_) => Self::Internal(anyhow::anyhow!(e.to_string())),
             KnowledgeError::Store(e) => e.into(),
             KnowledgeError::Internal(e) => Self::Internal(e),
         }

@@ -9,7 +9,8 @@
 //!    [`LeaseRules::poll`];
 //! 3. each claimed item runs in its own task: [`LeaseQueue::work`], with the lease renewed
 //!    every [`LeaseRules::renew_every`] while it runs (when set), then
-//!    [`LeaseQueue::finish`] once renewals have stopped;
+//!    [`LeaseQueue::finish`] once renewals have stopped; a renewal that finds the claim
+//!    lost to another taker stops the work instead, and nothing is finished;
 //! 4. when every free slot got an item there may be more due, so the next pass starts at
 //!    once; otherwise the loop waits for the first of: an item finishing, a wake-up
 //!    ([`LeaseQueue::wake`]), the queue's next due time ([`LeaseQueue::next_due`], at
@@ -86,14 +87,19 @@ pub trait LeaseQueue: Send + Sync + 'static {
     }
 
     /// Extends `item`'s lease to `lease_until` (called every [`LeaseRules::renew_every`]
-    /// while it is worked on). A failure is the queue's to log; the lease then runs out.
+    /// while it is worked on) and answers whether the item is still this taker's. A
+    /// failure to reach the store is the queue's to log, and answers `true` (the lease then
+    /// runs out unless a later renewal gets through). `false` means the claim is lost (its
+    /// lease ran out and another taker holds the item, or the item is gone): the work is
+    /// stopped at once and [`LeaseQueue::finish`] is not called, so only the holder ever
+    /// ends an item.
     fn renew(
         &self,
         item: &Self::Item,
         lease_until: DateTime<Utc>,
-    ) -> impl Future<Output = ()> + Send {
+    ) -> impl Future<Output = bool> + Send {
         let _ = (item, lease_until);
-        async {}
+        async { true }
     }
 
     /// Works on `item` in slot `slot` (`0..concurrency`, the slot's number while it holds
@@ -203,24 +209,40 @@ async fn serve<Q: LeaseQueue>(queue: Arc<Q>) {
 }
 
 /// Works on one claimed item in `slot`: renews its lease while [`LeaseQueue::work`] runs
-/// (when the queue renews), then records the outcome.
+/// (when the queue renews), then records the outcome. A renewal that finds the claim lost
+/// stops the work (its future is dropped) and nothing is recorded.
 async fn hold<Q: LeaseQueue>(queue: Arc<Q>, item: Q::Item, slot: usize) {
     let item = Arc::new(item);
     let rules = queue.rules();
+    let lost = Arc::new(Notify::new());
     let renewals = rules.renew_every.map(|every| {
         let queue = queue.clone();
         let item = item.clone();
+        let lost = lost.clone();
         AbortOnDrop(tokio::spawn(async move {
             loop {
                 tokio::time::sleep(every).await;
                 let until = lease_end(queue.clock().now(), rules.lease);
-                queue.renew(&item, until).await;
+                if !queue.renew(&item, until).await {
+                    // A permit is kept if the holder is not waiting yet.
+                    lost.notify_one();
+                    return;
+                }
             }
         }))
     });
-    let outcome = queue.work(&item, slot).await;
+    let outcome = tokio::select! {
+        outcome = queue.work(&item, slot) => Some(outcome),
+        () = lost.notified() => None,
+    };
     drop(renewals);
-    queue.finish(&item, outcome).await;
+    match outcome {
+        Some(outcome) => queue.finish(&item, outcome).await,
+        None => warn!(
+            slot,
+            "a leased item's claim was lost to another taker; its work was stopped"
+        ),
+    }
 }
 
 /// A task aborted when its handle is dropped (also when the holder's task is aborted or
@@ -274,6 +296,10 @@ mod tests {
         slots: Mutex<Vec<usize>>,
         renewals: Mutex<u32>,
         hang: bool,
+        /// Renewals answer that the claim is lost.
+        lose: bool,
+        /// Items whose work was stopped (dropped) before it ended.
+        stopped: Arc<Mutex<u32>>,
     }
 
     impl LeaseQueue for Arc<Memory> {
@@ -333,9 +359,13 @@ mod tests {
                 .min()
         }
 
-        async fn renew(&self, item: &usize, lease_until: DateTime<Utc>) {
-            self.items.lock().unwrap()[*item].lease = Some(lease_until);
+        async fn renew(&self, item: &usize, lease_until: DateTime<Utc>) -> bool {
             *self.renewals.lock().unwrap() += 1;
+            if self.lose {
+                return false;
+            }
+            self.items.lock().unwrap()[*item].lease = Some(lease_until);
+            true
         }
 
         async fn work(&self, _item: &usize, slot: usize) {
@@ -346,6 +376,7 @@ mod tests {
             }
             self.slots.lock().unwrap().push(slot);
             if self.hang {
+                let _stopped = Stopped(self.stopped.clone());
                 std::future::pending::<()>().await;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
@@ -356,6 +387,15 @@ mod tests {
             let mut items = self.items.lock().unwrap();
             items[*item].lease = None;
             items[*item].finished = true;
+        }
+    }
+
+    /// Counts a work future dropped before its end.
+    struct Stopped(Arc<Mutex<u32>>);
+
+    impl Drop for Stopped {
+        fn drop(&mut self) {
+            *self.0.lock().unwrap() += 1;
         }
     }
 
@@ -455,5 +495,27 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(*queue.renewals.lock().unwrap(), renewed, "renewals stopped");
         assert_eq!(queue.finished(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_renewal_that_finds_the_claim_lost_stops_the_work_without_finishing_it() {
+        let now = Utc::now();
+        let queue = Arc::new(Memory {
+            concurrency: 1,
+            renew_every: Some(Duration::from_millis(20)),
+            hang: true,
+            lose: true,
+            items: Mutex::new(vec![Entry::due(now), Entry::due(now)]),
+            ..Memory::default()
+        });
+        let task = spawn(queue.clone());
+        // Each item's first renewal finds its claim lost: its work is stopped, which frees
+        // the one slot for the next item.
+        queue.until(|q| *q.stopped.lock().unwrap() == 2).await;
+        task.abort();
+        let _ = task.await;
+        assert_eq!(queue.finished(), 0, "a lost item is never finished");
+        let items = queue.items.lock().unwrap();
+        assert!(items.iter().all(|i| i.attempts == 1), "each taken once");
     }
 }

@@ -15,10 +15,13 @@
 //!   chunks from scratch, and a webhook receiver sees the same `webhook-id` again
 //!   (Standard Webhooks v1 asks receivers to deduplicate on it).
 //! - **Only the holder ends an item.** A knowledge job's end is written only while the job
-//!   is still `running` under the attempt that holds it (`KnowledgeStore::complete_job`);
-//!   a recorded attempt moves its delivery on only while the delivery is still `sending`
-//!   under the attempt that claimed it, so neither a later claim (after the lease ran out)
-//!   nor a redelivery requested meanwhile is overwritten (`WebhookStore::record_attempt`).
+//!   is still `running` under the attempt that holds it (`JobQueue::complete_job`), and so
+//!   is each renewal of its lease (`JobQueue::job_progress`): a renewal refused because
+//!   another worker has taken the job stops the work at once, and its end is never
+//!   recorded. A recorded attempt moves its delivery on only while the delivery is still
+//!   `sending` under the attempt that claimed it, so neither a later claim (after the lease
+//!   ran out) nor a redelivery requested meanwhile is overwritten
+//!   (`WebhookStore::record_attempt`).
 //! - **Leases outlast the work, or are renewed.** A delivery's lease (60 s) is longer than
 //!   an attempt may take (`webhooks::ATTEMPT_TIMEOUT`, 10 s), so it is never renewed. A
 //!   knowledge job may crawl for many minutes, so it renews its 60 s lease every 15 s

@@ -28,19 +28,18 @@ pub mod search;
 pub mod service;
 pub mod worker;
 
-use std::{path::PathBuf, sync::Arc};
+use std::sync::Arc;
 
 use tokio::sync::Notify;
 
 use crate::{
     cluster::{Bus, Queue},
     config::{KnowledgeConfig, OutboundConfig, ProvidersConfig},
-    ids::DocumentId,
     outbound::{FetchLimits, NetPolicy, SafeClient},
-    store::{DocumentStore, JobQueue},
+    store::{uploads::UploadStore, DocumentStore, JobQueue},
 };
 
-/// The knowledge base's shared parts (uploads folder, HTTP client, job wake-up).
+/// The knowledge base's shared parts (uploads, HTTP client, job wake-up).
 #[derive(Clone)]
 pub struct Knowledge {
     /// Documents, their chunks and embeddings.
@@ -49,8 +48,10 @@ pub struct Knowledge {
     pub jobs: Arc<dyn JobQueue>,
     /// BM25 search over the agents' chunks, with their indexes kept in memory.
     pub search: search::ChunkSearch,
-    /// Where uploads are kept until (and after) they are indexed: `DATA_DIR/uploads/{documentId}`.
-    pub uploads: PathBuf,
+    /// Where uploads are kept until (and after) they are indexed, until their document is
+    /// deleted: `DATA_DIR/uploads/{documentId}` with SQLite, the database with PostgreSQL
+    /// ([`crate::store::uploads`]).
+    pub uploads: Arc<dyn UploadStore>,
     /// The SSRF-safe client of crawls.
     pub client: Arc<SafeClient>,
     /// The rules the client enforces (also used to refuse URLs at submission).
@@ -81,24 +82,25 @@ pub struct Knowledge {
 }
 
 impl Knowledge {
-    /// The knowledge base of `config` over `documents` and `jobs` (one store's parts),
-    /// crawling within the exceptions of `outbound` and embedding with the model of
-    /// `providers` (when set); its jobs emit webhook events through `events` and read the
-    /// time from `clock`.
+    /// The knowledge base of `config` over `documents`, `jobs` and `uploads` (one store's
+    /// parts, and its upload store: [`crate::store::uploads::for_backend`]), crawling
+    /// within the exceptions of `outbound` and embedding with the model of `providers`
+    /// (when set); its jobs emit webhook events through `events` and read the time from
+    /// `clock`.
     ///
-    /// Errors: a malformed `ALLOWED_PRIVATE_HOSTS` entry, an uploads folder that cannot be
-    /// created, or an HTTP client (crawls, embeddings) that cannot be built.
+    /// Errors: a malformed `ALLOWED_PRIVATE_HOSTS` entry, or an HTTP client (crawls,
+    /// embeddings) that cannot be built.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         config: &KnowledgeConfig,
         outbound: &OutboundConfig,
         providers: &ProvidersConfig,
         documents: Arc<dyn DocumentStore>,
         jobs: Arc<dyn JobQueue>,
+        uploads: Arc<dyn UploadStore>,
         events: crate::webhooks::Events,
         clock: crate::clock::Clock,
     ) -> anyhow::Result<Self> {
-        let uploads = config.uploads.clone();
-        std::fs::create_dir_all(&uploads)?;
         let policy = Arc::new(NetPolicy::from_list(&outbound.allowed_private_hosts)?);
         let client = Arc::new(SafeClient::new((*policy).clone(), FetchLimits::default())?);
         Ok(Self {
@@ -138,11 +140,6 @@ impl Knowledge {
         self.wake.notify_one();
         self.bus.work_queued(Queue::Jobs);
     }
-
-    /// The stored upload of `document_id`.
-    pub fn upload_path(&self, document_id: &DocumentId) -> PathBuf {
-        self.uploads.join(document_id.as_str())
-    }
 }
 
 #[cfg(test)]
@@ -172,6 +169,10 @@ mod tests {
             &ProvidersConfig::default(),
             store.clone(),
             store.clone(),
+            Arc::new(
+                crate::store::uploads::UploadDir::new(dir.path().join("uploads"), store.clone())
+                    .unwrap(),
+            ),
             crate::webhooks::Events::new(store, clock.clone()),
             clock,
         )

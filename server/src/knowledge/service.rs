@@ -40,9 +40,6 @@ pub enum KnowledgeError {
     /// No such job of this user.
     #[error("Job not found")]
     JobNotFound,
-    /// The upload could not be written to `DATA_DIR/uploads`.
-    #[error("cannot store an upload: {0}")]
-    Storage(std::io::Error),
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -76,11 +73,11 @@ impl Documents {
     }
 
     /// Adds the file `name` with `bytes` to `agent`'s knowledge: recognised by its content
-    /// ([`extract::detect`]), stored under `DATA_DIR/uploads`, and queued for indexing.
-    /// The document is answered with status `pending`.
+    /// ([`extract::detect`]), stored with its document ([`Knowledge::uploads`]), and
+    /// queued for indexing. The document is answered with status `pending`.
     ///
-    /// Errors: [`KnowledgeError::EmptyFile`], [`KnowledgeError::UnsupportedFormat`],
-    /// [`KnowledgeError::Storage`]; the store's (the stored file is removed again).
+    /// Errors: [`KnowledgeError::EmptyFile`], [`KnowledgeError::UnsupportedFormat`]; the
+    /// store's, also when the upload cannot be written (nothing is kept then).
     pub async fn add_file(
         &self,
         agent: &AgentRecord,
@@ -95,10 +92,6 @@ impl Documents {
         let now = self.clock.now();
         let id = DocumentId::new();
         tracing::Span::current().record("document.id", id.as_str());
-        let path = self.knowledge.upload_path(&id);
-        tokio::fs::write(&path, &bytes)
-            .await
-            .map_err(KnowledgeError::Storage)?;
         let doc = DocumentRecord::pending_file(
             id.clone(),
             &agent.id,
@@ -109,10 +102,10 @@ impl Documents {
             now,
         );
         let job = JobRecord::queued(JobKind::Ingest, &id, &agent.user_id, now);
-        if let Err(err) = self.knowledge.documents.create_document(&doc, &job).await {
-            let _ = tokio::fs::remove_file(&path).await;
-            return Err(err.into());
-        }
+        self.knowledge
+            .uploads
+            .create_file_document(&doc, &job, &bytes)
+            .await?;
         self.agents.knowledge_changed(&agent.id);
         self.knowledge.job_queued();
         info!(format = %format, bytes = bytes.len(), "document uploaded");
@@ -196,7 +189,12 @@ impl Documents {
             return Err(KnowledgeError::DocumentNotFound);
         }
         self.agents.knowledge_changed(&agent.id);
-        let _ = tokio::fs::remove_file(self.knowledge.upload_path(document_id)).await;
+        // The document is gone; an upload left behind is only disk space.
+        let _ = self
+            .knowledge
+            .uploads
+            .remove_uploads(std::slice::from_ref(document_id))
+            .await;
         Ok(())
     }
 

@@ -133,13 +133,26 @@ impl LeaseQueue for Jobs {
         Ok(claimed)
     }
 
-    async fn renew(&self, claimed: &Claimed, lease_until: DateTime<Utc>) {
+    async fn renew(&self, claimed: &Claimed, lease_until: DateTime<Utc>) -> bool {
         let (done, total) = claimed.progress.get();
-        let _ = self
+        let job = &claimed.job;
+        match self
             .k
             .jobs
-            .job_progress(&claimed.job.id, done, total, lease_until)
-            .await;
+            .job_progress(&job.id, job.attempts, done, total, lease_until)
+            .await
+        {
+            Ok(true) => true,
+            Ok(false) => {
+                lost(job);
+                false
+            }
+            // The lease runs out unless a later renewal gets through.
+            Err(err) => {
+                warn!(job = %job.id, error = %err, "cannot renew a job's lease");
+                true
+            }
+        }
     }
 
     async fn work(&self, claimed: &Claimed, slot: usize) -> Result<Done, Failure> {
@@ -156,6 +169,23 @@ impl LeaseQueue for Jobs {
 /// Why a job failed, in words for the document's `error`.
 type Failure = String;
 
+/// Logs that the claim on `job` was lost: its lease ran out and another worker took the
+/// job (or the job ended, or went with its document). The job is stopped here and its end
+/// left to the holder ([`crate::store::JobQueue::job_progress`]).
+fn lost(job: &JobRecord) {
+    warn!(job = %job.id, attempt = job.attempts, "job taken over by another worker or deleted; stopping it here");
+}
+
+/// Aborts a job's task when dropped: when the lease loop stops a job whose claim was lost,
+/// the job's own task stops with it.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Runs one claimed job to its end (its lease renewed meanwhile by the job loop): how it
 /// ended, for [`finish`].
 async fn run(k: &Knowledge, job: &JobRecord, progress: &Arc<Progress>) -> Result<Done, Failure> {
@@ -171,7 +201,8 @@ async fn run(k: &Knowledge, job: &JobRecord, progress: &Arc<Progress>) -> Result
             k.clock.now(),
         )
         .await;
-    // The job runs in its own task so that a panic fails the job, not the worker.
+    // The job runs in its own task so that a panic fails the job, not the worker; the task
+    // stops when this future is dropped (the claim was lost).
     let task = {
         let k = k.clone();
         let job = job.clone();
@@ -183,6 +214,7 @@ async fn run(k: &Knowledge, job: &JobRecord, progress: &Arc<Progress>) -> Result
             }
         })
     };
+    let _stop = AbortOnDrop(task.abort_handle());
     match task.await {
         Ok(outcome) => outcome,
         Err(err) => {
@@ -229,6 +261,8 @@ async fn finish(
             // The document (and with it the job row) is gone; nothing to record.
             info!(job = %job.id, "document deleted while indexing");
         }
+        // Another worker holds the job now; its end is that worker's to record.
+        Ok(Done::Lost) => {}
         Err(reason) => fail(k, job, &reason).await,
     }
 }
@@ -305,11 +339,12 @@ impl Embedding {
 /// How a job ended without failing.
 enum Done {
     /// Every chunk is stored; what the document record gets.
-    Indexed {
-        pages: Option<u32>,
-        bytes: u64,
-    },
+    Indexed { pages: Option<u32>, bytes: u64 },
+    /// The document was deleted meanwhile.
     Deleted,
+    /// A progress report found the claim lost (another worker took the job): the job
+    /// stopped, and its end is not recorded here.
+    Lost,
 }
 
 #[derive(Default)]
@@ -356,6 +391,9 @@ pub fn new_chunks(extracted: &Extracted, title: &str, page_url: Option<&str>) ->
         .collect()
 }
 
+/// The failure of an ingestion whose upload cannot be read.
+const UPLOAD_GONE: &str = "The uploaded file is no longer available; upload it again.";
+
 async fn ingest_file(k: &Knowledge, job: &JobRecord) -> Result<Done, Failure> {
     let store = &k.documents;
     let Some(doc) = store
@@ -365,12 +403,17 @@ async fn ingest_file(k: &Knowledge, job: &JobRecord) -> Result<Done, Failure> {
     else {
         return Ok(Done::Deleted);
     };
-    let path = k.upload_path(&doc.id);
-    let bytes = match tokio::fs::read(&path).await {
-        Ok(bytes) => bytes,
+    let bytes = match k.uploads.upload(&doc.id).await {
+        Ok(Some(bytes)) => bytes,
+        // The database is down: not the upload's fault.
+        Err(err @ StoreError::Unavailable(_)) => return Err(store_err(err)),
+        Ok(None) => {
+            warn!(document = %doc.id, "upload missing");
+            return Err(UPLOAD_GONE.into());
+        }
         Err(err) => {
-            warn!(document = %doc.id, error = %err, "upload missing");
-            return Err("The uploaded file is no longer available; upload it again.".into());
+            warn!(document = %doc.id, error = %err, "upload unreadable");
+            return Err(UPLOAD_GONE.into());
         }
     };
     let size = bytes.len() as u64;
@@ -479,7 +522,16 @@ async fn crawl_site(k: &Knowledge, job: &JobRecord, progress: &Progress) -> Resu
             CrawlEvent::Progress { done, found } => {
                 progress.set(done, found);
                 let lease = lease::lease_end(k.clock.now(), LEASE);
-                let _ = k.jobs.job_progress(&job.id, done, found, lease).await;
+                let held = k
+                    .jobs
+                    .job_progress(&job.id, job.attempts, done, found, lease)
+                    .await;
+                // A store error is left to the next report or renewal.
+                if let Ok(false) = held {
+                    lost(job);
+                    crawler.abort();
+                    return Ok(Done::Lost);
+                }
             }
             CrawlEvent::Skipped { .. } => {}
         }

@@ -177,15 +177,22 @@ pub trait JobQueue: Send + Sync {
         now: DateTime<Utc>,
         lease_until: DateTime<Utc>,
     ) -> StoreResult<Option<JobRecord>>;
-    /// Records progress and extends the lease of the job while it is running (nothing is
-    /// written once it has ended).
+    /// Records progress and extends the lease of the job `id` while the claim `attempt`
+    /// (the `attempts` its [`JobQueue::claim_job`] returned) still holds it: the job is
+    /// `running` under that attempt. Answers whether it did; `false` means the claim is
+    /// lost (the lease ran out and another worker took the job, or the job ended or was
+    /// deleted with its document), nothing is written, and the worker must stop the job
+    /// without recording its end (docs/api.md § Documents and jobs: jobs are taken by
+    /// workers under a lease, and a lease that ran out belongs to the next taker). Proven
+    /// by `conformance::a_lost_claim_can_neither_renew_nor_end_its_job`.
     async fn job_progress(
         &self,
         id: &JobId,
+        attempt: u32,
         done: u32,
         total: u32,
         lease_until: DateTime<Utc>,
-    ) -> StoreResult<()>;
+    ) -> StoreResult<bool>;
     /// Ends the attempt `job.attempts` of the running job `job` and its document together, in
     /// one transaction, so that no reader ever sees a document `indexed` (or `failed`) while
     /// its job is still `running`:
@@ -207,14 +214,18 @@ pub trait JobQueue: Send + Sync {
         outcome: JobOutcome<'_>,
         now: DateTime<Utc>,
     ) -> StoreResult<bool>;
-    /// Ends a job as succeeded or failed.
+    /// Ends the job `id` as `status` (succeeded or failed, with `error`) while the claim
+    /// `attempt` still holds it, as [`JobQueue::job_progress`] fences; leaves its document
+    /// as it is. Answers whether it did; `false` (nothing written) when the claim is lost.
+    /// Proven by `conformance::a_lost_claim_can_neither_renew_nor_end_its_job`.
     async fn finish_job(
         &self,
         id: &JobId,
+        attempt: u32,
         status: JobStatus,
         error: Option<&str>,
         now: DateTime<Utc>,
-    ) -> StoreResult<()>;
+    ) -> StoreResult<bool>;
     /// A job of the user.
     async fn job(&self, user_id: &UserId, id: &JobId) -> StoreResult<Option<JobRecord>>;
 }

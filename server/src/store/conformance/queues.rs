@@ -74,7 +74,10 @@ pub async fn a_claimed_job_is_claimed_again_only_after_its_lease(store: Arc<dyn 
     let first = store.claim_job(at(0), at(60)).await.unwrap().unwrap();
     assert_eq!((first.id.as_str(), first.attempts), (job.id.as_str(), 1));
     assert!(store.claim_job(at(30), at(90)).await.unwrap().is_none());
-    store.job_progress(&job.id, 1, 2, at(90)).await.unwrap();
+    store
+        .job_progress(&job.id, first.attempts, 1, 2, at(90))
+        .await
+        .unwrap();
     assert!(
         store.claim_job(at(70), at(130)).await.unwrap().is_none(),
         "progress extended the lease"
@@ -118,6 +121,113 @@ pub async fn a_claimed_job_is_claimed_again_only_after_its_lease(store: Arc<dyn 
     let failed = JobOutcome::Failed { reason: "late" };
     assert!(!store.complete_job(&second, failed, at(97)).await.unwrap());
     assert!(store.claim_job(at(500), at(560)).await.unwrap().is_none());
+}
+
+/// [`crate::store::JobQueue::job_progress`] and [`crate::store::JobQueue::finish_job`]:
+/// once another worker has claimed the job again, the attempt that lost it can neither
+/// renew its lease, record progress nor end the job (each answers `false` and writes
+/// nothing); the holding attempt can, until the job has ended; a job deleted with its
+/// document answers `false` too.
+pub async fn a_lost_claim_can_neither_renew_nor_end_its_job(store: Arc<dyn Store>) {
+    let t0 = Utc::now();
+    let job = queued_jobs(store.as_ref(), 1, t0).await.remove(0);
+    let at = |s: i64| t0 + Duration::seconds(s);
+    let stored = || {
+        let (store, user, id) = (store.clone(), job.user_id.clone(), job.id.clone());
+        async move { store.job(&user, &id).await.unwrap().unwrap() }
+    };
+    let first = store.claim_job(at(0), at(60)).await.unwrap().unwrap();
+    assert!(store
+        .job_progress(&job.id, first.attempts, 1, 4, at(60))
+        .await
+        .unwrap());
+    // The first worker stalls past its lease; a second one takes the job.
+    let second = store.claim_job(at(61), at(121)).await.unwrap().unwrap();
+    assert_eq!(second.attempts, first.attempts + 1);
+    assert!(
+        !store
+            .job_progress(&job.id, first.attempts, 3, 4, at(500))
+            .await
+            .unwrap(),
+        "the lost claim's heartbeat is refused"
+    );
+    let now = stored().await;
+    assert_eq!(
+        (now.progress_done, now.progress_total),
+        (1, 4),
+        "nothing written by the lost claim"
+    );
+    assert!(
+        store.claim_job(at(122), at(182)).await.unwrap().is_some(),
+        "the lost claim did not extend the lease"
+    );
+    let third = stored().await;
+    assert_eq!((third.status, third.attempts), (JobStatus::Running, 3));
+    for lost in [first.attempts, second.attempts] {
+        assert!(!store
+            .finish_job(&job.id, lost, JobStatus::Succeeded, None, at(130))
+            .await
+            .unwrap());
+    }
+    assert_eq!(stored().await.status, JobStatus::Running);
+    assert!(store
+        .job_progress(&job.id, third.attempts, 2, 4, at(190))
+        .await
+        .unwrap());
+    assert!(store
+        .finish_job(
+            &job.id,
+            third.attempts,
+            JobStatus::Failed,
+            Some("gave up"),
+            at(140)
+        )
+        .await
+        .unwrap());
+    let ended = stored().await;
+    assert_eq!(
+        (ended.status, ended.error.as_deref(), ended.progress_done),
+        (JobStatus::Failed, Some("gave up"), 2)
+    );
+    assert!(
+        !store
+            .job_progress(&job.id, third.attempts, 4, 4, at(200))
+            .await
+            .unwrap(),
+        "an ended job takes no more heartbeats"
+    );
+    assert!(!store
+        .finish_job(&job.id, third.attempts, JobStatus::Succeeded, None, at(200))
+        .await
+        .unwrap());
+    // A refresh's job, claimed, then deleted with its document.
+    let refresh = JobRecord::queued(JobKind::Ingest, &job.document_id, &job.user_id, at(300));
+    assert_eq!(store.enqueue_job(&refresh).await.unwrap().id, refresh.id);
+    let running = store.claim_job(at(301), at(361)).await.unwrap().unwrap();
+    assert_eq!(running.id, refresh.id);
+    let doc = store
+        .document_by_id(&job.document_id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(store
+        .delete_document(&doc.user_id, &doc.agent_id, &doc.id)
+        .await
+        .unwrap());
+    assert!(!store
+        .job_progress(&running.id, running.attempts, 1, 1, at(310))
+        .await
+        .unwrap());
+    assert!(!store
+        .finish_job(
+            &running.id,
+            running.attempts,
+            JobStatus::Succeeded,
+            None,
+            at(311)
+        )
+        .await
+        .unwrap());
 }
 
 /// [`crate::store::JobQueue::enqueue_job`]: while a document's job is queued or running,

@@ -1,5 +1,6 @@
-//! [`ChatStore`] on PostgreSQL (`migrations/postgres/0002_agents_chat.sql`; the thread counters
-//! and daily usage are kept by the triggers of `0010_message_triggers.sql`).
+//! [`ChatStore`] on PostgreSQL (`migrations/postgres/0001_baseline.sql`; the thread
+//! counters and daily usage are kept by its trigger `messages_count`, in the statement that
+//! appends the message).
 
 use async_trait::async_trait;
 use chrono::NaiveDate;
@@ -36,22 +37,25 @@ fn bind_message<'q>(
         .bind(ms(m.created_at))
 }
 
-/// A query on the SQLite store, its parameters bound so far.
+/// A query on the PostgreSQL store, its parameters bound so far.
 type PgQuery<'q> = sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>;
 
 #[async_trait]
 impl ChatStore for PgStore {
     async fn create_thread(&self, t: &ThreadRecord, first: &MessageRecord) -> StoreResult<bool> {
-        // Two statements in one call to the writer (sqlx runs them in order, and `?NNN`
-        // parameters are shared between them): the message goes in only when the thread
-        // did. The triggers of migration 0010 count it on the thread and in the usage.
+        // One statement (PostgreSQL's extended protocol takes one statement per query):
+        // the thread goes in when its user's agent exists, and the message with it. The
+        // agent row is read `FOR KEY SHARE`, so an agent being deleted meanwhile is waited
+        // for and then not found (no foreign-key error); the trigger `messages_count`
+        // counts the message on the thread and in the usage at the end of the statement.
         let sql = format!(
-            "INSERT INTO threads (id, agent_id, user_id, title, message_count, created_at, updated_at) \
-             SELECT $1, $2, $3, $4, $5, $6, $7 \
-             WHERE EXISTS (SELECT 1 FROM agents WHERE id = $2 AND user_id = $3); \
+            "WITH thread AS ( \
+                 INSERT INTO threads (id, agent_id, user_id, title, message_count, created_at, updated_at) \
+                 SELECT $1, $2, $3, $4, $5, $6, $7 \
+                 WHERE EXISTS (SELECT 1 FROM agents WHERE id = $2 AND user_id = $3 FOR KEY SHARE) \
+                 RETURNING id) \
              INSERT INTO messages ({MESSAGE_COLUMNS}) \
-             SELECT $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19 \
-             WHERE EXISTS (SELECT 1 FROM threads WHERE id = $1 AND user_id = $3)"
+             SELECT $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19 FROM thread"
         );
         let query = sqlx::query(&sql)
             .bind(&t.id)
@@ -61,10 +65,12 @@ impl ChatStore for PgStore {
             .bind(t.message_count)
             .bind(ms(t.created_at))
             .bind(ms(t.updated_at));
-        let done = bind_message(query, first, &t.id)
-            .execute(&self.pool)
-            .await?;
-        Ok(done.rows_affected() == 2)
+        match bind_message(query, first, &t.id).execute(&self.pool).await {
+            Ok(done) => Ok(done.rows_affected() == 1),
+            // The user went away with the agent between the check and the insert.
+            Err(sqlx::Error::Database(db)) if db.is_foreign_key_violation() => Ok(false),
+            Err(err) => Err(err.into()),
+        }
     }
 
     async fn thread(
@@ -127,7 +133,7 @@ impl ChatStore for PgStore {
 
     async fn append_message(&self, m: &MessageRecord) -> StoreResult<()> {
         // The thread's count and activity time and the owner's usage are kept by the
-        // triggers of migration 0010, inside this statement.
+        // trigger `messages_count`, inside this statement.
         let sql = format!(
             "INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
         );

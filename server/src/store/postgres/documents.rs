@@ -1,10 +1,22 @@
 //! [`DocumentStore`] on PostgreSQL: documents, pages and chunks with the generations and ids
 //! that BM25 indexes are kept in step by, and chunk embeddings
-//! (`migrations/postgres/0003_knowledge.sql`, `0004_embeddings.sql`, `0011_bm25.sql`).
+//! (`migrations/postgres/0001_baseline.sql`).
 //!
-//! Write transactions start with `BEGIN IMMEDIATE`: they take the write lock up front and
-//! wait for it (busy timeout), instead of failing with `SQLITE_BUSY` when two workers
-//! upgrade read transactions at the same time.
+//! Transactions run side by side at READ COMMITTED, so the chunk rules of
+//! [`DocumentStore`] are kept by locks, always taken in the same order (the document, then
+//! the agent's generation row), so that writers never deadlock:
+//!
+//! 1. a chunk writer reads its document `FOR SHARE`: a delete of the document waits for
+//!    the writer's commit, and a writer that comes after the delete finds no document and
+//!    writes nothing;
+//! 2. before it draws ids from the sequence `chunk_ids`, it locks its agent's
+//!    `chunk_generations` row (an upsert that creates the row if needed), which it holds
+//!    until commit, so the agent's writers run one after the other and each draws its ids
+//!    after the previous one committed: ids become visible in increasing order per agent;
+//! 3. the statement triggers of the baseline bump the generation in the writer's own
+//!    transaction.
+
+use std::collections::HashMap;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -25,62 +37,113 @@ use crate::store::{
     StoreResult,
 };
 
-async fn insert_chunks(
-    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
-    document_id: &DocumentId,
-    agent_id: &AgentId,
-    chunks: &[NewChunk],
+/// A transaction on the PostgreSQL store.
+type PgTx<'c> = sqlx::Transaction<'c, sqlx::Postgres>;
+
+/// Inserts `doc` inside `tx`.
+pub(super) async fn insert_document(
+    tx: &mut PgTx<'_>,
+    d: &DocumentRecord,
 ) -> Result<(), sqlx::Error> {
-    if chunks.is_empty() {
-        return Ok(());
-    }
-    // Ids from `chunk_id_seq`, so they only grow (migration 0011); the `max` keeps them
-    // above any id however it was written.
-    let count = chunks.len() as i64;
-    let first: i64 = sqlx::query_scalar(
-        "UPDATE chunk_id_seq SET next = max(next, (SELECT coalesce(max(id), 0) + 1 FROM chunks)) + $1 \
-         RETURNING next - $1",
-    )
-    .bind(count)
-    .fetch_one(&mut **tx)
+    sqlx::query(&format!(
+        "INSERT INTO documents ({DOCUMENT_COLUMNS}) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"
+    ))
+    .bind(&d.id)
+    .bind(&d.agent_id)
+    .bind(&d.user_id)
+    .bind(d.kind)
+    .bind(&d.name)
+    .bind(&d.url)
+    .bind(&d.format)
+    .bind(&d.crawl_config)
+    .bind(d.status)
+    .bind(&d.error)
+    .bind(d.pages.map(i64::from))
+    .bind(i64::from(d.chunks))
+    .bind(d.bytes as i64)
+    .bind(ms(d.created_at))
+    .bind(ms(d.updated_at))
+    .bind(d.indexed_at.map(ms))
+    .execute(&mut **tx)
     .await?;
-    let mut ids = first..;
-    // Multi-row INSERTs: one round trip to the connection per batch instead of per chunk.
-    for batch in chunks.chunks(CHUNK_INSERT_BATCH) {
-        let mut insert = sqlx::QueryBuilder::<sqlx::Postgres>::new(
-            "INSERT INTO chunks (id, document_id, agent_id, page_url, title, heading_path, \
-             position, page, tokens, text) ",
-        );
-        insert.push_values(batch, |mut row, c| {
-            row.push_bind(ids.next().unwrap_or(i64::MAX))
-                .push_bind(document_id)
-                .push_bind(agent_id)
-                .push_bind(&c.page_url)
-                .push_bind(&c.title)
-                .push_bind(&c.heading_path)
-                .push_bind(i64::from(c.position))
-                .push_bind(c.page.map(i64::from))
-                .push_bind(i64::from(c.tokens))
-                .push_bind(&c.text);
-        });
-        insert.build().execute(&mut **tx).await?;
-    }
     Ok(())
 }
 
-/// Chunks per multi-row INSERT: 10 parameters each, well under SQLite's limit of 32,766
-/// parameters per statement.
-const CHUNK_INSERT_BATCH: usize = 500;
-
-/// The agent id of a live document, inside `tx` (so a concurrent delete is seen).
+/// The agent id of a live document, read `FOR SHARE` inside `tx` (rule 1 of the module):
+/// `None` when the document is gone, also when a delete committed while this waited.
 async fn live_agent(
-    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    tx: &mut PgTx<'_>,
     document_id: &DocumentId,
 ) -> Result<Option<AgentId>, sqlx::Error> {
-    sqlx::query_scalar("SELECT agent_id FROM documents WHERE id = $1")
+    sqlx::query_scalar("SELECT agent_id FROM documents WHERE id = $1 FOR SHARE")
         .bind(document_id)
         .fetch_optional(&mut **tx)
         .await
+}
+
+/// Locks the agent's `chunk_generations` row until `tx` ends, creating it (at 0; the
+/// insert trigger then bumps it) for the agent's first chunks: rule 2 of the module. Must
+/// come before the transaction draws chunk ids.
+async fn lock_generation(tx: &mut PgTx<'_>, agent_id: &AgentId) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO chunk_generations AS g (agent_id, generation) VALUES ($1, 0) \
+         ON CONFLICT (agent_id) DO UPDATE SET generation = g.generation",
+    )
+    .bind(agent_id)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
+}
+
+/// Inserts `chunks` of the document (of `agent_id`) in one statement, their ids drawn from
+/// `chunk_ids` in the order given. The caller holds the agent's generation row
+/// ([`lock_generation`]).
+async fn insert_chunks<'a>(
+    tx: &mut PgTx<'_>,
+    document_id: &DocumentId,
+    agent_id: &AgentId,
+    chunks: impl Iterator<Item = &'a NewChunk>,
+) -> Result<(), sqlx::Error> {
+    let mut page_urls: Vec<Option<&str>> = Vec::new();
+    let mut titles: Vec<&str> = Vec::new();
+    let mut heading_paths: Vec<&str> = Vec::new();
+    let mut positions: Vec<i64> = Vec::new();
+    let mut pages: Vec<Option<i64>> = Vec::new();
+    let mut tokens: Vec<i64> = Vec::new();
+    let mut texts: Vec<&str> = Vec::new();
+    for c in chunks {
+        page_urls.push(c.page_url.as_deref());
+        titles.push(&c.title);
+        heading_paths.push(&c.heading_path);
+        positions.push(i64::from(c.position));
+        pages.push(c.page.map(i64::from));
+        tokens.push(i64::from(c.tokens));
+        texts.push(&c.text);
+    }
+    if texts.is_empty() {
+        return Ok(());
+    }
+    sqlx::query(
+        "INSERT INTO chunks (id, document_id, agent_id, page_url, title, heading_path, \
+         position, page, tokens, text) \
+         SELECT nextval('chunk_ids'), $1, $2, c.page_url, c.title, c.heading_path, \
+         c.position, c.page, c.tokens, c.text \
+         FROM UNNEST($3::text[], $4::text[], $5::text[], $6::int8[], $7::int8[], $8::int8[], \
+         $9::text[]) AS c(page_url, title, heading_path, position, page, tokens, text)",
+    )
+    .bind(document_id)
+    .bind(agent_id)
+    .bind(page_urls)
+    .bind(titles)
+    .bind(heading_paths)
+    .bind(positions)
+    .bind(pages)
+    .bind(tokens)
+    .bind(texts)
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }
 
 /// Marks a document indexed: error cleared, chunks recounted, `pages`, `bytes` and the time.
@@ -111,28 +174,7 @@ pub(super) async fn mark_indexed<'e>(
 impl DocumentStore for PgStore {
     async fn create_document(&self, d: &DocumentRecord, j: &JobRecord) -> StoreResult<()> {
         let mut tx = self.pool.begin().await?;
-        sqlx::query(&format!(
-            "INSERT INTO documents ({DOCUMENT_COLUMNS}) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"
-        ))
-        .bind(&d.id)
-        .bind(&d.agent_id)
-        .bind(&d.user_id)
-        .bind(d.kind)
-        .bind(&d.name)
-        .bind(&d.url)
-        .bind(&d.format)
-        .bind(&d.crawl_config)
-        .bind(d.status)
-        .bind(&d.error)
-        .bind(d.pages.map(i64::from))
-        .bind(i64::from(d.chunks))
-        .bind(d.bytes as i64)
-        .bind(ms(d.created_at))
-        .bind(ms(d.updated_at))
-        .bind(d.indexed_at.map(ms))
-        .execute(&mut *tx)
-        .await?;
+        insert_document(&mut tx, d).await?;
         insert_job(&mut tx, j).await?;
         tx.commit().await?;
         Ok(())
@@ -225,11 +267,14 @@ impl DocumentStore for PgStore {
         let Some(agent_id) = live_agent(&mut tx, document_id).await? else {
             return Ok(false);
         };
+        if !chunks.is_empty() {
+            lock_generation(&mut tx, &agent_id).await?;
+        }
         sqlx::query("DELETE FROM chunks WHERE document_id = $1")
             .bind(document_id)
             .execute(&mut *tx)
             .await?;
-        insert_chunks(&mut tx, document_id, &agent_id, chunks).await?;
+        insert_chunks(&mut tx, document_id, &agent_id, chunks.iter()).await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -240,31 +285,58 @@ impl DocumentStore for PgStore {
         pages: &[(PageRecord, Vec<NewChunk>)],
         now: DateTime<Utc>,
     ) -> StoreResult<bool> {
+        // A page given twice is written as its last copy (as writing the pages one after
+        // the other would leave it).
+        let mut last: HashMap<&str, usize> = HashMap::new();
+        for (i, (page, _)) in pages.iter().enumerate() {
+            last.insert(page.url.as_str(), i);
+        }
+        let pages: Vec<&(PageRecord, Vec<NewChunk>)> = pages
+            .iter()
+            .enumerate()
+            .filter(|(i, (page, _))| last.get(page.url.as_str()) == Some(i))
+            .map(|(_, p)| p)
+            .collect();
         let mut tx = self.pool.begin().await?;
         let Some(agent_id) = live_agent(&mut tx, document_id).await? else {
             return Ok(false);
         };
-        for (page, chunks) in pages {
-            sqlx::query("DELETE FROM chunks WHERE document_id = $1 AND page_url = $2")
-                .bind(document_id)
-                .bind(&page.url)
-                .execute(&mut *tx)
-                .await?;
-            insert_chunks(&mut tx, document_id, &agent_id, chunks).await?;
-            sqlx::query(
-                "INSERT INTO document_pages (document_id, url, title, content_hash, fetched_at) \
-                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (document_id, url) DO UPDATE SET \
-                 title = excluded.title, content_hash = excluded.content_hash, \
-                 fetched_at = excluded.fetched_at",
-            )
+        if pages.is_empty() {
+            return Ok(true);
+        }
+        if pages.iter().any(|(_, chunks)| !chunks.is_empty()) {
+            lock_generation(&mut tx, &agent_id).await?;
+        }
+        let urls: Vec<&str> = pages.iter().map(|(p, _)| p.url.as_str()).collect();
+        sqlx::query("DELETE FROM chunks WHERE document_id = $1 AND page_url = ANY($2)")
             .bind(document_id)
-            .bind(&page.url)
-            .bind(&page.title)
-            .bind(&page.content_hash)
-            .bind(ms(now))
+            .bind(&urls)
             .execute(&mut *tx)
             .await?;
-        }
+        insert_chunks(
+            &mut tx,
+            document_id,
+            &agent_id,
+            pages.iter().flat_map(|(_, chunks)| chunks.iter()),
+        )
+        .await?;
+        let titles: Vec<&str> = pages.iter().map(|(p, _)| p.title.as_str()).collect();
+        let hashes: Vec<&str> = pages.iter().map(|(p, _)| p.content_hash.as_str()).collect();
+        sqlx::query(
+            "INSERT INTO document_pages (document_id, url, title, content_hash, fetched_at) \
+             SELECT $1, p.url, p.title, p.content_hash, $5 \
+             FROM UNNEST($2::text[], $3::text[], $4::text[]) AS p(url, title, content_hash) \
+             ON CONFLICT (document_id, url) DO UPDATE SET \
+             title = excluded.title, content_hash = excluded.content_hash, \
+             fetched_at = excluded.fetched_at",
+        )
+        .bind(document_id)
+        .bind(&urls)
+        .bind(&titles)
+        .bind(&hashes)
+        .bind(ms(now))
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
         Ok(true)
     }
@@ -291,19 +363,25 @@ impl DocumentStore for PgStore {
     async fn retain_pages(&self, document_id: &DocumentId, keep: &[String]) -> StoreResult<()> {
         let stored = self.document_pages(document_id).await?;
         let keep: std::collections::HashSet<&str> = keep.iter().map(String::as_str).collect();
-        let mut tx = self.pool.begin().await?;
-        for page in stored.iter().filter(|p| !keep.contains(p.url.as_str())) {
-            sqlx::query("DELETE FROM chunks WHERE document_id = $1 AND page_url = $2")
-                .bind(document_id)
-                .bind(&page.url)
-                .execute(&mut *tx)
-                .await?;
-            sqlx::query("DELETE FROM document_pages WHERE document_id = $1 AND url = $2")
-                .bind(document_id)
-                .bind(&page.url)
-                .execute(&mut *tx)
-                .await?;
+        let gone: Vec<&str> = stored
+            .iter()
+            .map(|p| p.url.as_str())
+            .filter(|url| !keep.contains(url))
+            .collect();
+        if gone.is_empty() {
+            return Ok(());
         }
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("DELETE FROM chunks WHERE document_id = $1 AND page_url = ANY($2)")
+            .bind(document_id)
+            .bind(&gone)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query("DELETE FROM document_pages WHERE document_id = $1 AND url = ANY($2)")
+            .bind(document_id)
+            .bind(&gone)
+            .execute(&mut *tx)
+            .await?;
         tx.commit().await?;
         Ok(())
     }
@@ -384,23 +462,42 @@ impl DocumentStore for PgStore {
         model: &str,
         vectors: &[(ChunkId, Vec<f32>)],
     ) -> StoreResult<()> {
-        let mut tx = self.pool.begin().await?;
-        for (chunk_id, vector) in vectors {
-            // Through SELECT, so a chunk deleted meanwhile is skipped, not an FK error.
-            sqlx::query(
-                "INSERT INTO chunk_embeddings (chunk_id, agent_id, model, dimensions, vector) \
-                 SELECT id, agent_id, $1, $2, $3 FROM chunks WHERE id = $4 \
-                 ON CONFLICT (chunk_id) DO UPDATE SET model = excluded.model, \
-                 dimensions = excluded.dimensions, vector = excluded.vector",
-            )
-            .bind(model)
-            .bind(vector.len() as i64)
-            .bind(vector_to_bytes(vector))
-            .bind(*chunk_id)
-            .execute(&mut *tx)
-            .await?;
+        // A chunk given twice gets its last vector (one upsert may not touch a row twice).
+        let mut last: HashMap<ChunkId, usize> = HashMap::new();
+        for (i, (chunk_id, _)) in vectors.iter().enumerate() {
+            last.insert(*chunk_id, i);
         }
-        tx.commit().await?;
+        let mut ids: Vec<i64> = Vec::with_capacity(last.len());
+        let mut dimensions: Vec<i64> = Vec::with_capacity(last.len());
+        let mut bytes: Vec<Vec<u8>> = Vec::with_capacity(last.len());
+        for (i, (chunk_id, vector)) in vectors.iter().enumerate() {
+            if last.get(chunk_id) == Some(&i) {
+                ids.push(chunk_id.get());
+                dimensions.push(vector.len() as i64);
+                bytes.push(vector_to_bytes(vector));
+            }
+        }
+        if ids.is_empty() {
+            return Ok(());
+        }
+        // Through the chunks, read `FOR KEY SHARE`: a chunk deleted meanwhile (also by a
+        // delete that commits while this waits) is skipped, not a foreign-key error.
+        sqlx::query(
+            "INSERT INTO chunk_embeddings (chunk_id, agent_id, model, dimensions, vector) \
+             SELECT c.id, c.agent_id, $1, v.dimensions, v.vector \
+             FROM UNNEST($2::int8[], $3::int8[], $4::bytea[]) AS v(chunk_id, dimensions, vector) \
+             JOIN chunks c ON c.id = v.chunk_id \
+             ORDER BY c.id \
+             FOR KEY SHARE OF c \
+             ON CONFLICT (chunk_id) DO UPDATE SET model = excluded.model, \
+             dimensions = excluded.dimensions, vector = excluded.vector",
+        )
+        .bind(model)
+        .bind(&ids)
+        .bind(&dimensions)
+        .bind(&bytes)
+        .execute(&self.pool)
+        .await?;
         Ok(())
     }
 
@@ -449,7 +546,7 @@ impl DocumentStore for PgStore {
     ) -> StoreResult<Vec<ChunkText>> {
         let rows = sqlx::query(
             "SELECT c.id, c.title, c.heading_path, c.text FROM chunks c \
-             WHERE ($1 IS NULL OR c.document_id = $1) AND NOT EXISTS \
+             WHERE ($1::text IS NULL OR c.document_id = $1) AND NOT EXISTS \
              (SELECT 1 FROM chunk_embeddings e WHERE e.chunk_id = c.id AND e.model = $2) \
              ORDER BY c.id LIMIT $3",
         )
@@ -475,18 +572,17 @@ impl DocumentStore for PgStore {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let placeholders = vec!["$1"; ids.len()].join(", ");
-        let sql = format!(
+        let ids: Vec<i64> = ids.iter().map(|id| id.get()).collect();
+        let rows = sqlx::query(
             "SELECT c.id, c.document_id, c.title, c.page_url, c.heading_path, c.text, \
-             d.name AS document_name, 0.0 AS score \
+             d.name AS document_name, 0.0::float8 AS score \
              FROM chunks c JOIN documents d ON d.id = c.document_id \
-             WHERE c.agent_id = $1 AND c.id IN ({placeholders})"
-        );
-        let mut query = sqlx::query(&sql).bind(agent_id);
-        for id in ids {
-            query = query.bind(*id);
-        }
-        let rows = query.fetch_all(&self.pool).await?;
+             WHERE c.agent_id = $1 AND c.id = ANY($2)",
+        )
+        .bind(agent_id)
+        .bind(&ids)
+        .fetch_all(&self.pool)
+        .await?;
         Ok(rows.iter().map(hit).collect::<Result<_, sqlx::Error>>()?)
     }
 }

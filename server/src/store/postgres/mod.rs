@@ -26,7 +26,7 @@
 //!   `first_channel_event`, and the unique indexes behind `create_user` and
 //!   `link_identity`.
 
-use std::{str::FromStr, time::Duration};
+use std::{str::FromStr, sync::Arc, time::Duration};
 
 use async_trait::async_trait;
 use sqlx::{
@@ -34,7 +34,9 @@ use sqlx::{
     PgPool,
 };
 
-use crate::store::{sqlx_error::is_unique_violation, Store, StoreError, StoreResult};
+use crate::store::{
+    sqlx_error::is_unique_violation, uploads::UploadStore, Store, StoreError, StoreResult,
+};
 
 mod accounts;
 mod agents;
@@ -46,6 +48,7 @@ mod integrations;
 mod jobs;
 mod rows;
 mod sessions;
+mod uploads;
 mod webhooks;
 
 /// Connections of a [`PgStore`]'s pool when `DATABASE_MAX_CONNECTIONS` is not set.
@@ -128,5 +131,9 @@ impl Store for PgStore {
     async fn ping(&self) -> StoreResult<()> {
         sqlx::query("SELECT 1").execute(&self.pool).await?;
         Ok(())
+    }
+
+    fn database_uploads(&self) -> Option<Arc<dyn UploadStore>> {
+        Some(Arc::new(self.clone()))
     }
 }

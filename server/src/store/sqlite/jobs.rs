@@ -64,22 +64,24 @@ impl JobQueue for SqliteStore {
     async fn job_progress(
         &self,
         id: &JobId,
+        attempt: u32,
         done: u32,
         total: u32,
         lease_until: DateTime<Utc>,
-    ) -> StoreResult<()> {
-        sqlx::query(
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(
             "UPDATE jobs SET progress_done = ?, progress_total = ?, lease_until = ? \
-             WHERE id = ? AND status = ?",
+             WHERE id = ? AND status = ? AND attempts = ?",
         )
         .bind(i64::from(done))
         .bind(i64::from(total))
         .bind(ms(lease_until))
         .bind(id)
         .bind(JobStatus::Running)
+        .bind(i64::from(attempt))
         .execute(&self.writer)
         .await?;
-        Ok(())
+        Ok(done.rows_affected() == 1)
     }
 
     async fn complete_job(
@@ -139,20 +141,24 @@ impl JobQueue for SqliteStore {
     async fn finish_job(
         &self,
         id: &JobId,
+        attempt: u32,
         status: JobStatus,
         error: Option<&str>,
         now: DateTime<Utc>,
-    ) -> StoreResult<()> {
-        sqlx::query(
-            "UPDATE jobs SET status = ?, error = ?, finished_at = ?, lease_until = NULL WHERE id = ?",
+    ) -> StoreResult<bool> {
+        let done = sqlx::query(
+            "UPDATE jobs SET status = ?, error = ?, finished_at = ?, lease_until = NULL \
+             WHERE id = ? AND status = ? AND attempts = ?",
         )
         .bind(status)
         .bind(error)
         .bind(ms(now))
         .bind(id)
+        .bind(JobStatus::Running)
+        .bind(i64::from(attempt))
         .execute(&self.writer)
         .await?;
-        Ok(())
+        Ok(done.rows_affected() == 1)
     }
 
     async fn job(&self, user_id: &UserId, id: &JobId) -> StoreResult<Option<JobRecord>> {

@@ -1,0 +1,138 @@
+//! Where uploaded files are kept from their upload until their document is deleted: the
+//! ingestion job reads them (on whichever instance claims it), and a refresh reads them
+//! again (docs/api.md § Documents and jobs: deleting a document removes its stored upload).
+//!
+//! Two implementations, picked by the store's backend ([`for_backend`]):
+//!
+//! - [`UploadDir`], the embedded (SQLite) installation: one file per document,
+//!   `DATA_DIR/uploads/{documentId}`, on the one machine that runs the service;
+//! - the table `document_uploads` of the PostgreSQL store
+//!   (`migrations/postgres/0001_baseline.sql`), written in the transaction that creates the
+//!   document and its job and deleted with the document (`ON DELETE CASCADE`), so that the
+//!   worker of every instance reads what any instance received.
+
+use std::{
+    io::ErrorKind,
+    path::{Path, PathBuf},
+    sync::Arc,
+};
+
+use async_trait::async_trait;
+
+use super::{
+    documents::DocumentRecord, jobs::JobRecord, Backend, DocumentStore, Store, StoreError,
+    StoreResult,
+};
+use crate::ids::DocumentId;
+
+/// The uploaded files of file documents (docs/api.md § Upload document), by document id.
+#[async_trait]
+pub trait UploadStore: Send + Sync {
+    /// Stores the new file document `doc` with its first job `job` and the file's `bytes`,
+    /// so that the job's worker finds the bytes once it can see the job: all three or
+    /// none ([`DocumentStore::create_document`] for the document and the job).
+    ///
+    /// Errors: the store's; [`StoreError::Other`] when a file cannot be written.
+    async fn create_file_document(
+        &self,
+        doc: &DocumentRecord,
+        job: &JobRecord,
+        bytes: &[u8],
+    ) -> StoreResult<()>;
+
+    /// The stored upload of `document_id`; `None` when there is none (the document was
+    /// deleted, or the file lost).
+    ///
+    /// Errors: the store's; [`StoreError::Other`] when a file exists but cannot be read.
+    async fn upload(&self, document_id: &DocumentId) -> StoreResult<Option<Vec<u8>>>;
+
+    /// Removes the uploads of `documents` (deleted documents; ids without an upload are
+    /// skipped).
+    ///
+    /// Errors: the store's; a file that cannot be removed is left (and logged).
+    async fn remove_uploads(&self, documents: &[DocumentId]) -> StoreResult<()>;
+}
+
+/// The upload store of the backend that `database_url` names, over `store` (opened from
+/// that URL): the store's own table for PostgreSQL ([`Store::database_uploads`]), the
+/// folder `dir` (created when missing) otherwise.
+///
+/// Errors: `dir` cannot be created; a PostgreSQL store without an upload table.
+pub fn for_backend(
+    database_url: &str,
+    store: Arc<dyn Store>,
+    dir: &Path,
+) -> anyhow::Result<Arc<dyn UploadStore>> {
+    match Backend::of(database_url) {
+        Some(Backend::Postgres) => store
+            .database_uploads()
+            .ok_or_else(|| anyhow::anyhow!("this PostgreSQL store keeps no uploads")),
+        _ => Ok(Arc::new(UploadDir::new(dir.to_path_buf(), store)?)),
+    }
+}
+
+/// Uploads as files in one folder (`DATA_DIR/uploads`), one per document named by its id;
+/// the documents and jobs in `documents`.
+pub struct UploadDir {
+    dir: PathBuf,
+    documents: Arc<dyn DocumentStore>,
+}
+
+impl UploadDir {
+    /// The folder `dir` (created with its parents when missing) over `documents`.
+    ///
+    /// Errors: the folder cannot be created.
+    pub fn new(dir: PathBuf, documents: Arc<dyn DocumentStore>) -> std::io::Result<Self> {
+        std::fs::create_dir_all(&dir)?;
+        Ok(Self { dir, documents })
+    }
+
+    /// The file of `document_id`'s upload.
+    pub fn path(&self, document_id: &DocumentId) -> PathBuf {
+        self.dir.join(document_id.as_str())
+    }
+}
+
+#[async_trait]
+impl UploadStore for UploadDir {
+    async fn create_file_document(
+        &self,
+        doc: &DocumentRecord,
+        job: &JobRecord,
+        bytes: &[u8],
+    ) -> StoreResult<()> {
+        // The file first: the job is visible to workers from the document's commit on.
+        let path = self.path(&doc.id);
+        tokio::fs::write(&path, bytes).await.map_err(|e| {
+            StoreError::Other(anyhow::Error::new(e).context("cannot store an upload"))
+        })?;
+        if let Err(err) = self.documents.create_document(doc, job).await {
+            let _ = tokio::fs::remove_file(&path).await;
+            return Err(err);
+        }
+        Ok(())
+    }
+
+    async fn upload(&self, document_id: &DocumentId) -> StoreResult<Option<Vec<u8>>> {
+        match tokio::fs::read(self.path(document_id)).await {
+            Ok(bytes) => Ok(Some(bytes)),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(StoreError::Other(
+                anyhow::Error::new(e).context("cannot read an upload"),
+            )),
+        }
+    }
+
+    async fn remove_uploads(&self, documents: &[DocumentId]) -> StoreResult<()> {
+        for id in documents {
+            match tokio::fs::remove_file(self.path(id)).await {
+                Ok(()) => {}
+                Err(e) if e.kind() == ErrorKind::NotFound => {}
+                Err(e) => {
+                    tracing::warn!(document = id.as_str(), error = %e, "cannot remove an upload")
+                }
+            }
+        }
+        Ok(())
+    }
+}
