@@ -8,6 +8,7 @@ pub mod auth;
 pub mod channels;
 pub mod chat;
 pub mod clock;
+pub mod cluster;
 pub mod config;
 pub mod connection;
 pub mod crypto;

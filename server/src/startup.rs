@@ -31,6 +31,7 @@ use utoipa_axum::router::OpenApiRouter;
 use crate::{
     auth::oauth::OAuth,
     auth::{password::PasswordHasher, tokens::JwtKeys, AuthService, Clock},
+    cluster::Bus,
     config::{Config, ProvidersConfig, Role},
     connection::{Activity, ConnectionLimits, Deadline, Tracked, Watched},
     http::error::ApiError,
@@ -67,6 +68,9 @@ impl Application {
                 .await?;
         store.migrate().await?;
         let redis = shared_limits(&config.storage.database_url, &config.limits)?;
+        // Cache invalidations and worker wake-ups across instances (PostgreSQL), or none.
+        let bus = Bus::for_database(&config.storage.database_url).await?;
+        tracing::info!(bus = bus.mode(), "cluster bus ready");
         let mut dependencies: Vec<Arc<dyn Ping>> = vec![Arc::new(StorePing(store.clone()))];
         if let Some(url) = &config.limits.redis_url {
             dependencies.push(Arc::new(RedisHandle::open(url)?));
@@ -135,7 +139,8 @@ impl Application {
             secrets.clone(),
             store.clone(),
             clock.clone(),
-        )?;
+        )?
+        .with_bus(&bus);
         // Uploads beside an embedded database, in a server database (read by every
         // instance's workers) otherwise.
         let uploads = store::uploads::for_backend(
@@ -152,7 +157,8 @@ impl Application {
             uploads,
             webhooks.events.clone(),
             clock.clone(),
-        )?;
+        )?
+        .with_bus(&bus);
         if role.runs_workers() {
             crate::knowledge::worker::spawn(knowledge.clone(), config.jobs.workers);
             if config.jobs.workers > 0 {
@@ -166,7 +172,8 @@ impl Application {
             clock.clone(),
             knowledge.clone(),
             config.limits.agent_limits,
-        );
+        )
+        .with_bus(&bus);
         let chat = Arc::new(crate::chat::ChatService::new(
             store.clone(),
             models.clone(),
@@ -191,7 +198,8 @@ impl Application {
             agents.clone(),
             clock.clone(),
         );
-        let mut auth = AuthService::new(store.clone(), store.clone(), jwt, hasher, clock.clone());
+        let mut auth = AuthService::new(store.clone(), store.clone(), jwt, hasher, clock.clone())
+            .with_bus(&bus);
         if let Some(redis) = &redis {
             auth.share_limits(redis);
         }

@@ -98,6 +98,14 @@ impl AgentService {
         }
     }
 
+    /// This service with its agent cache on `bus`: the agents it forgets are forgotten by
+    /// every instance, and those other instances forget are forgotten here
+    /// ([`crate::cluster`]).
+    pub fn with_bus(mut self, bus: &crate::cluster::Bus) -> Self {
+        self.cache = self.cache.with_bus(bus);
+        self
+    }
+
     /// The agent `agent_id` of `user_id`, from the cache when it was read within
     /// [`AGENT_CACHE_TTL`].
     ///

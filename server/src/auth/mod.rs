@@ -25,6 +25,7 @@ use moka::sync::Cache;
 pub use crate::clock::Clock;
 
 use crate::{
+    cluster::{Bus, Invalidation, LocalCache},
     domain::{Plan, Scope, ScopeSet},
     ids::{ApiKeyId, SessionId, UserId},
     store::{ApiKeyAuth, ApiKeyStore, SessionAuth, SessionRecord, SessionStore, StoreError},
@@ -266,7 +267,7 @@ pub struct AuthService {
     /// of an access token is checked against the store again.
     session_epoch: Arc<AtomicU64>,
     /// API key lookups by the presented key, so that a cached key costs no hashing;
-    /// entries are dropped by key hash on revocation (see [`AuthService::forget_key`]).
+    /// entries are dropped by key id on revocation (see [`AuthService::forget_key`]).
     keys: Cache<String, Option<Arc<KeyAuth>>, FastHash>,
     /// Access tokens whose signature, issuer, audience and type were checked, by token,
     /// with their grant; `nbf`/`exp` and the session's liveness are checked on every use.
@@ -275,6 +276,9 @@ pub struct AuthService {
     key_epoch: Arc<AtomicU64>,
     /// Each worker thread's [`Front`] cache, in front of the shared caches above.
     front: Arc<thread_local::ThreadLocal<std::cell::RefCell<Front>>>,
+    /// Where sessions and keys forgotten here are published to the other instances
+    /// ([`AuthService::with_bus`]; local by default).
+    bus: Bus,
 }
 
 /// How long a verified access token is remembered (its expiry is still checked per use).
@@ -314,6 +318,7 @@ impl AuthService {
                 .build_with_hasher(FastHash::default()),
             key_epoch: Arc::default(),
             front: Arc::default(),
+            bus: Bus::local(),
         }
     }
 
@@ -325,10 +330,29 @@ impl AuthService {
         self.mail_cooldown = MailCooldown::shared(redis.clone());
     }
 
-    /// Forgets the session `sid` read from the store and every access token's grant.
+    /// This service publishing every session and key it forgets on `bus`, and forgetting
+    /// those that other instances publish there ([`crate::cluster`]).
+    pub fn with_bus(mut self, bus: &Bus) -> Self {
+        bus.add_cache(Arc::new(self.local_caches()));
+        self.bus = bus.clone();
+        self
+    }
+
+    /// This instance's session and key caches, without the bus.
+    fn local_caches(&self) -> LocalCredentials {
+        LocalCredentials {
+            sessions: self.sessions.clone(),
+            session_epoch: self.session_epoch.clone(),
+            keys: self.keys.clone(),
+            key_epoch: self.key_epoch.clone(),
+        }
+    }
+
+    /// Forgets the session `sid` read from the store and every access token's grant, here
+    /// and (through the bus) on every other instance.
     fn forget_session(&self, sid: &SessionId) {
-        self.sessions.invalidate(sid);
-        self.session_epoch.fetch_add(1, Ordering::AcqRel);
+        self.local_caches().forget_session(sid);
+        self.bus.publish(Invalidation::Session { id: sid.clone() });
     }
 
     /// Resolves a bearer value (access token or API key). `Ok(None)` when it is not valid
@@ -729,14 +753,60 @@ impl AuthService {
             .await?)
     }
 
-    /// Drops a cached API key lookup (after revocation) so it stops working at once.
-    pub fn forget_key(&self, key_hash: &str) {
+    /// Drops the cached lookups of the API key `key_id` (after its revocation) so that it
+    /// stops working at once, here and (through the bus) on every other instance; the bus
+    /// carries the key's id, never the key or its hash.
+    pub fn forget_key(&self, key_id: &ApiKeyId) {
+        self.local_caches().forget_key(key_id);
+        self.bus
+            .publish(Invalidation::ApiKey { id: key_id.clone() });
+    }
+}
+
+/// The session and API-key caches of one [`AuthService`] (its clones share them), as the
+/// cluster bus reaches them: forgetting through this never publishes.
+struct LocalCredentials {
+    sessions: Cache<SessionId, Arc<SessionSlot>>,
+    session_epoch: Arc<AtomicU64>,
+    keys: Cache<String, Option<Arc<KeyAuth>>, FastHash>,
+    key_epoch: Arc<AtomicU64>,
+}
+
+impl LocalCredentials {
+    /// Drops the session `sid` read from the store, and every access token's grant (they
+    /// are checked against the store again).
+    fn forget_session(&self, sid: &SessionId) {
+        self.sessions.invalidate(sid);
+        self.session_epoch.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Drops the lookups of the key `key_id` and every thread's [`Front`] entry of a key.
+    fn forget_key(&self, key_id: &ApiKeyId) {
         self.key_epoch.fetch_add(1, Ordering::AcqRel);
-        let hash = key_hash.to_string();
+        let key_id = key_id.clone();
         // Cannot fail: the cache is built with invalidation closures.
         let _ = self.keys.invalidate_entries_if(move |_, found| {
-            found.as_ref().is_some_and(|k| k.auth.key.key_hash == hash)
+            found.as_ref().is_some_and(|k| k.auth.key.id == key_id)
         });
+    }
+}
+
+impl LocalCache for LocalCredentials {
+    fn forget(&self, what: &Invalidation) {
+        match what {
+            Invalidation::Session { id } => self.forget_session(id),
+            Invalidation::ApiKey { id } => self.forget_key(id),
+            Invalidation::Agent { .. } | Invalidation::Webhooks { .. } => {}
+        }
+    }
+
+    /// Drops every session and key read from the store, and with the epochs every grant
+    /// and every thread's [`Front`] entry.
+    fn forget_all(&self) {
+        self.sessions.invalidate_all();
+        self.keys.invalidate_all();
+        self.session_epoch.fetch_add(1, Ordering::AcqRel);
+        self.key_epoch.fetch_add(1, Ordering::AcqRel);
     }
 }
 
@@ -891,6 +961,127 @@ mod tests {
             .await
             .unwrap());
         assert!(auth.authenticate(&token).await.unwrap().is_none());
+    }
+
+    /// Polls `authenticate` on `auth` until `bearer` is refused; panics after `within`.
+    async fn refused_within(auth: &AuthService, bearer: &str, within: StdDuration) -> StdDuration {
+        let start = Instant::now();
+        while auth.authenticate(bearer).await.unwrap().is_some() {
+            assert!(start.elapsed() < within, "still accepted after {within:?}");
+            tokio::time::sleep(StdDuration::from_millis(5)).await;
+        }
+        start.elapsed()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_session_ended_or_a_key_revoked_on_one_instance_is_refused_by_the_other_at_once() {
+        use crate::cluster::tests::{bus, scratch};
+        let database = scratch().await;
+        // Two instances of the service on one store, each with its own bus.
+        let (_dir, store, a) = service().await;
+        let b = AuthService::new(
+            store.clone(),
+            store.clone(),
+            JwtKeys::new(&secrecy::SecretString::from("s".repeat(64)), "http://test"),
+            PasswordHasher::new(1).unwrap(),
+            Clock::default(),
+        );
+        let (a, b) = (
+            a.with_bus(&bus(&database).await),
+            b.with_bus(&bus(&database).await),
+        );
+
+        let issued = a.start_session(&"u1".into(), None, None).await.unwrap();
+        let token = issued.tokens.access_token;
+        assert!(b.authenticate(&token).await.unwrap().is_some());
+        let read_by_b = Instant::now();
+        assert!(a
+            .end_session(&"u1".into(), &issued.session_id, "logout")
+            .await
+            .unwrap());
+        let took = refused_within(&b, &token, StdDuration::from_secs(1)).await;
+        assert!(
+            read_by_b.elapsed() < AUTH_CACHE_TTL,
+            "refused through the bus, not because B's cached session expired"
+        );
+        eprintln!("session ended on A refused by B after {took:?}");
+
+        let generated = keys::generate();
+        store
+            .create_api_key(
+                crate::store::ApiKeyRecord {
+                    id: "k1".into(),
+                    user_id: "u1".into(),
+                    name: "CI".into(),
+                    prefix: generated.prefix.clone(),
+                    key_hash: generated.hash.clone(),
+                    scopes: vec!["agents:read".into()],
+                    expires_at: None,
+                    created_at: a.clock.now(),
+                    last_used_at: None,
+                    revoked_at: None,
+                },
+                100,
+            )
+            .await
+            .unwrap();
+        assert!(b.authenticate(&generated.key).await.unwrap().is_some());
+        let read_by_b = Instant::now();
+        store
+            .revoke_api_key(&"u1".into(), &"k1".into(), a.clock.now())
+            .await
+            .unwrap();
+        assert!(
+            b.authenticate(&generated.key).await.unwrap().is_some(),
+            "revoked in the store only: B's cache still holds the key"
+        );
+        a.forget_key(&"k1".into());
+        let took = refused_within(&b, &generated.key, StdDuration::from_secs(1)).await;
+        assert!(read_by_b.elapsed() < AUTH_CACHE_TTL);
+        eprintln!("key revoked on A refused by B after {took:?}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn every_cached_session_and_key_is_dropped_when_the_bus_may_have_missed_one() {
+        let (_dir, store, auth) = service().await;
+        let issued = auth.start_session(&"u1".into(), None, None).await.unwrap();
+        let token = issued.tokens.access_token;
+        let generated = keys::generate();
+        store
+            .create_api_key(
+                crate::store::ApiKeyRecord {
+                    id: "k1".into(),
+                    user_id: "u1".into(),
+                    name: "CI".into(),
+                    prefix: generated.prefix.clone(),
+                    key_hash: generated.hash.clone(),
+                    scopes: vec!["agents:read".into()],
+                    expires_at: None,
+                    created_at: auth.clock.now(),
+                    last_used_at: None,
+                    revoked_at: None,
+                },
+                100,
+            )
+            .await
+            .unwrap();
+        assert!(auth.authenticate(&token).await.unwrap().is_some());
+        assert!(auth.authenticate(&generated.key).await.unwrap().is_some());
+        // Both ended in the store, with no message: the caches still hold them.
+        let now = auth.clock.now();
+        store
+            .revoke_session(&"u1".into(), &issued.session_id, "logout", now)
+            .await
+            .unwrap();
+        store
+            .revoke_api_key(&"u1".into(), &"k1".into(), now)
+            .await
+            .unwrap();
+        assert!(auth.authenticate(&token).await.unwrap().is_some());
+        assert!(auth.authenticate(&generated.key).await.unwrap().is_some());
+        auth.local_caches().forget_all();
+        assert!(auth.authenticate(&token).await.unwrap().is_none());
+        assert!(auth.authenticate(&generated.key).await.unwrap().is_none());
     }
 
     #[tokio::test]

@@ -166,7 +166,7 @@ async fn revoke(
         .store
         .revoke_api_key(&principal.user_id, &id, state.clock.now())
         .await?;
-    state.auth.forget_key(&key.key_hash);
+    state.auth.forget_key(&key.id);
     Ok(Json(SuccessResponse { success: true }))
 }
 
@@ -215,7 +215,7 @@ async fn rotate(
     {
         return Err(ApiError::not_found("API key"));
     }
-    state.auth.forget_key(&old.key_hash);
+    state.auth.forget_key(&old.id);
     Ok((
         StatusCode::CREATED,
         Json(CreatedApiKey {

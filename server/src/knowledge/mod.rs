@@ -33,6 +33,7 @@ use std::sync::Arc;
 use tokio::sync::Notify;
 
 use crate::{
+    cluster::{Bus, Queue},
     config::{KnowledgeConfig, OutboundConfig, ProvidersConfig},
     outbound::{FetchLimits, NetPolicy, SafeClient},
     store::{uploads::UploadStore, DocumentStore, JobQueue},
@@ -75,6 +76,9 @@ pub struct Knowledge {
     pub events: crate::webhooks::Events,
     /// The service clock jobs read the time from (claims, leases, recorded times).
     pub clock: crate::clock::Clock,
+    /// Where queued jobs are announced to the other instances ([`Knowledge::with_bus`];
+    /// local by default).
+    bus: Bus,
 }
 
 impl Knowledge {
@@ -118,6 +122,76 @@ impl Knowledge {
             embed_wake: Arc::new(Notify::new()),
             events,
             clock,
+            bus: Bus::local(),
         })
+    }
+
+    /// This knowledge base on `bus`: its job workers ([`Knowledge::wake`]) wake when a
+    /// job is queued through any instance ([`crate::cluster`]).
+    pub fn with_bus(mut self, bus: &Bus) -> Self {
+        bus.wake_on(Queue::Jobs, self.wake.clone());
+        self.bus = bus.clone();
+        self
+    }
+
+    /// Wakes the job workers of every instance (call after a job was queued): this
+    /// instance's through [`Knowledge::wake`], the others' through the cluster bus.
+    pub fn job_queued(&self) {
+        self.wake.notify_one();
+        self.bus.work_queued(Queue::Jobs);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::{
+        cluster::tests::{bus, scratch},
+        config::OutboundConfig,
+    };
+
+    /// A knowledge base over a fresh SQLite store in `dir`, on `bus`.
+    async fn knowledge(dir: &tempfile::TempDir, bus: &Bus) -> Knowledge {
+        let store: Arc<dyn crate::store::Store> = Arc::new(
+            crate::store::sqlite::SqliteStore::connect(&format!(
+                "sqlite://{}",
+                dir.path().join("test.db").display()
+            ))
+            .await
+            .unwrap(),
+        );
+        let clock = crate::clock::Clock::default();
+        Knowledge::new(
+            &KnowledgeConfig::new(dir.path()),
+            &OutboundConfig::default(),
+            &ProvidersConfig::default(),
+            store.clone(),
+            store.clone(),
+            Arc::new(
+                crate::store::uploads::UploadDir::new(dir.path().join("uploads"), store.clone())
+                    .unwrap(),
+            ),
+            crate::webhooks::Events::new(store, clock.clone()),
+            clock,
+        )
+        .unwrap()
+        .with_bus(bus)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_job_queued_through_one_instance_wakes_the_workers_of_the_other() {
+        let database = scratch().await;
+        let dir = tempfile::tempdir().unwrap();
+        let a = knowledge(&dir, &bus(&database).await).await;
+        let b = knowledge(&dir, &bus(&database).await).await;
+        a.job_queued();
+        tokio::time::timeout(Duration::from_secs(1), b.wake.notified())
+            .await
+            .expect("B's job workers are woken");
+        tokio::time::timeout(Duration::from_secs(1), a.wake.notified())
+            .await
+            .expect("A's own are woken");
     }
 }

@@ -107,7 +107,7 @@ impl Documents {
             .create_file_document(&doc, &job, &bytes)
             .await?;
         self.agents.knowledge_changed(&agent.id);
-        self.knowledge.wake.notify_one();
+        self.knowledge.job_queued();
         info!(format = %format, bytes = bytes.len(), "document uploaded");
         Ok(doc)
     }
@@ -141,7 +141,7 @@ impl Documents {
         let job = JobRecord::queued(JobKind::Crawl, &id, &agent.user_id, now);
         self.knowledge.documents.create_document(&doc, &job).await?;
         self.agents.knowledge_changed(&agent.id);
-        self.knowledge.wake.notify_one();
+        self.knowledge.job_queued();
         Ok((doc, job))
     }
 
@@ -225,7 +225,7 @@ impl Documents {
                 .set_document_status(&doc.id, DocumentStatus::Pending, None, self.clock.now())
                 .await?;
         }
-        self.knowledge.wake.notify_one();
+        self.knowledge.job_queued();
         Ok(job)
     }
 

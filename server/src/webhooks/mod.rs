@@ -35,6 +35,7 @@ use tokio::sync::Notify;
 pub use self::service::WebhookError;
 use crate::{
     clock::Clock,
+    cluster::{Bus, Invalidation, LocalCache, Queue},
     config::{OutboundConfig, WebhooksConfig},
     ids::{UserId, WebhookId},
     outbound::{self, NetError, NetPolicy, Purpose, SafeClient},
@@ -177,12 +178,32 @@ pub struct Events {
     quiet: moka::sync::Cache<UserId, u32>,
     /// The service clock events are stamped and queued with.
     clock: Clock,
+    /// Where forgotten subscriptions and queued deliveries are announced to the other
+    /// instances ([`Events::with_bus`]; local by default).
+    bus: Bus,
 }
 
 /// How long "nobody listens to this event" is trusted; a webhook created through another
-/// instance of the service receives events within this time (the same bound as
+/// instance of the service receives events as soon as the cluster bus tells this one
+/// ([`crate::cluster`]), and within this time at the latest (the same bound as
 /// [`crate::auth::AUTH_CACHE_TTL`] for sessions).
 pub const QUIET_TTL: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// [`Events::quiet`] as the cluster bus reaches it: forgetting through this never
+/// publishes.
+struct Quiet(moka::sync::Cache<UserId, u32>);
+
+impl LocalCache for Quiet {
+    fn forget(&self, what: &Invalidation) {
+        if let Invalidation::Webhooks { id } = what {
+            self.0.invalidate(id);
+        }
+    }
+
+    fn forget_all(&self) {
+        self.0.invalidate_all();
+    }
+}
 
 /// A user's entry in [`Events::quiet`] expires [`QUIET_TTL`] after it was made: events
 /// found quiet later join it without moving that deadline, so nothing is trusted longer.
@@ -210,13 +231,35 @@ impl Events {
                 .max_capacity(100_000)
                 .expire_after(QuietExpiry)
                 .build(),
+            bus: Bus::local(),
         }
     }
 
+    /// This emitter on `bus`: the subscriptions it forgets are forgotten by every
+    /// instance and those other instances forget are forgotten here, and every instance's
+    /// delivery worker ([`Events::wake`]) wakes when a delivery is queued anywhere
+    /// ([`crate::cluster`]).
+    pub fn with_bus(mut self, bus: &Bus) -> Self {
+        bus.add_cache(Arc::new(Quiet(self.quiet.clone())));
+        bus.wake_on(Queue::Webhooks, self.wake.clone());
+        self.bus = bus.clone();
+        self
+    }
+
     /// Drops what is known of `user_id`'s subscriptions (call after creating or deleting
-    /// one of their webhooks).
+    /// one of their webhooks), here and on every other instance.
     pub fn forget(&self, user_id: &UserId) {
         self.quiet.invalidate(user_id);
+        self.bus.publish(Invalidation::Webhooks {
+            id: user_id.clone(),
+        });
+    }
+
+    /// Wakes the delivery workers of every instance (call after deliveries were queued):
+    /// this instance's through [`Events::wake`], the others' through the cluster bus.
+    pub fn deliveries_queued(&self) {
+        self.wake.notify_one();
+        self.bus.work_queued(Queue::Webhooks);
     }
 
     /// Queues `{type, timestamp, data}` (timestamp RFC 3339 UTC with milliseconds) for every
@@ -248,7 +291,7 @@ impl Events {
             }
             Ok(queued) => {
                 tracing::debug!(event = event.as_str(), queued, "webhook deliveries queued");
-                self.wake.notify_one();
+                self.deliveries_queued();
             }
             Err(err) => {
                 tracing::warn!(event = event.as_str(), error = %err, "queuing webhook deliveries failed");
@@ -482,6 +525,12 @@ impl Webhooks {
             clock,
         })
     }
+
+    /// This service's event emitter on `bus` ([`Events::with_bus`]).
+    pub fn with_bus(mut self, bus: &Bus) -> Self {
+        self.events = self.events.with_bus(bus);
+        self
+    }
 }
 
 #[cfg(test)]
@@ -501,6 +550,54 @@ mod tests {
         quiet.insert(u.clone(), known | EventType::MessageCreated.bit());
         std::thread::sleep(QUIET_TTL * 3 / 5);
         assert_eq!(quiet.get(&u), None);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn subscriptions_and_deliveries_cross_instances() {
+        use crate::cluster::tests::{bus, eventually, scratch};
+        let database = scratch().await;
+        let (_dir, store) = crate::store::sqlite::tests::store().await;
+        crate::store::sqlite::tests::verified_user(&store, Utc::now()).await;
+        let store: Arc<dyn WebhookStore> = Arc::new(store);
+        let a = Events::new(store.clone(), Clock::default()).with_bus(&bus(&database).await);
+        let b = Events::new(store.clone(), Clock::default()).with_bus(&bus(&database).await);
+        let user = UserId::from("u1");
+
+        // Nobody listens yet: B learns that and keeps it.
+        b.emit(&user, EventType::AgentCreated, json!({})).await;
+        assert!(b.quiet.get(&user).is_some());
+        // A webhook created through A: A forgets what it knew, and so does B.
+        let webhook = crate::store::webhooks::WebhookRecord {
+            id: "w1".into(),
+            user_id: user.clone(),
+            url: "https://example.com/hook".into(),
+            events: vec![EventType::AgentCreated],
+            description: String::new(),
+            secret_sealed: vec![0; 44],
+            active: true,
+            disabled_reason: None,
+            created_at: Utc::now(),
+        };
+        assert!(store.create_webhook(&webhook, 10).await.unwrap());
+        a.forget(&user);
+        let took = eventually(Duration::from_secs(1), "B forgets the quiet events", || {
+            b.quiet.get(&user).is_none()
+        })
+        .await;
+        assert!(took < QUIET_TTL);
+
+        // A delivery queued through A wakes B's delivery worker (and A's own).
+        while tokio::time::timeout(Duration::from_millis(50), b.wake.notified())
+            .await
+            .is_ok()
+        {}
+        a.emit(&user, EventType::AgentCreated, json!({})).await;
+        tokio::time::timeout(Duration::from_secs(1), b.wake.notified())
+            .await
+            .expect("B's delivery worker is woken");
+        tokio::time::timeout(Duration::from_secs(1), a.wake.notified())
+            .await
+            .expect("A's delivery worker is woken");
     }
 
     #[test]

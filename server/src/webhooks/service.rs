@@ -206,7 +206,7 @@ impl Webhooks {
             .await?
         {
             Some(true) => {
-                self.events.wake.notify_one();
+                self.events.deliveries_queued();
                 Ok(())
             }
             Some(false) => Err(WebhookError::InFlight),

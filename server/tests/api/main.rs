@@ -7,6 +7,7 @@ mod auth;
 mod channels;
 mod chat;
 mod cli;
+mod cluster;
 mod connections;
 mod copy_data;
 mod embeddings;
