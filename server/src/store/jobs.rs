@@ -228,6 +228,12 @@ pub trait JobQueue: Send + Sync {
     ) -> StoreResult<bool>;
     /// A job of the user.
     async fn job(&self, user_id: &UserId, id: &JobId) -> StoreResult<Option<JobRecord>>;
+    /// How many jobs of each kind are `queued` (waiting for a worker), for the
+    /// `agentchat_knowledge_queue_depth` metric (README § Metrics); a kind without a
+    /// queued job is left out. One `COUNT` over the `jobs_pending (status, created_at)`
+    /// index, read when metrics are scraped. Proven by
+    /// `conformance::queued_jobs_are_counted_by_kind`.
+    async fn queued_jobs(&self) -> StoreResult<Vec<(JobKind, u64)>>;
 }
 
 #[cfg(test)]

@@ -67,6 +67,7 @@ macro_rules! for_each_store_conformance_case {
             a_claimed_job_is_claimed_again_only_after_its_lease,
             a_lost_claim_can_neither_renew_nor_end_its_job,
             a_document_has_one_queued_or_running_job,
+            queued_jobs_are_counted_by_kind,
             parallel_delivery_claims_are_distinct,
             a_delivery_claim_takes_at_most_its_limit,
             a_delivery_is_moved_on_only_under_its_claim,

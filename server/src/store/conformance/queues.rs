@@ -8,7 +8,7 @@ use chrono::{DateTime, Duration, Utc};
 use super::{agent, in_parallel, integration, user};
 use crate::webhooks::EventType;
 use crate::{
-    ids::{IntegrationId, UserId},
+    ids::{AgentId, IntegrationId, UserId},
     store::{
         documents::{DocumentRecord, DocumentStatus},
         jobs::{JobKind, JobOutcome, JobRecord, JobStatus},
@@ -39,6 +39,36 @@ async fn queued_jobs(store: &dyn Store, n: usize, now: DateTime<Utc>) -> Vec<Job
         jobs.push(job);
     }
     jobs
+}
+
+/// [`crate::store::JobQueue::queued_jobs`]: the jobs waiting for a worker, by kind; a
+/// claimed job no longer waits, and a kind without a queued job is left out.
+pub async fn queued_jobs_are_counted_by_kind(store: Arc<dyn Store>) {
+    let counted = |counts: Vec<(JobKind, u64)>, kind: JobKind| {
+        counts
+            .iter()
+            .find(|(k, _)| *k == kind)
+            .map_or(0, |(_, n)| *n)
+    };
+    assert!(store.queued_jobs().await.unwrap().is_empty());
+    let now = Utc::now();
+    let jobs = queued_jobs(store.as_ref(), 3, now).await;
+    let a1 = AgentId::from("a1");
+    let u1 = UserId::from("u1");
+    super::crawl_document(store.as_ref(), "c1", &a1, &u1, "https://example.com/").await;
+    let counts = store.queued_jobs().await.unwrap();
+    assert_eq!(counted(counts.clone(), JobKind::Ingest), 3);
+    assert_eq!(counted(counts.clone(), JobKind::Crawl), 1);
+    assert_eq!(counts.len(), 2);
+    let claimed = store
+        .claim_job(now + Duration::seconds(1), now + Duration::seconds(60))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(claimed.id, jobs[0].id, "the oldest first");
+    let counts = store.queued_jobs().await.unwrap();
+    assert_eq!(counted(counts.clone(), JobKind::Ingest), 2);
+    assert_eq!(counted(counts, JobKind::Crawl), 1);
 }
 
 /// [`crate::store::JobQueue::claim_job`]: sixteen workers claiming at once over eight

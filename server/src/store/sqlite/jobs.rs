@@ -14,7 +14,7 @@ use super::{
 use crate::ids::{JobId, UserId};
 use crate::store::{
     documents::DocumentStatus,
-    jobs::{JobOutcome, JobQueue, JobRecord, JobStatus},
+    jobs::{JobKind, JobOutcome, JobQueue, JobRecord, JobStatus},
     StoreResult,
 };
 
@@ -170,6 +170,18 @@ impl JobQueue for SqliteStore {
         .fetch_optional(&self.pool)
         .await?;
         Ok(row.as_ref().map(job).transpose()?)
+    }
+
+    async fn queued_jobs(&self) -> StoreResult<Vec<(JobKind, u64)>> {
+        let rows: Vec<(JobKind, i64)> =
+            sqlx::query_as("SELECT kind, COUNT(*) FROM jobs WHERE status = ? GROUP BY kind")
+                .bind(JobStatus::Queued)
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(kind, n)| (kind, u64::try_from(n).unwrap_or(0)))
+            .collect())
     }
 }
 
