@@ -20,6 +20,7 @@ pub mod jobs;
 pub mod knowledge;
 pub mod llm;
 pub mod mail;
+pub mod metrics;
 pub mod outbound;
 pub mod public_url;
 pub mod ratelimit;

@@ -12,7 +12,7 @@ use crate::{
     channels::Channels,
     chat::ChatService,
     clock::Clock,
-    config::{LimitsConfig, ServerConfig},
+    config::{LimitsConfig, MetricsConfig, ServerConfig},
     crypto::SecretBox,
     knowledge::{service::Documents, Knowledge},
     llm::Models,
@@ -86,4 +86,6 @@ pub struct Services {
     pub readiness: crate::readiness::Readiness,
     /// Leptos settings for the dashboard.
     pub leptos: LeptosOptions,
+    /// Who may read `GET /metrics` (`METRICS_TOKEN`) and where.
+    pub metrics: MetricsConfig,
 }

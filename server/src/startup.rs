@@ -52,6 +52,8 @@ pub struct Application {
     pub state: AppState,
     listener: TcpListener,
     role: Role,
+    /// The `METRICS_ADDR` listener, which serves only `GET /metrics`.
+    metrics_listener: Option<TcpListener>,
 }
 
 impl Application {
@@ -80,6 +82,18 @@ impl Application {
         crate::connection::fit_open_files(config.server.max_connections);
         let listener = TcpListener::bind(config.server.site_addr).await?;
         let addr = listener.local_addr()?;
+        // Metrics are recorded only when someone may read them (README § Metrics).
+        if config.metrics.enabled() {
+            crate::metrics::install();
+        }
+        let metrics_listener = match config.metrics.addr {
+            Some(at) => Some(
+                TcpListener::bind(at)
+                    .await
+                    .map_err(|e| anyhow::anyhow!("cannot listen on METRICS_ADDR {at}: {e}"))?,
+            ),
+            None => None,
+        };
         let mut config = config;
         if config.server.public_url.ends_with(":0") {
             config.server.public_url = format!("http://{addr}");
@@ -223,11 +237,13 @@ impl Application {
             readiness: Readiness::new(dependencies),
             redis,
             leptos,
+            metrics: config.metrics,
         });
         Ok(Self {
             state,
             listener,
             role,
+            metrics_listener,
         })
     }
 
@@ -238,6 +254,13 @@ impl Application {
             .expect("a bound listener has an address")
     }
 
+    /// The bound address of the `METRICS_ADDR` listener, when there is one.
+    pub fn metrics_addr(&self) -> Option<SocketAddr> {
+        self.metrics_listener
+            .as_ref()
+            .and_then(|l| l.local_addr().ok())
+    }
+
     /// What this instance runs (`--role`).
     pub fn role(&self) -> Role {
         self.role
@@ -245,12 +268,25 @@ impl Application {
 
     /// Serves until `shutdown` completes, then finishes in-flight requests: the API and
     /// the dashboard ([`service`]), or for [`Role::Worker`] only the health checks
-    /// ([`health_service`]).
+    /// ([`health_service`]); and on the `METRICS_ADDR` listener, `GET /metrics`
+    /// ([`http::metrics::listener_service`]).
     pub async fn run_until_stopped(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
+        use futures::FutureExt as _;
         let limits = self.state.server.connection_limits();
+        let shutdown = shutdown.shared();
+        if let Some(metrics) = self.metrics_listener {
+            let addr = metrics.local_addr()?;
+            tracing::info!(%addr, "metrics served on http://{addr}/metrics");
+            tokio::spawn(serve_http1(
+                nodelay(metrics),
+                http::metrics::listener_service(self.state.clone()),
+                limits,
+                shutdown.clone(),
+            ));
+        }
         let listener = nodelay(self.listener);
         if self.role.serves_api() {
             serve_http1(listener, service(self.state), limits, shutdown).await;
@@ -351,8 +387,12 @@ pub fn service(
        + 'static {
     let router = router(state.clone());
     let hsts = security::hsts(&state.server.public_url);
+    let metrics = crate::metrics::HttpMetricsLayer::new(state.metrics.enabled(), || {
+        http::metrics::service_routes(&state.leptos)
+    });
     ServiceBuilder::new()
         .map_response(IntoResponse::into_response)
+        .layer(metrics)
         .layer(SetResponseHeaderLayer::overriding(
             header::X_CONTENT_TYPE_OPTIONS,
             security::NOSNIFF,
@@ -384,7 +424,7 @@ pub fn service(
 
 /// What a [`Role::Worker`] instance answers: `GET /api/health` and
 /// `GET /api/health/ready`, as on every instance, for the orchestrator's liveness and
-/// readiness probes; every other path is 404 with the contract's error body (a worker
+/// readiness probes, and `GET /metrics` as [`service`] does; every other path is 404 with the contract's error body (a worker
 /// serves no API). Its answers carry `X-Content-Type-Options: nosniff`, the default Content
 /// Security Policy and a request id (`X-Request-Id`), as those of [`service`] do.
 pub fn health_service(
@@ -394,12 +434,17 @@ pub fn health_service(
        + Send
        + Sync
        + 'static {
-    let (api, _) = OpenApiRouter::new()
+    let (api, doc) = OpenApiRouter::new()
         .merge(http::ops::health_router())
+        .merge(http::metrics::router())
         .split_for_parts();
+    let metrics = crate::metrics::HttpMetricsLayer::new(state.metrics.enabled(), || {
+        crate::metrics::RouteTemplates::new(doc.paths.paths.keys().map(String::as_str))
+    });
     let router: Router = api.fallback(http::api_not_found).with_state(state);
     ServiceBuilder::new()
         .map_response(IntoResponse::into_response)
+        .layer(metrics)
         .layer(SetResponseHeaderLayer::overriding(
             header::X_CONTENT_TYPE_OPTIONS,
             security::NOSNIFF,

@@ -11,6 +11,7 @@ mod jobs;
 mod knowledge;
 mod limits;
 mod mail;
+mod metrics;
 mod oauth;
 mod outbound;
 mod providers;
@@ -36,6 +37,7 @@ pub use self::{
         REDIS_KEY_PREFIX,
     },
     mail::MailConfig,
+    metrics::{MetricsConfig, MIN_METRICS_TOKEN_CHARS},
     oauth::{
         GithubConfig, OAuthClientConfig, OAuthConfig, OidcConfig, GITHUB_API_URL, GITHUB_AUTH_URL,
         GITHUB_TOKEN_URL, GOOGLE_ISSUER_URL, MICROSOFT_ISSUER_URL,
@@ -84,6 +86,8 @@ pub struct Config {
     pub jobs: JobsConfig,
     /// `TELEGRAM_API_URL`, `SLACK_API_URL`.
     pub channels: ChannelsConfig,
+    /// `METRICS_TOKEN`, `METRICS_ADDR`: who may read `GET /metrics`, and where.
+    pub metrics: MetricsConfig,
     /// What this instance runs: `agentchat serve --role` (or `AGENTCHAT_ROLE`), read by
     /// the command line rather than here; default [`Role::All`].
     pub role: Role,
@@ -100,6 +104,7 @@ impl std::fmt::Debug for Config {
             .field("public_url", &self.server.public_url)
             .field("smtp", &self.mail.smtp_url.is_some())
             .field("mail_from", &self.mail.from)
+            .field("metrics", &self.metrics)
             .finish_non_exhaustive()
     }
 }
@@ -161,6 +166,7 @@ impl Config {
         config.jobs.override_from_env()?;
         config.webhooks.override_from_env()?;
         config.channels.override_from_env();
+        config.metrics.override_from_env(site_addr)?;
         config.oauth = OAuthConfig::from_env();
         Ok(config)
     }
@@ -198,6 +204,7 @@ impl Config {
             webhooks: WebhooksConfig::default(),
             jobs: JobsConfig::default(),
             channels: ChannelsConfig::default(),
+            metrics: MetricsConfig::default(),
             role: Role::default(),
             storage: StorageConfig::new(data_dir),
         })
@@ -485,6 +492,7 @@ mod tests {
         ));
         config.providers.openai_api_key = Some(SecretString::from("openai-key-value"));
         config.providers.anthropic_api_key = Some(SecretString::from("anthropic-key-value"));
+        config.metrics.token = Some(SecretString::from("metrics-token-value-0123"));
         let client = |secret: &str| OAuthClientConfig {
             client_id: "client-id".into(),
             client_secret: SecretString::from(secret.to_string()),
@@ -510,6 +518,7 @@ mod tests {
             "smtp-password-value".into(),
             "openai-key-value".into(),
             "anthropic-key-value".into(),
+            "metrics-token-value-0123".into(),
             "github-secret-value".into(),
             "google-secret-value".into(),
             "microsoft-secret-value".into(),

@@ -17,6 +17,7 @@ pub mod extract;
 pub mod forwarded;
 pub mod integrations;
 pub mod knowledge;
+pub mod metrics;
 pub mod middleware;
 pub mod oauth;
 pub mod openapi;

@@ -232,7 +232,7 @@ pub fn apply_input_rules(doc: &mut OpenApi, config: &ChatConfig) -> Vec<String> 
         (name = "webhooks", description = "Webhooks: signed event deliveries (Standard Webhooks v1) and their history"),
         (name = "channels", description = "Inbound requests of live channels: Telegram updates and Slack events (authenticated by the integration's secrets)"),
         (name = "widget", description = "The website widget's public API, for pages of the integration's allowed origins"),
-        (name = "operations", description = "Health and API description")
+        (name = "operations", description = "Health, metrics and API description")
     )
 )]
 pub struct ApiDoc;
@@ -250,6 +250,17 @@ impl utoipa::Modify for SecurityAddon {
                     .scheme(HttpAuthScheme::Bearer)
                     .description(Some(
                         "An access token (JWT) from login or refresh, or an API key `key_...`",
+                    ))
+                    .build(),
+            ),
+        );
+        components.add_security_scheme(
+            "metricsToken",
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .description(Some(
+                        "`METRICS_TOKEN`, for `GET /metrics` (README § Metrics)",
                     ))
                     .build(),
             ),

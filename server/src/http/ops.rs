@@ -26,6 +26,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     health_router()
         .routes(routes!(openapi_json))
         .routes(routes!(docs))
+        .merge(super::metrics::router())
 }
 
 /// The health checks alone, liveness and readiness: all that a worker instance serves

@@ -1,0 +1,152 @@
+//! The metrics part: who may read `GET /metrics` and where (README § Metrics).
+
+use std::net::SocketAddr;
+
+use secrecy::{ExposeSecret, SecretString};
+
+use super::var;
+
+/// Shortest `METRICS_TOKEN` accepted: 16 characters (with the 66 characters allowed, over
+/// 96 bits even if chosen from letters and digits only).
+pub const MIN_METRICS_TOKEN_CHARS: usize = 16;
+
+/// Access to the Prometheus metrics ([`crate::metrics`], [`crate::http::metrics`]). With
+/// neither field set nothing is recorded and `GET /metrics` is 404.
+#[derive(Clone, Default)]
+pub struct MetricsConfig {
+    /// `METRICS_TOKEN`: the bearer token a scraper presents. With it, `GET /metrics` is
+    /// served on the service's own port to callers that present it (401 otherwise), and
+    /// required on `METRICS_ADDR` too. Never logged.
+    pub token: Option<SecretString>,
+    /// `METRICS_ADDR`: a second listener (e.g. `127.0.0.1:9100`) that serves only
+    /// `GET /metrics`, without a token unless `METRICS_TOKEN` is set. Port 0 picks a free
+    /// port (tests).
+    pub addr: Option<SocketAddr>,
+}
+
+impl std::fmt::Debug for MetricsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The token is left out on purpose.
+        f.debug_struct("MetricsConfig")
+            .field("token", &self.token.as_ref().map(|_| "***"))
+            .field("addr", &self.addr)
+            .finish()
+    }
+}
+
+impl MetricsConfig {
+    /// Whether metrics are recorded and served: `METRICS_TOKEN` or `METRICS_ADDR` is set.
+    pub fn enabled(&self) -> bool {
+        self.token.is_some() || self.addr.is_some()
+    }
+
+    /// Reads `METRICS_TOKEN` and `METRICS_ADDR` when set; `site_addr` is the service's
+    /// listener (`LEPTOS_SITE_ADDR`), which `METRICS_ADDR` must not be.
+    ///
+    /// Errors, each naming its variable and never quoting the token: a token shorter than
+    /// [`MIN_METRICS_TOKEN_CHARS`] or with characters outside RFC 6750's `b64token`
+    /// (letters, digits and `-._~+/`, then `=` padding); an address that is not
+    /// `host:port`, or that is `LEPTOS_SITE_ADDR`.
+    pub(super) fn override_from_env(&mut self, site_addr: SocketAddr) -> anyhow::Result<()> {
+        self.override_from(var, site_addr)
+    }
+
+    pub(super) fn override_from(
+        &mut self,
+        var: impl Fn(&str) -> Option<String>,
+        site_addr: SocketAddr,
+    ) -> anyhow::Result<()> {
+        if let Some(token) = var("METRICS_TOKEN") {
+            let token = SecretString::from(token.trim().to_string());
+            check_token(token.expose_secret())?;
+            self.token = Some(token);
+        }
+        if let Some(addr) = var("METRICS_ADDR") {
+            let addr: SocketAddr = addr.trim().parse().map_err(|_| {
+                anyhow::anyhow!("METRICS_ADDR must be host:port, e.g. 127.0.0.1:9100")
+            })?;
+            anyhow::ensure!(
+                addr.port() == 0 || addr != site_addr,
+                "METRICS_ADDR must differ from LEPTOS_SITE_ADDR: the metrics listener is a \
+                 second listener (to serve metrics on the service's port, set METRICS_TOKEN)"
+            );
+            self.addr = Some(addr);
+        }
+        Ok(())
+    }
+}
+
+/// Checks `METRICS_TOKEN`'s form: RFC 6750 § 2.1's `b64token`, at least
+/// [`MIN_METRICS_TOKEN_CHARS`] long.
+fn check_token(token: &str) -> anyhow::Result<()> {
+    let body = token.trim_end_matches('=');
+    let allowed = |c: char| c.is_ascii_alphanumeric() || "-._~+/".contains(c);
+    anyhow::ensure!(
+        !body.is_empty() && body.chars().all(allowed),
+        "METRICS_TOKEN may hold only letters, digits and -._~+/ (then = padding), as a bearer \
+         token does (RFC 6750)"
+    );
+    anyhow::ensure!(
+        token.chars().count() >= MIN_METRICS_TOKEN_CHARS,
+        "METRICS_TOKEN must be at least {MIN_METRICS_TOKEN_CHARS} characters; generate one with \
+         `openssl rand -hex 32`"
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(vars: &[(&str, &str)]) -> anyhow::Result<MetricsConfig> {
+        let mut config = MetricsConfig::default();
+        let lookup = |name: &str| {
+            vars.iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| v.to_string())
+        };
+        config.override_from(lookup, "127.0.0.1:3000".parse().unwrap())?;
+        Ok(config)
+    }
+
+    #[test]
+    fn unset_means_off() {
+        let config = read(&[]).unwrap();
+        assert!(!config.enabled());
+        assert!(config.token.is_none() && config.addr.is_none());
+    }
+
+    #[test]
+    fn a_token_and_an_address_are_read_and_checked() {
+        let token = "0123456789abcdef0123456789abcdef";
+        let config = read(&[("METRICS_TOKEN", token), ("METRICS_ADDR", "127.0.0.1:9100")]).unwrap();
+        assert!(config.enabled());
+        assert_eq!(config.token.as_ref().unwrap().expose_secret(), token);
+        assert_eq!(config.addr, Some("127.0.0.1:9100".parse().unwrap()));
+        assert!(!format!("{config:?}").contains(token));
+        assert!(read(&[("METRICS_TOKEN", "abc/DEF+ghi_jkl.mno~p==")]).is_ok());
+
+        for bad in [
+            "short-token",
+            "has spaces in the token",
+            "quote\"d-0123456789abc",
+            "==================",
+        ] {
+            let err = read(&[("METRICS_TOKEN", bad)]).err().unwrap().to_string();
+            assert!(err.starts_with("METRICS_TOKEN "), "{err}");
+            assert!(!err.contains(bad), "the token is not quoted: {err}");
+        }
+        for bad in ["9100", "localhost", "127.0.0.1:x"] {
+            let err = read(&[("METRICS_ADDR", bad)]).err().unwrap().to_string();
+            assert_eq!(err, "METRICS_ADDR must be host:port, e.g. 127.0.0.1:9100");
+        }
+        let err = read(&[("METRICS_ADDR", "127.0.0.1:3000")])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.starts_with("METRICS_ADDR must differ from LEPTOS_SITE_ADDR"),
+            "{err}"
+        );
+    }
+}
