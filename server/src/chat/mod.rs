@@ -387,6 +387,9 @@ impl ChatService {
             let mut upstream = open_stream(prepared, self.provider_timeout).await?;
             let mut reported = None;
             while let Some(event) = upstream.next().await {
+                let event = event.inspect_err(|e| {
+                    crate::metrics::provider_failed(&prepared.model.id, e);
+                });
                 match event? {
                     Event::Delta(d) => text.push_str(&d),
                     Event::End(usage) => reported = usage,
@@ -427,6 +430,11 @@ impl ChatService {
         status: ReplyStatus,
         error: Option<String>,
     ) -> Result<(), ChatError> {
+        crate::metrics::chat_finished(
+            &prepared.model.id,
+            status,
+            usage.map(|u| (u.prompt, u.completion)),
+        );
         let sources = (!prepared.sources.is_empty())
             .then(|| serde_json::to_string(&prepared.sources).unwrap_or_default());
         let message = MessageRecord {

@@ -32,6 +32,8 @@ pub async fn open_stream(
     timeout: Duration,
 ) -> Result<EventStream, ProviderError> {
     let deadline = tokio::time::Instant::now() + timeout;
+    let started = std::time::Instant::now();
+    let model = prepared.model.id.as_str();
     let provider = &prepared.model.provider;
     let timed_out = |attempt: u32| {
         tracing::warn!(
@@ -65,13 +67,20 @@ pub async fn open_stream(
             }
         };
         let failure = match tokio::time::timeout_at(deadline, opening).await {
-            Ok(Ok(stream)) => return Ok(stream),
+            Ok(Ok(stream)) => {
+                crate::metrics::first_token(model, started.elapsed());
+                return Ok(stream);
+            }
             // The provider's own wait for an answer is `timeout` too: when it ends, so has
             // (or about) the whole wait.
-            Ok(Err(e)) if e.kind == ProviderErrorKind::Timeout => return Err(timed_out(attempt)),
+            Ok(Err(e)) if e.kind == ProviderErrorKind::Timeout => timed_out(attempt),
             Ok(Err(e)) => e,
-            Err(_) => return Err(timed_out(attempt)),
+            Err(_) => timed_out(attempt),
         };
+        crate::metrics::provider_failed(model, &failure);
+        if failure.kind == ProviderErrorKind::Timeout {
+            return Err(failure);
+        }
         let wait = RETRY_BACKOFF * 4u32.pow(attempt - 1);
         if !failure.retryable()
             || attempt >= UPSTREAM_ATTEMPTS
@@ -170,6 +179,8 @@ pub struct Relay {
     phase: Phase,
     /// Frames to send before going on.
     queued: VecDeque<Frame>,
+    /// Counts this reply in `agentchat_sse_streams_open` while it lives.
+    _open: crate::metrics::StreamOpen,
 }
 
 impl Relay {
@@ -183,6 +194,7 @@ impl Relay {
             reported: None,
             phase: Phase::Opening,
             queued: VecDeque::new(),
+            _open: crate::metrics::StreamOpen::new(),
         }
     }
 
@@ -211,7 +223,12 @@ impl Relay {
                         return Some(Frame::Chunk(d));
                     }
                     Some(Ok(Event::End(usage))) => self.reported = usage,
-                    Some(Err(e)) => self.phase = self.failed(e),
+                    Some(Err(e)) => {
+                        if let Some((_, prepared)) = &self.chat {
+                            crate::metrics::provider_failed(&prepared.model.id, &e);
+                        }
+                        self.phase = self.failed(e);
+                    }
                     None => self.phase = self.completed(),
                 },
                 Phase::Ending(..) => {

@@ -292,6 +292,7 @@ async fn login(
         .blocked(email.as_str(), ip, user.as_ref().map(|u| &u.id))
         .await
     {
+        crate::metrics::refused(crate::metrics::Refusal::SignIn);
         return Err(ApiError::RateLimited {
             retry_after_secs: wait.as_secs().max(1),
         });

@@ -201,6 +201,7 @@ async fn send(
             )
             .await;
         if !decision.allowed {
+            crate::metrics::refused(crate::metrics::Refusal::Widget);
             return Err(ApiError::RateLimited {
                 retry_after_secs: decision.retry_after_secs,
             });

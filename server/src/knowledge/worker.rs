@@ -246,6 +246,7 @@ async fn finish(
             match k.jobs.complete_job(job, outcome, k.clock.now()).await {
                 Ok(true) => {
                     info!(job = %job.id, "job succeeded");
+                    crate::metrics::job_finished(job.kind, crate::metrics::JobEnd::Succeeded);
                     emit_document(k, job, EventType::DocumentIndexed).await;
                     if job.kind == JobKind::Crawl {
                         emit_document(k, job, EventType::CrawlCompleted).await;
@@ -260,6 +261,7 @@ async fn finish(
         Ok(Done::Deleted) => {
             // The document (and with it the job row) is gone; nothing to record.
             info!(job = %job.id, "document deleted while indexing");
+            crate::metrics::job_finished(job.kind, crate::metrics::JobEnd::Deleted);
         }
         // Another worker holds the job now; its end is that worker's to record.
         Ok(Done::Lost) => {}
@@ -275,6 +277,7 @@ async fn fail(k: &Knowledge, job: &JobRecord, reason: &str) {
     match k.jobs.complete_job(job, outcome, k.clock.now()).await {
         Ok(true) => {
             warn!(job = %job.id, reason, "job failed");
+            crate::metrics::job_finished(job.kind, crate::metrics::JobEnd::Failed);
             emit_document(k, job, EventType::DocumentFailed).await;
         }
         Ok(false) => {

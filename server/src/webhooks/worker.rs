@@ -131,6 +131,7 @@ async fn record(w: &Webhooks, claimed: &ClaimedDelivery, sent: Sent) {
         Err(err) => (None, Some(err.to_string())),
     };
     debug!(delivery = %d.id, webhook = %d.webhook_id, attempt = d.attempts, ?response_status, duration_ms, ?after, "webhook attempt");
+    crate::metrics::delivery_attempted(&after);
     if matches!(after, AfterAttempt::DisableWebhook) {
         warn!(webhook = %d.webhook_id, "the receiver answered 410 Gone; webhook disabled");
     }

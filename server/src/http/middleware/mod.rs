@@ -26,6 +26,7 @@ use self::{
 };
 use crate::{
     http::extract::{ClientIp, Identity},
+    metrics::Refusal,
     ratelimit::RateDecision,
     services::AppState,
 };
@@ -112,18 +113,19 @@ where
         };
         let decided = identity.and_then(|identity| {
             let (key, budget) = rate_key(state, &identity, &request);
-            Some((state.limiter.check_now(key, budget)?, identity))
+            let kind = Refusal::from(key);
+            Some((state.limiter.check_now(key, budget)?, identity, kind))
         });
         match decided {
-            Some((decision, identity)) if decision.allowed => {
+            Some((decision, identity, _)) if decision.allowed => {
                 request.extensions_mut().insert(identity);
                 ApiFuture::Inner {
                     inner: self.inner.call(request),
                     decision: Some(decision),
                 }
             }
-            Some((decision, _)) => ApiFuture::Ready {
-                response: Some(refused(decision)),
+            Some((decision, _, kind)) => ApiFuture::Ready {
+                response: Some(refused(decision, kind)),
             },
             None => {
                 // The instance that was polled ready serves this request; a clone takes
@@ -214,7 +216,7 @@ where
         None => state.limiter.check(key, budget).await,
     };
     if !decision.allowed {
-        return refused(decision);
+        return refused(decision, Refusal::from(key));
     }
     request.extensions_mut().insert(identity);
     let Ok(response) = inner.call(request).await;

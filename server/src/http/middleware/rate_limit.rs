@@ -73,8 +73,10 @@ pub(super) fn rate_key<'a>(
     }
 }
 
-/// 429 with the contract's body, `Retry-After` and the `X-RateLimit-*` headers.
-pub(super) fn refused(decision: RateDecision) -> Response {
+/// 429 with the contract's body, `Retry-After` and the `X-RateLimit-*` headers; counted
+/// as a refusal of `kind` (`agentchat_rate_limit_refusals_total`).
+pub(super) fn refused(decision: RateDecision, kind: crate::metrics::Refusal) -> Response {
+    crate::metrics::refused(kind);
     let mut response = ApiError::RateLimited {
         retry_after_secs: decision.retry_after_secs,
     }

@@ -58,6 +58,7 @@ impl ChunkSearch {
         if terms.is_empty() || limit == 0 {
             return Ok(Vec::new());
         }
+        let started = std::time::Instant::now();
         let ranked = index_cache::rank_chunks(
             self.store.as_ref(),
             &self.indexes,
@@ -75,14 +76,16 @@ impl ChunkSearch {
             .map(|h| (h.chunk_id, h))
             .collect();
         // A chunk deleted since the index was checked is left out.
-        Ok(ranked
+        let hits = ranked
             .into_iter()
             .filter_map(|(id, score)| {
                 let mut hit = found.remove(&ChunkId::from(id))?;
                 hit.score = f64::from(score);
                 Some(hit)
             })
-            .collect())
+            .collect();
+        crate::metrics::bm25_searched(started.elapsed());
+        Ok(hits)
     }
 
     /// Drops the agent's index from memory; its next search builds it again.
