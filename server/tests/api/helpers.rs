@@ -138,6 +138,8 @@ pub fn token_of(link: &str) -> String {
 /// A running application.
 pub struct TestApp {
     pub addr: SocketAddr,
+    /// The `METRICS_ADDR` listener's address, when configured.
+    pub metrics_addr: Option<SocketAddr>,
     pub state: AppState,
     pub client: Client,
     pub smtp: SmtpSink,
@@ -267,10 +269,12 @@ pub async fn spawn_app_on(
         .await
         .expect("application builds");
     let addr = app.addr();
+    let metrics_addr = app.metrics_addr();
     let state = app.state.clone();
     tokio::spawn(app.run_until_stopped(std::future::pending()));
     TestApp {
         addr,
+        metrics_addr,
         state,
         client: client(),
         smtp,

@@ -58,6 +58,7 @@ async fn the_openapi_document_covers_every_endpoint() {
         ("get", "/api/health/ready"),
         ("get", "/api/openapi.json"),
         ("get", "/api/docs"),
+        ("get", "/metrics"),
         ("get", "/api/agents"),
         ("post", "/api/agents"),
         ("get", "/api/agents/{agentId}"),
@@ -189,7 +190,10 @@ async fn every_operation_documents_its_errors_parameters_and_input_rules() {
                     }
                 }
             }
-            let unmetered = matches!(name.as_str(), "GET /api/health" | "GET /api/health/ready");
+            let unmetered = matches!(
+                name.as_str(),
+                "GET /api/health" | "GET /api/health/ready" | "GET /metrics"
+            );
             match (unmetered, responses.get("429")) {
                 (true, None) => {}
                 (true, Some(_)) => failures.push(format!("{name}: is not metered")),
