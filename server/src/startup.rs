@@ -62,8 +62,12 @@ impl Application {
     /// background workers when `config.role` runs them ([`Role::runs_workers`]), and binds
     /// `config.server.site_addr`.
     ///
+    /// With `METRICS_TOKEN` or `METRICS_ADDR` set, installs the process's metrics recorder
+    /// ([`crate::metrics::install`]) and binds `METRICS_ADDR`.
+    ///
     /// Errors: the store cannot be opened or migrated, `REDIS_URL` is not a Redis URL, a
-    /// component refuses its configuration, or the address cannot be bound.
+    /// component refuses its configuration, or an address (`LEPTOS_SITE_ADDR`,
+    /// `METRICS_ADDR`) cannot be bound.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
         let store =
             store::connect_with(&config.storage.database_url, config.storage.max_connections)
@@ -366,7 +370,10 @@ pub fn build_models(config: &ProvidersConfig) -> anyhow::Result<crate::llm::Mode
     ))
 }
 
-/// What answers every request: the security headers of every answer
+/// What answers every request: when metrics are served (`METRICS_TOKEN` or
+/// `METRICS_ADDR`), every request counted and timed by route template
+/// ([`crate::metrics::HttpMetrics`], outermost, so that refusals and 431s count too); the
+/// security headers of every answer
 /// ([`http::security`]: `X-Content-Type-Options`, `Referrer-Policy`, `X-Frame-Options`, a
 /// default Content Security Policy, and `Strict-Transport-Security` with an https
 /// `PUBLIC_URL`), a request id (`X-Request-Id`, made when the client sent none, echoed in
