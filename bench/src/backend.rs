@@ -9,9 +9,9 @@
 //! (`REDIS_KEY_PREFIX`), so runs never share a budget. Both are given for the figures of
 //! "PostgreSQL + Redis" in BENCHMARKS.md.
 //!
-//! The shared settings a PostgreSQL instance requires (`JWT_SECRET`, `ENCRYPTION_KEY`;
-//! `PUBLIC_URL` is set by [`crate::service::ServiceProcess`]) are generated once per run and
-//! given to every instance, as an operator gives them to every machine.
+//! The shared settings a PostgreSQL instance requires (`JWT_SECRET`, `ENCRYPTION_KEY`,
+//! `PUBLIC_URL`) are made once per run and given to every instance, as an operator gives
+//! them to every machine.
 
 use agentchat::{
     config::{Config, SecretsConfig},
@@ -19,6 +19,10 @@ use agentchat::{
 };
 use anyhow::Context;
 use secrecy::ExposeSecret;
+
+/// `PUBLIC_URL` of the instances on PostgreSQL: the address a load balancer in front of
+/// them would have.
+pub const PUBLIC_URL: &str = "http://127.0.0.1:8080";
 
 /// The command-line flags that choose the backend, for `#[command(flatten)]`.
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -107,6 +111,10 @@ impl Backend {
         let mut env = Vec::new();
         if let Some(url) = self.database_url() {
             env.push(("DATABASE_URL".to_owned(), url.to_owned()));
+            // One public address for all instances, as behind a load balancer: tokens
+            // issued by one are accepted by the others. Nothing listens there; the
+            // benchmarks talk to each instance directly.
+            env.push(("PUBLIC_URL".to_owned(), PUBLIC_URL.to_owned()));
             env.push((
                 "JWT_SECRET".to_owned(),
                 self.secrets.jwt_secret.expose_secret().to_owned(),
