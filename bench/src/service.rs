@@ -2,7 +2,8 @@
 //!
 //! [`ServiceProcess::start`] runs the `agentchat` binary (build it first with
 //! `cargo build --release -p server --bin agentchat`) in a fresh temporary `DATA_DIR`
-//! with a real SQLite database, listening on a free `127.0.0.1` port, with the
+//! with a real SQLite database (or the PostgreSQL database and Redis that
+//! [`crate::backend::Backend::env`] names), listening on a free `127.0.0.1` port, with the
 //! OpenAI-compatible provider pointed at a mock provider and every plan's request budget set
 //! to 10^9 per minute (the rate limiter is consulted on every request but never refuses).
 //! Running it as its own process keeps its memory and CPU readings (`/proc/<pid>`) apart from
@@ -90,7 +91,9 @@ pub struct ServiceOptions {
     pub openai_base_url: String,
     /// `OPENAI_API_KEY`: the key the mock provider expects.
     pub openai_api_key: String,
-    /// More environment variables, e.g. `PROVIDER_TIMEOUT_SECS`.
+    /// More environment variables, e.g. `PROVIDER_TIMEOUT_SECS`, or a backend's
+    /// ([`crate::backend::Backend::env`]: `DATABASE_URL`, `REDIS_URL`, ...; with
+    /// `DATABASE_URL` and no `PUBLIC_URL`, `PUBLIC_URL` is the instance's own address).
     pub extra_env: Vec<(String, String)>,
 }
 
@@ -129,6 +132,12 @@ impl ServiceProcess {
             ("AGENT_LIMITS".to_owned(), UNLIMITED.to_owned()),
         ];
         env.extend(options.extra_env);
+        // On a shared database the service requires `PUBLIC_URL` (README, "Running several
+        // instances"); this instance's own address unless the caller gave one.
+        let shared = env.iter().any(|(name, _)| name == "DATABASE_URL");
+        if shared && !env.iter().any(|(name, _)| name == "PUBLIC_URL") {
+            env.push(("PUBLIC_URL".to_owned(), format!("http://{addr}")));
+        }
         let log = dir.path().join("server.log");
         let log_file = std::fs::File::create(&log)?;
         let mut command = command(&options.bin, dir.path(), &env);

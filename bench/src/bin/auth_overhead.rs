@@ -64,6 +64,13 @@
 //!   (reference counts, cache bookkeeping, the account's rate-limit cell) costs more when
 //!   both cores touch it, and the second column shows how much.
 //!
+//! ## Backends
+//!
+//! `--database-url postgres://...` and `--redis-url redis://...` ([`bench::backend`]) put
+//! the store on a scratch PostgreSQL database and the rate limiter on Redis (one script
+//! call per request, on Redis's clock): the cost of the shared state of several instances.
+//! The baseline is the same in both cases; only the authenticated path changes.
+//!
 //! Run it in release mode on an otherwise idle machine:
 //!
 //! ```text
@@ -102,6 +109,7 @@ use axum::{
     routing::get,
     Router,
 };
+use bench::backend::{Backend, BackendArgs};
 use clap::Parser;
 use http_body_util::BodyExt;
 use tokio::{
@@ -163,6 +171,10 @@ struct Args {
     /// the wire cost client and server). Ratios need `baseline` in the list.
     #[arg(long, value_enum, value_delimiter = ',', default_values_t = Scenario::MAIN)]
     scenarios: Vec<Scenario>,
+    /// The store and shared state behind the authenticated router (default: SQLite, limits
+    /// in process); see [`bench::backend`].
+    #[command(flatten)]
+    backend: BackendArgs,
 }
 
 /// One of the measured paths.
@@ -1014,6 +1026,8 @@ async fn main() -> anyhow::Result<()> {
         SocketAddr::from(([127, 0, 0, 1], 0)),
     )?;
     config.limits.rate_limits = [RATE_LIMIT; 4];
+    let backend = Backend::prepare(&args.backend).await?;
+    backend.configure(&mut config);
     let jwt_secret = config.secrets.jwt_secret.clone();
     let app = Application::build(config).await?;
     let state = app.state.clone();
@@ -1058,9 +1072,10 @@ async fn main() -> anyhow::Result<()> {
 
     let duration = Duration::from_secs(args.seconds);
     println!(
-        "auth_overhead: {} cores ({}), {} connections, {} s per scenario, {} rounds, {} s warm-up",
+        "auth_overhead: {} cores ({}), {}, {} connections, {} s per scenario, {} rounds, {} s warm-up",
         cores(),
         cpu_model(),
+        backend.label(),
         args.connections,
         args.seconds,
         args.rounds,

@@ -44,6 +44,15 @@
 //! `sqlx-sqlite-wor`…) into user time, system time and context switches per request (from
 //! `/proc/<pid>/task/*`).
 //!
+//! ## Backends and instances
+//!
+//! By default the service runs on SQLite with its rate limits in process. With
+//! `--database-url postgres://...` and `--redis-url redis://...` ([`bench::backend`]) it runs
+//! on a scratch PostgreSQL database with rate limits in Redis, as several instances do; with
+//! `--instances N` as well, N processes share them and the load spreads over them in turn
+//! (closed loop: client `i` talks to instance `i % N`; open loop: request `i` goes to
+//! instance `i % N`), and the service CPU reported is that of all N processes.
+//!
 //! ## Diagnostics (`--diagnose`)
 //!
 //! Two more measurements build the service in this process with the production
@@ -74,6 +83,7 @@ use std::{
 
 use anyhow::{bail, ensure, Context};
 use bench::{
+    backend::{Backend, BackendArgs},
     load::{
         self, connect, cpu_time, histogram, ms, ms_delta, record, summary, thread_totals, Conn,
         RequestTemplate, SseEvent, SseParser, ThreadTotals,
@@ -142,6 +152,14 @@ struct Args {
     /// its SQLite store: what persistence costs one chat.
     #[arg(long)]
     diagnose: bool,
+    /// Service instances, all on the one `--database-url` (and `--redis-url`): requests are
+    /// spread over them in turn, as a load balancer would (more than one needs PostgreSQL).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=8))]
+    instances: u64,
+    /// The store and shared state of the service (default: SQLite, limits in process); see
+    /// [`bench::backend`].
+    #[command(flatten)]
+    backend: BackendArgs,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -383,21 +401,22 @@ async fn timed_exchange(
     }
 }
 
-/// `clients` clients send requests back to back for `duration`.
+/// `clients` clients send requests back to back for `duration`; client `i` talks to
+/// `targets[i % targets.len()]` (one target per service instance).
 async fn closed_loop(
-    target: &Target,
+    targets: &[Target],
     clients: usize,
     duration: Duration,
 ) -> anyhow::Result<RunResult> {
     let mut conns = Vec::with_capacity(clients);
-    for _ in 0..clients {
-        conns.push(connect(target.template.addr).await?);
+    for i in 0..clients {
+        let target = &targets[i % targets.len()];
+        conns.push((target.clone(), connect(target.template.addr).await?));
     }
     let started = Instant::now();
     let deadline = started + duration;
     let mut workers = JoinSet::new();
-    for mut conn in conns {
-        let target = target.clone();
+    for (target, mut conn) in conns {
         workers.spawn(async move {
             let mut result = RunResult::new();
             while Instant::now() < deadline {
@@ -430,12 +449,18 @@ async fn closed_loop(
     Ok(total)
 }
 
-/// Requests at `rate` per second for `duration`, each timed from its scheduled send time.
-async fn open_loop(target: &Target, rate: u64, duration: Duration) -> anyhow::Result<RunResult> {
-    let pool: Arc<Mutex<VecDeque<Conn>>> = Arc::new(Mutex::new(VecDeque::new()));
-    for _ in 0..OPEN_LOOP_PREWARM {
-        let conn = connect(target.template.addr).await?;
-        lock(&pool).push_back(conn);
+/// Requests at `rate` per second for `duration`, each timed from its scheduled send time;
+/// request `i` goes to `targets[i % targets.len()]` (one target per service instance), on a
+/// keep-alive connection of that target's pool.
+async fn open_loop(targets: &[Target], rate: u64, duration: Duration) -> anyhow::Result<RunResult> {
+    let mut pools: Vec<Arc<Mutex<VecDeque<Conn>>>> = Vec::with_capacity(targets.len());
+    for target in targets {
+        let pool = Arc::new(Mutex::new(VecDeque::new()));
+        for _ in 0..OPEN_LOOP_PREWARM.div_ceil(targets.len()) {
+            let conn = connect(target.template.addr).await?;
+            lock(&pool).push_back(conn);
+        }
+        pools.push(pool);
     }
     let results = Arc::new(Mutex::new(RunResult::new()));
 
@@ -460,11 +485,14 @@ async fn open_loop(target: &Target, rate: u64, duration: Duration) -> anyhow::Re
 
     let mut tasks = JoinSet::new();
     let mut max_lag = Duration::ZERO;
+    let mut next = 0usize;
     while let Some(scheduled) = schedule_rx.recv().await {
         max_lag = max_lag.max(scheduled.elapsed());
-        let pool = Arc::clone(&pool);
+        let instance = next % targets.len();
+        next = next.wrapping_add(1);
+        let pool = Arc::clone(&pools[instance]);
         let results = Arc::clone(&results);
-        let target = target.clone();
+        let target = targets[instance].clone();
         tasks.spawn(async move {
             let pooled = lock(&pool).pop_front();
             let (mut conn, opened) = match pooled {
@@ -508,33 +536,56 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-async fn run_load(target: &Target, load: Load, duration: Duration) -> anyhow::Result<RunResult> {
+async fn run_load(targets: &[Target], load: Load, duration: Duration) -> anyhow::Result<RunResult> {
     match load {
-        Load::Closed(clients) => closed_loop(target, clients, duration).await,
-        Load::Open(rate) => open_loop(target, rate, duration).await,
+        Load::Closed(clients) => closed_loop(targets, clients, duration).await,
+        Load::Open(rate) => open_loop(targets, rate, duration).await,
     }
 }
 
-/// A warm-up, then a measured run with the CPU times of both processes.
+/// The CPU time of all `pids` together.
+fn total_cpu(pids: &[u32]) -> anyhow::Result<Duration> {
+    pids.iter().map(|&pid| cpu_time(pid)).sum()
+}
+
+/// The threads of all `pids` by name, summed over the processes.
+fn total_threads(pids: &[u32]) -> anyhow::Result<BTreeMap<String, ThreadTotals>> {
+    let mut totals: BTreeMap<String, ThreadTotals> = BTreeMap::new();
+    for &pid in pids {
+        for (name, t) in thread_totals(pid)? {
+            let sum = totals.entry(name).or_default();
+            sum.threads += t.threads;
+            sum.user += t.user;
+            sum.system += t.system;
+            sum.voluntary_switches += t.voluntary_switches;
+            sum.involuntary_switches += t.involuntary_switches;
+        }
+    }
+    Ok(totals)
+}
+
+/// A warm-up, then a measured run with the CPU times of the benchmark and of the service's
+/// processes (`service_pids`, one per instance).
 async fn measure(
-    target: &Target,
+    targets: &[Target],
     load: Load,
     args: &Args,
-    service_pid: u32,
+    service_pids: &[u32],
 ) -> anyhow::Result<RunResult> {
+    let path = targets.first().context("at least one target")?.path;
     if args.warmup > 0 {
-        run_load(target, load, Duration::from_secs(args.warmup)).await?;
+        run_load(targets, load, Duration::from_secs(args.warmup)).await?;
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
     let self_pid = std::process::id();
-    let service_before = cpu_time(service_pid)?;
-    let threads_before = thread_totals(service_pid)?;
+    let service_before = total_cpu(service_pids)?;
+    let threads_before = total_threads(service_pids)?;
     let bench_before = cpu_time(self_pid)?;
-    let mut result = run_load(target, load, Duration::from_secs(args.seconds)).await?;
-    let service_cpu = cpu_time(service_pid)?.saturating_sub(service_before);
-    let threads_after = thread_totals(service_pid)?;
+    let mut result = run_load(targets, load, Duration::from_secs(args.seconds)).await?;
+    let service_cpu = total_cpu(service_pids)?.saturating_sub(service_before);
+    let threads_after = total_threads(service_pids)?;
     result.bench_cpu = cpu_time(self_pid)?.saturating_sub(bench_before);
-    if target.path == Path::Service {
+    if path == Path::Service {
         result.service_cpu = Some(service_cpu);
         result.service_threads = threads_after
             .iter()
@@ -654,8 +705,13 @@ fn added_row(out: &mut String, direct: &Histogram<u64>, service: &Histogram<u64>
 
 const HEADER: &str = "| load | path | requests | req/s | errors | p50 ms | p90 ms | p99 ms | p99.9 ms | max ms | service CPU/req | bench CPU/req |\n|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|";
 
-fn report(args: &Args, results: &[ScenarioResult], templates: &Templates) -> String {
+fn report(args: &Args, results: &[ScenarioResult], templates: &Templates, backend: &str) -> String {
     let mut out = String::new();
+    let instances = match args.instances {
+        1 => "one instance".to_owned(),
+        n => format!("{n} instances, requests spread over them in turn"),
+    };
+    let _ = writeln!(out, "Service on {backend}, {instances}.\n");
     let _ = writeln!(
         out,
         "Mock delay {} ms; message `Bench word1 … word{}` ({} bytes), reply `Echo: ` and the message in {} chunks; {} s measured per run after {} s of warm-up.\n",
@@ -912,7 +968,7 @@ async fn nodelay_check(
             Kind::Stream => "stream (first chunk)",
         };
         let direct = templates.direct(kind, mock)?;
-        let run = measure(&direct, Load::Closed(1), args, pid).await?;
+        let run = measure(std::slice::from_ref(&direct), Load::Closed(1), args, &[pid]).await?;
         nodelay_row(&mut out, "mock directly", label, &run);
         for (nodelay, name) in [
             (false, "service as shipped (`run_until_stopped`)"),
@@ -920,7 +976,7 @@ async fn nodelay_check(
         ] {
             let service = in_process_service(mock, nodelay).await?;
             let target = templates.service(kind, service.addr, &service.account)?;
-            let run = measure(&target, Load::Closed(1), args, pid).await?;
+            let run = measure(std::slice::from_ref(&target), Load::Closed(1), args, &[pid]).await?;
             nodelay_row(&mut out, name, label, &run);
             eprintln!("nodelay check: {name}, {label}: done");
         }
@@ -1083,6 +1139,17 @@ async fn main() -> anyhow::Result<()> {
         eprintln!("warning: the open-file limit is {limit}; {needed} may be needed");
     }
     eprintln!("machine: {}", load::machine());
+    ensure!(
+        args.instances == 1 || args.backend.database_url.is_some(),
+        "--instances {} needs --database-url: instances share one PostgreSQL database",
+        args.instances
+    );
+    ensure!(
+        !(args.diagnose
+            && (args.backend.database_url.is_some() || args.backend.redis_url.is_some())),
+        "--diagnose measures the SQLite store: run it without --database-url and --redis-url"
+    );
+    let backend = Backend::prepare(&args.backend).await?;
 
     let mock = MockProvider::start(MockConfig {
         api_key: Some(MOCK_KEY.to_owned()),
@@ -1091,23 +1158,31 @@ async fn main() -> anyhow::Result<()> {
         ..MockConfig::default()
     })
     .await?;
-    let mut service = ServiceProcess::start(ServiceOptions {
-        bin: args
-            .server_bin
-            .clone()
-            .unwrap_or_else(service::default_server_bin),
-        openai_base_url: mock.base_url(),
-        openai_api_key: MOCK_KEY.to_owned(),
-        extra_env: Vec::new(),
-    })
-    .await?;
-    let service_pid = service.pid()?;
-    let mut account = service::create_account(&service, MODEL).await?;
-    eprintln!(
-        "service pid {service_pid} on {}, mock on {}",
-        service.base_url(),
-        mock.base_url()
-    );
+    let mut services = Vec::new();
+    for _ in 0..args.instances {
+        services.push(
+            ServiceProcess::start(ServiceOptions {
+                bin: args
+                    .server_bin
+                    .clone()
+                    .unwrap_or_else(service::default_server_bin),
+                openai_base_url: mock.base_url(),
+                openai_api_key: MOCK_KEY.to_owned(),
+                extra_env: backend.env(),
+            })
+            .await?,
+        );
+    }
+    let service_pids = services
+        .iter()
+        .map(ServiceProcess::pid)
+        .collect::<anyhow::Result<Vec<u32>>>()?;
+    // One account for all instances: they share the database and the token key.
+    let mut account = service::create_account(&services[0], MODEL).await?;
+    for (service, pid) in services.iter().zip(&service_pids) {
+        eprintln!("service pid {pid} on {}", service.base_url());
+    }
+    eprintln!("backend {}, mock on {}", backend.label(), mock.base_url());
 
     let words: Vec<String> = (1..=args.words).map(|i| format!("word{i}")).collect();
     let message = format!("Bench {}", words.join(" "));
@@ -1125,11 +1200,14 @@ async fn main() -> anyhow::Result<()> {
             ScenarioName::StreamRate => (Kind::Stream, Load::Open(args.rate)),
         };
         // A fresh access token per scenario: they live 15 minutes.
-        account.token = service::login(&service.base_url(), &account.email).await?;
-        let direct = templates.direct(kind, &mock)?;
-        let through = templates.service(kind, service.addr(), &account)?;
+        account.token = service::login(&services[0].base_url(), &account.email).await?;
+        let direct = vec![templates.direct(kind, &mock)?];
+        let through = services
+            .iter()
+            .map(|service| templates.service(kind, service.addr(), &account))
+            .collect::<anyhow::Result<Vec<Target>>>()?;
         // One checked request each before loading.
-        for target in [&direct, &through] {
+        for target in direct.iter().chain(&through) {
             let mut conn = connect(target.template.addr).await?;
             timed_exchange(&mut conn, target, Instant::now())
                 .await
@@ -1142,13 +1220,15 @@ async fn main() -> anyhow::Result<()> {
                 })?;
         }
         let mut runs = Vec::new();
-        for target in [&direct, &through] {
-            let run = measure(target, load, &args, service_pid).await?;
-            service.ensure_running()?;
+        for targets in [&direct, &through] {
+            let run = measure(targets, load, &args, &service_pids).await?;
+            for service in &mut services {
+                service.ensure_running()?;
+            }
             let [p50, _, p99, _, max] = summary(&run.first);
             eprintln!(
                 "{name:?} {:<7}: {} ok, {} errors, {:.0}/s, p50 {} ms, p99 {} ms, max {} ms",
-                target.path.label(),
+                targets[0].path.label(),
                 run.ok,
                 run.errors,
                 run.rate(),
@@ -1176,9 +1256,9 @@ async fn main() -> anyhow::Result<()> {
         String::new()
     };
     println!("machine: {}\n", load::machine());
-    print!("{}", report(&args, &results, &templates));
+    print!("{}", report(&args, &results, &templates, backend.label()));
     print!("{diagnosis}");
-    drop(service);
+    drop(services);
     drop(mock);
     Ok(())
 }

@@ -57,6 +57,11 @@
 //! 3 `retrieve::search` calls; and the heap size of agent A's index (an index of the same
 //! chunks built in this process, [`Bm25Index::heap_bytes`]).
 //!
+//! `--database-url postgres://user@host:port/database` stores the chunks in a new scratch
+//! database on that PostgreSQL server instead (dropped at the end): every query then reads
+//! the agent's chunk generation and the 20 best chunks from PostgreSQL, over a connection
+//! of the service's pool.
+//!
 //! `--db PATH` keeps the filled database at `PATH` and reuses it on the next run (when it
 //! already holds the two agents; `--text` and the sizes are then those of the first run);
 //! without it the database lives in a temporary folder.
@@ -86,8 +91,8 @@ use agentchat::{
         },
     },
     store::{
-        documents::{DocumentStore, NewChunk},
-        sqlite::SqliteStore,
+        documents::NewChunk, postgres::PgStore, scratch::ScratchDatabase, sqlite::SqliteStore,
+        Store,
     },
 };
 use anyhow::{ensure, Context};
@@ -158,6 +163,172 @@ struct Args {
     /// Skip the per-question diagnosis (terms, matching chunks, index size).
     #[arg(long)]
     no_diagnosis: bool,
+    /// A PostgreSQL server (`postgres://user@host:port/database`): the chunks are stored in a
+    /// new scratch database there (dropped at the end) instead of SQLite. `--db` does not
+    /// apply.
+    #[arg(long, conflicts_with = "db")]
+    database_url: Option<String>,
+}
+
+/// The database the chunks are kept in: the service's store, and its pool for the few
+/// reads the benchmark makes itself (written for each backend's SQL dialect).
+enum Db {
+    Sqlite {
+        store: SqliteStore,
+        path: PathBuf,
+    },
+    Postgres {
+        store: PgStore,
+        // Dropped with the benchmark.
+        scratch: ScratchDatabase,
+    },
+}
+
+impl Db {
+    /// Opens (creating and migrating) the store, as the service does.
+    async fn open(args: &Args, temp: &Path) -> anyhow::Result<Self> {
+        match &args.database_url {
+            Some(server) => {
+                let scratch = ScratchDatabase::create(server).await?;
+                let store = PgStore::connect(
+                    scratch.url(),
+                    agentchat::store::postgres::DEFAULT_MAX_CONNECTIONS,
+                )
+                .await?;
+                store.migrate().await?;
+                Ok(Self::Postgres { store, scratch })
+            }
+            None => {
+                let path = args.db.clone().unwrap_or_else(|| temp.join("b.db"));
+                Ok(Self::Sqlite {
+                    store: kb::bench_store(&path).await?,
+                    path,
+                })
+            }
+        }
+    }
+
+    fn store(&self) -> Arc<dyn Store> {
+        match self {
+            Self::Sqlite { store, .. } => Arc::new(store.clone()),
+            Self::Postgres { store, .. } => Arc::new(store.clone()),
+        }
+    }
+
+    fn describe(&self) -> String {
+        match self {
+            Self::Sqlite { path, .. } => format!("SQLite {}", path.display()),
+            Self::Postgres { scratch, .. } => format!("PostgreSQL database {}", scratch.name()),
+        }
+    }
+
+    /// The ids of agents A and B of a kept SQLite database, if it has them (a PostgreSQL
+    /// scratch database is always new).
+    async fn find_agents(&self) -> anyhow::Result<Option<(AgentId, AgentId)>> {
+        let Self::Sqlite { store, .. } = self else {
+            return Ok(None);
+        };
+        let find = |name: &'static str| async move {
+            sqlx::query_scalar::<_, AgentId>("SELECT id FROM agents WHERE name = ? LIMIT 1")
+                .bind(name)
+                .fetch_optional(store.pool())
+                .await
+        };
+        Ok(match (find(AGENT_A).await?, find(AGENT_B).await?) {
+            (Some(a), Some(b)) => Some((a, b)),
+            _ => None,
+        })
+    }
+
+    /// The number of chunks of `agent` and the ids of its documents.
+    async fn agent_contents(&self, agent: &AgentId) -> anyhow::Result<(u64, HashSet<DocumentId>)> {
+        let (chunks, docs): (i64, Vec<DocumentId>) = match self {
+            Self::Sqlite { store, .. } => (
+                sqlx::query_scalar("SELECT count(*) FROM chunks WHERE agent_id = ?")
+                    .bind(agent)
+                    .fetch_one(store.pool())
+                    .await?,
+                sqlx::query_scalar("SELECT id FROM documents WHERE agent_id = ?")
+                    .bind(agent)
+                    .fetch_all(store.pool())
+                    .await?,
+            ),
+            Self::Postgres { store, .. } => (
+                sqlx::query_scalar("SELECT count(*) FROM chunks WHERE agent_id = $1")
+                    .bind(agent)
+                    .fetch_one(store.pool())
+                    .await?,
+                sqlx::query_scalar("SELECT id FROM documents WHERE agent_id = $1")
+                    .bind(agent)
+                    .fetch_all(store.pool())
+                    .await?,
+            ),
+        };
+        Ok((chunks.max(0) as u64, docs.into_iter().collect()))
+    }
+
+    /// The database's size in bytes: SQLite's files after a checkpoint of the WAL into the
+    /// main file; PostgreSQL's `pg_database_size`.
+    async fn size(&self) -> anyhow::Result<u64> {
+        match self {
+            Self::Sqlite { store, path } => {
+                sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+                    .execute(store.writer())
+                    .await?;
+                let mut bytes = 0;
+                for suffix in ["", "-wal", "-shm"] {
+                    let file = PathBuf::from(format!("{}{suffix}", path.display()));
+                    bytes += std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
+                }
+                Ok(bytes)
+            }
+            Self::Postgres { store, .. } => {
+                let bytes: i64 = sqlx::query_scalar("SELECT pg_database_size(current_database())")
+                    .fetch_one(store.pool())
+                    .await?;
+                Ok(bytes.max(0) as u64)
+            }
+        }
+    }
+
+    /// The user `agent` belongs to.
+    async fn agent_user(&self, agent: &AgentId) -> anyhow::Result<UserId> {
+        Ok(match self {
+            Self::Sqlite { store, .. } => {
+                sqlx::query_scalar("SELECT user_id FROM agents WHERE id = ?")
+                    .bind(agent)
+                    .fetch_one(store.pool())
+                    .await?
+            }
+            Self::Postgres { store, .. } => {
+                sqlx::query_scalar("SELECT user_id FROM agents WHERE id = $1")
+                    .bind(agent)
+                    .fetch_one(store.pool())
+                    .await?
+            }
+        })
+    }
+
+    /// Every chunk of `agent`: id, title, heading path, text.
+    async fn chunk_rows(
+        &self,
+        agent: &AgentId,
+    ) -> anyhow::Result<Vec<(i64, String, String, String)>> {
+        Ok(match self {
+            Self::Sqlite { store, .. } => sqlx::query_as(
+                "SELECT id, title, heading_path, text FROM chunks WHERE agent_id = ? ORDER BY id",
+            )
+            .bind(agent)
+            .fetch_all(store.pool())
+            .await?,
+            Self::Postgres { store, .. } => sqlx::query_as(
+                "SELECT id, title, heading_path, text FROM chunks WHERE agent_id = $1 ORDER BY id",
+            )
+            .bind(agent)
+            .fetch_all(store.pool())
+            .await?,
+        })
+    }
 }
 
 /// How chunk text is made from the book's words.
@@ -212,22 +383,24 @@ async fn main() -> anyhow::Result<()> {
     );
 
     let temp = tempfile::Builder::new().prefix("kb-bm25-").tempdir()?;
-    let db_path = args.db.clone().unwrap_or_else(|| temp.path().join("b.db"));
-    let store = kb::bench_store(&db_path).await?;
+    let db = Db::open(&args, temp.path()).await?;
+    println!("store: {}", db.describe());
+    let store = db.store();
+    let store = store.as_ref();
     // The service's search: the agents' indexes kept in memory between searches.
-    let search = ChunkSearch::new(Arc::new(store.clone()));
-    let (agent_a, agent_b) = match find_agents(&store).await? {
+    let search = ChunkSearch::new(db.store());
+    let (agent_a, agent_b) = match db.find_agents().await? {
         Some(found) => {
-            println!("reusing the filled database {}", db_path.display());
+            println!("reusing the filled database {}", db.describe());
             found
         }
         None => {
-            let (user, agent_a) = kb::create_user_and_agent(&store, AGENT_A).await?;
-            let agent_b = kb::create_agent(&store, &user, AGENT_B).await?;
+            let (user, agent_a) = kb::create_user_and_agent(store, AGENT_A).await?;
+            let agent_b = kb::create_agent(store, &user, AGENT_B).await?;
             let mut rng = Rng::new(args.seed);
             let started = Instant::now();
             fill_agent(
-                &store,
+                store,
                 &user,
                 &agent_a,
                 args.chunks,
@@ -240,7 +413,7 @@ async fn main() -> anyhow::Result<()> {
             let a_time = started.elapsed();
             let started = Instant::now();
             fill_agent(
-                &store,
+                store,
                 &user,
                 &agent_b,
                 args.second_agent_chunks,
@@ -261,11 +434,11 @@ async fn main() -> anyhow::Result<()> {
             (agent_a, agent_b)
         }
     };
-    let (chunks_a, docs_a) = agent_contents(&store, &agent_a).await?;
-    let (chunks_b, docs_b) = agent_contents(&store, &agent_b).await?;
-    let db_bytes = checkpoint_and_size(&store, &db_path).await?;
+    let (chunks_a, docs_a) = db.agent_contents(&agent_a).await?;
+    let (chunks_b, docs_b) = db.agent_contents(&agent_b).await?;
+    let db_bytes = db.size().await?;
     println!(
-        "database: {} chunks of agent A ({} documents), {} of agent B ({} documents), {} MiB on disk",
+        "database: {} chunks of agent A ({} documents), {} of agent B ({} documents), {} MiB",
         chunks_a,
         docs_a.len(),
         chunks_b,
@@ -347,18 +520,10 @@ async fn main() -> anyhow::Result<()> {
         a_only_on_b.len(),
         a_only_on_a.len()
     );
-    update_latency(
-        &store,
-        &search,
-        &agent_a,
-        args.chunks_per_doc,
-        &fill,
-        &mut rng,
-    )
-    .await?;
+    update_latency(&db, &search, &agent_a, args.chunks_per_doc, &fill, &mut rng).await?;
     println!("load after the queries: {}", kb::load_average());
     if !args.no_diagnosis {
-        diagnose(&store, &search, &agent_a, &questions).await?;
+        diagnose(&db, &search, &agent_a, &questions).await?;
     }
 
     let mut all = synthetic_run.histogram.clone();
@@ -416,54 +581,11 @@ fn print_row(name: &str, chunks: u64, histogram: &Histogram<u64>, mean_hits: f64
     );
 }
 
-/// The ids of agents A and B of a kept database, if it has them.
-async fn find_agents(store: &SqliteStore) -> anyhow::Result<Option<(AgentId, AgentId)>> {
-    let find = |name: &'static str| async move {
-        sqlx::query_scalar::<_, AgentId>("SELECT id FROM agents WHERE name = ? LIMIT 1")
-            .bind(name)
-            .fetch_optional(store.pool())
-            .await
-    };
-    Ok(match (find(AGENT_A).await?, find(AGENT_B).await?) {
-        (Some(a), Some(b)) => Some((a, b)),
-        _ => None,
-    })
-}
-
-/// The number of chunks of `agent` and the ids of its documents.
-async fn agent_contents(
-    store: &SqliteStore,
-    agent: &AgentId,
-) -> anyhow::Result<(u64, HashSet<DocumentId>)> {
-    let chunks: i64 = sqlx::query_scalar("SELECT count(*) FROM chunks WHERE agent_id = ?")
-        .bind(agent)
-        .fetch_one(store.pool())
-        .await?;
-    let docs: Vec<DocumentId> = sqlx::query_scalar("SELECT id FROM documents WHERE agent_id = ?")
-        .bind(agent)
-        .fetch_all(store.pool())
-        .await?;
-    Ok((chunks.max(0) as u64, docs.into_iter().collect()))
-}
-
-/// Checkpoints the WAL into the database file and returns the files' total size.
-async fn checkpoint_and_size(store: &SqliteStore, db: &Path) -> anyhow::Result<u64> {
-    sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
-        .execute(store.writer())
-        .await?;
-    let mut bytes = 0;
-    for suffix in ["", "-wal", "-shm"] {
-        let path = PathBuf::from(format!("{}{suffix}", db.display()));
-        bytes += std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
-    }
-    Ok(bytes)
-}
-
 /// Stores `chunks` generated chunks for `agent` in documents of `per_doc` chunks. When
 /// `marker` is given, the first chunk of every document also holds that word.
 #[allow(clippy::too_many_arguments)]
 async fn fill_agent(
-    store: &SqliteStore,
+    store: &dyn Store,
     user: &UserId,
     agent: &AgentId,
     chunks: u64,
@@ -599,17 +721,15 @@ async fn run_queries(
 /// Adds a document of `per_doc` chunks to `agent` and times the next search (the index
 /// adds the new chunks), then deletes it and times the next search (the index drops them).
 async fn update_latency(
-    store: &SqliteStore,
+    db: &Db,
     search: &ChunkSearch,
     agent: &AgentId,
     per_doc: u64,
     fill: &Fill<'_>,
     rng: &mut Rng,
 ) -> anyhow::Result<()> {
-    let user: UserId = sqlx::query_scalar("SELECT user_id FROM agents WHERE id = ?")
-        .bind(agent)
-        .fetch_one(store.pool())
-        .await?;
+    let user = db.agent_user(agent).await?;
+    let store = db.store();
     let (doc, job) = kb::file_document(&user, agent, "update-probe.md", "markdown", 0);
     store.create_document(&doc, &job).await?;
     let chunks: Vec<NewChunk> = (0..per_doc)
@@ -657,17 +777,12 @@ async fn update_latency(
 /// Per dev question: its terms, the chunks containing one of them and `retrieve::search`
 /// time; then the heap size of the agent's index.
 async fn diagnose(
-    store: &SqliteStore,
+    db: &Db,
     search: &ChunkSearch,
     agent: &AgentId,
     questions: &[eval::Question],
 ) -> anyhow::Result<()> {
-    let rows: Vec<(i64, String, String, String)> = sqlx::query_as(
-        "SELECT id, title, heading_path, text FROM chunks WHERE agent_id = ? ORDER BY id",
-    )
-    .bind(agent)
-    .fetch_all(store.pool())
-    .await?;
+    let rows = db.chunk_rows(agent).await?;
     let started = Instant::now();
     let mut index = Bm25Index::default();
     for (id, title, heading_path, text) in &rows {

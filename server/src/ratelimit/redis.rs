@@ -1,10 +1,12 @@
 //! Budgets shared by every instance through Redis (`REDIS_URL`; README § Running several
-//! instances): one atomic GCRA script per check on Redis's clock ([`RedisLimiter`]), over
+//! instances): an atomic GCRA script on Redis's clock counts each request, one call per
+//! request or per reservation of a large budget ([`RedisLimiter`]), over
 //! one multiplexed connection that reconnects by itself ([`SharedRedis`]), and the policy
 //! for when Redis does not answer: fall back to this instance's own state for that call,
 //! log a warning at most once a minute, keep serving.
 
 use std::{
+    collections::HashMap,
     future::Future,
     sync::{
         atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering},
@@ -42,6 +44,16 @@ const MAINTENANCE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Ids longer than this (in bytes) are replaced by their SHA-256 in keys, so that a key
 /// stays short whatever a request's path holds.
 const MAX_ID_IN_KEY: usize = 64;
+/// Budgets of at least this many requests per minute (2,000) are served from
+/// reservations ([`RedisLimiter`]); smaller ones make one Redis call per request.
+pub const RESERVE_FROM: u32 = 2_000;
+/// The most requests one reservation takes from Redis at once (64).
+pub const MAX_RESERVATION: u32 = 64;
+/// How long an instance keeps the unused requests of a reservation (100 ms); after it,
+/// they are given back to Redis with the key's next call.
+pub const RESERVATION_TTL: Duration = Duration::from_millis(100);
+/// Reservations kept at most; past it, the expired ones are dropped.
+const MAX_RESERVATIONS: usize = 10_000;
 
 /// One connection to Redis shared by the limiter, the sign-in throttle and the mail
 /// cooldown of an instance, the key prefix (`REDIS_KEY_PREFIX`) they put before every key,
@@ -340,10 +352,66 @@ impl Health {
 ///
 /// When Redis does not answer within [`REDIS_TIMEOUT`] the check is made by the
 /// in-process fallback instead: per-instance limits while Redis is away.
+///
+/// **Reservations.** A Redis call per request would cost a busy account more than the
+/// rest of authentication does (BENCHMARKS.md § PostgreSQL + Redis beside SQLite). So a
+/// budget of [`RESERVE_FROM`] (2,000) requests per minute or more takes
+/// `per_minute / 1000` requests (at most [`MAX_RESERVATION`], 64) per call, in the same
+/// atomic script; the instance then allows that many requests of the key from memory, and
+/// gives back what is unused after [`RESERVATION_TTL`] (100 ms) with the key's next call.
+/// Every allowed request was taken from Redis first, so the instances together never allow
+/// more than the budget; and a reservation is at most 1/64 of the requests left, so the
+/// last 128 requests of a budget are counted one call at a time and no instance holds
+/// requests that another then has to refuse. Smaller budgets (every plan's default,
+/// README § Limits) make one call per request. The headers of a
+/// request served from a reservation report Redis's count at the reservation, less what
+/// this instance has used of it since.
 pub struct RedisLimiter {
     redis: SharedRedis,
     script: Script,
     fallback: Arc<GovernorLimiter>,
+    /// Unused reserved requests by Redis key: per instance, and never more than
+    /// [`MAX_RESERVATION`] per key (harmless to hold: Redis has counted them already).
+    reservations: std::sync::Mutex<HashMap<String, Reservation>>,
+}
+
+/// Requests an instance took from Redis and has not used yet.
+#[derive(Debug, Clone, Copy)]
+struct Reservation {
+    /// Requests left.
+    left: u32,
+    /// Redis's `remaining` when they were taken.
+    remaining: u32,
+    /// Redis's reset time (Unix epoch µs) when they were taken.
+    reset_at_us: i64,
+    /// Whether a call taking the next reservation is under way.
+    leading: bool,
+    /// When the rest goes back to Redis; while `leading`, when that call counts as lost
+    /// (its request was cancelled) and another may lead.
+    expires: Instant,
+}
+
+impl Reservation {
+    /// An empty reservation whose next one is being taken from `now`.
+    fn leading(now: Instant) -> Self {
+        Self {
+            left: 0,
+            remaining: 0,
+            reset_at_us: 0,
+            leading: true,
+            expires: now + 2 * REDIS_TIMEOUT,
+        }
+    }
+}
+
+/// How many requests a check of a budget of `limit` per minute takes from Redis: 1 below
+/// [`RESERVE_FROM`], else a thousandth of the budget, at most [`MAX_RESERVATION`].
+pub fn reservation_size(limit: u32) -> u32 {
+    if limit < RESERVE_FROM {
+        1
+    } else {
+        (limit / 1000).clamp(1, MAX_RESERVATION)
+    }
 }
 
 impl RedisLimiter {
@@ -353,6 +421,7 @@ impl RedisLimiter {
             redis,
             script: Script::new(include_str!("gcra.lua")),
             fallback,
+            reservations: std::sync::Mutex::new(HashMap::new()),
         }
     }
 
@@ -374,10 +443,88 @@ impl RedisLimiter {
             }
         }
     }
+
+    fn reservations(&self) -> std::sync::MutexGuard<'_, HashMap<String, Reservation>> {
+        self.reservations
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Allows one request of `redis_key` from this instance's reservation when it holds
+    /// an unexpired one with requests left; otherwise says how to call Redis. One call per
+    /// key and instance at a time takes a reservation (it "leads"); requests that arrive
+    /// meanwhile take one request each, so that a burst does not take many reservations at
+    /// once and leave them unused.
+    fn take_reserved(&self, redis_key: &str, limit: u32, size: u32, now: Instant) -> Reserved {
+        let mut reservations = self.reservations();
+        let Some(r) = reservations.get_mut(redis_key) else {
+            reservations.insert(redis_key.to_owned(), Reservation::leading(now));
+            return Reserved::Call {
+                size,
+                give_back: 0,
+                leads: true,
+            };
+        };
+        if now < r.expires && r.left > 0 {
+            r.left -= 1;
+            return Reserved::Served(RateDecision {
+                allowed: true,
+                limit,
+                remaining: r.remaining.saturating_add(r.left).min(limit),
+                reset_at: whole_seconds_up(r.reset_at_us),
+                retry_after_secs: 0,
+            });
+        }
+        if r.leading && now < r.expires {
+            return Reserved::Call {
+                size: 1,
+                give_back: 0,
+                leads: false,
+            };
+        }
+        let give_back = if now >= r.expires { r.left } else { 0 };
+        *r = Reservation::leading(now);
+        Reserved::Call {
+            size,
+            give_back,
+            leads: true,
+        }
+    }
+
+    /// Ends the leading call for `redis_key`: keeps `left` unused requests of the
+    /// reservation it took (0 when it took one, or failed).
+    fn keep_reserved(&self, redis_key: String, left: u32, remaining: u32, reset_at_us: i64) {
+        let now = Instant::now();
+        let mut reservations = self.reservations();
+        if reservations.len() >= MAX_RESERVATIONS {
+            reservations.retain(|_, r| r.expires > now);
+        }
+        let r = reservations
+            .entry(redis_key)
+            .or_insert(Reservation::leading(now));
+        r.left = r.left.saturating_add(left);
+        r.remaining = remaining;
+        r.reset_at_us = reset_at_us;
+        r.leading = false;
+        r.expires = now + RESERVATION_TTL;
+    }
 }
 
-/// The script's answer: allowed (0 or 1), remaining, retry after (µs), reset at (Unix
-/// epoch µs).
+/// What [`RedisLimiter::take_reserved`] decided.
+enum Reserved {
+    /// Allowed from the reservation.
+    Served(RateDecision),
+    /// Call Redis for `size` requests, giving back `give_back` unused ones; `leads`: this
+    /// call takes the key's reservation and must end with [`RedisLimiter::keep_reserved`].
+    Call {
+        size: u32,
+        give_back: u32,
+        leads: bool,
+    },
+}
+
+/// The script's answer: requests granted (0: refused), remaining, retry after (µs), reset
+/// at (Unix epoch µs).
 type GcraAnswer = (i64, i64, i64, i64);
 
 /// Microseconds `us` (0 or more) in whole seconds, rounded up.
@@ -385,12 +532,14 @@ fn whole_seconds_up(us: i64) -> i64 {
     us.max(0).saturating_add(999_999) / 1_000_000
 }
 
-/// The decision for a budget of `limit` from the script's answer.
+/// The decision for a budget of `limit` from the script's answer, for one request (the
+/// others granted are counted in `remaining`: they are this instance's to use).
 fn decision(
     limit: u32,
-    (allowed, remaining, retry_after_us, reset_at_us): GcraAnswer,
+    (granted, remaining, retry_after_us, reset_at_us): GcraAnswer,
 ) -> RateDecision {
-    let allowed = allowed == 1;
+    let allowed = granted >= 1;
+    let remaining = remaining.saturating_add((granted - 1).max(0));
     RateDecision {
         allowed,
         limit,
@@ -411,17 +560,41 @@ impl RateLimiter for RedisLimiter {
     async fn check(&self, key: RateKey<'_>, per_minute: u32) -> RateDecision {
         let limit = per_minute.max(1);
         let redis_key = self.key(key, limit);
+        let mut size = reservation_size(limit);
+        let (mut give_back, mut leads) = (0, false);
+        if size > 1 {
+            match self.take_reserved(&redis_key, limit, size, Instant::now()) {
+                Reserved::Served(decision) => return decision,
+                Reserved::Call {
+                    size: call_size,
+                    give_back: unused,
+                    leads: leading,
+                } => (size, give_back, leads) = (call_size, unused, leading),
+            }
+        }
         let script = &self.script;
+        let call_key = redis_key.clone();
         let answer = self
             .redis
             .run("to count a request", |mut connection| async move {
                 script
-                    .key(redis_key)
+                    .key(call_key)
                     .arg(limit)
+                    .arg(size)
+                    .arg(give_back)
                     .invoke_async::<GcraAnswer>(&mut connection)
                     .await
             })
             .await;
+        let (granted, remaining, _, reset_at_us) = answer.unwrap_or_default();
+        if leads {
+            self.keep_reserved(
+                redis_key,
+                u32::try_from(granted - 1).unwrap_or(0),
+                u32::try_from(remaining.max(0)).unwrap_or(0),
+                reset_at_us,
+            );
+        }
         match answer {
             Some(answer) => decision(limit, answer),
             None => self.fallback.decide(key, per_minute),
@@ -539,6 +712,151 @@ mod tests {
         }
         assert_eq!(redis.redis.fallbacks(), 0);
         redis.redis.clear("*").await.unwrap();
+    }
+
+    /// Redis's clock in Unix epoch microseconds.
+    async fn redis_now_us(connection: &mut ::redis::aio::MultiplexedConnection) -> i64 {
+        let (secs, micros): (i64, i64) =
+            ::redis::cmd("TIME").query_async(connection).await.unwrap();
+        secs * 1_000_000 + micros
+    }
+
+    /// Sets the budget of `key` (`limit` per minute) so that `available` requests are left.
+    async fn leave_available(
+        connection: &mut ::redis::aio::MultiplexedConnection,
+        key: &str,
+        limit: i64,
+        available: i64,
+    ) {
+        let t = 60_000_000 / limit;
+        let tat = redis_now_us(connection).await + t * (limit - 1) - t * (available - 1);
+        let () = ::redis::cmd("SET")
+            .arg(key)
+            .arg(tat)
+            .arg("PX")
+            .arg(120_000)
+            .query_async(connection)
+            .await
+            .unwrap();
+    }
+
+    async fn tat(connection: &mut ::redis::aio::MultiplexedConnection, key: &str) -> i64 {
+        ::redis::cmd("GET")
+            .arg(key)
+            .query_async(connection)
+            .await
+            .unwrap()
+    }
+
+    #[test]
+    fn budgets_of_2000_a_minute_or_more_are_reserved_a_thousandth_at_a_time() {
+        for (limit, size) in [
+            (1, 1),
+            (30, 1),
+            (1_999, 1),
+            (2_000, 2),
+            (5_500, 5),
+            (64_000, 64),
+            (1_000_000_000, 64),
+        ] {
+            assert_eq!(reservation_size(limit), size, "{limit}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_reservation_serves_the_next_requests_without_redis_and_reports_the_same_counts() {
+        let prefix = unique_prefix();
+        let l = limiter(connect(&prefix).await);
+        let mut raw = raw_connection().await;
+        let key = l.key(RateKey::Account("u"), 5_000);
+        leave_available(&mut raw, &key, 5_000, 1_000).await;
+        let first = l.check(RateKey::Account("u"), 5_000).await;
+        assert_eq!((first.allowed, first.remaining), (true, 999));
+        let after_first = tat(&mut raw, &key).await;
+        // Five taken at once: 12 ms each.
+        for remaining in [998, 997, 996, 995] {
+            let d = l.check(RateKey::Account("u"), 5_000).await;
+            assert_eq!((d.allowed, d.remaining), (true, remaining));
+            assert_eq!(d.reset_at, first.reset_at);
+        }
+        assert_eq!(tat(&mut raw, &key).await, after_first, "no Redis call");
+        let sixth = l.check(RateKey::Account("u"), 5_000).await;
+        assert_eq!((sixth.allowed, sixth.remaining), (true, 994));
+        assert_eq!(tat(&mut raw, &key).await, after_first + 5 * 12_000);
+        l.redis.clear("*").await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn near_the_end_of_a_budget_requests_are_counted_one_by_one() {
+        let prefix = unique_prefix();
+        let l = limiter(connect(&prefix).await);
+        let mut raw = raw_connection().await;
+        let key = l.key(RateKey::Account("u"), 5_000);
+        // Fewer than 64 × 2 left: a reservation would be more than 1/64 of them.
+        leave_available(&mut raw, &key, 5_000, 100).await;
+        let before = tat(&mut raw, &key).await;
+        let d = l.check(RateKey::Account("u"), 5_000).await;
+        assert_eq!((d.allowed, d.remaining), (true, 99));
+        assert_eq!(
+            tat(&mut raw, &key).await,
+            before + 12_000,
+            "one request taken"
+        );
+        let d = l.check(RateKey::Account("u"), 5_000).await;
+        assert_eq!((d.allowed, d.remaining), (true, 98));
+        assert_eq!(
+            tat(&mut raw, &key).await,
+            before + 2 * 12_000,
+            "one call each"
+        );
+        l.redis.clear("*").await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn unused_reserved_requests_go_back_to_redis_after_100_ms() {
+        let prefix = unique_prefix();
+        let l = limiter(connect(&prefix).await);
+        let mut raw = raw_connection().await;
+        let key = l.key(RateKey::Account("u"), 2_000);
+        leave_available(&mut raw, &key, 2_000, 500).await;
+        assert!(l.check(RateKey::Account("u"), 2_000).await.allowed);
+        // Two taken (30 ms each), one used.
+        let held = tat(&mut raw, &key).await;
+        tokio::time::sleep(RESERVATION_TTL + Duration::from_millis(20)).await;
+        assert!(l.check(RateKey::Account("u"), 2_000).await.allowed);
+        // The unused one went back, and two more were taken.
+        assert_eq!(tat(&mut raw, &key).await, held - 30_000 + 2 * 30_000);
+        l.redis.clear("*").await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn two_instances_with_reservations_never_allow_more_than_the_budget() {
+        let prefix = unique_prefix();
+        let a = Arc::new(limiter(connect(&prefix).await));
+        let b = Arc::new(limiter(connect(&prefix).await));
+        let mut raw = raw_connection().await;
+        let key = a.key(RateKey::Account("u"), 2_000);
+        // Reservations of 2 while 128 or more are left, then one at a time.
+        leave_available(&mut raw, &key, 2_000, 150).await;
+        let started = Instant::now();
+        let checks: Vec<_> = (0..400)
+            .map(|n| {
+                let l = if n % 2 == 0 { a.clone() } else { b.clone() };
+                tokio::spawn(async move { l.check(RateKey::Account("u"), 2_000).await })
+            })
+            .collect();
+        let mut allowed = 0u64;
+        for c in checks {
+            allowed += u64::from(c.await.unwrap().allowed);
+        }
+        // One request comes back every 30 ms.
+        let refilled = started.elapsed().as_micros() as u64 / 30_000 + 1;
+        assert_eq!(a.redis.fallbacks() + b.redis.fallbacks(), 0);
+        assert!(allowed <= 150 + refilled, "{allowed} allowed");
+        // One reservation at a time per instance, and the last requests counted one at a
+        // time: at most one request (of a reservation of 2) left unused per instance.
+        assert!(allowed >= 148, "{allowed} allowed");
+        a.redis.clear("*").await.unwrap();
     }
 
     #[tokio::test]
