@@ -19,6 +19,7 @@ pub mod integrations;
 pub mod knowledge;
 pub mod middleware;
 pub mod oauth;
+pub mod openai;
 pub mod openapi;
 pub mod ops;
 pub mod security;
@@ -65,6 +66,7 @@ pub fn api_router() -> OpenApiRouter<AppState> {
         .merge(webhooks::router())
         .merge(channels::router())
         .merge(widget::router())
+        .merge(openai::router())
 }
 
 /// The answer for an unknown `/api` path.

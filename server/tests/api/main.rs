@@ -17,6 +17,7 @@ mod hostile;
 mod integrations;
 mod knowledge;
 mod oauth;
+mod openai;
 mod ops;
 mod providers;
 mod proxies;
