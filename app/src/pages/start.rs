@@ -1,5 +1,6 @@
 //! `/dashboard/agents/{id}/start`: copy-paste `curl` examples for the agent's chat
-//! endpoint, JSON and streamed, with the agent's own id and this server's address.
+//! endpoint, JSON and streamed, with the agent's own id and this server's address, and the
+//! settings of the OpenAI-compatible API (its base URL and the agent's id as the model).
 
 use super::agent::use_agent;
 use crate::client;
@@ -17,6 +18,20 @@ pub fn curl_json(origin: &str, agent_id: &str) -> String {
 pub fn curl_stream(origin: &str, agent_id: &str) -> String {
     format!(
         "curl -sN {origin}/api/agents/{agent_id}/chat \\\n  -H \"Authorization: Bearer $AGENTCHAT_KEY\" \\\n  -H 'Content-Type: application/json' \\\n  -d '{{\"message\": \"Tell me more\", \"stream\": true, \"streamOptions\": {{\"includeUsage\": true}}}}'"
+    )
+}
+
+/// The base URL of the OpenAI-compatible API on `origin` (docs/api.md § OpenAI-compatible
+/// API).
+pub fn openai_base_url(origin: &str) -> String {
+    format!("{origin}/api/openai/v1")
+}
+
+/// A Python example with OpenAI's SDK, pointed at the agent `agent_id` on `origin`.
+pub fn openai_python(origin: &str, agent_id: &str) -> String {
+    format!(
+        "from openai import OpenAI\n\nclient = OpenAI(base_url=\"{}\", api_key=\"key_...\")\nreply = client.chat.completions.create(\n    model=\"{agent_id}\",\n    messages=[{{\"role\": \"user\", \"content\": \"What can you do?\"}}],\n)\nprint(reply.choices[0].message.content)",
+        openai_base_url(origin)
     )
 }
 
@@ -57,6 +72,28 @@ pub fn GettingStarted() -> impl IntoView {
             <p class="muted">
                 "The full reference is at " <a href="/api/docs" rel="external">"/api/docs"</a> "."
             </p>
+        </section>
+        <section class="card" data-testid="openai-panel">
+            <h2 class="first">"OpenAI-compatible API"</h2>
+            <p>
+                "Programs that speak OpenAI's API (its SDKs, LangChain, LlamaIndex, chat front ends) "
+                "reach this agent with two settings and an API key with the " <code>"chat:write"</code>
+                " scope as their key:"
+            </p>
+            <ol class="steps">
+                <li>
+                    "Base URL:"
+                    <Snippet testid="openai-base-url" text=Signal::derive(move || openai_base_url(&origin.get()))/>
+                </li>
+                <li>
+                    "Model: this agent's id."
+                    <Snippet testid="openai-model" text=Signal::derive(move || agent.id.get())/>
+                </li>
+                <li>
+                    "For example with OpenAI's Python SDK:"
+                    <Snippet testid="openai-python" text=Signal::derive(move || openai_python(&origin.get(), &agent.id.get()))/>
+                </li>
+            </ol>
         </section>
     }
     .into_any()
@@ -101,5 +138,16 @@ mod tests {
         assert!(json.contains("Bearer $AGENTCHAT_KEY"));
         let stream = curl_stream("https://chat.example.com", "agt_1");
         assert!(stream.contains("\"stream\": true") && stream.contains("curl -sN"));
+    }
+
+    #[test]
+    fn the_openai_settings_name_the_base_url_and_the_agent() {
+        assert_eq!(
+            openai_base_url("https://chat.example.com"),
+            "https://chat.example.com/api/openai/v1"
+        );
+        let python = openai_python("https://chat.example.com", "agt_1");
+        assert!(python.contains("base_url=\"https://chat.example.com/api/openai/v1\""));
+        assert!(python.contains("model=\"agt_1\""));
     }
 }

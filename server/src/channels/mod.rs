@@ -218,7 +218,7 @@ impl Channels {
         let prepared = self
             .prepare_turn(integration, conversation_key, message)
             .await?;
-        let (text, _) = self.chat.complete(&prepared).await?;
+        let text = self.chat.complete(&prepared).await?.text;
         Ok(text)
     }
 

@@ -34,7 +34,8 @@ use crate::{
     ids::{AgentId, MessageId, ThreadId, UserId},
     knowledge::{search::retrieve, Knowledge},
     llm::{
-        tokens, Event, Models, Passage, Prompt, ProviderError, ResolvedModel, Role, Turn, Usage,
+        tokens, Event, FinishReason, Models, Passage, Prompt, ProviderError, ResolvedModel, Role,
+        Sampling, Turn, Usage,
     },
     store::{AgentRecord, ChatStore, MessageRecord, StoreError, ThreadRecord},
     views::iso,
@@ -138,11 +139,57 @@ impl PreparedChat {
 pub enum ThreadChoice<'a> {
     /// A new thread, titled after the message.
     New,
+    /// A new thread, titled after the message, whose earlier turns the caller sends with
+    /// the message (the OpenAI-compatible API is stateless, like OpenAI's): they go upstream
+    /// as its history, trimmed like stored history, but only the message and the reply are
+    /// stored.
+    Given(Vec<Turn>),
     /// The caller's thread with this id ([`ChatError::ThreadNotFound`] when it is unknown
     /// or someone else's).
     Id(&'a ThreadId),
     /// A thread the caller has already looked up.
     Known(ThreadRecord),
+}
+
+/// What a caller adds to a turn besides its message: instructions that follow the agent's
+/// system prompt, and sampling settings for the provider.
+#[derive(Debug, Clone, Default)]
+pub struct TurnOptions {
+    /// The caller's own system instructions, put after the agent's system prompt (a blank
+    /// line between); empty for none.
+    pub instructions: String,
+    /// Sampling settings ([`Sampling`]).
+    pub sampling: Sampling,
+}
+
+/// A complete reply ([`ChatService::complete`]).
+#[derive(Debug, Clone)]
+pub struct Reply {
+    /// The reply's text.
+    pub text: String,
+    /// Its token usage ([`usage_or_counted`]).
+    pub usage: TokensUsed,
+    /// Why it ended.
+    pub finish: FinishReason,
+}
+
+/// A new thread of `agent` for `user_id`, titled after `message` (its first 80
+/// characters); not stored yet.
+fn new_thread(
+    agent: &AgentRecord,
+    user_id: &UserId,
+    message: &str,
+    now: chrono::DateTime<chrono::Utc>,
+) -> ThreadRecord {
+    ThreadRecord {
+        id: ThreadId::new(),
+        agent_id: agent.id.clone(),
+        user_id: user_id.clone(),
+        title: message.trim().chars().take(80).collect(),
+        message_count: 0,
+        created_at: now,
+        updated_at: now,
+    }
 }
 
 /// The chat service.
@@ -224,7 +271,8 @@ impl ChatService {
         message: &str,
         now: chrono::DateTime<chrono::Utc>,
     ) -> Result<(ThreadRecord, Vec<Turn>, bool), ChatError> {
-        let continued = !matches!(thread, ThreadChoice::New);
+        let continued = matches!(thread, ThreadChoice::Id(_) | ThreadChoice::Known(_));
+        let mut given = Vec::new();
         let thread = match thread {
             ThreadChoice::Known(thread) => thread,
             ThreadChoice::Id(id) => self
@@ -232,18 +280,14 @@ impl ChatService {
                 .thread(user_id, &agent.id, id)
                 .await?
                 .ok_or(ChatError::ThreadNotFound)?,
+            ThreadChoice::Given(turns) => {
+                given = turns;
+                new_thread(agent, user_id, message, now)
+            }
             // Stored with the user's message ([`ChatService::prepare`]).
-            ThreadChoice::New => ThreadRecord {
-                id: ThreadId::new(),
-                agent_id: agent.id.clone(),
-                user_id: user_id.clone(),
-                title: message.trim().chars().take(80).collect(),
-                message_count: 0,
-                created_at: now,
-                updated_at: now,
-            },
+            ThreadChoice::New => new_thread(agent, user_id, message, now),
         };
-        // A new thread has no history: no need to ask the store.
+        // A new thread has no stored history: no need to ask the store.
         let earlier = if continued {
             self.store
                 .recent_messages(&thread.id, HISTORY_LIMIT)
@@ -258,6 +302,7 @@ impl ChatService {
                 role: m.role,
                 content: m.content,
             })
+            .chain(given)
             .collect();
         Ok((thread, history, !continued))
     }
@@ -278,6 +323,31 @@ impl ChatService {
         message: &str,
         attachments: &[Attachment],
     ) -> Result<PreparedChat, ChatError> {
+        self.prepare_with(
+            agent,
+            user_id,
+            thread,
+            message,
+            attachments,
+            &TurnOptions::default(),
+        )
+        .await
+    }
+
+    /// [`ChatService::prepare`] with the caller's `options`: its instructions follow the
+    /// agent's system prompt (and count toward the context window like it), and its sampling
+    /// settings go to the provider.
+    ///
+    /// Errors: those of [`ChatService::prepare`].
+    pub async fn prepare_with(
+        &self,
+        agent: &AgentRecord,
+        user_id: &UserId,
+        thread: ThreadChoice<'_>,
+        message: &str,
+        attachments: &[Attachment],
+        options: &TurnOptions,
+    ) -> Result<PreparedChat, ChatError> {
         let (attached, attachment_chars) = attachments_text(attachments)?;
         check_length(message, attachment_chars, self.config.max_message_chars)?;
         let model_id = if agent.model.is_empty() {
@@ -292,7 +362,15 @@ impl ChatService {
             .ok_or(ChatError::ModelUnavailable { model: model_id })?;
         let now = self.clock.now();
         let user_content = format!("{message}{attached}");
-        let fixed = tokens::count(&agent.system_prompt) + tokens::count(&user_content);
+        let system = match (
+            agent.system_prompt.trim().is_empty(),
+            options.instructions.trim().is_empty(),
+        ) {
+            (_, true) => agent.system_prompt.clone(),
+            (true, false) => options.instructions.clone(),
+            (false, false) => format!("{}\n\n{}", agent.system_prompt, options.instructions),
+        };
+        let fixed = tokens::count(&system) + tokens::count(&user_content);
         // Room for the reply: a quarter of the window, at least 1,024 tokens.
         let reserve = (model.context_window / 4).max(1_024);
         let room = model
@@ -363,9 +441,10 @@ impl ChatService {
             thread,
             model,
             prompt: Prompt {
-                system: agent.system_prompt.clone(),
+                system,
                 turns,
                 passages,
+                sampling: options.sampling.clone(),
             },
             prompt_tokens,
             sources,
@@ -374,36 +453,37 @@ impl ChatService {
     }
 
     /// Runs a prepared turn to its end without streaming: reads the whole reply, persists
-    /// it, and answers its text and token usage.
+    /// it, and answers its text, token usage and why it ended.
     ///
     /// Errors: [`ChatError::Upstream`] for a provider failure, persisted as a failed reply
     /// (with what was received); the store's.
-    pub async fn complete(
-        &self,
-        prepared: &PreparedChat,
-    ) -> Result<(String, TokensUsed), ChatError> {
+    pub async fn complete(&self, prepared: &PreparedChat) -> Result<Reply, ChatError> {
         let mut text = String::new();
-        let outcome: Result<Option<Usage>, ProviderError> = async {
+        let outcome: Result<(Option<Usage>, FinishReason), ProviderError> = async {
             let mut upstream = open_stream(prepared, self.provider_timeout).await?;
-            let mut reported = None;
+            let mut ended = (None, FinishReason::Stop);
             while let Some(event) = upstream.next().await {
                 let event = event.inspect_err(|e| {
                     crate::metrics::provider_failed(&prepared.model.id, e);
                 });
                 match event? {
                     Event::Delta(d) => text.push_str(&d),
-                    Event::End(usage) => reported = usage,
+                    Event::End(usage, finish) => ended = (usage, finish),
                 }
             }
-            Ok(reported)
+            Ok(ended)
         }
         .await;
         match outcome {
-            Ok(reported) => {
+            Ok((reported, finish)) => {
                 let usage = usage_or_counted(reported, prepared.prompt_tokens, &text);
                 self.finish(prepared, &text, Some(usage), ReplyStatus::Complete, None)
                     .await?;
-                Ok((text, usage))
+                Ok(Reply {
+                    text,
+                    usage,
+                    finish,
+                })
             }
             Err(e) => {
                 self.finish(

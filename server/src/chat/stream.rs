@@ -11,7 +11,7 @@ use futures::StreamExt;
 use super::{ChatError, ChatService, PreparedChat, ReplyStatus};
 use crate::{
     ids::ThreadId,
-    llm::{tokens, Event, EventStream, ProviderError, ProviderErrorKind, Usage},
+    llm::{tokens, Event, EventStream, FinishReason, ProviderError, ProviderErrorKind, Usage},
 };
 
 /// Attempts at an upstream call before its first token (1 + 2 retries).
@@ -134,6 +134,8 @@ pub enum Frame {
         thread_id: ThreadId,
         /// The knowledge sources the prompt carried, best first.
         sources: Vec<Source>,
+        /// Why the reply ended.
+        finish: FinishReason,
     },
     /// The provider failed ([`ChatError::Upstream`]); the reply ends.
     Failed(ChatError),
@@ -176,6 +178,8 @@ pub struct Relay {
     text: String,
     /// Usage the provider reported.
     reported: Option<Usage>,
+    /// Why the provider ended the reply.
+    finish: FinishReason,
     phase: Phase,
     /// Frames to send before going on.
     queued: VecDeque<Frame>,
@@ -192,6 +196,7 @@ impl Relay {
             include_usage,
             text: String::new(),
             reported: None,
+            finish: FinishReason::Stop,
             phase: Phase::Opening,
             queued: VecDeque::new(),
             _open: crate::metrics::StreamOpen::new(),
@@ -222,7 +227,10 @@ impl Relay {
                         self.text.push_str(&d);
                         return Some(Frame::Chunk(d));
                     }
-                    Some(Ok(Event::End(usage))) => self.reported = usage,
+                    Some(Ok(Event::End(usage, finish))) => {
+                        self.reported = usage;
+                        self.finish = finish;
+                    }
                     Some(Err(e)) => {
                         if let Some((_, prepared)) = &self.chat {
                             crate::metrics::provider_failed(&prepared.model.id, &e);
@@ -262,6 +270,7 @@ impl Relay {
                 model: prepared.model.id.clone(),
                 thread_id: prepared.thread.id.clone(),
                 sources: prepared.sources.clone(),
+                finish: self.finish,
             });
         }
         self.queued.push_back(Frame::Done);

@@ -106,11 +106,11 @@ async fn send(
 }
 
 async fn json_reply(state: &AppState, prepared: PreparedChat) -> ApiResult<Response> {
-    let (text, usage) = state.chat.complete(&prepared).await?;
+    let reply = state.chat.complete(&prepared).await?;
     Ok(Json(ChatReply {
-        message: text,
+        message: reply.text,
         model: prepared.model.id.clone(),
-        tokens_used: usage,
+        tokens_used: reply.usage,
         rag_chunks_used: prepared.sources.len() as u32,
         thread_id: prepared.thread.id.clone().into(),
         sources: prepared.sources,
@@ -132,6 +132,7 @@ fn sse(f: Frame) -> SseEvent {
             model,
             thread_id,
             sources,
+            ..
         } => frame(json!({
             "chunk": "",
             "usage": usage,

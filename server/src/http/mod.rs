@@ -20,6 +20,7 @@ pub mod knowledge;
 pub mod metrics;
 pub mod middleware;
 pub mod oauth;
+pub mod openai;
 pub mod openapi;
 pub mod ops;
 pub mod security;
@@ -66,6 +67,7 @@ pub fn api_router() -> OpenApiRouter<AppState> {
         .merge(webhooks::router())
         .merge(channels::router())
         .merge(widget::router())
+        .merge(openai::router())
 }
 
 /// The answer for an unknown `/api` path.

@@ -232,6 +232,9 @@ pub fn apply_input_rules(doc: &mut OpenApi, config: &ChatConfig) -> Vec<String> 
         (name = "webhooks", description = "Webhooks: signed event deliveries (Standard Webhooks v1) and their history"),
         (name = "channels", description = "Inbound requests of live channels: Telegram updates and Slack events (authenticated by the integration's secrets)"),
         (name = "widget", description = "The website widget's public API, for pages of the integration's allowed origins"),
+        (name = "openai", description = "The OpenAI-compatible API, base URL `/api/openai/v1`: the caller's agents as models and chat \
+            completions in OpenAI's wire format, for OpenAI's SDKs and the tools built on them. Errors are OpenAI's \
+            `{\"error\": {message, type, param, code}}`"),
         (name = "operations", description = "Health, metrics and API description")
     )
 )]

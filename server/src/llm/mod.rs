@@ -50,12 +50,56 @@ pub struct Passage {
 }
 
 /// What a model is asked: the system prompt, earlier turns and the new user message
-/// (the last turn), plus retrieved passages.
+/// (the last turn), plus retrieved passages, with the sampling settings of the request.
 #[derive(Debug, Clone, Default)]
 pub struct Prompt {
     pub system: String,
     pub turns: Vec<Turn>,
     pub passages: Vec<Passage>,
+    pub sampling: Sampling,
+}
+
+/// Sampling settings a caller may give a reply (the OpenAI-compatible API's `temperature`,
+/// `top_p`, `max_tokens`, `stop` and `user`). Each unset one is the provider's default.
+/// Remote providers receive them in their wire format: OpenAI's `temperature`, `top_p`,
+/// `max_tokens` (`max_completion_tokens` for the models that require it), `stop` and
+/// `user`; Anthropic's `temperature`, `top_p`, `max_tokens`, `stop_sequences` and
+/// `metadata.user_id`. The offline model applies `max_tokens` and `stop` to its text.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Sampling {
+    /// 0–2.
+    pub temperature: Option<f64>,
+    /// 0–1.
+    pub top_p: Option<f64>,
+    /// Most tokens of the reply.
+    pub max_tokens: Option<u32>,
+    /// Sequences that end the reply where they would start (not included).
+    pub stop: Vec<String>,
+    /// An id of the end user, for the provider's abuse monitoring.
+    pub user: Option<String>,
+}
+
+/// Why a reply ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FinishReason {
+    /// The model finished, or met a stop sequence.
+    #[default]
+    Stop,
+    /// The reply reached its token limit (`max_tokens`) or the context window.
+    Length,
+    /// The provider's content filter cut the reply.
+    ContentFilter,
+}
+
+impl FinishReason {
+    /// The name OpenAI's `finish_reason` gives it: `stop`, `length`, `content_filter`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Stop => "stop",
+            Self::Length => "length",
+            Self::ContentFilter => "content_filter",
+        }
+    }
 }
 
 /// Token usage of one reply.
@@ -70,8 +114,8 @@ pub struct Usage {
 pub enum Event {
     /// The next text fragment.
     Delta(String),
-    /// The reply is complete; usage when the provider reported it.
-    End(Option<Usage>),
+    /// The reply is complete: usage when the provider reported it, and why it ended.
+    End(Option<Usage>, FinishReason),
 }
 
 /// What went wrong upstream.

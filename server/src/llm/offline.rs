@@ -6,7 +6,10 @@
 use async_trait::async_trait;
 use futures::StreamExt;
 
-use super::{tokens, Event, EventStream, Prompt, Provider, ProviderError, Usage, OFFLINE_MODEL};
+use super::{
+    tokens, Event, EventStream, FinishReason, Prompt, Provider, ProviderError, Sampling, Usage,
+    OFFLINE_MODEL,
+};
 
 /// The offline model.
 pub struct OfflineModel;
@@ -56,6 +59,34 @@ pub fn words(text: &str) -> Vec<String> {
     out
 }
 
+/// `text` as `sampling` limits it: cut before the first stop sequence it holds, then to the
+/// words that fit in `max_tokens` tokens (each word counted with its leading whitespace);
+/// and why it ends ([`FinishReason::Length`] when the token limit cut it).
+pub fn limited(text: &str, sampling: &Sampling) -> (Vec<String>, FinishReason) {
+    let end = sampling
+        .stop
+        .iter()
+        .filter(|s| !s.is_empty())
+        .filter_map(|s| text.find(s.as_str()))
+        .min()
+        .unwrap_or(text.len());
+    let all = words(&text[..end]);
+    let Some(max) = sampling.max_tokens else {
+        return (all, FinishReason::Stop);
+    };
+    let mut used = 0u32;
+    let mut kept = Vec::new();
+    for word in all {
+        let cost = tokens::count(&word);
+        if used + cost > max {
+            return (kept, FinishReason::Length);
+        }
+        used += cost;
+        kept.push(word);
+    }
+    (kept, FinishReason::Stop)
+}
+
 /// Tokens of everything the prompt sends.
 pub fn prompt_tokens(prompt: &Prompt) -> u32 {
     tokens::count(&prompt.system)
@@ -86,15 +117,15 @@ impl Provider for OfflineModel {
     }
 
     async fn stream(&self, _model: &str, prompt: &Prompt) -> Result<EventStream, ProviderError> {
-        let text = reply(prompt);
+        let (words, finish) = limited(&reply(prompt), &prompt.sampling);
         let usage = Usage {
             prompt: prompt_tokens(prompt),
-            completion: tokens::count(&text),
+            completion: tokens::count(&words.concat()),
         };
-        let events = words(&text)
+        let events = words
             .into_iter()
             .map(|w| Ok(Event::Delta(w)))
-            .chain(std::iter::once(Ok(Event::End(Some(usage)))));
+            .chain(std::iter::once(Ok(Event::End(Some(usage), finish))));
         Ok(futures::stream::iter(events).boxed())
     }
 }
@@ -121,6 +152,7 @@ mod tests {
                 content: "hi".into(),
             }],
             passages: vec![],
+            ..Prompt::default()
         };
         let events: Vec<_> = OfflineModel
             .stream(OFFLINE_MODEL, &prompt)
@@ -137,7 +169,7 @@ mod tests {
             .collect();
         assert_eq!(text, NOT_CONFIGURED);
         assert!(events.len() > 10, "streamed word by word");
-        let Some(Ok(Event::End(Some(usage)))) = events.last() else {
+        let Some(Ok(Event::End(Some(usage), FinishReason::Stop))) = events.last() else {
             panic!("ends with usage")
         };
         assert_eq!(usage.completion, tokens::count(NOT_CONFIGURED));
@@ -145,6 +177,31 @@ mod tests {
             usage.prompt,
             tokens::count("Be brief") + tokens::count("hi")
         );
+    }
+
+    #[test]
+    fn stop_sequences_and_the_token_limit_cut_the_reply() {
+        let text = "one two three END four";
+        let stop = Sampling {
+            stop: vec!["zzz".into(), "END".into()],
+            ..Sampling::default()
+        };
+        let (kept, finish) = limited(text, &stop);
+        assert_eq!(
+            (kept.concat().as_str(), finish),
+            ("one two three ", FinishReason::Stop)
+        );
+        let short = Sampling {
+            max_tokens: Some(2),
+            ..Sampling::default()
+        };
+        let (kept, finish) = limited(text, &short);
+        assert_eq!(
+            (kept.concat().as_str(), finish),
+            ("one two", FinishReason::Length)
+        );
+        let (kept, finish) = limited(text, &Sampling::default());
+        assert_eq!((kept.concat().as_str(), finish), (text, FinishReason::Stop));
     }
 
     #[test]

@@ -8,13 +8,16 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use genai::{
     adapter::AdapterKind,
-    chat::{ChatMessage, ChatOptions, ChatRequest, ChatStreamEvent},
+    chat::{ChatMessage, ChatOptions, ChatRequest, ChatStreamEvent, StopReason},
     resolver::{AuthData, Endpoint, ProviderConfig},
     ModelIden, ServiceTarget,
 };
 use secrecy::{ExposeSecret, SecretString};
 
-use super::{Event, EventStream, Prompt, Provider, ProviderError, ProviderErrorKind, Role, Usage};
+use super::{
+    Event, EventStream, FinishReason, Prompt, Provider, ProviderError, ProviderErrorKind, Role,
+    Sampling, Usage,
+};
 
 /// Which wire protocol a remote provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -288,6 +291,42 @@ pub fn system_text(prompt: &Prompt) -> String {
     system
 }
 
+/// The request options of `sampling` in the wire format of `flavor`: `genai` names
+/// `temperature`, `top_p`, `max_tokens` and the stop sequences in each protocol (OpenAI
+/// `stop`, Anthropic `stop_sequences`); the end user goes in the body as OpenAI's `user` or
+/// Anthropic's `metadata.user_id`.
+fn sampling_options(flavor: Flavor, sampling: &Sampling) -> ChatOptions {
+    let mut options = ChatOptions::default();
+    if let Some(t) = sampling.temperature {
+        options = options.with_temperature(t);
+    }
+    if let Some(p) = sampling.top_p {
+        options = options.with_top_p(p);
+    }
+    if let Some(n) = sampling.max_tokens {
+        options = options.with_max_tokens(n);
+    }
+    if !sampling.stop.is_empty() {
+        options = options.with_stop_sequences(sampling.stop.clone());
+    }
+    if let Some(user) = &sampling.user {
+        options = options.with_extra_body(match flavor {
+            Flavor::OpenAi => serde_json::json!({ "user": user }),
+            Flavor::Anthropic => serde_json::json!({ "metadata": { "user_id": user } }),
+        });
+    }
+    options
+}
+
+/// Why a reply ended, from the stop reason `genai` read in either protocol.
+fn finish_reason(reason: &StopReason) -> FinishReason {
+    match reason {
+        StopReason::MaxTokens(_) => FinishReason::Length,
+        StopReason::ContentFilter(_) => FinishReason::ContentFilter,
+        _ => FinishReason::Stop,
+    }
+}
+
 #[async_trait]
 impl Provider for RemoteProvider {
     fn code(&self) -> &'static str {
@@ -321,7 +360,7 @@ impl Provider for RemoteProvider {
         if !system.trim().is_empty() {
             request = request.with_system(system);
         }
-        let options = ChatOptions::default()
+        let options = sampling_options(self.flavor, &prompt.sampling)
             .with_capture_usage(true)
             .with_stream_header_timeout(self.timeout)
             .with_stream_read_timeout(self.timeout);
@@ -337,12 +376,15 @@ impl Provider for RemoteProvider {
                 Ok(ChatStreamEvent::Chunk(chunk)) if !chunk.content.is_empty() => {
                     Some(Ok(Event::Delta(chunk.content)))
                 }
-                Ok(ChatStreamEvent::End(end)) => {
-                    Some(Ok(Event::End(end.captured_usage.map(|u| Usage {
+                Ok(ChatStreamEvent::End(end)) => Some(Ok(Event::End(
+                    end.captured_usage.map(|u| Usage {
                         prompt: u.prompt_tokens.unwrap_or(0).max(0) as u32,
                         completion: u.completion_tokens.unwrap_or(0).max(0) as u32,
-                    }))))
-                }
+                    }),
+                    end.captured_stop_reason
+                        .as_ref()
+                        .map_or(FinishReason::Stop, finish_reason),
+                ))),
                 Ok(_) => None,
                 Err(e) => Some(Err(provider_error(flavor, &key, e))),
             };
@@ -398,6 +440,44 @@ mod tests {
         assert_eq!(
             shown.message, "Anthropic failed: the connection broke",
             "named, never by address"
+        );
+    }
+
+    #[test]
+    fn sampling_is_named_in_each_protocol() {
+        let sampling = Sampling {
+            temperature: Some(0.2),
+            top_p: Some(0.9),
+            max_tokens: Some(64),
+            stop: vec!["END".into()],
+            user: Some("u-1".into()),
+        };
+        let openai = sampling_options(Flavor::OpenAi, &sampling);
+        assert_eq!(
+            (openai.temperature, openai.top_p, openai.max_tokens),
+            (Some(0.2), Some(0.9), Some(64))
+        );
+        assert_eq!(openai.stop_sequences, ["END"]);
+        assert_eq!(openai.extra_body, Some(serde_json::json!({"user": "u-1"})));
+        let anthropic = sampling_options(Flavor::Anthropic, &sampling);
+        assert_eq!(
+            anthropic.extra_body,
+            Some(serde_json::json!({"metadata": {"user_id": "u-1"}}))
+        );
+        let none = sampling_options(Flavor::OpenAi, &Sampling::default());
+        assert!(none.temperature.is_none() && none.max_tokens.is_none());
+        assert!(none.stop_sequences.is_empty() && none.extra_body.is_none());
+        assert_eq!(
+            finish_reason(&StopReason::from("length".to_string())),
+            FinishReason::Length
+        );
+        assert_eq!(
+            finish_reason(&StopReason::from("max_tokens".to_string())),
+            FinishReason::Length
+        );
+        assert_eq!(
+            finish_reason(&StopReason::from("end_turn".to_string())),
+            FinishReason::Stop
         );
     }
 

@@ -18,6 +18,7 @@ mod integrations;
 mod knowledge;
 mod metrics;
 mod oauth;
+mod openai;
 mod ops;
 mod providers;
 mod proxies;

@@ -96,6 +96,9 @@ async fn the_openapi_document_covers_every_endpoint() {
         ("get", "/api/widget/{publicId}"),
         ("post", "/api/widget/{publicId}/chat"),
         ("get", "/api/widget/{publicId}/messages"),
+        ("get", "/api/openai/v1/models"),
+        ("get", "/api/openai/v1/models/{model}"),
+        ("post", "/api/openai/v1/chat/completions"),
     ];
     for (method, path) in expected {
         assert!(

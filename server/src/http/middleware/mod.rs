@@ -62,7 +62,7 @@ impl<S> Layer<S> for ApiLayer {
 /// account, or per client IP when unauthenticated, or per integration and client IP on the
 /// inbound channel endpoints; none on `/api/health`), the `X-RateLimit-*` headers on every
 /// answer, and JSON bodies for errors that the framework produced without one (404, 405,
-/// 413, ...). The client IP is the TCP peer's, or behind trusted proxies (`TRUSTED_PROXIES`)
+/// 413, ...), in OpenAI's shape under `/api/openai/v1` ([`crate::http::openai::rewrite`]). The client IP is the TCP peer's, or behind trusted proxies (`TRUSTED_PROXIES`)
 /// the one they report, recorded for the handlers by [`ClientIp::resolve`] before anything
 /// else reads it. The caller's [`Identity`] is put in the request's extensions for the
 /// [`crate::http::extract::Auth`] extractor. Other paths (the dashboard, its files) go to `S` untouched.
@@ -106,6 +106,18 @@ where
         }
         let state = &self.state;
         ClientIp::resolve(&state.server.trusted_proxies, &mut request);
+        if crate::http::openai::is_openai_path(request.uri().path()) {
+            // The OpenAI-compatible API answers errors in OpenAI's shape, those of this
+            // middleware and of the framework included: its answers are rewritten.
+            let clone = self.inner.clone();
+            let inner = std::mem::replace(&mut self.inner, clone);
+            let state = self.state.clone();
+            return ApiFuture::Checking {
+                future: Box::pin(async move {
+                    crate::http::openai::rewrite(api_middleware(&state, request, inner).await).await
+                }),
+            };
+        }
         let identity = if channel_integration(request.uri().path()).is_some() {
             Some(Identity::Anonymous)
         } else {
