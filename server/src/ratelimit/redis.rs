@@ -362,7 +362,8 @@ impl Health {
 /// Every allowed request was taken from Redis first, so the instances together never allow
 /// more than the budget; and a reservation is at most 1/64 of the requests left, so the
 /// last 128 requests of a budget are counted one call at a time and no instance holds
-/// requests that another then has to refuse. Smaller budgets (every plan's default,
+/// requests that another then has to refuse. One call per key and instance takes a
+/// reservation at a time; the key's other requests wait for it rather than call Redis. Smaller budgets (every plan's default,
 /// README § Limits) make one call per request. The headers of a
 /// request served from a reservation report Redis's count at the reservation, less what
 /// this instance has used of it since.
@@ -376,7 +377,7 @@ pub struct RedisLimiter {
 }
 
 /// Requests an instance took from Redis and has not used yet.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 struct Reservation {
     /// Requests left.
     left: u32,
@@ -389,6 +390,8 @@ struct Reservation {
     /// When the rest goes back to Redis; while `leading`, when that call counts as lost
     /// (its request was cancelled) and another may lead.
     expires: Instant,
+    /// Woken when the leading call ends.
+    arrived: Arc<tokio::sync::Notify>,
 }
 
 impl Reservation {
@@ -400,6 +403,7 @@ impl Reservation {
             reset_at_us: 0,
             leading: true,
             expires: now + 2 * REDIS_TIMEOUT,
+            arrived: Arc::new(tokio::sync::Notify::new()),
         }
     }
 }
@@ -451,16 +455,16 @@ impl RedisLimiter {
     }
 
     /// Allows one request of `redis_key` from this instance's reservation when it holds
-    /// an unexpired one with requests left; otherwise says how to call Redis. One call per
-    /// key and instance at a time takes a reservation (it "leads"); requests that arrive
-    /// meanwhile take one request each, so that a burst does not take many reservations at
-    /// once and leave them unused.
-    fn take_reserved(&self, redis_key: &str, limit: u32, size: u32, now: Instant) -> Reserved {
+    /// an unexpired one with requests left; otherwise says whether to call Redis or to wait.
+    /// One call per key and instance at a time takes a reservation (it "leads"); requests
+    /// that arrive meanwhile wait for it (at most [`REDIS_TIMEOUT`] each time), so that a
+    /// burst neither takes many reservations at once and leaves them unused, nor makes a
+    /// Redis call per request.
+    fn take_reserved(&self, redis_key: &str, limit: u32, now: Instant) -> Reserved {
         let mut reservations = self.reservations();
         let Some(r) = reservations.get_mut(redis_key) else {
             reservations.insert(redis_key.to_owned(), Reservation::leading(now));
             return Reserved::Call {
-                size,
                 give_back: 0,
                 leads: true,
             };
@@ -476,16 +480,16 @@ impl RedisLimiter {
             });
         }
         if r.leading && now < r.expires {
-            return Reserved::Call {
-                size: 1,
-                give_back: 0,
-                leads: false,
-            };
+            // Enabled before the lock is released: the leader's wake-up cannot be missed.
+            let mut arrived = Box::pin(Arc::clone(&r.arrived).notified_owned());
+            arrived.as_mut().enable();
+            return Reserved::Wait(arrived);
         }
         let give_back = if now >= r.expires { r.left } else { 0 };
-        *r = Reservation::leading(now);
+        r.left = 0;
+        r.leading = true;
+        r.expires = now + 2 * REDIS_TIMEOUT;
         Reserved::Call {
-            size,
             give_back,
             leads: true,
         }
@@ -507,6 +511,7 @@ impl RedisLimiter {
         r.reset_at_us = reset_at_us;
         r.leading = false;
         r.expires = now + RESERVATION_TTL;
+        r.arrived.notify_waiters();
     }
 }
 
@@ -514,14 +519,16 @@ impl RedisLimiter {
 enum Reserved {
     /// Allowed from the reservation.
     Served(RateDecision),
-    /// Call Redis for `size` requests, giving back `give_back` unused ones; `leads`: this
+    /// Call Redis for a reservation, giving back `give_back` unused requests; `leads`: this
     /// call takes the key's reservation and must end with [`RedisLimiter::keep_reserved`].
-    Call {
-        size: u32,
-        give_back: u32,
-        leads: bool,
-    },
+    Call { give_back: u32, leads: bool },
+    /// Another request is taking the reservation: wait for it, then try again.
+    Wait(std::pin::Pin<Box<tokio::sync::futures::OwnedNotified>>),
 }
+
+/// Times a request waits for another's reservation before it makes a call of its own
+/// for one request.
+const MAX_WAITS: u32 = 3;
 
 /// The script's answer: requests granted (0: refused), remaining, retry after (µs), reset
 /// at (Unix epoch µs).
@@ -562,14 +569,25 @@ impl RateLimiter for RedisLimiter {
         let redis_key = self.key(key, limit);
         let mut size = reservation_size(limit);
         let (mut give_back, mut leads) = (0, false);
-        if size > 1 {
-            match self.take_reserved(&redis_key, limit, size, Instant::now()) {
+        let mut waits = 0;
+        while size > 1 {
+            match self.take_reserved(&redis_key, limit, Instant::now()) {
                 Reserved::Served(decision) => return decision,
                 Reserved::Call {
-                    size: call_size,
                     give_back: unused,
                     leads: leading,
-                } => (size, give_back, leads) = (call_size, unused, leading),
+                } => {
+                    (give_back, leads) = (unused, leading);
+                    break;
+                }
+                Reserved::Wait(arrived) => {
+                    waits += 1;
+                    if waits > MAX_WAITS {
+                        size = 1;
+                    } else {
+                        let _ = tokio::time::timeout(REDIS_TIMEOUT, arrived).await;
+                    }
+                }
             }
         }
         let script = &self.script;
@@ -808,6 +826,33 @@ mod tests {
             tat(&mut raw, &key).await,
             before + 2 * 12_000,
             "one call each"
+        );
+        l.redis.clear("*").await.unwrap();
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_burst_on_one_instance_waits_for_one_reservation_instead_of_calling_redis() {
+        let prefix = unique_prefix();
+        let l = Arc::new(limiter(connect(&prefix).await));
+        let mut raw = raw_connection().await;
+        // 937 µs per request; reservations of 64.
+        let key = l.key(RateKey::Account("u"), 64_000);
+        leave_available(&mut raw, &key, 64_000, 10_000).await;
+        let before = tat(&mut raw, &key).await;
+        let checks: Vec<_> = (0..64)
+            .map(|_| {
+                let l = l.clone();
+                tokio::spawn(async move { l.check(RateKey::Account("u"), 64_000).await })
+            })
+            .collect();
+        for c in checks {
+            assert!(c.await.unwrap().allowed);
+        }
+        assert_eq!(l.redis.fallbacks(), 0);
+        assert_eq!(
+            tat(&mut raw, &key).await,
+            before + 64 * 937,
+            "one reservation of 64 served all 64 requests"
         );
         l.redis.clear("*").await.unwrap();
     }
