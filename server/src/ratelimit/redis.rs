@@ -658,7 +658,7 @@ impl RateLimiter for RedisLimiter {
         let now = Instant::now();
         let mut reservations = self.reservations();
         let r = reservations.get_mut(&redis_key)?;
-        let serves = now < r.expires && r.left > 0 && (r.left - 1 >= size / 2 || r.leading_at(now));
+        let serves = now < r.expires && r.left > 0 && (r.left > size / 2 || r.leading_at(now));
         serves.then(|| r.serve(limit))
     }
 }
