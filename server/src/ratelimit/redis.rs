@@ -485,10 +485,7 @@ impl RedisLimiter {
         let mut reservations = self.reservations();
         let Some(r) = reservations.get_mut(redis_key) else {
             reservations.insert(redis_key.to_owned(), Reservation::leading(now));
-            return Reserved::Call {
-                give_back: 0,
-                leads: true,
-            };
+            return Reserved::Lead { give_back: 0 };
         };
         let leading = r.leading_at(now);
         if now < r.expires && r.left > 0 {
@@ -508,15 +505,15 @@ impl RedisLimiter {
         let give_back = r.left;
         r.left = 0;
         r.leading_until = Some(now + 2 * REDIS_TIMEOUT);
-        Reserved::Call {
-            give_back,
-            leads: true,
-        }
+        Reserved::Lead { give_back }
     }
 
-    /// Ends the leading call for `redis_key`: keeps `left` unused requests of the
-    /// reservation it took (0 when it took one, or failed).
-    fn keep_reserved(&self, redis_key: String, left: u32, remaining: u32, reset_at_us: i64) {
+    /// Ends the leading call for `redis_key`, whose script answer (`None`: Redis did not
+    /// answer) granted requests of which `kept` are this instance's to use later.
+    fn keep_reserved(&self, redis_key: String, kept: i64, answer: Option<GcraAnswer>) {
+        let (_, remaining, _, reset_at_us) = answer.unwrap_or_default();
+        let left = u32::try_from(kept.max(0)).unwrap_or(0);
+        let remaining = u32::try_from(remaining.max(0)).unwrap_or(0);
         let now = Instant::now();
         let mut reservations = self.reservations();
         if reservations.len() >= MAX_RESERVATIONS {
@@ -538,9 +535,9 @@ impl RedisLimiter {
 enum Reserved {
     /// Allowed from the reservation.
     Served(RateDecision),
-    /// Call Redis for a reservation, giving back `give_back` unused requests; `leads`: this
-    /// call takes the key's reservation and must end with [`RedisLimiter::keep_reserved`].
-    Call { give_back: u32, leads: bool },
+    /// Take the key's reservation from Redis, giving back `give_back` unused requests,
+    /// and end with [`RedisLimiter::keep_reserved`].
+    Lead { give_back: u32 },
     /// Another request is taking the reservation: wait for it, then try again.
     Wait(std::pin::Pin<Box<tokio::sync::futures::OwnedNotified>>),
     /// Allowed from the reservation, and half of it is spent: take the next one (and end
@@ -599,11 +596,8 @@ impl RateLimiter for RedisLimiter {
                     self.refill(redis_key, limit, size).await;
                     return decision;
                 }
-                Reserved::Call {
-                    give_back: unused,
-                    leads: leading,
-                } => {
-                    (give_back, leads) = (unused, leading);
+                Reserved::Lead { give_back: unused } => {
+                    (give_back, leads) = (unused, true);
                     break;
                 }
                 Reserved::Wait(arrived) => {
@@ -616,28 +610,11 @@ impl RateLimiter for RedisLimiter {
                 }
             }
         }
-        let script = &self.script;
-        let call_key = redis_key.clone();
-        let answer = self
-            .redis
-            .run("to count a request", |mut connection| async move {
-                script
-                    .key(call_key)
-                    .arg(limit)
-                    .arg(size)
-                    .arg(give_back)
-                    .invoke_async::<GcraAnswer>(&mut connection)
-                    .await
-            })
-            .await;
-        let (granted, remaining, _, reset_at_us) = answer.unwrap_or_default();
+        let answer = self.count(&redis_key, limit, size, give_back).await;
         if leads {
-            self.keep_reserved(
-                redis_key,
-                u32::try_from(granted - 1).unwrap_or(0),
-                u32::try_from(remaining.max(0)).unwrap_or(0),
-                reset_at_us,
-            );
+            // This request uses one of the requests granted; the others are kept.
+            let granted = answer.map_or(0, |(granted, ..)| granted);
+            self.keep_reserved(redis_key, granted - 1, answer);
         }
         match answer {
             Some(answer) => decision(limit, answer),
@@ -664,30 +641,36 @@ impl RateLimiter for RedisLimiter {
 }
 
 impl RedisLimiter {
-    /// Takes the next reservation of `redis_key` ahead of need (see
-    /// [`RedisLimiter::take_reserved`]); every request it grants is kept.
-    async fn refill(&self, redis_key: String, limit: u32, size: u32) {
+    /// Runs the GCRA script on `redis_key`'s budget of `limit` per minute: takes `size`
+    /// requests after giving back `give_back`; `None` when Redis did not answer (see
+    /// [`SharedRedis::run`]).
+    async fn count(
+        &self,
+        redis_key: &str,
+        limit: u32,
+        size: u32,
+        give_back: u32,
+    ) -> Option<GcraAnswer> {
         let script = &self.script;
-        let call_key = redis_key.clone();
-        let answer = self
-            .redis
+        self.redis
             .run("to count a request", |mut connection| async move {
                 script
-                    .key(call_key)
+                    .key(redis_key)
                     .arg(limit)
                     .arg(size)
-                    .arg(0)
+                    .arg(give_back)
                     .invoke_async::<GcraAnswer>(&mut connection)
                     .await
             })
-            .await;
-        let (granted, remaining, _, reset_at_us) = answer.unwrap_or_default();
-        self.keep_reserved(
-            redis_key,
-            u32::try_from(granted).unwrap_or(0),
-            u32::try_from(remaining.max(0)).unwrap_or(0),
-            reset_at_us,
-        );
+            .await
+    }
+
+    /// Takes the next reservation of `redis_key` ahead of need (see
+    /// [`RedisLimiter::take_reserved`]); every request it grants is kept.
+    async fn refill(&self, redis_key: String, limit: u32, size: u32) {
+        let answer = self.count(&redis_key, limit, size, 0).await;
+        let granted = answer.map_or(0, |(granted, ..)| granted);
+        self.keep_reserved(redis_key, granted, answer);
     }
 }
 
@@ -829,6 +812,19 @@ mod tests {
             .unwrap();
     }
 
+    /// A limiter on a prefix of its own, a plain connection to look at its keys, and the
+    /// key of account `u`'s budget of `limit` per minute, set to have `available` left.
+    async fn budget(
+        limit: u32,
+        available: i64,
+    ) -> (RedisLimiter, ::redis::aio::MultiplexedConnection, String) {
+        let l = limiter(connect(&unique_prefix()).await);
+        let mut raw = raw_connection().await;
+        let key = l.key(RateKey::Account("u"), limit);
+        leave_available(&mut raw, &key, i64::from(limit), available).await;
+        (l, raw, key)
+    }
+
     async fn tat(connection: &mut ::redis::aio::MultiplexedConnection, key: &str) -> i64 {
         ::redis::cmd("GET")
             .arg(key)
@@ -854,11 +850,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_reservation_serves_the_next_requests_without_redis_and_reports_the_same_counts() {
-        let prefix = unique_prefix();
-        let l = limiter(connect(&prefix).await);
-        let mut raw = raw_connection().await;
-        let key = l.key(RateKey::Account("u"), 5_000);
-        leave_available(&mut raw, &key, 5_000, 1_000).await;
+        let (l, mut raw, key) = budget(5_000, 1_000).await;
         let first = l.check(RateKey::Account("u"), 5_000).await;
         assert_eq!((first.allowed, first.remaining), (true, 999));
         let after_first = tat(&mut raw, &key).await;
@@ -883,12 +875,8 @@ mod tests {
 
     #[tokio::test]
     async fn near_the_end_of_a_budget_requests_are_counted_one_by_one() {
-        let prefix = unique_prefix();
-        let l = limiter(connect(&prefix).await);
-        let mut raw = raw_connection().await;
-        let key = l.key(RateKey::Account("u"), 5_000);
         // Fewer than 64 × 2 left: a reservation would be more than 1/64 of them.
-        leave_available(&mut raw, &key, 5_000, 100).await;
+        let (l, mut raw, key) = budget(5_000, 100).await;
         let before = tat(&mut raw, &key).await;
         let d = l.check(RateKey::Account("u"), 5_000).await;
         assert_eq!((d.allowed, d.remaining), (true, 99));
@@ -909,12 +897,9 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn a_burst_on_one_instance_waits_for_one_reservation_instead_of_calling_redis() {
-        let prefix = unique_prefix();
-        let l = Arc::new(limiter(connect(&prefix).await));
-        let mut raw = raw_connection().await;
         // 937 µs per request; reservations of 64.
-        let key = l.key(RateKey::Account("u"), 64_000);
-        leave_available(&mut raw, &key, 64_000, 10_000).await;
+        let (l, mut raw, key) = budget(64_000, 10_000).await;
+        let l = Arc::new(l);
         let before = tat(&mut raw, &key).await;
         let checks: Vec<_> = (0..64)
             .map(|_| {
@@ -939,12 +924,8 @@ mod tests {
 
     #[tokio::test]
     async fn check_now_serves_from_the_first_half_of_a_reservation_only() {
-        let prefix = unique_prefix();
-        let l = limiter(connect(&prefix).await);
-        let mut raw = raw_connection().await;
-        let key = l.key(RateKey::Account("u"), 64_000);
+        let (l, mut raw, key) = budget(64_000, 10_000).await;
         assert_eq!(l.check_now(RateKey::Account("u"), 64_000), None, "none yet");
-        leave_available(&mut raw, &key, 64_000, 10_000).await;
         assert!(l.check(RateKey::Account("u"), 64_000).await.allowed);
         let held = tat(&mut raw, &key).await;
         for n in 0..31 {
@@ -966,11 +947,7 @@ mod tests {
 
     #[tokio::test]
     async fn unused_reserved_requests_go_back_to_redis_after_100_ms() {
-        let prefix = unique_prefix();
-        let l = limiter(connect(&prefix).await);
-        let mut raw = raw_connection().await;
-        let key = l.key(RateKey::Account("u"), 2_000);
-        leave_available(&mut raw, &key, 2_000, 500).await;
+        let (l, mut raw, key) = budget(2_000, 500).await;
         assert!(l.check(RateKey::Account("u"), 2_000).await.allowed);
         // Two taken (30 ms each), one used.
         let held = tat(&mut raw, &key).await;
