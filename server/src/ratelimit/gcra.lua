@@ -4,7 +4,7 @@
 -- KEYS[1]  the budget's key: {prefix}rl:{kind}:{id}:{per_minute}
 -- ARGV[1]  the budget in requests per minute (n >= 1): a burst of n, and one request back
 --          every T = 60 s / n (in whole microseconds, at least 1)
--- ARGV[2]  how many requests to take at once (1, or a reservation of up to 64; default 1);
+-- ARGV[2]  how many requests to take at once (1, or a reservation of up to 1,024; default 1);
 --          at most 1/64 of those left are granted, and at least 1 while any is left
 -- ARGV[3]  requests taken earlier and not used, given back first (default 0)
 --

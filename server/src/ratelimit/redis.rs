@@ -8,6 +8,8 @@
 use std::{
     collections::HashMap,
     future::Future,
+    hash::BuildHasher as _,
+    net::IpAddr,
     sync::{
         atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering},
         Arc,
@@ -47,12 +49,18 @@ const MAX_ID_IN_KEY: usize = 64;
 /// Budgets of at least this many requests per minute (2,000) are served from
 /// reservations ([`RedisLimiter`]); smaller ones make one Redis call per request.
 pub const RESERVE_FROM: u32 = 2_000;
-/// The most requests one reservation takes from Redis at once (64).
-pub const MAX_RESERVATION: u32 = 64;
+/// The most requests a key's first reservation takes from Redis at once (64).
+pub const FIRST_RESERVATION: u32 = 64;
+/// The most requests any reservation takes from Redis at once (1,024), for a key whose
+/// requests come fast enough ([`RESERVATION_SPAN`]).
+pub const MAX_RESERVATION: u32 = 1_024;
+/// How long a reservation is sized to last at the pace of its key's requests (20 ms).
+pub const RESERVATION_SPAN: Duration = Duration::from_millis(20);
 /// How long an instance keeps the unused requests of a reservation (100 ms); after it,
 /// they are given back to Redis with the key's next call.
 pub const RESERVATION_TTL: Duration = Duration::from_millis(100);
-/// Reservations kept at most; past it, the expired ones are dropped.
+/// Reservations kept at most in the shared map; past it, those unused for a while are
+/// dropped.
 const MAX_RESERVATIONS: usize = 10_000;
 
 /// One connection to Redis shared by the limiter, the sign-in throttle and the mail
@@ -355,25 +363,100 @@ impl Health {
 ///
 /// **Reservations.** A Redis call per request would cost a busy account more than the
 /// rest of authentication does (BENCHMARKS.md § PostgreSQL + Redis beside SQLite). So a
-/// budget of [`RESERVE_FROM`] (2,000) requests per minute or more takes
-/// `per_minute / 1000` requests (at most [`MAX_RESERVATION`], 64) per call, in the same
-/// atomic script; the instance then allows that many requests of the key from memory, and
+/// budget of [`RESERVE_FROM`] (2,000) requests per minute or more takes several requests
+/// per call, in the same atomic script; the instance then allows them from memory, and
 /// gives back what is unused after [`RESERVATION_TTL`] (100 ms) with the key's next call.
+/// A key's first reservation is a thousandth of its budget (at most [`FIRST_RESERVATION`],
+/// 64); each next one is sized to last [`RESERVATION_SPAN`] (20 ms) at the pace the key's
+/// requests came at, at most twice or half the previous one, and between that first size
+/// and a thousandth of the budget (at most [`MAX_RESERVATION`], 1,024).
+///
 /// Every allowed request was taken from Redis first, so the instances together never allow
 /// more than the budget; and a reservation is at most 1/64 of the requests left, so the
 /// last 128 requests of a budget are counted one call at a time and no instance holds
 /// requests that another then has to refuse. One call per key and instance takes a
-/// reservation at a time; the key's other requests wait for it rather than call Redis. Smaller budgets (every plan's default,
-/// README § Limits) make one call per request. The headers of a
-/// request served from a reservation report Redis's count at the reservation, less what
-/// this instance has used of it since.
+/// reservation at a time; the key's other requests wait for it rather than call Redis.
+/// Smaller budgets (every plan's default, README § Limits) make one call per request. The
+/// headers of a request served from a reservation report Redis's count at the
+/// reservation, less what this instance has used of it since.
+///
+/// A request served from a reservation costs a lookup in its worker thread's own map (no
+/// key string is built, no lock another core takes) and one uncontended lock of the key's
+/// reservation; the shared map of the instance is only consulted the first time a thread
+/// sees a key, and again every [`FRONT_TTL`].
 pub struct RedisLimiter {
     redis: SharedRedis,
     script: Script,
     fallback: Arc<GovernorLimiter>,
-    /// Unused reserved requests by Redis key: per instance, and never more than
-    /// [`MAX_RESERVATION`] per key (harmless to hold: Redis has counted them already).
-    reservations: std::sync::Mutex<HashMap<String, Reservation>>,
+    /// The reservation of each budget by Redis key: one per key and instance.
+    shared: std::sync::Mutex<HashMap<String, Arc<Slot>>>,
+    /// Each worker thread's view of `shared`: the slots it used lately, by the hash of
+    /// their [`Budget`], with when it took them from `shared`.
+    front: thread_local::ThreadLocal<std::cell::RefCell<Front>>,
+    hasher: foldhash::fast::RandomState,
+}
+
+/// A worker thread's slots, by the hash of their budget.
+type Front = HashMap<u64, (Arc<Slot>, Instant), foldhash::fast::FixedState>;
+
+/// How long a worker thread uses a slot it took from the shared map before it asks that
+/// map again (10 s); slots unused for twice as long may be dropped from the shared map.
+const FRONT_TTL: Duration = Duration::from_secs(10);
+/// Most slots one worker thread remembers; it starts over when full.
+const FRONT_CAPACITY: usize = 4_096;
+
+/// Which budget a slot counts: the kind of key, its id (or ""), its IP (if any) and the
+/// budget per minute; the parts of a [`RateKey`] and its limit, without a string built.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Budget<'a> {
+    kind: u8,
+    id: &'a str,
+    ip: Option<IpAddr>,
+    limit: u32,
+}
+
+impl<'a> Budget<'a> {
+    fn of(key: RateKey<'a>, limit: u32) -> Self {
+        let (kind, id, ip) = match key {
+            RateKey::Account(user) => (0, user, None),
+            RateKey::Ip(ip) => (1, "", Some(ip)),
+            RateKey::Widget(id) => (2, id, None),
+            RateKey::Channel { integration, ip } => (3, integration, Some(ip)),
+        };
+        Self {
+            kind,
+            id,
+            ip,
+            limit,
+        }
+    }
+}
+
+/// One budget's reservation on this instance, shared by the worker threads.
+#[derive(Debug)]
+struct Slot {
+    kind: u8,
+    id: Box<str>,
+    ip: Option<IpAddr>,
+    limit: u32,
+    /// The budget's Redis key ([`RedisLimiter::key`]).
+    redis_key: String,
+    state: std::sync::Mutex<Reservation>,
+}
+
+impl Slot {
+    fn counts(&self, budget: &Budget<'_>) -> bool {
+        self.limit == budget.limit
+            && self.kind == budget.kind
+            && self.ip == budget.ip
+            && *self.id == *budget.id
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, Reservation> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 /// Requests an instance took from Redis and has not used yet.
@@ -390,19 +473,29 @@ struct Reservation {
     leading_until: Option<Instant>,
     /// When the rest goes back to Redis.
     expires: Instant,
+    /// How many requests the next call asks for.
+    size: u32,
+    /// When the last reservation arrived, and the requests allowed from this slot since:
+    /// the pace the next size is made for.
+    arrived_at: Instant,
+    used: u32,
     /// Woken when the leading call ends.
     arrived: Arc<tokio::sync::Notify>,
 }
 
 impl Reservation {
-    /// An empty reservation whose next one is being taken from `now`.
-    fn leading(now: Instant) -> Self {
+    /// An empty reservation of a budget of `limit`, whose first call takes
+    /// [`reservation_size`] requests.
+    fn new(limit: u32, now: Instant) -> Self {
         Self {
             left: 0,
             remaining: 0,
             reset_at_us: 0,
-            leading_until: Some(now + 2 * REDIS_TIMEOUT),
+            leading_until: None,
             expires: now,
+            size: reservation_size(limit),
+            arrived_at: now,
+            used: 0,
             arrived: Arc::new(tokio::sync::Notify::new()),
         }
     }
@@ -415,6 +508,7 @@ impl Reservation {
     /// Allows one request from the reservation (which has some left).
     fn serve(&mut self, limit: u32) -> RateDecision {
         self.left -= 1;
+        self.used = self.used.saturating_add(1);
         RateDecision {
             allowed: true,
             limit,
@@ -423,16 +517,51 @@ impl Reservation {
             retry_after_secs: 0,
         }
     }
+
+    /// Starts the call that takes the next reservation of a budget of `limit` at `now`:
+    /// sizes it for the pace since the last one arrived ([`next_reservation_size`]) and
+    /// returns that size.
+    fn lead(&mut self, limit: u32, now: Instant) -> u32 {
+        self.leading_until = Some(now + 2 * REDIS_TIMEOUT);
+        self.size = next_reservation_size(
+            limit,
+            self.size,
+            self.used,
+            now.saturating_duration_since(self.arrived_at),
+        );
+        self.size
+    }
 }
 
-/// How many requests a check of a budget of `limit` per minute takes from Redis: 1 below
-/// [`RESERVE_FROM`], else a thousandth of the budget, at most [`MAX_RESERVATION`].
+/// How many requests a key's first reservation takes from Redis for a budget of `limit`
+/// per minute: 1 below [`RESERVE_FROM`] (no reservations), else a thousandth of the
+/// budget, at most [`FIRST_RESERVATION`].
 pub fn reservation_size(limit: u32) -> u32 {
     if limit < RESERVE_FROM {
         1
     } else {
-        (limit / 1000).clamp(1, MAX_RESERVATION)
+        (limit / 1000).clamp(1, FIRST_RESERVATION)
     }
+}
+
+/// The size of the next reservation of a budget of `limit` per minute whose last one was
+/// `size` and which allowed `used` requests in `elapsed` since it arrived: what lasts
+/// [`RESERVATION_SPAN`] at that pace, at most twice and at least half of `size`, and
+/// between [`reservation_size`] and a thousandth of the budget (at most
+/// [`MAX_RESERVATION`]). After ten spans without a new reservation the key starts over
+/// at [`reservation_size`].
+pub fn next_reservation_size(limit: u32, size: u32, used: u32, elapsed: Duration) -> u32 {
+    let first = reservation_size(limit);
+    if first <= 1 || elapsed >= 10 * RESERVATION_SPAN {
+        return first;
+    }
+    let largest = (limit / 1000).clamp(first, MAX_RESERVATION);
+    let span = RESERVATION_SPAN.as_micros();
+    let at_pace = u128::from(used) * span / elapsed.as_micros().max(1);
+    let at_pace = u32::try_from(at_pace).unwrap_or(u32::MAX);
+    at_pace
+        .clamp(size / 2, size.saturating_mul(2))
+        .clamp(first, largest)
 }
 
 impl RedisLimiter {
@@ -442,7 +571,9 @@ impl RedisLimiter {
             redis,
             script: Script::new(include_str!("gcra.lua")),
             fallback,
-            reservations: std::sync::Mutex::new(HashMap::new()),
+            shared: std::sync::Mutex::new(HashMap::new()),
+            front: thread_local::ThreadLocal::new(),
+            hasher: foldhash::fast::RandomState::default(),
         }
     }
 
@@ -465,34 +596,79 @@ impl RedisLimiter {
         }
     }
 
-    fn reservations(&self) -> std::sync::MutexGuard<'_, HashMap<String, Reservation>> {
-        self.reservations
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    /// Runs `f` on the slot of `key`'s budget of `limit`: from this worker thread's own
+    /// map when it took that slot from the shared map less than [`FRONT_TTL`] ago, else
+    /// from the shared map (where it is made on first use).
+    fn with_slot<R>(
+        &self,
+        key: RateKey<'_>,
+        limit: u32,
+        now: Instant,
+        f: impl FnOnce(&Arc<Slot>) -> R,
+    ) -> R {
+        let budget = Budget::of(key, limit);
+        let hash = self.hasher.hash_one(budget);
+        let mut front = self.front.get_or_default().borrow_mut();
+        if let Some((slot, fetched)) = front.get(&hash) {
+            if slot.counts(&budget) && now.saturating_duration_since(*fetched) < FRONT_TTL {
+                return f(slot);
+            }
+        }
+        let slot = self.shared_slot(key, &budget, now);
+        if front.len() >= FRONT_CAPACITY {
+            front.clear();
+        }
+        front.insert(hash, (Arc::clone(&slot), now));
+        f(&slot)
     }
 
-    /// Allows one request of `redis_key` from this instance's reservation when it holds
-    /// an unexpired one with requests left; otherwise says whether to call Redis or to wait.
-    /// One call per key and instance at a time takes a reservation (it "leads"); requests
-    /// that arrive meanwhile wait for it (at most [`REDIS_TIMEOUT`] each time), so that a
-    /// burst neither takes many reservations at once and leaves them unused, nor makes a
-    /// Redis call per request.
+    /// The slot of `budget` in the shared map, made when there is none. When the map holds
+    /// [`MAX_RESERVATIONS`] slots, those unused for twice [`FRONT_TTL`] are dropped first.
+    fn shared_slot(&self, key: RateKey<'_>, budget: &Budget<'_>, now: Instant) -> Arc<Slot> {
+        let redis_key = self.key(key, budget.limit);
+        let mut shared = self
+            .shared
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(slot) = shared.get(&redis_key) {
+            return Arc::clone(slot);
+        }
+        if shared.len() >= MAX_RESERVATIONS {
+            shared.retain(|_, slot| {
+                let r = slot.state();
+                r.leading_at(now) || now.saturating_duration_since(r.expires) < 2 * FRONT_TTL
+            });
+        }
+        let slot = Arc::new(Slot {
+            kind: budget.kind,
+            id: budget.id.into(),
+            ip: budget.ip,
+            limit: budget.limit,
+            redis_key: redis_key.clone(),
+            state: std::sync::Mutex::new(Reservation::new(budget.limit, now)),
+        });
+        shared.insert(redis_key, Arc::clone(&slot));
+        slot
+    }
+
+    /// Allows one request of `slot`'s budget of `limit` from this instance's reservation
+    /// when it holds an unexpired one with requests left; otherwise says whether to call
+    /// Redis or to wait. One call per key and instance at a time takes a reservation (it
+    /// "leads"); requests that arrive meanwhile wait for it (at most [`REDIS_TIMEOUT`]
+    /// each time), so that a burst neither takes many reservations at once and leaves them
+    /// unused, nor makes a Redis call per request.
     ///
     /// When half a reservation is spent, the request that finds it so takes the next one
     /// (it is allowed from the rest first), so that the key's other requests are served
     /// without waiting while it does.
-    fn take_reserved(&self, redis_key: &str, limit: u32, size: u32, now: Instant) -> Reserved {
-        let mut reservations = self.reservations();
-        let Some(r) = reservations.get_mut(redis_key) else {
-            reservations.insert(redis_key.to_owned(), Reservation::leading(now));
-            return Reserved::Lead { give_back: 0 };
-        };
+    fn take_reserved(slot: &Slot, limit: u32, now: Instant) -> Reserved {
+        let mut r = slot.state();
         let leading = r.leading_at(now);
         if now < r.expires && r.left > 0 {
             let decision = r.serve(limit);
-            if !leading && r.left < size / 2 {
-                r.leading_until = Some(now + 2 * REDIS_TIMEOUT);
-                return Reserved::Refill(decision);
+            if !leading && r.left < r.size / 2 {
+                let size = r.lead(limit, now);
+                return Reserved::Refill { decision, size };
             }
             return Reserved::Served(decision);
         }
@@ -504,30 +680,33 @@ impl RedisLimiter {
         }
         let give_back = r.left;
         r.left = 0;
-        r.leading_until = Some(now + 2 * REDIS_TIMEOUT);
-        Reserved::Lead { give_back }
+        let size = r.lead(limit, now);
+        Reserved::Lead { size, give_back }
     }
 
-    /// Ends the leading call for `redis_key`, whose script answer (`None`: Redis did not
+    /// Ends the leading call for `slot`, whose script answer (`None`: Redis did not
     /// answer) granted requests of which `kept` are this instance's to use later.
-    fn keep_reserved(&self, redis_key: String, kept: i64, answer: Option<GcraAnswer>) {
+    fn keep_reserved(slot: &Slot, kept: i64, answer: Option<GcraAnswer>) {
         let (_, remaining, _, reset_at_us) = answer.unwrap_or_default();
         let left = u32::try_from(kept.max(0)).unwrap_or(0);
         let remaining = u32::try_from(remaining.max(0)).unwrap_or(0);
         let now = Instant::now();
-        let mut reservations = self.reservations();
-        if reservations.len() >= MAX_RESERVATIONS {
-            reservations.retain(|_, r| r.expires > now);
-        }
-        let r = reservations
-            .entry(redis_key)
-            .or_insert(Reservation::leading(now));
+        let mut r = slot.state();
         r.left = r.left.saturating_add(left);
         r.remaining = remaining;
         r.reset_at_us = reset_at_us;
         r.leading_until = None;
         r.expires = now + RESERVATION_TTL;
+        r.arrived_at = now;
+        r.used = 0;
         r.arrived.notify_waiters();
+    }
+
+    /// The size the next reservation of `key`'s budget of `per_minute` will ask for, if
+    /// this thread knows the key.
+    #[cfg(test)]
+    fn next_size(&self, key: RateKey<'_>, per_minute: u32) -> u32 {
+        self.with_slot(key, per_minute, Instant::now(), |slot| slot.state().size)
     }
 }
 
@@ -535,14 +714,14 @@ impl RedisLimiter {
 enum Reserved {
     /// Allowed from the reservation.
     Served(RateDecision),
-    /// Take the key's reservation from Redis, giving back `give_back` unused requests,
-    /// and end with [`RedisLimiter::keep_reserved`].
-    Lead { give_back: u32 },
+    /// Take the key's reservation of `size` from Redis, giving back `give_back` unused
+    /// requests, and end with [`RedisLimiter::keep_reserved`].
+    Lead { size: u32, give_back: u32 },
     /// Another request is taking the reservation: wait for it, then try again.
     Wait(std::pin::Pin<Box<tokio::sync::futures::OwnedNotified>>),
-    /// Allowed from the reservation, and half of it is spent: take the next one (and end
-    /// with [`RedisLimiter::keep_reserved`]) before answering.
-    Refill(RateDecision),
+    /// Allowed from the reservation, and half of it is spent: take the next one of `size`
+    /// (and end with [`RedisLimiter::keep_reserved`]) before answering.
+    Refill { decision: RateDecision, size: u32 },
 }
 
 /// Times a request waits for another's reservation before it makes a call of its own
@@ -585,36 +764,37 @@ fn decision(
 impl RateLimiter for RedisLimiter {
     async fn check(&self, key: RateKey<'_>, per_minute: u32) -> RateDecision {
         let limit = per_minute.max(1);
-        let redis_key = self.key(key, limit);
-        let mut size = reservation_size(limit);
-        let (mut give_back, mut leads) = (0, false);
+        if reservation_size(limit) <= 1 {
+            let answer = self.count(&self.key(key, limit), limit, 1, 0).await;
+            return match answer {
+                Some(answer) => decision(limit, answer),
+                None => self.fallback.decide(key, per_minute),
+            };
+        }
+        let slot = self.with_slot(key, limit, Instant::now(), Arc::clone);
         let mut waits = 0;
-        while size > 1 {
-            match self.take_reserved(&redis_key, limit, size, Instant::now()) {
+        let (size, give_back, leads) = loop {
+            match Self::take_reserved(&slot, limit, Instant::now()) {
                 Reserved::Served(decision) => return decision,
-                Reserved::Refill(decision) => {
-                    self.refill(redis_key, limit, size).await;
+                Reserved::Refill { decision, size } => {
+                    self.refill(&slot, limit, size).await;
                     return decision;
                 }
-                Reserved::Lead { give_back: unused } => {
-                    (give_back, leads) = (unused, true);
-                    break;
-                }
+                Reserved::Lead { size, give_back } => break (size, give_back, true),
                 Reserved::Wait(arrived) => {
                     waits += 1;
                     if waits > MAX_WAITS {
-                        size = 1;
-                    } else {
-                        let _ = tokio::time::timeout(REDIS_TIMEOUT, arrived).await;
+                        break (1, 0, false);
                     }
+                    let _ = tokio::time::timeout(REDIS_TIMEOUT, arrived).await;
                 }
             }
-        }
-        let answer = self.count(&redis_key, limit, size, give_back).await;
+        };
+        let answer = self.count(&slot.redis_key, limit, size, give_back).await;
         if leads {
             // This request uses one of the requests granted; the others are kept.
             let granted = answer.map_or(0, |(granted, ..)| granted);
-            self.keep_reserved(redis_key, granted - 1, answer);
+            Self::keep_reserved(&slot, granted - 1, answer);
         }
         match answer {
             Some(answer) => decision(limit, answer),
@@ -627,16 +807,16 @@ impl RateLimiter for RedisLimiter {
     /// request is taking the next one); `None` otherwise, having counted nothing.
     fn check_now(&self, key: RateKey<'_>, per_minute: u32) -> Option<RateDecision> {
         let limit = per_minute.max(1);
-        let size = reservation_size(limit);
-        if size <= 1 {
+        if reservation_size(limit) <= 1 {
             return None;
         }
-        let redis_key = self.key(key, limit);
         let now = Instant::now();
-        let mut reservations = self.reservations();
-        let r = reservations.get_mut(&redis_key)?;
-        let serves = now < r.expires && r.left > 0 && (r.left > size / 2 || r.leading_at(now));
-        serves.then(|| r.serve(limit))
+        self.with_slot(key, limit, now, |slot| {
+            let mut r = slot.state();
+            let serves =
+                now < r.expires && r.left > 0 && (r.left > r.size / 2 || r.leading_at(now));
+            serves.then(|| r.serve(limit))
+        })
     }
 }
 
@@ -665,12 +845,12 @@ impl RedisLimiter {
             .await
     }
 
-    /// Takes the next reservation of `redis_key` ahead of need (see
+    /// Takes the next reservation of `slot` ahead of need (see
     /// [`RedisLimiter::take_reserved`]); every request it grants is kept.
-    async fn refill(&self, redis_key: String, limit: u32, size: u32) {
-        let answer = self.count(&redis_key, limit, size, 0).await;
+    async fn refill(&self, slot: &Slot, limit: u32, size: u32) {
+        let answer = self.count(&slot.redis_key, limit, size, 0).await;
         let granted = answer.map_or(0, |(granted, ..)| granted);
-        self.keep_reserved(redis_key, granted, answer);
+        Self::keep_reserved(slot, granted, answer);
     }
 }
 
@@ -846,6 +1026,67 @@ mod tests {
         ] {
             assert_eq!(reservation_size(limit), size, "{limit}");
         }
+    }
+
+    #[test]
+    fn the_next_reservation_lasts_20_ms_at_the_keys_pace_within_bounds() {
+        let ms = Duration::from_millis;
+        let billion = 1_000_000_000;
+        // 32 requests in 2 ms: 320 would last 20 ms, but a reservation at most doubles.
+        assert_eq!(next_reservation_size(billion, 64, 32, ms(2)), 128);
+        assert_eq!(next_reservation_size(billion, 512, 256, ms(2)), 1_024);
+        assert_eq!(
+            next_reservation_size(billion, 1_024, 512, ms(1)),
+            MAX_RESERVATION,
+            "at most 1,024"
+        );
+        // 300 requests in 20 ms: 300.
+        assert_eq!(next_reservation_size(billion, 256, 300, ms(20)), 300);
+        // Slower: at least half the last one, never under the first size.
+        assert_eq!(next_reservation_size(billion, 1_024, 10, ms(100)), 512);
+        assert_eq!(next_reservation_size(billion, 100, 1, ms(100)), 64);
+        // A thousandth of the budget at most.
+        assert_eq!(next_reservation_size(200_000, 128, 1_000, ms(1)), 200);
+        assert_eq!(next_reservation_size(5_000, 5, 1_000, ms(1)), 5);
+        // Idle for ten spans: the first size again.
+        assert_eq!(next_reservation_size(billion, 1_024, 10_000, ms(200)), 64);
+        assert_eq!(next_reservation_size(1_999, 1, 1_000, ms(1)), 1, "none");
+    }
+
+    #[tokio::test]
+    async fn a_busy_key_takes_larger_reservations_and_an_idle_one_the_first_size_again() {
+        // 50 µs per request; reservations from 64 up to 1,024 (a thousandth is 1,200).
+        let limit = 1_200_000;
+        let (l, mut raw, key) = budget(limit, 1_000_000).await;
+        let account = RateKey::Account("u");
+        assert!(l.check(account, limit).await.allowed);
+        assert_eq!(l.next_size(account, limit), 64);
+        let before = tat(&mut raw, &key).await;
+        let started = Instant::now();
+        // As the middleware asks: from the reservation without a future when it can.
+        for _ in 0..20_000 {
+            let d = match l.check_now(account, limit) {
+                Some(d) => d,
+                None => l.check(account, limit).await,
+            };
+            assert!(d.allowed);
+        }
+        let elapsed = started.elapsed();
+        if elapsed < Duration::from_millis(200) {
+            assert_eq!(l.next_size(account, limit), MAX_RESERVATION, "{elapsed:?}");
+        }
+        // 20,000 requests, less the 63 left of the first reservation, plus what is left of
+        // the last one (at most 1,024 and the one taken ahead of need).
+        let taken = (tat(&mut raw, &key).await - before) / 50;
+        assert!(
+            (20_000 - 63..=20_000 + 2 * 1_024).contains(&taken),
+            "{taken} taken"
+        );
+        assert_eq!(l.redis.fallbacks(), 0);
+        tokio::time::sleep(10 * RESERVATION_SPAN + Duration::from_millis(20)).await;
+        assert!(l.check(account, limit).await.allowed);
+        assert_eq!(l.next_size(account, limit), 64, "idle: the first size");
+        l.redis.clear("*").await.unwrap();
     }
 
     #[tokio::test]
