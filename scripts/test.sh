@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# Runs every test of AgentChat: the unit and HTTP integration tests of the workspace, then
-# the end-to-end suite in Chromium against a freshly built site on a temporary database.
+# Runs every test of AgentChat: the unit and HTTP integration tests of the workspace (on
+# SQLite, then the store and HTTP suites again on PostgreSQL + Redis), then the end-to-end
+# suite in Chromium against the release binary (scripts/release.sh) started alone in an
+# empty folder on a temporary database.
 # Installs what is missing first (see scripts/setup.sh).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -22,14 +24,28 @@ AGENTCHAT_TEST_DATABASE_URL="${AGENTCHAT_TEST_DATABASE_URL:-postgres://postgres@
 AGENTCHAT_TEST_REDIS_URL="${AGENTCHAT_TEST_REDIS_URL:-redis://127.0.0.1:6379}" \
   cargo test -p server --test store --test api
 
-echo "==> end-to-end tests (Playwright in Chromium)"
-data="$(mktemp -d)"
+echo "==> the release binary (scripts/release.sh)"
+# The end-to-end suite runs against the file that ships (README § Building and deploying):
+# the release build with the dashboard inside, copied alone into an empty folder and
+# started with environment variables only (no site folder, no LEPTOS_* settings, nothing
+# of the repository beside it).
+scripts/release.sh
+release_dir="$(mktemp -d)"
 mock_pid=""
+release_pid=""
 cleanup() {
   if [ -n "$mock_pid" ]; then kill "$mock_pid" 2>/dev/null || true; fi
-  rm -rf "$data"
+  if [ -n "$release_pid" ]; then kill "$release_pid" 2>/dev/null || true; fi
+  rm -rf "$release_dir"
 }
 trap cleanup EXIT
+cp "${CARGO_TARGET_DIR:-target}/release/agentchat" "$release_dir/"
+"$release_dir/agentchat" --version | grep -q '(commit ' || {
+  echo "agentchat --version does not name the commit" >&2
+  exit 1
+}
+
+echo "==> end-to-end tests (Playwright in Chromium, against the release binary)"
 # The dashboard's chat is tested against the mock model provider (OpenAI wire format),
 # which streams one word every 40 ms: slow enough to watch a reply grow and to stop it.
 cargo build -p mock-provider --bin mock-provider
@@ -41,33 +57,44 @@ identity_addr="${E2E_IDENTITY_ADDR:-127.0.0.1:3189}"
   --identity-addr "$identity_addr" --identity-client-id e2e-github-client \
   --identity-client-secret e2e-github-secret &
 mock_pid=$!
-export OPENAI_API_KEY="e2e-mock-key"
-export OPENAI_BASE_URL="http://$mock_addr/v1/"
-export GITHUB_CLIENT_ID="e2e-github-client"
-export GITHUB_CLIENT_SECRET="e2e-github-secret"
-export GITHUB_AUTH_URL="http://$identity_addr/login/oauth/authorize"
-export GITHUB_TOKEN_URL="http://$identity_addr/login/oauth/access_token"
-export GITHUB_API_URL="http://$identity_addr/api"
+addr="${E2E_ADDR:-127.0.0.1:3100}"
+data="$release_dir/data"
 # end2end/tests/crawl.spec.ts serves a small site on 3190 for the crawler to read, and
 # end2end/tests/webhooks.spec.ts a webhook receiver on 3191 (end2end/tests/widget.spec.ts serves
 # its embedding page on 3192, and end2end/tests/security.spec.ts a host page with a strict
-# Content Security Policy on 3193; the server never requests either).
-export ALLOWED_PRIVATE_HOSTS="127.0.0.1:3190,127.0.0.1:3191"
-# Nothing outside this machine is called: the Telegram and Slack APIs point at a closed
-# local port (a Telegram integration made in the browser then shows why it is not working).
-export TELEGRAM_API_URL="http://127.0.0.1:9"
-export SLACK_API_URL="http://127.0.0.1:9/api"
-export DATA_DIR="$data"
-export DATABASE_URL="sqlite://$data/e2e.db"
-export LEPTOS_SITE_ADDR="${E2E_ADDR:-127.0.0.1:3100}"
-export BASE_URL="http://$LEPTOS_SITE_ADDR"
-export PUBLIC_URL="$BASE_URL"
-# `cargo leptos end-to-end` exits 0 even when the site fails to build or a test fails
-# (cargo-leptos 0.3.10), so the site is built first (that step does fail properly) and the
-# Playwright JSON report is checked afterwards.
-cargo leptos build
+# Content Security Policy on 3193; the server never requests either). Nothing outside this
+# machine is called: the Telegram and Slack APIs point at a closed local port (a Telegram
+# integration made in the browser then shows why it is not working).
+(
+  cd "$release_dir"
+  exec env -i PATH="/usr/bin:/bin" \
+    DATA_DIR="$data" DATABASE_URL="sqlite://$data/e2e.db" \
+    LEPTOS_SITE_ADDR="$addr" PUBLIC_URL="http://$addr" \
+    OPENAI_API_KEY="e2e-mock-key" OPENAI_BASE_URL="http://$mock_addr/v1/" \
+    GITHUB_CLIENT_ID="e2e-github-client" GITHUB_CLIENT_SECRET="e2e-github-secret" \
+    GITHUB_AUTH_URL="http://$identity_addr/login/oauth/authorize" \
+    GITHUB_TOKEN_URL="http://$identity_addr/login/oauth/access_token" \
+    GITHUB_API_URL="http://$identity_addr/api" \
+    ALLOWED_PRIVATE_HOSTS="127.0.0.1:3190,127.0.0.1:3191" \
+    TELEGRAM_API_URL="http://127.0.0.1:9" SLACK_API_URL="http://127.0.0.1:9/api" \
+    ./agentchat serve
+) > "$release_dir/server.log" 2>&1 &
+release_pid=$!
+for _ in $(seq 1 100); do
+  if curl -fsS "http://$addr/api/health" > /dev/null 2>&1; then break; fi
+  if ! kill -0 "$release_pid" 2>/dev/null; then
+    cat "$release_dir/server.log" >&2
+    echo "the release binary exited at start" >&2
+    exit 1
+  fi
+  sleep 0.1
+done
 rm -f end2end/results.json
-cargo leptos end-to-end
+# AGENTCHAT_RELEASE_URL brings in end2end/tests/release.spec.ts (the files inside the binary).
+(
+  cd end2end
+  AGENTCHAT_RELEASE_URL="http://$addr" BASE_URL="http://$addr" DATA_DIR="$data" npx playwright test
+) || true
 node -e '
   const fs = require("fs");
   const file = "end2end/results.json";
@@ -75,4 +102,8 @@ node -e '
   const s = JSON.parse(fs.readFileSync(file, "utf8")).stats;
   console.log(`end-to-end: ${s.expected} passed, ${s.unexpected} failed, ${s.flaky} flaky, ${s.skipped} skipped`);
   if (s.unexpected > 0 || s.expected === 0) process.exit(1);
-'
+' || {
+  echo "--- the server's log (last 50 lines)" >&2
+  tail -n 50 "$release_dir/server.log" >&2
+  exit 1
+}

@@ -14,7 +14,7 @@ pub mod pages;
 pub mod sse;
 
 use leptos::prelude::*;
-use leptos_meta::{provide_meta_context, Link, MetaTags, Stylesheet, Title};
+use leptos_meta::{provide_meta_context, Link, MetaTags, Title};
 use leptos_router::{
     components::{ParentRoute, Route, Router, Routes},
     hooks::use_location,
@@ -28,6 +28,9 @@ use pages::{
 
 /// The HTML document around the app, rendered by the server for every page.
 pub fn shell(options: LeptosOptions) -> impl IntoView {
+    // The stylesheet sits beside the WASM (`/{site_pkg_dir}`, which holds the build's hash
+    // when the files are inside the binary), so it is linked here, where the options are.
+    let stylesheet = format!("/{}/{}.css", options.site_pkg_dir, options.output_name);
     view! {
         <!DOCTYPE html>
         <html lang="en">
@@ -35,6 +38,7 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
                 <meta charset="utf-8"/>
                 <meta name="viewport" content="width=device-width, initial-scale=1"/>
                 <meta name="color-scheme" content="light dark"/>
+                <link rel="stylesheet" id="leptos" href=stylesheet/>
                 <AutoReload options=options.clone()/>
                 <HydrationScripts options/>
                 <MetaTags/>
@@ -51,7 +55,6 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
 pub fn App() -> impl IntoView {
     provide_meta_context();
     view! {
-        <Stylesheet id="leptos" href="/pkg/agentchat.css"/>
         <Link rel="icon" type_="image/svg+xml" href="/favicon.svg"/>
         <Title formatter=|page: String| format!("{page} · AgentChat")/>
         <Router>

@@ -27,6 +27,7 @@ pub mod ratelimit;
 pub mod readiness;
 pub mod redis_ping;
 pub mod services;
+pub mod site;
 pub mod startup;
 pub mod store;
 pub mod telemetry;

@@ -24,7 +24,11 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 ///
 /// Configuration comes from the environment and a `.env` file (see README.md).
 #[derive(Parser)]
-#[command(name = "agentchat", version, about)]
+#[command(
+    name = "agentchat",
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("AGENTCHAT_BUILD_COMMIT"), ")"),
+    about
+)]
 struct Cli {
     #[command(subcommand)]
     command: Option<Command>,

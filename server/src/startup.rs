@@ -19,9 +19,7 @@ use tokio::net::TcpListener;
 use tower::{Service, ServiceBuilder, ServiceExt as _};
 use tower_http::{
     catch_panic::CatchPanicLayer,
-    compression::{CompressionLayer, CompressionLevel},
     request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer},
-    services::ServeDir,
     set_header::SetResponseHeaderLayer,
     trace::TraceLayer,
 };
@@ -139,7 +137,7 @@ impl Application {
         let leptos = LeptosOptions::builder()
             .output_name(config.server.leptos_output_name.clone())
             .site_root(config.server.leptos_site_root.clone())
-            .site_pkg_dir(config.server.leptos_site_pkg_dir.clone())
+            .site_pkg_dir(crate::site::pkg_dir(&config.server.leptos_site_pkg_dir))
             .site_addr(addr)
             .reload_port(u32::from(
                 config
@@ -498,17 +496,12 @@ pub fn router(state: AppState) -> Router {
     let pages = security::page_headers(security::DashboardPolicy::new(
         state.server.live_reload_port,
     ));
-    // The dashboard's WASM, JS and CSS, compressed (brotli or gzip, as the browser accepts):
-    // the release WASM is about 2 MB and 0.6 MB as brotli (BENCHMARKS.md § Dashboard).
-    let pkg_path = format!("/{}", leptos.site_pkg_dir);
-    let pkg_dir =
-        std::path::Path::new(leptos.site_root.as_ref()).join(leptos.site_pkg_dir.as_ref());
-    let pkg = tower::ServiceBuilder::new()
-        .layer(CompressionLayer::new().quality(CompressionLevel::Precise(5)))
-        .service(ServeDir::new(pkg_dir));
+    // The dashboard's WASM, JS and CSS, compressed (brotli or gzip, as the browser accepts),
+    // from the site folder or from inside the binary (crate::site).
+    let files = crate::site::routes(&leptos);
     Router::new()
         .merge(api)
-        .nest_service(&pkg_path, pkg)
+        .merge(files)
         .route("/widget.js", axum::routing::get(http::widget::script))
         .leptos_routes_with_context(&state, routes, pages.clone(), move || {
             app::shell(leptos.clone())

@@ -684,7 +684,7 @@ fn repeat(
     while done < iterations {
         body()?;
         done += 1;
-        if done % 256 == 0 && started.elapsed() >= limit {
+        if done.is_multiple_of(256) && started.elapsed() >= limit {
             break;
         }
     }
@@ -702,7 +702,7 @@ async fn repeat_async(
     while done < iterations {
         body().await?;
         done += 1;
-        if done % 256 == 0 && started.elapsed() >= limit {
+        if done.is_multiple_of(256) && started.elapsed() >= limit {
             break;
         }
     }

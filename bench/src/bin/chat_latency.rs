@@ -53,6 +53,9 @@
 //! (closed loop: client `i` talks to instance `i % N`; open loop: request `i` goes to
 //! instance `i % N`), and the service CPU reported is that of all N processes.
 //!
+//! `--metrics` sets `METRICS_TOKEN` in the service's environment, which turns its
+//! Prometheus metrics on (README § Metrics): the chat path's cost with them recorded.
+//!
 //! ## Diagnostics (`--diagnose`)
 //!
 //! Two more measurements build the service in this process with the production
@@ -156,11 +159,19 @@ struct Args {
     /// spread over them in turn, as a load balancer would (more than one needs PostgreSQL).
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=8))]
     instances: u64,
+    /// Turn the service's Prometheus metrics on (`METRICS_TOKEN` set, README § Metrics):
+    /// every request, chat and stream is then recorded; without it nothing is.
+    #[arg(long)]
+    metrics: bool,
     /// The store and shared state of the service (default: SQLite, limits in process); see
     /// [`bench::backend`].
     #[command(flatten)]
     backend: BackendArgs,
 }
+
+/// The bearer token of `/metrics` when `--metrics` is given (never scraped here: recording
+/// is what costs the chat path).
+const METRICS_TOKEN: &str = "bench-metrics-token-0123456789";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum ScenarioName {
@@ -1168,7 +1179,13 @@ async fn main() -> anyhow::Result<()> {
                     .unwrap_or_else(service::default_server_bin),
                 openai_base_url: mock.base_url(),
                 openai_api_key: MOCK_KEY.to_owned(),
-                extra_env: backend.env(),
+                extra_env: {
+                    let mut env = backend.env();
+                    if args.metrics {
+                        env.push(("METRICS_TOKEN".to_owned(), METRICS_TOKEN.to_owned()));
+                    }
+                    env
+                },
             })
             .await?,
         );
@@ -1256,7 +1273,12 @@ async fn main() -> anyhow::Result<()> {
         String::new()
     };
     println!("machine: {}\n", load::machine());
-    print!("{}", report(&args, &results, &templates, backend.label()));
+    let label = if args.metrics {
+        format!("{}, metrics on", backend.label())
+    } else {
+        backend.label().to_string()
+    };
+    print!("{}", report(&args, &results, &templates, &label));
     print!("{diagnosis}");
     drop(services);
     drop(mock);
