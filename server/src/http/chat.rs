@@ -166,6 +166,18 @@ pub(crate) fn stream_reply(
         let frame = relay.next_frame().await?;
         Some((Ok::<_, Infallible>(sse(frame)), relay))
     });
+    sse_response(state, events, thread_id)
+}
+
+/// The `text/event-stream` answer of a streamed reply, native or OpenAI-compatible:
+/// `events`, a `: ping` comment after every `SSE_HEARTBEAT_SECS` of silence,
+/// `Cache-Control: no-cache`, `X-Accel-Buffering: no` (so that a proxy does not buffer it;
+/// README § Running several instances) and the thread's id in `X-Thread-Id`.
+pub(crate) fn sse_response(
+    state: &AppState,
+    events: impl futures::Stream<Item = Result<SseEvent, Infallible>> + Send + 'static,
+    thread_id: Option<HeaderValue>,
+) -> Response {
     let mut response = Sse::new(events)
         .keep_alive(
             KeepAlive::new()

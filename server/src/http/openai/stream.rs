@@ -14,11 +14,8 @@
 use std::{collections::VecDeque, convert::Infallible};
 
 use axum::{
-    http::{header, HeaderValue},
-    response::{
-        sse::{Event as SseEvent, KeepAlive, Sse},
-        IntoResponse, Response,
-    },
+    http::HeaderValue,
+    response::{sse::Event as SseEvent, Response},
 };
 
 use super::{
@@ -185,18 +182,5 @@ pub async fn reply(
         let event = chunks.next().await?;
         Some((Ok::<_, Infallible>(event), chunks))
     });
-    let mut response = Sse::new(events)
-        .keep_alive(
-            KeepAlive::new()
-                .interval(state.chat.config().sse_heartbeat)
-                .text("ping"),
-        )
-        .into_response();
-    let headers = response.headers_mut();
-    headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    headers.insert("x-accel-buffering", HeaderValue::from_static("no"));
-    if let Some(v) = thread_id {
-        headers.insert("x-thread-id", v);
-    }
-    Ok(response)
+    Ok(crate::http::chat::sse_response(state, events, thread_id))
 }
