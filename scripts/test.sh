@@ -80,8 +80,10 @@ data="$release_dir/data"
     ./agentchat serve
 ) > "$release_dir/server.log" 2>&1 &
 release_pid=$!
-for _ in $(seq 1 100); do
-  if curl -fsS "http://$addr/api/health" > /dev/null 2>&1; then break; fi
+for _ in $(seq 1 300); do
+  # Node's fetch: the suite needs Node anyway, and curl need not be installed.
+  if node -e 'fetch(process.argv[1]).then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))' \
+    "http://$addr/api/health" 2>/dev/null; then break; fi
   if ! kill -0 "$release_pid" 2>/dev/null; then
     cat "$release_dir/server.log" >&2
     echo "the release binary exited at start" >&2
