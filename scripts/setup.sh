@@ -5,10 +5,13 @@
 #
 #   scripts/setup.sh               # everything: build tools and browser-test tools
 #   scripts/setup.sh --build-only  # only what building and serving the site needs
+#   scripts/setup.sh --test-only   # only what the test suites add to the build tools
 #
 # Build tools: the wasm32-unknown-unknown target, cargo-leptos 0.3.10, wasm-bindgen-cli at
 # the version of the `wasm-bindgen` crate in Cargo.lock, and wasm-opt (npm `binaryen`) for
-# release builds. Browser-test tools: the end2end Node packages and Debian's Chromium.
+# release builds. Test tools: the wasm32-unknown-unknown target (the dashboard's lints),
+# the end2end Node packages and Debian's Chromium. scripts/test.sh installs the test tools
+# first and the build tools beside the tests, with the release build.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -21,12 +24,14 @@ CARGO_LEPTOS_VERSION="0.3.10"
 # that fails to hydrate, so the npm build of a current release is used instead.
 BINARYEN_VERSION="132.0.0"
 
-build_only=false
+build_tools=true
+test_tools=true
 for arg in "$@"; do
   case "$arg" in
-    --build-only) build_only=true ;;
+    --build-only) test_tools=false ;;
+    --test-only) build_tools=false ;;
     -h | --help)
-      sed -n '2,11p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+      sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
@@ -74,47 +79,52 @@ else
   rustup target add wasm32-unknown-unknown
 fi
 
-# 2. cargo-leptos, which builds the site and runs the end-to-end suite.
-if command -v cargo-leptos >/dev/null 2>&1; then
-  log "cargo-leptos: present ($(cargo-leptos --version 2>/dev/null || echo 'version unknown'))"
-else
-  log "installing cargo-leptos ${CARGO_LEPTOS_VERSION} (about 10 minutes)"
-  cargo install "cargo-leptos@${CARGO_LEPTOS_VERSION}" --locked --debug
-fi
-
-# 3. wasm-bindgen-cli at the version in Cargo.lock (cargo-leptos uses the one on PATH).
-wbg_version="$(wasm_bindgen_lock_version)"
-if [ -z "$wbg_version" ]; then
-  log "no wasm-bindgen package in Cargo.lock: run 'cargo generate-lockfile' first" >&2
-  exit 1
-fi
-installed_wbg=""
-if command -v wasm-bindgen >/dev/null 2>&1; then
-  installed_wbg="$(wasm-bindgen --version | awk '{print $2}')"
-fi
-if [ "$installed_wbg" = "$wbg_version" ]; then
-  log "wasm-bindgen-cli ${wbg_version}: present"
-else
-  log "installing wasm-bindgen-cli ${wbg_version}${installed_wbg:+ (found ${installed_wbg})} (about 3 minutes)"
-  # Not --locked: that build fails for this crate; cargo resolves compatible dependencies.
-  cargo install wasm-bindgen-cli --version "$wbg_version"
-fi
-
-# 4. wasm-opt, which cargo-leptos runs on release builds (it would download it otherwise).
-if command -v wasm-opt >/dev/null 2>&1; then
-  log "wasm-opt: present ($(wasm-opt --version 2>/dev/null || echo 'version unknown'))"
-elif ! command -v npm >/dev/null 2>&1; then
-  log "wasm-opt: missing, and npm is not installed to install it; release builds need it" >&2
-else
-  log "installing wasm-opt (npm binaryen ${BINARYEN_VERSION}, global)"
-  if [ -w "$(npm prefix -g)" ]; then
-    npm install -g --no-audit --no-fund "binaryen@${BINARYEN_VERSION}"
+# Steps 2-4: the build tools.
+install_build_tools() {
+  # 2. cargo-leptos, which builds the site and runs the end-to-end suite.
+  if command -v cargo-leptos >/dev/null 2>&1; then
+    log "cargo-leptos: present ($(cargo-leptos --version 2>/dev/null || echo 'version unknown'))"
   else
-    as_root npm install -g --no-audit --no-fund "binaryen@${BINARYEN_VERSION}"
+    log "installing cargo-leptos ${CARGO_LEPTOS_VERSION} (about 10 minutes)"
+    cargo install "cargo-leptos@${CARGO_LEPTOS_VERSION}" --locked --debug
   fi
-fi
 
-if [ "$build_only" = true ]; then
+  # 3. wasm-bindgen-cli at the version in Cargo.lock (cargo-leptos uses the one on PATH).
+  wbg_version="$(wasm_bindgen_lock_version)"
+  if [ -z "$wbg_version" ]; then
+    log "no wasm-bindgen package in Cargo.lock: run 'cargo generate-lockfile' first" >&2
+    exit 1
+  fi
+  installed_wbg=""
+  if command -v wasm-bindgen >/dev/null 2>&1; then
+    installed_wbg="$(wasm-bindgen --version | awk '{print $2}')"
+  fi
+  if [ "$installed_wbg" = "$wbg_version" ]; then
+    log "wasm-bindgen-cli ${wbg_version}: present"
+  else
+    log "installing wasm-bindgen-cli ${wbg_version}${installed_wbg:+ (found ${installed_wbg})} (about 3 minutes)"
+    # Not --locked: that build fails for this crate; cargo resolves compatible dependencies.
+    cargo install wasm-bindgen-cli --version "$wbg_version"
+  fi
+
+  # 4. wasm-opt, which cargo-leptos runs on release builds (it would download it otherwise).
+  if command -v wasm-opt >/dev/null 2>&1; then
+    log "wasm-opt: present ($(wasm-opt --version 2>/dev/null || echo 'version unknown'))"
+  elif ! command -v npm >/dev/null 2>&1; then
+    log "wasm-opt: missing, and npm is not installed to install it; release builds need it" >&2
+  else
+    log "installing wasm-opt (npm binaryen ${BINARYEN_VERSION}, global)"
+    if [ -w "$(npm prefix -g)" ]; then
+      npm install -g --no-audit --no-fund "binaryen@${BINARYEN_VERSION}"
+    else
+      as_root npm install -g --no-audit --no-fund "binaryen@${BINARYEN_VERSION}"
+    fi
+  fi
+}
+if [ "$build_tools" = true ]; then
+  install_build_tools
+fi
+if [ "$test_tools" = false ]; then
   log "setup complete (build tools only)"
   exit 0
 fi
@@ -141,4 +151,8 @@ else
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium
 fi
 
-log "setup complete"
+if [ "$build_tools" = true ]; then
+  log "setup complete"
+else
+  log "setup complete (test tools only)"
+fi

@@ -3,57 +3,113 @@
 # SQLite, then the store and HTTP suites again on PostgreSQL + Redis), then the end-to-end
 # suite in Chromium against the release binary (scripts/release.sh) started alone in an
 # empty folder on a temporary database.
-# Installs what is missing first (see scripts/setup.sh).
+#
+#   scripts/test.sh          # every test
+#   scripts/test.sh --lint   # first `cargo clippy` (host and WASM) with warnings as errors
+#
+# Installs what is missing first (see scripts/setup.sh). The release build, with the build
+# tools it installs, runs in the background at a lower priority beside the lints and the
+# workspace tests: on a two-core machine it takes the time they leave a core idle
+# (linking, the single-threaded front end of a large crate, tests waiting on I/O), and the
+# end-to-end suite waits for it. Its output goes to `release-build.log` in the target
+# folder and is shown when it fails. Each step prints the time since the start.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-scripts/setup.sh
+
+lint=false
+for arg in "$@"; do
+  case "$arg" in
+    --lint) lint=true ;;
+    -h | --help)
+      sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+      exit 0
+      ;;
+    *)
+      printf 'unknown argument: %s (try --help)\n' "$arg" >&2
+      exit 2
+      ;;
+  esac
+done
+
+started=$SECONDS
+step() { printf '==> [%d:%02d] %s\n' $(((SECONDS - started) / 60)) $(((SECONDS - started) % 60)) "$*"; }
+
+target_dir="${CARGO_TARGET_DIR:-target}"
+build_pid=""
+mock_pid=""
+release_pid=""
+release_dir=""
+cleanup() {
+  # The background build runs in a session of its own: end all of it (cargo, rustc).
+  if [ -n "$build_pid" ]; then kill -- "-$build_pid" 2>/dev/null || true; fi
+  if [ -n "$mock_pid" ]; then kill "$mock_pid" 2>/dev/null || true; fi
+  if [ -n "$release_pid" ]; then kill "$release_pid" 2>/dev/null || true; fi
+  if [ -n "$release_dir" ]; then rm -rf "$release_dir"; fi
+}
+trap cleanup EXIT
+
+scripts/setup.sh --test-only
 # PostgreSQL and Redis: the backend-specific unit tests use them in the first pass, and the
 # second pass runs the suites on them.
 scripts/services.sh
 
-echo "==> cargo test (unit and HTTP integration tests)"
+step "the release binary (scripts/release.sh), in the background"
+# The end-to-end suite runs against the file that ships (README § Building and deploying).
+# Its profiles (release, wasm-release) have build folders of their own, so this build and
+# the debug builds below do not wait for each other's lock.
+mkdir -p "$target_dir"
+release_log="$target_dir/release-build.log"
+setsid nice -n 10 scripts/release.sh >"$release_log" 2>&1 &
+build_pid=$!
+
+if [ "$lint" = true ]; then
+  step "cargo clippy (host, then the dashboard's WASM)"
+  cargo clippy --workspace --all-targets -- -D warnings
+  cargo clippy -p frontend -p app --target wasm32-unknown-unknown --features app/hydrate -- -D warnings
+fi
+
+step "cargo test (unit and HTTP integration tests)"
 # The WASM entry crate stays out of the host build: it would switch on the dashboard's
 # `hydrate` feature next to `ssr` (Cargo unifies features), and the server would then run
 # browser-only effects while rendering.
 cargo test --workspace --exclude frontend --all-targets
 
-echo "==> the store conformance and HTTP suites again, on PostgreSQL + Redis"
+step "the store conformance and HTTP suites again, on PostgreSQL + Redis"
 # A scratch database per test on this server (dropped afterwards) and a key prefix per
-# test in Redis.
+# test in Redis. The same package selection as above, so that Cargo unifies the same
+# features and reuses every compiled crate.
 AGENTCHAT_TEST_DATABASE_URL="${AGENTCHAT_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}" \
 AGENTCHAT_TEST_REDIS_URL="${AGENTCHAT_TEST_REDIS_URL:-redis://127.0.0.1:6379}" \
-  cargo test -p server --test store --test api
+  cargo test --workspace --exclude frontend --test store --test api
 
-echo "==> the release binary (scripts/release.sh)"
-# The end-to-end suite runs against the file that ships (README § Building and deploying):
-# the release build with the dashboard inside, copied alone into an empty folder and
-# started with environment variables only (no site folder, no LEPTOS_* settings, nothing
-# of the repository beside it).
-scripts/release.sh
+# The mock model provider of the end-to-end suite, again with the same selection (and so
+# the same features) as the tests, whose build it reuses.
+cargo build --workspace --exclude frontend --all-targets
+
+step "waiting for the release build"
+if ! wait "$build_pid"; then
+  build_pid=""
+  tail -n 60 "$release_log" >&2
+  echo "the release build failed (the whole log: $release_log)" >&2
+  exit 1
+fi
+build_pid=""
+tail -n 1 "$release_log"
 release_dir="$(mktemp -d)"
-mock_pid=""
-release_pid=""
-cleanup() {
-  if [ -n "$mock_pid" ]; then kill "$mock_pid" 2>/dev/null || true; fi
-  if [ -n "$release_pid" ]; then kill "$release_pid" 2>/dev/null || true; fi
-  rm -rf "$release_dir"
-}
-trap cleanup EXIT
-cp "${CARGO_TARGET_DIR:-target}/release/agentchat" "$release_dir/"
+cp "$target_dir/release/agentchat" "$release_dir/"
 "$release_dir/agentchat" --version | grep -q '(commit ' || {
   echo "agentchat --version does not name the commit" >&2
   exit 1
 }
 
-echo "==> end-to-end tests (Playwright in Chromium, against the release binary)"
+step "end-to-end tests (Playwright in Chromium, against the release binary)"
 # The dashboard's chat is tested against the mock model provider (OpenAI wire format),
 # which streams one word every 40 ms: slow enough to watch a reply grow and to stop it.
-cargo build -p mock-provider --bin mock-provider
 # The same process runs a mock of GitHub's OAuth app endpoints and API (with a consent
 # page), so that a browser test signs in through the dashboard's "Continue with GitHub".
 mock_addr="${E2E_MOCK_ADDR:-127.0.0.1:3188}"
 identity_addr="${E2E_IDENTITY_ADDR:-127.0.0.1:3189}"
-"${CARGO_TARGET_DIR:-target}/debug/mock-provider" --addr "$mock_addr" --token-interval-ms 40 \
+"$target_dir/debug/mock-provider" --addr "$mock_addr" --token-interval-ms 40 \
   --identity-addr "$identity_addr" --identity-client-id e2e-github-client \
   --identity-client-secret e2e-github-secret &
 mock_pid=$!
@@ -109,3 +165,4 @@ node -e '
   tail -n 50 "$release_dir/server.log" >&2
   exit 1
 }
+step "all tests passed"
