@@ -79,6 +79,13 @@ else
   rustup target add wasm32-unknown-unknown
 fi
 
+# `cargo install` in a temporary folder of its own, never the project's CARGO_TARGET_DIR:
+# there its build would wait for the lock of the project's debug build (scripts/test.sh
+# installs these tools beside the tests).
+tool_install() {
+  env -u CARGO_TARGET_DIR cargo install "$@"
+}
+
 # Steps 2-4: the build tools.
 install_build_tools() {
   # 2. cargo-leptos, which builds the site and runs the end-to-end suite.
@@ -86,7 +93,7 @@ install_build_tools() {
     log "cargo-leptos: present ($(cargo-leptos --version 2>/dev/null || echo 'version unknown'))"
   else
     log "installing cargo-leptos ${CARGO_LEPTOS_VERSION} (about 10 minutes)"
-    cargo install "cargo-leptos@${CARGO_LEPTOS_VERSION}" --locked --debug
+    tool_install "cargo-leptos@${CARGO_LEPTOS_VERSION}" --locked --debug
   fi
 
   # 3. wasm-bindgen-cli at the version in Cargo.lock (cargo-leptos uses the one on PATH).
@@ -104,7 +111,7 @@ install_build_tools() {
   else
     log "installing wasm-bindgen-cli ${wbg_version}${installed_wbg:+ (found ${installed_wbg})} (about 3 minutes)"
     # Not --locked: that build fails for this crate; cargo resolves compatible dependencies.
-    cargo install wasm-bindgen-cli --version "$wbg_version"
+    tool_install wasm-bindgen-cli --version "$wbg_version"
   fi
 
   # 4. wasm-opt, which cargo-leptos runs on release builds (it would download it otherwise).
