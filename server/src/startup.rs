@@ -44,6 +44,10 @@ use crate::{
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
+/// How long a graceful shutdown waits, after the last request, for the chat turns still
+/// being written ([`crate::chat::ChatService::flush`]).
+pub const SHUTDOWN_FLUSH: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// A built, bound, not yet running service.
 pub struct Application {
     /// Shared state (tests reach the store and the clock through it).
@@ -268,7 +272,8 @@ impl Application {
         self.role
     }
 
-    /// Serves until `shutdown` completes, then finishes in-flight requests: the API and
+    /// Serves until `shutdown` completes, then finishes in-flight requests and writes their
+    /// chat turns (at most [`SHUTDOWN_FLUSH`]): the API and
     /// the dashboard ([`service`]), or for [`Role::Worker`] only the health checks
     /// ([`health_service`]); and on the `METRICS_ADDR` listener, `GET /metrics`
     /// ([`http::metrics::listener_service`]).
@@ -290,10 +295,19 @@ impl Application {
             ));
         }
         let listener = nodelay(self.listener);
+        let chat = self.state.chat.clone();
         if self.role.serves_api() {
             serve_http1(listener, service(self.state), limits, shutdown).await;
         } else {
             serve_http1(listener, health_service(self.state), limits, shutdown).await;
+        }
+        // The turns of the last requests (a stream cut by the shutdown is stored as
+        // cancelled) are written before the process exits.
+        if tokio::time::timeout(SHUTDOWN_FLUSH, chat.flush())
+            .await
+            .is_err()
+        {
+            tracing::warn!("chat turns were still being written when the shutdown ended");
         }
         Ok(())
     }

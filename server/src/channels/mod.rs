@@ -21,7 +21,7 @@ use crate::{
     outbound,
     store::{
         integrations::{IntegrationRecord, IntegrationStatus},
-        ChatStore, IntegrationStore, StoreError,
+        ChannelLink, ChatStore, IntegrationStore, StoreError,
     },
 };
 
@@ -157,9 +157,10 @@ impl Channels {
     }
 
     /// Prepares a turn of the external conversation `conversation_key` of `integration`
-    /// with its linked agent ([`ChatService::prepare`]: the user's message is persisted),
-    /// continuing the conversation's thread — a new thread when it has none, or when its
-    /// thread was deleted or belongs to another agent since the integration was relinked.
+    /// with its linked agent ([`ChatService::prepare`]), continuing the conversation's
+    /// thread — a new thread when it has none, or when its thread was deleted or belongs to
+    /// another agent since the integration was relinked. A new thread is linked to the
+    /// conversation when the turn is stored ([`PreparedChat::channel`]).
     ///
     /// Errors: [`ChannelError`] (too long, checked first; not linked; or the chat or the
     /// store failed).
@@ -187,19 +188,17 @@ impl Channels {
         };
         let continued = thread.is_some();
         let choice = thread.map_or(ThreadChoice::New, ThreadChoice::Known);
-        let prepared = self
+        let mut prepared = self
             .chat
             .prepare(&agent, owner, choice, message, &[])
             .await?;
         if !continued {
-            self.integrations
-                .set_channel_thread(
-                    &integration.id,
-                    conversation_key,
-                    &prepared.thread.id,
-                    self.clock.now(),
-                )
-                .await?;
+            // Linked with the turn, in its transaction: the new thread exists only then.
+            prepared.channel = Some(ChannelLink {
+                integration_id: integration.id.clone(),
+                conversation_key: conversation_key.to_string(),
+                at: self.clock.now(),
+            });
         }
         Ok(prepared)
     }

@@ -11,6 +11,7 @@
 
 pub mod prompt;
 pub mod stream;
+pub mod writer;
 
 use std::{
     sync::Arc,
@@ -25,6 +26,7 @@ use self::prompt::PASSAGE_OVERHEAD;
 pub use self::{
     prompt::{attachments_text, check_length, trim_history, MAX_ATTACHMENTS_BYTES, SNIPPET_CHARS},
     stream::{open_stream, usage_or_counted, Frame, Relay, RETRY_BACKOFF, UPSTREAM_ATTEMPTS},
+    writer::TurnWriter,
 };
 /// How a reply ended: the status of the message that stores it.
 pub use crate::store::chat::ReplyStatus;
@@ -37,7 +39,9 @@ use crate::{
         tokens, Event, FinishReason, Models, Passage, Prompt, ProviderError, ResolvedModel, Role,
         Sampling, Turn, Usage,
     },
-    store::{AgentRecord, ChatStore, MessageRecord, StoreError, ThreadRecord},
+    store::{
+        AgentRecord, ChannelLink, ChatStore, MessageRecord, StoreError, ThreadRecord, TurnRecord,
+    },
     views::iso,
     webhooks::{EventType, Events},
 };
@@ -114,7 +118,17 @@ fn too_long_message(max: usize, total: usize, with_attachments: bool) -> String 
 
 /// A chat turn ready to be sent upstream.
 pub struct PreparedChat {
+    /// The turn's thread; stored with the turn when it is new ([`PreparedChat::new_thread`]).
     pub thread: ThreadRecord,
+    /// Whether the thread is created with this turn.
+    pub new_thread: bool,
+    /// The user's message, stored with the reply when the turn ends
+    /// ([`ChatService::finish`]).
+    pub user_message: MessageRecord,
+    /// The external conversation of a channel (Telegram, Slack, the widget) that this
+    /// turn's new thread holds from now on, linked when the turn is stored
+    /// ([`TurnRecord::channel`]); set by `Channels::prepare_turn`.
+    pub channel: Option<ChannelLink>,
     pub model: ResolvedModel,
     /// What goes upstream. Only the upstream request needs it: a streamed reply drops it
     /// once the provider has answered ([`PreparedChat::release_prompt`]).
@@ -195,6 +209,8 @@ fn new_thread(
 /// The chat service.
 pub struct ChatService {
     store: Arc<dyn ChatStore>,
+    /// Stores each turn when it ends, in group commits with the other turns ending then.
+    writer: TurnWriter,
     models: Models,
     /// Retrieval over the agents' knowledge ([`retrieve::hybrid`]).
     knowledge: Knowledge,
@@ -221,6 +237,7 @@ impl ChatService {
         provider_timeout: Duration,
     ) -> Self {
         Self {
+            writer: TurnWriter::start(store.clone()),
             store,
             models,
             knowledge,
@@ -307,14 +324,15 @@ impl ChatService {
         Ok((thread, history, !continued))
     }
 
-    /// Resolves the thread ([`ThreadChoice`]), the model, and the prompt, and persists the
-    /// user's message — for a new thread together with the thread, in one store call, after
-    /// which the `conversation.created` webhook event is emitted.
+    /// Resolves the thread ([`ThreadChoice`]), the model, and the prompt. Nothing is written
+    /// yet: the user's message (with the thread, when it is new) is stored with the reply
+    /// when the turn ends ([`ChatService::finish`]), so that nothing but reads comes before
+    /// the provider's first token and a turn is stored whole or not at all.
     ///
     /// Errors: the attachment errors of [`attachments_text`]; [`ChatError::TooLong`] when
     /// the message and its attachments are longer than `MAX_MESSAGE_CHARS` together
-    /// ([`check_length`]); [`ChatError::ModelUnavailable`]; [`ChatError::AgentGone`] when
-    /// the agent was deleted meanwhile; [`ChatError::ThreadNotFound`]; the store's.
+    /// ([`check_length`]); [`ChatError::ModelUnavailable`]; [`ChatError::ThreadNotFound`];
+    /// the store's.
     pub async fn prepare(
         &self,
         agent: &AgentRecord,
@@ -403,7 +421,7 @@ impl ChatService {
             role: Role::User,
             content: user_content.clone(),
         });
-        let first = MessageRecord {
+        let user_message = MessageRecord {
             id: MessageId::new(),
             thread_id: thread.id.clone(),
             role: Role::User,
@@ -417,28 +435,11 @@ impl ChatService {
             error: None,
             created_at: now,
         };
-        if new_thread {
-            if !self.store.create_thread(&thread, &first).await? {
-                // Deleted since it was read.
-                return Err(ChatError::AgentGone);
-            }
-            self.events
-                .emit(
-                    user_id,
-                    EventType::ConversationCreated,
-                    json!({
-                        "conversationId": thread.id,
-                        "agentId": thread.agent_id,
-                        "title": thread.title,
-                        "createdAt": iso(thread.created_at),
-                    }),
-                )
-                .await;
-        } else {
-            self.store.append_message(&first).await?;
-        }
         Ok(PreparedChat {
             thread,
+            new_thread,
+            user_message,
+            channel: None,
             model,
             prompt: Prompt {
                 system,
@@ -499,9 +500,15 @@ impl ChatService {
         }
     }
 
-    /// Persists the assistant's reply; a complete one is announced as `message.created`.
+    /// Stores the turn: the thread when it is new, the user's message and the assistant's
+    /// reply, all in one transaction shared with the other turns ending now ([`TurnWriter`]).
+    /// Answers once it is committed, so that a client reading the conversation after the
+    /// reply sees it. Then, without waiting, a new thread is announced as
+    /// `conversation.created` and a complete reply as `message.created`.
     ///
-    /// Errors: the store's.
+    /// Errors: [`ChatError::AgentGone`] when the agent of a new thread was deleted meanwhile,
+    /// [`ChatError::ThreadNotFound`] when the thread was (nothing of the turn is stored);
+    /// the store's.
     pub async fn finish(
         &self,
         prepared: &PreparedChat,
@@ -517,7 +524,7 @@ impl ChatService {
         );
         let sources = (!prepared.sources.is_empty())
             .then(|| serde_json::to_string(&prepared.sources).unwrap_or_default());
-        let message = MessageRecord {
+        let reply = MessageRecord {
             id: MessageId::new(),
             thread_id: prepared.thread.id.clone(),
             role: Role::Assistant,
@@ -529,33 +536,87 @@ impl ChatService {
             latency_ms: Some(prepared.started.elapsed().as_millis() as i64),
             status,
             error,
-            created_at: self.clock.now(),
+            // Never before the user's message, whatever the clock did meanwhile.
+            created_at: self.clock.now().max(prepared.user_message.created_at),
         };
-        self.store.append_message(&message).await?;
-        // One event per completed reply; failed and cancelled replies are not messages the
-        // owner would act on.
-        if status == ReplyStatus::Complete {
-            self.events
-                .emit(
-                    &prepared.thread.user_id,
-                    EventType::MessageCreated,
-                    json!({
-                        "messageId": message.id,
-                        "conversationId": prepared.thread.id,
-                        "agentId": prepared.thread.agent_id,
-                        "role": message.role.as_str(),
-                        "content": message.content,
-                        "model": message.model,
-                        "usage": {
-                            "promptTokens": message.prompt_tokens,
-                            "completionTokens": message.completion_tokens,
-                        },
-                        "createdAt": iso(message.created_at),
-                    }),
-                )
-                .await;
+        let turn = TurnRecord {
+            thread: prepared.thread.clone(),
+            new_thread: prepared.new_thread,
+            messages: vec![prepared.user_message.clone(), reply],
+            channel: prepared.channel.clone(),
+        };
+        if !self.writer.record(turn.clone()).await? {
+            return Err(if prepared.new_thread {
+                ChatError::AgentGone
+            } else {
+                ChatError::ThreadNotFound
+            });
         }
+        self.announce(turn);
         Ok(())
+    }
+
+    /// Emits the webhook events of a stored turn in a task of their own: `conversation.created`
+    /// for a new thread, then `message.created` for a complete reply (failed and cancelled
+    /// replies are not messages the owner would act on).
+    fn announce(&self, turn: TurnRecord) {
+        let TurnRecord {
+            thread,
+            new_thread,
+            mut messages,
+            ..
+        } = turn;
+        let Some(reply) = messages.pop() else {
+            return;
+        };
+        let complete = reply.status == ReplyStatus::Complete;
+        if !new_thread && !complete {
+            return;
+        }
+        let events = self.events.clone();
+        tokio::spawn(async move {
+            if new_thread {
+                events
+                    .emit(
+                        &thread.user_id,
+                        EventType::ConversationCreated,
+                        json!({
+                            "conversationId": thread.id,
+                            "agentId": thread.agent_id,
+                            "title": thread.title,
+                            "createdAt": iso(thread.created_at),
+                        }),
+                    )
+                    .await;
+            }
+            if complete {
+                events
+                    .emit(
+                        &thread.user_id,
+                        EventType::MessageCreated,
+                        json!({
+                            "messageId": reply.id,
+                            "conversationId": thread.id,
+                            "agentId": thread.agent_id,
+                            "role": reply.role.as_str(),
+                            "content": reply.content,
+                            "model": reply.model,
+                            "usage": {
+                                "promptTokens": reply.prompt_tokens,
+                                "completionTokens": reply.completion_tokens,
+                            },
+                            "createdAt": iso(reply.created_at),
+                        }),
+                    )
+                    .await;
+            }
+        });
+    }
+
+    /// Waits until every ended turn handed to the store has been written ([`TurnWriter::flush`]):
+    /// a graceful shutdown calls it once the last request has ended.
+    pub async fn flush(&self) {
+        self.writer.flush().await;
     }
 }
 

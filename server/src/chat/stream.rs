@@ -149,7 +149,8 @@ enum Phase {
     Opening,
     /// Tokens are relayed as they come.
     Relaying(EventStream),
-    /// The last frames are queued; once they are sent the reply is persisted so.
+    /// The reply has ended (its summary or failure queued): it is stored, then `[DONE]`
+    /// is queued.
     Ending(Ended),
     /// Persisted; the stream ends.
     Done,
@@ -245,20 +246,26 @@ impl Relay {
                         (ended, self.chat.take())
                     {
                         // In a task of its own, so that a client leaving now cannot cut
-                        // the write short; the stream ends once it is done.
+                        // the write short; `[DONE]` follows once the turn is stored, so
+                        // that a client reading the conversation then sees it.
                         let text = std::mem::take(&mut self.text);
-                        let _ = tokio::spawn(async move {
-                            persist(&chat, &prepared, &text, ended).await;
-                        })
-                        .await;
+                        let stored =
+                            tokio::spawn(
+                                async move { persist(&chat, &prepared, &text, ended).await },
+                            )
+                            .await;
+                        if let Ok(Err(e)) = stored {
+                            self.queued.push_back(Frame::Failed(e));
+                        }
                     }
+                    self.queued.push_back(Frame::Done);
                 }
                 Phase::Done => return None,
             }
         }
     }
 
-    /// Queues the summary (when asked for) and the end.
+    /// Queues the summary (when asked for); the end follows once the reply is stored.
     fn completed(&mut self) -> Phase {
         let Some((_, prepared)) = &self.chat else {
             return Phase::Done;
@@ -273,7 +280,6 @@ impl Relay {
                 finish: self.finish,
             });
         }
-        self.queued.push_back(Frame::Done);
         Phase::Ending(Ended {
             status: ReplyStatus::Complete,
             usage: Some(usage),
@@ -281,11 +287,10 @@ impl Relay {
         })
     }
 
-    /// Queues the failure and the end.
+    /// Queues the failure; the end follows once the reply is stored.
     fn failed(&mut self, e: ProviderError) -> Phase {
         let error = Some(e.message.clone());
         self.queued.push_back(Frame::Failed(ChatError::Upstream(e)));
-        self.queued.push_back(Frame::Done);
         Phase::Ending(Ended {
             status: ReplyStatus::Failed,
             usage: None,
@@ -311,7 +316,7 @@ impl Drop for Relay {
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
                 runtime.spawn(async move {
-                    persist(&chat, &prepared, &text, ended).await;
+                    let _ = persist(&chat, &prepared, &text, ended).await;
                 });
             }
             Err(_) => {
@@ -321,15 +326,28 @@ impl Drop for Relay {
     }
 }
 
-/// Persists a streamed reply ([`ChatService::finish`]); a failure is logged, the client
-/// having been answered already.
-async fn persist(chat: &ChatService, prepared: &PreparedChat, text: &str, ended: Ended) {
+/// Persists a streamed reply ([`ChatService::finish`]); a failure is logged and returned
+/// (a client still reading is told before `[DONE]`).
+async fn persist(
+    chat: &ChatService,
+    prepared: &PreparedChat,
+    text: &str,
+    ended: Ended,
+) -> Result<(), ChatError> {
     let Ended {
         status,
         usage,
         error,
     } = ended;
-    if let Err(err) = chat.finish(prepared, text, usage, status, error).await {
-        tracing::error!(error = ?err, "persisting the streamed reply failed");
+    let stored = chat.finish(prepared, text, usage, status, error).await;
+    match &stored {
+        Err(ChatError::AgentGone | ChatError::ThreadNotFound) => {
+            tracing::info!(
+                "a streamed reply was not stored: its agent or thread was deleted meanwhile"
+            )
+        }
+        Err(err) => tracing::error!(error = ?err, "persisting the streamed reply failed"),
+        Ok(()) => {}
     }
+    stored
 }

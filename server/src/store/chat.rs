@@ -7,7 +7,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 
 use super::StoreResult;
 use crate::domain::Role;
-use crate::ids::{AgentId, MessageId, ThreadId, UserId};
+use crate::ids::{AgentId, IntegrationId, MessageId, ThreadId, UserId};
 
 /// A message's status (docs/api.md § States and transitions), set once when the message is
 /// stored: a user message and a finished reply are `complete`, a reply the provider broke
@@ -88,6 +88,38 @@ pub struct UsageDay {
     pub completion_tokens: i64,
 }
 
+/// One chat turn as it is stored ([`ChatStore::record_turns`]): the user's message and the
+/// reply, in a thread that the turn creates or one that exists.
+#[derive(Debug, Clone)]
+pub struct TurnRecord {
+    /// The turn's thread: created with the turn when `new_thread` is set (its
+    /// `message_count` as [`ChatStore::create_thread`] takes it), else an existing one of
+    /// `thread.user_id`.
+    pub thread: ThreadRecord,
+    /// Whether the thread is created with this turn.
+    pub new_thread: bool,
+    /// The messages in order (the user's, then the reply); their `thread_id` is ignored:
+    /// they go to `thread`.
+    pub messages: Vec<MessageRecord>,
+    /// The external conversation (a Telegram chat, a Slack thread, a widget visitor) that
+    /// continues in `thread` from this turn on: linked in the same transaction when the
+    /// turn is stored and the integration still exists (as
+    /// [`crate::store::IntegrationStore::set_channel_thread`]).
+    pub channel: Option<ChannelLink>,
+}
+
+/// The link of an integration's external conversation to the thread that holds it
+/// ([`TurnRecord::channel`]).
+#[derive(Debug, Clone)]
+pub struct ChannelLink {
+    /// The integration the conversation comes through.
+    pub integration_id: IntegrationId,
+    /// The conversation's key within the integration (`channels::*::conversation_key`).
+    pub conversation_key: String,
+    /// When the link is made.
+    pub at: DateTime<Utc>,
+}
+
 /// A keyset pagination position: the sort time and id of the last row returned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cursor {
@@ -143,6 +175,17 @@ pub trait ChatStore: Send + Sync {
     /// `conformance::concurrent_messages_are_all_written_and_counted` and
     /// `conformance::thread_counters_and_daily_usage_follow_appended_messages`.
     async fn append_message(&self, message: &MessageRecord) -> StoreResult<()>;
+    /// Stores several chat turns in one transaction, one commit for all of them (a group
+    /// commit). Each turn is stored whole or not at all: a new thread with its messages
+    /// when its agent still exists and belongs to its user (as
+    /// [`ChatStore::create_thread`]), or the messages of an existing thread when the thread
+    /// still exists and belongs to `thread.user_id`. The messages are counted as
+    /// [`ChatStore::append_message`] counts them, in the same transaction.
+    ///
+    /// Returns, for each turn in order, whether it was stored (false: its agent or thread
+    /// was deleted meanwhile, and nothing of it was written). An error means nothing of any
+    /// turn was written. Proven by `conformance::turns_are_stored_whole_in_one_commit`.
+    async fn record_turns(&self, turns: &[TurnRecord]) -> StoreResult<Vec<bool>>;
     /// The user's usage on the days from `from` (UTC) on, oldest first; days without any
     /// use are absent.
     async fn usage(&self, user_id: &UserId, from: NaiveDate) -> StoreResult<Vec<UsageDay>>;

@@ -27,5 +27,6 @@ mod ratelimit_redis;
 mod roles;
 mod security;
 mod sessions;
+mod turns;
 mod usage;
 mod webhooks;

@@ -8,7 +8,7 @@ use super::{agent_record, in_parallel, message, thread_of_new_user, user};
 use crate::{
     domain::Role,
     ids::{ThreadId, UserId},
-    store::{chat::ReplyStatus, MessageRecord, Store, ThreadRecord},
+    store::{chat::ReplyStatus, MessageRecord, Store, ThreadRecord, TurnRecord},
 };
 
 /// [`crate::store::AgentStore::create_agent`]: ten creations at once under a plan limit
@@ -80,6 +80,178 @@ pub async fn a_thread_needs_its_users_agent(store: Arc<dyn Store>) {
         .create_thread(&deleted_agent, &message(&deleted_agent, 0, Role::User, now))
         .await
         .unwrap());
+}
+
+/// A new thread `id` of `thread`'s user and agent, at `at`.
+fn new_thread_like(thread: &ThreadRecord, id: &str, at: DateTime<Utc>) -> ThreadRecord {
+    ThreadRecord {
+        id: id.into(),
+        title: format!("thread {id}"),
+        message_count: 0,
+        created_at: at,
+        updated_at: at,
+        ..thread.clone()
+    }
+}
+
+/// The turn of a user message and a reply (`i`) in `thread`.
+fn turn(thread: &ThreadRecord, new_thread: bool, i: usize, at: DateTime<Utc>) -> TurnRecord {
+    TurnRecord {
+        thread: thread.clone(),
+        new_thread,
+        messages: vec![
+            MessageRecord {
+                id: format!("{}-{i}-user", thread.id).into(),
+                ..message(thread, i, Role::User, at)
+            },
+            MessageRecord {
+                id: format!("{}-{i}-reply", thread.id).into(),
+                // A moment after the user's message, as a reply is.
+                ..message(
+                    thread,
+                    i,
+                    Role::Assistant,
+                    at + chrono::Duration::milliseconds(1),
+                )
+            },
+        ],
+        channel: None,
+    }
+}
+
+/// [`crate::store::ChatStore::record_turns`]: turns of new and existing threads stored in
+/// one call are each stored whole (thread, user message, reply, counters and usage); a turn
+/// whose agent or thread is gone, or another user's, is reported as not stored and leaves
+/// nothing behind, without failing the others.
+pub async fn turns_are_stored_whole_in_one_commit(store: Arc<dyn Store>) {
+    let thread = thread_of_new_user(store.as_ref()).await;
+    let at = Utc::now();
+    let fresh = new_thread_like(&thread, "t-new", at);
+    let foreign = ThreadRecord {
+        user_id: UserId::from("someone-else"),
+        ..new_thread_like(&thread, "t-foreign", at)
+    };
+    let unknown = new_thread_like(&thread, "t-unknown", at);
+    let foreign_reply = ThreadRecord {
+        user_id: UserId::from("someone-else"),
+        ..thread.clone()
+    };
+    let turns = [
+        turn(&thread, false, 1, at),
+        turn(&fresh, true, 2, at),
+        turn(&foreign, true, 3, at),
+        turn(&unknown, false, 4, at),
+        turn(&foreign_reply, false, 5, at),
+    ];
+    let stored = store.record_turns(&turns).await.unwrap();
+    assert_eq!(stored, [true, true, false, false, false]);
+    let kept = store.recent_messages(&thread.id, 10).await.unwrap();
+    let ids: Vec<&str> = kept.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(ids, ["first", "t1-1-user", "t1-1-reply"]);
+    let counted = store
+        .thread(&thread.user_id, &thread.agent_id, &thread.id)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(counted.message_count, 3);
+    let created = store
+        .thread(&thread.user_id, &thread.agent_id, &fresh.id)
+        .await
+        .unwrap()
+        .expect("the new thread is stored with its turn");
+    assert_eq!(
+        (created.title.as_str(), created.message_count),
+        ("thread t-new", 2)
+    );
+    let kept = store.recent_messages(&fresh.id, 10).await.unwrap();
+    assert_eq!(
+        kept.iter().map(|m| m.role).collect::<Vec<_>>(),
+        [Role::User, Role::Assistant],
+        "the user's message, then the reply"
+    );
+    for refused in [&foreign, &unknown] {
+        assert!(store
+            .recent_messages(&refused.id, 10)
+            .await
+            .unwrap()
+            .is_empty());
+    }
+    assert!(store
+        .thread(&foreign.user_id, &foreign.agent_id, &foreign.id)
+        .await
+        .unwrap()
+        .is_none());
+    let usage = store.usage(&thread.user_id, at.date_naive()).await.unwrap();
+    assert_eq!(
+        (
+            usage[0].chats,
+            usage[0].prompt_tokens,
+            usage[0].completion_tokens
+        ),
+        (2, 20, 10),
+        "the two stored replies, and only them"
+    );
+    // A deleted agent: its new threads are not stored; nothing else is lost.
+    assert!(store
+        .delete_agent(&thread.user_id, &thread.agent_id)
+        .await
+        .unwrap());
+    let orphan = new_thread_like(&thread, "t-orphan", at);
+    assert_eq!(
+        store
+            .record_turns(&[turn(&orphan, true, 6, at)])
+            .await
+            .unwrap(),
+        [false]
+    );
+    assert_eq!(store.record_turns(&[]).await.unwrap(), Vec::<bool>::new());
+}
+
+/// [`crate::store::ChatStore::record_turns`]: 20 batches of 10 new conversations stored at
+/// once (and a second turn in each) are all written, every message counted in its thread
+/// and every reply in the day's usage.
+pub async fn parallel_turn_batches_are_all_counted(store: Arc<dyn Store>) {
+    let thread = thread_of_new_user(store.as_ref()).await;
+    let at = Utc::now();
+    in_parallel(20, |b| {
+        let (store, thread) = (store.clone(), thread.clone());
+        async move {
+            let threads: Vec<ThreadRecord> = (0..10)
+                .map(|i| new_thread_like(&thread, &format!("b{b}-{i}"), at))
+                .collect();
+            let first: Vec<TurnRecord> = threads.iter().map(|t| turn(t, true, 0, at)).collect();
+            assert!(store.record_turns(&first).await.unwrap().iter().all(|s| *s));
+            let second: Vec<TurnRecord> = threads.iter().map(|t| turn(t, false, 1, at)).collect();
+            assert!(store
+                .record_turns(&second)
+                .await
+                .unwrap()
+                .iter()
+                .all(|s| *s));
+        }
+    })
+    .await;
+    for b in [0, 19] {
+        let t = store
+            .thread(
+                &thread.user_id,
+                &thread.agent_id,
+                &ThreadId::from(format!("b{b}-9")),
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(t.message_count, 4);
+    }
+    let usage = store.usage(&thread.user_id, at.date_naive()).await.unwrap();
+    assert_eq!(
+        (
+            usage[0].chats,
+            usage[0].prompt_tokens,
+            usage[0].completion_tokens
+        ),
+        (400, 4_000, 2_000)
+    );
 }
 
 /// [`crate::store::ChatStore::append_message`]: 200 messages appended at once are all

@@ -54,6 +54,8 @@ macro_rules! for_each_store_conformance_case {
             a_thread_needs_its_users_agent,
             concurrent_messages_are_all_written_and_counted,
             thread_counters_and_daily_usage_follow_appended_messages,
+            turns_are_stored_whole_in_one_commit,
+            parallel_turn_batches_are_all_counted,
             crawled_pages_written_together_replace_each_pages_chunks,
             crawled_pages_of_a_deleted_document_are_not_written,
             documents_deleted_while_written_leave_nothing_behind,

@@ -12,7 +12,8 @@ use super::{
 };
 use crate::ids::{AgentId, ThreadId, UserId};
 use crate::store::{
-    ChatStore, Cursor, MessageRecord, StoreError, StoreResult, ThreadRecord, UsageDay,
+    ChannelLink, ChatStore, Cursor, MessageRecord, StoreError, StoreResult, ThreadRecord,
+    TurnRecord, UsageDay,
 };
 
 /// Binds the next twelve parameters of `query` to `m`'s [`MESSAGE_COLUMNS`], in their
@@ -35,6 +36,66 @@ fn bind_message<'q>(
         .bind(m.status)
         .bind(&m.error)
         .bind(ms(m.created_at))
+}
+
+/// The statement that stores one turn ([`ChatStore::record_turns`]) of `messages` messages
+/// (PostgreSQL's extended protocol takes one statement per query). A new thread binds
+/// `$1`–`$7` to the thread's columns and goes in when its user's agent exists (read
+/// `FOR KEY SHARE`, as in `create_thread`), its messages with it; an existing one binds `$1`
+/// to its id and `$2` to its user, and its messages go in when it exists and is the user's
+/// (read `FOR KEY SHARE`, so a delete waits for the turn). Each message binds twelve
+/// parameters ([`bind_message`]); the trigger `messages_count` counts each one.
+fn turn_sql(new_thread: bool, messages: usize) -> String {
+    let mut next = if new_thread { 8 } else { 3 };
+    let rows: Vec<String> = (0..messages)
+        .map(|_| {
+            let params: Vec<String> = (next..next + 12).map(|n| format!("${n}")).collect();
+            next += 12;
+            format!("({})", params.join(", "))
+        })
+        .collect();
+    let values = rows.join(", ");
+    if new_thread {
+        format!(
+            "WITH thread AS ( \
+                 INSERT INTO threads (id, agent_id, user_id, title, message_count, created_at, updated_at) \
+                 SELECT $1, $2, $3, $4, $5, $6, $7 \
+                 WHERE EXISTS (SELECT 1 FROM agents WHERE id = $2 AND user_id = $3 FOR KEY SHARE) \
+                 RETURNING id) \
+             INSERT INTO messages ({MESSAGE_COLUMNS}) \
+             SELECT v.* FROM thread, (VALUES {values}) AS v"
+        )
+    } else {
+        format!(
+            "INSERT INTO messages ({MESSAGE_COLUMNS}) \
+             SELECT v.* FROM (VALUES {values}) AS v \
+             WHERE EXISTS (SELECT 1 FROM threads WHERE id = $1 AND user_id = $2 FOR KEY SHARE)"
+        )
+    }
+}
+
+/// Links `link`'s external conversation to `thread` in `tx` ([`TurnRecord::channel`]),
+/// replacing an earlier link; nothing when the integration is gone (read `FOR KEY SHARE`,
+/// so that its deletion waits for the transaction).
+async fn link_channel(
+    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
+    link: &ChannelLink,
+    thread: &ThreadId,
+) -> StoreResult<()> {
+    sqlx::query(
+        "INSERT INTO channel_threads (integration_id, conversation_key, thread_id, created_at) \
+         SELECT $1, $2, $3, $4 \
+         WHERE EXISTS (SELECT 1 FROM integrations WHERE id = $1 FOR KEY SHARE) \
+         ON CONFLICT (integration_id, conversation_key) \
+         DO UPDATE SET thread_id = excluded.thread_id, created_at = excluded.created_at",
+    )
+    .bind(&link.integration_id)
+    .bind(&link.conversation_key)
+    .bind(thread)
+    .bind(ms(link.at))
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }
 
 /// A query on the PostgreSQL store, its parameters bound so far.
@@ -141,6 +202,61 @@ impl ChatStore for PgStore {
             .execute(&self.pool)
             .await?;
         Ok(())
+    }
+
+    async fn record_turns(&self, turns: &[TurnRecord]) -> StoreResult<Vec<bool>> {
+        // One transaction: one commit (one flush of the write-ahead log) for every turn,
+        // one statement per turn.
+        let mut tx = self.pool.begin().await?;
+        let mut stored = Vec::with_capacity(turns.len());
+        for turn in turns {
+            let t = &turn.thread;
+            let sql = turn_sql(turn.new_thread, turn.messages.len());
+            let mut query = sqlx::query(&sql).bind(&t.id);
+            query = if turn.new_thread {
+                query
+                    .bind(&t.agent_id)
+                    .bind(&t.user_id)
+                    .bind(&t.title)
+                    .bind(t.message_count)
+                    .bind(ms(t.created_at))
+                    .bind(ms(t.updated_at))
+            } else {
+                query.bind(&t.user_id)
+            };
+            for m in &turn.messages {
+                query = bind_message(query, m, &t.id);
+            }
+            let rows = match query.execute(&mut *tx).await {
+                Ok(done) => done.rows_affected(),
+                // The user went away with the agent between the check and the insert: for
+                // a turn alone, it is not stored; in a batch, the transaction is lost and
+                // the caller stores the turns one by one.
+                Err(sqlx::Error::Database(db))
+                    if db.is_foreign_key_violation() && turns.len() == 1 =>
+                {
+                    return Ok(vec![false]);
+                }
+                Err(err) => return Err(err.into()),
+            };
+            match rows {
+                0 => stored.push(false),
+                n if n == turn.messages.len() as u64 => {
+                    if let Some(link) = &turn.channel {
+                        link_channel(&mut tx, link, &t.id).await?;
+                    }
+                    stored.push(true)
+                }
+                n => {
+                    return Err(StoreError::Other(anyhow::anyhow!(
+                        "a chat turn wrote {n} of its {} messages",
+                        turn.messages.len()
+                    )))
+                }
+            }
+        }
+        tx.commit().await?;
+        Ok(stored)
     }
 
     async fn usage(&self, user_id: &UserId, from: NaiveDate) -> StoreResult<Vec<UsageDay>> {

@@ -11,7 +11,8 @@ use super::{
 };
 use crate::ids::{AgentId, ThreadId, UserId};
 use crate::store::{
-    ChatStore, Cursor, MessageRecord, StoreError, StoreResult, ThreadRecord, UsageDay,
+    ChannelLink, ChatStore, Cursor, MessageRecord, StoreError, StoreResult, ThreadRecord,
+    TurnRecord, UsageDay,
 };
 
 /// Binds the next twelve parameters of `query` to `m`'s [`MESSAGE_COLUMNS`], in their
@@ -34,6 +35,57 @@ fn bind_message<'q>(
         .bind(m.status)
         .bind(&m.error)
         .bind(ms(m.created_at))
+}
+
+/// The statements that store one turn ([`ChatStore::record_turns`]) of `messages` messages,
+/// for one call to the writer (sqlx runs them in order, and `?NNN` parameters are shared
+/// between them). A new thread binds `?1`–`?7` to the thread's columns and goes in when
+/// its user's agent exists; an existing one binds `?1` to its id and `?2` to its user. Each
+/// message (twelve parameters, [`bind_message`]) goes in when the thread exists and is the
+/// user's, so the turn is written whole or not at all; the triggers of migration 0010
+/// count every message.
+fn turn_sql(new_thread: bool, messages: usize) -> String {
+    let (mut next, user) = if new_thread { (8, 3) } else { (3, 2) };
+    let mut sql = String::with_capacity(256 * (messages + 1));
+    if new_thread {
+        sql.push_str(
+            "INSERT INTO threads (id, agent_id, user_id, title, message_count, created_at, updated_at) \
+             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 \
+             WHERE EXISTS (SELECT 1 FROM agents WHERE id = ?2 AND user_id = ?3); ",
+        );
+    }
+    for _ in 0..messages {
+        let params: Vec<String> = (next..next + 12).map(|n| format!("?{n}")).collect();
+        next += 12;
+        sql.push_str(&format!(
+            "INSERT INTO messages ({MESSAGE_COLUMNS}) SELECT {} \
+             WHERE EXISTS (SELECT 1 FROM threads WHERE id = ?1 AND user_id = ?{user}); ",
+            params.join(", ")
+        ));
+    }
+    sql
+}
+
+/// Links `link`'s external conversation to `thread` in `tx` ([`TurnRecord::channel`]),
+/// replacing an earlier link; nothing when the integration is gone.
+async fn link_channel(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    link: &ChannelLink,
+    thread: &ThreadId,
+) -> StoreResult<()> {
+    sqlx::query(
+        "INSERT INTO channel_threads (integration_id, conversation_key, thread_id, created_at) \
+         SELECT ?1, ?2, ?3, ?4 WHERE EXISTS (SELECT 1 FROM integrations WHERE id = ?1) \
+         ON CONFLICT (integration_id, conversation_key) \
+         DO UPDATE SET thread_id = excluded.thread_id, created_at = excluded.created_at",
+    )
+    .bind(&link.integration_id)
+    .bind(&link.conversation_key)
+    .bind(thread)
+    .bind(ms(link.at))
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }
 
 /// A query on the SQLite store, its parameters bound so far.
@@ -134,6 +186,50 @@ impl ChatStore for SqliteStore {
             .execute(&self.writer)
             .await?;
         Ok(())
+    }
+
+    async fn record_turns(&self, turns: &[TurnRecord]) -> StoreResult<Vec<bool>> {
+        // One transaction on the writer: one commit (one append to the write-ahead log) for
+        // every turn, and one call to the writer per turn.
+        let mut tx = self.writer.begin().await?;
+        let mut stored = Vec::with_capacity(turns.len());
+        for turn in turns {
+            let t = &turn.thread;
+            let sql = turn_sql(turn.new_thread, turn.messages.len());
+            let mut query = sqlx::query(&sql).bind(&t.id);
+            query = if turn.new_thread {
+                query
+                    .bind(&t.agent_id)
+                    .bind(&t.user_id)
+                    .bind(&t.title)
+                    .bind(t.message_count)
+                    .bind(ms(t.created_at))
+                    .bind(ms(t.updated_at))
+            } else {
+                query.bind(&t.user_id)
+            };
+            for m in &turn.messages {
+                query = bind_message(query, m, &t.id);
+            }
+            let rows = query.execute(&mut *tx).await?.rows_affected();
+            let whole = turn.messages.len() as u64 + u64::from(turn.new_thread);
+            match rows {
+                0 => stored.push(false),
+                n if n == whole => {
+                    if let Some(link) = &turn.channel {
+                        link_channel(&mut tx, link, &t.id).await?;
+                    }
+                    stored.push(true)
+                }
+                n => {
+                    return Err(StoreError::Other(anyhow::anyhow!(
+                        "a chat turn wrote {n} of its {whole} rows"
+                    )))
+                }
+            }
+        }
+        tx.commit().await?;
+        Ok(stored)
     }
 
     async fn usage(&self, user_id: &UserId, from: NaiveDate) -> StoreResult<Vec<UsageDay>> {
