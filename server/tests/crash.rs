@@ -12,13 +12,14 @@
 
 use std::{
     collections::HashSet,
-    io::{BufRead, BufReader},
     net::SocketAddr,
     path::Path,
     process::{Child, Command, Stdio},
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
+
+mod process;
 
 use agentchat::store::scratch::ScratchDatabase;
 use reqwest::Client;
@@ -62,30 +63,8 @@ fn start(data: &Path, env: &[(String, String)]) -> Server {
         .stderr(Stdio::inherit())
         .spawn()
         .expect("agentchat starts");
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut sent = false;
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if !sent {
-                if let Some(rest) = line.split("AgentChat listening on http://").nth(1) {
-                    let addr = rest.split_whitespace().next().unwrap_or("").to_string();
-                    let _ = tx.send(addr);
-                    sent = true;
-                }
-            }
-        }
-    });
-    let addr = rx
-        .recv_timeout(Duration::from_secs(60))
-        .expect("the server announces its address");
-    Server {
-        child,
-        addr: addr
-            .trim_end_matches(|c: char| !c.is_ascii_digit())
-            .parse()
-            .unwrap(),
-    }
+    let addr = process::announced_addr(&mut child);
+    Server { child, addr }
 }
 
 /// Runs `agentchat ARGS` on the same data folder and database.

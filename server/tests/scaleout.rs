@@ -12,12 +12,13 @@
 
 use std::{
     collections::HashMap,
-    io::{BufRead, BufReader},
     net::SocketAddr,
     process::{Child, Command, Stdio},
     sync::{Arc, Mutex},
     time::{Duration, Instant},
 };
+
+mod process;
 
 use agentchat::store::scratch::ScratchDatabase;
 use axum::{extract::State, http::HeaderMap, routing::post, Router};
@@ -104,29 +105,10 @@ fn start(env: &[(String, String)]) -> Instance {
         .stderr(Stdio::inherit())
         .spawn()
         .expect("agentchat starts");
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut sent = false;
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if !sent {
-                if let Some(rest) = line.split("AgentChat listening on http://").nth(1) {
-                    let addr = rest.split_whitespace().next().unwrap_or("").to_string();
-                    let _ = tx.send(addr);
-                    sent = true;
-                }
-            }
-        }
-    });
-    let addr = rx
-        .recv_timeout(Duration::from_secs(60))
-        .expect("the instance announces its address");
+    let addr = process::announced_addr(&mut child);
     Instance {
         child,
-        addr: addr
-            .trim_end_matches(|c: char| !c.is_ascii_digit())
-            .parse()
-            .unwrap(),
+        addr,
         _data: data,
     }
 }
