@@ -65,7 +65,10 @@ use std::{
 use anyhow::{bail, ensure, Context};
 use bench::{
     backend::{Backend, BackendArgs},
-    load::{self, connect, cpu_time, histogram, ms, ms_delta, record, summary, RequestTemplate},
+    load::{
+        self, connect, cpu_time, histogram, ms, ms_delta, record, summary, RequestTemplate,
+        SseEvent, SseParser,
+    },
     service::{self, ServiceOptions, ServiceProcess},
 };
 use clap::Parser;
@@ -293,7 +296,7 @@ async fn one_stream(
         let bytes = body.collect().await?.to_bytes();
         bail!("status {status}: {}", String::from_utf8_lossy(&bytes));
     }
-    let mut buffer: Vec<u8> = Vec::with_capacity(256);
+    let mut parser = SseParser::default();
     let mut chunks = 0usize;
     let mut first = None;
     let mut done = false;
@@ -302,28 +305,21 @@ async fn one_stream(
         let Some(bytes) = frame.data_ref() else {
             continue;
         };
-        buffer.extend_from_slice(bytes);
-        let mut start = 0;
-        while let Some(end) = buffer[start..].windows(2).position(|w| w == b"\n\n") {
-            let block = &buffer[start..start + end];
-            start += end + 2;
-            if block.starts_with(b":") {
+        for event in parser.push(bytes) {
+            let SseEvent::Data(data) = event else {
                 continue; // a heartbeat
-            }
-            let data = block
-                .strip_prefix(b"data: ")
-                .with_context(|| format!("not a data frame: {}", String::from_utf8_lossy(block)))?;
+            };
             ensure!(!done, "a frame after [DONE]");
-            if data == b"[DONE]" {
+            if data == "[DONE]" {
                 done = true;
                 continue;
             }
             let chunk: Option<&[u8]> = match path {
-                Path::Service => Some(data),
+                Path::Service => Some(data.as_bytes()),
                 // `{"id":…,"choices":[{"index":0,"delta":{"content":" w2"},…}]}`: the text
                 // of `content`, when the frame has any (the first one carries the role, the
                 // last one the finish reason).
-                Path::Direct => content_of(data),
+                Path::Direct => content_of(data.as_bytes()),
             };
             let Some(chunk) = chunk else { continue };
             let want = match path {
@@ -342,12 +338,11 @@ async fn one_stream(
                 first = Some(started.elapsed());
             }
         }
-        buffer.drain(..start);
     }
     ensure!(
-        buffer.is_empty(),
+        parser.pending() == 0,
         "{} bytes after the last frame",
-        buffer.len()
+        parser.pending()
     );
     ensure!(done, "the stream ended without [DONE]");
     ensure!(

@@ -545,13 +545,13 @@ impl ChatService {
             messages: vec![prepared.user_message.clone(), reply],
             channel: prepared.channel.clone(),
         };
-        if !self.writer.record(turn.clone()).await? {
+        let Some(turn) = self.writer.record(turn).await? else {
             return Err(if prepared.new_thread {
                 ChatError::AgentGone
             } else {
                 ChatError::ThreadNotFound
             });
-        }
+        };
         self.announce(turn);
         Ok(())
     }

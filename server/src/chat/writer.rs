@@ -25,10 +25,13 @@ use crate::store::{ChatStore, StoreError, StoreResult, TurnRecord};
 /// The most turns one transaction stores.
 pub const MAX_BATCH: usize = 256;
 
+/// Where a turn's outcome goes: whether it was stored, and the turn itself back.
+type Answer = oneshot::Sender<(StoreResult<bool>, TurnRecord)>;
+
 /// A turn waiting to be written, and where its outcome goes.
 struct Pending {
     turn: TurnRecord,
-    done: oneshot::Sender<StoreResult<bool>>,
+    done: Answer,
 }
 
 /// Turns handed over and not yet written, and a wake-up for [`TurnWriter::flush`].
@@ -60,32 +63,27 @@ impl TurnWriter {
     }
 
     /// Stores `turn` with whatever other turns are waiting, and answers once its
-    /// transaction has committed: true when it was stored, false when its agent (new
-    /// thread) or thread (existing one) is gone and nothing of it was written.
+    /// transaction has committed: the turn back when it was stored, `None` when its agent
+    /// (new thread) or thread (existing one) is gone and nothing of it was written.
     ///
     /// Errors: the store's, when the turn could not be written (nothing of it was).
-    pub async fn record(&self, turn: TurnRecord) -> StoreResult<bool> {
+    pub async fn record(&self, turn: TurnRecord) -> StoreResult<Option<TurnRecord>> {
         let (done, outcome) = oneshot::channel();
         self.in_flight.count.fetch_add(1, Ordering::SeqCst);
-        if let Err(mpsc::error::SendError(pending)) = self.queue.send(Pending { turn, done }) {
+        if self.queue.send(Pending { turn, done }).is_err() {
             // The task is gone (the runtime is shutting down).
-            self.finished(1);
-            drop(pending);
+            finished(&self.in_flight, 1);
             return Err(StoreError::Unavailable(anyhow::anyhow!(
                 "the chat writer has stopped"
             )));
         }
-        outcome.await.unwrap_or_else(|_| {
+        match outcome.await {
+            Ok((stored, turn)) => Ok(stored?.then_some(turn)),
             // The task ended with the turn unanswered (the runtime is shutting down).
-            Err(StoreError::Unavailable(anyhow::anyhow!(
+            Err(_) => Err(StoreError::Unavailable(anyhow::anyhow!(
                 "the chat writer stopped before writing the turn"
-            )))
-        })
-    }
-
-    /// Turns handed over and not yet written.
-    pub fn pending(&self) -> usize {
-        self.in_flight.count.load(Ordering::SeqCst)
+            ))),
+        }
     }
 
     /// Waits until every turn handed over so far has been written (or failed): for a
@@ -93,15 +91,11 @@ impl TurnWriter {
     pub async fn flush(&self) {
         loop {
             let idle = self.in_flight.idle.notified();
-            if self.pending() == 0 {
+            if self.in_flight.count.load(Ordering::SeqCst) == 0 {
                 return;
             }
             idle.await;
         }
-    }
-
-    fn finished(&self, n: usize) {
-        finished(&self.in_flight, n);
     }
 }
 
@@ -133,16 +127,16 @@ async fn write_batches(
 /// alone.
 async fn write_batch(store: &dyn ChatStore, batch: &mut Vec<Pending>) {
     batch.sort_by(|a, b| {
-        let key = |p: &Pending| (p.turn.thread.user_id.clone(), p.turn.thread.id.clone());
-        key(a).cmp(&key(b))
+        let (a, b) = (&a.turn.thread, &b.turn.thread);
+        (&a.user_id, &a.id).cmp(&(&b.user_id, &b.id))
     });
-    let (turns, answers): (Vec<TurnRecord>, Vec<oneshot::Sender<StoreResult<bool>>>) =
+    let (turns, answers): (Vec<TurnRecord>, Vec<Answer>) =
         batch.drain(..).map(|p| (p.turn, p.done)).unzip();
     let outcome = store.record_turns(&turns).await;
     if let Ok(stored) = &outcome {
         if stored.len() == turns.len() {
-            for (answer, stored) in answers.into_iter().zip(stored) {
-                let _ = answer.send(Ok(*stored));
+            for ((answer, turn), stored) in answers.into_iter().zip(turns).zip(stored) {
+                let _ = answer.send((Ok(*stored), turn));
             }
             return;
         }
@@ -151,18 +145,18 @@ async fn write_batch(store: &dyn ChatStore, batch: &mut Vec<Pending>) {
         if let Err(err) = &outcome {
             tracing::warn!(error = %err, turns = turns.len(), "a batch of chat turns failed; writing them one by one");
         }
-        for (turn, answer) in turns.iter().zip(answers) {
+        for (turn, answer) in turns.into_iter().zip(answers) {
             let result = store
-                .record_turns(std::slice::from_ref(turn))
+                .record_turns(std::slice::from_ref(&turn))
                 .await
                 .and_then(one_outcome);
-            let _ = answer.send(result);
+            let _ = answer.send((result, turn));
         }
         return;
     }
     // A batch of one turn: its outcome as it is.
-    if let Some(answer) = answers.into_iter().next() {
-        let _ = answer.send(outcome.and_then(one_outcome));
+    if let (Some(answer), Some(turn)) = (answers.into_iter().next(), turns.into_iter().next()) {
+        let _ = answer.send((outcome.and_then(one_outcome), turn));
     }
 }
 

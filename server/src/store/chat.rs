@@ -103,8 +103,8 @@ pub struct TurnRecord {
     pub messages: Vec<MessageRecord>,
     /// The external conversation (a Telegram chat, a Slack thread, a widget visitor) that
     /// continues in `thread` from this turn on: linked in the same transaction when the
-    /// turn is stored and the integration still exists (as
-    /// [`crate::store::IntegrationStore::set_channel_thread`]).
+    /// turn is stored and the integration still exists, replacing an earlier link (read back
+    /// by [`crate::store::IntegrationStore::channel_thread`]).
     pub channel: Option<ChannelLink>,
 }
 

@@ -117,14 +117,6 @@ pub trait IntegrationStore: Send + Sync {
         integration_id: &IntegrationId,
         conversation_key: &str,
     ) -> StoreResult<Option<ThreadId>>;
-    /// Points an external conversation at `thread_id` (replacing an earlier thread).
-    async fn set_channel_thread(
-        &self,
-        integration_id: &IntegrationId,
-        conversation_key: &str,
-        thread_id: &ThreadId,
-        at: DateTime<Utc>,
-    ) -> StoreResult<()>;
     /// Ends an external conversation: its next message starts a new thread (the old thread
     /// stays, with its messages).
     async fn end_channel_thread(

@@ -4,7 +4,8 @@ use serde_json::{json, Value};
 
 use crate::helpers::*;
 
-async fn agent(app: &TestApp, user: &TestUser) -> String {
+/// A new agent of `user` (the offline model); its id.
+pub(crate) async fn agent(app: &TestApp, user: &TestUser) -> String {
     let res = app
         .post(
             "/api/agents",

@@ -9,18 +9,10 @@ use std::sync::Arc;
 use futures::StreamExt;
 use serde_json::{json, Value};
 
-use crate::{chat::sse_data, helpers::*};
-
-async fn agent(app: &TestApp, token: &str) -> String {
-    let res = app
-        .post("/api/agents", Some(token), json!({"name": "Turns"}))
-        .await;
-    assert_eq!(res.status(), 201);
-    res.json::<Value>().await.unwrap()["agent"]["id"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
+use crate::{
+    chat::{agent, sse_data},
+    helpers::*,
+};
 
 /// Reads a streamed reply up to `data: [DONE]` and stops there, without waiting for the
 /// end of the response; returns the thread id and the reply's text.
@@ -59,7 +51,7 @@ async fn stream_until_done(
 async fn a_conversation_is_readable_as_soon_as_its_reply_has_arrived() {
     let app = spawn_app().await;
     let user = app.user().await;
-    let id = agent(&app, &user.access).await;
+    let id = agent(&app, &user).await;
     for i in 0..10 {
         // Streamed: read right after `[DONE]`, before the response has ended.
         let (thread, text) =
@@ -92,7 +84,7 @@ async fn a_conversation_is_readable_as_soon_as_its_reply_has_arrived() {
 async fn a_thread_appears_with_its_first_reply_and_not_before() {
     let app = spawn_app().await;
     let user = app.user().await;
-    let id = agent(&app, &user.access).await;
+    let id = agent(&app, &user).await;
     let res = app
         .chat(
             &user.access,
@@ -121,7 +113,7 @@ async fn a_thread_appears_with_its_first_reply_and_not_before() {
 async fn usage_counters_equal_the_stored_replies_after_a_burst_of_2000_conversations() {
     let app = Arc::new(spawn_app_with(|c| c.limits.rate_limits = [1_000_000; 4]).await);
     let user = app.user().await;
-    let id = agent(&app, &user.access).await;
+    let id = agent(&app, &user).await;
     const CONVERSATIONS: usize = 2_000;
     const AT_ONCE: usize = 200;
     let next = Arc::new(std::sync::atomic::AtomicUsize::new(0));

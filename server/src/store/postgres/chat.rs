@@ -45,7 +45,19 @@ fn bind_message<'q>(
 /// to its id and `$2` to its user, and its messages go in when it exists and is the user's
 /// (read `FOR KEY SHARE`, so a delete waits for the turn). Each message binds twelve
 /// parameters ([`bind_message`]); the trigger `messages_count` counts each one.
-fn turn_sql(new_thread: bool, messages: usize) -> String {
+fn turn_sql(new_thread: bool, messages: usize) -> std::borrow::Cow<'static, str> {
+    // A turn is the user's message and the reply: both shapes of it are built once.
+    static TWO_MESSAGES: std::sync::LazyLock<[String; 2]> =
+        std::sync::LazyLock::new(|| [build_turn_sql(false, 2), build_turn_sql(true, 2)]);
+    if messages == 2 {
+        std::borrow::Cow::Borrowed(TWO_MESSAGES[usize::from(new_thread)].as_str())
+    } else {
+        std::borrow::Cow::Owned(build_turn_sql(new_thread, messages))
+    }
+}
+
+/// The text of [`turn_sql`].
+fn build_turn_sql(new_thread: bool, messages: usize) -> String {
     let mut next = if new_thread { 8 } else { 3 };
     let rows: Vec<String> = (0..messages)
         .map(|_| {

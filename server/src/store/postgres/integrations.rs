@@ -9,7 +9,8 @@
 //!   key `(integration_id, event_id)`; of inserts at once, one inserts and the others wait
 //!   for it and then insert nothing (`first_channel_event`);
 //! - one thread per external conversation: an upsert on `(integration_id,
-//!   conversation_key)` (`set_channel_thread`).
+//!   conversation_key)`, made with the turn that creates the thread
+//!   (`ChatStore::record_turns`, `store/postgres/chat.rs`).
 
 use super::{
     lock_account,
@@ -154,27 +155,6 @@ impl IntegrationStore for PgStore {
         .bind(conversation_key)
         .fetch_optional(&self.pool)
         .await?)
-    }
-
-    async fn set_channel_thread(
-        &self,
-        integration_id: &IntegrationId,
-        conversation_key: &str,
-        thread_id: &ThreadId,
-        at: DateTime<Utc>,
-    ) -> StoreResult<()> {
-        sqlx::query(
-            "INSERT INTO channel_threads (integration_id, conversation_key, thread_id, created_at) \
-             VALUES ($1, $2, $3, $4) ON CONFLICT (integration_id, conversation_key) \
-             DO UPDATE SET thread_id = excluded.thread_id, created_at = excluded.created_at",
-        )
-        .bind(integration_id)
-        .bind(conversation_key)
-        .bind(thread_id)
-        .bind(ms(at))
-        .execute(&self.pool)
-        .await?;
-        Ok(())
     }
 
     async fn end_channel_thread(

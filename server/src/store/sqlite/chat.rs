@@ -44,7 +44,19 @@ fn bind_message<'q>(
 /// message (twelve parameters, [`bind_message`]) goes in when the thread exists and is the
 /// user's, so the turn is written whole or not at all; the triggers of migration 0010
 /// count every message.
-fn turn_sql(new_thread: bool, messages: usize) -> String {
+fn turn_sql(new_thread: bool, messages: usize) -> std::borrow::Cow<'static, str> {
+    // A turn is the user's message and the reply: both shapes of it are built once.
+    static TWO_MESSAGES: std::sync::LazyLock<[String; 2]> =
+        std::sync::LazyLock::new(|| [build_turn_sql(false, 2), build_turn_sql(true, 2)]);
+    if messages == 2 {
+        std::borrow::Cow::Borrowed(TWO_MESSAGES[usize::from(new_thread)].as_str())
+    } else {
+        std::borrow::Cow::Owned(build_turn_sql(new_thread, messages))
+    }
+}
+
+/// The text of [`turn_sql`].
+fn build_turn_sql(new_thread: bool, messages: usize) -> String {
     let (mut next, user) = if new_thread { (8, 3) } else { (3, 2) };
     let mut sql = String::with_capacity(256 * (messages + 1));
     if new_thread {

@@ -141,27 +141,6 @@ impl IntegrationStore for SqliteStore {
         .await?)
     }
 
-    async fn set_channel_thread(
-        &self,
-        integration_id: &IntegrationId,
-        conversation_key: &str,
-        thread_id: &ThreadId,
-        at: DateTime<Utc>,
-    ) -> StoreResult<()> {
-        sqlx::query(
-            "INSERT INTO channel_threads (integration_id, conversation_key, thread_id, created_at) \
-             VALUES (?, ?, ?, ?) ON CONFLICT (integration_id, conversation_key) \
-             DO UPDATE SET thread_id = excluded.thread_id, created_at = excluded.created_at",
-        )
-        .bind(integration_id)
-        .bind(conversation_key)
-        .bind(thread_id)
-        .bind(ms(at))
-        .execute(&self.writer)
-        .await?;
-        Ok(())
-    }
-
     async fn end_channel_thread(
         &self,
         integration_id: &IntegrationId,
