@@ -14,6 +14,7 @@ pub mod connection;
 pub mod crypto;
 pub mod domain;
 pub mod http;
+pub mod idle;
 pub mod ids;
 pub mod integrations;
 pub mod jobs;

@@ -11,7 +11,7 @@ use axum::{
     extract::State,
     http::{header, HeaderValue},
     response::{
-        sse::{Event as SseEvent, KeepAlive, Sse},
+        sse::{Event as SseEvent, Sse},
         IntoResponse, Response,
     },
     Json,
@@ -122,11 +122,20 @@ fn frame(value: serde_json::Value) -> SseEvent {
     SseEvent::default().data(value.to_string())
 }
 
+/// The data of a chunk frame, `{"chunk":"..."}`, serialized straight from the text.
+#[derive(serde::Serialize)]
+struct ChunkData<'a> {
+    chunk: &'a str,
+}
+
 /// A frame of a streamed reply as a server-sent event: `{"chunk"}`, the usage frame, an
 /// `{"error", "message"}` frame with the contract's values, or `[DONE]`.
 fn sse(f: Frame) -> SseEvent {
     match f {
-        Frame::Chunk(d) => frame(json!({ "chunk": d })),
+        // `json_data` writes the JSON into the event's own buffer: no intermediate value.
+        Frame::Chunk(d) => SseEvent::default()
+            .json_data(ChunkData { chunk: &d })
+            .unwrap_or_else(|_| SseEvent::default().data("{}")),
         Frame::Summary {
             usage,
             model,
@@ -154,14 +163,16 @@ fn sse(f: Frame) -> SseEvent {
 /// no channel) and the client's pace is the provider's. When the client goes away the
 /// server drops the body, which drops the relay and so cancels the provider request, and
 /// the partial reply is persisted as cancelled. Heartbeats come from [`KeepAlive`] during
-/// silences (`SSE_HEARTBEAT_SECS`).
+/// silences (`SSE_HEARTBEAT_SECS`, [`sse_response`]).
 pub(crate) fn stream_reply(
     state: &AppState,
     prepared: PreparedChat,
     include_usage: bool,
 ) -> Response {
     let thread_id = HeaderValue::from_str(prepared.thread.id.as_str()).ok();
-    let relay = Relay::new(state.chat.clone(), prepared, include_usage);
+    // Boxed: each frame's future takes the relay and gives it back, a pointer's move
+    // rather than the whole relay's.
+    let relay = Box::new(Relay::new(state.chat.clone(), prepared, include_usage));
     let events = futures::stream::unfold(relay, |mut relay| async move {
         let frame = relay.next_frame().await?;
         Some((Ok::<_, Infallible>(sse(frame)), relay))
@@ -170,7 +181,8 @@ pub(crate) fn stream_reply(
 }
 
 /// The `text/event-stream` answer of a streamed reply, native or OpenAI-compatible:
-/// `events`, a `: ping` comment after every `SSE_HEARTBEAT_SECS` of silence,
+/// `events`, a `: ping` comment after every `SSE_HEARTBEAT_SECS` of silence (one lazy timer
+/// per stream, [`crate::idle`]),
 /// `Cache-Control: no-cache`, `X-Accel-Buffering: no` (so that a proxy does not buffer it;
 /// README § Running several instances) and the thread's id in `X-Thread-Id`.
 pub(crate) fn sse_response(
@@ -178,13 +190,13 @@ pub(crate) fn sse_response(
     events: impl futures::Stream<Item = Result<SseEvent, Infallible>> + Send + 'static,
     thread_id: Option<HeaderValue>,
 ) -> Response {
-    let mut response = Sse::new(events)
-        .keep_alive(
-            KeepAlive::new()
-                .interval(state.chat.config().sse_heartbeat)
-                .text("ping"),
-        )
-        .into_response();
+    let heartbeat = state.chat.config().sse_heartbeat;
+    let events = crate::idle::idle(
+        events,
+        heartbeat,
+        || Ok(SseEvent::default().comment("ping")),
+    );
+    let mut response = Sse::new(events).into_response();
     let headers = response.headers_mut();
     headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     headers.insert("x-accel-buffering", HeaderValue::from_static("no"));

@@ -1,10 +1,11 @@
 //! Language models: the [`Provider`] boundary, the configured providers (an
-//! OpenAI-compatible endpoint and the Anthropic Messages API, both through the `genai`
-//! client library) and the built-in offline model, gathered in a [`Models`] registry.
-//! Nothing here knows HTTP handlers; providers speak their own wire protocols inside
-//! `genai`.
+//! OpenAI-compatible endpoint and the Anthropic Messages API, through the `genai` client
+//! library, but for the OpenAI-compatible streamed replies, read per token by `openai`) and
+//! the built-in offline model, gathered in a [`Models`] registry. Nothing here knows HTTP
+//! handlers.
 
 pub mod offline;
+mod openai;
 pub mod remote;
 pub mod tokens;
 

@@ -1,6 +1,7 @@
-//! Remote providers through the `genai` client library: any OpenAI-compatible endpoint
-//! (OpenAI, Ollama, vLLM, llama.cpp server, LM Studio, OpenRouter, Groq) and the Anthropic
-//! Messages API. Both stream, and both report token usage.
+//! Remote providers: any OpenAI-compatible endpoint (OpenAI, Ollama, vLLM, llama.cpp
+//! server, LM Studio, OpenRouter, Groq) and the Anthropic Messages API, through the `genai`
+//! client library, but for the OpenAI-compatible streamed replies, which [`super::openai`]
+//! reads per token. Both stream, and both report token usage.
 
 use std::{sync::Arc, time::Duration};
 
@@ -36,6 +37,9 @@ pub struct RemoteProvider {
     /// Shared with the streams of replies, which mask it in the errors they report.
     key: Arc<SecretString>,
     client: genai::Client,
+    /// The streamed replies of an OpenAI-compatible endpoint, read without `genai`
+    /// ([`super::openai`]); `None` for Anthropic.
+    openai: Option<super::openai::OpenAiStreams>,
 }
 
 impl RemoteProvider {
@@ -50,12 +54,23 @@ impl RemoteProvider {
     ) -> anyhow::Result<Self> {
         let client = genai::Client::new()
             .map_err(|e| anyhow::anyhow!("building the model client failed: {e}"))?;
+        let base_url = endpoint_url(base_url);
+        let key = Arc::new(key);
+        let openai = match flavor {
+            Flavor::OpenAi => Some(super::openai::OpenAiStreams::new(
+                &base_url,
+                Arc::clone(&key),
+                timeout,
+            )?),
+            Flavor::Anthropic => None,
+        };
         Ok(Self {
             flavor,
             timeout,
-            base_url: endpoint_url(base_url),
-            key: Arc::new(key),
+            base_url,
+            key,
             client,
+            openai,
         })
     }
 
@@ -107,7 +122,31 @@ fn provider_error(flavor: Flavor, key: &SecretString, err: genai::Error) -> Prov
         error = %mask(&err.to_string(), key),
         "the model provider failed"
     );
+    shown(flavor, key, kind, &detail)
+}
+
+/// A failure of the provider of `flavor` of `kind`, of which `detail` (a complaint or a
+/// fixed phrase, never an address) may be shown, as a [`ProviderError`] with `key` masked;
+/// logged at warn.
+pub(crate) fn shown_error(
+    flavor: Flavor,
+    key: &SecretString,
+    kind: ProviderErrorKind,
+    detail: String,
+) -> ProviderError {
     let detail = mask(&detail, key);
+    tracing::warn!(provider = flavor.code(), error = %detail, "the model provider failed");
+    shown(flavor, key, kind, &detail)
+}
+
+/// The message users see: `"{Provider} failed ({status}): {detail}"`, `key` masked.
+fn shown(
+    flavor: Flavor,
+    key: &SecretString,
+    kind: ProviderErrorKind,
+    detail: &str,
+) -> ProviderError {
+    let detail = mask(detail, key);
     let status = match kind {
         ProviderErrorKind::Status(s) => format!(" ({s})"),
         _ => String::new(),
@@ -118,6 +157,20 @@ fn provider_error(flavor: Flavor, key: &SecretString, err: genai::Error) -> Prov
             super::sentence_start(flavor.name())
         ),
         kind,
+    }
+}
+
+/// The failure of a reply in which the provider of `flavor` sent nothing for `timeout`
+/// (`PROVIDER_TIMEOUT_SECS`), logged at warn.
+fn silence(flavor: Flavor, timeout: Duration) -> ProviderError {
+    tracing::warn!(
+        provider = flavor.code(),
+        timeout_ms = timeout.as_millis() as u64,
+        "the model provider went silent in the middle of a reply"
+    );
+    ProviderError {
+        kind: ProviderErrorKind::Timeout,
+        message: format!("{} failed: timed out", super::sentence_start(flavor.name())),
     }
 }
 
@@ -211,18 +264,46 @@ pub(crate) fn classify(err: &genai::Error) -> (ProviderErrorKind, String) {
     }
 }
 
+/// What [`transport`] reads of an HTTP client's error: `reqwest`'s, in the version `genai`
+/// uses and in the service's own.
+pub(crate) trait TransportError {
+    fn status(&self) -> Option<u16>;
+    fn is_timeout(&self) -> bool;
+    fn is_connect(&self) -> bool;
+    /// The body broke off or could not be decoded.
+    fn is_body(&self) -> bool;
+}
+
+macro_rules! transport_error {
+    ($error:ty) => {
+        impl TransportError for $error {
+            fn status(&self) -> Option<u16> {
+                <$error>::status(self).map(|s| s.as_u16())
+            }
+            fn is_timeout(&self) -> bool {
+                <$error>::is_timeout(self)
+            }
+            fn is_connect(&self) -> bool {
+                <$error>::is_connect(self)
+            }
+            fn is_body(&self) -> bool {
+                <$error>::is_body(self) || <$error>::is_decode(self)
+            }
+        }
+    };
+}
+transport_error!(genai_reqwest::Error);
+transport_error!(reqwest::Error);
+
 /// The kind of a transport failure and a fixed phrase for it.
-fn transport(err: &genai_reqwest::Error) -> (ProviderErrorKind, String) {
+pub(crate) fn transport(err: &impl TransportError) -> (ProviderErrorKind, String) {
     if let Some(status) = err.status() {
-        (
-            ProviderErrorKind::Status(status.as_u16()),
-            "no details given".into(),
-        )
+        (ProviderErrorKind::Status(status), "no details given".into())
     } else if err.is_timeout() {
         (ProviderErrorKind::Timeout, "timed out".into())
     } else if err.is_connect() {
         (ProviderErrorKind::Connection, "could not connect".into())
-    } else if err.is_body() || err.is_decode() {
+    } else if err.is_body() {
         (ProviderErrorKind::Connection, "the connection broke".into())
     } else {
         (
@@ -234,7 +315,7 @@ fn transport(err: &genai_reqwest::Error) -> (ProviderErrorKind, String) {
 
 /// The provider's own message from an error body (`error.message` in both protocols),
 /// shortened.
-fn complaint(body: &str) -> String {
+pub(crate) fn complaint(body: &str) -> String {
     let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
     let message = parsed
         .as_ref()
@@ -346,7 +427,26 @@ impl Provider for RemoteProvider {
             .map_err(|e| self.error(e))
     }
 
+    /// The reply's events; a silence of the provider timeout inside the reply ends it with a
+    /// [`ProviderErrorKind::Timeout`] ([`crate::idle`]: one timer per reply).
     async fn stream(&self, model: &str, prompt: &Prompt) -> Result<EventStream, ProviderError> {
+        let events = match &self.openai {
+            Some(openai) => openai.stream(model, prompt).await?,
+            None => self.genai_stream(model, prompt).await?,
+        };
+        let (flavor, timeout) = (self.flavor, self.timeout);
+        let silent = move || Err(silence(flavor, timeout));
+        Ok(crate::idle::idle(events, timeout, silent).boxed())
+    }
+}
+
+impl RemoteProvider {
+    /// The reply's events through `genai` (Anthropic).
+    async fn genai_stream(
+        &self,
+        model: &str,
+        prompt: &Prompt,
+    ) -> Result<EventStream, ProviderError> {
         let messages = prompt
             .turns
             .iter()
@@ -360,10 +460,11 @@ impl Provider for RemoteProvider {
         if !system.trim().is_empty() {
             request = request.with_system(system);
         }
+        // The silences inside the reply are watched below, with one timer per reply rather
+        // than one per read.
         let options = sampling_options(self.flavor, &prompt.sampling)
             .with_capture_usage(true)
-            .with_stream_header_timeout(self.timeout)
-            .with_stream_read_timeout(self.timeout);
+            .with_stream_header_timeout(self.timeout);
         let response = self
             .client
             .exec_chat_stream(self.target(model), request, Some(&options))

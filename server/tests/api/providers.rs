@@ -539,6 +539,79 @@ async fn the_provider_timeout_bounds_the_whole_wait_retries_included() {
     drop(mock);
 }
 
+/// `PROVIDER_TIMEOUT_SECS` also bounds every silence inside a reply: a provider that stops
+/// sending after its first tokens ends the reply with a timeout once the timeout has passed
+/// (the error frame, then `[DONE]`; 504 in JSON), and what came before is stored as a failed
+/// reply. Silences shorter than the timeout are waited for.
+#[tokio::test]
+async fn a_provider_silent_in_the_middle_of_a_reply_times_out() {
+    let timeout = Duration::from_millis(600);
+    let (app, mock) = with_mock(|c| c.providers.timeout = timeout).await;
+    let user = app.user().await;
+    let id = agent_with(&app, &user, "gpt-4o-mini").await;
+
+    let started = Instant::now();
+    let res = app
+        .chat(
+            &user.access,
+            &id,
+            json!({"message": "one two [[pause:20000]]", "stream": true}),
+        )
+        .await;
+    let thread = res.headers()["x-thread-id"].to_str().unwrap().to_string();
+    let frames = sse_data(&res.text().await.unwrap());
+    let waited = started.elapsed();
+    assert_eq!(frames.last().unwrap(), "[DONE]");
+    let error: Value = serde_json::from_str(&frames[frames.len() - 2]).unwrap();
+    assert_eq!(error["error"], "Gateway Timeout", "{error}");
+    assert!(
+        error["message"].as_str().unwrap().contains("timed out"),
+        "{error}"
+    );
+    assert!(
+        frames.len() > 2,
+        "chunks came before the silence: {frames:?}"
+    );
+    assert!(waited >= timeout, "{waited:?}");
+    assert!(
+        waited < Duration::from_secs(5),
+        "the error came after {waited:?}"
+    );
+    let msgs = app.messages(&user.access, &id, &thread).await;
+    let last = msgs.last().unwrap();
+    assert_eq!(last["status"], "failed");
+    assert!(
+        last["content"].as_str().unwrap().starts_with("Echo:"),
+        "{last}"
+    );
+
+    let res = app
+        .chat(
+            &user.access,
+            &id,
+            json!({"message": "one two [[pause:20000]]"}),
+        )
+        .await;
+    assert_error(res, 504, "Gateway Timeout", None).await;
+
+    // Silences are counted from the last token: a late answer, then a pause, each shorter
+    // than the timeout but longer together, are waited for.
+    let res = app
+        .chat(
+            &user.access,
+            &id,
+            json!({"message": "a b [[delay:400]][[pause:400]]", "stream": true}),
+        )
+        .await;
+    let frames = sse_data(&res.text().await.unwrap());
+    assert!(
+        frames.iter().all(|f| !f.contains("\"error\"")),
+        "{frames:?}"
+    );
+    assert_eq!(frames.last().unwrap(), "[DONE]");
+    drop(mock);
+}
+
 /// A provider that cannot be reached is named in the 502, the stream's error frame and the
 /// stored reply, never by its URL, host or port (the details go to the log).
 #[tokio::test]

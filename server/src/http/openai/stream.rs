@@ -178,7 +178,8 @@ pub async fn reply(
     if let Some(frame) = first {
         chunks.push(frame);
     }
-    let events = futures::stream::unfold(chunks, |mut chunks| async move {
+    // Boxed, as the native stream's relay is (`http::chat::stream_reply`).
+    let events = futures::stream::unfold(Box::new(chunks), |mut chunks| async move {
         let event = chunks.next().await?;
         Some((Ok::<_, Infallible>(event), chunks))
     });
