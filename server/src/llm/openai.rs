@@ -86,12 +86,14 @@ impl OpenAiStreams {
         if !key.is_empty() {
             request = request.bearer_auth(key);
         }
-        let fail = |kind, detail: String| shown_error(Flavor::OpenAi, &self.key, kind, detail);
+        let fail = |kind, detail: String, cause: Option<&dyn fmt::Display>| {
+            shown_error(Flavor::OpenAi, &self.key, kind, detail, cause)
+        };
         let response = match tokio::time::timeout(self.header_timeout, request.send()).await {
-            Err(_) => return Err(fail(ProviderErrorKind::Timeout, "timed out".into())),
+            Err(_) => return Err(fail(ProviderErrorKind::Timeout, "timed out".into(), None)),
             Ok(Err(e)) => {
                 let (kind, detail) = transport(&e);
-                return Err(fail(kind, detail));
+                return Err(fail(kind, detail, Some(&e)));
             }
             Ok(Ok(response)) => response,
         };
@@ -101,12 +103,13 @@ impl OpenAiStreams {
             return Err(fail(
                 ProviderErrorKind::Status(status.as_u16()),
                 complaint(&body),
+                None,
             ));
         }
         let key = Arc::clone(&self.key);
         Ok(Reading::new(response.bytes_stream().eventsource())
             .map(move |item| {
-                item.map_err(|(kind, detail)| shown_error(Flavor::OpenAi, &key, kind, detail))
+                item.map_err(|(kind, detail)| shown_error(Flavor::OpenAi, &key, kind, detail, None))
             })
             .boxed())
     }

@@ -126,16 +126,22 @@ fn provider_error(flavor: Flavor, key: &SecretString, err: genai::Error) -> Prov
 }
 
 /// A failure of the provider of `flavor` of `kind`, of which `detail` (a complaint or a
-/// fixed phrase, never an address) may be shown, as a [`ProviderError`] with `key` masked;
-/// logged at warn.
+/// fixed phrase, never an address) may be shown, as a [`ProviderError`] with `key` masked.
+/// Logged at warn with `cause` when there is one (an HTTP client's error, which may name
+/// the provider's URL: for operators, not users), else with `detail`; masked there too.
 pub(crate) fn shown_error(
     flavor: Flavor,
     key: &SecretString,
     kind: ProviderErrorKind,
     detail: String,
+    cause: Option<&dyn std::fmt::Display>,
 ) -> ProviderError {
-    let detail = mask(&detail, key);
-    tracing::warn!(provider = flavor.code(), error = %detail, "the model provider failed");
+    let logged = cause.map_or_else(|| detail.clone(), ToString::to_string);
+    tracing::warn!(
+        provider = flavor.code(),
+        error = %mask(&logged, key),
+        "the model provider failed"
+    );
     shown(flavor, key, kind, &detail)
 }
 
