@@ -18,7 +18,7 @@
 //! The request body is the one `genai` sends for the same options (tests in
 //! `tests/api/providers.rs` and `tests/api/openai.rs` read it at the mock provider).
 
-use std::{borrow::Cow, collections::VecDeque, fmt, sync::Arc, time::Duration};
+use std::{borrow::Cow, fmt, sync::Arc, time::Duration};
 
 use eventsource_stream::Eventsource;
 use futures::{Stream, StreamExt};
@@ -213,7 +213,7 @@ fn needs_max_completion_tokens(model: &str) -> bool {
 
 /// One chunk event's data, borrowing from its text. Every field may be absent: servers that
 /// speak the protocol (vLLM, llama.cpp, Ollama, LM Studio) differ in what they send.
-#[derive(Deserialize, Default)]
+#[derive(Deserialize)]
 struct ChunkData<'a> {
     /// The first choice; the service asks for one.
     #[serde(borrow, default, deserialize_with = "first_choice")]
@@ -225,7 +225,7 @@ struct ChunkData<'a> {
     error: Option<WireError<'a>>,
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize)]
 struct Choice<'a> {
     #[serde(borrow, default)]
     delta: Option<Delta<'a>>,
@@ -233,7 +233,7 @@ struct Choice<'a> {
     finish_reason: Option<Cow<'a, str>>,
 }
 
-#[derive(Deserialize, Default)]
+#[derive(Deserialize)]
 struct Delta<'a> {
     #[serde(borrow, default)]
     content: Option<Content<'a>>,
@@ -332,8 +332,6 @@ struct Reading<S> {
     events: S,
     usage: Option<Usage>,
     finish: FinishReason,
-    /// Deltas of an event that carried more than one piece (never, in practice).
-    queued: VecDeque<Event>,
     ended: bool,
 }
 
@@ -343,7 +341,6 @@ impl<S> Reading<S> {
             events,
             usage: None,
             finish: FinishReason::Stop,
-            queued: VecDeque::new(),
             ended: false,
         }
     }
@@ -410,9 +407,6 @@ where
         use std::task::Poll;
         let this = &mut *self;
         loop {
-            if let Some(event) = this.queued.pop_front() {
-                return Poll::Ready(Some(Ok(event)));
-            }
             if this.ended {
                 return Poll::Ready(None);
             }

@@ -9,6 +9,24 @@ use super::StoreResult;
 use crate::domain::Role;
 use crate::ids::{AgentId, IntegrationId, MessageId, ThreadId, UserId};
 
+/// The statement text of one turn ([`ChatStore::record_turns`]) with `messages` messages,
+/// made by a backend's `build`. A turn is nearly always the user's message and the reply:
+/// both shapes of that (existing and new thread) are built once, into `two`, and borrowed
+/// from then on; other sizes are built each time.
+pub(crate) fn turn_statement(
+    two: &'static std::sync::OnceLock<[String; 2]>,
+    build: fn(bool, usize) -> String,
+    new_thread: bool,
+    messages: usize,
+) -> std::borrow::Cow<'static, str> {
+    if messages == 2 {
+        let shapes = two.get_or_init(|| [build(false, 2), build(true, 2)]);
+        std::borrow::Cow::Borrowed(shapes[usize::from(new_thread)].as_str())
+    } else {
+        std::borrow::Cow::Owned(build(new_thread, messages))
+    }
+}
+
 /// A message's status (docs/api.md § States and transitions), set once when the message is
 /// stored: a user message and a finished reply are `complete`, a reply the provider broke
 /// off is `failed`, a stream the client left is `cancelled`. Stored as its text

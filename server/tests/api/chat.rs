@@ -31,6 +31,18 @@ pub fn sse_data(body: &str) -> Vec<String> {
         .collect()
 }
 
+/// The frame before `data: [DONE]` (the usage summary or the error frame), parsed, after
+/// checking that the stream ends with `data: [DONE]`.
+pub fn end_frame(frames: &[String]) -> Value {
+    assert_eq!(
+        frames.last().map(String::as_str),
+        Some("[DONE]"),
+        "{frames:?}"
+    );
+    assert!(frames.len() >= 2, "no frame before [DONE]: {frames:?}");
+    serde_json::from_str(&frames[frames.len() - 2]).unwrap()
+}
+
 /// The text of a streamed reply: its `chunk` frames joined, after checking that the stream
 /// ends with `data: [DONE]`.
 pub fn streamed_text(body: &str) -> String {

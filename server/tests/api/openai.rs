@@ -23,7 +23,7 @@ use mock_provider::RecordedRequest;
 use serde_json::{json, Value};
 
 use crate::{
-    chat::sse_data,
+    chat::{end_frame, sse_data},
     helpers::*,
     providers::{agent_with, with_mock},
 };
@@ -778,8 +778,7 @@ async fn provider_failures_are_5xx_before_the_stream_and_an_error_event_after() 
     assert_eq!(res.status(), 200);
     let thread = res.headers()["x-thread-id"].to_str().unwrap().to_string();
     let frames = sse_data(&res.text().await.unwrap());
-    assert_eq!(frames.last().unwrap(), "[DONE]");
-    let error: Value = serde_json::from_str(&frames[frames.len() - 2]).unwrap();
+    let error = end_frame(&frames);
     assert_eq!(error["error"]["type"], "server_error", "{error}");
     assert_eq!(error["error"]["code"], "upstream_error", "{error}");
     let messages = app.messages(&user.access, &agent, &thread).await;

@@ -10,7 +10,7 @@ use secrecy::SecretString;
 use serde_json::{json, Value};
 
 use crate::{
-    chat::{sse_data, streamed_text},
+    chat::{end_frame, sse_data, streamed_text},
     helpers::*,
 };
 
@@ -405,8 +405,7 @@ async fn a_stream_error_sends_the_error_frame_and_done_and_keeps_the_partial_rep
         .await;
     let thread = res.headers()["x-thread-id"].to_str().unwrap().to_string();
     let frames = sse_data(&res.text().await.unwrap());
-    assert_eq!(frames.last().unwrap(), "[DONE]");
-    let error: Value = serde_json::from_str(&frames[frames.len() - 2]).unwrap();
+    let error = end_frame(&frames);
     assert_eq!(error["error"], "Bad Gateway");
     assert!(error["message"].as_str().is_some());
     let chunks = &frames[..frames.len() - 2];
@@ -528,8 +527,7 @@ async fn the_provider_timeout_bounds_the_whole_wait_retries_included() {
         .await;
     let frames = sse_data(&res.text().await.unwrap());
     let waited = started.elapsed();
-    assert_eq!(frames.last().unwrap(), "[DONE]");
-    let error: Value = serde_json::from_str(&frames[frames.len() - 2]).unwrap();
+    let error = end_frame(&frames);
     assert_eq!(error["error"], "Gateway Timeout", "{error}");
     assert!(waited >= timeout, "{waited:?}");
     assert!(
@@ -561,8 +559,7 @@ async fn a_provider_silent_in_the_middle_of_a_reply_times_out() {
     let thread = res.headers()["x-thread-id"].to_str().unwrap().to_string();
     let frames = sse_data(&res.text().await.unwrap());
     let waited = started.elapsed();
-    assert_eq!(frames.last().unwrap(), "[DONE]");
-    let error: Value = serde_json::from_str(&frames[frames.len() - 2]).unwrap();
+    let error = end_frame(&frames);
     assert_eq!(error["error"], "Gateway Timeout", "{error}");
     assert!(
         error["message"].as_str().unwrap().contains("timed out"),

@@ -45,14 +45,8 @@ fn bind_message<'q>(
 /// user's, so the turn is written whole or not at all; the triggers of migration 0010
 /// count every message.
 fn turn_sql(new_thread: bool, messages: usize) -> std::borrow::Cow<'static, str> {
-    // A turn is the user's message and the reply: both shapes of it are built once.
-    static TWO_MESSAGES: std::sync::LazyLock<[String; 2]> =
-        std::sync::LazyLock::new(|| [build_turn_sql(false, 2), build_turn_sql(true, 2)]);
-    if messages == 2 {
-        std::borrow::Cow::Borrowed(TWO_MESSAGES[usize::from(new_thread)].as_str())
-    } else {
-        std::borrow::Cow::Owned(build_turn_sql(new_thread, messages))
-    }
+    static TWO_MESSAGES: std::sync::OnceLock<[String; 2]> = std::sync::OnceLock::new();
+    crate::store::chat::turn_statement(&TWO_MESSAGES, build_turn_sql, new_thread, messages)
 }
 
 /// The text of [`turn_sql`].
