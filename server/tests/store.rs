@@ -521,3 +521,43 @@ async fn an_upload_is_read_through_another_handle_and_deleted_with_its_document(
     assert_eq!(two.upload(&doc.id).await.unwrap(), None);
     assert_eq!(one.upload(&doc.id).await.unwrap(), None);
 }
+
+/// A pooled connection that the server closed while it sat idle (a restart, an idle
+/// timeout) is replaced before a query uses it: connections idle for
+/// `ALIVE_BYPASS_WINDOW` or longer are pinged when handed out, and the dead one is swapped
+/// for a new one, so the query succeeds.
+#[tokio::test]
+async fn a_postgres_connection_closed_while_idle_is_replaced_before_use() {
+    let Some(server) =
+        postgres_server("a_postgres_connection_closed_while_idle_is_replaced_before_use")
+    else {
+        return;
+    };
+    let (database, _) = migrated_postgres(&server).await;
+    // One connection, so the query below can only get the one that was closed, or a new one.
+    let store = store::postgres::PgStore::connect(database.url(), 1)
+        .await
+        .expect("connecting");
+    let first: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    let admin = sqlx::PgPool::connect(&server).await.unwrap();
+    let ended: bool = sqlx::query_scalar("SELECT pg_terminate_backend($1)")
+        .bind(first)
+        .fetch_one(&admin)
+        .await
+        .unwrap();
+    assert!(ended, "the pooled connection's backend was terminated");
+    tokio::time::sleep(
+        store::postgres::ALIVE_BYPASS_WINDOW + std::time::Duration::from_millis(100),
+    )
+    .await;
+    let second: i32 = sqlx::query_scalar("SELECT pg_backend_pid()")
+        .fetch_one(store.pool())
+        .await
+        .expect("the query runs on a new connection, not the closed one");
+    assert_ne!(first, second);
+    store.pool().close().await;
+    admin.close().await;
+}

@@ -202,7 +202,10 @@ pub trait ChatStore: Send + Sync {
     ///
     /// Returns, for each turn in order, whether it was stored (false: its agent or thread
     /// was deleted meanwhile, and nothing of it was written). An error means nothing of any
-    /// turn was written. Proven by `conformance::turns_are_stored_whole_in_one_commit`.
+    /// turn was written, and a call dropped before it ends (cancelled) leaves all of its
+    /// turns or none. Proven by `conformance::turns_are_stored_whole_in_one_commit`,
+    /// `conformance::a_failed_turn_batch_leaves_nothing_and_the_store_writes_on` and
+    /// `conformance::a_cancelled_turn_batch_leaves_all_or_nothing`.
     async fn record_turns(&self, turns: &[TurnRecord]) -> StoreResult<Vec<bool>>;
     /// The user's usage on the days from `from` (UTC) on, oldest first; days without any
     /// use are absent.

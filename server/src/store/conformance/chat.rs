@@ -207,6 +207,87 @@ pub async fn turns_are_stored_whole_in_one_commit(store: Arc<dyn Store>) {
     assert_eq!(store.record_turns(&[]).await.unwrap(), Vec::<bool>::new());
 }
 
+/// [`crate::store::ChatStore::record_turns`]: a batch that fails part-way (its second turn
+/// reuses a message id) stores none of its turns, and the store writes on: the same first
+/// turn then goes in alone, and is read back.
+pub async fn a_failed_turn_batch_leaves_nothing_and_the_store_writes_on(store: Arc<dyn Store>) {
+    let thread = thread_of_new_user(store.as_ref()).await;
+    let at = Utc::now();
+    let fresh = new_thread_like(&thread, "t-fresh", at);
+    let other = new_thread_like(&thread, "t-other", at);
+    let first = turn(&fresh, true, 1, at);
+    let mut clash = turn(&other, true, 2, at);
+    clash.messages[0].id = first.messages[0].id.clone();
+    assert!(store.record_turns(&[first.clone(), clash]).await.is_err());
+    for t in [&fresh, &other] {
+        assert!(
+            store
+                .thread(&t.user_id, &t.agent_id, &t.id)
+                .await
+                .unwrap()
+                .is_none(),
+            "nothing of the failed batch is stored"
+        );
+    }
+    assert_eq!(store.record_turns(&[first]).await.unwrap(), [true]);
+    let kept = store.recent_messages(&fresh.id, 10).await.unwrap();
+    assert_eq!(kept.len(), 2, "the turn alone is stored, and readable");
+    let usage = store.usage(&thread.user_id, at.date_naive()).await.unwrap();
+    assert_eq!(usage[0].chats, 1, "only the stored reply is counted");
+}
+
+/// [`crate::store::ChatStore::record_turns`]: a batch whose future is dropped part-way
+/// (a shutdown cancelling the writer) leaves all of its turns or none, and later writes
+/// are committed and readable, not caught in a transaction the batch left open.
+pub async fn a_cancelled_turn_batch_leaves_all_or_nothing(store: Arc<dyn Store>) {
+    let thread = thread_of_new_user(store.as_ref()).await;
+    let at = Utc::now();
+    let threads: Vec<ThreadRecord> = (0..200)
+        .map(|i| new_thread_like(&thread, &format!("c{i}"), at))
+        .collect();
+    let turns: Vec<TurnRecord> = threads.iter().map(|t| turn(t, true, 0, at)).collect();
+    {
+        let mut write = Box::pin(store.record_turns(&turns));
+        // Some of the batch's calls to the database run, then the future is dropped.
+        for _ in 0..3 {
+            if let std::task::Poll::Ready(result) = futures::poll!(write.as_mut()) {
+                result.unwrap();
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+    }
+    let mut stored = 0;
+    for t in &threads {
+        if store
+            .thread(&t.user_id, &t.agent_id, &t.id)
+            .await
+            .unwrap()
+            .is_some()
+        {
+            stored += 1;
+        }
+    }
+    assert!(
+        stored == 0 || stored == threads.len(),
+        "{stored} of {} turns stored",
+        threads.len()
+    );
+    let after = new_thread_like(&thread, "c-after", at);
+    assert_eq!(
+        store
+            .record_turns(&[turn(&after, true, 1, at)])
+            .await
+            .unwrap(),
+        [true]
+    );
+    assert_eq!(
+        store.recent_messages(&after.id, 10).await.unwrap().len(),
+        2,
+        "a later turn is committed and readable"
+    );
+}
+
 /// [`crate::store::ChatStore::record_turns`]: 20 batches of 10 new conversations stored at
 /// once (and a second turn in each) are all written, every message counted in its thread
 /// and every reply in the day's usage.

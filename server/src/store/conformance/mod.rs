@@ -55,6 +55,8 @@ macro_rules! for_each_store_conformance_case {
             concurrent_messages_are_all_written_and_counted,
             thread_counters_and_daily_usage_follow_appended_messages,
             turns_are_stored_whole_in_one_commit,
+            a_failed_turn_batch_leaves_nothing_and_the_store_writes_on,
+            a_cancelled_turn_batch_leaves_all_or_nothing,
             parallel_turn_batches_are_all_counted,
             crawled_pages_written_together_replace_each_pages_chunks,
             crawled_pages_of_a_deleted_document_are_not_written,

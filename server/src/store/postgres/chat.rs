@@ -107,6 +107,42 @@ async fn link_channel(
 /// A query on the PostgreSQL store, its parameters bound so far.
 type PgQuery<'q> = sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>;
 
+/// `sql`, the statement of `turn` ([`turn_sql`]), with its parameters bound.
+fn turn_query<'q>(sql: &'q str, turn: &'q TurnRecord) -> PgQuery<'q> {
+    let t = &turn.thread;
+    let mut query = sqlx::query(sql).bind(&t.id);
+    query = if turn.new_thread {
+        query
+            .bind(&t.agent_id)
+            .bind(&t.user_id)
+            .bind(&t.title)
+            .bind(t.message_count)
+            .bind(ms(t.created_at))
+            .bind(ms(t.updated_at))
+    } else {
+        query.bind(&t.user_id)
+    };
+    for m in &turn.messages {
+        query = bind_message(query, m, &t.id);
+    }
+    query
+}
+
+/// Whether `turn` was stored, from the `rows` its statement wrote: every message
+/// (`true`), or nothing because its agent or thread is gone (`false`).
+///
+/// Errors: any other count, which the statement's shape rules out.
+fn turn_stored(turn: &TurnRecord, rows: u64) -> StoreResult<bool> {
+    match rows {
+        0 => Ok(false),
+        n if n == turn.messages.len() as u64 => Ok(true),
+        n => Err(StoreError::Other(anyhow::anyhow!(
+            "a chat turn wrote {n} of its {} messages",
+            turn.messages.len()
+        ))),
+    }
+}
+
 #[async_trait]
 impl ChatStore for PgStore {
     async fn create_thread(&self, t: &ThreadRecord, first: &MessageRecord) -> StoreResult<bool> {
@@ -211,29 +247,29 @@ impl ChatStore for PgStore {
     }
 
     async fn record_turns(&self, turns: &[TurnRecord]) -> StoreResult<Vec<bool>> {
-        // One transaction: one commit (one flush of the write-ahead log) for every turn,
-        // one statement per turn.
+        // A turn alone without a channel link is one statement, atomic by itself: it runs
+        // without BEGIN and COMMIT, two round trips fewer (the commit is the statement's
+        // own). Anything more is one transaction: one commit (one flush of the write-ahead
+        // log) for every turn, one statement per turn.
+        if let [turn] = turns {
+            if turn.channel.is_none() {
+                let sql = turn_sql(turn.new_thread, turn.messages.len());
+                let rows = match turn_query(&sql, turn).execute(&self.pool).await {
+                    Ok(done) => done.rows_affected(),
+                    // The user went away with the agent between the check and the insert.
+                    Err(sqlx::Error::Database(db)) if db.is_foreign_key_violation() => {
+                        return Ok(vec![false])
+                    }
+                    Err(err) => return Err(err.into()),
+                };
+                return Ok(vec![turn_stored(turn, rows)?]);
+            }
+        }
         let mut tx = self.pool.begin().await?;
         let mut stored = Vec::with_capacity(turns.len());
         for turn in turns {
-            let t = &turn.thread;
             let sql = turn_sql(turn.new_thread, turn.messages.len());
-            let mut query = sqlx::query(&sql).bind(&t.id);
-            query = if turn.new_thread {
-                query
-                    .bind(&t.agent_id)
-                    .bind(&t.user_id)
-                    .bind(&t.title)
-                    .bind(t.message_count)
-                    .bind(ms(t.created_at))
-                    .bind(ms(t.updated_at))
-            } else {
-                query.bind(&t.user_id)
-            };
-            for m in &turn.messages {
-                query = bind_message(query, m, &t.id);
-            }
-            let rows = match query.execute(&mut *tx).await {
+            let rows = match turn_query(&sql, turn).execute(&mut *tx).await {
                 Ok(done) => done.rows_affected(),
                 // The user went away with the agent between the check and the insert: for
                 // a turn alone, it is not stored; in a batch, the transaction is lost and
@@ -245,21 +281,13 @@ impl ChatStore for PgStore {
                 }
                 Err(err) => return Err(err.into()),
             };
-            match rows {
-                0 => stored.push(false),
-                n if n == turn.messages.len() as u64 => {
-                    if let Some(link) = &turn.channel {
-                        link_channel(&mut tx, link, &t.id).await?;
-                    }
-                    stored.push(true)
-                }
-                n => {
-                    return Err(StoreError::Other(anyhow::anyhow!(
-                        "a chat turn wrote {n} of its {} messages",
-                        turn.messages.len()
-                    )))
+            let whole = turn_stored(turn, rows)?;
+            if whole {
+                if let Some(link) = &turn.channel {
+                    link_channel(&mut tx, link, &turn.thread.id).await?;
                 }
             }
+            stored.push(whole);
         }
         tx.commit().await?;
         Ok(stored)

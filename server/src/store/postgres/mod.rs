@@ -59,6 +59,16 @@ pub const DEFAULT_MAX_CONNECTIONS: u32 = 16;
 /// the oldest release still supported upstream: <https://www.postgresql.org/support/versioning/>).
 pub const MIN_SERVER_VERSION: i32 = 140_000;
 
+/// A pooled connection used less than this long ago is handed out without a liveness
+/// check (a ping, one round trip to the server); one idle for longer is pinged first, so
+/// that connections the server closed meanwhile (a restart, an idle timeout) are replaced
+/// rather than failing a request. The rule and its default are HikariCP's
+/// (`com.zaxxer.hikari.aliveBypassWindowMs`, 500 ms, in `HikariPool.getConnection`:
+/// <https://github.com/brettwooldridge/HikariCP/blob/dev/src/main/java/com/zaxxer/hikari/pool/HikariPool.java>).
+/// A connection that breaks in use is closed by sqlx when it is returned (it pings every
+/// returned connection).
+pub const ALIVE_BYPASS_WINDOW: Duration = Duration::from_millis(500);
+
 /// [`Store`] on PostgreSQL.
 #[derive(Clone)]
 pub struct PgStore {
@@ -75,6 +85,19 @@ impl PgStore {
         let pool = PgPoolOptions::new()
             .max_connections(max_connections.max(1))
             .acquire_timeout(Duration::from_secs(10))
+            // sqlx's own check pings every connection it hands out: one more round trip
+            // to the server before every query. Only connections idle for
+            // [`ALIVE_BYPASS_WINDOW`] or longer are pinged; one that fails the ping is
+            // closed and another one handed out.
+            .test_before_acquire(false)
+            .before_acquire(|conn, meta| {
+                Box::pin(async move {
+                    if meta.idle_for >= ALIVE_BYPASS_WINDOW {
+                        sqlx::Connection::ping(conn).await?;
+                    }
+                    Ok(true)
+                })
+            })
             .connect_with(options)
             .await?;
         let version: String = sqlx::query_scalar("SHOW server_version_num")

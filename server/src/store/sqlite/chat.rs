@@ -3,6 +3,7 @@
 
 use async_trait::async_trait;
 use chrono::NaiveDate;
+use futures::TryStreamExt;
 use sqlx::Row;
 
 use super::{
@@ -72,10 +73,10 @@ fn build_turn_sql(new_thread: bool, messages: usize) -> String {
     sql
 }
 
-/// Links `link`'s external conversation to `thread` in `tx` ([`TurnRecord::channel`]),
+/// Links `link`'s external conversation to `thread` on `conn` (in its transaction) ([`TurnRecord::channel`]),
 /// replacing an earlier link; nothing when the integration is gone.
 async fn link_channel(
-    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    conn: &mut sqlx::SqliteConnection,
     link: &ChannelLink,
     thread: &ThreadId,
 ) -> StoreResult<()> {
@@ -89,9 +90,111 @@ async fn link_channel(
     .bind(&link.conversation_key)
     .bind(thread)
     .bind(ms(link.at))
-    .execute(&mut **tx)
+    .execute(conn)
     .await?;
     Ok(())
+}
+
+/// Writes `turns` on `conn` in one transaction that the first turn's call opens
+/// (`BEGIN IMMEDIATE`, [`turn_sql`]'s statements after it) and a last call commits; answers
+/// whether each turn was stored ([`ChatStore::record_turns`]).
+///
+/// Errors: the store's, and a turn that wrote only some of its rows; the transaction is then
+/// still open, for the caller to roll back.
+async fn write_turns(
+    conn: &mut sqlx::SqliteConnection,
+    turns: &[TurnRecord],
+) -> StoreResult<Vec<bool>> {
+    let mut stored = Vec::with_capacity(turns.len());
+    let mut begun = false;
+    for turn in turns {
+        let t = &turn.thread;
+        let statements = turn_sql(turn.new_thread, turn.messages.len());
+        let sql = if begun {
+            statements
+        } else {
+            std::borrow::Cow::Owned(format!("BEGIN IMMEDIATE; {statements}"))
+        };
+        let mut query = sqlx::query(&sql).bind(&t.id);
+        query = if turn.new_thread {
+            query
+                .bind(&t.agent_id)
+                .bind(&t.user_id)
+                .bind(&t.title)
+                .bind(t.message_count)
+                .bind(ms(t.created_at))
+                .bind(ms(t.updated_at))
+        } else {
+            query.bind(&t.user_id)
+        };
+        for m in &turn.messages {
+            query = bind_message(query, m, &t.id);
+        }
+        // The rows each statement wrote. SQLite answers a BEGIN with the count of the
+        // connection's last write, whatever it was (`sqlite3_changes`), so the BEGIN's
+        // count is left out.
+        let written: Vec<u64> = sqlx::Executor::fetch_many(&mut *conn, query)
+            .try_filter_map(|step| async move { Ok(step.left().map(|done| done.rows_affected())) })
+            .try_collect()
+            .await?;
+        let rows: u64 = written.iter().skip(usize::from(!begun)).sum();
+        begun = true;
+        let whole = turn.messages.len() as u64 + u64::from(turn.new_thread);
+        match rows {
+            0 => stored.push(false),
+            n if n == whole => {
+                if let Some(link) = &turn.channel {
+                    link_channel(&mut *conn, link, &t.id).await?;
+                }
+                stored.push(true)
+            }
+            n => {
+                return Err(StoreError::Other(anyhow::anyhow!(
+                    "a chat turn wrote {n} of its {whole} rows"
+                )))
+            }
+        }
+    }
+    if begun {
+        sqlx::query("COMMIT").execute(&mut *conn).await?;
+    }
+    Ok(stored)
+}
+
+/// The writer's connection while [`ChatStore::record_turns`] runs its own transaction on
+/// it (sqlx's `Transaction` would cost one more round trip for its BEGIN). Dropped before
+/// [`UnfinishedGuard::finished`] — the write failed and could not be rolled back, or the
+/// future was cancelled between two calls — the connection is closed instead of returned
+/// to the pool, which rolls back the open transaction; the pool opens a new writer.
+struct UnfinishedGuard {
+    conn: sqlx::pool::PoolConnection<sqlx::Sqlite>,
+    finished: bool,
+}
+
+impl UnfinishedGuard {
+    fn new(conn: sqlx::pool::PoolConnection<sqlx::Sqlite>) -> Self {
+        Self {
+            conn,
+            finished: false,
+        }
+    }
+
+    fn connection(&mut self) -> &mut sqlx::SqliteConnection {
+        &mut self.conn
+    }
+
+    /// No transaction is open: the connection goes back to the pool when dropped.
+    fn finished(&mut self) {
+        self.finished = true;
+    }
+}
+
+impl Drop for UnfinishedGuard {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.conn.close_on_drop();
+        }
+    }
 }
 
 /// A query on the SQLite store, its parameters bound so far.
@@ -196,46 +299,29 @@ impl ChatStore for SqliteStore {
 
     async fn record_turns(&self, turns: &[TurnRecord]) -> StoreResult<Vec<bool>> {
         // One transaction on the writer: one commit (one append to the write-ahead log) for
-        // every turn, and one call to the writer per turn.
-        let mut tx = self.writer.begin().await?;
-        let mut stored = Vec::with_capacity(turns.len());
-        for turn in turns {
-            let t = &turn.thread;
-            let sql = turn_sql(turn.new_thread, turn.messages.len());
-            let mut query = sqlx::query(&sql).bind(&t.id);
-            query = if turn.new_thread {
-                query
-                    .bind(&t.agent_id)
-                    .bind(&t.user_id)
-                    .bind(&t.title)
-                    .bind(t.message_count)
-                    .bind(ms(t.created_at))
-                    .bind(ms(t.updated_at))
-            } else {
-                query.bind(&t.user_id)
-            };
-            for m in &turn.messages {
-                query = bind_message(query, m, &t.id);
+        // every turn. Each call to the writer is a round trip to its worker thread, so the
+        // transaction's BEGIN goes with the first turn's statements: a batch costs one call
+        // per turn and one for the COMMIT.
+        let mut conn = UnfinishedGuard::new(self.writer.acquire().await?);
+        match write_turns(conn.connection(), turns).await {
+            Ok(stored) => {
+                conn.finished();
+                Ok(stored)
             }
-            let rows = query.execute(&mut *tx).await?.rows_affected();
-            let whole = turn.messages.len() as u64 + u64::from(turn.new_thread);
-            match rows {
-                0 => stored.push(false),
-                n if n == whole => {
-                    if let Some(link) = &turn.channel {
-                        link_channel(&mut tx, link, &t.id).await?;
-                    }
-                    stored.push(true)
+            Err(err) => {
+                // Nothing of the batch stays: the transaction is rolled back. When ROLLBACK
+                // fails (BEGIN never ran, or the connection is broken) the connection is
+                // closed rather than returned, and closing it rolls back whatever is open.
+                if sqlx::query("ROLLBACK")
+                    .execute(conn.connection())
+                    .await
+                    .is_ok()
+                {
+                    conn.finished();
                 }
-                n => {
-                    return Err(StoreError::Other(anyhow::anyhow!(
-                        "a chat turn wrote {n} of its {whole} rows"
-                    )))
-                }
+                Err(err)
             }
         }
-        tx.commit().await?;
-        Ok(stored)
     }
 
     async fn usage(&self, user_id: &UserId, from: NaiveDate) -> StoreResult<Vec<UsageDay>> {
