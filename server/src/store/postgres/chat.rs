@@ -128,6 +128,25 @@ fn turn_query<'q>(sql: &'q str, turn: &'q TurnRecord) -> PgQuery<'q> {
     query
 }
 
+/// Runs `turn`'s statement on `executor`: the rows it wrote, or `None` when the user went
+/// away with the agent between the check and the insert (a foreign-key violation) and the
+/// turn is `alone`, so it is simply not stored. In a batch that error fails the whole
+/// transaction, and the caller stores the turns one by one.
+///
+/// Errors: the store's.
+async fn turn_rows<'e>(
+    executor: impl sqlx::PgExecutor<'e>,
+    turn: &TurnRecord,
+    alone: bool,
+) -> StoreResult<Option<u64>> {
+    let sql = turn_sql(turn.new_thread, turn.messages.len());
+    match turn_query(&sql, turn).execute(executor).await {
+        Ok(done) => Ok(Some(done.rows_affected())),
+        Err(sqlx::Error::Database(db)) if alone && db.is_foreign_key_violation() => Ok(None),
+        Err(err) => Err(err.into()),
+    }
+}
+
 /// Whether `turn` was stored, from the `rows` its statement wrote: every message
 /// (`true`), or nothing because its agent or thread is gone (`false`).
 ///
@@ -253,33 +272,17 @@ impl ChatStore for PgStore {
         // log) for every turn, one statement per turn.
         if let [turn] = turns {
             if turn.channel.is_none() {
-                let sql = turn_sql(turn.new_thread, turn.messages.len());
-                let rows = match turn_query(&sql, turn).execute(&self.pool).await {
-                    Ok(done) => done.rows_affected(),
-                    // The user went away with the agent between the check and the insert.
-                    Err(sqlx::Error::Database(db)) if db.is_foreign_key_violation() => {
-                        return Ok(vec![false])
-                    }
-                    Err(err) => return Err(err.into()),
-                };
-                return Ok(vec![turn_stored(turn, rows)?]);
+                return Ok(vec![match turn_rows(&self.pool, turn, true).await? {
+                    Some(rows) => turn_stored(turn, rows)?,
+                    None => false,
+                }]);
             }
         }
         let mut tx = self.pool.begin().await?;
         let mut stored = Vec::with_capacity(turns.len());
         for turn in turns {
-            let sql = turn_sql(turn.new_thread, turn.messages.len());
-            let rows = match turn_query(&sql, turn).execute(&mut *tx).await {
-                Ok(done) => done.rows_affected(),
-                // The user went away with the agent between the check and the insert: for
-                // a turn alone, it is not stored; in a batch, the transaction is lost and
-                // the caller stores the turns one by one.
-                Err(sqlx::Error::Database(db))
-                    if db.is_foreign_key_violation() && turns.len() == 1 =>
-                {
-                    return Ok(vec![false]);
-                }
-                Err(err) => return Err(err.into()),
+            let Some(rows) = turn_rows(&mut *tx, turn, turns.len() == 1).await? else {
+                return Ok(vec![false]);
             };
             let whole = turn_stored(turn, rows)?;
             if whole {

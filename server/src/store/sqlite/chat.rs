@@ -50,6 +50,18 @@ fn turn_sql(new_thread: bool, messages: usize) -> std::borrow::Cow<'static, str>
     crate::store::chat::turn_statement(&TWO_MESSAGES, build_turn_sql, new_thread, messages)
 }
 
+/// [`turn_sql`] opening the batch's transaction: `BEGIN IMMEDIATE` first, in the same call
+/// to the writer ([`write_turns`]).
+fn first_turn_sql(new_thread: bool, messages: usize) -> std::borrow::Cow<'static, str> {
+    static TWO_MESSAGES: std::sync::OnceLock<[String; 2]> = std::sync::OnceLock::new();
+    crate::store::chat::turn_statement(
+        &TWO_MESSAGES,
+        |new_thread, messages| format!("BEGIN IMMEDIATE; {}", build_turn_sql(new_thread, messages)),
+        new_thread,
+        messages,
+    )
+}
+
 /// The text of [`turn_sql`].
 fn build_turn_sql(new_thread: bool, messages: usize) -> String {
     let (mut next, user) = if new_thread { (8, 3) } else { (3, 2) };
@@ -95,12 +107,33 @@ async fn link_channel(
     Ok(())
 }
 
+/// `sql`, the statements of `turn` ([`turn_sql`]), with their parameters bound.
+fn turn_query<'q>(sql: &'q str, turn: &'q TurnRecord) -> SqliteQuery<'q> {
+    let t = &turn.thread;
+    let mut query = sqlx::query(sql).bind(&t.id);
+    query = if turn.new_thread {
+        query
+            .bind(&t.agent_id)
+            .bind(&t.user_id)
+            .bind(&t.title)
+            .bind(t.message_count)
+            .bind(ms(t.created_at))
+            .bind(ms(t.updated_at))
+    } else {
+        query.bind(&t.user_id)
+    };
+    for m in &turn.messages {
+        query = bind_message(query, m, &t.id);
+    }
+    query
+}
+
 /// Writes `turns` on `conn` in one transaction that the first turn's call opens
 /// (`BEGIN IMMEDIATE`, [`turn_sql`]'s statements after it) and a last call commits; answers
 /// whether each turn was stored ([`ChatStore::record_turns`]).
 ///
-/// Errors: the store's, and a turn that wrote only some of its rows; the transaction is then
-/// still open, for the caller to roll back.
+/// Errors: the store's, and a turn that wrote only some of its rows; the transaction may
+/// then still be open, and the connection must not go back to the pool ([`UnfinishedGuard`]).
 async fn write_turns(
     conn: &mut sqlx::SqliteConnection,
     turns: &[TurnRecord],
@@ -109,27 +142,12 @@ async fn write_turns(
     let mut begun = false;
     for turn in turns {
         let t = &turn.thread;
-        let statements = turn_sql(turn.new_thread, turn.messages.len());
         let sql = if begun {
-            statements
+            turn_sql(turn.new_thread, turn.messages.len())
         } else {
-            std::borrow::Cow::Owned(format!("BEGIN IMMEDIATE; {statements}"))
+            first_turn_sql(turn.new_thread, turn.messages.len())
         };
-        let mut query = sqlx::query(&sql).bind(&t.id);
-        query = if turn.new_thread {
-            query
-                .bind(&t.agent_id)
-                .bind(&t.user_id)
-                .bind(&t.title)
-                .bind(t.message_count)
-                .bind(ms(t.created_at))
-                .bind(ms(t.updated_at))
-        } else {
-            query.bind(&t.user_id)
-        };
-        for m in &turn.messages {
-            query = bind_message(query, m, &t.id);
-        }
+        let query = turn_query(&sql, turn);
         // The rows each statement wrote. SQLite answers a BEGIN with the count of the
         // connection's last write, whatever it was (`sqlite3_changes`), so the BEGIN's
         // count is left out.
@@ -163,9 +181,10 @@ async fn write_turns(
 
 /// The writer's connection while [`ChatStore::record_turns`] runs its own transaction on
 /// it (sqlx's `Transaction` would cost one more round trip for its BEGIN). Dropped before
-/// [`UnfinishedGuard::finished`] — the write failed and could not be rolled back, or the
-/// future was cancelled between two calls — the connection is closed instead of returned
-/// to the pool, which rolls back the open transaction; the pool opens a new writer.
+/// [`UnfinishedGuard::finished`] — the write failed, or the future was cancelled between
+/// two calls — the connection is closed instead of returned to the pool, which rolls back
+/// the open transaction; the pool opens a new writer. Failures are rare (a broken disk, a
+/// clashing id): reopening the writer then is simpler than a ROLLBACK that may itself fail.
 struct UnfinishedGuard {
     conn: sqlx::pool::PoolConnection<sqlx::Sqlite>,
     finished: bool,
@@ -301,27 +320,12 @@ impl ChatStore for SqliteStore {
         // One transaction on the writer: one commit (one append to the write-ahead log) for
         // every turn. Each call to the writer is a round trip to its worker thread, so the
         // transaction's BEGIN goes with the first turn's statements: a batch costs one call
-        // per turn and one for the COMMIT.
+        // per turn and one for the COMMIT. A batch that fails or is cancelled leaves its connection unfinished: it is closed
+        // rather than returned to the pool, and closing it rolls the transaction back.
         let mut conn = UnfinishedGuard::new(self.writer.acquire().await?);
-        match write_turns(conn.connection(), turns).await {
-            Ok(stored) => {
-                conn.finished();
-                Ok(stored)
-            }
-            Err(err) => {
-                // Nothing of the batch stays: the transaction is rolled back. When ROLLBACK
-                // fails (BEGIN never ran, or the connection is broken) the connection is
-                // closed rather than returned, and closing it rolls back whatever is open.
-                if sqlx::query("ROLLBACK")
-                    .execute(conn.connection())
-                    .await
-                    .is_ok()
-                {
-                    conn.finished();
-                }
-                Err(err)
-            }
-        }
+        let stored = write_turns(conn.connection(), turns).await?;
+        conn.finished();
+        Ok(stored)
     }
 
     async fn usage(&self, user_id: &UserId, from: NaiveDate) -> StoreResult<Vec<UsageDay>> {
