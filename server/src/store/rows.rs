@@ -273,3 +273,57 @@ macro_rules! row_mappers {
     };
 }
 pub(crate) use row_mappers;
+
+/// Defines, in the chat module it is called in, the functions that bind a turn's values to
+/// a `$query` (the backend's `sqlx::query::Query` type, with its lifetime `'q`), in the
+/// order of [`THREAD_COLUMNS`] and [`MESSAGE_COLUMNS`]: `bind_message` and `turn_query`.
+/// Each backend keeps its own SQL text (`turn_sql`); the parameters are the same on both.
+macro_rules! turn_binders {
+    ($query:ident) => {
+        /// Binds the next twelve parameters of `query` to `m`'s [`MESSAGE_COLUMNS`], in
+        /// their order, with `thread_id` for its thread.
+        fn bind_message<'q>(
+            query: $query<'q>,
+            m: &'q MessageRecord,
+            thread_id: &'q ThreadId,
+        ) -> $query<'q> {
+            query
+                .bind(&m.id)
+                .bind(thread_id)
+                .bind(m.role)
+                .bind(&m.content)
+                .bind(&m.model)
+                .bind(m.prompt_tokens)
+                .bind(m.completion_tokens)
+                .bind(&m.sources)
+                .bind(m.latency_ms)
+                .bind(m.status)
+                .bind(&m.error)
+                .bind(ms(m.created_at))
+        }
+
+        /// `sql`, the statement(s) of `turn` (`turn_sql`), with its parameters bound: a new
+        /// thread's seven columns or an existing thread's id and user, then each message's
+        /// twelve ([`bind_message`]).
+        fn turn_query<'q>(sql: &'q str, turn: &'q TurnRecord) -> $query<'q> {
+            let t = &turn.thread;
+            let mut query = sqlx::query(sql).bind(&t.id);
+            query = if turn.new_thread {
+                query
+                    .bind(&t.agent_id)
+                    .bind(&t.user_id)
+                    .bind(&t.title)
+                    .bind(t.message_count)
+                    .bind(ms(t.created_at))
+                    .bind(ms(t.updated_at))
+            } else {
+                query.bind(&t.user_id)
+            };
+            for m in &turn.messages {
+                query = bind_message(query, m, &t.id);
+            }
+            query
+        }
+    };
+}
+pub(crate) use turn_binders;

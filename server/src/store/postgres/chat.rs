@@ -16,27 +16,7 @@ use crate::store::{
     TurnRecord, UsageDay,
 };
 
-/// Binds the next twelve parameters of `query` to `m`'s [`MESSAGE_COLUMNS`], in their
-/// order, with `thread_id` for its thread.
-fn bind_message<'q>(
-    query: PgQuery<'q>,
-    m: &'q MessageRecord,
-    thread_id: &'q ThreadId,
-) -> PgQuery<'q> {
-    query
-        .bind(&m.id)
-        .bind(thread_id)
-        .bind(m.role)
-        .bind(&m.content)
-        .bind(&m.model)
-        .bind(m.prompt_tokens)
-        .bind(m.completion_tokens)
-        .bind(&m.sources)
-        .bind(m.latency_ms)
-        .bind(m.status)
-        .bind(&m.error)
-        .bind(ms(m.created_at))
-}
+crate::store::rows::turn_binders!(PgQuery);
 
 /// The statement that stores one turn ([`ChatStore::record_turns`]) of `messages` messages
 /// (PostgreSQL's extended protocol takes one statement per query). A new thread binds
@@ -106,27 +86,6 @@ async fn link_channel(
 
 /// A query on the PostgreSQL store, its parameters bound so far.
 type PgQuery<'q> = sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>;
-
-/// `sql`, the statement of `turn` ([`turn_sql`]), with its parameters bound.
-fn turn_query<'q>(sql: &'q str, turn: &'q TurnRecord) -> PgQuery<'q> {
-    let t = &turn.thread;
-    let mut query = sqlx::query(sql).bind(&t.id);
-    query = if turn.new_thread {
-        query
-            .bind(&t.agent_id)
-            .bind(&t.user_id)
-            .bind(&t.title)
-            .bind(t.message_count)
-            .bind(ms(t.created_at))
-            .bind(ms(t.updated_at))
-    } else {
-        query.bind(&t.user_id)
-    };
-    for m in &turn.messages {
-        query = bind_message(query, m, &t.id);
-    }
-    query
-}
 
 /// Runs `turn`'s statement on `executor`: the rows it wrote, or `None` when the user went
 /// away with the agent between the check and the insert (a foreign-key violation) and the

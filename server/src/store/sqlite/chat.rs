@@ -16,27 +16,7 @@ use crate::store::{
     TurnRecord, UsageDay,
 };
 
-/// Binds the next twelve parameters of `query` to `m`'s [`MESSAGE_COLUMNS`], in their
-/// order, with `thread_id` for its thread.
-fn bind_message<'q>(
-    query: SqliteQuery<'q>,
-    m: &'q MessageRecord,
-    thread_id: &'q ThreadId,
-) -> SqliteQuery<'q> {
-    query
-        .bind(&m.id)
-        .bind(thread_id)
-        .bind(m.role)
-        .bind(&m.content)
-        .bind(&m.model)
-        .bind(m.prompt_tokens)
-        .bind(m.completion_tokens)
-        .bind(&m.sources)
-        .bind(m.latency_ms)
-        .bind(m.status)
-        .bind(&m.error)
-        .bind(ms(m.created_at))
-}
+crate::store::rows::turn_binders!(SqliteQuery);
 
 /// The statements that store one turn ([`ChatStore::record_turns`]) of `messages` messages,
 /// for one call to the writer (sqlx runs them in order, and `?NNN` parameters are shared
@@ -105,27 +85,6 @@ async fn link_channel(
     .execute(conn)
     .await?;
     Ok(())
-}
-
-/// `sql`, the statements of `turn` ([`turn_sql`]), with their parameters bound.
-fn turn_query<'q>(sql: &'q str, turn: &'q TurnRecord) -> SqliteQuery<'q> {
-    let t = &turn.thread;
-    let mut query = sqlx::query(sql).bind(&t.id);
-    query = if turn.new_thread {
-        query
-            .bind(&t.agent_id)
-            .bind(&t.user_id)
-            .bind(&t.title)
-            .bind(t.message_count)
-            .bind(ms(t.created_at))
-            .bind(ms(t.updated_at))
-    } else {
-        query.bind(&t.user_id)
-    };
-    for m in &turn.messages {
-        query = bind_message(query, m, &t.id);
-    }
-    query
 }
 
 /// Writes `turns` on `conn` in one transaction that the first turn's call opens
