@@ -569,13 +569,22 @@ impl ChatService {
         let Some(reply) = messages.pop() else {
             return;
         };
-        let complete = reply.status == ReplyStatus::Complete;
-        if !new_thread && !complete {
+        // Nothing is built or spawned for the events that reach no webhook of the owner's
+        // (the common case, known without a store call for a while after the first).
+        let created = new_thread
+            && !self
+                .events
+                .is_quiet(&thread.user_id, EventType::ConversationCreated);
+        let message = reply.status == ReplyStatus::Complete
+            && !self
+                .events
+                .is_quiet(&thread.user_id, EventType::MessageCreated);
+        if !created && !message {
             return;
         }
         let events = self.events.clone();
         tokio::spawn(async move {
-            if new_thread {
+            if created {
                 events
                     .emit(
                         &thread.user_id,
@@ -589,7 +598,7 @@ impl ChatService {
                     )
                     .await;
             }
-            if complete {
+            if message {
                 events
                     .emit(
                         &thread.user_id,

@@ -262,15 +262,21 @@ impl Events {
         self.bus.work_queued(Queue::Webhooks);
     }
 
+    /// Whether `event` is known to reach none of `user_id`'s webhooks: the store said so
+    /// at most [`QUIET_TTL`] ago, and no webhook of theirs was created or deleted since
+    /// ([`Events::forget`]). [`Events::emit`] then does nothing, so a caller may skip
+    /// building the event's data and the task that would emit it.
+    pub fn is_quiet(&self, user_id: &UserId, event: EventType) -> bool {
+        self.quiet
+            .get(user_id)
+            .is_some_and(|q| q & event.bit() != 0)
+    }
+
     /// Queues `{type, timestamp, data}` (timestamp RFC 3339 UTC with milliseconds) for every
     /// active webhook of `user_id` subscribed to `event`. Never fails: a store error is
     /// logged and the event is lost for webhooks (the action that caused it stands).
     pub async fn emit(&self, user_id: &UserId, event: EventType, data: Value) {
-        if self
-            .quiet
-            .get(user_id)
-            .is_some_and(|q| q & event.bit() != 0)
-        {
+        if self.is_quiet(user_id, event) {
             return;
         }
         let now = self.clock.now();
@@ -565,7 +571,11 @@ mod tests {
 
         // Nobody listens yet: B learns that and keeps it.
         b.emit(&user, EventType::AgentCreated, json!({})).await;
-        assert!(b.quiet.get(&user).is_some());
+        assert!(b.is_quiet(&user, EventType::AgentCreated));
+        assert!(
+            !b.is_quiet(&user, EventType::MessageCreated),
+            "only the event the store was asked about is known to be quiet"
+        );
         // A webhook created through A: A forgets what it knew, and so does B.
         let webhook = crate::store::webhooks::WebhookRecord {
             id: "w1".into(),
@@ -585,6 +595,7 @@ mod tests {
         })
         .await;
         assert!(took < QUIET_TTL);
+        assert!(!b.is_quiet(&user, EventType::AgentCreated));
 
         // A delivery queued through A wakes B's delivery worker (and A's own).
         while tokio::time::timeout(Duration::from_millis(50), b.wake.notified())
