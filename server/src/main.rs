@@ -5,7 +5,7 @@ use agentchat::{
     config::{Config, Role},
     domain::Email,
     knowledge::search::ChunkSearch,
-    startup::Application,
+    startup::{Application, Runtimes},
     store,
 };
 use anyhow::Context;
@@ -118,14 +118,6 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
     // it too (`AGENTCHAT_ROLE`): parsed again once it is loaded.
     let _ = dotenvy::dotenv();
     let cli = Cli::parse();
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()?
-        .block_on(run(cli))?;
-    Ok(std::process::ExitCode::SUCCESS)
-}
-
-async fn run(cli: Cli) -> anyhow::Result<()> {
     agentchat::telemetry::init();
     // `agentchat` alone is `agentchat serve`, with `AGENTCHAT_ROLE` read as there.
     let command = match cli.command {
@@ -135,11 +127,29 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             .context("serve is a command")?,
     };
     // Only `serve` needs the settings every instance on a shared database must agree on.
-    let config = if matches!(command, Command::Serve { .. }) {
+    let serve = matches!(command, Command::Serve { .. });
+    let config = if serve {
         Config::from_env()?
     } else {
         Config::from_env_for_tools()?
     };
+    // `serve` with an embedded database runs a single-threaded runtime per core; the other
+    // commands, and `serve` on PostgreSQL or with Redis, one multi-threaded runtime.
+    let runtimes = if serve {
+        Runtimes::for_config(
+            &config,
+            std::thread::available_parallelism().map_or(1, |n| n.get()),
+        )
+    } else {
+        Runtimes::Shared
+    };
+    runtimes
+        .main_runtime()?
+        .block_on(run(command, config, runtimes))?;
+    Ok(std::process::ExitCode::SUCCESS)
+}
+
+async fn run(command: Command, config: Config, runtimes: Runtimes) -> anyhow::Result<()> {
     match command {
         Command::Serve { role } => {
             let mut config = config;
@@ -147,8 +157,12 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let app = Application::build(config).await?;
             tracing::info!(role = %app.role(), "AgentChat runs as {}", app.role());
             tracing::info!(addr = %app.addr(), "AgentChat listening on http://{}", app.addr());
-            app.run_until_stopped(agentchat::startup::shutdown_signal())
-                .await?;
+            tracing::info!(runtimes = ?runtimes, "connections served");
+            app.run_until_stopped_on(
+                runtimes.extra_threads(),
+                agentchat::startup::shutdown_signal(),
+            )
+            .await?;
         }
         Command::Migrate => {
             let store =

@@ -276,14 +276,32 @@ impl Application {
     /// chat turns (at most [`SHUTDOWN_FLUSH`]): the API and
     /// the dashboard ([`service`]), or for [`Role::Worker`] only the health checks
     /// ([`health_service`]); and on the `METRICS_ADDR` listener, `GET /metrics`
-    /// ([`http::metrics::listener_service`]).
+    /// ([`http::metrics::listener_service`]). Every connection is served on the current
+    /// runtime.
     pub async fn run_until_stopped(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
+        self.run_until_stopped_on(0, shutdown).await
+    }
+
+    /// [`Application::run_until_stopped`], with the connections of the main listener
+    /// spread over the current runtime and `threads` more threads, each running a
+    /// single-threaded Tokio runtime of its own ([`Runtimes::PerCore`]). All of them accept
+    /// on the same listening socket (whichever is free takes the next connection), within
+    /// one limit of open connections, and stop at `shutdown`; the extra runtimes keep
+    /// running until the last turns are written (a connection they opened, to the provider
+    /// or the database, may serve those writes), then end.
+    ///
+    /// Errors: the listening socket cannot be shared (`dup`), or a thread cannot be started.
+    pub async fn run_until_stopped_on(
+        self,
+        threads: usize,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
         use futures::FutureExt as _;
         let limits = self.state.server.connection_limits();
-        let shutdown = shutdown.shared();
+        let shutdown = shutdown.boxed().shared();
         if let Some(metrics) = self.metrics_listener {
             let addr = metrics.local_addr()?;
             tracing::info!(%addr, "metrics served on http://{addr}/metrics");
@@ -294,13 +312,21 @@ impl Application {
                 shutdown.clone(),
             ));
         }
-        let listener = nodelay(self.listener);
         let chat = self.state.chat.clone();
-        if self.role.serves_api() {
-            serve_http1(listener, service(self.state), limits, shutdown).await;
+        let spread = Spread {
+            threads,
+            limits,
+            slots: Arc::new(tokio::sync::Semaphore::new(limits.max_connections)),
+        };
+        let extra = if self.role.serves_api() {
+            spread
+                .serve(self.listener, service(self.state), shutdown)
+                .await?
         } else {
-            serve_http1(listener, health_service(self.state), limits, shutdown).await;
-        }
+            spread
+                .serve(self.listener, health_service(self.state), shutdown)
+                .await?
+        };
         // The turns of the last requests (a stream cut by the shutdown is stored as
         // cancelled) are written before the process exits.
         if tokio::time::timeout(SHUTDOWN_FLUSH, chat.flush())
@@ -309,7 +335,183 @@ impl Application {
         {
             tracing::warn!("chat turns were still being written when the shutdown ended");
         }
+        extra.end().await;
         Ok(())
+    }
+}
+
+/// How `agentchat serve` runs its asynchronous work (README § Configuration, "Threads").
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Runtimes {
+    /// One multi-threaded Tokio runtime with a worker thread per core, which runs
+    /// everything and moves tasks between its workers as they fall idle.
+    Shared,
+    /// A single-threaded Tokio runtime per core: the main thread's runs the background
+    /// work and its share of the connections, and `extra` more threads each serve
+    /// connections on their own. A conversation stays on the thread that accepted its
+    /// connection, with the HTTP client that reads its provider (`llm::openai`), so its
+    /// tasks wake each other without waking another thread; on a two-core machine that
+    /// cut the CPU per chat (BENCHMARKS.md § One runtime per core).
+    PerCore {
+        /// Threads beside the main one (cores − 1).
+        extra: usize,
+    },
+}
+
+impl Runtimes {
+    /// [`Runtimes::PerCore`] with an embedded database (SQLite, no `REDIS_URL`), on a
+    /// machine of more than one core; [`Runtimes::Shared`] otherwise. A PostgreSQL
+    /// connection or the Redis connection is read by the runtime that opened it and is
+    /// shared by every request, so with a runtime per core most queries would be answered
+    /// on another thread than the one waiting; SQLite's connections each have a thread of
+    /// their own, whichever runtime calls them.
+    pub fn for_config(config: &Config, cores: usize) -> Self {
+        let embedded = store::Backend::of(&config.storage.database_url)
+            == Some(store::Backend::Sqlite)
+            && config.limits.redis_url.is_none();
+        if embedded && cores > 1 {
+            Self::PerCore { extra: cores - 1 }
+        } else {
+            Self::Shared
+        }
+    }
+
+    /// The runtime the main thread runs.
+    ///
+    /// Errors: the runtime's I/O or timer driver cannot be set up.
+    pub fn main_runtime(self) -> std::io::Result<tokio::runtime::Runtime> {
+        match self {
+            Self::Shared => tokio::runtime::Builder::new_multi_thread()
+                .enable_all()
+                .build(),
+            Self::PerCore { .. } => tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build(),
+        }
+    }
+
+    /// The threads that serve connections beside the main thread.
+    pub fn extra_threads(self) -> usize {
+        match self {
+            Self::Shared => 0,
+            Self::PerCore { extra } => extra,
+        }
+    }
+}
+
+/// Serves one listening socket from the current runtime and from `threads` threads with a
+/// runtime each ([`Application::run_until_stopped_on`]).
+struct Spread {
+    threads: usize,
+    limits: ConnectionLimits,
+    /// The open connections of all of them ([`ConnectionLimits::max_connections`]).
+    slots: Arc<tokio::sync::Semaphore>,
+}
+
+/// The threads of a [`Spread`], once their listeners have stopped.
+struct ExtraRuntimes {
+    finish: tokio::sync::watch::Sender<bool>,
+    threads: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl ExtraRuntimes {
+    /// Ends the threads' runtimes (tasks still running on them are dropped) and waits for
+    /// the threads.
+    async fn end(self) {
+        let _ = self.finish.send(true);
+        let threads = self.threads;
+        let _ = tokio::task::spawn_blocking(move || {
+            for thread in threads {
+                let _ = thread.join();
+            }
+        })
+        .await;
+    }
+}
+
+impl Spread {
+    /// Serves `service` on `listener` until `shutdown`, on the current runtime and on the
+    /// extra threads; returns when every listener has stopped and its connections are done.
+    async fn serve<S, F>(
+        self,
+        listener: TcpListener,
+        service: S,
+        shutdown: F,
+    ) -> std::io::Result<ExtraRuntimes>
+    where
+        S: Service<Request, Response = Response, Error = Infallible, Future: Send>
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        F: Future<Output = ()> + Clone + Send + 'static,
+    {
+        let (finish, finished) = tokio::sync::watch::channel(false);
+        let mut threads = Vec::with_capacity(self.threads);
+        let mut stopped = Vec::with_capacity(self.threads);
+        let listener = if self.threads == 0 {
+            listener
+        } else {
+            let shared = listener.into_std()?;
+            for n in 1..=self.threads {
+                // A second descriptor of the same socket (non-blocking, as the first).
+                let listener = shared.try_clone()?;
+                let (service, shutdown, slots) =
+                    (service.clone(), shutdown.clone(), self.slots.clone());
+                let limits = self.limits;
+                let (done, listening) = tokio::sync::oneshot::channel::<()>();
+                let mut finished = finished.clone();
+                let thread = std::thread::Builder::new()
+                    .name(format!("agentchat-http-{n}"))
+                    .spawn(move || {
+                        let runtime = match tokio::runtime::Builder::new_current_thread()
+                            .enable_all()
+                            .build()
+                        {
+                            Ok(runtime) => runtime,
+                            Err(e) => {
+                                tracing::error!(error = %e, "a connection thread cannot start its runtime");
+                                return;
+                            }
+                        };
+                        runtime.block_on(async move {
+                            match TcpListener::from_std(listener) {
+                                Ok(listener) => {
+                                    serve_connections(
+                                        nodelay(listener),
+                                        service,
+                                        limits,
+                                        slots,
+                                        shutdown,
+                                    )
+                                    .await;
+                                }
+                                Err(e) => {
+                                    tracing::error!(error = %e, "a connection thread cannot listen");
+                                }
+                            }
+                            drop(done);
+                            let _ = finished.wait_for(|end| *end).await;
+                        });
+                        runtime.shutdown_timeout(Duration::from_secs(1));
+                    })?;
+                threads.push(thread);
+                stopped.push(listening);
+            }
+            TcpListener::from_std(shared)?
+        };
+        serve_connections(
+            nodelay(listener),
+            service,
+            self.limits,
+            self.slots,
+            shutdown,
+        )
+        .await;
+        for listening in stopped {
+            let _ = listening.await;
+        }
+        Ok(ExtraRuntimes { finish, threads })
     }
 }
 
@@ -589,9 +791,29 @@ pub const PARSER_HEADER_FIELDS: usize = 2 * http::security::MAX_HEADER_FIELDS;
 /// AgentChat speaks HTTP/1.1 (behind a TLS proxy, or directly); HTTP/2 without TLS
 /// ("prior knowledge") is not offered.
 pub async fn serve_http1<L, S>(
+    listener: L,
+    service: S,
+    limits: ConnectionLimits,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) where
+    L: Listener<Addr = SocketAddr>,
+    S: Service<Request, Response = Response, Error = Infallible, Future: Send>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+{
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    serve_connections(listener, service, limits, slots, shutdown).await;
+}
+
+/// [`serve_http1`] within `slots`, which other listeners may share: a connection is served
+/// once it holds one of them.
+async fn serve_connections<L, S>(
     mut listener: L,
     service: S,
     limits: ConnectionLimits,
+    slots: Arc<tokio::sync::Semaphore>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) where
     L: Listener<Addr = SocketAddr>,
@@ -608,7 +830,6 @@ pub async fn serve_http1<L, S>(
         // The connection's own timer bounds heads and idle waits (see `connection`).
         .header_read_timeout(None);
     let graceful = GracefulShutdown::new();
-    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
         // A free slot first, then a connection: while every slot is taken, new connections
@@ -750,5 +971,128 @@ mod nodelay_tests {
             .await
             .expect("the server ends once its connections are done")
             .unwrap();
+    }
+}
+
+#[cfg(test)]
+mod runtime_tests {
+    use super::*;
+
+    #[test]
+    fn a_runtime_per_core_only_with_an_embedded_database_and_several_cores() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config =
+            Config::with_data_dir(dir.path().to_path_buf(), "127.0.0.1:0".parse().unwrap())
+                .unwrap();
+        config.storage.database_url = "sqlite://data/agentchat.db".into();
+        assert_eq!(
+            Runtimes::for_config(&config, 4),
+            Runtimes::PerCore { extra: 3 }
+        );
+        assert_eq!(Runtimes::for_config(&config, 4).extra_threads(), 3);
+        assert_eq!(Runtimes::for_config(&config, 1), Runtimes::Shared);
+
+        config.limits.redis_url = Some("redis://127.0.0.1:6379".into());
+        assert_eq!(
+            Runtimes::for_config(&config, 4),
+            Runtimes::Shared,
+            "the Redis connection is shared by every request"
+        );
+        config.limits.redis_url = None;
+        config.storage.database_url = "postgres://postgres@127.0.0.1/agentchat".into();
+        assert_eq!(
+            Runtimes::for_config(&config, 4),
+            Runtimes::Shared,
+            "PostgreSQL connections are shared by every request"
+        );
+        assert_eq!(Runtimes::Shared.extra_threads(), 0);
+    }
+
+    /// The thread that answered, as the body.
+    async fn thread_name() -> String {
+        std::thread::current().name().unwrap_or("").to_string()
+    }
+
+    /// `GET {path}` on a new connection: the answer's body.
+    async fn get(addr: SocketAddr, path: &str) -> String {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let request =
+            format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).await.unwrap();
+        assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+        answer.split("\r\n\r\n").nth(1).unwrap_or("").to_string()
+    }
+
+    /// With a thread beside the main one, a connection is taken and answered by the other
+    /// thread while the first is busy; at shutdown both stop accepting, and the extra
+    /// thread ends once told to.
+    #[tokio::test]
+    async fn connections_are_served_by_every_runtime_and_stop_together() {
+        let router = Router::new()
+            .route(
+                "/busy",
+                axum::routing::get(|| async {
+                    // Holds this runtime's only thread.
+                    std::thread::sleep(Duration::from_millis(800));
+                    thread_name().await
+                }),
+            )
+            .route("/who", axum::routing::get(thread_name));
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let limits = ConnectionLimits::default();
+        // The main runtime of the server: a thread of its own, so that this test's client
+        // goes on while one of the server's runtimes is busy.
+        let server = std::thread::Builder::new()
+            .name("agentchat-main".into())
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                runtime.block_on(async move {
+                    use futures::FutureExt as _;
+                    let spread = Spread {
+                        threads: 1,
+                        limits,
+                        slots: Arc::new(tokio::sync::Semaphore::new(limits.max_connections)),
+                    };
+                    let shutdown = async move {
+                        let _ = stopped.await;
+                    }
+                    .boxed()
+                    .shared();
+                    let extra = spread
+                        .serve(TcpListener::from_std(listener).unwrap(), router, shutdown)
+                        .await
+                        .unwrap();
+                    extra.end().await;
+                });
+            })
+            .unwrap();
+
+        let busy = tokio::spawn(get(addr, "/busy"));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let who = tokio::time::timeout(Duration::from_millis(600), get(addr, "/who"))
+            .await
+            .expect("another runtime answers while one is busy");
+        let busy = busy.await.unwrap();
+        let mut names = [busy, who];
+        names.sort();
+        assert_eq!(names, ["agentchat-http-1", "agentchat-main"]);
+
+        stop.send(()).unwrap();
+        tokio::task::spawn_blocking(move || server.join().unwrap())
+            .await
+            .unwrap();
+        assert!(
+            tokio::net::TcpStream::connect(addr).await.is_err(),
+            "no runtime accepts after the shutdown"
+        );
     }
 }

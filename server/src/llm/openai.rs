@@ -39,7 +39,12 @@ const MAX_ERROR_BODY: usize = 64 * 1024;
 
 /// An OpenAI-compatible endpoint's streamed chat completions.
 pub(crate) struct OpenAiStreams {
-    client: reqwest::Client,
+    /// An HTTP client, with its own pool of connections, per thread that calls the
+    /// endpoint. A pooled connection is read by a task on the runtime that opened it, so
+    /// with one client shared by threads that each run a runtime of their own
+    /// ([`crate::startup::Runtimes::PerCore`]) a reply could be read on another thread than
+    /// the one relaying it, and every chunk would cross between them.
+    clients: thread_local::ThreadLocal<reqwest::Client>,
     /// `{base}chat/completions`.
     url: String,
     key: Arc<SecretString>,
@@ -56,11 +61,12 @@ impl OpenAiStreams {
         key: Arc<SecretString>,
         header_timeout: Duration,
     ) -> anyhow::Result<Self> {
-        let client = reqwest::Client::builder()
-            .build()
+        let clients = thread_local::ThreadLocal::new();
+        clients
+            .get_or_try(new_client)
             .map_err(|e| anyhow::anyhow!("building the model client failed: {e}"))?;
         Ok(Self {
-            client,
+            clients,
             url: format!("{base_url}chat/completions"),
             key,
             header_timeout,
@@ -81,14 +87,21 @@ impl OpenAiStreams {
     ) -> Result<EventStream, ProviderError> {
         let system = system_text(prompt);
         let body = RequestBody::new(model, &system, prompt);
-        let mut request = self.client.post(&self.url).json(&body);
+        let fail = |kind, detail: String, cause: Option<&dyn fmt::Display>| {
+            shown_error(Flavor::OpenAi, &self.key, kind, detail, cause)
+        };
+        let client = match self.clients.get_or_try(new_client) {
+            Ok(client) => client,
+            Err(e) => {
+                let (kind, detail) = transport(&e);
+                return Err(fail(kind, detail, Some(&e)));
+            }
+        };
+        let mut request = client.post(&self.url).json(&body);
         let key = self.key.expose_secret();
         if !key.is_empty() {
             request = request.bearer_auth(key);
         }
-        let fail = |kind, detail: String, cause: Option<&dyn fmt::Display>| {
-            shown_error(Flavor::OpenAi, &self.key, kind, detail, cause)
-        };
         let response = match tokio::time::timeout(self.header_timeout, request.send()).await {
             Err(_) => return Err(fail(ProviderErrorKind::Timeout, "timed out".into(), None)),
             Ok(Err(e)) => {
@@ -113,6 +126,12 @@ impl OpenAiStreams {
             })
             .boxed())
     }
+}
+
+/// An HTTP client for the endpoint (reqwest's defaults: connections kept alive and reused,
+/// TLS through rustls). Errors: the TLS set-up failed.
+fn new_client() -> reqwest::Result<reqwest::Client> {
+    reqwest::Client::builder().build()
 }
 
 /// The start of a failed answer's body, as text.

@@ -13,7 +13,10 @@ use std::{
 };
 
 use agentchat::{
-    config::Config, services::AppState, startup::Application, store::scratch::ScratchDatabase,
+    config::Config,
+    services::AppState,
+    startup::{Application, Runtimes},
+    store::scratch::ScratchDatabase,
 };
 use reqwest::{header, Client, Method, Response};
 use secrecy::SecretString;
@@ -149,6 +152,9 @@ pub struct TestApp {
     /// The scratch database on a server, shared with any application started again on
     /// `dir` (dropped with the last of them).
     pub database: Option<Arc<ScratchDatabase>>,
+    /// Dropped with the application: its listeners stop, and the thread serving
+    /// connections beside the test's runtime ends.
+    _stop: tokio::sync::oneshot::Sender<()>,
 }
 
 /// A value bound to a parameter of [`TestApp::sql`] and friends.
@@ -265,13 +271,19 @@ pub async fn spawn_app_on(
     }
     tweak(&mut config);
     let database_url = config.storage.database_url.clone();
+    // Connections are served as `agentchat serve` serves them on a two-core machine: with
+    // an embedded database, on this runtime and on a thread with a runtime of its own.
+    let threads = Runtimes::for_config(&config, 2).extra_threads();
     let app = Application::build(config)
         .await
         .expect("application builds");
     let addr = app.addr();
     let metrics_addr = app.metrics_addr();
     let state = app.state.clone();
-    tokio::spawn(app.run_until_stopped(std::future::pending()));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(app.run_until_stopped_on(threads, async move {
+        let _ = stopped.await;
+    }));
     TestApp {
         addr,
         metrics_addr,
@@ -281,6 +293,7 @@ pub async fn spawn_app_on(
         dir,
         database_url,
         database,
+        _stop: stop,
     }
 }
 
