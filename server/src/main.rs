@@ -157,7 +157,7 @@ async fn run(command: Command, config: Config, runtimes: Runtimes) -> anyhow::Re
             let app = Application::build(config).await?;
             tracing::info!(role = %app.role(), "AgentChat runs as {}", app.role());
             tracing::info!(addr = %app.addr(), "AgentChat listening on http://{}", app.addr());
-            tracing::info!(runtimes = ?runtimes, "connections served");
+            tracing::info!(?runtimes, "Tokio runtimes serving connections");
             app.run_until_stopped_on(
                 runtimes.extra_threads(),
                 agentchat::startup::shutdown_signal(),

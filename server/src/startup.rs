@@ -313,19 +313,18 @@ impl Application {
             ));
         }
         let chat = self.state.chat.clone();
-        let spread = Spread {
-            threads,
-            limits,
-            slots: Arc::new(tokio::sync::Semaphore::new(limits.max_connections)),
-        };
         let extra = if self.role.serves_api() {
-            spread
-                .serve(self.listener, service(self.state), shutdown)
-                .await?
+            serve_on_threads(
+                threads,
+                self.listener,
+                service(self.state),
+                limits,
+                shutdown,
+            )
+            .await?
         } else {
-            spread
-                .serve(self.listener, health_service(self.state), shutdown)
-                .await?
+            let health = health_service(self.state);
+            serve_on_threads(threads, self.listener, health, limits, shutdown).await?
         };
         // The turns of the last requests (a stream cut by the shutdown is stored as
         // cancelled) are written before the process exits.
@@ -399,16 +398,27 @@ impl Runtimes {
     }
 }
 
-/// Serves one listening socket from the current runtime and from `threads` threads with a
-/// runtime each ([`Application::run_until_stopped_on`]).
-struct Spread {
-    threads: usize,
-    limits: ConnectionLimits,
-    /// The open connections of all of them ([`ConnectionLimits::max_connections`]).
-    slots: Arc<tokio::sync::Semaphore>,
+/// What the listeners serve: a tower service answering whole requests ([`service`],
+/// [`health_service`], a bare [`Router`] in tests), which every connection clones.
+pub trait HttpService:
+    Service<Request, Response = Response, Error = Infallible, Future: Send>
+    + Clone
+    + Send
+    + Sync
+    + 'static
+{
 }
 
-/// The threads of a [`Spread`], once their listeners have stopped.
+impl<S> HttpService for S where
+    S: Service<Request, Response = Response, Error = Infallible, Future: Send>
+        + Clone
+        + Send
+        + Sync
+        + 'static
+{
+}
+
+/// The extra threads of [`serve_on_threads`], once their listeners have stopped.
 struct ExtraRuntimes {
     finish: tokio::sync::watch::Sender<bool>,
     threads: Vec<std::thread::JoinHandle<()>>,
@@ -429,90 +439,95 @@ impl ExtraRuntimes {
     }
 }
 
-impl Spread {
-    /// Serves `service` on `listener` until `shutdown`, on the current runtime and on the
-    /// extra threads; returns when every listener has stopped and its connections are done.
-    async fn serve<S, F>(
-        self,
-        listener: TcpListener,
-        service: S,
-        shutdown: F,
-    ) -> std::io::Result<ExtraRuntimes>
-    where
-        S: Service<Request, Response = Response, Error = Infallible, Future: Send>
-            + Clone
-            + Send
-            + Sync
-            + 'static,
-        F: Future<Output = ()> + Clone + Send + 'static,
-    {
-        let (finish, finished) = tokio::sync::watch::channel(false);
-        let mut threads = Vec::with_capacity(self.threads);
-        let mut stopped = Vec::with_capacity(self.threads);
-        let listener = if self.threads == 0 {
-            listener
-        } else {
-            let shared = listener.into_std()?;
-            for n in 1..=self.threads {
-                // A second descriptor of the same socket (non-blocking, as the first).
-                let listener = shared.try_clone()?;
-                let (service, shutdown, slots) =
-                    (service.clone(), shutdown.clone(), self.slots.clone());
-                let limits = self.limits;
-                let (done, listening) = tokio::sync::oneshot::channel::<()>();
-                let mut finished = finished.clone();
-                let thread = std::thread::Builder::new()
-                    .name(format!("agentchat-http-{n}"))
-                    .spawn(move || {
-                        let runtime = match tokio::runtime::Builder::new_current_thread()
-                            .enable_all()
-                            .build()
-                        {
-                            Ok(runtime) => runtime,
-                            Err(e) => {
-                                tracing::error!(error = %e, "a connection thread cannot start its runtime");
-                                return;
-                            }
-                        };
-                        runtime.block_on(async move {
-                            match TcpListener::from_std(listener) {
-                                Ok(listener) => {
-                                    serve_connections(
-                                        nodelay(listener),
-                                        service,
-                                        limits,
-                                        slots,
-                                        shutdown,
-                                    )
-                                    .await;
-                                }
-                                Err(e) => {
-                                    tracing::error!(error = %e, "a connection thread cannot listen");
-                                }
-                            }
-                            drop(done);
-                            let _ = finished.wait_for(|end| *end).await;
-                        });
-                        runtime.shutdown_timeout(Duration::from_secs(1));
-                    })?;
-                threads.push(thread);
-                stopped.push(listening);
-            }
-            TcpListener::from_std(shared)?
-        };
-        serve_connections(
-            nodelay(listener),
-            service,
-            self.limits,
-            self.slots,
-            shutdown,
-        )
-        .await;
-        for listening in stopped {
-            let _ = listening.await;
+/// Serves `service` on `listener` until `shutdown`, from the current runtime and from
+/// `threads` more threads with a runtime each ([`Application::run_until_stopped_on`]),
+/// all within one [`ConnectionLimits::max_connections`]; returns when every listener has
+/// stopped and its connections are done, with the threads still running.
+///
+/// Errors: the listening socket cannot be shared (`dup`), or a thread cannot be started.
+async fn serve_on_threads(
+    threads: usize,
+    listener: TcpListener,
+    service: impl HttpService,
+    limits: ConnectionLimits,
+    shutdown: impl Future<Output = ()> + Clone + Send + 'static,
+) -> std::io::Result<ExtraRuntimes> {
+    let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    let (finish, finished) = tokio::sync::watch::channel(false);
+    let mut handles = Vec::with_capacity(threads);
+    let mut stopped = Vec::with_capacity(threads);
+    let listener = if threads == 0 {
+        listener
+    } else {
+        let shared = listener.into_std()?;
+        for n in 1..=threads {
+            // A second descriptor of the same socket (non-blocking, as the first).
+            let listener = shared.try_clone()?;
+            let (service, shutdown, slots) = (service.clone(), shutdown.clone(), slots.clone());
+            let (done, listening) = tokio::sync::oneshot::channel::<()>();
+            let finished = finished.clone();
+            let handle = std::thread::Builder::new()
+                .name(format!("agentchat-http-{n}"))
+                .spawn(move || {
+                    let serving = serve_connections_on(listener, service, limits, slots, shutdown);
+                    run_connection_thread(serving, done, finished);
+                })?;
+            handles.push(handle);
+            stopped.push(listening);
         }
-        Ok(ExtraRuntimes { finish, threads })
+        TcpListener::from_std(shared)?
+    };
+    serve_connections(nodelay(listener), service, limits, slots, shutdown).await;
+    for listening in stopped {
+        let _ = listening.await;
     }
+    Ok(ExtraRuntimes {
+        finish,
+        threads: handles,
+    })
+}
+
+/// [`serve_connections`] on `listener`, a descriptor of the shared listening socket, once
+/// the runtime that will run it has taken it.
+async fn serve_connections_on(
+    listener: std::net::TcpListener,
+    service: impl HttpService,
+    limits: ConnectionLimits,
+    slots: Arc<tokio::sync::Semaphore>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    match TcpListener::from_std(listener) {
+        Ok(listener) => {
+            serve_connections(nodelay(listener), service, limits, slots, shutdown).await
+        }
+        Err(e) => tracing::error!(error = %e, "a connection thread cannot listen"),
+    }
+}
+
+/// The body of an extra thread of [`serve_on_threads`]: runs `serving` on a single-threaded
+/// runtime of its own, says so through `done` when it ends, then keeps the runtime (and the
+/// connections opened on it) running until `finished` turns true or its sender is gone.
+fn run_connection_thread(
+    serving: impl Future<Output = ()>,
+    done: tokio::sync::oneshot::Sender<()>,
+    mut finished: tokio::sync::watch::Receiver<bool>,
+) {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            tracing::error!(error = %e, "a connection thread cannot start its runtime");
+            return;
+        }
+    };
+    runtime.block_on(async move {
+        serving.await;
+        drop(done);
+        let _ = finished.wait_for(|end| *end).await;
+    });
+    runtime.shutdown_timeout(Duration::from_secs(1));
 }
 
 /// Where the rate limits, the failed-sign-in throttle and the mail cooldown are kept
@@ -599,13 +614,7 @@ pub fn build_models(config: &ProvidersConfig) -> anyhow::Result<crate::llm::Mode
 /// `Router::layer`: a layered route is cloned (a boxed copy of every layer below it) on
 /// each request, so each layer added that way costs every request allocations and
 /// shared reference counts (BENCHMARKS.md § Authentication and rate limiting overhead).
-pub fn service(
-    state: AppState,
-) -> impl Service<Request, Response = Response, Error = Infallible, Future: Send>
-       + Clone
-       + Send
-       + Sync
-       + 'static {
+pub fn service(state: AppState) -> impl HttpService {
     let router = router(state.clone());
     let hsts = security::hsts(&state.server.public_url);
     let metrics = crate::metrics::HttpMetricsLayer::new(state.metrics.enabled(), || {
@@ -648,13 +657,7 @@ pub fn service(
 /// readiness probes, and `GET /metrics` as [`service`] does; every other path is 404 with the contract's error body (a worker
 /// serves no API). Its answers carry `X-Content-Type-Options: nosniff`, the default Content
 /// Security Policy and a request id (`X-Request-Id`), as those of [`service`] do.
-pub fn health_service(
-    state: AppState,
-) -> impl Service<Request, Response = Response, Error = Infallible, Future: Send>
-       + Clone
-       + Send
-       + Sync
-       + 'static {
+pub fn health_service(state: AppState) -> impl HttpService {
     let (api, doc) = OpenApiRouter::new()
         .merge(http::ops::health_router())
         .merge(http::metrics::router())
@@ -797,11 +800,7 @@ pub async fn serve_http1<L, S>(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) where
     L: Listener<Addr = SocketAddr>,
-    S: Service<Request, Response = Response, Error = Infallible, Future: Send>
-        + Clone
-        + Send
-        + Sync
-        + 'static,
+    S: HttpService,
 {
     let slots = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     serve_connections(listener, service, limits, slots, shutdown).await;
@@ -817,11 +816,7 @@ async fn serve_connections<L, S>(
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) where
     L: Listener<Addr = SocketAddr>,
-    S: Service<Request, Response = Response, Error = Infallible, Future: Send>
-        + Clone
-        + Send
-        + Sync
-        + 'static,
+    S: HttpService,
 {
     let mut http1 = hyper::server::conn::http1::Builder::new();
     http1
@@ -1057,18 +1052,13 @@ mod runtime_tests {
                     .unwrap();
                 runtime.block_on(async move {
                     use futures::FutureExt as _;
-                    let spread = Spread {
-                        threads: 1,
-                        limits,
-                        slots: Arc::new(tokio::sync::Semaphore::new(limits.max_connections)),
-                    };
                     let shutdown = async move {
                         let _ = stopped.await;
                     }
                     .boxed()
                     .shared();
-                    let extra = spread
-                        .serve(TcpListener::from_std(listener).unwrap(), router, shutdown)
+                    let listener = TcpListener::from_std(listener).unwrap();
+                    let extra = serve_on_threads(1, listener, router, limits, shutdown)
                         .await
                         .unwrap();
                     extra.end().await;
