@@ -20,26 +20,41 @@ crate::store::rows::turn_binders!(SqliteQuery);
 
 /// The statements that store one turn ([`ChatStore::record_turns`]) of `messages` messages,
 /// for one call to the writer (sqlx runs them in order, and `?NNN` parameters are shared
-/// between them). A new thread binds `?1`–`?7` to the thread's columns and goes in when
-/// its user's agent exists; an existing one binds `?1` to its id and `?2` to its user. Each
-/// message (twelve parameters, [`bind_message`]) goes in when the thread exists and is the
-/// user's, so the turn is written whole or not at all; the triggers of migration 0010
-/// count every message.
-fn turn_sql(new_thread: bool, messages: usize) -> std::borrow::Cow<'static, str> {
-    static TWO_MESSAGES: std::sync::OnceLock<[String; 2]> = std::sync::OnceLock::new();
-    crate::store::chat::turn_statement(&TWO_MESSAGES, build_turn_sql, new_thread, messages)
+/// between them), at `place` in the batch's transaction. A new thread binds `?1`–`?7` to
+/// the thread's columns and goes in when its user's agent exists; an existing one binds
+/// `?1` to its id and `?2` to its user. Each message (twelve parameters, [`bind_message`])
+/// goes in when the thread exists and is the user's, so the turn is written whole or not at
+/// all; the triggers of migration 0010 count every message.
+fn turn_sql(place: Place, new_thread: bool, messages: usize) -> std::borrow::Cow<'static, str> {
+    static TWO_MESSAGES: [std::sync::OnceLock<[String; 2]>; 4] =
+        [const { std::sync::OnceLock::new() }; 4];
+    let build: fn(bool, usize) -> String = match (place.opens, place.commits) {
+        (false, false) => build_turn_sql,
+        (true, false) => |new_thread, messages| {
+            format!("BEGIN IMMEDIATE; {}", build_turn_sql(new_thread, messages))
+        },
+        (false, true) => {
+            |new_thread, messages| format!("{}COMMIT;", build_turn_sql(new_thread, messages))
+        }
+        (true, true) => |new_thread, messages| {
+            format!(
+                "BEGIN IMMEDIATE; {}COMMIT;",
+                build_turn_sql(new_thread, messages)
+            )
+        },
+    };
+    let shapes = &TWO_MESSAGES[usize::from(place.opens) | usize::from(place.commits) << 1];
+    crate::store::chat::turn_statement(shapes, build, new_thread, messages)
 }
 
-/// [`turn_sql`] opening the batch's transaction: `BEGIN IMMEDIATE` first, in the same call
-/// to the writer ([`write_turns`]).
-fn first_turn_sql(new_thread: bool, messages: usize) -> std::borrow::Cow<'static, str> {
-    static TWO_MESSAGES: std::sync::OnceLock<[String; 2]> = std::sync::OnceLock::new();
-    crate::store::chat::turn_statement(
-        &TWO_MESSAGES,
-        |new_thread, messages| format!("BEGIN IMMEDIATE; {}", build_turn_sql(new_thread, messages)),
-        new_thread,
-        messages,
-    )
+/// Where a turn's call stands in its batch's transaction ([`write_turns`]): the first turn's
+/// call opens it (`BEGIN IMMEDIATE` before the turn's statements) and the last one's
+/// commits it (`COMMIT` after them), so that a batch costs one call to the writer per turn,
+/// and a turn alone one call in all.
+#[derive(Clone, Copy)]
+struct Place {
+    opens: bool,
+    commits: bool,
 }
 
 /// The text of [`turn_sql`].
@@ -87,35 +102,40 @@ async fn link_channel(
     Ok(())
 }
 
-/// Writes `turns` on `conn` in one transaction that the first turn's call opens
-/// (`BEGIN IMMEDIATE`, [`turn_sql`]'s statements after it) and a last call commits; answers
-/// whether each turn was stored ([`ChatStore::record_turns`]).
+/// Writes `turns` on `conn` in one transaction that the first turn's call opens and the
+/// last one's commits ([`Place`]); answers whether each turn was stored
+/// ([`ChatStore::record_turns`]). A turn with a channel link ([`TurnRecord::channel`]) is
+/// linked after its statements, in a call of its own; when it is the last, the COMMIT is a
+/// call of its own too.
 ///
-/// Errors: the store's, and a turn that wrote only some of its rows; the transaction may
-/// then still be open, and the connection must not go back to the pool ([`UnfinishedGuard`]).
+/// Errors: the store's, and a turn that wrote only some of its rows (which the statements'
+/// shape rules out, [`turn_sql`]). After an error the transaction may still be open, and
+/// the connection must not go back to the pool ([`UnfinishedGuard`]).
 async fn write_turns(
     conn: &mut sqlx::SqliteConnection,
     turns: &[TurnRecord],
 ) -> StoreResult<Vec<bool>> {
     let mut stored = Vec::with_capacity(turns.len());
-    let mut begun = false;
-    for turn in turns {
+    let mut committed = turns.is_empty();
+    for (i, turn) in turns.iter().enumerate() {
         let t = &turn.thread;
-        let sql = if begun {
-            turn_sql(turn.new_thread, turn.messages.len())
-        } else {
-            first_turn_sql(turn.new_thread, turn.messages.len())
+        let place = Place {
+            opens: i == 0,
+            commits: i + 1 == turns.len() && turn.channel.is_none(),
         };
+        let sql = turn_sql(place, turn.new_thread, turn.messages.len());
         let query = turn_query(&sql, turn);
-        // The rows each statement wrote. SQLite answers a BEGIN with the count of the
-        // connection's last write, whatever it was (`sqlite3_changes`), so the BEGIN's
-        // count is left out.
+        // The rows each statement wrote. SQLite answers a BEGIN and a COMMIT with the count
+        // of the connection's last write, whatever it was (`sqlite3_changes`), so theirs
+        // are left out.
         let written: Vec<u64> = sqlx::Executor::fetch_many(&mut *conn, query)
             .try_filter_map(|step| async move { Ok(step.left().map(|done| done.rows_affected())) })
             .try_collect()
             .await?;
-        let rows: u64 = written.iter().skip(usize::from(!begun)).sum();
-        begun = true;
+        let own =
+            usize::from(place.opens)..written.len().saturating_sub(usize::from(place.commits));
+        let rows: u64 = written.get(own).map_or(0, |own| own.iter().sum());
+        committed = place.commits;
         let whole = turn.messages.len() as u64 + u64::from(turn.new_thread);
         match rows {
             0 => stored.push(false),
@@ -132,7 +152,7 @@ async fn write_turns(
             }
         }
     }
-    if begun {
+    if !committed {
         sqlx::query("COMMIT").execute(&mut *conn).await?;
     }
     Ok(stored)
@@ -278,9 +298,10 @@ impl ChatStore for SqliteStore {
     async fn record_turns(&self, turns: &[TurnRecord]) -> StoreResult<Vec<bool>> {
         // One transaction on the writer: one commit (one append to the write-ahead log) for
         // every turn. Each call to the writer is a round trip to its worker thread, so the
-        // transaction's BEGIN goes with the first turn's statements: a batch costs one call
-        // per turn and one for the COMMIT. A batch that fails or is cancelled leaves its connection unfinished: it is closed
-        // rather than returned to the pool, and closing it rolls the transaction back.
+        // transaction's BEGIN goes with the first turn's statements and its COMMIT with the
+        // last one's: a batch costs one call per turn ([`write_turns`]). A batch that fails
+        // or is cancelled leaves its connection unfinished: it is closed rather than
+        // returned to the pool, and closing it rolls the transaction back.
         let mut conn = UnfinishedGuard::new(self.writer.acquire().await?);
         let stored = write_turns(conn.connection(), turns).await?;
         conn.finished();
