@@ -21,9 +21,7 @@ use tower_http::{
     catch_panic::CatchPanicLayer,
     request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer},
     set_header::SetResponseHeaderLayer,
-    trace::TraceLayer,
 };
-use tracing::Span;
 use utoipa_axum::router::OpenApiRouter;
 
 use crate::{
@@ -40,6 +38,7 @@ use crate::{
     redis_ping::RedisHandle,
     services::{AppState, Services},
     store,
+    telemetry::RequestSpanLayer,
 };
 
 const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
@@ -606,7 +605,7 @@ pub fn build_models(config: &ProvidersConfig) -> anyhow::Result<crate::llm::Mode
 /// ([`http::security`]: `X-Content-Type-Options`, `Referrer-Policy`, `X-Frame-Options`, a
 /// default Content Security Policy, and `Strict-Transport-Security` with an https
 /// `PUBLIC_URL`), a request id (`X-Request-Id`, made when the client sent none, echoed in
-/// the answer), a tracing span, a handler panic turned into a JSON 500, the JSON 431 for
+/// the answer), the request's tracing span ([`RequestSpanLayer`]), a handler panic turned into a JSON 500, the JSON 431 for
 /// heads over the limits ([`http::security::HeadLimitLayer`]), then the `/api` middleware
 /// ([`http::ApiService`]: identity, rate limit, `X-RateLimit-*`) and [`router`].
 ///
@@ -644,7 +643,7 @@ pub fn service(state: AppState) -> impl HttpService {
             hsts,
         ))
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
-        .layer(TraceLayer::new_for_http().make_span_with(request_span as fn(&Request) -> Span))
+        .layer(RequestSpanLayer)
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
         .layer(CatchPanicLayer::custom(panic_response))
         .layer(security::HeadLimitLayer)
@@ -678,20 +677,11 @@ pub fn health_service(state: AppState) -> impl HttpService {
             security::DEFAULT_CSP,
         ))
         .layer(SetRequestIdLayer::new(REQUEST_ID, MakeRequestUuid))
-        .layer(TraceLayer::new_for_http().make_span_with(request_span as fn(&Request) -> Span))
+        .layer(RequestSpanLayer)
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
         .layer(CatchPanicLayer::custom(panic_response))
         .layer(security::HeadLimitLayer)
         .service(router)
-}
-
-fn request_span(request: &Request) -> Span {
-    let id = request
-        .headers()
-        .get(REQUEST_ID)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("");
-    tracing::info_span!("request", request.id = %id, method = %request.method(), path = %request.uri().path())
 }
 
 /// The routes: `/api` (JSON) and the dashboard (Leptos SSR and its static files), without

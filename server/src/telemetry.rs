@@ -1,6 +1,17 @@
 //! Structured logs through `tracing`: human-readable by default, JSON lines with
-//! `LOG_FORMAT=json`; the level comes from `RUST_LOG` (default `info`).
+//! `LOG_FORMAT=json`; the level comes from `RUST_LOG` (default `info`). Every request's
+//! handler runs in a `request` span ([`RequestSpanLayer`]) carrying its `X-Request-Id`.
 
+use std::{
+    future::Future,
+    pin::Pin,
+    task::{Context, Poll},
+    time::Instant,
+};
+
+use http::{HeaderName, Request, Response};
+use tower::{Layer, Service};
+use tracing::{Instrument as _, Span};
 use tracing_subscriber::{fmt, EnvFilter};
 
 /// The log filter without `RUST_LOG`. genai is held to errors: its OpenAI stream reader
@@ -19,6 +30,103 @@ pub fn init() {
     } else {
         builder.try_init()
     };
+}
+
+/// The header naming a request in logs (set before this layer by `SetRequestIdLayer`).
+const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
+/// Runs each request's handler in an `info` span named `request` with the fields
+/// `request.id` (the `X-Request-Id` header, empty without one), `method` and `path`, and
+/// logs an answer with a 5xx status at `error` ("response failed", with `status` and
+/// `latency_ms`), as tower-http's `TraceLayer` does by default.
+///
+/// Unlike `TraceLayer`, the span does not wrap the response body: a streamed reply's body
+/// is polled once per relayed chunk, and entering the span on each poll cost about 1 % of a
+/// streamed conversation's CPU (BENCHMARKS.md § Where a streamed conversation's CPU goes).
+/// What a body does that logs keeps the request's span by carrying it:
+/// [`crate::chat::stream::Relay`] enters it for the provider's opening and for storing
+/// the reply.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RequestSpanLayer;
+
+impl<S> Layer<S> for RequestSpanLayer {
+    type Service = RequestSpan<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RequestSpan { inner }
+    }
+}
+
+/// The service of [`RequestSpanLayer`].
+#[derive(Clone, Debug)]
+pub struct RequestSpan<S> {
+    inner: S,
+}
+
+impl<S, A, B> Service<Request<A>> for RequestSpan<S>
+where
+    S: Service<Request<A>, Response = Response<B>>,
+{
+    type Response = Response<B>;
+    type Error = S::Error;
+    type Future = RequestSpanFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: Request<A>) -> Self::Future {
+        let span = request_span(&request);
+        let started = Instant::now();
+        let inner = span.in_scope(|| self.inner.call(request));
+        RequestSpanFuture {
+            inner: inner.instrument(span),
+            started,
+        }
+    }
+}
+
+/// The `request` span of `request` (see [`RequestSpanLayer`]).
+fn request_span<A>(request: &Request<A>) -> Span {
+    let id = request
+        .headers()
+        .get(REQUEST_ID)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    tracing::info_span!("request", request.id = %id, method = %request.method(), path = %request.uri().path())
+}
+
+pin_project_lite::pin_project! {
+    /// The answer of [`RequestSpan`]: the handler's future in its span.
+    pub struct RequestSpanFuture<F> {
+        #[pin]
+        inner: tracing::instrument::Instrumented<F>,
+        started: Instant,
+    }
+}
+
+impl<F, B, E> Future for RequestSpanFuture<F>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+{
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        let answer = std::task::ready!(this.inner.as_mut().poll(cx));
+        if let Ok(response) = &answer {
+            if response.status().is_server_error() {
+                let latency_ms = this.started.elapsed().as_millis() as u64;
+                let _in = this.inner.span().enter();
+                tracing::error!(
+                    status = response.status().as_u16(),
+                    latency_ms,
+                    "response failed"
+                );
+            }
+        }
+        Poll::Ready(answer)
+    }
 }
 
 #[cfg(test)]
@@ -61,5 +169,104 @@ mod tests {
         assert!(!logged.contains("EMPTY CHOICE CONTENT"), "{logged}");
         assert!(logged.contains("genai failure"), "{logged}");
         assert!(logged.contains("service line"), "{logged}");
+    }
+
+    /// Runs `work` on a current-thread runtime with a subscriber at the default filter
+    /// writing plain text; gives what was logged.
+    fn logged_while<F: Future<Output = ()>>(work: impl FnOnce() -> F) -> String {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = fmt()
+            .with_env_filter(EnvFilter::new(DEFAULT_FILTER))
+            .with_ansi(false)
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(work());
+        });
+        let logged = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+        logged
+    }
+
+    fn request(path: &str, id: &str) -> Request<()> {
+        Request::get(path)
+            .header("x-request-id", id)
+            .body(())
+            .unwrap()
+    }
+
+    /// A handler answering `/fail` with 500, anything else with 404, logging as it runs.
+    fn handler() -> impl Service<
+        Request<()>,
+        Response = Response<axum::body::Body>,
+        Error = std::convert::Infallible,
+        Future: Send,
+    > + Clone {
+        RequestSpanLayer.layer(tower::service_fn(|request: Request<()>| async move {
+            tracing::info!("handling {}", request.uri().path());
+            let status = if request.uri().path() == "/fail" {
+                500
+            } else {
+                404
+            };
+            let body = axum::body::Body::from_stream(futures::stream::once(async {
+                tracing::info!("polling the body");
+                Ok::<_, std::convert::Infallible>("frame")
+            }));
+            Ok(Response::builder().status(status).body(body).unwrap())
+        }))
+    }
+
+    fn line<'a>(logged: &'a str, containing: &str) -> &'a str {
+        logged
+            .lines()
+            .find(|l| l.contains(containing))
+            .unwrap_or_else(|| panic!("no line with {containing:?} in:\n{logged}"))
+    }
+
+    #[test]
+    fn a_handler_logs_inside_its_request_span() {
+        let logged = logged_while(|| async {
+            let mut service = handler();
+            let _ = service.call(request("/found", "id-1")).await;
+        });
+        let handled = line(&logged, "handling /found");
+        assert!(handled.contains("request{request.id=id-1"), "{logged}");
+        assert!(handled.contains("method=GET path=/found"), "{logged}");
+    }
+
+    #[test]
+    fn a_server_error_is_logged_with_its_request_and_a_client_error_is_not() {
+        let logged = logged_while(|| async {
+            let mut service = handler();
+            let _ = service.call(request("/fail", "id-5xx")).await;
+            let _ = service.call(request("/missing", "id-4xx")).await;
+        });
+        let failed = line(&logged, "response failed");
+        assert!(failed.contains("ERROR"), "{logged}");
+        assert!(failed.contains("request.id=id-5xx"), "{logged}");
+        assert!(failed.contains("status=500"), "{logged}");
+        assert!(failed.contains("latency_ms="), "{logged}");
+        assert_eq!(logged.matches("response failed").count(), 1, "{logged}");
+    }
+
+    /// The span covers the handler, not the body's polls (one per relayed chunk of a
+    /// streamed reply): what a body logs carries its request's span only when it enters it.
+    #[test]
+    fn the_response_body_is_polled_outside_the_request_span() {
+        let logged = logged_while(|| async {
+            let mut service = handler();
+            let response = service.call(request("/found", "id-body")).await.unwrap();
+            let body = axum::body::to_bytes(response.into_body(), 1024)
+                .await
+                .unwrap();
+            assert_eq!(&body[..], b"frame");
+        });
+        let polled = line(&logged, "polling the body");
+        assert!(!polled.contains("id-body"), "{logged}");
     }
 }

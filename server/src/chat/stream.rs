@@ -7,6 +7,7 @@ use std::{collections::VecDeque, sync::Arc, time::Duration};
 
 use app::api::{Source, TokensUsed};
 use futures::StreamExt;
+use tracing::{Instrument as _, Span};
 
 use super::{ChatError, ChatService, PreparedChat, ReplyStatus};
 use crate::{
@@ -186,6 +187,10 @@ pub struct Relay {
     queued: VecDeque<Frame>,
     /// Counts this reply in `agentchat_sse_streams_open` while it lives.
     _open: crate::metrics::StreamOpen,
+    /// The request's span (the handler's, where the relay is made), entered only where the
+    /// relay may log: the provider's opening (retries) and storing the reply. The body
+    /// polls the relay outside it ([`crate::telemetry::RequestSpanLayer`]).
+    span: Span,
 }
 
 impl Relay {
@@ -201,6 +206,7 @@ impl Relay {
             phase: Phase::Opening,
             queued: VecDeque::new(),
             _open: crate::metrics::StreamOpen::new(),
+            span: Span::current(),
         }
     }
 
@@ -216,7 +222,9 @@ impl Relay {
                     // Boxed: the opening's state (retries, backoff timer) is needed once,
                     // and would otherwise widen the state this relay keeps while it is open.
                     let timeout = chat.provider_timeout;
-                    let opened = Box::pin(open_stream(prepared, timeout)).await;
+                    let opened =
+                        Box::pin(open_stream(prepared, timeout).instrument(self.span.clone()))
+                            .await;
                     prepared.release_prompt();
                     self.phase = match opened {
                         Ok(upstream) => Phase::Relaying(upstream),
@@ -249,11 +257,12 @@ impl Relay {
                         // the write short; `[DONE]` follows once the turn is stored, so
                         // that a client reading the conversation then sees it.
                         let text = std::mem::take(&mut self.text);
-                        let stored =
-                            tokio::spawn(
-                                async move { persist(&chat, &prepared, &text, ended).await },
-                            )
-                            .await;
+                        let span = std::mem::replace(&mut self.span, Span::none());
+                        let stored = tokio::spawn(
+                            async move { persist(&chat, &prepared, &text, ended).await }
+                                .instrument(span),
+                        )
+                        .await;
                         if let Ok(Err(e)) = stored {
                             self.queued.push_back(Frame::Failed(e));
                         }
@@ -313,13 +322,18 @@ impl Drop for Relay {
             },
         };
         let text = std::mem::take(&mut self.text);
+        let span = std::mem::replace(&mut self.span, Span::none());
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
-                runtime.spawn(async move {
-                    let _ = persist(&chat, &prepared, &text, ended).await;
-                });
+                runtime.spawn(
+                    async move {
+                        let _ = persist(&chat, &prepared, &text, ended).await;
+                    }
+                    .instrument(span),
+                );
             }
             Err(_) => {
+                let _in = span.enter();
                 tracing::error!("a streamed reply ended outside the runtime and was not persisted")
             }
         }
