@@ -158,16 +158,41 @@ impl Store for SqliteStore {
     /// Processes that start on one file at once take turns: sqlx's SQLite migrator takes
     /// no lock of its own (two would both apply migration 1, and the second fail), so an
     /// exclusive `flock(2)` on `{database}.migrate-lock` is held while migrating.
+    ///
+    /// Migrations run with foreign keys off, as SQLite's procedure for changing a table's
+    /// shape requires (<https://sqlite.org/lang_altertable.html#otheralter>: dropping a
+    /// table that others reference would otherwise delete or cascade to their rows, and the
+    /// pragma does nothing inside the transaction each migration runs in); they are on
+    /// again after, and `PRAGMA foreign_key_check` must then find no broken reference.
+    ///
+    /// Errors: a migration's; [`StoreError::Other`] naming the first broken reference.
     async fn migrate(&self) -> StoreResult<()> {
         let lock = migration_lock(&self.path)
             .await
             .map_err(|e| StoreError::Other(e.context("taking the migration lock")))?;
+        let mut conn = self.writer.acquire().await?;
+        sqlx::query("PRAGMA foreign_keys = OFF")
+            .execute(&mut *conn)
+            .await?;
         let applied = sqlx::migrate!("../migrations/sqlite")
-            .run(&self.writer)
+            .run_direct(&mut *conn)
             .await
             .map_err(|e| StoreError::Other(e.into()));
+        sqlx::query("PRAGMA foreign_keys = ON")
+            .execute(&mut *conn)
+            .await?;
+        applied?;
+        let broken: Option<(String, Option<i64>, String)> =
+            sqlx::query_as("SELECT \"table\", rowid, parent FROM pragma_foreign_key_check LIMIT 1")
+                .fetch_optional(&mut *conn)
+                .await?;
         drop(lock);
-        applied
+        match broken {
+            None => Ok(()),
+            Some((table, row, parent)) => Err(StoreError::Other(anyhow::anyhow!(
+                "after the migrations, a row of {table} (rowid {row:?}) references a missing row of {parent}"
+            ))),
+        }
     }
 
     async fn ping(&self) -> StoreResult<()> {
@@ -272,6 +297,113 @@ pub(crate) mod tests {
             })
             .await
             .unwrap()
+    }
+
+    /// Migration 12 rebuilds `threads` and `usage_daily` as WITHOUT ROWID tables: what a
+    /// database held before is all there after (dropping the old `threads` must not
+    /// cascade to its messages), foreign keys are back on, the triggers still count
+    /// messages and usage, and deleting an agent still takes its threads and messages.
+    #[tokio::test]
+    async fn migration_12_keeps_every_conversation_and_the_rules_of_the_tables_it_rebuilds() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("test.db").display());
+        let store = SqliteStore::connect(&url).await.unwrap();
+        let mut before = sqlx::migrate!("../migrations/sqlite");
+        before.migrations = before
+            .migrations
+            .iter()
+            .filter(|m| m.version < 12)
+            .cloned()
+            .collect::<Vec<_>>()
+            .into();
+        before.run(store.writer()).await.unwrap();
+        verified_user(&store, Utc::now()).await;
+        let seed = "INSERT INTO agents (id, user_id, name, created_at, updated_at) \
+                        VALUES ('a1', 'u1', 'Agent', 1, 1); \
+                    INSERT INTO threads (id, agent_id, user_id, title, created_at, updated_at) \
+                        VALUES ('t1', 'a1', 'u1', 'Hello', 1, 1); \
+                    INSERT INTO messages (id, thread_id, role, content, created_at) \
+                        VALUES ('m1', 't1', 'user', 'hi', 86400000); \
+                    INSERT INTO messages (id, thread_id, role, content, prompt_tokens, completion_tokens, created_at) \
+                        VALUES ('m2', 't1', 'assistant', 'hello', 7, 3, 86400001);";
+        sqlx::raw_sql(seed).execute(store.writer()).await.unwrap();
+
+        store.migrate().await.unwrap();
+
+        for table in ["threads", "usage_daily"] {
+            let sql: String = sqlx::query_scalar("SELECT sql FROM sqlite_schema WHERE name = ?1")
+                .bind(table)
+                .fetch_one(store.pool())
+                .await
+                .unwrap();
+            assert!(sql.ends_with("WITHOUT ROWID"), "{sql}");
+        }
+        let on: i64 = sqlx::query_scalar("PRAGMA foreign_keys")
+            .fetch_one(store.writer())
+            .await
+            .unwrap();
+        assert_eq!(on, 1, "foreign keys are on again on the writer");
+        let broken: Vec<(String,)> = sqlx::query_as("PRAGMA foreign_key_check")
+            .fetch_all(store.writer())
+            .await
+            .unwrap();
+        assert!(broken.is_empty(), "{broken:?}");
+        let thread: (String, i64, i64) =
+            sqlx::query_as("SELECT title, message_count, updated_at FROM threads WHERE id = 't1'")
+                .fetch_one(store.pool())
+                .await
+                .unwrap();
+        assert_eq!(thread, ("Hello".into(), 2, 86400001));
+        let messages: i64 =
+            sqlx::query_scalar("SELECT count(*) FROM messages WHERE thread_id = 't1'")
+                .fetch_one(store.pool())
+                .await
+                .unwrap();
+        assert_eq!(messages, 2);
+        let usage: (String, i64, i64, i64) = sqlx::query_as(
+            "SELECT day, chats, prompt_tokens, completion_tokens FROM usage_daily WHERE user_id = 'u1'",
+        )
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+        assert_eq!(usage, ("1970-01-02".into(), 1, 7, 3));
+
+        sqlx::raw_sql(
+            "INSERT INTO messages (id, thread_id, role, content, prompt_tokens, completion_tokens, created_at) \
+                 VALUES ('m3', 't1', 'assistant', 'again', 5, 2, 86400002);",
+        )
+        .execute(store.writer())
+        .await
+        .unwrap();
+        let counted: (i64, i64, i64) = sqlx::query_as(
+            "SELECT t.message_count, u.chats, u.prompt_tokens FROM threads t \
+             JOIN usage_daily u ON u.user_id = t.user_id WHERE t.id = 't1'",
+        )
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+        assert_eq!(
+            counted,
+            (3, 2, 12),
+            "the triggers count into the rebuilt tables"
+        );
+
+        sqlx::query("DELETE FROM agents WHERE id = 'a1'")
+            .execute(store.writer())
+            .await
+            .unwrap();
+        let left: (i64, i64, i64) = sqlx::query_as(
+            "SELECT (SELECT count(*) FROM threads), (SELECT count(*) FROM messages), \
+                    (SELECT count(*) FROM usage_daily)",
+        )
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+        assert_eq!(
+            left,
+            (0, 0, 1),
+            "threads and messages go with their agent, usage stays"
+        );
     }
 
     #[tokio::test]
