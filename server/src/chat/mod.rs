@@ -26,7 +26,7 @@ use self::prompt::PASSAGE_OVERHEAD;
 pub use self::{
     prompt::{attachments_text, check_length, trim_history, MAX_ATTACHMENTS_BYTES, SNIPPET_CHARS},
     stream::{open_stream, usage_or_counted, Frame, Relay, RETRY_BACKOFF, UPSTREAM_ATTEMPTS},
-    writer::TurnWriter,
+    writer::{TurnWriter, Urgency},
 };
 /// How a reply ended: the status of the message that stores it.
 pub use crate::store::chat::ReplyStatus;
@@ -478,8 +478,15 @@ impl ChatService {
         match outcome {
             Ok((reported, finish)) => {
                 let usage = usage_or_counted(reported, prepared.prompt_tokens, &text);
-                self.finish(prepared, &text, Some(usage), ReplyStatus::Complete, None)
-                    .await?;
+                self.finish(
+                    prepared,
+                    &text,
+                    Some(usage),
+                    ReplyStatus::Complete,
+                    None,
+                    Urgency::Now,
+                )
+                .await?;
                 Ok(Reply {
                     text,
                     usage,
@@ -493,6 +500,7 @@ impl ChatService {
                     None,
                     ReplyStatus::Failed,
                     Some(e.message.clone()),
+                    Urgency::Now,
                 )
                 .await?;
                 Err(ChatError::Upstream(e))
@@ -501,7 +509,8 @@ impl ChatService {
     }
 
     /// Stores the turn: the thread when it is new, the user's message and the assistant's
-    /// reply, all in one transaction shared with the other turns ending now ([`TurnWriter`]).
+    /// reply, all in one transaction shared with the other turns ending now ([`TurnWriter`];
+    /// `urgency` says whether it may wait a moment for them, [`Urgency`]).
     /// Answers once it is committed, so that a client reading the conversation after the
     /// reply sees it. Then, without waiting, a new thread is announced as
     /// `conversation.created` and a complete reply as `message.created`.
@@ -516,6 +525,7 @@ impl ChatService {
         usage: Option<TokensUsed>,
         status: ReplyStatus,
         error: Option<String>,
+        urgency: Urgency,
     ) -> Result<(), ChatError> {
         crate::metrics::chat_finished(
             &prepared.model.id,
@@ -545,7 +555,7 @@ impl ChatService {
             messages: vec![prepared.user_message.clone(), reply],
             channel: prepared.channel.clone(),
         };
-        let Some(turn) = self.writer.record(turn).await? else {
+        let Some(turn) = self.writer.record(turn, urgency).await? else {
             return Err(if prepared.new_thread {
                 ChatError::AgentGone
             } else {

@@ -9,7 +9,7 @@ use app::api::{Source, TokensUsed};
 use futures::StreamExt;
 use tracing::{Instrument as _, Span};
 
-use super::{ChatError, ChatService, PreparedChat, ReplyStatus};
+use super::{writer::Urgency, ChatError, ChatService, PreparedChat, ReplyStatus};
 use crate::{
     ids::ThreadId,
     llm::{tokens, Event, EventStream, FinishReason, ProviderError, ProviderErrorKind, Usage},
@@ -353,7 +353,11 @@ async fn persist(
         usage,
         error,
     } = ended;
-    let stored = chat.finish(prepared, text, usage, status, error).await;
+    // The client has had every chunk: the turn may wait a moment for others to share its
+    // commit ([`Urgency::Grouped`]).
+    let stored = chat
+        .finish(prepared, text, usage, status, error, Urgency::Grouped)
+        .await;
     match &stored {
         Err(ChatError::AgentGone | ChatError::ThreadNotFound) => {
             tracing::info!(

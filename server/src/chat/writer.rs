@@ -4,18 +4,27 @@
 //! instance pays one commit for all the conversations that ended meanwhile rather than one
 //! or two each.
 //!
-//! There is no timer: a turn handed over while no batch is being written is written at once,
-//! alone; the turns handed over while a batch is being written wait for it and go together in
-//! the next one ([`MAX_BATCH`] at most). At low load a turn therefore costs one commit as
-//! before, and under load the batches grow with the load.
+//! A turn that someone waits for at once ([`Urgency::Now`]: a JSON reply, a channel's
+//! answer) handed over while no batch is being written is written at once, alone; the turns
+//! handed over while a batch is being written wait for it and go together in the next one
+//! ([`MAX_BATCH`] at most). The end of a streamed reply ([`Urgency::Grouped`]) may wait a
+//! little for company: a batch made only of such turns is written [`GROUP_WINDOW`] after its
+//! first one arrived, or as soon as an urgent turn joins it. A streamed conversation lasts
+//! as long as the provider streams, and its `[DONE]` comes up to [`GROUP_WINDOW`] later; at
+//! a few hundred conversations ending per second, that window puts several turns in a
+//! commit where they would each have had one, and the turns of a batch share most of the
+//! pages they write.
 //!
 //! A crash (the process killed) loses at most the turns of the batch in flight, each of them
 //! whole: a batch is one transaction and a turn's messages are written together, so a reply
 //! is never stored without its user's message (proven by `server/tests/crash.rs`).
 
-use std::sync::{
-    atomic::{AtomicUsize, Ordering},
-    Arc,
+use std::{
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc,
+    },
+    time::Duration,
 };
 
 use tokio::sync::{mpsc, oneshot, Notify};
@@ -25,20 +34,61 @@ use crate::store::{ChatStore, StoreError, StoreResult, TurnRecord};
 /// The most turns one transaction stores.
 pub const MAX_BATCH: usize = 256;
 
+/// How long a batch of [`Urgency::Grouped`] turns waits for others after its first turn
+/// arrived.
+pub const GROUP_WINDOW: Duration = Duration::from_millis(2);
+
+/// How soon a turn handed to [`TurnWriter::record`] must be written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Urgency {
+    /// As soon as the writer is free: a client waits for it before anything else of the
+    /// reply (a JSON reply, a channel's answer).
+    Now,
+    /// Within [`GROUP_WINDOW`], with whatever other turns end meanwhile: the end of a
+    /// streamed reply, whose client has had every chunk and waits only for `[DONE]`.
+    Grouped,
+}
+
 /// Where a turn's outcome goes: whether it was stored, and the turn itself back.
 type Answer = oneshot::Sender<(StoreResult<bool>, TurnRecord)>;
 
 /// A turn waiting to be written, and where its outcome goes.
 struct Pending {
     turn: TurnRecord,
+    urgency: Urgency,
     done: Answer,
 }
 
-/// Turns handed over and not yet written, and a wake-up for [`TurnWriter::flush`].
+/// Turns handed over and not yet written, and a wake-up for [`TurnWriter::flush`]; the
+/// urgent ones among them, and a wake-up for a writer holding a batch open ([`gather`]).
 #[derive(Default)]
 struct InFlight {
     count: AtomicUsize,
     idle: Notify,
+    urgent: Urgent,
+}
+
+/// [`Urgency::Now`] turns handed over and not yet taken into a batch, and the wake-up of a
+/// writer waiting out [`GROUP_WINDOW`]. During the window the writer does not listen to the
+/// queue: a turn that may wait wakes nobody (a wake-up on another thread costs more than
+/// the turn's share of a commit), and an urgent one wakes it through this.
+#[derive(Default)]
+struct Urgent {
+    queued: AtomicUsize,
+    arrived: Notify,
+}
+
+impl Urgent {
+    /// Counts an urgent item before it is queued.
+    fn queuing(&self) {
+        self.queued.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Wakes a writer waiting out its window, once the item counted by
+    /// [`Urgent::queuing`] is queued.
+    fn queued(&self) {
+        self.arrived.notify_waiters();
+    }
 }
 
 /// Hands chat turns to a task that stores them in batches ([`crate::store::ChatStore::record_turns`]).
@@ -62,15 +112,33 @@ impl TurnWriter {
         Self { queue, in_flight }
     }
 
-    /// Stores `turn` with whatever other turns are waiting, and answers once its
-    /// transaction has committed: the turn back when it was stored, `None` when its agent
-    /// (new thread) or thread (existing one) is gone and nothing of it was written.
+    /// Stores `turn` with whatever other turns are waiting (as soon as `urgency` asks), and
+    /// answers once its transaction has committed: the turn back when it was stored, `None`
+    /// when its agent (new thread) or thread (existing one) is gone and nothing of it was
+    /// written.
     ///
     /// Errors: the store's, when the turn could not be written (nothing of it was).
-    pub async fn record(&self, turn: TurnRecord) -> StoreResult<Option<TurnRecord>> {
+    pub async fn record(
+        &self,
+        turn: TurnRecord,
+        urgency: Urgency,
+    ) -> StoreResult<Option<TurnRecord>> {
         let (done, outcome) = oneshot::channel();
         self.in_flight.count.fetch_add(1, Ordering::SeqCst);
-        if self.queue.send(Pending { turn, done }).is_err() {
+        let urgent = urgency == Urgency::Now;
+        if urgent {
+            self.in_flight.urgent.queuing();
+        }
+        let pending = Pending {
+            turn,
+            urgency,
+            done,
+        };
+        let sent = self.queue.send(pending);
+        if urgent {
+            self.in_flight.urgent.queued();
+        }
+        if sent.is_err() {
             // The task is gone (the runtime is shutting down).
             finished(&self.in_flight, 1);
             return Err(StoreError::Unavailable(anyhow::anyhow!(
@@ -106,18 +174,58 @@ fn finished(in_flight: &InFlight, n: usize) {
 }
 
 /// The writing task: takes the first waiting turn and every other one waiting behind it (up
-/// to [`MAX_BATCH`]), writes them in one transaction, answers each, and starts over.
+/// to [`MAX_BATCH`]; when all of them are [`Urgency::Grouped`], also those arriving within
+/// [`GROUP_WINDOW`] of the first, until an urgent one does), writes them in one
+/// transaction, answers each, and starts over.
 async fn write_batches(
     store: Arc<dyn ChatStore>,
     mut receiver: mpsc::UnboundedReceiver<Pending>,
     in_flight: Arc<InFlight>,
 ) {
     let mut batch = Vec::with_capacity(MAX_BATCH);
-    while receiver.recv_many(&mut batch, MAX_BATCH).await > 0 {
+    while gather(&mut receiver, &mut batch, |p| p.urgency, &in_flight.urgent).await > 0 {
         let n = batch.len();
         write_batch(store.as_ref(), &mut batch).await;
         finished(&in_flight, n);
     }
+}
+
+/// Takes the next batch from `receiver` into `batch` (empty): the first item and every other
+/// one waiting behind it, up to [`MAX_BATCH`]. When all of them are [`Urgency::Grouped`] it
+/// first waits until [`GROUP_WINDOW`] after the first arrived, or until an urgent one is
+/// queued ([`Urgent`], whose count of queued urgent items it keeps), and takes those that
+/// arrived meanwhile. Answers how many it took, 0 when the channel is closed and empty.
+async fn gather<T>(
+    receiver: &mut mpsc::UnboundedReceiver<T>,
+    batch: &mut Vec<T>,
+    urgency: impl Fn(&T) -> Urgency,
+    urgent: &Urgent,
+) -> usize {
+    if receiver.recv_many(batch, MAX_BATCH).await == 0 {
+        return 0;
+    }
+    if batch.len() < MAX_BATCH && batch.iter().all(|t| urgency(t) == Urgency::Grouped) {
+        let deadline = tokio::time::Instant::now() + GROUP_WINDOW;
+        let arrived = urgent.arrived.notified();
+        tokio::pin!(arrived);
+        // Listening before looking: an urgent item queued after the look wakes `arrived`.
+        arrived.as_mut().enable();
+        if urgent.queued.load(Ordering::SeqCst) == 0 {
+            tokio::select! {
+                () = tokio::time::sleep_until(deadline) => {}
+                () = arrived => {}
+            }
+        }
+        while batch.len() < MAX_BATCH {
+            match receiver.try_recv() {
+                Ok(item) => batch.push(item),
+                Err(_) => break,
+            }
+        }
+    }
+    let taken = batch.iter().filter(|t| urgency(t) == Urgency::Now).count();
+    urgent.queued.fetch_sub(taken, Ordering::SeqCst);
+    batch.len()
 }
 
 /// Writes `batch` (emptied) and answers each turn. The turns go in the order of their users
@@ -168,5 +276,126 @@ fn one_outcome(stored: Vec<bool>) -> StoreResult<bool> {
             "the store answered {} outcomes for one chat turn",
             stored.len()
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::time::{Duration, Instant};
+
+    use super::*;
+
+    fn urgency(item: &(Urgency, u32)) -> Urgency {
+        item.0
+    }
+
+    /// Queues `item` as [`TurnWriter::record`] does.
+    fn send(queue: &mpsc::UnboundedSender<(Urgency, u32)>, urgent: &Urgent, item: (Urgency, u32)) {
+        if item.0 == Urgency::Now {
+            urgent.queuing();
+        }
+        queue.send(item).unwrap();
+        if item.0 == Urgency::Now {
+            urgent.queued();
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_urgent_turn_is_taken_at_once_with_those_already_waiting() {
+        let (queue, mut receiver) = mpsc::unbounded_channel();
+        let urgent = Arc::new(Urgent::default());
+        send(&queue, &urgent, (Urgency::Grouped, 1));
+        send(&queue, &urgent, (Urgency::Now, 2));
+        let started = Instant::now();
+        let mut batch = Vec::new();
+        assert_eq!(gather(&mut receiver, &mut batch, urgency, &urgent).await, 2);
+        assert_eq!(started.elapsed(), Duration::ZERO);
+        assert_eq!(urgent.queued.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn grouped_turns_wait_the_window_for_company_and_no_longer() {
+        let (queue, mut receiver) = mpsc::unbounded_channel();
+        let urgent = Arc::new(Urgent::default());
+        send(&queue, &urgent, (Urgency::Grouped, 1));
+        let (later, urgent_later) = (queue.clone(), Arc::clone(&urgent));
+        tokio::spawn(async move {
+            tokio::time::sleep(GROUP_WINDOW / 2).await;
+            send(&later, &urgent_later, (Urgency::Grouped, 2));
+            tokio::time::sleep(GROUP_WINDOW).await;
+            send(&later, &urgent_later, (Urgency::Grouped, 3));
+        });
+        let started = Instant::now();
+        let mut batch = Vec::new();
+        assert_eq!(gather(&mut receiver, &mut batch, urgency, &urgent).await, 2);
+        assert_eq!(
+            started.elapsed(),
+            GROUP_WINDOW,
+            "written when the window ends"
+        );
+        assert_eq!(batch, [(Urgency::Grouped, 1), (Urgency::Grouped, 2)]);
+        // The turn that came after the window starts the next batch.
+        batch.clear();
+        assert_eq!(gather(&mut receiver, &mut batch, urgency, &urgent).await, 1);
+        assert_eq!(batch, [(Urgency::Grouped, 3)]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_urgent_turn_ends_the_window_when_it_arrives() {
+        let (queue, mut receiver) = mpsc::unbounded_channel();
+        let urgent = Arc::new(Urgent::default());
+        send(&queue, &urgent, (Urgency::Grouped, 1));
+        let (later, urgent_later) = (queue.clone(), Arc::clone(&urgent));
+        tokio::spawn(async move {
+            tokio::time::sleep(GROUP_WINDOW / 2).await;
+            send(&later, &urgent_later, (Urgency::Grouped, 2));
+            send(&later, &urgent_later, (Urgency::Now, 3));
+        });
+        let started = Instant::now();
+        let mut batch = Vec::new();
+        assert_eq!(gather(&mut receiver, &mut batch, urgency, &urgent).await, 3);
+        assert_eq!(started.elapsed(), GROUP_WINDOW / 2);
+        assert_eq!(urgent.queued.load(Ordering::SeqCst), 0);
+    }
+
+    /// An urgent item counted but not yet queued when the window opens: the writer does not
+    /// wait (it will find the item at once in the next batch).
+    #[tokio::test(start_paused = true)]
+    async fn an_urgent_turn_on_its_way_keeps_the_window_shut() {
+        let (queue, mut receiver) = mpsc::unbounded_channel();
+        let urgent = Urgent::default();
+        send(&queue, &urgent, (Urgency::Grouped, 1));
+        urgent.queuing();
+        let started = Instant::now();
+        let mut batch = Vec::new();
+        assert_eq!(gather(&mut receiver, &mut batch, urgency, &urgent).await, 1);
+        assert_eq!(started.elapsed(), Duration::ZERO);
+        queue.send((Urgency::Now, 2)).unwrap();
+        urgent.queued();
+        batch.clear();
+        assert_eq!(gather(&mut receiver, &mut batch, urgency, &urgent).await, 1);
+        assert_eq!(started.elapsed(), Duration::ZERO);
+        assert_eq!(urgent.queued.load(Ordering::SeqCst), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_full_batch_does_not_wait_and_a_closed_channel_ends_the_window() {
+        let (queue, mut receiver) = mpsc::unbounded_channel();
+        let urgent = Urgent::default();
+        for i in 0..MAX_BATCH as u32 + 1 {
+            send(&queue, &urgent, (Urgency::Grouped, i));
+        }
+        let started = Instant::now();
+        let mut batch = Vec::new();
+        assert_eq!(
+            gather(&mut receiver, &mut batch, urgency, &urgent).await,
+            MAX_BATCH
+        );
+        assert_eq!(started.elapsed(), Duration::ZERO);
+        batch.clear();
+        drop(queue);
+        assert_eq!(gather(&mut receiver, &mut batch, urgency, &urgent).await, 1);
+        batch.clear();
+        assert_eq!(gather(&mut receiver, &mut batch, urgency, &urgent).await, 0);
     }
 }
