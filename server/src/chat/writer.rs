@@ -70,8 +70,7 @@ struct InFlight {
 
 /// [`Urgency::Now`] turns handed over and not yet taken into a batch, and the wake-up of a
 /// writer waiting out [`GROUP_WINDOW`]. During the window the writer does not listen to the
-/// queue: a turn that may wait wakes nobody (a wake-up on another thread costs more than
-/// the turn's share of a commit), and an urgent one wakes it through this.
+/// queue, so a turn that may wait wakes nobody; an urgent one wakes it through this.
 #[derive(Default)]
 struct Urgent {
     queued: AtomicUsize,
