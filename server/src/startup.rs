@@ -5,7 +5,7 @@ use std::{convert::Infallible, future::Future, net::SocketAddr, sync::Arc, time:
 
 use axum::{
     extract::{ConnectInfo, DefaultBodyLimit, Request},
-    http::{header, HeaderName, StatusCode},
+    http::{header, StatusCode},
     response::{IntoResponse, Response},
     routing::any,
     serve::{Listener, ListenerExt, TapIo},
@@ -38,10 +38,8 @@ use crate::{
     redis_ping::RedisHandle,
     services::{AppState, Services},
     store,
-    telemetry::RequestSpanLayer,
+    telemetry::{RequestSpanLayer, REQUEST_ID},
 };
-
-const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// How long a graceful shutdown waits, after the last request, for the chat turns still
 /// being written ([`crate::chat::ChatService::flush`]).

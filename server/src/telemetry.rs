@@ -32,8 +32,10 @@ pub fn init() {
     };
 }
 
-/// The header naming a request in logs (set before this layer by `SetRequestIdLayer`).
-const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+/// The header naming a request in logs and answers (`X-Request-Id`: set before
+/// [`RequestSpanLayer`] by `SetRequestIdLayer` when the client sent none, and echoed by
+/// `PropagateRequestIdLayer`; `crate::startup::service`).
+pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// Runs each request's handler in an `info` span named `request` with the fields
 /// `request.id` (the `X-Request-Id` header, empty without one), `method` and `path`, and

@@ -159,25 +159,39 @@ impl Store for SqliteStore {
     /// no lock of its own (two would both apply migration 1, and the second fail), so an
     /// exclusive `flock(2)` on `{database}.migrate-lock` is held while migrating.
     ///
-    /// Migrations run with foreign keys off, as SQLite's procedure for changing a table's
-    /// shape requires (<https://sqlite.org/lang_altertable.html#otheralter>: dropping a
-    /// table that others reference would otherwise delete or cascade to their rows, and the
-    /// pragma does nothing inside the transaction each migration runs in); they are on
-    /// again after, and `PRAGMA foreign_key_check` must then find no broken reference.
+    /// Pending migrations run with foreign keys off, as SQLite's procedure for changing a
+    /// table's shape requires (<https://sqlite.org/lang_altertable.html#otheralter>:
+    /// dropping a table that others reference would otherwise delete or cascade to their
+    /// rows, and the pragma does nothing inside the transaction each migration runs in);
+    /// they are on again after, and `PRAGMA foreign_key_check` must then find no broken
+    /// reference. A database with nothing pending is left as it is, unscanned.
     ///
     /// Errors: a migration's; [`StoreError::Other`] naming the first broken reference.
     async fn migrate(&self) -> StoreResult<()> {
+        use sqlx::migrate::Migrate as _;
         let lock = migration_lock(&self.path)
             .await
             .map_err(|e| StoreError::Other(e.context("taking the migration lock")))?;
+        let migrator = sqlx::migrate!("../migrations/sqlite");
         let mut conn = self.writer.acquire().await?;
+        let migrating = |e: sqlx::migrate::MigrateError| StoreError::Other(e.into());
+        conn.ensure_migrations_table().await.map_err(migrating)?;
+        // Up to date: every migration applied as it is written, none left half done. Anything
+        // else goes to the migrator, which also reports an edited or failed migration.
+        let done = conn.list_applied_migrations().await.map_err(migrating)?;
+        let dirty = conn.dirty_version().await.map_err(migrating)?;
+        if dirty.is_none()
+            && migrator.iter().all(|m| {
+                done.iter()
+                    .any(|d| d.version == m.version && d.checksum == m.checksum)
+            })
+        {
+            return Ok(());
+        }
         sqlx::query("PRAGMA foreign_keys = OFF")
             .execute(&mut *conn)
             .await?;
-        let applied = sqlx::migrate!("../migrations/sqlite")
-            .run_direct(&mut *conn)
-            .await
-            .map_err(|e| StoreError::Other(e.into()));
+        let applied = migrator.run_direct(&mut *conn).await.map_err(migrating);
         sqlx::query("PRAGMA foreign_keys = ON")
             .execute(&mut *conn)
             .await?;
@@ -404,6 +418,25 @@ pub(crate) mod tests {
             (0, 0, 1),
             "threads and messages go with their agent, usage stays"
         );
+    }
+
+    /// A database with nothing pending is not touched: migrating again keeps its data and
+    /// its foreign keys on.
+    #[tokio::test]
+    async fn migrating_an_up_to_date_database_changes_nothing() {
+        let (_dir, store) = store().await;
+        verified_user(&store, Utc::now()).await;
+        store.migrate().await.unwrap();
+        let on: i64 = sqlx::query_scalar("PRAGMA foreign_keys")
+            .fetch_one(store.writer())
+            .await
+            .unwrap();
+        assert_eq!(on, 1);
+        let users: i64 = sqlx::query_scalar("SELECT count(*) FROM users")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        assert_eq!(users, 1);
     }
 
     #[tokio::test]
