@@ -68,9 +68,12 @@ impl Application {
     /// component refuses its configuration, or an address (`LEPTOS_SITE_ADDR`,
     /// `METRICS_ADDR`) cannot be bound.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
-        let store =
-            store::connect_with(&config.storage.database_url, config.storage.max_connections)
-                .await?;
+        let store = store::connect_with(
+            &config.storage.database_url,
+            config.storage.max_connections,
+            config.storage.turn_commit,
+        )
+        .await?;
         store.migrate().await?;
         let redis = shared_limits(&config.storage.database_url, &config.limits)?;
         // Cache invalidations and worker wake-ups across instances (PostgreSQL), or none.

@@ -561,3 +561,61 @@ async fn a_postgres_connection_closed_while_idle_is_replaced_before_use() {
     store.pool().close().await;
     admin.close().await;
 }
+
+/// Chat turns commit through connections of their own whose `synchronous_commit` is `off`
+/// by default (`TurnCommit::Asynchronous`, `CHAT_SYNCHRONOUS_COMMIT=off`), even when the
+/// URL's `options` ask otherwise; with `TurnCommit::Synchronous` they keep the server's
+/// setting, or the URL's. Every other write keeps the server's setting (or the URL's).
+#[tokio::test]
+async fn chat_turns_commit_asynchronously_on_postgres_unless_asked_and_nothing_else_does() {
+    let Some(server) = postgres_server(
+        "chat_turns_commit_asynchronously_on_postgres_unless_asked_and_nothing_else_does",
+    ) else {
+        return;
+    };
+    let (database, _) = migrated_postgres(&server).await;
+    async fn setting(pool: &sqlx::PgPool) -> String {
+        sqlx::query_scalar("SHOW synchronous_commit")
+            .fetch_one(pool)
+            .await
+            .unwrap()
+    }
+    let admin = sqlx::PgPool::connect(&server).await.unwrap();
+    let servers = setting(&admin).await;
+
+    let store = store::postgres::PgStore::connect(database.url(), 2)
+        .await
+        .unwrap();
+    assert_eq!(store.turn_pool().size(), 0, "opened when a turn is stored");
+    conformance::store_one_turn(&store).await;
+    assert!(
+        store.turn_pool().size() >= 1,
+        "the turn went through the turns' connections"
+    );
+    assert_eq!(setting(store.turn_pool()).await, "off");
+    assert_eq!(setting(store.pool()).await, servers);
+
+    // The URL's `options` are the operator's: every other write keeps them, and only the
+    // asynchronous turns override them.
+    let separator = if database.url().contains('?') {
+        '&'
+    } else {
+        '?'
+    };
+    let local = format!(
+        "{}{separator}options=-c%20synchronous_commit%3Dlocal",
+        database.url()
+    );
+    let store = store::postgres::PgStore::connect(&local, 2).await.unwrap();
+    assert_eq!(setting(store.turn_pool()).await, "off");
+    assert_eq!(setting(store.pool()).await, "local");
+    let store = store::postgres::PgStore::connect_with(&local, 2, store::TurnCommit::Synchronous)
+        .await
+        .unwrap();
+    assert_eq!(setting(store.turn_pool()).await, "local");
+    let store =
+        store::postgres::PgStore::connect_with(database.url(), 2, store::TurnCommit::Synchronous)
+            .await
+            .unwrap();
+    assert_eq!(setting(store.turn_pool()).await, servers);
+}

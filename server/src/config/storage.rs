@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use super::{bounded, var};
-use crate::store::{postgres::DEFAULT_MAX_CONNECTIONS, Backend};
+use crate::store::{postgres::DEFAULT_MAX_CONNECTIONS, Backend, TurnCommit};
 
 /// Most connections `DATABASE_MAX_CONNECTIONS` may ask for.
 pub const MAX_DATABASE_CONNECTIONS: u32 = 10_000;
@@ -22,6 +22,10 @@ pub struct StorageConfig {
     /// must stay under the server's `max_connections`. SQLite's connections are fixed
     /// (one writer, a few readers) and ignore it.
     pub max_connections: u32,
+    /// `CHAT_SYNCHRONOUS_COMMIT` (`on` or `off`, default `off`): whether a chat turn's
+    /// commit waits for the database server's flush to disk ([`TurnCommit`]; PostgreSQL
+    /// only).
+    pub turn_commit: TurnCommit,
     /// `DATA_DIR`, default `data`: mail outbox, uploads, generated secrets.
     pub data_dir: PathBuf,
 }
@@ -32,6 +36,7 @@ impl StorageConfig {
         Self {
             database_url: format!("sqlite://{}/agentchat.db", data_dir.display()),
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            turn_commit: TurnCommit::default(),
             data_dir,
         }
     }
@@ -53,11 +58,12 @@ impl StorageConfig {
         }
     }
 
-    /// Replaces the defaults with `DATABASE_URL` and `DATABASE_MAX_CONNECTIONS` when set.
-    /// (`DATA_DIR` is read before, by [`super::Config::from_env`].)
+    /// Replaces the defaults with `DATABASE_URL`, `DATABASE_MAX_CONNECTIONS` and
+    /// `CHAT_SYNCHRONOUS_COMMIT` when set. (`DATA_DIR` is read before, by
+    /// [`super::Config::from_env`].)
     ///
     /// Errors: `DATABASE_MAX_CONNECTIONS` is not a whole number from 1 to
-    /// [`MAX_DATABASE_CONNECTIONS`].
+    /// [`MAX_DATABASE_CONNECTIONS`]; `CHAT_SYNCHRONOUS_COMMIT` is neither `on` nor `off`.
     pub(super) fn override_from_env(&mut self) -> anyhow::Result<()> {
         if let Some(url) = var("DATABASE_URL") {
             self.database_url = url;
@@ -69,6 +75,9 @@ impl StorageConfig {
                 1..=MAX_DATABASE_CONNECTIONS,
                 "a whole number",
             )?;
+        }
+        if let Some(v) = var("CHAT_SYNCHRONOUS_COMMIT") {
+            self.turn_commit = TurnCommit::parse(&v)?;
         }
         Ok(())
     }

@@ -92,17 +92,76 @@ pub trait Store:
 ///
 /// Errors: an unknown scheme or a connection failure.
 pub async fn connect(url: &str) -> anyhow::Result<Arc<dyn Store>> {
-    connect_with(url, postgres::DEFAULT_MAX_CONNECTIONS).await
+    connect_with(
+        url,
+        postgres::DEFAULT_MAX_CONNECTIONS,
+        TurnCommit::default(),
+    )
+    .await
+}
+
+/// Whether the commit of a chat turn ([`ChatStore::record_turns`]) waits until the database
+/// server has flushed it to disk (`CHAT_SYNCHRONOUS_COMMIT`, README § Configuration). On
+/// PostgreSQL this is the turn's `synchronous_commit`
+/// (<https://www.postgresql.org/docs/current/wal-async-commit.html>); every other write
+/// keeps the server's setting. SQLite ignores it: its writer commits every transaction the
+/// same way (`synchronous = NORMAL` in WAL mode, which flushes at checkpoints, not at each
+/// commit: <https://www.sqlite.org/pragma.html#pragma_synchronous>).
+///
+/// Either way a committed turn is visible to every reader at once, survives a crash of
+/// AgentChat, and is whole (its thread, messages and counters commit together or not at
+/// all). They differ in a crash of the database server or its machine: an asynchronous
+/// commit can be lost if it came less than three times `wal_writer_delay` (600 ms by
+/// default) before the crash, a synchronous one cannot. In exchange the reply does not
+/// wait for a disk flush (0.2–4 ms on the machines of BENCHMARKS.md, § Chat turns commit
+/// without waiting for the flush).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TurnCommit {
+    /// `off`, the default: the commit returns once the turn is in the server's write-ahead
+    /// log buffers; the server's WAL writer flushes it within `3 × wal_writer_delay`.
+    #[default]
+    Asynchronous,
+    /// `on`: the turn commits as every other write does, by the server's own
+    /// `synchronous_commit` (`on` unless its operator changed it: the commit returns once
+    /// the turn is flushed, and waits for synchronous replicas as configured).
+    Synchronous,
+}
+
+impl TurnCommit {
+    /// Parses `CHAT_SYNCHRONOUS_COMMIT`: `on` or `off` (any case).
+    ///
+    /// Errors: any other value, named in the message.
+    pub fn parse(raw: &str) -> anyhow::Result<Self> {
+        match raw.trim().to_ascii_lowercase().as_str() {
+            "off" => Ok(Self::Asynchronous),
+            "on" => Ok(Self::Synchronous),
+            _ => anyhow::bail!("CHAT_SYNCHRONOUS_COMMIT must be on or off, not {raw:?}"),
+        }
+    }
+
+    /// The value of PostgreSQL's `synchronous_commit` that the turns' connections set, or
+    /// `None` to keep the server's.
+    pub fn setting(self) -> Option<&'static str> {
+        match self {
+            Self::Asynchronous => Some("off"),
+            Self::Synchronous => None,
+        }
+    }
 }
 
 /// [`connect`] with at most `max_connections` to a PostgreSQL server
-/// (`DATABASE_MAX_CONNECTIONS`; SQLite's connections are fixed, see
-/// [`sqlite::SqliteStore`]).
-pub async fn connect_with(url: &str, max_connections: u32) -> anyhow::Result<Arc<dyn Store>> {
+/// (`DATABASE_MAX_CONNECTIONS`), whose chat turns commit as `turn_commit` says
+/// (`CHAT_SYNCHRONOUS_COMMIT`). SQLite ignores both: its connections are fixed, and every
+/// commit of its writer is the same (see [`sqlite::SqliteStore`]).
+pub async fn connect_with(
+    url: &str,
+    max_connections: u32,
+    turn_commit: TurnCommit,
+) -> anyhow::Result<Arc<dyn Store>> {
     match Backend::of(url) {
         Some(Backend::Sqlite) => Ok(Arc::new(sqlite::SqliteStore::connect(url).await?)),
         Some(Backend::Postgres) => Ok(Arc::new(
-            postgres::PgStore::connect(url, max_connections).await?,
+            postgres::PgStore::connect_with(url, max_connections, turn_commit).await?,
         )),
         None => anyhow::bail!("DATABASE_URL must start with sqlite:// or postgres://"),
     }
@@ -138,4 +197,24 @@ pub fn to_millis(t: DateTime<Utc>) -> i64 {
 /// The time of stored epoch milliseconds.
 pub fn from_millis(ms: i64) -> DateTime<Utc> {
     Utc.timestamp_millis_opt(ms).single().unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TurnCommit;
+
+    #[test]
+    fn chat_synchronous_commit_is_on_or_off_and_off_by_default() {
+        assert_eq!(TurnCommit::default(), TurnCommit::Asynchronous);
+        assert_eq!(TurnCommit::parse("off").unwrap(), TurnCommit::Asynchronous);
+        assert_eq!(TurnCommit::parse(" ON ").unwrap(), TurnCommit::Synchronous);
+        assert_eq!(TurnCommit::Asynchronous.setting(), Some("off"));
+        assert_eq!(TurnCommit::Synchronous.setting(), None);
+        for bad in ["", "yes", "local", "1"] {
+            assert_eq!(
+                TurnCommit::parse(bad).unwrap_err().to_string(),
+                format!("CHAT_SYNCHRONOUS_COMMIT must be on or off, not {bad:?}")
+            );
+        }
+    }
 }

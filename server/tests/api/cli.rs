@@ -96,6 +96,7 @@ fn serve_with(vars: &[(&str, &str)]) -> std::process::Output {
         "PUBLIC_URL",
         "TRUSTED_PROXIES",
         "DATABASE_MAX_CONNECTIONS",
+        "CHAT_SYNCHRONOUS_COMMIT",
         "AGENTCHAT_ROLE",
         "REDIS_URL",
     ] {
@@ -145,7 +146,7 @@ fn postgres_mode_refuses_to_start_without_its_shared_secrets() {
 }
 
 #[test]
-fn a_bad_trusted_proxy_or_pool_size_or_role_stops_the_start() {
+fn a_bad_trusted_proxy_or_pool_size_or_commit_mode_or_role_stops_the_start() {
     let out = serve_with(&[("TRUSTED_PROXIES", "10.0.0.0/8, 10.0.0.0/33")]);
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -159,6 +160,14 @@ fn a_bad_trusted_proxy_or_pool_size_or_role_stops_the_start() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("DATABASE_MAX_CONNECTIONS must be a whole number from 1 to 10000"),
+        "{stderr}"
+    );
+
+    let out = serve_with(&[("CHAT_SYNCHRONOUS_COMMIT", "sometimes")]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("CHAT_SYNCHRONOUS_COMMIT must be on or off"),
         "{stderr}"
     );
 

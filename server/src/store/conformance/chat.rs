@@ -119,6 +119,19 @@ fn turn(thread: &ThreadRecord, new_thread: bool, i: usize, at: DateTime<Utc>) ->
     }
 }
 
+/// Stores one turn (a user message and its reply) in a new thread of a new user's agent,
+/// through [`crate::store::ChatStore::record_turns`], and checks that it was stored: for
+/// the backend-specific tests, which look at how the backend wrote it.
+pub async fn store_one_turn(store: &dyn Store) {
+    let thread = thread_of_new_user(store).await;
+    let fresh = new_thread_like(&thread, "t-one", Utc::now());
+    let stored = store
+        .record_turns(&[turn(&fresh, true, 1, Utc::now())])
+        .await
+        .unwrap();
+    assert_eq!(stored, [true]);
+}
+
 /// [`crate::store::ChatStore::record_turns`]: turns of new and existing threads stored in
 /// one call are each stored whole (thread, user message, reply, counters and usage); a turn
 /// whose agent or thread is gone, or another user's, is reported as not stored and leaves

@@ -225,19 +225,21 @@ impl ChatStore for PgStore {
     }
 
     async fn record_turns(&self, turns: &[TurnRecord]) -> StoreResult<Vec<bool>> {
-        // A turn alone without a channel link is one statement, atomic by itself: it runs
-        // without BEGIN and COMMIT, two round trips fewer (the commit is the statement's
-        // own). Anything more is one transaction: one commit (one flush of the write-ahead
-        // log) for every turn, one statement per turn.
+        // Through the turns' own connections, which commit as the store's `TurnCommit`
+        // says (`PgStore::connect_with`). A turn alone without a channel link is one
+        // statement, atomic by itself: it runs without BEGIN and COMMIT, two round trips
+        // fewer (the commit is the statement's own). Anything more is one transaction: one
+        // commit (one flush of the write-ahead log, when the commit waits for it) for every
+        // turn, one statement per turn.
         if let [turn] = turns {
             if turn.channel.is_none() {
-                return Ok(vec![match turn_rows(&self.pool, turn, true).await? {
+                return Ok(vec![match turn_rows(&self.turns, turn, true).await? {
                     Some(rows) => turn_stored(turn, rows)?,
                     None => false,
                 }]);
             }
         }
-        let mut tx = self.pool.begin().await?;
+        let mut tx = self.turns.begin().await?;
         let mut stored = Vec::with_capacity(turns.len());
         for turn in turns {
             let Some(rows) = turn_rows(&mut *tx, turn, turns.len() == 1).await? else {

@@ -1,5 +1,6 @@
 //! The PostgreSQL backend, for running several instances on one database: one `PgPool`
-//! (`DATABASE_MAX_CONNECTIONS` connections), migrations from `migrations/postgres`
+//! (`DATABASE_MAX_CONNECTIONS` connections) and a second one of [`TURN_CONNECTIONS`] for
+//! the chat-turn writer (committing as [`TurnCommit`] says), migrations from `migrations/postgres`
 //! embedded in the binary (sqlx's migrator takes an advisory lock, so instances starting
 //! at once apply them one after the other).
 //!
@@ -36,6 +37,7 @@ use sqlx::{
 
 use crate::store::{
     sqlx_error::is_unique_violation, uploads::UploadStore, Store, StoreError, StoreResult,
+    TurnCommit,
 };
 
 mod accounts;
@@ -69,37 +71,50 @@ pub const MIN_SERVER_VERSION: i32 = 140_000;
 /// returned connection).
 pub const ALIVE_BYPASS_WINDOW: Duration = Duration::from_millis(500);
 
+/// Connections of a [`PgStore`]'s second pool, the one that stores chat turns
+/// ([`crate::store::ChatStore::record_turns`]): the chat-turn writer stores one batch at a
+/// time, and a second connection serves a caller beside it (tests, tools). Opened when
+/// first needed, on top of `DATABASE_MAX_CONNECTIONS`.
+pub const TURN_CONNECTIONS: u32 = 2;
+
 /// [`Store`] on PostgreSQL.
 #[derive(Clone)]
 pub struct PgStore {
     pool: PgPool,
+    /// [`TURN_CONNECTIONS`] connections whose `synchronous_commit` is the [`TurnCommit`]
+    /// the store was opened with; only chat turns are written through them.
+    turns: PgPool,
 }
 
 impl PgStore {
-    /// Connects to the database at `url` with a pool of at most `max_connections`.
+    /// Connects to the database at `url` with a pool of at most `max_connections`; chat
+    /// turns commit as [`TurnCommit::default`] says.
+    ///
+    /// Errors: as [`PgStore::connect_with`].
+    pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<Self> {
+        Self::connect_with(url, max_connections, TurnCommit::default()).await
+    }
+
+    /// Connects to the database at `url` with a pool of at most `max_connections`, and a
+    /// second one of [`TURN_CONNECTIONS`] (opened when first used), for the chat turns
+    /// alone, whose sessions set `synchronous_commit` as `turn_commit` says
+    /// (<https://www.postgresql.org/docs/current/runtime-config-wal.html#GUC-SYNCHRONOUS-COMMIT>;
+    /// after any `options` of `url`, so it wins over them).
     ///
     /// Errors: the URL does not parse, the server cannot be reached, or it is older than
     /// [`MIN_SERVER_VERSION`].
-    pub async fn connect(url: &str, max_connections: u32) -> anyhow::Result<Self> {
+    pub async fn connect_with(
+        url: &str,
+        max_connections: u32,
+        turn_commit: TurnCommit,
+    ) -> anyhow::Result<Self> {
         let options = PgConnectOptions::from_str(url)?;
-        let pool = PgPoolOptions::new()
-            .max_connections(max_connections.max(1))
-            .acquire_timeout(Duration::from_secs(10))
-            // sqlx's own check pings every connection it hands out: one more round trip
-            // to the server before every query. Only connections idle for
-            // [`ALIVE_BYPASS_WINDOW`] or longer are pinged; one that fails the ping is
-            // closed and another one handed out.
-            .test_before_acquire(false)
-            .before_acquire(|conn, meta| {
-                Box::pin(async move {
-                    if meta.idle_for >= ALIVE_BYPASS_WINDOW {
-                        sqlx::Connection::ping(conn).await?;
-                    }
-                    Ok(true)
-                })
-            })
-            .connect_with(options)
-            .await?;
+        let turn_options = match turn_commit.setting() {
+            Some(setting) => options.clone().options([("synchronous_commit", setting)]),
+            None => options.clone(),
+        };
+        let turns = pool_options(TURN_CONNECTIONS).connect_lazy_with(turn_options);
+        let pool = pool_options(max_connections).connect_with(options).await?;
         let version: String = sqlx::query_scalar("SHOW server_version_num")
             .fetch_one(&pool)
             .await?;
@@ -111,13 +126,38 @@ impl PgStore {
                 version % 10_000 / 100
             );
         }
-        Ok(Self { pool })
+        Ok(Self { pool, turns })
     }
 
     /// The connection pool (for backend-specific tests and tools).
     pub fn pool(&self) -> &PgPool {
         &self.pool
     }
+
+    /// The pool that chat turns are written through ([`PgStore::connect_with`]).
+    pub fn turn_pool(&self) -> &PgPool {
+        &self.turns
+    }
+}
+
+/// The options of a [`PgStore`]'s pools, of at most `max_connections` (at least one).
+fn pool_options(max_connections: u32) -> PgPoolOptions {
+    PgPoolOptions::new()
+        .max_connections(max_connections.max(1))
+        .acquire_timeout(Duration::from_secs(10))
+        // sqlx's own check pings every connection it hands out: one more round trip
+        // to the server before every query. Only connections idle for
+        // [`ALIVE_BYPASS_WINDOW`] or longer are pinged; one that fails the ping is
+        // closed and another one handed out.
+        .test_before_acquire(false)
+        .before_acquire(|conn, meta| {
+            Box::pin(async move {
+                if meta.idle_for >= ALIVE_BYPASS_WINDOW {
+                    sqlx::Connection::ping(conn).await?;
+                }
+                Ok(true)
+            })
+        })
 }
 
 /// Locks the `users` row of `user_id` until the end of the transaction `tx` runs in
