@@ -121,6 +121,52 @@ fn turn_stored(turn: &TurnRecord, rows: u64) -> StoreResult<bool> {
     }
 }
 
+/// A pooled connection that is closed instead of returned to its pool when it is dropped
+/// while `abandoned`: when the future using it was dropped part-way, as a shutdown does to
+/// the chat-turn writer. Closing the connection makes the server roll back whatever was
+/// begun on it. sqlx 0.8.6 itself cannot: a `begin` dropped while the server's answer to
+/// `BEGIN` is awaited leaves the connection inside that transaction, and returns it to the
+/// pool (<https://github.com/transact-rs/sqlx/issues/4393>); every later statement on it would
+/// then run inside a transaction that never commits.
+struct CloseIfAbandoned {
+    connection: sqlx::pool::PoolConnection<sqlx::Postgres>,
+    abandoned: bool,
+}
+
+impl Drop for CloseIfAbandoned {
+    fn drop(&mut self) {
+        if self.abandoned {
+            self.connection.close_on_drop();
+        }
+    }
+}
+
+/// Stores `turns` in one transaction on `connection` ([`ChatStore::record_turns`]): one
+/// statement per turn and its channel link, one commit.
+///
+/// Errors: the store's; the transaction is then rolled back.
+async fn turns_in_transaction(
+    connection: &mut sqlx::PgConnection,
+    turns: &[TurnRecord],
+) -> StoreResult<Vec<bool>> {
+    let mut tx = sqlx::Connection::begin(connection).await?;
+    let mut stored = Vec::with_capacity(turns.len());
+    for turn in turns {
+        let Some(rows) = turn_rows(&mut *tx, turn, turns.len() == 1).await? else {
+            return Ok(vec![false]);
+        };
+        let whole = turn_stored(turn, rows)?;
+        if whole {
+            if let Some(link) = &turn.channel {
+                link_channel(&mut tx, link, &turn.thread.id).await?;
+            }
+        }
+        stored.push(whole);
+    }
+    tx.commit().await?;
+    Ok(stored)
+}
+
 #[async_trait]
 impl ChatStore for PgStore {
     async fn create_thread(&self, t: &ThreadRecord, first: &MessageRecord) -> StoreResult<bool> {
@@ -239,22 +285,13 @@ impl ChatStore for PgStore {
                 }]);
             }
         }
-        let mut tx = self.turns.begin().await?;
-        let mut stored = Vec::with_capacity(turns.len());
-        for turn in turns {
-            let Some(rows) = turn_rows(&mut *tx, turn, turns.len() == 1).await? else {
-                return Ok(vec![false]);
-            };
-            let whole = turn_stored(turn, rows)?;
-            if whole {
-                if let Some(link) = &turn.channel {
-                    link_channel(&mut tx, link, &turn.thread.id).await?;
-                }
-            }
-            stored.push(whole);
-        }
-        tx.commit().await?;
-        Ok(stored)
+        let mut held = CloseIfAbandoned {
+            connection: self.turns.acquire().await?,
+            abandoned: true,
+        };
+        let outcome = turns_in_transaction(&mut held.connection, turns).await;
+        held.abandoned = false;
+        outcome
     }
 
     async fn usage(&self, user_id: &UserId, from: NaiveDate) -> StoreResult<Vec<UsageDay>> {
