@@ -165,12 +165,7 @@ async fn run(command: Command, config: Config, runtimes: Runtimes) -> anyhow::Re
             .await?;
         }
         Command::Migrate => {
-            let store = store::connect_with(
-                &config.storage.database_url,
-                config.storage.max_connections,
-                config.storage.turn_commit,
-            )
-            .await?;
+            let store = config.storage.open_store().await?;
             store.migrate().await?;
             println!("migrations applied to {}", config.storage.database_url);
         }
@@ -182,12 +177,7 @@ async fn run(command: Command, config: Config, runtimes: Runtimes) -> anyhow::Re
             let text = std::fs::read_to_string(&questions)
                 .with_context(|| format!("cannot read {}", questions.display()))?;
             let questions = agentchat::knowledge::eval::parse_questions(&text)?;
-            let store = store::connect_with(
-                &config.storage.database_url,
-                config.storage.max_connections,
-                config.storage.turn_commit,
-            )
-            .await?;
+            let store = config.storage.open_store().await?;
             store.migrate().await?;
             let agent = agentchat::ids::AgentId::from(agent);
             let report =
@@ -226,12 +216,7 @@ async fn run(command: Command, config: Config, runtimes: Runtimes) -> anyhow::Re
             );
         }
         Command::Admin { command } => {
-            let store = store::connect_with(
-                &config.storage.database_url,
-                config.storage.max_connections,
-                config.storage.turn_commit,
-            )
-            .await?;
+            let store = config.storage.open_store().await?;
             store.migrate().await?;
             let now = chrono::Utc::now();
             match command {

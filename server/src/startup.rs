@@ -68,12 +68,7 @@ impl Application {
     /// component refuses its configuration, or an address (`LEPTOS_SITE_ADDR`,
     /// `METRICS_ADDR`) cannot be bound.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
-        let store = store::connect_with(
-            &config.storage.database_url,
-            config.storage.max_connections,
-            config.storage.turn_commit,
-        )
-        .await?;
+        let store = config.storage.open_store().await?;
         store.migrate().await?;
         let redis = shared_limits(&config.storage.database_url, &config.limits)?;
         // Cache invalidations and worker wake-ups across instances (PostgreSQL), or none.
@@ -606,8 +601,9 @@ pub fn build_models(config: &ProvidersConfig) -> anyhow::Result<crate::llm::Mode
 /// ([`http::security`]: `X-Content-Type-Options`, `Referrer-Policy`, `X-Frame-Options`, a
 /// default Content Security Policy, and `Strict-Transport-Security` with an https
 /// `PUBLIC_URL`), a request id (`X-Request-Id`, made when the client sent none, echoed in
-/// the answer), the request's tracing span ([`RequestSpanLayer`]), a handler panic turned into a JSON 500, the JSON 431 for
-/// heads over the limits ([`http::security::HeadLimitLayer`]), then the `/api` middleware
+/// the answer), the request's tracing span ([`RequestSpanLayer`]), a handler panic turned
+/// into a JSON 500, the JSON 431 for heads over the limits
+/// ([`http::security::HeadLimitLayer`]), then the `/api` middleware
 /// ([`http::ApiService`]: identity, rate limit, `X-RateLimit-*`) and [`router`].
 ///
 /// The layers wrap the router once, as one tower stack, rather than every route through

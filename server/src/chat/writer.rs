@@ -88,6 +88,27 @@ impl Urgent {
     fn queued(&self) {
         self.arrived.notify_waiters();
     }
+
+    /// Queues `item` on `queue`; when `urgency` is [`Urgency::Now`], counts it first and
+    /// then wakes a writer waiting out its window.
+    ///
+    /// Errors: the queue is closed (the writer is gone); the item comes back.
+    fn send<T>(
+        &self,
+        queue: &mpsc::UnboundedSender<T>,
+        item: T,
+        urgency: Urgency,
+    ) -> Result<(), mpsc::error::SendError<T>> {
+        let urgent = urgency == Urgency::Now;
+        if urgent {
+            self.queuing();
+        }
+        let sent = queue.send(item);
+        if urgent {
+            self.queued();
+        }
+        sent
+    }
 }
 
 /// Hands chat turns to a task that stores them in batches ([`crate::store::ChatStore::record_turns`]).
@@ -124,19 +145,12 @@ impl TurnWriter {
     ) -> StoreResult<Option<TurnRecord>> {
         let (done, outcome) = oneshot::channel();
         self.in_flight.count.fetch_add(1, Ordering::SeqCst);
-        let urgent = urgency == Urgency::Now;
-        if urgent {
-            self.in_flight.urgent.queuing();
-        }
         let pending = Pending {
             turn,
             urgency,
             done,
         };
-        let sent = self.queue.send(pending);
-        if urgent {
-            self.in_flight.urgent.queued();
-        }
+        let sent = self.in_flight.urgent.send(&self.queue, pending, urgency);
         if sent.is_err() {
             // The task is gone (the runtime is shutting down).
             finished(&self.in_flight, 1);
@@ -290,13 +304,7 @@ mod tests {
 
     /// Queues `item` as [`TurnWriter::record`] does.
     fn send(queue: &mpsc::UnboundedSender<(Urgency, u32)>, urgent: &Urgent, item: (Urgency, u32)) {
-        if item.0 == Urgency::Now {
-            urgent.queuing();
-        }
-        queue.send(item).unwrap();
-        if item.0 == Urgency::Now {
-            urgent.queued();
-        }
+        urgent.send(queue, item, item.0).unwrap();
     }
 
     #[tokio::test(start_paused = true)]

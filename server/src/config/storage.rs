@@ -47,6 +47,14 @@ impl StorageConfig {
         Backend::of(&self.database_url)
     }
 
+    /// Opens the store these settings name ([`crate::store::connect_with`]): `database_url`,
+    /// with `max_connections` and `turn_commit` for PostgreSQL.
+    ///
+    /// Errors: an unknown scheme or a connection failure.
+    pub async fn open_store(&self) -> anyhow::Result<std::sync::Arc<dyn crate::store::Store>> {
+        crate::store::connect_with(&self.database_url, self.max_connections, self.turn_commit).await
+    }
+
     /// `database_url` with its password, if any, replaced by `***`: for logs and `Debug`.
     pub fn database_url_redacted(&self) -> String {
         match url::Url::parse(&self.database_url) {
