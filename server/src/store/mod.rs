@@ -58,6 +58,11 @@ pub use webhooks::WebhookStore;
 /// (`Arc<dyn Store>` coerces to `Arc<dyn AgentStore>` and the others). One implementation
 /// per database backend; every method is tenant-scoped where a user id is given (another
 /// user's row is "not found").
+///
+/// Every method may be dropped part-way (a client that hung up drops its request):
+/// whatever it had begun is then rolled back or finished, never left open, so the writes
+/// that follow are committed and wait on none of its locks
+/// (`conformance::writes_dropped_while_they_begin_leave_no_transaction_open`).
 #[async_trait]
 pub trait Store:
     AccountStore

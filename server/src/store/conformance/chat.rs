@@ -301,6 +301,47 @@ pub async fn a_cancelled_turn_batch_leaves_all_or_nothing(store: Arc<dyn Store>)
     );
 }
 
+/// [`crate::store::Store`]: writes dropped while they begin their transaction (clients
+/// that hung up) leave no transaction open: the writes that follow, one statement each,
+/// are committed and seen through every connection, and wait on no lock of theirs.
+pub async fn writes_dropped_while_they_begin_leave_no_transaction_open(store: Arc<dyn Store>) {
+    let thread = thread_of_new_user(store.as_ref()).await;
+    for i in 0..40 {
+        let record = agent_record(&format!("dropped{i}"), &thread.user_id);
+        let mut create = Box::pin(store.create_agent(&record, 100));
+        // The first poll takes a connection and sends BEGIN; a later one may read its
+        // answer. Then the write is dropped.
+        for _ in 0..=(i % 4) {
+            if futures::poll!(create.as_mut()).is_ready() {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+    }
+    let at = Utc::now();
+    let later = async {
+        for i in 1..=40 {
+            let m = MessageRecord {
+                id: format!("after{i}").into(),
+                ..message(&thread, i, Role::User, at)
+            };
+            store.append_message(&m).await.unwrap();
+        }
+        // Read as often as there are connections to read through.
+        for _ in 0..40 {
+            let seen = store
+                .thread(&thread.user_id, &thread.agent_id, &thread.id)
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(seen.message_count, 41, "every later message is committed");
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(30), later)
+        .await
+        .expect("a later write waited on a lock of a transaction left open");
+}
+
 /// [`crate::store::ChatStore::record_turns`]: 20 batches of 10 new conversations stored at
 /// once (and a second turn in each) are all written, every message counted in its thread
 /// and every reply in the day's usage.

@@ -57,6 +57,7 @@ macro_rules! for_each_store_conformance_case {
             turns_are_stored_whole_in_one_commit,
             a_failed_turn_batch_leaves_nothing_and_the_store_writes_on,
             a_cancelled_turn_batch_leaves_all_or_nothing,
+            writes_dropped_while_they_begin_leave_no_transaction_open,
             parallel_turn_batches_are_all_counted,
             crawled_pages_written_together_replace_each_pages_chunks,
             crawled_pages_of_a_deleted_document_are_not_written,

@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{
-    lock_account,
+    begin, lock_account,
     rows::{agent, ms, AGENT_COLUMNS},
     PgStore,
 };
@@ -24,7 +24,7 @@ use crate::store::{AgentPatch, AgentRecord, AgentStore, StoreResult};
 #[async_trait]
 impl AgentStore for PgStore {
     async fn create_agent(&self, a: &AgentRecord, limit: u32) -> StoreResult<bool> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = begin(&self.pool).await?;
         lock_account(&mut tx, &a.user_id).await?;
         let done = sqlx::query(
             "INSERT INTO agents (id, user_id, name, description, system_prompt, model, status, created_at, updated_at) \

@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{
-    lock_account,
+    begin, lock_account,
     rows::{api_key, ms, plan, KEY_COLUMNS},
     PgStore,
 };
@@ -22,7 +22,7 @@ use crate::store::{ApiKeyAuth, ApiKeyRecord, ApiKeyStore, StoreResult};
 #[async_trait]
 impl ApiKeyStore for PgStore {
     async fn create_api_key(&self, k: ApiKeyRecord, cap: usize) -> StoreResult<bool> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = begin(&self.pool).await?;
         lock_account(&mut tx, &k.user_id).await?;
         let done = sqlx::query(
             "INSERT INTO api_keys (id, user_id, name, prefix, key_hash, scopes, expires_at, created_at) \
@@ -52,7 +52,7 @@ impl ApiKeyStore for PgStore {
         k: ApiKeyRecord,
         now: DateTime<Utc>,
     ) -> StoreResult<bool> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = begin(&self.pool).await?;
         let revoked = sqlx::query(
             "UPDATE api_keys SET revoked_at = $1 WHERE user_id = $2 AND id = $3 AND revoked_at IS NULL",
         )

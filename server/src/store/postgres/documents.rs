@@ -23,6 +23,7 @@ use chrono::{DateTime, Utc};
 use sqlx::Row;
 
 use super::{
+    begin,
     jobs::insert_job,
     rows::{document, hit, ms, DOCUMENT_COLUMNS},
     PgStore,
@@ -173,7 +174,7 @@ pub(super) async fn mark_indexed<'e>(
 #[async_trait]
 impl DocumentStore for PgStore {
     async fn create_document(&self, d: &DocumentRecord, j: &JobRecord) -> StoreResult<()> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = begin(&self.pool).await?;
         insert_document(&mut tx, d).await?;
         insert_job(&mut tx, j).await?;
         tx.commit().await?;
@@ -263,7 +264,7 @@ impl DocumentStore for PgStore {
         document_id: &DocumentId,
         chunks: &[NewChunk],
     ) -> StoreResult<bool> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = begin(&self.pool).await?;
         let Some(agent_id) = live_agent(&mut tx, document_id).await? else {
             return Ok(false);
         };
@@ -297,7 +298,7 @@ impl DocumentStore for PgStore {
             .filter(|(i, (page, _))| last.get(page.url.as_str()) == Some(i))
             .map(|(_, p)| p)
             .collect();
-        let mut tx = self.pool.begin().await?;
+        let mut tx = begin(&self.pool).await?;
         let Some(agent_id) = live_agent(&mut tx, document_id).await? else {
             return Ok(false);
         };
@@ -371,7 +372,7 @@ impl DocumentStore for PgStore {
         if gone.is_empty() {
             return Ok(());
         }
-        let mut tx = self.pool.begin().await?;
+        let mut tx = begin(&self.pool).await?;
         sqlx::query("DELETE FROM chunks WHERE document_id = $1 AND page_url = ANY($2)")
             .bind(document_id)
             .bind(&gone)

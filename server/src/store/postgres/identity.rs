@@ -21,7 +21,7 @@ use sqlx::Row;
 
 use super::{
     accounts::insert_user,
-    is_unique_violation, lock_account,
+    begin, is_unique_violation, lock_account,
     rows::{identity, ms, time, IDENTITY_COLUMNS},
     PgStore,
 };
@@ -91,7 +91,7 @@ impl IdentityStore for PgStore {
         user: NewUser,
         i: &IdentityRecord,
     ) -> StoreResult<UserRecord> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = begin(&self.pool).await?;
         insert_user(&mut tx, &user).await?;
         insert_identity(&mut tx, i).await?;
         tx.commit().await?;
@@ -99,7 +99,7 @@ impl IdentityStore for PgStore {
     }
 
     async fn unlink_identity(&self, user_id: &UserId, provider: Provider) -> StoreResult<()> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = begin(&self.pool).await?;
         // The owner's unlinks one at a time: each sees what the others deleted.
         lock_account(&mut tx, user_id).await?;
         let linked: bool = sqlx::query_scalar(
@@ -135,7 +135,7 @@ impl IdentityStore for PgStore {
     }
 
     async fn create_oauth_flow(&self, f: &OAuthFlowRecord) -> StoreResult<()> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = begin(&self.pool).await?;
         sqlx::query("DELETE FROM oauth_flows WHERE expires_at <= $1")
             .bind(ms(f.created_at))
             .execute(&mut *tx)
@@ -184,7 +184,7 @@ impl IdentityStore for PgStore {
     }
 
     async fn create_exchange_code(&self, c: &ExchangeCodeRecord) -> StoreResult<()> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = begin(&self.pool).await?;
         sqlx::query("DELETE FROM oauth_exchange_codes WHERE expires_at <= $1")
             .bind(ms(c.created_at))
             .execute(&mut *tx)

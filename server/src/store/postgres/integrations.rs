@@ -13,7 +13,7 @@
 //!   (`ChatStore::record_turns`, `store/postgres/chat.rs`).
 
 use super::{
-    lock_account,
+    begin, lock_account,
     rows::{integration, ms, INTEGRATION_COLUMNS},
     PgStore,
 };
@@ -29,7 +29,7 @@ use chrono::{DateTime, Utc};
 impl IntegrationStore for PgStore {
     async fn create_integration(&self, r: &IntegrationRecord, limit: u32) -> StoreResult<bool> {
         // The owner's creations one at a time: each counts what the others wrote.
-        let mut tx = self.pool.begin().await?;
+        let mut tx = begin(&self.pool).await?;
         lock_account(&mut tx, &r.user_id).await?;
         let done = sqlx::query(&format!(
             "INSERT INTO integrations ({INTEGRATION_COLUMNS}) \

@@ -8,6 +8,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{
+    begin,
     documents::mark_indexed,
     rows::{job, ms, JOB_COLUMNS},
     PgStore,
@@ -128,7 +129,7 @@ impl JobQueue for PgStore {
         outcome: JobOutcome<'_>,
         now: DateTime<Utc>,
     ) -> StoreResult<bool> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = begin(&self.pool).await?;
         // The document first, as a delete of it takes it before the job it cascades to:
         // the same lock order, so the two never deadlock. A deleted document took its job.
         let live: Option<i32> =

@@ -32,7 +32,7 @@ use std::{str::FromStr, sync::Arc, time::Duration};
 use async_trait::async_trait;
 use sqlx::{
     postgres::{PgConnectOptions, PgPoolOptions},
-    PgPool,
+    PgPool, Postgres,
 };
 
 use crate::store::{
@@ -158,6 +158,28 @@ fn pool_options(max_connections: u32) -> PgPoolOptions {
                 Ok(true)
             })
         })
+}
+
+/// Begins a transaction on a connection of `pool`, in a task of its own so that the
+/// `BEGIN` always runs to its answer: a caller dropped meanwhile (a client that hung up,
+/// a timeout, a shutdown) leaves behind a begun transaction, which is rolled back when it
+/// is dropped, and never a connection inside a transaction nobody knows of.
+///
+/// sqlx 0.8.6's own `begin` cannot be dropped safely while the server's answer to `BEGIN`
+/// is awaited: it then queues no `ROLLBACK`, and returns the connection to the pool still
+/// inside the transaction (<https://github.com/transact-rs/sqlx/issues/4393>). Every later
+/// statement on that connection would run inside a transaction that never commits, holding
+/// its row locks. Every transaction of this backend begins here; the extra task costs a
+/// wake-up, not a round trip.
+///
+/// Errors: the pool's and the server's; [`StoreError::Other`] if the task was cancelled
+/// (the runtime is shutting down).
+pub(super) async fn begin(pool: &PgPool) -> StoreResult<sqlx::Transaction<'static, Postgres>> {
+    let pool = pool.clone();
+    match tokio::spawn(async move { pool.begin().await }).await {
+        Ok(begun) => Ok(begun?),
+        Err(stopped) => Err(StoreError::Other(stopped.into())),
+    }
 }
 
 /// Locks the `users` row of `user_id` until the end of the transaction `tx` runs in

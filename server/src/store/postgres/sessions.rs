@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{
-    lock_account,
+    begin, lock_account,
     rows::{ms, plan, session, SESSION_COLUMNS},
     PgStore,
 };
@@ -27,7 +27,7 @@ impl SessionStore for PgStore {
         max_live: usize,
         idle_cutoff: DateTime<Utc>,
     ) -> StoreResult<Vec<SessionId>> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = begin(&self.pool).await?;
         // The owner's sign-ins one at a time: each counts the sessions the others wrote.
         lock_account(&mut tx, &s.user_id).await?;
         sqlx::query(

@@ -6,7 +6,7 @@
 
 use async_trait::async_trait;
 
-use super::{documents::insert_document, jobs::insert_job, PgStore};
+use super::{begin, documents::insert_document, jobs::insert_job, PgStore};
 use crate::ids::DocumentId;
 use crate::store::{documents::DocumentRecord, jobs::JobRecord, uploads::UploadStore, StoreResult};
 
@@ -18,7 +18,7 @@ impl UploadStore for PgStore {
         job: &JobRecord,
         bytes: &[u8],
     ) -> StoreResult<()> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = begin(&self.pool).await?;
         insert_document(&mut tx, doc).await?;
         sqlx::query("INSERT INTO document_uploads (document_id, bytes) VALUES ($1, $2)")
             .bind(&doc.id)

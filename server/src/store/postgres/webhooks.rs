@@ -22,7 +22,7 @@ use chrono::{DateTime, Utc};
 use sqlx::Row;
 
 use super::{
-    lock_account,
+    begin, lock_account,
     rows::{delivery, ms, time, webhook, DELIVERY_COLUMNS, WEBHOOK_COLUMNS},
     PgStore,
 };
@@ -42,7 +42,7 @@ impl WebhookStore for PgStore {
         let events =
             serde_json::to_string(&w.events).map_err(|e| StoreError::Other(anyhow::anyhow!(e)))?;
         // The owner's creations one at a time: each counts what the others wrote.
-        let mut tx = self.pool.begin().await?;
+        let mut tx = begin(&self.pool).await?;
         lock_account(&mut tx, &w.user_id).await?;
         let done = sqlx::query(
             "INSERT INTO webhooks (id, user_id, url, events, description, secret_sealed, active, \
@@ -208,7 +208,7 @@ impl WebhookStore for PgStore {
         after: AfterAttempt,
         now: DateTime<Utc>,
     ) -> StoreResult<bool> {
-        let mut tx = self.pool.begin().await?;
+        let mut tx = begin(&self.pool).await?;
         // The attempt was made, so it is recorded even when its claim was lost.
         sqlx::query(
             "INSERT INTO webhook_attempts \
