@@ -327,11 +327,16 @@ async fn hostile_files_fail_alone_within_the_deadline_and_the_server_goes_on() {
             "{name}: a failed extraction is not retried"
         );
         // Time and memory race for the files that exhaust both: either sentence will do.
+        // A machine busy with other work (a build beside the tests) may also bring the
+        // deadline before the limit the first attempt met: the refresh then fails on time.
         let again = job.error.unwrap_or_default();
         if expected.is_empty() {
             assert!(again.ends_with('.'), "{name}: {again}");
         } else {
-            assert_eq!(again, error, "{name}");
+            assert!(
+                again == error || again.contains("took too long"),
+                "{name}: {again} (the first attempt: {error})"
+            );
         }
         let d = app.settled(&user.access, &agent, &doc).await;
         assert_eq!(d["status"], "failed", "{name}: {d}");
