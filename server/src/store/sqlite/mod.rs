@@ -105,6 +105,11 @@ impl SqliteStore {
                 std::fs::create_dir_all(parent)?;
             }
         }
+        // Processes opening one file at once take turns, as they do to migrate: switching a
+        // new file to WAL takes an exclusive lock, and SQLite answers "database is locked"
+        // at once, without waiting, to a connection that asks for it while another one
+        // holds a shared lock it wants to upgrade too (<https://sqlite.org/lockingv3.html>).
+        let lock = migration_lock(&path).await?;
         // The writing connections: the writer and the checkpointer. Checkpoints are the
         // checkpointer's (see above).
         let writing = options
@@ -134,6 +139,7 @@ impl SqliteStore {
             .test_before_acquire(false)
             .connect_with(options.read_only(true))
             .await?;
+        drop(lock);
         Ok(Self {
             pool,
             writer,
