@@ -4,10 +4,9 @@
 
 use async_trait::async_trait;
 use chrono::NaiveDate;
-use sqlx::{PgPool, Row};
+use sqlx::Row;
 
 use super::{
-    begin,
     rows::{message, ms, thread, MESSAGE_COLUMNS, THREAD_COLUMNS},
     PgStore,
 };
@@ -122,13 +121,41 @@ fn turn_stored(turn: &TurnRecord, rows: u64) -> StoreResult<bool> {
     }
 }
 
-/// Stores `turns` in one transaction on a connection of `pool` ([`ChatStore::record_turns`]):
-/// one statement per turn and its channel link, one commit. A batch dropped part-way is
-/// rolled back (`begin`).
+/// A pooled connection that is closed instead of returned to its pool when it is dropped
+/// while `abandoned`: when the future using it was dropped part-way, as a shutdown does to
+/// the chat-turn writer. Closing the connection makes the server roll back whatever was
+/// begun on it. sqlx 0.8.6 itself cannot: a `begin` dropped while the server's answer to
+/// `BEGIN` is awaited leaves the connection inside that transaction, and returns it to the
+/// pool (<https://github.com/transact-rs/sqlx/issues/4393>); every later statement on it would
+/// then run inside a transaction that never commits.
+///
+/// The other transactions of this backend begin through [`super::begin`] instead, whose
+/// task of its own costs a hand-over between threads per transaction: on the chat turns'
+/// batches that cost 3–7 % more CPU per streamed conversation at 500 streams
+/// (BENCHMARKS.md, § A dropped BEGIN on PostgreSQL), which closing a connection that is
+/// seldom abandoned does not.
+struct CloseIfAbandoned {
+    connection: sqlx::pool::PoolConnection<sqlx::Postgres>,
+    abandoned: bool,
+}
+
+impl Drop for CloseIfAbandoned {
+    fn drop(&mut self) {
+        if self.abandoned {
+            self.connection.close_on_drop();
+        }
+    }
+}
+
+/// Stores `turns` in one transaction on `connection` ([`ChatStore::record_turns`]): one
+/// statement per turn and its channel link, one commit.
 ///
 /// Errors: the store's; the transaction is then rolled back.
-async fn turns_in_transaction(pool: &PgPool, turns: &[TurnRecord]) -> StoreResult<Vec<bool>> {
-    let mut tx = begin(pool).await?;
+async fn turns_in_transaction(
+    connection: &mut sqlx::PgConnection,
+    turns: &[TurnRecord],
+) -> StoreResult<Vec<bool>> {
+    let mut tx = sqlx::Connection::begin(connection).await?;
     let mut stored = Vec::with_capacity(turns.len());
     for turn in turns {
         let Some(rows) = turn_rows(&mut *tx, turn, turns.len() == 1).await? else {
@@ -264,7 +291,13 @@ impl ChatStore for PgStore {
                 }]);
             }
         }
-        turns_in_transaction(&self.turns, turns).await
+        let mut held = CloseIfAbandoned {
+            connection: self.turns.acquire().await?,
+            abandoned: true,
+        };
+        let outcome = turns_in_transaction(&mut held.connection, turns).await;
+        held.abandoned = false;
+        outcome
     }
 
     async fn usage(&self, user_id: &UserId, from: NaiveDate) -> StoreResult<Vec<UsageDay>> {

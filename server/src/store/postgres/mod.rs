@@ -21,6 +21,9 @@
 //! - **Chunk ids**: a chunk writer locks its agent's `chunk_generations` row before it
 //!   draws chunk ids, so that an agent's ids become visible in increasing order
 //!   (`documents.rs`).
+//! - **A request dropped part-way** (a client that hung up) leaves no pooled connection
+//!   inside a transaction: every transaction begins through [`begin`], and the chat
+//!   turns' batches close an abandoned connection (`chat.rs`, `CloseIfAbandoned`).
 //! - **Single statements** that are already atomic on a server with row locks (a
 //!   concurrent writer waits for the row and re-checks the `WHERE` on its new version):
 //!   `rotate_refresh`, `consume_email_token`, `take_oauth_flow`, `take_exchange_code`,
@@ -169,8 +172,10 @@ fn pool_options(max_connections: u32) -> PgPoolOptions {
 /// is awaited: it then queues no `ROLLBACK`, and returns the connection to the pool still
 /// inside the transaction (<https://github.com/transact-rs/sqlx/issues/4393>). Every later
 /// statement on that connection would run inside a transaction that never commits, holding
-/// its row locks. Every transaction of this backend begins here; the extra task costs a
-/// wake-up, not a round trip.
+/// its row locks. Every transaction of this backend begins here but the chat turns'
+/// batches, which close an abandoned connection instead (`chat::CloseIfAbandoned`): the
+/// extra task costs a hand-over between threads, not a round trip, which matters only on
+/// that path.
 ///
 /// Errors: the pool's and the server's; [`StoreError::Other`] if the task was cancelled
 /// (the runtime is shutting down).
