@@ -222,8 +222,10 @@ impl Store for SqliteStore {
 }
 
 /// Waits for the exclusive lock on the migration lock file of the database at `path`
-/// (created when missing); released when the returned file is dropped. An in-memory
-/// database has no file and needs no lock (`None`).
+/// (created when missing); released when the returned file is dropped. Held while a
+/// process opens the database ([`SqliteStore::connect`]) and while it migrates, so that
+/// processes starting on one file take turns at both. An in-memory database has no file
+/// and needs no lock (`None`).
 async fn migration_lock(path: &std::path::Path) -> anyhow::Result<Option<std::fs::File>> {
     if path.as_os_str().is_empty() || path.as_os_str() == ":memory:" {
         return Ok(None);
