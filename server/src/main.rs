@@ -133,13 +133,10 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
     } else {
         Config::from_env_for_tools()?
     };
-    // `serve` with an embedded database runs a single-threaded runtime per core; the other
-    // commands, and `serve` on PostgreSQL or with Redis, one multi-threaded runtime.
+    // `serve` runs a single-threaded runtime per core; the other commands one
+    // multi-threaded runtime.
     let runtimes = if serve {
-        Runtimes::for_config(
-            &config,
-            std::thread::available_parallelism().map_or(1, |n| n.get()),
-        )
+        Runtimes::for_cores(std::thread::available_parallelism().map_or(1, |n| n.get()))
     } else {
         Runtimes::Shared
     };

@@ -18,7 +18,7 @@ pub const SNIPPET_CHARS: usize = 240;
 /// Tokens a passage costs in the prompt besides its text (marker, title, source).
 pub const PASSAGE_OVERHEAD: u32 = 16;
 /// Tokens an earlier turn costs in the prompt besides its text (role, separators).
-const TURN_OVERHEAD: u32 = 4;
+pub const TURN_OVERHEAD: u32 = 4;
 
 /// The text of attachments as the prompt carries it (each after a `--- Attachment: name ---`
 /// line), and how many characters the attachments' own text has. Text and Markdown only

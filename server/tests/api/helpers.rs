@@ -271,9 +271,9 @@ pub async fn spawn_app_on(
     }
     tweak(&mut config);
     let database_url = config.storage.database_url.clone();
-    // Connections are served as `agentchat serve` serves them on a two-core machine: with
-    // an embedded database, on this runtime and on a thread with a runtime of its own.
-    let threads = Runtimes::for_config(&config, 2).extra_threads();
+    // Connections are served as `agentchat serve` serves them on a two-core machine: on
+    // this runtime and on a thread with a runtime of its own.
+    let threads = Runtimes::for_cores(2).extra_threads();
     let app = Application::build(config)
         .await
         .expect("application builds");
