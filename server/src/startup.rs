@@ -359,9 +359,9 @@ impl Runtimes {
     /// A PostgreSQL connection, and the Redis connection, is read by the runtime that
     /// opened it, and any request may borrow it, so on PostgreSQL a query may be answered
     /// on another thread than the one waiting, as it often is on the shared runtime too.
-    /// Measured on two cores, a runtime per core still cost a JSON chat on PostgreSQL +
-    /// Redis 22 % less CPU and 0.15 ms less added latency, and a streamed reply the same
-    /// (BENCHMARKS.md § One runtime per core on PostgreSQL too).
+    /// Measured on two cores against the shared runtime, a JSON chat on PostgreSQL + Redis
+    /// then cost 22 % less CPU and 0.15 ms less added latency, and a streamed reply as
+    /// much as before (BENCHMARKS.md § One runtime per core on PostgreSQL too).
     pub fn for_cores(cores: usize) -> Self {
         if cores > 1 {
             Self::PerCore { extra: cores - 1 }
