@@ -360,8 +360,8 @@ impl Runtimes {
     /// opened it, and any request may borrow it, so on PostgreSQL a query may be answered
     /// on another thread than the one waiting, as it often is on the shared runtime too.
     /// Measured on two cores against the shared runtime, a JSON chat on PostgreSQL + Redis
-    /// then cost 22 % less CPU and 0.15 ms less added latency, and a streamed reply as
-    /// much as before (BENCHMARKS.md § One runtime per core on PostgreSQL too).
+    /// then cost 13–22 % less CPU and about 0.1 ms less added latency, and a streamed
+    /// reply as much as before (BENCHMARKS.md § One runtime per core on PostgreSQL too).
     pub fn for_cores(cores: usize) -> Self {
         if cores > 1 {
             Self::PerCore { extra: cores - 1 }
