@@ -130,10 +130,12 @@ fn turn_stored(turn: &TurnRecord, rows: u64) -> StoreResult<bool> {
 /// then run inside a transaction that never commits.
 ///
 /// The other transactions of this backend begin through [`super::begin`] instead, whose
-/// task of its own costs a hand-over between threads per transaction: on the chat turns'
-/// batches that cost 3–7 % more CPU per streamed conversation at 500 streams
-/// (BENCHMARKS.md, § A dropped BEGIN on PostgreSQL), which closing a connection that is
-/// seldom abandoned does not.
+/// task of its own costs a wake-up per transaction. On the chat turns' batches, with the
+/// one multi-threaded runtime PostgreSQL mode then had, that cost 3–7 % more CPU per
+/// streamed conversation at 500 streams (BENCHMARKS.md, § A dropped BEGIN on PostgreSQL),
+/// which closing a connection that is seldom abandoned does not. With a runtime per core
+/// the task runs on the writer's own thread; whether [`super::begin`] alone would then do
+/// here has not been measured.
 struct CloseIfAbandoned {
     connection: sqlx::pool::PoolConnection<sqlx::Postgres>,
     abandoned: bool,

@@ -174,7 +174,7 @@ fn pool_options(max_connections: u32) -> PgPoolOptions {
 /// statement on that connection would run inside a transaction that never commits, holding
 /// its row locks. Every transaction of this backend begins here but the chat turns'
 /// batches, which close an abandoned connection instead (`chat::CloseIfAbandoned`): the
-/// extra task costs a hand-over between threads, not a round trip, which matters only on
+/// extra task costs a wake-up, not a round trip, which was measured to matter only on
 /// that path.
 ///
 /// Errors: the pool's and the server's; [`StoreError::Other`] if the task was cancelled
