@@ -121,43 +121,14 @@ fn turn_stored(turn: &TurnRecord, rows: u64) -> StoreResult<bool> {
     }
 }
 
-/// A pooled connection that is closed instead of returned to its pool when it is dropped
-/// while `abandoned`: when the future using it was dropped part-way, as a shutdown does to
-/// the chat-turn writer. Closing the connection makes the server roll back whatever was
-/// begun on it. sqlx 0.8.6 itself cannot: a `begin` dropped while the server's answer to
-/// `BEGIN` is awaited leaves the connection inside that transaction, and returns it to the
-/// pool (<https://github.com/transact-rs/sqlx/issues/4393>); every later statement on it would
-/// then run inside a transaction that never commits.
-///
-/// The other transactions of this backend begin through [`super::begin`] instead, whose
-/// task of its own costs a wake-up per transaction. On the chat turns' batches, with the
-/// one multi-threaded runtime PostgreSQL mode then had, that cost 3–7 % more CPU per
-/// streamed conversation at 500 streams (BENCHMARKS.md, § A dropped BEGIN on PostgreSQL),
-/// which closing a connection that is seldom abandoned does not. With a runtime per core
-/// the task runs on the writer's own thread; whether [`super::begin`] alone would then do
-/// here has not been measured.
-struct CloseIfAbandoned {
-    connection: sqlx::pool::PoolConnection<sqlx::Postgres>,
-    abandoned: bool,
-}
-
-impl Drop for CloseIfAbandoned {
-    fn drop(&mut self) {
-        if self.abandoned {
-            self.connection.close_on_drop();
-        }
-    }
-}
-
-/// Stores `turns` in one transaction on `connection` ([`ChatStore::record_turns`]): one
-/// statement per turn and its channel link, one commit.
+/// Stores `turns` in one transaction `tx` ([`ChatStore::record_turns`]): one statement
+/// per turn and its channel link, one commit.
 ///
 /// Errors: the store's; the transaction is then rolled back.
 async fn turns_in_transaction(
-    connection: &mut sqlx::PgConnection,
+    mut tx: sqlx::Transaction<'static, sqlx::Postgres>,
     turns: &[TurnRecord],
 ) -> StoreResult<Vec<bool>> {
-    let mut tx = sqlx::Connection::begin(connection).await?;
     let mut stored = Vec::with_capacity(turns.len());
     for turn in turns {
         let Some(rows) = turn_rows(&mut *tx, turn, turns.len() == 1).await? else {
@@ -293,13 +264,10 @@ impl ChatStore for PgStore {
                 }]);
             }
         }
-        let mut held = CloseIfAbandoned {
-            connection: self.turns.acquire().await?,
-            abandoned: true,
-        };
-        let outcome = turns_in_transaction(&mut held.connection, turns).await;
-        held.abandoned = false;
-        outcome
+        // A batch begins through `super::begin`, as every transaction of this backend
+        // does, so that a batch dropped part-way (a shutdown cancelling the writer) leaves
+        // no connection inside a transaction.
+        turns_in_transaction(super::begin(&self.turns).await?, turns).await
     }
 
     async fn usage(&self, user_id: &UserId, from: NaiveDate) -> StoreResult<Vec<UsageDay>> {

@@ -21,9 +21,9 @@
 //! - **Chunk ids**: a chunk writer locks its agent's `chunk_generations` row before it
 //!   draws chunk ids, so that an agent's ids become visible in increasing order
 //!   (`documents.rs`).
-//! - **A request dropped part-way** (a client that hung up) leaves no pooled connection
-//!   inside a transaction: every transaction begins through [`begin`], and the chat
-//!   turns' batches close an abandoned connection (`chat.rs`, `CloseIfAbandoned`).
+//! - **A request dropped part-way** (a client that hung up, a shutdown cancelling the
+//!   chat-turn writer) leaves no pooled connection inside a transaction: every
+//!   transaction begins through [`begin`], the chat turns' batches too (`chat.rs`).
 //! - **Single statements** that are already atomic on a server with row locks (a
 //!   concurrent writer waits for the row and re-checks the `WHERE` on its new version):
 //!   `rotate_refresh`, `consume_email_token`, `take_oauth_flow`, `take_exchange_code`,
@@ -172,10 +172,11 @@ fn pool_options(max_connections: u32) -> PgPoolOptions {
 /// is awaited: it then queues no `ROLLBACK`, and returns the connection to the pool still
 /// inside the transaction (<https://github.com/transact-rs/sqlx/issues/4393>). Every later
 /// statement on that connection would run inside a transaction that never commits, holding
-/// its row locks. Every transaction of this backend begins here but the chat turns'
-/// batches, which close an abandoned connection instead (`chat::CloseIfAbandoned`): the
-/// extra task costs a wake-up, not a round trip, which was measured to matter only on
-/// that path.
+/// its row locks. Every transaction of this backend begins here. The extra task costs a
+/// wake-up on the caller's own thread, not a round trip: on the chat turns' batches, the
+/// only transactions of a streamed conversation, CPU per stream at 500 streams was the
+/// same with it as with a connection closed when abandoned, the way those batches used
+/// instead (BENCHMARKS.md, § A dropped BEGIN with a runtime per core).
 ///
 /// Errors: the pool's and the server's; [`StoreError::Other`] if the task was cancelled
 /// (the runtime is shutting down).
