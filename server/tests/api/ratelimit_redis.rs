@@ -126,6 +126,159 @@ async fn two_instances_count_against_one_budget_exactly() {
     clean(&a).await;
 }
 
+/// A TCP relay from a port of the loopback to the tests' Redis whose connections the test
+/// can cut at once, as a Redis restart or a broken network does to a client.
+struct CuttableRelay {
+    url: String,
+    cuts: std::sync::Arc<tokio::sync::watch::Sender<usize>>,
+    /// Connections open through the relay, by the number of cuts before they opened.
+    open: std::sync::Arc<std::sync::Mutex<Vec<usize>>>,
+}
+
+impl CuttableRelay {
+    async fn start() -> Self {
+        let mut url = reqwest::Url::parse(&redis_url()).expect("a Redis URL");
+        let target = format!(
+            "{}:{}",
+            url.host_str().expect("a Redis host"),
+            url.port().unwrap_or(6379)
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        url.set_host(Some("127.0.0.1")).unwrap();
+        url.set_port(Some(listener.local_addr().unwrap().port()))
+            .unwrap();
+        let cuts = std::sync::Arc::new(tokio::sync::watch::channel(0).0);
+        let open = std::sync::Arc::new(std::sync::Mutex::new(vec![0]));
+        let (relay_cuts, relay_open) = (cuts.clone(), open.clone());
+        tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let mut cut = relay_cuts.subscribe();
+                let generation = *cut.borrow_and_update();
+                relay_open.lock().unwrap()[generation] += 1;
+                let (target, open) = (target.clone(), relay_open.clone());
+                tokio::spawn(async move {
+                    if let Ok(mut outbound) = tokio::net::TcpStream::connect(&target).await {
+                        tokio::select! {
+                            _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound) => {}
+                            _ = cut.changed() => {}
+                        }
+                    }
+                    // Both sockets are dropped, so closed, before the count goes down.
+                    drop(inbound);
+                    open.lock().unwrap()[generation] -= 1;
+                });
+            }
+        });
+        Self {
+            url: url.to_string(),
+            cuts,
+            open,
+        }
+    }
+
+    /// Closes every connection open through the relay, and returns once they are closed;
+    /// later ones pass again.
+    async fn cut(&self) {
+        let mut cuts = 0;
+        {
+            // The accept loop counts a connection under this lock: the slot of the new
+            // count exists by the time it counts there.
+            let mut open = self.open.lock().unwrap();
+            self.cuts.send_modify(|n| {
+                *n += 1;
+                cuts = *n;
+            });
+            open.push(0);
+        }
+        tokio::time::timeout(Duration::from_secs(5), async {
+            while self.open.lock().unwrap()[..cuts].iter().any(|&n| n > 0) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("the relay closes its connections");
+    }
+}
+
+#[tokio::test]
+async fn a_cut_redis_connection_is_opened_again_and_the_budget_is_shared_again() {
+    // Each instance's one multiplexed connection is opened again by whichever request
+    // finds it broken, on whichever of its runtimes serves that request (README
+    // § Configuration, "Threads"): four cuts, each followed by an exact shared budget.
+    let relay = CuttableRelay::start().await;
+    let prefix = fresh_prefix().await;
+    let through_relay = |c: &mut Config| {
+        c.limits.redis_url = Some(relay.url.clone());
+        c.limits.redis_key_prefix = prefix.clone();
+        c.limits.channel_requests_per_minute = 30;
+    };
+    let apps = [
+        spawn_app_with(through_relay).await,
+        spawn_app_with(through_relay).await,
+    ];
+    let fallbacks = || -> u64 {
+        apps.iter()
+            .map(|app| app.state.redis.as_ref().unwrap().fallbacks())
+            .sum()
+    };
+    for round in 0..4 {
+        relay.cut().await;
+        // Requests from both instances until a round of them is answered by Redis: the
+        // first ones after the cut fall back, then the connection is open again.
+        let recovered = tokio::time::timeout(Duration::from_secs(10), async {
+            for probe in 0.. {
+                let before = fallbacks();
+                let answers = futures::future::join_all(apps.iter().flat_map(|app| {
+                    (0..4).map(move |n| {
+                        app.client
+                            .post(app.url(&format!(
+                                "/api/channels/telegram/int_probe{round}_{probe}_{n}"
+                            )))
+                            .json(&json!({}))
+                            .send()
+                    })
+                }))
+                .await;
+                assert!(answers.iter().all(|r| r.as_ref().unwrap().status() != 429));
+                if fallbacks() == before {
+                    return probe;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            unreachable!()
+        })
+        .await;
+        assert!(
+            recovered.is_ok(),
+            "round {round}: Redis never answered again"
+        );
+        let before = fallbacks();
+        let requests = (0..60).map(|n| {
+            let app = &apps[n % 2];
+            app.client
+                .post(app.url(&format!("/api/channels/telegram/int_round{round}")))
+                .json(&json!({"update_id": n}))
+                .send()
+        });
+        let allowed = futures::future::join_all(requests)
+            .await
+            .into_iter()
+            .filter(|r| r.as_ref().unwrap().status() != 429)
+            .count();
+        assert_eq!(
+            allowed, 30,
+            "round {round}: exactly the budget, across both instances"
+        );
+        assert_eq!(
+            fallbacks(),
+            before,
+            "round {round}: Redis answered every check"
+        );
+    }
+    assert!(fallbacks() >= 4, "each cut was noticed: {}", fallbacks());
+    clean(&apps[0]).await;
+}
+
 #[tokio::test]
 async fn a_plan_budget_in_redis_gives_the_same_answers() {
     let prefix = fresh_prefix().await;
