@@ -165,6 +165,10 @@ pub async fn copy_data(
         );
     }
 
+    // `dst` is a connection of its own, not a pooled one: a copy dropped part-way drops it,
+    // which closes it, and the server rolls the copy back. The hazard that makes the
+    // PostgreSQL store begin through `store::postgres::begin` (a pooled connection going
+    // back to its pool inside a transaction) cannot arise here.
     let mut tx = dst.begin().await?;
     for table in TABLES {
         sqlx::query(&format!("ALTER TABLE {table} DISABLE TRIGGER USER"))
