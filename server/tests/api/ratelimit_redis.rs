@@ -206,16 +206,12 @@ async fn a_cut_redis_connection_is_opened_again_and_the_budget_is_shared_again()
     // finds it broken, on whichever of its runtimes serves that request (README
     // § Configuration, "Threads"): four cuts, each followed by an exact shared budget.
     let relay = CuttableRelay::start().await;
-    let prefix = fresh_prefix().await;
-    let through_relay = |c: &mut Config| {
+    let (a, b) = two_apps(|c| {
         c.limits.redis_url = Some(relay.url.clone());
-        c.limits.redis_key_prefix = prefix.clone();
         c.limits.channel_requests_per_minute = 30;
-    };
-    let apps = [
-        spawn_app_with(through_relay).await,
-        spawn_app_with(through_relay).await,
-    ];
+    })
+    .await;
+    let apps = [a, b];
     let fallbacks = || -> u64 {
         apps.iter()
             .map(|app| app.state.redis.as_ref().unwrap().fallbacks())
