@@ -357,6 +357,7 @@ pub async fn create_agent(
         created_at: now,
         updated_at: now,
         has_knowledge: false,
+        has_tools: false,
     };
     ensure!(
         store.create_agent(&agent, u32::MAX).await?,

@@ -289,6 +289,44 @@ impl ScopeSet {
     }
 }
 
+/// What kind of tool an agent has (docs/api.md § Tools): stored as its text
+/// ([`ToolType::as_str`]) in `agent_tools.type` and answered as that text.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
+)]
+#[serde(rename_all = "snake_case")]
+#[sqlx(type_name = "TEXT", rename_all = "snake_case")]
+pub enum ToolType {
+    /// Searches the agent's own knowledge base.
+    KnowledgeSearch,
+    /// Reads one public web page as text.
+    WebFetch,
+    /// A custom HTTP action.
+    Http,
+    /// The tools of an MCP server integration.
+    Mcp,
+}
+
+impl ToolType {
+    /// Every type, in the order of docs/api.md § Tools.
+    pub const ALL: [Self; 4] = [Self::KnowledgeSearch, Self::WebFetch, Self::Http, Self::Mcp];
+
+    /// The stored and wire text.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::KnowledgeSearch => "knowledge_search",
+            Self::WebFetch => "web_fetch",
+            Self::Http => "http",
+            Self::Mcp => "mcp",
+        }
+    }
+
+    /// The type named `text`, if any.
+    pub fn parse(text: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.as_str() == text)
+    }
+}
+
 /// Who said a message of a conversation (docs/api.md § Conversations and messages: `role`
 /// is `user` or `assistant`). Stored as its text ([`Role::as_str`]) in `messages.role`
 /// (`migrations/sqlite/0002_agents_chat.sql`), answered as that text, and sent to a model

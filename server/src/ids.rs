@@ -186,6 +186,18 @@ string_id!(
 );
 
 string_id!(
+    /// A tool of an agent (`agent_tools.id`): UUIDv7 text.
+    ToolId,
+    generated
+);
+
+string_id!(
+    /// A tool call of a reply: the model provider's call id (OpenAI `call_…`, Anthropic
+    /// `toolu_…`), unique within its thread.
+    ToolCallId
+);
+
+string_id!(
     /// The public id a website widget integration is embedded with
     /// (`integrations.public_id`): `pub_` followed by 22 base64url characters (16 random
     /// bytes), made by `channels::widget::new_public_id`. Public by design.

@@ -32,5 +32,6 @@ pub mod site;
 pub mod startup;
 pub mod store;
 pub mod telemetry;
+pub mod tools;
 pub mod views;
 pub mod webhooks;

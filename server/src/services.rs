@@ -82,6 +82,8 @@ pub struct Services {
     /// Agents: the caller's agent through its cache, creation within the plan's limit,
     /// updates and deletions.
     pub agents: AgentService,
+    /// Agents' tools: kept, tested, and run in chat turns.
+    pub tools: crate::tools::Tools,
     /// What `GET /api/health/ready` asks: the database, and Redis when configured.
     pub readiness: crate::readiness::Readiness,
     /// Leptos settings for the dashboard.

@@ -189,6 +189,19 @@ impl Application {
             config.limits.agent_limits,
         )
         .with_bus(&bus);
+        let tools = crate::tools::Tools::new(
+            store.clone(),
+            secrets.clone(),
+            agents.clone(),
+            knowledge.clone(),
+            crate::outbound::SafeClient::for_purpose(
+                (*knowledge.policy).clone(),
+                crate::tools::service::ACTION_LIMITS,
+                crate::outbound::Purpose::Tools,
+            )?,
+            clock.clone(),
+            config.chat.tool_timeout,
+        );
         let chat = Arc::new(crate::chat::ChatService::new(
             store.clone(),
             models.clone(),
@@ -197,6 +210,7 @@ impl Application {
             clock.clone(),
             &config.chat,
             config.providers.timeout,
+            tools.clone(),
         ));
         let channels = crate::channels::Channels::new(
             &config.channels,
@@ -230,6 +244,7 @@ impl Application {
             chat,
             channels,
             agents,
+            tools,
             mailer: Mailer::new(&config.mail)?,
             server: config.server,
             limits: config.limits,

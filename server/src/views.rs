@@ -93,7 +93,8 @@ pub fn conversation_view(t: &ThreadRecord) -> Conversation {
 }
 
 /// A stored message as a thread's message list shows it: token usage only when both
-/// counts are known, sources parsed from their stored JSON (none when it does not parse).
+/// counts are known, sources and tool calls parsed from their stored JSON (none when it
+/// does not parse).
 pub fn message_view(m: &MessageRecord) -> ChatMessage {
     let tokens_used = match (m.prompt_tokens, m.completion_tokens) {
         (Some(p), Some(c)) => Some(TokensUsed {
@@ -114,6 +115,10 @@ pub fn message_view(m: &MessageRecord) -> ChatMessage {
             .as_deref()
             .and_then(|s| serde_json::from_str::<Vec<Source>>(s).ok()),
         status: m.status.as_str().into(),
+        tool_calls: m
+            .tool_calls
+            .as_deref()
+            .and_then(|s| serde_json::from_str::<Vec<app::api::ToolCallView>>(s).ok()),
         created_at: iso(m.created_at),
     }
 }

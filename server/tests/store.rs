@@ -456,6 +456,7 @@ async fn an_upload_is_read_through_another_handle_and_deleted_with_its_document(
         created_at: now,
         updated_at: now,
         has_knowledge: false,
+        has_tools: false,
     };
     assert!(fresh.store.create_agent(&agent, 10).await.unwrap());
     let bytes: Vec<u8> = (0..=255u8).cycle().take(300_000).collect();

@@ -27,6 +27,10 @@ pub struct StreamOptions {
     /// Adds a usage frame before `[DONE]`.
     #[serde(default)]
     pub include_usage: bool,
+    /// Adds a `{"chunk": "", "toolCall": {...}}` frame when each tool call starts
+    /// (`status: "running"`) and when it ends.
+    #[serde(default)]
+    pub include_tool_calls: bool,
 }
 
 /// `POST /api/agents/{agentId}/chat` body (docs/api.md § Send message).
@@ -82,6 +86,12 @@ pub struct ChatReply {
     pub rag_chunks_used: u32,
     pub thread_id: String,
     pub sources: Vec<Source>,
+    /// The tool calls the turn made, in order; `[]` when none.
+    pub tool_calls: Vec<super::ToolCallView>,
+    /// Calls that wait for a person's approval: the turn stopped for them. Absent when
+    /// none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending_approvals: Vec<super::PendingApproval>,
 }
 
 /// A conversation thread in a list.
@@ -123,6 +133,9 @@ pub struct ChatMessage {
     pub sources: Option<Vec<Source>>,
     /// `complete`, or `failed` / `cancelled` for a reply cut short.
     pub status: String,
+    /// The tool calls of an assistant message, in order; absent when it made none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_calls: Option<Vec<super::ToolCallView>>,
     pub created_at: String,
 }
 

@@ -183,6 +183,7 @@ pub fn ChatPage() -> impl IntoView {
             stream: true,
             stream_options: Some(StreamOptions {
                 include_usage: true,
+                ..StreamOptions::default()
             }),
             ..ChatRequest::default()
         };

@@ -9,9 +9,10 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde_json::{json, Value};
 
-use crate::common::{optional_u64, preflight, text_of, Plan};
+use crate::common::{argument_fragments, next_call_number, optional_u64, preflight, text_of, Plan};
 use crate::server::Shared;
 use crate::stream::{ConnectionKiller, Steps};
+use crate::tools;
 
 /// An error answer: `{"type": "error", "error": {"type", "message"}}`.
 pub(crate) fn error(status: u16, kind: &str, message: &str) -> Response {
@@ -90,14 +91,22 @@ pub(crate) async fn messages(
         return invalid("max_tokens: Field required");
     };
     let stream = request.get("stream").and_then(Value::as_bool) == Some(true);
+    let tool_context = match tools::anthropic(&request, messages) {
+        Ok(context) => context,
+        Err(refused) => return invalid(&refused.message),
+    };
 
     let content = |message: &Value| text_of(message.get("content").unwrap_or(&Value::Null));
     let mut inputs = vec![text_of(request.get("system").unwrap_or(&Value::Null))];
     inputs.extend(messages.iter().map(content));
+    // The person's last message: tool results are user messages too.
     let last_user = messages
         .iter()
         .rev()
-        .find(|message| message.get("role").and_then(Value::as_str) == Some("user"))
+        .find(|message| {
+            message.get("role").and_then(Value::as_str) == Some("user")
+                && !tools::is_tool_results(message)
+        })
         .map(content)
         .unwrap_or_default();
     let plan = Plan::new(
@@ -106,6 +115,7 @@ pub(crate) async fn messages(
         &inputs,
         &last_user,
         Some(max_tokens),
+        &tool_context,
     );
 
     let killer = killer.map(|Extension(killer)| killer);
@@ -114,19 +124,44 @@ pub(crate) async fn messages(
     }
 
     let id = format!("msg_mock{:012}", shared.next_id());
-    let stop_reason = if plan.truncated {
+    let stop_reason = if !plan.calls.is_empty() {
+        "tool_use"
+    } else if plan.truncated {
         "max_tokens"
     } else {
         "end_turn"
     };
+    // The calls of the reply with their ids: `(id, name, arguments)`.
+    let calls: Vec<(String, &str, &str)> = plan
+        .calls
+        .iter()
+        .map(|call| {
+            (
+                format!("toolu_{}", next_call_number()),
+                call.name.as_str(),
+                call.arguments.as_str(),
+            )
+        })
+        .collect();
 
     if !stream {
+        let content: Vec<Value> = if calls.is_empty() {
+            vec![json!({"type": "text", "text": plan.text()})]
+        } else {
+            calls
+                .iter()
+                .map(|(id, name, arguments)| {
+                    let input: Value = serde_json::from_str(arguments).unwrap_or_default();
+                    json!({"type": "tool_use", "id": id, "name": name, "input": input})
+                })
+                .collect()
+        };
         let body = json!({
             "id": id,
             "type": "message",
             "role": "assistant",
             "model": plan.model,
-            "content": [{"type": "text", "text": plan.text()}],
+            "content": content,
             "stop_reason": stop_reason,
             "stop_sequence": null,
             "usage": {"input_tokens": plan.prompt_tokens, "output_tokens": plan.completion_tokens()},
@@ -152,32 +187,67 @@ pub(crate) async fn messages(
             },
         }),
     ));
-    steps.send(event(
-        "content_block_start",
-        json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
-    ));
-    steps.send(event("ping", json!({"type": "ping"})));
-    let complete = steps.tokens(
-        &plan.tokens,
-        shared.config.token_interval,
-        plan.markers.pause,
-        plan.markers.cut,
-        |token| {
-            event(
-                "content_block_delta",
-                json!({
-                    "type": "content_block_delta",
-                    "index": 0,
-                    "delta": {"type": "text_delta", "text": token},
-                }),
-            )
-        },
-    );
-    if complete {
+    let complete = if calls.is_empty() {
         steps.send(event(
-            "content_block_stop",
-            json!({"type": "content_block_stop", "index": 0}),
+            "content_block_start",
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
         ));
+        steps.send(event("ping", json!({"type": "ping"})));
+        let complete = steps.tokens(
+            &plan.tokens,
+            shared.config.token_interval,
+            plan.markers.pause,
+            plan.markers.cut,
+            |token| {
+                event(
+                    "content_block_delta",
+                    json!({
+                        "type": "content_block_delta",
+                        "index": 0,
+                        "delta": {"type": "text_delta", "text": token},
+                    }),
+                )
+            },
+        );
+        if complete {
+            steps.send(event(
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": 0}),
+            ));
+        }
+        complete
+    } else {
+        // As Anthropic streams calls: a `tool_use` block per call, its input in
+        // `input_json_delta` pieces.
+        steps.send(event("ping", json!({"type": "ping"})));
+        let mut frames = Vec::new();
+        for (index, (id, name, arguments)) in calls.iter().enumerate() {
+            frames.push(event(
+                "content_block_start",
+                json!({"type": "content_block_start", "index": index, "content_block":
+                       {"type": "tool_use", "id": id, "name": name, "input": {}}}),
+            ));
+            for piece in argument_fragments(arguments) {
+                frames.push(event(
+                    "content_block_delta",
+                    json!({"type": "content_block_delta", "index": index,
+                           "delta": {"type": "input_json_delta", "partial_json": piece}}),
+                ));
+            }
+            frames.push(event(
+                "content_block_stop",
+                json!({"type": "content_block_stop", "index": index}),
+            ));
+        }
+        steps.tokens(
+            &frames,
+            shared.config.token_interval,
+            plan.markers.pause,
+            plan.markers.cut,
+            str::to_owned,
+        )
+    };
+    if complete {
         steps.send(event(
             "message_delta",
             json!({

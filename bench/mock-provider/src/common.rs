@@ -1,11 +1,12 @@
 //! What both provider flavours share: reading requests, building replies, counting tokens.
 
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::response::Response;
 use serde_json::Value;
 
-use crate::markers::{self, Markers};
+use crate::markers::{self, Markers, ScriptedCall};
 use crate::server::Shared;
 use crate::stream::{drop_connection, ConnectionKiller};
 
@@ -68,13 +69,26 @@ pub(crate) fn tokenize(text: &str) -> Vec<String> {
     tokens
 }
 
+/// What a chat request says of tools, read (and checked) by its flavour.
+#[derive(Debug, Default)]
+pub(crate) struct ToolContext {
+    /// Whether the model may call tools: the request offers some and does not forbid calls
+    /// (`tool_choice` none).
+    pub may_call: bool,
+    /// The contents of the tool results the request ends with (its last round), in order;
+    /// `None` when it does not end with tool results.
+    pub results: Option<Vec<String>>,
+}
+
 /// The answer to one chat request, before it is put in a provider's format.
 #[derive(Debug)]
 pub(crate) struct Plan {
     /// The model named by the request.
     pub model: String,
-    /// The reply chunks (after `max_tokens` truncation).
+    /// The reply chunks (after `max_tokens` truncation); empty when the reply is tool calls.
     pub tokens: Vec<String>,
+    /// The tool calls the reply makes instead of text, in order.
+    pub calls: Vec<ScriptedCall>,
     /// Whether `max_tokens` truncated the reply.
     pub truncated: bool,
     /// Prompt tokens: words across all input messages.
@@ -87,24 +101,42 @@ impl Plan {
     /// Builds the plan of a request.
     ///
     /// `inputs` are every input text (system prompt and messages), `last_user` the text of the
-    /// last user message, `max_tokens` the request's output limit if any.
+    /// last user message (tool results aside), `max_tokens` the request's output limit if
+    /// any, `tools` what the request says of tools.
     pub(crate) fn new(
         shared: &Shared,
         model: String,
         inputs: &[String],
         last_user: &str,
         max_tokens: Option<u64>,
+        tools: &ToolContext,
     ) -> Self {
         let (markers, cleaned) = markers::parse(last_user);
-        let reply = match (markers.tokens, &shared.config.reply) {
-            (Some(n), _) => (1..=n)
+        let calls: Vec<ScriptedCall> = if tools.may_call {
+            // After tool results, only the `call-always` markers call again.
+            markers
+                .calls
+                .iter()
+                .filter(|call| call.always || tools.results.is_none())
+                .cloned()
+                .collect()
+        } else {
+            Vec::new()
+        };
+        let reply = match (&tools.results, markers.tokens, &shared.config.reply) {
+            (Some(results), _, _) => format!("Tool results: {}", results.join(" | ")),
+            (None, Some(n), _) => (1..=n)
                 .map(|i| format!("w{i}"))
                 .collect::<Vec<_>>()
                 .join(" "),
-            (None, Some(reply)) => reply.clone(),
-            (None, None) => format!("Echo: {cleaned}").trim_end().to_owned(),
+            (None, None, Some(reply)) => reply.clone(),
+            (None, None, None) => format!("Echo: {cleaned}").trim_end().to_owned(),
         };
-        let mut tokens = tokenize(&reply);
+        let mut tokens = if calls.is_empty() {
+            tokenize(&reply)
+        } else {
+            Vec::new()
+        };
         let mut truncated = false;
         if let Some(limit) = max_tokens.and_then(|limit| usize::try_from(limit).ok()) {
             if tokens.len() > limit {
@@ -116,6 +148,7 @@ impl Plan {
         Self {
             model,
             tokens,
+            calls,
             truncated,
             prompt_tokens,
             markers,
@@ -127,10 +160,43 @@ impl Plan {
         self.tokens.concat()
     }
 
-    /// Completion tokens: the number of chunks.
+    /// Completion tokens: the number of chunks, or for tool calls one per call and one per
+    /// fragment of its arguments ([`argument_fragments`]).
     pub(crate) fn completion_tokens(&self) -> u64 {
-        self.tokens.len() as u64
+        if self.calls.is_empty() {
+            self.tokens.len() as u64
+        } else {
+            self.calls
+                .iter()
+                .map(|call| 1 + argument_fragments(&call.arguments).len() as u64)
+                .sum()
+        }
     }
+}
+
+/// The next number of a tool call id (`call_N`, `toolu_N`), unique within the process.
+pub(crate) fn next_call_number() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// The fragments a call's arguments are streamed in: pieces of at most 8 characters, and
+/// at least two when the text has two characters or more, so that clients must put them
+/// back together. Their concatenation is `arguments`.
+pub(crate) fn argument_fragments(arguments: &str) -> Vec<&str> {
+    let size = arguments.chars().count().div_ceil(2).clamp(1, 8);
+    let mut fragments = Vec::new();
+    let mut start = 0;
+    for (count, (at, _)) in arguments.char_indices().enumerate() {
+        if count > 0 && count % size == 0 {
+            fragments.push(&arguments[start..at]);
+            start = at;
+        }
+    }
+    if start < arguments.len() {
+        fragments.push(&arguments[start..]);
+    }
+    fragments
 }
 
 /// What happens before a chat request is answered: the `delay` marker is waited, then a
@@ -195,6 +261,18 @@ mod tests {
         );
         assert_eq!(tokenize("trail  "), ["trail  "]);
         assert!(tokenize("").is_empty());
+    }
+
+    #[test]
+    fn arguments_are_split_into_at_least_two_fragments() {
+        assert_eq!(argument_fragments("{}"), ["{", "}"]);
+        assert_eq!(argument_fragments(r#"{"a":1}"#), [r#"{"a""#, ":1}"]);
+        let long = r#"{"city":"Paris","unit":"C"}"#;
+        let fragments = argument_fragments(long);
+        assert!(fragments.len() >= 3 && fragments.iter().all(|f| f.chars().count() <= 8));
+        assert_eq!(fragments.concat(), long);
+        assert_eq!(argument_fragments(r#"{"é":"ü"}"#).concat(), r#"{"é":"ü"}"#);
+        assert!(argument_fragments("").is_empty());
     }
 
     #[test]

@@ -46,8 +46,8 @@
 //!
 //! # Control markers
 //!
-//! Markers inside the last user message steer a single request; they are removed from the
-//! echoed text:
+//! Markers inside the last user message (tool results aside) steer a single request; they
+//! are removed from the echoed text:
 //!
 //! | marker | effect |
 //! |---|---|
@@ -58,6 +58,41 @@
 //! | `[[delay:MS]]` | wait MS milliseconds before answering at all |
 //! | `[[tokens:N]]` | reply with exactly the N words `w1 w2 … wN` (at most [`MAX_TOKENS_MARKER`]) |
 //! | `[[usage:none]]` | OpenAI format: report no token usage, as some OpenAI-compatible servers do (no `usage` in the JSON reply, no usage chunk in a stream) |
+//! | `[[call:NAME:ARGS]]` | when the request offers tools and ends with this user message, answer with a call of tool NAME with arguments ARGS (a JSON object, without `]]` in it) instead of text; several markers are parallel calls of one reply, in order (see [Tool calls](#tool-calls)) |
+//! | `[[call-always:NAME:ARGS]]` | like `call`, but on every request that offers tools, after tool results too (to test limits on tool rounds) |
+//!
+//! # Tool calls
+//!
+//! A request offers tools with a non-empty `tools` array (OpenAI
+//! `[{type: "function", function: {name, description?, parameters?}}]`; Anthropic
+//! `[{name, description?, input_schema}]`). A `tool_choice` of none (OpenAI `"none"`,
+//! Anthropic `{"type": "none"}`) forbids calls. The calls a `[[call:…]]` marker asks for are
+//! answered
+//!
+//! - OpenAI: `message.tool_calls: [{id: "call_N", type: "function", function: {name,
+//!   arguments}}]` with `content: null`, or streamed as `delta.tool_calls` fragments — the
+//!   first of each call with its `index`, `id`, `type`, `name` and empty `arguments`, then
+//!   its arguments in at least two pieces —, and `finish_reason: "tool_calls"`;
+//! - Anthropic: `tool_use` blocks `{id: "toolu_N", name, input}`, or streamed as a
+//!   `content_block_start` of type `tool_use` per call followed by `input_json_delta`
+//!   pieces of its input (at least two), and `stop_reason: "tool_use"`.
+//!
+//! Call ids are unique within the process. The completion token count of such a reply is
+//! one per call plus one per piece of its arguments (streamed or not); `max_tokens` does not
+//! cut calls, `[[cut:N]]` counts their frames.
+//!
+//! When the request ends with tool results (OpenAI: its last messages are `role: "tool"`
+//! messages; Anthropic: its last message is a user message of `tool_result` blocks), the reply
+//! is `Tool results: ` followed by the content of each result of that last round, joined
+//! with ` | ` (an Anthropic `content` array gives the text of its blocks), streamed word by
+//! word like any reply — unless a `call-always` marker calls again.
+//!
+//! The history is checked as the real APIs check it, with their 400 answers: OpenAI tool
+//! messages must carry a `tool_call_id` answering a call of the assistant message before
+//! them, every call must be answered, `arguments` must be a string, `tool_choice` needs
+//! `tools`; an Anthropic `tool_use` (with an object `input`) must be answered by a
+//! `tool_result` with its id in the next message, and every `tool_result` must answer a
+//! `tool_use` of the message before it.
 //!
 //! # Example
 //!
@@ -81,6 +116,7 @@ mod markers;
 mod openai;
 mod server;
 mod stream;
+mod tools;
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::atomic::Ordering;

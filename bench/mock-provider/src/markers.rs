@@ -16,6 +16,18 @@ pub(crate) struct StatusMarker {
     pub key: String,
 }
 
+/// A `[[call:NAME:ARGS]]` or `[[call-always:NAME:ARGS]]` marker: a tool call to answer
+/// with when the request offers tools.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ScriptedCall {
+    /// The tool's name (`^[a-zA-Z0-9_-]{1,64}$`).
+    pub name: String,
+    /// The arguments, JSON object text as written in the marker.
+    pub arguments: String,
+    /// `call-always`: made on every request that offers tools, even after tool results.
+    pub always: bool,
+}
+
 /// The markers of one request.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Markers {
@@ -26,6 +38,8 @@ pub(crate) struct Markers {
     pub tokens: Option<usize>,
     /// `[[usage:none]]`: the reply reports no token usage.
     pub no_usage: bool,
+    /// The scripted tool calls, in the order of their markers.
+    pub calls: Vec<ScriptedCall>,
 }
 
 /// Extracts the markers of `text` and returns them with the text stripped of them.
@@ -119,8 +133,41 @@ fn apply(markers: &mut Markers, marker: &str, inner: &str) -> bool {
             markers.no_usage = true;
             true
         }
+        kind @ ("call" | "call-always") => match scripted_call(value, kind == "call-always") {
+            Some(call) => {
+                markers.calls.push(call);
+                true
+            }
+            None => false,
+        },
         _ => false,
     }
+}
+
+/// The call of a `NAME:ARGS` marker value: a valid tool name, then a JSON object.
+fn scripted_call(value: &str, always: bool) -> Option<ScriptedCall> {
+    let (name, arguments) = value.split_once(':')?;
+    let (name, arguments) = (name.trim(), arguments.trim());
+    if !valid_tool_name(name) {
+        return None;
+    }
+    match serde_json::from_str::<serde_json::Value>(arguments) {
+        Ok(serde_json::Value::Object(_)) => Some(ScriptedCall {
+            name: name.to_owned(),
+            arguments: arguments.to_owned(),
+            always,
+        }),
+        _ => None,
+    }
+}
+
+/// Whether `name` is a tool name both APIs accept: 1 to 64 ASCII letters, digits, `_`
+/// or `-`.
+pub(crate) fn valid_tool_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
 fn set<T>(slot: &mut Option<T>, value: Option<T>) -> bool {
@@ -145,6 +192,35 @@ mod tests {
         let (markers, text) = parse("[[usage:all]]");
         assert!(!markers.no_usage);
         assert_eq!(text, "[[usage:all]]");
+    }
+
+    #[test]
+    fn call_markers_script_tool_calls_in_order() {
+        let (markers, text) = parse(
+            r#"weather? [[call:get_weather:{"city":"Paris"}]] [[call-always:now: {} ]] [[call:bad name:{}]] [[call:x:[1]]] [[call:y:{oops]]"#,
+        );
+        assert_eq!(
+            markers.calls,
+            [
+                ScriptedCall {
+                    name: "get_weather".into(),
+                    arguments: r#"{"city":"Paris"}"#.into(),
+                    always: false,
+                },
+                ScriptedCall {
+                    name: "now".into(),
+                    arguments: "{}".into(),
+                    always: true,
+                },
+            ]
+        );
+        // Invalid ones are text.
+        assert_eq!(
+            text,
+            "weather? [[call:bad name:{}]] [[call:x:[1]]] [[call:y:{oops]]"
+        );
+        assert!(valid_tool_name("a-b_C9") && !valid_tool_name("") && !valid_tool_name("a.b"));
+        assert!(!valid_tool_name(&"x".repeat(65)));
     }
 
     #[test]

@@ -9,9 +9,12 @@ use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde_json::{json, Value};
 
-use crate::common::{optional_u64, preflight, text_of, unix_now, Plan};
+use crate::common::{
+    argument_fragments, next_call_number, optional_u64, preflight, text_of, unix_now, Plan,
+};
 use crate::server::Shared;
 use crate::stream::{ConnectionKiller, Steps};
+use crate::tools;
 
 /// An error answer: `{"error": {"message", "type", "param", "code"}}`.
 pub(crate) fn error(status: u16, message: &str, kind: &str, code: Option<&str>) -> Response {
@@ -122,6 +125,18 @@ pub(crate) async fn chat_completions(
         );
     };
     let stream = request.get("stream").and_then(Value::as_bool) == Some(true);
+    let tool_context = match tools::openai(&request, messages) {
+        Ok(context) => context,
+        Err(invalid) => {
+            return error_with_param(
+                400,
+                &invalid.message,
+                "invalid_request_error",
+                None,
+                invalid.param.as_deref(),
+            )
+        }
+    };
 
     let content = |message: &Value| text_of(message.get("content").unwrap_or(&Value::Null));
     let inputs: Vec<String> = messages.iter().map(content).collect();
@@ -133,7 +148,14 @@ pub(crate) async fn chat_completions(
         .unwrap_or_default();
     let max_tokens = optional_u64(&request, "max_completion_tokens")
         .or_else(|| optional_u64(&request, "max_tokens"));
-    let plan = Plan::new(&shared, model.to_owned(), &inputs, &last_user, max_tokens);
+    let plan = Plan::new(
+        &shared,
+        model.to_owned(),
+        &inputs,
+        &last_user,
+        max_tokens,
+        &tool_context,
+    );
     let include_usage = stream
         && !plan.markers.no_usage
         && request
@@ -148,7 +170,25 @@ pub(crate) async fn chat_completions(
 
     let id = format!("chatcmpl-mock{:012}", shared.next_id());
     let created = unix_now();
-    let finish_reason = if plan.truncated { "length" } else { "stop" };
+    let finish_reason = if !plan.calls.is_empty() {
+        "tool_calls"
+    } else if plan.truncated {
+        "length"
+    } else {
+        "stop"
+    };
+    // The calls of the reply with their ids: `(id, name, arguments)`.
+    let calls: Vec<(String, &str, &str)> = plan
+        .calls
+        .iter()
+        .map(|call| {
+            (
+                format!("call_{}", next_call_number()),
+                call.name.as_str(),
+                call.arguments.as_str(),
+            )
+        })
+        .collect();
     let usage = json!({
         "prompt_tokens": plan.prompt_tokens,
         "completion_tokens": plan.completion_tokens(),
@@ -156,6 +196,17 @@ pub(crate) async fn chat_completions(
     });
 
     if !stream {
+        let message = if calls.is_empty() {
+            json!({"role": "assistant", "content": plan.text(), "refusal": null})
+        } else {
+            let tool_calls: Vec<Value> = calls
+                .iter()
+                .map(|(id, name, arguments)| {
+                    json!({"id": id, "type": "function", "function": {"name": name, "arguments": arguments}})
+                })
+                .collect();
+            json!({"role": "assistant", "content": null, "refusal": null, "tool_calls": tool_calls})
+        };
         let mut body = json!({
             "id": id,
             "object": "chat.completion",
@@ -163,7 +214,7 @@ pub(crate) async fn chat_completions(
             "model": plan.model,
             "choices": [{
                 "index": 0,
-                "message": {"role": "assistant", "content": plan.text(), "refusal": null},
+                "message": message,
                 "logprobs": null,
                 "finish_reason": finish_reason,
             }],
@@ -191,17 +242,48 @@ pub(crate) async fn chat_completions(
     let delta = |delta: Value, finish_reason: Option<&str>| json!([{"index": 0, "delta": delta, "logprobs": null, "finish_reason": finish_reason}]);
 
     let mut steps = Steps::default();
-    steps.send(chunk(
-        delta(json!({"role": "assistant", "content": ""}), None),
-        None,
-    ));
-    let complete = steps.tokens(
-        &plan.tokens,
-        shared.config.token_interval,
-        plan.markers.pause,
-        plan.markers.cut,
-        |token| chunk(delta(json!({"content": token}), None), None),
-    );
+    let complete = if calls.is_empty() {
+        steps.send(chunk(
+            delta(json!({"role": "assistant", "content": ""}), None),
+            None,
+        ));
+        steps.tokens(
+            &plan.tokens,
+            shared.config.token_interval,
+            plan.markers.pause,
+            plan.markers.cut,
+            |token| chunk(delta(json!({"content": token}), None), None),
+        )
+    } else {
+        // As OpenAI streams calls: the first fragment of each carries its index, id, type
+        // and name with empty arguments, the next ones pieces of the arguments.
+        steps.send(chunk(
+            delta(json!({"role": "assistant", "content": null}), None),
+            None,
+        ));
+        let mut frames = Vec::new();
+        for (index, (id, name, arguments)) in calls.iter().enumerate() {
+            let fragment = |call: Value| delta(json!({"tool_calls": [call]}), None);
+            frames.push(chunk(
+                fragment(json!({"index": index, "id": id, "type": "function",
+                                "function": {"name": name, "arguments": ""}})),
+                None,
+            ));
+            for piece in argument_fragments(arguments) {
+                frames.push(chunk(
+                    fragment(json!({"index": index, "function": {"arguments": piece}})),
+                    None,
+                ));
+            }
+        }
+        steps.tokens(
+            &frames,
+            shared.config.token_interval,
+            plan.markers.pause,
+            plan.markers.cut,
+            str::to_owned,
+        )
+    };
     if complete {
         steps.send(chunk(delta(json!({}), Some(finish_reason)), None));
         if include_usage {

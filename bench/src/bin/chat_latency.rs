@@ -1034,6 +1034,7 @@ async fn store_check(args: &Args, mock: &MockProvider, message: &str) -> anyhow:
             status: ReplyStatus::Complete,
             error: None,
             created_at: chrono::Utc::now(),
+            tool_calls: None,
         };
     while started.elapsed() < Duration::from_secs(args.seconds) {
         count += 1;

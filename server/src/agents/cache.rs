@@ -104,6 +104,7 @@ mod tests {
             created_at: now,
             updated_at: now,
             has_knowledge: false,
+            has_tools: false,
         })
     }
 

@@ -177,6 +177,7 @@ impl AgentService {
             created_at: now,
             updated_at: now,
             has_knowledge: false,
+            has_tools: false,
         };
         let limit = self.agent_limits[plan.index()];
         if !self.store.create_agent(&agent, limit).await? {
@@ -253,6 +254,12 @@ impl AgentService {
     /// Records that the knowledge of agent `agent_id` changed (a document was added or
     /// deleted): the cached agent may say it has no knowledge, which would skip retrieval.
     pub fn knowledge_changed(&self, agent_id: &AgentId) {
+        self.cache.forget(agent_id);
+    }
+
+    /// Records that the tools of agent `agent_id` changed: the cached agent may say it has
+    /// no enabled tool, which would skip reading them. Forgotten on every instance.
+    pub fn tools_changed(&self, agent_id: &AgentId) {
         self.cache.forget(agent_id);
     }
 

@@ -214,10 +214,10 @@ impl Channels {
         conversation_key: &str,
         message: &str,
     ) -> Result<String, ChannelError> {
-        let prepared = self
+        let mut prepared = self
             .prepare_turn(integration, conversation_key, message)
             .await?;
-        let text = self.chat.complete(&prepared).await?.text;
+        let text = self.chat.complete(&mut prepared).await?.text;
         Ok(text)
     }
 

@@ -18,7 +18,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use app::api::{Attachment, Source, TokensUsed};
+use app::api::{Attachment, PendingApproval, Source, TokensUsed, ToolCallView};
 use futures::StreamExt;
 use serde_json::json;
 
@@ -37,11 +37,12 @@ use crate::{
     knowledge::{search::retrieve, Knowledge},
     llm::{
         tokens, Event, FinishReason, Models, Passage, Prompt, ProviderError, ResolvedModel, Role,
-        Sampling, Turn, Usage,
+        Sampling, ToolCall, ToolChoice, ToolExchange, Turn, Usage,
     },
     store::{
         AgentRecord, ChannelLink, ChatStore, MessageRecord, StoreError, ThreadRecord, TurnRecord,
     },
+    tools::{Toolbox, Tools},
     views::iso,
     webhooks::{EventType, Events},
 };
@@ -123,8 +124,17 @@ pub struct PreparedChat {
     /// Whether the thread is created with this turn.
     pub new_thread: bool,
     /// The user's message, stored with the reply when the turn ends
-    /// ([`ChatService::finish`]).
-    pub user_message: MessageRecord,
+    /// ([`ChatService::finish`]); `None` when the turn continues after approvals
+    /// ([`ChatService::continue_turn`]), whose reply is stored alone.
+    pub user_message: Option<MessageRecord>,
+    /// The id the reply is stored under.
+    pub reply_id: MessageId,
+    /// Calls of the last round that wait for approval: the turn stopped for them, and they
+    /// are held with the reply ([`Tools::hold`]).
+    pub pending: Vec<ToolCall>,
+    /// Whether tools that require approval are offered: only where a person can approve
+    /// (chat and its stream, not the live channels or the OpenAI-compatible API).
+    pub approvals: bool,
     /// The external conversation of a channel (Telegram, Slack, the widget) that this
     /// turn's new thread holds from now on, linked when the turn is stored
     /// ([`TurnRecord::channel`]); set by `Channels::prepare_turn`.
@@ -138,14 +148,67 @@ pub struct PreparedChat {
     pub prompt_tokens: u32,
     pub sources: Vec<Source>,
     pub started: Instant,
+    /// The agent's tools offered in this turn ([`Tools::toolbox`]); empty for none.
+    pub toolbox: Toolbox,
+    /// The tool calls made so far in this turn, in order ([`ChatService::run_tools`]).
+    pub tool_calls: Vec<ToolCallView>,
+    /// Rounds of tool calls run so far; at `MAX_TOOL_ROUNDS` the model is called once more
+    /// with `tool_choice: none`.
+    pub tool_rounds: u32,
+    /// Usage of the model calls that asked for tools, summed; the last call's is added when
+    /// the turn ends ([`PreparedChat::total_usage`]).
+    pub usage_so_far: Option<TokensUsed>,
 }
 
 impl PreparedChat {
+    /// Whether the model's tool calls are run: the turn offers tools and the last call was
+    /// not the one after `MAX_TOOL_ROUNDS` (whose calls, if it makes any, are ignored).
+    pub fn may_call_tools(&self) -> bool {
+        !self.toolbox.is_empty() && self.prompt.tool_choice != ToolChoice::None
+    }
+
     /// Drops the prompt (system prompt, earlier turns, retrieved passages), which nothing
     /// needs once the upstream request is answered: an open stream then holds only what it
-    /// persists and reports.
+    /// persists and reports. A turn with tools keeps it: a tool round sends it again.
     pub fn release_prompt(&mut self) {
-        self.prompt = Prompt::default();
+        if self.toolbox.is_empty() {
+            self.prompt = Prompt::default();
+        }
+    }
+
+    /// The calls the turn stopped for, as the API shows them.
+    pub fn pending_approvals(&self) -> Vec<PendingApproval> {
+        self.pending
+            .iter()
+            .map(|c| PendingApproval {
+                tool_call_id: c.id.clone(),
+                name: c.name.clone(),
+                arguments: serde_json::from_str(&c.arguments).unwrap_or_else(|_| json!({})),
+            })
+            .collect()
+    }
+
+    /// The usage of the whole turn: the earlier calls' ([`PreparedChat::usage_so_far`])
+    /// plus the last call's, reported or counted ([`usage_or_counted`]) from its text.
+    pub fn total_usage(&self, reported: Option<Usage>, last_text: &str) -> TokensUsed {
+        add_usage(
+            self.usage_so_far,
+            usage_or_counted(reported, self.prompt_tokens, last_text),
+        )
+    }
+}
+
+/// `a` + `b`, field by field.
+fn add_usage(a: Option<TokensUsed>, b: TokensUsed) -> TokensUsed {
+    let a = a.unwrap_or(TokensUsed {
+        prompt: 0,
+        completion: 0,
+        total: 0,
+    });
+    TokensUsed {
+        prompt: a.prompt + b.prompt,
+        completion: a.completion + b.completion,
+        total: a.total + b.total,
     }
 }
 
@@ -174,6 +237,8 @@ pub struct TurnOptions {
     pub instructions: String,
     /// Sampling settings ([`Sampling`]).
     pub sampling: Sampling,
+    /// Whether tools that require approval may be offered ([`PreparedChat::approvals`]).
+    pub approvals: bool,
 }
 
 /// A complete reply ([`ChatService::complete`]).
@@ -185,6 +250,10 @@ pub struct Reply {
     pub usage: TokensUsed,
     /// Why it ended.
     pub finish: FinishReason,
+    /// The tool calls the turn made, in order.
+    pub tool_calls: Vec<ToolCallView>,
+    /// Calls that wait for approval: the turn stopped for them.
+    pub pending_approvals: Vec<PendingApproval>,
 }
 
 /// A new thread of `agent` for `user_id`, titled after `message` (its first 80
@@ -206,6 +275,52 @@ fn new_thread(
     }
 }
 
+/// A stored message as the turns sent upstream: a reply that called tools is its calls
+/// with their results (an assistant turn without text), then its text when it has any.
+fn history_turns(m: MessageRecord) -> Vec<Turn> {
+    let calls: Vec<ToolCallView> = m
+        .tool_calls
+        .as_deref()
+        .and_then(|s| serde_json::from_str(s).ok())
+        .unwrap_or_default();
+    let mut turns = Vec::with_capacity(2);
+    if !calls.is_empty() {
+        turns.push(Turn {
+            role: Role::Assistant,
+            content: String::new(),
+            tool_calls: calls.into_iter().map(exchange_of).collect(),
+        });
+    }
+    // An empty reply (one that stopped for approvals before saying anything) sends
+    // nothing: providers refuse empty assistant text.
+    if !m.content.is_empty() || m.role == Role::User {
+        turns.push(Turn::text(m.role, m.content));
+    }
+    turns
+}
+
+/// A stored tool call as it goes back to the model: the call and its result (the error,
+/// for a call that failed or was denied).
+fn exchange_of(view: ToolCallView) -> ToolExchange {
+    let is_error = view.status != "succeeded";
+    ToolExchange {
+        call: ToolCall {
+            id: view.id,
+            name: view.name,
+            arguments: view.arguments.to_string(),
+        },
+        result: if is_error {
+            format!(
+                "Error: {}",
+                view.error.unwrap_or_else(|| view.status.clone())
+            )
+        } else {
+            view.output
+        },
+        is_error,
+    }
+}
+
 /// The chat service.
 pub struct ChatService {
     store: Arc<dyn ChatStore>,
@@ -220,13 +335,16 @@ pub struct ChatService {
     config: ChatConfig,
     /// `PROVIDER_TIMEOUT_SECS`: the wait for a provider's first event ([`open_stream`]).
     provider_timeout: Duration,
+    /// The agents' tools, offered and run in turns.
+    tools: Tools,
 }
 
 impl ChatService {
     /// The service over `store` and `models`, retrieving from `knowledge`, announcing
     /// threads and replies through `events`, timed by `clock`; messages have at most
     /// `config.max_message_chars` characters and providers `provider_timeout`
-    /// (`PROVIDER_TIMEOUT_SECS`) to start answering.
+    /// (`PROVIDER_TIMEOUT_SECS`) to start answering; the agents' `tools` are offered.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         store: Arc<dyn ChatStore>,
         models: Models,
@@ -235,6 +353,7 @@ impl ChatService {
         clock: Clock,
         config: &ChatConfig,
         provider_timeout: Duration,
+        tools: Tools,
     ) -> Self {
         Self {
             writer: TurnWriter::start(store.clone()),
@@ -245,6 +364,7 @@ impl ChatService {
             clock,
             config: config.clone(),
             provider_timeout,
+            tools,
         }
     }
 
@@ -315,10 +435,7 @@ impl ChatService {
         let history = earlier
             .into_iter()
             .filter(|m| m.status == ReplyStatus::Complete || m.role == Role::User)
-            .map(|m| Turn {
-                role: m.role,
-                content: m.content,
-            })
+            .flat_map(history_turns)
             .chain(given)
             .collect();
         Ok((thread, history, !continued))
@@ -368,16 +485,7 @@ impl ChatService {
     ) -> Result<PreparedChat, ChatError> {
         let (attached, attachment_chars) = attachments_text(attachments)?;
         check_length(message, attachment_chars, self.config.max_message_chars)?;
-        let model_id = if agent.model.is_empty() {
-            self.models.default_model().await
-        } else {
-            agent.model.clone()
-        };
-        let model = self
-            .models
-            .resolve(&model_id)
-            .await
-            .ok_or(ChatError::ModelUnavailable { model: model_id })?;
+        let model = self.model_of(agent).await?;
         let now = self.clock.now();
         let user_content = format!("{message}{attached}");
         let system = match (
@@ -399,7 +507,7 @@ impl ChatService {
         // fetched at once. Retrieved knowledge may take up to half of what is left; history
         // gets the rest. An agent without any knowledge document has nothing to retrieve: no
         // query is made.
-        let (thread, retrieved) = tokio::join!(
+        let (thread, retrieved, toolbox) = tokio::join!(
             self.thread_and_history(agent, user_id, thread, message, now),
             async {
                 if agent.has_knowledge {
@@ -408,19 +516,24 @@ impl ChatService {
                     Ok((Vec::new(), Vec::new(), 0))
                 }
             },
+            self.tools.toolbox(agent, options.approvals),
         );
+        let toolbox = toolbox?;
         let (thread, history, new_thread) = thread?;
         let (passages, sources, passage_tokens) = retrieved?;
         let budget = room.saturating_sub(passage_tokens);
         let (mut turns, history_tokens) = trim_history(history, budget);
+        if toolbox.is_empty() {
+            // Without tools in the request, providers refuse earlier tool calls (Anthropic
+            // requires `tools` once the history holds `tool_use` blocks): the turns keep
+            // their text alone.
+            turns.retain(|t| t.tool_calls.is_empty());
+        }
         // What `offline::prompt_tokens` would count: every text the prompt sends.
         let prompt_tokens = fixed
             + history_tokens
             + passage_tokens.saturating_sub(PASSAGE_OVERHEAD * passages.len() as u32);
-        turns.push(Turn {
-            role: Role::User,
-            content: user_content.clone(),
-        });
+        turns.push(Turn::text(Role::User, user_content.clone()));
         let user_message = MessageRecord {
             id: MessageId::new(),
             thread_id: thread.id.clone(),
@@ -434,11 +547,15 @@ impl ChatService {
             status: ReplyStatus::Complete,
             error: None,
             created_at: now,
+            tool_calls: None,
         };
         Ok(PreparedChat {
             thread,
             new_thread,
-            user_message,
+            user_message: Some(user_message),
+            reply_id: MessageId::new(),
+            pending: Vec::new(),
+            approvals: options.approvals,
             channel: None,
             model,
             prompt: Prompt {
@@ -446,38 +563,142 @@ impl ChatService {
                 turns,
                 passages,
                 sampling: options.sampling.clone(),
+                tools: toolbox.specs(),
+                tool_choice: ToolChoice::Auto,
             },
             prompt_tokens,
             sources,
             started: Instant::now(),
+            toolbox,
+            tool_calls: Vec::new(),
+            tool_rounds: 0,
+            usage_so_far: None,
         })
     }
 
-    /// Runs a prepared turn to its end without streaming: reads the whole reply, persists
-    /// it, and answers its text, token usage and why it ended.
+    /// The continuation of a turn that stopped for approvals, once every call it waited for
+    /// is decided ([`Tools::decide`]): the thread's history (the stopped reply with the
+    /// calls it ran), then the decided calls with their outcomes, sent to the agent's model
+    /// with its tools. Its reply is stored alone, its `toolCalls` starting with `decided`.
+    ///
+    /// Errors: [`ChatError::ModelUnavailable`]; the store's.
+    pub async fn continue_turn(
+        &self,
+        agent: &AgentRecord,
+        thread: ThreadRecord,
+        decided: Vec<ToolCallView>,
+    ) -> Result<PreparedChat, ChatError> {
+        let model = self.model_of(agent).await?;
+        let now = self.clock.now();
+        let user_id = thread.user_id.clone();
+        let (history, toolbox) = tokio::join!(
+            self.thread_and_history(agent, &user_id, ThreadChoice::Known(thread), "", now),
+            self.tools.toolbox(agent, true),
+        );
+        let ((thread, history, _), toolbox) = (history?, toolbox?);
+        let system = agent.system_prompt.clone();
+        let fixed = tokens::count(&system);
+        let reserve = (model.context_window / 4).max(1_024);
+        let room = model
+            .context_window
+            .saturating_sub(reserve)
+            .saturating_sub(fixed);
+        let (mut turns, history_tokens) = trim_history(history, room);
+        let exchanges: Vec<ToolExchange> = decided.iter().cloned().map(exchange_of).collect();
+        let exchange_tokens: u32 = exchanges
+            .iter()
+            .map(|e| tokens::count(&e.call.arguments) + tokens::count(&e.result))
+            .sum();
+        turns.push(Turn {
+            role: Role::Assistant,
+            content: String::new(),
+            tool_calls: exchanges,
+        });
+        Ok(PreparedChat {
+            thread,
+            new_thread: false,
+            user_message: None,
+            reply_id: MessageId::new(),
+            pending: Vec::new(),
+            approvals: true,
+            channel: None,
+            model,
+            prompt: Prompt {
+                system,
+                turns,
+                passages: Vec::new(),
+                sampling: Sampling::default(),
+                tools: toolbox.specs(),
+                tool_choice: ToolChoice::Auto,
+            },
+            prompt_tokens: fixed + history_tokens + exchange_tokens,
+            sources: Vec::new(),
+            started: Instant::now(),
+            toolbox,
+            tool_calls: decided,
+            tool_rounds: 1,
+            usage_so_far: None,
+        })
+    }
+
+    /// The model of `agent`: its own, or the default.
+    ///
+    /// Errors: [`ChatError::ModelUnavailable`].
+    async fn model_of(&self, agent: &AgentRecord) -> Result<ResolvedModel, ChatError> {
+        let model_id = if agent.model.is_empty() {
+            self.models.default_model().await
+        } else {
+            agent.model.clone()
+        };
+        self.models
+            .resolve(&model_id)
+            .await
+            .ok_or(ChatError::ModelUnavailable { model: model_id })
+    }
+
+    /// Runs a prepared turn to its end without streaming: reads the whole reply, runs the
+    /// tools the model calls and calls it again with their results (up to
+    /// `MAX_TOOL_ROUNDS`, [`ChatService::run_tools`]), persists the reply, and answers its
+    /// text, token usage (every model call of the turn), why it ended and its tool calls.
     ///
     /// Errors: [`ChatError::Upstream`] for a provider failure, persisted as a failed reply
     /// (with what was received); the store's.
-    pub async fn complete(&self, prepared: &PreparedChat) -> Result<Reply, ChatError> {
+    pub async fn complete(&self, prepared: &mut PreparedChat) -> Result<Reply, ChatError> {
         let mut text = String::new();
-        let outcome: Result<(Option<Usage>, FinishReason), ProviderError> = async {
-            let mut upstream = open_stream(prepared, self.provider_timeout).await?;
-            let mut ended = (None, FinishReason::Stop);
-            while let Some(event) = upstream.next().await {
-                let event = event.inspect_err(|e| {
-                    crate::metrics::provider_failed(&prepared.model.id, e);
-                });
-                match event? {
-                    Event::Delta(d) => text.push_str(&d),
-                    Event::End(usage, finish) => ended = (usage, finish),
+        let outcome: Result<(TokensUsed, FinishReason), ProviderError> = async {
+            loop {
+                let mut upstream = open_stream(prepared, self.provider_timeout).await?;
+                let mut ended = (None, FinishReason::Stop);
+                let mut round_text = String::new();
+                let mut calls = Vec::new();
+                while let Some(event) = upstream.next().await {
+                    let event = event.inspect_err(|e| {
+                        crate::metrics::provider_failed(&prepared.model.id, e);
+                    });
+                    match event? {
+                        Event::Delta(d) => round_text.push_str(&d),
+                        Event::ToolCall(call) => calls.push(call),
+                        Event::End(usage, finish) => ended = (usage, finish),
+                    }
+                }
+                text.push_str(&round_text);
+                if calls.is_empty() || !prepared.may_call_tools() {
+                    let finish = match ended.1 {
+                        FinishReason::ToolCalls => FinishReason::Stop,
+                        other => other,
+                    };
+                    return Ok((prepared.total_usage(ended.0, &round_text), finish));
+                }
+                self.run_tools(prepared, ended.0, round_text, calls).await;
+                if let (false, Some(usage)) = (prepared.pending.is_empty(), prepared.usage_so_far) {
+                    return Ok((usage, FinishReason::ToolCalls));
                 }
             }
-            Ok(ended)
         }
         .await;
+        prepared.release_prompt();
         match outcome {
-            Ok((reported, finish)) => {
-                let usage = usage_or_counted(reported, prepared.prompt_tokens, &text);
+            Ok((usage, finish)) => {
                 self.finish(
                     prepared,
                     &text,
@@ -491,6 +712,8 @@ impl ChatService {
                     text,
                     usage,
                     finish,
+                    tool_calls: prepared.tool_calls.clone(),
+                    pending_approvals: prepared.pending_approvals(),
                 })
             }
             Err(e) => {
@@ -506,6 +729,61 @@ impl ChatService {
                 Err(ChatError::Upstream(e))
             }
         }
+    }
+
+    /// Runs one round of the model's tool `calls` at once (each within its timeout, output
+    /// capped, [`Tools::run`]), records them in `prepared.tool_calls`, and adds to the
+    /// prompt the assistant's turn (`text` said before the calls) with the calls and their
+    /// results, so that the next model call sees them. `reported` is the round's usage as
+    /// the provider gave it. From the `MAX_TOOL_ROUNDS`-th round on, the next call may not
+    /// call tools (`tool_choice: none`; the tools stay listed, which Anthropic requires
+    /// once the history holds tool calls). Calls of tools that require approval are not
+    /// run: they go to `prepared.pending`, and the turn stops after this round.
+    pub async fn run_tools(
+        &self,
+        prepared: &mut PreparedChat,
+        reported: Option<Usage>,
+        text: String,
+        calls: Vec<ToolCall>,
+    ) -> Vec<ToolCallView> {
+        prepared.usage_so_far = Some(prepared.total_usage(reported, &text));
+        let (held, calls): (Vec<ToolCall>, Vec<ToolCall>) = calls
+            .into_iter()
+            .partition(|c| prepared.toolbox.requires_approval(&c.name));
+        prepared.pending = held;
+        let toolbox = prepared.toolbox.clone();
+        let views =
+            futures::future::join_all(calls.iter().map(|call| self.tools.run(&toolbox, call)))
+                .await;
+        let exchanges: Vec<ToolExchange> = calls
+            .into_iter()
+            .zip(&views)
+            .map(|(call, view)| ToolExchange {
+                call,
+                result: match &view.error {
+                    Some(error) => format!("Error: {error}"),
+                    None => view.output.clone(),
+                },
+                is_error: view.error.is_some(),
+            })
+            .collect();
+        // The next call's prompt grows by what this round added.
+        prepared.prompt_tokens += tokens::count(&text)
+            + exchanges
+                .iter()
+                .map(|e| tokens::count(&e.call.arguments) + tokens::count(&e.result))
+                .sum::<u32>();
+        prepared.prompt.turns.push(Turn {
+            role: Role::Assistant,
+            content: text,
+            tool_calls: exchanges,
+        });
+        prepared.tool_calls.extend(views.iter().cloned());
+        prepared.tool_rounds += 1;
+        if prepared.tool_rounds >= self.config.max_tool_rounds {
+            prepared.prompt.tool_choice = ToolChoice::None;
+        }
+        views
     }
 
     /// Stores the turn: the thread when it is new, the user's message and the assistant's
@@ -534,8 +812,10 @@ impl ChatService {
         );
         let sources = (!prepared.sources.is_empty())
             .then(|| serde_json::to_string(&prepared.sources).unwrap_or_default());
+        let tool_calls = (!prepared.tool_calls.is_empty())
+            .then(|| serde_json::to_string(&prepared.tool_calls).unwrap_or_default());
         let reply = MessageRecord {
-            id: MessageId::new(),
+            id: prepared.reply_id.clone(),
             thread_id: prepared.thread.id.clone(),
             role: Role::Assistant,
             content: text.to_string(),
@@ -547,12 +827,21 @@ impl ChatService {
             status,
             error,
             // Never before the user's message, whatever the clock did meanwhile.
-            created_at: self.clock.now().max(prepared.user_message.created_at),
+            created_at: prepared
+                .user_message
+                .as_ref()
+                .map_or_else(|| self.clock.now(), |m| self.clock.now().max(m.created_at)),
+            tool_calls,
         };
         let turn = TurnRecord {
             thread: prepared.thread.clone(),
             new_thread: prepared.new_thread,
-            messages: vec![prepared.user_message.clone(), reply],
+            messages: prepared
+                .user_message
+                .iter()
+                .cloned()
+                .chain([reply])
+                .collect(),
             channel: prepared.channel.clone(),
         };
         let Some(turn) = self.writer.record(turn, urgency).await? else {
@@ -562,6 +851,17 @@ impl ChatService {
                 ChatError::ThreadNotFound
             });
         };
+        if status == ReplyStatus::Complete && !prepared.pending.is_empty() {
+            self.tools
+                .hold(
+                    &prepared.thread.agent_id,
+                    &prepared.thread.user_id,
+                    &prepared.thread.id,
+                    &prepared.reply_id,
+                    &prepared.pending,
+                )
+                .await?;
+        }
         self.announce(turn);
         Ok(())
     }

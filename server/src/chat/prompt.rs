@@ -124,15 +124,21 @@ pub fn passages(hits: Vec<ChunkHit>, budget: u32) -> (Vec<Passage>, Vec<Source>,
     (passages, sources, used)
 }
 
-/// Earlier turns that fit in `budget` tokens (their text and [`TURN_OVERHEAD`] each),
-/// dropping the oldest first, and the tokens of the kept turns' text.
+/// Earlier turns that fit in `budget` tokens (their text, their tool calls' arguments and
+/// results, and [`TURN_OVERHEAD`] each), dropping the oldest first, and the tokens of the
+/// kept turns' text.
 pub fn trim_history(history: Vec<Turn>, budget: u32) -> (Vec<Turn>, u32) {
     let mut used = 0u32;
     // The kept turns, newest first, and the tokens of each one's text.
     let mut kept: Vec<Turn> = Vec::new();
     let mut texts: Vec<u32> = Vec::new();
     for turn in history.into_iter().rev() {
-        let text = tokens::count(&turn.content);
+        let text = tokens::count(&turn.content)
+            + turn
+                .tool_calls
+                .iter()
+                .map(|e| tokens::count(&e.call.arguments) + tokens::count(&e.result))
+                .sum::<u32>();
         let cost = text + TURN_OVERHEAD;
         if used + cost > budget {
             break;
@@ -157,10 +163,7 @@ mod tests {
     use super::*;
 
     fn turn(role: Role, content: &str) -> Turn {
-        Turn {
-            role,
-            content: content.into(),
-        }
+        Turn::text(role, content)
     }
 
     #[test]

@@ -5,14 +5,16 @@
 
 use std::{collections::VecDeque, sync::Arc, time::Duration};
 
-use app::api::{Source, TokensUsed};
+use app::api::{PendingApproval, Source, TokensUsed, ToolCallView};
 use futures::StreamExt;
 use tracing::{Instrument as _, Span};
 
 use super::{writer::Urgency, ChatError, ChatService, PreparedChat, ReplyStatus};
 use crate::{
     ids::ThreadId,
-    llm::{tokens, Event, EventStream, FinishReason, ProviderError, ProviderErrorKind, Usage},
+    llm::{
+        tokens, Event, EventStream, FinishReason, ProviderError, ProviderErrorKind, ToolCall, Usage,
+    },
 };
 
 /// Attempts at an upstream call before its first token (1 + 2 retries).
@@ -137,7 +139,15 @@ pub enum Frame {
         sources: Vec<Source>,
         /// Why the reply ended.
         finish: FinishReason,
+        /// The tool calls of the turn, in order.
+        tool_calls: Vec<ToolCallView>,
     },
+    /// A tool call starts (`status` `running`, no output yet) or has ended; sent by a
+    /// transport whose client asked for them.
+    ToolCall(ToolCallView),
+    /// The turn stopped for these calls to be approved; sent once they are stored, before
+    /// the end.
+    Pending(Vec<PendingApproval>),
     /// The provider failed ([`ChatError::Upstream`]); the reply ends.
     Failed(ChatError),
     /// The reply has ended; nothing follows.
@@ -150,6 +160,9 @@ enum Phase {
     Opening,
     /// Tokens are relayed as they come.
     Relaying(EventStream),
+    /// The model called tools: they run (their start frames sent first), then the model is
+    /// called again with their results ([`ChatService::run_tools`]).
+    Tools(Vec<ToolCall>),
     /// The reply has ended (its summary or failure queued): it is stored, then `[DONE]`
     /// is queued.
     Ending(Ended),
@@ -176,8 +189,12 @@ pub struct Relay {
     /// Taken when the reply is persisted.
     chat: Option<(Arc<ChatService>, PreparedChat)>,
     include_usage: bool,
-    /// The reply so far.
+    /// The reply so far, every model call's text.
     text: String,
+    /// The text of the current model call (the assistant's turn before its tool calls).
+    round_text: String,
+    /// The tool calls of the current model call.
+    calls: Vec<ToolCall>,
     /// Usage the provider reported.
     reported: Option<Usage>,
     /// Why the provider ended the reply.
@@ -201,6 +218,8 @@ impl Relay {
             chat: Some((chat, prepared)),
             include_usage,
             text: String::new(),
+            round_text: String::new(),
+            calls: Vec::new(),
             reported: None,
             finish: FinishReason::Stop,
             phase: Phase::Opening,
@@ -234,8 +253,10 @@ impl Relay {
                 Phase::Relaying(upstream) => match upstream.next().await {
                     Some(Ok(Event::Delta(d))) => {
                         self.text.push_str(&d);
+                        self.round_text.push_str(&d);
                         return Some(Frame::Chunk(d));
                     }
+                    Some(Ok(Event::ToolCall(call))) => self.calls.push(call),
                     Some(Ok(Event::End(usage, finish))) => {
                         self.reported = usage;
                         self.finish = finish;
@@ -246,8 +267,30 @@ impl Relay {
                         }
                         self.phase = self.failed(e);
                     }
-                    None => self.phase = self.completed(),
+                    None => self.phase = self.round_ended(),
                 },
+                Phase::Tools(calls) => {
+                    let calls = std::mem::take(calls);
+                    let (chat, prepared) = self.chat.as_mut()?;
+                    let text = std::mem::take(&mut self.round_text);
+                    let reported = self.reported.take();
+                    let views = Box::pin(
+                        chat.run_tools(prepared, reported, text, calls)
+                            .instrument(self.span.clone()),
+                    )
+                    .await;
+                    self.queued.extend(views.into_iter().map(Frame::ToolCall));
+                    self.finish = FinishReason::Stop;
+                    let stopped = self
+                        .chat
+                        .as_ref()
+                        .is_some_and(|(_, prepared)| !prepared.pending.is_empty());
+                    self.phase = if stopped {
+                        self.completed()
+                    } else {
+                        Phase::Opening
+                    };
+                }
                 Phase::Ending(..) => {
                     let ended = std::mem::replace(&mut self.phase, Phase::Done);
                     if let (Phase::Ending(ended), Some((chat, prepared))) =
@@ -258,13 +301,18 @@ impl Relay {
                         // that a client reading the conversation then sees it.
                         let text = std::mem::take(&mut self.text);
                         let span = std::mem::replace(&mut self.span, Span::none());
+                        let pending = prepared.pending_approvals();
                         let stored = tokio::spawn(
                             async move { persist(&chat, &prepared, &text, ended).await }
                                 .instrument(span),
                         )
                         .await;
-                        if let Ok(Err(e)) = stored {
-                            self.queued.push_back(Frame::Failed(e));
+                        match stored {
+                            Ok(Err(e)) => self.queued.push_back(Frame::Failed(e)),
+                            Ok(Ok(())) if !pending.is_empty() => {
+                                self.queued.push_back(Frame::Pending(pending))
+                            }
+                            _ => {}
                         }
                     }
                     self.queued.push_back(Frame::Done);
@@ -274,12 +322,47 @@ impl Relay {
         }
     }
 
+    /// The end of one model call: its tool calls run next (their start frames queued), or
+    /// the reply is complete.
+    fn round_ended(&mut self) -> Phase {
+        let calls = std::mem::take(&mut self.calls);
+        let may_call = self
+            .chat
+            .as_ref()
+            .is_some_and(|(_, prepared)| prepared.may_call_tools());
+        if calls.is_empty() || !may_call {
+            return self.completed();
+        }
+        self.queued.extend(calls.iter().map(|call| {
+            Frame::ToolCall(ToolCallView {
+                id: call.id.clone(),
+                name: call.name.clone(),
+                tool_type: String::new(),
+                arguments: serde_json::from_str(&call.arguments)
+                    .unwrap_or_else(|_| serde_json::json!({})),
+                status: "running".into(),
+                output: String::new(),
+                error: None,
+                duration_ms: 0,
+            })
+        }));
+        Phase::Tools(calls)
+    }
+
     /// Queues the summary (when asked for); the end follows once the reply is stored.
     fn completed(&mut self) -> Phase {
-        let Some((_, prepared)) = &self.chat else {
+        let Some((_, prepared)) = &mut self.chat else {
             return Phase::Done;
         };
-        let usage = usage_or_counted(self.reported, prepared.prompt_tokens, &self.text);
+        prepared.release_prompt();
+        let usage = match prepared.usage_so_far {
+            // Stopped for approvals: every call of the turn is counted already.
+            Some(usage) if !prepared.pending.is_empty() => usage,
+            _ => prepared.total_usage(self.reported, &self.round_text),
+        };
+        if self.finish == FinishReason::ToolCalls {
+            self.finish = FinishReason::Stop;
+        }
         if self.include_usage {
             self.queued.push_back(Frame::Summary {
                 usage,
@@ -287,6 +370,7 @@ impl Relay {
                 thread_id: prepared.thread.id.clone(),
                 sources: prepared.sources.clone(),
                 finish: self.finish,
+                tool_calls: prepared.tool_calls.clone(),
             });
         }
         Phase::Ending(Ended {

@@ -5,7 +5,8 @@
 use std::convert::Infallible;
 
 use app::api::{
-    ChatReply, ChatRequest, ConversationsResponse, ErrorBody, MessagesResponse, SuccessResponse,
+    ApprovalRequest, ChatReply, ChatRequest, ConversationsResponse, ErrorBody, MessagesResponse,
+    StreamOptions, SuccessResponse, TokensUsed, ToolCallView,
 };
 use axum::{
     extract::State,
@@ -22,17 +23,18 @@ use serde_json::json;
 use tracing::instrument;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use super::openapi::{BadRequest, PayloadTooLarge, RateLimited};
+use super::openapi::{BadRequest, JsonBodyErrors, PayloadTooLarge, RateLimited};
 use super::{
     extract::{ApiJson, ApiPath, ApiQuery, Auth},
     AppState,
 };
 use crate::{
-    chat::{Frame, PreparedChat, Relay, ThreadChoice},
+    chat::{Frame, PreparedChat, Relay, ThreadChoice, TurnOptions},
     domain::Scope,
     http::error::{ApiError, ApiResult},
     ids::{AgentId, ThreadId},
     store::Cursor,
+    tools::{ApprovalError, Decided},
     views::{conversation_view, message_view},
 };
 
@@ -48,6 +50,89 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(conversations))
         .routes(routes!(messages))
         .routes(routes!(delete_conversation))
+        .routes(routes!(approve))
+}
+
+/// Approve or deny a tool call the turn stopped for, and continue the turn: answered as
+/// chat answers (JSON, or with `stream: true` server-sent events). While other calls of
+/// the same reply still wait, the answer carries this call's outcome and the calls left.
+#[utoipa::path(post, path = "/api/agents/{agentId}/conversations/{threadId}/approvals", tag = "chat", security(("bearer" = [])),
+    request_body = ApprovalRequest,
+    params(("agentId" = String, Path, description = "Agent id"), ("threadId" = String, Path, description = "Thread id")),
+    responses(
+        (status = 200, description = "The continued reply, as chat answers it", content((ChatReply = "application/json"), (String = "text/event-stream"))),
+        (status = 400, response = BadRequest), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, description = "Unknown agent, thread or tool call", body = ErrorBody),
+        (status = 409, description = "The call was already decided, or its approval expired", body = ErrorBody),
+        (status = 502, body = ErrorBody), (status = 504, body = ErrorBody), JsonBodyErrors, RateLimited))]
+#[instrument(skip_all, fields(user.id = %principal.user_id, agent.id = %agent_id))]
+async fn approve(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    ApiPath((agent_id, thread_id)): ApiPath<(AgentId, ThreadId)>,
+    ApiJson(body): ApiJson<ApprovalRequest>,
+) -> ApiResult<Response> {
+    principal.require(Scope::ChatWrite)?;
+    let agent = state.agents.owned(&principal.user_id, &agent_id).await?;
+    let thread = state
+        .store
+        .thread(&principal.user_id, &agent_id, &thread_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Thread"))?;
+    let call_id = crate::ids::ToolCallId::from(body.tool_call_id.as_str());
+    let decided = state
+        .tools
+        .decide(&agent, &thread.id, &call_id, body.approved)
+        .await
+        .map_err(|e| match e {
+            ApprovalError::NotFound => ApiError::not_found("Tool call"),
+            e @ (ApprovalError::Decided(_) | ApprovalError::Expired) => {
+                ApiError::Conflict(e.to_string())
+            }
+            ApprovalError::Store(e) => e.into(),
+        })?;
+    let options = body.stream_options.unwrap_or_default();
+    match decided {
+        Decided::Continue(views) => {
+            let prepared = state.chat.continue_turn(&agent, thread, views).await?;
+            if body.stream {
+                Ok(stream_reply(&state, prepared, options))
+            } else {
+                json_reply(&state, prepared).await
+            }
+        }
+        Decided::Waiting(view, pending) => {
+            let reply = ChatReply {
+                message: String::new(),
+                model: agent.model.clone(),
+                tokens_used: TokensUsed {
+                    prompt: 0,
+                    completion: 0,
+                    total: 0,
+                },
+                rag_chunks_used: 0,
+                thread_id: thread.id.to_string(),
+                sources: Vec::new(),
+                tool_calls: vec![(*view).clone()],
+                pending_approvals: pending,
+            };
+            if !body.stream {
+                return Ok(Json(reply).into_response());
+            }
+            let mut frames = Vec::new();
+            if options.include_tool_calls {
+                frames.extend(sse(Frame::ToolCall(*view), true));
+            }
+            frames.extend(sse(Frame::Pending(reply.pending_approvals), false));
+            frames.extend(sse(Frame::Done, false));
+            let events = futures::stream::iter(frames.into_iter().map(Ok::<_, Infallible>));
+            Ok(sse_response(
+                &state,
+                events,
+                HeaderValue::from_str(thread.id.as_str()).ok(),
+            ))
+        }
+    }
 }
 
 /// Send a message and receive the reply, as JSON or (with `stream: true`) as server-sent
@@ -84,29 +169,32 @@ async fn send(
         Some(id) => ThreadChoice::Id(id),
         None => ThreadChoice::New,
     };
+    // A person reads this reply: tools that need approval may be offered.
+    let turn = TurnOptions {
+        approvals: true,
+        ..TurnOptions::default()
+    };
     let prepared = state
         .chat
-        .prepare(
+        .prepare_with(
             &agent,
             &principal.user_id,
             thread,
             &body.message,
             &body.attachments,
+            &turn,
         )
         .await?;
-    let include_usage = body
-        .stream_options
-        .as_ref()
-        .is_some_and(|o| o.include_usage);
+    let options = body.stream_options.unwrap_or_default();
     if body.stream {
-        Ok(stream_reply(&state, prepared, include_usage))
+        Ok(stream_reply(&state, prepared, options))
     } else {
         json_reply(&state, prepared).await
     }
 }
 
-async fn json_reply(state: &AppState, prepared: PreparedChat) -> ApiResult<Response> {
-    let reply = state.chat.complete(&prepared).await?;
+async fn json_reply(state: &AppState, mut prepared: PreparedChat) -> ApiResult<Response> {
+    let reply = state.chat.complete(&mut prepared).await?;
     Ok(Json(ChatReply {
         message: reply.text,
         model: prepared.model.id.clone(),
@@ -114,6 +202,8 @@ async fn json_reply(state: &AppState, prepared: PreparedChat) -> ApiResult<Respo
         rag_chunks_used: prepared.sources.len() as u32,
         thread_id: prepared.thread.id.clone().into(),
         sources: prepared.sources,
+        tool_calls: reply.tool_calls,
+        pending_approvals: reply.pending_approvals,
     })
     .into_response())
 }
@@ -128,10 +218,31 @@ struct ChunkData<'a> {
     chunk: &'a str,
 }
 
-/// A frame of a streamed reply as a server-sent event: `{"chunk"}`, the usage frame, an
-/// `{"error", "message"}` frame with the contract's values, or `[DONE]`.
-fn sse(f: Frame) -> SseEvent {
-    match f {
+/// A tool call frame's `toolCall`: a starting call with its arguments, an ended one with
+/// its outcome (docs/api.md § Tools).
+fn tool_call_frame(view: ToolCallView) -> serde_json::Value {
+    let call = if view.status == "running" {
+        json!({"id": view.id, "name": view.name, "type": view.tool_type,
+               "arguments": view.arguments, "status": view.status})
+    } else {
+        let mut call = json!({"id": view.id, "name": view.name, "type": view.tool_type,
+               "status": view.status, "output": view.output, "durationMs": view.duration_ms});
+        if let Some(error) = view.error {
+            call["error"] = json!(error);
+        }
+        call
+    };
+    json!({"chunk": "", "toolCall": call})
+}
+
+/// A frame of a streamed reply as a server-sent event: `{"chunk"}`, the usage frame, a tool
+/// call frame (`None` unless `include_tool_calls`), an `{"error", "message"}` frame with the
+/// contract's values, or `[DONE]`.
+fn sse(f: Frame, include_tool_calls: bool) -> Option<SseEvent> {
+    Some(match f {
+        Frame::ToolCall(view) if include_tool_calls => frame(tool_call_frame(view)),
+        Frame::ToolCall(_) => return None,
+        Frame::Pending(list) => frame(json!({"chunk": "", "pendingApprovals": list})),
         // `json_data` writes the JSON into the event's own buffer: no intermediate value.
         Frame::Chunk(d) => SseEvent::default()
             .json_data(ChunkData { chunk: &d })
@@ -155,7 +266,7 @@ fn sse(f: Frame) -> SseEvent {
             frame(json!({ "error": err.error, "message": err.message }))
         }
         Frame::Done => SseEvent::default().data("[DONE]"),
-    }
+    })
 }
 
 /// Streams the reply. The response body itself reads the provider ([`Relay`]): each poll
@@ -167,15 +278,23 @@ fn sse(f: Frame) -> SseEvent {
 pub(crate) fn stream_reply(
     state: &AppState,
     prepared: PreparedChat,
-    include_usage: bool,
+    options: StreamOptions,
 ) -> Response {
     let thread_id = HeaderValue::from_str(prepared.thread.id.as_str()).ok();
     // Boxed: each frame's future takes the relay and gives it back, a pointer's move
     // rather than the whole relay's.
-    let relay = Box::new(Relay::new(state.chat.clone(), prepared, include_usage));
-    let events = futures::stream::unfold(relay, |mut relay| async move {
-        let frame = relay.next_frame().await?;
-        Some((Ok::<_, Infallible>(sse(frame)), relay))
+    let relay = Box::new(Relay::new(
+        state.chat.clone(),
+        prepared,
+        options.include_usage,
+    ));
+    let include_tool_calls = options.include_tool_calls;
+    let events = futures::stream::unfold(relay, move |mut relay| async move {
+        loop {
+            if let Some(event) = sse(relay.next_frame().await?, include_tool_calls) {
+                return Some((Ok::<_, Infallible>(event), relay));
+            }
+        }
     });
     sse_response(state, events, thread_id)
 }

@@ -158,6 +158,7 @@ impl From<crate::store::StoreError> for ApiError {
                     Conflict::Email => "An account with this email already exists",
                     Conflict::LinkedIdentity => "This sign-in is already connected to an account",
                     Conflict::LastSignIn => "This is the account's only way to sign in",
+                    Conflict::ToolName => "The agent already has a tool with this name",
                 }
                 .into(),
             ),
@@ -189,6 +190,19 @@ impl From<crate::agents::AgentError> for ApiError {
             e @ AgentError::UnknownModel { .. } => Self::BadRequest(e.to_string()),
             e @ AgentError::PlanLimit { .. } => Self::ForbiddenWith(e.to_string()),
             AgentError::Store(e) => e.into(),
+        }
+    }
+}
+
+impl From<crate::tools::ToolError> for ApiError {
+    fn from(err: crate::tools::ToolError) -> Self {
+        use crate::tools::ToolError;
+        match err {
+            ToolError::AgentNotFound => Self::not_found("Agent"),
+            ToolError::NotFound => Self::not_found("Tool"),
+            ToolError::Invalid(message) => Self::BadRequest(message),
+            e @ ToolError::Limit => Self::Conflict(e.to_string()),
+            ToolError::Store(e) => e.into(),
         }
     }
 }

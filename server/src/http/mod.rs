@@ -24,6 +24,7 @@ pub mod openai;
 pub mod openapi;
 pub mod ops;
 pub mod security;
+pub mod tools;
 pub mod usage;
 pub mod webhooks;
 pub mod widget;
@@ -59,6 +60,7 @@ pub fn api_router() -> OpenApiRouter<AppState> {
         .merge(oauth::router())
         .merge(api_keys::router())
         .merge(agents::router())
+        .merge(tools::router())
         .merge(chat::router())
         .merge(knowledge::router())
         .merge(ops::router())

@@ -226,6 +226,7 @@ pub fn apply_input_rules(doc: &mut OpenApi, config: &ChatConfig) -> Vec<String> 
         (name = "auth", description = "Accounts, sessions and tokens"),
         (name = "api-keys", description = "API keys for programmatic access"),
         (name = "agents", description = "Agents and the models they can use"),
+        (name = "tools", description = "Agents' tools: knowledge search, web fetch and custom HTTP actions the model may call"),
         (name = "chat", description = "Chat replies (JSON or server-sent events) and conversations"),
         (name = "knowledge", description = "Knowledge base: uploaded documents, crawled sites and their jobs"),
         (name = "integrations", description = "Integrations with third-party providers (credentials encrypted, never returned)"),

@@ -211,7 +211,7 @@ async fn send(
             .channels
             .prepare_turn(&w.record, &key, message)
             .await?;
-        Ok(stream_reply(&state, prepared, false))
+        Ok(stream_reply(&state, prepared, Default::default()))
     }
     .await;
     with_cors(&headers, result)

@@ -33,11 +33,72 @@ pub struct ModelInfo {
 /// Who said a turn: the role of the message it comes from.
 pub use crate::domain::Role;
 
-/// One turn of the conversation sent to a model.
+/// One turn of the conversation sent to a model. An assistant turn may carry the tool
+/// calls the model made in it, each with its result: the providers send it as the
+/// assistant's message with its calls followed by their results (OpenAI: `role: "tool"`
+/// messages; Anthropic: a user message of `tool_result` blocks).
 #[derive(Debug, Clone)]
 pub struct Turn {
     pub role: Role,
     pub content: String,
+    /// The calls of an assistant turn, in the order the model made them, with their
+    /// results; empty otherwise.
+    pub tool_calls: Vec<ToolExchange>,
+}
+
+impl Turn {
+    /// A turn of text alone.
+    pub fn text(role: Role, content: impl Into<String>) -> Self {
+        Self {
+            role,
+            content: content.into(),
+            tool_calls: Vec::new(),
+        }
+    }
+}
+
+/// A tool the model may call: its name (`^[a-zA-Z0-9_-]{1,64}$`), what it does, and its
+/// arguments as a JSON Schema object (OpenAI `function.parameters`, Anthropic
+/// `input_schema`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub parameters: serde_json::Value,
+}
+
+/// A call the model made: the provider's call id, the tool's name, and the arguments as
+/// the JSON text the model wrote (not yet checked: it may not even parse).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+/// A tool call and its result as given back to the model: the output text, or the error
+/// text when `is_error` (Anthropic `tool_result.is_error`; OpenAI has no flag, and the text
+/// says it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolExchange {
+    pub call: ToolCall,
+    pub result: String,
+    pub is_error: bool,
+}
+
+/// How the model may use the tools of a [`Prompt`] (OpenAI `tool_choice`; Anthropic
+/// `tool_choice` `auto` / `any` / `tool` / `none`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ToolChoice {
+    /// The model decides (the default).
+    #[default]
+    Auto,
+    /// No tool may be called.
+    None,
+    /// At least one tool must be called.
+    Required,
+    /// This tool must be called.
+    Named(String),
 }
 
 /// A knowledge base passage put into the prompt.
@@ -58,6 +119,10 @@ pub struct Prompt {
     pub turns: Vec<Turn>,
     pub passages: Vec<Passage>,
     pub sampling: Sampling,
+    /// Tools offered to the model; empty for none (no `tools` field is sent).
+    pub tools: Vec<ToolSpec>,
+    /// How the model may use `tools`; ignored when there are none.
+    pub tool_choice: ToolChoice,
 }
 
 /// Sampling settings a caller may give a reply (the OpenAI-compatible API's `temperature`,
@@ -90,15 +155,19 @@ pub enum FinishReason {
     Length,
     /// The provider's content filter cut the reply.
     ContentFilter,
+    /// The model stopped to call tools ([`Event::ToolCall`] came before the end).
+    ToolCalls,
 }
 
 impl FinishReason {
-    /// The name OpenAI's `finish_reason` gives it: `stop`, `length`, `content_filter`.
+    /// The name OpenAI's `finish_reason` gives it: `stop`, `length`, `content_filter`,
+    /// `tool_calls`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Stop => "stop",
             Self::Length => "length",
             Self::ContentFilter => "content_filter",
+            Self::ToolCalls => "tool_calls",
         }
     }
 }
@@ -115,6 +184,10 @@ pub struct Usage {
 pub enum Event {
     /// The next text fragment.
     Delta(String),
+    /// A complete tool call, sent once its arguments are whole (a provider that streams
+    /// them in fragments is read to the call's end first); the reply then ends with
+    /// [`FinishReason::ToolCalls`].
+    ToolCall(ToolCall),
     /// The reply is complete: usage when the provider reported it, and why it ended.
     End(Option<Usage>, FinishReason),
 }

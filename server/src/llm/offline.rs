@@ -147,10 +147,7 @@ mod tests {
     async fn without_passages_it_says_how_to_configure_a_model() {
         let prompt = Prompt {
             system: "Be brief".into(),
-            turns: vec![Turn {
-                role: Role::User,
-                content: "hi".into(),
-            }],
+            turns: vec![Turn::text(Role::User, "hi")],
             passages: vec![],
             ..Prompt::default()
         };

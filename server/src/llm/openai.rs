@@ -4,9 +4,11 @@
 //! token, each `data: {"choices":[{"delta":{"content":"…"},"finish_reason":null}], …}`,
 //! then a usage chunk (`choices: []`, with `stream_options.include_usage`) and
 //! `data: [DONE]` (OpenAI API reference, "The chat completion chunk object":
-//! <https://platform.openai.com/docs/api-reference/chat-streaming>). Every other call of
-//! the provider (model lists, Anthropic) goes through `genai` ([`super::remote`]); this path
-//! is the one that runs per token.
+//! <https://platform.openai.com/docs/api-reference/chat-streaming>). Tool calls come as
+//! `delta.tool_calls` fragments, gathered per call `index` and given out whole once the
+//! choice's `finish_reason` is seen. Every other call of the provider (model lists,
+//! Anthropic) goes through `genai` ([`super::remote`]); this path is the one that runs per
+//! token.
 //!
 //! Why not through `genai`: a 50-token reply at the provider's pace spent a fifth of the
 //! service's CPU inside `genai`'s stream (BENCHMARKS.md § Streamed conversations at the
@@ -18,7 +20,7 @@
 //! The request body is the one `genai` sends for the same options (tests in
 //! `tests/api/providers.rs` and `tests/api/openai.rs` read it at the mock provider).
 
-use std::{borrow::Cow, fmt, sync::Arc, time::Duration};
+use std::{borrow::Cow, collections::VecDeque, fmt, sync::Arc, time::Duration};
 
 use eventsource_stream::Eventsource;
 use futures::{Stream, StreamExt};
@@ -30,7 +32,8 @@ use serde::{
 
 use super::{
     remote::{complaint, shown_error, system_text, transport, Flavor, TransportError},
-    Event, EventStream, FinishReason, Prompt, ProviderError, ProviderErrorKind, Role, Usage,
+    Event, EventStream, FinishReason, Prompt, ProviderError, ProviderErrorKind, Role, ToolCall,
+    ToolChoice, Usage,
 };
 
 /// The largest error body read from a failed answer, in bytes: enough for any provider's
@@ -149,7 +152,9 @@ async fn error_body(mut response: reqwest::Response) -> String {
 
 /// The body of `POST /chat/completions` for a streamed reply: the fields `genai` sends for
 /// the same options (model, system message first, turns, `stream`, usage requested, then
-/// the sampling settings that are set).
+/// the sampling settings that are set), then the tools and `tool_choice` when the prompt
+/// offers tools (OpenAI API reference, "Create chat completion":
+/// <https://platform.openai.com/docs/api-reference/chat/create>).
 #[derive(Serialize)]
 struct RequestBody<'a> {
     model: &'a str,
@@ -168,12 +173,85 @@ struct RequestBody<'a> {
     top_p: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     user: Option<&'a str>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    tools: Vec<WireTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<WireToolChoice<'a>>,
 }
 
+/// A message of `messages`: a system, user or assistant message (`content` `null` for an
+/// assistant message of tool calls alone), or a tool's result (`role: "tool"`, with the
+/// id of the call it answers).
 #[derive(Serialize)]
 struct Message<'a> {
     role: &'static str,
-    content: &'a str,
+    content: Option<&'a str>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    tool_calls: Vec<WireToolCall<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_call_id: Option<&'a str>,
+}
+
+impl<'a> Message<'a> {
+    fn text(role: &'static str, content: &'a str) -> Self {
+        Self {
+            role,
+            content: Some(content),
+            tool_calls: Vec::new(),
+            tool_call_id: None,
+        }
+    }
+}
+
+/// A call of an assistant message: `{id, type: "function", function: {name, arguments}}`,
+/// `arguments` being the JSON text the model wrote.
+#[derive(Serialize)]
+struct WireToolCall<'a> {
+    id: &'a str,
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireFunctionCall<'a>,
+}
+
+#[derive(Serialize)]
+struct WireFunctionCall<'a> {
+    name: &'a str,
+    arguments: &'a str,
+}
+
+/// A tool of `tools`: `{type: "function", function: {name, description, parameters}}`.
+#[derive(Serialize)]
+struct WireTool<'a> {
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: WireFunction<'a>,
+}
+
+#[derive(Serialize)]
+struct WireFunction<'a> {
+    name: &'a str,
+    /// Left out when empty: it is optional, and an empty one tells the model nothing.
+    #[serde(skip_serializing_if = "str::is_empty")]
+    description: &'a str,
+    parameters: &'a serde_json::Value,
+}
+
+/// `tool_choice`: `"auto"`, `"none"`, `"required"`, or
+/// `{type: "function", function: {name}}`.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum WireToolChoice<'a> {
+    Mode(&'static str),
+    Named {
+        #[serde(rename = "type")]
+        kind: &'static str,
+        function: ToolName<'a>,
+    },
+}
+
+#[derive(Serialize)]
+struct ToolName<'a> {
+    name: &'a str,
 }
 
 #[derive(Serialize)]
@@ -183,26 +261,75 @@ struct StreamOptions {
 
 impl<'a> RequestBody<'a> {
     fn new(model: &'a str, system: &'a str, prompt: &'a Prompt) -> Self {
-        let mut messages = Vec::with_capacity(prompt.turns.len() + 1);
+        let exchanges: usize = prompt.turns.iter().map(|t| t.tool_calls.len()).sum();
+        let mut messages = Vec::with_capacity(prompt.turns.len() + exchanges + 1);
         if !system.trim().is_empty() {
-            messages.push(Message {
-                role: "system",
-                content: system,
-            });
+            messages.push(Message::text("system", system));
         }
-        messages.extend(prompt.turns.iter().map(|t| Message {
-            role: match t.role {
-                Role::User => "user",
-                Role::Assistant => "assistant",
-            },
-            content: &t.content,
-        }));
+        for turn in &prompt.turns {
+            match turn.role {
+                Role::User => messages.push(Message::text("user", &turn.content)),
+                Role::Assistant if turn.tool_calls.is_empty() => {
+                    messages.push(Message::text("assistant", &turn.content))
+                }
+                Role::Assistant => {
+                    // The assistant's message with its calls, then each call's result in
+                    // the order of the calls: OpenAI refuses a `tool` message that does not
+                    // answer a call of the assistant message before it.
+                    messages.push(Message {
+                        role: "assistant",
+                        content: Some(turn.content.as_str()).filter(|c| !c.is_empty()),
+                        tool_calls: turn
+                            .tool_calls
+                            .iter()
+                            .map(|exchange| WireToolCall {
+                                id: &exchange.call.id,
+                                kind: "function",
+                                function: WireFunctionCall {
+                                    name: &exchange.call.name,
+                                    arguments: &exchange.call.arguments,
+                                },
+                            })
+                            .collect(),
+                        tool_call_id: None,
+                    });
+                    // OpenAI has no error flag for a result: an error's text says it.
+                    messages.extend(turn.tool_calls.iter().map(|exchange| Message {
+                        role: "tool",
+                        content: Some(&exchange.result),
+                        tool_calls: Vec::new(),
+                        tool_call_id: Some(&exchange.call.id),
+                    }));
+                }
+            }
+        }
         let sampling = &prompt.sampling;
         let (max_tokens, max_completion_tokens) = if needs_max_completion_tokens(model) {
             (None, sampling.max_tokens)
         } else {
             (sampling.max_tokens, None)
         };
+        let tools: Vec<WireTool> = prompt
+            .tools
+            .iter()
+            .map(|tool| WireTool {
+                kind: "function",
+                function: WireFunction {
+                    name: &tool.name,
+                    description: &tool.description,
+                    parameters: &tool.parameters,
+                },
+            })
+            .collect();
+        let tool_choice = (!tools.is_empty()).then(|| match &prompt.tool_choice {
+            ToolChoice::Auto => WireToolChoice::Mode("auto"),
+            ToolChoice::None => WireToolChoice::Mode("none"),
+            ToolChoice::Required => WireToolChoice::Mode("required"),
+            ToolChoice::Named(name) => WireToolChoice::Named {
+                kind: "function",
+                function: ToolName { name },
+            },
+        });
         Self {
             model,
             messages,
@@ -216,6 +343,8 @@ impl<'a> RequestBody<'a> {
             max_completion_tokens,
             top_p: sampling.top_p,
             user: sampling.user.as_deref(),
+            tools,
+            tool_choice,
         }
     }
 }
@@ -256,6 +385,76 @@ struct Choice<'a> {
 struct Delta<'a> {
     #[serde(borrow, default)]
     content: Option<Content<'a>>,
+    /// Fragments of tool calls; absent from text chunks, which allocate nothing for it.
+    #[serde(borrow, default)]
+    tool_calls: Option<Vec<ToolCallDelta<'a>>>,
+}
+
+/// A fragment of a tool call in `delta.tool_calls`: `{index, id?, type?, function: {name?,
+/// arguments?}}`. The first fragment of a call carries its id and name; `arguments` is the
+/// next piece of the arguments' JSON text.
+#[derive(Deserialize)]
+struct ToolCallDelta<'a> {
+    /// Which call of the reply this continues (parallel calls have different indexes).
+    /// Some servers leave it out when they send each call whole.
+    #[serde(default)]
+    index: Option<u32>,
+    #[serde(borrow, default)]
+    id: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    function: Option<FunctionDelta<'a>>,
+}
+
+#[derive(Deserialize)]
+struct FunctionDelta<'a> {
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    arguments: Option<Cow<'a, str>>,
+}
+
+/// A tool call being read: its fragments so far.
+struct PendingCall {
+    index: u32,
+    id: String,
+    name: String,
+    arguments: String,
+}
+
+impl PendingCall {
+    /// Adds a fragment: the id and name when not known yet, the next piece of arguments.
+    fn add(&mut self, fragment: &ToolCallDelta) {
+        if let Some(id) = fragment.id.as_deref() {
+            if self.id.is_empty() {
+                self.id.push_str(id);
+            }
+        }
+        let Some(function) = &fragment.function else {
+            return;
+        };
+        if let Some(name) = function.name.as_deref() {
+            // Some servers repeat the name in every fragment.
+            if self.name != name {
+                self.name.push_str(name);
+            }
+        }
+        if let Some(arguments) = function.arguments.as_deref() {
+            self.arguments.push_str(arguments);
+        }
+    }
+
+    /// The whole call; arguments the model left empty are the empty object.
+    fn into_call(self) -> ToolCall {
+        ToolCall {
+            id: self.id,
+            name: self.name,
+            arguments: if self.arguments.trim().is_empty() {
+                "{}".to_string()
+            } else {
+                self.arguments
+            },
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -345,12 +544,22 @@ fn first_choice<'de, D: Deserializer<'de>>(
 type Failure = (ProviderErrorKind, String);
 
 /// The events of a reply from its server-sent events: a [`Event::Delta`] per non-empty
-/// content, then one [`Event::End`] with the usage and finish reason seen (at `[DONE]`, or
-/// when the body ends without it), then the end. A failure ends the stream after it.
+/// content; the tool calls, one [`Event::ToolCall`] each in the order of their indexes, once
+/// the choice's `finish_reason` is seen (any reason: some servers say `stop` after calls)
+/// or the body ends; then one [`Event::End`] with the usage and finish reason seen
+/// ([`FinishReason::ToolCalls`] when calls were made) at `[DONE]`, or when the body ends
+/// without it, then the end. The usage chunk may follow the finish reason, so the end waits
+/// for `[DONE]`. A failure ends the stream after it.
 struct Reading<S> {
     events: S,
     usage: Option<Usage>,
     finish: FinishReason,
+    /// Tool calls being read, in the order their first fragments came.
+    calls: Vec<PendingCall>,
+    /// Events read and not given out yet: the tool calls, once whole.
+    ready: VecDeque<Event>,
+    /// Whether the reply made tool calls.
+    called: bool,
     ended: bool,
 }
 
@@ -360,20 +569,75 @@ impl<S> Reading<S> {
             events,
             usage: None,
             finish: FinishReason::Stop,
+            calls: Vec::new(),
+            ready: VecDeque::new(),
+            called: false,
             ended: false,
         }
     }
 
-    /// The end of the reply, once.
+    /// The end of the reply, once: the tool calls not given out yet, then the end.
     fn end(&mut self) -> Option<Result<Event, Failure>> {
         if self.ended {
             return None;
         }
         self.ended = true;
-        Some(Ok(Event::End(self.usage.take(), self.finish)))
+        self.flush_calls();
+        let finish = if self.called {
+            FinishReason::ToolCalls
+        } else {
+            self.finish
+        };
+        self.ready.push_back(Event::End(self.usage.take(), finish));
+        self.ready.pop_front().map(Ok)
     }
 
-    /// Reads one event's data: its delta, if any, or a failure.
+    /// Adds the fragments of tool calls of one delta to the calls being read.
+    fn gather(&mut self, fragments: &[ToolCallDelta]) {
+        for fragment in fragments {
+            let at = match fragment.index {
+                Some(index) => self.calls.iter().position(|c| c.index == index),
+                // Without an index, a new id starts a new call and anything else continues
+                // the last one.
+                None => match fragment.id.as_deref() {
+                    Some(id) => self.calls.iter().position(|c| c.id == id),
+                    None => self.calls.len().checked_sub(1),
+                },
+            };
+            let at = at.unwrap_or_else(|| {
+                let index = fragment.index.unwrap_or_else(|| {
+                    self.calls
+                        .iter()
+                        .map(|c| c.index.saturating_add(1))
+                        .max()
+                        .unwrap_or(0)
+                });
+                self.calls.push(PendingCall {
+                    index,
+                    id: String::new(),
+                    name: String::new(),
+                    arguments: String::new(),
+                });
+                self.calls.len() - 1
+            });
+            self.calls[at].add(fragment);
+        }
+    }
+
+    /// Queues the calls read so far, whole, in the order of their indexes.
+    fn flush_calls(&mut self) {
+        if self.calls.is_empty() {
+            return;
+        }
+        self.called = true;
+        let mut calls = std::mem::take(&mut self.calls);
+        calls.sort_by_key(|c| c.index);
+        self.ready
+            .extend(calls.into_iter().map(|c| Event::ToolCall(c.into_call())));
+    }
+
+    /// Reads one event's data: its delta, if any, or a failure. Tool calls made whole by
+    /// it are queued in `ready`, after the delta.
     fn read(&mut self, data: &str) -> Result<Option<Event>, Failure> {
         let chunk: ChunkData = serde_json::from_str(data).map_err(|_| {
             (
@@ -396,16 +660,23 @@ impl<S> Reading<S> {
         let Some(choice) = chunk.choices else {
             return Ok(None);
         };
+        let mut content = None;
+        if let Some(delta) = choice.delta {
+            if let Some(fragments) = &delta.tool_calls {
+                self.gather(fragments);
+            }
+            content = delta.content;
+        }
         if let Some(reason) = choice.finish_reason {
             self.finish = match reason.as_ref() {
                 "length" => FinishReason::Length,
                 "content_filter" => FinishReason::ContentFilter,
+                // `tool_calls` too: the end says ToolCalls only when calls were read.
                 _ => FinishReason::Stop,
             };
+            self.flush_calls();
         }
-        Ok(choice
-            .delta
-            .and_then(|d| d.content)
+        Ok(content
             .filter(|c| !c.0.is_empty())
             .map(|c| Event::Delta(c.0.into_owned())))
     }
@@ -426,6 +697,9 @@ where
         use std::task::Poll;
         let this = &mut *self;
         loop {
+            if let Some(event) = this.ready.pop_front() {
+                return Poll::Ready(Some(Ok(event)));
+            }
             if this.ended {
                 return Poll::Ready(None);
             }
@@ -463,7 +737,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::{Sampling, Turn};
+    use crate::llm::{Sampling, ToolExchange, ToolSpec, Turn};
 
     fn read_all(events: &[&str]) -> Vec<Result<Event, Failure>> {
         let items: Vec<Result<eventsource_stream::Event, _>> = events
@@ -541,14 +815,8 @@ mod tests {
         let prompt = Prompt {
             system: "Be brief".into(),
             turns: vec![
-                Turn {
-                    role: Role::User,
-                    content: "hi".into(),
-                },
-                Turn {
-                    role: Role::Assistant,
-                    content: "hello".into(),
-                },
+                Turn::text(Role::User, "hi"),
+                Turn::text(Role::Assistant, "hello"),
             ],
             sampling: Sampling {
                 temperature: Some(0.5),
@@ -587,5 +855,198 @@ mod tests {
         let bare = serde_json::to_value(RequestBody::new("m", "", &none)).unwrap();
         assert_eq!(bare["messages"], serde_json::json!([]));
         assert!(bare.get("temperature").is_none() && bare.get("stop").is_none());
+    }
+
+    fn call(id: &str, name: &str, arguments: &str) -> Event {
+        Event::ToolCall(ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        })
+    }
+
+    #[test]
+    fn parallel_tool_calls_are_reassembled_from_their_fragments_in_index_order() {
+        let seen = read_all(&[
+            r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":null},"finish_reason":null}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"get_weather","arguments":""}}]},"finish_reason":null}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"{\"city\":"}}]},"finish_reason":null}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":1,"id":"call_2","type":"function","function":{"name":"get_time","arguments":"{\"zone\""}}]},"finish_reason":null}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"Paris\"}"}},{"index":1,"function":{"arguments":":\"CET\"}"}}]},"finish_reason":null}]}"#,
+            r#"{"choices":[{"index":0,"delta":{"tool_calls":[{"index":2,"id":"call_3","type":"function","function":{"name":"now"}}]},"finish_reason":null}]}"#,
+            r#"{"choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}"#,
+            r#"{"choices":[],"usage":{"prompt_tokens":12,"completion_tokens":9}}"#,
+            "[DONE]",
+        ]);
+        let seen: Vec<Event> = seen.into_iter().map(Result::unwrap).collect();
+        assert_eq!(
+            seen,
+            [
+                call("call_1", "get_weather", r#"{"city":"Paris"}"#),
+                call("call_2", "get_time", r#"{"zone":"CET"}"#),
+                call("call_3", "now", "{}"),
+                Event::End(
+                    Some(Usage {
+                        prompt: 12,
+                        completion: 9
+                    }),
+                    FinishReason::ToolCalls
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn text_then_a_call_gives_the_text_then_the_call_even_when_the_reason_is_stop() {
+        let seen = read_all(&[
+            r#"{"choices":[{"delta":{"role":"assistant","content":"Let me"}}]}"#,
+            r#"{"choices":[{"delta":{"content":" check."}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"id":"c-9","type":"function","function":{"name":"lookup","arguments":"{\"q\":"}}]}}]}"#,
+            r#"{"choices":[{"delta":{"tool_calls":[{"index":0,"function":{"arguments":"\"x\"}"}}]},"finish_reason":"stop"}]}"#,
+            "[DONE]",
+        ]);
+        let seen: Vec<Event> = seen.into_iter().map(Result::unwrap).collect();
+        assert_eq!(
+            seen,
+            [
+                Event::Delta("Let me".into()),
+                Event::Delta(" check.".into()),
+                call("c-9", "lookup", r#"{"q":"x"}"#),
+                Event::End(None, FinishReason::ToolCalls),
+            ]
+        );
+        // Calls without a finish reason or `[DONE]`, and without indexes (a server that
+        // sends each call whole), still come out whole before the end.
+        let seen = read_all(&[
+            r#"{"choices":[{"delta":{"tool_calls":[{"id":"a","function":{"name":"one","arguments":"{}"}},{"id":"b","function":{"name":"two","arguments":"{\"n\":2}"}}]}}]}"#,
+        ]);
+        let seen: Vec<Event> = seen.into_iter().map(Result::unwrap).collect();
+        assert_eq!(
+            seen,
+            [
+                call("a", "one", "{}"),
+                call("b", "two", r#"{"n":2}"#),
+                Event::End(None, FinishReason::ToolCalls),
+            ]
+        );
+        // A reason of `tool_calls` without any call is an ordinary end.
+        let seen = read_all(&[
+            r#"{"choices":[{"delta":{"content":"hi"},"finish_reason":"tool_calls"}]}"#,
+            "[DONE]",
+        ]);
+        assert_eq!(
+            seen.last().unwrap().as_ref().unwrap(),
+            &Event::End(None, FinishReason::Stop)
+        );
+    }
+
+    #[test]
+    fn the_request_body_offers_the_tools_and_sends_the_calls_with_their_results() {
+        let weather = ToolExchange {
+            call: ToolCall {
+                id: "call_1".into(),
+                name: "get_weather".into(),
+                arguments: r#"{"city":"Paris"}"#.into(),
+            },
+            result: "18 °C".into(),
+            is_error: false,
+        };
+        let failed = ToolExchange {
+            call: ToolCall {
+                id: "call_2".into(),
+                name: "get_time".into(),
+                arguments: "{}".into(),
+            },
+            result: "unknown zone".into(),
+            is_error: true,
+        };
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        });
+        let mut prompt = Prompt {
+            turns: vec![
+                Turn::text(Role::User, "weather?"),
+                Turn {
+                    role: Role::Assistant,
+                    content: String::new(),
+                    tool_calls: vec![weather.clone(), failed],
+                },
+                Turn {
+                    role: Role::Assistant,
+                    content: "Checking again.".into(),
+                    tool_calls: vec![weather],
+                },
+                Turn::text(Role::Assistant, "It is 18 °C."),
+            ],
+            tools: vec![
+                ToolSpec {
+                    name: "get_weather".into(),
+                    description: "The weather in a city".into(),
+                    parameters: schema.clone(),
+                },
+                ToolSpec {
+                    name: "get_time".into(),
+                    description: String::new(),
+                    parameters: serde_json::json!({"type": "object"}),
+                },
+            ],
+            tool_choice: ToolChoice::Named("get_weather".into()),
+            ..Prompt::default()
+        };
+        let body = |prompt: &Prompt| {
+            let system = system_text(prompt);
+            serde_json::to_value(RequestBody::new("gpt-4o-mini", &system, prompt)).unwrap()
+        };
+        assert_eq!(
+            body(&prompt),
+            serde_json::json!({
+                "model": "gpt-4o-mini",
+                "messages": [
+                    {"role": "user", "content": "weather?"},
+                    {"role": "assistant", "content": null, "tool_calls": [
+                        {"id": "call_1", "type": "function",
+                         "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}},
+                        {"id": "call_2", "type": "function",
+                         "function": {"name": "get_time", "arguments": "{}"}},
+                    ]},
+                    {"role": "tool", "tool_call_id": "call_1", "content": "18 °C"},
+                    {"role": "tool", "tool_call_id": "call_2", "content": "unknown zone"},
+                    {"role": "assistant", "content": "Checking again.", "tool_calls": [
+                        {"id": "call_1", "type": "function",
+                         "function": {"name": "get_weather", "arguments": "{\"city\":\"Paris\"}"}},
+                    ]},
+                    {"role": "tool", "tool_call_id": "call_1", "content": "18 °C"},
+                    {"role": "assistant", "content": "It is 18 °C."},
+                ],
+                "stream": true,
+                "stream_options": {"include_usage": true},
+                "tools": [
+                    {"type": "function", "function": {
+                        "name": "get_weather",
+                        "description": "The weather in a city",
+                        "parameters": schema,
+                    }},
+                    {"type": "function", "function": {
+                        "name": "get_time",
+                        "parameters": {"type": "object"},
+                    }},
+                ],
+                "tool_choice": {"type": "function", "function": {"name": "get_weather"}},
+            })
+        );
+        for (choice, wire) in [
+            (ToolChoice::Auto, "auto"),
+            (ToolChoice::None, "none"),
+            (ToolChoice::Required, "required"),
+        ] {
+            prompt.tool_choice = choice;
+            assert_eq!(body(&prompt)["tool_choice"], wire);
+        }
+        // Without tools, neither field is sent, whatever the choice.
+        prompt.tools.clear();
+        let bare = body(&prompt);
+        assert!(bare.get("tools").is_none() && bare.get("tool_choice").is_none());
     }
 }

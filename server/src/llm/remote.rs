@@ -1,7 +1,9 @@
 //! Remote providers: any OpenAI-compatible endpoint (OpenAI, Ollama, vLLM, llama.cpp
 //! server, LM Studio, OpenRouter, Groq) and the Anthropic Messages API, through the `genai`
 //! client library, but for the OpenAI-compatible streamed replies, which [`super::openai`]
-//! reads per token. Both stream, and both report token usage.
+//! reads per token. Both stream, and both report token usage. Tools are offered to
+//! Anthropic through `genai` here (calls read whole at the end of the stream, results sent
+//! back as `tool_result` blocks); the OpenAI-compatible ones in [`super::openai`].
 
 use std::{sync::Arc, time::Duration};
 
@@ -9,7 +11,10 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use genai::{
     adapter::AdapterKind,
-    chat::{ChatMessage, ChatOptions, ChatRequest, ChatStreamEvent, StopReason},
+    chat::{
+        ChatMessage, ChatOptions, ChatRequest, ChatStreamEvent, ContentPart, CustomPart,
+        MessageContent, StopReason, StreamEnd, ToolResponse,
+    },
     resolver::{AuthData, Endpoint, ProviderConfig},
     ModelIden, ServiceTarget,
 };
@@ -17,7 +22,7 @@ use secrecy::{ExposeSecret, SecretString};
 
 use super::{
     Event, EventStream, FinishReason, Prompt, Provider, ProviderError, ProviderErrorKind, Role,
-    Sampling, Usage,
+    Sampling, ToolCall, ToolChoice, ToolSpec, Turn, Usage,
 };
 
 /// Which wire protocol a remote provider speaks.
@@ -405,13 +410,204 @@ fn sampling_options(flavor: Flavor, sampling: &Sampling) -> ChatOptions {
     options
 }
 
-/// Why a reply ended, from the stop reason `genai` read in either protocol.
+/// Why a reply ended, from the stop reason `genai` read in either protocol (Anthropic's
+/// `tool_use` is [`FinishReason::ToolCalls`]).
 fn finish_reason(reason: &StopReason) -> FinishReason {
     match reason {
         StopReason::MaxTokens(_) => FinishReason::Length,
         StopReason::ContentFilter(_) => FinishReason::ContentFilter,
+        StopReason::ToolCall(_) => FinishReason::ToolCalls,
         _ => FinishReason::Stop,
     }
+}
+
+/// The `genai` messages of `turns`. An assistant turn with tool calls is the assistant's
+/// message of its text (when there is any) and its calls (Anthropic `tool_use` blocks),
+/// then a tool message of their results in the same order, which `genai` sends as a user
+/// message of `tool_result` blocks (Anthropic, "Tool use":
+/// <https://docs.anthropic.com/en/docs/build-with-claude/tool-use>).
+fn genai_messages(turns: &[Turn]) -> Vec<ChatMessage> {
+    let mut messages = Vec::with_capacity(turns.len());
+    for turn in turns {
+        match turn.role {
+            Role::User => messages.push(ChatMessage::user(turn.content.clone())),
+            Role::Assistant if turn.tool_calls.is_empty() => {
+                messages.push(ChatMessage::assistant(turn.content.clone()))
+            }
+            Role::Assistant => {
+                let mut parts = Vec::with_capacity(turn.tool_calls.len() + 1);
+                if !turn.content.is_empty() {
+                    parts.push(ContentPart::Text(turn.content.clone()));
+                }
+                parts.extend(turn.tool_calls.iter().map(|exchange| {
+                    ContentPart::ToolCall(genai::chat::ToolCall {
+                        call_id: exchange.call.id.clone(),
+                        fn_name: exchange.call.name.clone(),
+                        fn_arguments: tool_input(&exchange.call.arguments),
+                        thought_signatures: None,
+                    })
+                }));
+                messages.push(ChatMessage::assistant(MessageContent::from_parts(parts)));
+                let results: Vec<ContentPart> = turn
+                    .tool_calls
+                    .iter()
+                    .map(|exchange| {
+                        if exchange.is_error {
+                            // `genai`'s `ToolResponse` has no error flag; a custom part is
+                            // sent as it is, so the block says `is_error` in Anthropic's
+                            // own terms.
+                            ContentPart::Custom(CustomPart {
+                                model_iden: None,
+                                data: serde_json::json!({
+                                    "type": "tool_result",
+                                    "tool_use_id": exchange.call.id,
+                                    "content": exchange.result,
+                                    "is_error": true,
+                                }),
+                            })
+                        } else {
+                            ContentPart::ToolResponse(ToolResponse::new(
+                                exchange.call.id.clone(),
+                                exchange.result.clone(),
+                            ))
+                        }
+                    })
+                    .collect();
+                messages.push(ChatMessage::tool(MessageContent::from_parts(results)));
+            }
+        }
+    }
+    messages
+}
+
+/// A call's arguments as the `input` object Anthropic requires: the JSON the model wrote
+/// when it is an object, else the empty object (text that does not parse cannot be sent
+/// back; the call's result already told the model what was wrong with it).
+fn tool_input(arguments: &str) -> serde_json::Value {
+    match serde_json::from_str(arguments) {
+        Ok(input @ serde_json::Value::Object(_)) => input,
+        _ => serde_json::Value::Object(serde_json::Map::new()),
+    }
+}
+
+/// How the prompt's tools reach Anthropic.
+#[derive(Debug)]
+enum AnthropicTools {
+    /// As `genai` tools (name, description, schema as `input_schema`).
+    Genai(Vec<genai::chat::Tool>),
+    /// In the body, as Anthropic defines them (`{name, description, input_schema}`): the
+    /// way when a tool is named `web_search`, which `genai` 0.7 sends as Anthropic's
+    /// built-in web search server tool whatever its definition.
+    Body(serde_json::Value),
+}
+
+/// The prompt's tools for Anthropic (empty when it offers none).
+fn anthropic_tools(tools: &[ToolSpec]) -> AnthropicTools {
+    if tools.iter().any(|t| t.name == "web_search") {
+        let tools: Vec<serde_json::Value> = tools
+            .iter()
+            .map(|t| {
+                let mut tool = serde_json::json!({"name": t.name, "input_schema": t.parameters});
+                if !t.description.is_empty() {
+                    tool["description"] = t.description.clone().into();
+                }
+                tool
+            })
+            .collect();
+        return AnthropicTools::Body(tools.into());
+    }
+    AnthropicTools::Genai(
+        tools
+            .iter()
+            .map(|t| {
+                let tool = genai::chat::Tool::new(t.name.clone()).with_schema(t.parameters.clone());
+                if t.description.is_empty() {
+                    tool
+                } else {
+                    tool.with_description(t.description.clone())
+                }
+            })
+            .collect(),
+    )
+}
+
+/// `choice` in `genai`'s terms (Anthropic `auto`, `none`, `any`, `tool`).
+fn genai_tool_choice(choice: &ToolChoice) -> genai::chat::ToolChoice {
+    match choice {
+        ToolChoice::Auto => genai::chat::ToolChoice::Auto,
+        ToolChoice::None => genai::chat::ToolChoice::None,
+        ToolChoice::Required => genai::chat::ToolChoice::Required,
+        ToolChoice::Named(name) => genai::chat::ToolChoice::tool(name.clone()),
+    }
+}
+
+/// The request and options of `prompt` for `genai`, sampling and tools included.
+fn genai_request(flavor: Flavor, prompt: &Prompt) -> (ChatRequest, ChatOptions) {
+    let mut request = ChatRequest::new(genai_messages(&prompt.turns));
+    let system = system_text(prompt);
+    if !system.trim().is_empty() {
+        request = request.with_system(system);
+    }
+    let mut options = sampling_options(flavor, &prompt.sampling);
+    if !prompt.tools.is_empty() {
+        match anthropic_tools(&prompt.tools) {
+            AnthropicTools::Genai(tools) => request = request.with_tools(tools),
+            AnthropicTools::Body(tools) => {
+                let mut extra = options
+                    .extra_body
+                    .take()
+                    .unwrap_or_else(|| serde_json::json!({}));
+                extra["tools"] = tools;
+                options = options.with_extra_body(extra);
+            }
+        }
+        options = options
+            .with_tool_choice(genai_tool_choice(&prompt.tool_choice))
+            .with_capture_tool_calls(true);
+    }
+    (request, options)
+}
+
+/// The end of a reply read by `genai`: an [`Event::ToolCall`] per call captured (arguments
+/// as JSON text), then [`Event::End`] with the usage and why it ended
+/// ([`FinishReason::ToolCalls`] when, and only when, calls were made).
+fn end_events(end: StreamEnd) -> Vec<Event> {
+    let usage = end.captured_usage.as_ref().map(|u| Usage {
+        prompt: u.prompt_tokens.unwrap_or(0).max(0) as u32,
+        completion: u.completion_tokens.unwrap_or(0).max(0) as u32,
+    });
+    let finish = end
+        .captured_stop_reason
+        .as_ref()
+        .map_or(FinishReason::Stop, finish_reason);
+    let calls = end.captured_into_tool_calls().unwrap_or_default();
+    let finish = match (calls.is_empty(), finish) {
+        (false, _) => FinishReason::ToolCalls,
+        (true, FinishReason::ToolCalls) => FinishReason::Stop,
+        (true, finish) => finish,
+    };
+    let mut events: Vec<Event> = calls
+        .into_iter()
+        .map(|call| {
+            let arguments = match call.fn_arguments {
+                // Input that did not parse (a call cut short), as far as it got.
+                serde_json::Value::String(text) => text,
+                serde_json::Value::Null => String::new(),
+                input => input.to_string(),
+            };
+            Event::ToolCall(ToolCall {
+                id: call.call_id,
+                name: call.fn_name,
+                arguments: if arguments.trim().is_empty() {
+                    "{}".to_string()
+                } else {
+                    arguments
+                },
+            })
+        })
+        .collect();
+    events.push(Event::End(usage, finish));
+    events
 }
 
 #[async_trait]
@@ -447,28 +643,18 @@ impl Provider for RemoteProvider {
 }
 
 impl RemoteProvider {
-    /// The reply's events through `genai` (Anthropic).
+    /// The reply's events through `genai` (Anthropic). Tool calls are read whole from the
+    /// end of the stream (`genai` gathers each `tool_use` block's `input_json_delta`
+    /// fragments and parses them at its `content_block_stop`).
     async fn genai_stream(
         &self,
         model: &str,
         prompt: &Prompt,
     ) -> Result<EventStream, ProviderError> {
-        let messages = prompt
-            .turns
-            .iter()
-            .map(|t| match t.role {
-                Role::User => ChatMessage::user(t.content.clone()),
-                Role::Assistant => ChatMessage::assistant(t.content.clone()),
-            })
-            .collect();
-        let mut request = ChatRequest::new(messages);
-        let system = system_text(prompt);
-        if !system.trim().is_empty() {
-            request = request.with_system(system);
-        }
+        let (request, options) = genai_request(self.flavor, prompt);
         // The silences inside the reply are watched below, with one timer per reply rather
         // than one per read.
-        let options = sampling_options(self.flavor, &prompt.sampling)
+        let options = options
             .with_capture_usage(true)
             .with_stream_header_timeout(self.timeout);
         let response = self
@@ -478,24 +664,19 @@ impl RemoteProvider {
             .map_err(|e| self.error(e))?;
         // What mapping a failure needs, and no more: an open stream keeps it.
         let (flavor, key) = (self.flavor, Arc::clone(&self.key));
-        let events = response.stream.filter_map(move |event| {
-            let mapped = match event {
+        let events = response.stream.flat_map(move |event| {
+            use futures::{future::Either, stream::iter};
+            let one = match event {
                 Ok(ChatStreamEvent::Chunk(chunk)) if !chunk.content.is_empty() => {
                     Some(Ok(Event::Delta(chunk.content)))
                 }
-                Ok(ChatStreamEvent::End(end)) => Some(Ok(Event::End(
-                    end.captured_usage.map(|u| Usage {
-                        prompt: u.prompt_tokens.unwrap_or(0).max(0) as u32,
-                        completion: u.completion_tokens.unwrap_or(0).max(0) as u32,
-                    }),
-                    end.captured_stop_reason
-                        .as_ref()
-                        .map_or(FinishReason::Stop, finish_reason),
-                ))),
+                Ok(ChatStreamEvent::End(end)) => {
+                    return Either::Right(iter(end_events(end).into_iter().map(Ok)));
+                }
                 Ok(_) => None,
                 Err(e) => Some(Err(provider_error(flavor, &key, e))),
             };
-            futures::future::ready(mapped)
+            Either::Left(iter(one))
         });
         Ok(events.boxed())
     }
@@ -602,5 +783,258 @@ mod tests {
         };
         let s = system_text(&prompt);
         assert!(s.starts_with("You are helpful.") && s.contains("[1] Doc\nFact."));
+    }
+
+    fn exchange(
+        id: &str,
+        name: &str,
+        arguments: &str,
+        result: &str,
+        is_error: bool,
+    ) -> super::super::ToolExchange {
+        super::super::ToolExchange {
+            call: ToolCall {
+                id: id.into(),
+                name: name.into(),
+                arguments: arguments.into(),
+            },
+            result: result.into(),
+            is_error,
+        }
+    }
+
+    fn weather_tool(name: &str, description: &str) -> ToolSpec {
+        ToolSpec {
+            name: name.into(),
+            description: description.into(),
+            parameters: serde_json::json!({"type": "object", "properties": {"city": {"type": "string"}}}),
+        }
+    }
+
+    #[test]
+    fn tool_calls_of_the_history_become_tool_use_then_tool_results() {
+        let prompt = Prompt {
+            system: "Be brief".into(),
+            turns: vec![
+                Turn::text(Role::User, "weather?"),
+                Turn {
+                    role: Role::Assistant,
+                    content: "Let me look.".into(),
+                    tool_calls: vec![
+                        exchange(
+                            "toolu_1",
+                            "get_weather",
+                            r#"{"city":"Paris"}"#,
+                            "18 °C",
+                            false,
+                        ),
+                        exchange("toolu_2", "get_weather", "{not json", "bad arguments", true),
+                    ],
+                },
+                Turn {
+                    role: Role::Assistant,
+                    content: String::new(),
+                    tool_calls: vec![exchange("toolu_3", "get_weather", "", "20 °C", false)],
+                },
+                Turn::text(Role::Assistant, "18 °C in Paris."),
+            ],
+            ..Prompt::default()
+        };
+        let (request, options) = genai_request(Flavor::Anthropic, &prompt);
+        assert_eq!(request.system.as_deref(), Some("Be brief"));
+        let roles: Vec<_> = request.messages.iter().map(|m| m.role.clone()).collect();
+        use genai::chat::ChatRole;
+        assert_eq!(
+            roles,
+            [
+                ChatRole::User,
+                ChatRole::Assistant,
+                ChatRole::Tool,
+                ChatRole::Assistant,
+                ChatRole::Tool,
+                ChatRole::Assistant,
+            ]
+        );
+        let calls = request.messages[1].content.parts();
+        assert_eq!(calls[0].as_text(), Some("Let me look."));
+        let calls = request.messages[1].content.tool_calls();
+        assert_eq!(
+            calls
+                .iter()
+                .map(|c| (
+                    c.call_id.as_str(),
+                    c.fn_name.as_str(),
+                    c.fn_arguments.clone()
+                ))
+                .collect::<Vec<_>>(),
+            [
+                (
+                    "toolu_1",
+                    "get_weather",
+                    serde_json::json!({"city": "Paris"})
+                ),
+                // Arguments that do not parse go back as the empty object Anthropic accepts.
+                ("toolu_2", "get_weather", serde_json::json!({})),
+            ]
+        );
+        let results = request.messages[2].content.parts();
+        assert_eq!(results.len(), 2);
+        let ContentPart::ToolResponse(ok) = &results[0] else {
+            panic!("{results:?}")
+        };
+        assert_eq!(
+            (ok.call_id.as_str(), ok.content.as_str()),
+            ("toolu_1", "18 °C")
+        );
+        let ContentPart::Custom(failed) = &results[1] else {
+            panic!("{results:?}")
+        };
+        assert_eq!(
+            failed.data,
+            serde_json::json!({
+                "type": "tool_result",
+                "tool_use_id": "toolu_2",
+                "content": "bad arguments",
+                "is_error": true,
+            })
+        );
+        // A turn of calls alone has no text part.
+        let parts = request.messages[3].content.parts();
+        assert_eq!(parts.len(), 1);
+        assert_eq!(
+            request.messages[3].content.tool_calls()[0].fn_arguments,
+            serde_json::json!({})
+        );
+        assert_eq!(
+            request.messages[5].content.first_text(),
+            Some("18 °C in Paris.")
+        );
+        // No tools offered: neither tools, nor a choice, nor capture.
+        assert!(request.tools.is_none());
+        assert!(options.tool_choice.is_none() && options.capture_tool_calls.is_none());
+    }
+
+    #[test]
+    fn tools_and_the_tool_choice_are_given_to_genai() {
+        let mut prompt = Prompt {
+            turns: vec![Turn::text(Role::User, "weather?")],
+            tools: vec![
+                weather_tool("get_weather", "The weather in a city"),
+                weather_tool("nothing_said", ""),
+            ],
+            tool_choice: ToolChoice::Named("get_weather".into()),
+            sampling: Sampling {
+                user: Some("u-1".into()),
+                ..Sampling::default()
+            },
+            ..Prompt::default()
+        };
+        let (request, options) = genai_request(Flavor::Anthropic, &prompt);
+        let tools = request.tools.expect("tools");
+        assert_eq!(tools.len(), 2);
+        assert_eq!(tools[0].name.as_str(), "get_weather");
+        assert_eq!(
+            tools[0].description.as_deref(),
+            Some("The weather in a city")
+        );
+        assert_eq!(tools[0].schema, Some(prompt.tools[0].parameters.clone()));
+        assert_eq!(tools[1].description, None);
+        assert_eq!(
+            options.tool_choice,
+            Some(genai::chat::ToolChoice::tool("get_weather"))
+        );
+        assert_eq!(options.capture_tool_calls, Some(true));
+        for (ours, theirs) in [
+            (ToolChoice::Auto, genai::chat::ToolChoice::Auto),
+            (ToolChoice::None, genai::chat::ToolChoice::None),
+            (ToolChoice::Required, genai::chat::ToolChoice::Required),
+        ] {
+            assert_eq!(genai_tool_choice(&ours), theirs);
+        }
+
+        // `genai` would send a tool named `web_search` as Anthropic's own web search: the
+        // tools go in the body as Anthropic defines them, next to the end user.
+        prompt
+            .tools
+            .push(weather_tool("web_search", "Searches our wiki"));
+        let (request, options) = genai_request(Flavor::Anthropic, &prompt);
+        assert!(request.tools.is_none());
+        let body = options.extra_body.expect("extra body");
+        assert_eq!(body["metadata"], serde_json::json!({"user_id": "u-1"}));
+        assert_eq!(
+            body["tools"][2],
+            serde_json::json!({
+                "name": "web_search",
+                "description": "Searches our wiki",
+                "input_schema": prompt.tools[2].parameters,
+            })
+        );
+        assert!(body["tools"][1].get("description").is_none());
+        assert_eq!(options.capture_tool_calls, Some(true));
+    }
+
+    #[test]
+    fn captured_tool_calls_end_the_reply_with_tool_calls() {
+        let end = StreamEnd {
+            captured_usage: Some(genai::chat::Usage {
+                prompt_tokens: Some(10),
+                completion_tokens: Some(4),
+                ..Default::default()
+            }),
+            captured_stop_reason: Some(StopReason::from("tool_use".to_string())),
+            captured_content: Some(MessageContent::from_tool_calls(vec![
+                genai::chat::ToolCall {
+                    call_id: "toolu_1".into(),
+                    fn_name: "get_weather".into(),
+                    fn_arguments: serde_json::json!({"city": "Paris"}),
+                    thought_signatures: None,
+                },
+                genai::chat::ToolCall {
+                    call_id: "toolu_2".into(),
+                    fn_name: "now".into(),
+                    fn_arguments: serde_json::Value::String(String::new()),
+                    thought_signatures: None,
+                },
+                genai::chat::ToolCall {
+                    call_id: "toolu_3".into(),
+                    fn_name: "cut".into(),
+                    fn_arguments: serde_json::Value::String(r#"{"a":"#.into()),
+                    thought_signatures: None,
+                },
+            ])),
+            ..StreamEnd::default()
+        };
+        let call = |id: &str, name: &str, arguments: &str| {
+            Event::ToolCall(ToolCall {
+                id: id.into(),
+                name: name.into(),
+                arguments: arguments.into(),
+            })
+        };
+        assert_eq!(
+            end_events(end),
+            [
+                call("toolu_1", "get_weather", r#"{"city":"Paris"}"#),
+                call("toolu_2", "now", "{}"),
+                call("toolu_3", "cut", r#"{"a":"#),
+                Event::End(
+                    Some(Usage {
+                        prompt: 10,
+                        completion: 4
+                    }),
+                    FinishReason::ToolCalls
+                ),
+            ]
+        );
+        assert_eq!(
+            finish_reason(&StopReason::from("tool_use".to_string())),
+            FinishReason::ToolCalls
+        );
+        // A `tool_use` stop without any call captured is an ordinary end.
+        let end = StreamEnd {
+            captured_stop_reason: Some(StopReason::from("tool_use".to_string())),
+            ..StreamEnd::default()
+        };
+        assert_eq!(end_events(end), [Event::End(None, FinishReason::Stop)]);
     }
 }

@@ -43,6 +43,8 @@ pub enum Purpose {
     SignIn,
     /// The provider APIs of live channels (Telegram Bot API, Slack Web API): [`USER_AGENT`].
     Channels,
+    /// Agents' custom HTTP actions: [`USER_AGENT`].
+    Tools,
 }
 
 impl Purpose {
@@ -51,7 +53,7 @@ impl Purpose {
         match self {
             Self::Crawl => CRAWLER_USER_AGENT,
             Self::Webhooks => WEBHOOK_USER_AGENT,
-            Self::SignIn | Self::Channels => USER_AGENT,
+            Self::SignIn | Self::Channels | Self::Tools => USER_AGENT,
         }
     }
 }

@@ -1,7 +1,8 @@
-//! [`SafeClient`], the SSRF-safe client of crawls and webhook deliveries: host names resolved
-//! and judged by [`GuardedResolver`] (so the address checked is the address connected to),
-//! redirects followed by the client itself with every hop judged, and the size and time
-//! limits of [`FetchLimits`]. The module documentation of [`crate::outbound`] states the rule.
+//! [`SafeClient`], the SSRF-safe client of crawls, webhook deliveries and agents' HTTP tools:
+//! host names resolved and judged by [`GuardedResolver`] (so the address checked is the
+//! address connected to), redirects followed by the client itself with every hop judged, and
+//! the size and time limits of [`FetchLimits`]. The module documentation of
+//! [`crate::outbound`] states the rule.
 
 use std::{
     collections::HashSet,
@@ -15,7 +16,7 @@ use std::{
 use bytes::{Bytes, BytesMut};
 use reqwest::{
     dns::{Addrs, Name, Resolve, Resolving},
-    header, StatusCode,
+    header, Method, StatusCode,
 };
 use url::Url;
 
@@ -107,10 +108,10 @@ pub struct Fetched {
     pub body: Bytes,
 }
 
-/// The SSRF-safe HTTP client of crawls and webhook deliveries: one `reqwest::Client` started
-/// by [`client_builder`] (the `User-Agent` of its [`Purpose`], no automatic redirects) with
-/// the [`GuardedResolver`], no proxy, no `Referer`, and connect and read timeouts. Cloning is
-/// cheap and shares the connection pool.
+/// The SSRF-safe HTTP client of crawls, webhook deliveries and HTTP tools: one
+/// `reqwest::Client` started by [`client_builder`] (the `User-Agent` of its [`Purpose`], no
+/// automatic redirects) with the [`GuardedResolver`], no proxy, no `Referer`, and connect
+/// and read timeouts. Cloning is cheap and shares the connection pool.
 #[derive(Debug, Clone)]
 pub struct SafeClient {
     client: reqwest::Client,
@@ -265,9 +266,65 @@ impl SafeClient {
             .map_err(|_| HopError::Net(NetError::Timeout))?
     }
 
+    /// The crawler's GET: [`SafeClient::exchange`] with the `Accept` header of pages.
     async fn fetch<E>(
         &self,
         url: &Url,
+        hop_check: &(dyn Fn(&Url) -> Result<(), E> + Sync),
+    ) -> Result<Fetched, HopError<E>> {
+        let mut headers = header::HeaderMap::new();
+        headers.insert(
+            header::ACCEPT,
+            header::HeaderValue::from_static(
+                "text/html,application/xhtml+xml,text/markdown;q=0.9,text/plain;q=0.9,*/*;q=0.5",
+            ),
+        );
+        self.exchange(Method::GET, url, headers, None, hop_check)
+            .await
+    }
+
+    /// Sends `method` to `url` (its fragment ignored) with `headers` and `body`, and returns
+    /// the final response whatever its status. Redirects (301, 302, 303, 307, 308) are
+    /// followed up to [`FetchLimits::max_redirects`] times, every hop judged by the SSRF rule
+    /// like the first request. A redirect changes the method as RFC 9110 § 15.4 says: a 303
+    /// turns any method but GET and HEAD into GET, a 301 or 302 turns POST into GET (the
+    /// body and its `Content-*` headers are then dropped), 307 and 308 keep method and body.
+    /// A hop to another origin (scheme, host, port) drops `Authorization`, `Cookie`,
+    /// `Proxy-Authorization` and every header whose value is marked sensitive
+    /// (`HeaderValue::set_sensitive`), so that a redirect cannot hand credentials to a host
+    /// of its choosing. The body is read up to [`FetchLimits::max_body_bytes`]. The whole
+    /// exchange must finish within [`FetchLimits::timeout`].
+    ///
+    /// Nothing is added to `headers` but what the client adds to every request: its
+    /// `User-Agent` and `reqwest`'s `Accept: */*` unless `headers` has them, and the framing
+    /// headers of the body; in particular not the crawler's `Accept`.
+    ///
+    /// # Errors
+    /// Any [`NetError`] except [`NetError::Http`], [`NetError::RobotsDisallowed`],
+    /// [`NetError::InvalidConfig`] and [`NetError::Setup`].
+    pub async fn send(
+        &self,
+        method: Method,
+        url: &Url,
+        headers: header::HeaderMap,
+        body: Option<Bytes>,
+    ) -> Result<Fetched, NetError> {
+        let exchange = self.exchange(method, url, headers, body, &|_| Ok::<(), Infallible>(()));
+        tokio::time::timeout(self.limits.timeout, exchange)
+            .await
+            .map_err(|_| NetError::Timeout)?
+            .map_err(HopError::into_net_error)
+    }
+
+    /// The loop of [`SafeClient::send`] and [`SafeClient::fetch`], without the time limit:
+    /// `hop_check` is asked before each redirect is followed (see
+    /// [`SafeClient::get_with_hop_check`]).
+    async fn exchange<E>(
+        &self,
+        mut method: Method,
+        url: &Url,
+        mut headers: header::HeaderMap,
+        mut body: Option<Bytes>,
         hop_check: &(dyn Fn(&Url) -> Result<(), E> + Sync),
     ) -> Result<Fetched, HopError<E>> {
         let mut current = url.clone();
@@ -278,16 +335,15 @@ impl SafeClient {
             if redirects > 0 {
                 hop_check(&current).map_err(HopError::Refused)?;
             }
-            let response = self
+            let mut request = self
                 .client
-                .get(current.clone())
-                .header(
-                    header::ACCEPT,
-                    "text/html,application/xhtml+xml,text/markdown;q=0.9,text/plain;q=0.9,*/*;q=0.5",
-                )
-                .send()
-                .await
-                .map_err(map_reqwest_error)?;
+                .request(method.clone(), current.clone())
+                .headers(headers.clone());
+            if let Some(body) = &body {
+                // `Bytes` clones share the buffer: a 307 or 308 resends it without a copy.
+                request = request.body(body.clone());
+            }
+            let response = request.send().await.map_err(map_reqwest_error)?;
             let status = response.status();
             if is_followed_redirect(status) {
                 let next = response
@@ -301,6 +357,14 @@ impl SafeClient {
                         return Err(NetError::TooManyRedirects.into());
                     }
                     next.set_fragment(None);
+                    if let Some(changed) = redirected_method(status, &method) {
+                        method = changed;
+                        body = None;
+                        drop_content_headers(&mut headers);
+                    }
+                    if next.origin() != current.origin() {
+                        drop_credentials(&mut headers);
+                    }
                     current = next;
                     continue;
                 }
@@ -318,6 +382,53 @@ impl SafeClient {
                 body,
             });
         }
+    }
+}
+
+/// The method a redirect with `status` turns `method` into, when it changes (the body is
+/// then dropped), per RFC 9110 § 15.4: a 303 (See Other) is followed with GET for any
+/// method but GET and HEAD (§ 15.4.4); a 301 or 302 after a POST is followed with GET, as
+/// every user agent does and § 15.4.2–3 allow; 307 and 308 keep the method and body
+/// (§ 15.4.8–9).
+fn redirected_method(status: StatusCode, method: &Method) -> Option<Method> {
+    match status.as_u16() {
+        303 if *method != Method::GET && *method != Method::HEAD => Some(Method::GET),
+        301 | 302 if *method == Method::POST => Some(Method::GET),
+        _ => None,
+    }
+}
+
+/// Removes the headers that describe a body, once a redirect dropped it (the Fetch
+/// standard's "request-body-header names", § 4.4 HTTP-redirect fetch).
+fn drop_content_headers(headers: &mut header::HeaderMap) {
+    for name in [
+        header::CONTENT_TYPE,
+        header::CONTENT_LENGTH,
+        header::CONTENT_ENCODING,
+        header::CONTENT_LANGUAGE,
+        header::CONTENT_LOCATION,
+    ] {
+        headers.remove(name);
+    }
+}
+
+/// Removes credentials before a redirect to another origin (scheme, host and port), so that
+/// a server cannot send them on to a host of its choice: `Authorization`, `Cookie` and
+/// `Proxy-Authorization` (as the Fetch standard, § 4.4 HTTP-redirect fetch, and `reqwest`'s
+/// own redirects do), and every header whose value the caller marked sensitive
+/// (`HeaderValue::set_sensitive`), such as a custom action's secret headers.
+fn drop_credentials(headers: &mut header::HeaderMap) {
+    let sensitive: Vec<header::HeaderName> = headers
+        .iter()
+        .filter(|(_, value)| value.is_sensitive())
+        .map(|(name, _)| name.clone())
+        .collect();
+    for name in sensitive.into_iter().chain([
+        header::AUTHORIZATION,
+        header::COOKIE,
+        header::PROXY_AUTHORIZATION,
+    ]) {
+        headers.remove(name);
     }
 }
 
@@ -378,7 +489,305 @@ fn innermost_message(e: &(dyn StdError + 'static)) -> String {
 
 #[cfg(test)]
 mod tests {
+    use axum::{
+        extract::Request,
+        http::StatusCode as AxumStatus,
+        response::{IntoResponse, Redirect},
+        routing::{any, get},
+        Json, Router,
+    };
+    use serde_json::{json, Value};
+
     use super::*;
+
+    /// Answers with the method, path, headers and body it received.
+    async fn echo(request: Request) -> Json<Value> {
+        let (parts, body) = request.into_parts();
+        let body = axum::body::to_bytes(body, 1 << 20)
+            .await
+            .unwrap_or_default();
+        let headers: serde_json::Map<String, Value> = parts
+            .headers
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_owned(),
+                    Value::String(v.to_str().unwrap_or_default().to_owned()),
+                )
+            })
+            .collect();
+        Json(json!({
+            "method": parts.method.as_str(),
+            "path": parts.uri.path(),
+            "headers": headers,
+            "body": String::from_utf8_lossy(&body),
+        }))
+    }
+
+    /// A test server; `other` (when given) is the origin its `/elsewhere` route redirects to.
+    async fn serve(other: Option<SocketAddr>) -> SocketAddr {
+        let elsewhere = other.map_or_else(String::new, |o| format!("http://{o}/echo/there"));
+        let app = Router::new()
+            .route(
+                "/301",
+                any(|| async {
+                    (AxumStatus::MOVED_PERMANENTLY, [("location", "/echo/a")]).into_response()
+                }),
+            )
+            .route(
+                "/302",
+                any(|| async { (AxumStatus::FOUND, [("location", "/echo/a")]).into_response() }),
+            )
+            .route("/303", any(|| async { Redirect::to("/echo/a") }))
+            .route("/307", any(|| async { Redirect::temporary("/echo/a") }))
+            .route(
+                "/308",
+                any(|| async {
+                    (AxumStatus::PERMANENT_REDIRECT, [("location", "/echo/a")]).into_response()
+                }),
+            )
+            .route(
+                "/elsewhere",
+                any(move || {
+                    let to = elsewhere.clone();
+                    async move { Redirect::temporary(&to) }
+                }),
+            )
+            .route(
+                "/to-metadata",
+                any(|| async { Redirect::temporary("http://169.254.169.254/latest/meta-data/") }),
+            )
+            .route(
+                "/teapot",
+                get(|| async { (AxumStatus::IM_A_TEAPOT, "short and stout") }),
+            )
+            .route("/big", get(|| async { "b".repeat(4096) }))
+            .fallback(echo);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("address");
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        addr
+    }
+
+    fn client_for(allowed: &[SocketAddr], limits: FetchLimits) -> SafeClient {
+        let entries: Vec<String> = allowed.iter().map(ToString::to_string).collect();
+        SafeClient::new(NetPolicy::from_list(&entries).expect("policy"), limits).expect("client")
+    }
+
+    fn url(addr: SocketAddr, path: &str) -> Url {
+        Url::parse(&format!("http://{addr}{path}")).expect("url")
+    }
+
+    async fn send_json(
+        client: &SafeClient,
+        method: Method,
+        url: &Url,
+        headers: header::HeaderMap,
+        body: Option<&'static str>,
+    ) -> Value {
+        let fetched = client
+            .send(
+                method,
+                url,
+                headers,
+                body.map(|b| Bytes::from_static(b.as_bytes())),
+            )
+            .await
+            .expect("sent");
+        assert_eq!(fetched.status, 200);
+        serde_json::from_slice(&fetched.body).expect("echo JSON")
+    }
+
+    #[tokio::test]
+    async fn send_changes_the_method_on_redirects_as_rfc_9110_says() {
+        let addr = serve(None).await;
+        let client = client_for(&[addr], FetchLimits::default());
+        let mut headers = header::HeaderMap::new();
+        headers.insert(
+            header::CONTENT_TYPE,
+            "application/json".parse().expect("value"),
+        );
+        // (redirect, method sent, method that arrives, whether the body arrives)
+        let cases = [
+            ("/301", Method::POST, "GET", false),
+            ("/302", Method::POST, "GET", false),
+            ("/303", Method::POST, "GET", false),
+            ("/303", Method::PUT, "GET", false),
+            ("/303", Method::DELETE, "GET", false),
+            ("/307", Method::POST, "POST", true),
+            ("/308", Method::PATCH, "PATCH", true),
+            ("/301", Method::PUT, "PUT", true),
+            ("/302", Method::DELETE, "DELETE", true),
+        ];
+        for (path, method, arrives, with_body) in cases {
+            let got = send_json(
+                &client,
+                method.clone(),
+                &url(addr, path),
+                headers.clone(),
+                Some(r#"{"a":1}"#),
+            )
+            .await;
+            let what = format!("{method} {path}");
+            assert_eq!(got["method"], arrives, "{what}");
+            assert_eq!(got["path"], "/echo/a", "{what}");
+            if with_body {
+                assert_eq!(got["body"], r#"{"a":1}"#, "{what}");
+                assert_eq!(got["headers"]["content-type"], "application/json", "{what}");
+            } else {
+                assert_eq!(got["body"], "", "{what}");
+                assert!(got["headers"].get("content-type").is_none(), "{what}");
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn send_adds_no_accept_header_and_returns_any_status() {
+        let addr = serve(None).await;
+        let client = client_for(&[addr], FetchLimits::default());
+        let got = send_json(
+            &client,
+            Method::GET,
+            &url(addr, "/echo"),
+            header::HeaderMap::new(),
+            None,
+        )
+        .await;
+        // Not the crawler's: `reqwest` adds its default `*/*` to a request without one.
+        assert_eq!(got["headers"]["accept"], "*/*", "{got}");
+        assert_eq!(
+            got["headers"]["user-agent"],
+            crate::outbound::CRAWLER_USER_AGENT
+        );
+        // The crawler's GET keeps its Accept header.
+        let fetched = client.get(&url(addr, "/echo")).await.expect("get");
+        let got: Value = serde_json::from_slice(&fetched.body).expect("JSON");
+        assert!(got["headers"]["accept"]
+            .as_str()
+            .is_some_and(|a| a.starts_with("text/html")));
+
+        let teapot = client
+            .send(
+                Method::GET,
+                &url(addr, "/teapot"),
+                header::HeaderMap::new(),
+                None,
+            )
+            .await
+            .expect("any status");
+        assert_eq!(teapot.status, 418);
+        assert_eq!(&teapot.body[..], b"short and stout");
+    }
+
+    #[tokio::test]
+    async fn send_keeps_credentials_on_the_same_origin_only() {
+        let there = serve(None).await;
+        let here = serve(Some(there)).await;
+        let client = client_for(&[here, there], FetchLimits::default());
+        let mut headers = header::HeaderMap::new();
+        headers.insert(
+            header::AUTHORIZATION,
+            "Bearer token".parse().expect("value"),
+        );
+        let mut key: header::HeaderValue = "secret-key".parse().expect("value");
+        key.set_sensitive(true);
+        headers.insert("x-api-key", key);
+        headers.insert("x-plain", "kept".parse().expect("value"));
+
+        let same = send_json(
+            &client,
+            Method::GET,
+            &url(here, "/307"),
+            headers.clone(),
+            None,
+        )
+        .await;
+        assert_eq!(same["headers"]["authorization"], "Bearer token");
+        assert_eq!(same["headers"]["x-api-key"], "secret-key");
+
+        let other = send_json(
+            &client,
+            Method::GET,
+            &url(here, "/elsewhere"),
+            headers,
+            None,
+        )
+        .await;
+        assert_eq!(other["path"], "/echo/there");
+        assert!(other["headers"].get("authorization").is_none(), "{other}");
+        assert!(other["headers"].get("x-api-key").is_none(), "{other}");
+        assert_eq!(other["headers"]["x-plain"], "kept");
+    }
+
+    #[tokio::test]
+    async fn send_judges_every_hop_and_caps_the_body() {
+        let addr = serve(None).await;
+        let client = client_for(&[addr], FetchLimits::default());
+        let err = client
+            .send(
+                Method::POST,
+                &url(addr, "/to-metadata"),
+                header::HeaderMap::new(),
+                None,
+            )
+            .await
+            .expect_err("metadata address");
+        assert_eq!(
+            err,
+            NetError::Forbidden("169.254.169.254 is a private or reserved network address".into())
+        );
+        let strict = SafeClient::new(NetPolicy::strict(), FetchLimits::default()).expect("client");
+        let err = strict
+            .send(
+                Method::GET,
+                &url(addr, "/echo"),
+                header::HeaderMap::new(),
+                None,
+            )
+            .await
+            .expect_err("loopback");
+        assert!(matches!(err, NetError::Forbidden(_)), "{err}");
+
+        let small = client_for(
+            &[addr],
+            FetchLimits {
+                max_body_bytes: 1000,
+                ..FetchLimits::default()
+            },
+        );
+        let err = small
+            .send(
+                Method::GET,
+                &url(addr, "/big"),
+                header::HeaderMap::new(),
+                None,
+            )
+            .await
+            .expect_err("too large");
+        assert_eq!(err, NetError::TooLarge(1000));
+
+        let one_hop = client_for(
+            &[addr],
+            FetchLimits {
+                max_redirects: 0,
+                ..FetchLimits::default()
+            },
+        );
+        let err = one_hop
+            .send(
+                Method::GET,
+                &url(addr, "/307"),
+                header::HeaderMap::new(),
+                None,
+            )
+            .await
+            .expect_err("no redirects allowed");
+        assert_eq!(err, NetError::TooManyRedirects);
+    }
 
     #[tokio::test]
     async fn guarded_resolver_refuses_names_with_private_addresses() {

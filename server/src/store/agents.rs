@@ -60,6 +60,10 @@ pub struct AgentRecord {
     /// read the agent while the document was being added, is replaced within
     /// `AGENT_CACHE_TTL` (2 s), while the new document is still being indexed.
     pub has_knowledge: bool,
+    /// Whether the agent had an enabled tool when it was read; not a stored column. Chat
+    /// reads the agent's tools only when it is true; every tool change forgets the agent
+    /// from the agent cache on every instance ([`crate::agents::AgentService::tools_changed`]).
+    pub has_tools: bool,
 }
 
 /// Fields of an agent update; `None` leaves the field unchanged.

@@ -94,6 +94,9 @@ pub struct MessageRecord {
     pub status: ReplyStatus,
     pub error: Option<String>,
     pub created_at: DateTime<Utc>,
+    /// JSON array of the reply's tool calls (`toolCalls` in docs/api.md § Tools); `None`
+    /// when it made none.
+    pub tool_calls: Option<String>,
 }
 
 /// One account's use of chat on one UTC day.

@@ -27,7 +27,7 @@ use sqlx::{
 use super::{postgres::PgStore, sqlite::SqliteStore, Store};
 
 /// The tables copied, parents before children (the order foreign keys need).
-pub const TABLES: [&str; 24] = [
+pub const TABLES: [&str; 26] = [
     "users",
     "email_tokens",
     "sessions",
@@ -52,6 +52,8 @@ pub const TABLES: [&str; 24] = [
     "integrations",
     "channel_threads",
     "channel_events",
+    "agent_tools",
+    "tool_approvals",
 ];
 
 /// Rows sent to PostgreSQL per INSERT.

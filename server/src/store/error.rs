@@ -39,6 +39,9 @@ pub enum Conflict {
     /// so it stays linked.
     #[error("the last way to sign in")]
     LastSignIn,
+    /// The agent has a tool of that name already (names are unique per agent).
+    #[error("the tool name is taken")]
+    ToolName,
 }
 
 /// Result alias of the store.

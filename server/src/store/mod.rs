@@ -1,6 +1,6 @@
 //! The persistence boundary, one trait per aggregate, each in its own module with its
 //! records: [`accounts`], [`sessions`], [`api_keys`], [`agents`], [`chat`], [`documents`],
-//! [`jobs`], [`identity`], [`integrations`] and [`webhooks`]. Services hold only the part
+//! [`jobs`], [`identity`], [`integrations`], [`webhooks`] and [`tools`]. Services hold only the part
 //! they use; [`Store`] is all of them, for the composition root. Uploaded files are kept
 //! by an [`uploads::UploadStore`]: a folder beside the embedded database, or the server
 //! database's own table. Each database backend
@@ -33,6 +33,7 @@ pub mod scratch;
 pub mod sessions;
 pub mod sqlite;
 mod sqlx_error;
+pub mod tools;
 pub mod uploads;
 pub mod webhooks;
 
@@ -51,6 +52,7 @@ pub use identity::IdentityStore;
 pub use integrations::IntegrationStore;
 pub use jobs::JobQueue;
 pub use sessions::{SessionAuth, SessionRecord, SessionStore};
+pub use tools::{ToolRecord, ToolStore};
 pub use webhooks::WebhookStore;
 
 /// Everything the service persists: the supertrait of every part, so the composition root
@@ -75,6 +77,7 @@ pub trait Store:
     + IdentityStore
     + IntegrationStore
     + WebhookStore
+    + ToolStore
     + Send
     + Sync
     + 'static

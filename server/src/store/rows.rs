@@ -14,12 +14,16 @@ pub(crate) const KEY_COLUMNS: &str =
      k.created_at, k.last_used_at, k.revoked_at";
 pub(crate) const AGENT_COLUMNS: &str =
     "id, user_id, name, description, system_prompt, model, status, created_at, updated_at, \
-     EXISTS (SELECT 1 FROM documents WHERE documents.agent_id = agents.id) AS has_knowledge";
+     EXISTS (SELECT 1 FROM documents WHERE documents.agent_id = agents.id) AS has_knowledge, \
+     EXISTS (SELECT 1 FROM agent_tools WHERE agent_tools.agent_id = agents.id \
+     AND agent_tools.enabled) AS has_tools";
 pub(crate) const THREAD_COLUMNS: &str =
     "id, agent_id, user_id, title, message_count, created_at, updated_at";
 pub(crate) const MESSAGE_COLUMNS: &str =
     "id, thread_id, role, content, model, prompt_tokens, completion_tokens, sources, \
-     latency_ms, status, error, created_at";
+     latency_ms, status, error, created_at, tool_calls";
+/// Parameters one message binds ([`MESSAGE_COLUMNS`], in order).
+pub(crate) const MESSAGE_PARAMS: usize = 13;
 pub(crate) const DOCUMENT_COLUMNS: &str =
     "id, agent_id, user_id, kind, name, url, format, crawl_config, \
      status, error, pages, chunks, bytes, created_at, updated_at, indexed_at";
@@ -121,6 +125,7 @@ macro_rules! row_mappers {
                 created_at: time(row, "created_at")?,
                 updated_at: time(row, "updated_at")?,
                 has_knowledge: row.try_get("has_knowledge")?,
+                has_tools: row.try_get("has_tools")?,
             })
         }
 
@@ -150,6 +155,7 @@ macro_rules! row_mappers {
                 status: row.try_get("status")?,
                 error: row.try_get("error")?,
                 created_at: time(row, "created_at")?,
+                tool_calls: row.try_get("tool_calls")?,
             })
         }
 
@@ -280,7 +286,7 @@ pub(crate) use row_mappers;
 /// Each backend keeps its own SQL text (`turn_sql`); the parameters are the same on both.
 macro_rules! turn_binders {
     ($query:ident) => {
-        /// Binds the next twelve parameters of `query` to `m`'s [`MESSAGE_COLUMNS`], in
+        /// Binds the next [`MESSAGE_PARAMS`] parameters of `query` to `m`'s [`MESSAGE_COLUMNS`], in
         /// their order, with `thread_id` for its thread.
         fn bind_message<'q>(
             query: $query<'q>,
@@ -300,11 +306,12 @@ macro_rules! turn_binders {
                 .bind(m.status)
                 .bind(&m.error)
                 .bind(ms(m.created_at))
+                .bind(&m.tool_calls)
         }
 
         /// `sql`, the statement(s) of `turn` (`turn_sql`), with its parameters bound: a new
         /// thread's seven columns or an existing thread's id and user, then each message's
-        /// twelve ([`bind_message`]).
+        /// [`MESSAGE_PARAMS`] ([`bind_message`]).
         fn turn_query<'q>(sql: &'q str, turn: &'q TurnRecord) -> $query<'q> {
             let t = &turn.thread;
             let mut query = sqlx::query(sql).bind(&t.id);

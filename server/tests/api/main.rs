@@ -27,6 +27,7 @@ mod ratelimit_redis;
 mod roles;
 mod security;
 mod sessions;
+mod tools;
 mod turns;
 mod usage;
 mod webhooks;

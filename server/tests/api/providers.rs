@@ -656,3 +656,241 @@ async fn provider_errors_name_the_provider_never_its_address() {
         "the provider's address is stored"
     );
 }
+
+/// Tool calling through each provider's own client code, against the mock, which parses
+/// the tool history as strictly as the real APIs: the calls a model makes come out whole as
+/// [`agentchat::llm::Event::ToolCall`]s, and a history holding them with their results is
+/// accepted and answered.
+mod tool_calls {
+    use std::time::Duration;
+
+    use agentchat::llm::{
+        remote::{Flavor, RemoteProvider},
+        Event, FinishReason, Prompt, Provider, Role, ToolCall, ToolChoice, ToolExchange, ToolSpec,
+        Turn,
+    };
+    use futures::StreamExt;
+    use mock_provider::{MockConfig, MockProvider};
+    use secrecy::SecretString;
+    use serde_json::{json, Value};
+
+    use super::KEY;
+
+    const QUESTION: &str =
+        r#"weather and time? [[call:get_weather:{"city":"Paris"}]] [[call:now:{}]]"#;
+
+    async fn provider(flavor: Flavor) -> (RemoteProvider, MockProvider, &'static str) {
+        let mock = MockProvider::start(MockConfig {
+            api_key: Some(KEY.into()),
+            ..MockConfig::default()
+        })
+        .await
+        .unwrap();
+        let provider = RemoteProvider::new(
+            flavor,
+            &mock.base_url(),
+            SecretString::from(KEY),
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        let model = match flavor {
+            Flavor::OpenAi => "gpt-4o-mini",
+            Flavor::Anthropic => "claude-sonnet-4-5",
+        };
+        (provider, mock, model)
+    }
+
+    fn tools() -> Vec<ToolSpec> {
+        vec![
+            ToolSpec {
+                name: "get_weather".into(),
+                description: "The weather in a city".into(),
+                parameters: json!({"type": "object", "properties": {"city": {"type": "string"}},
+                                   "required": ["city"]}),
+            },
+            ToolSpec {
+                name: "now".into(),
+                description: String::new(),
+                parameters: json!({"type": "object", "properties": {}}),
+            },
+        ]
+    }
+
+    async fn events(provider: &RemoteProvider, model: &str, prompt: &Prompt) -> Vec<Event> {
+        provider
+            .stream(model, prompt)
+            .await
+            .expect("the stream starts")
+            .map(|event| event.expect("an event"))
+            .collect()
+            .await
+    }
+
+    /// The last request the mock received.
+    fn last_body(mock: &MockProvider) -> Value {
+        mock.requests()
+            .into_iter()
+            .rfind(|r| r.method == "POST")
+            .unwrap()
+            .body
+    }
+
+    async fn calls_then_results(flavor: Flavor, id_prefix: &str) {
+        let (provider, mock, model) = provider(flavor).await;
+        let mut prompt = Prompt {
+            system: "Be brief".into(),
+            turns: vec![Turn::text(Role::User, QUESTION)],
+            tools: tools(),
+            ..Prompt::default()
+        };
+        let seen = events(&provider, model, &prompt).await;
+        assert_eq!(seen.len(), 3, "{flavor:?}: {seen:?}");
+        let calls: Vec<ToolCall> = seen[..2]
+            .iter()
+            .map(|event| match event {
+                Event::ToolCall(call) => call.clone(),
+                other => panic!("{flavor:?}: {other:?}"),
+            })
+            .collect();
+        assert_eq!(calls[0].name, "get_weather");
+        let arguments: Value = serde_json::from_str(&calls[0].arguments).unwrap();
+        assert_eq!(arguments, json!({"city": "Paris"}));
+        assert_eq!(
+            (calls[1].name.as_str(), calls[1].arguments.as_str()),
+            ("now", "{}")
+        );
+        assert!(
+            calls.iter().all(|c| c.id.starts_with(id_prefix)) && calls[0].id != calls[1].id,
+            "{calls:?}"
+        );
+        // The mock counts one token per call and per fragment of its arguments: (1 + 2) * 2.
+        let Event::End(usage, finish) = &seen[2] else {
+            panic!("{seen:?}")
+        };
+        assert_eq!(*finish, FinishReason::ToolCalls, "{flavor:?}");
+        assert_eq!(usage.map(|u| u.completion), Some(6), "{flavor:?}");
+        let offered = last_body(&mock);
+        assert_eq!(
+            offered["tools"].as_array().map(Vec::len),
+            Some(2),
+            "{offered}"
+        );
+
+        // The model's calls with their results, one of them an error.
+        prompt.turns.push(Turn {
+            role: Role::Assistant,
+            content: String::new(),
+            tool_calls: vec![
+                ToolExchange {
+                    call: calls[0].clone(),
+                    result: r#"{"temp":18}"#.into(),
+                    is_error: false,
+                },
+                ToolExchange {
+                    call: calls[1].clone(),
+                    result: "Error: no clock".into(),
+                    is_error: true,
+                },
+            ],
+        });
+        let seen = events(&provider, model, &prompt).await;
+        let text: String = seen
+            .iter()
+            .filter_map(|event| match event {
+                Event::Delta(text) => Some(text.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            text, r#"Tool results: {"temp":18} | Error: no clock"#,
+            "{flavor:?}"
+        );
+        assert!(
+            matches!(seen.last(), Some(Event::End(Some(_), FinishReason::Stop))),
+            "{flavor:?}: {seen:?}"
+        );
+        let sent = last_body(&mock);
+        let messages = sent["messages"].as_array().unwrap();
+        match flavor {
+            Flavor::OpenAi => {
+                let roles: Vec<&str> = messages
+                    .iter()
+                    .map(|m| m["role"].as_str().unwrap())
+                    .collect();
+                assert_eq!(roles, ["system", "user", "assistant", "tool", "tool"]);
+                assert_eq!(messages[2]["content"], Value::Null);
+                assert_eq!(messages[2]["tool_calls"][0]["id"], calls[0].id.as_str());
+                assert_eq!(messages[4]["tool_call_id"], calls[1].id.as_str());
+                assert_eq!(sent["tool_choice"], "auto");
+            }
+            Flavor::Anthropic => {
+                assert_eq!(messages.len(), 3, "{sent}");
+                assert_eq!(messages[1]["content"][0]["type"], "tool_use");
+                assert_eq!(messages[1]["content"][0]["input"], json!({"city": "Paris"}));
+                let results = &messages[2]["content"];
+                assert_eq!(results[0]["tool_use_id"], calls[0].id.as_str());
+                assert!(results[0].get("is_error").is_none(), "{results}");
+                assert_eq!(results[1]["is_error"], true, "{results}");
+                assert_eq!(sent["tool_choice"], json!({"type": "auto"}));
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn openai_calls_come_out_whole_and_their_results_are_accepted() {
+        calls_then_results(Flavor::OpenAi, "call_").await;
+    }
+
+    #[tokio::test]
+    async fn anthropic_calls_come_out_whole_and_their_results_are_accepted() {
+        calls_then_results(Flavor::Anthropic, "toolu_").await;
+    }
+
+    /// `genai` would send a tool named `web_search` as Anthropic's own web search; it goes
+    /// as the agent's tool. A named tool choice reaches both APIs in their terms.
+    #[tokio::test]
+    async fn named_tool_choices_and_a_tool_named_web_search() {
+        let mut tools = tools();
+        tools.push(ToolSpec {
+            name: "web_search".into(),
+            description: "Searches our wiki".into(),
+            parameters: json!({"type": "object", "properties": {"q": {"type": "string"}}}),
+        });
+        let prompt = Prompt {
+            turns: vec![Turn::text(
+                Role::User,
+                r#"find [[call:web_search:{"q":"pricing"}]]"#,
+            )],
+            tools,
+            tool_choice: ToolChoice::Named("web_search".into()),
+            ..Prompt::default()
+        };
+        for flavor in [Flavor::OpenAi, Flavor::Anthropic] {
+            let (provider, mock, model) = provider(flavor).await;
+            let seen = events(&provider, model, &prompt).await;
+            assert!(
+                matches!(&seen[0], Event::ToolCall(call) if call.name == "web_search" && call.arguments == r#"{"q":"pricing"}"#),
+                "{flavor:?}: {seen:?}"
+            );
+            let sent = last_body(&mock);
+            match flavor {
+                Flavor::OpenAi => assert_eq!(
+                    sent["tool_choice"],
+                    json!({"type": "function", "function": {"name": "web_search"}})
+                ),
+                Flavor::Anthropic => {
+                    assert_eq!(
+                        sent["tool_choice"],
+                        json!({"type": "tool", "name": "web_search"})
+                    );
+                    assert_eq!(
+                        sent["tools"][2],
+                        json!({"name": "web_search", "description": "Searches our wiki",
+                               "input_schema": prompt.tools[2].parameters}),
+                        "{sent}"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -250,6 +250,8 @@ async fn chat_completions(
     let options = TurnOptions {
         instructions: checked.instructions,
         sampling: checked.sampling,
+        // OpenAI's answer has no place for a call waiting for approval.
+        approvals: false,
     };
     let prepared = state
         .chat
@@ -270,7 +272,8 @@ async fn chat_completions(
     if checked.stream {
         stream::reply(&state, prepared, meta, checked.include_usage).await
     } else {
-        let reply = state.chat.complete(&prepared).await?;
+        let mut prepared = prepared;
+        let reply = state.chat.complete(&mut prepared).await?;
         Ok(Json(ChatCompletion {
             id: meta.id,
             object: "chat.completion".into(),

@@ -111,6 +111,9 @@ impl Chunks {
                 );
             }
             Frame::Done => self.queued.push_back(SseEvent::default().data("[DONE]")),
+            // The agent's own tool calls run inside the reply; OpenAI's stream has no event
+            // for them.
+            Frame::ToolCall(_) | Frame::Pending(_) => {}
         }
     }
 

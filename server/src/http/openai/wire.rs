@@ -68,7 +68,7 @@ pub struct ChatCompletionRequest {
     #[serde(default)]
     #[schema(minimum = 1, maximum = 1)]
     pub n: Option<u32>,
-    /// Refused unless empty: agents do not call tools yet.
+    /// Refused unless empty: client-defined tools are not supported yet (the agent's own run inside).
     #[serde(default)]
     #[schema(value_type = Option<Vec<Object>>)]
     pub tools: Option<Vec<Value>>,
@@ -302,7 +302,7 @@ impl ChatCompletionRequest {
             if list.as_ref().is_some_and(|l| !l.is_empty()) {
                 return Err(unsupported(
                     param,
-                    format!("`{param}` are not supported: AgentChat agents do not call tools yet"),
+                    format!("`{param}` are not supported: client-defined tools are not supported yet; the agent's own tools run inside the completion"),
                 ));
             }
         }
@@ -314,7 +314,7 @@ impl ChatCompletionRequest {
                 return Err(unsupported(
                     param,
                     format!(
-                        "`{param}` may only be \"none\" or \"auto\": agents do not call tools yet"
+                        "`{param}` may only be \"none\" or \"auto\": client-defined tools are not supported yet"
                     ),
                 ));
             }
@@ -411,7 +411,7 @@ impl ChatCompletionRequest {
                     return Err(unsupported(
                         format!("{at}.role"),
                         format!(
-                        "`{}` messages are not supported: AgentChat agents do not call tools yet",
+                        "`{}` messages are not supported: client-defined tools are not supported yet; the agent's own tools run inside the completion",
                         m.role
                     ),
                     ))
@@ -428,7 +428,7 @@ impl ChatCompletionRequest {
             {
                 return Err(unsupported(
                     format!("{at}.tool_calls"),
-                    "Tool calls are not supported: AgentChat agents do not call tools yet",
+                    "Tool calls are not supported: client-defined tools are not supported yet; the agent's own tools run inside the completion",
                 ));
             }
             let Some(content) = &m.content else {
@@ -444,10 +444,7 @@ impl ChatCompletionRequest {
                         instructions.push(text);
                     }
                 }
-                Some(role) => turns.push(Turn {
-                    role,
-                    content: text,
-                }),
+                Some(role) => turns.push(Turn::text(role, text)),
             }
         }
         let last = turns.pop();
@@ -455,6 +452,7 @@ impl ChatCompletionRequest {
             Some(Turn {
                 role: Role::User,
                 content,
+                ..
             }) => content,
             _ => {
                 return Err(invalid(

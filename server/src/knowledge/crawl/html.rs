@@ -24,6 +24,18 @@ pub(crate) struct PageDoc {
     pub(super) nofollow: bool,
 }
 
+impl PageDoc {
+    /// The page's title.
+    pub(crate) fn title(&self) -> &str {
+        &self.title
+    }
+
+    /// The page's main text (Markdown text mode for HTML).
+    pub(crate) fn text(&self) -> &str {
+        &self.text
+    }
+}
+
 /// Reads a fetched page's body as `kind` (HTML through readability, or text) into its title,
 /// text, canonical URL, links and robots directives. CPU-bound and fed by a stranger's
 /// server: it runs in an extraction child process ([`crate::knowledge::sandbox`]).
@@ -53,7 +65,7 @@ impl ContentKind {
     /// `text/html` and `application/xhtml+xml` are HTML; `text/plain`, `text/markdown` and
     /// `text/x-markdown` are text; without a `Content-Type` a body starting with `<` is
     /// taken for HTML; anything else is unsupported.
-    pub(super) fn of(content_type: Option<&str>, body: &[u8]) -> Self {
+    pub(crate) fn of(content_type: Option<&str>, body: &[u8]) -> Self {
         let essence = content_type
             .and_then(|ct| ct.split(';').next())
             .map(|s| s.trim().to_ascii_lowercase())
@@ -79,7 +91,7 @@ impl ContentKind {
 
 /// Decodes a body: byte-order mark, else the `charset` of `Content-Type`, else (HTML) a
 /// `<meta charset>` in the first 1024 bytes, else UTF-8. Invalid sequences become U+FFFD.
-fn decode(body: &[u8], content_type: Option<&str>, html: bool) -> String {
+pub(crate) fn decode(body: &[u8], content_type: Option<&str>, html: bool) -> String {
     let from_header = content_type.and_then(|ct| {
         ct.split(';').skip(1).find_map(|param| {
             let (name, value) = param.split_once('=')?;

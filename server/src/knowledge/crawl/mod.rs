@@ -61,7 +61,7 @@ mod sitemap;
 use serde::{Deserialize, Serialize};
 use url::Url;
 
-pub(crate) use html::{read_page, ContentKind, PageDoc};
+pub(crate) use html::{decode, read_page, ContentKind, PageDoc};
 pub use robots::{MAX_CRAWL_DELAY, ROBOTS_USER_AGENT};
 pub use scheduler::{
     crawl, request_budget, MAX_IN_FLIGHT, PER_ORIGIN_CONCURRENCY, REQUEST_ALLOWANCE,

@@ -11,6 +11,7 @@ mod chat;
 mod documents;
 mod queues;
 mod tenancy;
+mod tools;
 
 use std::{future::Future, sync::Arc};
 
@@ -21,6 +22,7 @@ pub use chat::*;
 pub use documents::*;
 pub use queues::*;
 pub use tenancy::*;
+pub use tools::*;
 
 use super::{
     agents::AgentStatus,
@@ -78,6 +80,9 @@ macro_rules! for_each_store_conformance_case {
             a_delivery_is_moved_on_only_under_its_claim,
             parallel_webhook_and_integration_creates_stop_at_the_limit,
             an_inbound_event_is_answered_once,
+            parallel_tool_creates_stop_at_the_limit_and_names_stay_unique,
+            one_decision_of_an_approval_wins,
+            a_turn_stopped_for_approvals_continues_once,
         }
     };
 }
@@ -134,6 +139,7 @@ fn agent_record(id: &str, user_id: &UserId) -> AgentRecord {
         created_at: now,
         updated_at: now,
         has_knowledge: false,
+        has_tools: false,
     }
 }
 
@@ -186,6 +192,7 @@ fn message(thread: &ThreadRecord, i: usize, role: Role, at: DateTime<Utc>) -> Me
         status: ReplyStatus::Complete,
         error: None,
         created_at: at,
+        tool_calls: None,
     }
 }
 

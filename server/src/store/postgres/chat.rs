@@ -7,7 +7,7 @@ use chrono::NaiveDate;
 use sqlx::Row;
 
 use super::{
-    rows::{message, ms, thread, MESSAGE_COLUMNS, THREAD_COLUMNS},
+    rows::{message, ms, thread, MESSAGE_COLUMNS, MESSAGE_PARAMS, THREAD_COLUMNS},
     PgStore,
 };
 use crate::ids::{AgentId, ThreadId, UserId};
@@ -23,7 +23,7 @@ crate::store::rows::turn_binders!(PgQuery);
 /// `$1`–`$7` to the thread's columns and goes in when its user's agent exists (read
 /// `FOR KEY SHARE`, as in `create_thread`), its messages with it; an existing one binds `$1`
 /// to its id and `$2` to its user, and its messages go in when it exists and is the user's
-/// (read `FOR KEY SHARE`, so a delete waits for the turn). Each message binds twelve
+/// (read `FOR KEY SHARE`, so a delete waits for the turn). Each message binds [`MESSAGE_PARAMS`]
 /// parameters ([`bind_message`]); the trigger `messages_count` counts each one.
 fn turn_sql(new_thread: bool, messages: usize) -> std::borrow::Cow<'static, str> {
     static TWO_MESSAGES: std::sync::OnceLock<[String; 2]> = std::sync::OnceLock::new();
@@ -35,8 +35,10 @@ fn build_turn_sql(new_thread: bool, messages: usize) -> String {
     let mut next = if new_thread { 8 } else { 3 };
     let rows: Vec<String> = (0..messages)
         .map(|_| {
-            let params: Vec<String> = (next..next + 12).map(|n| format!("${n}")).collect();
-            next += 12;
+            let params: Vec<String> = (next..next + MESSAGE_PARAMS)
+                .map(|n| format!("${n}"))
+                .collect();
+            next += MESSAGE_PARAMS;
             format!("({})", params.join(", "))
         })
         .collect();
@@ -161,7 +163,7 @@ impl ChatStore for PgStore {
                  WHERE EXISTS (SELECT 1 FROM agents WHERE id = $2 AND user_id = $3 FOR KEY SHARE) \
                  RETURNING id) \
              INSERT INTO messages ({MESSAGE_COLUMNS}) \
-             SELECT $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19 FROM thread"
+             SELECT $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20 FROM thread"
         );
         let query = sqlx::query(&sql)
             .bind(&t.id)
@@ -241,7 +243,7 @@ impl ChatStore for PgStore {
         // The thread's count and activity time and the owner's usage are kept by the
         // trigger `messages_count`, inside this statement.
         let sql = format!(
-            "INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+            "INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
         );
         bind_message(sqlx::query(&sql), m, &m.thread_id)
             .execute(&self.pool)

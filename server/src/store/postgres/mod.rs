@@ -228,3 +228,28 @@ impl Store for PgStore {
         Some(Arc::new(self.clone()))
     }
 }
+
+crate::store::tools::tool_store!(PgStore, sqlx::postgres::PgRow, pool, pool);
+
+impl PgStore {
+    /// [`crate::store::tools::ToolStore::create_tool`]: the agent's row is locked first
+    /// (`FOR UPDATE`), so that parallel creations for one agent count each other's tools
+    /// under READ COMMITTED, as [`lock_account`] does for an account.
+    async fn insert_tool(
+        &self,
+        r: &crate::store::tools::ToolRecord,
+        limit: u32,
+    ) -> StoreResult<bool> {
+        let mut tx = begin(&self.pool).await?;
+        sqlx::query("SELECT 1 FROM agents WHERE id = $1 FOR UPDATE")
+            .bind(&r.agent_id)
+            .execute(&mut *tx)
+            .await?;
+        let done = crate::store::tools::insert_tool_query!(r, limit)
+            .execute(&mut *tx)
+            .await
+            .map_err(crate::store::tools::name_conflict)?;
+        tx.commit().await?;
+        Ok(done.rows_affected() == 1)
+    }
+}

@@ -7,7 +7,7 @@ use futures::TryStreamExt;
 use sqlx::Row;
 
 use super::{
-    rows::{message, ms, thread, MESSAGE_COLUMNS, THREAD_COLUMNS},
+    rows::{message, ms, thread, MESSAGE_COLUMNS, MESSAGE_PARAMS, THREAD_COLUMNS},
     SqliteStore,
 };
 use crate::ids::{AgentId, ThreadId, UserId};
@@ -22,7 +22,7 @@ crate::store::rows::turn_binders!(SqliteQuery);
 /// for one call to the writer (sqlx runs them in order, and `?NNN` parameters are shared
 /// between them), at `place` in the batch's transaction. A new thread binds `?1`–`?7` to
 /// the thread's columns and goes in when its user's agent exists; an existing one binds
-/// `?1` to its id and `?2` to its user. Each message (twelve parameters, [`bind_message`])
+/// `?1` to its id and `?2` to its user. Each message ([`MESSAGE_PARAMS`] parameters, [`bind_message`])
 /// goes in when the thread exists and is the user's, so the turn is written whole or not at
 /// all; the triggers of migration 0010 count every message.
 fn turn_sql(place: Place, new_thread: bool, messages: usize) -> std::borrow::Cow<'static, str> {
@@ -69,8 +69,10 @@ fn build_turn_sql(new_thread: bool, messages: usize) -> String {
         );
     }
     for _ in 0..messages {
-        let params: Vec<String> = (next..next + 12).map(|n| format!("?{n}")).collect();
-        next += 12;
+        let params: Vec<String> = (next..next + MESSAGE_PARAMS)
+            .map(|n| format!("?{n}"))
+            .collect();
+        next += MESSAGE_PARAMS;
         sql.push_str(&format!(
             "INSERT INTO messages ({MESSAGE_COLUMNS}) SELECT {} \
              WHERE EXISTS (SELECT 1 FROM threads WHERE id = ?1 AND user_id = ?{user}); ",
@@ -209,7 +211,7 @@ impl ChatStore for SqliteStore {
              SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 \
              WHERE EXISTS (SELECT 1 FROM agents WHERE id = ?2 AND user_id = ?3); \
              INSERT INTO messages ({MESSAGE_COLUMNS}) \
-             SELECT ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19 \
+             SELECT ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20 \
              WHERE EXISTS (SELECT 1 FROM threads WHERE id = ?1 AND user_id = ?3)"
         );
         let query = sqlx::query(&sql)
@@ -287,7 +289,7 @@ impl ChatStore for SqliteStore {
         // The thread's count and activity time and the owner's usage are kept by the
         // triggers of migration 0010, inside this statement.
         let sql = format!(
-            "INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+            "INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         );
         bind_message(sqlx::query(&sql), m, &m.thread_id)
             .execute(&self.writer)

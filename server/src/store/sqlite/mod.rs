@@ -461,3 +461,21 @@ pub(crate) mod tests {
             .unwrap();
     }
 }
+
+crate::store::tools::tool_store!(SqliteStore, sqlx::sqlite::SqliteRow, writer, pool);
+
+impl SqliteStore {
+    /// [`crate::store::tools::ToolStore::create_tool`]: one statement on the one writer, so
+    /// the count and the insert cannot interleave with another creation.
+    async fn insert_tool(
+        &self,
+        r: &crate::store::tools::ToolRecord,
+        limit: u32,
+    ) -> StoreResult<bool> {
+        let done = crate::store::tools::insert_tool_query!(r, limit)
+            .execute(&self.writer)
+            .await
+            .map_err(crate::store::tools::name_conflict)?;
+        Ok(done.rows_affected() == 1)
+    }
+}

@@ -1,0 +1,953 @@
+//! [`Tools`]: an agent's tools kept (created, read, updated, deleted and tested) and run
+//! during a chat turn ([`Toolbox`]).
+
+use std::{
+    collections::BTreeMap,
+    sync::Arc,
+    time::{Duration, Instant},
+};
+
+use app::api::{PendingApproval, Tool, ToolCallView, ToolTestResult};
+use serde_json::{json, Map, Value};
+
+use super::{
+    http_action::{validate_secret_headers, HttpActionConfig},
+    output,
+    schema::{parse_arguments, ArgumentsValidator},
+    web_fetch,
+};
+use crate::{
+    agents::AgentService,
+    clock::Clock,
+    crypto::SecretBox,
+    domain::ToolType,
+    ids::{AgentId, MessageId, ThreadId, ToolCallId, ToolId, UserId},
+    knowledge::{search::retrieve, Knowledge},
+    llm::{ToolCall, ToolSpec},
+    outbound::SafeClient,
+    store::{tools::ApprovalRecord, AgentRecord, Store, StoreError, ToolRecord},
+    views::iso,
+};
+
+/// Tools one agent may have (docs/api.md § Tools).
+pub const MAX_TOOLS_PER_AGENT: u32 = 32;
+/// Longest tool description, in characters.
+pub const DESCRIPTION_MAX: usize = 1_024;
+/// Most chunks a `knowledge_search` call answers.
+pub const SEARCH_LIMIT_MAX: u32 = 20;
+/// The limits of HTTP actions' client: 2 MiB of answer (of which the model gets
+/// [`output::MAX_OUTPUT_BYTES`]), 120 s at most (a tool's `timeoutMs` may not be longer),
+/// 5 redirects.
+pub const ACTION_LIMITS: crate::outbound::FetchLimits = crate::outbound::FetchLimits {
+    max_body_bytes: 2 * 1024 * 1024,
+    timeout: Duration::from_secs(120),
+    max_redirects: 5,
+};
+/// Chunks a `knowledge_search` call answers when the model gives no `limit`.
+pub const SEARCH_LIMIT_DEFAULT: u32 = 5;
+
+/// Why a tool operation failed. The texts are the messages clients are shown.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolError {
+    /// No such agent of the caller's.
+    #[error("Agent not found")]
+    AgentNotFound,
+    /// No such tool of the caller's agent.
+    #[error("Tool not found")]
+    NotFound,
+    /// A field breaks its rule; the text names the field.
+    #[error("{0}")]
+    Invalid(String),
+    /// The agent has [`MAX_TOOLS_PER_AGENT`] tools.
+    #[error("An agent may have at most {MAX_TOOLS_PER_AGENT} tools; delete one first")]
+    Limit,
+    /// The store failed (a taken name is its conflict).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// How long a call waits for a person's decision (docs/api.md § Approvals).
+pub const APPROVAL_TTL: chrono::Duration = chrono::Duration::hours(24);
+
+/// Why a decision on a pending tool call was refused. The texts are the messages clients
+/// are shown.
+#[derive(Debug, thiserror::Error)]
+pub enum ApprovalError {
+    /// No such call waits in the caller's thread of this agent.
+    #[error("Tool call not found")]
+    NotFound,
+    /// The call was decided before (by this or another request).
+    #[error("This tool call was already {0}")]
+    Decided(String),
+    /// The call waited longer than [`APPROVAL_TTL`].
+    #[error("This tool call's approval expired; send a new message")]
+    Expired,
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What deciding a pending call led to.
+pub enum Decided {
+    /// Every call of the stopped reply is decided and this request continues its turn
+    /// with their outcomes (in the order the model made them).
+    Continue(Vec<ToolCallView>),
+    /// This call is decided (its outcome), and others of the reply still wait.
+    Waiting(Box<ToolCallView>, Vec<PendingApproval>),
+}
+
+/// A tool to create, as the service takes it (the HTTP layer converts its body).
+#[derive(Debug, Clone, Default)]
+pub struct NewTool {
+    pub tool_type: String,
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub enabled: Option<bool>,
+    pub requires_approval: Option<bool>,
+    pub config: Option<Value>,
+}
+
+/// Changes to a tool; `None` leaves a field as it is.
+#[derive(Debug, Clone, Default)]
+pub struct ToolPatch {
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub enabled: Option<bool>,
+    pub requires_approval: Option<bool>,
+    pub config: Option<Value>,
+}
+
+/// The agent tools service. Cheap to clone.
+#[derive(Clone)]
+pub struct Tools {
+    store: Arc<dyn Store>,
+    secrets: SecretBox,
+    agents: AgentService,
+    knowledge: Knowledge,
+    /// The outbound client of HTTP actions: the crawler's policy, its own `User-Agent`.
+    actions: SafeClient,
+    clock: Clock,
+    /// `TOOL_TIMEOUT_SECONDS`: a call's limit unless its tool sets `timeoutMs`.
+    timeout: Duration,
+}
+
+/// The associated data that binds sealed secret headers to their tool.
+fn secrets_aad(user_id: &UserId, tool_id: &ToolId) -> Vec<u8> {
+    format!("tool-secrets|{user_id}|{tool_id}").into_bytes()
+}
+
+impl Tools {
+    /// The service over `store`; secrets sealed with `secrets`; agents read and their cache
+    /// told of changes through `agents`; `knowledge_search` over `knowledge`, `web_fetch`
+    /// through its client and sandbox; HTTP actions through `actions`; a call lasts at most
+    /// `timeout` unless its tool says otherwise.
+    pub fn new(
+        store: Arc<dyn Store>,
+        secrets: SecretBox,
+        agents: AgentService,
+        knowledge: Knowledge,
+        actions: SafeClient,
+        clock: Clock,
+        timeout: Duration,
+    ) -> Self {
+        Self {
+            store,
+            secrets,
+            agents,
+            knowledge,
+            actions,
+            clock,
+            timeout,
+        }
+    }
+
+    /// The agent's tools, oldest first.
+    ///
+    /// Errors: [`ToolError::AgentNotFound`] for another tenant's or a missing agent.
+    pub async fn list(&self, user_id: &UserId, agent_id: &AgentId) -> Result<Vec<Tool>, ToolError> {
+        self.owned_agent(user_id, agent_id).await?;
+        let records = self.store.list_tools(user_id, agent_id).await?;
+        Ok(records.iter().map(tool_view).collect())
+    }
+
+    /// One tool of the agent.
+    ///
+    /// Errors: [`ToolError::NotFound`]; the agent's as for [`Tools::list`].
+    pub async fn get(
+        &self,
+        user_id: &UserId,
+        agent_id: &AgentId,
+        tool_id: &ToolId,
+    ) -> Result<Tool, ToolError> {
+        Ok(tool_view(&self.record(user_id, agent_id, tool_id).await?))
+    }
+
+    /// Creates a tool after checking every field (name, description, type, config).
+    ///
+    /// Errors: [`ToolError::Invalid`] naming the field; [`ToolError::Limit`]; a taken name
+    /// ([`crate::store::Conflict::ToolName`]); the agent's as for [`Tools::list`].
+    pub async fn create(
+        &self,
+        user_id: &UserId,
+        agent_id: &AgentId,
+        input: NewTool,
+    ) -> Result<Tool, ToolError> {
+        self.owned_agent(user_id, agent_id).await?;
+        let tool_type = ToolType::parse(&input.tool_type).ok_or_else(|| {
+            ToolError::Invalid(format!(
+                "type must be one of {}",
+                ToolType::ALL.map(ToolType::as_str).join(", ")
+            ))
+        })?;
+        let name = match (input.name, tool_type) {
+            (Some(name), _) => check_name(&name)?,
+            (None, ToolType::KnowledgeSearch | ToolType::WebFetch) => tool_type.as_str().into(),
+            (None, _) => return Err(ToolError::Invalid("name is required".into())),
+        };
+        let description = match input.description {
+            Some(d) => check_description(&d)?,
+            None => default_description(tool_type).to_string(),
+        };
+        let now = self.clock.now();
+        let id = ToolId::new();
+        let checked = check_config(tool_type, input.config.unwrap_or_else(|| json!({})))?;
+        let (secrets_sealed, key_id) = self.seal(user_id, &id, checked.secrets.as_ref());
+        let record = ToolRecord {
+            id,
+            agent_id: agent_id.clone(),
+            user_id: user_id.clone(),
+            tool_type,
+            name,
+            description,
+            enabled: input.enabled.unwrap_or(true),
+            requires_approval: input.requires_approval.unwrap_or(false),
+            config: checked.config.to_string(),
+            secrets_sealed,
+            key_id,
+            created_at: now,
+            updated_at: now,
+        };
+        if !self.store.create_tool(&record, MAX_TOOLS_PER_AGENT).await? {
+            return Err(ToolError::Limit);
+        }
+        self.agents.tools_changed(agent_id);
+        Ok(tool_view(&record))
+    }
+
+    /// Applies `patch`. A `config` replaces the config; when it omits `secretHeaders`
+    /// the stored ones are kept.
+    ///
+    /// Errors: those of [`Tools::create`] and [`ToolError::NotFound`].
+    pub async fn update(
+        &self,
+        user_id: &UserId,
+        agent_id: &AgentId,
+        tool_id: &ToolId,
+        patch: ToolPatch,
+    ) -> Result<Tool, ToolError> {
+        let mut record = self.record(user_id, agent_id, tool_id).await?;
+        if let Some(name) = patch.name {
+            record.name = check_name(&name)?;
+        }
+        if let Some(d) = patch.description {
+            record.description = check_description(&d)?;
+        }
+        if let Some(enabled) = patch.enabled {
+            record.enabled = enabled;
+        }
+        if let Some(approval) = patch.requires_approval {
+            record.requires_approval = approval;
+        }
+        if let Some(config) = patch.config {
+            let checked = check_config(record.tool_type, config)?;
+            let mut config = checked.config;
+            if let Some(secrets) = &checked.secrets {
+                let (sealed, key_id) = self.seal(user_id, &record.id, Some(secrets));
+                record.secrets_sealed = sealed;
+                record.key_id = key_id;
+            } else if let Some(names) = stored_secret_names(&record) {
+                // Omitted: the stored secrets stay, and so do their names.
+                config["secretHeaders"] = names;
+            }
+            record.config = config.to_string();
+        }
+        record.updated_at = self.clock.now();
+        if !self.store.update_tool(&record).await? {
+            return Err(ToolError::NotFound);
+        }
+        self.agents.tools_changed(agent_id);
+        Ok(tool_view(&record))
+    }
+
+    /// Deletes a tool.
+    ///
+    /// Errors: [`ToolError::NotFound`]; the agent's as for [`Tools::list`].
+    pub async fn delete(
+        &self,
+        user_id: &UserId,
+        agent_id: &AgentId,
+        tool_id: &ToolId,
+    ) -> Result<(), ToolError> {
+        self.owned_agent(user_id, agent_id).await?;
+        if !self.store.delete_tool(user_id, agent_id, tool_id).await? {
+            return Err(ToolError::NotFound);
+        }
+        self.agents.tools_changed(agent_id);
+        Ok(())
+    }
+
+    /// Runs a tool once with `arguments`, as a chat would (schema check, timeout, output
+    /// cap), whether or not it is enabled: the editor's "Test" button.
+    ///
+    /// Errors: [`ToolError::NotFound`]; the agent's as for [`Tools::list`]. A failing run is
+    /// not an error: it answers `status: "failed"`.
+    pub async fn test(
+        &self,
+        user_id: &UserId,
+        agent_id: &AgentId,
+        tool_id: &ToolId,
+        arguments: Value,
+    ) -> Result<ToolTestResult, ToolError> {
+        let record = self.record(user_id, agent_id, tool_id).await?;
+        let started = Instant::now();
+        let outcome = match self.prepare(record) {
+            Ok(active) => {
+                let arguments = match arguments {
+                    Value::Null => Value::Object(Map::new()),
+                    other => other,
+                };
+                self.run_checked(&active, &arguments).await
+            }
+            Err(e) => Err(e),
+        };
+        let duration_ms = started.elapsed().as_millis() as u64;
+        Ok(match outcome {
+            Ok(output) => ToolTestResult {
+                status: "succeeded".into(),
+                output,
+                error: None,
+                duration_ms,
+            },
+            Err(error) => ToolTestResult {
+                status: "failed".into(),
+                output: String::new(),
+                error: Some(error),
+                duration_ms,
+            },
+        })
+    }
+
+    /// The tools `agent` offers in a chat turn: its enabled tools, ready to run; those that
+    /// require approval only with `approvals` (where a person can approve). A tool whose
+    /// stored config or secrets no longer open is left out and logged.
+    ///
+    /// Errors: the store's.
+    pub async fn toolbox(
+        &self,
+        agent: &AgentRecord,
+        approvals: bool,
+    ) -> Result<Toolbox, StoreError> {
+        if !agent.has_tools {
+            return Ok(Toolbox::default());
+        }
+        let records = self.store.list_tools(&agent.user_id, &agent.id).await?;
+        let mut tools = Vec::new();
+        for record in records {
+            if !record.enabled || (record.requires_approval && !approvals) {
+                continue;
+            }
+            let id = record.id.clone();
+            match self.prepare(record) {
+                Ok(active) => tools.push(active),
+                Err(e) => tracing::warn!(tool.id = %id, error = %e, "a stored tool cannot be used"),
+            }
+        }
+        Ok(Toolbox {
+            tools: Arc::new(tools),
+        })
+    }
+
+    /// Runs one call of the model with `toolbox`'s tools and reports it; never fails: an
+    /// unknown tool, arguments that break the schema, a timeout or the tool's own failure
+    /// are a `failed` call whose error the model is given.
+    pub async fn run(&self, toolbox: &Toolbox, call: &ToolCall) -> ToolCallView {
+        let started = Instant::now();
+        let active = toolbox.tools.iter().find(|t| t.record.name == call.name);
+        let parsed = parse_arguments(&call.arguments);
+        let arguments = parsed
+            .as_ref()
+            .map(|m| Value::Object(m.clone()))
+            .unwrap_or_else(|_| Value::Object(Map::new()));
+        let outcome = match (active, &parsed) {
+            (None, _) => Err(format!("the agent has no tool named `{}`", call.name)),
+            (_, Err(e)) => Err(e.clone()),
+            (Some(active), Ok(_)) => self.run_checked(active, &arguments).await,
+        };
+        let (status, output, error) = match outcome {
+            Ok(output) => ("succeeded", output, None),
+            Err(error) => ("failed", String::new(), Some(error)),
+        };
+        ToolCallView {
+            id: call.id.clone(),
+            name: call.name.clone(),
+            tool_type: active
+                .map_or("unknown", |t| t.record.tool_type.as_str())
+                .into(),
+            arguments,
+            status: status.into(),
+            output,
+            error,
+            duration_ms: started.elapsed().as_millis() as u64,
+        }
+    }
+
+    /// Holds `calls` for approval: the reply `message_id` of `agent`'s thread `thread_id`
+    /// stopped for them. They can be decided for [`APPROVAL_TTL`] from `now`.
+    ///
+    /// Errors: the store's.
+    pub async fn hold(
+        &self,
+        agent_id: &AgentId,
+        user_id: &UserId,
+        thread_id: &ThreadId,
+        message_id: &MessageId,
+        calls: &[ToolCall],
+    ) -> Result<(), StoreError> {
+        let now = self.clock.now();
+        let records: Vec<ApprovalRecord> = calls
+            .iter()
+            .enumerate()
+            .map(|(i, call)| ApprovalRecord {
+                thread_id: thread_id.clone(),
+                tool_call_id: ToolCallId::from(call.id.as_str()),
+                message_id: message_id.clone(),
+                user_id: user_id.clone(),
+                agent_id: agent_id.clone(),
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
+                status: "pending".into(),
+                result: None,
+                // In the model's order, a millisecond apart.
+                created_at: now + chrono::Duration::milliseconds(i as i64),
+                expires_at: now + APPROVAL_TTL,
+            })
+            .collect();
+        self.store.create_approvals(&records).await
+    }
+
+    /// Decides the pending call `tool_call_id` of `agent`'s thread `thread_id`: runs it
+    /// when `approved` (as the chat would, [`Tools::run`]), or records it `denied`; then,
+    /// when it was the last call of its reply to be settled, claims the continuation of
+    /// the turn. Of concurrent decisions of one call, from any instance, one wins.
+    ///
+    /// Errors: [`ApprovalError`].
+    pub async fn decide(
+        &self,
+        agent: &AgentRecord,
+        thread_id: &ThreadId,
+        tool_call_id: &ToolCallId,
+        approved: bool,
+    ) -> Result<Decided, ApprovalError> {
+        let record = self
+            .store
+            .approval(&agent.user_id, thread_id, tool_call_id)
+            .await?
+            .filter(|r| r.agent_id == agent.id)
+            .ok_or(ApprovalError::NotFound)?;
+        let now = self.clock.now();
+        if !self.store.decide_approval(&record, approved, now).await? {
+            let current = self
+                .store
+                .approval(&agent.user_id, thread_id, tool_call_id)
+                .await?
+                .ok_or(ApprovalError::NotFound)?;
+            return Err(if current.status == "pending" {
+                ApprovalError::Expired
+            } else {
+                ApprovalError::Decided(current.status)
+            });
+        }
+        let call = ToolCall {
+            id: record.tool_call_id.to_string(),
+            name: record.name.clone(),
+            arguments: record.arguments.clone(),
+        };
+        let view = if approved {
+            let toolbox = self.toolbox(agent, true).await?;
+            self.run(&toolbox, &call).await
+        } else {
+            ToolCallView {
+                id: call.id.clone(),
+                name: call.name.clone(),
+                tool_type: self
+                    .store
+                    .list_tools(&agent.user_id, &agent.id)
+                    .await?
+                    .iter()
+                    .find(|t| t.name == call.name)
+                    .map_or("unknown", |t| t.tool_type.as_str())
+                    .into(),
+                arguments: parse_arguments(&call.arguments)
+                    .map(Value::Object)
+                    .unwrap_or_else(|_| json!({})),
+                status: "denied".into(),
+                output: String::new(),
+                error: Some("The user declined this tool call".into()),
+                duration_ms: 0,
+            }
+        };
+        let result = serde_json::to_string(&view).unwrap_or_default();
+        self.store
+            .set_approval_result(thread_id, tool_call_id, &result)
+            .await?;
+        let claimed = self.store.claim_continuation(&record.message_id).await?;
+        if claimed.is_empty() {
+            let pending = self
+                .store
+                .pending_approvals(&record.message_id)
+                .await?
+                .iter()
+                .map(pending_view)
+                .collect();
+            return Ok(Decided::Waiting(Box::new(view), pending));
+        }
+        Ok(Decided::Continue(
+            claimed
+                .iter()
+                .filter_map(|r| r.result.as_deref())
+                .filter_map(|r| serde_json::from_str(r).ok())
+                .collect(),
+        ))
+    }
+
+    /// Checks `arguments` against the tool's schema and runs it within its timeout.
+    async fn run_checked(&self, active: &Active, arguments: &Value) -> Result<String, String> {
+        active.validator.check(arguments)?;
+        let Value::Object(arguments) = arguments else {
+            return Err("arguments must be a JSON object".into());
+        };
+        let timeout = active.timeout.unwrap_or(self.timeout);
+        let run = async {
+            match &active.runner {
+                Runner::KnowledgeSearch => self.search(&active.record.agent_id, arguments).await,
+                Runner::WebFetch => {
+                    let url = arguments
+                        .get("url")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default();
+                    web_fetch::fetch_text(&self.knowledge.client, &self.knowledge.sandbox, url)
+                        .await
+                }
+                Runner::Http { config, secrets } => {
+                    config.run(&self.actions, secrets, arguments, timeout).await
+                }
+            }
+        };
+        match tokio::time::timeout(timeout, run).await {
+            Ok(result) => result.map(output::cap),
+            Err(_) => Err(format!(
+                "the tool did not finish within {} ms",
+                timeout.as_millis()
+            )),
+        }
+    }
+
+    /// `knowledge_search`: the agent's best chunks for the model's query.
+    async fn search(
+        &self,
+        agent_id: &AgentId,
+        arguments: &Map<String, Value>,
+    ) -> Result<String, String> {
+        let query = arguments
+            .get("query")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let limit = arguments
+            .get("limit")
+            .and_then(Value::as_u64)
+            .map_or(SEARCH_LIMIT_DEFAULT, |n| {
+                n.clamp(1, u64::from(SEARCH_LIMIT_MAX)) as u32
+            });
+        let hits = retrieve::hybrid(&self.knowledge, agent_id, query, limit)
+            .await
+            .map_err(|e| {
+                tracing::error!(error = ?e, "knowledge search of a tool call failed");
+                "the knowledge base could not be searched".to_string()
+            })?;
+        let results: Vec<Value> = hits
+            .into_iter()
+            .map(|h| {
+                json!({
+                    "chunkId": h.chunk_id.to_string(),
+                    "title": h.title,
+                    "url": h.url,
+                    "text": h.text,
+                })
+            })
+            .collect();
+        Ok(json!({ "results": results }).to_string())
+    }
+
+    /// A stored tool made ready to run: its schema compiled, its secrets opened.
+    fn prepare(&self, record: ToolRecord) -> Result<Active, String> {
+        let config: Value = serde_json::from_str(&record.config)
+            .map_err(|e| format!("its stored config does not parse: {e}"))?;
+        let (runner, parameters, timeout) = match record.tool_type {
+            ToolType::KnowledgeSearch => (Runner::KnowledgeSearch, search_parameters(), None),
+            ToolType::WebFetch => (Runner::WebFetch, fetch_parameters(), None),
+            ToolType::Http => {
+                let config = HttpActionConfig::parse(&without_secrets(config))?;
+                let secrets = self.open(&record)?;
+                let parameters = config.parameters.clone();
+                let timeout = config.timeout_ms.map(Duration::from_millis);
+                (Runner::Http { config, secrets }, parameters, timeout)
+            }
+            ToolType::Mcp => return Err("MCP server tools cannot be run yet".into()),
+        };
+        let validator = ArgumentsValidator::new(&parameters)?;
+        Ok(Active {
+            spec: ToolSpec {
+                name: record.name.clone(),
+                description: record.description.clone(),
+                parameters,
+            },
+            record,
+            runner,
+            validator,
+            timeout,
+        })
+    }
+
+    /// Seals secret headers for the tool `tool_id` of `user_id`; `(None, None)` for none.
+    fn seal(
+        &self,
+        user_id: &UserId,
+        tool_id: &ToolId,
+        secrets: Option<&BTreeMap<String, String>>,
+    ) -> (Option<Vec<u8>>, Option<String>) {
+        match secrets.filter(|s| !s.is_empty()) {
+            None => (None, None),
+            Some(secrets) => {
+                let plaintext = serde_json::to_vec(secrets).unwrap_or_default();
+                (
+                    Some(
+                        self.secrets
+                            .seal(&plaintext, &secrets_aad(user_id, tool_id)),
+                    ),
+                    Some(self.secrets.current_key_id()),
+                )
+            }
+        }
+    }
+
+    /// The tool's secret headers in clear.
+    fn open(&self, record: &ToolRecord) -> Result<BTreeMap<String, String>, String> {
+        let Some(sealed) = &record.secrets_sealed else {
+            return Ok(BTreeMap::new());
+        };
+        let plaintext = self
+            .secrets
+            .open(sealed, &secrets_aad(&record.user_id, &record.id))
+            .map_err(|e| format!("its secret headers do not open: {e}"))?;
+        serde_json::from_slice(&plaintext).map_err(|_| "its secret headers do not parse".into())
+    }
+
+    async fn owned_agent(&self, user_id: &UserId, agent_id: &AgentId) -> Result<(), ToolError> {
+        match self.agents.find(user_id, agent_id).await? {
+            Some(_) => Ok(()),
+            None => Err(ToolError::AgentNotFound),
+        }
+    }
+
+    async fn record(
+        &self,
+        user_id: &UserId,
+        agent_id: &AgentId,
+        tool_id: &ToolId,
+    ) -> Result<ToolRecord, ToolError> {
+        self.owned_agent(user_id, agent_id).await?;
+        self.store
+            .tool(user_id, agent_id, tool_id)
+            .await?
+            .ok_or(ToolError::NotFound)
+    }
+}
+
+/// The tools of one chat turn, ready to run ([`Tools::toolbox`]). Cheap to clone.
+#[derive(Clone, Default)]
+pub struct Toolbox {
+    tools: Arc<Vec<Active>>,
+}
+
+impl Toolbox {
+    /// Whether the model's call of `name` waits for a person's approval.
+    pub fn requires_approval(&self, name: &str) -> bool {
+        self.tools
+            .iter()
+            .any(|t| t.record.name == name && t.record.requires_approval)
+    }
+
+    /// Whether there is no tool to offer.
+    pub fn is_empty(&self) -> bool {
+        self.tools.is_empty()
+    }
+
+    /// What the model is told of each tool.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.tools.iter().map(|t| t.spec.clone()).collect()
+    }
+}
+
+/// A tool ready to run.
+struct Active {
+    record: ToolRecord,
+    spec: ToolSpec,
+    runner: Runner,
+    validator: ArgumentsValidator,
+    /// The tool's own `timeoutMs`.
+    timeout: Option<Duration>,
+}
+
+/// How a tool runs.
+enum Runner {
+    KnowledgeSearch,
+    WebFetch,
+    Http {
+        config: HttpActionConfig,
+        secrets: BTreeMap<String, String>,
+    },
+}
+
+/// A checked config: what is stored in clear (with the secret header names), and the
+/// secret headers to seal (`None`: none given).
+struct CheckedConfig {
+    config: Value,
+    secrets: Option<BTreeMap<String, String>>,
+}
+
+/// Checks `config` for a tool of `tool_type`.
+fn check_config(tool_type: ToolType, config: Value) -> Result<CheckedConfig, ToolError> {
+    let Value::Object(mut object) = config else {
+        return Err(ToolError::Invalid("config must be an object".into()));
+    };
+    match tool_type {
+        ToolType::KnowledgeSearch | ToolType::WebFetch => {
+            if let Some(field) = object.keys().next() {
+                return Err(ToolError::Invalid(format!(
+                    "config.{field} is not a setting of a {} tool (its config is {{}})",
+                    tool_type.as_str()
+                )));
+            }
+            Ok(CheckedConfig {
+                config: Value::Object(object),
+                secrets: None,
+            })
+        }
+        ToolType::Http => {
+            let secrets = match object.remove("secretHeaders") {
+                None | Some(Value::Null) => None,
+                Some(Value::Object(map)) => {
+                    let mut secrets = BTreeMap::new();
+                    for (name, value) in map {
+                        let Value::String(value) = value else {
+                            return Err(ToolError::Invalid(format!(
+                                "config.secretHeaders.{name} must be a string"
+                            )));
+                        };
+                        secrets.insert(name, value);
+                    }
+                    validate_secret_headers(&secrets).map_err(ToolError::Invalid)?;
+                    Some(secrets)
+                }
+                Some(_) => {
+                    return Err(ToolError::Invalid(
+                        "config.secretHeaders must be an object of header names to values".into(),
+                    ))
+                }
+            };
+            let parsed =
+                HttpActionConfig::parse(&Value::Object(object)).map_err(ToolError::Invalid)?;
+            let mut config = serde_json::to_value(&parsed)
+                .map_err(|e| ToolError::Invalid(format!("config: {e}")))?;
+            if let Some(secrets) = &secrets {
+                config["secretHeaders"] = json!(secrets.keys().collect::<Vec<_>>());
+            }
+            Ok(CheckedConfig { config, secrets })
+        }
+        ToolType::Mcp => Err(ToolError::Invalid(
+            "type mcp needs an MCP server integration, which this server does not support yet"
+                .into(),
+        )),
+    }
+}
+
+/// The names of a tool's stored secret headers, as its config lists them.
+fn stored_secret_names(record: &ToolRecord) -> Option<Value> {
+    record.secrets_sealed.as_ref()?;
+    let config: Value = serde_json::from_str(&record.config).ok()?;
+    config.get("secretHeaders").cloned()
+}
+
+/// `config` without the list of secret header names (what [`HttpActionConfig::parse`]
+/// reads).
+fn without_secrets(mut config: Value) -> Value {
+    if let Value::Object(object) = &mut config {
+        object.remove("secretHeaders");
+    }
+    config
+}
+
+/// A tool's name: `^[a-zA-Z0-9_-]{1,64}$` (the rule of OpenAI's and Anthropic's function
+/// names).
+fn check_name(name: &str) -> Result<String, ToolError> {
+    let ok = (1..=64).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if ok {
+        Ok(name.to_string())
+    } else {
+        Err(ToolError::Invalid(
+            "name must be 1 to 64 letters, digits, underscores or hyphens".into(),
+        ))
+    }
+}
+
+fn check_description(description: &str) -> Result<String, ToolError> {
+    let d = description.trim();
+    if d.chars().count() > DESCRIPTION_MAX {
+        return Err(ToolError::Invalid(format!(
+            "description must be at most {DESCRIPTION_MAX} characters"
+        )));
+    }
+    if d.chars().any(|c| c.is_control() && c != '\n' && c != '\t') {
+        return Err(ToolError::Invalid(
+            "description must not contain control characters".into(),
+        ));
+    }
+    Ok(d.to_string())
+}
+
+/// What the model is told a built-in tool does, unless the owner says otherwise.
+fn default_description(tool_type: ToolType) -> &'static str {
+    match tool_type {
+        ToolType::KnowledgeSearch => {
+            "Search the knowledge base of this assistant. Returns the most relevant passages \
+             with their titles and URLs."
+        }
+        ToolType::WebFetch => "Read one public web page (http or https URL) as plain text.",
+        ToolType::Http | ToolType::Mcp => "",
+    }
+}
+
+/// The arguments of `knowledge_search`.
+fn search_parameters() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "query": {"type": "string", "description": "What to search for"},
+            "limit": {"type": "integer", "minimum": 1, "maximum": SEARCH_LIMIT_MAX,
+                      "description": "How many passages to return (default 5)"}
+        },
+        "required": ["query"],
+        "additionalProperties": false
+    })
+}
+
+/// The arguments of `web_fetch`.
+fn fetch_parameters() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "url": {"type": "string", "description": "The page's http or https URL"}
+        },
+        "required": ["url"],
+        "additionalProperties": false
+    })
+}
+
+/// A call waiting for approval as the API shows it.
+pub fn pending_view(r: &ApprovalRecord) -> PendingApproval {
+    PendingApproval {
+        tool_call_id: r.tool_call_id.to_string(),
+        name: r.name.clone(),
+        arguments: parse_arguments(&r.arguments)
+            .map(Value::Object)
+            .unwrap_or_else(|_| json!({})),
+    }
+}
+
+/// A stored tool as the API shows it: the config with secret header names only.
+pub fn tool_view(r: &ToolRecord) -> Tool {
+    Tool {
+        id: r.id.to_string(),
+        tool_type: r.tool_type.as_str().into(),
+        name: r.name.clone(),
+        description: r.description.clone(),
+        enabled: r.enabled,
+        requires_approval: r.requires_approval,
+        config: serde_json::from_str(&r.config).unwrap_or_else(|_| json!({})),
+        created_at: iso(r.created_at),
+        updated_at: iso(r.updated_at),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_follow_the_function_name_rule() {
+        assert!(check_name("get_weather-2").is_ok());
+        assert!(check_name(&"a".repeat(64)).is_ok());
+        for bad in ["", "has space", "dot.name", "é", &"a".repeat(65)] {
+            assert!(check_name(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn built_in_configs_take_no_settings_and_mcp_is_refused() {
+        assert!(check_config(ToolType::WebFetch, json!({})).is_ok());
+        let err = check_config(ToolType::KnowledgeSearch, json!({"x": 1}))
+            .err()
+            .unwrap();
+        assert!(err.to_string().starts_with("config.x is not a setting"));
+        assert!(check_config(ToolType::WebFetch, json!([])).is_err());
+        assert!(check_config(ToolType::Mcp, json!({"integrationId": "i"})).is_err());
+    }
+
+    #[test]
+    fn secret_headers_are_kept_apart_and_listed_by_name() {
+        let checked = check_config(
+            ToolType::Http,
+            json!({
+                "method": "GET",
+                "url": "https://api.example.com/items/{id}",
+                "parameters": {"type": "object", "properties": {"id": {"type": "string"}}},
+                "secretHeaders": {"Authorization": "Bearer s3cret"}
+            }),
+        )
+        .ok()
+        .unwrap();
+        assert_eq!(checked.config["secretHeaders"], json!(["Authorization"]));
+        assert!(!checked.config.to_string().contains("s3cret"));
+        assert_eq!(checked.secrets.unwrap()["Authorization"], "Bearer s3cret");
+        let err = check_config(
+            ToolType::Http,
+            json!({"method": "GET", "url": "https://a.example", "parameters": {"type": "object"},
+                   "secretHeaders": {"X-Key": 5}}),
+        )
+        .err()
+        .unwrap();
+        assert_eq!(
+            err.to_string(),
+            "config.secretHeaders.X-Key must be a string"
+        );
+    }
+
+    #[test]
+    fn built_in_schemas_compile() {
+        assert!(ArgumentsValidator::new(&search_parameters()).is_ok());
+        assert!(ArgumentsValidator::new(&fetch_parameters()).is_ok());
+    }
+}
