@@ -136,7 +136,10 @@ const ONLY_POSTGRES: &[&str] = &[
 
 /// Columns whose types differ, as `(table, column, SQLite type, PostgreSQL type)`.
 const TYPE_DIFFERENCES: &[(&str, &str, &str, &str)] = &[
-    // A flag: SQLite has no boolean type and stores 0 or 1.
+    // Flags: SQLite has no boolean type and stores 0 or 1.
+    ("agent_tools", "enabled", "integer", "boolean"),
+    ("agent_tools", "requires_approval", "integer", "boolean"),
+    ("tool_approvals", "continued", "integer", "boolean"),
     ("webhooks", "active", "integer", "boolean"),
 ];
 
@@ -318,7 +321,7 @@ async fn check_list(pool: &sqlx::PgPool, table: &str, column: &str) -> Vec<Strin
 async fn enums_are_stored_as_text_on_postgres() {
     use agentchat::{
         auth::oauth::Provider,
-        domain::{Plan, Role},
+        domain::{Plan, Role, ToolType},
         integrations::catalog::ProviderCode,
         store::{
             agents::AgentStatus,
@@ -346,6 +349,7 @@ async fn enums_are_stored_as_text_on_postgres() {
     round_trip(pool, ReplyStatus::ALL.map(|v| (v, v.as_str()))).await;
     round_trip(pool, IntegrationStatus::ALL.map(|v| (v, v.as_str()))).await;
     round_trip(pool, ProviderCode::ALL.map(|v| (v, v.as_str()))).await;
+    round_trip(pool, ToolType::ALL.map(|v| (v, v.as_str()))).await;
     round_trip(pool, AgentStatus::ALL.map(|v| (v, v.as_str()))).await;
     round_trip(pool, Provider::ALL.map(|v| (v, v.code()))).await;
     round_trip(pool, TokenPurpose::ALL.map(|v| (v, v.as_str()))).await;

@@ -191,8 +191,9 @@ pub struct Relay {
     include_usage: bool,
     /// The reply so far, every model call's text.
     text: String,
-    /// The text of the current model call (the assistant's turn before its tool calls).
-    round_text: String,
+    /// Where the current model call's text starts in `text` (the assistant's turn before
+    /// its tool calls).
+    round_start: usize,
     /// The tool calls of the current model call.
     calls: Vec<ToolCall>,
     /// Usage the provider reported.
@@ -218,7 +219,7 @@ impl Relay {
             chat: Some((chat, prepared)),
             include_usage,
             text: String::new(),
-            round_text: String::new(),
+            round_start: 0,
             calls: Vec::new(),
             reported: None,
             finish: FinishReason::Stop,
@@ -253,7 +254,6 @@ impl Relay {
                 Phase::Relaying(upstream) => match upstream.next().await {
                     Some(Ok(Event::Delta(d))) => {
                         self.text.push_str(&d);
-                        self.round_text.push_str(&d);
                         return Some(Frame::Chunk(d));
                     }
                     Some(Ok(Event::ToolCall(call))) => self.calls.push(call),
@@ -272,7 +272,8 @@ impl Relay {
                 Phase::Tools(calls) => {
                     let calls = std::mem::take(calls);
                     let (chat, prepared) = self.chat.as_mut()?;
-                    let text = std::mem::take(&mut self.round_text);
+                    let text = self.text[self.round_start..].to_string();
+                    self.round_start = self.text.len();
                     let reported = self.reported.take();
                     let views = Box::pin(
                         chat.run_tools(prepared, reported, text, calls)
@@ -358,7 +359,7 @@ impl Relay {
         let usage = match prepared.usage_so_far {
             // Stopped for approvals: every call of the turn is counted already.
             Some(usage) if !prepared.pending.is_empty() => usage,
-            _ => prepared.total_usage(self.reported, &self.round_text),
+            _ => prepared.total_usage(self.reported, &self.text[self.round_start..]),
         };
         if self.finish == FinishReason::ToolCalls {
             self.finish = FinishReason::Stop;

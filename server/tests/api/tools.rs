@@ -80,6 +80,28 @@ fn weather_config(addr: &str) -> Value {
     })
 }
 
+/// The application with the mock provider (`with_mock`) and a fresh action server it may
+/// reach, after `tweak`: the app, the mock, the server's address and what it saw.
+async fn with_actions(
+    tweak: impl FnOnce(&mut agentchat::config::Config),
+) -> (TestApp, mock_provider::MockProvider, String, Seen) {
+    let (addr, seen) = action_server().await;
+    let allowed = addr.clone();
+    let (app, mock) = with_mock(|c| {
+        c.outbound.allowed_private_hosts = vec![allowed];
+        tweak(c);
+    })
+    .await;
+    (app, mock, addr, seen)
+}
+
+/// A JSON chat turn's reply.
+async fn chat_json(app: &TestApp, token: &str, agent: &str, body: Value) -> Value {
+    let res = app.chat(token, agent, body).await;
+    assert_eq!(res.status(), 200);
+    res.json().await.unwrap()
+}
+
 async fn create_tool(app: &TestApp, token: &str, agent: &str, body: Value) -> reqwest::Response {
     app.post(&format!("/api/agents/{agent}/tools"), Some(token), body)
         .await
@@ -94,9 +116,7 @@ async fn tool(app: &TestApp, token: &str, agent: &str, body: Value) -> Value {
 
 #[tokio::test]
 async fn tools_are_kept_with_their_secret_headers_write_only() {
-    let (addr, seen) = action_server().await;
-    let allowed = addr.clone();
-    let (app, _mock) = with_mock(|c| c.outbound.allowed_private_hosts = vec![allowed]).await;
+    let (app, _mock, addr, seen) = with_actions(|_| {}).await;
     let user = app.user().await;
     let agent = agent_with(&app, &user, "gpt-4o-mini").await;
 
@@ -341,9 +361,7 @@ const CALL: &str = r#"What is the weather? [[call:get_weather:{"city":"Paris"}]]
 #[tokio::test]
 async fn a_json_chat_runs_the_models_tool_calls_and_answers_with_their_results() {
     for model in ["gpt-4o-mini", "claude-sonnet-4-5"] {
-        let (addr, seen) = action_server().await;
-        let allowed = addr.clone();
-        let (app, mock) = with_mock(|c| c.outbound.allowed_private_hosts = vec![allowed]).await;
+        let (app, mock, addr, seen) = with_actions(|_| {}).await;
         let user = app.user().await;
         let agent = weather_agent(&app, &user, model, &addr).await;
         let res = app
@@ -397,9 +415,7 @@ async fn a_json_chat_runs_the_models_tool_calls_and_answers_with_their_results()
 
 #[tokio::test]
 async fn a_failing_tool_is_told_to_the_model_and_the_client_still_gets_200() {
-    let (addr, _seen) = action_server().await;
-    let allowed = addr.clone();
-    let (app, _mock) = with_mock(|c| c.outbound.allowed_private_hosts = vec![allowed]).await;
+    let (app, _mock, addr, _seen) = with_actions(|_| {}).await;
     let user = app.user().await;
     let agent = agent_with(&app, &user, "gpt-4o-mini").await;
     tool(
@@ -438,9 +454,7 @@ async fn a_failing_tool_is_told_to_the_model_and_the_client_still_gets_200() {
 
 #[tokio::test]
 async fn a_stream_shows_tool_calls_only_to_clients_that_ask() {
-    let (addr, _seen) = action_server().await;
-    let allowed = addr.clone();
-    let (app, _mock) = with_mock(|c| c.outbound.allowed_private_hosts = vec![allowed]).await;
+    let (app, _mock, addr, _seen) = with_actions(|_| {}).await;
     let user = app.user().await;
     let agent = weather_agent(&app, &user, "gpt-4o-mini", &addr).await;
 
@@ -499,25 +513,16 @@ async fn a_stream_shows_tool_calls_only_to_clients_that_ask() {
 
 #[tokio::test]
 async fn tool_rounds_stop_at_max_tool_rounds_with_one_last_call_without_tools() {
-    let (addr, seen) = action_server().await;
-    let allowed = addr.clone();
-    let (app, mock) = with_mock(|c| {
-        c.outbound.allowed_private_hosts = vec![allowed];
-        c.chat.max_tool_rounds = 2;
-    })
-    .await;
+    let (app, mock, addr, seen) = with_actions(|c| c.chat.max_tool_rounds = 2).await;
     let user = app.user().await;
     let agent = weather_agent(&app, &user, "gpt-4o-mini", &addr).await;
-    let reply: Value = app
-        .chat(
-            &user.access,
-            &agent,
-            json!({"message": r#"loop [[call-always:get_weather:{"city":"Oslo"}]]"#}),
-        )
-        .await
-        .json()
-        .await
-        .unwrap();
+    let reply: Value = chat_json(
+        &app,
+        &user.access,
+        &agent,
+        json!({"message": r#"loop [[call-always:get_weather:{"city":"Oslo"}]]"#}),
+    )
+    .await;
     assert_eq!(reply["toolCalls"].as_array().unwrap().len(), 2, "{reply}");
     assert_eq!(seen.lock().unwrap().len(), 2);
     let posts: Vec<_> = mock
@@ -531,9 +536,7 @@ async fn tool_rounds_stop_at_max_tool_rounds_with_one_last_call_without_tools() 
 
 #[tokio::test]
 async fn a_new_or_disabled_tool_changes_the_next_chat_at_once() {
-    let (addr, _seen) = action_server().await;
-    let allowed = addr.clone();
-    let (app, mock) = with_mock(|c| c.outbound.allowed_private_hosts = vec![allowed]).await;
+    let (app, mock, addr, _seen) = with_actions(|_| {}).await;
     let user = app.user().await;
     let agent = agent_with(&app, &user, "gpt-4o-mini").await;
     // The agent is read (and cached) without tools first.
@@ -642,21 +645,10 @@ async fn approval_agent(app: &TestApp, user: &TestUser, addr: &str) -> String {
 
 #[tokio::test]
 async fn a_call_that_needs_approval_stops_the_turn_until_it_is_approved() {
-    let (addr, seen) = action_server().await;
-    let allowed = addr.clone();
-    let (app, mock) = with_mock(|c| c.outbound.allowed_private_hosts = vec![allowed]).await;
+    let (app, mock, addr, seen) = with_actions(|_| {}).await;
     let user = app.user().await;
     let agent = approval_agent(&app, &user, &addr).await;
-    let reply: Value = app
-        .chat(
-            &user.access,
-            &agent,
-            json!({"message": r#"go [[call:get_weather:{"city":"Rome"}]] [[call:post_echo:{"say":"hi"}]]"#}),
-        )
-        .await
-        .json()
-        .await
-        .unwrap();
+    let reply: Value = chat_json(&app, &user.access, &agent, json!({"message": r#"go [[call:get_weather:{"city":"Rome"}]] [[call:post_echo:{"say":"hi"}]]"#})).await;
     let pending = reply["pendingApprovals"].as_array().unwrap();
     assert_eq!(pending.len(), 1, "{reply}");
     assert_eq!(pending[0]["name"], "get_weather");
@@ -743,9 +735,7 @@ async fn a_call_that_needs_approval_stops_the_turn_until_it_is_approved() {
 
 #[tokio::test]
 async fn a_denied_call_is_told_to_the_model_and_a_stream_announces_pending_calls() {
-    let (addr, seen) = action_server().await;
-    let allowed = addr.clone();
-    let (app, _mock) = with_mock(|c| c.outbound.allowed_private_hosts = vec![allowed]).await;
+    let (app, _mock, addr, seen) = with_actions(|_| {}).await;
     let user = app.user().await;
     let agent = approval_agent(&app, &user, &addr).await;
     let body = app
@@ -800,9 +790,7 @@ async fn a_denied_call_is_told_to_the_model_and_a_stream_announces_pending_calls
 
 #[tokio::test]
 async fn live_channels_and_the_openai_api_are_not_offered_tools_that_need_approval() {
-    let (addr, _seen) = action_server().await;
-    let allowed = addr.clone();
-    let (app, mock) = with_mock(|c| c.outbound.allowed_private_hosts = vec![allowed]).await;
+    let (app, mock, addr, _seen) = with_actions(|_| {}).await;
     let user = app.user().await;
     let agent = approval_agent(&app, &user, &addr).await;
     let (_, key) = app.api_key(&user, &["chat:write", "agents:read"]).await;
@@ -880,16 +868,13 @@ async fn two_instances_see_tool_edits_at_once_and_one_decision_wins() {
     // (milliseconds), and at the latest when it expires (AGENT_CACHE_TTL, 2 s).
     let edited = std::time::Instant::now();
     let reply = loop {
-        let reply: Value = b
-            .chat(
-                &user.access,
-                &agent,
-                json!({"message": r#"go [[call:get_weather:{"city":"Bern"}]]"#}),
-            )
-            .await
-            .json()
-            .await
-            .unwrap();
+        let reply: Value = chat_json(
+            &b,
+            &user.access,
+            &agent,
+            json!({"message": r#"go [[call:get_weather:{"city":"Bern"}]]"#}),
+        )
+        .await;
         if reply["pendingApprovals"].is_array() {
             break reply;
         }
