@@ -10,8 +10,9 @@
 # Build tools: the wasm32-unknown-unknown target, cargo-leptos 0.3.10, wasm-bindgen-cli at
 # the version of the `wasm-bindgen` crate in Cargo.lock, and wasm-opt (npm `binaryen`) for
 # release builds. Test tools: the wasm32-unknown-unknown target (the dashboard's lints),
-# the end2end Node packages and Debian's Chromium. scripts/test.sh installs the test tools
-# first and the build tools beside the tests, with the release build.
+# the end2end Node packages, the MCP TypeScript SDK (in ~/.cache/agentchat/mcp-sdk) and
+# Debian's Chromium. scripts/test.sh installs the test tools first and the build tools
+# beside the tests, with the release build.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -23,6 +24,8 @@ CARGO_LEPTOS_VERSION="0.3.10"
 # wasm-opt for release builds of the WASM bundle. Debian's binaryen (108) produces a bundle
 # that fails to hydrate, so the npm build of a current release is used instead.
 BINARYEN_VERSION="132.0.0"
+# The MCP TypeScript SDK whose client tests `/api/mcp` (server/tests/api/mcp.rs).
+MCP_SDK_VERSION="1.32.2"
 
 build_tools=true
 test_tools=true
@@ -31,7 +34,7 @@ for arg in "$@"; do
     --build-only) test_tools=false ;;
     --test-only) build_tools=false ;;
     -h | --help)
-      sed -n '2,14p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+      sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
@@ -148,7 +151,21 @@ else
   (cd end2end && npm ci --no-audit --no-fund)
 fi
 
-# 6. Chromium for the browser tests; the tests use the system browser, never a download.
+# 6. The official MCP TypeScript SDK, whose client server/tests/api/mcp.rs drives against
+# `/api/mcp`; kept outside the repository (MCP_SDK_DIR), at an exact version.
+mcp_sdk_dir="${MCP_SDK_DIR:-$HOME/.cache/agentchat/mcp-sdk}"
+mcp_sdk_package="$mcp_sdk_dir/node_modules/@modelcontextprotocol/sdk/package.json"
+if [ -f "$mcp_sdk_package" ] &&
+  grep -q "\"version\": \"${MCP_SDK_VERSION}\"" "$mcp_sdk_package"; then
+  log "MCP TypeScript SDK ${MCP_SDK_VERSION}: present (${mcp_sdk_dir})"
+else
+  log "installing the MCP TypeScript SDK ${MCP_SDK_VERSION} into ${mcp_sdk_dir}"
+  mkdir -p "$mcp_sdk_dir"
+  npm install --prefix "$mcp_sdk_dir" --no-audit --no-fund --no-save \
+    "@modelcontextprotocol/sdk@${MCP_SDK_VERSION}"
+fi
+
+# 7. Chromium for the browser tests; the tests use the system browser, never a download.
 chromium_path="${CHROMIUM_PATH:-/usr/bin/chromium}"
 if [ -x "$chromium_path" ]; then
   log "chromium: present (${chromium_path})"

@@ -17,6 +17,7 @@ pub mod extract;
 pub mod forwarded;
 pub mod integrations;
 pub mod knowledge;
+pub mod mcp;
 pub mod metrics;
 pub mod middleware;
 pub mod oauth;
@@ -70,6 +71,7 @@ pub fn api_router() -> OpenApiRouter<AppState> {
         .merge(channels::router())
         .merge(widget::router())
         .merge(openai::router())
+        .merge(mcp::router())
 }
 
 /// The answer for an unknown `/api` path.

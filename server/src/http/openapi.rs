@@ -236,6 +236,7 @@ pub fn apply_input_rules(doc: &mut OpenApi, config: &ChatConfig) -> Vec<String> 
         (name = "openai", description = "The OpenAI-compatible API, base URL `/api/openai/v1`: the caller's agents as models and chat \
             completions in OpenAI's wire format, for OpenAI's SDKs and the tools built on them. Errors are OpenAI's \
             `{\"error\": {message, type, param, code}}`"),
+        (name = "mcp", description = "The Model Context Protocol server (Streamable HTTP, MCP 2025-06-18): the caller's agents as MCP tools"),
         (name = "operations", description = "Health, metrics and API description")
     )
 )]

@@ -16,6 +16,7 @@ mod helpers;
 mod hostile;
 mod integrations;
 mod knowledge;
+mod mcp;
 mod metrics;
 mod oauth;
 mod openai;

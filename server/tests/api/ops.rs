@@ -109,6 +109,9 @@ async fn the_openapi_document_covers_every_endpoint() {
         ("get", "/api/openai/v1/models"),
         ("get", "/api/openai/v1/models/{model}"),
         ("post", "/api/openai/v1/chat/completions"),
+        ("post", "/api/mcp"),
+        ("get", "/api/mcp"),
+        ("delete", "/api/mcp"),
     ];
     for (method, path) in expected {
         assert!(
