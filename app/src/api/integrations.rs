@@ -157,3 +157,25 @@ pub struct CreatedResponse {
     pub id: String,
     pub message: String,
 }
+
+/// One tool of an MCP server integration, as the server lists it (MCP `tools/list`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerTool {
+    /// The tool's name on the MCP server (what `allowedTools` of an `mcp` tool lists).
+    pub name: String,
+    /// What the server says the tool does (empty when it says nothing).
+    #[serde(default)]
+    pub description: String,
+    /// The JSON Schema of the tool's arguments.
+    #[cfg_attr(feature = "ssr", schema(value_type = Object))]
+    pub input_schema: serde_json::Value,
+}
+
+/// `GET /api/integrations/{integrationId}/tools` answer: the MCP server's tools, live.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct McpServerToolsResponse {
+    pub tools: Vec<McpServerTool>,
+}

@@ -104,6 +104,10 @@ pub struct TestToolRequest {
     #[serde(default)]
     #[cfg_attr(feature = "ssr", schema(value_type = Object))]
     pub arguments: serde_json::Value,
+    /// For an `mcp` tool: which of the MCP server's tools to run (its name on the server).
+    /// Required when the tool offers more than one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_name: Option<String>,
 }
 
 /// What one run of a tool gave: `status` `succeeded` or `failed`, its output (empty when it
