@@ -371,6 +371,59 @@ pub fn machine() -> String {
     format!("{cpus} CPUs ({model}), load average {load}")
 }
 
+/// The send times of an open-loop run: `rate` per second for `duration`, from `started`
+/// (5 ms after [`Schedule::start`]). A thread keeps the schedule: it wakes within tens of
+/// microseconds of each time, where the runtime's timer would round to whole milliseconds,
+/// and sends each time on `times` when it comes.
+pub struct Schedule {
+    /// Each scheduled send time, when it comes.
+    pub times: tokio::sync::mpsc::UnboundedReceiver<std::time::Instant>,
+    /// The first send time.
+    pub started: std::time::Instant,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl Schedule {
+    /// Starts the schedule's thread.
+    pub fn start(rate: u64, duration: Duration) -> Self {
+        let (tx, times) = tokio::sync::mpsc::unbounded_channel();
+        let interval = Duration::from_secs_f64(1.0 / rate as f64);
+        let count = (duration.as_secs_f64() * rate as f64).round() as u32;
+        let started = std::time::Instant::now() + Duration::from_millis(5);
+        let thread = std::thread::spawn(move || {
+            for index in 0..count {
+                let at = started + interval * index;
+                let now = std::time::Instant::now();
+                if at > now {
+                    std::thread::sleep(at - now);
+                }
+                if tx.send(at).is_err() {
+                    break;
+                }
+            }
+        });
+        Self {
+            times,
+            started,
+            thread,
+        }
+    }
+
+    /// Waits for the schedule's thread (after `times` has ended).
+    pub fn finish(self) -> anyhow::Result<()> {
+        self.thread
+            .join()
+            .map_err(|_| anyhow::anyhow!("the scheduler thread panicked"))
+    }
+}
+
+/// Locks `mutex`, whether or not a holder panicked.
+pub fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// Raises this process's soft open-file limit to at least `wanted` (up to the hard limit);
 /// child processes inherit it. Returns the soft limit now in force.
 pub fn raise_open_files(wanted: u64) -> anyhow::Result<u64> {

@@ -80,7 +80,8 @@ use axum::{extract::Path as UrlPath, routing::get, Json, Router};
 use bench::{
     backend::{Backend, BackendArgs},
     load::{
-        self, connect, cpu_time, histogram, ms, ms_delta, record, summary, Conn, RequestTemplate,
+        self, connect, cpu_time, histogram, lock, ms, ms_delta, record, summary, Conn,
+        RequestTemplate, Schedule,
     },
     service::{self, Account, ServiceOptions, ServiceProcess},
 };
@@ -516,28 +517,12 @@ async fn open_loop(plan: &Arc<Plan>, rate: u64, duration: Duration) -> anyhow::R
     }
     let results = Arc::new(Mutex::new(RunResult::new(plan.scenario)));
 
-    // A thread keeps the schedule: it wakes within tens of microseconds of each time,
-    // where the runtime's timer would round to whole milliseconds.
-    let (schedule_tx, mut schedule_rx) = tokio::sync::mpsc::unbounded_channel::<Instant>();
-    let interval = Duration::from_secs_f64(1.0 / rate as f64);
-    let count = (duration.as_secs_f64() * rate as f64).round() as u32;
-    let started = Instant::now() + Duration::from_millis(5);
-    let scheduler = std::thread::spawn(move || {
-        for index in 0..count {
-            let at = started + interval * index;
-            let now = Instant::now();
-            if at > now {
-                std::thread::sleep(at - now);
-            }
-            if schedule_tx.send(at).is_err() {
-                break;
-            }
-        }
-    });
+    let mut schedule = Schedule::start(rate, duration);
+    let started = schedule.started;
 
     let mut tasks = JoinSet::new();
     let mut max_lag = Duration::ZERO;
-    while let Some(scheduled) = schedule_rx.recv().await {
+    while let Some(scheduled) = schedule.times.recv().await {
         max_lag = max_lag.max(scheduled.elapsed());
         let pool = Arc::clone(&pool);
         let results = Arc::clone(&results);
@@ -569,21 +554,13 @@ async fn open_loop(plan: &Arc<Plan>, rate: u64, duration: Duration) -> anyhow::R
         // Reap finished tasks as we go so the set stays small.
         while tasks.try_join_next().is_some() {}
     }
-    scheduler
-        .join()
-        .map_err(|_| anyhow::anyhow!("the scheduler thread panicked"))?;
+    schedule.finish()?;
     while tasks.join_next().await.is_some() {}
     let elapsed = started.elapsed();
     let mut result = std::mem::replace(&mut *lock(&results), RunResult::new(plan.scenario));
     result.elapsed = elapsed;
     result.max_dispatch_lag = max_lag;
     Ok(result)
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A warm-up, then a measured run with the CPU times of the service and of this process.
