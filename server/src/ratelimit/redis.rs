@@ -1127,7 +1127,9 @@ mod tests {
             "one request taken"
         );
         let d = l.check(RateKey::Account("u"), 5_000).await;
-        assert_eq!((d.allowed, d.remaining), (true, 98));
+        // 98, or 99 when more than the 12 ms of one request's share passed since the first
+        // (a loaded machine): what is exact is the one call per request below.
+        assert!(d.allowed && (98..=99).contains(&d.remaining), "{d:?}");
         assert_eq!(
             tat(&mut raw, &key).await,
             before + 2 * 12_000,
