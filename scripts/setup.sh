@@ -10,9 +10,9 @@
 # Build tools: the wasm32-unknown-unknown target, cargo-leptos 0.3.10, wasm-bindgen-cli at
 # the version of the `wasm-bindgen` crate in Cargo.lock, and wasm-opt (npm `binaryen`) for
 # release builds. Test tools: the wasm32-unknown-unknown target (the dashboard's lints),
-# the end2end Node packages, the MCP TypeScript SDK (in ~/.cache/agentchat/mcp-sdk) and
-# Debian's Chromium. scripts/test.sh installs the test tools first and the build tools
-# beside the tests, with the release build.
+# the end2end Node packages, the MCP TypeScript SDK and reference server (in
+# ~/.cache/agentchat/mcp-sdk, mcp-everything) and Debian's Chromium. scripts/test.sh
+# installs the test tools first and the build tools beside the tests, with the release build.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -26,6 +26,8 @@ CARGO_LEPTOS_VERSION="0.3.10"
 BINARYEN_VERSION="132.0.0"
 # The MCP TypeScript SDK whose client tests `/api/mcp` (server/tests/api/mcp.rs).
 MCP_SDK_VERSION="1.32.2"
+# The MCP reference server the MCP client is tested against (server/tests/api/mcp_client.rs).
+MCP_EVERYTHING_VERSION="2026.8.31"
 
 build_tools=true
 test_tools=true
@@ -163,6 +165,21 @@ else
   mkdir -p "$mcp_sdk_dir"
   npm install --prefix "$mcp_sdk_dir" --no-audit --no-fund --no-save \
     "@modelcontextprotocol/sdk@${MCP_SDK_VERSION}"
+fi
+
+# 6b. The official MCP reference server ("everything"), the counterpart of AgentChat's MCP
+# client in server/tests/api/mcp_client.rs; kept outside the repository
+# (MCP_EVERYTHING_DIR), at an exact version.
+mcp_everything_dir="${MCP_EVERYTHING_DIR:-$HOME/.cache/agentchat/mcp-everything}"
+mcp_everything_package="$mcp_everything_dir/node_modules/@modelcontextprotocol/server-everything/package.json"
+if [ -f "$mcp_everything_package" ] &&
+  grep -q "\"version\": \"${MCP_EVERYTHING_VERSION}\"" "$mcp_everything_package"; then
+  log "MCP reference server ${MCP_EVERYTHING_VERSION}: present (${mcp_everything_dir})"
+else
+  log "installing the MCP reference server ${MCP_EVERYTHING_VERSION} into ${mcp_everything_dir}"
+  mkdir -p "$mcp_everything_dir"
+  npm install --prefix "$mcp_everything_dir" --no-audit --no-fund --no-save \
+    "@modelcontextprotocol/server-everything@${MCP_EVERYTHING_VERSION}"
 fi
 
 # 7. Chromium for the browser tests; the tests use the system browser, never a download.

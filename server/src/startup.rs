@@ -201,6 +201,7 @@ impl Application {
             )?,
             clock.clone(),
             config.chat.tool_timeout,
+            crate::tools::mcp::McpClients::new(&knowledge.policy)?,
         );
         let chat = Arc::new(crate::chat::ChatService::new(
             store.clone(),

@@ -306,6 +306,7 @@ pub fn inbound_url(public_url: &str, integration: &IntegrationRecord) -> Option<
         | ProviderCode::Whatsapp
         | ProviderCode::Zapier
         | ProviderCode::Website
-        | ProviderCode::Http => None,
+        | ProviderCode::Http
+        | ProviderCode::Mcp => None,
     }
 }

@@ -202,6 +202,19 @@ impl From<crate::tools::ToolError> for ApiError {
             ToolError::NotFound => Self::not_found("Tool"),
             ToolError::Invalid(message) => Self::BadRequest(message),
             e @ ToolError::Limit => Self::Conflict(e.to_string()),
+            ToolError::IntegrationNotFound => Self::not_found("Integration"),
+            ToolError::Mcp(e) => Self::Status {
+                status: StatusCode::BAD_GATEWAY,
+                message: {
+                    // "The MCP server could not be reached: ...": a sentence for the API.
+                    let text = e.to_string();
+                    let mut chars = text.chars();
+                    chars
+                        .next()
+                        .map(|c| c.to_uppercase().chain(chars).collect())
+                        .unwrap_or(text)
+                },
+            },
             ToolError::Store(e) => e.into(),
         }
     }

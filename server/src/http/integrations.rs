@@ -6,8 +6,8 @@
 
 use app::api::{
     CreateIntegrationRequest, CreatedResponse, ErrorBody, IntegrationField, IntegrationProvider,
-    IntegrationProvidersResponse, IntegrationResponse, IntegrationsResponse, SuccessResponse,
-    UpdateIntegrationRequest,
+    IntegrationProvidersResponse, IntegrationResponse, IntegrationsResponse,
+    McpServerToolsResponse, SuccessResponse, UpdateIntegrationRequest,
 };
 use axum::{extract::State, http::StatusCode, Json};
 use serde_json::Value;
@@ -39,6 +39,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(providers))
         .routes(routes!(list, create))
         .routes(routes!(get_one, update, delete))
+        .routes(routes!(mcp_tools))
 }
 
 fn fields(fields: &[Field]) -> Vec<IntegrationField> {
@@ -311,4 +312,30 @@ async fn delete(
     }
     state.channels.disconnect(&record).await;
     Ok(Json(SuccessResponse { success: true }))
+}
+
+/// The tools of an MCP server integration (provider `mcp`), listed live from the server
+/// (through this instance's session cache: a list is reused until the server says it
+/// changed, at most 5 minutes).
+#[utoipa::path(get, path = "/api/integrations/{id}/tools", tag = "integrations", security(("bearer" = [])),
+    params(("id" = String, Path, description = "Integration id")),
+    responses((status = 200, body = McpServerToolsResponse),
+        (status = 400, description = "The integration is not an MCP server integration", body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 502, description = "The MCP server could not be reached or refused to list its tools; the message says why", body = ErrorBody),
+        RateLimited))]
+#[instrument(skip_all, fields(user.id = %principal.user_id, integration.id = %id))]
+async fn mcp_tools(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    ApiPath(id): ApiPath<IntegrationId>,
+) -> ApiResult<Json<McpServerToolsResponse>> {
+    principal.require(Scope::IntegrationsRead)?;
+    let tools = state
+        .tools
+        .integration_tools(&principal.user_id, &id)
+        .await?;
+    Ok(Json(McpServerToolsResponse {
+        tools: tools.as_ref().clone(),
+    }))
 }

@@ -154,7 +154,13 @@ async fn test(
     principal.require(Scope::AgentsWrite)?;
     let result = state
         .tools
-        .test(&principal.user_id, &agent_id, &tool_id, body.arguments)
+        .test(
+            &principal.user_id,
+            &agent_id,
+            &tool_id,
+            body.arguments,
+            body.tool_name.as_deref(),
+        )
         .await?;
     Ok(Json(result))
 }

@@ -36,11 +36,13 @@ pub enum ProviderCode {
     Website,
     /// `http`: a URL of the owner's that receives replies (settings only).
     Http,
+    /// `mcp`: a remote MCP server whose tools agents use (tools of type `mcp`).
+    Mcp,
 }
 
 impl ProviderCode {
     /// Every provider, in the order of [`PROVIDERS`] (the dashboard's).
-    pub const ALL: [Self; 7] = [
+    pub const ALL: [Self; 8] = [
         Self::Telegram,
         Self::Slack,
         Self::Discord,
@@ -48,10 +50,11 @@ impl ProviderCode {
         Self::Zapier,
         Self::Website,
         Self::Http,
+        Self::Mcp,
     ];
 
     /// The stored and wire code: `telegram`, `slack`, `discord`, `whatsapp`, `zapier`,
-    /// `website` or `http`.
+    /// `website`, `http` or `mcp`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Telegram => "telegram",
@@ -61,6 +64,7 @@ impl ProviderCode {
             Self::Zapier => "zapier",
             Self::Website => "website",
             Self::Http => "http",
+            Self::Mcp => "mcp",
         }
     }
 }
@@ -229,6 +233,17 @@ pub const PROVIDERS: &[ProviderSpec] = &[
         credential_fields: &[
             field("url", "Endpoint URL", false, true, FieldKind::Url),
             field("authorization", "Authorization header value", true, false, FieldKind::Text),
+        ],
+        config_fields: &[],
+        live: false,
+    },
+    ProviderSpec {
+        code: ProviderCode::Mcp,
+        name: "MCP server",
+        description: "A remote Model Context Protocol server (Streamable HTTP) whose tools your agents can call.",
+        credential_fields: &[
+            field("url", "Server URL (its Streamable HTTP endpoint, such as https://example.com/mcp)", false, true, FieldKind::Url),
+            field("authorization", "Authorization header value (a bare token is sent as Bearer)", true, false, FieldKind::Text),
         ],
         config_fields: &[],
         live: false,
@@ -501,7 +516,7 @@ mod tests {
         // docs/api.md § Providers, in the catalogue's order.
         assert_eq!(
             ProviderCode::ALL.map(ProviderCode::as_str),
-            ["telegram", "slack", "discord", "whatsapp", "zapier", "website", "http"]
+            ["telegram", "slack", "discord", "whatsapp", "zapier", "website", "http", "mcp"]
         );
         for code in ProviderCode::ALL {
             assert_eq!(
@@ -520,7 +535,7 @@ mod tests {
         }
         assert_eq!(
             UnknownProvider.to_string(),
-            "providerCode must be one of: telegram, slack, discord, whatsapp, zapier, website, http"
+            "providerCode must be one of: telegram, slack, discord, whatsapp, zapier, website, http, mcp"
         );
     }
 

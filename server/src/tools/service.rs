@@ -7,11 +7,12 @@ use std::{
     time::{Duration, Instant},
 };
 
-use app::api::{PendingApproval, Tool, ToolCallView, ToolTestResult};
+use app::api::{McpServerTool, PendingApproval, Tool, ToolCallView, ToolTestResult};
 use serde_json::{json, Map, Value};
 
 use super::{
     http_action::{validate_secret_headers, HttpActionConfig},
+    mcp::{McpClients, McpError, McpServer},
     output,
     schema::{parse_arguments, ArgumentsValidator},
     web_fetch,
@@ -21,7 +22,8 @@ use crate::{
     clock::Clock,
     crypto::SecretBox,
     domain::ToolType,
-    ids::{AgentId, MessageId, ThreadId, ToolCallId, ToolId, UserId},
+    ids::{AgentId, IntegrationId, MessageId, ThreadId, ToolCallId, ToolId, UserId},
+    integrations::catalog::ProviderCode,
     knowledge::{search::retrieve, Knowledge},
     llm::{ToolCall, ToolSpec},
     outbound::SafeClient,
@@ -61,6 +63,13 @@ pub enum ToolError {
     /// The agent has [`MAX_TOOLS_PER_AGENT`] tools.
     #[error("An agent may have at most {MAX_TOOLS_PER_AGENT} tools; delete one first")]
     Limit,
+    /// No such integration of the caller's (an `mcp` tool's `integrationId`, or the
+    /// integration whose MCP tools are listed).
+    #[error("Integration not found")]
+    IntegrationNotFound,
+    /// The MCP server could not be reached or refused (502).
+    #[error("{0}")]
+    Mcp(McpError),
     /// The store failed (a taken name is its conflict).
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -129,6 +138,8 @@ pub struct Tools {
     clock: Clock,
     /// `TOOL_TIMEOUT_SECONDS`: a call's limit unless its tool sets `timeoutMs`.
     timeout: Duration,
+    /// The MCP sessions of this instance (tools of type `mcp`).
+    mcp: McpClients,
 }
 
 /// The associated data that binds sealed secret headers to their tool.
@@ -139,8 +150,9 @@ fn secrets_aad(user_id: &UserId, tool_id: &ToolId) -> Vec<u8> {
 impl Tools {
     /// The service over `store`; secrets sealed with `secrets`; agents read and their cache
     /// told of changes through `agents`; `knowledge_search` over `knowledge`, `web_fetch`
-    /// through its client and sandbox; HTTP actions through `actions`; a call lasts at most
-    /// `timeout` unless its tool says otherwise.
+    /// through its client and sandbox; HTTP actions through `actions`; MCP servers through
+    /// `mcp`; a call lasts at most `timeout` unless its tool says otherwise.
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         store: Arc<dyn Store>,
         secrets: SecretBox,
@@ -149,6 +161,7 @@ impl Tools {
         actions: SafeClient,
         clock: Clock,
         timeout: Duration,
+        mcp: McpClients,
     ) -> Self {
         Self {
             store,
@@ -158,7 +171,44 @@ impl Tools {
             actions,
             clock,
             timeout,
+            mcp,
         }
+    }
+
+    /// The tools of the caller's MCP server integration `id`, listed live (through the
+    /// instance's session cache, [`super::mcp`]).
+    ///
+    /// Errors: [`ToolError::IntegrationNotFound`]; [`ToolError::Invalid`] for an
+    /// integration of another provider; [`ToolError::Mcp`] when the server cannot be
+    /// reached or refuses.
+    pub async fn integration_tools(
+        &self,
+        user_id: &UserId,
+        id: &IntegrationId,
+    ) -> Result<Arc<Vec<McpServerTool>>, ToolError> {
+        let server = self.mcp_server(user_id, id, "the integration").await?;
+        self.mcp.tools(&server).await.map_err(ToolError::Mcp)
+    }
+
+    /// The MCP server of the caller's integration `id`; `what` names it in messages.
+    async fn mcp_server(
+        &self,
+        user_id: &UserId,
+        id: &IntegrationId,
+        what: &str,
+    ) -> Result<McpServer, ToolError> {
+        let record = self
+            .store
+            .integration(user_id, id)
+            .await?
+            .ok_or(ToolError::IntegrationNotFound)?;
+        if record.provider_code != ProviderCode::Mcp {
+            return Err(ToolError::Invalid(format!(
+                "{what} must be an MCP server integration (providerCode mcp), not {}",
+                record.provider_code
+            )));
+        }
+        McpServer::of(&self.secrets, &record).map_err(ToolError::Mcp)
     }
 
     /// The agent's tools, oldest first.
@@ -199,10 +249,25 @@ impl Tools {
                 ToolType::ALL.map(ToolType::as_str).join(", ")
             ))
         })?;
-        let name = match (input.name, tool_type) {
-            (Some(name), _) => check_name(&name)?,
-            (None, ToolType::KnowledgeSearch | ToolType::WebFetch) => tool_type.as_str().into(),
-            (None, _) => return Err(ToolError::Invalid("name is required".into())),
+        let checked = check_config(tool_type, input.config.unwrap_or_else(|| json!({})))?;
+        let integration = match &checked.integration_id {
+            Some(id) => Some(
+                self.store
+                    .integration(user_id, id)
+                    .await?
+                    .ok_or(ToolError::IntegrationNotFound)?,
+            ),
+            None => None,
+        };
+        if let Some(record) = &integration {
+            self.mcp_server(user_id, &record.id, "config.integrationId")
+                .await?;
+        }
+        let name = match (input.name, tool_type, &integration) {
+            (Some(name), _, _) => check_name(&name)?,
+            (None, ToolType::KnowledgeSearch | ToolType::WebFetch, _) => tool_type.as_str().into(),
+            (None, ToolType::Mcp, Some(integration)) => default_mcp_name(&integration.name),
+            (None, _, _) => return Err(ToolError::Invalid("name is required".into())),
         };
         let description = match input.description {
             Some(d) => check_description(&d)?,
@@ -210,7 +275,6 @@ impl Tools {
         };
         let now = self.clock.now();
         let id = ToolId::new();
-        let checked = check_config(tool_type, input.config.unwrap_or_else(|| json!({})))?;
         let (secrets_sealed, key_id) = self.seal(user_id, &id, checked.secrets.as_ref());
         let record = ToolRecord {
             id,
@@ -260,6 +324,9 @@ impl Tools {
         }
         if let Some(config) = patch.config {
             let checked = check_config(record.tool_type, config)?;
+            if let Some(id) = &checked.integration_id {
+                self.mcp_server(user_id, id, "config.integrationId").await?;
+            }
             let mut config = checked.config;
             if let Some(secrets) = &checked.secrets {
                 let (sealed, key_id) = self.seal(user_id, &record.id, Some(secrets));
@@ -297,26 +364,32 @@ impl Tools {
     }
 
     /// Runs a tool once with `arguments`, as a chat would (schema check, timeout, output
-    /// cap), whether or not it is enabled: the editor's "Test" button.
+    /// cap), whether or not it is enabled: the editor's "Test" button. For an `mcp` tool,
+    /// `tool_name` names which of the server's tools (its name on the server); it may be
+    /// left out when the tool offers only one.
     ///
-    /// Errors: [`ToolError::NotFound`]; the agent's as for [`Tools::list`]. A failing run is
-    /// not an error: it answers `status: "failed"`.
+    /// Errors: [`ToolError::NotFound`]; the agent's as for [`Tools::list`];
+    /// [`ToolError::Invalid`] for a missing or unknown `tool_name`. A failing run
+    /// (including an MCP server that cannot be reached) is not an error: it answers
+    /// `status: "failed"`.
     pub async fn test(
         &self,
         user_id: &UserId,
         agent_id: &AgentId,
         tool_id: &ToolId,
         arguments: Value,
+        tool_name: Option<&str>,
     ) -> Result<ToolTestResult, ToolError> {
         let record = self.record(user_id, agent_id, tool_id).await?;
         let started = Instant::now();
-        let outcome = match self.prepare(record) {
-            Ok(active) => {
+        let outcome = match self.prepare_all(record).await {
+            Ok(actives) => {
+                let active = pick(&actives, tool_name).map_err(ToolError::Invalid)?;
                 let arguments = match arguments {
                     Value::Null => Value::Object(Map::new()),
                     other => other,
                 };
-                self.run_checked(&active, &arguments).await
+                self.run_checked(active, &arguments).await
             }
             Err(e) => Err(e),
         };
@@ -351,15 +424,28 @@ impl Tools {
             return Ok(Toolbox::default());
         }
         let records = self.store.list_tools(&agent.user_id, &agent.id).await?;
+        let offered = records
+            .into_iter()
+            .filter(|r| r.enabled && (approvals || !r.requires_approval))
+            .map(|record| async move {
+                let id = record.id.clone();
+                self.prepare_all(record).await.unwrap_or_else(|e| {
+                    tracing::warn!(tool.id = %id, error = %e, "a stored tool cannot be used");
+                    Vec::new()
+                })
+            });
+        // MCP servers are asked for their tools at the same time.
         let mut tools = Vec::new();
-        for record in records {
-            if !record.enabled || (record.requires_approval && !approvals) {
-                continue;
-            }
-            let id = record.id.clone();
-            match self.prepare(record) {
-                Ok(active) => tools.push(active),
-                Err(e) => tracing::warn!(tool.id = %id, error = %e, "a stored tool cannot be used"),
+        let mut names = std::collections::HashSet::new();
+        for active in futures::future::join_all(offered)
+            .await
+            .into_iter()
+            .flatten()
+        {
+            // Names are unique among an agent's tools; an MCP tool whose function name is
+            // taken (by a tool named like `name__tool`) is left out.
+            if names.insert(active.spec.name.clone()) {
+                tools.push(active);
             }
         }
         Ok(Toolbox {
@@ -372,7 +458,7 @@ impl Tools {
     /// are a `failed` call whose error the model is given.
     pub async fn run(&self, toolbox: &Toolbox, call: &ToolCall) -> ToolCallView {
         let started = Instant::now();
-        let active = toolbox.tools.iter().find(|t| t.record.name == call.name);
+        let active = toolbox.tools.iter().find(|t| t.spec.name == call.name);
         let parsed = parse_arguments(&call.arguments);
         let arguments = parsed
             .as_ref()
@@ -484,7 +570,7 @@ impl Tools {
                     .list_tools(&agent.user_id, &agent.id)
                     .await?
                     .iter()
-                    .find(|t| t.name == call.name)
+                    .find(|t| offers(t, &call.name))
                     .map_or("unknown", |t| t.tool_type.as_str())
                     .into(),
                 arguments: parse_arguments(&call.arguments)
@@ -541,6 +627,11 @@ impl Tools {
                 Runner::Http { config, secrets } => {
                     config.run(&self.actions, secrets, arguments, timeout).await
                 }
+                Runner::Mcp { server, tool } => self
+                    .mcp
+                    .call(server, tool, arguments.clone())
+                    .await
+                    .map_err(|e| e.to_string()),
             }
         };
         match tokio::time::timeout(timeout, run).await {
@@ -588,7 +679,60 @@ impl Tools {
         Ok(json!({ "results": results }).to_string())
     }
 
-    /// A stored tool made ready to run: its schema compiled, its secrets opened.
+    /// A stored tool made ready to run: one [`Active`] per function the model is offered
+    /// (an `mcp` tool offers the server's tools it allows, listed through the session
+    /// cache).
+    async fn prepare_all(&self, record: ToolRecord) -> Result<Vec<Active>, String> {
+        if record.tool_type != ToolType::Mcp {
+            return self.prepare(record).map(|active| vec![active]);
+        }
+        let config: McpToolConfig = serde_json::from_str(&record.config)
+            .map_err(|e| format!("its stored config does not parse: {e}"))?;
+        let server = self
+            .mcp_server(
+                &record.user_id,
+                &config.integration_id,
+                "config.integrationId",
+            )
+            .await
+            .map_err(|e| match e {
+                ToolError::IntegrationNotFound => "its MCP server integration was deleted".into(),
+                other => other.to_string(),
+            })?;
+        let listed = self.mcp.tools(&server).await.map_err(|e| e.to_string())?;
+        let mut actives = Vec::new();
+        for tool in listed.iter() {
+            if config
+                .allowed_tools
+                .as_ref()
+                .is_some_and(|allowed| !allowed.contains(&tool.name))
+            {
+                continue;
+            }
+            // The server checks its own arguments too; a schema this server cannot
+            // compile is left to it.
+            let validator = ArgumentsValidator::new(&tool.input_schema)
+                .or_else(|_| ArgumentsValidator::new(&json!({"type": "object"})))?;
+            actives.push(Active {
+                spec: ToolSpec {
+                    name: mcp_function_name(&record.name, &tool.name),
+                    description: tool.description.clone(),
+                    parameters: tool.input_schema.clone(),
+                },
+                record: record.clone(),
+                runner: Runner::Mcp {
+                    server: server.clone(),
+                    tool: tool.name.clone(),
+                },
+                validator,
+                timeout: None,
+            });
+        }
+        Ok(actives)
+    }
+
+    /// A stored tool of a type other than `mcp` made ready to run: its schema compiled,
+    /// its secrets opened.
     fn prepare(&self, record: ToolRecord) -> Result<Active, String> {
         let config: Value = serde_json::from_str(&record.config)
             .map_err(|e| format!("its stored config does not parse: {e}"))?;
@@ -602,7 +746,7 @@ impl Tools {
                 let timeout = config.timeout_ms.map(Duration::from_millis);
                 (Runner::Http { config, secrets }, parameters, timeout)
             }
-            ToolType::Mcp => return Err("MCP server tools cannot be run yet".into()),
+            ToolType::Mcp => return Err("an MCP server's tools are listed first".into()),
         };
         let validator = ArgumentsValidator::new(&parameters)?;
         Ok(Active {
@@ -684,7 +828,7 @@ impl Toolbox {
     pub fn requires_approval(&self, name: &str) -> bool {
         self.tools
             .iter()
-            .any(|t| t.record.name == name && t.record.requires_approval)
+            .any(|t| t.spec.name == name && t.record.requires_approval)
     }
 
     /// Whether there is no tool to offer.
@@ -716,13 +860,118 @@ enum Runner {
         config: HttpActionConfig,
         secrets: BTreeMap<String, String>,
     },
+    /// The tool `tool` of an MCP server.
+    Mcp {
+        server: McpServer,
+        tool: String,
+    },
 }
 
-/// A checked config: what is stored in clear (with the secret header names), and the
-/// secret headers to seal (`None`: none given).
+/// The stored config of an `mcp` tool.
+#[derive(Debug, serde::Deserialize, serde::Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct McpToolConfig {
+    integration_id: IntegrationId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    allowed_tools: Option<Vec<String>>,
+}
+
+/// Most names in an `mcp` tool's `allowedTools`.
+pub const MAX_ALLOWED_TOOLS: usize = 128;
+
+/// The function name the model is offered for the MCP server tool `tool` of the agent's
+/// tool `prefix`: `prefix__tool`, characters outside `[a-zA-Z0-9_-]` replaced by `_`; a
+/// name longer than 64 characters (OpenAI's and Anthropic's limit) keeps its first 55 and
+/// ends with `_` and 8 hex digits of the SHA-256 of the whole name, so that it stays
+/// unique.
+pub fn mcp_function_name(prefix: &str, tool: &str) -> String {
+    let name: String = format!("{prefix}__{tool}")
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if name.len() <= 64 {
+        return name;
+    }
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(name.as_bytes());
+    format!("{}_{}", &name[..55], &hex::encode(digest)[..8])
+}
+
+/// Whether the stored tool `record` offers the function `name` (its own name, or for an
+/// `mcp` tool one of the server's tools).
+fn offers(record: &ToolRecord, name: &str) -> bool {
+    record.name == name
+        || (record.tool_type == ToolType::Mcp
+            && name
+                .strip_prefix(record.name.as_str())
+                .is_some_and(|rest| rest.starts_with("__")))
+}
+
+/// The name an `mcp` tool gets when the request gives none: its integration's name with
+/// characters outside `[a-zA-Z0-9_-]` replaced by `_`, at most 32 characters (`mcp` for a
+/// name with none left).
+fn default_mcp_name(integration_name: &str) -> String {
+    let name: String = integration_name
+        .trim()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(32)
+        .collect();
+    if name.trim_matches('_').is_empty() {
+        "mcp".into()
+    } else {
+        name
+    }
+}
+
+/// The function of `actives` a test run calls: the one named `tool_name` (its name on the
+/// MCP server, or the function name), or the only one.
+fn pick<'a>(actives: &'a [Active], tool_name: Option<&str>) -> Result<&'a Active, String> {
+    let names = || {
+        actives
+            .iter()
+            .map(|a| match &a.runner {
+                Runner::Mcp { tool, .. } => tool.as_str(),
+                _ => a.spec.name.as_str(),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match tool_name {
+        Some(wanted) => actives
+            .iter()
+            .find(|a| {
+                a.spec.name == wanted
+                    || matches!(&a.runner, Runner::Mcp { tool, .. } if tool == wanted)
+            })
+            .ok_or_else(|| format!("toolName {wanted:?} is not one of this tool's: {}", names())),
+        None if actives.len() == 1 => Ok(&actives[0]),
+        None if actives.is_empty() => Err("the MCP server offers none of the allowed tools".into()),
+        None => Err(format!(
+            "toolName is required: this tool offers {}",
+            names()
+        )),
+    }
+}
+
+/// A checked config: what is stored in clear (with the secret header names), the
+/// secret headers to seal (`None`: none given), and the integration an `mcp` tool uses.
 struct CheckedConfig {
     config: Value,
     secrets: Option<BTreeMap<String, String>>,
+    integration_id: Option<IntegrationId>,
 }
 
 /// Checks `config` for a tool of `tool_type`.
@@ -741,6 +990,7 @@ fn check_config(tool_type: ToolType, config: Value) -> Result<CheckedConfig, Too
             Ok(CheckedConfig {
                 config: Value::Object(object),
                 secrets: None,
+                integration_id: None,
             })
         }
         ToolType::Http => {
@@ -772,12 +1022,44 @@ fn check_config(tool_type: ToolType, config: Value) -> Result<CheckedConfig, Too
             if let Some(secrets) = &secrets {
                 config["secretHeaders"] = json!(secrets.keys().collect::<Vec<_>>());
             }
-            Ok(CheckedConfig { config, secrets })
+            Ok(CheckedConfig {
+                config,
+                secrets,
+                integration_id: None,
+            })
         }
-        ToolType::Mcp => Err(ToolError::Invalid(
-            "type mcp needs an MCP server integration, which this server does not support yet"
-                .into(),
-        )),
+        ToolType::Mcp => {
+            let config: McpToolConfig =
+                serde_json::from_value(Value::Object(object)).map_err(|e| {
+                    ToolError::Invalid(format!(
+                        "config of an mcp tool must be {{integrationId, allowedTools?}} ({e})"
+                    ))
+                })?;
+            if config.integration_id.as_str().trim().is_empty() {
+                return Err(ToolError::Invalid(
+                    "config.integrationId is required".into(),
+                ));
+            }
+            if let Some(allowed) = &config.allowed_tools {
+                if allowed.len() > MAX_ALLOWED_TOOLS {
+                    return Err(ToolError::Invalid(format!(
+                        "config.allowedTools may list at most {MAX_ALLOWED_TOOLS} tools"
+                    )));
+                }
+                if allowed.iter().any(|n| n.is_empty() || n.len() > 128) {
+                    return Err(ToolError::Invalid(
+                        "config.allowedTools must list tool names of 1 to 128 characters".into(),
+                    ));
+                }
+            }
+            let integration_id = config.integration_id.clone();
+            Ok(CheckedConfig {
+                config: serde_json::to_value(&config)
+                    .map_err(|e| ToolError::Invalid(format!("config: {e}")))?,
+                secrets: None,
+                integration_id: Some(integration_id),
+            })
+        }
     }
 }
 
@@ -906,14 +1188,37 @@ mod tests {
     }
 
     #[test]
-    fn built_in_configs_take_no_settings_and_mcp_is_refused() {
+    fn built_in_configs_take_no_settings_and_mcp_names_an_integration() {
         assert!(check_config(ToolType::WebFetch, json!({})).is_ok());
         let err = check_config(ToolType::KnowledgeSearch, json!({"x": 1}))
             .err()
             .unwrap();
         assert!(err.to_string().starts_with("config.x is not a setting"));
         assert!(check_config(ToolType::WebFetch, json!([])).is_err());
-        assert!(check_config(ToolType::Mcp, json!({"integrationId": "i"})).is_err());
+        assert!(check_config(ToolType::Mcp, json!({"integrationId": "i"})).is_ok());
+        assert!(check_config(ToolType::Mcp, json!({})).is_err());
+        assert!(check_config(ToolType::Mcp, json!({"integrationId": "i", "x": 1})).is_err());
+        assert!(check_config(
+            ToolType::Mcp,
+            json!({"integrationId": "i", "allowedTools": "echo"})
+        )
+        .is_err());
+    }
+
+    #[test]
+    fn mcp_function_names_follow_the_rule_and_stay_unique() {
+        assert_eq!(
+            mcp_function_name("everything", "get-sum"),
+            "everything__get-sum"
+        );
+        assert_eq!(mcp_function_name("docs", "search.v2"), "docs__search_v2");
+        let long_a = mcp_function_name("server", &"a".repeat(80));
+        let long_b = mcp_function_name("server", &format!("{}b", "a".repeat(79)));
+        assert_eq!(long_a.len(), 64);
+        assert_ne!(long_a, long_b);
+        assert!(check_name(&long_a).is_ok());
+        assert_eq!(default_mcp_name("My Server!"), "My_Server_");
+        assert_eq!(default_mcp_name("   "), "mcp");
     }
 
     #[test]

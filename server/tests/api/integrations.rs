@@ -53,7 +53,7 @@ async fn the_catalogue_lists_every_provider_with_its_fields() {
         .map(|p| p["code"].as_str().unwrap())
         .collect();
     for code in [
-        "telegram", "slack", "discord", "whatsapp", "zapier", "website", "http",
+        "telegram", "slack", "discord", "whatsapp", "zapier", "website", "http", "mcp",
     ] {
         assert!(codes.contains(&code), "{code} missing from {codes:?}");
     }

@@ -17,6 +17,7 @@ mod hostile;
 mod integrations;
 mod knowledge;
 mod mcp;
+mod mcp_client;
 mod metrics;
 mod oauth;
 mod openai;

@@ -424,7 +424,7 @@ async fn search_knowledge_returns_the_chunks_of_an_uploaded_document() {
 }
 
 /// Where scripts/setup.sh installs the TypeScript SDK (`MCP_SDK_DIR`).
-fn sdk_dir() -> std::path::PathBuf {
+pub fn sdk_dir() -> std::path::PathBuf {
     let dir = std::env::var_os("MCP_SDK_DIR")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| {

@@ -50,6 +50,7 @@ async fn the_openapi_document_covers_every_endpoint() {
         ("get", "/api/integrations/{id}"),
         ("put", "/api/integrations/{id}"),
         ("delete", "/api/integrations/{id}"),
+        ("get", "/api/integrations/{id}/tools"),
         ("post", "/api/api-keys"),
         ("get", "/api/api-keys"),
         ("delete", "/api/api-keys/{id}"),
