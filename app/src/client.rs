@@ -10,12 +10,12 @@
 //! Server-side rendering never calls these functions (they run in event handlers and
 //! effects only); without the `hydrate` feature they answer an error instead of fetching.
 //!
-//! Requests of the signed-in user (`*_signed_in`, [`stream_chat`], [`upload_file`]) renew
-//! an expired access token once with the refresh cookie and retry; when the session has
-//! ended they send the browser to the sign-in page.
+//! Requests of the signed-in user (`*_signed_in`, [`stream_chat`], [`stream_approval`],
+//! [`upload_file`]) renew an expired access token once with the refresh cookie and retry;
+//! when the session has ended they send the browser to the sign-in page.
 
 use crate::{
-    api::{ChatRequest, ErrorBody, UploadResponse},
+    api::{ApprovalRequest, ChatRequest, ErrorBody, UploadResponse},
     sse::StreamFrame,
 };
 use serde::{de::DeserializeOwned, Serialize};
@@ -274,13 +274,42 @@ pub async fn stream_chat(
     on_frame: impl FnMut(StreamFrame),
 ) -> Result<StreamEnd, ApiError> {
     let path = format!("/api/agents/{agent_id}/chat");
-    let body = encode(body)?;
-    let mut response = browser::open(&path, &body, abort).await?;
+    stream_post(&path, encode(body)?, abort, on_thread, on_frame).await
+}
+
+/// `POST /api/agents/{agent_id}/conversations/{thread_id}/approvals` with `stream: true`:
+/// decides a tool call that waits for approval and reads the continued reply as
+/// [`stream_chat`] reads a reply (docs/api.md § Approvals). While other calls of the reply
+/// still wait, the stream holds this call's outcome and a `pendingApprovals` frame only.
+///
+/// # Errors
+/// As [`stream_chat`]; 404 for an unknown call, 409 for a call already decided or expired.
+pub async fn stream_approval(
+    agent_id: &str,
+    thread_id: &str,
+    body: &ApprovalRequest,
+    abort: &Abort,
+    on_frame: impl FnMut(StreamFrame),
+) -> Result<StreamEnd, ApiError> {
+    let path = format!("/api/agents/{agent_id}/conversations/{thread_id}/approvals");
+    stream_post(&path, encode(body)?, abort, |_| {}, on_frame).await
+}
+
+/// `POST path` with the JSON `body`, answered with a server-sent event stream: renews an
+/// expired session once, then hands over the `X-Thread-Id` header and every frame.
+async fn stream_post(
+    path: &str,
+    body: String,
+    abort: &Abort,
+    on_thread: impl FnOnce(Option<String>),
+    on_frame: impl FnMut(StreamFrame),
+) -> Result<StreamEnd, ApiError> {
+    let mut response = browser::open(path, &body, abort).await?;
     if response.status() == 401 {
         if refresh_once().await.is_err() {
             to_sign_in();
         } else {
-            response = browser::open(&path, &body, abort).await?;
+            response = browser::open(path, &body, abort).await?;
         }
     }
     if !response.ok() {

@@ -5,7 +5,7 @@
 //!
 //! Pure code without browser types, so it is tested on the host.
 
-use crate::api::{ErrorBody, Source, TokensUsed};
+use crate::api::{ErrorBody, PendingApproval, Source, TokensUsed};
 use serde::Deserialize;
 
 /// Splits a byte stream into the `data` payloads of its events. Bytes may arrive cut
@@ -65,6 +65,37 @@ pub struct StreamUsage {
     pub sources: Vec<Source>,
 }
 
+/// A tool call frame, sent when the request asked for `streamOptions.includeToolCalls`
+/// (docs/api.md § Chat stream): a call that starts (`status: "running"`, with its
+/// arguments) or one that ended (`succeeded`, `failed` or `denied`, with its output, error
+/// and duration).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamToolCall {
+    /// The model provider's call id: the start and the end of a call share it.
+    pub id: String,
+    /// The tool's name, as the model called it.
+    pub name: String,
+    /// The tool's type (`knowledge_search`, `web_fetch`, `http`, `mcp`, `unknown`); may be
+    /// empty in a start frame.
+    #[serde(rename = "type", default)]
+    pub tool_type: String,
+    /// The arguments the model gave; in start frames only.
+    #[serde(default)]
+    pub arguments: Option<serde_json::Value>,
+    /// `running`, then `succeeded`, `failed` or `denied`.
+    pub status: String,
+    /// What the model was given; in end frames only.
+    #[serde(default)]
+    pub output: String,
+    /// Why the call failed.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// How long the call took; in end frames only.
+    #[serde(default)]
+    pub duration_ms: Option<u64>,
+}
+
 /// One frame of the chat stream.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StreamFrame {
@@ -72,6 +103,11 @@ pub enum StreamFrame {
     Chunk(String),
     /// Token usage, model and sources of the finished reply.
     Usage(Box<StreamUsage>),
+    /// A tool call started or ended.
+    ToolCall(Box<StreamToolCall>),
+    /// The turn stopped: these calls wait for a person's approval (docs/api.md
+    /// § Approvals).
+    PendingApprovals(Vec<PendingApproval>),
     /// The reply failed after the stream started.
     Error(ErrorBody),
     /// `[DONE]`: the last frame.
@@ -87,6 +123,16 @@ pub fn parse_frame(data: &str) -> Option<StreamFrame> {
     let value: serde_json::Value = serde_json::from_str(data).ok()?;
     if value.get("error").is_some() {
         return serde_json::from_value(value).ok().map(StreamFrame::Error);
+    }
+    if let Some(call) = value.get("toolCall") {
+        return serde_json::from_value(call.clone())
+            .ok()
+            .map(|call| StreamFrame::ToolCall(Box::new(call)));
+    }
+    if let Some(list) = value.get("pendingApprovals") {
+        return serde_json::from_value(list.clone())
+            .ok()
+            .map(StreamFrame::PendingApprovals);
     }
     if value.get("usage").is_some() {
         return serde_json::from_value(value)
@@ -147,5 +193,36 @@ mod tests {
         assert_eq!(usage.thread_id, "t");
         assert_eq!(usage.sources[0].title, "Guide");
         assert_eq!(parse_frame("not json"), None);
+    }
+
+    #[test]
+    fn tool_call_and_approval_frames_are_recognised() {
+        let started = parse_frame(
+            r#"{"chunk":"","toolCall":{"id":"call_1","name":"lookup","type":"http","arguments":{"q":"x"},"status":"running"}}"#,
+        );
+        let Some(StreamFrame::ToolCall(call)) = started else {
+            panic!("tool call frame expected, got {started:?}");
+        };
+        assert_eq!(call.status, "running");
+        assert_eq!(call.arguments, Some(serde_json::json!({"q": "x"})));
+        assert_eq!(call.duration_ms, None);
+        let ended = parse_frame(
+            r#"{"chunk":"","toolCall":{"id":"call_1","name":"lookup","type":"http","status":"failed","output":"","error":"HTTP 500","durationMs":12}}"#,
+        );
+        let Some(StreamFrame::ToolCall(call)) = ended else {
+            panic!("tool call frame expected, got {ended:?}");
+        };
+        assert_eq!(call.error.as_deref(), Some("HTTP 500"));
+        assert_eq!(call.duration_ms, Some(12));
+        assert_eq!(
+            parse_frame(
+                r#"{"chunk":"","pendingApprovals":[{"toolCallId":"call_2","name":"refund","arguments":{"order":7}}]}"#
+            ),
+            Some(StreamFrame::PendingApprovals(vec![PendingApproval {
+                tool_call_id: "call_2".into(),
+                name: "refund".into(),
+                arguments: serde_json::json!({"order": 7}),
+            }]))
+        );
     }
 }

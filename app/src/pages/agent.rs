@@ -1,7 +1,10 @@
-//! `/dashboard/agents/{id}/*`: one agent — its settings, chat, knowledge base and the
-//! getting-started examples, under tabs (`GET /api/agents/{agentId}`).
+//! `/dashboard/agents/{id}/*`: one agent — its settings and tools, chat, knowledge base
+//! and the getting-started examples, under tabs (`GET /api/agents/{agentId}`).
 
-use super::agents::{AgentForm, DeleteAgent, Loaded};
+use super::{
+    agents::{AgentForm, DeleteAgent, Loaded},
+    tools::ToolsSection,
+};
 use crate::{
     api::{Agent, AgentResponse},
     client,
@@ -106,7 +109,7 @@ pub fn AgentLayout() -> impl IntoView {
     .into_any()
 }
 
-/// The agent's settings: the agent form and deletion.
+/// The agent's settings: the agent form, its tools and deletion.
 #[component]
 pub fn AgentSettings() -> impl IntoView {
     let AgentContext { agent, .. } = use_agent();
@@ -121,25 +124,28 @@ pub fn AgentSettings() -> impl IntoView {
     });
     view! {
         <Title text="Agent settings"/>
-        <section class="card">
-            <Show when=created>
-                <Notice tone=Tone::Success testid="agent-created">
-                    "Agent created. Give it knowledge, then chat with it."
-                </Notice>
-            </Show>
-            {move || match (ready_id.get(), agent.get_untracked()) {
-                (Some(id), Loaded::Ready(current)) => {
-                    let name = current.name.clone();
-                    view! {
-                        <h2 class="first">"Settings"</h2>
-                        <AgentForm agent=Some(current) on_saved/>
-                        <DeleteAgent id name/>
+        <div class="stack">
+            <section class="card">
+                <Show when=created>
+                    <Notice tone=Tone::Success testid="agent-created">
+                        "Agent created. Give it knowledge, then chat with it."
+                    </Notice>
+                </Show>
+                {move || match (ready_id.get(), agent.get_untracked()) {
+                    (Some(id), Loaded::Ready(current)) => {
+                        let name = current.name.clone();
+                        view! {
+                            <h2 class="first">"Settings"</h2>
+                            <AgentForm agent=Some(current) on_saved/>
+                            <DeleteAgent id name/>
+                        }
+                            .into_any()
                     }
-                        .into_any()
-                }
-                _ => view! { <p class="loading" role="status">"Loading agent…"</p> }.into_any(),
-            }}
-        </section>
+                    _ => view! { <p class="loading" role="status">"Loading agent…"</p> }.into_any(),
+                }}
+            </section>
+            {move || ready_id.get().map(|id| view! { <ToolsSection agent_id=id/> })}
+        </div>
     }
     .into_any()
 }

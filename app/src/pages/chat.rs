@@ -9,13 +9,13 @@
 use super::{agent::use_agent, agents::Loaded, dashboard::short_time};
 use crate::{
     api::{
-        ChatMessage, ChatRequest, Conversation, ConversationsResponse, MessagesResponse, Source,
-        StreamOptions, TokensUsed,
+        ApprovalRequest, ChatMessage, ChatRequest, Conversation, ConversationsResponse,
+        MessagesResponse, PendingApproval, Source, StreamOptions, TokensUsed, ToolCallView,
     },
     client::{self, Abort, StreamEnd},
     components::{use_hydrated, Notice, Tone},
     markdown,
-    sse::StreamFrame,
+    sse::{StreamFrame, StreamToolCall},
 };
 use leptos::{prelude::*, task::spawn_local};
 use leptos_meta::Title;
@@ -23,13 +23,114 @@ use leptos_meta::Title;
 /// Longest message the server accepts by default (`MAX_MESSAGE_CHARS`).
 pub const MESSAGE_MAX: usize = 32_000;
 
+/// The state of one tool call on screen: while it runs, once it ended, or while it waits
+/// for the user's decision.
+#[derive(Debug, Clone, PartialEq)]
+struct CallState {
+    /// The model provider's call id (the `toolCallId` of an approval).
+    id: String,
+    name: String,
+    /// The tool's type; empty while unknown.
+    tool_type: String,
+    arguments: serde_json::Value,
+    /// `running`, `succeeded`, `failed` or `denied` as the server says; `pending` while it
+    /// waits for approval, `approving` / `denying` while the decision is sent.
+    status: String,
+    output: String,
+    error: Option<String>,
+    duration_ms: Option<u64>,
+    /// Why the decision could not be sent (e.g. already decided, expired).
+    decision_error: Option<String>,
+}
+
+impl CallState {
+    fn from_view(view: ToolCallView) -> Self {
+        Self {
+            id: view.id,
+            name: view.name,
+            tool_type: view.tool_type,
+            arguments: view.arguments,
+            status: view.status,
+            output: view.output,
+            error: view.error,
+            duration_ms: Some(view.duration_ms),
+            decision_error: None,
+        }
+    }
+
+    fn pending(approval: PendingApproval) -> Self {
+        Self {
+            id: approval.tool_call_id,
+            name: approval.name,
+            tool_type: String::new(),
+            arguments: approval.arguments,
+            status: "pending".into(),
+            output: String::new(),
+            error: None,
+            duration_ms: None,
+            decision_error: None,
+        }
+    }
+
+    /// Takes what a stream frame says of this call: a start keeps the arguments, an end
+    /// brings the outcome.
+    fn apply(&mut self, frame: StreamToolCall) {
+        self.name = frame.name;
+        if !frame.tool_type.is_empty() {
+            self.tool_type = frame.tool_type;
+        }
+        if let Some(arguments) = frame.arguments {
+            self.arguments = arguments;
+        }
+        self.status = frame.status;
+        self.output = frame.output;
+        self.error = frame.error;
+        self.duration_ms = frame.duration_ms;
+        self.decision_error = None;
+    }
+
+    fn from_frame(frame: StreamToolCall) -> Self {
+        let mut state = Self {
+            id: frame.id.clone(),
+            name: String::new(),
+            tool_type: String::new(),
+            arguments: serde_json::json!({}),
+            status: String::new(),
+            output: String::new(),
+            error: None,
+            duration_ms: None,
+            decision_error: None,
+        };
+        state.apply(frame);
+        state
+    }
+}
+
+/// A piece of a reply, in the order it happened: text, or a tool call's card.
+#[derive(Debug, Clone, Copy)]
+enum Part {
+    Text { key: u64, text: RwSignal<String> },
+    Call { key: u64, call: RwSignal<CallState> },
+}
+
+impl Part {
+    fn key(&self) -> u64 {
+        match self {
+            Part::Text { key, .. } | Part::Call { key, .. } => *key,
+        }
+    }
+}
+
 /// A message on screen. Its parts are signals, so a streamed reply updates in place.
 #[derive(Debug, Clone, Copy)]
 struct Bubble {
     key: u64,
     /// `user` or `assistant`.
     role: &'static str,
+    /// The whole text (what "Copy" copies).
     content: RwSignal<String>,
+    /// The text and the tool calls, in order.
+    parts: RwSignal<Vec<Part>>,
     /// `streaming`, `complete`, `failed`, `cancelled` (or the server's word).
     status: RwSignal<String>,
     error: RwSignal<Option<String>>,
@@ -43,6 +144,10 @@ impl Bubble {
         Self {
             key,
             role,
+            parts: RwSignal::new(vec![Part::Text {
+                key: 0,
+                text: RwSignal::new(content.clone()),
+            }]),
             content: RwSignal::new(content),
             status: RwSignal::new(status.to_owned()),
             error: RwSignal::new(None),
@@ -52,6 +157,8 @@ impl Bubble {
         }
     }
 
+    /// A stored message. The order of a stored reply's text and tool calls is not kept, so
+    /// its calls come first (the model calls tools before it answers).
     fn from_stored(key: u64, message: ChatMessage) -> Self {
         let role = if message.role == "user" {
             "user"
@@ -62,8 +169,174 @@ impl Bubble {
         bubble.model.set(message.model);
         bubble.usage.set(message.tokens_used);
         bubble.sources.set(message.sources.unwrap_or_default());
+        let calls = message.tool_calls.unwrap_or_default();
+        if !calls.is_empty() {
+            bubble.parts.update(|parts| {
+                let text = parts.pop();
+                parts.extend(calls.into_iter().enumerate().map(|(i, view)| Part::Call {
+                    key: i as u64 + 1,
+                    call: RwSignal::new(CallState::from_view(view)),
+                }));
+                parts.extend(text);
+            });
+        }
         bubble
     }
+
+    /// Appends a fragment of the reply: to the text after the last tool call, or as new
+    /// text after it.
+    fn push_text(&self, fragment: &str) {
+        self.content.update(|c| c.push_str(fragment));
+        let last = self.parts.with_untracked(|parts| parts.last().copied());
+        match last {
+            Some(Part::Text { text, .. }) => text.update(|t| t.push_str(fragment)),
+            _ => {
+                let key = self.next_part_key();
+                self.parts.update(|parts| {
+                    parts.push(Part::Text {
+                        key,
+                        text: RwSignal::new(fragment.to_owned()),
+                    });
+                });
+            }
+        }
+    }
+
+    /// Adds a tool call's card after what the reply holds so far.
+    fn push_call(&self, state: CallState) -> RwSignal<CallState> {
+        let call = RwSignal::new(state);
+        let key = self.next_part_key();
+        self.parts
+            .update(|parts| parts.push(Part::Call { key, call }));
+        call
+    }
+
+    fn next_part_key(&self) -> u64 {
+        self.parts
+            .with_untracked(|parts| parts.iter().map(Part::key).max().unwrap_or(0) + 1)
+    }
+
+    /// The card of the call `id` in this message, if it has one.
+    fn call(&self, id: &str) -> Option<RwSignal<CallState>> {
+        self.parts.with_untracked(|parts| {
+            parts.iter().find_map(|part| match part {
+                Part::Call { call, .. } if call.with_untracked(|c| c.id == id) => Some(*call),
+                _ => None,
+            })
+        })
+    }
+
+    /// Whether the message shows nothing: no text, no tool call, no error.
+    fn is_blank(&self) -> bool {
+        self.content.with_untracked(String::is_empty)
+            && self.error.with_untracked(Option::is_none)
+            && self
+                .parts
+                .with_untracked(|parts| parts.iter().all(|p| matches!(p, Part::Text { .. })))
+    }
+}
+
+/// The card of the call `id` anywhere in the conversation.
+fn find_call(bubbles: &[Bubble], id: &str) -> Option<RwSignal<CallState>> {
+    bubbles.iter().rev().find_map(|bubble| bubble.call(id))
+}
+
+/// Puts one frame of a streamed reply into `reply`. Tool call frames update the card of
+/// their call wherever it is in the conversation (a decided call's outcome lands on the
+/// card that asked for the decision), or add a card to `reply`; pending approvals turn
+/// their calls' cards into questions.
+fn apply_frame(reply: Bubble, bubbles: RwSignal<Vec<Bubble>>, frame: StreamFrame) {
+    match frame {
+        StreamFrame::Chunk(text) => {
+            if !text.is_empty() {
+                reply.push_text(&text);
+            }
+        }
+        StreamFrame::Usage(usage) => {
+            reply.usage.set(Some(usage.usage));
+            reply.model.set(Some(usage.model));
+            reply.sources.set(usage.sources);
+        }
+        StreamFrame::ToolCall(frame) => {
+            let known = bubbles.with_untracked(|list| find_call(list, &frame.id));
+            match known {
+                Some(call) => call.update(|c| c.apply(*frame)),
+                None => {
+                    reply.push_call(CallState::from_frame(*frame));
+                }
+            }
+        }
+        StreamFrame::PendingApprovals(list) => {
+            for approval in list {
+                let known = bubbles.with_untracked(|all| find_call(all, &approval.tool_call_id));
+                match known {
+                    Some(call) => call.update(|c| {
+                        if !matches!(c.status.as_str(), "succeeded" | "failed" | "denied") {
+                            c.arguments = approval.arguments.clone();
+                            c.status = "pending".into();
+                            c.decision_error = None;
+                        }
+                    }),
+                    None => {
+                        reply.push_call(CallState::pending(approval));
+                    }
+                }
+            }
+        }
+        StreamFrame::Error(body) => {
+            reply.status.set("failed".into());
+            reply.error.set(Some(body.message));
+        }
+        StreamFrame::Done => {}
+    }
+}
+
+/// Reads the outcome of a decided call from the stored conversation (the continued reply
+/// keeps it) onto its card; without one, the card says what was decided.
+async fn resolve_decided(agent_id: &str, thread_id: &str, call: RwSignal<CallState>) {
+    let id = call.with_untracked(|c| c.id.clone());
+    let stored = client::get_json_signed_in::<MessagesResponse>(&format!(
+        "/api/agents/{agent_id}/conversations/{thread_id}/messages?limit=200"
+    ))
+    .await
+    .ok()
+    .and_then(|answer| {
+        answer
+            .messages
+            .into_iter()
+            .rev()
+            .flat_map(|m| m.tool_calls.unwrap_or_default())
+            .find(|view| view.id == id)
+    });
+    call.update(|c| match stored {
+        Some(view) => *c = CallState::from_view(view),
+        None => {
+            c.status = if c.status == "approving" {
+                "approved"
+            } else {
+                "denied"
+            }
+            .into();
+        }
+    });
+}
+
+/// What a stream is for: a message the user sent, or a decision on a waiting tool call.
+enum Outbound {
+    Chat(ChatRequest),
+    Decision {
+        thread_id: String,
+        body: ApprovalRequest,
+        call: RwSignal<CallState>,
+    },
+}
+
+/// The stream options of the dashboard's requests: usage, and a frame per tool call.
+fn stream_options() -> Option<StreamOptions> {
+    Some(StreamOptions {
+        include_usage: true,
+        include_tool_calls: true,
+    })
 }
 
 /// The thread list, the messages of the chosen thread and the composer.
@@ -146,6 +419,103 @@ pub fn ChatPage() -> impl IntoView {
         messages_state.set(Loaded::Ready(()));
     };
 
+    // Streams a reply into `reply`: the answer to a message (`asked` is its bubble) or the
+    // continuation after a decision on a waiting tool call.
+    let run = move |outbound: Outbound, reply: Bubble, asked: Option<Bubble>, controller: Abort| {
+        streaming.set(true);
+        let agent_id = agent.id.get_untracked();
+        spawn_local(async move {
+            let was_new = matches!(&outbound, Outbound::Chat(body) if body.thread_id.is_none());
+            let on_frame = move |frame| apply_frame(reply, bubbles, frame);
+            let outcome = match &outbound {
+                Outbound::Chat(body) => {
+                    client::stream_chat(
+                        &agent_id,
+                        body,
+                        &controller,
+                        |thread_id| {
+                            if let Some(thread_id) = thread_id {
+                                thread.set(Some(thread_id));
+                            }
+                        },
+                        on_frame,
+                    )
+                    .await
+                }
+                Outbound::Decision {
+                    thread_id, body, ..
+                } => {
+                    client::stream_approval(&agent_id, thread_id, body, &controller, on_frame).await
+                }
+            };
+            match outcome {
+                Ok(StreamEnd::Done) => {
+                    if reply.status.get_untracked() == "streaming" {
+                        reply.status.set("complete".into());
+                    }
+                }
+                Ok(StreamEnd::Stopped) => reply.status.set("cancelled".into()),
+                Ok(StreamEnd::Cut) => {
+                    reply.status.set("failed".into());
+                    reply.error.set(Some(
+                        "The connection closed before the reply was complete.".into(),
+                    ));
+                }
+                Err(err) => {
+                    bubbles.update(|list| list.retain(|b| b.key != reply.key));
+                    match (&outbound, asked) {
+                        (Outbound::Decision { call, .. }, _) => {
+                            // Refused: a call decided elsewhere or expired cannot be
+                            // decided again; otherwise the buttons come back.
+                            call.update(|c| {
+                                c.status = if err.status == 409 {
+                                    "expired"
+                                } else {
+                                    "pending"
+                                }
+                                .into();
+                                c.decision_error = Some(err.message().to_owned());
+                            });
+                        }
+                        (Outbound::Chat(_), Some(asked)) => {
+                            // Refused before the stream started: nothing was stored, so the
+                            // message goes back into the composer.
+                            bubbles.update(|list| list.retain(|b| b.key != asked.key));
+                            draft.set(asked.content.get_untracked());
+                            send_error.set(Some(err.message().to_owned()));
+                        }
+                        (Outbound::Chat(_), None) => {
+                            send_error.set(Some(err.message().to_owned()));
+                        }
+                    }
+                }
+            }
+            if let Outbound::Decision {
+                thread_id, call, ..
+            } = &outbound
+            {
+                // A continuation that said nothing (other calls still wait) leaves no
+                // empty reply behind.
+                if reply.is_blank() && reply.status.get_untracked() == "complete" {
+                    bubbles.update(|list| list.retain(|b| b.key != reply.key));
+                }
+                // The continued reply's stream does not repeat the decided call; its
+                // outcome is stored with the reply.
+                if matches!(
+                    call.get_untracked().status.as_str(),
+                    "approving" | "denying"
+                ) {
+                    resolve_decided(&agent_id, thread_id, *call).await;
+                }
+            }
+            abort.set_value(None);
+            streaming.set(false);
+            if was_new || matches!(outbound, Outbound::Decision { .. }) {
+                load_threads();
+            }
+        });
+    };
+
     let send = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
         if streaming.get_untracked() {
@@ -175,73 +545,57 @@ pub fn ChatPage() -> impl IntoView {
         let asked = Bubble::new(key(), "user", message.clone(), "complete");
         let reply = Bubble::new(key(), "assistant", String::new(), "streaming");
         bubbles.update(|list| list.extend([asked, reply]));
-        streaming.set(true);
-        let agent_id = agent.id.get_untracked();
         let body = ChatRequest {
             message,
             thread_id: thread.get_untracked(),
             stream: true,
-            stream_options: Some(StreamOptions {
-                include_usage: true,
-                ..StreamOptions::default()
-            }),
+            stream_options: stream_options(),
             ..ChatRequest::default()
         };
-        let was_new = body.thread_id.is_none();
-        spawn_local(async move {
-            let outcome = client::stream_chat(
-                &agent_id,
-                &body,
-                &controller,
-                |thread_id| {
-                    if let Some(thread_id) = thread_id {
-                        thread.set(Some(thread_id));
-                    }
-                },
-                |frame| match frame {
-                    StreamFrame::Chunk(text) => reply.content.update(|c| c.push_str(&text)),
-                    StreamFrame::Usage(usage) => {
-                        reply.usage.set(Some(usage.usage));
-                        reply.model.set(Some(usage.model));
-                        reply.sources.set(usage.sources);
-                    }
-                    StreamFrame::Error(body) => {
-                        reply.status.set("failed".into());
-                        reply.error.set(Some(body.message));
-                    }
-                    StreamFrame::Done => {}
-                },
-            )
-            .await;
-            match outcome {
-                Ok(StreamEnd::Done) => {
-                    if reply.status.get_untracked() == "streaming" {
-                        reply.status.set("complete".into());
-                    }
-                }
-                Ok(StreamEnd::Stopped) => reply.status.set("cancelled".into()),
-                Ok(StreamEnd::Cut) => {
-                    reply.status.set("failed".into());
-                    reply.error.set(Some(
-                        "The connection closed before the reply was complete.".into(),
-                    ));
-                }
-                Err(err) => {
-                    // Refused before the stream started: nothing was stored, so the
-                    // message goes back into the composer.
-                    bubbles
-                        .update(|list| list.retain(|b| b.key != asked.key && b.key != reply.key));
-                    draft.set(asked.content.get_untracked());
-                    send_error.set(Some(err.message().to_owned()));
-                }
-            }
-            abort.set_value(None);
-            streaming.set(false);
-            if was_new {
-                load_threads();
-            }
-        });
+        run(Outbound::Chat(body), reply, Some(asked), controller);
     };
+
+    // Approve or deny a waiting tool call; the continued reply streams in as a new reply.
+    let decide = Callback::new(move |(call, approved): (RwSignal<CallState>, bool)| {
+        if streaming.get_untracked() {
+            return;
+        }
+        let Some(thread_id) = thread.get_untracked() else {
+            return;
+        };
+        let controller = match Abort::new() {
+            Ok(controller) => controller,
+            Err(err) => {
+                call.update(|c| c.decision_error = Some(err.message().to_owned()));
+                return;
+            }
+        };
+        abort.set_value(Some(controller.clone()));
+        send_error.set(None);
+        let tool_call_id = call.with_untracked(|c| c.id.clone());
+        call.update(|c| {
+            c.status = if approved { "approving" } else { "denying" }.into();
+            c.decision_error = None;
+        });
+        let reply = Bubble::new(key(), "assistant", String::new(), "streaming");
+        bubbles.update(|list| list.push(reply));
+        let body = ApprovalRequest {
+            tool_call_id,
+            approved,
+            stream: true,
+            stream_options: stream_options(),
+        };
+        run(
+            Outbound::Decision {
+                thread_id,
+                body,
+                call,
+            },
+            reply,
+            None,
+            controller,
+        );
+    });
 
     let stop = move |_| {
         if let Some(controller) = abort.get_value() {
@@ -323,7 +677,7 @@ pub fn ChatPage() -> impl IntoView {
                         </p>
                     </Show>
                     <For each=move || bubbles.get() key=|bubble| bubble.key let(bubble)>
-                        <MessageView bubble/>
+                        <MessageView bubble decide busy=streaming/>
                     </For>
                 </div>
                 <form class="composer" on:submit=send>
@@ -373,9 +727,16 @@ pub fn ChatPage() -> impl IntoView {
     .into_any()
 }
 
-/// One message: its Markdown, and for replies the state, sources, token usage and "Copy".
+/// One message: its text (Markdown) and tool calls in order, and for replies the state,
+/// sources, token usage and "Copy".
 #[component]
-fn MessageView(bubble: Bubble) -> impl IntoView {
+fn MessageView(
+    bubble: Bubble,
+    /// Sends the user's decision on a waiting tool call.
+    decide: Callback<(RwSignal<CallState>, bool)>,
+    /// Whether a reply is streaming (decisions wait for it).
+    busy: RwSignal<bool>,
+) -> impl IntoView {
     let copied = RwSignal::new(None::<Result<(), String>>);
     let copy = move |_| {
         let text = bubble.content.get_untracked();
@@ -387,7 +748,6 @@ fn MessageView(bubble: Bubble) -> impl IntoView {
             ));
         });
     };
-    let html = move || markdown::render(&bubble.content.read());
     let is_reply = bubble.role == "assistant";
     view! {
         <article
@@ -407,7 +767,17 @@ fn MessageView(bubble: Bubble) -> impl IntoView {
                     _ => None,
                 }}
             </header>
-            <div class="markdown" data-testid="message-body" inner_html=html></div>
+            <div class="message-body" data-testid="message-body">
+                <For each=move || bubble.parts.get() key=|part| part.key() let(part)>
+                    {match part {
+                        Part::Text { text, .. } => {
+                            let html = move || markdown::render(&text.read());
+                            view! { <div class="markdown" inner_html=html></div> }.into_any()
+                        }
+                        Part::Call { call, .. } => view! { <ToolCallCard call decide busy/> }.into_any(),
+                    }}
+                </For>
+            </div>
             {move || {
                 bubble
                     .error
@@ -482,6 +852,105 @@ fn MessageView(bubble: Bubble) -> impl IntoView {
                 </footer>
             </Show>
         </article>
+    }
+    .into_any()
+}
+
+/// The words and colour of a tool call's state.
+fn call_status(status: &str) -> (&'static str, &'static str) {
+    match status {
+        "running" => ("running…", "pill status-processing"),
+        "succeeded" => ("succeeded", "pill status-indexed"),
+        "failed" => ("failed", "pill pill-error"),
+        "denied" => ("denied", "pill"),
+        "pending" => ("waiting for your approval", "pill status-pending"),
+        "approving" => ("approved, running…", "pill status-processing"),
+        "denying" => ("denying…", "pill status-processing"),
+        "approved" => ("approved", "pill status-indexed"),
+        "expired" => ("not decided", "pill"),
+        _ => ("", "pill"),
+    }
+}
+
+/// One tool call of a reply: the tool's name, its arguments, its state, and once it ended
+/// its output or error and how long it took. A call that waits for approval asks for it
+/// with "Approve" and "Deny".
+#[component]
+fn ToolCallCard(
+    call: RwSignal<CallState>,
+    decide: Callback<(RwSignal<CallState>, bool)>,
+    busy: RwSignal<bool>,
+) -> impl IntoView {
+    let name = move || call.with(|c| c.name.clone());
+    let status = move || call.with(|c| c.status.clone());
+    let arguments =
+        move || call.with(|c| serde_json::to_string(&c.arguments).unwrap_or_else(|_| "{}".into()));
+    let label = move || format!("Tool call {}", name());
+    view! {
+        <section class="tool-call" data-testid="tool-call" data-status=status aria-label=label>
+            <header class="tool-call-head">
+                <span class="tool-call-kind">"Tool"</span>
+                <code class="tool-call-name" data-testid="tool-call-name">{name}</code>
+                {move || {
+                    let (words, class) = call_status(&status());
+                    (!words.is_empty())
+                        .then(|| view! { <span class=class data-testid="tool-call-status">{words}</span> })
+                }}
+                {move || {
+                    call.with(|c| c.duration_ms.filter(|_| c.status != "running"))
+                        .map(|ms| view! { <span class="muted small" data-testid="tool-call-duration">{format!("{ms} ms")}</span> })
+                }}
+            </header>
+            <p class="tool-call-args">
+                <span class="muted small">"Arguments "</span>
+                <code data-testid="tool-call-arguments">{arguments}</code>
+            </p>
+            {move || {
+                let output = call.with(|c| c.output.clone());
+                (!output.is_empty())
+                    .then(|| {
+                        view! {
+                            <details class="tool-call-output" open>
+                                <summary>"Output"</summary>
+                                <pre data-testid="tool-call-output">{output}</pre>
+                            </details>
+                        }
+                    })
+            }}
+            {move || {
+                call.with(|c| c.error.clone())
+                    .map(|error| view! { <p class="error-text small" data-testid="tool-call-error">{error}</p> })
+            }}
+            <Show when=move || status() == "pending">
+                <div class="tool-call-decision" role="group" aria-label=move || format!("Decide on {}", name())>
+                    <p class="small">
+                        "The agent wants to run this tool. It runs only if you approve."
+                    </p>
+                    <button
+                        type="button"
+                        class="button button-small"
+                        disabled=move || busy.get()
+                        on:click=move |_| decide.run((call, true))
+                    >
+                        "Approve"
+                    </button>
+                    <button
+                        type="button"
+                        class="button button-secondary button-small"
+                        disabled=move || busy.get()
+                        on:click=move |_| decide.run((call, false))
+                    >
+                        "Deny"
+                    </button>
+                </div>
+            </Show>
+            {move || {
+                call.with(|c| c.decision_error.clone())
+                    .map(|message| {
+                        view! { <Notice tone=Tone::Error testid="tool-call-decision-error">{message}</Notice> }
+                    })
+            }}
+        </section>
     }
     .into_any()
 }

@@ -4,11 +4,13 @@
 //!
 //! The form is built from the provider catalogue: each provider's credential fields (secret
 //! ones as password inputs) and config fields. Credentials are never shown again after
-//! creation; the list shows their masked hints.
+//! creation; the list shows their masked hints. An MCP server integration can list its
+//! tools live (`GET /api/integrations/{id}/tools`).
 
 use super::{
     agents::{fetch_into, ConfirmButton, Loaded},
     dashboard::short_time,
+    tools::{McpServerTools, MCP_PROVIDER},
 };
 use crate::{
     api::{
@@ -350,6 +352,10 @@ fn IntegrationRow(
         })
         .unwrap_or_default();
     let status_detail = integration.status_detail.clone();
+    // An MCP server's tools can be listed live.
+    let mcp_tools = (integration.provider_code == MCP_PROVIDER).then(|| {
+        view! { <div class="row-actions"><McpServerTools integration_id=integration.id.clone()/></div> }
+    });
     let connection = integration.connection.clone().map(|c| {
         let webhook = c.webhook_url.map(|url| {
             let label = if integration.provider_code == "slack" {
@@ -384,6 +390,7 @@ fn IntegrationRow(
                 {status_detail.map(|detail| view! { <Notice tone=Tone::Error testid="integration-status-detail">{detail}</Notice> })}
                 <p class="muted small" data-testid="integration-credentials">{hints.join(" · ")}</p>
                 {connection}
+                {mcp_tools}
             </div>
             <ConfirmButton
                 label="Delete"

@@ -15,6 +15,7 @@ mod not_found;
 mod reset_password;
 mod signup;
 mod start;
+mod tools;
 mod verify_email;
 mod webhooks;
 
@@ -33,6 +34,7 @@ pub use not_found::NotFound;
 pub use reset_password::ResetPassword;
 pub use signup::Signup;
 pub use start::GettingStarted;
+pub use tools::{McpServerTools, ToolsSection};
 pub use verify_email::VerifyEmail;
 pub use webhooks::WebhooksPage;
 
