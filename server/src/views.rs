@@ -119,6 +119,7 @@ pub fn message_view(m: &MessageRecord) -> ChatMessage {
             .tool_calls
             .as_deref()
             .and_then(|s| serde_json::from_str::<Vec<app::api::ToolCallView>>(s).ok()),
+        pending_approvals: None,
         created_at: iso(m.created_at),
     }
 }

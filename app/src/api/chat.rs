@@ -136,6 +136,10 @@ pub struct ChatMessage {
     /// The tool calls of an assistant message, in order; absent when it made none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_calls: Option<Vec<super::ToolCallView>>,
+    /// On the thread's latest assistant message only: its tool calls still waiting for a
+    /// decision (not expired), which `POST .../approvals` decides; absent when none wait.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_approvals: Option<Vec<super::PendingApproval>>,
     pub created_at: String,
 }
 

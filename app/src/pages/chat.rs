@@ -169,13 +169,26 @@ impl Bubble {
         bubble.model.set(message.model);
         bubble.usage.set(message.tokens_used);
         bubble.sources.set(message.sources.unwrap_or_default());
-        let calls = message.tool_calls.unwrap_or_default();
+        // Its calls, then those still waiting for a decision (the latest reply's only).
+        let calls: Vec<CallState> = message
+            .tool_calls
+            .unwrap_or_default()
+            .into_iter()
+            .map(CallState::from_view)
+            .chain(
+                message
+                    .pending_approvals
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(CallState::pending),
+            )
+            .collect();
         if !calls.is_empty() {
             bubble.parts.update(|parts| {
                 let text = parts.pop();
-                parts.extend(calls.into_iter().enumerate().map(|(i, view)| Part::Call {
+                parts.extend(calls.into_iter().enumerate().map(|(i, state)| Part::Call {
                     key: i as u64 + 1,
-                    call: RwSignal::new(CallState::from_view(view)),
+                    call: RwSignal::new(state),
                 }));
                 parts.extend(text);
             });

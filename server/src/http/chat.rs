@@ -426,6 +426,29 @@ async fn messages(
         .await?;
     let more = rows.len() > limit as usize;
     let rows = &rows[..rows.len().min(limit as usize)];
+    let mut messages: Vec<_> = rows.iter().map(message_view).collect();
+    // The thread's latest reply (on the last page) shows the calls that still wait.
+    if !more {
+        if let Some((row, view)) = rows
+            .iter()
+            .zip(messages.iter_mut())
+            .rev()
+            .find(|(m, _)| m.role == crate::domain::Role::Assistant)
+        {
+            let now = state.clock.now();
+            let pending: Vec<_> = state
+                .store
+                .pending_approvals(&row.id)
+                .await?
+                .iter()
+                .filter(|a| a.expires_at > now)
+                .map(crate::tools::service::pending_view)
+                .collect();
+            if !pending.is_empty() {
+                view.pending_approvals = Some(pending);
+            }
+        }
+    }
     Ok(Json(MessagesResponse {
         next_cursor: more
             .then(|| {
@@ -433,7 +456,7 @@ async fn messages(
                     .map(|m| encode_cursor(m.created_at, m.id.as_str()))
             })
             .flatten(),
-        messages: rows.iter().map(message_view).collect(),
+        messages,
     }))
 }
 

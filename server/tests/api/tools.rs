@@ -661,6 +661,13 @@ async fn a_call_that_needs_approval_stops_the_turn_until_it_is_approved() {
     let thread = reply["threadId"].as_str().unwrap().to_string();
     let call_id = pending[0]["toolCallId"].as_str().unwrap().to_string();
     let url = format!("/api/agents/{agent}/conversations/{thread}/approvals");
+    // The stored reply shows the call that waits, for a page loaded later.
+    let stored = app.messages(&user.access, &agent, &thread).await;
+    assert_eq!(
+        stored[1]["pendingApprovals"],
+        json!([{"toolCallId": call_id, "name": "get_weather", "arguments": {"city": "Rome"}}])
+    );
+    assert!(stored[0].get("pendingApprovals").is_none());
 
     // Unknown calls, other tenants and other agents read as absent.
     let res = app
@@ -731,6 +738,7 @@ async fn a_call_that_needs_approval_stops_the_turn_until_it_is_approved() {
     let messages = app.messages(&user.access, &agent, &thread).await;
     assert_eq!(messages.len(), 3, "the stopped reply and its continuation");
     assert_eq!(messages[2]["toolCalls"][0]["name"], "get_weather");
+    assert!(messages.iter().all(|m| m.get("pendingApprovals").is_none()));
 }
 
 #[tokio::test]
