@@ -1555,4 +1555,39 @@ mod client_tools {
             "The agent's weather"
         );
     }
+
+    #[tokio::test]
+    async fn the_openapi_document_describes_client_tools() {
+        let app = spawn_app().await;
+        let doc: Value = app
+            .get("/api/openapi.json", None)
+            .await
+            .json()
+            .await
+            .unwrap();
+        let schemas = &doc["components"]["schemas"];
+        for name in [
+            "ChatCompletionTool",
+            "FunctionDefinition",
+            "ChatCompletionMessageToolCall",
+            "FunctionCall",
+            "ChatCompletionToolCallDelta",
+            "FunctionCallDelta",
+        ] {
+            assert!(schemas[name].is_object(), "{name} is missing");
+        }
+        let request = &schemas["ChatCompletionRequest"]["properties"];
+        for field in ["tools", "tool_choice", "parallel_tool_calls"] {
+            assert!(request[field].is_object(), "{field}");
+        }
+        assert!(schemas["ChatCompletionMessage"]["properties"]["tool_call_id"].is_object());
+        assert!(schemas["ChatCompletionAssistantMessage"]["properties"]["tool_calls"].is_object());
+        assert!(schemas["ChatCompletionDelta"]["properties"]["tool_calls"].is_object());
+        // Every reference resolves.
+        let text = doc.to_string();
+        for reference in text.split("\"$ref\":\"#/components/schemas/").skip(1) {
+            let name = reference.split('"').next().unwrap();
+            assert!(schemas[name].is_object(), "dangling $ref {name}");
+        }
+    }
 }
