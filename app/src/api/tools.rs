@@ -131,14 +131,16 @@ pub struct ToolCallView {
     /// The model provider's call id.
     pub id: String,
     pub name: String,
-    /// The tool's type (`knowledge_search`, `web_fetch`, `http`, `mcp`), or `unknown`
-    /// when the model called a tool the agent does not have.
+    /// The tool's type (`knowledge_search`, `web_fetch`, `http`, `mcp`), `unknown` when
+    /// the model called a tool the agent does not have, or `client` for a tool the caller
+    /// of the OpenAI-compatible API defined and runs (docs/api.md § Tools the client runs).
     #[serde(rename = "type")]
     pub tool_type: String,
     /// The arguments the model gave (an object; `{}` when they were not JSON).
     #[cfg_attr(feature = "ssr", schema(value_type = Object))]
     pub arguments: serde_json::Value,
-    /// `succeeded`, `failed` or `denied`.
+    /// `succeeded`, `failed` or `denied`; `requested` for a `client` call whose result the
+    /// caller has not sent in this conversation.
     pub status: String,
     /// What the model was given (at most 16 KiB of text).
     pub output: String,

@@ -78,6 +78,19 @@ pub(crate) struct ToolContext {
     /// The contents of the tool results the request ends with (its last round), in order;
     /// `None` when it does not end with tool results.
     pub results: Option<Vec<String>>,
+    /// A tool choice that obliges the model to call a tool (OpenAI `"required"` or a named
+    /// function; Anthropic `any` or `tool`); `None` when it may answer with text.
+    pub forced: Option<Forced>,
+}
+
+/// A tool choice that obliges the model to call a tool.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Forced {
+    /// The tool called when no marker asks for a call it allows: the named one, or the
+    /// first offered.
+    pub name: String,
+    /// Whether only `name` may be called (a named choice), not any of the tools.
+    pub only: bool,
 }
 
 /// The answer to one chat request, before it is put in a provider's format.
@@ -112,7 +125,7 @@ impl Plan {
         tools: &ToolContext,
     ) -> Self {
         let (markers, cleaned) = markers::parse(last_user);
-        let calls: Vec<ScriptedCall> = if tools.may_call {
+        let mut calls: Vec<ScriptedCall> = if tools.may_call {
             // After tool results, only the `call-always` markers call again.
             markers
                 .calls
@@ -123,6 +136,21 @@ impl Plan {
         } else {
             Vec::new()
         };
+        // A forced choice is obeyed as the real APIs do, after tool results too: the calls
+        // of other tools are dropped for a named one, and without a call left the forced
+        // tool is called with empty arguments.
+        if let Some(forced) = tools.forced.as_ref().filter(|_| tools.may_call) {
+            if forced.only {
+                calls.retain(|call| call.name == forced.name);
+            }
+            if calls.is_empty() {
+                calls.push(ScriptedCall {
+                    name: forced.name.clone(),
+                    arguments: "{}".to_owned(),
+                    always: false,
+                });
+            }
+        }
         let reply = match (&tools.results, markers.tokens, &shared.config.reply) {
             (Some(results), _, _) => format!("Tool results: {}", results.join(" | ")),
             (None, Some(n), _) => (1..=n)

@@ -66,8 +66,12 @@
 //! A request offers tools with a non-empty `tools` array (OpenAI
 //! `[{type: "function", function: {name, description?, parameters?}}]`; Anthropic
 //! `[{name, description?, input_schema}]`). A `tool_choice` of none (OpenAI `"none"`,
-//! Anthropic `{"type": "none"}`) forbids calls. The calls a `[[call:…]]` marker asks for are
-//! answered
+//! Anthropic `{"type": "none"}`) forbids calls. A forced choice is obeyed like the real APIs
+//! do, after tool results too: a named one (OpenAI `{type: "function", function: {name}}`,
+//! Anthropic `{type: "tool", name}`) keeps only the marker calls of that tool, and
+//! `required` (Anthropic `any`) or a named choice without a marker call left calls the
+//! named tool, or the first offered, with arguments `{}`. The calls a `[[call:…]]` marker
+//! asks for are answered
 //!
 //! - OpenAI: `message.tool_calls: [{id: "call_N", type: "function", function: {name,
 //!   arguments}}]` with `content: null`, or streamed as `delta.tool_calls` fragments — the

@@ -20,7 +20,7 @@
 
 use serde_json::Value;
 
-use crate::common::{text_of, ToolContext};
+use crate::common::{text_of, Forced, ToolContext};
 use crate::markers::valid_tool_name;
 
 /// A refused request: what the API would say, and the parameter it names (OpenAI's
@@ -192,9 +192,32 @@ pub(crate) fn openai(request: &Value, messages: &[Value]) -> Result<ToolContext,
             .map(|m| text_of(m.get("content").unwrap_or(&Value::Null)))
             .collect()
     });
+    let first = || {
+        tools
+            .first()
+            .and_then(|tool| tool.pointer("/function/name"))
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let forced = match choice {
+        Some(Value::String(mode)) if mode == "required" => Some(Forced {
+            name: first(),
+            only: false,
+        }),
+        Some(named @ Value::Object(_)) => named
+            .pointer("/function/name")
+            .and_then(Value::as_str)
+            .map(|name| Forced {
+                name: name.to_owned(),
+                only: true,
+            }),
+        _ => None,
+    };
     Ok(ToolContext {
         may_call: !tools.is_empty() && choice.and_then(Value::as_str) != Some("none"),
         results,
+        forced,
     })
 }
 
@@ -338,10 +361,29 @@ pub(crate) fn anthropic(request: &Value, messages: &[Value]) -> Result<ToolConte
             .map(|(_, block)| text_of(block.get("content").unwrap_or(&Value::Null)))
             .collect()
     });
-    let forbidden = choice.and_then(|c| c.get("type")).and_then(Value::as_str) == Some("none");
+    let kind = choice.and_then(|c| c.get("type")).and_then(Value::as_str);
+    let forced = match kind {
+        Some("any") => tools
+            .first()
+            .and_then(|tool| tool.get("name"))
+            .and_then(Value::as_str)
+            .map(|name| Forced {
+                name: name.to_owned(),
+                only: false,
+            }),
+        Some("tool") => choice
+            .and_then(|c| c.get("name"))
+            .and_then(Value::as_str)
+            .map(|name| Forced {
+                name: name.to_owned(),
+                only: true,
+            }),
+        _ => None,
+    };
     Ok(ToolContext {
-        may_call: !tools.is_empty() && !forbidden,
+        may_call: !tools.is_empty() && kind != Some("none"),
         results,
+        forced,
     })
 }
 

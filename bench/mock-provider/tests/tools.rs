@@ -532,3 +532,84 @@ async fn genai_reads_the_streamed_calls_and_sends_the_results_back() {
         assert_eq!(answer.first_text(), Some("Tool results: 18 C"), "{kind:?}");
     }
 }
+
+/// The names of the calls of a non-streamed reply, in both flavours.
+fn called(body: &Value) -> Vec<(String, Value)> {
+    if let Some(calls) = body["choices"][0]["message"]["tool_calls"].as_array() {
+        return calls
+            .iter()
+            .map(|c| {
+                let arguments = c["function"]["arguments"].as_str().unwrap();
+                (
+                    c["function"]["name"].as_str().unwrap().to_owned(),
+                    serde_json::from_str(arguments).unwrap(),
+                )
+            })
+            .collect();
+    }
+    body["content"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|b| b["type"] == "tool_use")
+        .map(|b| (b["name"].as_str().unwrap().to_owned(), b["input"].clone()))
+        .collect()
+}
+
+#[tokio::test]
+async fn forced_tool_choices_are_obeyed() {
+    let mock = start().await;
+    let name = |n: &str| (n.to_owned(), json!({}));
+    let paris = (
+        "get_weather".to_owned(),
+        json!({"city": "Paris", "unit": "C"}),
+    );
+    // (OpenAI choice, Anthropic choice, user text, expected calls)
+    let cases = [
+        (
+            json!("required"),
+            json!({"type": "any"}),
+            "hi",
+            vec![name("get_weather")],
+        ),
+        (
+            json!({"type": "function", "function": {"name": "now"}}),
+            json!({"type": "tool", "name": "now"}),
+            "hi",
+            vec![name("now")],
+        ),
+        // A named choice keeps the marker calls of that tool alone.
+        (
+            json!({"type": "function", "function": {"name": "get_weather"}}),
+            json!({"type": "tool", "name": "get_weather"}),
+            TWO_CALLS,
+            vec![paris.clone()],
+        ),
+        (
+            json!("required"),
+            json!({"type": "any"}),
+            TWO_CALLS,
+            vec![paris, name("now")],
+        ),
+    ];
+    for (openai_choice, anthropic_choice, text, expected) in cases {
+        let messages = json!([{"role": "user", "content": text}]);
+        let mut request = openai_request(messages.clone(), false);
+        request["tool_choice"] = openai_choice.clone();
+        let (status, body) = json_of(post(&mock, "chat/completions", &[], &request).await).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["choices"][0]["finish_reason"], "tool_calls", "{body}");
+        assert_eq!(called(&body), expected, "{openai_choice}");
+
+        let mut request = anthropic_request(messages, false);
+        request["tool_choice"] = anthropic_choice.clone();
+        let (status, body) = json_of(post(&mock, "messages", ANTHROPIC, &request).await).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(body["stop_reason"], "tool_use", "{body}");
+        assert_eq!(called(&body), expected, "{anthropic_choice}");
+    }
+    // Without a forced choice, a message without markers is answered with text.
+    let request = openai_request(json!([{"role": "user", "content": "hi"}]), false);
+    let (_, body) = json_of(post(&mock, "chat/completions", &[], &request).await).await;
+    assert_eq!(body["choices"][0]["finish_reason"], "stop");
+}

@@ -158,6 +158,10 @@ pub struct PreparedChat {
     /// Usage of the model calls that asked for tools, summed; the last call's is added when
     /// the turn ends ([`PreparedChat::total_usage`]).
     pub usage_so_far: Option<TokensUsed>,
+    /// Whether the caller defined the tools of this turn ([`TurnOptions::client_tools`]):
+    /// the model's calls are not run but end the turn, for the caller to run
+    /// ([`PreparedChat::request_client_calls`]).
+    pub client_tools: bool,
 }
 
 impl PreparedChat {
@@ -174,6 +178,18 @@ impl PreparedChat {
         if self.toolbox.is_empty() {
             self.prompt = Prompt::default();
         }
+    }
+
+    /// Ends a turn of client tools ([`PreparedChat::client_tools`]) on the model's `calls`:
+    /// they are recorded with the reply (`toolCalls`, `type` `client`, `status`
+    /// `requested`) for the caller to run. Answers whether there were any.
+    pub fn request_client_calls(&mut self, calls: &[ToolCall]) -> bool {
+        if !self.client_tools || calls.is_empty() {
+            return false;
+        }
+        self.tool_calls
+            .extend(calls.iter().map(|call| client_call_view(call, None)));
+        true
     }
 
     /// The calls the turn stopped for, as the API shows them.
@@ -195,6 +211,29 @@ impl PreparedChat {
             self.usage_so_far,
             usage_or_counted(reported, self.prompt_tokens, last_text),
         )
+    }
+}
+
+/// The `type` of a stored call of a tool the caller defined ([`TurnOptions::client_tools`]).
+pub const CLIENT_TOOL_TYPE: &str = "client";
+/// The `status` of a stored call of a client tool whose result the caller has not sent.
+pub const REQUESTED_STATUS: &str = "requested";
+
+/// A call of a client tool as stored with a reply: `requested` without `result`, else
+/// `succeeded` with the result the caller sent.
+fn client_call_view(call: &ToolCall, result: Option<&str>) -> ToolCallView {
+    ToolCallView {
+        id: call.id.clone(),
+        name: call.name.clone(),
+        tool_type: CLIENT_TOOL_TYPE.into(),
+        arguments: serde_json::from_str::<serde_json::Value>(&call.arguments)
+            .ok()
+            .filter(serde_json::Value::is_object)
+            .unwrap_or_else(|| json!({})),
+        status: result.map_or(REQUESTED_STATUS, |_| "succeeded").into(),
+        output: result.unwrap_or_default().to_string(),
+        error: None,
+        duration_ms: 0,
     }
 }
 
@@ -239,6 +278,25 @@ pub struct TurnOptions {
     pub sampling: Sampling,
     /// Whether tools that require approval may be offered ([`PreparedChat::approvals`]).
     pub approvals: bool,
+    /// Tools the caller defines and runs itself (the OpenAI-compatible API's `tools`):
+    /// when set, the agent's own tools are neither offered nor run; the model is offered
+    /// these, and the calls it makes end the turn (`FinishReason::ToolCalls`,
+    /// [`Reply::client_calls`], [`Frame::ClientToolCalls`]) for the caller to run.
+    pub client_tools: Option<ClientTools>,
+    /// Turns that follow the message upstream: the model's earlier calls of client tools
+    /// with the results the caller sent ([`Turn::tool_calls`]), and any assistant text
+    /// between them. They are sent, not stored as messages; their calls are recorded with
+    /// the reply (`toolCalls`, `status` `succeeded`).
+    pub after: Vec<Turn>,
+}
+
+/// The tools of [`TurnOptions::client_tools`] and how the model may use them.
+#[derive(Debug, Clone, Default)]
+pub struct ClientTools {
+    /// The tools offered to the model, as the caller defined them.
+    pub specs: Vec<crate::llm::ToolSpec>,
+    /// `auto`, `none`, `required`, or one of `specs` by name.
+    pub choice: ToolChoice,
 }
 
 /// A complete reply ([`ChatService::complete`]).
@@ -254,6 +312,9 @@ pub struct Reply {
     pub tool_calls: Vec<ToolCallView>,
     /// Calls that wait for approval: the turn stopped for them.
     pub pending_approvals: Vec<PendingApproval>,
+    /// The calls of client tools ([`TurnOptions::client_tools`]) the model made, for the
+    /// caller to run; `finish` is then `ToolCalls`. Empty otherwise.
+    pub client_calls: Vec<ToolCall>,
 }
 
 /// A new thread of `agent` for `user_id`, titled after `message` (its first 80
@@ -303,6 +364,19 @@ fn history_turns(m: MessageRecord) -> Vec<Turn> {
 /// for a call that failed or was denied).
 fn exchange_of(view: ToolCallView) -> ToolExchange {
     let is_error = view.status != "succeeded";
+    if view.status == REQUESTED_STATUS {
+        // A call of a client tool whose result went to another conversation.
+        return ToolExchange {
+            call: ToolCall {
+                id: view.id,
+                name: view.name,
+                arguments: view.arguments.to_string(),
+            },
+            result: "Error: the caller was asked to run this call; its result is not known here"
+                .into(),
+            is_error,
+        };
+    }
     ToolExchange {
         call: ToolCall {
             id: view.id,
@@ -319,6 +393,16 @@ fn exchange_of(view: ToolCallView) -> ToolExchange {
         },
         is_error,
     }
+}
+
+/// The tokens a turn adds to a prompt: its text, and its calls' arguments and results.
+fn turn_tokens(turn: &Turn) -> u32 {
+    tokens::count(&turn.content)
+        + turn
+            .tool_calls
+            .iter()
+            .map(|e| tokens::count(&e.call.arguments) + tokens::count(&e.result))
+            .sum::<u32>()
 }
 
 /// The chat service.
@@ -516,24 +600,45 @@ impl ChatService {
                     Ok((Vec::new(), Vec::new(), 0))
                 }
             },
-            self.tools.toolbox(agent, options.approvals),
+            async {
+                if options.client_tools.is_some() {
+                    // The caller has taken control of the tools: the agent's are not offered.
+                    Ok(Toolbox::default())
+                } else {
+                    self.tools.toolbox(agent, options.approvals).await
+                }
+            },
         );
         let toolbox = toolbox?;
         let (thread, history, new_thread) = thread?;
         let (passages, sources, passage_tokens) = retrieved?;
         let budget = room.saturating_sub(passage_tokens);
         let (mut turns, history_tokens) = trim_history(history, budget);
-        if toolbox.is_empty() {
+        if toolbox.is_empty() && options.client_tools.is_none() {
             // Without tools in the request, providers refuse earlier tool calls (Anthropic
             // requires `tools` once the history holds `tool_use` blocks): the turns keep
             // their text alone.
             turns.retain(|t| t.tool_calls.is_empty());
         }
+        let after_tokens: u32 = options.after.iter().map(turn_tokens).sum();
         // What `offline::prompt_tokens` would count: every text the prompt sends.
         let prompt_tokens = fixed
             + history_tokens
+            + after_tokens
             + passage_tokens.saturating_sub(PASSAGE_OVERHEAD * passages.len() as u32);
         turns.push(Turn::text(Role::User, user_content.clone()));
+        turns.extend(options.after.iter().cloned());
+        let (tools, tool_choice) = match &options.client_tools {
+            Some(client) => (client.specs.clone(), client.choice.clone()),
+            None => (toolbox.specs(), ToolChoice::Auto),
+        };
+        // The calls the caller answered are the reply's, with the results it sent.
+        let answered: Vec<ToolCallView> = options
+            .after
+            .iter()
+            .flat_map(|t| &t.tool_calls)
+            .map(|e| client_call_view(&e.call, Some(&e.result)))
+            .collect();
         let user_message = MessageRecord {
             id: MessageId::new(),
             thread_id: thread.id.clone(),
@@ -563,16 +668,17 @@ impl ChatService {
                 turns,
                 passages,
                 sampling: options.sampling.clone(),
-                tools: toolbox.specs(),
-                tool_choice: ToolChoice::Auto,
+                tools,
+                tool_choice,
             },
             prompt_tokens,
             sources,
             started: Instant::now(),
             toolbox,
-            tool_calls: Vec::new(),
+            tool_calls: answered,
             tool_rounds: 0,
             usage_so_far: None,
+            client_tools: options.client_tools.is_some(),
         })
     }
 
@@ -638,6 +744,7 @@ impl ChatService {
             tool_calls: decided,
             tool_rounds: 1,
             usage_so_far: None,
+            client_tools: false,
         })
     }
 
@@ -665,6 +772,7 @@ impl ChatService {
     /// (with what was received); the store's.
     pub async fn complete(&self, prepared: &mut PreparedChat) -> Result<Reply, ChatError> {
         let mut text = String::new();
+        let mut client_calls = Vec::new();
         let outcome: Result<(TokensUsed, FinishReason), ProviderError> = async {
             loop {
                 let mut upstream = open_stream(prepared, self.provider_timeout).await?;
@@ -682,6 +790,13 @@ impl ChatService {
                     }
                 }
                 text.push_str(&round_text);
+                if prepared.request_client_calls(&calls) {
+                    client_calls = calls;
+                    return Ok((
+                        prepared.total_usage(ended.0, &round_text),
+                        FinishReason::ToolCalls,
+                    ));
+                }
                 if calls.is_empty() || !prepared.may_call_tools() {
                     let finish = match ended.1 {
                         FinishReason::ToolCalls => FinishReason::Stop,
@@ -714,6 +829,7 @@ impl ChatService {
                     finish,
                     tool_calls: prepared.tool_calls.clone(),
                     pending_approvals: prepared.pending_approvals(),
+                    client_calls,
                 })
             }
             Err(e) => {

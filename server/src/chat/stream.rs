@@ -148,6 +148,9 @@ pub enum Frame {
     /// The turn stopped for these calls to be approved; sent once they are stored, before
     /// the end.
     Pending(Vec<PendingApproval>),
+    /// The model called client tools ([`super::TurnOptions::client_tools`]): the turn ends
+    /// on these calls, for the caller to run; sent after the last chunk, before the summary.
+    ClientToolCalls(Vec<ToolCall>),
     /// The provider failed ([`ChatError::Upstream`]); the reply ends.
     Failed(ChatError),
     /// The reply has ended; nothing follows.
@@ -326,14 +329,16 @@ impl Relay {
     /// The end of one model call: its tool calls run next (their start frames queued), or
     /// the reply is complete.
     fn round_ended(&mut self) -> Phase {
-        let calls = std::mem::take(&mut self.calls);
         let may_call = self
             .chat
             .as_ref()
             .is_some_and(|(_, prepared)| prepared.may_call_tools());
-        if calls.is_empty() || !may_call {
+        if self.calls.is_empty() || !may_call {
+            // The calls of client tools end the turn ([`Relay::completed`]); others are
+            // ignored.
             return self.completed();
         }
+        let calls = std::mem::take(&mut self.calls);
         self.queued.extend(calls.iter().map(|call| {
             Frame::ToolCall(ToolCallView {
                 id: call.id.clone(),
@@ -350,18 +355,25 @@ impl Relay {
         Phase::Tools(calls)
     }
 
-    /// Queues the summary (when asked for); the end follows once the reply is stored.
+    /// Queues the calls of client tools the model made, if any
+    /// ([`PreparedChat::request_client_calls`]), then the summary (when asked for); the
+    /// end follows once the reply is stored.
     fn completed(&mut self) -> Phase {
         let Some((_, prepared)) = &mut self.chat else {
             return Phase::Done;
         };
         prepared.release_prompt();
+        let calls = std::mem::take(&mut self.calls);
+        let client_calls = prepared.request_client_calls(&calls);
         let usage = match prepared.usage_so_far {
             // Stopped for approvals: every call of the turn is counted already.
             Some(usage) if !prepared.pending.is_empty() => usage,
             _ => prepared.total_usage(self.reported, &self.text[self.round_start..]),
         };
-        if self.finish == FinishReason::ToolCalls {
+        if client_calls {
+            self.finish = FinishReason::ToolCalls;
+            self.queued.push_back(Frame::ClientToolCalls(calls));
+        } else if self.finish == FinishReason::ToolCalls {
             self.finish = FinishReason::Stop;
         }
         if self.include_usage {

@@ -242,6 +242,8 @@ fn sse(f: Frame, include_tool_calls: bool) -> Option<SseEvent> {
     Some(match f {
         Frame::ToolCall(view) if include_tool_calls => frame(tool_call_frame(view)),
         Frame::ToolCall(_) => return None,
+        // Native chat never offers client tools.
+        Frame::ClientToolCalls(_) => return None,
         Frame::Pending(list) => frame(json!({"chunk": "", "pendingApprovals": list})),
         // `json_data` writes the JSON into the event's own buffer: no intermediate value.
         Frame::Chunk(d) => SseEvent::default()

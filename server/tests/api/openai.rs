@@ -619,8 +619,8 @@ async fn errors_have_openais_shape_and_status() {
         ),
         (
             json!({"model": agent, "messages": [{"role": "user", "content": "hi"}],
-            "tools": [{"type": "function", "function": {"name": "f"}}]}),
-            "tools",
+            "functions": [{"name": "f"}]}),
+            "functions",
             Some("unsupported_parameter"),
         ),
         (
@@ -927,4 +927,667 @@ async fn calls_count_against_the_accounts_rate_limit() {
         None,
     )
     .await;
+}
+
+/// Client-defined tools (docs/api.md § Chat completions, "Tools the client runs"), driven
+/// by `async-openai`'s own types for tools, tool calls and tool messages.
+mod client_tools {
+    use std::sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc,
+    };
+
+    use async_openai::types::chat::{
+        ChatCompletionMessageToolCall, ChatCompletionMessageToolCalls,
+        ChatCompletionNamedToolChoice, ChatCompletionRequestAssistantMessageArgs,
+        ChatCompletionRequestMessage, ChatCompletionRequestMessageContentPartText,
+        ChatCompletionRequestToolMessage, ChatCompletionRequestToolMessageContent,
+        ChatCompletionRequestToolMessageContentPart, ChatCompletionResponseMessage,
+        ChatCompletionTool, ChatCompletionToolChoiceOption, ChatCompletionTools,
+        CreateChatCompletionRequest, CreateChatCompletionRequestArgs, FinishReason, FunctionName,
+        FunctionObject, FunctionType, ToolChoiceOptions,
+    };
+    use axum::{extract::Path, routing::get, Json, Router};
+    use futures::StreamExt;
+    use serde_json::{json, Value};
+
+    use super::{
+        assert_openai_error, openai, raw_completion, roles_and_texts, upstream, user_says,
+    };
+    use crate::{
+        helpers::*,
+        providers::{agent_with, with_mock},
+    };
+
+    const QUESTION: &str =
+        r#"weather and time? [[call:get_weather:{"city":"Paris"}]] [[call:now:{}]]"#;
+
+    fn function(
+        name: &str,
+        description: Option<&str>,
+        parameters: Option<Value>,
+    ) -> ChatCompletionTools {
+        ChatCompletionTools::Function(ChatCompletionTool {
+            function: FunctionObject {
+                name: name.into(),
+                description: description.map(str::to_string),
+                parameters,
+                strict: None,
+            },
+        })
+    }
+
+    fn tools() -> Vec<ChatCompletionTools> {
+        vec![
+            function(
+                "get_weather",
+                Some("The weather in a city"),
+                Some(
+                    json!({"type": "object", "properties": {"city": {"type": "string"}},
+                            "required": ["city"]}),
+                ),
+            ),
+            function("now", None, None),
+        ]
+    }
+
+    fn asking(
+        model: &str,
+        messages: Vec<ChatCompletionRequestMessage>,
+    ) -> CreateChatCompletionRequest {
+        CreateChatCompletionRequestArgs::default()
+            .model(model)
+            .messages(messages)
+            .tools(tools())
+            .build()
+            .unwrap()
+    }
+
+    /// The function calls of a reply's message.
+    fn calls_of(message: &ChatCompletionResponseMessage) -> Vec<ChatCompletionMessageToolCall> {
+        message
+            .tool_calls
+            .iter()
+            .flatten()
+            .map(|call| match call {
+                ChatCompletionMessageToolCalls::Function(call) => call.clone(),
+                other => panic!("not a function call: {other:?}"),
+            })
+            .collect()
+    }
+
+    /// The assistant's message of `calls`, as the client sends it back.
+    fn assistant_called(calls: &[ChatCompletionMessageToolCall]) -> ChatCompletionRequestMessage {
+        ChatCompletionRequestAssistantMessageArgs::default()
+            .tool_calls(
+                calls
+                    .iter()
+                    .cloned()
+                    .map(ChatCompletionMessageToolCalls::Function)
+                    .collect::<Vec<_>>(),
+            )
+            .build()
+            .unwrap()
+            .into()
+    }
+
+    fn tool_result(id: &str, text: &str) -> ChatCompletionRequestMessage {
+        ChatCompletionRequestToolMessage {
+            content: ChatCompletionRequestToolMessageContent::Text(text.into()),
+            tool_call_id: id.into(),
+        }
+        .into()
+    }
+
+    /// A tool message of text parts.
+    fn tool_result_parts(id: &str, text: &str) -> ChatCompletionRequestMessage {
+        ChatCompletionRequestToolMessage {
+            content: ChatCompletionRequestToolMessageContent::Array(vec![
+                ChatCompletionRequestToolMessageContentPart::Text(
+                    ChatCompletionRequestMessageContentPartText { text: text.into() },
+                ),
+            ]),
+            tool_call_id: id.into(),
+        }
+        .into()
+    }
+
+    /// The conversations of `agent`, newest first, each as its messages.
+    async fn conversations(app: &TestApp, user: &TestUser, agent: &str) -> Vec<Vec<Value>> {
+        let listed: Value = app
+            .get(
+                &format!("/api/agents/{agent}/conversations"),
+                Some(&user.access),
+            )
+            .await
+            .json()
+            .await
+            .unwrap();
+        let mut out = Vec::new();
+        for c in listed["conversations"].as_array().unwrap() {
+            let thread = c["threadId"].as_str().unwrap();
+            out.push(app.messages(&user.access, agent, thread).await);
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn a_tool_call_goes_to_the_client_and_its_result_comes_back() {
+        for model in ["gpt-4o-mini", "claude-sonnet-4-5"] {
+            let (app, mock) = with_mock(|_| {}).await;
+            let user = app.user().await;
+            let agent = agent_with(&app, &user, model).await;
+            let (_, key) = app.api_key(&user, &["chat:write"]).await;
+            let client = openai(&app, &key);
+
+            let reply = client
+                .chat()
+                .create(asking(&agent, vec![user_says(QUESTION)]))
+                .await
+                .unwrap();
+            let choice = &reply.choices[0];
+            assert_eq!(
+                choice.finish_reason,
+                Some(FinishReason::ToolCalls),
+                "{model}"
+            );
+            assert_eq!(choice.message.content, None, "{model}: calls alone");
+            let calls = calls_of(&choice.message);
+            let names: Vec<&str> = calls.iter().map(|c| c.function.name.as_str()).collect();
+            assert_eq!(names, ["get_weather", "now"], "{model}");
+            let arguments: Value = serde_json::from_str(&calls[0].function.arguments).unwrap();
+            assert_eq!(arguments, json!({"city": "Paris"}));
+            assert_eq!(calls[1].function.arguments, "{}");
+            assert!(calls[0].id != calls[1].id && !calls[0].id.is_empty());
+            // The mock counts one token per call and per piece of its arguments.
+            let usage = reply.usage.clone().unwrap();
+            assert_eq!(usage.completion_tokens, 6, "{model}");
+            assert_eq!(usage.total_tokens, usage.prompt_tokens + 6);
+
+            // The model was offered the client's tools, as the provider names them.
+            let sent = upstream(&mock);
+            assert_eq!(sent.len(), 1, "one model call: nothing ran inside");
+            let body = &sent[0].body;
+            match model {
+                "gpt-4o-mini" => {
+                    assert_eq!(body["tool_choice"], "auto");
+                    assert_eq!(body["tools"][0]["function"]["name"], "get_weather");
+                    assert_eq!(
+                        body["tools"][1]["function"]["parameters"],
+                        json!({"type": "object", "properties": {}})
+                    );
+                }
+                _ => {
+                    assert_eq!(body["tool_choice"], json!({"type": "auto"}));
+                    assert_eq!(body["tools"][0]["name"], "get_weather");
+                    assert_eq!(body["tools"][0]["description"], "The weather in a city");
+                }
+            }
+
+            // The client runs the calls and sends the results back.
+            let continued = client
+                .chat()
+                .create(asking(
+                    &agent,
+                    vec![
+                        user_says(QUESTION),
+                        assistant_called(&calls),
+                        tool_result(&calls[0].id, "18 C"),
+                        tool_result_parts(&calls[1].id, "noon"),
+                    ],
+                ))
+                .await
+                .unwrap();
+            let choice = &continued.choices[0];
+            assert_eq!(choice.finish_reason, Some(FinishReason::Stop), "{model}");
+            assert_eq!(
+                choice.message.content.as_deref(),
+                Some("Tool results: 18 C | noon"),
+                "{model}"
+            );
+            assert!(choice.message.tool_calls.is_none());
+
+            // The provider got the calls with their results, in its own terms.
+            let sent = upstream(&mock);
+            let body = &sent.last().unwrap().body;
+            match model {
+                "gpt-4o-mini" => {
+                    let roles: Vec<String> = roles_and_texts(&body["messages"])
+                        .into_iter()
+                        .map(|(role, _)| role)
+                        .collect();
+                    assert_eq!(roles, ["system", "user", "assistant", "tool", "tool"]);
+                    let messages = &body["messages"];
+                    assert_eq!(messages[2]["content"], Value::Null);
+                    assert_eq!(messages[2]["tool_calls"][0]["id"], calls[0].id.as_str());
+                    assert_eq!(messages[3]["tool_call_id"], calls[0].id.as_str());
+                    assert_eq!(messages[4]["content"], "noon");
+                }
+                _ => {
+                    let messages = body["messages"].as_array().unwrap();
+                    assert_eq!(messages.len(), 3, "{body}");
+                    assert_eq!(messages[1]["content"][0]["type"], "tool_use");
+                    assert_eq!(messages[1]["content"][0]["id"], calls[0].id.as_str());
+                    assert_eq!(messages[2]["content"][0]["type"], "tool_result");
+                    assert_eq!(
+                        messages[2]["content"][1]["tool_use_id"],
+                        calls[1].id.as_str()
+                    );
+                }
+            }
+
+            // Each call is a conversation of the question and the reply, with the client's
+            // calls: requested, then answered.
+            let stored = conversations(&app, &user, &agent).await;
+            assert_eq!(stored.len(), 2);
+            let (answered, asked) = (&stored[0], &stored[1]);
+            assert_eq!(asked[0]["content"], QUESTION);
+            assert_eq!(asked[1]["content"], "");
+            let requested = asked[1]["toolCalls"].as_array().unwrap();
+            assert_eq!(requested.len(), 2);
+            assert_eq!(
+                (
+                    &requested[0]["type"],
+                    &requested[0]["status"],
+                    &requested[0]["name"]
+                ),
+                (&json!("client"), &json!("requested"), &json!("get_weather"))
+            );
+            assert_eq!(requested[0]["arguments"], json!({"city": "Paris"}));
+            assert_eq!(answered[0]["content"], QUESTION);
+            assert_eq!(answered[1]["content"], "Tool results: 18 C | noon");
+            let results = answered[1]["toolCalls"].as_array().unwrap();
+            assert_eq!(
+                (&results[1]["status"], &results[1]["output"]),
+                (&json!("succeeded"), &json!("noon"))
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn streamed_tool_calls_are_reassembled_by_the_sdk() {
+        let (app, _mock) = with_mock(|_| {}).await;
+        let user = app.user().await;
+        let agent = agent_with(&app, &user, "gpt-4o-mini").await;
+        let client = openai(&app, &user.access);
+        let mut request = asking(&agent, vec![user_says(QUESTION)]);
+        request.stream = Some(true);
+        request.stream_options = Some(async_openai::types::chat::ChatCompletionStreamOptions {
+            include_usage: Some(true),
+            include_obfuscation: None,
+        });
+        let mut stream = client.chat().create_stream(request).await.unwrap();
+        let mut chunks = Vec::new();
+        while let Some(chunk) = stream.next().await {
+            chunks.push(chunk.unwrap());
+        }
+        // (id, name, arguments) per call index, as an SDK user puts them together.
+        let mut calls: Vec<(String, String, String)> = Vec::new();
+        for piece in chunks
+            .iter()
+            .flat_map(|c| c.choices.iter())
+            .flat_map(|c| c.delta.tool_calls.iter().flatten())
+        {
+            let index = piece.index as usize;
+            if index == calls.len() {
+                assert_eq!(piece.r#type, Some(FunctionType::Function));
+                calls.push((
+                    piece.id.clone().expect("the first piece has the id"),
+                    String::new(),
+                    String::new(),
+                ));
+            }
+            let call = &mut calls[index];
+            if let Some(function) = &piece.function {
+                if let Some(name) = &function.name {
+                    call.1.push_str(name);
+                }
+                if let Some(arguments) = &function.arguments {
+                    call.2.push_str(arguments);
+                }
+            }
+        }
+        assert_eq!(calls.len(), 2, "{chunks:?}");
+        assert_eq!(
+            (calls[0].1.as_str(), calls[0].2.as_str()),
+            ("get_weather", r#"{"city":"Paris"}"#)
+        );
+        assert_eq!((calls[1].1.as_str(), calls[1].2.as_str()), ("now", "{}"));
+        assert!(calls[0].0.starts_with("call_"));
+        let finishing: Vec<_> = chunks
+            .iter()
+            .filter_map(|c| c.choices.first().and_then(|c| c.finish_reason))
+            .collect();
+        assert_eq!(finishing, [FinishReason::ToolCalls]);
+        let usage = chunks.last().unwrap().usage.clone().unwrap();
+        assert_eq!(usage.completion_tokens, 6);
+
+        // On the wire: OpenAI's exact pieces.
+        let res = raw_completion(
+            &app,
+            Some(&user.access),
+            json!({"model": agent, "stream": true, "messages": [{"role": "user", "content": QUESTION}],
+                   "tools": serde_json::to_value(tools()).unwrap()}),
+        )
+        .await;
+        let frames = crate::chat::sse_data(&res.text().await.unwrap());
+        let chunks: Vec<Value> = frames[..frames.len() - 1]
+            .iter()
+            .map(|f| serde_json::from_str(f).unwrap())
+            .collect();
+        let pieces: Vec<&Value> = chunks
+            .iter()
+            .filter_map(|c| c["choices"][0]["delta"].get("tool_calls"))
+            .collect();
+        assert_eq!(pieces.len(), 4);
+        let first = &pieces[0][0];
+        assert_eq!(first["index"], 0);
+        assert_eq!(first["type"], "function");
+        assert_eq!(
+            first["function"],
+            json!({"name": "get_weather", "arguments": ""})
+        );
+        assert_eq!(
+            pieces[1][0],
+            json!({"index": 0, "function": {"arguments": r#"{"city":"Paris"}"#}})
+        );
+        assert_eq!(pieces[2][0]["index"], 1);
+        let last = chunks.last().unwrap();
+        assert_eq!(last["choices"][0]["finish_reason"], "tool_calls");
+        assert_eq!(last["choices"][0]["delta"], json!({}));
+        assert!(last["agentchat"]["threadId"].is_string());
+    }
+
+    #[tokio::test]
+    async fn tool_choice_reaches_both_providers() {
+        let (app, mock) = with_mock(|_| {}).await;
+        let user = app.user().await;
+        let client = openai(&app, &user.access);
+        let named = ChatCompletionToolChoiceOption::Function(ChatCompletionNamedToolChoice {
+            function: FunctionName { name: "now".into() },
+        });
+        let required = ChatCompletionToolChoiceOption::Mode(ToolChoiceOptions::Required);
+        let none = ChatCompletionToolChoiceOption::Mode(ToolChoiceOptions::None);
+        for model in ["gpt-4o-mini", "claude-sonnet-4-5"] {
+            let agent = agent_with(&app, &user, model).await;
+            let openai_wire = model.starts_with("gpt");
+            // (choice, message, the calls made, the provider's tool_choice)
+            let cases = [
+                (
+                    required.clone(),
+                    "hello",
+                    vec!["get_weather"],
+                    if openai_wire {
+                        json!("required")
+                    } else {
+                        json!({"type": "any"})
+                    },
+                ),
+                (
+                    named.clone(),
+                    QUESTION,
+                    vec!["now"],
+                    if openai_wire {
+                        json!({"type": "function", "function": {"name": "now"}})
+                    } else {
+                        json!({"type": "tool", "name": "now"})
+                    },
+                ),
+                (
+                    none.clone(),
+                    QUESTION,
+                    vec![],
+                    if openai_wire {
+                        json!("none")
+                    } else {
+                        json!({"type": "none"})
+                    },
+                ),
+            ];
+            for (choice, text, expected, wire) in cases {
+                let mut request = asking(&agent, vec![user_says(text)]);
+                request.tool_choice = Some(choice.clone());
+                request.parallel_tool_calls = Some(false);
+                let reply = client.chat().create(request).await.unwrap();
+                let calls = calls_of(&reply.choices[0].message);
+                let names: Vec<&str> = calls.iter().map(|c| c.function.name.as_str()).collect();
+                assert_eq!(names, expected, "{model}: {choice:?}");
+                let finish = if expected.is_empty() {
+                    FinishReason::Stop
+                } else {
+                    FinishReason::ToolCalls
+                };
+                assert_eq!(reply.choices[0].finish_reason, Some(finish));
+                let sent = upstream(&mock);
+                assert_eq!(sent.last().unwrap().body["tool_choice"], wire, "{model}");
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn bad_tools_and_tool_messages_are_400s_naming_the_field() {
+        let app = spawn_app().await;
+        let user = app.user().await;
+        let agent = agent_with(&app, &user, "agentchat-offline").await;
+        let tool = |name: &str| json!({"type": "function", "function": {"name": name}});
+        let call = json!({"id": "call_1", "type": "function",
+                          "function": {"name": "get_weather", "arguments": "{}"}});
+        let user_turn = json!({"role": "user", "content": "hi"});
+        let cases = [
+            (
+                json!({"tools": [tool("get weather!")]}),
+                "tools[0].function.name",
+            ),
+            (
+                json!({"tools": [tool("a"), tool("a")]}),
+                "tools[1].function.name",
+            ),
+            (
+                json!({"tools": [{"type": "function", "function": {"name": "a", "parameters": [1]}}]}),
+                "tools[0].function.parameters",
+            ),
+            (
+                json!({"tools": [tool("a")], "tool_choice": "always"}),
+                "tool_choice",
+            ),
+            (
+                json!({"tools": [tool("a")], "tool_choice": {"type": "function", "function": {"name": "b"}}}),
+                "tool_choice",
+            ),
+            (json!({"tool_choice": "required"}), "tool_choice"),
+            (
+                json!({"tools": [tool("get_weather")], "messages": [user_turn,
+                    {"role": "tool", "tool_call_id": "call_9", "content": "18 C"}]}),
+                "messages[1].tool_call_id",
+            ),
+            (
+                json!({"tools": [tool("get_weather")], "messages": [user_turn,
+                    {"role": "assistant", "content": null, "tool_calls": [call]},
+                    {"role": "tool", "tool_call_id": "call_2", "content": "18 C"}]}),
+                "messages[2].tool_call_id",
+            ),
+            (
+                json!({"tools": [tool("get_weather")], "messages": [user_turn,
+                    {"role": "assistant", "content": null, "tool_calls": [call]},
+                    {"role": "user", "content": "well?"}]}),
+                "messages[1].tool_calls[0]",
+            ),
+            (
+                json!({"messages": [user_turn,
+                    {"role": "assistant", "content": null, "tool_calls": [call]},
+                    {"role": "tool", "tool_call_id": "call_1", "content": "18 C"}]}),
+                "tools",
+            ),
+        ];
+        for (fields, param) in cases {
+            let mut body = json!({"model": agent, "messages": [user_turn]});
+            for (k, v) in fields.as_object().unwrap() {
+                body[k] = v.clone();
+            }
+            let error = assert_openai_error(
+                raw_completion(&app, Some(&user.access), body.clone()).await,
+                400,
+                "invalid_request_error",
+                None,
+                Some(param),
+            )
+            .await;
+            assert!(!error["message"].as_str().unwrap().is_empty(), "{body}");
+        }
+        // The deprecated `functions` are refused as unsupported.
+        assert_openai_error(
+            raw_completion(
+                &app,
+                Some(&user.access),
+                json!({"model": agent, "messages": [user_turn], "functions": [{"name": "f"}]}),
+            )
+            .await,
+            400,
+            "invalid_request_error",
+            Some("unsupported_parameter"),
+            Some("functions"),
+        )
+        .await;
+        // The SDK raises them as API errors with the parameter.
+        let mut request = asking(&agent, vec![user_says("hi")]);
+        request.tools = Some(vec![function("bad name", None, None)]);
+        let err = super::api_error(openai(&app, &user.access).chat().create(request).await);
+        assert_eq!(err.param.as_deref(), Some("tools[0].function.name"));
+    }
+
+    /// A local HTTP API with `GET /weather/{city}`, counting its requests; its address.
+    async fn weather_server() -> (String, Arc<AtomicUsize>) {
+        let hits = Arc::new(AtomicUsize::new(0));
+        let counted = hits.clone();
+        let router = Router::new().route(
+            "/weather/{city}",
+            get(move |Path(city): Path<String>| {
+                let counted = counted.clone();
+                async move {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    Json(json!({"city": city, "temp": 21}))
+                }
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+        (addr, hits)
+    }
+
+    #[tokio::test]
+    async fn client_tools_replace_the_agents_own_and_without_them_the_agents_run() {
+        let (addr, hits) = weather_server().await;
+        let allowed = addr.clone();
+        let (app, mock) = with_mock(|c| c.outbound.allowed_private_hosts = vec![allowed]).await;
+        let user = app.user().await;
+        let agent = agent_with(&app, &user, "gpt-4o-mini").await;
+        let res = app
+            .post(
+                &format!("/api/agents/{agent}/tools"),
+                Some(&user.access),
+                json!({"type": "http", "name": "get_weather", "description": "The agent's weather",
+                       "config": {"method": "GET", "url": format!("http://{addr}/weather/{{city}}"),
+                                  "parameters": {"type": "object",
+                                                 "properties": {"city": {"type": "string"}},
+                                                 "required": ["city"]}}}),
+            )
+            .await;
+        assert_eq!(res.status(), 201, "{}", res.text().await.unwrap());
+        let client = openai(&app, &user.access);
+        let question = r#"weather? [[call:get_weather:{"city":"Paris"}]]"#;
+
+        // With client tools: the model sees the client's `get_weather`, and its call goes
+        // to the client; the agent's action is not run.
+        let reply = client
+            .chat()
+            .create(asking(&agent, vec![user_says(question)]))
+            .await
+            .unwrap();
+        assert_eq!(
+            reply.choices[0].finish_reason,
+            Some(FinishReason::ToolCalls)
+        );
+        assert_eq!(
+            calls_of(&reply.choices[0].message)[0].function.name,
+            "get_weather"
+        );
+        assert_eq!(
+            hits.load(Ordering::SeqCst),
+            0,
+            "the agent's tool did not run"
+        );
+        let sent = upstream(&mock);
+        assert_eq!(sent.len(), 1);
+        let offered: Vec<&str> = sent[0].body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["function"]["description"].as_str().unwrap_or(""))
+            .collect();
+        assert_eq!(
+            offered,
+            ["The weather in a city", ""],
+            "the client's tools only"
+        );
+
+        // Without: the agent's tool runs inside, and the client sees only the answer.
+        let reply = client
+            .chat()
+            .create(super::ask(&agent, question))
+            .await
+            .unwrap();
+        assert_eq!(reply.choices[0].finish_reason, Some(FinishReason::Stop));
+        assert_eq!(
+            reply.choices[0].message.content.as_deref(),
+            Some(r#"Tool results: {"city":"Paris","temp":21}"#)
+        );
+        assert!(reply.choices[0].message.tool_calls.is_none());
+        assert_eq!(hits.load(Ordering::SeqCst), 1);
+        let sent = upstream(&mock);
+        assert_eq!(
+            sent.len(),
+            3,
+            "two more model calls: the call, then its result"
+        );
+        assert_eq!(
+            sent[1].body["tools"][0]["function"]["description"],
+            "The agent's weather"
+        );
+    }
+
+    #[tokio::test]
+    async fn the_openapi_document_describes_client_tools() {
+        let app = spawn_app().await;
+        let doc: Value = app
+            .get("/api/openapi.json", None)
+            .await
+            .json()
+            .await
+            .unwrap();
+        let schemas = &doc["components"]["schemas"];
+        for name in [
+            "ChatCompletionTool",
+            "FunctionDefinition",
+            "ChatCompletionMessageToolCall",
+            "FunctionCall",
+            "ChatCompletionToolCallDelta",
+            "FunctionCallDelta",
+        ] {
+            assert!(schemas[name].is_object(), "{name} is missing");
+        }
+        let request = &schemas["ChatCompletionRequest"]["properties"];
+        for field in ["tools", "tool_choice", "parallel_tool_calls"] {
+            assert!(request[field].is_object(), "{field}");
+        }
+        assert!(schemas["ChatCompletionMessage"]["properties"]["tool_call_id"].is_object());
+        assert!(schemas["ChatCompletionAssistantMessage"]["properties"]["tool_calls"].is_object());
+        assert!(schemas["ChatCompletionDelta"]["properties"]["tool_calls"].is_object());
+        // Every reference resolves.
+        let text = doc.to_string();
+        for reference in text.split("\"$ref\":\"#/components/schemas/").skip(1) {
+            let name = reference.split('"').next().unwrap();
+            assert!(schemas[name].is_object(), "dangling $ref {name}");
+        }
+    }
 }

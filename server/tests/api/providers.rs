@@ -893,4 +893,34 @@ mod tool_calls {
             }
         }
     }
+
+    /// `required` reaches OpenAI as itself and Anthropic as `any`; the model must call a
+    /// tool, and the mock calls the first one offered when the message asks for none.
+    #[tokio::test]
+    async fn a_required_tool_choice_reaches_both_apis_in_their_terms() {
+        let prompt = Prompt {
+            turns: vec![Turn::text(Role::User, "hello")],
+            tools: tools(),
+            tool_choice: ToolChoice::Required,
+            ..Prompt::default()
+        };
+        for flavor in [Flavor::OpenAi, Flavor::Anthropic] {
+            let (provider, mock, model) = provider(flavor).await;
+            let seen = events(&provider, model, &prompt).await;
+            assert!(
+                matches!(&seen[0], Event::ToolCall(call) if call.name == "get_weather" && call.arguments == "{}"),
+                "{flavor:?}: {seen:?}"
+            );
+            assert!(
+                matches!(seen.last(), Some(Event::End(_, FinishReason::ToolCalls))),
+                "{flavor:?}: {seen:?}"
+            );
+            let sent = last_body(&mock);
+            let expected = match flavor {
+                Flavor::OpenAi => json!("required"),
+                Flavor::Anthropic => json!({"type": "any"}),
+            };
+            assert_eq!(sent["tool_choice"], expected, "{flavor:?}");
+        }
+    }
 }

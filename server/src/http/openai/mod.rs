@@ -4,7 +4,11 @@
 //!
 //! - `GET /models`, `GET /models/{id}`: the caller's agents as models (`agents:read`).
 //! - `POST /chat/completions` (`chat:write`): `model` is an agent id; the request's
-//!   `messages` are the conversation, stateless as OpenAI's own API. The turn runs through
+//!   `messages` are the conversation, stateless as OpenAI's own API. With `tools`, the
+//!   caller runs the tools: the agent's own are not offered, the model's calls are answered
+//!   with `finish_reason: "tool_calls"`, and their results come back as `tool` messages
+//!   (OpenAI's "Function calling" guide:
+//!   <https://platform.openai.com/docs/guides/function-calling>). The turn runs through
 //!   the native chat ([`crate::chat::ChatService`]): the agent's system prompt (the caller's
 //!   system messages after it), retrieval over the last user turn, the agent's model, the
 //!   sampling parameters, persistence as a new conversation of the agent with its usage,
@@ -32,7 +36,7 @@ pub use self::error::{is_openai_path, rewrite, OpenAiError, OpenAiErrorBody, PRE
 use self::wire::{
     finish_reason, AgentChatExtension, AgentModel, AgentModelExtension, AgentModelList,
     ChatCompletion, ChatCompletionAssistantMessage, ChatCompletionChoice, ChatCompletionChunk,
-    ChatCompletionRequest,
+    ChatCompletionMessageToolCall, ChatCompletionRequest,
 };
 use super::{
     error::{ApiError, NOT_JSON_MESSAGE},
@@ -212,7 +216,16 @@ fn parse_body(
 ///
 /// `model` is the agent id. The agent's system prompt, knowledge (retrieved for the last
 /// user message) and language model answer the conversation in `messages`; the call is
-/// recorded as a new conversation of the agent. With `stream: true` the answer is
+/// recorded as a new conversation of the agent.
+///
+/// With `tools` (at most 128 functions), the caller runs the tools: the agent's own are
+/// neither offered nor run, and when the model calls some of the request's tools the answer
+/// ends with `finish_reason: "tool_calls"` and `message.tool_calls` (streamed:
+/// `delta.tool_calls` pieces). The caller sends the conversation again with that assistant
+/// message and a `tool` message per call (`tool_call_id`). Without `tools`, the agent's own
+/// tools run inside the completion and are not shown.
+///
+/// With `stream: true` the answer is
 /// `text/event-stream`: `data: {chat.completion.chunk}` events (the first delta carries the
 /// role, then content deltas, then a chunk with `finish_reason` and the `agentchat`
 /// extension; with `stream_options.include_usage`, a usage chunk with `choices: []`), then
@@ -225,7 +238,7 @@ fn parse_body(
         (status = 200, description = "`application/json`: a `chat.completion`; with `stream: true`, `text/event-stream` of \
             `chat.completion.chunk` events, then `data: [DONE]`",
             content((ChatCompletion = "application/json"), (ChatCompletionChunk = "text/event-stream"))),
-        (status = 400, description = "Invalid request: `param` names the field (including unsupported features: images, tools, `n` > 1)", body = OpenAiErrorBody),
+        (status = 400, description = "Invalid request: `param` names the field (a bad tool, `tool_choice`, a `tool` message answering no call, a call without its `tool` message, tool calls without `tools`; unsupported features: images, `functions`, `custom` tools, `n` > 1)", body = OpenAiErrorBody),
         (status = 401, description = "Missing or invalid API key or access token", body = OpenAiErrorBody),
         (status = 403, description = "The API key lacks `chat:write`", body = OpenAiErrorBody),
         (status = 404, description = "`model` is not one of the caller's agents (`model_not_found`)", body = OpenAiErrorBody),
@@ -252,6 +265,8 @@ async fn chat_completions(
         sampling: checked.sampling,
         // OpenAI's answer has no place for a call waiting for approval.
         approvals: false,
+        client_tools: checked.client_tools,
+        after: checked.after,
     };
     let prepared = state
         .chat
@@ -274,6 +289,15 @@ async fn chat_completions(
     } else {
         let mut prepared = prepared;
         let reply = state.chat.complete(&mut prepared).await?;
+        let tool_calls = (!reply.client_calls.is_empty()).then(|| {
+            reply
+                .client_calls
+                .iter()
+                .map(ChatCompletionMessageToolCall::from)
+                .collect::<Vec<_>>()
+        });
+        // OpenAI's `content` is null in a reply of tool calls alone.
+        let content = Some(reply.text).filter(|t| tool_calls.is_none() || !t.is_empty());
         Ok(Json(ChatCompletion {
             id: meta.id,
             object: "chat.completion".into(),
@@ -283,8 +307,9 @@ async fn chat_completions(
                 index: 0,
                 message: ChatCompletionAssistantMessage {
                     role: "assistant".into(),
-                    content: reply.text,
+                    content,
                     refusal: None,
+                    tool_calls,
                 },
                 logprobs: None,
                 finish_reason: finish_reason(reply.finish),

@@ -2,7 +2,9 @@
 //! chat stream) as OpenAI's `chat.completion.chunk` server-sent events.
 //!
 //! The order is OpenAI's: a first chunk whose delta is `{"role": "assistant", "content":
-//! ""}`, one chunk per piece of text, a chunk with an empty delta and `finish_reason` (it
+//! ""}`, one chunk per piece of text, when the model called the request's tools two chunks
+//! per call (`delta.tool_calls` with the call's `index`, `id`, `type` and name, then its
+//! arguments), a chunk with an empty delta and `finish_reason` (it
 //! also carries the `agentchat` extension), with `stream_options.include_usage` a chunk with
 //! `choices: []` and the usage (every other chunk then has `"usage": null`), then
 //! `data: [DONE]`. The first frame is awaited before the answer starts, so that a provider
@@ -23,7 +25,7 @@ use super::{
     extension,
     wire::{
         finish_reason, AgentChatExtension, ChatCompletionChunk, ChatCompletionChunkChoice,
-        ChatCompletionDelta, CompletionUsage,
+        ChatCompletionDelta, ChatCompletionToolCallDelta, CompletionUsage, FunctionCallDelta,
     },
 };
 use crate::{
@@ -81,13 +83,49 @@ impl Chunks {
             Frame::Chunk(text) => {
                 let chunk = self.chunk(
                     ChatCompletionDelta {
-                        role: None,
                         content: Some(text),
+                        ..ChatCompletionDelta::default()
                     },
                     None,
                     None,
                 );
                 self.queued.push_back(event(&chunk));
+            }
+            Frame::ClientToolCalls(calls) => {
+                // As OpenAI streams a call: its id, type and name with empty arguments,
+                // then the arguments' text.
+                for (index, call) in calls.into_iter().enumerate() {
+                    let index = index as u32;
+                    let opening = ChatCompletionToolCallDelta {
+                        index,
+                        id: Some(call.id),
+                        kind: Some("function".into()),
+                        function: FunctionCallDelta {
+                            name: Some(call.name),
+                            arguments: Some(String::new()),
+                        },
+                    };
+                    let arguments = ChatCompletionToolCallDelta {
+                        index,
+                        id: None,
+                        kind: None,
+                        function: FunctionCallDelta {
+                            name: None,
+                            arguments: Some(call.arguments),
+                        },
+                    };
+                    for piece in [opening, arguments] {
+                        let chunk = self.chunk(
+                            ChatCompletionDelta {
+                                tool_calls: Some(vec![piece]),
+                                ..ChatCompletionDelta::default()
+                            },
+                            None,
+                            None,
+                        );
+                        self.queued.push_back(event(&chunk));
+                    }
+                }
             }
             Frame::Summary { usage, finish, .. } => {
                 let extension = self.extension.take();
@@ -173,6 +211,7 @@ pub async fn reply(
         ChatCompletionDelta {
             role: Some("assistant".into()),
             content: Some(String::new()),
+            tool_calls: None,
         },
         None,
         None,
