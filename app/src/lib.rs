@@ -4,6 +4,9 @@
 //! The server renders every page ([`shell`]) and the browser hydrates it
 //! (`frontend::hydrate`). Pages talk to the REST API from the browser only
 //! ([`client`]), with the session cookies the server sets at sign-in.
+// The views of the agent editor's tools are nested deeply enough that laying out their
+// hydration futures exceeds the default limit of 128 in the WASM build.
+#![recursion_limit = "256"]
 
 pub mod api;
 pub mod client;

@@ -87,7 +87,8 @@ async function send(page: Page, message: string): Promise<Locator> {
   await page.getByLabel("Message").fill(message);
   await page.getByRole("button", { name: "Send" }).click();
   await expect(page.getByTestId("reply")).toHaveCount(before + 1);
-  return page.getByTestId("reply").last();
+  // By position: a continuation after a decision adds a reply after this one.
+  return page.getByTestId("reply").nth(before);
 }
 
 test("an HTTP action is added, tested, called in the chat, and waits for approval", async ({ page, request }, testInfo) => {
@@ -226,12 +227,19 @@ test("an HTTP action is added, tested, called in the chat, and waits for approva
     await screenshot(page, testInfo, "chat-approved");
   });
 
-  await test.step("a denied call is not made, and the model is told so", async () => {
+  await test.step("a call still waits after a reload; denied, it is not made and the model is told so", async () => {
     const asked = await send(page, 'Cancel C-9 too. [[call:cancel_order:{"id":"C-9"}]]');
-    const card = asked.getByTestId("tool-call");
+    await expect(asked.getByTestId("tool-call")).toHaveAttribute("data-status", "pending");
+    // A page loaded later asks again: the stored reply lists the call that waits.
+    await page.reload();
+    await page.getByTestId("thread-list").getByRole("button").first().click();
+    await expect(page.getByTestId("question")).toHaveCount(3);
+    const replies = await page.getByTestId("reply").count();
+    const card = page.getByTestId("reply").nth(replies - 1).getByTestId("tool-call");
     await expect(card).toHaveAttribute("data-status", "pending");
+    await expect(card.getByTestId("tool-call-name")).toHaveText("cancel_order");
     await card.getByRole("button", { name: "Deny" }).click();
-    const continued = page.getByTestId("reply").last();
+    const continued = page.getByTestId("reply").nth(replies);
     await expect(continued).toHaveAttribute("data-status", "complete");
     await expect(continued.getByTestId("message-body")).toContainText("Tool results:");
     await expect(card).toHaveAttribute("data-status", "denied");

@@ -366,6 +366,10 @@ pub fn ChatPage() -> impl IntoView {
     let send_error = RwSignal::new(None::<String>);
     let streaming = RwSignal::new(false);
     let abort = StoredValue::new_local(None::<Abort>);
+    // The page's own owner: the signals of messages belong to it, not to the view or task
+    // that happened to create them (a thread list entry, a tool call card), which re-render
+    // and dispose of what they own while the messages live on.
+    let owner = StoredValue::new(Owner::current().unwrap_or_default());
 
     let key = move || {
         next_key.update_value(|k| *k += 1);
@@ -402,23 +406,25 @@ pub fn ChatPage() -> impl IntoView {
         bubbles.set(Vec::new());
         send_error.set(None);
         messages_state.set(Loaded::Loading);
-        spawn_local(async move {
-            let answer = client::get_json_signed_in::<MessagesResponse>(&format!(
-                "/api/agents/{id}/conversations/{thread_id}/messages?limit=200"
-            ))
-            .await;
-            match answer {
-                Ok(answer) => {
-                    let list = answer
-                        .messages
-                        .into_iter()
-                        .map(|m| Bubble::from_stored(key(), m))
-                        .collect();
-                    bubbles.set(list);
-                    messages_state.set(Loaded::Ready(()));
+        owner.get_value().with(|| {
+            spawn_local(async move {
+                let answer = client::get_json_signed_in::<MessagesResponse>(&format!(
+                    "/api/agents/{id}/conversations/{thread_id}/messages?limit=200"
+                ))
+                .await;
+                match answer {
+                    Ok(answer) => {
+                        let list = answer
+                            .messages
+                            .into_iter()
+                            .map(|m| Bubble::from_stored(key(), m))
+                            .collect();
+                        bubbles.set(list);
+                        messages_state.set(Loaded::Ready(()));
+                    }
+                    Err(err) => messages_state.set(Loaded::Failed(err.message().to_owned())),
                 }
-                Err(err) => messages_state.set(Loaded::Failed(err.message().to_owned())),
-            }
+            })
         });
     };
 
@@ -437,95 +443,98 @@ pub fn ChatPage() -> impl IntoView {
     let run = move |outbound: Outbound, reply: Bubble, asked: Option<Bubble>, controller: Abort| {
         streaming.set(true);
         let agent_id = agent.id.get_untracked();
-        spawn_local(async move {
-            let was_new = matches!(&outbound, Outbound::Chat(body) if body.thread_id.is_none());
-            let on_frame = move |frame| apply_frame(reply, bubbles, frame);
-            let outcome = match &outbound {
-                Outbound::Chat(body) => {
-                    client::stream_chat(
-                        &agent_id,
-                        body,
-                        &controller,
-                        |thread_id| {
-                            if let Some(thread_id) = thread_id {
-                                thread.set(Some(thread_id));
-                            }
-                        },
-                        on_frame,
-                    )
-                    .await
-                }
-                Outbound::Decision {
-                    thread_id, body, ..
-                } => {
-                    client::stream_approval(&agent_id, thread_id, body, &controller, on_frame).await
-                }
-            };
-            match outcome {
-                Ok(StreamEnd::Done) => {
-                    if reply.status.get_untracked() == "streaming" {
-                        reply.status.set("complete".into());
-                    }
-                }
-                Ok(StreamEnd::Stopped) => reply.status.set("cancelled".into()),
-                Ok(StreamEnd::Cut) => {
-                    reply.status.set("failed".into());
-                    reply.error.set(Some(
-                        "The connection closed before the reply was complete.".into(),
-                    ));
-                }
-                Err(err) => {
-                    bubbles.update(|list| list.retain(|b| b.key != reply.key));
-                    match (&outbound, asked) {
-                        (Outbound::Decision { call, .. }, _) => {
-                            // Refused: a call decided elsewhere or expired cannot be
-                            // decided again; otherwise the buttons come back.
-                            call.update(|c| {
-                                c.status = if err.status == 409 {
-                                    "expired"
-                                } else {
-                                    "pending"
+        owner.get_value().with(|| {
+            spawn_local(async move {
+                let was_new = matches!(&outbound, Outbound::Chat(body) if body.thread_id.is_none());
+                let on_frame = move |frame| apply_frame(reply, bubbles, frame);
+                let outcome = match &outbound {
+                    Outbound::Chat(body) => {
+                        client::stream_chat(
+                            &agent_id,
+                            body,
+                            &controller,
+                            |thread_id| {
+                                if let Some(thread_id) = thread_id {
+                                    thread.set(Some(thread_id));
                                 }
-                                .into();
-                                c.decision_error = Some(err.message().to_owned());
-                            });
+                            },
+                            on_frame,
+                        )
+                        .await
+                    }
+                    Outbound::Decision {
+                        thread_id, body, ..
+                    } => {
+                        client::stream_approval(&agent_id, thread_id, body, &controller, on_frame)
+                            .await
+                    }
+                };
+                match outcome {
+                    Ok(StreamEnd::Done) => {
+                        if reply.status.get_untracked() == "streaming" {
+                            reply.status.set("complete".into());
                         }
-                        (Outbound::Chat(_), Some(asked)) => {
-                            // Refused before the stream started: nothing was stored, so the
-                            // message goes back into the composer.
-                            bubbles.update(|list| list.retain(|b| b.key != asked.key));
-                            draft.set(asked.content.get_untracked());
-                            send_error.set(Some(err.message().to_owned()));
-                        }
-                        (Outbound::Chat(_), None) => {
-                            send_error.set(Some(err.message().to_owned()));
+                    }
+                    Ok(StreamEnd::Stopped) => reply.status.set("cancelled".into()),
+                    Ok(StreamEnd::Cut) => {
+                        reply.status.set("failed".into());
+                        reply.error.set(Some(
+                            "The connection closed before the reply was complete.".into(),
+                        ));
+                    }
+                    Err(err) => {
+                        bubbles.update(|list| list.retain(|b| b.key != reply.key));
+                        match (&outbound, asked) {
+                            (Outbound::Decision { call, .. }, _) => {
+                                // Refused: a call decided elsewhere or expired cannot be
+                                // decided again; otherwise the buttons come back.
+                                call.update(|c| {
+                                    c.status = if err.status == 409 {
+                                        "expired"
+                                    } else {
+                                        "pending"
+                                    }
+                                    .into();
+                                    c.decision_error = Some(err.message().to_owned());
+                                });
+                            }
+                            (Outbound::Chat(_), Some(asked)) => {
+                                // Refused before the stream started: nothing was stored, so the
+                                // message goes back into the composer.
+                                bubbles.update(|list| list.retain(|b| b.key != asked.key));
+                                draft.set(asked.content.get_untracked());
+                                send_error.set(Some(err.message().to_owned()));
+                            }
+                            (Outbound::Chat(_), None) => {
+                                send_error.set(Some(err.message().to_owned()));
+                            }
                         }
                     }
                 }
-            }
-            if let Outbound::Decision {
-                thread_id, call, ..
-            } = &outbound
-            {
-                // A continuation that said nothing (other calls still wait) leaves no
-                // empty reply behind.
-                if reply.is_blank() && reply.status.get_untracked() == "complete" {
-                    bubbles.update(|list| list.retain(|b| b.key != reply.key));
+                if let Outbound::Decision {
+                    thread_id, call, ..
+                } = &outbound
+                {
+                    // A continuation that said nothing (other calls still wait) leaves no
+                    // empty reply behind.
+                    if reply.is_blank() && reply.status.get_untracked() == "complete" {
+                        bubbles.update(|list| list.retain(|b| b.key != reply.key));
+                    }
+                    // The continued reply's stream does not repeat the decided call; its
+                    // outcome is stored with the reply.
+                    if matches!(
+                        call.get_untracked().status.as_str(),
+                        "approving" | "denying"
+                    ) {
+                        resolve_decided(&agent_id, thread_id, *call).await;
+                    }
                 }
-                // The continued reply's stream does not repeat the decided call; its
-                // outcome is stored with the reply.
-                if matches!(
-                    call.get_untracked().status.as_str(),
-                    "approving" | "denying"
-                ) {
-                    resolve_decided(&agent_id, thread_id, *call).await;
+                abort.set_value(None);
+                streaming.set(false);
+                if was_new || matches!(outbound, Outbound::Decision { .. }) {
+                    load_threads();
                 }
-            }
-            abort.set_value(None);
-            streaming.set(false);
-            if was_new || matches!(outbound, Outbound::Decision { .. }) {
-                load_threads();
-            }
+            })
         });
     };
 
@@ -555,8 +564,12 @@ pub fn ChatPage() -> impl IntoView {
         abort.set_value(Some(controller.clone()));
         send_error.set(None);
         draft.set(String::new());
-        let asked = Bubble::new(key(), "user", message.clone(), "complete");
-        let reply = Bubble::new(key(), "assistant", String::new(), "streaming");
+        let (asked, reply) = owner.get_value().with(|| {
+            (
+                Bubble::new(key(), "user", message.clone(), "complete"),
+                Bubble::new(key(), "assistant", String::new(), "streaming"),
+            )
+        });
         bubbles.update(|list| list.extend([asked, reply]));
         let body = ChatRequest {
             message,
@@ -590,7 +603,9 @@ pub fn ChatPage() -> impl IntoView {
             c.status = if approved { "approving" } else { "denying" }.into();
             c.decision_error = None;
         });
-        let reply = Bubble::new(key(), "assistant", String::new(), "streaming");
+        let reply = owner
+            .get_value()
+            .with(|| Bubble::new(key(), "assistant", String::new(), "streaming"));
         bubbles.update(|list| list.push(reply));
         let body = ApprovalRequest {
             tool_call_id,
@@ -881,6 +896,8 @@ fn call_status(status: &str) -> (&'static str, &'static str) {
         "denying" => ("denying…", "pill status-processing"),
         "approved" => ("approved", "pill status-indexed"),
         "expired" => ("not decided", "pill"),
+        // A call of a client's own tool (OpenAI-compatible API), which the client runs.
+        "requested" => ("run by the client", "pill"),
         _ => ("", "pill"),
     }
 }

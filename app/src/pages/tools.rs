@@ -554,6 +554,7 @@ fn BuiltInRow(
             }}
         </li>
     }
+    .into_any()
 }
 
 /// One HTTP action or MCP server of the agent: its switches, "Edit", "Test", "Delete".
@@ -677,6 +678,9 @@ fn ToolRow(
             </Show>
         </li>
     }
+    // Type-erased: the row's view type is deep enough to overflow the compiler's
+    // recursion limit inside the list around it.
+    .into_any()
 }
 
 /// Runs a tool once with arguments typed as JSON, as a chat would, and shows what came
