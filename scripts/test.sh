@@ -117,7 +117,8 @@ addr="${E2E_ADDR:-127.0.0.1:3100}"
 data="$release_dir/data"
 # end2end/tests/crawl.spec.ts serves a small site on 3190 for the crawler to read,
 # end2end/tests/webhooks.spec.ts a webhook receiver on 3191, and end2end/tests/tools.spec.ts
-# the API an agent's HTTP action calls on 3194 (end2end/tests/widget.spec.ts serves
+# the API an agent's HTTP action calls on 3194, end2end/tests/mcp.spec.ts the MCP reference
+# server on 3195 (end2end/tests/widget.spec.ts serves
 # its embedding page on 3192, and end2end/tests/security.spec.ts a host page with a strict
 # Content Security Policy on 3193; the server never requests either). Nothing outside this
 # machine is called: the Telegram and Slack APIs point at a closed local port (a Telegram
@@ -132,7 +133,7 @@ data="$release_dir/data"
     GITHUB_AUTH_URL="http://$identity_addr/login/oauth/authorize" \
     GITHUB_TOKEN_URL="http://$identity_addr/login/oauth/access_token" \
     GITHUB_API_URL="http://$identity_addr/api" \
-    ALLOWED_PRIVATE_HOSTS="127.0.0.1:3190,127.0.0.1:3191,127.0.0.1:3194" \
+    ALLOWED_PRIVATE_HOSTS="127.0.0.1:3190,127.0.0.1:3191,127.0.0.1:3194,127.0.0.1:3195" \
     TELEGRAM_API_URL="http://127.0.0.1:9" SLACK_API_URL="http://127.0.0.1:9/api" \
     ./agentchat serve
 ) > "$release_dir/server.log" 2>&1 &
