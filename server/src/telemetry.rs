@@ -19,17 +19,33 @@ use tracing_subscriber::{fmt, EnvFilter};
 /// servers send, i.e. once per chat.
 pub const DEFAULT_FILTER: &str = "info,sqlx=warn,tower_http=info,leptos=warn,genai=error";
 
-/// Installs the global subscriber (once; later calls do nothing).
+/// Installs the global subscriber (once; later calls do nothing). Text logs are coloured
+/// only on a terminal ([`colour`]).
 pub fn init() {
+    use std::io::IsTerminal as _;
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
     let json = std::env::var("LOG_FORMAT").is_ok_and(|v| v.eq_ignore_ascii_case("json"));
-    let builder = fmt().with_env_filter(filter).with_target(false);
+    let ansi = colour(
+        std::io::stdout().is_terminal(),
+        std::env::var_os("NO_COLOR").as_deref(),
+    );
+    let builder = fmt()
+        .with_env_filter(filter)
+        .with_target(false)
+        .with_ansi(ansi);
     let _ = if json {
         builder.json().try_init()
     } else {
         builder.try_init()
     };
+}
+
+/// Whether text logs carry ANSI colour codes: only when they go to a terminal, and not
+/// when `NO_COLOR` is set to anything but the empty string (<https://no-color.org>). A file
+/// or the systemd journal gets plain text.
+pub fn colour(to_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    to_terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
 /// The header naming a request in logs and answers (`X-Request-Id`: set before
@@ -152,6 +168,18 @@ mod tests {
         fn flush(&mut self) -> std::io::Result<()> {
             Ok(())
         }
+    }
+
+    #[test]
+    fn logs_are_coloured_only_on_a_terminal_without_no_color() {
+        use std::ffi::OsStr;
+        assert!(colour(true, None));
+        assert!(!colour(false, None), "a file or the journal");
+        assert!(!colour(true, Some(OsStr::new("1"))));
+        assert!(
+            colour(true, Some(OsStr::new(""))),
+            "an empty NO_COLOR is unset"
+        );
     }
 
     #[test]
