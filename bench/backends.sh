@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the benchmarks that depend on the backend on SQLite and on PostgreSQL + Redis,
 # alternately, so that both are measured on one machine within the same hour
-# (BENCHMARKS.md § PostgreSQL + Redis beside SQLite); then the chat benchmark with two
+# (bench/HISTORY.md § PostgreSQL + Redis beside SQLite); then the chat benchmark with two
 # instances against one on PostgreSQL + Redis.
 #
 #   bench/backends.sh [RELEASE_DIR] [ROUNDS] [OUT_DIR]

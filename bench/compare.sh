@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the service's benchmarks on two builds, alternately, so that both are measured on
-# one machine within the same hour (BENCHMARKS.md § The redesign, before and after).
+# one machine within the same hour (bench/HISTORY.md § The redesign, before and after).
 #
 #   bench/compare.sh BEFORE_DIR AFTER_DIR [ROUNDS] [OUT_DIR]
 #

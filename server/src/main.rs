@@ -15,7 +15,7 @@ use clap::{Parser, Subcommand};
 /// (the HTTP connections' read and write buffers on both sides); jemalloc keeps its
 /// bookkeeping apart from the blocks, so the pages of a buffer that are never written need
 /// not be in memory, where glibc's malloc writes a header beside each block. Measured:
-/// 32.0 against 34.7 KiB per open stream, chat latency no worse (BENCHMARKS.md § Chat,
+/// 32.0 against 34.7 KiB per open stream, chat latency no worse (bench/HISTORY.md § Chat,
 /// "jemalloc, and an open stream without its prompt").
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;

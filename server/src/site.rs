@@ -61,7 +61,7 @@ pub fn routes<S: Clone + Send + Sync + 'static>(leptos: &LeptosOptions) -> Route
             services::ServeDir,
         };
         // Compressed per request: the release WASM is about 2 MB and 0.6 MB as brotli
-        // (BENCHMARKS.md § Dashboard).
+        // (bench/HISTORY.md § Dashboard).
         let dir =
             std::path::Path::new(leptos.site_root.as_ref()).join(leptos.site_pkg_dir.as_ref());
         let pkg = tower::ServiceBuilder::new()

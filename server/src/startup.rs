@@ -361,7 +361,7 @@ pub enum Runtimes {
     /// connections on their own. A conversation stays on the thread that accepted its
     /// connection, with the HTTP client that reads its provider (`llm::openai`), so its
     /// tasks wake each other without waking another thread; on a two-core machine that
-    /// cut the CPU per chat (BENCHMARKS.md § One runtime per core).
+    /// cut the CPU per chat (bench/HISTORY.md § One runtime per core).
     PerCore {
         /// Threads beside the main one (cores − 1).
         extra: usize,
@@ -377,7 +377,7 @@ impl Runtimes {
     /// on another thread than the one waiting, as it often is on the shared runtime too.
     /// Measured on two cores against the shared runtime, a JSON chat on PostgreSQL + Redis
     /// then cost 13–22 % less CPU and about 0.1 ms less added latency, and a streamed
-    /// reply as much as before (BENCHMARKS.md § One runtime per core on PostgreSQL too).
+    /// reply as much as before (bench/HISTORY.md § One runtime per core on PostgreSQL too).
     pub fn for_cores(cores: usize) -> Self {
         if cores > 1 {
             Self::PerCore { extra: cores - 1 }
@@ -625,7 +625,7 @@ pub fn build_models(config: &ProvidersConfig) -> anyhow::Result<crate::llm::Mode
 /// The layers wrap the router once, as one tower stack, rather than every route through
 /// `Router::layer`: a layered route is cloned (a boxed copy of every layer below it) on
 /// each request, so each layer added that way costs every request allocations and
-/// shared reference counts (BENCHMARKS.md § Authentication and rate limiting overhead).
+/// shared reference counts (bench/HISTORY.md § Authentication and rate limiting overhead).
 pub fn service(state: AppState) -> impl HttpService {
     let router = router(state.clone());
     let hsts = security::hsts(&state.server.public_url);
@@ -793,7 +793,7 @@ pub const PARSER_HEADER_FIELDS: usize = 2 * http::security::MAX_HEADER_FIELDS;
 /// every connection on their own (to tell HTTP/2's preface from HTTP/1.1) and hands them
 /// to the HTTP/1.1 parser as a prefix, after which the parser's read buffer no longer has
 /// room for a full read and is reallocated at twice its size, so every connection held a
-/// 16 KiB read buffer instead of 8 KiB (BENCHMARKS.md § Chat, memory per open stream).
+/// 16 KiB read buffer instead of 8 KiB (bench/HISTORY.md § Chat, memory per open stream).
 /// AgentChat speaks HTTP/1.1 (behind a TLS proxy, or directly); HTTP/2 without TLS
 /// ("prior knowledge") is not offered.
 pub async fn serve_http1<L, S>(

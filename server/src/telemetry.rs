@@ -60,7 +60,7 @@ pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 ///
 /// Unlike `TraceLayer`, the span does not wrap the response body: a streamed reply's body
 /// is polled once per relayed chunk, and entering the span on each poll cost about 1 % of a
-/// streamed conversation's CPU (BENCHMARKS.md § Where a streamed conversation's CPU goes).
+/// streamed conversation's CPU (bench/HISTORY.md § Where a streamed conversation's CPU goes).
 /// What a body does that logs keeps the request's span by carrying it:
 /// [`crate::chat::stream::Relay`] enters it for the provider's opening and for storing
 /// the reply.

@@ -11,7 +11,7 @@
 //! token.
 //!
 //! Why not through `genai`: a 50-token reply at the provider's pace spent a fifth of the
-//! service's CPU inside `genai`'s stream (BENCHMARKS.md § Streamed conversations at the
+//! service's CPU inside `genai`'s stream (bench/HISTORY.md § Streamed conversations at the
 //! provider's pace): every event was copied into new strings, parsed into a
 //! `serde_json::Value` tree (an allocation per key and value), then walked by JSON pointer,
 //! and every read was wrapped in a fresh timer. Here the event framing is the

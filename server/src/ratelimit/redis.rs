@@ -362,7 +362,7 @@ impl Health {
 /// in-process fallback instead: per-instance limits while Redis is away.
 ///
 /// **Reservations.** A Redis call per request would cost a busy account more than the
-/// rest of authentication does (BENCHMARKS.md § PostgreSQL + Redis beside SQLite). So a
+/// rest of authentication does (bench/HISTORY.md § PostgreSQL + Redis beside SQLite). So a
 /// budget of [`RESERVE_FROM`] (2,000) requests per minute or more takes several requests
 /// per call, in the same atomic script; the instance then allows them from memory, and
 /// gives back what is unused after [`RESERVATION_TTL`] (100 ms) with the key's next call.

@@ -121,7 +121,7 @@ pub async fn connect(url: &str) -> anyhow::Result<Arc<dyn Store>> {
 /// all). They differ in a crash of the database server or its machine: an asynchronous
 /// commit can be lost if it came less than three times `wal_writer_delay` (600 ms by
 /// default) before the crash, a synchronous one cannot. In exchange the reply does not
-/// wait for a disk flush (0.3–4 ms on the machines of BENCHMARKS.md, § Chat turns commit
+/// wait for a disk flush (0.3–4 ms on the machines of bench/HISTORY.md, § Chat turns commit
 /// without waiting for the flush on PostgreSQL).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum TurnCommit {

@@ -69,7 +69,7 @@ impl<S> Layer<S> for ApiLayer {
 ///
 /// Written as a tower service rather than with `axum::middleware::from_fn_with_state`: that
 /// boxes the inner service and runs extractors on every request, which cost about as much
-/// as the authentication itself (BENCHMARKS.md § Authentication and rate limiting overhead).
+/// as the authentication itself (bench/HISTORY.md § Authentication and rate limiting overhead).
 #[derive(Clone)]
 pub struct ApiService<S> {
     inner: S,

@@ -10,7 +10,7 @@
 //! top-k cheap: SQLite FTS5 computes `bm25()` for every matching row before the best k are
 //! known (0.6–2.5 µs a row), and a question's content words match most chunks of a large
 //! knowledge base, so retrieval took 50–150 ms over 100,000 chunks; with this index it
-//! takes about a millisecond, database reads included (BENCHMARKS.md § Knowledge base).
+//! takes about a millisecond, database reads included (bench/HISTORY.md § Knowledge base).
 //!
 //! Scoring is Okapi BM25 as Lucene and Elasticsearch compute it:
 //! `idf(t) · tf · (k1 + 1) / (tf + k1 · (1 − b + b · dl / avgdl))` summed over the

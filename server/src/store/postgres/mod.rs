@@ -176,7 +176,7 @@ fn pool_options(max_connections: u32) -> PgPoolOptions {
 /// wake-up on the caller's own thread, not a round trip: on the chat turns' batches, the
 /// only transactions of a streamed conversation, CPU per stream at 500 streams was the
 /// same with it as with a connection closed when abandoned, the way those batches used
-/// instead (BENCHMARKS.md, § A dropped BEGIN with a runtime per core).
+/// instead (bench/HISTORY.md, § A dropped BEGIN with a runtime per core).
 ///
 /// Errors: the pool's and the server's; [`StoreError::Other`] if the task was cancelled
 /// (the runtime is shutting down).
