@@ -291,6 +291,52 @@ async fn set_flag(
     }
 }
 
+/// Saves an editor's tool: updates the stored tool `editing`, or creates an enabled tool of
+/// `tool_type` (an empty description leaves the type's default, which is empty for the
+/// editors' types).
+async fn save_tool(
+    agent_id: &str,
+    editing: Option<String>,
+    tool_type: &str,
+    name: String,
+    description: String,
+    requires_approval: bool,
+    config: serde_json::Value,
+) -> Result<Tool, ApiError> {
+    let answer = match editing {
+        Some(tool_id) => {
+            let body = UpdateToolRequest {
+                name: Some(name),
+                description: Some(description),
+                requires_approval: Some(requires_approval),
+                config: Some(config),
+                ..UpdateToolRequest::default()
+            };
+            client::put_signed_in::<_, ToolResponse>(
+                &format!("/api/agents/{agent_id}/tools/{tool_id}"),
+                &body,
+            )
+            .await
+        }
+        None => {
+            let body = CreateToolRequest {
+                tool_type: tool_type.to_owned(),
+                name: Some(name),
+                description: Some(description),
+                enabled: Some(true),
+                requires_approval: Some(requires_approval),
+                config: Some(config),
+            };
+            client::post_signed_in::<_, ToolResponse>(
+                &format!("/api/agents/{agent_id}/tools"),
+                &body,
+            )
+            .await
+        }
+    };
+    answer.map(|answer| answer.tool)
+}
+
 /// Which editor is open: a new or a stored HTTP action, a new or a stored MCP server.
 #[derive(Debug, Clone, PartialEq)]
 enum Editor {
@@ -959,40 +1005,19 @@ fn HttpToolForm(
         let requires_approval = approval.get_untracked();
         spawn_local(async move {
             let agent_id = agent.get_value();
-            let outcome = match editing.get_value() {
-                Some(tool_id) => {
-                    let body = UpdateToolRequest {
-                        name: Some(n),
-                        description: Some(d),
-                        requires_approval: Some(requires_approval),
-                        config: Some(config),
-                        ..UpdateToolRequest::default()
-                    };
-                    client::put_signed_in::<_, ToolResponse>(
-                        &format!("/api/agents/{agent_id}/tools/{tool_id}"),
-                        &body,
-                    )
-                    .await
-                }
-                None => {
-                    let body = CreateToolRequest {
-                        tool_type: "http".into(),
-                        name: Some(n),
-                        description: Some(d),
-                        enabled: Some(true),
-                        requires_approval: Some(requires_approval),
-                        config: Some(config),
-                    };
-                    client::post_signed_in::<_, ToolResponse>(
-                        &format!("/api/agents/{agent_id}/tools"),
-                        &body,
-                    )
-                    .await
-                }
-            };
+            let outcome = save_tool(
+                &agent_id,
+                editing.get_value(),
+                "http",
+                n,
+                d,
+                requires_approval,
+                config,
+            )
+            .await;
             pending.set(false);
             match outcome {
-                Ok(answer) => on_saved.run(answer.tool),
+                Ok(tool) => on_saved.run(tool),
                 Err(err) => error.set(Some(err.message().to_owned())),
             }
         });
@@ -1248,40 +1273,19 @@ fn McpToolForm(
         pending.set(true);
         spawn_local(async move {
             let agent_id = agent.get_value();
-            let outcome = match editing.get_value() {
-                Some(tool_id) => {
-                    let body = UpdateToolRequest {
-                        name: Some(n),
-                        description: Some(d),
-                        requires_approval: Some(requires_approval),
-                        config: Some(config),
-                        ..UpdateToolRequest::default()
-                    };
-                    client::put_signed_in::<_, ToolResponse>(
-                        &format!("/api/agents/{agent_id}/tools/{tool_id}"),
-                        &body,
-                    )
-                    .await
-                }
-                None => {
-                    let body = CreateToolRequest {
-                        tool_type: "mcp".into(),
-                        name: Some(n),
-                        description: Some(d).filter(|d| !d.is_empty()),
-                        enabled: Some(true),
-                        requires_approval: Some(requires_approval),
-                        config: Some(config),
-                    };
-                    client::post_signed_in::<_, ToolResponse>(
-                        &format!("/api/agents/{agent_id}/tools"),
-                        &body,
-                    )
-                    .await
-                }
-            };
+            let outcome = save_tool(
+                &agent_id,
+                editing.get_value(),
+                "mcp",
+                n,
+                d,
+                requires_approval,
+                config,
+            )
+            .await;
             pending.set(false);
             match outcome {
-                Ok(answer) => on_saved.run(answer.tool),
+                Ok(tool) => on_saved.run(tool),
                 Err(err) => error.set(Some(err.message().to_owned())),
             }
         });
