@@ -3,6 +3,7 @@
 //! The binary `agentchat` (see `main.rs`) serves the REST API under `/api` and the Leptos
 //! dashboard. This library holds the service so that tests and benchmarks can build it.
 
+pub mod accounts;
 pub mod agents;
 pub mod auth;
 pub mod channels;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use leptos::prelude::LeptosOptions;
 
 use crate::{
+    accounts::Accounts,
     agents::AgentService,
     auth::{oauth::OAuth, AuthService},
     channels::Channels,
@@ -55,6 +56,8 @@ pub struct Services {
     pub clock: Clock,
     /// Authentication rules and sessions.
     pub auth: AuthService,
+    /// Sign-up, verification, password sign-in and reset, third-party identities.
+    pub accounts: Accounts,
     /// Third-party sign-in (GitHub, Google, Microsoft).
     pub oauth: OAuth,
     /// Encryption of stored credentials (`ENCRYPTION_KEY`).

@@ -25,6 +25,7 @@ use tower_http::{
 use utoipa_axum::router::OpenApiRouter;
 
 use crate::{
+    accounts::Accounts,
     auth::oauth::OAuth,
     auth::{password::PasswordHasher, tokens::JwtKeys, AuthService, Clock},
     cluster::Bus,
@@ -233,20 +234,31 @@ impl Application {
         if let Some(redis) = &redis {
             auth.share_limits(redis);
         }
+        let oauth = OAuth::new(config.oauth, &config.server.public_url)?;
+        let mailer = Mailer::new(&config.mail)?;
+        let accounts = Accounts::new(
+            store.clone(),
+            store.clone(),
+            auth.clone(),
+            oauth.clone(),
+            mailer.clone(),
+            &config.server.public_url,
+        );
         let state = AppState::new(Services {
+            accounts,
             models,
             knowledge,
             documents,
             webhooks,
             auth,
             clock,
-            oauth: OAuth::new(config.oauth, &config.server.public_url)?,
+            oauth,
             secrets,
             chat,
             channels,
             agents,
             tools,
-            mailer: Mailer::new(&config.mail)?,
+            mailer,
             server: config.server,
             limits: config.limits,
             store,

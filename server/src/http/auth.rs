@@ -14,7 +14,6 @@ use axum::{
     response::{IntoResponse, Redirect, Response},
     Json,
 };
-use chrono::Duration;
 use serde::Deserialize;
 use tracing::instrument;
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -26,14 +25,11 @@ use super::{
     AppState,
 };
 use crate::{
-    auth::keys,
-    domain::{
-        parse_country, parse_name, parse_optional, parse_phone, Email, Password, PASSWORD_MAX,
-    },
+    accounts::{Client, SignUp},
+    domain::{parse_country, parse_name, parse_optional, parse_phone, Email, Password},
     http::error::{ApiError, ApiResult},
-    ids::{SessionId, UserId},
-    mail::Mail,
-    store::{NewUser, TokenPurpose, UserRecord},
+    ids::SessionId,
+    store::UserRecord,
     views::iso,
 };
 
@@ -41,11 +37,6 @@ use crate::{
 pub const USER_NAME_MAX: usize = 200;
 /// Longest company name at signup, in characters after trimming.
 pub const COMPANY_MAX: usize = 200;
-
-/// How long an email verification link works (24 hours; docs/api.md § Auth).
-pub const VERIFY_TTL: Duration = Duration::hours(24);
-/// How long a password reset link works (OWASP Forgot Password Cheat Sheet: short-lived).
-pub const RESET_TTL: Duration = Duration::hours(1);
 
 /// The auth routes.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -69,56 +60,6 @@ fn summary(user: &UserRecord) -> UserSummary {
         email: user.email.clone(),
         name: user.name.clone(),
     }
-}
-
-/// Creates and mails a single-use link for `user`.
-async fn send_link(state: &AppState, user: &UserRecord, purpose: TokenPurpose) -> ApiResult<()> {
-    let now = state.clock.now();
-    let token = keys::random_token();
-    let ttl = if purpose == TokenPurpose::VerifyEmail {
-        VERIFY_TTL
-    } else {
-        RESET_TTL
-    };
-    state
-        .store
-        .create_email_token(&user.id, purpose, &keys::sha256_hex(&token), now + ttl, now)
-        .await?;
-    let base = &state.server.public_url;
-    let (subject, link, body) = match purpose {
-        TokenPurpose::VerifyEmail => {
-            let link = format!("{base}/api/auth/verify-email?token={token}");
-            let body = format!(
-                "Hello {},\n\nWelcome to AgentChat. Confirm your email address by opening this link:\n\n{link}\n\n\
-                 The link works once and expires in 24 hours. If you did not sign up, ignore this email.\n",
-                user.name
-            );
-            ("Verify your AgentChat email address", link, body)
-        }
-        TokenPurpose::ResetPassword => {
-            let link = format!("{base}/reset-password?token={token}");
-            let body = format!(
-                "Hello {},\n\nSomeone asked to reset the password of your AgentChat account. To choose a new \
-                 password, open this link:\n\n{link}\n\nThe link works once and expires in 1 hour. Resetting \
-                 signs you out everywhere. If you did not ask for this, ignore this email.\n",
-                user.name
-            );
-            ("Reset your AgentChat password", link, body)
-        }
-    };
-    state.mailer.send_later(Mail {
-        to: user.email.clone(),
-        subject: subject.into(),
-        body,
-        link: Some(link),
-    });
-    Ok(())
-}
-
-/// Whether a mail of `purpose` to `email` was sent in the last minute (mail-bombing guard).
-async fn mail_cooling_down(state: &AppState, purpose: TokenPurpose, email: &Email) -> bool {
-    let key = format!("{}|{}", purpose.as_str(), email);
-    state.auth.mail_cooldown.cooling_down(&key).await
 }
 
 /// Create an account; a verification link is emailed.
@@ -152,28 +93,18 @@ async fn signup(
         Some(p) => Some(parse_phone(p).map_err(ApiError::BadRequest)?),
         None => None,
     };
-    if state.store.user_by_email(&email).await?.is_some() {
-        return Err(ApiError::Conflict(
-            "An account with this email already exists".into(),
-        ));
-    }
-    let password_hash = state.auth.hasher.hash(password.expose()).await?;
     let user = state
-        .store
-        .create_user(NewUser {
-            id: UserId::new(),
-            email,
+        .accounts
+        .sign_up(SignUp {
             name,
-            password_hash: Some(password_hash),
+            email,
+            password,
             company,
             country,
             phone,
-            email_verified: false,
-            now: state.clock.now(),
         })
         .await?;
     tracing::Span::current().record("user.id", user.id.as_str());
-    send_link(&state, &user, TokenPurpose::VerifyEmail).await?;
     Ok((
         StatusCode::CREATED,
         Json(SignupResponse {
@@ -191,21 +122,6 @@ struct TokenQuery {
     token: String,
 }
 
-async fn consume_verification(state: &AppState, token: &str) -> ApiResult<bool> {
-    let now = state.clock.now();
-    match state
-        .store
-        .consume_email_token(TokenPurpose::VerifyEmail, &keys::sha256_hex(token), now)
-        .await?
-    {
-        Some(user_id) => {
-            state.store.mark_email_verified(&user_id, now).await?;
-            Ok(true)
-        }
-        None => Ok(false),
-    }
-}
-
 /// The emailed verification link: verifies, then redirects (303) to the dashboard's
 /// sign-in page with `?verified=1`, or `?verifyError=1` for a used or expired link, or one
 /// voided by the use of another of the account's links.
@@ -216,7 +132,7 @@ async fn verify_email_link(
     State(state): State<AppState>,
     ApiQuery(q): ApiQuery<TokenQuery>,
 ) -> ApiResult<Redirect> {
-    Ok(if consume_verification(&state, &q.token).await? {
+    Ok(if state.accounts.verify_email(&q.token).await? {
         Redirect::to("/login?verified=1")
     } else {
         Redirect::to("/login?verifyError=1")
@@ -231,7 +147,7 @@ async fn verify_email(
     State(state): State<AppState>,
     ApiJson(body): ApiJson<TokenRequest>,
 ) -> ApiResult<Json<MessageResponse>> {
-    if !consume_verification(&state, body.token.trim()).await? {
+    if !state.accounts.verify_email(body.token.trim()).await? {
         return Err(ApiError::bad_request(
             "This verification link is invalid, already used or expired; request a new one",
         ));
@@ -252,13 +168,7 @@ async fn resend_verification(
     ApiJson(body): ApiJson<EmailRequest>,
 ) -> ApiResult<Json<MessageResponse>> {
     let email = Email::parse(&body.email).map_err(ApiError::BadRequest)?;
-    if let Some(user) = state.store.user_by_email(&email).await? {
-        if user.email_verified_at.is_none()
-            && !mail_cooling_down(&state, TokenPurpose::VerifyEmail, &email).await
-        {
-            send_link(&state, &user, TokenPurpose::VerifyEmail).await?;
-        }
-    }
+    state.accounts.resend_verification(&email).await?;
     Ok(Json(MessageResponse {
         success: true,
         message:
@@ -285,52 +195,15 @@ async fn login(
     if body.password.is_empty() {
         return Err(ApiError::bad_request("password is required"));
     }
-    let user = state.store.user_by_email(&email).await?;
-    if let Some(wait) = state
-        .auth
-        .throttle
-        .blocked(email.as_str(), ip, user.as_ref().map(|u| &u.id))
-        .await
-    {
-        crate::metrics::refused(crate::metrics::Refusal::SignIn);
-        return Err(ApiError::RateLimited {
-            retry_after_secs: wait.as_secs().max(1),
-        });
-    }
-    let hash = user.as_ref().and_then(|u| u.password_hash.as_deref());
-    let plausible = body.password.chars().count() <= PASSWORD_MAX;
-    let matches = state
-        .auth
-        .hasher
-        .verify(hash, if plausible { &body.password } else { "" })
-        .await?
-        && plausible;
-    let Some(user) = user.filter(|_| matches) else {
-        state.auth.throttle.failed(email.as_str(), ip).await;
-        return Err(ApiError::UnauthorizedWith(
-            "Invalid email or password".into(),
-        ));
-    };
-    tracing::Span::current().record("user.id", user.id.as_str());
-    if user.email_verified_at.is_none() {
-        return Err(ApiError::ForbiddenWith(
-            "Email address not verified. Open the link we emailed you, or request a new one."
-                .into(),
-        ));
-    }
-    state
-        .auth
-        .throttle
-        .succeeded(email.as_str(), ip, &user.id)
-        .await;
     let user_agent = headers
         .get(header::USER_AGENT)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
-    let issued = state
-        .auth
-        .start_session(&user.id, user_agent, Some(ip))
+    let (user, issued) = state
+        .accounts
+        .sign_in(&email, &body.password, Client { ip, user_agent })
         .await?;
+    tracing::Span::current().record("user.id", user.id.as_str());
     let mut response = Json(LoginResponse {
         success: true,
         user: summary(&user),
@@ -403,11 +276,7 @@ async fn logout(State(state): State<AppState>, Auth(principal): Auth) -> ApiResu
     responses((status = 200, body = MeResponse), (status = 401, body = ErrorBody), RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id))]
 async fn me(State(state): State<AppState>, Auth(principal): Auth) -> ApiResult<Json<MeResponse>> {
-    let user = state
-        .store
-        .user_by_id(&principal.user_id)
-        .await?
-        .ok_or(ApiError::Unauthorized)?;
+    let user = state.accounts.user(&principal.user_id).await?;
     let limits = PlanLimits {
         requests_per_minute: state.limits.rate_limit(user.plan),
         agents: state.limits.agent_limit(user.plan),
@@ -484,11 +353,7 @@ async fn forgot_password(
     ApiJson(body): ApiJson<EmailRequest>,
 ) -> ApiResult<Json<MessageResponse>> {
     let email = Email::parse(&body.email).map_err(ApiError::BadRequest)?;
-    if let Some(user) = state.store.user_by_email(&email).await? {
-        if !mail_cooling_down(&state, TokenPurpose::ResetPassword, &email).await {
-            send_link(&state, &user, TokenPurpose::ResetPassword).await?;
-        }
-    }
+    state.accounts.forgot_password(&email).await?;
     Ok(Json(MessageResponse {
         success: true,
         message: "If an account exists for this email, a password reset link has been sent.".into(),
@@ -506,29 +371,11 @@ async fn reset_password(
     ApiJson(body): ApiJson<ResetPasswordRequest>,
 ) -> ApiResult<Json<MessageResponse>> {
     let password = Password::parse(body.password).map_err(ApiError::BadRequest)?;
-    let now = state.clock.now();
     let user_id = state
-        .store
-        .consume_email_token(
-            TokenPurpose::ResetPassword,
-            &keys::sha256_hex(body.token.trim()),
-            now,
-        )
-        .await?
-        .ok_or_else(|| {
-            ApiError::bad_request(
-                "This reset link is invalid, already used or expired; request a new one",
-            )
-        })?;
-    tracing::Span::current().record("user.id", user_id.as_str());
-    let hash = state.auth.hasher.hash(password.expose()).await?;
-    state.store.set_password_hash(&user_id, &hash, now).await?;
-    // Following the emailed link proves the address too.
-    state.store.mark_email_verified(&user_id, now).await?;
-    state
-        .auth
-        .end_all_sessions(&user_id, "password_reset")
+        .accounts
+        .reset_password(body.token.trim(), password)
         .await?;
+    tracing::Span::current().record("user.id", user_id.as_str());
     Ok(Json(MessageResponse {
         success: true,
         message: "Password changed. Sign in with your new password.".into(),

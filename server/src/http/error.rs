@@ -181,6 +181,31 @@ impl From<crate::auth::AuthError> for ApiError {
     }
 }
 
+impl From<crate::accounts::AccountError> for ApiError {
+    fn from(err: crate::accounts::AccountError) -> Self {
+        use crate::accounts::AccountError;
+        match err {
+            e @ AccountError::EmailTaken | e @ AccountError::LastSignIn(_) => {
+                Self::Conflict(e.to_string())
+            }
+            e @ (AccountError::InvalidVerification
+            | AccountError::InvalidReset
+            | AccountError::InvalidExchangeCode
+            | AccountError::AccountGone) => Self::BadRequest(e.to_string()),
+            e @ AccountError::WrongCredentials => Self::UnauthorizedWith(e.to_string()),
+            e @ AccountError::EmailNotVerified => Self::ForbiddenWith(e.to_string()),
+            AccountError::Throttled { retry_after } => Self::RateLimited {
+                retry_after_secs: retry_after.as_secs().max(1),
+            },
+            AccountError::UnknownUser => Self::Unauthorized,
+            e @ AccountError::NotConnected(_) => Self::NotFound(e.to_string()),
+            AccountError::Auth(e) => e.into(),
+            AccountError::Store(e) => e.into(),
+            AccountError::Internal(e) => Self::Internal(e),
+        }
+    }
+}
+
 impl From<crate::agents::AgentError> for ApiError {
     fn from(err: crate::agents::AgentError) -> Self {
         use crate::agents::AgentError;

@@ -34,7 +34,6 @@ use axum::{
     Json,
 };
 use axum_extra::extract::cookie::{Cookie, SameSite};
-use chrono::Duration;
 use serde::Deserialize;
 use tracing::instrument;
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -46,27 +45,19 @@ use super::{
     AppState,
 };
 use crate::{
+    accounts::{Callback, CallbackOutcome, Client, FLOW_TTL},
     auth::{
         keys,
-        oauth::{OAuthError, Provider, ProviderIdentity},
+        oauth::{OAuthError, Provider},
     },
-    domain::Email,
     http::error::{ApiError, ApiResult},
     ids::UserId,
-    store::{
-        identity::{ExchangeCodeRecord, IdentityRecord, OAuthFlowRecord},
-        NewUser, StoreError, UserRecord,
-    },
     views::iso,
 };
 
 /// The browser-binding cookie of a flow (httpOnly, SameSite=Lax so that it comes back on
 /// the provider's top-level redirect, path `/api/auth/oauth`).
 pub const FLOW_COOKIE: &str = "ac_oauth";
-/// How long a started flow may take (RFC 6749 § 10.12 asks for short-lived states).
-pub const FLOW_TTL: Duration = Duration::minutes(10);
-/// How long a native client's one-time exchange code works.
-pub const EXCHANGE_TTL: Duration = Duration::seconds(60);
 /// Where the dashboard lands after signing in.
 const DASHBOARD: &str = "/dashboard";
 /// The dashboard's account page, where connect flows end.
@@ -158,7 +149,7 @@ fn flow_cookie(value: &str, max_age_secs: i64, secure: bool) -> HeaderValue {
     HeaderValue::from_str(&c.to_string()).expect("cookie values are URL-safe")
 }
 
-/// Stores a new flow and returns the provider URL, setting the binding cookie on
+/// Starts a flow and returns the provider URL, setting the binding cookie on
 /// `response_headers` when the browser has none.
 async fn begin_flow(
     state: &AppState,
@@ -168,24 +159,11 @@ async fn begin_flow(
     link_user_id: Option<UserId>,
     client_redirect: Option<String>,
 ) -> Result<String, OAuthError> {
-    let request = state.oauth.authorization_request(provider).await?;
     let (binding, new) = browser_binding(headers);
-    let now = state.clock.now();
-    let flow = OAuthFlowRecord {
-        state_hash: keys::sha256_hex(&request.state),
-        provider,
-        browser_hash: keys::sha256_hex(&binding),
-        pkce_verifier: request.pkce_verifier,
-        nonce: request.nonce,
-        link_user_id,
-        client_redirect,
-        expires_at: now + FLOW_TTL,
-        created_at: now,
-    };
-    if let Err(e) = state.store.create_oauth_flow(&flow).await {
-        tracing::error!(error = %e, "cannot store a sign-in flow");
-        return Err(OAuthError::Unreachable("AgentChat"));
-    }
+    let url = state
+        .accounts
+        .begin_flow(provider, &binding, link_user_id, client_redirect)
+        .await?;
     if new {
         response_headers.append(
             header::SET_COOKIE,
@@ -196,7 +174,7 @@ async fn begin_flow(
             ),
         );
     }
-    Ok(request.url)
+    Ok(url)
 }
 
 /// Start signing in with a provider: redirects (302) to its authorization page with
@@ -311,103 +289,49 @@ async fn callback(
     ClientIp(ip): ClientIp,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    let anonymous = Landing {
-        client_redirect: None,
-        link: false,
-    };
     let Some(provider) = Provider::parse(&code).filter(|p| state.oauth.is_configured(*p)) else {
+        let anonymous = Landing {
+            client_redirect: None,
+            link: false,
+        };
         return Ok(anonymous.failure("This sign-in provider is not configured"));
     };
-    let Some(flow_state) = q.state.as_deref().filter(|s| !s.is_empty()) else {
-        return Ok(anonymous.failure("The sign-in answer had no state; start again"));
-    };
-    // Taken before anything else, so that a state works once whatever happens next.
-    let Some(flow) = state
-        .store
-        .take_oauth_flow(&keys::sha256_hex(flow_state))
-        .await?
-    else {
-        return Ok(
-            anonymous.failure("This sign-in link has expired or was already used; start again")
-        );
-    };
-    let landing = Landing {
-        client_redirect: flow.client_redirect.as_deref(),
-        link: flow.link_user_id.is_some(),
-    };
-    let now = state.clock.now();
-    let same_browser = cookies::get(&headers, FLOW_COOKIE)
-        .is_some_and(|b| keys::constant_time_eq(&keys::sha256_hex(&b), &flow.browser_hash));
-    if flow.provider != provider || flow.expires_at <= now || !same_browser {
-        return Ok(landing
-            .failure("This sign-in was started in another browser or has expired; start again"));
-    }
-    if let Some(error) = q.error.as_deref() {
-        let message = if error == "access_denied" {
-            format!("Sign-in with {} was cancelled", provider.name())
-        } else {
-            format!(
-                "{} reported an error ({}); start again",
-                provider.name(),
-                crate::auth::oauth::safe_text(error)
-            )
-        };
-        return Ok(landing.failure(&message));
-    }
-    let Some(auth_code) = q.code.as_deref().filter(|c| !c.is_empty()) else {
-        return Ok(landing.failure("The sign-in answer had no code; start again"));
-    };
-    let identity = match state
-        .oauth
-        .identity(
+    let outcome = state
+        .accounts
+        .finish_flow(Callback {
             provider,
-            auth_code,
-            &flow.pkce_verifier,
-            flow.nonce.as_deref(),
-        )
-        .await
-    {
-        Ok(identity) => identity,
-        Err(e) => {
-            tracing::info!(error = %e, "third-party sign-in failed");
-            return Ok(landing.failure(&e.to_string()));
-        }
-    };
-    if let Some(user_id) = &flow.link_user_id {
-        return Ok(match connect(&state, provider, &identity, user_id).await? {
-            Ok(()) => see_other(&with_query(ACCOUNT, &[("linked", provider.code())])),
-            Err(message) => landing.failure(&message),
-        });
-    }
-    let user = match account_for(&state, provider, &identity).await? {
-        Ok(user) => user,
-        Err(message) => return Ok(landing.failure(&message)),
-    };
-    tracing::Span::current().record("user.id", user.id.as_str());
-    if let Some(uri) = &flow.client_redirect {
-        let code = keys::random_token();
-        state
-            .store
-            .create_exchange_code(&ExchangeCodeRecord {
-                code_hash: keys::sha256_hex(&code),
-                user_id: user.id.clone(),
-                expires_at: now + EXCHANGE_TTL,
-                created_at: now,
-            })
-            .await?;
-        return Ok(see_other(&with_query(uri, &[("code", code.as_str())])));
-    }
-    let issued = state
-        .auth
-        .start_session(&user.id, user_agent(&headers), Some(ip))
+            state: q.state.as_deref(),
+            code: q.code.as_deref(),
+            error: q.error.as_deref(),
+            browser_binding: cookies::get(&headers, FLOW_COOKIE),
+            client: Client {
+                ip,
+                user_agent: user_agent(&headers),
+            },
+        })
         .await?;
-    let mut response = see_other(DASHBOARD);
-    let secure = state.server.secure_cookies();
-    cookies::set_session(response.headers_mut(), &issued, secure);
-    response
-        .headers_mut()
-        .append(header::SET_COOKIE, flow_cookie("", 0, secure));
-    Ok(response)
+    Ok(match outcome {
+        Err(refusal) => Landing {
+            client_redirect: refusal.client_redirect.as_deref(),
+            link: refusal.connecting,
+        }
+        .failure(&refusal.message),
+        Ok(CallbackOutcome::Connected(provider)) => {
+            see_other(&with_query(ACCOUNT, &[("linked", provider.code())]))
+        }
+        Ok(CallbackOutcome::ExchangeCode { redirect_uri, code }) => {
+            see_other(&with_query(&redirect_uri, &[("code", code.as_str())]))
+        }
+        Ok(CallbackOutcome::SignedIn(issued)) => {
+            let mut response = see_other(DASHBOARD);
+            let secure = state.server.secure_cookies();
+            cookies::set_session(response.headers_mut(), &issued, secure);
+            response
+                .headers_mut()
+                .append(header::SET_COOKIE, flow_cookie("", 0, secure));
+            response
+        }
+    })
 }
 
 fn user_agent(headers: &HeaderMap) -> Option<String> {
@@ -415,125 +339,6 @@ fn user_agent(headers: &HeaderMap) -> Option<String> {
         .get(header::USER_AGENT)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string)
-}
-
-/// The account `identity` signs into: its connected account, or a new verified account.
-/// `Err(message)` when the sign-in must be refused.
-async fn account_for(
-    state: &AppState,
-    provider: Provider,
-    identity: &ProviderIdentity,
-) -> ApiResult<Result<UserRecord, String>> {
-    if let Some(linked) = state.store.identity(provider, &identity.subject).await? {
-        return Ok(state
-            .store
-            .user_by_id(&linked.user_id)
-            .await?
-            .ok_or_else(|| "This account no longer exists".to_string()));
-    }
-    if !identity.email_verified {
-        return Ok(Err(format!(
-            "Your {} email address is not verified. Verify it with {} first, or sign up with email and password",
-            provider.name(),
-            provider.name()
-        )));
-    }
-    let Ok(email) = Email::parse(&identity.email) else {
-        return Ok(Err(format!(
-            "{} gave an email address AgentChat cannot use",
-            provider.name()
-        )));
-    };
-    if state.store.user_by_email(&email).await?.is_some() {
-        return Ok(Err(existing_account_message(provider)));
-    }
-    let now = state.clock.now();
-    let user_id = UserId::new();
-    let name: String = identity.name.trim().chars().take(200).collect();
-    let created = state
-        .store
-        .create_user_with_identity(
-            NewUser {
-                id: user_id.clone(),
-                email: email.clone(),
-                name: if name.is_empty() {
-                    email.as_str().into()
-                } else {
-                    name
-                },
-                password_hash: None,
-                company: None,
-                country: None,
-                phone: None,
-                email_verified: true,
-                now,
-            },
-            &IdentityRecord {
-                provider,
-                subject: identity.subject.clone(),
-                user_id,
-                email: email.as_str().into(),
-                created_at: now,
-            },
-        )
-        .await;
-    match created {
-        Ok(user) => Ok(Ok(user)),
-        // A concurrent sign-in or signup took the email or the identity.
-        Err(StoreError::Conflict(_)) => Ok(Err(existing_account_message(provider))),
-        Err(e) => Err(e.into()),
-    }
-}
-
-fn existing_account_message(provider: Provider) -> String {
-    format!(
-        "An account with this email address already exists. Sign in with your password, then connect {} from your account page",
-        provider.name()
-    )
-}
-
-/// Connects `identity` to the signed-in `user_id`. `Err(message)` when it cannot be.
-async fn connect(
-    state: &AppState,
-    provider: Provider,
-    identity: &ProviderIdentity,
-    user_id: &UserId,
-) -> ApiResult<Result<(), String>> {
-    if let Some(linked) = state.store.identity(provider, &identity.subject).await? {
-        return Ok(if &linked.user_id == user_id {
-            Ok(())
-        } else {
-            Err(format!(
-                "This {} account is already connected to another AgentChat account",
-                provider.name()
-            ))
-        });
-    }
-    if !identity.email_verified {
-        return Ok(Err(format!(
-            "Your {} email address is not verified. Verify it with {} first",
-            provider.name(),
-            provider.name()
-        )));
-    }
-    let linked = state
-        .store
-        .link_identity(&IdentityRecord {
-            provider,
-            subject: identity.subject.clone(),
-            user_id: user_id.clone(),
-            email: identity.email.clone(),
-            created_at: state.clock.now(),
-        })
-        .await;
-    match linked {
-        Ok(()) => Ok(Ok(())),
-        Err(StoreError::Conflict(_)) => Ok(Err(format!(
-            "Another {} account is already connected; disconnect it first",
-            provider.name()
-        ))),
-        Err(e) => Err(e.into()),
-    }
 }
 
 /// Trade the one-time code a native client received on its loopback redirect URI for a
@@ -547,26 +352,12 @@ async fn exchange(
     headers: HeaderMap,
     ApiJson(body): ApiJson<OAuthExchangeRequest>,
 ) -> ApiResult<Json<LoginResponse>> {
-    let now = state.clock.now();
-    let user_id = state
-        .store
-        .take_exchange_code(&keys::sha256_hex(body.code.trim()), now)
-        .await?
-        .ok_or_else(|| {
-            ApiError::bad_request(
-                "This sign-in code is invalid, already used or expired; sign in again",
-            )
-        })?;
-    let user = state
-        .store
-        .user_by_id(&user_id)
-        .await?
-        .ok_or_else(|| ApiError::bad_request("This account no longer exists"))?;
+    let client = Client {
+        ip,
+        user_agent: user_agent(&headers),
+    };
+    let (user, issued) = state.accounts.exchange(body.code.trim(), client).await?;
     tracing::Span::current().record("user.id", user.id.as_str());
-    let issued = state
-        .auth
-        .start_session(&user.id, user_agent(&headers), Some(ip))
-        .await?;
     Ok(Json(LoginResponse {
         success: true,
         user: UserSummary {
@@ -631,22 +422,11 @@ async fn unlink(
     principal.require_session()?;
     let provider = Provider::parse(&code)
         .ok_or_else(|| ApiError::NotFound(format!("Unknown sign-in provider '{code}'")))?;
-    match state
-        .store
-        .unlink_identity(&principal.user_id, provider)
-        .await
-    {
-        Ok(()) => Ok(Json(SuccessResponse { success: true })),
-        Err(StoreError::NotFound) => Err(ApiError::NotFound(format!(
-            "{} is not connected to this account",
-            provider.name()
-        ))),
-        Err(StoreError::Conflict(_)) => Err(ApiError::Conflict(format!(
-            "{} is this account's only way to sign in: set a password (forgot password) or connect another provider first",
-            provider.name()
-        ))),
-        Err(e) => Err(e.into()),
-    }
+    state
+        .accounts
+        .disconnect(&principal.user_id, provider)
+        .await?;
+    Ok(Json(SuccessResponse { success: true }))
 }
 
 /// How the signed-in account can sign in: connected providers and whether it has a
@@ -659,15 +439,11 @@ async fn identities(
     Auth(principal): Auth,
 ) -> ApiResult<Json<IdentitiesResponse>> {
     principal.require_session()?;
-    let user = state
-        .store
-        .user_by_id(&principal.user_id)
-        .await?
-        .ok_or(ApiError::Unauthorized)?;
-    let identities = state
-        .store
-        .identities(&principal.user_id)
-        .await?
+    let (identities, has_password) = state
+        .accounts
+        .sign_in_methods(&principal.user_id)
+        .await?;
+    let identities = identities
         .into_iter()
         .map(|i| LinkedIdentity {
             name: i.provider.name().into(),
@@ -678,7 +454,7 @@ async fn identities(
         .collect();
     Ok(Json(IdentitiesResponse {
         identities,
-        has_password: user.password_hash.is_some(),
+        has_password,
     }))
 }
 
