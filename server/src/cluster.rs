@@ -51,7 +51,7 @@ use tokio::{
 
 use crate::{
     ids::{AgentId, ApiKeyId, SessionId, UserId},
-    store::Backend,
+    config::Backend,
 };
 
 /// The channel of [`Invalidation`] messages (JSON).

@@ -162,7 +162,7 @@ async fn run(command: Command, config: Config, runtimes: Runtimes) -> anyhow::Re
             .await?;
         }
         Command::Migrate => {
-            let store = config.storage.open_store().await?;
+            let store = agentchat::store::open(&config.storage).await?;
             store.migrate().await?;
             println!("migrations applied to {}", config.storage.database_url);
         }
@@ -174,7 +174,7 @@ async fn run(command: Command, config: Config, runtimes: Runtimes) -> anyhow::Re
             let text = std::fs::read_to_string(&questions)
                 .with_context(|| format!("cannot read {}", questions.display()))?;
             let questions = agentchat::knowledge::eval::parse_questions(&text)?;
-            let store = config.storage.open_store().await?;
+            let store = agentchat::store::open(&config.storage).await?;
             store.migrate().await?;
             let agent = agentchat::ids::AgentId::from(agent);
             let report =
@@ -213,7 +213,7 @@ async fn run(command: Command, config: Config, runtimes: Runtimes) -> anyhow::Re
             );
         }
         Command::Admin { command } => {
-            let store = config.storage.open_store().await?;
+            let store = agentchat::store::open(&config.storage).await?;
             store.migrate().await?;
             let now = chrono::Utc::now();
             match command {

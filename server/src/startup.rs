@@ -69,7 +69,7 @@ impl Application {
     /// component refuses its configuration, or an address (`LEPTOS_SITE_ADDR`,
     /// `METRICS_ADDR`) cannot be bound.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
-        let store = config.storage.open_store().await?;
+        let store = crate::store::open(&config.storage).await?;
         store.migrate().await?;
         let redis = shared_limits(&config.storage.database_url, &config.limits)?;
         // Cache invalidations and worker wake-ups across instances (PostgreSQL), or none.
@@ -148,7 +148,8 @@ impl Application {
             .build();
         let models = build_models(&config.providers)?;
         tokio::task::spawn_blocking(crate::llm::tokens::warm_up);
-        let secrets = config.secrets.secret_box()?;
+        let (current_key, previous_keys) = config.secrets.encryption_keys()?;
+        let secrets = crate::crypto::SecretBox::new(&current_key, &previous_keys);
         let webhooks = crate::webhooks::Webhooks::new(
             &config.webhooks,
             &config.outbound,
@@ -186,7 +187,7 @@ impl Application {
             models.clone(),
             webhooks.events.clone(),
             clock.clone(),
-            knowledge.clone(),
+            (knowledge.documents.clone(), knowledge.uploads.clone()),
             config.limits.agent_limits,
         )
         .with_bus(&bus);

@@ -11,15 +11,15 @@ pub mod cache;
 
 use std::sync::Arc;
 
-use app::api::{CreateAgentRequest, UpdateAgentRequest};
-
 use crate::{
     clock::Clock,
     domain::{parse_name, Plan},
     ids::{AgentId, DocumentId, UserId},
-    knowledge::Knowledge,
     llm::Models,
-    store::{agents::AgentStatus, AgentPatch, AgentRecord, AgentStore, StoreError},
+    store::{
+        agents::AgentStatus, uploads::UploadStore, AgentPatch, AgentRecord, AgentStore,
+        DocumentStore, StoreError,
+    },
     webhooks::{agent_data, EventType, Events},
 };
 
@@ -62,6 +62,17 @@ pub enum AgentError {
     Store(#[from] StoreError),
 }
 
+/// An agent's editable fields as a caller gives them, checked by [`AgentService::create`]
+/// (`None`: empty, or the default model) and [`AgentService::update`] (`None`: unchanged).
+#[derive(Debug, Clone, Default)]
+pub struct AgentFields {
+    pub name: Option<String>,
+    pub description: Option<String>,
+    pub system_prompt: Option<String>,
+    /// One of [`Models`]' ids.
+    pub model: Option<String>,
+}
+
 /// The agents service. Cheap to clone (shared parts).
 #[derive(Clone)]
 pub struct AgentService {
@@ -69,8 +80,9 @@ pub struct AgentService {
     models: Models,
     events: Events,
     clock: Clock,
-    /// The uploads of a deleted agent's documents are removed with it.
-    knowledge: Knowledge,
+    /// The agent's documents, whose uploads are removed with it.
+    documents: Arc<dyn DocumentStore>,
+    uploads: Arc<dyn UploadStore>,
     /// Agents per plan, indexed by [`Plan::index`] (`AGENT_LIMITS`).
     agent_limits: [u32; 4],
     cache: AgentCache,
@@ -84,7 +96,7 @@ impl AgentService {
         models: Models,
         events: Events,
         clock: Clock,
-        knowledge: Knowledge,
+        (documents, uploads): (Arc<dyn DocumentStore>, Arc<dyn UploadStore>),
         agent_limits: [u32; 4],
     ) -> Self {
         Self {
@@ -92,7 +104,8 @@ impl AgentService {
             models,
             events,
             clock,
-            knowledge,
+            documents,
+            uploads,
             agent_limits,
             cache: AgentCache::default(),
         }
@@ -157,9 +170,10 @@ impl AgentService {
         &self,
         user_id: &UserId,
         plan: Plan,
-        request: CreateAgentRequest,
+        request: AgentFields,
     ) -> Result<AgentRecord, AgentError> {
-        let name = parse_name("name", &request.name, NAME_MAX).map_err(AgentError::Invalid)?;
+        let name = parse_name("name", request.name.as_deref().unwrap_or_default(), NAME_MAX)
+            .map_err(AgentError::Invalid)?;
         let description =
             bounded("description", request.description, DESCRIPTION_MAX)?.unwrap_or_default();
         let system_prompt =
@@ -198,7 +212,7 @@ impl AgentService {
         &self,
         user_id: &UserId,
         agent_id: &AgentId,
-        request: UpdateAgentRequest,
+        request: AgentFields,
     ) -> Result<AgentRecord, AgentError> {
         self.owned(user_id, agent_id).await?;
         let patch = AgentPatch {
@@ -228,11 +242,7 @@ impl AgentService {
     ///
     /// Errors: [`AgentError::NotFound`]; the store's.
     pub async fn delete(&self, user_id: &UserId, agent_id: &AgentId) -> Result<(), AgentError> {
-        let documents = self
-            .knowledge
-            .documents
-            .list_documents(user_id, agent_id)
-            .await?;
+        let documents = self.documents.list_documents(user_id, agent_id).await?;
         if !self.store.delete_agent(user_id, agent_id).await? {
             return Err(AgentError::NotFound);
         }
@@ -240,7 +250,7 @@ impl AgentService {
         // Threads, documents, chunks and jobs went with the agent (ON DELETE CASCADE), and
         // uploads kept in the database with them; uploads kept as files are removed here.
         let ids: Vec<DocumentId> = documents.into_iter().map(|d| d.id).collect();
-        let _ = self.knowledge.uploads.remove_uploads(&ids).await;
+        let _ = self.uploads.remove_uploads(&ids).await;
         self.events
             .emit(
                 user_id,

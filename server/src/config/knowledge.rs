@@ -1,11 +1,43 @@
 //! The knowledge part: uploads and how documents are read.
 
-use std::path::{Path, PathBuf};
+use std::{
+    path::{Path, PathBuf},
+    time::Duration,
+};
 
 use anyhow::Context;
 
 use super::var;
-use crate::knowledge::sandbox::ExtractionConfig;
+
+/// `EXTRACT_TIMEOUT_SECS`'s default: the wall-clock budget of one extraction task.
+pub const DEFAULT_EXTRACT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// How extraction children are run (`EXTRACT_*` variables; README § Security).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExtractionConfig {
+    /// The `agentchat` binary to start as `agentchat extract`; the running executable by
+    /// default (tests point it at the built binary).
+    pub program: PathBuf,
+    /// `EXTRACT_TIMEOUT_SECS`, default [`DEFAULT_EXTRACT_TIMEOUT`]: the wall-clock budget of
+    /// one task (one upload, one page); the child is killed shortly after it.
+    pub timeout: Duration,
+    /// `EXTRACT_MEMORY_MB`, default 1,024 MiB: the child's address-space limit in bytes
+    /// (`RLIMIT_AS`; 0 sets none), which includes the binary's own mappings.
+    pub memory_limit: u64,
+    /// `EXTRACT_PROCESSES`, default the number of CPU cores: children working at once.
+    pub processes: usize,
+}
+
+impl Default for ExtractionConfig {
+    fn default() -> Self {
+        Self {
+            program: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("agentchat")),
+            timeout: DEFAULT_EXTRACT_TIMEOUT,
+            memory_limit: 1024 << 20,
+            processes: std::thread::available_parallelism().map_or(2, |n| n.get()),
+        }
+    }
+}
 
 /// What [`crate::knowledge::Knowledge`] is built from (besides the outbound rules of
 /// [`super::OutboundConfig`] and the embedding model of [`super::ProvidersConfig`]).
@@ -48,7 +80,7 @@ impl KnowledgeConfig {
                 .parse()
                 .context("EXTRACT_TIMEOUT_SECS must be whole seconds")?;
             anyhow::ensure!(secs > 0, "EXTRACT_TIMEOUT_SECS must be at least 1");
-            self.extraction.timeout = std::time::Duration::from_secs(secs);
+            self.extraction.timeout = Duration::from_secs(secs);
         }
         if let Some(v) = var("EXTRACT_MEMORY_MB") {
             let mib: u64 = v

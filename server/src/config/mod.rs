@@ -25,13 +25,12 @@ use std::{net::SocketAddr, path::PathBuf};
 
 use anyhow::Context;
 
-use crate::store::Backend;
 
 pub use self::{
     channels::{ChannelsConfig, SLACK_API_URL, TELEGRAM_API_URL},
     chat::ChatConfig,
     jobs::JobsConfig,
-    knowledge::KnowledgeConfig,
+    knowledge::{ExtractionConfig, KnowledgeConfig, DEFAULT_EXTRACT_TIMEOUT},
     limits::{
         parse_per_minute, parse_plan_numbers, LimitsConfig, CHANNEL_REQUESTS_PER_MINUTE,
         REDIS_KEY_PREFIX,
@@ -47,7 +46,9 @@ pub use self::{
     role::Role,
     secrets::{decode_key, require_shared_settings, SecretsConfig, SHARED_SETTINGS},
     server::{ServerConfig, DEFAULT_RELOAD_PORT},
-    storage::{StorageConfig, MAX_DATABASE_CONNECTIONS},
+    storage::{
+        Backend, StorageConfig, TurnCommit, DEFAULT_DATABASE_CONNECTIONS, MAX_DATABASE_CONNECTIONS,
+    },
     webhooks::WebhooksConfig,
 };
 
@@ -382,7 +383,7 @@ mod tests {
             decode_key(a.encryption_key.expose_secret()).unwrap().len(),
             32
         );
-        assert!(a.secret_box().is_ok());
+        assert!(a.encryption_keys().is_ok());
     }
 
     #[test]
@@ -393,7 +394,7 @@ mod tests {
                 .unwrap();
         assert_eq!(
             config.storage.max_connections,
-            crate::store::postgres::DEFAULT_MAX_CONNECTIONS
+            DEFAULT_DATABASE_CONNECTIONS
         );
         assert_eq!(config.storage.max_connections, 16);
         assert_eq!(config.storage.backend(), Some(Backend::Sqlite));

@@ -106,11 +106,11 @@ impl SecretsConfig {
         Ok(())
     }
 
-    /// The box that seals stored credentials with `ENCRYPTION_KEY` and opens values sealed
-    /// with it or with `ENCRYPTION_KEYS_PREVIOUS`.
+    /// The decoded `ENCRYPTION_KEY` and `ENCRYPTION_KEYS_PREVIOUS`, the keys of
+    /// [`crate::crypto::SecretBox::new`].
     ///
     /// Errors: a key that is not base64 of 32 bytes.
-    pub fn secret_box(&self) -> anyhow::Result<crate::crypto::SecretBox> {
+    pub fn encryption_keys(&self) -> anyhow::Result<([u8; 32], Vec<[u8; 32]>)> {
         use secrecy::ExposeSecret;
         let current = decode_key(self.encryption_key.expose_secret())?;
         let previous = self
@@ -118,7 +118,7 @@ impl SecretsConfig {
             .iter()
             .map(|k| decode_key(k.expose_secret()))
             .collect::<anyhow::Result<Vec<_>>>()?;
-        Ok(crate::crypto::SecretBox::new(&current, &previous))
+        Ok((current, previous))
     }
 }
 

@@ -11,7 +11,7 @@ use crate::{
         ConnectionLimits, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
         DEFAULT_MAX_CONNECTIONS, MAX_HEADER_READ_TIMEOUT, MAX_IDLE_TIMEOUT, MAX_MAX_CONNECTIONS,
     },
-    http::forwarded::TrustedProxies,
+    forwarded::TrustedProxies,
 };
 
 /// The live-reload port of `cargo leptos watch` unless `LEPTOS_RELOAD_PORT` says another

@@ -3,7 +3,9 @@
 use std::path::PathBuf;
 
 use super::{bounded, var};
-use crate::store::{postgres::DEFAULT_MAX_CONNECTIONS, Backend, TurnCommit};
+
+/// `DATABASE_MAX_CONNECTIONS`'s default.
+pub const DEFAULT_DATABASE_CONNECTIONS: u32 = 16;
 
 /// Most connections `DATABASE_MAX_CONNECTIONS` may ask for.
 pub const MAX_DATABASE_CONNECTIONS: u32 = 10_000;
@@ -17,7 +19,7 @@ pub struct StorageConfig {
     /// database several instances share.
     pub database_url: String,
     /// `DATABASE_MAX_CONNECTIONS`: connections of this instance's pool to a PostgreSQL
-    /// database, default [`DEFAULT_MAX_CONNECTIONS`] (16), 1 to
+    /// database, default [`DEFAULT_DATABASE_CONNECTIONS`], 1 to
     /// [`MAX_DATABASE_CONNECTIONS`]. Every instance holds up to this many, so their sum
     /// must stay under the server's `max_connections`. SQLite's connections are fixed
     /// (one writer, a few readers) and ignore it.
@@ -35,7 +37,7 @@ impl StorageConfig {
     pub fn new(data_dir: PathBuf) -> Self {
         Self {
             database_url: format!("sqlite://{}/agentchat.db", data_dir.display()),
-            max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections: DEFAULT_DATABASE_CONNECTIONS,
             turn_commit: TurnCommit::default(),
             data_dir,
         }
@@ -45,14 +47,6 @@ impl StorageConfig {
     /// store is opened).
     pub fn backend(&self) -> Option<Backend> {
         Backend::of(&self.database_url)
-    }
-
-    /// Opens the store these settings name ([`crate::store::connect_with`]): `database_url`,
-    /// with `max_connections` and `turn_commit` for PostgreSQL.
-    ///
-    /// Errors: an unknown scheme or a connection failure.
-    pub async fn open_store(&self) -> anyhow::Result<std::sync::Arc<dyn crate::store::Store>> {
-        crate::store::connect_with(&self.database_url, self.max_connections, self.turn_commit).await
     }
 
     /// `database_url` with its password, if any, replaced by `***`: for logs and `Debug`.
@@ -88,5 +82,96 @@ impl StorageConfig {
             self.turn_commit = TurnCommit::parse(&v)?;
         }
         Ok(())
+    }
+}
+
+/// Whether the commit of a chat turn ([`crate::store::ChatStore::record_turns`]) waits until the database
+/// server has flushed it to disk (`CHAT_SYNCHRONOUS_COMMIT`, README § Configuration). On
+/// PostgreSQL this is the turn's `synchronous_commit`
+/// (<https://www.postgresql.org/docs/current/wal-async-commit.html>); every other write
+/// keeps the server's setting. SQLite ignores it: its writer commits every transaction the
+/// same way (`synchronous = NORMAL` in WAL mode, which flushes at checkpoints, not at each
+/// commit: <https://www.sqlite.org/pragma.html#pragma_synchronous>).
+///
+/// Either way a committed turn is visible to every reader at once, survives a crash of
+/// AgentChat, and is whole (its thread, messages and counters commit together or not at
+/// all). They differ in a crash of the database server or its machine: an asynchronous
+/// commit can be lost if it came less than three times `wal_writer_delay` (600 ms by
+/// default) before the crash, a synchronous one cannot. In exchange the reply does not
+/// wait for a disk flush (0.3–4 ms on the machines of bench/HISTORY.md, § Chat turns commit
+/// without waiting for the flush on PostgreSQL).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TurnCommit {
+    /// `off`, the default: the commit returns once the turn is in the server's write-ahead
+    /// log buffers; the server's WAL writer flushes it within `3 × wal_writer_delay`.
+    #[default]
+    Asynchronous,
+    /// `on`: the turn commits as every other write does, by the server's own
+    /// `synchronous_commit` (`on` unless its operator changed it: the commit returns once
+    /// the turn is flushed, and waits for synchronous replicas as configured).
+    Synchronous,
+}
+
+impl TurnCommit {
+    /// Parses `CHAT_SYNCHRONOUS_COMMIT`: `on` or `off` (any case).
+    ///
+    /// Errors: any other value, named in the message.
+    pub fn parse(raw: &str) -> anyhow::Result<Self> {
+        match raw.trim().to_ascii_lowercase().as_str() {
+            "off" => Ok(Self::Asynchronous),
+            "on" => Ok(Self::Synchronous),
+            _ => anyhow::bail!("CHAT_SYNCHRONOUS_COMMIT must be on or off, not {raw:?}"),
+        }
+    }
+
+    /// The value of PostgreSQL's `synchronous_commit` that the turns' connections set, or
+    /// `None` to keep the server's.
+    pub fn setting(self) -> Option<&'static str> {
+        match self {
+            Self::Asynchronous => Some("off"),
+            Self::Synchronous => None,
+        }
+    }
+}
+
+/// The database backends, told apart by the scheme of `DATABASE_URL`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// `sqlite:`: the embedded database, one instance.
+    Sqlite,
+    /// `postgres:` or `postgresql:`: a database server any number of instances share.
+    Postgres,
+}
+
+impl Backend {
+    /// The backend `url` names, or `None` for another scheme.
+    pub fn of(url: &str) -> Option<Self> {
+        if url.starts_with("sqlite:") {
+            Some(Self::Sqlite)
+        } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+            Some(Self::Postgres)
+        } else {
+            None
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TurnCommit;
+
+    #[test]
+    fn chat_synchronous_commit_is_on_or_off_and_off_by_default() {
+        assert_eq!(TurnCommit::default(), TurnCommit::Asynchronous);
+        assert_eq!(TurnCommit::parse("off").unwrap(), TurnCommit::Asynchronous);
+        assert_eq!(TurnCommit::parse(" ON ").unwrap(), TurnCommit::Synchronous);
+        assert_eq!(TurnCommit::Asynchronous.setting(), Some("off"));
+        assert_eq!(TurnCommit::Synchronous.setting(), None);
+        for bad in ["", "yes", "local", "1"] {
+            assert_eq!(
+                TurnCommit::parse(bad).unwrap_err().to_string(),
+                format!("CHAT_SYNCHRONOUS_COMMIT must be on or off, not {bad:?}")
+            );
+        }
     }
 }

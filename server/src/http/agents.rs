@@ -14,7 +14,9 @@ use super::{
     extract::{ApiJson, ApiPath, Auth},
     AppState,
 };
-use crate::{domain::Scope, http::error::ApiResult, ids::AgentId, views::agent_view};
+use crate::{
+    agents::AgentFields, domain::Scope, http::error::ApiResult, ids::AgentId, views::agent_view,
+};
 
 pub use crate::agents::{DESCRIPTION_MAX, NAME_MAX, SYSTEM_PROMPT_MAX};
 
@@ -54,7 +56,16 @@ async fn create(
     principal.require(Scope::AgentsWrite)?;
     let agent = state
         .agents
-        .create(&principal.user_id, principal.plan, body)
+        .create(
+            &principal.user_id,
+            principal.plan,
+            AgentFields {
+                name: Some(body.name),
+                description: body.description,
+                system_prompt: body.system_prompt,
+                model: body.model,
+            },
+        )
         .await?;
     tracing::Span::current().record("agent.id", agent.id.as_str());
     Ok((
@@ -96,7 +107,16 @@ async fn update(
     principal.require(Scope::AgentsWrite)?;
     let agent = state
         .agents
-        .update(&principal.user_id, &agent_id, body)
+        .update(
+            &principal.user_id,
+            &agent_id,
+            AgentFields {
+                name: body.name,
+                description: body.description,
+                system_prompt: body.system_prompt,
+                model: body.model,
+            },
+        )
         .await?;
     Ok(Json(AgentResponse {
         agent: agent_view(&agent),

@@ -14,10 +14,8 @@ use serde::de::DeserializeOwned;
 
 use crate::{
     auth::Principal,
-    http::{
-        error::{ApiError, NOT_JSON_MESSAGE},
-        forwarded::TrustedProxies,
-    },
+    forwarded::TrustedProxies,
+    http::error::{ApiError, NOT_JSON_MESSAGE},
 };
 
 /// A JSON request body, read like `axum::Json` but refused unless it is a JSON object, with

@@ -14,7 +14,6 @@ pub mod chat;
 pub mod cookies;
 pub mod error;
 pub mod extract;
-pub mod forwarded;
 pub mod integrations;
 pub mod knowledge;
 pub mod mcp;

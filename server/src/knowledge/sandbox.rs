@@ -41,7 +41,6 @@
 use std::{
     io::{self, BufReader, BufWriter, Read, Write},
     panic::{catch_unwind, AssertUnwindSafe},
-    path::PathBuf,
     process::{ExitCode, ExitStatus, Stdio},
     sync::{Arc, Mutex, PoisonError},
     time::{Duration, Instant},
@@ -83,33 +82,7 @@ pub const IDLE_TTL: Duration = Duration::from_secs(300);
 /// Bytes of a child's standard error kept to explain a crash.
 const STDERR_TAIL_BYTES: usize = 8 * 1024;
 
-/// How extraction children are run (`EXTRACT_*` variables; README § Security).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ExtractionConfig {
-    /// The `agentchat` binary to start as `agentchat extract`; the running executable by
-    /// default. (Tests, whose executable is a test harness, point it at the built binary.)
-    pub program: PathBuf,
-    /// `EXTRACT_TIMEOUT_SECS`, default 120 s: the wall-clock budget of one task (one upload,
-    /// one page); the child is killed [`KILL_GRACE`] after it.
-    pub timeout: Duration,
-    /// `EXTRACT_MEMORY_MB`, default 1,024 MiB: the child's address-space limit in bytes
-    /// (`RLIMIT_AS`; 0 sets none). It covers the binary's own mappings (about 100 MiB), so
-    /// it is larger than the heap a document may use.
-    pub memory_limit: u64,
-    /// `EXTRACT_PROCESSES`, default the number of CPU cores: children working at once.
-    pub processes: usize,
-}
-
-impl Default for ExtractionConfig {
-    fn default() -> Self {
-        Self {
-            program: std::env::current_exe().unwrap_or_else(|_| PathBuf::from("agentchat")),
-            timeout: ExtractLimits::default().deadline,
-            memory_limit: 1024 << 20,
-            processes: std::thread::available_parallelism().map_or(2, |n| n.get()),
-        }
-    }
-}
+pub use crate::config::ExtractionConfig;
 
 /// A document read in full: what the ingestion job stores.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -55,6 +55,8 @@ pub use sessions::{SessionAuth, SessionRecord, SessionStore};
 pub use tools::{ToolRecord, ToolStore};
 pub use webhooks::WebhookStore;
 
+pub use crate::config::{Backend, TurnCommit};
+
 /// Everything the service persists: the supertrait of every part, so the composition root
 /// holds one `Arc<dyn Store>` and hands each service only the part it uses
 /// (`Arc<dyn Store>` coerces to `Arc<dyn AgentStore>` and the others). One implementation
@@ -108,55 +110,6 @@ pub async fn connect(url: &str) -> anyhow::Result<Arc<dyn Store>> {
     .await
 }
 
-/// Whether the commit of a chat turn ([`ChatStore::record_turns`]) waits until the database
-/// server has flushed it to disk (`CHAT_SYNCHRONOUS_COMMIT`, README § Configuration). On
-/// PostgreSQL this is the turn's `synchronous_commit`
-/// (<https://www.postgresql.org/docs/current/wal-async-commit.html>); every other write
-/// keeps the server's setting. SQLite ignores it: its writer commits every transaction the
-/// same way (`synchronous = NORMAL` in WAL mode, which flushes at checkpoints, not at each
-/// commit: <https://www.sqlite.org/pragma.html#pragma_synchronous>).
-///
-/// Either way a committed turn is visible to every reader at once, survives a crash of
-/// AgentChat, and is whole (its thread, messages and counters commit together or not at
-/// all). They differ in a crash of the database server or its machine: an asynchronous
-/// commit can be lost if it came less than three times `wal_writer_delay` (600 ms by
-/// default) before the crash, a synchronous one cannot. In exchange the reply does not
-/// wait for a disk flush (0.3–4 ms on the machines of bench/HISTORY.md, § Chat turns commit
-/// without waiting for the flush on PostgreSQL).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum TurnCommit {
-    /// `off`, the default: the commit returns once the turn is in the server's write-ahead
-    /// log buffers; the server's WAL writer flushes it within `3 × wal_writer_delay`.
-    #[default]
-    Asynchronous,
-    /// `on`: the turn commits as every other write does, by the server's own
-    /// `synchronous_commit` (`on` unless its operator changed it: the commit returns once
-    /// the turn is flushed, and waits for synchronous replicas as configured).
-    Synchronous,
-}
-
-impl TurnCommit {
-    /// Parses `CHAT_SYNCHRONOUS_COMMIT`: `on` or `off` (any case).
-    ///
-    /// Errors: any other value, named in the message.
-    pub fn parse(raw: &str) -> anyhow::Result<Self> {
-        match raw.trim().to_ascii_lowercase().as_str() {
-            "off" => Ok(Self::Asynchronous),
-            "on" => Ok(Self::Synchronous),
-            _ => anyhow::bail!("CHAT_SYNCHRONOUS_COMMIT must be on or off, not {raw:?}"),
-        }
-    }
-
-    /// The value of PostgreSQL's `synchronous_commit` that the turns' connections set, or
-    /// `None` to keep the server's.
-    pub fn setting(self) -> Option<&'static str> {
-        match self {
-            Self::Asynchronous => Some("off"),
-            Self::Synchronous => None,
-        }
-    }
-}
-
 /// [`connect`] with at most `max_connections` to a PostgreSQL server
 /// (`DATABASE_MAX_CONNECTIONS`), whose chat turns commit as `turn_commit` says
 /// (`CHAT_SYNCHRONOUS_COMMIT`). SQLite ignores both: its connections are fixed, and every
@@ -175,26 +128,17 @@ pub async fn connect_with(
     }
 }
 
-/// The database backends, told apart by the scheme of `DATABASE_URL`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Backend {
-    /// `sqlite:`: the embedded database, one instance.
-    Sqlite,
-    /// `postgres:` or `postgresql:`: a database server any number of instances share.
-    Postgres,
-}
-
-impl Backend {
-    /// The backend `url` names, or `None` for another scheme.
-    pub fn of(url: &str) -> Option<Self> {
-        if url.starts_with("sqlite:") {
-            Some(Self::Sqlite)
-        } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
-            Some(Self::Postgres)
-        } else {
-            None
-        }
-    }
+/// Opens the store `config` names: its `database_url`, with its `max_connections` and
+/// `turn_commit` for PostgreSQL.
+///
+/// Errors: an unknown scheme or a connection failure.
+pub async fn open(config: &crate::config::StorageConfig) -> anyhow::Result<Arc<dyn Store>> {
+    connect_with(
+        &config.database_url,
+        config.max_connections,
+        config.turn_commit,
+    )
+    .await
 }
 
 /// Epoch milliseconds of `t` (the stored form of times).
@@ -205,24 +149,4 @@ pub fn to_millis(t: DateTime<Utc>) -> i64 {
 /// The time of stored epoch milliseconds.
 pub fn from_millis(ms: i64) -> DateTime<Utc> {
     Utc.timestamp_millis_opt(ms).single().unwrap_or_default()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::TurnCommit;
-
-    #[test]
-    fn chat_synchronous_commit_is_on_or_off_and_off_by_default() {
-        assert_eq!(TurnCommit::default(), TurnCommit::Asynchronous);
-        assert_eq!(TurnCommit::parse("off").unwrap(), TurnCommit::Asynchronous);
-        assert_eq!(TurnCommit::parse(" ON ").unwrap(), TurnCommit::Synchronous);
-        assert_eq!(TurnCommit::Asynchronous.setting(), Some("off"));
-        assert_eq!(TurnCommit::Synchronous.setting(), None);
-        for bad in ["", "yes", "local", "1"] {
-            assert_eq!(
-                TurnCommit::parse(bad).unwrap_err().to_string(),
-                format!("CHAT_SYNCHRONOUS_COMMIT must be on or off, not {bad:?}")
-            );
-        }
-    }
 }

@@ -4,7 +4,7 @@
 
 use std::net::IpAddr;
 
-use agentchat::http::forwarded::TrustedProxies;
+use agentchat::forwarded::TrustedProxies;
 use serde_json::{json, Value};
 
 use crate::helpers::*;

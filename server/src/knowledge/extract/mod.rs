@@ -157,7 +157,7 @@ impl Default for ExtractLimits {
     fn default() -> Self {
         ExtractLimits {
             max_pdf_pages: 2_000,
-            deadline: Duration::from_secs(120),
+            deadline: crate::config::DEFAULT_EXTRACT_TIMEOUT,
             max_docx_entry_bytes: 64 << 20,
             max_docx_total_bytes: 256 << 20,
             max_compression_ratio: 100,

@@ -57,7 +57,7 @@ mod uploads;
 mod webhooks;
 
 /// Connections of a [`PgStore`]'s pool when `DATABASE_MAX_CONNECTIONS` is not set.
-pub const DEFAULT_MAX_CONNECTIONS: u32 = 16;
+pub const DEFAULT_MAX_CONNECTIONS: u32 = crate::config::DEFAULT_DATABASE_CONNECTIONS;
 
 /// The oldest PostgreSQL server the backend runs on (the statement triggers with
 /// transition tables and the `FOR UPDATE SKIP LOCKED` claims it uses are older, but 14 is
