@@ -3,7 +3,7 @@
 //! docs/api.md § Knowledge base).
 
 use app::api::{
-    AddUrlRequest, AddUrlResponse, DocumentRefreshResponse, DocumentResponse, DocumentsResponse,
+    AddUrlRequest, AddUrlResponse, CrawlOptions, DocumentRefreshResponse, DocumentResponse, DocumentsResponse,
     ErrorBody, JobResponse, SuccessResponse, UploadResponse,
 };
 use axum::{
@@ -23,6 +23,7 @@ use crate::{
     domain::Scope,
     http::error::{ApiError, ApiResult},
     ids::{AgentId, DocumentId, JobId},
+    knowledge::crawl::CrawlConfig,
     views::{document_view, job_view},
 };
 
@@ -152,6 +153,21 @@ fn multipart_error(status: StatusCode, max: usize) -> ApiError {
     }
 }
 
+/// The crawl settings of `options`, with the defaults for those omitted.
+fn crawl_config(options: Option<CrawlOptions>) -> CrawlConfig {
+    let o = options.unwrap_or_default();
+    let d = CrawlConfig::default();
+    CrawlConfig {
+        crawl_depth: o.crawl_depth.unwrap_or(d.crawl_depth),
+        max_pages: o.max_pages.unwrap_or(d.max_pages),
+        include_patterns: o.include_patterns.unwrap_or(d.include_patterns),
+        exclude_patterns: o.exclude_patterns.unwrap_or(d.exclude_patterns),
+        same_domain: o.same_domain.unwrap_or(d.same_domain),
+        use_sitemap: o.use_sitemap.unwrap_or(d.use_sitemap),
+        respect_robots: o.respect_robots.unwrap_or(d.respect_robots),
+    }
+}
+
 /// Add a web site (or one page): 202 with the document and the crawl job; the crawl runs
 /// in the background.
 #[utoipa::path(post, path = "/api/agents/{agentId}/knowledge/url", tag = "knowledge", security(("bearer" = [])),
@@ -170,7 +186,7 @@ async fn add_url(
     let agent = state.agents.owned(&principal.user_id, &agent_id).await?;
     let (doc, job) = state
         .documents
-        .add_url(&agent, &body.url, body.config)
+        .add_url(&agent, &body.url, crawl_config(body.config))
         .await?;
     Ok((
         StatusCode::ACCEPTED,

@@ -20,7 +20,7 @@ use crate::{
     http::error::ApiResult,
     ids::{DeliveryId, WebhookId},
     views::{delivery_view, webhook_view},
-    webhooks::EventType,
+    webhooks::{service::NewWebhook, EventType},
 };
 
 pub use crate::webhooks::service::{DELIVERIES_LISTED, DESCRIPTION_MAX, MAX_WEBHOOKS_PER_USER};
@@ -64,7 +64,15 @@ async fn create(
     ApiJson(body): ApiJson<CreateWebhookRequest>,
 ) -> ApiResult<(StatusCode, Json<CreatedWebhook>)> {
     principal.require(Scope::WebhooksWrite)?;
-    let (record, secret) = state.webhooks.create(&principal.user_id, body).await?;
+    let webhook = NewWebhook {
+        url: body.url,
+        events: body.events,
+        description: body.description,
+    };
+    let (record, secret) = state
+        .webhooks
+        .create(&principal.user_id, webhook)
+        .await?;
     Ok((
         StatusCode::CREATED,
         Json(CreatedWebhook {

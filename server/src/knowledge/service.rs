@@ -3,7 +3,6 @@
 //! document, § Knowledge base). Each runs on an agent the caller owns, read first through
 //! [`AgentService::owned`]; the work itself is queued as a job for [`super::worker`].
 
-use app::api::CrawlOptions;
 use tracing::info;
 
 use super::{crawl::CrawlConfig, extract, Knowledge};
@@ -113,7 +112,7 @@ impl Documents {
     }
 
     /// Adds the site at `url` (or one page, with crawl depth 0) to `agent`'s knowledge and
-    /// queues its crawl with `options` (defaults for those omitted). Answers the document
+    /// queues its crawl with `config`. Answers the document
     /// and its crawl job.
     ///
     /// Errors: [`KnowledgeError::InvalidCrawlOptions`]; [`KnowledgeError::Url`] for a URL
@@ -122,9 +121,11 @@ impl Documents {
         &self,
         agent: &AgentRecord,
         url: &str,
-        options: Option<CrawlOptions>,
+        config: CrawlConfig,
     ) -> Result<(DocumentRecord, JobRecord), KnowledgeError> {
-        let config = crawl_config(options)?;
+        config
+            .validate()
+            .map_err(KnowledgeError::InvalidCrawlOptions)?;
         let url = public_url::check(url, &self.knowledge.policy, "be crawled").await?;
         let now = self.clock.now();
         let id = DocumentId::new();
@@ -239,25 +240,4 @@ impl Documents {
             .await?
             .ok_or(KnowledgeError::JobNotFound)
     }
-}
-
-/// The crawl settings of `options`, with defaults for those omitted.
-///
-/// Errors: [`KnowledgeError::InvalidCrawlOptions`] naming the bad option.
-pub fn crawl_config(options: Option<CrawlOptions>) -> Result<CrawlConfig, KnowledgeError> {
-    let o = options.unwrap_or_default();
-    let d = CrawlConfig::default();
-    let config = CrawlConfig {
-        crawl_depth: o.crawl_depth.unwrap_or(d.crawl_depth),
-        max_pages: o.max_pages.unwrap_or(d.max_pages),
-        include_patterns: o.include_patterns.unwrap_or(d.include_patterns),
-        exclude_patterns: o.exclude_patterns.unwrap_or(d.exclude_patterns),
-        same_domain: o.same_domain.unwrap_or(d.same_domain),
-        use_sitemap: o.use_sitemap.unwrap_or(d.use_sitemap),
-        respect_robots: o.respect_robots.unwrap_or(d.respect_robots),
-    };
-    config
-        .validate()
-        .map_err(KnowledgeError::InvalidCrawlOptions)?;
-    Ok(config)
 }

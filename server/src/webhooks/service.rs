@@ -2,8 +2,6 @@
 //! subscriptions, read a webhook's delivery history and send a delivery again (docs/api.md
 //! § Integrations and webhooks).
 
-use app::api::CreateWebhookRequest;
-
 use super::{new_secret, EventType, Webhooks};
 use crate::{
     ids::{DeliveryId, UserId, WebhookId},
@@ -20,6 +18,16 @@ pub const MAX_WEBHOOKS_PER_USER: u32 = 20;
 pub const DESCRIPTION_MAX: usize = 500;
 /// Deliveries listed per webhook (the newest).
 pub const DELIVERIES_LISTED: u32 = 100;
+
+/// A new subscription as the caller gives it, checked by [`Webhooks::create`].
+#[derive(Debug, Clone)]
+pub struct NewWebhook {
+    /// An http(s) URL on a public address.
+    pub url: String,
+    /// Event type names of the catalogue.
+    pub events: Vec<String>,
+    pub description: Option<String>,
+}
 
 /// Why a webhook operation failed. The texts are the messages clients are shown.
 #[derive(Debug, thiserror::Error)]
@@ -103,7 +111,7 @@ impl Webhooks {
     pub async fn create(
         &self,
         user_id: &UserId,
-        request: CreateWebhookRequest,
+        request: NewWebhook,
     ) -> Result<(WebhookRecord, String), WebhookError> {
         let events = checked_events(&request.events)?;
         let description = request.description.unwrap_or_default().trim().to_string();
