@@ -228,6 +228,217 @@ pub trait ChatStore: Send + Sync {
     ) -> StoreResult<Vec<MessageRecord>>;
 }
 
+/// Defines, in a private module `shared` of the backend file that invokes it, the
+/// [`ChatStore`] implementation of `$store` (database `$db`), whose `$writer` field runs
+/// writes and `$reader` field reads (the same pool on PostgreSQL), and `link_channel` for
+/// the backend's chat-turn writer. The statements are the
+/// same on both backends (SQLite reads `$n` placeholders as PostgreSQL does). What
+/// differs, the invoking file defines: `bind_message` (from
+/// [`crate::store::rows::turn_binders`]), and `own_create_thread` and `own_record_turns`,
+/// methods of `$store` with the signatures of the [`ChatStore`] methods they stand for
+/// (how one statement writes a thread and its messages, and the chat-turn writer).
+///
+/// The backend's `rows` module supplies the row mappers.
+macro_rules! chat_store {
+    ($store:ident, $db:ty, $writer:ident, $reader:ident) => {
+        mod shared {
+            use chrono::NaiveDate;
+            use sqlx::Row;
+
+            use super::super::{
+                rows::{message, ms, thread, MESSAGE_COLUMNS, THREAD_COLUMNS},
+                $store, KEY_SHARE,
+            };
+            use super::bind_message;
+            use crate::ids::{AgentId, ThreadId, UserId};
+            use crate::store::{
+                ChannelLink, ChatStore, Cursor, MessageRecord, StoreError, StoreResult, ThreadRecord,
+                TurnRecord, UsageDay,
+            };
+
+            /// Links `link`'s external conversation to `thread` on `conn` (in its
+            /// transaction) ([`TurnRecord::channel`]), replacing an earlier link; nothing
+            /// when the integration is gone.
+            pub(crate) async fn link_channel(
+                conn: &mut <$db as sqlx::Database>::Connection,
+                link: &ChannelLink,
+                thread: &ThreadId,
+            ) -> StoreResult<()> {
+                sqlx::query(&format!(
+                    "INSERT INTO channel_threads (integration_id, conversation_key, thread_id, \
+                     created_at) \
+                     SELECT $1, $2, $3, $4 \
+                     WHERE EXISTS (SELECT 1 FROM integrations WHERE id = $1{KEY_SHARE}) \
+                     ON CONFLICT (integration_id, conversation_key) \
+                     DO UPDATE SET thread_id = excluded.thread_id, created_at = excluded.created_at"
+                ))
+                .bind(&link.integration_id)
+                .bind(&link.conversation_key)
+                .bind(thread)
+                .bind(ms(link.at))
+                .execute(conn)
+                .await?;
+                Ok(())
+            }
+
+            #[async_trait::async_trait]
+            impl ChatStore for $store {
+                async fn create_thread(
+                    &self,
+                    t: &ThreadRecord,
+                    first: &MessageRecord,
+                ) -> StoreResult<bool> {
+                    self.own_create_thread(t, first).await
+                }
+
+                async fn thread(
+                    &self,
+                    user_id: &UserId,
+                    agent_id: &AgentId,
+                    thread_id: &ThreadId,
+                ) -> StoreResult<Option<ThreadRecord>> {
+                    let row = sqlx::query(&format!(
+                        "SELECT {THREAD_COLUMNS} FROM threads WHERE user_id = $1 AND agent_id = $2 AND id = $3"
+                    ))
+                    .bind(user_id)
+                    .bind(agent_id)
+                    .bind(thread_id)
+                    .fetch_optional(&self.$reader)
+                    .await?;
+                    Ok(row.as_ref().map(thread).transpose()?)
+                }
+
+                async fn list_threads(
+                    &self,
+                    user_id: &UserId,
+                    agent_id: &AgentId,
+                    limit: u32,
+                    cursor: Option<&Cursor>,
+                ) -> StoreResult<Vec<ThreadRecord>> {
+                    let (at, id) =
+                        cursor.map_or((i64::MAX, String::new()), |c| (c.at, c.id.clone()));
+                    let rows = sqlx::query(&format!(
+                        "SELECT {THREAD_COLUMNS} FROM threads WHERE user_id = $1 AND agent_id = $2 \
+                         AND (updated_at < $3 OR (updated_at = $4 AND id < $5) OR $6 = '') \
+                         ORDER BY updated_at DESC, id DESC LIMIT $7"
+                    ))
+                    .bind(user_id)
+                    .bind(agent_id)
+                    .bind(at)
+                    .bind(at)
+                    .bind(&id)
+                    .bind(&id)
+                    .bind(i64::from(limit))
+                    .fetch_all(&self.$reader)
+                    .await?;
+                    Ok(rows.iter().map(thread).collect::<Result<_, _>>()?)
+                }
+
+                async fn delete_thread(
+                    &self,
+                    user_id: &UserId,
+                    agent_id: &AgentId,
+                    thread_id: &ThreadId,
+                ) -> StoreResult<bool> {
+                    let done = sqlx::query(
+                        "DELETE FROM threads WHERE user_id = $1 AND agent_id = $2 AND id = $3",
+                    )
+                    .bind(user_id)
+                    .bind(agent_id)
+                    .bind(thread_id)
+                    .execute(&self.$writer)
+                    .await?;
+                    Ok(done.rows_affected() == 1)
+                }
+
+                async fn append_message(&self, m: &MessageRecord) -> StoreResult<()> {
+                    // The thread's count and activity time and the owner's usage are kept by the
+                    // trigger `messages_count`, inside this statement.
+                    let sql = format!(
+                        "INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
+                    );
+                    bind_message(sqlx::query(&sql), m, &m.thread_id)
+                        .execute(&self.$writer)
+                        .await?;
+                    Ok(())
+                }
+
+                async fn record_turns(&self, turns: &[TurnRecord]) -> StoreResult<Vec<bool>> {
+                    self.own_record_turns(turns).await
+                }
+
+                async fn usage(
+                    &self,
+                    user_id: &UserId,
+                    from: NaiveDate,
+                ) -> StoreResult<Vec<UsageDay>> {
+                    let rows = sqlx::query(
+                        "SELECT day, chats, prompt_tokens, completion_tokens FROM usage_daily \
+                         WHERE user_id = $1 AND day >= $2 ORDER BY day",
+                    )
+                    .bind(user_id)
+                    .bind(from.format("%Y-%m-%d").to_string())
+                    .fetch_all(&self.$reader)
+                    .await?;
+                    rows.iter()
+                        .map(|r| {
+                            let day: String = r.try_get("day")?;
+                            Ok(UsageDay {
+                                day: NaiveDate::parse_from_str(&day, "%Y-%m-%d")
+                                    .map_err(|e| StoreError::Other(e.into()))?,
+                                chats: r.try_get("chats")?,
+                                prompt_tokens: r.try_get("prompt_tokens")?,
+                                completion_tokens: r.try_get("completion_tokens")?,
+                            })
+                        })
+                        .collect()
+                }
+
+                async fn list_messages(
+                    &self,
+                    thread_id: &ThreadId,
+                    limit: u32,
+                    cursor: Option<&Cursor>,
+                ) -> StoreResult<Vec<MessageRecord>> {
+                    let (at, id) =
+                        cursor.map_or((i64::MIN, String::new()), |c| (c.at, c.id.clone()));
+                    let rows = sqlx::query(&format!(
+                        "SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = $1 \
+                         AND (created_at > $2 OR (created_at = $3 AND id > $4)) ORDER BY created_at, id LIMIT $5"
+                    ))
+                    .bind(thread_id)
+                    .bind(at)
+                    .bind(at)
+                    .bind(&id)
+                    .bind(i64::from(limit))
+                    .fetch_all(&self.$reader)
+                    .await?;
+                    Ok(rows.iter().map(message).collect::<Result<_, _>>()?)
+                }
+
+                async fn recent_messages(
+                    &self,
+                    thread_id: &ThreadId,
+                    limit: u32,
+                ) -> StoreResult<Vec<MessageRecord>> {
+                    let rows = sqlx::query(&format!(
+                        "SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2"
+                    ))
+                    .bind(thread_id)
+                    .bind(i64::from(limit))
+                    .fetch_all(&self.$reader)
+                    .await?;
+                    let mut messages: Vec<MessageRecord> =
+                        rows.iter().map(message).collect::<Result<_, _>>()?;
+                    messages.reverse();
+                    Ok(messages)
+                }
+            }
+        }
+    };
+}
+pub(crate) use chat_store;
+
 #[cfg(test)]
 mod tests {
     use super::*;

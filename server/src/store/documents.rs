@@ -433,6 +433,434 @@ pub trait DocumentStore: Send + Sync {
     async fn chunk_hits(&self, agent_id: &AgentId, ids: &[ChunkId]) -> StoreResult<Vec<ChunkHit>>;
 }
 
+/// Defines, in a private module `shared` of the backend file that invokes it, the
+/// [`DocumentStore`] implementation of `$store` (database `$db`), whose `$writer` field runs
+/// writes and `$reader` field reads (the same pool on PostgreSQL), with `insert_document`
+/// and `mark_indexed` for the backend's other parts. The statements are the same on both
+/// backends (SQLite reads `$n` placeholders and `CAST` as PostgreSQL does). What differs,
+/// the invoking file defines:
+///
+/// - `live_agent(tx, document_id)`: the agent of a live document, read so that a
+///   concurrent delete is seen;
+/// - `hold_chunk_ids(tx, agent_id)`: run before a transaction draws chunk ids, so that an
+///   agent's ids become visible in increasing order;
+/// - `insert_chunks(tx, document_id, agent_id, chunks)`: the chunks with fresh ids;
+/// - `delete_pages(tx, document_id, urls)`: the pages of those urls and their chunks;
+/// - `own_replace_pages`, `own_put_embeddings`, `own_chunk_hits`:
+///   methods of `$store` with the signatures of the [`DocumentStore`] methods they stand
+///   for (PostgreSQL binds arrays, SQLite writes row by row).
+///
+/// The backend's `rows` module supplies the row mappers, its `jobs` module `insert_job`.
+macro_rules! document_store {
+    ($store:ident, $db:ty, $writer:ident, $reader:ident) => {
+        mod shared {
+            use chrono::{DateTime, Utc};
+            use sqlx::Row;
+
+            use super::super::{
+                jobs::insert_job,
+                rows::{document, ms, DOCUMENT_COLUMNS},
+                $store,
+            };
+            use super::{delete_pages, hold_chunk_ids, insert_chunks, live_agent};
+            use crate::ids::{AgentId, ChunkId, DocumentId, UserId};
+            use crate::store::{
+                documents::{
+                    vector_from_bytes, ChunkHit, ChunkText, ChunkVector, DocumentRecord,
+                    DocumentStatus, DocumentStore, NewChunk, PageRecord,
+                },
+                jobs::JobRecord,
+                StoreResult,
+            };
+
+            /// Inserts the document `d` on `conn`.
+            pub(crate) async fn insert_document(
+                conn: &mut <$db as sqlx::Database>::Connection,
+                d: &DocumentRecord,
+            ) -> StoreResult<()> {
+                sqlx::query(&format!(
+                    "INSERT INTO documents ({DOCUMENT_COLUMNS}) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"
+                ))
+                .bind(&d.id)
+                .bind(&d.agent_id)
+                .bind(&d.user_id)
+                .bind(d.kind)
+                .bind(&d.name)
+                .bind(&d.url)
+                .bind(&d.format)
+                .bind(&d.crawl_config)
+                .bind(d.status)
+                .bind(&d.error)
+                .bind(d.pages.map(i64::from))
+                .bind(i64::from(d.chunks))
+                .bind(d.bytes as i64)
+                .bind(ms(d.created_at))
+                .bind(ms(d.updated_at))
+                .bind(d.indexed_at.map(ms))
+                .execute(conn)
+                .await?;
+                Ok(())
+            }
+
+            /// Marks a document indexed: error cleared, chunks recounted, `pages`, `bytes`
+            /// and the time.
+            pub(crate) async fn mark_indexed<'e>(
+                executor: impl sqlx::Executor<'e, Database = $db>,
+                id: &DocumentId,
+                pages: Option<u32>,
+                bytes: u64,
+                now: DateTime<Utc>,
+            ) -> StoreResult<()> {
+                sqlx::query(
+                    "UPDATE documents SET status = $1, error = NULL, pages = $2, bytes = $3, \
+                     chunks = (SELECT count(*) FROM chunks WHERE document_id = documents.id), \
+                     updated_at = $4, indexed_at = $5 WHERE id = $6",
+                )
+                .bind(DocumentStatus::Indexed)
+                .bind(pages.map(i64::from))
+                .bind(bytes as i64)
+                .bind(ms(now))
+                .bind(ms(now))
+                .bind(id)
+                .execute(executor)
+                .await?;
+                Ok(())
+            }
+
+            #[async_trait::async_trait]
+            impl DocumentStore for $store {
+                async fn create_document(
+                    &self,
+                    d: &DocumentRecord,
+                    j: &JobRecord,
+                ) -> StoreResult<()> {
+                    let mut tx = self.begin_write().await?;
+                    insert_document(&mut tx, d).await?;
+                    insert_job(&mut tx, j).await?;
+                    tx.commit().await?;
+                    Ok(())
+                }
+
+                async fn list_documents(
+                    &self,
+                    user_id: &UserId,
+                    agent_id: &AgentId,
+                ) -> StoreResult<Vec<DocumentRecord>> {
+                    let rows = sqlx::query(&format!(
+                        "SELECT {DOCUMENT_COLUMNS} FROM documents WHERE user_id = $1 AND agent_id = $2 \
+                         ORDER BY created_at, id"
+                    ))
+                    .bind(user_id)
+                    .bind(agent_id)
+                    .fetch_all(&self.$reader)
+                    .await?;
+                    Ok(rows.iter().map(document).collect::<Result<_, _>>()?)
+                }
+
+                async fn document(
+                    &self,
+                    user_id: &UserId,
+                    agent_id: &AgentId,
+                    id: &DocumentId,
+                ) -> StoreResult<Option<DocumentRecord>> {
+                    let row = sqlx::query(&format!(
+                        "SELECT {DOCUMENT_COLUMNS} FROM documents WHERE user_id = $1 AND agent_id = $2 AND id = $3"
+                    ))
+                    .bind(user_id)
+                    .bind(agent_id)
+                    .bind(id)
+                    .fetch_optional(&self.$reader)
+                    .await?;
+                    Ok(row.as_ref().map(document).transpose()?)
+                }
+
+                async fn document_by_id(
+                    &self,
+                    id: &DocumentId,
+                ) -> StoreResult<Option<DocumentRecord>> {
+                    let row = sqlx::query(&format!(
+                        "SELECT {DOCUMENT_COLUMNS} FROM documents WHERE id = $1"
+                    ))
+                    .bind(id)
+                    .fetch_optional(&self.$reader)
+                    .await?;
+                    Ok(row.as_ref().map(document).transpose()?)
+                }
+
+                async fn delete_document(
+                    &self,
+                    user_id: &UserId,
+                    agent_id: &AgentId,
+                    id: &DocumentId,
+                ) -> StoreResult<bool> {
+                    // Chunks (and through the trigger their index entries), pages and jobs go by
+                    // ON DELETE CASCADE in the same statement.
+                    let done = sqlx::query(
+                        "DELETE FROM documents WHERE user_id = $1 AND agent_id = $2 AND id = $3",
+                    )
+                    .bind(user_id)
+                    .bind(agent_id)
+                    .bind(id)
+                    .execute(&self.$writer)
+                    .await?;
+                    Ok(done.rows_affected() == 1)
+                }
+
+                async fn set_document_status(
+                    &self,
+                    id: &DocumentId,
+                    status: DocumentStatus,
+                    error: Option<&str>,
+                    now: DateTime<Utc>,
+                ) -> StoreResult<()> {
+                    sqlx::query("UPDATE documents SET status = $1, error = $2, updated_at = $3 WHERE id = $4")
+                        .bind(status)
+                        .bind(error)
+                        .bind(ms(now))
+                        .bind(id)
+                        .execute(&self.$writer)
+                        .await?;
+                    Ok(())
+                }
+
+                async fn replace_chunks(
+                    &self,
+                    document_id: &DocumentId,
+                    chunks: &[NewChunk],
+                ) -> StoreResult<bool> {
+                    let mut tx = self.begin_write().await?;
+                    let Some(agent_id) = live_agent(&mut tx, document_id).await? else {
+                        return Ok(false);
+                    };
+                    if !chunks.is_empty() {
+                        hold_chunk_ids(&mut tx, &agent_id).await?;
+                    }
+                    sqlx::query("DELETE FROM chunks WHERE document_id = $1")
+                        .bind(document_id)
+                        .execute(&mut *tx)
+                        .await?;
+                    insert_chunks(&mut tx, document_id, &agent_id, chunks).await?;
+                    tx.commit().await?;
+                    Ok(true)
+                }
+
+                async fn replace_pages(
+                    &self,
+                    document_id: &DocumentId,
+                    pages: &[(PageRecord, Vec<NewChunk>)],
+                    now: DateTime<Utc>,
+                ) -> StoreResult<bool> {
+                    self.own_replace_pages(document_id, pages, now).await
+                }
+
+                async fn document_pages(
+                    &self,
+                    document_id: &DocumentId,
+                ) -> StoreResult<Vec<PageRecord>> {
+                    let rows = sqlx::query(
+                        "SELECT url, title, content_hash FROM document_pages WHERE document_id = $1 ORDER BY url",
+                    )
+                    .bind(document_id)
+                    .fetch_all(&self.$reader)
+                    .await?;
+                    Ok(rows
+                        .iter()
+                        .map(|r| {
+                            Ok(PageRecord {
+                                url: r.try_get("url")?,
+                                title: r.try_get("title")?,
+                                content_hash: r.try_get("content_hash")?,
+                            })
+                        })
+                        .collect::<Result<_, sqlx::Error>>()?)
+                }
+
+                async fn retain_pages(
+                    &self,
+                    document_id: &DocumentId,
+                    keep: &[String],
+                ) -> StoreResult<()> {
+                    let stored = self.document_pages(document_id).await?;
+                    let keep: std::collections::HashSet<&str> =
+                        keep.iter().map(String::as_str).collect();
+                    let gone: Vec<&str> = stored
+                        .iter()
+                        .map(|p| p.url.as_str())
+                        .filter(|url| !keep.contains(url))
+                        .collect();
+                    if gone.is_empty() {
+                        return Ok(());
+                    }
+                    let mut tx = self.begin_write().await?;
+                    delete_pages(&mut tx, document_id, &gone).await?;
+                    tx.commit().await?;
+                    Ok(())
+                }
+
+                async fn finish_document(
+                    &self,
+                    id: &DocumentId,
+                    pages: Option<u32>,
+                    bytes: u64,
+                    now: DateTime<Utc>,
+                ) -> StoreResult<()> {
+                    mark_indexed(&self.$writer, id, pages, bytes, now).await
+                }
+
+                async fn chunk_generation(&self, agent_id: &AgentId) -> StoreResult<Option<i64>> {
+                    Ok(sqlx::query_scalar(
+                        "SELECT generation FROM chunk_generations WHERE agent_id = $1",
+                    )
+                    .bind(agent_id)
+                    .fetch_optional(&self.$reader)
+                    .await?)
+                }
+
+                async fn count_chunks_up_to(
+                    &self,
+                    agent_id: &AgentId,
+                    max_id: ChunkId,
+                ) -> StoreResult<u64> {
+                    let count: i64 = sqlx::query_scalar(
+                        "SELECT count(*) FROM chunks WHERE agent_id = $1 AND id <= $2",
+                    )
+                    .bind(agent_id)
+                    .bind(max_id)
+                    .fetch_one(&self.$reader)
+                    .await?;
+                    Ok(count.max(0) as u64)
+                }
+
+                async fn chunk_ids_up_to(
+                    &self,
+                    agent_id: &AgentId,
+                    max_id: ChunkId,
+                ) -> StoreResult<Vec<ChunkId>> {
+                    Ok(sqlx::query_scalar(
+                        "SELECT id FROM chunks WHERE agent_id = $1 AND id <= $2 ORDER BY id",
+                    )
+                    .bind(agent_id)
+                    .bind(max_id)
+                    .fetch_all(&self.$reader)
+                    .await?)
+                }
+
+                async fn chunks_after(
+                    &self,
+                    agent_id: &AgentId,
+                    after_id: ChunkId,
+                    limit: u32,
+                ) -> StoreResult<Vec<ChunkText>> {
+                    let rows: Vec<(ChunkId, String, String, String)> = sqlx::query_as(
+                        "SELECT id, title, heading_path, text FROM chunks \
+                         WHERE agent_id = $1 AND id > $2 ORDER BY id LIMIT $3",
+                    )
+                    .bind(agent_id)
+                    .bind(after_id)
+                    .bind(i64::from(limit))
+                    .fetch_all(&self.$reader)
+                    .await?;
+                    Ok(rows
+                        .into_iter()
+                        .map(|(chunk_id, title, heading_path, text)| ChunkText {
+                            chunk_id,
+                            title,
+                            heading_path,
+                            text,
+                        })
+                        .collect())
+                }
+
+                async fn put_embeddings(
+                    &self,
+                    model: &str,
+                    vectors: &[(ChunkId, Vec<f32>)],
+                ) -> StoreResult<()> {
+                    self.own_put_embeddings(model, vectors).await
+                }
+
+                async fn agent_embeddings(
+                    &self,
+                    agent_id: &AgentId,
+                    model: &str,
+                ) -> StoreResult<Vec<ChunkVector>> {
+                    let rows = sqlx::query(
+                        "SELECT chunk_id, vector FROM chunk_embeddings \
+                         WHERE agent_id = $1 AND model = $2 AND dimensions > 0 ORDER BY chunk_id",
+                    )
+                    .bind(agent_id)
+                    .bind(model)
+                    .fetch_all(&self.$reader)
+                    .await?;
+                    let mut out = Vec::with_capacity(rows.len());
+                    for r in &rows {
+                        let bytes: Vec<u8> = r.try_get("vector")?;
+                        // The table's CHECK keeps lengths whole; a row that still does not decode
+                        // is left out rather than failing the chat.
+                        if let Some(vector) = vector_from_bytes(&bytes) {
+                            out.push(ChunkVector {
+                                chunk_id: r.try_get("chunk_id")?,
+                                vector,
+                            });
+                        }
+                    }
+                    Ok(out)
+                }
+
+                async fn embedding_generation(&self, agent_id: &AgentId) -> StoreResult<i64> {
+                    let generation: Option<i64> = sqlx::query_scalar(
+                        "SELECT generation FROM embedding_generations WHERE agent_id = $1",
+                    )
+                    .bind(agent_id)
+                    .fetch_optional(&self.$reader)
+                    .await?;
+                    Ok(generation.unwrap_or(0))
+                }
+
+                async fn chunks_without_embedding(
+                    &self,
+                    model: &str,
+                    document_id: Option<&DocumentId>,
+                    limit: u32,
+                ) -> StoreResult<Vec<ChunkText>> {
+                    let rows = sqlx::query(
+                        "SELECT c.id, c.title, c.heading_path, c.text FROM chunks c \
+                         WHERE (CAST($1 AS TEXT) IS NULL OR c.document_id = $1) AND NOT EXISTS \
+                         (SELECT 1 FROM chunk_embeddings e WHERE e.chunk_id = c.id AND e.model = $2) \
+                         ORDER BY c.id LIMIT $3",
+                    )
+                    .bind(document_id)
+                    .bind(model)
+                    .bind(i64::from(limit))
+                    .fetch_all(&self.$reader)
+                    .await?;
+                    Ok(rows
+                        .iter()
+                        .map(|r| {
+                            Ok(ChunkText {
+                                chunk_id: r.try_get("id")?,
+                                title: r.try_get("title")?,
+                                heading_path: r.try_get("heading_path")?,
+                                text: r.try_get("text")?,
+                            })
+                        })
+                        .collect::<Result<_, sqlx::Error>>()?)
+                }
+
+                async fn chunk_hits(
+                    &self,
+                    agent_id: &AgentId,
+                    ids: &[ChunkId],
+                ) -> StoreResult<Vec<ChunkHit>> {
+                    self.own_chunk_hits(agent_id, ids).await
+                }
+            }
+        }
+    };
+}
+pub(crate) use document_store;
+
 #[cfg(test)]
 mod tests {
     use super::*;

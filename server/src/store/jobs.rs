@@ -236,6 +236,224 @@ pub trait JobQueue: Send + Sync {
     async fn queued_jobs(&self) -> StoreResult<Vec<(JobKind, u64)>>;
 }
 
+/// Defines, in a private module `shared` of the backend file that invokes it, the
+/// [`JobQueue`] implementation of `$store` (database `$db`), whose `$writer` field runs
+/// writes and `$reader` field reads (the same pool on PostgreSQL), and `insert_job` for the
+/// backend's other parts. The statements are the same on both backends (SQLite reads `$n`
+/// placeholders as PostgreSQL does). What differs, the invoking file defines:
+///
+/// - `lock_document(tx, document_id) -> Result<bool, sqlx::Error>`: run first by
+///   [`JobQueue::complete_job`]; false when the document is gone;
+/// - `CLAIM_JOB`: the `UPDATE` of [`JobQueue::claim_job`] without its `RETURNING`, `$1`
+///   the running status, `$2` the lease's end, `$3` now, `$4` the queued status;
+/// - `own_enqueue_job`, a method of `$store` with the signature of
+///   [`JobQueue::enqueue_job`].
+///
+/// The backend's `rows` module supplies the row mappers, its `documents` module
+/// `mark_indexed`.
+macro_rules! job_store {
+    ($store:ident, $db:ty, $writer:ident, $reader:ident) => {
+        mod shared {
+            use chrono::{DateTime, Utc};
+
+            use super::super::{
+                documents::mark_indexed,
+                rows::{job, ms, JOB_COLUMNS},
+                $store,
+            };
+            use super::{lock_document, CLAIM_JOB};
+            use crate::ids::{JobId, UserId};
+            use crate::store::{
+                documents::DocumentStatus,
+                jobs::{JobKind, JobOutcome, JobQueue, JobRecord, JobStatus},
+                StoreResult,
+            };
+
+            /// Inserts the job `j` on `conn`.
+            pub(crate) async fn insert_job(
+                conn: &mut <$db as sqlx::Database>::Connection,
+                j: &JobRecord,
+            ) -> Result<(), sqlx::Error> {
+                sqlx::query(&format!(
+                    "INSERT INTO jobs ({JOB_COLUMNS}) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+                ))
+                .bind(&j.id)
+                .bind(j.kind)
+                .bind(&j.document_id)
+                .bind(&j.user_id)
+                .bind(j.status)
+                .bind(i64::from(j.progress_done))
+                .bind(i64::from(j.progress_total))
+                .bind(&j.error)
+                .bind(i64::from(j.attempts))
+                .bind(ms(j.created_at))
+                .bind(j.started_at.map(ms))
+                .bind(j.finished_at.map(ms))
+                .execute(conn)
+                .await?;
+                Ok(())
+            }
+
+            #[async_trait::async_trait]
+            impl JobQueue for $store {
+                async fn enqueue_job(&self, j: &JobRecord) -> StoreResult<JobRecord> {
+                    self.own_enqueue_job(j).await
+                }
+
+                async fn claim_job(
+                    &self,
+                    now: DateTime<Utc>,
+                    lease_until: DateTime<Utc>,
+                ) -> StoreResult<Option<JobRecord>> {
+                    let row = sqlx::query(&format!("{CLAIM_JOB} RETURNING {JOB_COLUMNS}"))
+                        .bind(JobStatus::Running)
+                        .bind(ms(lease_until))
+                        .bind(ms(now))
+                        .bind(JobStatus::Queued)
+                        .fetch_optional(&self.$writer)
+                        .await?;
+                    Ok(row.as_ref().map(job).transpose()?)
+                }
+
+                async fn job_progress(
+                    &self,
+                    id: &JobId,
+                    attempt: u32,
+                    done: u32,
+                    total: u32,
+                    lease_until: DateTime<Utc>,
+                ) -> StoreResult<bool> {
+                    let done = sqlx::query(
+                        "UPDATE jobs SET progress_done = $1, progress_total = $2, lease_until = $3 \
+                         WHERE id = $4 AND status = $5 AND attempts = $6",
+                    )
+                    .bind(i64::from(done))
+                    .bind(i64::from(total))
+                    .bind(ms(lease_until))
+                    .bind(id)
+                    .bind(JobStatus::Running)
+                    .bind(i64::from(attempt))
+                    .execute(&self.$writer)
+                    .await?;
+                    Ok(done.rows_affected() == 1)
+                }
+
+                async fn complete_job(
+                    &self,
+                    job: &JobRecord,
+                    outcome: JobOutcome<'_>,
+                    now: DateTime<Utc>,
+                ) -> StoreResult<bool> {
+                    let mut tx = self.begin_write().await?;
+                    if !lock_document(&mut tx, &job.document_id).await? {
+                        return Ok(false);
+                    }
+                    let (job_status, error, done, total) = match outcome {
+                        JobOutcome::Indexed {
+                            progress: (done, total),
+                            ..
+                        } => (JobStatus::Succeeded, None, Some(done), Some(total)),
+                        JobOutcome::Failed { reason } => {
+                            (JobStatus::Failed, Some(reason), None, None)
+                        }
+                    };
+                    let ended = sqlx::query(
+                        "UPDATE jobs SET status = $1, error = $2, finished_at = $3, lease_until = NULL, \
+                         progress_done = coalesce($4, progress_done), \
+                         progress_total = coalesce($5, progress_total) \
+                         WHERE id = $6 AND status = $7 AND attempts = $8",
+                    )
+                    .bind(job_status)
+                    .bind(error)
+                    .bind(ms(now))
+                    .bind(done.map(i64::from))
+                    .bind(total.map(i64::from))
+                    .bind(&job.id)
+                    .bind(JobStatus::Running)
+                    .bind(i64::from(job.attempts))
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                    if ended == 0 {
+                        return Ok(false);
+                    }
+                    match outcome {
+                        JobOutcome::Indexed { pages, bytes, .. } => {
+                            mark_indexed(&mut *tx, &job.document_id, pages, bytes, now).await?;
+                        }
+                        JobOutcome::Failed { reason } => {
+                            sqlx::query(
+                                "UPDATE documents SET status = $1, error = $2, updated_at = $3 WHERE id = $4",
+                            )
+                            .bind(DocumentStatus::Failed)
+                            .bind(reason)
+                            .bind(ms(now))
+                            .bind(&job.document_id)
+                            .execute(&mut *tx)
+                            .await?;
+                        }
+                    }
+                    tx.commit().await?;
+                    Ok(true)
+                }
+
+                async fn finish_job(
+                    &self,
+                    id: &JobId,
+                    attempt: u32,
+                    status: JobStatus,
+                    error: Option<&str>,
+                    now: DateTime<Utc>,
+                ) -> StoreResult<bool> {
+                    let done = sqlx::query(
+                        "UPDATE jobs SET status = $1, error = $2, finished_at = $3, lease_until = NULL \
+                         WHERE id = $4 AND status = $5 AND attempts = $6",
+                    )
+                    .bind(status)
+                    .bind(error)
+                    .bind(ms(now))
+                    .bind(id)
+                    .bind(JobStatus::Running)
+                    .bind(i64::from(attempt))
+                    .execute(&self.$writer)
+                    .await?;
+                    Ok(done.rows_affected() == 1)
+                }
+
+                async fn job(
+                    &self,
+                    user_id: &UserId,
+                    id: &JobId,
+                ) -> StoreResult<Option<JobRecord>> {
+                    let row = sqlx::query(&format!(
+                        "SELECT {JOB_COLUMNS} FROM jobs WHERE user_id = $1 AND id = $2"
+                    ))
+                    .bind(user_id)
+                    .bind(id)
+                    .fetch_optional(&self.$reader)
+                    .await?;
+                    Ok(row.as_ref().map(job).transpose()?)
+                }
+
+                async fn queued_jobs(&self) -> StoreResult<Vec<(JobKind, u64)>> {
+                    let rows: Vec<(JobKind, i64)> = sqlx::query_as(
+                        "SELECT kind, COUNT(*) FROM jobs WHERE status = $1 GROUP BY kind",
+                    )
+                    .bind(JobStatus::Queued)
+                    .fetch_all(&self.$reader)
+                    .await?;
+                    Ok(rows
+                        .into_iter()
+                        .map(|(kind, n)| (kind, u64::try_from(n).unwrap_or(0)))
+                        .collect())
+                }
+            }
+        }
+    };
+}
+pub(crate) use job_store;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -3,9 +3,14 @@
 //! [`jobs`], [`identity`], [`integrations`], [`webhooks`] and [`tools`]. Services hold only the part
 //! they use; [`Store`] is all of them, for the composition root. Uploaded files are kept
 //! by an [`uploads::UploadStore`]: a folder beside the embedded database, or the server
-//! database's own table. Each database backend
-//! implements every part in its own module with its own migrations
-//! (`migrations/<backend>/`), and [`connect`] picks the backend from the URL scheme. The
+//! database's own table. Each database backend implements every part in its own module
+//! with its own migrations (`migrations/<backend>/`), and [`connect`] picks the backend
+//! from the URL scheme. A statement that is the same on both backends is written once,
+//! beside its trait, in that part's `*_store!` macro (SQLite reads `$n` placeholders as
+//! PostgreSQL does); each backend's file invokes it with its store type, its database and
+//! its writer and reader pools, and keeps only what differs there, each with its reason.
+//! The macros are written against a small seam of each store: `begin_write`,
+//! `begin_for_account` (how a per-account check-then-act begins) and `KEY_SHARE`. The
 //! store holds no HTTP types; its records and methods name rows by the typed ids of
 //! [`crate::ids`], stored as the same text (or number, for chunks) as before.
 //!

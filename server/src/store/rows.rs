@@ -40,12 +40,37 @@ pub(crate) const DELIVERY_COLUMNS: &str =
     "id, webhook_id, user_id, event, payload, status, attempts, \
      response_status, last_error, created_at, next_attempt_at, retry_from";
 
-/// Defines, in the module it is called in, the functions that read each record from a
-/// `$row` (the backend's row type): `user`, `session`, `api_key`, `agent`, `thread`,
-/// `message`, `document`, `job`, `hit`, `identity`, `integration`, `webhook`, `delivery`,
-/// and the time helpers `ms`, `time`, `opt_time` and `plan`.
+/// Defines, in the module it is called in (a backend's `rows`), the functions that read each
+/// record from a `$row` (the backend's row type): `user`, `session`, `api_key`, `agent`,
+/// `thread`, `message`, `document`, `job`, `hit`, `identity`, `integration`, `webhook`,
+/// `delivery`, and the time helpers `ms`, `time`, `opt_time` and `plan`; the column lists
+/// are re-exported beside them.
 macro_rules! row_mappers {
     ($row:ty) => {
+        use chrono::{DateTime, Utc};
+        use sqlx::Row;
+
+        use crate::{
+            domain::Plan,
+            store::{
+                documents::{ChunkHit, DocumentRecord},
+                from_millis,
+                identity::IdentityRecord,
+                integrations::IntegrationRecord,
+                jobs::JobRecord,
+                to_millis,
+                webhooks::{DeliveryRecord, WebhookRecord},
+                AgentRecord, ApiKeyRecord, MessageRecord, SessionRecord, StoreError, StoreResult,
+                ThreadRecord, UserRecord,
+            },
+        };
+
+        pub(super) use crate::store::rows::{
+            AGENT_COLUMNS, DELIVERY_COLUMNS, DOCUMENT_COLUMNS, IDENTITY_COLUMNS,
+            INTEGRATION_COLUMNS, JOB_COLUMNS, KEY_COLUMNS, MESSAGE_COLUMNS, MESSAGE_PARAMS,
+            SESSION_COLUMNS, THREAD_COLUMNS, USER_COLUMNS, WEBHOOK_COLUMNS,
+        };
+
         /// The stored form of `t`: epoch milliseconds.
         pub(crate) fn ms(t: DateTime<Utc>) -> i64 {
             to_millis(t)

@@ -147,10 +147,12 @@ pub trait ToolStore: Send + Sync {
     async fn claim_continuation(&self, message_id: &MessageId) -> StoreResult<Vec<ApprovalRecord>>;
 }
 
-/// Defines the row mapper `tool` over `$row` (a backend's row type).
+/// Defines the row mapper `tool` over the rows of database `$db`.
 macro_rules! tool_mapper {
-    ($row:ty) => {
-        pub(crate) fn tool(row: &$row) -> Result<crate::store::tools::ToolRecord, sqlx::Error> {
+    ($db:ty) => {
+        pub(crate) fn tool(
+            row: &<$db as sqlx::Database>::Row,
+        ) -> Result<crate::store::tools::ToolRecord, sqlx::Error> {
             use sqlx::Row;
             Ok(crate::store::tools::ToolRecord {
                 id: row.try_get("id")?,
@@ -172,11 +174,11 @@ macro_rules! tool_mapper {
 }
 pub(crate) use tool_mapper;
 
-/// Defines the row mapper `approval` over `$row`.
+/// Defines the row mapper `approval` over the rows of database `$db`.
 macro_rules! approval_mapper {
-    ($row:ty) => {
+    ($db:ty) => {
         pub(crate) fn approval(
-            row: &$row,
+            row: &<$db as sqlx::Database>::Row,
         ) -> Result<crate::store::tools::ApprovalRecord, sqlx::Error> {
             use sqlx::Row;
             Ok(crate::store::tools::ApprovalRecord {
@@ -197,236 +199,240 @@ macro_rules! approval_mapper {
 }
 pub(crate) use approval_mapper;
 
-/// Defines the [`ToolStore`] implementation of `$store`, whose `$writer` field runs writes
-/// and `$reader` field reads (the same pool on PostgreSQL), over the row type `$row`. Both
-/// backends run the same statements; a unique violation is the tool name's conflict. Only
-/// the creation differs (how the count and the insert are made one step): each backend
-/// defines `insert_tool` with `insert_tool_query!`.
+/// Defines, in a private module `shared` of the backend file that invokes it, the
+/// [`ToolStore`] implementation of `$store` (database `$db`), whose `$writer` field runs
+/// writes and `$reader` field reads (the same pool on PostgreSQL). Both backends run the
+/// same statements; a unique violation is the tool name's conflict. Only the creation
+/// differs (how the count and the insert are made one step): the invoking file defines
+/// `own_create_tool`, a method of `$store` with the signature of
+/// [`ToolStore::create_tool`], with `insert_tool_query!`.
 macro_rules! tool_store {
-    ($store:ty, $row:ty, $writer:ident, $reader:ident) => {
-        mod tool_rows {
-            crate::store::tools::tool_mapper!($row);
-            crate::store::tools::approval_mapper!($row);
-        }
+    ($store:ident, $db:ty, $writer:ident, $reader:ident) => {
+        mod shared {
+            use chrono::{DateTime, Utc};
 
-        #[async_trait::async_trait]
-        impl crate::store::tools::ToolStore for $store {
-            async fn create_tool(
-                &self,
-                r: &crate::store::tools::ToolRecord,
-                limit: u32,
-            ) -> crate::store::StoreResult<bool> {
-                self.insert_tool(r, limit).await
+            use super::super::$store;
+            use crate::ids::{AgentId, MessageId, ThreadId, ToolCallId, ToolId, UserId};
+            use crate::store::{
+                to_millis,
+                tools::{
+                    name_conflict, ApprovalRecord, ToolRecord, ToolStore, APPROVAL_COLUMNS,
+                    TOOL_COLUMNS, UPDATE_TOOL,
+                },
+                StoreResult,
+            };
+
+            mod tool_rows {
+                crate::store::tools::tool_mapper!($db);
+                crate::store::tools::approval_mapper!($db);
             }
 
-            async fn list_tools(
-                &self,
-                user_id: &crate::ids::UserId,
-                agent_id: &crate::ids::AgentId,
-            ) -> crate::store::StoreResult<Vec<crate::store::tools::ToolRecord>> {
-                let rows = sqlx::query(&format!(
-                    "SELECT {} FROM agent_tools WHERE user_id = $1 AND agent_id = $2 \
-                     ORDER BY created_at, id",
-                    crate::store::tools::TOOL_COLUMNS
-                ))
-                .bind(user_id)
-                .bind(agent_id)
-                .fetch_all(&self.$reader)
-                .await?;
-                Ok(rows
-                    .iter()
-                    .map(tool_rows::tool)
-                    .collect::<Result<_, _>>()?)
-            }
+            #[async_trait::async_trait]
+            impl ToolStore for $store {
+                async fn create_tool(&self, r: &ToolRecord, limit: u32) -> StoreResult<bool> {
+                    self.own_create_tool(r, limit).await
+                }
 
-            async fn tool(
-                &self,
-                user_id: &crate::ids::UserId,
-                agent_id: &crate::ids::AgentId,
-                id: &crate::ids::ToolId,
-            ) -> crate::store::StoreResult<Option<crate::store::tools::ToolRecord>> {
-                let row = sqlx::query(&format!(
-                    "SELECT {} FROM agent_tools WHERE user_id = $1 AND agent_id = $2 AND id = $3",
-                    crate::store::tools::TOOL_COLUMNS
-                ))
-                .bind(user_id)
-                .bind(agent_id)
-                .bind(id)
-                .fetch_optional(&self.$reader)
-                .await?;
-                Ok(row.as_ref().map(tool_rows::tool).transpose()?)
-            }
-
-            async fn update_tool(
-                &self,
-                r: &crate::store::tools::ToolRecord,
-            ) -> crate::store::StoreResult<bool> {
-                let done = sqlx::query(crate::store::tools::UPDATE_TOOL)
-                    .bind(&r.name)
-                    .bind(&r.description)
-                    .bind(r.enabled)
-                    .bind(r.requires_approval)
-                    .bind(&r.config)
-                    .bind(&r.secrets_sealed)
-                    .bind(&r.key_id)
-                    .bind(crate::store::to_millis(r.updated_at))
-                    .bind(&r.id)
-                    .bind(&r.agent_id)
-                    .bind(&r.user_id)
-                    .execute(&self.$writer)
-                    .await
-                    .map_err(crate::store::tools::name_conflict)?;
-                Ok(done.rows_affected() == 1)
-            }
-
-            async fn delete_tool(
-                &self,
-                user_id: &crate::ids::UserId,
-                agent_id: &crate::ids::AgentId,
-                id: &crate::ids::ToolId,
-            ) -> crate::store::StoreResult<bool> {
-                let done = sqlx::query(
-                    "DELETE FROM agent_tools WHERE user_id = $1 AND agent_id = $2 AND id = $3",
-                )
-                .bind(user_id)
-                .bind(agent_id)
-                .bind(id)
-                .execute(&self.$writer)
-                .await?;
-                Ok(done.rows_affected() == 1)
-            }
-
-            async fn create_approvals(
-                &self,
-                records: &[crate::store::tools::ApprovalRecord],
-            ) -> crate::store::StoreResult<()> {
-                let mut tx = self.$writer.begin().await?;
-                for r in records {
-                    sqlx::query(&format!(
-                        "INSERT INTO tool_approvals ({}) \
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
-                        crate::store::tools::APPROVAL_COLUMNS
+                async fn list_tools(
+                    &self,
+                    user_id: &UserId,
+                    agent_id: &AgentId,
+                ) -> StoreResult<Vec<ToolRecord>> {
+                    let rows = sqlx::query(&format!(
+                        "SELECT {} FROM agent_tools WHERE user_id = $1 AND agent_id = $2 \
+                         ORDER BY created_at, id",
+                        TOOL_COLUMNS
                     ))
+                    .bind(user_id)
+                    .bind(agent_id)
+                    .fetch_all(&self.$reader)
+                    .await?;
+                    Ok(rows.iter().map(tool_rows::tool).collect::<Result<_, _>>()?)
+                }
+
+                async fn tool(
+                    &self,
+                    user_id: &UserId,
+                    agent_id: &AgentId,
+                    id: &ToolId,
+                ) -> StoreResult<Option<ToolRecord>> {
+                    let row = sqlx::query(&format!(
+                        "SELECT {} FROM agent_tools WHERE user_id = $1 AND agent_id = $2 AND id = $3",
+                        TOOL_COLUMNS
+                    ))
+                    .bind(user_id)
+                    .bind(agent_id)
+                    .bind(id)
+                    .fetch_optional(&self.$reader)
+                    .await?;
+                    Ok(row.as_ref().map(tool_rows::tool).transpose()?)
+                }
+
+                async fn update_tool(&self, r: &ToolRecord) -> StoreResult<bool> {
+                    let done = sqlx::query(UPDATE_TOOL)
+                        .bind(&r.name)
+                        .bind(&r.description)
+                        .bind(r.enabled)
+                        .bind(r.requires_approval)
+                        .bind(&r.config)
+                        .bind(&r.secrets_sealed)
+                        .bind(&r.key_id)
+                        .bind(to_millis(r.updated_at))
+                        .bind(&r.id)
+                        .bind(&r.agent_id)
+                        .bind(&r.user_id)
+                        .execute(&self.$writer)
+                        .await
+                        .map_err(name_conflict)?;
+                    Ok(done.rows_affected() == 1)
+                }
+
+                async fn delete_tool(
+                    &self,
+                    user_id: &UserId,
+                    agent_id: &AgentId,
+                    id: &ToolId,
+                ) -> StoreResult<bool> {
+                    let done = sqlx::query(
+                        "DELETE FROM agent_tools WHERE user_id = $1 AND agent_id = $2 AND id = $3",
+                    )
+                    .bind(user_id)
+                    .bind(agent_id)
+                    .bind(id)
+                    .execute(&self.$writer)
+                    .await?;
+                    Ok(done.rows_affected() == 1)
+                }
+
+                async fn create_approvals(&self, records: &[ApprovalRecord]) -> StoreResult<()> {
+                    let mut tx = self.begin_write().await?;
+                    for r in records {
+                        sqlx::query(&format!(
+                            "INSERT INTO tool_approvals ({}) \
+                             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+                            APPROVAL_COLUMNS
+                        ))
+                        .bind(&r.thread_id)
+                        .bind(&r.tool_call_id)
+                        .bind(&r.message_id)
+                        .bind(&r.user_id)
+                        .bind(&r.agent_id)
+                        .bind(&r.name)
+                        .bind(&r.arguments)
+                        .bind(&r.status)
+                        .bind(&r.result)
+                        .bind(to_millis(r.created_at))
+                        .bind(to_millis(r.expires_at))
+                        .execute(&mut *tx)
+                        .await?;
+                    }
+                    tx.commit().await?;
+                    Ok(())
+                }
+
+                async fn approval(
+                    &self,
+                    user_id: &UserId,
+                    thread_id: &ThreadId,
+                    tool_call_id: &ToolCallId,
+                ) -> StoreResult<Option<ApprovalRecord>> {
+                    let row = sqlx::query(&format!(
+                        "SELECT {} FROM tool_approvals \
+                         WHERE user_id = $1 AND thread_id = $2 AND tool_call_id = $3",
+                        APPROVAL_COLUMNS
+                    ))
+                    .bind(user_id)
+                    .bind(thread_id)
+                    .bind(tool_call_id)
+                    .fetch_optional(&self.$reader)
+                    .await?;
+                    Ok(row.as_ref().map(tool_rows::approval).transpose()?)
+                }
+
+                async fn decide_approval(
+                    &self,
+                    r: &ApprovalRecord,
+                    approved: bool,
+                    now: DateTime<Utc>,
+                ) -> StoreResult<bool> {
+                    let done = sqlx::query(
+                        "UPDATE tool_approvals SET status = $1, decided_at = $2 \
+                         WHERE thread_id = $3 AND tool_call_id = $4 AND user_id = $5 \
+                         AND status = 'pending' AND expires_at > $2",
+                    )
+                    .bind(if approved { "approved" } else { "denied" })
+                    .bind(to_millis(now))
                     .bind(&r.thread_id)
                     .bind(&r.tool_call_id)
-                    .bind(&r.message_id)
                     .bind(&r.user_id)
-                    .bind(&r.agent_id)
-                    .bind(&r.name)
-                    .bind(&r.arguments)
-                    .bind(&r.status)
-                    .bind(&r.result)
-                    .bind(crate::store::to_millis(r.created_at))
-                    .bind(crate::store::to_millis(r.expires_at))
-                    .execute(&mut *tx)
+                    .execute(&self.$writer)
                     .await?;
+                    Ok(done.rows_affected() == 1)
                 }
-                tx.commit().await?;
-                Ok(())
-            }
 
-            async fn approval(
-                &self,
-                user_id: &crate::ids::UserId,
-                thread_id: &crate::ids::ThreadId,
-                tool_call_id: &crate::ids::ToolCallId,
-            ) -> crate::store::StoreResult<Option<crate::store::tools::ApprovalRecord>> {
-                let row = sqlx::query(&format!(
-                    "SELECT {} FROM tool_approvals \
-                     WHERE user_id = $1 AND thread_id = $2 AND tool_call_id = $3",
-                    crate::store::tools::APPROVAL_COLUMNS
-                ))
-                .bind(user_id)
-                .bind(thread_id)
-                .bind(tool_call_id)
-                .fetch_optional(&self.$reader)
-                .await?;
-                Ok(row.as_ref().map(tool_rows::approval).transpose()?)
-            }
+                async fn set_approval_result(
+                    &self,
+                    thread_id: &ThreadId,
+                    tool_call_id: &ToolCallId,
+                    result: &str,
+                ) -> StoreResult<()> {
+                    sqlx::query(
+                        "UPDATE tool_approvals SET result = $1 \
+                         WHERE thread_id = $2 AND tool_call_id = $3",
+                    )
+                    .bind(result)
+                    .bind(thread_id)
+                    .bind(tool_call_id)
+                    .execute(&self.$writer)
+                    .await?;
+                    Ok(())
+                }
 
-            async fn decide_approval(
-                &self,
-                r: &crate::store::tools::ApprovalRecord,
-                approved: bool,
-                now: chrono::DateTime<chrono::Utc>,
-            ) -> crate::store::StoreResult<bool> {
-                let done = sqlx::query(
-                    "UPDATE tool_approvals SET status = $1, decided_at = $2 \
-                     WHERE thread_id = $3 AND tool_call_id = $4 AND user_id = $5 \
-                     AND status = 'pending' AND expires_at > $2",
-                )
-                .bind(if approved { "approved" } else { "denied" })
-                .bind(crate::store::to_millis(now))
-                .bind(&r.thread_id)
-                .bind(&r.tool_call_id)
-                .bind(&r.user_id)
-                .execute(&self.$writer)
-                .await?;
-                Ok(done.rows_affected() == 1)
-            }
+                async fn pending_approvals(
+                    &self,
+                    message_id: &MessageId,
+                ) -> StoreResult<Vec<ApprovalRecord>> {
+                    let rows = sqlx::query(&format!(
+                        "SELECT {} FROM tool_approvals WHERE message_id = $1 AND status = 'pending' \
+                         ORDER BY created_at, tool_call_id",
+                        APPROVAL_COLUMNS
+                    ))
+                    .bind(message_id)
+                    .fetch_all(&self.$writer)
+                    .await?;
+                    Ok(rows
+                        .iter()
+                        .map(tool_rows::approval)
+                        .collect::<Result<_, _>>()?)
+                }
 
-            async fn set_approval_result(
-                &self,
-                thread_id: &crate::ids::ThreadId,
-                tool_call_id: &crate::ids::ToolCallId,
-                result: &str,
-            ) -> crate::store::StoreResult<()> {
-                sqlx::query(
-                    "UPDATE tool_approvals SET result = $1 \
-                     WHERE thread_id = $2 AND tool_call_id = $3",
-                )
-                .bind(result)
-                .bind(thread_id)
-                .bind(tool_call_id)
-                .execute(&self.$writer)
-                .await?;
-                Ok(())
-            }
-
-            async fn pending_approvals(
-                &self,
-                message_id: &crate::ids::MessageId,
-            ) -> crate::store::StoreResult<Vec<crate::store::tools::ApprovalRecord>> {
-                let rows = sqlx::query(&format!(
-                    "SELECT {} FROM tool_approvals WHERE message_id = $1 AND status = 'pending' \
-                     ORDER BY created_at, tool_call_id",
-                    crate::store::tools::APPROVAL_COLUMNS
-                ))
-                .bind(message_id)
-                .fetch_all(&self.$writer)
-                .await?;
-                Ok(rows
+                async fn claim_continuation(
+                    &self,
+                    message_id: &MessageId,
+                ) -> StoreResult<Vec<ApprovalRecord>> {
+                    // One statement: SQLite's one writer runs it alone; on PostgreSQL a second
+                    // claim waits for the first's row locks, then finds `continued` set and
+                    // updates nothing.
+                    let mut rows = sqlx::query(&format!(
+                        "UPDATE tool_approvals SET continued = TRUE \
+                         WHERE message_id = $1 AND NOT continued AND NOT EXISTS ( \
+                             SELECT 1 FROM tool_approvals \
+                             WHERE message_id = $1 AND (status = 'pending' OR result IS NULL)) \
+                         RETURNING {}",
+                        APPROVAL_COLUMNS
+                    ))
+                    .bind(message_id)
+                    .fetch_all(&self.$writer)
+                    .await?
                     .iter()
                     .map(tool_rows::approval)
-                    .collect::<Result<_, _>>()?)
-            }
-
-            async fn claim_continuation(
-                &self,
-                message_id: &crate::ids::MessageId,
-            ) -> crate::store::StoreResult<Vec<crate::store::tools::ApprovalRecord>> {
-                // One statement: SQLite's one writer runs it alone; on PostgreSQL a second
-                // claim waits for the first's row locks, then finds `continued` set and
-                // updates nothing.
-                let mut rows = sqlx::query(&format!(
-                    "UPDATE tool_approvals SET continued = TRUE \
-                     WHERE message_id = $1 AND NOT continued AND NOT EXISTS ( \
-                         SELECT 1 FROM tool_approvals \
-                         WHERE message_id = $1 AND (status = 'pending' OR result IS NULL)) \
-                     RETURNING {}",
-                    crate::store::tools::APPROVAL_COLUMNS
-                ))
-                .bind(message_id)
-                .fetch_all(&self.$writer)
-                .await?
-                .iter()
-                .map(tool_rows::approval)
-                .collect::<Result<Vec<_>, _>>()?;
-                rows.sort_by(|a, b| {
-                    (a.created_at, a.tool_call_id.as_str())
-                        .cmp(&(b.created_at, b.tool_call_id.as_str()))
-                });
-                Ok(rows)
+                    .collect::<Result<Vec<_>, _>>()?;
+                    rows.sort_by(|a, b| {
+                        (a.created_at, a.tool_call_id.as_str())
+                            .cmp(&(b.created_at, b.tool_call_id.as_str()))
+                    });
+                    Ok(rows)
+                }
             }
         }
     };

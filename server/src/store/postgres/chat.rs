@@ -1,24 +1,17 @@
-//! [`ChatStore`] on PostgreSQL (`migrations/postgres/0001_baseline.sql`; the thread
+//! [`crate::store::ChatStore`] on PostgreSQL (`migrations/postgres/0001_baseline.sql`; the thread
 //! counters and daily usage are kept by its trigger `messages_count`, in the statement that
 //! appends the message).
 
-use async_trait::async_trait;
-use chrono::NaiveDate;
-use sqlx::Row;
-
 use super::{
-    rows::{message, ms, thread, MESSAGE_COLUMNS, MESSAGE_PARAMS, THREAD_COLUMNS},
+    rows::{ms, MESSAGE_COLUMNS, MESSAGE_PARAMS},
     PgStore,
 };
-use crate::ids::{AgentId, ThreadId, UserId};
-use crate::store::{
-    ChannelLink, ChatStore, Cursor, MessageRecord, StoreError, StoreResult, ThreadRecord,
-    TurnRecord, UsageDay,
-};
+use crate::ids::ThreadId;
+use crate::store::{MessageRecord, StoreError, StoreResult, ThreadRecord, TurnRecord};
 
 crate::store::rows::turn_binders!(PgQuery);
 
-/// The statement that stores one turn ([`ChatStore::record_turns`]) of `messages` messages
+/// The statement that stores one turn ([`crate::store::ChatStore::record_turns`]) of `messages` messages
 /// (PostgreSQL's extended protocol takes one statement per query). A new thread binds
 /// `$1`–`$7` to the thread's columns and goes in when its user's agent exists (read
 /// `FOR KEY SHARE`, as in `create_thread`), its messages with it; an existing one binds `$1`
@@ -62,30 +55,6 @@ fn build_turn_sql(new_thread: bool, messages: usize) -> String {
     }
 }
 
-/// Links `link`'s external conversation to `thread` in `tx` ([`TurnRecord::channel`]),
-/// replacing an earlier link; nothing when the integration is gone (read `FOR KEY SHARE`,
-/// so that its deletion waits for the transaction).
-async fn link_channel(
-    tx: &mut sqlx::Transaction<'_, sqlx::Postgres>,
-    link: &ChannelLink,
-    thread: &ThreadId,
-) -> StoreResult<()> {
-    sqlx::query(
-        "INSERT INTO channel_threads (integration_id, conversation_key, thread_id, created_at) \
-         SELECT $1, $2, $3, $4 \
-         WHERE EXISTS (SELECT 1 FROM integrations WHERE id = $1 FOR KEY SHARE) \
-         ON CONFLICT (integration_id, conversation_key) \
-         DO UPDATE SET thread_id = excluded.thread_id, created_at = excluded.created_at",
-    )
-    .bind(&link.integration_id)
-    .bind(&link.conversation_key)
-    .bind(thread)
-    .bind(ms(link.at))
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
-}
-
 /// A query on the PostgreSQL store, its parameters bound so far.
 type PgQuery<'q> = sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>;
 
@@ -123,7 +92,7 @@ fn turn_stored(turn: &TurnRecord, rows: u64) -> StoreResult<bool> {
     }
 }
 
-/// Stores `turns` in one transaction `tx` ([`ChatStore::record_turns`]): one statement
+/// Stores `turns` in one transaction `tx` ([`crate::store::ChatStore::record_turns`]): one statement
 /// per turn and its channel link, one commit.
 ///
 /// Errors: the store's; the transaction is then rolled back.
@@ -148,9 +117,17 @@ async fn turns_in_transaction(
     Ok(stored)
 }
 
-#[async_trait]
-impl ChatStore for PgStore {
-    async fn create_thread(&self, t: &ThreadRecord, first: &MessageRecord) -> StoreResult<bool> {
+crate::store::chat::chat_store!(PgStore, sqlx::Postgres, pool, pool);
+use shared::link_channel;
+
+/// One statement per turn (a CTE for a new thread), through the turns' own connections.
+impl PgStore {
+    /// [`crate::store::ChatStore::create_thread`]: one statement (a CTE), the agent read `FOR KEY SHARE`.
+    async fn own_create_thread(
+        &self,
+        t: &ThreadRecord,
+        first: &MessageRecord,
+    ) -> StoreResult<bool> {
         // One statement (PostgreSQL's extended protocol takes one statement per query):
         // the thread goes in when its user's agent exists, and the message with it. The
         // agent row is read `FOR KEY SHARE`, so an agent being deleted meanwhile is waited
@@ -181,77 +158,8 @@ impl ChatStore for PgStore {
         }
     }
 
-    async fn thread(
-        &self,
-        user_id: &UserId,
-        agent_id: &AgentId,
-        thread_id: &ThreadId,
-    ) -> StoreResult<Option<ThreadRecord>> {
-        let row = sqlx::query(&format!(
-            "SELECT {THREAD_COLUMNS} FROM threads WHERE user_id = $1 AND agent_id = $2 AND id = $3"
-        ))
-        .bind(user_id)
-        .bind(agent_id)
-        .bind(thread_id)
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(row.as_ref().map(thread).transpose()?)
-    }
-
-    async fn list_threads(
-        &self,
-        user_id: &UserId,
-        agent_id: &AgentId,
-        limit: u32,
-        cursor: Option<&Cursor>,
-    ) -> StoreResult<Vec<ThreadRecord>> {
-        let (at, id) = cursor.map_or((i64::MAX, String::new()), |c| (c.at, c.id.clone()));
-        let rows = sqlx::query(&format!(
-            "SELECT {THREAD_COLUMNS} FROM threads WHERE user_id = $1 AND agent_id = $2 \
-             AND (updated_at < $3 OR (updated_at = $4 AND id < $5) OR $6 = '') \
-             ORDER BY updated_at DESC, id DESC LIMIT $7"
-        ))
-        .bind(user_id)
-        .bind(agent_id)
-        .bind(at)
-        .bind(at)
-        .bind(&id)
-        .bind(&id)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows.iter().map(thread).collect::<Result<_, _>>()?)
-    }
-
-    async fn delete_thread(
-        &self,
-        user_id: &UserId,
-        agent_id: &AgentId,
-        thread_id: &ThreadId,
-    ) -> StoreResult<bool> {
-        let done =
-            sqlx::query("DELETE FROM threads WHERE user_id = $1 AND agent_id = $2 AND id = $3")
-                .bind(user_id)
-                .bind(agent_id)
-                .bind(thread_id)
-                .execute(&self.pool)
-                .await?;
-        Ok(done.rows_affected() == 1)
-    }
-
-    async fn append_message(&self, m: &MessageRecord) -> StoreResult<()> {
-        // The thread's count and activity time and the owner's usage are kept by the
-        // trigger `messages_count`, inside this statement.
-        let sql = format!(
-            "INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
-        );
-        bind_message(sqlx::query(&sql), m, &m.thread_id)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
-    async fn record_turns(&self, turns: &[TurnRecord]) -> StoreResult<Vec<bool>> {
+    /// [`crate::store::ChatStore::record_turns`]: one statement per turn, through the turns' own connections.
+    async fn own_record_turns(&self, turns: &[TurnRecord]) -> StoreResult<Vec<bool>> {
         // Through the turns' own connections, which commit as the store's `TurnCommit`
         // says (`PgStore::connect_with`). A turn alone without a channel link is one
         // statement, atomic by itself: it runs without BEGIN and COMMIT, two round trips
@@ -270,67 +178,5 @@ impl ChatStore for PgStore {
         // does, so that a batch dropped part-way (a shutdown cancelling the writer) leaves
         // no connection inside a transaction.
         turns_in_transaction(super::begin(&self.turns).await?, turns).await
-    }
-
-    async fn usage(&self, user_id: &UserId, from: NaiveDate) -> StoreResult<Vec<UsageDay>> {
-        let rows = sqlx::query(
-            "SELECT day, chats, prompt_tokens, completion_tokens FROM usage_daily \
-             WHERE user_id = $1 AND day >= $2 ORDER BY day",
-        )
-        .bind(user_id)
-        .bind(from.format("%Y-%m-%d").to_string())
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter()
-            .map(|r| {
-                let day: String = r.try_get("day")?;
-                Ok(UsageDay {
-                    day: NaiveDate::parse_from_str(&day, "%Y-%m-%d")
-                        .map_err(|e| StoreError::Other(e.into()))?,
-                    chats: r.try_get("chats")?,
-                    prompt_tokens: r.try_get("prompt_tokens")?,
-                    completion_tokens: r.try_get("completion_tokens")?,
-                })
-            })
-            .collect()
-    }
-
-    async fn list_messages(
-        &self,
-        thread_id: &ThreadId,
-        limit: u32,
-        cursor: Option<&Cursor>,
-    ) -> StoreResult<Vec<MessageRecord>> {
-        let (at, id) = cursor.map_or((i64::MIN, String::new()), |c| (c.at, c.id.clone()));
-        let rows = sqlx::query(&format!(
-            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = $1 \
-             AND (created_at > $2 OR (created_at = $3 AND id > $4)) ORDER BY created_at, id LIMIT $5"
-        ))
-        .bind(thread_id)
-        .bind(at)
-        .bind(at)
-        .bind(&id)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows.iter().map(message).collect::<Result<_, _>>()?)
-    }
-
-    async fn recent_messages(
-        &self,
-        thread_id: &ThreadId,
-        limit: u32,
-    ) -> StoreResult<Vec<MessageRecord>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2"
-        ))
-        .bind(thread_id)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?;
-        let mut messages: Vec<MessageRecord> =
-            rows.iter().map(message).collect::<Result<_, _>>()?;
-        messages.reverse();
-        Ok(messages)
     }
 }

@@ -1,9 +1,9 @@
-//! [`DocumentStore`] on PostgreSQL: documents, pages and chunks with the generations and ids
+//! [`crate::store::DocumentStore`] on PostgreSQL: documents, pages and chunks with the generations and ids
 //! that BM25 indexes are kept in step by, and chunk embeddings
 //! (`migrations/postgres/0001_baseline.sql`).
 //!
 //! Transactions run side by side at READ COMMITTED, so the chunk rules of
-//! [`DocumentStore`] are kept by locks, always taken in the same order (the document, then
+//! [`crate::store::DocumentStore`] are kept by locks, always taken in the same order (the document, then
 //! the agent's generation row), so that writers never deadlock:
 //!
 //! 1. a chunk writer reads its document `FOR SHARE`: a delete of the document waits for
@@ -18,58 +18,20 @@
 
 use std::collections::HashMap;
 
-use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use sqlx::Row;
 
 use super::{
-    begin,
-    jobs::insert_job,
-    rows::{document, hit, ms, DOCUMENT_COLUMNS},
+    rows::{hit, ms},
     PgStore,
 };
-use crate::ids::{AgentId, ChunkId, DocumentId, UserId};
+use crate::ids::{AgentId, ChunkId, DocumentId};
 use crate::store::{
-    documents::{
-        vector_from_bytes, vector_to_bytes, ChunkHit, ChunkText, ChunkVector, DocumentRecord,
-        DocumentStatus, DocumentStore, NewChunk, PageRecord,
-    },
-    jobs::JobRecord,
+    documents::{vector_to_bytes, ChunkHit, NewChunk, PageRecord},
     StoreResult,
 };
 
 /// A transaction on the PostgreSQL store.
 type PgTx<'c> = sqlx::Transaction<'c, sqlx::Postgres>;
-
-/// Inserts `doc` inside `tx`.
-pub(super) async fn insert_document(
-    tx: &mut PgTx<'_>,
-    d: &DocumentRecord,
-) -> Result<(), sqlx::Error> {
-    sqlx::query(&format!(
-        "INSERT INTO documents ({DOCUMENT_COLUMNS}) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"
-    ))
-    .bind(&d.id)
-    .bind(&d.agent_id)
-    .bind(&d.user_id)
-    .bind(d.kind)
-    .bind(&d.name)
-    .bind(&d.url)
-    .bind(&d.format)
-    .bind(&d.crawl_config)
-    .bind(d.status)
-    .bind(&d.error)
-    .bind(d.pages.map(i64::from))
-    .bind(i64::from(d.chunks))
-    .bind(d.bytes as i64)
-    .bind(ms(d.created_at))
-    .bind(ms(d.updated_at))
-    .bind(d.indexed_at.map(ms))
-    .execute(&mut **tx)
-    .await?;
-    Ok(())
-}
 
 /// The agent id of a live document, read `FOR SHARE` inside `tx` (rule 1 of the module):
 /// `None` when the document is gone, also when a delete committed while this waited.
@@ -86,7 +48,7 @@ async fn live_agent(
 /// Locks the agent's `chunk_generations` row until `tx` ends, creating it (at 0; the
 /// insert trigger then bumps it) for the agent's first chunks: rule 2 of the module. Must
 /// come before the transaction draws chunk ids.
-async fn lock_generation(tx: &mut PgTx<'_>, agent_id: &AgentId) -> Result<(), sqlx::Error> {
+async fn hold_chunk_ids(tx: &mut PgTx<'_>, agent_id: &AgentId) -> Result<(), sqlx::Error> {
     sqlx::query(
         "INSERT INTO chunk_generations AS g (agent_id, generation) VALUES ($1, 0) \
          ON CONFLICT (agent_id) DO UPDATE SET generation = g.generation",
@@ -99,12 +61,12 @@ async fn lock_generation(tx: &mut PgTx<'_>, agent_id: &AgentId) -> Result<(), sq
 
 /// Inserts `chunks` of the document (of `agent_id`) in one statement, their ids drawn from
 /// `chunk_ids` in the order given. The caller holds the agent's generation row
-/// ([`lock_generation`]).
+/// ([`hold_chunk_ids`]).
 async fn insert_chunks<'a>(
     tx: &mut PgTx<'_>,
     document_id: &DocumentId,
     agent_id: &AgentId,
-    chunks: impl Iterator<Item = &'a NewChunk>,
+    chunks: impl IntoIterator<Item = &'a NewChunk>,
 ) -> Result<(), sqlx::Error> {
     let mut page_urls: Vec<Option<&str>> = Vec::new();
     let mut titles: Vec<&str> = Vec::new();
@@ -147,140 +109,32 @@ async fn insert_chunks<'a>(
     Ok(())
 }
 
-/// Marks a document indexed: error cleared, chunks recounted, `pages`, `bytes` and the time.
-pub(super) async fn mark_indexed<'e>(
-    executor: impl sqlx::PgExecutor<'e>,
-    id: &DocumentId,
-    pages: Option<u32>,
-    bytes: u64,
-    now: DateTime<Utc>,
-) -> StoreResult<()> {
-    sqlx::query(
-        "UPDATE documents SET status = $1, error = NULL, pages = $2, bytes = $3, \
-         chunks = (SELECT count(*) FROM chunks WHERE document_id = documents.id), \
-         updated_at = $4, indexed_at = $5 WHERE id = $6",
-    )
-    .bind(DocumentStatus::Indexed)
-    .bind(pages.map(i64::from))
-    .bind(bytes as i64)
-    .bind(ms(now))
-    .bind(ms(now))
-    .bind(id)
-    .execute(executor)
-    .await?;
+/// Deletes the pages `urls` of the document and their chunks, one statement per table.
+async fn delete_pages(
+    tx: &mut PgTx<'_>,
+    document_id: &DocumentId,
+    urls: &[&str],
+) -> Result<(), sqlx::Error> {
+    sqlx::query("DELETE FROM chunks WHERE document_id = $1 AND page_url = ANY($2)")
+        .bind(document_id)
+        .bind(urls)
+        .execute(&mut **tx)
+        .await?;
+    sqlx::query("DELETE FROM document_pages WHERE document_id = $1 AND url = ANY($2)")
+        .bind(document_id)
+        .bind(urls)
+        .execute(&mut **tx)
+        .await?;
     Ok(())
 }
 
-#[async_trait]
-impl DocumentStore for PgStore {
-    async fn create_document(&self, d: &DocumentRecord, j: &JobRecord) -> StoreResult<()> {
-        let mut tx = begin(&self.pool).await?;
-        insert_document(&mut tx, d).await?;
-        insert_job(&mut tx, j).await?;
-        tx.commit().await?;
-        Ok(())
-    }
+crate::store::documents::document_store!(PgStore, sqlx::Postgres, pool, pool);
+pub(super) use shared::{insert_document, mark_indexed};
 
-    async fn list_documents(
-        &self,
-        user_id: &UserId,
-        agent_id: &AgentId,
-    ) -> StoreResult<Vec<DocumentRecord>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {DOCUMENT_COLUMNS} FROM documents WHERE user_id = $1 AND agent_id = $2 \
-             ORDER BY created_at, id"
-        ))
-        .bind(user_id)
-        .bind(agent_id)
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows.iter().map(document).collect::<Result<_, _>>()?)
-    }
-
-    async fn document(
-        &self,
-        user_id: &UserId,
-        agent_id: &AgentId,
-        id: &DocumentId,
-    ) -> StoreResult<Option<DocumentRecord>> {
-        let row = sqlx::query(&format!(
-            "SELECT {DOCUMENT_COLUMNS} FROM documents WHERE user_id = $1 AND agent_id = $2 AND id = $3"
-        ))
-        .bind(user_id)
-        .bind(agent_id)
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(row.as_ref().map(document).transpose()?)
-    }
-
-    async fn document_by_id(&self, id: &DocumentId) -> StoreResult<Option<DocumentRecord>> {
-        let row = sqlx::query(&format!(
-            "SELECT {DOCUMENT_COLUMNS} FROM documents WHERE id = $1"
-        ))
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(row.as_ref().map(document).transpose()?)
-    }
-
-    async fn delete_document(
-        &self,
-        user_id: &UserId,
-        agent_id: &AgentId,
-        id: &DocumentId,
-    ) -> StoreResult<bool> {
-        // Chunks (and through the trigger their index entries), pages and jobs go by
-        // ON DELETE CASCADE in the same statement.
-        let done =
-            sqlx::query("DELETE FROM documents WHERE user_id = $1 AND agent_id = $2 AND id = $3")
-                .bind(user_id)
-                .bind(agent_id)
-                .bind(id)
-                .execute(&self.pool)
-                .await?;
-        Ok(done.rows_affected() == 1)
-    }
-
-    async fn set_document_status(
-        &self,
-        id: &DocumentId,
-        status: DocumentStatus,
-        error: Option<&str>,
-        now: DateTime<Utc>,
-    ) -> StoreResult<()> {
-        sqlx::query("UPDATE documents SET status = $1, error = $2, updated_at = $3 WHERE id = $4")
-            .bind(status)
-            .bind(error)
-            .bind(ms(now))
-            .bind(id)
-            .execute(&self.pool)
-            .await?;
-        Ok(())
-    }
-
-    async fn replace_chunks(
-        &self,
-        document_id: &DocumentId,
-        chunks: &[NewChunk],
-    ) -> StoreResult<bool> {
-        let mut tx = begin(&self.pool).await?;
-        let Some(agent_id) = live_agent(&mut tx, document_id).await? else {
-            return Ok(false);
-        };
-        if !chunks.is_empty() {
-            lock_generation(&mut tx, &agent_id).await?;
-        }
-        sqlx::query("DELETE FROM chunks WHERE document_id = $1")
-            .bind(document_id)
-            .execute(&mut *tx)
-            .await?;
-        insert_chunks(&mut tx, document_id, &agent_id, chunks.iter()).await?;
-        tx.commit().await?;
-        Ok(true)
-    }
-
-    async fn replace_pages(
+/// Many rows per statement, bound as arrays.
+impl PgStore {
+    /// [`crate::store::DocumentStore::replace_pages`] in one statement per table, the pages bound as arrays.
+    async fn own_replace_pages(
         &self,
         document_id: &DocumentId,
         pages: &[(PageRecord, Vec<NewChunk>)],
@@ -298,7 +152,7 @@ impl DocumentStore for PgStore {
             .filter(|(i, (page, _))| last.get(page.url.as_str()) == Some(i))
             .map(|(_, p)| p)
             .collect();
-        let mut tx = begin(&self.pool).await?;
+        let mut tx = self.begin_write().await?;
         let Some(agent_id) = live_agent(&mut tx, document_id).await? else {
             return Ok(false);
         };
@@ -306,7 +160,7 @@ impl DocumentStore for PgStore {
             return Ok(true);
         }
         if pages.iter().any(|(_, chunks)| !chunks.is_empty()) {
-            lock_generation(&mut tx, &agent_id).await?;
+            hold_chunk_ids(&mut tx, &agent_id).await?;
         }
         let urls: Vec<&str> = pages.iter().map(|(p, _)| p.url.as_str()).collect();
         sqlx::query("DELETE FROM chunks WHERE document_id = $1 AND page_url = ANY($2)")
@@ -342,123 +196,8 @@ impl DocumentStore for PgStore {
         Ok(true)
     }
 
-    async fn document_pages(&self, document_id: &DocumentId) -> StoreResult<Vec<PageRecord>> {
-        let rows = sqlx::query(
-            "SELECT url, title, content_hash FROM document_pages WHERE document_id = $1 ORDER BY url",
-        )
-        .bind(document_id)
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows
-            .iter()
-            .map(|r| {
-                Ok(PageRecord {
-                    url: r.try_get("url")?,
-                    title: r.try_get("title")?,
-                    content_hash: r.try_get("content_hash")?,
-                })
-            })
-            .collect::<Result<_, sqlx::Error>>()?)
-    }
-
-    async fn retain_pages(&self, document_id: &DocumentId, keep: &[String]) -> StoreResult<()> {
-        let stored = self.document_pages(document_id).await?;
-        let keep: std::collections::HashSet<&str> = keep.iter().map(String::as_str).collect();
-        let gone: Vec<&str> = stored
-            .iter()
-            .map(|p| p.url.as_str())
-            .filter(|url| !keep.contains(url))
-            .collect();
-        if gone.is_empty() {
-            return Ok(());
-        }
-        let mut tx = begin(&self.pool).await?;
-        sqlx::query("DELETE FROM chunks WHERE document_id = $1 AND page_url = ANY($2)")
-            .bind(document_id)
-            .bind(&gone)
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query("DELETE FROM document_pages WHERE document_id = $1 AND url = ANY($2)")
-            .bind(document_id)
-            .bind(&gone)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(())
-    }
-
-    async fn finish_document(
-        &self,
-        id: &DocumentId,
-        pages: Option<u32>,
-        bytes: u64,
-        now: DateTime<Utc>,
-    ) -> StoreResult<()> {
-        mark_indexed(&self.pool, id, pages, bytes, now).await
-    }
-
-    async fn chunk_generation(&self, agent_id: &AgentId) -> StoreResult<Option<i64>> {
-        Ok(
-            sqlx::query_scalar("SELECT generation FROM chunk_generations WHERE agent_id = $1")
-                .bind(agent_id)
-                .fetch_optional(&self.pool)
-                .await?,
-        )
-    }
-
-    async fn count_chunks_up_to(&self, agent_id: &AgentId, max_id: ChunkId) -> StoreResult<u64> {
-        let count: i64 =
-            sqlx::query_scalar("SELECT count(*) FROM chunks WHERE agent_id = $1 AND id <= $2")
-                .bind(agent_id)
-                .bind(max_id)
-                .fetch_one(&self.pool)
-                .await?;
-        Ok(count.max(0) as u64)
-    }
-
-    async fn chunk_ids_up_to(
-        &self,
-        agent_id: &AgentId,
-        max_id: ChunkId,
-    ) -> StoreResult<Vec<ChunkId>> {
-        Ok(
-            sqlx::query_scalar(
-                "SELECT id FROM chunks WHERE agent_id = $1 AND id <= $2 ORDER BY id",
-            )
-            .bind(agent_id)
-            .bind(max_id)
-            .fetch_all(&self.pool)
-            .await?,
-        )
-    }
-
-    async fn chunks_after(
-        &self,
-        agent_id: &AgentId,
-        after_id: ChunkId,
-        limit: u32,
-    ) -> StoreResult<Vec<ChunkText>> {
-        let rows: Vec<(ChunkId, String, String, String)> = sqlx::query_as(
-            "SELECT id, title, heading_path, text FROM chunks \
-             WHERE agent_id = $1 AND id > $2 ORDER BY id LIMIT $3",
-        )
-        .bind(agent_id)
-        .bind(after_id)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows
-            .into_iter()
-            .map(|(chunk_id, title, heading_path, text)| ChunkText {
-                chunk_id,
-                title,
-                heading_path,
-                text,
-            })
-            .collect())
-    }
-
-    async fn put_embeddings(
+    /// [`crate::store::DocumentStore::put_embeddings`] in one upsert, the vectors bound as arrays.
+    async fn own_put_embeddings(
         &self,
         model: &str,
         vectors: &[(ChunkId, Vec<f32>)],
@@ -502,74 +241,12 @@ impl DocumentStore for PgStore {
         Ok(())
     }
 
-    async fn agent_embeddings(
+    /// [`crate::store::DocumentStore::chunk_hits`] with the ids bound as an array (`= ANY`).
+    async fn own_chunk_hits(
         &self,
         agent_id: &AgentId,
-        model: &str,
-    ) -> StoreResult<Vec<ChunkVector>> {
-        let rows = sqlx::query(
-            "SELECT chunk_id, vector FROM chunk_embeddings \
-             WHERE agent_id = $1 AND model = $2 AND dimensions > 0 ORDER BY chunk_id",
-        )
-        .bind(agent_id)
-        .bind(model)
-        .fetch_all(&self.pool)
-        .await?;
-        let mut out = Vec::with_capacity(rows.len());
-        for r in &rows {
-            let bytes: Vec<u8> = r.try_get("vector")?;
-            // The table's CHECK keeps lengths whole; a row that still does not decode is
-            // left out rather than failing the chat.
-            if let Some(vector) = vector_from_bytes(&bytes) {
-                out.push(ChunkVector {
-                    chunk_id: r.try_get("chunk_id")?,
-                    vector,
-                });
-            }
-        }
-        Ok(out)
-    }
-
-    async fn embedding_generation(&self, agent_id: &AgentId) -> StoreResult<i64> {
-        let generation: Option<i64> =
-            sqlx::query_scalar("SELECT generation FROM embedding_generations WHERE agent_id = $1")
-                .bind(agent_id)
-                .fetch_optional(&self.pool)
-                .await?;
-        Ok(generation.unwrap_or(0))
-    }
-
-    async fn chunks_without_embedding(
-        &self,
-        model: &str,
-        document_id: Option<&DocumentId>,
-        limit: u32,
-    ) -> StoreResult<Vec<ChunkText>> {
-        let rows = sqlx::query(
-            "SELECT c.id, c.title, c.heading_path, c.text FROM chunks c \
-             WHERE ($1::text IS NULL OR c.document_id = $1) AND NOT EXISTS \
-             (SELECT 1 FROM chunk_embeddings e WHERE e.chunk_id = c.id AND e.model = $2) \
-             ORDER BY c.id LIMIT $3",
-        )
-        .bind(document_id)
-        .bind(model)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows
-            .iter()
-            .map(|r| {
-                Ok(ChunkText {
-                    chunk_id: r.try_get("id")?,
-                    title: r.try_get("title")?,
-                    heading_path: r.try_get("heading_path")?,
-                    text: r.try_get("text")?,
-                })
-            })
-            .collect::<Result<_, sqlx::Error>>()?)
-    }
-
-    async fn chunk_hits(&self, agent_id: &AgentId, ids: &[ChunkId]) -> StoreResult<Vec<ChunkHit>> {
+        ids: &[ChunkId],
+    ) -> StoreResult<Vec<ChunkHit>> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }

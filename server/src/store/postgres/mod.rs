@@ -53,6 +53,7 @@ mod integrations;
 mod jobs;
 mod rows;
 mod sessions;
+mod tools;
 mod uploads;
 mod webhooks;
 
@@ -210,6 +211,32 @@ pub(super) async fn lock_account(
     Ok(())
 }
 
+/// The clause a shared statement appends to its read of a row that the write it guards
+/// references (an agent, an integration), so that the row is not deleted meanwhile.
+/// `FOR KEY SHARE` (<https://www.postgresql.org/docs/current/explicit-locking.html#LOCKING-ROWS>):
+/// a delete of the row waits for the transaction.
+const KEY_SHARE: &str = " FOR KEY SHARE";
+
+/// The seam the statements shared with the other backend are written against (the
+/// `*_store!` macros of [`crate::store`]): how a write transaction begins.
+impl PgStore {
+    /// Begins a transaction on the pool, through [`begin`].
+    async fn begin_write(&self) -> StoreResult<sqlx::Transaction<'static, Postgres>> {
+        begin(&self.pool).await
+    }
+
+    /// Begins the transaction of a per-account check-then-act (count the account's rows,
+    /// then write) for `user_id`, holding the account's row lock ([`lock_account`]).
+    async fn begin_for_account(
+        &self,
+        user_id: &crate::ids::UserId,
+    ) -> StoreResult<sqlx::Transaction<'static, Postgres>> {
+        let mut tx = begin(&self.pool).await?;
+        lock_account(&mut tx, user_id).await?;
+        Ok(tx)
+    }
+}
+
 #[async_trait]
 impl Store for PgStore {
     async fn migrate(&self) -> StoreResult<()> {
@@ -226,30 +253,5 @@ impl Store for PgStore {
 
     fn database_uploads(&self) -> Option<Arc<dyn UploadStore>> {
         Some(Arc::new(self.clone()))
-    }
-}
-
-crate::store::tools::tool_store!(PgStore, sqlx::postgres::PgRow, pool, pool);
-
-impl PgStore {
-    /// [`crate::store::tools::ToolStore::create_tool`]: the agent's row is locked first
-    /// (`FOR UPDATE`), so that parallel creations for one agent count each other's tools
-    /// under READ COMMITTED, as [`lock_account`] does for an account.
-    async fn insert_tool(
-        &self,
-        r: &crate::store::tools::ToolRecord,
-        limit: u32,
-    ) -> StoreResult<bool> {
-        let mut tx = begin(&self.pool).await?;
-        sqlx::query("SELECT 1 FROM agents WHERE id = $1 FOR UPDATE")
-            .bind(&r.agent_id)
-            .execute(&mut *tx)
-            .await?;
-        let done = crate::store::tools::insert_tool_query!(r, limit)
-            .execute(&mut *tx)
-            .await
-            .map_err(crate::store::tools::name_conflict)?;
-        tx.commit().await?;
-        Ok(done.rows_affected() == 1)
     }
 }

@@ -1,24 +1,18 @@
-//! [`ChatStore`] on SQLite (`migrations/sqlite/0002_agents_chat.sql`; the thread counters
+//! [`crate::store::ChatStore`] on SQLite (`migrations/sqlite/0002_agents_chat.sql`; the thread counters
 //! and daily usage are kept by the triggers of `0010_message_triggers.sql`).
 
-use async_trait::async_trait;
-use chrono::NaiveDate;
 use futures::TryStreamExt;
-use sqlx::Row;
 
 use super::{
-    rows::{message, ms, thread, MESSAGE_COLUMNS, MESSAGE_PARAMS, THREAD_COLUMNS},
+    rows::{ms, MESSAGE_COLUMNS, MESSAGE_PARAMS},
     SqliteStore,
 };
-use crate::ids::{AgentId, ThreadId, UserId};
-use crate::store::{
-    ChannelLink, ChatStore, Cursor, MessageRecord, StoreError, StoreResult, ThreadRecord,
-    TurnRecord, UsageDay,
-};
+use crate::ids::ThreadId;
+use crate::store::{MessageRecord, StoreError, StoreResult, ThreadRecord, TurnRecord};
 
 crate::store::rows::turn_binders!(SqliteQuery);
 
-/// The statements that store one turn ([`ChatStore::record_turns`]) of `messages` messages,
+/// The statements that store one turn ([`crate::store::ChatStore::record_turns`]) of `messages` messages,
 /// for one call to the writer (sqlx runs them in order, and `?NNN` parameters are shared
 /// between them), at `place` in the batch's transaction. A new thread binds `?1`–`?7` to
 /// the thread's columns and goes in when its user's agent exists; an existing one binds
@@ -82,31 +76,9 @@ fn build_turn_sql(new_thread: bool, messages: usize) -> String {
     sql
 }
 
-/// Links `link`'s external conversation to `thread` on `conn` (in its transaction) ([`TurnRecord::channel`]),
-/// replacing an earlier link; nothing when the integration is gone.
-async fn link_channel(
-    conn: &mut sqlx::SqliteConnection,
-    link: &ChannelLink,
-    thread: &ThreadId,
-) -> StoreResult<()> {
-    sqlx::query(
-        "INSERT INTO channel_threads (integration_id, conversation_key, thread_id, created_at) \
-         SELECT ?1, ?2, ?3, ?4 WHERE EXISTS (SELECT 1 FROM integrations WHERE id = ?1) \
-         ON CONFLICT (integration_id, conversation_key) \
-         DO UPDATE SET thread_id = excluded.thread_id, created_at = excluded.created_at",
-    )
-    .bind(&link.integration_id)
-    .bind(&link.conversation_key)
-    .bind(thread)
-    .bind(ms(link.at))
-    .execute(conn)
-    .await?;
-    Ok(())
-}
-
 /// Writes `turns` on `conn` in one transaction that the first turn's call opens and the
 /// last one's commits ([`Place`]); answers whether each turn was stored
-/// ([`ChatStore::record_turns`]). A turn with a channel link ([`TurnRecord::channel`]) is
+/// ([`crate::store::ChatStore::record_turns`]). A turn with a channel link ([`TurnRecord::channel`]) is
 /// linked after its statements, in a call of its own; when it is the last, the COMMIT is a
 /// call of its own too.
 ///
@@ -160,7 +132,7 @@ async fn write_turns(
     Ok(stored)
 }
 
-/// The writer's connection while [`ChatStore::record_turns`] runs its own transaction on
+/// The writer's connection while [`crate::store::ChatStore::record_turns`] runs its own transaction on
 /// it (sqlx's `Transaction` would cost one more round trip for its BEGIN). Dropped before
 /// [`UnfinishedGuard::finished`] — the write failed, or the future was cancelled between
 /// two calls — the connection is closed instead of returned to the pool, which rolls back
@@ -200,9 +172,18 @@ impl Drop for UnfinishedGuard {
 /// A query on the SQLite store, its parameters bound so far.
 type SqliteQuery<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>;
 
-#[async_trait]
-impl ChatStore for SqliteStore {
-    async fn create_thread(&self, t: &ThreadRecord, first: &MessageRecord) -> StoreResult<bool> {
+crate::store::chat::chat_store!(SqliteStore, sqlx::Sqlite, writer, pool);
+use shared::link_channel;
+
+/// Two statements in one call to the one writer, and the chat-turn writer's batches of
+/// calls.
+impl SqliteStore {
+    /// [`crate::store::ChatStore::create_thread`]: two statements in one call to the writer.
+    async fn own_create_thread(
+        &self,
+        t: &ThreadRecord,
+        first: &MessageRecord,
+    ) -> StoreResult<bool> {
         // Two statements in one call to the writer (sqlx runs them in order, and `?NNN`
         // parameters are shared between them): the message goes in only when the thread
         // did. The triggers of migration 0010 count it on the thread and in the usage.
@@ -228,76 +209,9 @@ impl ChatStore for SqliteStore {
         Ok(done.rows_affected() == 2)
     }
 
-    async fn thread(
-        &self,
-        user_id: &UserId,
-        agent_id: &AgentId,
-        thread_id: &ThreadId,
-    ) -> StoreResult<Option<ThreadRecord>> {
-        let row = sqlx::query(&format!(
-            "SELECT {THREAD_COLUMNS} FROM threads WHERE user_id = ? AND agent_id = ? AND id = ?"
-        ))
-        .bind(user_id)
-        .bind(agent_id)
-        .bind(thread_id)
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(row.as_ref().map(thread).transpose()?)
-    }
-
-    async fn list_threads(
-        &self,
-        user_id: &UserId,
-        agent_id: &AgentId,
-        limit: u32,
-        cursor: Option<&Cursor>,
-    ) -> StoreResult<Vec<ThreadRecord>> {
-        let (at, id) = cursor.map_or((i64::MAX, String::new()), |c| (c.at, c.id.clone()));
-        let rows = sqlx::query(&format!(
-            "SELECT {THREAD_COLUMNS} FROM threads WHERE user_id = ? AND agent_id = ? \
-             AND (updated_at < ? OR (updated_at = ? AND id < ?) OR ? = '') \
-             ORDER BY updated_at DESC, id DESC LIMIT ?"
-        ))
-        .bind(user_id)
-        .bind(agent_id)
-        .bind(at)
-        .bind(at)
-        .bind(&id)
-        .bind(&id)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows.iter().map(thread).collect::<Result<_, _>>()?)
-    }
-
-    async fn delete_thread(
-        &self,
-        user_id: &UserId,
-        agent_id: &AgentId,
-        thread_id: &ThreadId,
-    ) -> StoreResult<bool> {
-        let done = sqlx::query("DELETE FROM threads WHERE user_id = ? AND agent_id = ? AND id = ?")
-            .bind(user_id)
-            .bind(agent_id)
-            .bind(thread_id)
-            .execute(&self.writer)
-            .await?;
-        Ok(done.rows_affected() == 1)
-    }
-
-    async fn append_message(&self, m: &MessageRecord) -> StoreResult<()> {
-        // The thread's count and activity time and the owner's usage are kept by the
-        // triggers of migration 0010, inside this statement.
-        let sql = format!(
-            "INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-        );
-        bind_message(sqlx::query(&sql), m, &m.thread_id)
-            .execute(&self.writer)
-            .await?;
-        Ok(())
-    }
-
-    async fn record_turns(&self, turns: &[TurnRecord]) -> StoreResult<Vec<bool>> {
+    /// [`crate::store::ChatStore::record_turns`]: the chat-turn writer's batches, one call to the writer per
+    /// turn.
+    async fn own_record_turns(&self, turns: &[TurnRecord]) -> StoreResult<Vec<bool>> {
         // One transaction on the writer: one commit (one append to the write-ahead log) for
         // every turn. Each call to the writer is a round trip to its worker thread, so the
         // transaction's BEGIN goes with the first turn's statements and its COMMIT with the
@@ -308,67 +222,5 @@ impl ChatStore for SqliteStore {
         let stored = write_turns(conn.connection(), turns).await?;
         conn.finished();
         Ok(stored)
-    }
-
-    async fn usage(&self, user_id: &UserId, from: NaiveDate) -> StoreResult<Vec<UsageDay>> {
-        let rows = sqlx::query(
-            "SELECT day, chats, prompt_tokens, completion_tokens FROM usage_daily \
-             WHERE user_id = ? AND day >= ? ORDER BY day",
-        )
-        .bind(user_id)
-        .bind(from.format("%Y-%m-%d").to_string())
-        .fetch_all(&self.pool)
-        .await?;
-        rows.iter()
-            .map(|r| {
-                let day: String = r.try_get("day")?;
-                Ok(UsageDay {
-                    day: NaiveDate::parse_from_str(&day, "%Y-%m-%d")
-                        .map_err(|e| StoreError::Other(e.into()))?,
-                    chats: r.try_get("chats")?,
-                    prompt_tokens: r.try_get("prompt_tokens")?,
-                    completion_tokens: r.try_get("completion_tokens")?,
-                })
-            })
-            .collect()
-    }
-
-    async fn list_messages(
-        &self,
-        thread_id: &ThreadId,
-        limit: u32,
-        cursor: Option<&Cursor>,
-    ) -> StoreResult<Vec<MessageRecord>> {
-        let (at, id) = cursor.map_or((i64::MIN, String::new()), |c| (c.at, c.id.clone()));
-        let rows = sqlx::query(&format!(
-            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ? \
-             AND (created_at > ? OR (created_at = ? AND id > ?)) ORDER BY created_at, id LIMIT ?"
-        ))
-        .bind(thread_id)
-        .bind(at)
-        .bind(at)
-        .bind(&id)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows.iter().map(message).collect::<Result<_, _>>()?)
-    }
-
-    async fn recent_messages(
-        &self,
-        thread_id: &ThreadId,
-        limit: u32,
-    ) -> StoreResult<Vec<MessageRecord>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {MESSAGE_COLUMNS} FROM messages WHERE thread_id = ? ORDER BY created_at DESC, id DESC LIMIT ?"
-        ))
-        .bind(thread_id)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?;
-        let mut messages: Vec<MessageRecord> =
-            rows.iter().map(message).collect::<Result<_, _>>()?;
-        messages.reverse();
-        Ok(messages)
     }
 }

@@ -1,4 +1,4 @@
-//! [`DocumentStore`] on SQLite: documents, pages and chunks with the generations and ids
+//! [`crate::store::DocumentStore`] on SQLite: documents, pages and chunks with the generations and ids
 //! that BM25 indexes are kept in step by, and chunk embeddings
 //! (`migrations/sqlite/0003_knowledge.sql`, `0004_embeddings.sql`, `0011_bm25.sql`).
 //!
@@ -6,25 +6,19 @@
 //! wait for it (busy timeout), instead of failing with `SQLITE_BUSY` when two workers
 //! upgrade read transactions at the same time.
 
-use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use sqlx::Row;
 
 use super::{
-    jobs::insert_job,
-    rows::{document, hit, ms, DOCUMENT_COLUMNS},
+    rows::{hit, ms},
     SqliteStore,
 };
-use crate::ids::{AgentId, ChunkId, DocumentId, UserId};
+use crate::ids::{AgentId, ChunkId, DocumentId};
 use crate::store::{
-    documents::{
-        vector_from_bytes, vector_to_bytes, ChunkHit, ChunkText, ChunkVector, DocumentRecord,
-        DocumentStatus, DocumentStore, NewChunk, PageRecord,
-    },
-    jobs::JobRecord,
+    documents::{vector_to_bytes, ChunkHit, NewChunk, PageRecord},
     StoreResult,
 };
 
+/// Inserts `chunks` of the document (of `agent_id`), their ids drawn from `chunk_id_seq`.
 async fn insert_chunks(
     tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
     document_id: &DocumentId,
@@ -72,6 +66,14 @@ async fn insert_chunks(
 /// parameters per statement.
 const CHUNK_INSERT_BATCH: usize = 500;
 
+/// Nothing to hold: the one writer draws an agent's chunk ids one transaction at a time.
+async fn hold_chunk_ids(
+    _tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    _agent_id: &AgentId,
+) -> Result<(), sqlx::Error> {
+    Ok(())
+}
+
 /// The agent id of a live document, inside `tx` (so a concurrent delete is seen).
 async fn live_agent(
     tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
@@ -83,164 +85,41 @@ async fn live_agent(
         .await
 }
 
-/// Marks a document indexed: error cleared, chunks recounted, `pages`, `bytes` and the time.
-pub(super) async fn mark_indexed<'e>(
-    executor: impl sqlx::SqliteExecutor<'e>,
-    id: &DocumentId,
-    pages: Option<u32>,
-    bytes: u64,
-    now: DateTime<Utc>,
-) -> StoreResult<()> {
-    sqlx::query(
-        "UPDATE documents SET status = ?, error = NULL, pages = ?, bytes = ?, \
-         chunks = (SELECT count(*) FROM chunks WHERE document_id = documents.id), \
-         updated_at = ?, indexed_at = ? WHERE id = ?",
-    )
-    .bind(DocumentStatus::Indexed)
-    .bind(pages.map(i64::from))
-    .bind(bytes as i64)
-    .bind(ms(now))
-    .bind(ms(now))
-    .bind(id)
-    .execute(executor)
-    .await?;
+/// Deletes the pages `urls` of the document and their chunks, page by page: SQLite binds
+/// no arrays.
+async fn delete_pages(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    document_id: &DocumentId,
+    urls: &[&str],
+) -> Result<(), sqlx::Error> {
+    for url in urls {
+        sqlx::query("DELETE FROM chunks WHERE document_id = ? AND page_url = ?")
+            .bind(document_id)
+            .bind(url)
+            .execute(&mut **tx)
+            .await?;
+        sqlx::query("DELETE FROM document_pages WHERE document_id = ? AND url = ?")
+            .bind(document_id)
+            .bind(url)
+            .execute(&mut **tx)
+            .await?;
+    }
     Ok(())
 }
 
-#[async_trait]
-impl DocumentStore for SqliteStore {
-    async fn create_document(&self, d: &DocumentRecord, j: &JobRecord) -> StoreResult<()> {
-        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
-        sqlx::query(&format!(
-            "INSERT INTO documents ({DOCUMENT_COLUMNS}) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-        ))
-        .bind(&d.id)
-        .bind(&d.agent_id)
-        .bind(&d.user_id)
-        .bind(d.kind)
-        .bind(&d.name)
-        .bind(&d.url)
-        .bind(&d.format)
-        .bind(&d.crawl_config)
-        .bind(d.status)
-        .bind(&d.error)
-        .bind(d.pages.map(i64::from))
-        .bind(i64::from(d.chunks))
-        .bind(d.bytes as i64)
-        .bind(ms(d.created_at))
-        .bind(ms(d.updated_at))
-        .bind(d.indexed_at.map(ms))
-        .execute(&mut *tx)
-        .await?;
-        insert_job(&mut tx, j).await?;
-        tx.commit().await?;
-        Ok(())
-    }
+crate::store::documents::document_store!(SqliteStore, sqlx::Sqlite, writer, pool);
+pub(super) use shared::mark_indexed;
 
-    async fn list_documents(
-        &self,
-        user_id: &UserId,
-        agent_id: &AgentId,
-    ) -> StoreResult<Vec<DocumentRecord>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {DOCUMENT_COLUMNS} FROM documents WHERE user_id = ? AND agent_id = ? \
-             ORDER BY created_at, id"
-        ))
-        .bind(user_id)
-        .bind(agent_id)
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows.iter().map(document).collect::<Result<_, _>>()?)
-    }
-
-    async fn document(
-        &self,
-        user_id: &UserId,
-        agent_id: &AgentId,
-        id: &DocumentId,
-    ) -> StoreResult<Option<DocumentRecord>> {
-        let row = sqlx::query(&format!(
-            "SELECT {DOCUMENT_COLUMNS} FROM documents WHERE user_id = ? AND agent_id = ? AND id = ?"
-        ))
-        .bind(user_id)
-        .bind(agent_id)
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(row.as_ref().map(document).transpose()?)
-    }
-
-    async fn document_by_id(&self, id: &DocumentId) -> StoreResult<Option<DocumentRecord>> {
-        let row = sqlx::query(&format!(
-            "SELECT {DOCUMENT_COLUMNS} FROM documents WHERE id = ?"
-        ))
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(row.as_ref().map(document).transpose()?)
-    }
-
-    async fn delete_document(
-        &self,
-        user_id: &UserId,
-        agent_id: &AgentId,
-        id: &DocumentId,
-    ) -> StoreResult<bool> {
-        // Chunks (and through the trigger their index entries), pages and jobs go by
-        // ON DELETE CASCADE in the same statement.
-        let done =
-            sqlx::query("DELETE FROM documents WHERE user_id = ? AND agent_id = ? AND id = ?")
-                .bind(user_id)
-                .bind(agent_id)
-                .bind(id)
-                .execute(&self.writer)
-                .await?;
-        Ok(done.rows_affected() == 1)
-    }
-
-    async fn set_document_status(
-        &self,
-        id: &DocumentId,
-        status: DocumentStatus,
-        error: Option<&str>,
-        now: DateTime<Utc>,
-    ) -> StoreResult<()> {
-        sqlx::query("UPDATE documents SET status = ?, error = ?, updated_at = ? WHERE id = ?")
-            .bind(status)
-            .bind(error)
-            .bind(ms(now))
-            .bind(id)
-            .execute(&self.writer)
-            .await?;
-        Ok(())
-    }
-
-    async fn replace_chunks(
-        &self,
-        document_id: &DocumentId,
-        chunks: &[NewChunk],
-    ) -> StoreResult<bool> {
-        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
-        let Some(agent_id) = live_agent(&mut tx, document_id).await? else {
-            return Ok(false);
-        };
-        sqlx::query("DELETE FROM chunks WHERE document_id = ?")
-            .bind(document_id)
-            .execute(&mut *tx)
-            .await?;
-        insert_chunks(&mut tx, document_id, &agent_id, chunks).await?;
-        tx.commit().await?;
-        Ok(true)
-    }
-
-    async fn replace_pages(
+/// Row by row, and chunk hits through an `IN` list: SQLite binds no arrays.
+impl SqliteStore {
+    /// [`crate::store::DocumentStore::replace_pages`] page by page: SQLite binds no arrays.
+    async fn own_replace_pages(
         &self,
         document_id: &DocumentId,
         pages: &[(PageRecord, Vec<NewChunk>)],
         now: DateTime<Utc>,
     ) -> StoreResult<bool> {
-        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.begin_write().await?;
         let Some(agent_id) = live_agent(&mut tx, document_id).await? else {
             return Ok(false);
         };
@@ -269,120 +148,13 @@ impl DocumentStore for SqliteStore {
         Ok(true)
     }
 
-    async fn document_pages(&self, document_id: &DocumentId) -> StoreResult<Vec<PageRecord>> {
-        let rows = sqlx::query(
-            "SELECT url, title, content_hash FROM document_pages WHERE document_id = ? ORDER BY url",
-        )
-        .bind(document_id)
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows
-            .iter()
-            .map(|r| {
-                Ok(PageRecord {
-                    url: r.try_get("url")?,
-                    title: r.try_get("title")?,
-                    content_hash: r.try_get("content_hash")?,
-                })
-            })
-            .collect::<Result<_, sqlx::Error>>()?)
-    }
-
-    async fn retain_pages(&self, document_id: &DocumentId, keep: &[String]) -> StoreResult<()> {
-        let stored = self.document_pages(document_id).await?;
-        let keep: std::collections::HashSet<&str> = keep.iter().map(String::as_str).collect();
-        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
-        for page in stored.iter().filter(|p| !keep.contains(p.url.as_str())) {
-            sqlx::query("DELETE FROM chunks WHERE document_id = ? AND page_url = ?")
-                .bind(document_id)
-                .bind(&page.url)
-                .execute(&mut *tx)
-                .await?;
-            sqlx::query("DELETE FROM document_pages WHERE document_id = ? AND url = ?")
-                .bind(document_id)
-                .bind(&page.url)
-                .execute(&mut *tx)
-                .await?;
-        }
-        tx.commit().await?;
-        Ok(())
-    }
-
-    async fn finish_document(
-        &self,
-        id: &DocumentId,
-        pages: Option<u32>,
-        bytes: u64,
-        now: DateTime<Utc>,
-    ) -> StoreResult<()> {
-        mark_indexed(&self.writer, id, pages, bytes, now).await
-    }
-
-    async fn chunk_generation(&self, agent_id: &AgentId) -> StoreResult<Option<i64>> {
-        Ok(
-            sqlx::query_scalar("SELECT generation FROM chunk_generations WHERE agent_id = ?")
-                .bind(agent_id)
-                .fetch_optional(&self.pool)
-                .await?,
-        )
-    }
-
-    async fn count_chunks_up_to(&self, agent_id: &AgentId, max_id: ChunkId) -> StoreResult<u64> {
-        let count: i64 =
-            sqlx::query_scalar("SELECT count(*) FROM chunks WHERE agent_id = ? AND id <= ?")
-                .bind(agent_id)
-                .bind(max_id)
-                .fetch_one(&self.pool)
-                .await?;
-        Ok(count.max(0) as u64)
-    }
-
-    async fn chunk_ids_up_to(
-        &self,
-        agent_id: &AgentId,
-        max_id: ChunkId,
-    ) -> StoreResult<Vec<ChunkId>> {
-        Ok(
-            sqlx::query_scalar("SELECT id FROM chunks WHERE agent_id = ? AND id <= ? ORDER BY id")
-                .bind(agent_id)
-                .bind(max_id)
-                .fetch_all(&self.pool)
-                .await?,
-        )
-    }
-
-    async fn chunks_after(
-        &self,
-        agent_id: &AgentId,
-        after_id: ChunkId,
-        limit: u32,
-    ) -> StoreResult<Vec<ChunkText>> {
-        let rows: Vec<(ChunkId, String, String, String)> = sqlx::query_as(
-            "SELECT id, title, heading_path, text FROM chunks \
-             WHERE agent_id = ? AND id > ? ORDER BY id LIMIT ?",
-        )
-        .bind(agent_id)
-        .bind(after_id)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows
-            .into_iter()
-            .map(|(chunk_id, title, heading_path, text)| ChunkText {
-                chunk_id,
-                title,
-                heading_path,
-                text,
-            })
-            .collect())
-    }
-
-    async fn put_embeddings(
+    /// [`crate::store::DocumentStore::put_embeddings`] chunk by chunk: SQLite binds no arrays.
+    async fn own_put_embeddings(
         &self,
         model: &str,
         vectors: &[(ChunkId, Vec<f32>)],
     ) -> StoreResult<()> {
-        let mut tx = self.writer.begin_with("BEGIN IMMEDIATE").await?;
+        let mut tx = self.begin_write().await?;
         for (chunk_id, vector) in vectors {
             // Through SELECT, so a chunk deleted meanwhile is skipped, not an FK error.
             sqlx::query(
@@ -402,74 +174,12 @@ impl DocumentStore for SqliteStore {
         Ok(())
     }
 
-    async fn agent_embeddings(
+    /// [`crate::store::DocumentStore::chunk_hits`] through an `IN` list: SQLite binds no arrays.
+    async fn own_chunk_hits(
         &self,
         agent_id: &AgentId,
-        model: &str,
-    ) -> StoreResult<Vec<ChunkVector>> {
-        let rows = sqlx::query(
-            "SELECT chunk_id, vector FROM chunk_embeddings \
-             WHERE agent_id = ? AND model = ? AND dimensions > 0 ORDER BY chunk_id",
-        )
-        .bind(agent_id)
-        .bind(model)
-        .fetch_all(&self.pool)
-        .await?;
-        let mut out = Vec::with_capacity(rows.len());
-        for r in &rows {
-            let bytes: Vec<u8> = r.try_get("vector")?;
-            // The table's CHECK keeps lengths whole; a row that still does not decode is
-            // left out rather than failing the chat.
-            if let Some(vector) = vector_from_bytes(&bytes) {
-                out.push(ChunkVector {
-                    chunk_id: r.try_get("chunk_id")?,
-                    vector,
-                });
-            }
-        }
-        Ok(out)
-    }
-
-    async fn embedding_generation(&self, agent_id: &AgentId) -> StoreResult<i64> {
-        let generation: Option<i64> =
-            sqlx::query_scalar("SELECT generation FROM embedding_generations WHERE agent_id = ?")
-                .bind(agent_id)
-                .fetch_optional(&self.pool)
-                .await?;
-        Ok(generation.unwrap_or(0))
-    }
-
-    async fn chunks_without_embedding(
-        &self,
-        model: &str,
-        document_id: Option<&DocumentId>,
-        limit: u32,
-    ) -> StoreResult<Vec<ChunkText>> {
-        let rows = sqlx::query(
-            "SELECT c.id, c.title, c.heading_path, c.text FROM chunks c \
-             WHERE (?1 IS NULL OR c.document_id = ?1) AND NOT EXISTS \
-             (SELECT 1 FROM chunk_embeddings e WHERE e.chunk_id = c.id AND e.model = ?2) \
-             ORDER BY c.id LIMIT ?3",
-        )
-        .bind(document_id)
-        .bind(model)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows
-            .iter()
-            .map(|r| {
-                Ok(ChunkText {
-                    chunk_id: r.try_get("id")?,
-                    title: r.try_get("title")?,
-                    heading_path: r.try_get("heading_path")?,
-                    text: r.try_get("text")?,
-                })
-            })
-            .collect::<Result<_, sqlx::Error>>()?)
-    }
-
-    async fn chunk_hits(&self, agent_id: &AgentId, ids: &[ChunkId]) -> StoreResult<Vec<ChunkHit>> {
+        ids: &[ChunkId],
+    ) -> StoreResult<Vec<ChunkHit>> {
         if ids.is_empty() {
             return Ok(Vec::new());
         }

@@ -21,6 +21,7 @@ mod integrations;
 mod jobs;
 mod rows;
 mod sessions;
+mod tools;
 mod webhooks;
 
 /// [`Store`] on SQLite.
@@ -156,6 +157,31 @@ impl SqliteStore {
     /// The pool of the one writing connection (for backend-specific tests and tools).
     pub fn writer(&self) -> &SqlitePool {
         &self.writer
+    }
+}
+
+/// The clause a shared statement appends to its read of a row that the write it guards
+/// references (an agent, an integration), so that the row is not deleted meanwhile.
+/// Nothing on SQLite: its one writer runs no delete while a write that references the
+/// row is under way.
+const KEY_SHARE: &str = "";
+
+/// The seam the statements shared with the other backend are written against (the
+/// `*_store!` macros of [`crate::store`]): how a write transaction begins.
+impl SqliteStore {
+    /// Begins a transaction on the one writer, taking the write lock at once
+    /// (`BEGIN IMMEDIATE`: <https://sqlite.org/lang_transaction.html>).
+    async fn begin_write(&self) -> StoreResult<sqlx::Transaction<'static, sqlx::Sqlite>> {
+        Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
+    }
+
+    /// Begins the transaction of a per-account check-then-act (count the account's rows,
+    /// then write): the one writer already runs such transactions one at a time.
+    async fn begin_for_account(
+        &self,
+        _user_id: &crate::ids::UserId,
+    ) -> StoreResult<sqlx::Transaction<'static, sqlx::Sqlite>> {
+        self.begin_write().await
     }
 }
 
@@ -459,23 +485,5 @@ pub(crate) mod tests {
             .execute(store.writer())
             .await
             .unwrap();
-    }
-}
-
-crate::store::tools::tool_store!(SqliteStore, sqlx::sqlite::SqliteRow, writer, pool);
-
-impl SqliteStore {
-    /// [`crate::store::tools::ToolStore::create_tool`]: one statement on the one writer, so
-    /// the count and the insert cannot interleave with another creation.
-    async fn insert_tool(
-        &self,
-        r: &crate::store::tools::ToolRecord,
-        limit: u32,
-    ) -> StoreResult<bool> {
-        let done = crate::store::tools::insert_tool_query!(r, limit)
-            .execute(&self.writer)
-            .await
-            .map_err(crate::store::tools::name_conflict)?;
-        Ok(done.rows_affected() == 1)
     }
 }

@@ -1,154 +1,40 @@
-//! [`SessionStore`] on SQLite (`migrations/sqlite/0001_accounts.sql`).
+//! [`crate::store::SessionStore`] on SQLite (`migrations/sqlite/0001_accounts.sql`).
 
-use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::{
-    rows::{ms, plan, session, SESSION_COLUMNS},
-    SqliteStore,
-};
+use super::rows::ms;
 use crate::ids::{SessionId, UserId};
-use crate::store::{SessionAuth, SessionRecord, SessionStore, StoreResult};
 
-#[async_trait]
-impl SessionStore for SqliteStore {
-    async fn create_session(
-        &self,
-        s: SessionRecord,
-        max_live: usize,
-        idle_cutoff: DateTime<Utc>,
-    ) -> StoreResult<Vec<SessionId>> {
-        let mut tx = self.writer.begin().await?;
-        // Write first so the transaction holds the write lock from its start.
-        sqlx::query(
-            "INSERT INTO sessions (id, user_id, refresh_jti, user_agent, ip, created_at, last_seen_at) \
-             VALUES (?, ?, ?, ?, ?, ?, ?)",
-        )
-        .bind(&s.id)
-        .bind(&s.user_id)
-        .bind(&s.refresh_jti)
-        .bind(&s.user_agent)
-        .bind(&s.ip)
-        .bind(ms(s.created_at))
-        .bind(ms(s.last_seen_at))
-        .execute(&mut *tx)
-        .await?;
-        let over: Vec<SessionId> = sqlx::query_scalar(
-            "SELECT id FROM sessions WHERE user_id = ? AND revoked_at IS NULL AND last_seen_at >= ? \
-             ORDER BY created_at DESC, id DESC LIMIT -1 OFFSET ?",
-        )
-        .bind(&s.user_id)
-        .bind(ms(idle_cutoff))
-        .bind(max_live as i64)
-        .fetch_all(&mut *tx)
-        .await?;
-        for id in &over {
-            sqlx::query(
-                "UPDATE sessions SET revoked_at = ?, revoked_reason = 'evicted' WHERE id = ?",
-            )
-            .bind(ms(s.created_at))
-            .bind(id)
-            .execute(&mut *tx)
-            .await?;
-        }
-        tx.commit().await?;
-        Ok(over)
-    }
-
-    async fn session_auth(&self, session_id: &SessionId) -> StoreResult<Option<SessionAuth>> {
-        let row = sqlx::query(&format!(
-            "SELECT {SESSION_COLUMNS}, u.plan FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id = ?"
-        ))
-        .bind(session_id)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.map(|r| {
-            Ok(SessionAuth {
-                session: session(&r)?,
-                plan: plan(&r, "plan")?,
-            })
-        })
-        .transpose()
-    }
-
-    async fn rotate_refresh(
-        &self,
-        session_id: &SessionId,
-        old_jti: &str,
-        new_jti: &str,
-        now: DateTime<Utc>,
-    ) -> StoreResult<bool> {
-        let done = sqlx::query(
-            "UPDATE sessions SET refresh_jti = ?, last_seen_at = ? \
-             WHERE id = ? AND refresh_jti = ? AND revoked_at IS NULL",
-        )
-        .bind(new_jti)
-        .bind(ms(now))
-        .bind(session_id)
-        .bind(old_jti)
-        .execute(&self.writer)
-        .await?;
-        Ok(done.rows_affected() == 1)
-    }
-
-    async fn touch_session(&self, session_id: &SessionId, now: DateTime<Utc>) -> StoreResult<()> {
-        sqlx::query("UPDATE sessions SET last_seen_at = MAX(last_seen_at, ?) WHERE id = ?")
+/// Ends the account's live sessions beyond the newest `max_live` at `now`, one by one
+/// (SQLite writes `LIMIT -1 OFFSET` and binds no arrays); answers their ids.
+async fn end_sessions_over_cap(
+    tx: &mut sqlx::Transaction<'_, sqlx::Sqlite>,
+    user_id: &UserId,
+    idle_cutoff: DateTime<Utc>,
+    max_live: usize,
+    now: DateTime<Utc>,
+) -> Result<Vec<SessionId>, sqlx::Error> {
+    let over: Vec<SessionId> = sqlx::query_scalar(
+        "SELECT id FROM sessions WHERE user_id = ? AND revoked_at IS NULL AND last_seen_at >= ? \
+         ORDER BY created_at DESC, id DESC LIMIT -1 OFFSET ?",
+    )
+    .bind(user_id)
+    .bind(ms(idle_cutoff))
+    .bind(max_live as i64)
+    .fetch_all(&mut **tx)
+    .await?;
+    for id in &over {
+        sqlx::query("UPDATE sessions SET revoked_at = ?, revoked_reason = 'evicted' WHERE id = ?")
             .bind(ms(now))
-            .bind(session_id)
-            .execute(&self.writer)
+            .bind(id)
+            .execute(&mut **tx)
             .await?;
-        Ok(())
     }
-
-    async fn revoke_session(
-        &self,
-        user_id: &UserId,
-        session_id: &SessionId,
-        reason: &str,
-        now: DateTime<Utc>,
-    ) -> StoreResult<bool> {
-        let done = sqlx::query(
-            "UPDATE sessions SET revoked_at = ?, revoked_reason = ? WHERE id = ? AND user_id = ? AND revoked_at IS NULL",
-        )
-        .bind(ms(now))
-        .bind(reason)
-        .bind(session_id)
-        .bind(user_id)
-        .execute(&self.writer)
-        .await?;
-        Ok(done.rows_affected() == 1)
-    }
-
-    async fn revoke_all_sessions(
-        &self,
-        user_id: &UserId,
-        reason: &str,
-        now: DateTime<Utc>,
-    ) -> StoreResult<Vec<SessionId>> {
-        let ids = sqlx::query_scalar(
-            "UPDATE sessions SET revoked_at = ?, revoked_reason = ? WHERE user_id = ? AND revoked_at IS NULL RETURNING id",
-        )
-        .bind(ms(now))
-        .bind(reason)
-        .bind(user_id)
-        .fetch_all(&self.writer)
-        .await?;
-        Ok(ids)
-    }
-
-    async fn live_sessions(
-        &self,
-        user_id: &UserId,
-        idle_cutoff: DateTime<Utc>,
-    ) -> StoreResult<Vec<SessionRecord>> {
-        let rows = sqlx::query(&format!(
-            "SELECT {SESSION_COLUMNS} FROM sessions s WHERE s.user_id = ? AND s.revoked_at IS NULL \
-             AND s.last_seen_at >= ? ORDER BY s.created_at DESC, s.id DESC"
-        ))
-        .bind(user_id)
-        .bind(ms(idle_cutoff))
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows.iter().map(session).collect::<Result<_, _>>()?)
-    }
+    Ok(over)
 }
+
+/// SQLite's two-argument `MAX` is PostgreSQL's `GREATEST`, which it lacks.
+const TOUCH_SESSION: &str =
+    "UPDATE sessions SET last_seen_at = MAX(last_seen_at, $1) WHERE id = $2";
+
+crate::store::sessions::session_store!(SqliteStore, sqlx::Sqlite, writer, pool);
