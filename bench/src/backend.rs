@@ -13,12 +13,10 @@
 //! `PUBLIC_URL`) are made once per run and given to every instance, as an operator gives
 //! them to every machine.
 
-use agentchat::{
-    config::{Config, SecretsConfig},
-    store::scratch::ScratchDatabase,
-};
+use agentchat::config::{Config, SecretsConfig};
 use anyhow::Context;
 use secrecy::ExposeSecret;
+use test_support::scratch::ScratchDatabase;
 
 /// `PUBLIC_URL` of the instances on PostgreSQL: the address a load balancer in front of
 /// them would have.

@@ -50,8 +50,8 @@ use tokio::{
 };
 
 use crate::{
-    ids::{AgentId, ApiKeyId, SessionId, UserId},
     config::Backend,
+    ids::{AgentId, ApiKeyId, SessionId, UserId},
 };
 
 /// The channel of [`Invalidation`] messages (JSON).
@@ -471,7 +471,7 @@ pub(crate) mod tests {
     use std::sync::Mutex;
 
     use super::*;
-    use crate::store::scratch::ScratchDatabase;
+    use test_support::scratch::ScratchDatabase;
 
     /// A cache that records what it was told to forget.
     #[derive(Default)]

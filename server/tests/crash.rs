@@ -21,9 +21,9 @@ use std::{
 
 mod process;
 
-use agentchat::store::scratch::ScratchDatabase;
 use reqwest::Client;
 use serde_json::{json, Value};
+use test_support::scratch::ScratchDatabase;
 
 const PASSWORD: &str = "correct horse battery";
 /// Conversations in flight at once.

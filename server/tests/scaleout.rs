@@ -20,10 +20,10 @@ use std::{
 
 mod process;
 
-use agentchat::store::scratch::ScratchDatabase;
 use axum::{extract::State, http::HeaderMap, routing::post, Router};
 use reqwest::{multipart, Client, StatusCode};
 use serde_json::{json, Value};
+use test_support::scratch::ScratchDatabase;
 
 const JWT_SECRET: &str = "two-instance-test-signing-secret-0123456789abcdef";
 /// Base64 of 32 bytes.

@@ -7,7 +7,8 @@
 
 use std::sync::Arc;
 
-use agentchat::store::{self, conformance, scratch::ScratchDatabase, Store};
+use agentchat::store::{self, Store};
+use test_support::{conformance, scratch::ScratchDatabase};
 
 /// A migrated store for one case, with what keeps its database alive.
 struct Fresh {
@@ -54,7 +55,7 @@ macro_rules! cases {
     };
 }
 
-agentchat::for_each_store_conformance_case!(cases);
+test_support::for_each_store_conformance_case!(cases);
 
 /// Instances starting at once all migrate the same database: each succeeds, and the
 /// migrations are applied once (sqlx's migrator takes an advisory lock on PostgreSQL; on

@@ -80,6 +80,7 @@ use std::{
     sync::Arc,
     time::{Duration, Instant},
 };
+use test_support::scratch::ScratchDatabase;
 
 use agentchat::{
     ids::{AgentId, DocumentId, UserId},
@@ -90,10 +91,7 @@ use agentchat::{
             retrieve, ChunkSearch,
         },
     },
-    store::{
-        documents::NewChunk, postgres::PgStore, scratch::ScratchDatabase, sqlite::SqliteStore,
-        Store,
-    },
+    store::{documents::NewChunk, postgres::PgStore, sqlite::SqliteStore, Store},
 };
 use anyhow::{ensure, Context};
 use bench::{

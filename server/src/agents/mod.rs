@@ -172,8 +172,12 @@ impl AgentService {
         plan: Plan,
         request: AgentFields,
     ) -> Result<AgentRecord, AgentError> {
-        let name = parse_name("name", request.name.as_deref().unwrap_or_default(), NAME_MAX)
-            .map_err(AgentError::Invalid)?;
+        let name = parse_name(
+            "name",
+            request.name.as_deref().unwrap_or_default(),
+            NAME_MAX,
+        )
+        .map_err(AgentError::Invalid)?;
         let description =
             bounded("description", request.description, DESCRIPTION_MAX)?.unwrap_or_default();
         let system_prompt =

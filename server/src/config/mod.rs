@@ -25,7 +25,6 @@ use std::{net::SocketAddr, path::PathBuf};
 
 use anyhow::Context;
 
-
 pub use self::{
     channels::{ChannelsConfig, SLACK_API_URL, TELEGRAM_API_URL},
     chat::ChatConfig,
@@ -392,10 +391,7 @@ mod tests {
         let mut config =
             Config::with_data_dir(dir.path().to_path_buf(), "127.0.0.1:0".parse().unwrap())
                 .unwrap();
-        assert_eq!(
-            config.storage.max_connections,
-            DEFAULT_DATABASE_CONNECTIONS
-        );
+        assert_eq!(config.storage.max_connections, DEFAULT_DATABASE_CONNECTIONS);
         assert_eq!(config.storage.max_connections, 16);
         assert_eq!(config.storage.backend(), Some(Backend::Sqlite));
         assert_eq!(config.role, Role::All);

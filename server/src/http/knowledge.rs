@@ -3,8 +3,8 @@
 //! docs/api.md § Knowledge base).
 
 use app::api::{
-    AddUrlRequest, AddUrlResponse, CrawlOptions, DocumentRefreshResponse, DocumentResponse, DocumentsResponse,
-    ErrorBody, JobResponse, SuccessResponse, UploadResponse,
+    AddUrlRequest, AddUrlResponse, CrawlOptions, DocumentRefreshResponse, DocumentResponse,
+    DocumentsResponse, ErrorBody, JobResponse, SuccessResponse, UploadResponse,
 };
 use axum::{
     extract::{multipart::MultipartRejection, DefaultBodyLimit, Multipart, State},

@@ -439,10 +439,7 @@ async fn identities(
     Auth(principal): Auth,
 ) -> ApiResult<Json<IdentitiesResponse>> {
     principal.require_session()?;
-    let (identities, has_password) = state
-        .accounts
-        .sign_in_methods(&principal.user_id)
-        .await?;
+    let (identities, has_password) = state.accounts.sign_in_methods(&principal.user_id).await?;
     let identities = identities
         .into_iter()
         .map(|i| LinkedIdentity {

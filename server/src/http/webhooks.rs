@@ -69,10 +69,7 @@ async fn create(
         events: body.events,
         description: body.description,
     };
-    let (record, secret) = state
-        .webhooks
-        .create(&principal.user_id, webhook)
-        .await?;
+    let (record, secret) = state.webhooks.create(&principal.user_id, webhook).await?;
     Ok((
         StatusCode::CREATED,
         Json(CreatedWebhook {

@@ -16,15 +16,13 @@
 //!
 //! Every rule a backend must keep (atomic limits, one claimer per job and per delivery,
 //! chunk generations and ids, the counters triggers keep on SQLite) is stated on the trait
-//! method concerned and proven by [`conformance`], which `server/tests/store.rs` runs on
+//! method concerned and proven by the conformance suite of the `test-support` crate, which `server/tests/store.rs` runs on
 //! every backend.
 
 pub mod accounts;
 pub mod agents;
 pub mod api_keys;
 pub mod chat;
-#[doc(hidden)]
-pub mod conformance;
 pub mod copy;
 pub mod documents;
 pub mod error;
@@ -33,8 +31,6 @@ pub mod integrations;
 pub mod jobs;
 pub mod postgres;
 mod rows;
-#[doc(hidden)]
-pub mod scratch;
 pub mod sessions;
 pub mod sqlite;
 mod sqlx_error;

@@ -195,7 +195,7 @@ fn serve_takes_a_role() {
 async fn commands_on_the_database_need_no_shared_secrets_in_postgres_mode() {
     let server = test_database_server()
         .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/postgres".into());
-    let db = agentchat::store::scratch::ScratchDatabase::create(&server)
+    let db = test_support::scratch::ScratchDatabase::create(&server)
         .await
         .unwrap_or_else(|e| {
             panic!(

@@ -5,11 +5,9 @@
 //! server when unset).
 
 use std::{sync::Arc, time::Duration};
+use test_support::scratch::ScratchDatabase;
 
-use agentchat::{
-    cluster::{APPLICATION_NAME, INVALIDATE_CHANNEL},
-    store::scratch::ScratchDatabase,
-};
+use agentchat::cluster::{APPLICATION_NAME, INVALIDATE_CHANNEL};
 use serde_json::Value;
 use sqlx::postgres::PgListener;
 

@@ -6,8 +6,8 @@
 
 use std::{process::Command, sync::Arc};
 
-use agentchat::store::scratch::ScratchDatabase;
 use serde_json::{json, Value};
+use test_support::scratch::ScratchDatabase;
 
 use crate::{helpers::*, knowledge::agent};
 

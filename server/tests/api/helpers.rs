@@ -11,12 +11,12 @@ use std::{
     sync::{Arc, Mutex},
     time::Duration,
 };
+use test_support::scratch::ScratchDatabase;
 
 use agentchat::{
     config::Config,
     services::AppState,
     startup::{Application, Runtimes},
-    store::scratch::ScratchDatabase,
 };
 use reqwest::{header, Client, Method, Response};
 use secrecy::SecretString;

@@ -4,8 +4,9 @@
 
 use std::time::Duration;
 
-use agentchat::{config::Role, store::scratch::ScratchDatabase};
+use agentchat::config::Role;
 use serde_json::Value;
+use test_support::scratch::ScratchDatabase;
 
 use crate::{helpers::*, knowledge::agent};
 

@@ -823,7 +823,7 @@ async fn live_channels_and_the_openai_api_are_not_offered_tools_that_need_approv
 /// Two instances on one PostgreSQL database (the tests' server), both with the mock
 /// provider and the action server `allowed`.
 async fn two_instances(allowed: &str) -> (TestApp, TestApp, mock_provider::MockProvider) {
-    use agentchat::store::scratch::ScratchDatabase;
+    use test_support::scratch::ScratchDatabase;
     let server = test_database_server()
         .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/postgres".to_string());
     let database = Arc::new(

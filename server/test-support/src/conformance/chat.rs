@@ -5,13 +5,13 @@ use std::sync::Arc;
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 
 use super::{agent_record, in_parallel, message, thread_of_new_user, user};
-use crate::{
+use agentchat::{
     domain::Role,
     ids::{ThreadId, UserId},
     store::{chat::ReplyStatus, MessageRecord, Store, ThreadRecord, TurnRecord},
 };
 
-/// [`crate::store::AgentStore::create_agent`]: ten creations at once under a plan limit
+/// [`agentchat::store::AgentStore::create_agent`]: ten creations at once under a plan limit
 /// of three leave exactly three agents.
 pub async fn ten_parallel_agent_creates_at_a_limit_of_three_leave_three(store: Arc<dyn Store>) {
     let u1 = user(store.as_ref(), "u1").await.id;
@@ -33,7 +33,7 @@ pub async fn ten_parallel_agent_creates_at_a_limit_of_three_leave_three(store: A
         .unwrap());
 }
 
-/// [`crate::store::ChatStore::create_thread`]: a thread needs its user's agent; a refused
+/// [`agentchat::store::ChatStore::create_thread`]: a thread needs its user's agent; a refused
 /// thread leaves no message behind, and an accepted one comes with its first message.
 pub async fn a_thread_needs_its_users_agent(store: Arc<dyn Store>) {
     let thread = thread_of_new_user(store.as_ref()).await;
@@ -120,7 +120,7 @@ fn turn(thread: &ThreadRecord, new_thread: bool, i: usize, at: DateTime<Utc>) ->
 }
 
 /// Stores one turn (a user message and its reply) in a new thread of a new user's agent,
-/// through [`crate::store::ChatStore::record_turns`], and checks that it was stored: for
+/// through [`agentchat::store::ChatStore::record_turns`], and checks that it was stored: for
 /// the backend-specific tests, which look at how the backend wrote it.
 pub async fn store_one_turn(store: &dyn Store) {
     let thread = thread_of_new_user(store).await;
@@ -132,7 +132,7 @@ pub async fn store_one_turn(store: &dyn Store) {
     assert_eq!(stored, [true]);
 }
 
-/// [`crate::store::ChatStore::record_turns`]: turns of new and existing threads stored in
+/// [`agentchat::store::ChatStore::record_turns`]: turns of new and existing threads stored in
 /// one call are each stored whole (thread, user message, reply, counters and usage); a turn
 /// whose agent or thread is gone, or another user's, is reported as not stored and leaves
 /// nothing behind, without failing the others.
@@ -220,7 +220,7 @@ pub async fn turns_are_stored_whole_in_one_commit(store: Arc<dyn Store>) {
     assert_eq!(store.record_turns(&[]).await.unwrap(), Vec::<bool>::new());
 }
 
-/// [`crate::store::ChatStore::record_turns`]: a batch that fails part-way (its second turn
+/// [`agentchat::store::ChatStore::record_turns`]: a batch that fails part-way (its second turn
 /// reuses a message id) stores none of its turns, and the store writes on: the same first
 /// turn then goes in alone, and is read back.
 pub async fn a_failed_turn_batch_leaves_nothing_and_the_store_writes_on(store: Arc<dyn Store>) {
@@ -249,7 +249,7 @@ pub async fn a_failed_turn_batch_leaves_nothing_and_the_store_writes_on(store: A
     assert_eq!(usage[0].chats, 1, "only the stored reply is counted");
 }
 
-/// [`crate::store::ChatStore::record_turns`]: a batch whose future is dropped part-way
+/// [`agentchat::store::ChatStore::record_turns`]: a batch whose future is dropped part-way
 /// (a shutdown cancelling the writer) leaves all of its turns or none, and later writes
 /// are committed and readable, not caught in a transaction the batch left open.
 pub async fn a_cancelled_turn_batch_leaves_all_or_nothing(store: Arc<dyn Store>) {
@@ -301,7 +301,7 @@ pub async fn a_cancelled_turn_batch_leaves_all_or_nothing(store: Arc<dyn Store>)
     );
 }
 
-/// [`crate::store::Store`]: writes dropped while they begin their transaction (clients
+/// [`agentchat::store::Store`]: writes dropped while they begin their transaction (clients
 /// that hung up) leave no transaction open: the writes that follow, one statement each,
 /// are committed and seen through every connection, and wait on no lock of theirs.
 pub async fn writes_dropped_while_they_begin_leave_no_transaction_open(store: Arc<dyn Store>) {
@@ -342,7 +342,7 @@ pub async fn writes_dropped_while_they_begin_leave_no_transaction_open(store: Ar
         .expect("a later write waited on a lock of a transaction left open");
 }
 
-/// [`crate::store::ChatStore::record_turns`]: 20 batches of 10 new conversations stored at
+/// [`agentchat::store::ChatStore::record_turns`]: 20 batches of 10 new conversations stored at
 /// once (and a second turn in each) are all written, every message counted in its thread
 /// and every reply in the day's usage.
 pub async fn parallel_turn_batches_are_all_counted(store: Arc<dyn Store>) {
@@ -389,7 +389,7 @@ pub async fn parallel_turn_batches_are_all_counted(store: Arc<dyn Store>) {
     );
 }
 
-/// [`crate::store::ChatStore::append_message`]: 200 messages appended at once are all
+/// [`agentchat::store::ChatStore::append_message`]: 200 messages appended at once are all
 /// written, every one counted into its thread and every assistant message into the day's
 /// usage.
 pub async fn concurrent_messages_are_all_written_and_counted(store: Arc<dyn Store>) {
@@ -430,7 +430,7 @@ pub async fn concurrent_messages_are_all_written_and_counted(store: Arc<dyn Stor
     );
 }
 
-/// [`crate::store::ChatStore::append_message`]: the activity time only moves forward;
+/// [`agentchat::store::ChatStore::append_message`]: the activity time only moves forward;
 /// usage goes to the UTC day of each assistant message, counts a reply without token
 /// counts as 0 tokens, and outlives the thread.
 pub async fn thread_counters_and_daily_usage_follow_appended_messages(store: Arc<dyn Store>) {

@@ -12,13 +12,13 @@ use std::{
 use chrono::Utc;
 
 use super::{agent, crawl_document, crawled_document, page};
-use crate::{
+use agentchat::{
     ids::{AgentId, ChunkId},
     knowledge::search::ChunkSearch,
     store::{documents::ChunkHit, jobs::JobOutcome, AgentRecord, Store},
 };
 
-/// [`crate::store::DocumentStore::replace_pages`]: pages written together each replace
+/// [`agentchat::store::DocumentStore::replace_pages`]: pages written together each replace
 /// only their own chunks.
 pub async fn crawled_pages_written_together_replace_each_pages_chunks(store: Arc<dyn Store>) {
     let doc = crawled_document(store.as_ref()).await;
@@ -50,7 +50,7 @@ pub async fn crawled_pages_written_together_replace_each_pages_chunks(store: Arc
     assert_eq!(banana[0].url.as_deref(), Some("https://example.com/b"));
 }
 
-/// [`crate::store::DocumentStore::replace_pages`]: nothing is written for a deleted
+/// [`agentchat::store::DocumentStore::replace_pages`]: nothing is written for a deleted
 /// document.
 pub async fn crawled_pages_of_a_deleted_document_are_not_written(store: Arc<dyn Store>) {
     let doc = crawled_document(store.as_ref()).await;
@@ -73,9 +73,9 @@ pub async fn crawled_pages_of_a_deleted_document_are_not_written(store: Arc<dyn 
 }
 
 /// Documents each written, indexed and deleted at once (as a worker still indexing a
-/// document its owner deletes): [`crate::store::DocumentStore::replace_pages`],
-/// [`crate::store::DocumentStore::replace_chunks`] and
-/// [`crate::store::jobs::JobQueue::complete_job`] each either happen before the delete
+/// document its owner deletes): [`agentchat::store::DocumentStore::replace_pages`],
+/// [`agentchat::store::DocumentStore::replace_chunks`] and
+/// [`agentchat::store::jobs::JobQueue::complete_job`] each either happen before the delete
 /// (which then removes what they wrote) or find the document gone; none fails, and
 /// nothing of the documents is left.
 pub async fn documents_deleted_while_written_leave_nothing_behind(store: Arc<dyn Store>) {
@@ -185,7 +185,7 @@ pub async fn chunk_ids_only_grow(store: Arc<dyn Store>) {
     );
 }
 
-/// [`crate::store::DocumentStore::chunk_generation`]: absent before the agent's first
+/// [`agentchat::store::DocumentStore::chunk_generation`]: absent before the agent's first
 /// chunk, changed by every write or delete of its chunks (and of its embeddings for the
 /// embedding generation), untouched by another agent's, and gone with the agent.
 pub async fn the_chunk_generation_changes_with_every_chunk_write_and_delete(store: Arc<dyn Store>) {
@@ -462,7 +462,7 @@ const WRITER_ROUNDS: usize = 20;
 /// Chunks per page there.
 const CHUNKS_PER_PAGE: usize = 5;
 
-/// The chunk-id rule of [`crate::store::DocumentStore`] (ids visible in increasing order
+/// The chunk-id rule of [`agentchat::store::DocumentStore`] (ids visible in increasing order
 /// per agent): two documents of one agent are written at once, page after page, while a
 /// search keeps bringing the agent's index up to date from the store's primitives; then
 /// every chunk written is in that index (found by its own word), none left behind below

@@ -6,8 +6,8 @@ use std::{collections::HashSet, sync::Arc};
 use chrono::{DateTime, Duration, Utc};
 
 use super::{agent, in_parallel, integration, user};
-use crate::webhooks::EventType;
-use crate::{
+use agentchat::webhooks::EventType;
+use agentchat::{
     ids::{AgentId, IntegrationId, UserId},
     store::{
         documents::{DocumentRecord, DocumentStatus},
@@ -41,7 +41,7 @@ async fn queued_jobs(store: &dyn Store, n: usize, now: DateTime<Utc>) -> Vec<Job
     jobs
 }
 
-/// [`crate::store::JobQueue::queued_jobs`]: the jobs waiting for a worker, by kind; a
+/// [`agentchat::store::JobQueue::queued_jobs`]: the jobs waiting for a worker, by kind; a
 /// claimed job no longer waits, and a kind without a queued job is left out.
 pub async fn queued_jobs_are_counted_by_kind(store: Arc<dyn Store>) {
     let counted = |counts: Vec<(JobKind, u64)>, kind: JobKind| {
@@ -71,7 +71,7 @@ pub async fn queued_jobs_are_counted_by_kind(store: Arc<dyn Store>) {
     assert_eq!(counted(counts, JobKind::Crawl), 1);
 }
 
-/// [`crate::store::JobQueue::claim_job`]: sixteen workers claiming at once over eight
+/// [`agentchat::store::JobQueue::claim_job`]: sixteen workers claiming at once over eight
 /// queued jobs take eight distinct jobs, each on its first attempt; the other eight get
 /// none.
 pub async fn sixteen_claimers_over_eight_jobs_take_eight_distinct_jobs(store: Arc<dyn Store>) {
@@ -94,7 +94,7 @@ pub async fn sixteen_claimers_over_eight_jobs_take_eight_distinct_jobs(store: Ar
     assert!(store.claim_job(now, lease).await.unwrap().is_none());
 }
 
-/// [`crate::store::JobQueue::claim_job`] and [`crate::store::JobQueue::complete_job`]: a
+/// [`agentchat::store::JobQueue::claim_job`] and [`agentchat::store::JobQueue::complete_job`]: a
 /// running job is claimed again only once its lease (extended by progress) has ended,
 /// as a new attempt; only the attempt holding the job may complete it.
 pub async fn a_claimed_job_is_claimed_again_only_after_its_lease(store: Arc<dyn Store>) {
@@ -153,7 +153,7 @@ pub async fn a_claimed_job_is_claimed_again_only_after_its_lease(store: Arc<dyn 
     assert!(store.claim_job(at(500), at(560)).await.unwrap().is_none());
 }
 
-/// [`crate::store::JobQueue::job_progress`] and [`crate::store::JobQueue::finish_job`]:
+/// [`agentchat::store::JobQueue::job_progress`] and [`agentchat::store::JobQueue::finish_job`]:
 /// once another worker has claimed the job again, the attempt that lost it can neither
 /// renew its lease, record progress nor end the job (each answers `false` and writes
 /// nothing); the holding attempt can, until the job has ended; a job deleted with its
@@ -260,7 +260,7 @@ pub async fn a_lost_claim_can_neither_renew_nor_end_its_job(store: Arc<dyn Store
         .unwrap());
 }
 
-/// [`crate::store::JobQueue::enqueue_job`]: while a document's job is queued or running,
+/// [`agentchat::store::JobQueue::enqueue_job`]: while a document's job is queued or running,
 /// every enqueue (eight at once among them) answers that job; after it ended, a new job
 /// is queued.
 pub async fn a_document_has_one_queued_or_running_job(store: Arc<dyn Store>) {
@@ -315,7 +315,7 @@ fn webhook(id: &str, user_id: &UserId) -> WebhookRecord {
     }
 }
 
-/// [`crate::store::WebhookStore::claim_deliveries`]: eight workers claiming at once take
+/// [`agentchat::store::WebhookStore::claim_deliveries`]: eight workers claiming at once take
 /// each of twelve due deliveries exactly once; before the lease ends nothing is claimed
 /// again, after it the unfinished ones are, as second attempts.
 pub async fn parallel_delivery_claims_are_distinct(store: Arc<dyn Store>) {
@@ -383,7 +383,7 @@ pub async fn parallel_delivery_claims_are_distinct(store: Arc<dyn Store>) {
         .all(|c| c.delivery.attempts == 2 && c.delivery.id != done.id));
 }
 
-/// [`crate::store::WebhookStore::claim_deliveries`]: a claim takes at most `limit`
+/// [`agentchat::store::WebhookStore::claim_deliveries`]: a claim takes at most `limit`
 /// deliveries, the earliest due first, even when the deliveries it takes are due again at
 /// once (a lease that has already ended); every due delivery is taken once.
 pub async fn a_delivery_claim_takes_at_most_its_limit(store: Arc<dyn Store>) {
@@ -424,7 +424,7 @@ pub async fn a_delivery_claim_takes_at_most_its_limit(store: Arc<dyn Store>) {
         .is_empty());
 }
 
-/// [`crate::store::WebhookStore::record_attempt`]: an attempt whose lease ran out, and
+/// [`agentchat::store::WebhookStore::record_attempt`]: an attempt whose lease ran out, and
 /// whose delivery another worker claimed again, is stored but does not move the delivery
 /// on (the answer is false, and its 410 Gone disables nothing); the current claim's result
 /// stands, and a late record after it changes nothing either.
@@ -510,8 +510,8 @@ pub async fn a_delivery_is_moved_on_only_under_its_claim(store: Arc<dyn Store>) 
     assert_eq!(attempts, [(1, Some(410)), (2, Some(200))]);
 }
 
-/// [`crate::store::WebhookStore::create_webhook`] and
-/// [`crate::store::IntegrationStore::create_integration`]: creations at once under a
+/// [`agentchat::store::WebhookStore::create_webhook`] and
+/// [`agentchat::store::IntegrationStore::create_integration`]: creations at once under a
 /// limit leave exactly the limit.
 pub async fn parallel_webhook_and_integration_creates_stop_at_the_limit(store: Arc<dyn Store>) {
     let u1 = user(store.as_ref(), "u1").await.id;
@@ -545,7 +545,7 @@ pub async fn parallel_webhook_and_integration_creates_stop_at_the_limit(store: A
     assert_eq!(store.list_integrations(&u1).await.unwrap().len(), 2);
 }
 
-/// [`crate::store::IntegrationStore::first_channel_event`]: of eight deliveries of one
+/// [`agentchat::store::IntegrationStore::first_channel_event`]: of eight deliveries of one
 /// inbound event at once, and one later, exactly one is first.
 pub async fn an_inbound_event_is_answered_once(store: Arc<dyn Store>) {
     let now = Utc::now();

@@ -24,14 +24,14 @@ pub use queues::*;
 pub use tenancy::*;
 pub use tools::*;
 
-use super::{
+use agentchat::store::{
     agents::AgentStatus,
     chat::ReplyStatus,
     documents::{DocumentRecord, NewChunk, PageRecord},
     jobs::{JobKind, JobRecord},
     AgentRecord, MessageRecord, NewUser, Store, ThreadRecord, UserRecord,
 };
-use crate::{
+use agentchat::{
     domain::{Email, Role},
     ids::{AgentId, DocumentId, UserId},
 };
@@ -263,19 +263,22 @@ where
 }
 
 /// The Telegram integration `id` of `user_id`, linked to no agent.
-pub(super) fn integration(id: &str, user_id: &UserId) -> super::integrations::IntegrationRecord {
+pub(super) fn integration(
+    id: &str,
+    user_id: &UserId,
+) -> agentchat::store::integrations::IntegrationRecord {
     let now = Utc::now();
-    super::integrations::IntegrationRecord {
+    agentchat::store::integrations::IntegrationRecord {
         id: id.into(),
         user_id: user_id.clone(),
-        provider_code: crate::integrations::catalog::ProviderCode::Telegram,
+        provider_code: agentchat::integrations::catalog::ProviderCode::Telegram,
         name: format!("bot {id}"),
         agent_id: None,
         config: "{}".into(),
         credentials_sealed: Vec::new(),
         key_id: "k".into(),
         credential_hints: "{}".into(),
-        status: super::integrations::IntegrationStatus::Active,
+        status: agentchat::store::integrations::IntegrationStatus::Active,
         status_detail: None,
         public_id: None,
         inbound_secret_hash: None,

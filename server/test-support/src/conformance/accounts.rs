@@ -5,7 +5,7 @@ use std::{collections::HashSet, sync::Arc};
 use chrono::{Duration, Utc};
 
 use super::{in_parallel, new_user, user};
-use crate::{
+use agentchat::{
     auth::oauth::Provider,
     ids::{ApiKeyId, SessionId, UserId},
     store::{
@@ -14,7 +14,7 @@ use crate::{
     },
 };
 
-/// [`crate::store::AccountStore::create_user`]: of eight creations with one email at
+/// [`agentchat::store::AccountStore::create_user`]: of eight creations with one email at
 /// once, exactly one succeeds and the others answer `Conflict(Email)`; so does a later one.
 pub async fn an_email_is_taken_once(store: Arc<dyn Store>) {
     let results = in_parallel(8, |i| {
@@ -43,14 +43,14 @@ pub async fn an_email_is_taken_once(store: Arc<dyn Store>) {
         "{again:?}"
     );
     let found = store
-        .user_by_email(&crate::domain::Email::parse("same@example.com").unwrap())
+        .user_by_email(&agentchat::domain::Email::parse("same@example.com").unwrap())
         .await
         .unwrap()
         .expect("the account is found by its email");
     assert_eq!(found.id, created[0]);
 }
 
-/// [`crate::store::AccountStore::consume_email_token`]: a token works once, for its own
+/// [`agentchat::store::AccountStore::consume_email_token`]: a token works once, for its own
 /// purpose, before it expires; of eight uses of one token at once, one succeeds.
 pub async fn an_email_token_works_once(store: Arc<dyn Store>) {
     let now = Utc::now();
@@ -93,7 +93,7 @@ pub async fn an_email_token_works_once(store: Arc<dyn Store>) {
     );
 }
 
-/// [`crate::store::AccountStore::consume_email_token`]: consuming one of an account's
+/// [`agentchat::store::AccountStore::consume_email_token`]: consuming one of an account's
 /// reset links voids the others, even when they are all used at once.
 pub async fn of_an_accounts_outstanding_links_only_one_is_ever_consumed(store: Arc<dyn Store>) {
     let now = Utc::now();
@@ -167,7 +167,7 @@ fn session(id: &str, user_id: &UserId, at: chrono::DateTime<Utc>) -> SessionReco
     }
 }
 
-/// [`crate::store::SessionStore::create_session`]: ten sign-ins of one user at once,
+/// [`agentchat::store::SessionStore::create_session`]: ten sign-ins of one user at once,
 /// capped at five live sessions, leave exactly the five newest live, and every other one
 /// is reported ended once.
 pub async fn ten_parallel_sign_ins_leave_at_most_five_live_sessions(store: Arc<dyn Store>) {
@@ -196,7 +196,7 @@ pub async fn ten_parallel_sign_ins_leave_at_most_five_live_sessions(store: Arc<d
     assert!(ended.iter().all(|id| !newest.contains(id)));
 }
 
-/// [`crate::store::SessionStore`]: a sixth session ends the oldest; a session idle since
+/// [`agentchat::store::SessionStore`]: a sixth session ends the oldest; a session idle since
 /// before the cutoff does not count; revoking, touching and listing keep their rules.
 pub async fn the_oldest_sessions_beyond_the_cap_are_ended(store: Arc<dyn Store>) {
     let t0 = Utc::now();
@@ -265,7 +265,7 @@ pub async fn the_oldest_sessions_beyond_the_cap_are_ended(store: Arc<dyn Store>)
     assert!(store.live_sessions(u1, cutoff).await.unwrap().is_empty());
 }
 
-/// [`crate::store::SessionStore::rotate_refresh`]: of ten rotations from one jti at once,
+/// [`agentchat::store::SessionStore::rotate_refresh`]: of ten rotations from one jti at once,
 /// exactly one wins; a replay or a revoked session loses.
 pub async fn refresh_rotation_is_compare_and_set(store: Arc<dyn Store>) {
     let now = Utc::now();
@@ -326,7 +326,7 @@ fn api_key(id: &str, user_id: &UserId) -> ApiKeyRecord {
     }
 }
 
-/// [`crate::store::ApiKeyStore::create_api_key`]: ten creations at once under a cap of
+/// [`agentchat::store::ApiKeyStore::create_api_key`]: ten creations at once under a cap of
 /// three leave three live keys; a revoked key frees its place, a rotation takes none.
 pub async fn parallel_api_key_creates_stop_at_the_cap(store: Arc<dyn Store>) {
     let u1 = &user(store.as_ref(), "u1").await.id;
@@ -364,7 +364,7 @@ pub async fn parallel_api_key_creates_stop_at_the_cap(store: Arc<dyn Store>) {
     assert_eq!(found.key.id, "freed");
 }
 
-/// [`crate::store::IdentityStore::unlink_identity`]: eight accounts without a password,
+/// [`agentchat::store::IdentityStore::unlink_identity`]: eight accounts without a password,
 /// each with two identities, whose two identities are unlinked at once: of each account's
 /// two unlinks, one succeeds and the other answers `Conflict(LastSignIn)`, and the account
 /// keeps one identity. Unlinking a provider that is not linked is `NotFound`.

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use chrono::{NaiveDate, Utc};
 
 use super::{agent, crawled_document, integration, page, user};
-use crate::webhooks::EventType;
-use crate::{
+use agentchat::webhooks::EventType;
+use agentchat::{
     ids::{AgentId, ApiKeyId, IntegrationId, SessionId, ThreadId, UserId, WebhookId},
     store::{
         integrations::IntegrationRecord,

@@ -1,4 +1,4 @@
-//! Cases of [`crate::store::tools::ToolStore`]: the per-agent tool limit and unique names,
+//! Cases of [`agentchat::store::tools::ToolStore`]: the per-agent tool limit and unique names,
 //! and approvals decided once and continued once.
 
 use std::sync::Arc;
@@ -6,7 +6,7 @@ use std::sync::Arc;
 use chrono::{Duration, Utc};
 
 use super::{in_parallel, thread_of_new_user};
-use crate::{
+use agentchat::{
     domain::ToolType,
     ids::{MessageId, ToolCallId, ToolId},
     store::{
@@ -35,7 +35,7 @@ fn tool_record(thread: &ThreadRecord, name: &str) -> ToolRecord {
     }
 }
 
-/// [`crate::store::tools::ToolStore::create_tool`]: ten parallel creations at a limit of
+/// [`agentchat::store::tools::ToolStore::create_tool`]: ten parallel creations at a limit of
 /// three leave three tools; a taken name is [`Conflict::ToolName`], on creation and on
 /// update; another account's agent gets none.
 pub async fn parallel_tool_creates_stop_at_the_limit_and_names_stay_unique(store: Arc<dyn Store>) {
@@ -95,7 +95,7 @@ fn approvals(thread: &ThreadRecord, n: usize) -> Vec<ApprovalRecord> {
         .collect()
 }
 
-/// [`crate::store::tools::ToolStore::decide_approval`]: of ten parallel decisions of one
+/// [`agentchat::store::tools::ToolStore::decide_approval`]: of ten parallel decisions of one
 /// call exactly one wins; an expired call cannot be decided.
 pub async fn one_decision_of_an_approval_wins(store: Arc<dyn Store>) {
     let thread = thread_of_new_user(store.as_ref()).await;
@@ -130,7 +130,7 @@ pub async fn one_decision_of_an_approval_wins(store: Arc<dyn Store>) {
         .is_none());
 }
 
-/// [`crate::store::tools::ToolStore::claim_continuation`]: nothing while a call waits or
+/// [`agentchat::store::tools::ToolStore::claim_continuation`]: nothing while a call waits or
 /// lacks its result; once all are settled, one of ten parallel claims gets every call,
 /// oldest first, and later claims get nothing.
 pub async fn a_turn_stopped_for_approvals_continues_once(store: Arc<dyn Store>) {
