@@ -181,6 +181,21 @@ impl From<crate::auth::AuthError> for ApiError {
     }
 }
 
+impl From<crate::auth::api_keys::ApiKeyError> for ApiError {
+    /// 400 for invalid fields, the cap and an expired key's rotation; 404 for a key the
+    /// caller does not hold.
+    fn from(err: crate::auth::api_keys::ApiKeyError) -> Self {
+        use crate::auth::api_keys::ApiKeyError;
+        match err {
+            ApiKeyError::Invalid(message) => Self::BadRequest(message),
+            e @ (ApiKeyError::TooMany | ApiKeyError::Expired) => Self::BadRequest(e.to_string()),
+            ApiKeyError::NotFound => Self::not_found("API key"),
+            ApiKeyError::Store(e) => e.into(),
+            ApiKeyError::Internal(e) => Self::Internal(e),
+        }
+    }
+}
+
 impl From<crate::agents::AgentError> for ApiError {
     fn from(err: crate::agents::AgentError) -> Self {
         use crate::agents::AgentError;
