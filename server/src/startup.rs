@@ -205,6 +205,7 @@ impl Application {
         );
         let chat = Arc::new(crate::chat::ChatService::new(
             store.clone(),
+            store.clone(),
             models.clone(),
             knowledge.clone(),
             webhooks.events.clone(),
