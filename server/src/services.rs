@@ -79,6 +79,8 @@ pub struct Services {
     pub chat: Arc<ChatService>,
     /// Live channels of integrations (Telegram, Slack, the website widget).
     pub channels: Channels,
+    /// The owners' integrations: created, read, updated and deleted.
+    pub integrations: crate::integrations::Integrations,
     /// Agents: the caller's agent through its cache, creation within the plan's limit,
     /// updates and deletions.
     pub agents: AgentService,

@@ -224,6 +224,15 @@ impl Application {
             secrets.clone(),
             clock.clone(),
         )?;
+        let integrations = crate::integrations::Integrations::new(
+            store.clone(),
+            secrets.clone(),
+            channels.clone(),
+            agents.clone(),
+            webhooks.events.clone(),
+            clock.clone(),
+            &config.server.public_url,
+        );
         let documents = crate::knowledge::service::Documents::new(
             knowledge.clone(),
             agents.clone(),
@@ -245,6 +254,7 @@ impl Application {
             secrets,
             chat,
             channels,
+            integrations,
             agents,
             tools,
             mailer: Mailer::new(&config.mail)?,

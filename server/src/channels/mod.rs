@@ -78,7 +78,9 @@ impl ChannelError {
 }
 
 /// The live channels: the outbound side (one HTTP client and the provider API bases) and
-/// the turns of external conversations, answered through the chat service.
+/// the turns of external conversations, answered through the chat service. Its clones
+/// share the client and the services.
+#[derive(Clone)]
 pub struct Channels {
     /// Client for provider API calls ([`PROVIDER_API_TIMEOUT`], no redirects).
     pub http: reqwest::Client,

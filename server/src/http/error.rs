@@ -196,6 +196,22 @@ impl From<crate::auth::api_keys::ApiKeyError> for ApiError {
     }
 }
 
+impl From<crate::integrations::IntegrationError> for ApiError {
+    /// 400 for invalid fields, 403 at the account's limit, 404 for an integration or agent
+    /// the caller does not own.
+    fn from(err: crate::integrations::IntegrationError) -> Self {
+        use crate::integrations::IntegrationError;
+        match err {
+            IntegrationError::Invalid(message) => Self::BadRequest(message),
+            e @ IntegrationError::Limit => Self::ForbiddenWith(e.to_string()),
+            IntegrationError::NotFound => Self::not_found("Integration"),
+            IntegrationError::Agent(e) => e.into(),
+            IntegrationError::Store(e) => e.into(),
+            IntegrationError::Internal(e) => Self::Internal(e),
+        }
+    }
+}
+
 impl From<crate::agents::AgentError> for ApiError {
     fn from(err: crate::agents::AgentError) -> Self {
         use crate::agents::AgentError;
