@@ -88,6 +88,9 @@ pub struct Services {
     pub tools: crate::tools::Tools,
     /// What `GET /api/health/ready` asks: the database, and Redis when configured.
     pub readiness: crate::readiness::Readiness,
+    /// The database alone, as `GET /api/health` asks it (`SELECT 1`, unbounded by
+    /// [`crate::readiness::READY_TIMEOUT`]); also the first of `readiness`' dependencies.
+    pub database: Arc<dyn crate::readiness::Ping>,
     /// Leptos settings for the dashboard.
     pub leptos: LeptosOptions,
     /// Who may read `GET /metrics` (`METRICS_TOKEN`) and where.

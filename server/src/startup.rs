@@ -74,7 +74,8 @@ impl Application {
         // Cache invalidations and worker wake-ups across instances (PostgreSQL), or none.
         let bus = Bus::for_database(&config.storage.database_url).await?;
         tracing::info!(bus = bus.mode(), "cluster bus ready");
-        let mut dependencies: Vec<Arc<dyn Ping>> = vec![Arc::new(StorePing(store.clone()))];
+        let database: Arc<dyn Ping> = Arc::new(StorePing(store.clone()));
+        let mut dependencies: Vec<Arc<dyn Ping>> = vec![database.clone()];
         if let Some(url) = &config.limits.redis_url {
             dependencies.push(Arc::new(RedisHandle::open(url)?));
         }
@@ -263,6 +264,7 @@ impl Application {
             store,
             limiter,
             readiness: Readiness::new(dependencies),
+            database,
             redis,
             leptos,
             metrics: config.metrics,
