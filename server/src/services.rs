@@ -82,6 +82,8 @@ pub struct Services {
     pub chat: Arc<ChatService>,
     /// Live channels of integrations (Telegram, Slack, the website widget).
     pub channels: Channels,
+    /// The owners' integrations: created, read, updated and deleted.
+    pub integrations: crate::integrations::Integrations,
     /// Agents: the caller's agent through its cache, creation within the plan's limit,
     /// updates and deletions.
     pub agents: AgentService,
@@ -89,6 +91,9 @@ pub struct Services {
     pub tools: crate::tools::Tools,
     /// What `GET /api/health/ready` asks: the database, and Redis when configured.
     pub readiness: crate::readiness::Readiness,
+    /// The database alone, as `GET /api/health` asks it (`SELECT 1`, unbounded by
+    /// [`crate::readiness::READY_TIMEOUT`]); also the first of `readiness`' dependencies.
+    pub database: Arc<dyn crate::readiness::Ping>,
     /// Leptos settings for the dashboard.
     pub leptos: LeptosOptions,
     /// Who may read `GET /metrics` (`METRICS_TOKEN`) and where.

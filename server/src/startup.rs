@@ -75,7 +75,8 @@ impl Application {
         // Cache invalidations and worker wake-ups across instances (PostgreSQL), or none.
         let bus = Bus::for_database(&config.storage.database_url).await?;
         tracing::info!(bus = bus.mode(), "cluster bus ready");
-        let mut dependencies: Vec<Arc<dyn Ping>> = vec![Arc::new(StorePing(store.clone()))];
+        let database: Arc<dyn Ping> = Arc::new(StorePing(store.clone()));
+        let mut dependencies: Vec<Arc<dyn Ping>> = vec![database.clone()];
         if let Some(url) = &config.limits.redis_url {
             dependencies.push(Arc::new(RedisHandle::open(url)?));
         }
@@ -207,6 +208,7 @@ impl Application {
         );
         let chat = Arc::new(crate::chat::ChatService::new(
             store.clone(),
+            store.clone(),
             models.clone(),
             knowledge.clone(),
             webhooks.events.clone(),
@@ -225,6 +227,15 @@ impl Application {
             secrets.clone(),
             clock.clone(),
         )?;
+        let integrations = crate::integrations::Integrations::new(
+            store.clone(),
+            secrets.clone(),
+            channels.clone(),
+            agents.clone(),
+            webhooks.events.clone(),
+            clock.clone(),
+            &config.server.public_url,
+        );
         let documents = crate::knowledge::service::Documents::new(
             knowledge.clone(),
             agents.clone(),
@@ -257,6 +268,7 @@ impl Application {
             secrets,
             chat,
             channels,
+            integrations,
             agents,
             tools,
             mailer,
@@ -265,6 +277,7 @@ impl Application {
             store,
             limiter,
             readiness: Readiness::new(dependencies),
+            database,
             redis,
             leptos,
             metrics: config.metrics,

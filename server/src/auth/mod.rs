@@ -1,6 +1,7 @@
 //! Authentication rules: who a bearer token or API key is, sessions and their limits,
 //! refresh-token rotation with replay detection.
 
+pub mod api_keys;
 pub mod cooldown;
 pub mod csrf;
 pub mod keys;

@@ -16,12 +16,14 @@ use crate::{
     clock::Clock,
     config::ChannelsConfig,
     crypto::SecretBox,
-    ids::IntegrationId,
+    domain::Role,
+    ids::{IntegrationId, PublicId},
     integrations::catalog::ProviderCode,
     outbound,
     store::{
+        chat::ReplyStatus,
         integrations::{IntegrationRecord, IntegrationStatus},
-        ChannelLink, ChatStore, IntegrationStore, StoreError,
+        ChannelLink, ChatStore, IntegrationStore, MessageRecord, StoreError,
     },
 };
 
@@ -78,7 +80,9 @@ impl ChannelError {
 }
 
 /// The live channels: the outbound side (one HTTP client and the provider API bases) and
-/// the turns of external conversations, answered through the chat service.
+/// the turns of external conversations, answered through the chat service. Its clones
+/// share the client and the services.
+#[derive(Clone)]
 pub struct Channels {
     /// Client for provider API calls ([`PROVIDER_API_TIMEOUT`], no redirects).
     pub http: reqwest::Client,
@@ -219,6 +223,77 @@ impl Channels {
             .await?;
         let text = self.chat.complete(&mut prepared).await?.text;
         Ok(text)
+    }
+
+    /// The integration `id` when it is of `provider`; `None` for an unknown id or another
+    /// provider's (inbound requests answer 404 for both).
+    ///
+    /// Errors: the store's.
+    pub async fn integration(
+        &self,
+        provider: ProviderCode,
+        id: &IntegrationId,
+    ) -> Result<Option<IntegrationRecord>, StoreError> {
+        Ok(self
+            .integrations
+            .integration_by_id(id)
+            .await?
+            .filter(|record| record.provider_code == provider))
+    }
+
+    /// The website integration with `public_id`; `None` for an unknown id or one of
+    /// another provider.
+    ///
+    /// Errors: the store's.
+    pub async fn widget(
+        &self,
+        public_id: &PublicId,
+    ) -> Result<Option<IntegrationRecord>, StoreError> {
+        Ok(self
+            .integrations
+            .integration_by_public_id(public_id)
+            .await?
+            .filter(|record| record.provider_code == ProviderCode::Website))
+    }
+
+    /// Ends the external conversation `conversation_key` of `integration_id`: its next
+    /// message starts a new thread (the old thread stays).
+    ///
+    /// Errors: the store's.
+    pub async fn end_conversation(
+        &self,
+        integration_id: &IntegrationId,
+        conversation_key: &str,
+    ) -> Result<(), StoreError> {
+        self.integrations
+            .end_channel_thread(integration_id, conversation_key)
+            .await?;
+        Ok(())
+    }
+
+    /// The external conversation `conversation_key` of `integration_id` as its visitor sees
+    /// it: the last [`crate::chat::HISTORY_LIMIT`] messages, oldest first, without replies
+    /// that failed or were cancelled; empty when it has no thread.
+    ///
+    /// Errors: the store's.
+    pub async fn conversation(
+        &self,
+        integration_id: &IntegrationId,
+        conversation_key: &str,
+    ) -> Result<Vec<MessageRecord>, StoreError> {
+        let Some(thread) = self
+            .integrations
+            .channel_thread(integration_id, conversation_key)
+            .await?
+        else {
+            return Ok(Vec::new());
+        };
+        let mut messages = self
+            .threads
+            .recent_messages(&thread, crate::chat::HISTORY_LIMIT)
+            .await?;
+        messages.retain(|m| m.role == Role::User || m.status == ReplyStatus::Complete);
+        Ok(messages)
     }
 
     /// Records an inbound event id; false when it was seen before (the provider retried),

@@ -9,6 +9,7 @@
 //! [`ChatService`] holds only what a turn needs: the store, the models, the knowledge
 //! retriever, the event emitter and the clock.
 
+pub mod history;
 pub mod prompt;
 pub mod stream;
 pub mod writer;
@@ -40,7 +41,8 @@ use crate::{
         Sampling, ToolCall, ToolChoice, ToolExchange, Turn, Usage,
     },
     store::{
-        AgentRecord, ChannelLink, ChatStore, MessageRecord, StoreError, ThreadRecord, TurnRecord,
+        AgentRecord, ChannelLink, ChatStore, MessageRecord, StoreError, ThreadRecord, ToolStore,
+        TurnRecord,
     },
     tools::{Toolbox, Tools},
     views::iso,
@@ -92,6 +94,10 @@ pub enum ChatError {
     /// The thread is unknown, someone else's, or of another agent.
     #[error("Thread not found")]
     ThreadNotFound,
+    /// A list's or the usage's query is out of range or malformed (page size, cursor,
+    /// days); the message names it.
+    #[error("{0}")]
+    Invalid(String),
     /// No configured provider offers the agent's model.
     #[error("The agent's model `{model}` is not offered by any configured provider right now")]
     ModelUnavailable {
@@ -408,6 +414,8 @@ fn turn_tokens(turn: &Turn) -> u32 {
 /// The chat service.
 pub struct ChatService {
     store: Arc<dyn ChatStore>,
+    /// The approvals of tool calls, shown with the messages that wait on them.
+    approvals: Arc<dyn ToolStore>,
     /// Stores each turn when it ends, in group commits with the other turns ending then.
     writer: TurnWriter,
     models: Models,
@@ -427,10 +435,12 @@ impl ChatService {
     /// The service over `store` and `models`, retrieving from `knowledge`, announcing
     /// threads and replies through `events`, timed by `clock`; messages have at most
     /// `config.max_message_chars` characters and providers `provider_timeout`
-    /// (`PROVIDER_TIMEOUT_SECS`) to start answering; the agents' `tools` are offered.
+    /// (`PROVIDER_TIMEOUT_SECS`) to start answering; the agents' `tools` are offered, and
+    /// the calls waiting on approval are read from `approvals` (the same store's part).
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         store: Arc<dyn ChatStore>,
+        approvals: Arc<dyn ToolStore>,
         models: Models,
         knowledge: Knowledge,
         events: Events,
@@ -442,6 +452,7 @@ impl ChatService {
         Self {
             writer: TurnWriter::start(store.clone()),
             store,
+            approvals,
             models,
             knowledge,
             events,

@@ -5,7 +5,6 @@ use app::api::{
     ApiKeyInfo, ApiKeysResponse, CreateApiKeyRequest, CreatedApiKey, ErrorBody, SuccessResponse,
 };
 use axum::{extract::State, http::StatusCode, Json};
-use chrono::{DateTime, NaiveDate, Utc};
 use tracing::instrument;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -14,20 +13,14 @@ use super::{
     extract::{ApiJson, ApiPath, Auth},
     AppState,
 };
+pub use crate::auth::api_keys::NAME_MAX;
 use crate::{
-    auth::keys,
-    domain::{parse_name, ScopeSet},
-    http::error::{ApiError, ApiResult},
-    ids::{ApiKeyId, UserId},
+    auth::api_keys::{CreatedKey, NewApiKey},
+    http::error::ApiResult,
+    ids::ApiKeyId,
     store::ApiKeyRecord,
     views::iso,
 };
-
-/// Longest API key name, in characters after trimming.
-pub const NAME_MAX: usize = 100;
-
-/// Live keys one account may hold.
-pub const MAX_KEYS_PER_USER: usize = 100;
 
 /// The API key routes.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -49,42 +42,15 @@ fn info(k: &ApiKeyRecord) -> ApiKeyInfo {
     }
 }
 
-/// Parses an expiry: an RFC 3339 timestamp, or a date (`2027-01-31`) meaning the end of
-/// that day in UTC.
-fn parse_expiry(raw: &str) -> Result<DateTime<Utc>, String> {
-    let raw = raw.trim();
-    if let Ok(t) = DateTime::parse_from_rfc3339(raw) {
-        return Ok(t.with_timezone(&Utc));
-    }
-    NaiveDate::parse_from_str(raw, "%Y-%m-%d")
-        .ok()
-        .and_then(|d| d.and_hms_opt(23, 59, 59))
-        .map(|t| t.and_utc())
-        .ok_or_else(|| format!("expiresAt `{raw}` is not an ISO 8601 timestamp or date"))
-}
-
-/// A new key for `user_id` (not yet stored): its record and its one-time secret.
-fn new_key(
-    state: &AppState,
-    user_id: &UserId,
-    name: String,
-    scopes: &ScopeSet,
-    expires_at: Option<DateTime<Utc>>,
-) -> (ApiKeyRecord, String) {
-    let generated = keys::generate();
-    let record = ApiKeyRecord {
-        id: ApiKeyId::new(),
-        user_id: user_id.clone(),
-        name,
-        prefix: generated.prefix,
-        key_hash: generated.hash,
-        scopes: scopes.names(),
-        expires_at,
-        created_at: state.clock.now(),
-        last_used_at: None,
-        revoked_at: None,
-    };
-    (record, generated.key)
+/// The 201 answer of a created or rotated key: its listing and the secret.
+fn created(c: CreatedKey) -> (StatusCode, Json<CreatedApiKey>) {
+    (
+        StatusCode::CREATED,
+        Json(CreatedApiKey {
+            api_key: info(&c.record),
+            key: c.key,
+        }),
+    )
 }
 
 /// Create an API key. The full key is in this answer only.
@@ -98,37 +64,13 @@ async fn create(
     ApiJson(body): ApiJson<CreateApiKeyRequest>,
 ) -> ApiResult<(StatusCode, Json<CreatedApiKey>)> {
     principal.require_session()?;
-    let name = parse_name("name", &body.name, NAME_MAX).map_err(ApiError::BadRequest)?;
-    let scopes = ScopeSet::parse(&body.scopes).map_err(ApiError::BadRequest)?;
-    let expires_at = match body.expires_at.as_deref().filter(|s| !s.trim().is_empty()) {
-        Some(raw) => {
-            let t = parse_expiry(raw).map_err(ApiError::BadRequest)?;
-            if t <= state.clock.now() {
-                return Err(ApiError::bad_request("expiresAt must be in the future"));
-            }
-            Some(t)
-        }
-        None => None,
+    let new = NewApiKey {
+        name: body.name,
+        scopes: body.scopes,
+        expires_at: body.expires_at,
     };
-    let (record, key) = new_key(&state, &principal.user_id, name, &scopes, expires_at);
-    // The cap is checked by the store in the same step as the insert, so concurrent
-    // creations cannot pass it together.
-    if !state
-        .store
-        .create_api_key(record.clone(), MAX_KEYS_PER_USER)
-        .await?
-    {
-        return Err(ApiError::bad_request(format!(
-            "An account may hold at most {MAX_KEYS_PER_USER} API keys; revoke one first"
-        )));
-    }
-    Ok((
-        StatusCode::CREATED,
-        Json(CreatedApiKey {
-            api_key: info(&record),
-            key,
-        }),
-    ))
+    let key = state.auth.create_api_key(&principal.user_id, new).await?;
+    Ok(created(key))
 }
 
 /// The account's API keys (prefix only, never the secret or its hash).
@@ -140,7 +82,7 @@ async fn list(
     Auth(principal): Auth,
 ) -> ApiResult<Json<ApiKeysResponse>> {
     principal.require_session()?;
-    let keys = state.store.list_api_keys(&principal.user_id).await?;
+    let keys = state.auth.list_api_keys(&principal.user_id).await?;
     Ok(Json(ApiKeysResponse {
         api_keys: keys.iter().map(info).collect(),
     }))
@@ -157,16 +99,7 @@ async fn revoke(
     ApiPath(id): ApiPath<ApiKeyId>,
 ) -> ApiResult<Json<SuccessResponse>> {
     principal.require_session()?;
-    let key = state
-        .store
-        .api_key(&principal.user_id, &id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("API key"))?;
-    state
-        .store
-        .revoke_api_key(&principal.user_id, &id, state.clock.now())
-        .await?;
-    state.auth.forget_key(&key.id);
+    state.auth.revoke_api_key(&principal.user_id, &id).await?;
     Ok(Json(SuccessResponse { success: true }))
 }
 
@@ -184,61 +117,6 @@ async fn rotate(
     ApiPath(id): ApiPath<ApiKeyId>,
 ) -> ApiResult<(StatusCode, Json<CreatedApiKey>)> {
     principal.require_session()?;
-    let old = state
-        .store
-        .api_key(&principal.user_id, &id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("API key"))?;
-    if old.expires_at.is_some_and(|t| t <= state.clock.now()) {
-        return Err(ApiError::bad_request(
-            "This API key has expired; create a new key instead",
-        ));
-    }
-    let scopes =
-        ScopeSet::parse(&old.scopes).map_err(|e| ApiError::Internal(anyhow::anyhow!(e)))?;
-    let (record, key) = new_key(
-        &state,
-        &principal.user_id,
-        old.name.clone(),
-        &scopes,
-        old.expires_at,
-    );
-    if !state
-        .store
-        .rotate_api_key(
-            &principal.user_id,
-            &old.id,
-            record.clone(),
-            state.clock.now(),
-        )
-        .await?
-    {
-        return Err(ApiError::not_found("API key"));
-    }
-    state.auth.forget_key(&old.id);
-    Ok((
-        StatusCode::CREATED,
-        Json(CreatedApiKey {
-            api_key: info(&record),
-            key,
-        }),
-    ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn expiry_accepts_timestamps_and_dates() {
-        assert_eq!(
-            iso(parse_expiry("2027-01-31").unwrap()),
-            "2027-01-31T23:59:59Z"
-        );
-        assert_eq!(
-            iso(parse_expiry("2027-01-31T10:00:00+02:00").unwrap()),
-            "2027-01-31T08:00:00Z"
-        );
-        assert!(parse_expiry("next week").is_err());
-    }
+    let key = state.auth.rotate_api_key(&principal.user_id, &id).await?;
+    Ok(created(key))
 }

@@ -44,10 +44,11 @@ async fn integration(
     provider: ProviderCode,
     id: &IntegrationId,
 ) -> ApiResult<IntegrationRecord> {
-    match state.store.integration_by_id(id).await? {
-        Some(record) if record.provider_code == provider => Ok(record),
-        _ => Err(ApiError::not_found("Integration")),
-    }
+    state
+        .channels
+        .integration(provider, id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Integration"))
 }
 
 fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -119,7 +120,7 @@ async fn answer_telegram(state: AppState, record: IntegrationRecord, update: tel
     let key = telegram::conversation_key(chat_id);
     let reply = match telegram::command(text).as_deref() {
         Some("start" | "new") => {
-            if let Err(e) = state.store.end_channel_thread(&record.id, &key).await {
+            if let Err(e) = state.channels.end_conversation(&record.id, &key).await {
                 tracing::error!(error = %e, "ending a Telegram conversation failed");
             }
             "Hello! Ask me anything; send /new to start a new conversation.".to_string()

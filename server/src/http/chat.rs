@@ -17,7 +17,6 @@ use axum::{
     },
     Json,
 };
-use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
 use serde::Deserialize;
 use serde_json::json;
 use tracing::instrument;
@@ -29,19 +28,13 @@ use super::{
     AppState,
 };
 use crate::{
-    chat::{Frame, PreparedChat, Relay, ThreadChoice, TurnOptions},
+    chat::{history::PageRequest, Frame, PreparedChat, Relay, ThreadChoice, TurnOptions},
     domain::Scope,
     http::error::{ApiError, ApiResult},
     ids::{AgentId, ThreadId},
-    store::Cursor,
-    tools::{ApprovalError, Decided},
+    tools::{service::pending_view, ApprovalError, Decided},
     views::{conversation_view, message_view},
 };
-
-/// Default page size of lists (docs/api.md § Conventions).
-pub const DEFAULT_PAGE: u32 = 50;
-/// Largest page size.
-pub const MAX_PAGE: u32 = 200;
 
 /// The chat routes.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -75,10 +68,9 @@ async fn approve(
     principal.require(Scope::ChatWrite)?;
     let agent = state.agents.owned(&principal.user_id, &agent_id).await?;
     let thread = state
-        .store
+        .chat
         .thread(&principal.user_id, &agent_id, &thread_id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("Thread"))?;
+        .await?;
     let call_id = crate::ids::ToolCallId::from(body.tool_call_id.as_str());
     let decided = state
         .tools
@@ -336,35 +328,13 @@ struct PageQuery {
     cursor: Option<String>,
 }
 
-impl PageQuery {
-    fn limit(&self) -> ApiResult<u32> {
-        match self.limit {
-            None => Ok(DEFAULT_PAGE),
-            Some(n) if (1..=MAX_PAGE).contains(&n) => Ok(n),
-            Some(_) => Err(ApiError::bad_request(format!(
-                "limit must be between 1 and {MAX_PAGE}"
-            ))),
+impl From<PageQuery> for PageRequest {
+    fn from(q: PageQuery) -> Self {
+        Self {
+            limit: q.limit,
+            cursor: q.cursor,
         }
     }
-
-    fn cursor(&self) -> ApiResult<Option<Cursor>> {
-        let Some(raw) = &self.cursor else {
-            return Ok(None);
-        };
-        let invalid =
-            || ApiError::bad_request("cursor is not valid; pass nextCursor from the previous page");
-        let text = String::from_utf8(URL_SAFE_NO_PAD.decode(raw).map_err(|_| invalid())?)
-            .map_err(|_| invalid())?;
-        let (at, id) = text.split_once(':').ok_or_else(invalid)?;
-        Ok(Some(Cursor {
-            at: at.parse().map_err(|_| invalid())?,
-            id: id.to_string(),
-        }))
-    }
-}
-
-fn encode_cursor(at: chrono::DateTime<chrono::Utc>, id: &str) -> String {
-    URL_SAFE_NO_PAD.encode(format!("{}:{id}", at.timestamp_millis()))
 }
 
 /// The agent's conversation threads, most recently active first.
@@ -380,27 +350,13 @@ async fn conversations(
 ) -> ApiResult<Json<ConversationsResponse>> {
     principal.require(Scope::ChatRead)?;
     state.agents.owned(&principal.user_id, &agent_id).await?;
-    let limit = page.limit()?;
-    let threads = state
-        .store
-        .list_threads(
-            &principal.user_id,
-            &agent_id,
-            limit + 1,
-            page.cursor()?.as_ref(),
-        )
+    let page = state
+        .chat
+        .threads(&principal.user_id, &agent_id, &page.into())
         .await?;
-    let more = threads.len() > limit as usize;
-    let threads = &threads[..threads.len().min(limit as usize)];
     Ok(Json(ConversationsResponse {
-        next_cursor: more
-            .then(|| {
-                threads
-                    .last()
-                    .map(|t| encode_cursor(t.updated_at, t.id.as_str()))
-            })
-            .flatten(),
-        conversations: threads.iter().map(conversation_view).collect(),
+        next_cursor: page.next_cursor,
+        conversations: page.items.iter().map(conversation_view).collect(),
     }))
 }
 
@@ -416,48 +372,25 @@ async fn messages(
     ApiQuery(page): ApiQuery<PageQuery>,
 ) -> ApiResult<Json<MessagesResponse>> {
     principal.require(Scope::ChatRead)?;
-    let thread = state
-        .store
-        .thread(&principal.user_id, &agent_id, &thread_id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("Thread"))?;
-    let limit = page.limit()?;
-    let rows = state
-        .store
-        .list_messages(&thread.id, limit + 1, page.cursor()?.as_ref())
+    let found = state
+        .chat
+        .messages(&principal.user_id, &agent_id, &thread_id, &page.into())
         .await?;
-    let more = rows.len() > limit as usize;
-    let rows = &rows[..rows.len().min(limit as usize)];
-    let mut messages: Vec<_> = rows.iter().map(message_view).collect();
+    let mut messages: Vec<_> = found.page.items.iter().map(message_view).collect();
     // The thread's latest reply (on the last page) shows the calls that still wait.
-    if !more {
-        if let Some((row, view)) = rows
+    if let Some((message_id, pending)) = found.pending {
+        if let Some((_, view)) = found
+            .page
+            .items
             .iter()
             .zip(messages.iter_mut())
-            .rev()
-            .find(|(m, _)| m.role == crate::domain::Role::Assistant)
+            .find(|(m, _)| m.id == message_id)
         {
-            let now = state.clock.now();
-            let pending: Vec<_> = state
-                .store
-                .pending_approvals(&row.id)
-                .await?
-                .iter()
-                .filter(|a| a.expires_at > now)
-                .map(crate::tools::service::pending_view)
-                .collect();
-            if !pending.is_empty() {
-                view.pending_approvals = Some(pending);
-            }
+            view.pending_approvals = Some(pending.iter().map(pending_view).collect());
         }
     }
     Ok(Json(MessagesResponse {
-        next_cursor: more
-            .then(|| {
-                rows.last()
-                    .map(|m| encode_cursor(m.created_at, m.id.as_str()))
-            })
-            .flatten(),
+        next_cursor: found.page.next_cursor,
         messages,
     }))
 }
@@ -473,12 +406,9 @@ async fn delete_conversation(
     ApiPath((agent_id, thread_id)): ApiPath<(AgentId, ThreadId)>,
 ) -> ApiResult<Json<SuccessResponse>> {
     principal.require(Scope::ChatWrite)?;
-    if !state
-        .store
+    state
+        .chat
         .delete_thread(&principal.user_id, &agent_id, &thread_id)
-        .await?
-    {
-        return Err(ApiError::not_found("Thread"));
-    }
+        .await?;
     Ok(Json(SuccessResponse { success: true }))
 }

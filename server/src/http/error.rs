@@ -206,6 +206,37 @@ impl From<crate::accounts::AccountError> for ApiError {
     }
 }
 
+impl From<crate::auth::api_keys::ApiKeyError> for ApiError {
+    /// 400 for invalid fields, the cap and an expired key's rotation; 404 for a key the
+    /// caller does not hold.
+    fn from(err: crate::auth::api_keys::ApiKeyError) -> Self {
+        use crate::auth::api_keys::ApiKeyError;
+        match err {
+            ApiKeyError::Invalid(message) => Self::BadRequest(message),
+            e @ (ApiKeyError::TooMany | ApiKeyError::Expired) => Self::BadRequest(e.to_string()),
+            ApiKeyError::NotFound => Self::not_found("API key"),
+            ApiKeyError::Store(e) => e.into(),
+            ApiKeyError::Internal(e) => Self::Internal(e),
+        }
+    }
+}
+
+impl From<crate::integrations::IntegrationError> for ApiError {
+    /// 400 for invalid fields, 403 at the account's limit, 404 for an integration or agent
+    /// the caller does not own.
+    fn from(err: crate::integrations::IntegrationError) -> Self {
+        use crate::integrations::IntegrationError;
+        match err {
+            IntegrationError::Invalid(message) => Self::BadRequest(message),
+            e @ IntegrationError::Limit => Self::ForbiddenWith(e.to_string()),
+            IntegrationError::NotFound => Self::not_found("Integration"),
+            IntegrationError::Agent(e) => e.into(),
+            IntegrationError::Store(e) => e.into(),
+            IntegrationError::Internal(e) => Self::Internal(e),
+        }
+    }
+}
+
 impl From<crate::agents::AgentError> for ApiError {
     fn from(err: crate::agents::AgentError) -> Self {
         use crate::agents::AgentError;
@@ -258,6 +289,7 @@ impl From<crate::chat::ChatError> for ApiError {
             }
             ChatError::AgentGone => Self::not_found("Agent"),
             ChatError::ThreadNotFound => Self::not_found("Thread"),
+            ChatError::Invalid(message) => Self::BadRequest(message),
             e @ ChatError::ModelUnavailable { .. } => Self::Status {
                 status: StatusCode::BAD_GATEWAY,
                 message: e.to_string(),

@@ -10,7 +10,6 @@ use app::api::{
     McpServerToolsResponse, SuccessResponse, UpdateIntegrationRequest,
 };
 use axum::{extract::State, http::StatusCode, Json};
-use serde_json::Value;
 use tracing::instrument;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -20,17 +19,14 @@ use super::{
     AppState,
 };
 use crate::{
-    channels,
-    domain::{parse_name, Scope},
-    http::error::{ApiError, ApiResult},
-    ids::{AgentId, IntegrationId, UserId},
+    domain::Scope,
+    http::error::ApiResult,
+    ids::IntegrationId,
     integrations::{
-        catalog::{self, Field, ProviderCode},
-        open_credentials, prepare, MAX_INTEGRATIONS, MAX_NAME_CHARS,
+        catalog::{self, Field},
+        service::{IntegrationChanges, NewIntegration},
     },
-    store::integrations::{IntegrationRecord, IntegrationStatus},
     views::integration_view,
-    webhooks::EventType,
 };
 
 /// The integration routes.
@@ -75,12 +71,6 @@ async fn providers(Auth(principal): Auth) -> ApiResult<Json<IntegrationProviders
     }))
 }
 
-/// 404 unless the caller owns agent `id`.
-async fn own_agent(state: &AppState, user_id: &UserId, id: &str) -> ApiResult<AgentId> {
-    let id = AgentId::from(id.trim());
-    Ok(state.agents.owned(user_id, &id).await?.id.clone())
-}
-
 /// The integrations of the user, oldest first, credentials masked.
 #[utoipa::path(get, path = "/api/integrations", tag = "integrations", security(("bearer" = [])),
     responses((status = 200, body = IntegrationsResponse), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), RateLimited))]
@@ -90,7 +80,7 @@ async fn list(
     Auth(principal): Auth,
 ) -> ApiResult<Json<IntegrationsResponse>> {
     principal.require(Scope::IntegrationsRead)?;
-    let integrations = state.store.list_integrations(&principal.user_id).await?;
+    let integrations = state.integrations.list(&principal.user_id).await?;
     Ok(Json(IntegrationsResponse {
         integrations: integrations
             .iter()
@@ -114,68 +104,15 @@ async fn create(
     ApiJson(body): ApiJson<CreateIntegrationRequest>,
 ) -> ApiResult<(StatusCode, Json<CreatedResponse>)> {
     principal.require(Scope::IntegrationsWrite)?;
-    let provider = body
-        .provider_code
-        .trim()
-        .parse::<ProviderCode>()
-        .map(catalog::provider)
-        .map_err(|unknown| ApiError::bad_request(unknown.to_string()))?;
-    let name = parse_name("name", &body.name, MAX_NAME_CHARS).map_err(ApiError::BadRequest)?;
-    let agent_id = match body.agent_id.as_deref() {
-        Some(id) => Some(own_agent(&state, &principal.user_id, id).await?),
-        None => None,
+    let new = NewIntegration {
+        provider_code: body.provider_code,
+        name: body.name,
+        agent_id: body.agent_id,
+        credentials: body.credentials,
+        config: body.config,
     };
-    let id = IntegrationId::new();
-    tracing::Span::current().record("integration.id", id.as_str());
-    let prepared = prepare(
-        &state.secrets,
-        provider,
-        &principal.user_id,
-        &id,
-        &body.credentials,
-        body.config.as_ref(),
-    )
-    .map_err(ApiError::BadRequest)?;
-    let now = state.clock.now();
-    let mut record = IntegrationRecord {
-        id: id.clone(),
-        user_id: principal.user_id.clone(),
-        provider_code: provider.code,
-        name,
-        agent_id,
-        config: prepared.config,
-        credentials_sealed: prepared.credentials_sealed,
-        key_id: prepared.key_id,
-        credential_hints: prepared.credential_hints,
-        status: IntegrationStatus::Active,
-        status_detail: None,
-        public_id: (provider.code == ProviderCode::Website).then(channels::widget::new_public_id),
-        inbound_secret_hash: None,
-        created_at: now,
-        updated_at: now,
-    };
-    if !state
-        .store
-        .create_integration(&record, MAX_INTEGRATIONS)
-        .await?
-    {
-        return Err(ApiError::ForbiddenWith(format!(
-            "An account can have at most {MAX_INTEGRATIONS} integrations; delete one first"
-        )));
-    }
-    if provider.live {
-        state.channels.connect(&mut record).await;
-        state.store.update_integration(&record).await?;
-    }
-    state
-        .webhooks
-        .events
-        .emit(
-            &record.user_id,
-            EventType::IntegrationCreated,
-            serde_json::json!({ "integration": integration_view(&record, &state.server.public_url) }),
-        )
-        .await;
+    let record = state.integrations.create(&principal.user_id, new).await?;
+    let provider = catalog::provider(record.provider_code);
     let message = match &record.status_detail {
         Some(detail) => format!(
             "{} integration created, but its channel is not working: {detail}. Update its credentials to try again.",
@@ -186,22 +123,10 @@ async fn create(
     Ok((
         StatusCode::CREATED,
         Json(CreatedResponse {
-            id: id.into_string(),
+            id: record.id.into_string(),
             message,
         }),
     ))
-}
-
-async fn owned(
-    state: &AppState,
-    user_id: &UserId,
-    id: &IntegrationId,
-) -> ApiResult<IntegrationRecord> {
-    state
-        .store
-        .integration(user_id, id)
-        .await?
-        .ok_or_else(|| ApiError::not_found("Integration"))
 }
 
 /// One integration, credentials masked.
@@ -215,7 +140,7 @@ async fn get_one(
     ApiPath(id): ApiPath<IntegrationId>,
 ) -> ApiResult<Json<IntegrationResponse>> {
     principal.require(Scope::IntegrationsRead)?;
-    let record = owned(&state, &principal.user_id, &id).await?;
+    let record = state.integrations.get(&principal.user_id, &id).await?;
     Ok(Json(IntegrationResponse {
         integration: integration_view(&record, &state.server.public_url),
     }))
@@ -235,57 +160,16 @@ async fn update(
     ApiJson(body): ApiJson<UpdateIntegrationRequest>,
 ) -> ApiResult<Json<IntegrationResponse>> {
     principal.require(Scope::IntegrationsWrite)?;
-    let mut record = owned(&state, &principal.user_id, &id).await?;
-    let provider = catalog::provider(record.provider_code);
-    if let Some(name) = &body.name {
-        record.name = parse_name("name", name, MAX_NAME_CHARS).map_err(ApiError::BadRequest)?;
-    }
-    if let Some(agent) = &body.agent_id {
-        record.agent_id = match agent {
-            Some(agent_id) => Some(own_agent(&state, &principal.user_id, agent_id).await?),
-            None => None,
-        };
-    }
-    if body.credentials.is_some() || body.config.is_some() {
-        let mut credentials = open_credentials(&state.secrets, &record).map_err(|e| {
-            ApiError::Internal(anyhow::anyhow!("stored credentials do not open: {e}"))
-        })?;
-        if let Some(new) = &body.credentials {
-            let new = new.as_object().ok_or_else(|| {
-                ApiError::bad_request("credentials must be an object of the fields to replace")
-            })?;
-            for (name, value) in new {
-                credentials.insert(name.clone(), value.clone());
-            }
-        }
-        let config = match &body.config {
-            Some(config) => config.clone(),
-            None => {
-                serde_json::from_str(&record.config).map_err(|e| ApiError::Internal(e.into()))?
-            }
-        };
-        let prepared = prepare(
-            &state.secrets,
-            provider,
-            &record.user_id,
-            &record.id,
-            &Value::Object(credentials),
-            Some(&config),
-        )
-        .map_err(ApiError::BadRequest)?;
-        record.config = prepared.config;
-        record.credentials_sealed = prepared.credentials_sealed;
-        record.key_id = prepared.key_id;
-        record.credential_hints = prepared.credential_hints;
-    }
-    // New credentials (a new bot token), or a channel that failed before: set it up again.
-    if provider.live && (body.credentials.is_some() || record.status == IntegrationStatus::Error) {
-        state.channels.connect(&mut record).await;
-    }
-    record.updated_at = state.clock.now();
-    if !state.store.update_integration(&record).await? {
-        return Err(ApiError::not_found("Integration"));
-    }
+    let changes = IntegrationChanges {
+        name: body.name,
+        agent_id: body.agent_id,
+        credentials: body.credentials,
+        config: body.config,
+    };
+    let record = state
+        .integrations
+        .update(&principal.user_id, &id, changes)
+        .await?;
     Ok(Json(IntegrationResponse {
         integration: integration_view(&record, &state.server.public_url),
     }))
@@ -302,15 +186,7 @@ async fn delete(
     ApiPath(id): ApiPath<IntegrationId>,
 ) -> ApiResult<Json<SuccessResponse>> {
     principal.require(Scope::IntegrationsWrite)?;
-    let record = owned(&state, &principal.user_id, &id).await?;
-    if !state
-        .store
-        .delete_integration(&principal.user_id, &id)
-        .await?
-    {
-        return Err(ApiError::not_found("Integration"));
-    }
-    state.channels.disconnect(&record).await;
+    state.integrations.delete(&principal.user_id, &id).await?;
     Ok(Json(SuccessResponse { success: true }))
 }
 

@@ -76,7 +76,7 @@ async fn listener_metrics(State(state): State<AppState>, headers: HeaderMap) -> 
 /// The exposition, after the queue depth is read from the store (a failure to read it is
 /// logged and leaves the last value).
 async fn scrape(state: &AppState) -> Response {
-    match state.store.queued_jobs().await {
+    match state.knowledge.jobs.queued_jobs().await {
         Ok(queued) => crate::metrics::set_queue_depth(&queued),
         Err(err) => {
             tracing::warn!(error = %err, "metrics: cannot read the knowledge queue's depth")

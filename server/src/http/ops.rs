@@ -42,7 +42,7 @@ pub fn health_router() -> OpenApiRouter<AppState> {
     responses((status = 200, body = HealthResponse), (status = 503, body = HealthResponse)))]
 async fn health(State(state): State<AppState>) -> (StatusCode, Json<HealthResponse>) {
     let version = env!("CARGO_PKG_VERSION").to_string();
-    match state.store.ping().await {
+    match state.database.ping().await {
         Ok(()) => (
             StatusCode::OK,
             Json(HealthResponse {

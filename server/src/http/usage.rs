@@ -1,11 +1,11 @@
 //! `GET /api/usage`: the account's chat use — replies and tokens this calendar month and
 //! per day — for the dashboard's account page and for programs. Counted per UTC day when
 //! each reply is stored (`Store::append_message`), so deleting threads or agents does not
-//! lower it. API keys need `chat:read`.
+//! lower it ([`crate::chat::ChatService::usage`]). API keys need `chat:read`.
 
 use app::api::{ErrorBody, TokenTotals, UsageDayInfo, UsageResponse};
 use axum::{extract::State, Json};
-use chrono::{Datelike, Duration, NaiveDate};
+use chrono::NaiveDate;
 use serde::Deserialize;
 use tracing::instrument;
 use utoipa_axum::{router::OpenApiRouter, routes};
@@ -15,16 +15,7 @@ use super::{
     extract::{ApiQuery, Auth},
     AppState,
 };
-use crate::{
-    domain::Scope,
-    http::error::{ApiError, ApiResult},
-    store::UsageDay,
-};
-
-/// Days the per-day list covers by default.
-pub const DEFAULT_DAYS: u32 = 30;
-/// Most days the per-day list may cover.
-pub const MAX_DAYS: u32 = 366;
+use crate::{domain::Scope, http::error::ApiResult, store::UsageDay};
 
 /// The usage route.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -80,26 +71,18 @@ async fn usage(
     ApiQuery(q): ApiQuery<UsageQuery>,
 ) -> ApiResult<Json<UsageResponse>> {
     principal.require(Scope::ChatRead)?;
-    let days = q.days.unwrap_or(DEFAULT_DAYS);
-    if !(1..=MAX_DAYS).contains(&days) {
-        return Err(ApiError::bad_request(format!(
-            "days must be between 1 and {MAX_DAYS}"
-        )));
-    }
-    let today = state.clock.now().date_naive();
-    let first_day = today - Duration::days(i64::from(days) - 1);
-    let month_start = today.with_day(1).unwrap_or(today);
-    let used = state
-        .store
-        .usage(&principal.user_id, first_day.min(month_start))
-        .await?;
-    let this_month: Vec<&UsageDay> = used.iter().filter(|u| u.day >= month_start).collect();
+    let window = state.chat.usage(&principal.user_id, q.days).await?;
+    let this_month: Vec<&UsageDay> = window
+        .used
+        .iter()
+        .filter(|u| u.day >= window.month_start)
+        .collect();
     let (chats_this_month, tokens_this_month) = totals(&this_month);
     Ok(Json(UsageResponse {
-        month: today.format("%Y-%m").to_string(),
+        month: window.today.format("%Y-%m").to_string(),
         chats_this_month,
         tokens_this_month,
-        days: per_day(&used, first_day, today),
+        days: per_day(&window.used, window.first_day, window.today),
     }))
 }
 

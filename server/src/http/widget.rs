@@ -25,11 +25,9 @@ use super::{
 };
 use crate::{
     channels::{self, widget::WidgetSettings},
-    domain::Role,
     http::error::{ApiError, ApiResult},
     ids::PublicId,
-    integrations::catalog::ProviderCode,
-    store::{chat::ReplyStatus, integrations::IntegrationRecord},
+    store::integrations::IntegrationRecord,
     views::iso,
 };
 
@@ -81,10 +79,11 @@ struct Widget {
 ///
 /// Errors: 404 unknown public id; 403 no `Origin` header, or one not allowed.
 async fn widget(state: &AppState, public_id: &PublicId, headers: &HeaderMap) -> ApiResult<Widget> {
-    let record = match state.store.integration_by_public_id(public_id).await? {
-        Some(r) if r.provider_code == ProviderCode::Website => r,
-        _ => return Err(ApiError::not_found("Widget")),
-    };
+    let record = state
+        .channels
+        .widget(public_id)
+        .await?
+        .ok_or_else(|| ApiError::not_found("Widget"))?;
     let settings = WidgetSettings::from_config(&record.config);
     let origin = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok());
     match origin {
@@ -247,15 +246,11 @@ async fn messages(
             ));
         }
         let key = channels::widget::conversation_key(&query.visitor_id);
-        let Some(thread) = state.store.channel_thread(&w.record.id, &key).await? else {
-            return Ok(Json(WidgetMessagesResponse { messages: vec![] }).into_response());
-        };
         let messages = state
-            .store
-            .recent_messages(&thread, crate::chat::HISTORY_LIMIT)
+            .channels
+            .conversation(&w.record.id, &key)
             .await?
             .into_iter()
-            .filter(|m| m.role == Role::User || m.status == ReplyStatus::Complete)
             .map(|m| WidgetMessage {
                 role: m.role.as_str().into(),
                 content: m.content,

@@ -1,8 +1,12 @@
-//! Integrations with third-party providers: the catalogue ([`catalog`]) and the rules for
+//! Integrations with third-party providers: the catalogue ([`catalog`]), the rules for
 //! storing one — fields checked against its provider, credentials sealed with AES-256-GCM
-//! bound to the owner and the integration ([`crate::crypto`]), only masked hints shown.
+//! bound to the owner and the integration ([`crate::crypto`]), only masked hints shown —
+//! and the owner's use cases over them ([`service`]).
 
 pub mod catalog;
+pub mod service;
+
+pub use self::service::{IntegrationError, Integrations};
 
 use serde_json::{Map, Value};
 

@@ -1,0 +1,219 @@
+//! The account's API keys (docs/api.md § API key, § API key lifecycle, § API keys):
+//! created within [`MAX_KEYS_PER_USER`] live keys, listed, revoked and rotated. A key's
+//! secret exists only in the answer that creates it ([`super::keys`]); revoking or
+//! rotating a key makes it stop working at once ([`AuthService::forget_key`]).
+
+use chrono::{DateTime, NaiveDate, Utc};
+
+use super::{keys, AuthService};
+use crate::{
+    domain::{parse_name, ScopeSet},
+    ids::{ApiKeyId, UserId},
+    store::{ApiKeyRecord, StoreError},
+};
+
+/// Longest API key name, in characters after trimming.
+pub const NAME_MAX: usize = 100;
+
+/// Live keys one account may hold.
+pub const MAX_KEYS_PER_USER: usize = 100;
+
+/// Why an API key operation failed. The texts are the messages clients are shown.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiKeyError {
+    /// A field is missing or malformed (name, scopes, `expiresAt`), or the expiry is past.
+    #[error("{0}")]
+    Invalid(String),
+    /// The account already holds [`MAX_KEYS_PER_USER`] live keys.
+    #[error("An account may hold at most {MAX_KEYS_PER_USER} API keys; revoke one first")]
+    TooMany,
+    /// A rotation of a key whose expiry has passed.
+    #[error("This API key has expired; create a new key instead")]
+    Expired,
+    /// No live key with this id belongs to the caller.
+    #[error("API key not found")]
+    NotFound,
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A stored key's scopes no longer parse; not shown to clients.
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+/// A key to create, as the caller sent it.
+#[derive(Debug, Clone)]
+pub struct NewApiKey {
+    /// Its name: 1 to [`NAME_MAX`] characters after trimming.
+    pub name: String,
+    /// Scope names ([`ScopeSet::parse`]): at least one, each known.
+    pub scopes: Vec<String>,
+    /// Its expiry ([`parse_expiry`]); `None` or blank for a key that does not expire.
+    pub expires_at: Option<String>,
+}
+
+/// A key just created or rotated: its record and its secret, shown this once.
+#[derive(Debug, Clone)]
+pub struct CreatedKey {
+    /// The stored key (prefix and hash, never the secret).
+    pub record: ApiKeyRecord,
+    /// The full key, `key_…`.
+    pub key: String,
+}
+
+/// Parses an expiry: an RFC 3339 timestamp, or a date (`2027-01-31`) meaning the end of
+/// that day in UTC.
+///
+/// Errors: the message for the caller, naming the value.
+pub fn parse_expiry(raw: &str) -> Result<DateTime<Utc>, String> {
+    let raw = raw.trim();
+    if let Ok(t) = DateTime::parse_from_rfc3339(raw) {
+        return Ok(t.with_timezone(&Utc));
+    }
+    NaiveDate::parse_from_str(raw, "%Y-%m-%d")
+        .ok()
+        .and_then(|d| d.and_hms_opt(23, 59, 59))
+        .map(|t| t.and_utc())
+        .ok_or_else(|| format!("expiresAt `{raw}` is not an ISO 8601 timestamp or date"))
+}
+
+impl AuthService {
+    /// A new key for `user_id` (not yet stored): its record and its one-time secret.
+    fn new_key(
+        &self,
+        user_id: &UserId,
+        name: String,
+        scopes: &ScopeSet,
+        expires_at: Option<DateTime<Utc>>,
+    ) -> CreatedKey {
+        let generated = keys::generate();
+        let record = ApiKeyRecord {
+            id: ApiKeyId::new(),
+            user_id: user_id.clone(),
+            name,
+            prefix: generated.prefix,
+            key_hash: generated.hash,
+            scopes: scopes.names(),
+            expires_at,
+            created_at: self.clock.now(),
+            last_used_at: None,
+            revoked_at: None,
+        };
+        CreatedKey {
+            record,
+            key: generated.key,
+        }
+    }
+
+    /// Creates a key for `user_id`. The cap is checked by the store in the same step as the
+    /// insert, so concurrent creations cannot pass it together.
+    ///
+    /// Errors: [`ApiKeyError::Invalid`] (name, scopes, expiry malformed or not in the
+    /// future, checked in this order), [`ApiKeyError::TooMany`], the store's.
+    pub async fn create_api_key(
+        &self,
+        user_id: &UserId,
+        new: NewApiKey,
+    ) -> Result<CreatedKey, ApiKeyError> {
+        let name = parse_name("name", &new.name, NAME_MAX).map_err(ApiKeyError::Invalid)?;
+        let scopes = ScopeSet::parse(&new.scopes).map_err(ApiKeyError::Invalid)?;
+        let expires_at = match new.expires_at.as_deref().filter(|s| !s.trim().is_empty()) {
+            Some(raw) => {
+                let t = parse_expiry(raw).map_err(ApiKeyError::Invalid)?;
+                if t <= self.clock.now() {
+                    return Err(ApiKeyError::Invalid(
+                        "expiresAt must be in the future".into(),
+                    ));
+                }
+                Some(t)
+            }
+            None => None,
+        };
+        let created = self.new_key(user_id, name, &scopes, expires_at);
+        if !self
+            .key_store
+            .create_api_key(created.record.clone(), MAX_KEYS_PER_USER)
+            .await?
+        {
+            return Err(ApiKeyError::TooMany);
+        }
+        Ok(created)
+    }
+
+    /// The live keys of `user_id`, newest first.
+    ///
+    /// Errors: the store's.
+    pub async fn list_api_keys(&self, user_id: &UserId) -> Result<Vec<ApiKeyRecord>, ApiKeyError> {
+        Ok(self.key_store.list_api_keys(user_id).await?)
+    }
+
+    /// The live key `id` of `user_id`.
+    async fn owned_key(
+        &self,
+        user_id: &UserId,
+        id: &ApiKeyId,
+    ) -> Result<ApiKeyRecord, ApiKeyError> {
+        self.key_store
+            .api_key(user_id, id)
+            .await?
+            .ok_or(ApiKeyError::NotFound)
+    }
+
+    /// Revokes the key `id` of `user_id`; it stops working at once, on every instance.
+    ///
+    /// Errors: [`ApiKeyError::NotFound`], the store's.
+    pub async fn revoke_api_key(&self, user_id: &UserId, id: &ApiKeyId) -> Result<(), ApiKeyError> {
+        let key = self.owned_key(user_id, id).await?;
+        self.key_store
+            .revoke_api_key(user_id, id, self.clock.now())
+            .await?;
+        self.forget_key(&key.id);
+        Ok(())
+    }
+
+    /// Rotates the key `id` of `user_id`: a new key with the same name, scopes and expiry;
+    /// the old one is revoked in the same step (so rotating works at the cap, and of
+    /// rotations of one key at once only one succeeds; the others get `NotFound`).
+    ///
+    /// Errors: [`ApiKeyError::NotFound`], [`ApiKeyError::Expired`], the store's.
+    pub async fn rotate_api_key(
+        &self,
+        user_id: &UserId,
+        id: &ApiKeyId,
+    ) -> Result<CreatedKey, ApiKeyError> {
+        let old = self.owned_key(user_id, id).await?;
+        if old.expires_at.is_some_and(|t| t <= self.clock.now()) {
+            return Err(ApiKeyError::Expired);
+        }
+        let scopes = ScopeSet::parse(&old.scopes).map_err(|e| anyhow::anyhow!(e))?;
+        let created = self.new_key(user_id, old.name.clone(), &scopes, old.expires_at);
+        if !self
+            .key_store
+            .rotate_api_key(user_id, &old.id, created.record.clone(), self.clock.now())
+            .await?
+        {
+            return Err(ApiKeyError::NotFound);
+        }
+        self.forget_key(&old.id);
+        Ok(created)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::views::iso;
+
+    #[test]
+    fn expiry_accepts_timestamps_and_dates() {
+        assert_eq!(
+            iso(parse_expiry("2027-01-31").unwrap()),
+            "2027-01-31T23:59:59Z"
+        );
+        assert_eq!(
+            iso(parse_expiry("2027-01-31T10:00:00+02:00").unwrap()),
+            "2027-01-31T08:00:00Z"
+        );
+        assert!(parse_expiry("next week").is_err());
+    }
+}

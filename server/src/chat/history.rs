@@ -1,0 +1,255 @@
+//! What chat turns leave behind, as their owner reads it: an agent's conversations and a
+//! conversation's messages in pages (docs/api.md § Conventions: `limit`, `nextCursor`), a
+//! conversation's deletion, and the account's usage per UTC day (docs/api.md § Usage).
+
+use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
+use chrono::{DateTime, Datelike, Duration, NaiveDate, Utc};
+
+use super::{ChatError, ChatService};
+use crate::{
+    domain::Role,
+    ids::{AgentId, MessageId, ThreadId, UserId},
+    store::{tools::ApprovalRecord, Cursor, MessageRecord, ThreadRecord, UsageDay},
+};
+
+/// Default page size of lists (docs/api.md § Conventions).
+pub const DEFAULT_PAGE: u32 = 50;
+/// Largest page size.
+pub const MAX_PAGE: u32 = 200;
+
+/// Days the usage's per-day list covers by default.
+pub const DEFAULT_DAYS: u32 = 30;
+/// Most days the usage's per-day list may cover.
+pub const MAX_DAYS: u32 = 366;
+
+/// A page the caller asks for: its size (1..=[`MAX_PAGE`], default [`DEFAULT_PAGE`]) and
+/// the previous page's `next_cursor`, as sent.
+#[derive(Debug, Clone, Default)]
+pub struct PageRequest {
+    /// Page size; `None` for [`DEFAULT_PAGE`].
+    pub limit: Option<u32>,
+    /// [`Page::next_cursor`] of the previous page; `None` for the first page.
+    pub cursor: Option<String>,
+}
+
+impl PageRequest {
+    /// The page size.
+    ///
+    /// Errors: [`ChatError::Invalid`] outside 1..=[`MAX_PAGE`].
+    fn limit(&self) -> Result<u32, ChatError> {
+        match self.limit {
+            None => Ok(DEFAULT_PAGE),
+            Some(n) if (1..=MAX_PAGE).contains(&n) => Ok(n),
+            Some(_) => Err(ChatError::Invalid(format!(
+                "limit must be between 1 and {MAX_PAGE}"
+            ))),
+        }
+    }
+
+    /// The position after which the page starts: base64url of `{millis}:{id}`.
+    ///
+    /// Errors: [`ChatError::Invalid`] when it is not one this service gave out.
+    fn cursor(&self) -> Result<Option<Cursor>, ChatError> {
+        let Some(raw) = &self.cursor else {
+            return Ok(None);
+        };
+        let invalid = || {
+            ChatError::Invalid("cursor is not valid; pass nextCursor from the previous page".into())
+        };
+        let text = String::from_utf8(URL_SAFE_NO_PAD.decode(raw).map_err(|_| invalid())?)
+            .map_err(|_| invalid())?;
+        let (at, id) = text.split_once(':').ok_or_else(invalid)?;
+        Ok(Some(Cursor {
+            at: at.parse().map_err(|_| invalid())?,
+            id: id.to_string(),
+        }))
+    }
+}
+
+/// The cursor of the page after the row at `at` with `id`.
+fn encode_cursor(at: DateTime<Utc>, id: &str) -> String {
+    URL_SAFE_NO_PAD.encode(format!("{}:{id}", at.timestamp_millis()))
+}
+
+/// One page of a list.
+#[derive(Debug, Clone)]
+pub struct Page<T> {
+    /// The rows, at most the page size.
+    pub items: Vec<T>,
+    /// Where the next page starts; `None` on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// A page of a conversation's messages, oldest first.
+#[derive(Debug, Clone)]
+pub struct MessagePage {
+    /// The messages and the next page's cursor.
+    pub page: Page<MessageRecord>,
+    /// On the last page, the latest assistant message's calls that still wait for
+    /// approval (not expired), with that message's id; `None` when there are none.
+    pub pending: Option<(MessageId, Vec<ApprovalRecord>)>,
+}
+
+/// The account's usage over a window of UTC days ([`ChatService::usage`]).
+#[derive(Debug, Clone)]
+pub struct UsageWindow {
+    /// Today (UTC), the window's last day.
+    pub today: NaiveDate,
+    /// The per-day list's first day.
+    pub first_day: NaiveDate,
+    /// The first day of this calendar month.
+    pub month_start: NaiveDate,
+    /// The days with any use from the earlier of `first_day` and `month_start` on,
+    /// oldest first.
+    pub used: Vec<UsageDay>,
+}
+
+impl ChatService {
+    /// The thread `thread_id` of `user_id`'s agent `agent_id`.
+    ///
+    /// Errors: [`ChatError::ThreadNotFound`] (unknown, someone else's, another agent's),
+    /// the store's.
+    pub async fn thread(
+        &self,
+        user_id: &UserId,
+        agent_id: &AgentId,
+        thread_id: &ThreadId,
+    ) -> Result<ThreadRecord, ChatError> {
+        self.store
+            .thread(user_id, agent_id, thread_id)
+            .await?
+            .ok_or(ChatError::ThreadNotFound)
+    }
+
+    /// A page of the agent's threads, most recently active first. The caller has checked
+    /// that `user_id` owns `agent_id`.
+    ///
+    /// Errors: [`ChatError::Invalid`] (limit, then cursor), the store's.
+    pub async fn threads(
+        &self,
+        user_id: &UserId,
+        agent_id: &AgentId,
+        page: &PageRequest,
+    ) -> Result<Page<ThreadRecord>, ChatError> {
+        let limit = page.limit()?;
+        let mut threads = self
+            .store
+            .list_threads(user_id, agent_id, limit + 1, page.cursor()?.as_ref())
+            .await?;
+        let more = threads.len() > limit as usize;
+        threads.truncate(limit as usize);
+        let next_cursor = more
+            .then(|| {
+                threads
+                    .last()
+                    .map(|t| encode_cursor(t.updated_at, t.id.as_str()))
+            })
+            .flatten();
+        Ok(Page {
+            items: threads,
+            next_cursor,
+        })
+    }
+
+    /// A page of the messages of `user_id`'s thread `thread_id` of agent `agent_id`, oldest
+    /// first; the last page carries the calls its latest reply still waits on.
+    ///
+    /// Errors: [`ChatError::ThreadNotFound`], then [`ChatError::Invalid`] (limit, then
+    /// cursor), the store's.
+    pub async fn messages(
+        &self,
+        user_id: &UserId,
+        agent_id: &AgentId,
+        thread_id: &ThreadId,
+        page: &PageRequest,
+    ) -> Result<MessagePage, ChatError> {
+        let thread = self.thread(user_id, agent_id, thread_id).await?;
+        let limit = page.limit()?;
+        let mut rows = self
+            .store
+            .list_messages(&thread.id, limit + 1, page.cursor()?.as_ref())
+            .await?;
+        let more = rows.len() > limit as usize;
+        rows.truncate(limit as usize);
+        let mut pending = None;
+        if !more {
+            if let Some(row) = rows.iter().rev().find(|m| m.role == Role::Assistant) {
+                let now = self.clock.now();
+                let waiting: Vec<ApprovalRecord> = self
+                    .approvals
+                    .pending_approvals(&row.id)
+                    .await?
+                    .into_iter()
+                    .filter(|a| a.expires_at > now)
+                    .collect();
+                if !waiting.is_empty() {
+                    pending = Some((row.id.clone(), waiting));
+                }
+            }
+        }
+        let next_cursor = more
+            .then(|| {
+                rows.last()
+                    .map(|m| encode_cursor(m.created_at, m.id.as_str()))
+            })
+            .flatten();
+        Ok(MessagePage {
+            page: Page {
+                items: rows,
+                next_cursor,
+            },
+            pending,
+        })
+    }
+
+    /// Deletes `user_id`'s thread `thread_id` of agent `agent_id` with its messages (the
+    /// usage they counted stays).
+    ///
+    /// Errors: [`ChatError::ThreadNotFound`], the store's.
+    pub async fn delete_thread(
+        &self,
+        user_id: &UserId,
+        agent_id: &AgentId,
+        thread_id: &ThreadId,
+    ) -> Result<(), ChatError> {
+        if !self
+            .store
+            .delete_thread(user_id, agent_id, thread_id)
+            .await?
+        {
+            return Err(ChatError::ThreadNotFound);
+        }
+        Ok(())
+    }
+
+    /// `user_id`'s chat use this calendar month and on each of the last `days` days
+    /// (1..=[`MAX_DAYS`], default [`DEFAULT_DAYS`]), today included, in UTC. Counted when
+    /// each reply is stored, so deleting threads or agents does not lower it.
+    ///
+    /// Errors: [`ChatError::Invalid`] for `days` out of range, the store's.
+    pub async fn usage(
+        &self,
+        user_id: &UserId,
+        days: Option<u32>,
+    ) -> Result<UsageWindow, ChatError> {
+        let days = days.unwrap_or(DEFAULT_DAYS);
+        if !(1..=MAX_DAYS).contains(&days) {
+            return Err(ChatError::Invalid(format!(
+                "days must be between 1 and {MAX_DAYS}"
+            )));
+        }
+        let today = self.clock.now().date_naive();
+        let first_day = today - Duration::days(i64::from(days) - 1);
+        let month_start = today.with_day(1).unwrap_or(today);
+        let used = self
+            .store
+            .usage(user_id, first_day.min(month_start))
+            .await?;
+        Ok(UsageWindow {
+            today,
+            first_day,
+            month_start,
+            used,
+        })
+    }
+}

@@ -1,0 +1,313 @@
+//! The owner's use cases of integrations (docs/api.md § Integration, § Create
+//! integration): create within [`MAX_INTEGRATIONS`], read, update and delete one, with its
+//! credentials checked and sealed ([`prepare`]), its linked agent the owner's own, and its
+//! live channel set up or torn down ([`Channels::connect`], [`Channels::disconnect`]).
+
+use std::sync::Arc;
+
+use serde_json::Value;
+
+use super::{
+    catalog::{self, ProviderCode},
+    open_credentials, prepare, MAX_INTEGRATIONS, MAX_NAME_CHARS,
+};
+use crate::{
+    agents::{AgentError, AgentService},
+    channels::{self, Channels},
+    clock::Clock,
+    crypto::SecretBox,
+    domain::parse_name,
+    ids::{AgentId, IntegrationId, UserId},
+    store::{
+        integrations::{IntegrationRecord, IntegrationStatus},
+        IntegrationStore, StoreError,
+    },
+    views::integration_view,
+    webhooks::{EventType, Events},
+};
+
+/// Why an integration operation failed. The texts are the messages clients are shown.
+#[derive(Debug, thiserror::Error)]
+pub enum IntegrationError {
+    /// An unknown provider, a malformed name, or credentials or config that do not fit the
+    /// provider; the message says which.
+    #[error("{0}")]
+    Invalid(String),
+    /// The account already has [`MAX_INTEGRATIONS`] integrations.
+    #[error("An account can have at most {MAX_INTEGRATIONS} integrations; delete one first")]
+    Limit,
+    /// No integration with this id belongs to the caller.
+    #[error("Integration not found")]
+    NotFound,
+    /// The agent to link is not one of the caller's (`AgentError::NotFound`), or the agent
+    /// store failed.
+    #[error(transparent)]
+    Agent(#[from] AgentError),
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// Stored credentials or config that no longer open or parse; not shown to clients.
+    #[error(transparent)]
+    Internal(#[from] anyhow::Error),
+}
+
+/// An integration to create, as the caller sent it.
+#[derive(Debug, Clone)]
+pub struct NewIntegration {
+    /// A provider code of the catalogue ([`catalog::PROVIDERS`]), surrounding spaces ignored.
+    pub provider_code: String,
+    /// Its name: 1 to [`MAX_NAME_CHARS`] characters after trimming.
+    pub name: String,
+    /// One of the caller's agents to link, or `None`.
+    pub agent_id: Option<String>,
+    /// The provider's credential fields, an object.
+    pub credentials: Value,
+    /// The provider's config fields, an object; `None` or null for none.
+    pub config: Option<Value>,
+}
+
+/// Changes to an integration; `None` keeps a field as it is.
+#[derive(Debug, Clone, Default)]
+pub struct IntegrationChanges {
+    /// A new name.
+    pub name: Option<String>,
+    /// A new linked agent (`Some(None)` unlinks).
+    pub agent_id: Option<Option<String>>,
+    /// Credential fields that replace the stored ones of the same names (the others are
+    /// kept); an object.
+    pub credentials: Option<Value>,
+    /// The whole new config.
+    pub config: Option<Value>,
+}
+
+/// The integrations of every account: their store, their sealed credentials and their live
+/// channels.
+#[derive(Clone)]
+pub struct Integrations {
+    store: Arc<dyn IntegrationStore>,
+    /// Seals and opens credentials (`ENCRYPTION_KEY`).
+    secrets: SecretBox,
+    /// Sets live channels up and tears them down.
+    channels: Channels,
+    /// Linked agents must be the owner's.
+    agents: AgentService,
+    /// `integration.created` events.
+    events: Events,
+    clock: Clock,
+    /// `PUBLIC_URL`, for the integration in the `integration.created` event.
+    public_url: String,
+}
+
+impl Integrations {
+    /// The service over `store` (the store's integration part), sealing with `secrets`,
+    /// connecting live channels through `channels`, checking linked agents with `agents`,
+    /// announcing creations through `events` (with links under `public_url`), timed by
+    /// `clock`.
+    pub fn new(
+        store: Arc<dyn IntegrationStore>,
+        secrets: SecretBox,
+        channels: Channels,
+        agents: AgentService,
+        events: Events,
+        clock: Clock,
+        public_url: &str,
+    ) -> Self {
+        Self {
+            store,
+            secrets,
+            channels,
+            agents,
+            events,
+            clock,
+            public_url: public_url.to_string(),
+        }
+    }
+
+    /// The id of `user_id`'s agent `id` (trimmed).
+    async fn own_agent(&self, user_id: &UserId, id: &str) -> Result<AgentId, IntegrationError> {
+        let id = AgentId::from(id.trim());
+        Ok(self.agents.owned(user_id, &id).await?.id.clone())
+    }
+
+    /// The integrations of `user_id`, oldest first.
+    ///
+    /// Errors: the store's.
+    pub async fn list(&self, user_id: &UserId) -> Result<Vec<IntegrationRecord>, IntegrationError> {
+        Ok(self.store.list_integrations(user_id).await?)
+    }
+
+    /// The integration `id` of `user_id`.
+    ///
+    /// Errors: [`IntegrationError::NotFound`], the store's.
+    pub async fn get(
+        &self,
+        user_id: &UserId,
+        id: &IntegrationId,
+    ) -> Result<IntegrationRecord, IntegrationError> {
+        self.store
+            .integration(user_id, id)
+            .await?
+            .ok_or(IntegrationError::NotFound)
+    }
+
+    /// Creates an integration for `user_id`: checked (provider, name, agent, then
+    /// credentials and config), sealed, stored within [`MAX_INTEGRATIONS`], its live
+    /// channel set up (a failure there is kept in its `status_detail`, not an error), and
+    /// announced as `integration.created`. Its id is recorded as `integration.id` in the
+    /// current span.
+    ///
+    /// Errors: [`IntegrationError::Invalid`], [`IntegrationError::Agent`],
+    /// [`IntegrationError::Limit`], the store's.
+    pub async fn create(
+        &self,
+        user_id: &UserId,
+        new: NewIntegration,
+    ) -> Result<IntegrationRecord, IntegrationError> {
+        let provider = new
+            .provider_code
+            .trim()
+            .parse::<ProviderCode>()
+            .map(catalog::provider)
+            .map_err(|unknown| IntegrationError::Invalid(unknown.to_string()))?;
+        let name =
+            parse_name("name", &new.name, MAX_NAME_CHARS).map_err(IntegrationError::Invalid)?;
+        let agent_id = match new.agent_id.as_deref() {
+            Some(id) => Some(self.own_agent(user_id, id).await?),
+            None => None,
+        };
+        let id = IntegrationId::new();
+        tracing::Span::current().record("integration.id", id.as_str());
+        let prepared = prepare(
+            &self.secrets,
+            provider,
+            user_id,
+            &id,
+            &new.credentials,
+            new.config.as_ref(),
+        )
+        .map_err(IntegrationError::Invalid)?;
+        let now = self.clock.now();
+        let mut record = IntegrationRecord {
+            id,
+            user_id: user_id.clone(),
+            provider_code: provider.code,
+            name,
+            agent_id,
+            config: prepared.config,
+            credentials_sealed: prepared.credentials_sealed,
+            key_id: prepared.key_id,
+            credential_hints: prepared.credential_hints,
+            status: IntegrationStatus::Active,
+            status_detail: None,
+            public_id: (provider.code == ProviderCode::Website)
+                .then(channels::widget::new_public_id),
+            inbound_secret_hash: None,
+            created_at: now,
+            updated_at: now,
+        };
+        if !self
+            .store
+            .create_integration(&record, MAX_INTEGRATIONS)
+            .await?
+        {
+            return Err(IntegrationError::Limit);
+        }
+        if provider.live {
+            self.channels.connect(&mut record).await;
+            self.store.update_integration(&record).await?;
+        }
+        self.events
+            .emit(
+                &record.user_id,
+                EventType::IntegrationCreated,
+                serde_json::json!({ "integration": integration_view(&record, &self.public_url) }),
+            )
+            .await;
+        Ok(record)
+    }
+
+    /// Applies `changes` to `user_id`'s integration `id` (name, then agent, then credentials
+    /// and config, checked and sealed again); a live channel is set up again when its
+    /// credentials changed or it had failed.
+    ///
+    /// Errors: [`IntegrationError::NotFound`] (also when it was deleted meanwhile),
+    /// [`IntegrationError::Invalid`], [`IntegrationError::Agent`], the store's.
+    pub async fn update(
+        &self,
+        user_id: &UserId,
+        id: &IntegrationId,
+        changes: IntegrationChanges,
+    ) -> Result<IntegrationRecord, IntegrationError> {
+        let mut record = self.get(user_id, id).await?;
+        let provider = catalog::provider(record.provider_code);
+        if let Some(name) = &changes.name {
+            record.name =
+                parse_name("name", name, MAX_NAME_CHARS).map_err(IntegrationError::Invalid)?;
+        }
+        if let Some(agent) = &changes.agent_id {
+            record.agent_id = match agent {
+                Some(agent_id) => Some(self.own_agent(user_id, agent_id).await?),
+                None => None,
+            };
+        }
+        if changes.credentials.is_some() || changes.config.is_some() {
+            let mut credentials = open_credentials(&self.secrets, &record)
+                .map_err(|e| anyhow::anyhow!("stored credentials do not open: {e}"))?;
+            if let Some(new) = &changes.credentials {
+                let new = new.as_object().ok_or_else(|| {
+                    IntegrationError::Invalid(
+                        "credentials must be an object of the fields to replace".into(),
+                    )
+                })?;
+                for (name, value) in new {
+                    credentials.insert(name.clone(), value.clone());
+                }
+            }
+            let config = match &changes.config {
+                Some(config) => config.clone(),
+                None => serde_json::from_str(&record.config).map_err(anyhow::Error::from)?,
+            };
+            let prepared = prepare(
+                &self.secrets,
+                provider,
+                &record.user_id,
+                &record.id,
+                &Value::Object(credentials),
+                Some(&config),
+            )
+            .map_err(IntegrationError::Invalid)?;
+            record.config = prepared.config;
+            record.credentials_sealed = prepared.credentials_sealed;
+            record.key_id = prepared.key_id;
+            record.credential_hints = prepared.credential_hints;
+        }
+        // New credentials (a new bot token), or a channel that failed before: set it up again.
+        if provider.live
+            && (changes.credentials.is_some() || record.status == IntegrationStatus::Error)
+        {
+            self.channels.connect(&mut record).await;
+        }
+        record.updated_at = self.clock.now();
+        if !self.store.update_integration(&record).await? {
+            return Err(IntegrationError::NotFound);
+        }
+        Ok(record)
+    }
+
+    /// Deletes `user_id`'s integration `id` with its stored credentials, then tears down its
+    /// live channel.
+    ///
+    /// Errors: [`IntegrationError::NotFound`], the store's.
+    pub async fn delete(
+        &self,
+        user_id: &UserId,
+        id: &IntegrationId,
+    ) -> Result<(), IntegrationError> {
+        let record = self.get(user_id, id).await?;
+        if !self.store.delete_integration(user_id, id).await? {
+            return Err(IntegrationError::NotFound);
+        }
+        self.channels.disconnect(&record).await;
+        Ok(())
+    }
+}
