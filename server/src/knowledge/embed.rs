@@ -322,6 +322,7 @@ pub struct AgentVectors {
 }
 
 impl AgentVectors {
+    /// The set from stored vectors, normalised, zero vectors left out.
     pub fn new(model: &str, generation: i64, stored: Vec<(i64, Vec<f32>)>) -> Self {
         let mut ids = Vec::with_capacity(stored.len());
         let mut vectors = Vec::with_capacity(stored.len());

@@ -71,9 +71,11 @@ impl Default for ExtractionConfig {
 /// A document read in full: what the ingestion job stores.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChunkedDocument {
+    /// The title ([`extract::Extracted::title`], else the upload's name).
     pub title: String,
     /// A PDF's page count (its last page with text); `None` for other kinds.
     pub pages: Option<u32>,
+    /// The chunks, in document order.
     pub chunks: Vec<NewChunk>,
 }
 
@@ -132,6 +134,7 @@ impl Sandbox {
         }
     }
 
+    /// The configuration the pool runs with.
     pub fn config(&self) -> &ExtractionConfig {
         &self.config
     }

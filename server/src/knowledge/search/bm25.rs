@@ -305,6 +305,7 @@ impl Bm25Index {
         self.forms = HashMap::new();
     }
 
+    /// Chunks containing at least one of `terms` (what an exhaustive ranking would score).
     pub fn matching(&self, terms: &[String]) -> usize {
         let mut hit = vec![false; self.chunk_ids.len()];
         for term in terms {
