@@ -36,8 +36,10 @@ pub struct CrawlConfig {
     pub crawl_depth: u8,
     /// Pages kept, 1–1000. Default 50.
     pub max_pages: u32,
-    /// Globs on the URL path (`/docs/**`); when non-empty only matching pages are crawled. `*`
-    /// stays in a segment, `**` crosses them; a pattern without `/` matches the last segment.
+    /// Globs on the URL path (`/docs/**`); when non-empty only matching pages are crawled.
+    /// `*` stays within a path segment, `**` crosses segments. A pattern with a `/` is
+    /// matched against the whole path (anchored at the root when it does not start with `/`
+    /// or `*`); a pattern without `/` matches the last segment at any depth (`*.pdf`).
     pub include_patterns: Vec<String>,
     /// Globs on the URL path; a matching page is not crawled (exclude wins over include).
     pub exclude_patterns: Vec<String>,
