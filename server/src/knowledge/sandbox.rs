@@ -43,7 +43,7 @@ pub const MAX_TASKS_PER_CHILD: u32 = 500;
 pub const IDLE_TTL: Duration = Duration::from_secs(300);
 const STDERR_TAIL_BYTES: usize = 8 * 1024;
 
-/// How extraction children are run (`EXTRACT_*` variables; README § Security).
+/// How extraction children are run (`EXTRACT_*` variables; docs/security.md).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExtractionConfig {
     /// The `agentchat` binary to start as `agentchat extract`; the running executable by default.
