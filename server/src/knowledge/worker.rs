@@ -319,7 +319,9 @@ impl Embedding {
 }
 
 enum Done {
+    /// Every chunk is stored; what the document record gets.
     Indexed { pages: Option<u32>, bytes: u64 },
+    /// The document was deleted meanwhile.
     Deleted,
     /// The claim was lost to another worker; the job's end is not recorded here.
     Lost,

@@ -31,7 +31,9 @@ pub enum RateKey<'a> {
     /// A live channel's inbound endpoint (`/api/channels/{provider}/{integration}`), by
     /// integration id and client IP (`CHANNEL_REQUESTS_PER_MINUTE`, README § Limits).
     Channel {
+        /// The integration id in the path.
         integration: &'a str,
+        /// The client's IP address.
         ip: IpAddr,
     },
 }

@@ -614,9 +614,11 @@ impl RedisLimiter {
 }
 
 enum Reserved {
+    /// Allowed from the reservation.
     Served(RateDecision),
     /// Take a reservation of `size`, giving back `give_back`; end with [`RedisLimiter::keep_reserved`].
     Lead { size: u32, give_back: u32 },
+    /// Another request is taking the reservation: wait for it, then try again.
     Wait(std::pin::Pin<Box<tokio::sync::futures::OwnedNotified>>),
     /// Allowed, and half the reservation is spent: take the next one of `size` first.
     Refill { decision: RateDecision, size: u32 },

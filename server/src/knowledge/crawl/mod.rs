@@ -96,12 +96,16 @@ pub enum CrawlEvent {
     Page(CrawledPage),
     /// After every URL handled: URLs handled so far, and URLs found (handled or queued).
     Progress {
+        /// URLs handled (kept, skipped or failed).
         done: u32,
+        /// Distinct in-scope URLs discovered so far.
         found: u32,
     },
     /// A URL was fetched or considered but not kept; `reason` is a sentence.
     Skipped {
+        /// The URL as requested.
         url: Url,
+        /// Why it was not kept.
         reason: String,
     },
 }
