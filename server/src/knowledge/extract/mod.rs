@@ -4,7 +4,7 @@
 //! bounded by [`ExtractLimits`], a reader's panic becomes [`ExtractError::Panicked`], and the
 //! service runs this only in extraction child processes ([`super::sandbox`];
 //! docs/knowledge.md § Extraction). Every error's `Display` is one sentence for the user.
-
+//!
 //! One module per format (`pdf`, `docx`, `markdown`, `text`); `sink` collects sections and
 //! enforces the character and time limits for all of them.
 //!
