@@ -492,7 +492,8 @@ pub struct RouteTemplates {
 }
 
 impl RouteTemplates {
-    /// The table of `templates` (axum syntax); one conflicting with an earlier one is left out (logged).
+    /// The table of `templates` (axum syntax); one conflicting with an earlier one is left out
+    /// (logged).
     pub fn new<'a>(templates: impl IntoIterator<Item = &'a str>) -> Self {
         let mut router = matchit::Router::new();
         for template in templates {

@@ -111,7 +111,8 @@ impl AgentService {
             .ok_or(AgentError::NotFound)
     }
 
-    /// As [`AgentService::owned`], `None` for a missing or someone else's agent. Errors: the store's.
+    /// As [`AgentService::owned`], `None` for a missing or someone else's agent. Errors: the
+    /// store's.
     pub async fn find(
         &self,
         user_id: &UserId,
@@ -135,7 +136,8 @@ impl AgentService {
 
     /// Creates an agent and emits `agent.created`. Errors: [`AgentError::Invalid`] (name
     /// [`NAME_MAX`], description [`DESCRIPTION_MAX`], system prompt [`SYSTEM_PROMPT_MAX`]),
-    /// [`AgentError::UnknownModel`], [`AgentError::PlanLimit`] (checked in the same write); the store's.
+    /// [`AgentError::UnknownModel`], [`AgentError::PlanLimit`] (checked in the same write); the
+    /// store's.
     pub async fn create(
         &self,
         user_id: &UserId,

@@ -169,7 +169,8 @@ struct Answer {
     error: Option<String>,
 }
 
-/// Posts `text` in `thread_ts` of `channel`. Errors: Slack's `error` code, or why it was unreachable.
+/// Posts `text` in `thread_ts` of `channel`. Errors: Slack's `error` code, or why it was
+/// unreachable.
 pub async fn post_message(
     http: &reqwest::Client,
     base: &str,

@@ -64,7 +64,8 @@ impl<'a> BotApi<'a> {
         }
     }
 
-    /// Registers `url` as the bot's webhook with `secret_token`, for messages only. Errors: as [`BotApi::call`].
+    /// Registers `url` as the bot's webhook with `secret_token`, for messages only. Errors: as
+    /// [`BotApi::call`].
     pub async fn set_webhook(&self, url: &str, secret_token: &str) -> Result<(), String> {
         self.call(
             "setWebhook",

@@ -28,7 +28,8 @@ pub struct LeaseRules {
     pub renew_every: Option<Duration>,
     /// Items worked on at once (at least 1).
     pub concurrency: usize,
-    /// How often an idle loop looks for work it was not woken for (expired leases, other instances).
+    /// How often an idle loop looks for work it was not woken for (expired leases, other
+    /// instances).
     pub poll: Duration,
 }
 

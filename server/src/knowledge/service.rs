@@ -147,7 +147,8 @@ impl Documents {
             .await?)
     }
 
-    /// The document `document_id` of `agent`. Errors: [`KnowledgeError::DocumentNotFound`]; the store's.
+    /// The document `document_id` of `agent`. Errors: [`KnowledgeError::DocumentNotFound`]; the
+    /// store's.
     pub async fn document(
         &self,
         agent: &AgentRecord,
@@ -214,7 +215,8 @@ impl Documents {
         Ok(job)
     }
 
-    /// The knowledge job `job_id` of `user_id`. Errors: [`KnowledgeError::JobNotFound`]; the store's.
+    /// The knowledge job `job_id` of `user_id`. Errors: [`KnowledgeError::JobNotFound`]; the
+    /// store's.
     pub async fn job(&self, user_id: &UserId, job_id: &JobId) -> Result<JobRecord, KnowledgeError> {
         self.knowledge
             .jobs

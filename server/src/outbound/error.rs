@@ -24,7 +24,8 @@ pub enum NetError {
     /// The page did not arrive within [`FetchLimits::timeout`](super::FetchLimits::timeout).
     #[error("the page took too long to respond")]
     Timeout,
-    /// The body is over [`FetchLimits::max_body_bytes`](super::FetchLimits::max_body_bytes) (the limit).
+    /// The body is over [`FetchLimits::max_body_bytes`](super::FetchLimits::max_body_bytes) (the
+    /// limit).
     #[error("the page is larger than the limit of {0} bytes")]
     TooLarge(usize),
     /// More than [`FetchLimits::max_redirects`](super::FetchLimits::max_redirects) redirects,

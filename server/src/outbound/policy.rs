@@ -88,7 +88,8 @@ impl NetPolicy {
         &self.allowed_private
     }
 
-    /// Whether `host` (as [`Url::host_str`] spells it, trailing dot ignored) on `port` is an exception.
+    /// Whether `host` (as [`Url::host_str`] spells it, trailing dot ignored) on `port` is an
+    /// exception.
     pub fn is_allowed(&self, host: &str, port: u16) -> bool {
         let host = host_key(host);
         self.allowed_private

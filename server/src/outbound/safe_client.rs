@@ -113,7 +113,8 @@ impl SafeClient {
         Self::for_purpose(policy, limits, Purpose::Crawl)
     }
 
-    /// Like [`SafeClient::new`] for another [`Purpose`] (its `User-Agent`). Errors: [`NetError::Setup`].
+    /// Like [`SafeClient::new`] for another [`Purpose`] (its `User-Agent`). Errors:
+    /// [`NetError::Setup`].
     pub fn for_purpose(
         policy: NetPolicy,
         limits: FetchLimits,

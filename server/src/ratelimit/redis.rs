@@ -321,7 +321,9 @@ impl Health {
 /// Redis must not evict them early (`noeviction` or a `volatile-*` policy).
 /// Budgets of [`RESERVE_FROM`] or more take several requests per call (reservations) and
 /// serve them from memory; a reservation is at most 1/64 of what is left, so instances
-/// together never exceed the budget. Without Redis, checks fall back to per-instance limits.
+/// together never exceed the budget. Headers of a request served from a reservation report
+/// Redis's count at the reservation less what this instance used since. Without Redis,
+/// checks fall back to per-instance limits.
 pub struct RedisLimiter {
     redis: SharedRedis,
     script: Script,
@@ -616,7 +618,8 @@ impl RedisLimiter {
 enum Reserved {
     /// Allowed from the reservation.
     Served(RateDecision),
-    /// Take a reservation of `size`, giving back `give_back`; end with [`RedisLimiter::keep_reserved`].
+    /// Take a reservation of `size`, giving back `give_back`; end with
+    /// [`RedisLimiter::keep_reserved`].
     Lead { size: u32, give_back: u32 },
     /// Another request is taking the reservation: wait for it, then try again.
     Wait(std::pin::Pin<Box<tokio::sync::futures::OwnedNotified>>),

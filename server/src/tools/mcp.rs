@@ -198,7 +198,8 @@ impl genai_reqwest::dns::Resolve for Resolver {
 }
 
 impl McpClients {
-    /// The sessions of an instance whose requests follow `policy`. Errors: no HTTP client (TLS roots).
+    /// The sessions of an instance whose requests follow `policy`.
+    /// Errors: the HTTP client cannot be built (no TLS roots).
     pub fn new(policy: &NetPolicy) -> anyhow::Result<Self> {
         let http = genai_reqwest::Client::builder()
             .user_agent(Purpose::Tools.user_agent())

@@ -52,7 +52,8 @@ pub struct ArgumentsValidator {
 }
 
 impl ArgumentsValidator {
-    /// Checks `schema` as [`check_parameters`] does and compiles it. Errors: as [`check_parameters`].
+    /// Checks `schema` as [`check_parameters`] does and compiles it.
+    /// Errors: as [`check_parameters`].
     pub fn new(schema: &Value) -> Result<Self, String> {
         check_shape(schema)?;
         // The meta-schema check comes first: its errors point at the offending keyword,

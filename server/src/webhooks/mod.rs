@@ -337,7 +337,8 @@ impl WebhookSecrets {
         Ok(self.inner.seal(key, &Self::aad(user_id, webhook_id)))
     }
 
-    /// The key sealed for this row. Errors: a short value, an unknown key id, or another row's value.
+    /// The key sealed for this row. Errors: a short value, an unknown key id, or another row's
+    /// value.
     pub fn open(
         &self,
         user_id: &UserId,

@@ -92,7 +92,8 @@ impl Webhooks {
 
     /// Subscribes `request.url` to `request.events`; answers the webhook and its secret
     /// (`whsec_...`), shown this once. Errors: [`WebhookError::Invalid`] (events, description over
-    /// [`DESCRIPTION_MAX`]), [`WebhookError::Url`] (not http(s) or private), [`WebhookError::Limit`],
+    /// [`DESCRIPTION_MAX`]), [`WebhookError::Url`] (not http(s) or private),
+    /// [`WebhookError::Limit`],
     /// the store's.
     pub async fn create(
         &self,
@@ -137,7 +138,8 @@ impl Webhooks {
         Ok((record, secret))
     }
 
-    /// Deletes the webhook with its delivery history. Errors: [`WebhookError::NotFound`]; the store's.
+    /// Deletes the webhook with its delivery history. Errors: [`WebhookError::NotFound`]; the
+    /// store's.
     pub async fn delete(&self, user_id: &UserId, id: &WebhookId) -> Result<(), WebhookError> {
         if !self.store.delete_webhook(user_id, id).await? {
             return Err(WebhookError::NotFound);

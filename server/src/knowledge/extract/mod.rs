@@ -69,7 +69,8 @@ impl DocumentKind {
         }
     }
 
-    /// How a user names this kind in a sentence: "PDF", "Word document", "Markdown file", "text file".
+    /// How a user names this kind in a sentence: "PDF", "Word document", "Markdown file", "text
+    /// file".
     pub const fn noun(self) -> &'static str {
         match self {
             DocumentKind::Pdf => "PDF",

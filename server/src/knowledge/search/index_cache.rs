@@ -27,7 +27,8 @@ pub const INDEX_BATCH: u32 = 2_000;
 /// An agent's index as the cache keeps it, with what it was built from.
 #[derive(Debug, Default)]
 pub struct CachedIndex {
-    /// The chunk generation the index reflects; `None` before it is built or after an interrupted build.
+    /// The chunk generation the index reflects; `None` before it is built or after an interrupted
+    /// build.
     pub generation: Option<i64>,
     /// Largest chunk id indexed.
     pub max_chunk_id: i64,
