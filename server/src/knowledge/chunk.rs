@@ -443,9 +443,7 @@ mod tests {
         );
     }
 
-    /// Measures extraction plus chunking (default configuration) of `bytes`, averaged over
-    /// a few runs, and prints pages per second counting 3 KB of text as a page (or the
-    /// PDF's real pages when `pdf_pages` is given).
+    /// Prints pages per second of extraction plus chunking of `bytes` (3 KB of text a page).
     fn measure(label: &str, bytes: &[u8], pdf_pages: Option<usize>) {
         let kind = detect(bytes).unwrap();
         let runs = 5;
@@ -470,8 +468,7 @@ mod tests {
         );
     }
 
-    /// Extraction and chunking throughput; the target is 200 pages of 3 KB per second per
-    /// core for text and Markdown. Run in release mode:
+    /// Extraction and chunking throughput (target: 200 pages of 3 KB per second per core). Run:
     /// `cargo test -p server --lib --release knowledge::chunk::tests::throughput -- --ignored --nocapture`
     #[test]
     #[ignore = "a measurement; run in release mode"]

@@ -158,8 +158,7 @@ impl LeaseQueue for Jobs {
 
 type Failure = String;
 
-/// Logs that the claim on `job` was lost (its lease ran out and another worker took it); its
-/// end is left to the holder.
+/// Logs that the claim on `job` was lost to another worker; its end is left to the holder.
 fn lost(job: &JobRecord) {
     warn!(job = %job.id, attempt = job.attempts, "job taken over by another worker or deleted; stopping it here");
 }
@@ -284,8 +283,7 @@ async fn emit_document(k: &Knowledge, job: &JobRecord, event: EventType) {
     }
 }
 
-/// A job's embedding of its chunks: after one failed request the job stops asking (the
-/// catch-up task will).
+/// A job's embedding of its chunks; after one failure the job stops asking (catch-up will).
 #[derive(Default)]
 struct Embedding {
     failed: bool,

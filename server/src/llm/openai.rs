@@ -151,8 +151,7 @@ struct RequestBody<'a> {
     tool_choice: Option<WireToolChoice<'a>>,
 }
 
-/// A system, user or assistant message (`content` `null` for tool calls alone), or a tool
-/// result (`role: "tool"`).
+/// A system, user, assistant (`content` `null` for calls alone) or tool (`role: "tool"`) message.
 #[derive(Serialize)]
 struct Message<'a> {
     role: &'static str,
@@ -322,8 +321,7 @@ fn needs_max_completion_tokens(model: &str) -> bool {
         .any(|p| model.starts_with(p))
 }
 
-/// One chunk event's data, borrowing from its text; every field may be absent (vLLM,
-/// llama.cpp, Ollama and LM Studio differ).
+/// One chunk event's data, borrowing from its text; every field may be absent.
 #[derive(Deserialize)]
 struct ChunkData<'a> {
     #[serde(borrow, default, deserialize_with = "first_choice")]
@@ -350,8 +348,7 @@ struct Delta<'a> {
     tool_calls: Option<Vec<ToolCallDelta<'a>>>,
 }
 
-/// A `delta.tool_calls` fragment: the first carries id and name, each the next piece of the
-/// arguments' JSON text.
+/// A `delta.tool_calls` fragment: the first has id and name; each adds to the arguments.
 #[derive(Deserialize)]
 struct ToolCallDelta<'a> {
     /// Which call this continues; some servers leave it out when sending calls whole.
@@ -427,8 +424,7 @@ struct WireError<'a> {
     message: Option<Cow<'a, str>>,
 }
 
-/// `delta.content`: a string, or (Mistral's reasoning models) typed parts whose `text` parts
-/// are the reply.
+/// `delta.content`: a string, or typed parts whose `text` parts are the reply (Mistral).
 struct Content<'a>(Cow<'a, str>);
 
 impl<'de: 'a, 'a> Deserialize<'de> for Content<'a> {

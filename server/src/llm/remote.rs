@@ -450,8 +450,7 @@ fn genai_messages(turns: &[Turn]) -> Vec<ChatMessage> {
     messages
 }
 
-/// A call's arguments as Anthropic's required `input` object: the model's JSON when an
-/// object, else `{}` (the result already told the model what was wrong).
+/// A call's arguments as Anthropic's `input` object: the model's JSON object, else `{}`.
 fn tool_input(arguments: &str) -> serde_json::Value {
     match serde_json::from_str(arguments) {
         Ok(input @ serde_json::Value::Object(_)) => input,
@@ -531,8 +530,7 @@ fn genai_request(flavor: Flavor, prompt: &Prompt) -> (ChatRequest, ChatOptions) 
     (request, options)
 }
 
-/// The end of a `genai` reply: an [`Event::ToolCall`] per call, then [`Event::End`]
-/// ([`FinishReason::ToolCalls`] exactly when calls were made).
+/// The end of a `genai` reply: an [`Event::ToolCall`] per call, then [`Event::End`].
 fn end_events(end: StreamEnd) -> Vec<Event> {
     let usage = end.captured_usage.as_ref().map(|u| Usage {
         prompt: u.prompt_tokens.unwrap_or(0).max(0) as u32,
@@ -591,8 +589,7 @@ impl Provider for RemoteProvider {
             .map_err(|e| self.error(e))
     }
 
-    /// The reply's events; a silence of the provider timeout ends it with
-    /// [`ProviderErrorKind::Timeout`] ([`crate::idle`]).
+    /// The reply's events; a provider silence ends it with [`ProviderErrorKind::Timeout`].
     async fn stream(&self, model: &str, prompt: &Prompt) -> Result<EventStream, ProviderError> {
         let events = match &self.openai {
             Some(openai) => openai.stream(model, prompt).await?,

@@ -124,8 +124,7 @@ impl<K: Hash + Eq + Clone> Budgets<K> {
         }
     }
 
-    /// Counts one request of `key` against `per_minute`: the snapshot of its state when
-    /// allowed, the earliest time it would be allowed otherwise.
+    /// Counts a request: its state when allowed, else the earliest time it would be.
     fn check(&self, key: &K, per_minute: NonZeroU32) -> Checked {
         if let Some(limiter) = self.known.get(&per_minute.get()) {
             return limiter.check_key(key);

@@ -512,8 +512,7 @@ impl RedisLimiter {
         }
     }
 
-    /// Runs `f` on the slot of `key`'s budget, from this thread's map when fresh
-    /// ([`FRONT_TTL`]), else from the shared map.
+    /// Runs `f` on `key`'s slot, from this thread's map when fresher than [`FRONT_TTL`].
     fn with_slot<R>(
         &self,
         key: RateKey<'_>,
@@ -537,8 +536,7 @@ impl RedisLimiter {
         f(&slot)
     }
 
-    /// The shared slot of `budget`, made on first use; when full, drops slots unused for twice
-    /// [`FRONT_TTL`].
+    /// The shared slot of `budget`, made on first use; when full, those unused for 2 × [`FRONT_TTL`] go.
     fn shared_slot(&self, key: RateKey<'_>, budget: &Budget<'_>, now: Instant) -> Arc<Slot> {
         let redis_key = self.key(key, budget.limit);
         let mut shared = self
@@ -699,8 +697,7 @@ impl RateLimiter for RedisLimiter {
         }
     }
 
-    /// Answers from the reservation when that needs no Redis call; `None` otherwise, having
-    /// counted nothing.
+    /// Answers from the reservation when no Redis call is needed; else `None`, counting nothing.
     fn check_now(&self, key: RateKey<'_>, per_minute: u32) -> Option<RateDecision> {
         let limit = per_minute.max(1);
         if reservation_size(limit) <= 1 {
@@ -717,8 +714,7 @@ impl RateLimiter for RedisLimiter {
 }
 
 impl RedisLimiter {
-    /// Runs the GCRA script: takes `size` after giving back `give_back`; `None` when Redis did
-    /// not answer.
+    /// Runs the GCRA script (take `size`, give back `give_back`); `None` when Redis did not answer.
     async fn count(
         &self,
         redis_key: &str,

@@ -49,8 +49,7 @@ const FIELDS: [&str; 5] = ["method", "url", "parameters", "headers", "timeoutMs"
 
 /// Secret values (or parts) shorter than this are not blotted out: they would match ordinary text.
 const MIN_REDACTED_CHARS: usize = 4;
-/// A whitespace-separated part of a secret this long (the token of `Bearer <token>`) is
-/// blotted out on its own too.
+/// A whitespace-separated part this long (the token of `Bearer <token>`) is blotted out too.
 const MIN_REDACTED_PART_CHARS: usize = 8;
 
 /// The HTTP method of an action; upper case on the wire.
@@ -581,8 +580,7 @@ fn strip_prefix_ignore_case<'s>(s: &'s str, prefix: &str) -> Option<&'s str> {
 struct Secrets(Vec<String>);
 
 impl Secrets {
-    /// Values of at least [`MIN_REDACTED_CHARS`] and their parts of at least
-    /// [`MIN_REDACTED_PART_CHARS`], longest first (whole values replaced before parts).
+    /// Values and their long parts to blot out, longest first (whole values before parts).
     fn new(secret_headers: &BTreeMap<String, String>) -> Self {
         let mut values: Vec<String> = Vec::new();
         for value in secret_headers.values() {

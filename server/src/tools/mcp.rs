@@ -290,8 +290,7 @@ impl McpClients {
         lock(&self.inner.slots).len()
     }
 
-    /// The server's open session, started when there is none or the cached one is closed, idle
-    /// or of an older integration version.
+    /// The server's open session, started anew when closed, idle or of an older version.
     async fn session(&self, server: &McpServer) -> Result<Arc<Session>, McpError> {
         let slot = self.slot(&server.integration_id);
         let mut current = slot.session.lock().await;
@@ -306,8 +305,7 @@ impl McpClients {
         Ok(session)
     }
 
-    /// The slot of `id`, made when missing; closes idle sessions and the least recently used
-    /// beyond [`MAX_SESSIONS`].
+    /// The slot of `id`; closes idle sessions and the least recently used past [`MAX_SESSIONS`].
     fn slot(&self, id: &IntegrationId) -> Arc<Slot> {
         let now = Instant::now();
         let mut slots = lock(&self.inner.slots);

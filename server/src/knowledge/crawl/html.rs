@@ -278,8 +278,7 @@ fn with_page_heading(text: &str, title: &str, headings: &[String]) -> String {
     format!("# {heading}\n\n{text}")
 }
 
-/// The `<body>` as Markdown-style text, without scripts, navigation, headers, footers,
-/// sidebars and forms.
+/// The `<body>` as Markdown-style text without scripts, navigation, headers, footers, forms.
 fn body_text_without_chrome(html: &str) -> String {
     let document = dom_query::Document::from(html);
     document
@@ -294,8 +293,7 @@ fn body_text_without_chrome(html: &str) -> String {
         .unwrap_or_default()
 }
 
-/// A `text/plain` or `text/markdown` page: the text as it is; the title is the first
-/// Markdown heading, else the last path segment.
+/// A text page as it is, titled by its first Markdown heading, else the last path segment.
 fn parse_text(text: &str, page_url: &Url, markdown: bool) -> PageDoc {
     let text = text.trim_start_matches('\u{feff}');
     let heading = markdown

@@ -385,8 +385,7 @@ impl Crawler {
         Some(entry)
     }
 
-    /// Starts fetches while there is room: the lowest depth first, and a depth only once no
-    /// shallower page is in flight.
+    /// Starts fetches while there is room, lowest depth first, deeper only when none is in flight.
     fn spawn_ready(&mut self) {
         while !self.finished()
             && self.requested < request_budget(self.config.max_pages)

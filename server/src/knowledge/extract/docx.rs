@@ -212,8 +212,7 @@ fn xml_val(element: &BytesStart<'_>) -> Option<String> {
     xml_attr(element, "val")
 }
 
-/// The attribute with local name `name`, unescaped. Namespace prefixes are ignored: OOXML
-/// producers are free to choose them.
+/// The attribute with local name `name`, unescaped (namespace prefixes are the producer's).
 fn xml_attr(element: &BytesStart<'_>, name: &str) -> Option<String> {
     element
         .attributes()
@@ -256,8 +255,7 @@ struct StyleDefinition {
     paragraph: bool,
 }
 
-/// Paragraph style ids → heading levels, from the style's name, else `w:outlineLvl`, else
-/// its base style.
+/// Paragraph style ids → heading levels, by name, else `w:outlineLvl`, else the base style.
 fn docx_heading_styles(xml: &str) -> Result<HashMap<String, u8>, quick_xml::Error> {
     let mut reader = XmlReader::from_str(xml);
     let mut definitions: HashMap<String, StyleDefinition> = HashMap::new();
@@ -330,8 +328,7 @@ fn docx_heading_styles(xml: &str) -> Result<HashMap<String, u8>, quick_xml::Erro
         .collect())
 }
 
-/// The `dc:title` of the core properties part (ECMA-376 part 2, core properties), if not
-/// blank.
+/// The non-blank `dc:title` of the core properties part (ECMA-376 part 2).
 fn docx_core_title(xml: &str) -> Result<Option<String>, quick_xml::Error> {
     let mut reader = XmlReader::from_str(xml);
     let mut inside = false;
@@ -586,8 +583,7 @@ mod tests {
     use super::super::{detect, extract};
     use super::*;
 
-    /// A Word document whose body is `body` (WordprocessingML inside `w:body`), with
-    /// `extra` parts.
+    /// A Word document with WordprocessingML `body` and `extra` parts.
     fn docx_of(body: &str, extra: &[(&str, &[u8])]) -> Vec<u8> {
         let document = format!(
             r#"<?xml version="1.0" encoding="UTF-8" standalone="yes"?><w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main" xmlns:mc="http://schemas.openxmlformats.org/markup-compatibility/2006" xmlns:wps="http://schemas.microsoft.com/office/word/2010/wordprocessingShape"><w:body>{body}</w:body></w:document>"#
@@ -726,8 +722,7 @@ mod tests {
         assert_eq!(run(&docx, DocumentKind::Docx), Err(ExtractError::NoText));
     }
 
-    /// Overwrites the declared uncompressed size of `name` in its local header and its
-    /// central directory record (APPNOTE 4.3.7 and 4.3.12).
+    /// Overwrites `name`'s declared size in its local and central headers (APPNOTE 4.3.7, 4.3.12).
     fn lie_about_size(zip: &mut [u8], name: &str, size: u32) {
         let mut patched = 0;
         for at in 0..zip.len().saturating_sub(46) {
@@ -745,8 +740,7 @@ mod tests {
         assert_eq!(patched, 2, "local header and central directory record");
     }
 
-    /// A Word document whose `word/document.xml` is `size` bytes of zeros, written streaming
-    /// so that the test never holds the inflated bytes.
+    /// A Word document whose body is `size` zero bytes, written streaming.
     fn zero_bomb(size: u64) -> Vec<u8> {
         let mut writer = zip::ZipWriter::new(Cursor::new(Vec::new()));
         let options = zip::write::SimpleFileOptions::default()

@@ -147,8 +147,7 @@ mod tests {
     use super::super::{detect, extract, ExtractLimits};
     use super::*;
 
-    /// A small valid PDF with one page per entry of `pages` (Helvetica text; an empty entry
-    /// gives a page without text) and an optional `/Title`.
+    /// A small valid PDF, one page per entry of `pages` (empty: no text), optional `/Title`.
     fn minimal_pdf(title: Option<&str>, pages: &[&str]) -> Vec<u8> {
         minimal_pdf_with_trailer(title, pages, "")
     }

@@ -129,8 +129,7 @@ pub async fn rank_chunks(
     Ok(cached.index.search(terms, k))
 }
 
-/// Brings `cached` up to date (not its generation); an interrupted update leaves an empty
-/// index that the next search rebuilds.
+/// Brings `cached` up to date (not its generation); an interrupted update leaves it empty.
 async fn update_index(
     store: &dyn DocumentStore,
     agent_id: &AgentId,
@@ -168,8 +167,7 @@ async fn update_index(
     Ok(())
 }
 
-/// Runs `work` on the blocking pool, leaving an empty index in `cached` meanwhile so a
-/// dropped caller never leaves a half-updated one.
+/// Runs `work` on the blocking pool, `cached` empty meanwhile (never half-updated).
 async fn on_blocking_pool(
     cached: &mut CachedIndex,
     work: impl FnOnce(&mut Bm25Index) + Send + 'static,
