@@ -536,7 +536,8 @@ impl RedisLimiter {
         f(&slot)
     }
 
-    /// The shared slot of `budget`, made on first use; when full, those unused for 2 × [`FRONT_TTL`] go.
+    /// The shared slot of `budget`, made on first use; when the map is full, slots unused for
+    /// twice [`FRONT_TTL`] are dropped first.
     fn shared_slot(&self, key: RateKey<'_>, budget: &Budget<'_>, now: Instant) -> Arc<Slot> {
         let redis_key = self.key(key, budget.limit);
         let mut shared = self
