@@ -1,40 +1,10 @@
-//! The cluster bus: what one instance of the service changes that the others hold in
-//! memory, and work one instance queues that any instance's workers may take.
-//!
-//! Two modes, chosen by the store's backend ([`Bus::for_database`]):
-//!
-//! - **Local** (`sqlite://`, one instance): nothing crosses the process. Publishing and
-//!   announcing do nothing; every cache forgets on this instance only and workers are woken
-//!   by their in-process `Notify`, exactly as with no bus at all.
-//! - **PostgreSQL** (`postgres://`, any number of instances on one database): PostgreSQL's
-//!   `LISTEN`/`NOTIFY` (<https://www.postgresql.org/docs/current/sql-notify.html>) on three
-//!   channels, over one connection per instance of its own (not from the store's pool;
-//!   `application_name` [`APPLICATION_NAME`]):
-//!   - [`INVALIDATE_CHANNEL`]: a small JSON object per change of something cached
-//!     ([`Invalidation`] plus the publishing instance's id), e.g.
-//!     `{"kind":"session","id":"…","origin":"…"}`. Every instance but the publisher applies
-//!     it through the same local forget functions the publisher ran, which never publish
-//!     again ([`LocalCache`]). A message carries ids only, never a secret: an API key is
-//!     named by its key id, not by the key or its hash.
-//!   - [`JOBS_CHANNEL`], [`WEBHOOKS_CHANNEL`]: an empty payload when a knowledge job or a
-//!     webhook delivery was queued ([`Bus::work_queued`]); every instance wakes its workers
-//!     of that queue ([`Bus::wake_on`]). The notification is sent right after the store
-//!     call that queued the work returned (so after its commit), by the service code that
-//!     queued it; PostgreSQL folds identical notifications sent in one statement into one.
-//!
-//! What the bus does not change: the caches' own bounds stay the contract
-//! ([`crate::auth::AUTH_CACHE_TTL`], [`crate::agents::AGENT_CACHE_TTL`],
-//! [`crate::webhooks::QUIET_TTL`]: 2 s), and the workers' 2-second poll stays the fallback.
-//! The bus only makes both faster (typically well under 100 ms). Delivery is at most once:
-//! a notification is lost when its publisher fails to send it (logged) or while a listener
-//! is disconnected. A listener that lost its connection reconnects by itself, then
-//! invalidates every cache of its instance and wakes all its workers, since it cannot
-//! know what it missed (sqlx's `PgListener::try_recv` answers `Ok(None)` on such a loss).
-//! A message this instance cannot read (sent by another version) also invalidates
-//! everything.
-//!
-//! `LISTEN` needs a session of its own: through a connection pooler, the bus's connection
-//! must be in session mode (PgBouncer's transaction mode drops notifications).
+//! The cluster bus: cache invalidations and "work queued" wake-ups between instances.
+//! Local with SQLite (nothing crosses the process); with PostgreSQL, `LISTEN`/`NOTIFY`
+//! (<https://www.postgresql.org/docs/current/sql-notify.html>) on [`INVALIDATE_CHANNEL`]
+//! (ids only, never a secret), [`JOBS_CHANNEL`] and [`WEBHOOKS_CHANNEL`], over one connection
+//! of its own per instance (session mode behind a pooler). Delivery is at most once: the
+//! caches' 2 s bounds and the workers' poll stay the contract, and a listener that reconnects
+//! invalidates everything and wakes every worker. Details: docs/operations.md § The cluster bus.
 
 use std::{
     str::FromStr,
@@ -63,34 +33,30 @@ pub const WEBHOOKS_CHANNEL: &str = "agentchat_webhooks";
 /// The `application_name` of the bus's connection (`pg_stat_activity`).
 pub const APPLICATION_NAME: &str = "agentchat-bus";
 
-/// Messages waiting to be sent at most; beyond, new ones are dropped (and the caches'
-/// bounds apply).
+/// Messages waiting to be sent at most; beyond, new ones are dropped.
 const OUTBOX: usize = 4_096;
 /// Shortest interval between two warnings about dropped notifications.
 const DROP_WARNING_INTERVAL: Duration = Duration::from_secs(60);
 /// Messages sent in one statement at most.
 const BATCH: usize = 256;
-/// The first wait before connecting again after the connection failed; it doubles up to
-/// [`RETRY_MAX`].
+/// First wait before reconnecting; it doubles up to [`RETRY_MAX`].
 const RETRY_FIRST: Duration = Duration::from_millis(250);
 /// The longest wait between two connection attempts.
 const RETRY_MAX: Duration = Duration::from_secs(5);
 /// How long a connection attempt may wait for the server.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A change to something instances cache, named by ids only. On the wire it is the JSON
-/// object `{"kind": …, "id": …}` plus the publisher's `origin`.
+/// A change to something instances cache, named by ids only; on the wire
+/// `{"kind": …, "id": …, "origin": …}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Invalidation {
-    /// `session`: the session `id` ended or changed (sign-out, refresh, eviction, password
-    /// reset); cached session reads and access-token grants are dropped.
+    /// `session`: the session `id` ended or changed; cached reads and grants are dropped.
     Session {
         /// The session id (the access token's `sid` claim).
         id: SessionId,
     },
-    /// `api_key`: the API key `id` was revoked (or rotated away); its cached lookups are
-    /// dropped.
+    /// `api_key`: the API key `id` was revoked or rotated away.
     ApiKey {
         /// The key's id (as in `/api/api-keys/{id}`), never the key or its hash.
         id: ApiKeyId,
@@ -100,8 +66,7 @@ pub enum Invalidation {
         /// The agent id.
         id: AgentId,
     },
-    /// `webhooks`: the webhook subscriptions of the user `id` changed; what is known of
-    /// the events nobody of theirs listens to is dropped.
+    /// `webhooks`: user `id`'s webhook subscriptions changed.
     Webhooks {
         /// The user id.
         id: UserId,
@@ -135,8 +100,7 @@ impl Queue {
     }
 }
 
-/// A cache of this instance that changes made through other instances invalidate. Its
-/// methods act on this instance only and never publish (so a message is never sent on).
+/// A cache that other instances' changes invalidate; its methods act locally and never publish.
 pub trait LocalCache: Send + Sync + 'static {
     /// Drops what `what` names, if this cache holds that kind of thing.
     fn forget(&self, what: &Invalidation);
@@ -144,14 +108,11 @@ pub trait LocalCache: Send + Sync + 'static {
     fn forget_all(&self);
 }
 
-/// The cluster bus handle the services hold. Cheap to clone; [`Bus::default`] is
-/// [`Bus::local`]. The PostgreSQL bus stops (closing its connection) when its last handle
-/// is dropped.
+/// The cluster bus handle. Cheap to clone; [`Bus::default`] is [`Bus::local`]. The PostgreSQL
+/// bus closes its connection when its last handle is dropped.
 #[derive(Clone, Default)]
 pub struct Bus(Option<Arc<Cluster>>);
 
-/// The PostgreSQL bus: what the services send through, and the task that sends and
-/// listens.
 struct Cluster {
     shared: Arc<Shared>,
     outbox: mpsc::Sender<Outgoing>,
@@ -186,9 +147,7 @@ impl Bus {
         Self(None)
     }
 
-    /// The bus for the store at `database_url` ([`Backend::of`]): PostgreSQL's
-    /// ([`Bus::postgres`]) for a `postgres://` URL, else [`Bus::local`].
-    ///
+    /// The bus for `database_url`: [`Bus::postgres`] for `postgres://`, else [`Bus::local`].
     /// Errors: those of [`Bus::postgres`].
     pub async fn for_database(database_url: &str) -> anyhow::Result<Self> {
         match Backend::of(database_url) {
@@ -197,11 +156,8 @@ impl Bus {
         }
     }
 
-    /// The bus over the PostgreSQL database at `url`: opens its connection, listens on
-    /// [`INVALIDATE_CHANNEL`], [`JOBS_CHANNEL`] and [`WEBHOOKS_CHANNEL`] (listening when
-    /// this returns), and starts the task that sends and receives on it.
-    ///
-    /// Errors: a malformed URL, or the database cannot be reached or refuses `LISTEN`.
+    /// The bus over the PostgreSQL database at `url`, listening on its channels when this
+    /// returns. Errors: a malformed URL, or the database cannot be reached or refuses `LISTEN`.
     pub async fn postgres(url: &str) -> anyhow::Result<Self> {
         let options = PgConnectOptions::from_str(url)?.application_name(APPLICATION_NAME);
         // One connection, kept for as long as the bus lives; the pool only reconnects it.
@@ -238,32 +194,29 @@ impl Bus {
         }
     }
 
-    /// This instance's id on the bus (the `origin` of what it publishes); `None` for the
-    /// local bus.
+    /// This instance's id on the bus; `None` for the local bus.
     pub fn origin(&self) -> Option<&str> {
         self.0.as_ref().map(|c| c.shared.origin.as_str())
     }
 
-    /// Applies the invalidations other instances publish to `cache`, and every
-    /// invalidation when the bus may have missed some. Nothing on the local bus.
+    /// Applies other instances' invalidations to `cache` (and all of them after a possible
+    /// miss). Nothing on the local bus.
     pub fn add_cache(&self, cache: Arc<dyn LocalCache>) {
         if let Some(cluster) = &self.0 {
             write(&cluster.shared.caches).push(cache);
         }
     }
 
-    /// Wakes `notify` (`notify_one`) whenever any instance announces work on `queue`, and
-    /// when the bus may have missed an announcement. Nothing on the local bus (the service
-    /// that queues work wakes its own workers).
+    /// Wakes `notify` when any instance announces work on `queue` (or after a possible miss).
+    /// Nothing on the local bus.
     pub fn wake_on(&self, queue: Queue, notify: Arc<Notify>) {
         if let Some(cluster) = &self.0 {
             write(&cluster.shared.wakes).push((queue, notify));
         }
     }
 
-    /// Tells the other instances that `what` changed, so that they forget it (call after
-    /// forgetting it here and after the change is stored). Returns at once: the message is
-    /// sent in the background, and dropped (with a warning) when it cannot be.
+    /// Tells the other instances that `what` changed (call after forgetting it here and storing
+    /// the change). Returns at once; a message that cannot be sent is dropped with a warning.
     pub fn publish(&self, what: Invalidation) {
         let Some(cluster) = &self.0 else { return };
         let message = Message {
@@ -276,9 +229,8 @@ impl Bus {
         }
     }
 
-    /// Tells every instance (this one included) that work was queued on `queue` (call
-    /// after the store call that queued it returned). Returns at once, as
-    /// [`Bus::publish`].
+    /// Tells every instance that work was queued on `queue` (call after the store call returned).
+    /// Returns at once.
     pub fn work_queued(&self, queue: Queue) {
         if let Some(cluster) = &self.0 {
             cluster.send(queue.channel(), String::new());
@@ -355,16 +307,13 @@ impl Shared {
         }
     }
 
-    /// After notifications may have been missed: everything is invalidated and every
-    /// worker woken.
     fn missed(&self) {
         self.forget_all();
         self.wake(|_| true);
     }
 }
 
-/// A listener on the bus's channels over `pool`'s connection. It reconnects only when
-/// asked ([`relisten`]), so that the bus knows when it is listening again.
+/// A listener on the bus's channels; it reconnects only through [`relisten`].
 async fn listen(pool: &PgPool) -> Result<PgListener, sqlx::Error> {
     let mut listener = PgListener::connect_with(pool).await?;
     listener.ignore_pool_close_event(true);
@@ -375,9 +324,7 @@ async fn listen(pool: &PgPool) -> Result<PgListener, sqlx::Error> {
     Ok(listener)
 }
 
-/// `listener` listening again after its connection was lost: its own reconnection (which
-/// listens on its channels again) when that works, else a new listener once the database
-/// answers.
+/// `listener` listening again after a lost connection: its own reconnection, else a new one.
 async fn relisten(mut listener: PgListener, pool: &PgPool) -> PgListener {
     match sqlx::query("SELECT 1").execute(&mut listener).await {
         Ok(_) => listener,
@@ -413,8 +360,7 @@ enum Event {
     Outbox(usize),
 }
 
-/// The bus's task: sends what the services publish and acts on what it receives, over the
-/// one connection of `listener`.
+/// The bus's task: sends what is published and acts on what is received.
 async fn run(
     mut listener: PgListener,
     pool: PgPool,
@@ -500,8 +446,8 @@ pub(crate) mod tests {
         }
     }
 
-    /// The PostgreSQL server of the tests: `AGENTCHAT_TEST_DATABASE_URL` when it names one,
-    /// else the local server every machine of ours runs (`scripts/services.sh`).
+    /// The tests' PostgreSQL: `AGENTCHAT_TEST_DATABASE_URL`, else the local server
+    /// (`scripts/services.sh`).
     pub(crate) fn test_server() -> String {
         std::env::var("AGENTCHAT_TEST_DATABASE_URL")
             .ok()
@@ -509,8 +455,7 @@ pub(crate) mod tests {
             .unwrap_or_else(|| "postgres://postgres@127.0.0.1:5432/postgres".into())
     }
 
-    /// A scratch database on the test server; panics, naming the server, when it cannot be
-    /// reached.
+    /// A scratch database on the test server; panics, naming the server, when unreachable.
     pub(crate) async fn scratch() -> ScratchDatabase {
         let server = test_server();
         ScratchDatabase::create(&server).await.unwrap_or_else(|e| {

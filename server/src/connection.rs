@@ -1,24 +1,10 @@
-//! Limits on client connections: how long a client may take to send a request's head, how
-//! long a kept-alive connection may wait for its next request, and how many connections
-//! are served at once (README.md § Security; RFC 9112 § 9.5: a server closes connections
-//! that stay inactive).
-//!
-//! A connection is always in one of three phases, tracked by [`Activity`]:
-//!
-//! - **head**: from the moment the connection is accepted, or from the first byte of a
-//!   next request on a kept-alive connection, until the request's head (request line and
-//!   header fields) has been read. Bounded by [`ConnectionLimits::header_read_timeout`].
-//! - **busy**: from the head until the answer has been written to its end, a streamed
-//!   chat reply included, however long it lasts. No time limit here: the handlers bound
-//!   their own waits (`PROVIDER_TIMEOUT_SECS`, `SSE_HEARTBEAT_SECS`).
-//! - **idle**: after the answer, until the first byte of the next request. Bounded by
-//!   [`ConnectionLimits::idle_timeout`].
-//!
-//! When the phase's time runs out the connection is closed without an answer. One timer
-//! per connection does both: hyper's own `http1::Builder::header_read_timeout` is not
-//! used because hyper (1.x, `proto/h1/conn.rs`) starts it as soon as a kept-alive
-//! connection becomes idle, so it would close every idle connection after the header-read
-//! timeout instead of the idle timeout.
+//! Limits on client connections (README § Configuration; RFC 9112 § 9.5): a connection is
+//! in one of three phases ([`Activity`]): **head** (from acceptance or a next request's first
+//! byte until its head is read; [`ConnectionLimits::header_read_timeout`]), **busy** (until
+//! the answer is written, streams included; no limit) and **idle**
+//! ([`ConnectionLimits::idle_timeout`]). When a phase runs out the connection is closed
+//! without an answer. One timer per connection does both, because hyper 1.x's own
+//! `header_read_timeout` starts on idle kept-alive connections (`proto/h1/conn.rs`).
 
 use std::{
     future::Future,
@@ -36,8 +22,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// Default `HEADER_READ_TIMEOUT_SECS`: 10 s.
 pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
-/// Longest `HEADER_READ_TIMEOUT_SECS` allowed: 30 s (README.md § Security: a client gets
-/// at most 30 s to send a request's head).
+/// Longest `HEADER_READ_TIMEOUT_SECS` allowed.
 pub const MAX_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
 /// Default `IDLE_TIMEOUT_SECS`: 60 s.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -51,8 +36,7 @@ pub const MAX_MAX_CONNECTIONS: usize = 1 << 20;
 /// The limits on client connections (see the module's documentation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConnectionLimits {
-    /// Longest time to send a request's head, from the connection's acceptance or from
-    /// the first byte of a next request (`HEADER_READ_TIMEOUT_SECS`).
+    /// Longest time to send a request's head (`HEADER_READ_TIMEOUT_SECS`).
     pub header_read_timeout: Duration,
     /// Longest wait of a kept-alive connection for its next request (`IDLE_TIMEOUT_SECS`).
     pub idle_timeout: Duration,
@@ -70,14 +54,11 @@ impl Default for ConnectionLimits {
     }
 }
 
-/// Descriptors kept free beside the connections by [`fit_open_files`]: the database, the
-/// extraction processes' pipes, outbound requests, mail.
+/// Descriptors kept free beside the connections (database, extraction pipes, outbound, mail).
 pub const RESERVED_FILES: u64 = 1_024;
 
-/// Raises this process's soft limit on open files (`RLIMIT_NOFILE`), up to its hard limit,
-/// so that `max_connections` connections and [`RESERVED_FILES`] other descriptors fit;
-/// logs a warning when the hard limit is lower (then accepting stalls before
-/// `MAX_CONNECTIONS` is reached). Never lowers the limit. Returns the soft limit in force.
+/// Raises the soft `RLIMIT_NOFILE` up to the hard limit so `max_connections` and
+/// [`RESERVED_FILES`] fit (a lower hard limit is logged); never lowers it. Returns the limit.
 #[cfg(unix)]
 pub fn fit_open_files(max_connections: usize) -> Option<u64> {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
@@ -107,12 +88,9 @@ pub fn fit_open_files(max_connections: usize) -> Option<u64> {
     Some(soft)
 }
 
-/// What one connection is doing, shared by its socket ([`Watched`]), its requests
-/// ([`Activity::begin`]) and its timer ([`Deadline`]). Every change happens while the
-/// connection's task polls its connection (hyper reads the socket, calls the service and
-/// drops a finished answer's body there), so [`Deadline`] sees each change right after it;
-/// it tells changes apart by their count, since several may happen in one poll (a request
-/// read, answered and finished: idle before and after, but idle since now).
+/// What one connection is doing, shared by its socket ([`Watched`]), requests
+/// ([`Activity::begin`]) and timer ([`Deadline`]). Changes happen while the connection's task
+/// polls, and are told apart by their count (several may happen in one poll).
 #[derive(Debug)]
 pub struct Activity {
     /// Requests whose answer is not finished yet (0 or 1 on HTTP/1.1).
@@ -155,8 +133,7 @@ impl Activity {
         }
     }
 
-    /// A request's head has been read: the connection is busy until the returned guard
-    /// is dropped (with the answer's body, once it has been written or abandoned).
+    /// A request's head was read: busy until the guard drops (with the answer's body).
     pub fn begin(self: &Arc<Self>) -> InFlight {
         self.in_flight.fetch_add(1, Ordering::AcqRel);
         self.head_started.store(false, Ordering::Release);
@@ -195,8 +172,7 @@ impl Drop for InFlight {
 }
 
 pin_project_lite::pin_project! {
-    /// A connection's socket that tells its [`Activity`] when bytes arrive; reads and
-    /// writes are passed through unchanged (no buffer of its own).
+    /// A socket that tells its [`Activity`] when bytes arrive; I/O passes through unbuffered.
     pub struct Watched<I> {
         #[pin]
         io: I,
@@ -258,9 +234,8 @@ impl<I: AsyncWrite> AsyncWrite for Watched<I> {
 }
 
 pin_project_lite::pin_project! {
-    /// An answer's body that keeps its request [`InFlight`] until the body is dropped:
-    /// hyper drops it once it has been written to its end, or when the connection ends.
-    /// Frames, end and size hint are the inner body's (so `Content-Length` stays).
+    /// A body that keeps its request [`InFlight`] until hyper drops it; frames and size hint
+    /// are the inner body's.
     pub struct Tracked<B> {
         #[pin]
         body: B,
@@ -307,9 +282,8 @@ pub enum TimedOut {
 }
 
 pin_project_lite::pin_project! {
-    /// `connection` until it ends, or until its phase's time runs out (then it is dropped,
-    /// which closes its socket): `Ok` with the connection's own result, or `Err` with the
-    /// phase that took too long.
+    /// `connection` until it ends or its phase times out (then dropped, closing the socket): `Err`
+    /// names the phase.
     pub struct Deadline<C> {
         #[pin]
         connection: C,

@@ -1,14 +1,9 @@
-//! Encryption of stored credentials: AES-256-GCM (NIST SP 800-38D, through RustCrypto's
-//! `aes-gcm`) under `ENCRYPTION_KEY`, with associated data that names the row, so that a
-//! ciphertext copied into another row (another owner, another integration) fails to open.
-//!
-//! Sealed form: `[key id: 8 bytes][nonce: 12 bytes][ciphertext + 16-byte tag]`. The key id
-//! is the first 8 bytes of SHA-256 of the key, so a row says which key sealed it: after
-//! `ENCRYPTION_KEY` is rotated (the old key moved to `ENCRYPTION_KEYS_PREVIOUS`), old rows
-//! still open, and are sealed again under the new key when next written. Nonces are random
-//! (96 bits): far below the 2^32 messages per key that SP 800-38D § 8.3 allows.
-//!
-//! Also the one SHA-256 helper of the server, [`sha256_hex`].
+//! Encryption of stored credentials: AES-256-GCM (NIST SP 800-38D, RustCrypto `aes-gcm`)
+//! under `ENCRYPTION_KEY`, with associated data naming the row, so a ciphertext moved to
+//! another row fails to open. Sealed form: `[key id: 8][nonce: 12][ciphertext + 16-byte tag]`;
+//! the key id (first 8 bytes of the key's SHA-256) lets rows sealed before a rotation open
+//! with `ENCRYPTION_KEYS_PREVIOUS`. Random 96-bit nonces stay far below SP 800-38D § 8.3's
+//! 2^32 messages per key. Also [`sha256_hex`].
 
 use aes_gcm::{
     aead::{Aead, KeyInit, Payload},
@@ -98,9 +93,8 @@ impl SecretBox {
         out
     }
 
-    /// Decrypts a value [`SecretBox::seal`] made with the same `aad`.
-    ///
-    /// Errors: [`CryptoError`] for a truncated, tampered or moved value, or an unknown key.
+    /// Decrypts a value [`SecretBox::seal`] made with the same `aad`. Errors: [`CryptoError`]
+    /// (truncated, tampered, moved, or an unknown key).
     pub fn open(&self, sealed: &[u8], aad: &[u8]) -> Result<Vec<u8>, CryptoError> {
         if sealed.len() < KEY_ID_LEN + NONCE_LEN + 16 {
             return Err(CryptoError::Truncated);
@@ -128,10 +122,8 @@ impl SecretBox {
     }
 }
 
-/// SHA-256 (FIPS 180-4) of `bytes` as 64 lower-case hex digits. Every stored SHA-256 has
-/// this form: the hashes of API keys, email tokens and sign-in flow secrets
-/// (`auth::keys`), and the content hash of a crawled page's text, which lets a refresh skip
-/// an unchanged page.
+/// SHA-256 (FIPS 180-4) as 64 lower-case hex digits: the form of every stored SHA-256 (API
+/// keys, email tokens, sign-in secrets, crawled pages' content hashes).
 pub fn sha256_hex(bytes: impl AsRef<[u8]>) -> String {
     hex::encode(Sha256::digest(bytes.as_ref()))
 }

@@ -117,9 +117,8 @@ pub fn parse_country(raw: &str) -> Result<String, String> {
         .map_err(|_| format!("country `{}` is not an ISO 3166-1 alpha-2 code", raw.trim()))
 }
 
-/// A phone number: an optional leading `+`, then digits with spaces, dashes, dots or
-/// parentheses as separators; 7..=15 digits (ITU-T E.164 allows at most 15). Returned as
-/// given, trimmed.
+/// A phone number: optional `+`, digits with spaces, dashes, dots or parentheses; 7..=15
+/// digits (ITU-T E.164). Returned trimmed.
 pub fn parse_phone(raw: &str) -> Result<String, String> {
     let s = raw.trim();
     let body = s.strip_prefix('+').unwrap_or(s);
@@ -327,10 +326,8 @@ impl ToolType {
     }
 }
 
-/// Who said a message of a conversation (docs/api.md § Conversations and messages: `role`
-/// is `user` or `assistant`). Stored as its text ([`Role::as_str`]) in `messages.role`
-/// (`migrations/sqlite/0002_agents_chat.sql`), answered as that text, and sent to a model
-/// as the turn's author (`llm`).
+/// Who said a message (docs/api.md § Conversations and messages): `user` or `assistant`,
+/// stored as that text in `messages.role` and sent to a model as the turn's author.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
 )]

@@ -1,14 +1,7 @@
-//! Silences in streams, measured with one lazy timer per stream.
-//!
-//! A streamed reply watches two silences: the provider's (no token for
-//! `PROVIDER_TIMEOUT_SECS` ends the reply with a timeout) and its own towards the client (a
-//! `: ping` comment after every `SSE_HEARTBEAT_SECS` without a frame, docs/api.md § Events).
-//! Re-arming a timer at every token moves it in the runtime's timer wheel 50 times per
-//! reply; [`Idle`] instead notes the time of each item and moves its one timer only when it
-//! fires: if an item came meanwhile, the timer is set to the end of the new silence,
-//! otherwise the silence has lasted its full length and [`Idle`] yields its `on_silence`
-//! item. Same observable behaviour, one timer operation per silence period instead of one
-//! per item.
+//! Silences in streams, with one lazy timer per stream: a reply watches the provider's
+//! silence (`PROVIDER_TIMEOUT_SECS`) and its own towards the client (a `: ping` after
+//! `SSE_HEARTBEAT_SECS`, docs/api.md § Events). [`Idle`] notes each item's time and moves its
+//! timer only when it fires, instead of re-arming it per item; the behaviour is the same.
 
 use std::{
     future::Future,

@@ -1,18 +1,11 @@
-//! The ids of stored rows, one type per kind, so that an agent id cannot be passed where a
-//! user id is expected. Each wraps the stored text (or number, for [`ChunkId`]) unchanged:
-//! serde and sqlx see the inner value (`transparent`), so the API's JSON and the database
-//! columns are what they were with plain strings.
-//!
-//! An id is made from text at the edges only: a path parameter or a request body (serde),
-//! a database row (sqlx), a token's claims, or [`From<String>`] where a value arrives as
-//! text. There is no `Deref<Target = str>`: an id is read as text with `as_str()`, which
-//! makes every such use visible.
+//! The ids of stored rows, one type per kind (an agent id is not a user id). Each wraps the
+//! stored text (a number for [`ChunkId`]) transparently for serde and sqlx. Ids are made at
+//! the edges only (requests, rows, claims, [`From<String>`]) and read with `as_str()`.
 
 use std::fmt;
 
-/// Declares a newtype over `String` for one kind of id; `generated` adds `new()`, a fresh
-/// UUIDv7 in its hyphenated lower-case text form (RFC 9562 § 5.7), the form every id the
-/// service generates has.
+/// A newtype over `String` for one kind of id; `generated` adds `new()`, a fresh UUIDv7 in
+/// hyphenated lower case (RFC 9562 § 5.7).
 macro_rules! string_id {
     ($(#[$doc:meta])* $name:ident) => {
         $(#[$doc])*
@@ -124,8 +117,7 @@ macro_rules! string_id {
 }
 
 string_id!(
-    /// A user account (`users.id`): UUIDv7 text, e.g. `0190f5c2-7d1e-7b3a-9c4d-5e6f7a8b9c0d`.
-    /// Also the `sub` claim of a session's tokens.
+    /// A user account (`users.id`, UUIDv7 text); also the `sub` claim of session tokens.
     UserId,
     generated
 );
@@ -167,8 +159,7 @@ string_id!(
 );
 
 string_id!(
-    /// A knowledge job, the ingestion of an upload or the crawl of a site (`jobs.id`):
-    /// UUIDv7 text.
+    /// A knowledge job, ingestion or crawl (`jobs.id`): UUIDv7 text.
     JobId,
     generated
 );
@@ -192,22 +183,19 @@ string_id!(
 );
 
 string_id!(
-    /// A tool call of a reply: the model provider's call id (OpenAI `call_…`, Anthropic
-    /// `toolu_…`), unique within its thread.
+    /// A tool call: the provider's call id (`call_…`, `toolu_…`), unique within its thread.
     ToolCallId
 );
 
 string_id!(
-    /// The public id a website widget integration is embedded with
-    /// (`integrations.public_id`): `pub_` followed by 22 base64url characters (16 random
-    /// bytes), made by `channels::widget::new_public_id`. Public by design.
+    /// A widget integration's public id (`integrations.public_id`): `pub_` + 22 base64url
+    /// characters (16 random bytes). Public by design.
     PublicId
 );
 
 string_id!(
-    /// One event for one webhook (`webhook_deliveries.id`), also its Standard Webhooks
-    /// message id (`webhook-id` header): `msg_` followed by the 32 lower-case hex digits of
-    /// a UUIDv7, stable across attempts.
+    /// A webhook delivery (`webhook_deliveries.id`), also its `webhook-id`: `msg_` + the 32 hex
+    /// digits of a UUIDv7, stable across attempts.
     DeliveryId
 );
 
@@ -219,10 +207,8 @@ impl DeliveryId {
     }
 }
 
-/// A knowledge chunk (`chunks.id`): a positive integer the store assigns, which only grows
-/// (never given twice; see `store::DocumentStore`). `Copy`, and no larger than the `i64`
-/// it holds: indexes keep plain `i64`s and convert at the store boundary with
-/// [`ChunkId::get`] and [`From<i64>`].
+/// A knowledge chunk (`chunks.id`): a positive, only growing integer the store assigns;
+/// indexes keep plain `i64` and convert with [`ChunkId::get`] and [`From<i64>`].
 #[derive(
     Clone,
     Copy,

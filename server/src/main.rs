@@ -1,5 +1,5 @@
 //! The `agentchat` command: `serve` (default), `migrate`, `eval-retrieval`, `copy-data`,
-//! `admin set-plan`, `admin verify-email`.
+//! `admin`, and the internal `extract`.
 
 use agentchat::{
     config::{Config, Role},
@@ -11,12 +11,9 @@ use agentchat::{
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
-/// The allocator: jemalloc. Every open stream holds a few mostly empty 8 KiB buffers
-/// (the HTTP connections' read and write buffers on both sides); jemalloc keeps its
-/// bookkeeping apart from the blocks, so the pages of a buffer that are never written need
-/// not be in memory, where glibc's malloc writes a header beside each block. Measured:
-/// 32.0 against 34.7 KiB per open stream, chat latency no worse (bench/HISTORY.md § Chat,
-/// "jemalloc, and an open stream without its prompt").
+/// The allocator: jemalloc, whose bookkeeping lives apart from the blocks, so the never
+/// written pages of an open stream's mostly empty 8 KiB buffers need not be in memory (the
+/// memory per stream is in BENCHMARKS.md).
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

@@ -1,20 +1,9 @@
-//! Prometheus metrics for operators (README § Metrics): what is counted and timed, the
-//! process-wide recorder that keeps it, and the text exposition that `GET /metrics` serves
-//! ([`render`]; the endpoint and its access rules are in [`crate::http::metrics`]).
-//!
-//! Nothing is recorded until [`install`] runs, which start-up does only when `METRICS_TOKEN`
-//! or `METRICS_ADDR` is set: without them every function here returns after one atomic
-//! load. The recorder (`metrics-exporter-prometheus`) is process-global and installed once,
-//! however many services a process builds (the test suite builds hundreds).
-//!
-//! The hot paths hold no lock of their own and make no label string: series with fixed
-//! labels are registered once, at installation, and kept in [`Registry`]; series labelled
-//! by a route or a model are registered the first time a thread meets that route or model
-//! and kept in a map of that thread (no lock), so that a request afterwards costs a hash
-//! of the label and atomic additions ([`Http`], [`ModelSeries`]).
-//!
-//! Names follow Prometheus' conventions (<https://prometheus.io/docs/practices/naming/>):
-//! the `agentchat_` prefix, `_total` for counters, base units (`_seconds`).
+//! Prometheus metrics (docs/operations.md § Metrics): the series, the process-wide recorder
+//! and the text exposition [`render`] (endpoint in [`crate::http::metrics`]). Nothing is
+//! recorded until [`install`] (only with `METRICS_TOKEN` or `METRICS_ADDR`); until then each
+//! function is one atomic load. Hot paths take no lock and build no label string: fixed
+//! series live in [`Registry`], route and model series in per-thread maps ([`Http`],
+//! [`ModelSeries`]). Names follow <https://prometheus.io/docs/practices/naming/>.
 
 use std::{
     cell::RefCell,
@@ -33,8 +22,7 @@ use crate::{
 
 /// `agentchat_http_requests_total{method, route, status}`: answered requests.
 pub const HTTP_REQUESTS: &str = "agentchat_http_requests_total";
-/// `agentchat_http_request_duration_seconds{method, route}`: time from a request's arrival
-/// to its answer's head (a streamed body's duration is not included).
+/// `agentchat_http_request_duration_seconds{method, route}`: arrival to the answer's head.
 pub const HTTP_DURATION: &str = "agentchat_http_request_duration_seconds";
 /// `agentchat_chats_total{model, outcome}`: chat replies by how they ended.
 pub const CHATS: &str = "agentchat_chats_total";
@@ -50,16 +38,14 @@ pub const SSE_STREAMS_OPEN: &str = "agentchat_sse_streams_open";
 pub const RATE_LIMIT_REFUSALS: &str = "agentchat_rate_limit_refusals_total";
 /// `agentchat_knowledge_jobs_total{kind, outcome}`: finished knowledge jobs.
 pub const KNOWLEDGE_JOBS: &str = "agentchat_knowledge_jobs_total";
-/// `agentchat_knowledge_queue_depth{kind}`: queued knowledge jobs, read from the database
-/// at each scrape.
+/// `agentchat_knowledge_queue_depth{kind}`: queued knowledge jobs, read at each scrape.
 pub const KNOWLEDGE_QUEUE_DEPTH: &str = "agentchat_knowledge_queue_depth";
 /// `agentchat_webhook_deliveries_total{outcome}`: delivery attempts by their result.
 pub const WEBHOOK_DELIVERIES: &str = "agentchat_webhook_deliveries_total";
 /// `agentchat_bm25_search_duration_seconds`: one BM25 search of an agent's knowledge.
 pub const BM25_DURATION: &str = "agentchat_bm25_search_duration_seconds";
 
-/// Buckets of [`HTTP_DURATION`], in seconds: from a cached answer (1 ms) to a slow
-/// provider's JSON reply (60 s, `PROVIDER_TIMEOUT_SECS`' default).
+/// Buckets of [`HTTP_DURATION`], in seconds: 1 ms to 60 s (`PROVIDER_TIMEOUT_SECS`' default).
 pub const HTTP_BUCKETS: [f64; 15] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 ];
@@ -67,14 +53,12 @@ pub const HTTP_BUCKETS: [f64; 15] = [
 pub const TTFT_BUCKETS: [f64; 12] = [
     0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 45.0, 60.0,
 ];
-/// Buckets of [`BM25_DURATION`], in seconds: about a millisecond over 100,000 chunks
-/// (BENCHMARKS.md), seconds when an agent's index is first built.
+/// Buckets of [`BM25_DURATION`], in seconds: 0.5 ms to 10 s (a first index build takes seconds).
 pub const BM25_BUCKETS: [f64; 13] = [
     0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
 ];
 
-/// How often recorded histogram samples are folded into their buckets when nobody scrapes
-/// (the exporter keeps raw samples until then).
+/// How often histogram samples are folded into buckets when nobody scrapes.
 const UPKEEP_EVERY: Duration = Duration::from_secs(5);
 
 /// Why a request was refused with 429: the budget it ran out of (README § Limits).
@@ -149,9 +133,7 @@ impl JobEnd {
     }
 }
 
-/// The `outcome` label of [`WEBHOOK_DELIVERIES`] for an attempt followed by `after`:
-/// `delivered` (2xx), `retrying` (to be sent again), `failed` (given up) or `disabled` (410
-/// Gone: the webhook was disabled).
+/// The `outcome` of [`WEBHOOK_DELIVERIES`]: `delivered`, `retrying`, `failed` or `disabled` (410).
 pub fn delivery_outcome(after: &AfterAttempt) -> &'static str {
     match after {
         AfterAttempt::Succeeded => "delivered",
@@ -163,8 +145,6 @@ pub fn delivery_outcome(after: &AfterAttempt) -> &'static str {
 
 const DELIVERY_OUTCOMES: [&str; 4] = ["delivered", "retrying", "failed", "disabled"];
 
-/// The `outcome` label of [`CHATS`]: the stored reply's status, `complete`, `failed` or
-/// `cancelled`.
 fn reply_outcome(status: ReplyStatus) -> usize {
     match status {
         ReplyStatus::Complete => 0,
@@ -175,9 +155,8 @@ fn reply_outcome(status: ReplyStatus) -> usize {
 
 const REPLY_OUTCOMES: [&str; 3] = ["complete", "failed", "cancelled"];
 
-/// The `kind` label of [`PROVIDER_ERRORS`]: `timeout`, `connection`, `rate_limited`
-/// (429), `http_4xx` (another 4xx), `http_5xx`, or `other` (an answer that does not parse,
-/// a refused key).
+/// The `kind` of [`PROVIDER_ERRORS`]: `timeout`, `connection`, `rate_limited` (429),
+/// `http_4xx`, `http_5xx` or `other`.
 pub fn provider_error_kind(kind: &ProviderErrorKind) -> &'static str {
     PROVIDER_ERROR_KINDS[provider_error_index(kind)]
 }
@@ -228,11 +207,8 @@ pub fn enabled() -> bool {
     registry().is_some()
 }
 
-/// Installs the process-wide Prometheus recorder, once (later calls do nothing), with the
-/// buckets above and every series' `# HELP` text, and starts a thread that folds
-/// histogram samples into their buckets every few seconds. Answers whether metrics are
-/// recorded: `false` only when another recorder was installed in this process first
-/// (logged).
+/// Installs the process-wide recorder once (later calls do nothing) and starts the bucket
+/// upkeep thread. `false` only when another recorder was installed first (logged).
 pub fn install() -> bool {
     REGISTRY.get_or_init(build).is_some()
 }
@@ -333,14 +309,12 @@ fn describe() {
     );
 }
 
-/// The text exposition format (version 0.0.4) of every series, or `None` when metrics
-/// are off.
+/// The text exposition format (0.0.4) of every series, or `None` when metrics are off.
 pub fn render() -> Option<String> {
     registry().map(|r| r.prometheus.render())
 }
 
-/// Sets [`KNOWLEDGE_QUEUE_DEPTH`] to `queued` (jobs waiting, by kind; a kind left out has
-/// none).
+/// Sets [`KNOWLEDGE_QUEUE_DEPTH`] to `queued` (a kind left out has none).
 pub fn set_queue_depth(queued: &[(JobKind, u64)]) {
     let Some(r) = registry() else { return };
     for (i, kind) in JobKind::ALL.iter().enumerate() {
@@ -386,8 +360,7 @@ pub fn bm25_searched(took: Duration) {
     }
 }
 
-/// An open streamed reply: [`SSE_STREAMS_OPEN`] counts it from [`StreamOpen::new`] until
-/// it is dropped.
+/// An open streamed reply, counted in [`SSE_STREAMS_OPEN`] until dropped.
 #[derive(Debug)]
 pub struct StreamOpen(bool);
 
@@ -420,14 +393,8 @@ impl Drop for StreamOpen {
     }
 }
 
-/// The series of one model: its chats by outcome, tokens, time to first token and
-/// provider errors by kind.
-///
-/// The `model` label is the model id of a resolved chat: a model that a configured
-/// provider lists (`GET /api/models`) or the built-in one, never a name as a client typed
-/// it (an agent whose model is not offered fails before anything is counted). Its
-/// cardinality is therefore bounded by the providers' model lists, and only models that
-/// were used have series.
+/// The series of one model. The `model` label is a resolved model id (listed by a provider,
+/// or the built-in one), so its cardinality is bounded by the providers' lists.
 struct ModelSeries {
     /// By [`REPLY_OUTCOMES`].
     chats: [Counter; 3],
@@ -474,8 +441,7 @@ fn with_model(model: &str, f: impl FnOnce(&ModelSeries)) {
     });
 }
 
-/// Counts a chat reply that ended as `status` on `model`, with the tokens of a complete one
-/// (`prompt`, `completion`).
+/// Counts a reply that ended as `status` on `model`, with a complete one's tokens.
 pub fn chat_finished(model: &str, status: ReplyStatus, tokens: Option<(u32, u32)>) {
     with_model(model, |m| {
         m.chats[reply_outcome(status)].increment(1);
@@ -491,16 +457,14 @@ pub fn first_token(model: &str, took: Duration) {
     with_model(model, |m| m.ttft.record(took.as_secs_f64()));
 }
 
-/// Counts a provider failure of `model` (an attempt that failed, retried or not, or a
-/// stream that broke).
+/// Counts a provider failure of `model` (a failed attempt, retried or not, or a broken stream).
 pub fn provider_failed(model: &str, error: &ProviderError) {
     with_model(model, |m| {
         m.errors[provider_error_index(&error.kind)].increment(1)
     });
 }
 
-/// The `method` label: the standard methods by name, anything else `other` (a client
-/// chooses the method, and must not choose series).
+/// The `method` label: standard methods by name, else `other` (clients must not choose series).
 fn method_index(method: &http::Method) -> u8 {
     match *method {
         http::Method::GET => 0,
@@ -521,17 +485,15 @@ const METHODS: [&str; 8] = [
 /// The `route` label of requests that match no route template.
 pub const UNMATCHED: &str = "unmatched";
 
-/// The route templates of a service, for the `route` label: a request's label is the
-/// template that the router matches it to (`/api/agents/{agentId}`), never its raw path,
-/// and `unmatched` when none does. Templates are interned once per process, so a label is
-/// a `&'static str` compared by address.
+/// The route templates for the `route` label: the template the router matches
+/// (`/api/agents/{agentId}`), never the raw path, `unmatched` when none; interned once.
 pub struct RouteTemplates {
     router: matchit::Router<&'static str>,
 }
 
 impl RouteTemplates {
-    /// The table of `templates` (axum's syntax: `{param}`, `{*rest}`). A template that
-    /// conflicts with an earlier one is left out (logged).
+    /// The table of `templates` (axum syntax); one conflicting with an earlier one is left out
+    /// (logged).
     pub fn new<'a>(templates: impl IntoIterator<Item = &'a str>) -> Self {
         let mut router = matchit::Router::new();
         for template in templates {
@@ -549,8 +511,6 @@ impl RouteTemplates {
     }
 }
 
-/// `template` as a string that lives as long as the process, the same one for the same
-/// text (templates are few and fixed: the routes of the code).
 fn intern(template: &str) -> &'static str {
     static INTERNED: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
     let mut all = INTERNED.lock().unwrap_or_else(|e| e.into_inner());
@@ -562,8 +522,6 @@ fn intern(template: &str) -> &'static str {
     leaked
 }
 
-/// The series of one route template: its latency by method and its requests by method
-/// and status.
 #[derive(Default)]
 struct RouteSeries {
     /// By [`METHODS`].
@@ -573,8 +531,6 @@ struct RouteSeries {
 }
 
 thread_local! {
-    /// This thread's handles of the routes it has answered, by the address of the
-    /// interned template.
     static ROUTES: RefCell<HashMap<usize, RouteSeries, foldhash::fast::RandomState>> =
         RefCell::default();
 }
@@ -611,9 +567,8 @@ pub struct HttpMetricsLayer {
 }
 
 impl HttpMetricsLayer {
-    /// Records requests labelled by `routes` when `on` (the service serves metrics) and
-    /// the recorder is installed ([`enabled`]); passes requests through untouched
-    /// otherwise.
+    /// Records requests labelled by `routes` when `on` and the recorder is installed; else a
+    /// pass-through.
     pub fn new(on: bool, routes: impl FnOnce() -> RouteTemplates) -> Self {
         Self {
             routes: (on && enabled()).then(|| Arc::new(routes())),
@@ -633,9 +588,7 @@ impl<S> tower::Layer<S> for HttpMetricsLayer {
 }
 
 /// Counts and times every request of `S` ([`HTTP_REQUESTS`], [`HTTP_DURATION`]) until its
-/// answer's head: two clock reads, one route match (matchit, the router's own matcher) and
-/// atomic additions to handles this thread already holds; no allocation and no shared lock
-/// once a thread has met the route, method and status.
+/// answer's head, without allocation or shared lock once a thread knows the route.
 #[derive(Clone)]
 pub struct HttpMetrics<S> {
     inner: S,

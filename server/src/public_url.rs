@@ -30,11 +30,9 @@ pub enum UrlError {
     },
 }
 
-/// Checks a URL the service will request for `purpose`: http or https, at most
-/// [`URL_MAX`] bytes, and not a private or otherwise forbidden address as far as can be
-/// known now ([`net::check_url`] under `policy`; it is checked again when requested).
-///
-/// Errors: [`UrlError`].
+/// Checks a URL the service will request for `purpose`: http(s), at most [`URL_MAX`] bytes,
+/// not a forbidden address as far as known now ([`net::check_url`]; checked again when
+/// requested). Errors: [`UrlError`].
 pub async fn check(
     raw: &str,
     policy: &NetPolicy,

@@ -1,8 +1,6 @@
-//! Readiness (`GET /api/health/ready`, docs/api.md § Operations): whether this instance can
-//! serve requests now, that is whether everything it depends on answers: the database
-//! always, Redis when `REDIS_URL` is set. A load balancer takes an instance that is not
-//! ready out of rotation until it is again; liveness (`GET /api/health`) is another
-//! question, answered by the process itself.
+//! Readiness (`GET /api/health/ready`, docs/api.md § Operations): whether every dependency
+//! answers now (the database; Redis when `REDIS_URL` is set). Liveness (`GET /api/health`) is
+//! answered by the process itself.
 
 use std::{sync::Arc, time::Duration};
 
@@ -19,10 +17,7 @@ pub trait Ping: Send + Sync {
     /// The dependency's name in answers and logs: `database`, `redis`.
     fn name(&self) -> &'static str;
 
-    /// Asks the dependency for a trivial answer.
-    ///
-    /// Errors: it did not answer, or answered with an error. (The check bounds the wait
-    /// by [`READY_TIMEOUT`] besides any timeout of its own.)
+    /// Asks the dependency for a trivial answer. Errors: no answer, or an error.
     async fn ping(&self) -> anyhow::Result<()>;
 }
 
@@ -77,9 +72,8 @@ impl Readiness {
         Self { dependencies }
     }
 
-    /// Asks every dependency at once, each within [`READY_TIMEOUT`]; a failure is logged
-    /// as a warning with its cause (which names no secret: neither sqlx nor redis puts
-    /// passwords in their errors).
+    /// Asks every dependency at once, each within [`READY_TIMEOUT`]; failures are logged with
+    /// their cause (sqlx and redis errors hold no passwords).
     pub async fn check(&self) -> Report {
         let answers = futures::future::join_all(self.dependencies.iter().map(|d| async move {
             let up = match tokio::time::timeout(READY_TIMEOUT, d.ping()).await {

@@ -1,10 +1,7 @@
-//! A connection to Redis (`REDIS_URL`) and its readiness check ([`crate::readiness::Ping`]):
-//! one `PING` (<https://redis.io/docs/latest/commands/ping/>) answered with `PONG`.
-//!
-//! The handle wraps the `redis` crate's `ConnectionManager`: one multiplexed connection
-//! that every clone shares, opened at the first command rather than at start (so an
-//! instance starts while Redis is down) and opened again after it breaks. Other parts that
-//! talk to the same Redis can take [`RedisHandle::connection`].
+//! A connection to Redis (`REDIS_URL`) and its readiness check: one `PING`
+//! (<https://redis.io/docs/latest/commands/ping/>) answered `PONG`. The handle is one
+//! multiplexed `ConnectionManager` shared by clones, opened at the first command and again
+//! after it breaks, so an instance starts while Redis is down.
 
 use std::time::Duration;
 
@@ -30,14 +27,10 @@ impl std::fmt::Debug for RedisHandle {
 }
 
 impl RedisHandle {
-    /// A handle on the server of `url` (`redis://[user:password@]host:port[/db]`, or
-    /// `rediss://` for TLS where the build supports it), without connecting: commands
-    /// connect on first use, each connection attempt and each answer bounded by
-    /// [`PING_TIMEOUT`], one attempt per command while the server is down. Needs a Tokio
-    /// runtime.
-    ///
-    /// Errors: a URL the `redis` crate does not accept (the message does not repeat the
-    /// URL, which may hold a password).
+    /// A handle on the server of `url` (`redis://[user:password@]host:port[/db]`, or `rediss://`
+    /// where supported), not yet connected; each attempt and answer is bounded by
+    /// [`PING_TIMEOUT`]. Needs a Tokio runtime. Errors: a URL the `redis` crate refuses (not
+    /// echoed: it may hold a password).
     pub fn open(url: &str) -> anyhow::Result<Self> {
         let client = redis::Client::open(url)
             .map_err(|e| anyhow::anyhow!("REDIS_URL is not a Redis URL: {:?}", e.kind()))?;
@@ -62,8 +55,7 @@ impl Ping for RedisHandle {
         "redis"
     }
 
-    /// Errors: no connection, no answer within [`PING_TIMEOUT`], or an answer other than
-    /// `PONG` (an error reply such as `NOAUTH`).
+    /// Errors: no connection, no answer within [`PING_TIMEOUT`], or not `PONG` (e.g. `NOAUTH`).
     async fn ping(&self) -> anyhow::Result<()> {
         let mut connection = self.connection();
         let answer = tokio::time::timeout(
@@ -81,8 +73,6 @@ impl Ping for RedisHandle {
 mod tests {
     use super::*;
 
-    /// The Redis of the test environment (`AGENTCHAT_TEST_REDIS_URL`, default the local
-    /// server).
     fn test_redis() -> String {
         std::env::var("AGENTCHAT_TEST_REDIS_URL")
             .unwrap_or_else(|_| "redis://127.0.0.1:6379".into())

@@ -1,17 +1,8 @@
-//! The dashboard's static files: its WASM, the WASM's JS loader and the CSS (under
-//! `/{LEPTOS_SITE_PKG_DIR}`) and the files of `public/` (the favicon, at `/`).
-//!
-//! Two ways to have them (README § Building and deploying):
-//! - **From the site folder** (the default): the files `cargo leptos build` wrote under
-//!   `LEPTOS_SITE_ROOT`, read from disk, compressed per request (brotli or gzip, as the
-//!   browser accepts), under `/pkg`.
-//! - **Inside the binary** (the `embedded-site` feature, which `scripts/release.sh` turns
-//!   on): compiled in and brotli-compressed at build time (`memory-serve`; see
-//!   `server/build.rs`), served with `Content-Encoding` as the browser accepts, an `ETag`,
-//!   and under `/pkg/{hash}` (the hash of the files' names and contents) with
-//!   `Cache-Control: max-age=31536000, immutable`, so a browser keeps them for a year and a
-//!   new build is fetched at once. The favicon is served at `/favicon.svg` with a week's
-//!   caching. The binary then needs no other file.
+//! The dashboard's static files (WASM, JS loader, CSS under `/{LEPTOS_SITE_PKG_DIR}`, and
+//! `public/`). By default read from `LEPTOS_SITE_ROOT` and compressed per request. With the
+//! `embedded-site` feature (`scripts/release.sh`) they are compiled in, brotli-compressed at
+//! build time (`server/build.rs`) and served under `/pkg/{hash}` with
+//! `Cache-Control: max-age=31536000, immutable`; the favicon at `/favicon.svg` for a week.
 
 use axum::Router;
 use leptos::prelude::LeptosOptions;
@@ -19,9 +10,8 @@ use leptos::prelude::LeptosOptions;
 /// Whether the dashboard's files are inside this binary (the `embedded-site` feature).
 pub const EMBEDDED: bool = cfg!(feature = "embedded-site");
 
-/// The path under `/` (without slashes around it) that the WASM, JS and CSS are served
-/// from: `configured` (`LEPTOS_SITE_PKG_DIR`, default `pkg`), or `pkg/{hash}` when they
-/// are inside the binary (the hash is 16 hex digits, fixed at build time).
+/// The path the WASM, JS and CSS are served under: `configured` (`LEPTOS_SITE_PKG_DIR`,
+/// default `pkg`), or `pkg/{hash}` (16 hex digits) when embedded.
 pub fn pkg_dir(configured: &str) -> String {
     #[cfg(feature = "embedded-site")]
     {
@@ -32,9 +22,8 @@ pub fn pkg_dir(configured: &str) -> String {
     configured.to_owned()
 }
 
-/// The routes of the dashboard's files for `leptos` (whose `site_pkg_dir` is
-/// [`pkg_dir`]'s answer). From the site folder, only `/{pkg}` is routed here; the files of
-/// `public/` are found by the dashboard's fallback, which reads `LEPTOS_SITE_ROOT`.
+/// The routes of the dashboard's files (`leptos.site_pkg_dir` being [`pkg_dir`]'s answer); from
+/// the site folder only `/{pkg}`, `public/` being served by the dashboard's fallback.
 pub fn routes<S: Clone + Send + Sync + 'static>(leptos: &LeptosOptions) -> Router<S> {
     let pkg_path = format!("/{}", leptos.site_pkg_dir);
     #[cfg(feature = "embedded-site")]
@@ -60,8 +49,7 @@ pub fn routes<S: Clone + Send + Sync + 'static>(leptos: &LeptosOptions) -> Route
             compression::{CompressionLayer, CompressionLevel},
             services::ServeDir,
         };
-        // Compressed per request: the release WASM is about 2 MB and 0.6 MB as brotli
-        // (bench/HISTORY.md § Dashboard).
+        // Compressed per request (brotli or gzip, as the browser accepts).
         let dir =
             std::path::Path::new(leptos.site_root.as_ref()).join(leptos.site_pkg_dir.as_ref());
         let pkg = tower::ServiceBuilder::new()

@@ -14,9 +14,8 @@ use tower::{Layer, Service};
 use tracing::{Instrument as _, Span};
 use tracing_subscriber::{fmt, EnvFilter};
 
-/// The log filter without `RUST_LOG`. genai is held to errors: its OpenAI stream reader
-/// warns "EMPTY CHOICE CONTENT" for the role-only first chunk that OpenAI-compatible
-/// servers send, i.e. once per chat.
+/// The log filter without `RUST_LOG`; genai is held to errors (it warns once per chat on the
+/// role-only first chunk of OpenAI-compatible streams).
 pub const DEFAULT_FILTER: &str = "info,sqlx=warn,tower_http=info,leptos=warn,genai=error";
 
 /// Installs the global subscriber (once; later calls do nothing). Text logs are coloured
@@ -41,29 +40,20 @@ pub fn init() {
     };
 }
 
-/// Whether text logs carry ANSI colour codes: only when they go to a terminal, and not
-/// when `NO_COLOR` is set to anything but the empty string (<https://no-color.org>). A file
-/// or the systemd journal gets plain text.
+/// Whether text logs carry ANSI colours: only on a terminal and unless `NO_COLOR` is set
+/// non-empty (<https://no-color.org>).
 pub fn colour(to_terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
     to_terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
-/// The header naming a request in logs and answers (`X-Request-Id`: set before
-/// [`RequestSpanLayer`] by `SetRequestIdLayer` when the client sent none, and echoed by
-/// `PropagateRequestIdLayer`; `crate::startup::service`).
+/// The `X-Request-Id` header naming a request in logs and answers (set when missing, echoed;
+/// `crate::startup::service`).
 pub const REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
-/// Runs each request's handler in an `info` span named `request` with the fields
-/// `request.id` (the `X-Request-Id` header, empty without one), `method` and `path`, and
-/// logs an answer with a 5xx status at `error` ("response failed", with `status` and
-/// `latency_ms`), as tower-http's `TraceLayer` does by default.
-///
-/// Unlike `TraceLayer`, the span does not wrap the response body: a streamed reply's body
-/// is polled once per relayed chunk, and entering the span on each poll cost about 1 % of a
-/// streamed conversation's CPU (bench/HISTORY.md § Where a streamed conversation's CPU goes).
-/// What a body does that logs keeps the request's span by carrying it:
-/// [`crate::chat::stream::Relay`] enters it for the provider's opening and for storing
-/// the reply.
+/// Runs each handler in an `info` span `request` (`request.id`, `method`, `path`) and logs 5xx
+/// answers at `error` with `status` and `latency_ms`, like tower-http's `TraceLayer`. Unlike
+/// it, the span does not wrap the body (entered on every chunk poll it costs CPU);
+/// [`crate::chat::stream::Relay`] enters it where the body logs.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RequestSpanLayer;
 
@@ -201,8 +191,6 @@ mod tests {
         assert!(logged.contains("service line"), "{logged}");
     }
 
-    /// Runs `work` on a current-thread runtime with a subscriber at the default filter
-    /// writing plain text; gives what was logged.
     fn logged_while<F: Future<Output = ()>>(work: impl FnOnce() -> F) -> String {
         let captured = Captured::default();
         let writer = captured.clone();
@@ -284,8 +272,7 @@ mod tests {
         assert_eq!(logged.matches("response failed").count(), 1, "{logged}");
     }
 
-    /// The span covers the handler, not the body's polls (one per relayed chunk of a
-    /// streamed reply): what a body logs carries its request's span only when it enters it.
+    /// The span covers the handler, not the body's polls.
     #[test]
     fn the_response_body_is_polled_outside_the_request_span() {
         let logged = logged_while(|| async {

@@ -1,10 +1,6 @@
-//! Stored records as clients see them: the `app::api` wire types of agents, documents,
-//! jobs, conversations, messages, webhooks, deliveries and integrations, and the one
-//! timestamp format of the API ([`iso`]).
-//!
-//! The HTTP handlers answer with these views and the webhook events carry them
-//! (`agent.created` holds the agent as `GET /api/agents/{id}` shows it, docs/api.md
-//! § Integrations and webhooks), so an answer and an event cannot disagree on a field.
+//! Stored records as clients see them (the `app::api` wire types) and the API's one timestamp
+//! format ([`iso`]). Answers and webhook events both use these views, so they cannot disagree
+//! on a field.
 
 use app::api::{
     Agent, ChatMessage, Conversation, Integration, IntegrationConnection, Job, JobProgress,
@@ -150,10 +146,8 @@ pub fn delivery_view(d: &DeliveryRecord) -> WebhookDelivery {
     }
 }
 
-/// A stored integration as `GET /api/integrations/{id}` shows it: credentials as masked
-/// hints only, and the connection a provider or a web page uses, made from `public_url`
-/// (`PUBLIC_URL`): the inbound URL of Telegram and Slack, the public id and embed code of
-/// the website widget.
+/// A stored integration as `GET /api/integrations/{id}` shows it: masked credential hints, and
+/// the inbound URL, public id or embed code made from `public_url` (`PUBLIC_URL`).
 pub fn integration_view(r: &IntegrationRecord, public_url: &str) -> Integration {
     let connection = match (channels::inbound_url(public_url, r), &r.public_id) {
         (Some(url), _) => Some(IntegrationConnection {

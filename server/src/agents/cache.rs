@@ -10,11 +10,9 @@ use crate::{
     store::AgentRecord,
 };
 
-/// How long an agent read by [`super::AgentService::owned`] is reused without asking the
-/// store. Changes made through this instance take effect at once (the service drops the
-/// entry); made through another instance of the service, as soon as the cluster bus tells
-/// this one, and within this time at the latest (the same bound as
-/// [`crate::auth::AUTH_CACHE_TTL`] for sessions).
+/// How long an agent read by [`super::AgentService::owned`] is reused. Changes through this
+/// instance apply at once; through another, when the cluster bus tells this one, at the
+/// latest after this (as [`crate::auth::AUTH_CACHE_TTL`] for sessions).
 pub const AGENT_CACHE_TTL: Duration = Duration::from_secs(2);
 
 /// Agents recently read, by id, so that a busy agent's chats do not each read it again.
@@ -25,8 +23,7 @@ pub struct AgentCache {
     bus: Bus,
 }
 
-/// The cached agents themselves, as the cluster bus reaches them: forgetting through this
-/// never publishes.
+/// The cached agents as the cluster bus reaches them (forgetting through this never publishes).
 #[derive(Clone)]
 struct Entries(moka::sync::Cache<AgentId, Arc<AgentRecord>>);
 
@@ -57,8 +54,6 @@ impl Default for AgentCache {
 }
 
 impl AgentCache {
-    /// This cache publishing the agents it forgets on `bus`, and forgetting those other
-    /// instances publish there.
     pub(super) fn with_bus(mut self, bus: &Bus) -> Self {
         bus.add_cache(Arc::new(self.entries.clone()));
         self.bus = bus.clone();
@@ -75,8 +70,7 @@ impl AgentCache {
         self.entries.0.insert(agent.id.clone(), agent);
     }
 
-    /// Drops the agent `id` (after a change to it or to what it derives from its
-    /// knowledge, such as `has_knowledge`), here and on every other instance.
+    /// Drops the agent `id` here and on every other instance.
     pub(super) fn forget(&self, id: &AgentId) {
         self.entries.0.invalidate(id);
         self.bus.publish(Invalidation::Agent { id: id.clone() });

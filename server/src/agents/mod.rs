@@ -1,11 +1,6 @@
-//! Agents: reading the caller's agent (through a short-lived cache), creating one within
-//! the plan's agent limit, updating and deleting it, and announcing each change as a
-//! webhook event (docs/api.md § Agent, § List, Create, Get, Update agent, § Plans and
-//! limits).
-//!
-//! The service owns the agent cache ([`cache`]): every change that affects a cached agent
-//! drops it here — updates, deletions, and knowledge changes that may flip its
-//! `has_knowledge` ([`AgentService::knowledge_changed`]) — so no caller has to remember to.
+//! Agents: the caller's agents read (through a short-lived [`cache`]), created within the
+//! plan's limit, updated and deleted, each change announced as a webhook event (docs/api.md
+//! § Agent, § Plans and limits). Every change that affects a cached agent drops it here.
 
 pub mod cache;
 
@@ -89,8 +84,8 @@ pub struct AgentService {
 }
 
 impl AgentService {
-    /// The service over `store`; `agent_limits` per plan (`AGENT_LIMITS`); changes are
-    /// announced through `events` and timed with `clock`.
+    /// The service over `store`, `agent_limits` per plan (`AGENT_LIMITS`), announcing through
+    /// `events`, timed by `clock`.
     pub fn new(
         store: Arc<dyn AgentStore>,
         models: Models,
@@ -111,18 +106,14 @@ impl AgentService {
         }
     }
 
-    /// This service with its agent cache on `bus`: the agents it forgets are forgotten by
-    /// every instance, and those other instances forget are forgotten here
-    /// ([`crate::cluster`]).
+    /// This service with its agent cache shared over `bus` ([`crate::cluster`]).
     pub fn with_bus(mut self, bus: &crate::cluster::Bus) -> Self {
         self.cache = self.cache.with_bus(bus);
         self
     }
 
-    /// The agent `agent_id` of `user_id`, from the cache when it was read within
-    /// [`AGENT_CACHE_TTL`].
-    ///
-    /// Errors: [`AgentError::NotFound`] for a missing or someone else's agent; the store's.
+    /// The agent of `user_id`, cached for [`AGENT_CACHE_TTL`]. Errors: [`AgentError::NotFound`]
+    /// (missing or someone else's); the store's.
     pub async fn owned(
         &self,
         user_id: &UserId,
@@ -133,10 +124,8 @@ impl AgentService {
             .ok_or(AgentError::NotFound)
     }
 
-    /// The agent `agent_id` of `user_id` as [`AgentService::owned`] reads it; `None` for a
-    /// missing or someone else's agent (an integration's linked agent that was deleted).
-    ///
-    /// Errors: the store's.
+    /// As [`AgentService::owned`], `None` for a missing or someone else's agent. Errors: the
+    /// store's.
     pub async fn find(
         &self,
         user_id: &UserId,
@@ -153,19 +142,15 @@ impl AgentService {
         Ok(Some(agent))
     }
 
-    /// The agents of `user_id`, oldest first.
-    ///
-    /// Errors: the store's.
+    /// The agents of `user_id`, oldest first. Errors: the store's.
     pub async fn list(&self, user_id: &UserId) -> Result<Vec<AgentRecord>, AgentError> {
         Ok(self.store.list_agents(user_id).await?)
     }
 
-    /// Creates an agent of `user_id` on `plan` and emits `agent.created`.
-    ///
-    /// Errors: [`AgentError::Invalid`] for a bad name ([`NAME_MAX`]), description
-    /// ([`DESCRIPTION_MAX`]) or system prompt ([`SYSTEM_PROMPT_MAX`]);
-    /// [`AgentError::UnknownModel`]; [`AgentError::PlanLimit`] once the plan's agents exist
-    /// (checked by the store in the same write); the store's.
+    /// Creates an agent and emits `agent.created`. Errors: [`AgentError::Invalid`] (name
+    /// [`NAME_MAX`], description [`DESCRIPTION_MAX`], system prompt [`SYSTEM_PROMPT_MAX`]),
+    /// [`AgentError::UnknownModel`], [`AgentError::PlanLimit`] (checked in the same write); the
+    /// store's.
     pub async fn create(
         &self,
         user_id: &UserId,
@@ -207,11 +192,8 @@ impl AgentService {
         Ok(agent)
     }
 
-    /// Updates the agent `agent_id` of `user_id` (omitted fields stay) and emits
-    /// `agent.updated`.
-    ///
-    /// Errors: [`AgentError::NotFound`] first, then those of [`AgentService::create`] for
-    /// the fields given; the store's.
+    /// Updates the agent (omitted fields stay) and emits `agent.updated`. Errors:
+    /// [`AgentError::NotFound`] first, then those of [`AgentService::create`]; the store's.
     pub async fn update(
         &self,
         user_id: &UserId,
@@ -241,10 +223,8 @@ impl AgentService {
         Ok(agent)
     }
 
-    /// Deletes the agent `agent_id` of `user_id` with its conversations and knowledge (the
-    /// store's cascade, and the uploaded files) and emits `agent.deleted`.
-    ///
-    /// Errors: [`AgentError::NotFound`]; the store's.
+    /// Deletes the agent with its conversations, knowledge and uploads, and emits
+    /// `agent.deleted`. Errors: [`AgentError::NotFound`]; the store's.
     pub async fn delete(&self, user_id: &UserId, agent_id: &AgentId) -> Result<(), AgentError> {
         let documents = self.documents.list_documents(user_id, agent_id).await?;
         if !self.store.delete_agent(user_id, agent_id).await? {
@@ -265,14 +245,12 @@ impl AgentService {
         Ok(())
     }
 
-    /// Records that the knowledge of agent `agent_id` changed (a document was added or
-    /// deleted): the cached agent may say it has no knowledge, which would skip retrieval.
+    /// Records that the agent's knowledge changed (its cached `has_knowledge` may be stale).
     pub fn knowledge_changed(&self, agent_id: &AgentId) {
         self.cache.forget(agent_id);
     }
 
-    /// Records that the tools of agent `agent_id` changed: the cached agent may say it has
-    /// no enabled tool, which would skip reading them. Forgotten on every instance.
+    /// Records that the agent's tools changed, on every instance.
     pub fn tools_changed(&self, agent_id: &AgentId) {
         self.cache.forget(agent_id);
     }

@@ -1,8 +1,6 @@
 //! Live channels of integrations: a Telegram bot ([`telegram`]), a Slack app ([`slack`]) and
-//! the website widget ([`widget`]). Each external conversation (a Telegram chat, a Slack
-//! thread, a widget visitor) is one thread of the integration's linked agent, owned by the
-//! integration's owner, so it shows in the dashboard and the API like any other
-//! conversation, and its messages count towards the owner's usage.
+//! the website widget ([`widget`]). Each external conversation is one thread of the linked
+//! agent, owned by the integration's owner, counted in their usage like any other.
 
 pub mod slack;
 pub mod telegram;
@@ -45,8 +43,7 @@ pub enum ChannelError {
     /// The message is longer than `MAX_MESSAGE_CHARS` (the limit).
     #[error("message must be at most {0} characters")]
     TooLong(usize),
-    /// The model provider or the store failed (already logged and, for the provider,
-    /// persisted as a failed reply).
+    /// The provider or the store failed (logged; a provider failure is stored as a failed reply).
     #[error(transparent)]
     Failed(ChatError),
 }
@@ -79,9 +76,8 @@ impl ChannelError {
     }
 }
 
-/// The live channels: the outbound side (one HTTP client and the provider API bases) and
-/// the turns of external conversations, answered through the chat service. Its clones
-/// share the client and the services.
+/// The live channels: one HTTP client, the provider API bases, and the turns of external
+/// conversations answered through the chat service.
 #[derive(Clone)]
 pub struct Channels {
     /// Client for provider API calls ([`PROVIDER_API_TIMEOUT`], no redirects).
@@ -105,12 +101,9 @@ pub struct Channels {
 }
 
 impl Channels {
-    /// Channels configured from `config`, reached by the platforms under `public_url`
-    /// (`PUBLIC_URL`), answering through `chat` with the agents of `agents`, over
-    /// `integrations` and `threads` (one store's parts); credentials open with `secrets`,
-    /// time from `clock`.
-    ///
-    /// Errors: the HTTP client cannot be built (no TLS roots).
+    /// Channels from `config`, reached under `public_url` (`PUBLIC_URL`), answering through
+    /// `chat` with `agents` over `integrations` and `threads`; credentials open with `secrets`.
+    /// Errors: the HTTP client cannot be built.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         config: &ChannelsConfig,
@@ -143,9 +136,8 @@ impl Channels {
         telegram::BotApi::new(&self.http, &self.telegram_api_url, token)
     }
 
-    /// The credential field `name` of `integration`, in clear.
-    ///
-    /// Errors: in words — the stored credentials do not open, or the field is missing.
+    /// The credential field `name` of `integration`, in clear. Errors: in words (credentials do
+    /// not open, or the field is missing).
     pub fn credential(
         &self,
         integration: &IntegrationRecord,
@@ -160,14 +152,9 @@ impl Channels {
             .ok_or_else(|| format!("the credential {name} is missing"))
     }
 
-    /// Prepares a turn of the external conversation `conversation_key` of `integration`
-    /// with its linked agent ([`ChatService::prepare`]), continuing the conversation's
-    /// thread — a new thread when it has none, or when its thread was deleted or belongs to
-    /// another agent since the integration was relinked. A new thread is linked to the
-    /// conversation when the turn is stored ([`PreparedChat::channel`]).
-    ///
-    /// Errors: [`ChannelError`] (too long, checked first; not linked; or the chat or the
-    /// store failed).
+    /// Prepares a turn of conversation `conversation_key` with the linked agent
+    /// ([`ChatService::prepare`]), continuing its thread, or a new one when it has none or its
+    /// thread was deleted or belongs to another agent. Errors: [`ChannelError`].
     pub async fn prepare_turn(
         &self,
         integration: &IntegrationRecord,
@@ -207,11 +194,8 @@ impl Channels {
         Ok(prepared)
     }
 
-    /// Answers `message` from the external conversation `conversation_key` of
-    /// `integration` through its linked agent ([`Channels::prepare_turn`], then
-    /// [`ChatService::complete`]); the reply is persisted like an API chat reply.
-    ///
-    /// Errors: [`ChannelError`].
+    /// Answers `message` of conversation `conversation_key` through the linked agent; the reply
+    /// is stored like an API chat reply. Errors: [`ChannelError`].
     pub async fn answer(
         &self,
         integration: &IntegrationRecord,
@@ -296,9 +280,8 @@ impl Channels {
         Ok(messages)
     }
 
-    /// Records an inbound event id; false when it was seen before (the provider retried),
-    /// in which case the event must not be answered again. A store failure counts as first
-    /// seen: answering twice beats not answering.
+    /// Records an inbound event id; `false` when seen before (a provider retry: do not answer
+    /// again). A store failure counts as first seen (answering twice beats not answering).
     pub async fn first_delivery(&self, integration_id: &IntegrationId, event_id: &str) -> bool {
         match self
             .integrations
@@ -313,11 +296,9 @@ impl Channels {
         }
     }
 
-    /// Sets up the live channel of a stored integration and records the outcome in
-    /// `status`, `status_detail` and `inbound_secret_hash` (the caller stores the record).
-    /// For Telegram: a new secret token and `setWebhook` with the [`inbound_url`]; a
-    /// refusal or an unreachable Bot API leaves status `error` with what went wrong. Other
-    /// providers need nothing.
+    /// Sets up a stored integration's live channel and records `status`, `status_detail` and
+    /// `inbound_secret_hash` (the caller stores them). Telegram: a new secret token and
+    /// `setWebhook` at [`inbound_url`]; failure leaves status `error` with the reason.
     pub async fn connect(&self, integration: &mut IntegrationRecord) {
         if integration.provider_code != ProviderCode::Telegram {
             return;
@@ -348,9 +329,8 @@ impl Channels {
         }
     }
 
-    /// Tears down the live channel of a deleted integration, as far as the provider allows:
-    /// Telegram's `deleteWebhook`. Failures are logged; the integration is gone either way,
-    /// and requests that still arrive for it are answered 404.
+    /// Tears down a deleted integration's live channel (Telegram's `deleteWebhook`); failures are
+    /// logged, and later requests for it get 404.
     pub async fn disconnect(&self, integration: &IntegrationRecord) {
         if integration.provider_code != ProviderCode::Telegram
             || integration.inbound_secret_hash.is_none()
@@ -366,12 +346,11 @@ impl Channels {
     }
 }
 
-/// How long inbound event ids are remembered for de-duplication (providers retry for
-/// minutes to hours: Slack three times within about an hour, Telegram for up to a day).
+/// How long inbound event ids are remembered (Slack retries within about an hour, Telegram
+/// for up to a day).
 pub const EVENT_MEMORY: Duration = Duration::from_secs(24 * 60 * 60);
 
-/// The URL a provider sends a live channel's inbound requests to (Telegram updates, Slack
-/// events), under `PUBLIC_URL`; `None` for providers without one.
+/// The URL a provider sends inbound requests to, under `PUBLIC_URL`; `None` when it has none.
 pub fn inbound_url(public_url: &str, integration: &IntegrationRecord) -> Option<String> {
     let base = public_url.trim_end_matches('/');
     match integration.provider_code {

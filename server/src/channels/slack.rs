@@ -1,16 +1,9 @@
-//! The Slack channel: an app whose Events API requests arrive at
-//! `POST /api/channels/slack/{integrationId}` and whose replies go out with
-//! `chat.postMessage` in the thread of the message.
-//!
-//! Rules from Slack's documentation:
-//! - "Verifying requests from Slack": the signature is `v0=` + hex HMAC-SHA256 of
-//!   `v0:{X-Slack-Request-Timestamp}:{raw body}` under the app's signing secret, compared in
-//!   constant time; a timestamp more than five minutes from now is refused (replays);
-//! - "Events API": a `url_verification` request is answered with its `challenge`; events
-//!   come as `event_callback` with a unique `event_id`, must be acknowledged within three
-//!   seconds, and are retried up to three times otherwise;
-//! - "chat.postMessage": `Authorization: Bearer xoxb-...`, `{channel, text, thread_ts}`,
-//!   answered `{ok: true}` or `{ok: false, error}`.
+//! The Slack channel: Events API requests arrive at `POST /api/channels/slack/{integrationId}`,
+//! replies go out with `chat.postMessage` in the message's thread. Slack's rules: the
+//! signature is `v0=` + hex HMAC-SHA256 of `v0:{timestamp}:{raw body}` under the signing
+//! secret, timestamps over five minutes off are refused ("Verifying requests from Slack");
+//! `url_verification` is answered with its `challenge`, events must be acknowledged within
+//! three seconds and are retried up to three times ("Events API").
 
 use hmac::{Hmac, Mac};
 use serde::Deserialize;
@@ -31,9 +24,7 @@ pub enum SignatureError {
     Mismatch,
 }
 
-/// Checks a request's signature (see the module documentation); `now` in Unix seconds.
-///
-/// Errors: [`SignatureError`].
+/// Checks a request's signature; `now` in Unix seconds. Errors: [`SignatureError`].
 pub fn verify(
     signing_secret: &str,
     timestamp: Option<&str>,
@@ -121,9 +112,8 @@ pub struct Question {
 }
 
 impl Event {
-    /// The question in this event: a mention of the app, or a direct message, from a person
-    /// (never a bot, so the app does not answer itself), with text left after removing
-    /// mentions.
+    /// The question in this event: a mention of the app or a direct message from a person (never a
+    /// bot), with text left after removing mentions.
     pub fn question(&self) -> Option<Question> {
         if self.bot_id.is_some() || self.subtype.is_some() {
             return None;
@@ -179,9 +169,8 @@ struct Answer {
     error: Option<String>,
 }
 
-/// Posts `text` in `thread_ts` of `channel` with the bot token.
-///
-/// Errors: Slack's `error` code, or why Slack could not be reached.
+/// Posts `text` in `thread_ts` of `channel`. Errors: Slack's `error` code, or why it was
+/// unreachable.
 pub async fn post_message(
     http: &reqwest::Client,
     base: &str,

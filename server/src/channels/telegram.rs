@@ -1,15 +1,9 @@
-//! The Telegram channel: a bot whose updates arrive at
-//! `POST /api/channels/telegram/{integrationId}` and whose replies go out with `sendMessage`.
-//!
-//! Rules from the Bot API (core.telegram.org/bots/api):
-//! - requests are `POST {TELEGRAM_API_URL}/bot{token}/{method}` with a JSON body, answered
-//!   `{ok, result}` or `{ok: false, error_code, description}` ("Making requests");
-//! - `setWebhook` takes a `secret_token` of 1–256 characters `A-Z a-z 0-9 _ -`, sent back in
-//!   the `X-Telegram-Bot-Api-Secret-Token` header of every update ("setWebhook");
-//! - a message's text is at most 4,096 characters after entity parsing ("sendMessage");
-//! - Telegram repeats an update until the webhook answers 2xx ("Getting updates").
-//!
-//! The bot token is part of every request URL: errors are reported without the URL.
+//! The Telegram channel: updates arrive at `POST /api/channels/telegram/{integrationId}`,
+//! replies go out with `sendMessage`. Bot API rules (core.telegram.org/bots/api): requests
+//! are `POST {TELEGRAM_API_URL}/bot{token}/{method}`, answered `{ok, result}` or `{ok: false,
+//! error_code, description}`; `secret_token` is 1–256 of `A-Z a-z 0-9 _ -`, echoed in
+//! `X-Telegram-Bot-Api-Secret-Token`; texts are at most 4,096 characters; updates repeat until
+//! answered 2xx. The token is in every URL, so errors never quote the URL.
 
 use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
 use rand::RngCore;
@@ -43,10 +37,8 @@ impl<'a> BotApi<'a> {
         Self { http, base, token }
     }
 
-    /// Calls `method` with `body`; the `result` on success.
-    ///
-    /// Errors: what Telegram said (`description`), or why it could not be reached; never
-    /// the request URL (it carries the token).
+    /// Calls `method` with `body`; the `result` on success. Errors: Telegram's `description`, or
+    /// why it could not be reached (never the URL).
     pub async fn call(&self, method: &str, body: &Value) -> Result<Value, String> {
         let url = format!("{}/bot{}/{method}", self.base, self.token);
         let res = self
@@ -72,9 +64,8 @@ impl<'a> BotApi<'a> {
         }
     }
 
-    /// Registers `url` as the bot's webhook with `secret_token`, for messages only.
-    ///
-    /// Errors: see [`BotApi::call`].
+    /// Registers `url` as the bot's webhook with `secret_token`, for messages only. Errors: as
+    /// [`BotApi::call`].
     pub async fn set_webhook(&self, url: &str, secret_token: &str) -> Result<(), String> {
         self.call(
             "setWebhook",
@@ -84,17 +75,13 @@ impl<'a> BotApi<'a> {
         .map(drop)
     }
 
-    /// Removes the bot's webhook.
-    ///
-    /// Errors: see [`BotApi::call`].
+    /// Removes the bot's webhook. Errors: as [`BotApi::call`].
     pub async fn delete_webhook(&self) -> Result<(), String> {
         self.call("deleteWebhook", &json!({})).await.map(drop)
     }
 
-    /// Sends `text` to `chat_id` as plain text, in as many messages as
-    /// [`MESSAGE_MAX_CHARS`] requires; the first answers `reply_to` when given.
-    ///
-    /// Errors: see [`BotApi::call`]; parts after a failed one are not sent.
+    /// Sends `text` to `chat_id` as plain text in parts of [`MESSAGE_MAX_CHARS`], the first
+    /// answering `reply_to`. Errors: as [`BotApi::call`]; parts after a failure are not sent.
     pub async fn send_message(
         &self,
         chat_id: i64,
@@ -121,9 +108,8 @@ impl<'a> BotApi<'a> {
     }
 }
 
-/// `text` in parts of at most [`MESSAGE_MAX_CHARS`] characters, split at paragraph,
-/// sentence or word boundaries where possible (`text-splitter`). An empty text is one
-/// part saying so, since Telegram refuses empty messages.
+/// `text` in parts of at most [`MESSAGE_MAX_CHARS`], split at paragraph, sentence or word
+/// boundaries; an empty text is one part saying so (Telegram refuses empty messages).
 pub fn split(text: &str) -> Vec<String> {
     let parts: Vec<String> = text_splitter::TextSplitter::new(MESSAGE_MAX_CHARS)
         .chunks(text)
@@ -136,8 +122,7 @@ pub fn split(text: &str) -> Vec<String> {
     }
 }
 
-/// A new webhook secret token: 32 random bytes, base64url (43 characters of the set
-/// Telegram allows).
+/// A new secret token: 32 random bytes, base64url (43 allowed characters).
 pub fn new_secret_token() -> String {
     let mut bytes = [0u8; 32];
     rand::thread_rng().fill_bytes(&mut bytes);
@@ -149,8 +134,7 @@ pub fn secret_hash(token: &str) -> Vec<u8> {
     Sha256::digest(token.as_bytes()).to_vec()
 }
 
-/// Whether the `X-Telegram-Bot-Api-Secret-Token` header value matches the stored hash
-/// (compared in constant time).
+/// Whether the secret-token header matches the stored hash (constant time).
 pub fn secret_matches(header: Option<&str>, stored: Option<&[u8]>) -> bool {
     match (header, stored) {
         (Some(token), Some(stored)) => bool::from(secret_hash(token).ct_eq(stored)),
@@ -190,8 +174,8 @@ pub struct User {
     pub is_bot: bool,
 }
 
-/// A bot command at the start of a message (`/new`, `/start@MyBot args`), lowercased and
-/// without the bot's name.
+/// A bot command at the start of a message (`/new`, `/start@MyBot args`), lowercased, without
+/// the bot's name.
 pub fn command(text: &str) -> Option<String> {
     let word = text
         .trim_start()

@@ -1,12 +1,8 @@
-//! The website widget: `/widget.js` draws a chat bubble on any page that embeds it with an
-//! integration's public id, and talks to `/api/widget/{publicId}/...` from that page.
-//!
-//! Browsers send the page's origin in the `Origin` header of these cross-origin requests
-//! (Fetch standard, "CORS protocol"); only origins listed in the integration's
-//! `allowedOrigins` are served, and answers name that one origin in
-//! `Access-Control-Allow-Origin`. A request without `Origin` did not come from a page and is
-//! refused. Every visitor gets one conversation, keyed by a random visitor id the widget
-//! keeps in the page's `localStorage`.
+//! The website widget: `/widget.js` draws a chat bubble on pages that embed it with an
+//! integration's public id and talks to `/api/widget/{publicId}/...`. Only `Origin`s in the
+//! integration's `allowedOrigins` are served (Fetch standard, "CORS protocol"), answered with
+//! that one origin; requests without `Origin` are refused. One conversation per visitor id
+//! (random, kept in the page's `localStorage`).
 
 use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
 use rand::RngCore;
@@ -72,8 +68,7 @@ pub const VISITOR_ID_MIN: usize = 16;
 /// Longest visitor id, in characters.
 pub const VISITOR_ID_MAX: usize = 64;
 
-/// Whether `id` is a well-formed visitor id: [`VISITOR_ID_MIN`] to [`VISITOR_ID_MAX`]
-/// characters of `A-Z a-z 0-9 _ -` (the widget makes them from `crypto.randomUUID()`).
+/// Whether `id` is a visitor id: [`VISITOR_ID_MIN`] to [`VISITOR_ID_MAX`] of `A-Z a-z 0-9 _ -`.
 pub fn valid_visitor_id(id: &str) -> bool {
     (VISITOR_ID_MIN..=VISITOR_ID_MAX).contains(&id.len())
         && id

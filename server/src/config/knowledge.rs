@@ -12,7 +12,7 @@ use super::var;
 /// `EXTRACT_TIMEOUT_SECS`'s default: the wall-clock budget of one extraction task.
 pub const DEFAULT_EXTRACT_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// How extraction children are run (`EXTRACT_*` variables; README § Security).
+/// How extraction children are run (`EXTRACT_*` variables; docs/security.md).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ExtractionConfig {
     /// The `agentchat` binary to start as `agentchat extract`; the running executable by

@@ -1,21 +1,15 @@
-//! The integration providers: what each one needs (credential and config fields) and how a
-//! value of each field is checked before it is stored.
-//!
-//! Formats follow each provider's documentation: Telegram bot tokens are
-//! `<bot id>:<35 characters>` (Bot API, "Authorizing your bot"); Slack bot tokens start
-//! with `xoxb-` and signing secrets are 32 hex characters (Slack API, "Verifying requests
-//! from Slack"); Discord public keys are 64 hex characters (Ed25519, "Interactions");
-//! WhatsApp Cloud API phone number ids are digits; Zapier catch hooks live on
-//! `https://hooks.zapier.com/`.
+//! The integration providers: their credential and config fields and how each value is
+//! checked, per each provider's documentation (Telegram tokens `<bot id>:<35 characters>`,
+//! "Authorizing your bot"; Slack `xoxb-` tokens and 32-hex signing secrets; Discord 64-hex
+//! Ed25519 public keys, "Interactions"; WhatsApp numeric phone ids; Zapier hooks on
+//! `https://hooks.zapier.com/`).
 
 use std::{fmt, str::FromStr};
 
 use serde_json::{Map, Value};
 
-/// The code of an integration provider (docs/api.md § Providers): what a create request
-/// names in `providerCode`, what is stored in `integrations.provider_code`
-/// (`migrations/sqlite/0008_integrations.sql`) and answered as `providerCode`. Each has
-/// its [`ProviderSpec`] in [`PROVIDERS`]; set once, when the integration is created.
+/// An integration provider's code (docs/api.md § Providers): `providerCode` on the wire,
+/// `integrations.provider_code` in the store; its [`ProviderSpec`] is in [`PROVIDERS`].
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
 )]
@@ -75,8 +69,7 @@ impl fmt::Display for ProviderCode {
     }
 }
 
-/// A provider code that is not in the catalogue. Its text is the API's answer to a create
-/// request naming it (400, docs/api.md § Create integration): it lists the codes.
+/// A code not in the catalogue; its text (listing the codes) is the 400 answer.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("providerCode must be one of: {}", ProviderCode::ALL.map(ProviderCode::as_str).join(", "))]
 pub struct UnknownProvider;
@@ -250,8 +243,7 @@ pub const PROVIDERS: &[ProviderSpec] = &[
     },
 ];
 
-/// The provider with `code`: its entry of [`PROVIDERS`], which lists every code once, in
-/// the order of [`ProviderCode::ALL`].
+/// The [`PROVIDERS`] entry of `code`.
 pub fn provider(code: ProviderCode) -> &'static ProviderSpec {
     &PROVIDERS[code as usize]
 }
@@ -261,11 +253,9 @@ pub const MAX_TEXT_CHARS: usize = 4096;
 /// Most origins in one list.
 pub const MAX_ORIGINS: usize = 50;
 
-/// Checks `values` (a JSON object) against `fields`: required ones present, no unknown
-/// ones, each of its kind. `what` names the object in messages (`credentials`, `config`).
-/// Returns the object with text values trimmed.
-///
-/// Errors: a message naming the field and what is wrong.
+/// Checks `values` (a JSON object) against `fields`: required ones present, none unknown,
+/// each of its kind; returns it with text trimmed. `what` names it (`credentials`, `config`).
+/// Errors: a message naming the field.
 pub fn check_fields(
     what: &str,
     fields: &[Field],
@@ -394,10 +384,8 @@ fn check_url(text: &str) -> Result<(), String> {
     }
 }
 
-/// The ASCII serialization of a web origin (`https://example.com`, `http://localhost:8080`:
-/// scheme and host lowercased, default port dropped), as browsers send it in `Origin`.
-///
-/// Errors: not an http(s) URL with a host and no path, query or fragment.
+/// The ASCII serialization of a web origin (lowercased, default port dropped), as browsers
+/// send `Origin`. Errors: not an http(s) URL with only scheme and host.
 pub fn origin(raw: &str) -> Result<String, String> {
     let url = url::Url::parse(raw).map_err(|_| {
         format!("contains {raw:?}, which is not an origin such as https://example.com")
@@ -411,8 +399,7 @@ pub fn origin(raw: &str) -> Result<String, String> {
     Ok(url.origin().ascii_serialization())
 }
 
-/// A hint of a stored value that gives nothing useful away: the last four characters of a
-/// secret longer than 12 characters, otherwise only bullets.
+/// A harmless hint of a stored value: the last four characters of a secret over 12, else bullets.
 pub fn mask(value: &str) -> String {
     let chars: Vec<char> = value.chars().collect();
     if chars.len() > 12 {

@@ -23,8 +23,7 @@ pub const MAX_INTEGRATIONS: u32 = 50;
 /// Longest integration name, in characters.
 pub const MAX_NAME_CHARS: usize = 200;
 
-/// The associated data that binds sealed credentials to their row: a ciphertext moved to
-/// another integration or owner does not open.
+/// Associated data binding sealed credentials to their row (moved ciphertext does not open).
 pub fn credentials_aad(user_id: &UserId, integration_id: &IntegrationId) -> Vec<u8> {
     format!("integration-credentials|{user_id}|{integration_id}").into_bytes()
 }
@@ -38,10 +37,8 @@ pub struct Prepared {
 }
 
 /// Checks `credentials` and `config` against `provider` and seals the credentials for
-/// `(user_id, integration_id)`.
-///
-/// Errors: a message for the caller (400): not objects, a missing or unknown field, a
-/// malformed value.
+/// `(user_id, integration_id)`. Errors: a 400 message (not objects, missing, unknown or
+/// malformed field).
 pub fn prepare(
     secrets: &SecretBox,
     provider: &ProviderSpec,
@@ -79,10 +76,8 @@ pub fn prepare(
     })
 }
 
-/// The credentials of a stored integration, in clear (for updates and live channels).
-///
-/// Errors: the ciphertext was tampered with, moved from another row, or sealed with a key
-/// this server does not have.
+/// The credentials of a stored integration, in clear. Errors: tampered, moved from another
+/// row, or sealed with a key this server does not have.
 pub fn open_credentials(
     secrets: &SecretBox,
     record: &IntegrationRecord,

@@ -1,24 +1,9 @@
-//! The lease loop: one task per queue that claims due items under a lease and works on up
-//! to [`LeaseRules::concurrency`] of them at once, each in its own task.
-//!
-//! One pass of the loop:
-//!
-//! 1. finished items free their slots;
-//! 2. with `n` free slots, it claims up to `n` items at the clock's now, each leased until
-//!    now + [`LeaseRules::lease`]; a claim that fails is logged and tried again after
-//!    [`LeaseRules::poll`];
-//! 3. each claimed item runs in its own task: [`LeaseQueue::work`], with the lease renewed
-//!    every [`LeaseRules::renew_every`] while it runs (when set), then
-//!    [`LeaseQueue::finish`] once renewals have stopped; a renewal that finds the claim
-//!    lost to another taker stops the work instead, and nothing is finished;
-//! 4. when every free slot got an item there may be more due, so the next pass starts at
-//!    once; otherwise the loop waits for the first of: an item finishing, a wake-up
-//!    ([`LeaseQueue::wake`]), the queue's next due time ([`LeaseQueue::next_due`], at
-//!    least 5 ms away) or [`LeaseRules::poll`] (which also finds leases that ran out).
-//!
-//! The rules this keeps, and where they come from, are in the [`crate::jobs`] module.
-//! Aborting the loop's task drops its items' tasks, which aborts them; their leases then
-//! run out and the items are taken again.
+//! The lease loop: one task per queue that claims due items under a lease and works on up to
+//! [`LeaseRules::concurrency`] at once, each in its own task, renewing leases every
+//! [`LeaseRules::renew_every`] and finishing an item only while its claim holds. An idle loop
+//! waits for an item to finish, [`LeaseQueue::wake`], [`LeaseQueue::next_due`] (≥ 5 ms away)
+//! or [`LeaseRules::poll`]. Aborting the loop aborts its items; their leases run out and they
+//! are taken again. Rules: [`crate::jobs`].
 
 use std::{collections::HashMap, future::Future, sync::Arc, time::Duration};
 
@@ -39,18 +24,17 @@ const MIN_IDLE: Duration = Duration::from_millis(5);
 pub struct LeaseRules {
     /// How long a claimed item belongs to its taker without a renewal.
     pub lease: Duration,
-    /// How often a running item renews its lease; `None` when its work always ends well
-    /// within [`LeaseRules::lease`].
+    /// How often a running item renews its lease; `None` when work ends well within the lease.
     pub renew_every: Option<Duration>,
     /// Items worked on at once (at least 1).
     pub concurrency: usize,
-    /// How often an idle loop looks for work it was not woken for (leases that ran out,
-    /// items queued by another instance).
+    /// How often an idle loop looks for work it was not woken for (expired leases, other
+    /// instances).
     pub poll: Duration,
 }
 
-/// A table of work taken under leases. The loop ([`spawn`]) decides when to claim; the
-/// queue decides what an item is and how it is worked on and ended.
+/// A table of work taken under leases: the loop ([`spawn`]) decides when to claim, the queue
+/// what an item is and how it is worked on and ended.
 pub trait LeaseQueue: Send + Sync + 'static {
     /// A claimed item.
     type Item: Send + Sync + 'static;
@@ -70,9 +54,8 @@ pub trait LeaseQueue: Send + Sync + 'static {
     /// Notified when an item was queued.
     fn wake(&self) -> &Notify;
 
-    /// Takes up to `max` items that are due at `now` (or whose lease ended before `now`),
-    /// each leased until `lease_until`, in one atomic step of the store per item, so two
-    /// loops never take the same item. Returns at most `max` items.
+    /// Takes up to `max` items due at `now` (or whose lease ended), each leased until
+    /// `lease_until`, atomically per item.
     fn claim(
         &self,
         now: DateTime<Utc>,
@@ -80,19 +63,14 @@ pub trait LeaseQueue: Send + Sync + 'static {
         max: usize,
     ) -> impl Future<Output = Result<Vec<Self::Item>, Self::Error>> + Send;
 
-    /// When the next item not yet due falls due, if the queue schedules items; an idle
-    /// loop wakes then (or after [`LeaseRules::poll`], whichever is first).
+    /// When the next item falls due, if the queue schedules; an idle loop wakes then.
     fn next_due(&self) -> impl Future<Output = Option<DateTime<Utc>>> + Send {
         async { None }
     }
 
-    /// Extends `item`'s lease to `lease_until` (called every [`LeaseRules::renew_every`]
-    /// while it is worked on) and answers whether the item is still this taker's. A
-    /// failure to reach the store is the queue's to log, and answers `true` (the lease then
-    /// runs out unless a later renewal gets through). `false` means the claim is lost (its
-    /// lease ran out and another taker holds the item, or the item is gone): the work is
-    /// stopped at once and [`LeaseQueue::finish`] is not called, so only the holder ever
-    /// ends an item.
+    /// Extends `item`'s lease to `lease_until` and answers whether it is still this taker's. A
+    /// store failure is logged by the queue and answers `true`; `false` stops the work at once
+    /// and [`LeaseQueue::finish`] is not called.
     fn renew(
         &self,
         item: &Self::Item,
@@ -102,8 +80,7 @@ pub trait LeaseQueue: Send + Sync + 'static {
         async { true }
     }
 
-    /// Works on `item` in slot `slot` (`0..concurrency`, the slot's number while it holds
-    /// the item).
+    /// Works on `item` in slot `slot` (`0..concurrency`).
     fn work(&self, item: &Self::Item, slot: usize) -> impl Future<Output = Self::Outcome> + Send;
 
     /// Records `outcome` for `item`; renewals have stopped by then.
@@ -115,8 +92,7 @@ pub fn lease_end(now: DateTime<Utc>, lease: Duration) -> DateTime<Utc> {
     now + chrono::Duration::from_std(lease).unwrap_or_default()
 }
 
-/// Starts the lease loop of `queue`; it runs until its task is aborted or the runtime
-/// stops.
+/// Starts the lease loop of `queue`; it runs until aborted or the runtime stops.
 pub fn spawn<Q: LeaseQueue>(queue: Q) -> JoinHandle<()> {
     tokio::spawn(serve(Arc::new(queue)))
 }
@@ -208,9 +184,8 @@ async fn serve<Q: LeaseQueue>(queue: Arc<Q>) {
     }
 }
 
-/// Works on one claimed item in `slot`: renews its lease while [`LeaseQueue::work`] runs
-/// (when the queue renews), then records the outcome. A renewal that finds the claim lost
-/// stops the work (its future is dropped) and nothing is recorded.
+/// Works on one item, renewing its lease meanwhile, then records the outcome; a lost claim
+/// drops the work and records nothing.
 async fn hold<Q: LeaseQueue>(queue: Arc<Q>, item: Q::Item, slot: usize) {
     let item = Arc::new(item);
     let rules = queue.rules();
@@ -245,8 +220,7 @@ async fn hold<Q: LeaseQueue>(queue: Arc<Q>, item: Q::Item, slot: usize) {
     }
 }
 
-/// A task aborted when its handle is dropped (also when the holder's task is aborted or
-/// panics, so renewals never outlive their item).
+/// A task aborted when its handle is dropped, so renewals never outlive their item.
 struct AbortOnDrop(JoinHandle<()>);
 
 impl Drop for AbortOnDrop {
@@ -281,8 +255,6 @@ mod tests {
         }
     }
 
-    /// An in-memory lease queue: items with a due time, a lease end and a count of
-    /// attempts; working on an item takes 20 ms (or forever with `hang`).
     #[derive(Default)]
     struct Memory {
         clock: Clock,

@@ -1,12 +1,6 @@
-//! Chunking: cutting an extracted document into token-bounded pieces for retrieval.
-//!
-//! Each [`Section`](super::extract::Section) is split on its own, so that a chunk never
-//! straddles two headings or two PDF pages and keeps its section's heading path and page.
-//! Splitting is done by the `text-splitter` crate, which cuts at the highest semantic level
-//! that fits (for Markdown: sections, blocks, lists, code blocks; for text: paragraphs, then
-//! lines, sentences, words, graphemes) and sizes chunks in real tokens, counted with the
-//! same tokenizer as the rest of the service ([`crate::llm::tokens::count`], tiktoken's
-//! `o200k_base`).
+//! Chunking: each [`Section`](super::extract::Section) is cut on its own (a chunk never spans
+//! two headings or pages) by `text-splitter` at the highest semantic level that fits, sized
+//! in real tokens ([`crate::llm::tokens::count`]).
 
 use text_splitter::{ChunkSizer, MarkdownSplitter, TextSplitter};
 
@@ -18,9 +12,8 @@ use crate::llm::tokens;
 pub struct ChunkConfig {
     /// Most tokens in one chunk. Default 400. Values below 1 are taken as 1.
     pub max_tokens: usize,
-    /// Tokens a chunk may repeat from the end of the previous chunk of the same section, so
-    /// that a passage cut in two is still found whole in one of them. Default 60. Clamped
-    /// to at most half of `max_tokens`, so that every chunk moves forward.
+    /// Tokens a chunk may repeat from the previous chunk of its section. Default 60; at most half
+    /// of `max_tokens`.
     pub overlap_tokens: usize,
 }
 
@@ -77,14 +70,9 @@ fn splitter_config(config: &ChunkConfig) -> text_splitter::ChunkConfig<TokenSize
     }
 }
 
-/// Cuts `doc` into chunks of at most `config.max_tokens` tokens, section by section, in
-/// document order.
-///
-/// Markdown sections are split with the Markdown-aware splitter, all others with the text
-/// splitter. Consecutive chunks of one section overlap by up to
-/// `config.overlap_tokens` tokens; chunks of different sections never overlap. Whitespace-
-/// only pieces are dropped, so no chunk is empty. CPU-bound: async callers run it in
-/// `tokio::task::spawn_blocking` together with [`super::extract::extract`].
+/// Cuts `doc` into chunks of at most `config.max_tokens`, section by section, in order;
+/// Markdown with the Markdown-aware splitter. Chunks of one section overlap by up to
+/// `config.overlap_tokens`; none is empty. CPU-bound (run it on the blocking pool).
 pub fn chunk(doc: &Extracted, config: &ChunkConfig) -> Vec<Chunk> {
     let markdown = MarkdownSplitter::new(splitter_config(config));
     let text = TextSplitter::new(splitter_config(config));
@@ -455,9 +443,7 @@ mod tests {
         );
     }
 
-    /// Measures extraction plus chunking (default configuration) of `bytes`, averaged over
-    /// a few runs, and prints pages per second counting 3 KB of text as a page (or the
-    /// PDF's real pages when `pdf_pages` is given).
+    /// Prints pages per second of extraction plus chunking of `bytes` (3 KB of text a page).
     fn measure(label: &str, bytes: &[u8], pdf_pages: Option<usize>) {
         let kind = detect(bytes).unwrap();
         let runs = 5;
@@ -482,8 +468,7 @@ mod tests {
         );
     }
 
-    /// Extraction and chunking throughput; the target is 200 pages of 3 KB per second per
-    /// core for text and Markdown. Run in release mode:
+    /// Extraction and chunking throughput (target: 200 pages of 3 KB per second per core). Run:
     /// `cargo test -p server --lib --release knowledge::chunk::tests::throughput -- --ignored --nocapture`
     #[test]
     #[ignore = "a measurement; run in release mode"]

@@ -1,25 +1,8 @@
 //! Chunk embeddings through the OpenAI-compatible endpoint (`OPENAI_BASE_URL`,
-//! `OPENAI_API_KEY`, model `EMBEDDING_MODEL`), and the in-memory vectors retrieval
-//! compares a query with.
-//!
-//! # Failure semantics
-//!
-//! Embeddings are a second index beside BM25, never a condition of it:
-//!
-//! - A job embeds a document's chunks right after writing them (an upload's at once, a
-//!   crawl's page by page). When the endpoint fails, the job logs a warning, stops asking
-//!   for the rest of that job, and still marks the document `indexed`: it is searchable
-//!   by BM25 at once, and its vectors come later.
-//! - The catch-up task ([`catch_up`]) embeds every chunk that lacks a vector of the
-//!   current model: at start (so setting or changing `EMBEDDING_MODEL` embeds what is
-//!   already stored), after a failure with backoff ([`retry_delay`]: 2 s doubling up to
-//!   5 min), as soon as any job embeds successfully again, and every
-//!   [`CATCH_UP_INTERVAL`] otherwise.
-//! - A chunk the endpoint refuses on its own (400, 413 or 422, e.g. longer than the
-//!   model's input) is recorded as refused for that model and not asked again; it stays
-//!   findable by BM25.
-//! - A chat whose query cannot be embedded is answered from BM25 alone, with a warning in
-//!   the log (`knowledge::search::retrieve`).
+//! `OPENAI_API_KEY`, `EMBEDDING_MODEL`) and the in-memory vectors retrieval compares a query
+//! with. Embeddings never hold up BM25: failures are retried by [`catch_up`], chunks the
+//! endpoint refuses stay BM25-only, and a chat whose query cannot be embedded uses BM25
+//! alone (docs/knowledge.md § Embeddings).
 
 use std::{
     sync::{
@@ -49,13 +32,11 @@ use crate::{
 pub const BATCH: usize = 64;
 /// Longest wait for a chat query's embedding; past it the chat uses BM25 alone.
 pub const QUERY_TIMEOUT: Duration = Duration::from_secs(10);
-/// After a query embedding timed out, queries are not embedded for this long, so that a
-/// hanging endpoint delays one chat by [`QUERY_TIMEOUT`], not every chat.
+/// After a query embedding timed out, queries are not embedded for this long.
 pub const QUERY_COOL_DOWN: Duration = Duration::from_secs(30);
 /// How often the catch-up task looks for chunks without a vector when nothing woke it.
 pub const CATCH_UP_INTERVAL: Duration = Duration::from_secs(60);
-/// Most memory the cached vectors of all agents may take, in bytes. An agent whose
-/// vectors alone are larger is read from the database on every query.
+/// Most bytes the cached vectors of all agents may take; a larger agent is read per query.
 pub const VECTOR_CACHE_BYTES: u64 = 512 * 1024 * 1024;
 
 /// A client of the embedding endpoint.
@@ -64,9 +45,7 @@ pub struct Embedder {
     base_url: String,
     key: SecretString,
     model: String,
-    /// Longest wait for one batch (`PROVIDER_TIMEOUT_SECS`).
     timeout: Duration,
-    /// Unix milliseconds before which queries are not embedded (see [`QUERY_COOL_DOWN`]).
     cool_until_ms: AtomicI64,
 }
 
@@ -81,11 +60,8 @@ impl std::fmt::Debug for Embedder {
 }
 
 impl Embedder {
-    /// The embedder of `config`: `None` when `EMBEDDING_MODEL` is unset, or when
-    /// `OPENAI_API_KEY` is (with a warning: the endpoint is the OpenAI-compatible
-    /// provider's, enabled by its key).
-    ///
-    /// Errors: the HTTP client cannot be built (TLS set-up).
+    /// The embedder of `config`: `None` when `EMBEDDING_MODEL` is unset, or `OPENAI_API_KEY` is
+    /// (with a warning). Errors: the HTTP client cannot be built.
     pub fn from_config(config: &ProvidersConfig) -> anyhow::Result<Option<Self>> {
         let Some(model) = config.embedding_model.clone() else {
             return Ok(None);
@@ -105,10 +81,8 @@ impl Embedder {
         )?))
     }
 
-    /// An embedder of `model` at `base_url` (e.g. `https://api.openai.com/v1/`, to which
-    /// `embeddings` is appended) with `key`; `timeout` bounds each batch request.
-    ///
-    /// Errors: the HTTP client cannot be built.
+    /// An embedder of `model` at `base_url` (`embeddings` is appended) with `key`; `timeout`
+    /// bounds each batch. Errors: the HTTP client cannot be built.
     pub fn new(
         base_url: &str,
         key: SecretString,
@@ -136,7 +110,6 @@ impl Embedder {
         target(&self.base_url, &self.key, AdapterKind::OpenAI, &self.model)
     }
 
-    /// Maps a `genai` error to a message naming the endpoint's complaint, key masked.
     fn error(&self, err: &genai::Error) -> ProviderError {
         let (kind, detail) = classify(err);
         let detail = mask(&detail, &self.key);
@@ -150,7 +123,6 @@ impl Embedder {
         }
     }
 
-    /// One request for `texts` (at most [`BATCH`]), waiting at most `timeout`.
     async fn request(
         &self,
         texts: Vec<String>,
@@ -197,10 +169,8 @@ impl Embedder {
         Ok(vectors)
     }
 
-    /// The embeddings of `texts`, in order, asked [`BATCH`] at a time.
-    ///
-    /// Errors: the first failed request (status, timeout, connection, or an answer with
-    /// the wrong number of vectors or non-finite values).
+    /// The embeddings of `texts`, in order, [`BATCH`] at a time. Errors: the first failed
+    /// request (status, timeout, connection, wrong count or non-finite values).
     pub async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, ProviderError> {
         let mut out = Vec::with_capacity(texts.len());
         for batch in texts.chunks(BATCH) {
@@ -209,11 +179,8 @@ impl Embedder {
         Ok(out)
     }
 
-    /// The embedding of a chat query, waiting at most [`QUERY_TIMEOUT`] (or the provider
-    /// timeout when shorter). After a timeout, queries fail at once for
-    /// [`QUERY_COOL_DOWN`].
-    ///
-    /// Errors: as [`Embedder::embed`]; a cool-down is a `Timeout`.
+    /// The embedding of a chat query within [`QUERY_TIMEOUT`]; after a timeout queries fail at
+    /// once (as `Timeout`) for [`QUERY_COOL_DOWN`]. Errors: as [`Embedder::embed`].
     pub async fn embed_query(&self, text: &str) -> Result<Vec<f32>, ProviderError> {
         let now = chrono::Utc::now().timestamp_millis();
         if now < self.cool_until_ms.load(Ordering::Relaxed) {
@@ -240,8 +207,7 @@ impl Embedder {
     }
 }
 
-/// The text embedded for a chunk: its title and headings, then its text, so that a
-/// passage is placed by what it is part of as well as by its words.
+/// The text embedded for a chunk: its title and headings, then its text.
 pub fn embed_input(chunk: &ChunkText) -> String {
     if chunk.heading_path.is_empty() {
         format!("{}\n\n{}", chunk.title, chunk.text)
@@ -253,26 +219,20 @@ pub fn embed_input(chunk: &ChunkText) -> String {
 /// Why embedding chunks stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum EmbedFailure {
-    /// The endpoint failed.
     #[error(transparent)]
     Endpoint(#[from] ProviderError),
-    /// The database failed.
     #[error(transparent)]
     Store(#[from] StoreError),
 }
 
-/// Whether an endpoint failure is about the texts themselves (too long, malformed), so
-/// asking again will not help.
 fn refused(err: &ProviderError) -> bool {
     matches!(err.kind, ProviderErrorKind::Status(400 | 413 | 422))
 }
 
-/// Embeds the chunks that lack a vector of the embedder's model — of `document_id`, or of
-/// every document — [`BATCH`] at a time, and stores the vectors. A batch the endpoint
-/// refuses is retried one chunk at a time, and a chunk refused alone is recorded as
-/// refused (see the module's failure semantics). Returns how many chunks got a vector.
-///
-/// Errors: the first failed request that is not a refusal, or the store's.
+/// Embeds the chunks of `document_id` (or of all) lacking a vector of the model, [`BATCH`]
+/// at a time; a refused batch is retried chunk by chunk and a chunk refused alone is
+/// recorded as refused. Returns how many got a vector. Errors: the first non-refusal
+/// failure, or the store's.
 pub async fn embed_missing(
     store: &dyn DocumentStore,
     embedder: &Embedder,
@@ -311,15 +271,14 @@ pub async fn embed_missing(
     }
 }
 
-/// The wait before the catch-up task's next attempt after `failures` failures in a row:
-/// 2 s, doubling, at most 5 min.
+/// Wait before the catch-up's next attempt after `failures` in a row: 2 s doubling, ≤ 5 min.
 pub fn retry_delay(failures: u32) -> Duration {
     let secs = 2u64.saturating_mul(1 << failures.saturating_sub(1).min(16));
     Duration::from_secs(secs.min(300))
 }
 
-/// Embeds every chunk that lacks a vector, forever (see the module's failure semantics).
-/// Woken early through [`Knowledge::embed_wake`]. Does nothing without an embedder.
+/// Embeds every chunk lacking a vector, forever: at start, after failures with backoff, when
+/// woken ([`Knowledge::embed_wake`]) and every [`CATCH_UP_INTERVAL`]. No-op without embedder.
 pub async fn catch_up(k: Knowledge) {
     let Some(embedder) = k.embedder.clone() else {
         return;
@@ -358,12 +317,12 @@ pub struct AgentVectors {
     pub generation: i64,
     /// Chunk ids, parallel to `vectors`.
     pub ids: Vec<i64>,
-    /// Unit vectors (zero vectors are left out).
+    /// Unit vectors (zero vectors are left out), parallel to `ids`.
     pub vectors: Vec<Vec<f32>>,
 }
 
 impl AgentVectors {
-    /// Builds the set from stored vectors, normalising each and leaving out zero vectors.
+    /// The set from stored vectors, normalised, zero vectors left out.
     pub fn new(model: &str, generation: i64, stored: Vec<(i64, Vec<f32>)>) -> Self {
         let mut ids = Vec::with_capacity(stored.len());
         let mut vectors = Vec::with_capacity(stored.len());
@@ -381,7 +340,6 @@ impl AgentVectors {
         }
     }
 
-    /// Approximate memory, in bytes.
     fn bytes(&self) -> u64 {
         self.vectors
             .iter()
@@ -390,8 +348,8 @@ impl AgentVectors {
             + 64
     }
 
-    /// The `n` chunks most similar to `query` (cosine similarity, best first; ties by
-    /// chunk id). Vectors of another dimension than the query's are skipped.
+    /// The `n` chunks most similar to `query` (cosine, best first, ties by id); vectors of
+    /// another dimension are skipped.
     pub fn nearest(&self, query: &[f32], n: usize) -> Vec<(i64, f32)> {
         let Some(query) = normalized(query.to_vec()) else {
             return Vec::new();
@@ -413,7 +371,6 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| x * y).sum()
 }
 
-/// `v` scaled to unit length; `None` for a zero (or non-finite) vector.
 fn normalized(mut v: Vec<f32>) -> Option<Vec<f32>> {
     let norm = dot(&v, &v).sqrt();
     if !norm.is_finite() || norm == 0.0 {
@@ -423,8 +380,7 @@ fn normalized(mut v: Vec<f32>) -> Option<Vec<f32>> {
     Some(v)
 }
 
-/// Cosine similarity of `a` and `b` in [-1, 1]; 0 when either is a zero vector or their
-/// lengths differ.
+/// Cosine similarity in [-1, 1]; 0 for a zero vector or different lengths.
 pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
     if a.len() != b.len() {
         return 0.0;
@@ -436,9 +392,8 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
     (dot(a, b) / (na * nb)).clamp(-1.0, 1.0)
 }
 
-/// Per-agent vectors kept in memory between queries. An entry is used only while its
-/// generation equals the store's (so any write or delete of the agent's vectors, by any
-/// instance, is seen by the next query) and it is of the current model.
+/// Per-agent vectors kept between queries, used only while their generation equals the
+/// store's and they are of the current model.
 #[derive(Clone)]
 pub struct VectorCache {
     entries: Cache<AgentId, Arc<AgentVectors>>,
@@ -459,9 +414,7 @@ impl Default for VectorCache {
 }
 
 impl VectorCache {
-    /// The agent's current vectors of `model`, from memory when still current.
-    ///
-    /// Errors: the store's.
+    /// The agent's current vectors of `model`, from memory when still current. Errors: the store's.
     pub async fn get(
         &self,
         store: &dyn DocumentStore,

@@ -41,9 +41,8 @@ pub struct Report {
     pub outcomes: Vec<Outcome>,
 }
 
-/// Parses a JSON Lines question set; blank lines are skipped.
-///
-/// Errors: a line that is not `{"q": string, "expect": [string]}`, named by its number.
+/// Parses a JSON Lines question set (blank lines skipped). Errors: a line that is not
+/// `{"q": string, "expect": [string]}`, named by number.
 pub fn parse_questions(text: &str) -> anyhow::Result<Vec<Question>> {
     text.lines()
         .enumerate()
@@ -69,9 +68,7 @@ pub fn is_relevant(hit: &ChunkHit, expect: &[String]) -> bool {
     })
 }
 
-/// Runs every question against the agent's knowledge base.
-///
-/// Errors: the store's.
+/// Runs every question against the agent's knowledge base. Errors: the store's.
 pub async fn evaluate(
     search: &ChunkSearch,
     agent_id: &AgentId,

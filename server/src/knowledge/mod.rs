@@ -1,22 +1,5 @@
 //! The knowledge base: uploads and crawled sites go in, chunks come out into every chat.
-//!
-//! - [`extract`]: what a file is (by content) and its text, bounded against hostile files.
-//! - [`sandbox`]: extraction and chunking in child processes with a deadline and a memory
-//!   limit, so that a hostile file can crash or stall only its reader.
-//! - [`chunk`]: token-bounded chunks with overlap, keeping heading path and position.
-//! - [`crawl`]: the crawling policy (crawl depth, page limit, patterns, robots.txt,
-//!   sitemaps, canonical URLs).
-//! - [`worker`]: durable jobs from the database, run by a worker pool with leases, so a
-//!   job interrupted by a crash or restart is retried.
-//! - [`embed`]: chunk embeddings through the OpenAI-compatible endpoint when
-//!   `EMBEDDING_MODEL` is set, their failure semantics, and the in-memory vectors.
-//! - [`search`]: BM25 ranking (word analysis, each agent's in-memory inverted index, top-k
-//!   search with MaxScore pruning), the indexes kept in step with the store over a few of
-//!   its primitives, and retrieval scoped to an agent, fused with vector similarity by
-//!   reciprocal rank fusion when embeddings are configured.
-//! - [`eval`]: hit@1, hit@5 and MRR of retrieval on a question set.
-//! - [`service`]: the owner's use cases (add a file or a site, refresh, delete) over
-//!   these parts.
+//! The parts and their rules are described in docs/knowledge.md.
 
 pub mod chunk;
 pub mod crawl;
@@ -48,9 +31,8 @@ pub struct Knowledge {
     pub jobs: Arc<dyn JobQueue>,
     /// BM25 search over the agents' chunks, with their indexes kept in memory.
     pub search: search::ChunkSearch,
-    /// Where uploads are kept until (and after) they are indexed, until their document is
-    /// deleted: `DATA_DIR/uploads/{documentId}` with SQLite, the database with PostgreSQL
-    /// ([`crate::store::uploads`]).
+    /// Uploads until their document is deleted: `DATA_DIR/uploads/{documentId}` with SQLite,
+    /// the database with PostgreSQL ([`crate::store::uploads`]).
     pub uploads: Arc<dyn UploadStore>,
     /// The SSRF-safe client of crawls.
     pub client: Arc<SafeClient>,
@@ -58,15 +40,13 @@ pub struct Knowledge {
     pub policy: Arc<NetPolicy>,
     /// Wakes an idle worker when a job is queued.
     pub wake: Arc<Notify>,
-    /// Limits of text extraction (checked inside the readers; `deadline` is
-    /// `EXTRACT_TIMEOUT_SECS`).
+    /// Limits of text extraction (`deadline` is `EXTRACT_TIMEOUT_SECS`).
     pub limits: Arc<extract::ExtractLimits>,
     /// The extraction child processes every upload and crawled page is read in.
     pub sandbox: Arc<sandbox::Sandbox>,
     /// Largest upload in bytes (`MAX_UPLOAD_BYTES`).
     pub max_upload_bytes: usize,
-    /// The embedding client when `EMBEDDING_MODEL` is set; `None` means BM25 only and no
-    /// embedding request is ever made.
+    /// The embedding client when `EMBEDDING_MODEL` is set; `None`: BM25 only.
     pub embedder: Option<Arc<embed::Embedder>>,
     /// Agents' vectors kept in memory between queries.
     pub vectors: embed::VectorCache,
@@ -76,20 +56,15 @@ pub struct Knowledge {
     pub events: crate::webhooks::Events,
     /// The service clock jobs read the time from (claims, leases, recorded times).
     pub clock: crate::clock::Clock,
-    /// Where queued jobs are announced to the other instances ([`Knowledge::with_bus`];
-    /// local by default).
+    /// Where queued jobs are announced to other instances (local by default).
     bus: Bus,
 }
 
 impl Knowledge {
-    /// The knowledge base of `config` over `documents`, `jobs` and `uploads` (one store's
-    /// parts, and its upload store: [`crate::store::uploads::for_backend`]), crawling
-    /// within the exceptions of `outbound` and embedding with the model of `providers`
-    /// (when set); its jobs emit webhook events through `events` and read the time from
-    /// `clock`.
-    ///
-    /// Errors: a malformed `ALLOWED_PRIVATE_HOSTS` entry, or an HTTP client (crawls,
-    /// embeddings) that cannot be built.
+    /// The knowledge base over one store's `documents`, `jobs` and `uploads`
+    /// ([`crate::store::uploads::for_backend`]), crawling within `outbound`'s exceptions and
+    /// embedding with `providers`' model when set.
+    /// Errors: a malformed `ALLOWED_PRIVATE_HOSTS` entry, or an HTTP client that cannot be built.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         config: &KnowledgeConfig,
@@ -126,16 +101,14 @@ impl Knowledge {
         })
     }
 
-    /// This knowledge base on `bus`: its job workers ([`Knowledge::wake`]) wake when a
-    /// job is queued through any instance ([`crate::cluster`]).
+    /// This knowledge base on `bus`, so a job queued through any instance wakes its workers.
     pub fn with_bus(mut self, bus: &Bus) -> Self {
         bus.wake_on(Queue::Jobs, self.wake.clone());
         self.bus = bus.clone();
         self
     }
 
-    /// Wakes the job workers of every instance (call after a job was queued): this
-    /// instance's through [`Knowledge::wake`], the others' through the cluster bus.
+    /// Wakes the job workers of every instance (call after queueing a job).
     pub fn job_queued(&self) {
         self.wake.notify_one();
         self.bus.work_queued(Queue::Jobs);
@@ -152,7 +125,6 @@ mod tests {
         config::OutboundConfig,
     };
 
-    /// A knowledge base over a fresh SQLite store in `dir`, on `bus`.
     async fn knowledge(dir: &tempfile::TempDir, bus: &Bus) -> Knowledge {
         let store: Arc<dyn crate::store::Store> = Arc::new(
             crate::store::sqlite::SqliteStore::connect(&format!(

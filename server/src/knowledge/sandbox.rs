@@ -1,42 +1,8 @@
-//! Document extraction outside the server process.
-//!
-//! Reading a hostile file is the riskiest work the service does. A PDF whose dictionaries
-//! nest thousands of levels deep overflows a recursive reader's stack, which aborts the whole
-//! process (a stack overflow is not a panic: `catch_unwind` cannot stop it); a stream filter
-//! that decodes before checking sizes allocates gigabytes; a Markdown file of deeply nested
-//! lists keeps a parser busy for minutes between two deadline checks. The in-process limits of
-//! [`ExtractLimits`] stay the first line of defence; this module is the second, for whatever
-//! they miss.
-//!
-//! Every extraction — an upload's detection, text extraction and chunking, a crawled page's
-//! HTML parsing (readability) and the chunking of its text — runs in a **child process**: the
-//! `agentchat` binary itself, started with the hidden `extract` subcommand, which serves
-//! [`Task`]s over its standard input and output one after another. The child
-//!
-//! - lives under an address-space limit (`RLIMIT_AS`, [`ExtractionConfig::memory_limit`])
-//!   that it sets on itself before reading anything, and writes no core dumps
-//!   (`RLIMIT_CORE` 0);
-//! - starts with an empty environment (no secrets to read) in `/`;
-//! - is killed when a task runs past [`ExtractionConfig::timeout`] (plus [`KILL_GRACE`], so
-//!   that the child's own deadline check answers first when it can);
-//! - answers at most [`MAX_OUTPUT_BYTES`]; a longer answer kills it.
-//!
-//! Whatever the child does — overflow its stack, abort, loop, allocate without end — the
-//! caller gets an [`ExtractError`] whose `Display` is a sentence for the user who uploaded
-//! the file, and the server with everything else it runs goes on. A crash is classified by
-//! the child's exit and the last lines it wrote to its standard error (Rust's runtime writes
-//! "has overflowed its stack" and "memory allocation of … failed" there before aborting).
-//!
-//! Children are pooled: at most [`ExtractionConfig::processes`] work at once (callers wait
-//! for a free one), a child that answered goes back to the pool for the next task, and one
-//! that crashed, timed out or served [`MAX_TASKS_PER_CHILD`] tasks is replaced by a fresh
-//! one. Idle children are kept per instance (nothing is shared between instances) and ended
-//! after [`IDLE_TTL`] unused.
-//!
-//! The protocol (both directions little-endian) is private to this module and the binary
-//! that contains it: the child first writes [`HELLO`]; a task is a `u32` length and a JSON
-//! head ([`Head`]) followed by a `u64` length and the raw body (the file, the page or the
-//! text); an answer is a `u64` length and a JSON [`Output`].
+//! Document extraction outside the server process: every detection, extraction, page
+//! parsing and chunking runs in a pooled `agentchat extract` child under an address-space
+//! limit, an empty environment and a deadline, so a hostile file can crash or stall only its
+//! reader and the caller gets an [`ExtractError`]. Design and protocol: docs/knowledge.md §
+//! Extraction.
 
 use std::{
     io::{self, BufReader, BufWriter, Read, Write},
@@ -62,24 +28,18 @@ use super::{
 };
 use crate::store::documents::NewChunk;
 
-/// The first bytes a child writes: proof that the program is an extraction child of this
-/// protocol version (and not, say, a test harness that was started by mistake).
+/// First bytes a child writes: proof it is an extraction child of this protocol version.
 pub const HELLO: &[u8] = b"agentchat-extract 1\n";
-/// How long a new child may take to say [`HELLO`].
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Time the parent adds to a task's deadline before it kills the child, so that the child's
-/// own deadline check (between pages and parser events) answers first when it can.
+/// Added to a task's deadline before the child is killed, so its own deadline check answers first.
 pub const KILL_GRACE: Duration = Duration::from_secs(1);
-/// Longest answer a child may give (bytes of JSON): chunks of the largest document that
-/// [`ExtractLimits::max_text_chars`] allows, with their overlap and escaping, fit well below.
+/// Longest answer a child may give (bytes of JSON); the largest allowed document fits well below.
 pub const MAX_OUTPUT_BYTES: u64 = 512 << 20;
-/// Longest task head a child accepts (bytes of JSON).
 const MAX_HEAD_BYTES: u32 = 1 << 20;
-/// Tasks one child serves before it is replaced (bounds what heap fragmentation can grow to).
+/// Tasks one child serves before it is replaced (bounds heap fragmentation).
 pub const MAX_TASKS_PER_CHILD: u32 = 500;
 /// An idle child unused this long is ended.
 pub const IDLE_TTL: Duration = Duration::from_secs(300);
-/// Bytes of a child's standard error kept to explain a crash.
 const STDERR_TAIL_BYTES: usize = 8 * 1024;
 
 pub use crate::config::ExtractionConfig;
@@ -95,23 +55,18 @@ pub struct ChunkedDocument {
     pub chunks: Vec<NewChunk>,
 }
 
-/// What a child is asked to do; the bytes it works on travel beside the head.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(tag = "task", rename_all = "camelCase")]
 enum Head {
-    /// Detect, extract and chunk an uploaded file (the body).
     Document {
-        /// The upload's name, the title when the document has none.
         name: String,
         limits: ExtractLimits,
     },
-    /// Read a fetched web page (the body) into its title, text and links.
     Page {
         url: Url,
         content_type: Option<String>,
         kind: ContentKind,
     },
-    /// Cut a crawled page's text (the body, UTF-8) into chunks under its headings.
     PageChunks {
         url: String,
         title: String,
@@ -119,15 +74,13 @@ enum Head {
     },
 }
 
-/// A child's answer to one [`Head`].
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 enum Output {
     Document(Result<ChunkedDocument, ExtractError>),
     Page(PageDoc),
     Chunks(Vec<NewChunk>),
-    /// The task failed in a way the child survived (a contained panic, a body that is not
-    /// UTF-8 where text was promised).
+    /// A failure the child survived (a contained panic, a body that is not UTF-8).
     Failed(ExtractError),
 }
 
@@ -162,15 +115,12 @@ impl Sandbox {
         &self.config
     }
 
-    /// Detects what `bytes` are, extracts their text and cuts it into chunks
-    /// ([`extract::detect`], [`extract::extract`], [`super::chunk::chunk`]) in a child.
+    /// Detects, extracts and chunks `bytes` in a child.
     ///
     /// # Errors
-    /// Every [`ExtractError`] of detection and extraction, and those of [`Sandbox`] failures:
-    /// [`ExtractError::Timeout`] (killed at the deadline), [`ExtractError::TooLarge`] (the
-    /// memory limit, or an answer over [`MAX_OUTPUT_BYTES`]), [`ExtractError::TooDeep`]
-    /// (stack overflow), [`ExtractError::Crashed`] (any other crash) and
-    /// [`ExtractError::Unavailable`] (no child could be started).
+    /// Every [`ExtractError`] of detection and extraction, and of the child: `Timeout` (killed at
+    /// the deadline), `TooLarge` (memory limit or answer over [`MAX_OUTPUT_BYTES`]), `TooDeep`
+    /// (stack overflow), `Crashed`, `Unavailable` (no child could be started).
     pub async fn document(
         &self,
         bytes: &[u8],
@@ -187,11 +137,8 @@ impl Sandbox {
         }
     }
 
-    /// Reads a fetched page (HTML through readability, or text) in a child: its title, main
-    /// text, canonical URL, links and robots directives.
-    ///
-    /// # Errors
-    /// The [`Sandbox`] failures listed on [`Sandbox::document`].
+    /// Reads a fetched page (HTML through readability, or text) in a child: title, main text,
+    /// canonical URL, links and robots directives. Errors: as [`Sandbox::document`].
     pub(crate) async fn page(
         &self,
         body: &[u8],
@@ -210,11 +157,7 @@ impl Sandbox {
         }
     }
 
-    /// Cuts a crawled page's text into chunks in a child ([`worker::page_sections`], then
-    /// chunking as for uploads).
-    ///
-    /// # Errors
-    /// The [`Sandbox`] failures listed on [`Sandbox::document`].
+    /// Cuts a crawled page's text into chunks in a child. Errors: as [`Sandbox::document`].
     pub async fn page_chunks(
         &self,
         text: &str,
@@ -316,17 +259,13 @@ impl Sandbox {
     }
 }
 
-/// An answer of the wrong kind: the child does not speak this protocol.
 fn unexpected(output: Output) -> ExtractError {
     warn!(?output, "a document reader answered another task");
     ExtractError::Crashed
 }
 
-/// Why an exchange with a child did not give an answer.
 enum Exchange {
-    /// The pipe broke or closed (the child ended) or the answer was not valid.
     Io(io::Error),
-    /// The child announced an answer over [`MAX_OUTPUT_BYTES`].
     TooLong(u64),
 }
 
@@ -336,7 +275,6 @@ impl From<io::Error> for Exchange {
     }
 }
 
-/// One child and its pipes.
 struct Worker {
     child: Child,
     stdin: ChildStdin,
@@ -410,7 +348,6 @@ impl Worker {
         }
     }
 
-    /// Sends one task and reads its answer.
     async fn exchange(&mut self, head: &Head, body: &[u8]) -> Result<Output, Exchange> {
         self.stderr
             .lock()
@@ -434,8 +371,7 @@ impl Worker {
         Ok(serde_json::from_slice(&answer).map_err(io::Error::other)?)
     }
 
-    /// What ended a child whose pipe broke during a task, as the user's sentence; the
-    /// technical cause is logged.
+    /// What ended a child whose pipe broke, as the user's sentence; the cause is logged.
     async fn crashed(mut self, err: &io::Error, memory_limit: u64) -> ExtractError {
         let status = match tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await {
             Ok(Ok(status)) => Some(status),
@@ -454,14 +390,12 @@ impl Worker {
         failure
     }
 
-    /// The child's standard error so far, once its writer has closed it (briefly waited for).
     async fn stderr_tail(&mut self) -> String {
         let _ = tokio::time::timeout(Duration::from_secs(1), &mut self.stderr_reader).await;
         let tail = self.stderr.lock().unwrap_or_else(PoisonError::into_inner);
         String::from_utf8_lossy(&tail).into_owned()
     }
 
-    /// Kills the child (if it still runs) and reaps it.
     async fn end(mut self) {
         let _ = self.child.start_kill();
         let _ = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
@@ -495,11 +429,9 @@ fn classify(status: Option<ExitStatus>, stderr: &str, memory_limit: u64) -> Extr
 // The child
 // ---------------------------------------------------------------------------------------
 
-/// The `agentchat extract` process: sets its limits, says [`HELLO`], then serves tasks from
-/// standard input until it closes. Writes nothing else to standard output.
-///
-/// `memory_limit` is the address-space limit in bytes (0: none). Exit code 0 when standard
-/// input closed between tasks, 1 on a protocol or pipe error.
+/// The `agentchat extract` process: sets its limits, says [`HELLO`], serves tasks from
+/// standard input until it closes. `memory_limit` in bytes (0: none). Exit 0 when input
+/// closed between tasks, 1 on a protocol or pipe error.
 pub fn child_main(memory_limit: u64) -> ExitCode {
     use nix::sys::resource::{setrlimit, Resource};
 
@@ -547,7 +479,6 @@ pub fn child_main(memory_limit: u64) -> ExitCode {
     }
 }
 
-/// Reads one task; `None` when the input ends before a task starts.
 fn read_task(input: &mut impl Read) -> io::Result<Option<(Head, Vec<u8>)>> {
     let mut len = [0u8; 4];
     match input.read_exact(&mut len) {
@@ -573,7 +504,6 @@ fn read_task(input: &mut impl Read) -> io::Result<Option<(Head, Vec<u8>)>> {
     Ok(Some((head, body)))
 }
 
-/// Does one task (in the child).
 fn perform(head: Head, body: Vec<u8>) -> Output {
     match head {
         Head::Document { name, limits } => Output::Document(read_document(&body, name, &limits)),

@@ -1,7 +1,6 @@
-//! The knowledge use cases of an agent's owner: add a file or a site, list, read, refresh
-//! and delete documents, read a job (docs/api.md § Knowledge document, § Add URL, § Upload
-//! document, § Knowledge base). Each runs on an agent the caller owns, read first through
-//! [`AgentService::owned`]; the work itself is queued as a job for [`super::worker`].
+//! The knowledge use cases of an agent's owner: add a file or a site, list, read, refresh and
+//! delete documents, read a job (docs/api.md § Knowledge base). Each runs on an agent the
+//! caller owns ([`AgentService::owned`]); the work is queued for [`super::worker`].
 
 use tracing::info;
 
@@ -71,12 +70,9 @@ impl Documents {
         self.knowledge.max_upload_bytes
     }
 
-    /// Adds the file `name` with `bytes` to `agent`'s knowledge: recognised by its content
-    /// ([`extract::detect`]), stored with its document ([`Knowledge::uploads`]), and
-    /// queued for indexing. The document is answered with status `pending`.
-    ///
-    /// Errors: [`KnowledgeError::EmptyFile`], [`KnowledgeError::UnsupportedFormat`]; the
-    /// store's, also when the upload cannot be written (nothing is kept then).
+    /// Adds the file `name` to `agent`'s knowledge: recognised by content, stored, queued; the
+    /// document is answered `pending`. Errors: [`KnowledgeError::EmptyFile`],
+    /// [`KnowledgeError::UnsupportedFormat`], the store's (nothing is kept then).
     pub async fn add_file(
         &self,
         agent: &AgentRecord,
@@ -111,12 +107,9 @@ impl Documents {
         Ok(doc)
     }
 
-    /// Adds the site at `url` (or one page, with crawl depth 0) to `agent`'s knowledge and
-    /// queues its crawl with `config`. Answers the document
-    /// and its crawl job.
-    ///
-    /// Errors: [`KnowledgeError::InvalidCrawlOptions`]; [`KnowledgeError::Url`] for a URL
-    /// that is not http(s) or reaches a forbidden address; the store's.
+    /// Adds the site at `url` (one page with depth 0) and queues its crawl with `config`;
+    /// answers the document and job. Errors: [`KnowledgeError::InvalidCrawlOptions`],
+    /// [`KnowledgeError::Url`] (not http(s) or a forbidden address), the store's.
     pub async fn add_url(
         &self,
         agent: &AgentRecord,
@@ -146,9 +139,7 @@ impl Documents {
         Ok((doc, job))
     }
 
-    /// `agent`'s documents, oldest first.
-    ///
-    /// Errors: the store's.
+    /// `agent`'s documents, oldest first. Errors: the store's.
     pub async fn list(&self, agent: &AgentRecord) -> Result<Vec<DocumentRecord>, KnowledgeError> {
         Ok(self
             .knowledge
@@ -157,9 +148,8 @@ impl Documents {
             .await?)
     }
 
-    /// The document `document_id` of `agent`.
-    ///
-    /// Errors: [`KnowledgeError::DocumentNotFound`]; the store's.
+    /// The document `document_id` of `agent`. Errors: [`KnowledgeError::DocumentNotFound`]; the
+    /// store's.
     pub async fn document(
         &self,
         agent: &AgentRecord,
@@ -172,10 +162,8 @@ impl Documents {
             .ok_or(KnowledgeError::DocumentNotFound)
     }
 
-    /// Deletes the document `document_id` of `agent`: its chunks leave retrieval at once, a
-    /// running job stops, and its stored upload is removed.
-    ///
-    /// Errors: [`KnowledgeError::DocumentNotFound`]; the store's.
+    /// Deletes a document: its chunks leave retrieval at once, a running job stops, its upload
+    /// is removed. Errors: [`KnowledgeError::DocumentNotFound`]; the store's.
     pub async fn delete(
         &self,
         agent: &AgentRecord,
@@ -199,10 +187,8 @@ impl Documents {
         Ok(())
     }
 
-    /// Queues a re-crawl of a site (pages whose content is unchanged are skipped) or a
-    /// re-index of a file; an already queued or running job of the document is answered
-    /// instead of a second one. A newly queued job sets the document `pending`.
-    ///
+    /// Queues a re-crawl (unchanged pages skipped) or re-index, or answers the job already queued
+    /// or running; a new job sets the document `pending`.
     /// Errors: [`KnowledgeError::DocumentNotFound`]; the store's.
     pub async fn refresh(
         &self,
@@ -230,9 +216,8 @@ impl Documents {
         Ok(job)
     }
 
-    /// The knowledge job `job_id` of `user_id`.
-    ///
-    /// Errors: [`KnowledgeError::JobNotFound`]; the store's.
+    /// The knowledge job `job_id` of `user_id`. Errors: [`KnowledgeError::JobNotFound`]; the
+    /// store's.
     pub async fn job(&self, user_id: &UserId, job_id: &JobId) -> Result<JobRecord, KnowledgeError> {
         self.knowledge
             .jobs

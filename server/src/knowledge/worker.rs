@@ -1,14 +1,8 @@
-//! Durable knowledge jobs: stored in the `jobs` table, taken by the job loop
-//! ([`crate::jobs::lease`], up to `JOB_WORKERS` jobs at once) under a lease that a running
-//! job keeps renewing. A worker that dies (crash, kill, restart) stops renewing; once its
-//! lease has passed another worker takes the job again. A job started [`MAX_ATTEMPTS`]
-//! times without finishing fails its document, so no document stays `processing` forever.
-//! Times (claims, leases, recorded times) are read from the service clock
-//! ([`Knowledge::clock`]).
-//!
-//! With `EMBEDDING_MODEL` set, a job embeds the chunks it writes; an embedding failure
-//! never fails the job (see [`super::embed`] for the failure semantics), and the workers'
-//! instance also runs the embedding catch-up task.
+//! Durable knowledge jobs in the `jobs` table, taken by the job loop ([`crate::jobs::lease`],
+//! up to `JOB_WORKERS` at once) under a lease a running job renews; a dead worker's job is
+//! taken again once its lease passes, and a job started [`MAX_ATTEMPTS`] times fails its
+//! document. With `EMBEDDING_MODEL` set, a job embeds its chunks, and an embedding failure
+//! never fails the job ([`super::embed`]).
 
 use std::{
     collections::{HashMap, VecDeque},
@@ -54,10 +48,8 @@ pub const MAX_ATTEMPTS: u32 = 3;
 /// How often an idle worker looks for work it was not woken for (leases that ran out).
 const POLL: Duration = Duration::from_secs(2);
 
-/// Starts the job loop with `workers` slots (jobs run at once), and with it (when
-/// `workers` > 0 and an embedder is configured) the embedding catch-up task; they run
-/// until the runtime stops or their handles are aborted. No job is taken with
-/// `workers` = 0.
+/// Starts the job loop with `workers` slots and, when `workers` > 0 and an embedder is
+/// configured, the embedding catch-up task. `workers` = 0 takes no job.
 pub fn spawn(knowledge: Knowledge, workers: usize) -> Vec<JoinHandle<()>> {
     if workers == 0 {
         return Vec::new();
@@ -72,14 +64,12 @@ pub fn spawn(knowledge: Knowledge, workers: usize) -> Vec<JoinHandle<()>> {
     handles
 }
 
-/// The `jobs` table as a lease queue: `workers` jobs at once, each leased for [`LEASE`]
-/// and renewed every [`HEARTBEAT`] with its progress.
+/// The `jobs` table as a lease queue: each job leased for [`LEASE`], renewed every [`HEARTBEAT`].
 struct Jobs {
     k: Knowledge,
     workers: usize,
 }
 
-/// A claimed job and the progress its renewals report.
 struct Claimed {
     job: JobRecord,
     progress: Arc<Progress>,
@@ -166,18 +156,14 @@ impl LeaseQueue for Jobs {
     }
 }
 
-/// Why a job failed, in words for the document's `error`.
 type Failure = String;
 
-/// Logs that the claim on `job` was lost: its lease ran out and another worker took the
-/// job (or the job ended, or went with its document). The job is stopped here and its end
-/// left to the holder ([`crate::store::JobQueue::job_progress`]).
+/// Logs that the claim on `job` was lost to another worker; its end is left to the holder.
 fn lost(job: &JobRecord) {
     warn!(job = %job.id, attempt = job.attempts, "job taken over by another worker or deleted; stopping it here");
 }
 
-/// Aborts a job's task when dropped: when the lease loop stops a job whose claim was lost,
-/// the job's own task stops with it.
+/// Aborts a job's task when dropped, so a job whose claim was lost stops.
 struct AbortOnDrop(tokio::task::AbortHandle);
 
 impl Drop for AbortOnDrop {
@@ -186,8 +172,6 @@ impl Drop for AbortOnDrop {
     }
 }
 
-/// Runs one claimed job to its end (its lease renewed meanwhile by the job loop): how it
-/// ended, for [`finish`].
 async fn run(k: &Knowledge, job: &JobRecord, progress: &Arc<Progress>) -> Result<Done, Failure> {
     if job.attempts > MAX_ATTEMPTS {
         return Err("Indexing was interrupted too many times; try again with refresh.".into());
@@ -224,7 +208,6 @@ async fn run(k: &Knowledge, job: &JobRecord, progress: &Arc<Progress>) -> Result
     }
 }
 
-/// Records how a job ended on the job and its document, and emits its events.
 async fn finish(
     k: &Knowledge,
     job: &JobRecord,
@@ -269,9 +252,8 @@ async fn finish(
     }
 }
 
-/// Fails the job and its document together (one transaction), then emits
-/// `document.failed`. A failure is final: the job is not retried (a file that made its
-/// reader crash or run out of time or memory would do it again); a refresh starts anew.
+/// Fails the job and its document in one transaction and emits `document.failed`. Final: a
+/// file that crashed or stalled its reader would do it again; a refresh starts anew.
 async fn fail(k: &Knowledge, job: &JobRecord, reason: &str) {
     let outcome = JobOutcome::Failed { reason };
     match k.jobs.complete_job(job, outcome, k.clock.now()).await {
@@ -287,8 +269,6 @@ async fn fail(k: &Knowledge, job: &JobRecord, reason: &str) {
     }
 }
 
-/// Emits `event` with the job's document as the API shows it (nothing when the document
-/// is gone).
 async fn emit_document(k: &Knowledge, job: &JobRecord, event: EventType) {
     match k.documents.document_by_id(&job.document_id).await {
         Ok(Some(doc)) => {
@@ -303,8 +283,7 @@ async fn emit_document(k: &Knowledge, job: &JobRecord, event: EventType) {
     }
 }
 
-/// A job's embedding of its chunks: once a request failed, the rest of the job does not
-/// ask again (the catch-up task will).
+/// A job's embedding of its chunks; after one failure the job stops asking (catch-up will).
 #[derive(Default)]
 struct Embedding {
     failed: bool,
@@ -312,8 +291,7 @@ struct Embedding {
 }
 
 impl Embedding {
-    /// Embeds the document's chunks that lack a vector; a failure is logged, never
-    /// returned (module [`super::embed`]: the document stays searchable by BM25).
+    /// Embeds the document's chunks lacking a vector; a failure is logged, never returned.
     async fn document(&mut self, k: &Knowledge, document_id: &DocumentId) {
         let Some(embedder) = k.embedder.as_deref() else {
             return;
@@ -330,8 +308,7 @@ impl Embedding {
         }
     }
 
-    /// After the job: a success shows the endpoint works, so chunks left without a
-    /// vector by earlier failures are caught up now rather than after the backoff.
+    /// After a successful job, wakes the catch-up for chunks left by earlier failures.
     fn finish(&self, k: &Knowledge) {
         if self.embedded && !self.failed {
             k.embed_wake.notify_one();
@@ -339,14 +316,12 @@ impl Embedding {
     }
 }
 
-/// How a job ended without failing.
 enum Done {
     /// Every chunk is stored; what the document record gets.
     Indexed { pages: Option<u32>, bytes: u64 },
     /// The document was deleted meanwhile.
     Deleted,
-    /// A progress report found the claim lost (another worker took the job): the job
-    /// stopped, and its end is not recorded here.
+    /// The claim was lost to another worker; the job's end is not recorded here.
     Lost,
 }
 
@@ -375,10 +350,9 @@ fn store_err(err: impl std::fmt::Display) -> Failure {
     "Indexing failed because the database was unavailable; try again with refresh.".to_string()
 }
 
-/// The chunks of an extracted document (or page), ready to store: cut with the default
-/// [`ChunkConfig`] (400-token chunks, 60 tokens of overlap), each titled `title`, its
-/// heading path joined with `" > "`, and `page_url` set for crawled pages. What the job
-/// worker and the extraction processes store, and what the benchmarks measure.
+/// The chunks of an extracted document or page, ready to store: default [`ChunkConfig`] (400
+/// tokens, 60 overlap), titled `title`, heading path joined with `" > "`, `page_url` for
+/// crawled pages.
 pub fn new_chunks(extracted: &Extracted, title: &str, page_url: Option<&str>) -> Vec<NewChunk> {
     chunk::chunk(extracted, &ChunkConfig::default())
         .into_iter()
@@ -394,7 +368,6 @@ pub fn new_chunks(extracted: &Extracted, title: &str, page_url: Option<&str>) ->
         .collect()
 }
 
-/// The failure of an ingestion whose upload cannot be read.
 const UPLOAD_GONE: &str = "The uploaded file is no longer available; upload it again.";
 
 async fn ingest_file(k: &Knowledge, job: &JobRecord) -> Result<Done, Failure> {
@@ -569,17 +542,12 @@ async fn crawl_site(k: &Knowledge, job: &JobRecord, progress: &Progress) -> Resu
     })
 }
 
-/// A crawled page whose text is being cut into chunks (in an extraction child process).
 type ChunkingPage = (PageRecord, JoinHandle<Result<Vec<NewChunk>, ExtractError>>);
 
-/// Most crawled pages written in one transaction by [`store_ready_pages`].
 const MAX_PAGES_PER_WRITE: usize = 16;
 
-/// Waits for the oldest page being chunked, then stores it with its chunks together with
-/// the pages after it whose chunks are already ready (in arrival order, at most
-/// [`MAX_PAGES_PER_WRITE`]), in one transaction: each commit costs a fixed amount (the
-/// write lock, the WAL frame, the agent's chunk generation), so when the
-/// store is what the crawl waits for, its pages queue up and are written together.
+/// Stores the oldest page being chunked together with the following pages already chunked (at
+/// most [`MAX_PAGES_PER_WRITE`]) in one transaction, since each commit has a fixed cost.
 /// `Ok(false)` when the document was deleted meanwhile (the crawl should stop).
 async fn store_ready_pages(
     k: &Knowledge,
@@ -617,10 +585,8 @@ async fn store_ready_pages(
         .map_err(store_err)
 }
 
-/// A crawled page's Markdown-style text cut into sections at its headings (the same reader
-/// as uploaded Markdown, [`extract::extract`]), so that each chunk keeps the heading path it
-/// sits under; `title` is the page's title. A page the reader cannot take (no text after
-/// rendering, its time limit) stays one section without headings.
+/// A crawled page's text cut into sections at its headings by the Markdown reader, so each
+/// chunk keeps its heading path; a page the reader cannot take stays one section.
 pub fn page_sections(text: String, title: &str, limits: &extract::ExtractLimits) -> Extracted {
     match extract::extract(text.as_bytes(), DocumentKind::Markdown, limits) {
         Ok(mut extracted) => {

@@ -1,8 +1,6 @@
-//! Language models: the [`Provider`] boundary, the configured providers (an
-//! OpenAI-compatible endpoint and the Anthropic Messages API, through the `genai` client
-//! library, but for the OpenAI-compatible streamed replies, read per token by `openai`) and
-//! the built-in offline model, gathered in a [`Models`] registry. Nothing here knows HTTP
-//! handlers.
+//! Language models: the [`Provider`] boundary, the remote providers (OpenAI-compatible and
+//! Anthropic, through `genai` except the per-token OpenAI-compatible stream in `openai`) and
+//! the built-in offline model, gathered in a [`Models`] registry. No HTTP handlers here.
 
 pub mod offline;
 mod openai;
@@ -33,16 +31,14 @@ pub struct ModelInfo {
 /// Who said a turn: the role of the message it comes from.
 pub use crate::domain::Role;
 
-/// One turn of the conversation sent to a model. An assistant turn may carry the tool
-/// calls the model made in it, each with its result: the providers send it as the
-/// assistant's message with its calls followed by their results (OpenAI: `role: "tool"`
-/// messages; Anthropic: a user message of `tool_result` blocks).
+/// One turn sent to a model. An assistant turn may carry its tool calls with their results,
+/// sent as the assistant's message then the results (OpenAI `role: "tool"` messages,
+/// Anthropic a user message of `tool_result` blocks).
 #[derive(Debug, Clone)]
 pub struct Turn {
     pub role: Role,
     pub content: String,
-    /// The calls of an assistant turn, in the order the model made them, with their
-    /// results; empty otherwise.
+    /// The calls of an assistant turn, in the model's order, with their results.
     pub tool_calls: Vec<ToolExchange>,
 }
 
@@ -57,9 +53,8 @@ impl Turn {
     }
 }
 
-/// A tool the model may call: its name (`^[a-zA-Z0-9_-]{1,64}$`), what it does, and its
-/// arguments as a JSON Schema object (OpenAI `function.parameters`, Anthropic
-/// `input_schema`).
+/// A tool the model may call: name (`^[a-zA-Z0-9_-]{1,64}$`), description, and arguments as a
+/// JSON Schema object (OpenAI `function.parameters`, Anthropic `input_schema`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolSpec {
     pub name: String,
@@ -67,8 +62,8 @@ pub struct ToolSpec {
     pub parameters: serde_json::Value,
 }
 
-/// A call the model made: the provider's call id, the tool's name, and the arguments as
-/// the JSON text the model wrote (not yet checked: it may not even parse).
+/// A call the model made: the provider's call id, the tool's name, and the arguments' JSON
+/// text as written (unchecked).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolCall {
     pub id: String,
@@ -76,9 +71,8 @@ pub struct ToolCall {
     pub arguments: String,
 }
 
-/// A tool call and its result as given back to the model: the output text, or the error
-/// text when `is_error` (Anthropic `tool_result.is_error`; OpenAI has no flag, and the text
-/// says it).
+/// A tool call and its result given back to the model; `is_error` maps to Anthropic's
+/// `tool_result.is_error` (OpenAI has no flag).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolExchange {
     pub call: ToolCall,
@@ -86,8 +80,7 @@ pub struct ToolExchange {
     pub is_error: bool,
 }
 
-/// How the model may use the tools of a [`Prompt`] (OpenAI `tool_choice`; Anthropic
-/// `tool_choice` `auto` / `any` / `tool` / `none`).
+/// How the model may use the tools (OpenAI and Anthropic `tool_choice`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum ToolChoice {
     /// The model decides (the default).
@@ -111,8 +104,8 @@ pub struct Passage {
     pub text: String,
 }
 
-/// What a model is asked: the system prompt, earlier turns and the new user message
-/// (the last turn), plus retrieved passages, with the sampling settings of the request.
+/// What a model is asked: system prompt, earlier turns, the new user message (last turn),
+/// retrieved passages and sampling settings.
 #[derive(Debug, Clone, Default)]
 pub struct Prompt {
     pub system: String,
@@ -125,12 +118,10 @@ pub struct Prompt {
     pub tool_choice: ToolChoice,
 }
 
-/// Sampling settings a caller may give a reply (the OpenAI-compatible API's `temperature`,
-/// `top_p`, `max_tokens`, `stop` and `user`). Each unset one is the provider's default.
-/// Remote providers receive them in their wire format: OpenAI's `temperature`, `top_p`,
-/// `max_tokens` (`max_completion_tokens` for the models that require it), `stop` and
-/// `user`; Anthropic's `temperature`, `top_p`, `max_tokens`, `stop_sequences` and
-/// `metadata.user_id`. The offline model applies `max_tokens` and `stop` to its text.
+/// Sampling settings of a reply (the OpenAI-compatible API's `temperature`, `top_p`,
+/// `max_tokens`, `stop`, `user`); unset means the provider's default. Sent in each wire
+/// format (OpenAI `max_completion_tokens` where required; Anthropic `stop_sequences`,
+/// `metadata.user_id`); the offline model applies `max_tokens` and `stop`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Sampling {
     /// 0–2.
@@ -160,8 +151,7 @@ pub enum FinishReason {
 }
 
 impl FinishReason {
-    /// The name OpenAI's `finish_reason` gives it: `stop`, `length`, `content_filter`,
-    /// `tool_calls`.
+    /// OpenAI's `finish_reason` name: `stop`, `length`, `content_filter`, `tool_calls`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Stop => "stop",
@@ -184,8 +174,7 @@ pub struct Usage {
 pub enum Event {
     /// The next text fragment.
     Delta(String),
-    /// A complete tool call, sent once its arguments are whole (a provider that streams
-    /// them in fragments is read to the call's end first); the reply then ends with
+    /// A complete tool call (fragments gathered first); the reply then ends with
     /// [`FinishReason::ToolCalls`].
     ToolCall(ToolCall),
     /// The reply is complete: usage when the provider reported it, and why it ended.
@@ -205,9 +194,8 @@ pub enum ProviderErrorKind {
     Other,
 }
 
-/// A provider failure, with a message safe to show: it names the provider
-/// ([`Provider::name`]) and quotes at most the provider's own complaint, never a secret, the
-/// provider's URL, host or port (the details go to the log).
+/// A provider failure whose message is safe to show: names the provider and quotes at most
+/// its complaint, never a secret, URL, host or port (details go to the log).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct ProviderError {
@@ -226,7 +214,7 @@ impl ProviderError {
     }
 }
 
-/// `name` (a [`Provider::name`]) at the start of a sentence: its first letter in upper case.
+/// `name` (a [`Provider::name`]) with its first letter in upper case.
 pub fn sentence_start(name: &str) -> String {
     let mut chars = name.chars();
     chars.next().map_or_else(String::new, |first| {
@@ -242,9 +230,8 @@ pub type EventStream = BoxStream<'static, Result<Event, ProviderError>>;
 pub trait Provider: Send + Sync + 'static {
     /// `openai`, `anthropic` or `builtin`.
     fn code(&self) -> &'static str;
-    /// How messages shown to users name this provider, in the middle of a sentence:
-    /// `the OpenAI-compatible provider`, `Anthropic`, `the built-in model`
-    /// ([`sentence_start`] capitalises it).
+    /// How user messages name this provider mid-sentence: `the OpenAI-compatible provider`,
+    /// `Anthropic`, `the built-in model`.
     fn name(&self) -> &'static str;
     /// The model names this provider offers now.
     async fn models(&self) -> Result<Vec<String>, ProviderError>;
@@ -277,9 +264,8 @@ pub struct Models {
 }
 
 impl Models {
-    /// A registry over `providers` (in priority order) and the offline model. The default
-    /// model is `default_model` when given, else the first provider's first model, else
-    /// the offline model.
+    /// A registry over `providers` (priority order) and the offline model; the default model is
+    /// `default_model`, else the first provider's first model, else the offline model.
     pub fn new(providers: Vec<Arc<dyn Provider>>, default_model: Option<String>) -> Self {
         Self {
             providers,
@@ -307,9 +293,8 @@ impl Models {
         }
     }
 
-    /// Every usable model: the configured providers' (fetched, cached for
-    /// [`MODEL_LIST_TTL`]) and the built-in one. A name offered by two providers is listed
-    /// as `provider/name` for each.
+    /// Every usable model, provider lists cached for [`MODEL_LIST_TTL`]; a name two providers
+    /// offer is listed as `provider/name` for each.
     pub async fn list(&self) -> Vec<ModelInfo> {
         let mut per_provider = Vec::new();
         for p in &self.providers {
@@ -375,8 +360,7 @@ impl Models {
         })
     }
 
-    /// The model of agents that name none: DEFAULT_MODEL, else the first configured
-    /// provider's first model, else the offline model.
+    /// The model of agents that name none (see [`Models::new`]).
     pub async fn default_model(&self) -> String {
         if !self.default_model.is_empty() {
             return self.default_model.clone();

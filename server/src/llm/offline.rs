@@ -1,7 +1,6 @@
-//! The built-in offline model: no network, no key. It quotes the knowledge base passages
-//! retrieved for the message with their sources, or says plainly that no language model
-//! is configured and how to configure one. It streams word by word and reports real token
-//! counts.
+//! The built-in offline model (no network, no key): quotes the passages retrieved for the
+//! message with their sources, or says that no language model is configured and how to
+//! configure one; streams word by word with real token counts.
 
 use async_trait::async_trait;
 use futures::StreamExt;
@@ -59,9 +58,8 @@ pub fn words(text: &str) -> Vec<String> {
     out
 }
 
-/// `text` as `sampling` limits it: cut before the first stop sequence it holds, then to the
-/// words that fit in `max_tokens` tokens (each word counted with its leading whitespace);
-/// and why it ends ([`FinishReason::Length`] when the token limit cut it).
+/// `text` cut before its first stop sequence, then to the words that fit `max_tokens` (each
+/// with its leading whitespace), with why it ends ([`FinishReason::Length`] when cut).
 pub fn limited(text: &str, sampling: &Sampling) -> (Vec<String>, FinishReason) {
     let end = sampling
         .stop

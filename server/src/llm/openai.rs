@@ -1,24 +1,11 @@
-//! Streamed replies of an OpenAI-compatible endpoint, read without a JSON tree per token.
-//!
+//! Streamed replies of an OpenAI-compatible endpoint, read per token without a JSON tree:
 //! `POST {base}/chat/completions` with `"stream": true` answers server-sent events, one per
-//! token, each `data: {"choices":[{"delta":{"content":"…"},"finish_reason":null}], …}`,
-//! then a usage chunk (`choices: []`, with `stream_options.include_usage`) and
-//! `data: [DONE]` (OpenAI API reference, "The chat completion chunk object":
-//! <https://platform.openai.com/docs/api-reference/chat-streaming>). Tool calls come as
-//! `delta.tool_calls` fragments, gathered per call `index` and given out whole once the
-//! choice's `finish_reason` is seen. Every other call of the provider (model lists,
-//! Anthropic) goes through `genai` ([`super::remote`]); this path is the one that runs per
-//! token.
-//!
-//! Why not through `genai`: a 50-token reply at the provider's pace spent a fifth of the
-//! service's CPU inside `genai`'s stream (bench/HISTORY.md § Streamed conversations at the
-//! provider's pace): every event was copied into new strings, parsed into a
-//! `serde_json::Value` tree (an allocation per key and value), then walked by JSON pointer,
-//! and every read was wrapped in a fresh timer. Here the event framing is the
-//! `eventsource-stream` crate's, and each event is deserialized into [`ChunkData`], which
-//! borrows from the event's text: the only allocation per token is the token's own string.
-//! The request body is the one `genai` sends for the same options (tests in
-//! `tests/api/providers.rs` and `tests/api/openai.rs` read it at the mock provider).
+//! token, then a usage chunk and `data: [DONE]` (OpenAI API reference, "The chat completion
+//! chunk object": <https://platform.openai.com/docs/api-reference/chat-streaming>).
+//! `delta.tool_calls` fragments are gathered per `index` and given out whole at
+//! `finish_reason`. Each event is deserialized into [`ChunkData`], borrowing from its text,
+//! so a token costs one allocation. The request body is the one `genai` sends for the same
+//! options; every other provider call goes through `genai` ([`super::remote`]).
 
 use std::{borrow::Cow, collections::VecDeque, fmt, sync::Arc, time::Duration};
 
@@ -36,29 +23,22 @@ use super::{
     ToolChoice, Usage,
 };
 
-/// The largest error body read from a failed answer, in bytes: enough for any provider's
-/// complaint, bounded so that a misbehaving endpoint cannot fill memory.
+/// Largest error body read from a failed answer, in bytes.
 const MAX_ERROR_BODY: usize = 64 * 1024;
 
 /// An OpenAI-compatible endpoint's streamed chat completions.
 pub(crate) struct OpenAiStreams {
-    /// An HTTP client, with its own pool of connections, per thread that calls the
-    /// endpoint. A pooled connection is read by a task on the runtime that opened it, so
-    /// with one client shared by threads that each run a runtime of their own
-    /// ([`crate::startup::Runtimes::PerCore`]) a reply could be read on another thread than
-    /// the one relaying it, and every chunk would cross between them.
+    /// An HTTP client (own connection pool) per calling thread, so a reply is read on the runtime
+    /// that relays it ([`crate::startup::Runtimes::PerCore`]) and chunks never cross threads.
     clients: thread_local::ThreadLocal<reqwest::Client>,
-    /// `{base}chat/completions`.
     url: String,
     key: Arc<SecretString>,
-    /// Bounds the wait for the answer's status line and headers.
     header_timeout: Duration,
 }
 
 impl OpenAiStreams {
-    /// Streams of the endpoint at `base_url` (ending in `/`), authenticated with `key` as a
-    /// bearer token (no `Authorization` header when it is empty, for local servers).
-    /// Errors: the HTTP client cannot be built (TLS set-up).
+    /// Streams of the endpoint at `base_url` (ending in `/`), with `key` as bearer token (none
+    /// when empty). Errors: the HTTP client cannot be built.
     pub(crate) fn new(
         base_url: &str,
         key: Arc<SecretString>,
@@ -76,13 +56,10 @@ impl OpenAiStreams {
         })
     }
 
-    /// Sends the request for `model` and `prompt` and answers its events once the answer's
-    /// headers say it succeeded.
-    ///
-    /// Errors: a status other than 2xx, with the provider's complaint
-    /// ([`ProviderErrorKind::Status`]); no headers within the header timeout
-    /// ([`ProviderErrorKind::Timeout`]); a transport failure
-    /// ([`ProviderErrorKind::Connection`]). Later failures come as items of the stream.
+    /// Sends the request and answers its events once the headers say it succeeded.
+    /// Errors: a non-2xx status with the complaint ([`ProviderErrorKind::Status`]); no headers
+    /// in time ([`ProviderErrorKind::Timeout`]); transport failure
+    /// ([`ProviderErrorKind::Connection`]). Later failures come as stream items.
     pub(crate) async fn stream(
         &self,
         model: &str,
@@ -131,13 +108,10 @@ impl OpenAiStreams {
     }
 }
 
-/// An HTTP client for the endpoint (reqwest's defaults: connections kept alive and reused,
-/// TLS through rustls). Errors: the TLS set-up failed.
 fn new_client() -> reqwest::Result<reqwest::Client> {
     reqwest::Client::builder().build()
 }
 
-/// The start of a failed answer's body, as text.
 async fn error_body(mut response: reqwest::Response) -> String {
     let mut body = Vec::new();
     while let Ok(Some(chunk)) = response.chunk().await {
@@ -150,10 +124,8 @@ async fn error_body(mut response: reqwest::Response) -> String {
     String::from_utf8_lossy(&body).into_owned()
 }
 
-/// The body of `POST /chat/completions` for a streamed reply: the fields `genai` sends for
-/// the same options (model, system message first, turns, `stream`, usage requested, then
-/// the sampling settings that are set), then the tools and `tool_choice` when the prompt
-/// offers tools (OpenAI API reference, "Create chat completion":
+/// The body of `POST /chat/completions` for a streamed reply, with tools and `tool_choice`
+/// when offered (OpenAI API reference, "Create chat completion":
 /// <https://platform.openai.com/docs/api-reference/chat/create>).
 #[derive(Serialize)]
 struct RequestBody<'a> {
@@ -179,9 +151,7 @@ struct RequestBody<'a> {
     tool_choice: Option<WireToolChoice<'a>>,
 }
 
-/// A message of `messages`: a system, user or assistant message (`content` `null` for an
-/// assistant message of tool calls alone), or a tool's result (`role: "tool"`, with the
-/// id of the call it answers).
+/// A system, user, assistant (`content` `null` for calls alone) or tool (`role: "tool"`) message.
 #[derive(Serialize)]
 struct Message<'a> {
     role: &'static str,
@@ -203,8 +173,6 @@ impl<'a> Message<'a> {
     }
 }
 
-/// A call of an assistant message: `{id, type: "function", function: {name, arguments}}`,
-/// `arguments` being the JSON text the model wrote.
 #[derive(Serialize)]
 struct WireToolCall<'a> {
     id: &'a str,
@@ -219,7 +187,6 @@ struct WireFunctionCall<'a> {
     arguments: &'a str,
 }
 
-/// A tool of `tools`: `{type: "function", function: {name, description, parameters}}`.
 #[derive(Serialize)]
 struct WireTool<'a> {
     #[serde(rename = "type")]
@@ -230,14 +197,11 @@ struct WireTool<'a> {
 #[derive(Serialize)]
 struct WireFunction<'a> {
     name: &'a str,
-    /// Left out when empty: it is optional, and an empty one tells the model nothing.
     #[serde(skip_serializing_if = "str::is_empty")]
     description: &'a str,
     parameters: &'a serde_json::Value,
 }
 
-/// `tool_choice`: `"auto"`, `"none"`, `"required"`, or
-/// `{type: "function", function: {name}}`.
 #[derive(Serialize)]
 #[serde(untagged)]
 enum WireToolChoice<'a> {
@@ -349,26 +313,21 @@ impl<'a> RequestBody<'a> {
     }
 }
 
-/// Whether `model` takes its token limit as `max_completion_tokens` and refuses
-/// `max_tokens`: OpenAI's reasoning models (`o1`, `o3`, `o4`) and `gpt-5`/`gpt-6`
-/// (OpenAI API reference, "Create chat completion": `max_tokens` "is not compatible with
-/// o-series models").
+/// Whether `model` takes `max_completion_tokens` and refuses `max_tokens`: the o-series and
+/// `gpt-5`/`gpt-6` (OpenAI API reference, "Create chat completion").
 fn needs_max_completion_tokens(model: &str) -> bool {
     ["gpt-5", "gpt-6", "o1", "o3", "o4"]
         .iter()
         .any(|p| model.starts_with(p))
 }
 
-/// One chunk event's data, borrowing from its text. Every field may be absent: servers that
-/// speak the protocol (vLLM, llama.cpp, Ollama, LM Studio) differ in what they send.
+/// One chunk event's data, borrowing from its text; every field may be absent.
 #[derive(Deserialize)]
 struct ChunkData<'a> {
-    /// The first choice; the service asks for one.
     #[serde(borrow, default, deserialize_with = "first_choice")]
     choices: Option<Choice<'a>>,
     #[serde(default)]
     usage: Option<WireUsage>,
-    /// An error reported inside the stream.
     #[serde(borrow, default)]
     error: Option<WireError<'a>>,
 }
@@ -385,18 +344,14 @@ struct Choice<'a> {
 struct Delta<'a> {
     #[serde(borrow, default)]
     content: Option<Content<'a>>,
-    /// Fragments of tool calls; absent from text chunks, which allocate nothing for it.
     #[serde(borrow, default)]
     tool_calls: Option<Vec<ToolCallDelta<'a>>>,
 }
 
-/// A fragment of a tool call in `delta.tool_calls`: `{index, id?, type?, function: {name?,
-/// arguments?}}`. The first fragment of a call carries its id and name; `arguments` is the
-/// next piece of the arguments' JSON text.
+/// A `delta.tool_calls` fragment: the first has id and name; each adds to the arguments.
 #[derive(Deserialize)]
 struct ToolCallDelta<'a> {
-    /// Which call of the reply this continues (parallel calls have different indexes).
-    /// Some servers leave it out when they send each call whole.
+    /// Which call this continues; some servers leave it out when sending calls whole.
     #[serde(default)]
     index: Option<u32>,
     #[serde(borrow, default)]
@@ -413,7 +368,6 @@ struct FunctionDelta<'a> {
     arguments: Option<Cow<'a, str>>,
 }
 
-/// A tool call being read: its fragments so far.
 struct PendingCall {
     index: u32,
     id: String,
@@ -422,7 +376,6 @@ struct PendingCall {
 }
 
 impl PendingCall {
-    /// Adds a fragment: the id and name when not known yet, the next piece of arguments.
     fn add(&mut self, fragment: &ToolCallDelta) {
         if let Some(id) = fragment.id.as_deref() {
             if self.id.is_empty() {
@@ -443,7 +396,7 @@ impl PendingCall {
         }
     }
 
-    /// The whole call; arguments the model left empty are the empty object.
+    /// The whole call; empty arguments are the empty object.
     fn into_call(self) -> ToolCall {
         ToolCall {
             id: self.id,
@@ -471,8 +424,7 @@ struct WireError<'a> {
     message: Option<Cow<'a, str>>,
 }
 
-/// `delta.content`: a string, or (Mistral's reasoning models) an array of typed parts, of
-/// which the `text` parts are the reply.
+/// `delta.content`: a string, or typed parts whose `text` parts are the reply (Mistral).
 struct Content<'a>(Cow<'a, str>);
 
 impl<'de: 'a, 'a> Deserialize<'de> for Content<'a> {
@@ -509,7 +461,6 @@ impl<'de: 'a, 'a> Deserialize<'de> for Content<'a> {
     }
 }
 
-/// A typed part of an array `delta.content`.
 #[derive(Deserialize)]
 struct Part<'a> {
     #[serde(rename = "type", borrow, default)]
@@ -518,7 +469,6 @@ struct Part<'a> {
     text: Option<Cow<'a, str>>,
 }
 
-/// The first element of `choices`, the others skipped; `null` or `[]` is none.
 fn first_choice<'de, D: Deserializer<'de>>(
     deserializer: D,
 ) -> Result<Option<Choice<'de>>, D::Error> {
@@ -540,25 +490,18 @@ fn first_choice<'de, D: Deserializer<'de>>(
     deserializer.deserialize_any(FirstVisitor)
 }
 
-/// A failure of the stream before it is shown: its kind and what may be shown of it.
 type Failure = (ProviderErrorKind, String);
 
-/// The events of a reply from its server-sent events: a [`Event::Delta`] per non-empty
-/// content; the tool calls, one [`Event::ToolCall`] each in the order of their indexes, once
-/// the choice's `finish_reason` is seen (any reason: some servers say `stop` after calls)
-/// or the body ends; then one [`Event::End`] with the usage and finish reason seen
-/// ([`FinishReason::ToolCalls`] when calls were made) at `[DONE]`, or when the body ends
-/// without it, then the end. The usage chunk may follow the finish reason, so the end waits
-/// for `[DONE]`. A failure ends the stream after it.
+/// The events of a reply: a [`Event::Delta`] per non-empty content; the tool calls in index
+/// order once a `finish_reason` is seen or the body ends; then one [`Event::End`] at
+/// `[DONE]` or the body's end (the usage chunk may follow the finish reason). A failure ends
+/// the stream.
 struct Reading<S> {
     events: S,
     usage: Option<Usage>,
     finish: FinishReason,
-    /// Tool calls being read, in the order their first fragments came.
     calls: Vec<PendingCall>,
-    /// Events read and not given out yet: the tool calls, once whole.
     ready: VecDeque<Event>,
-    /// Whether the reply made tool calls.
     called: bool,
     ended: bool,
 }
@@ -576,7 +519,6 @@ impl<S> Reading<S> {
         }
     }
 
-    /// The end of the reply, once: the tool calls not given out yet, then the end.
     fn end(&mut self) -> Option<Result<Event, Failure>> {
         if self.ended {
             return None;
@@ -592,7 +534,6 @@ impl<S> Reading<S> {
         self.ready.pop_front().map(Ok)
     }
 
-    /// Adds the fragments of tool calls of one delta to the calls being read.
     fn gather(&mut self, fragments: &[ToolCallDelta]) {
         for fragment in fragments {
             let at = match fragment.index {
@@ -624,7 +565,6 @@ impl<S> Reading<S> {
         }
     }
 
-    /// Queues the calls read so far, whole, in the order of their indexes.
     fn flush_calls(&mut self) {
         if self.calls.is_empty() {
             return;
@@ -636,8 +576,7 @@ impl<S> Reading<S> {
             .extend(calls.into_iter().map(|c| Event::ToolCall(c.into_call())));
     }
 
-    /// Reads one event's data: its delta, if any, or a failure. Tool calls made whole by
-    /// it are queued in `ready`, after the delta.
+    /// Reads one event's data: its delta or a failure; calls made whole are queued after it.
     fn read(&mut self, data: &str) -> Result<Option<Event>, Failure> {
         let chunk: ChunkData = serde_json::from_str(data).map_err(|_| {
             (

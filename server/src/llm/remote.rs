@@ -1,9 +1,6 @@
-//! Remote providers: any OpenAI-compatible endpoint (OpenAI, Ollama, vLLM, llama.cpp
-//! server, LM Studio, OpenRouter, Groq) and the Anthropic Messages API, through the `genai`
-//! client library, but for the OpenAI-compatible streamed replies, which [`super::openai`]
-//! reads per token. Both stream, and both report token usage. Tools are offered to
-//! Anthropic through `genai` here (calls read whole at the end of the stream, results sent
-//! back as `tool_result` blocks); the OpenAI-compatible ones in [`super::openai`].
+//! Remote providers: any OpenAI-compatible endpoint (OpenAI, Ollama, vLLM, llama.cpp,
+//! LM Studio, OpenRouter, Groq) and the Anthropic Messages API, through `genai`, except the
+//! OpenAI-compatible streamed replies, read per token by [`super::openai`].
 
 use std::{sync::Arc, time::Duration};
 
@@ -28,9 +25,7 @@ use super::{
 /// Which wire protocol a remote provider speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Flavor {
-    /// OpenAI Chat Completions.
     OpenAi,
-    /// Anthropic Messages.
     Anthropic,
 }
 
@@ -39,18 +34,16 @@ pub struct RemoteProvider {
     flavor: Flavor,
     timeout: Duration,
     base_url: String,
-    /// Shared with the streams of replies, which mask it in the errors they report.
+    /// Shared with reply streams, which mask it in their errors.
     key: Arc<SecretString>,
     client: genai::Client,
-    /// The streamed replies of an OpenAI-compatible endpoint, read without `genai`
-    /// ([`super::openai`]); `None` for Anthropic.
+    /// OpenAI-compatible streamed replies ([`super::openai`]); `None` for Anthropic.
     openai: Option<super::openai::OpenAiStreams>,
 }
 
 impl RemoteProvider {
-    /// A provider at `base_url` (e.g. `https://api.openai.com/v1/`) with `key`; `timeout`
-    /// bounds the wait for the first byte and every silence inside a reply.
-    /// Errors: the HTTP client cannot be built (TLS set-up).
+    /// A provider at `base_url` (e.g. `https://api.openai.com/v1/`) with `key`; `timeout` bounds
+    /// the first byte and every silence in a reply. Errors: the HTTP client cannot be built.
     pub fn new(
         flavor: Flavor,
         base_url: &str,
@@ -90,7 +83,6 @@ impl RemoteProvider {
         target(&self.base_url, &self.key, self.kind(), model)
     }
 
-    /// Maps a `genai` error to a [`ProviderError`] ([`provider_error`]).
     fn error(&self, err: genai::Error) -> ProviderError {
         provider_error(self.flavor, &self.key, err)
     }
@@ -116,10 +108,8 @@ impl Flavor {
     }
 }
 
-/// A `genai` error of the provider of `flavor` as a [`ProviderError`]: the message names the
-/// provider and quotes only the provider's own complaint ([`classify`]), with `key` masked.
-/// The whole error, which may name the provider's URL, goes to the log at warn (key
-/// masked there too).
+/// A `genai` error as a [`ProviderError`] naming the provider and quoting only its complaint
+/// ([`classify`]), `key` masked; the whole error goes to the log at warn, masked too.
 fn provider_error(flavor: Flavor, key: &SecretString, err: genai::Error) -> ProviderError {
     let (kind, detail) = classify(&err);
     tracing::warn!(
@@ -130,10 +120,8 @@ fn provider_error(flavor: Flavor, key: &SecretString, err: genai::Error) -> Prov
     shown(flavor, key, kind, &detail)
 }
 
-/// A failure of the provider of `flavor` of `kind`, of which `detail` (a complaint or a
-/// fixed phrase, never an address) may be shown, as a [`ProviderError`] with `key` masked.
-/// Logged at warn with `cause` when there is one (an HTTP client's error, which may name
-/// the provider's URL: for operators, not users), else with `detail`; masked there too.
+/// A failure of `kind` of which `detail` (never an address) may be shown, `key` masked;
+/// logged at warn with `cause` (which may name the URL) or `detail`.
 pub(crate) fn shown_error(
     flavor: Flavor,
     key: &SecretString,
@@ -171,8 +159,7 @@ fn shown(
     }
 }
 
-/// The failure of a reply in which the provider of `flavor` sent nothing for `timeout`
-/// (`PROVIDER_TIMEOUT_SECS`), logged at warn.
+/// A reply in which the provider sent nothing for `timeout` (`PROVIDER_TIMEOUT_SECS`).
 fn silence(flavor: Flavor, timeout: Duration) -> ProviderError {
     tracing::warn!(
         provider = flavor.code(),
@@ -185,8 +172,7 @@ fn silence(flavor: Flavor, timeout: Duration) -> ProviderError {
     }
 }
 
-/// `base_url` trimmed and ending in `/`, as `genai` joins paths (`chat/completions`,
-/// `embeddings`) onto it.
+/// `base_url` trimmed and ending in `/`, as `genai` joins paths onto it.
 pub(crate) fn endpoint_url(base_url: &str) -> String {
     let mut url = base_url.trim().to_string();
     if !url.ends_with('/') {
@@ -195,8 +181,7 @@ pub(crate) fn endpoint_url(base_url: &str) -> String {
     url
 }
 
-/// The `genai` target for `model` of adapter `kind` at `base_url` (from [`endpoint_url`]),
-/// authenticated with `key`.
+/// The `genai` target for `model` of adapter `kind` at `base_url`, with `key`.
 pub(crate) fn target(
     base_url: &str,
     key: &SecretString,
@@ -210,8 +195,7 @@ pub(crate) fn target(
     }
 }
 
-/// `text` with every occurrence of `key` replaced by `[redacted]`; an empty key (an
-/// endpoint that needs none) leaves the text as it is.
+/// `text` with every occurrence of `key` as `[redacted]` (an empty key changes nothing).
 pub(crate) fn mask(text: &str, key: &SecretString) -> String {
     let key = key.expose_secret();
     if key.is_empty() {
@@ -224,12 +208,9 @@ pub(crate) fn mask(text: &str, key: &SecretString) -> String {
 /// What a failed answer that could not be read is called in messages.
 const UNREADABLE: &str = "its answer could not be read";
 
-/// The kind of a `genai` error and what may be shown of it: the provider's complaint (the
-/// message of its error body, or of an error event in a stream), else a fixed phrase
-/// ("timed out", "could not connect", ...). Never the error's own text, which names the
-/// request's URL (reqwest: "error sending request for url (http://host:port/...)") and may
-/// quote the request. Stream errors are unwrapped. The complaint may quote the request, so
-/// callers mask their key in it.
+/// The kind of a `genai` error and what may be shown: the provider's complaint, else a fixed
+/// phrase ("timed out"). Never the error's own text, which names the URL. Callers mask
+/// their key in the complaint.
 pub(crate) fn classify(err: &genai::Error) -> (ProviderErrorKind, String) {
     match err {
         genai::Error::HttpError { status, body, .. } => {
@@ -275,13 +256,11 @@ pub(crate) fn classify(err: &genai::Error) -> (ProviderErrorKind, String) {
     }
 }
 
-/// What [`transport`] reads of an HTTP client's error: `reqwest`'s, in the version `genai`
-/// uses and in the service's own.
+/// What [`transport`] reads of a `reqwest` error (`genai`'s version and the service's).
 pub(crate) trait TransportError {
     fn status(&self) -> Option<u16>;
     fn is_timeout(&self) -> bool;
     fn is_connect(&self) -> bool;
-    /// The body broke off or could not be decoded.
     fn is_body(&self) -> bool;
 }
 
@@ -306,7 +285,6 @@ macro_rules! transport_error {
 transport_error!(genai_reqwest::Error);
 transport_error!(reqwest::Error);
 
-/// The kind of a transport failure and a fixed phrase for it.
 pub(crate) fn transport(err: &impl TransportError) -> (ProviderErrorKind, String) {
     if let Some(status) = err.status() {
         (ProviderErrorKind::Status(status), "no details given".into())
@@ -324,8 +302,7 @@ pub(crate) fn transport(err: &impl TransportError) -> (ProviderErrorKind, String
     }
 }
 
-/// The provider's own message from an error body (`error.message` in both protocols),
-/// shortened.
+/// The provider's `error.message` from an error body, shortened.
 pub(crate) fn complaint(body: &str) -> String {
     let parsed: Option<serde_json::Value> = serde_json::from_str(body).ok();
     let message = parsed
@@ -341,8 +318,7 @@ pub(crate) fn complaint(body: &str) -> String {
     message
 }
 
-/// `text` with every `http://` or `https://` URL in it replaced by `[address]`: a complaint
-/// relayed from a proxy in front of the provider may name addresses users must not see.
+/// `text` with `http(s)://` URLs as `[address]` (a proxy's complaint may name addresses).
 fn without_urls(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -363,8 +339,7 @@ fn without_urls(text: &str) -> String {
     out
 }
 
-/// The system text sent upstream: the agent's system prompt, then the retrieved passages
-/// with their source markers.
+/// The system text sent upstream: the system prompt, then the passages with their markers.
 pub fn system_text(prompt: &Prompt) -> String {
     let mut system = prompt.system.clone();
     if !prompt.passages.is_empty() {
@@ -383,10 +358,8 @@ pub fn system_text(prompt: &Prompt) -> String {
     system
 }
 
-/// The request options of `sampling` in the wire format of `flavor`: `genai` names
-/// `temperature`, `top_p`, `max_tokens` and the stop sequences in each protocol (OpenAI
-/// `stop`, Anthropic `stop_sequences`); the end user goes in the body as OpenAI's `user` or
-/// Anthropic's `metadata.user_id`.
+/// The options of `sampling` in `flavor`'s wire format (`stop` or `stop_sequences`; the end
+/// user as OpenAI `user` or Anthropic `metadata.user_id`).
 fn sampling_options(flavor: Flavor, sampling: &Sampling) -> ChatOptions {
     let mut options = ChatOptions::default();
     if let Some(t) = sampling.temperature {
@@ -410,8 +383,7 @@ fn sampling_options(flavor: Flavor, sampling: &Sampling) -> ChatOptions {
     options
 }
 
-/// Why a reply ended, from the stop reason `genai` read in either protocol (Anthropic's
-/// `tool_use` is [`FinishReason::ToolCalls`]).
+/// Why a reply ended (Anthropic's `tool_use` is [`FinishReason::ToolCalls`]).
 fn finish_reason(reason: &StopReason) -> FinishReason {
     match reason {
         StopReason::MaxTokens(_) => FinishReason::Length,
@@ -421,11 +393,9 @@ fn finish_reason(reason: &StopReason) -> FinishReason {
     }
 }
 
-/// The `genai` messages of `turns`. An assistant turn with tool calls is the assistant's
-/// message of its text (when there is any) and its calls (Anthropic `tool_use` blocks),
-/// then a tool message of their results in the same order, which `genai` sends as a user
-/// message of `tool_result` blocks (Anthropic, "Tool use":
-/// <https://docs.anthropic.com/en/docs/build-with-claude/tool-use>).
+/// The `genai` messages of `turns`: an assistant turn's text and calls (`tool_use` blocks),
+/// then its results, which `genai` sends as a user message of `tool_result` blocks
+/// (Anthropic, "Tool use": <https://docs.anthropic.com/en/docs/build-with-claude/tool-use>).
 fn genai_messages(turns: &[Turn]) -> Vec<ChatMessage> {
     let mut messages = Vec::with_capacity(turns.len());
     for turn in turns {
@@ -480,9 +450,7 @@ fn genai_messages(turns: &[Turn]) -> Vec<ChatMessage> {
     messages
 }
 
-/// A call's arguments as the `input` object Anthropic requires: the JSON the model wrote
-/// when it is an object, else the empty object (text that does not parse cannot be sent
-/// back; the call's result already told the model what was wrong with it).
+/// A call's arguments as Anthropic's `input` object: the model's JSON object, else `{}`.
 fn tool_input(arguments: &str) -> serde_json::Value {
     match serde_json::from_str(arguments) {
         Ok(input @ serde_json::Value::Object(_)) => input,
@@ -490,18 +458,14 @@ fn tool_input(arguments: &str) -> serde_json::Value {
     }
 }
 
-/// How the prompt's tools reach Anthropic.
 #[derive(Debug)]
 enum AnthropicTools {
-    /// As `genai` tools (name, description, schema as `input_schema`).
     Genai(Vec<genai::chat::Tool>),
-    /// In the body, as Anthropic defines them (`{name, description, input_schema}`): the
-    /// way when a tool is named `web_search`, which `genai` 0.7 sends as Anthropic's
-    /// built-in web search server tool whatever its definition.
+    /// In the body as Anthropic defines them: needed when a tool is named `web_search`, which
+    /// `genai` 0.7 sends as Anthropic's built-in server tool.
     Body(serde_json::Value),
 }
 
-/// The prompt's tools for Anthropic (empty when it offers none).
 fn anthropic_tools(tools: &[ToolSpec]) -> AnthropicTools {
     if tools.iter().any(|t| t.name == "web_search") {
         let tools: Vec<serde_json::Value> = tools
@@ -531,7 +495,6 @@ fn anthropic_tools(tools: &[ToolSpec]) -> AnthropicTools {
     )
 }
 
-/// `choice` in `genai`'s terms (Anthropic `auto`, `none`, `any`, `tool`).
 fn genai_tool_choice(choice: &ToolChoice) -> genai::chat::ToolChoice {
     match choice {
         ToolChoice::Auto => genai::chat::ToolChoice::Auto,
@@ -541,7 +504,6 @@ fn genai_tool_choice(choice: &ToolChoice) -> genai::chat::ToolChoice {
     }
 }
 
-/// The request and options of `prompt` for `genai`, sampling and tools included.
 fn genai_request(flavor: Flavor, prompt: &Prompt) -> (ChatRequest, ChatOptions) {
     let mut request = ChatRequest::new(genai_messages(&prompt.turns));
     let system = system_text(prompt);
@@ -568,9 +530,7 @@ fn genai_request(flavor: Flavor, prompt: &Prompt) -> (ChatRequest, ChatOptions) 
     (request, options)
 }
 
-/// The end of a reply read by `genai`: an [`Event::ToolCall`] per call captured (arguments
-/// as JSON text), then [`Event::End`] with the usage and why it ended
-/// ([`FinishReason::ToolCalls`] when, and only when, calls were made).
+/// The end of a `genai` reply: an [`Event::ToolCall`] per call, then [`Event::End`].
 fn end_events(end: StreamEnd) -> Vec<Event> {
     let usage = end.captured_usage.as_ref().map(|u| Usage {
         prompt: u.prompt_tokens.unwrap_or(0).max(0) as u32,
@@ -629,8 +589,7 @@ impl Provider for RemoteProvider {
             .map_err(|e| self.error(e))
     }
 
-    /// The reply's events; a silence of the provider timeout inside the reply ends it with a
-    /// [`ProviderErrorKind::Timeout`] ([`crate::idle`]: one timer per reply).
+    /// The reply's events; a provider silence ends it with [`ProviderErrorKind::Timeout`].
     async fn stream(&self, model: &str, prompt: &Prompt) -> Result<EventStream, ProviderError> {
         let events = match &self.openai {
             Some(openai) => openai.stream(model, prompt).await?,
@@ -643,9 +602,7 @@ impl Provider for RemoteProvider {
 }
 
 impl RemoteProvider {
-    /// The reply's events through `genai` (Anthropic). Tool calls are read whole from the
-    /// end of the stream (`genai` gathers each `tool_use` block's `input_json_delta`
-    /// fragments and parses them at its `content_block_stop`).
+    /// The reply's events through `genai` (Anthropic); tool calls are read whole at the end.
     async fn genai_stream(
         &self,
         model: &str,

@@ -1,16 +1,13 @@
 //! Token counting with a real BPE tokenizer (OpenAI's `o200k_base`, through GitHub's
-//! `bpe-openai`, which gives tiktoken's tokens several times faster) and the context
-//! windows of well-known models.
+//! `bpe-openai`) and the context windows of well-known models.
 
 /// Context window assumed for a model this table does not know (tokens).
 pub const DEFAULT_CONTEXT_WINDOW: u32 = 8_192;
 /// Context window of the built-in offline model (tokens).
 pub const OFFLINE_CONTEXT_WINDOW: u32 = 8_192;
 
-/// Number of tokens in `text`, read as ordinary text: a special-token string such as
-/// `<|endoftext|>` inside a message or a document counts as the several tokens of its
-/// characters, as the providers' APIs encode user content. The same count as tiktoken's
-/// `encode_ordinary` (tested against `tiktoken-rs`).
+/// Tokens in `text` read as ordinary text (a special-token string counts as its characters'
+/// tokens, as providers encode user content): tiktoken's `encode_ordinary` count.
 pub fn count(text: &str) -> u32 {
     bpe_openai::o200k_base().count(text) as u32
 }

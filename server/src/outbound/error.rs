@@ -2,8 +2,8 @@
 
 use std::convert::Infallible;
 
-/// Why a URL could not be fetched. `Display` gives a sentence a user understands; it never
-/// contains an address a host name resolved to, nor anything from the server's configuration.
+/// Why a URL could not be fetched. `Display` is a sentence for the user, never holding a
+/// resolved address or configuration.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum NetError {
     /// The URL could not be parsed or has no host.
@@ -24,9 +24,8 @@ pub enum NetError {
     /// The page did not arrive within [`FetchLimits::timeout`](super::FetchLimits::timeout).
     #[error("the page took too long to respond")]
     Timeout,
-    /// The body is larger than
-    /// [`FetchLimits::max_body_bytes`](super::FetchLimits::max_body_bytes) (the limit, in
-    /// bytes).
+    /// The body is over [`FetchLimits::max_body_bytes`](super::FetchLimits::max_body_bytes) (the
+    /// limit).
     #[error("the page is larger than the limit of {0} bytes")]
     TooLarge(usize),
     /// More than [`FetchLimits::max_redirects`](super::FetchLimits::max_redirects) redirects,

@@ -1,20 +1,7 @@
-//! Where every HTTP client of the server is built.
-//!
-//! [`client_builder`] starts each `reqwest::Client` the server uses to reach another host —
-//! the [`SafeClient`](super::SafeClient) of crawls and webhook deliveries, the sign-in client
-//! (OAuth 2.0 and OpenID Connect providers, GitHub's API) and the channel client (Telegram
-//! Bot API, Slack Web API) — with what they all share:
-//!
-//! - the `User-Agent` of the client's [`Purpose`];
-//! - no automatic redirects (`redirect::Policy::none()`): following a redirect would let an
-//!   answer point a request anywhere, private addresses included (SSRF). The
-//!   [`SafeClient`](super::SafeClient) follows redirects itself, judging every hop; the other
-//!   clients take a 3xx as the answer.
-//!
-//! Each caller adds its own settings: its timeouts, and for the
-//! [`SafeClient`](super::SafeClient) the guarded resolver, no proxy and no `Referer`. The
-//! model-provider and embedding clients are built inside `genai`, on its own `reqwest`
-//! version, and do not start here.
+//! Where every HTTP client of the server is built: [`client_builder`] gives each the
+//! `User-Agent` of its [`Purpose`] and no automatic redirects (a redirect could point a
+//! request at a private address); the [`SafeClient`](super::SafeClient) follows redirects
+//! itself, the others take a 3xx as the answer. Model-provider clients are built inside `genai`.
 
 use reqwest::redirect;
 
@@ -38,8 +25,8 @@ pub enum Purpose {
     Crawl,
     /// Webhook deliveries: [`WEBHOOK_USER_AGENT`].
     Webhooks,
-    /// Third-party sign-in — OAuth 2.0 and OpenID Connect providers, and GitHub's API, which
-    /// refuses requests without a `User-Agent`: [`USER_AGENT`].
+    /// Third-party sign-in (OAuth 2.0, OpenID Connect, GitHub's API, which requires a
+    /// `User-Agent`): [`USER_AGENT`].
     SignIn,
     /// The provider APIs of live channels (Telegram Bot API, Slack Web API): [`USER_AGENT`].
     Channels,
@@ -58,10 +45,8 @@ impl Purpose {
     }
 }
 
-/// A `reqwest::ClientBuilder` for `purpose`: its `User-Agent`
-/// ([`Purpose::user_agent`]) and no automatic redirects (see the module documentation).
-/// Timeouts and everything else are the caller's; the builder keeps `reqwest`'s defaults
-/// otherwise.
+/// A `reqwest::ClientBuilder` for `purpose` (its `User-Agent`, no redirects); timeouts and the
+/// rest are the caller's.
 pub fn client_builder(purpose: Purpose) -> reqwest::ClientBuilder {
     reqwest::Client::builder()
         .redirect(redirect::Policy::none())

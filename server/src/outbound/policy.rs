@@ -1,8 +1,6 @@
-//! Which addresses may be reached, and why: the SSRF rule ([`is_forbidden_ip`]), the
-//! `ALLOWED_PRIVATE_HOSTS` exceptions ([`NetPolicy`]), the checks made before every request
-//! ([`check_url`]) and the verdict on the addresses a host name resolves to
-//! ([`ResolveRefusal`]). The module documentation of [`crate::outbound`] says how the rule
-//! is enforced.
+//! Which addresses may be reached: the SSRF rule ([`is_forbidden_ip`]), the
+//! `ALLOWED_PRIVATE_HOSTS` exceptions ([`NetPolicy`]) and the checks before every request
+//! ([`check_url`]).
 
 use std::{
     collections::HashSet,
@@ -33,8 +31,7 @@ pub struct PolicyError {
 /// development and tests (`ALLOWED_PRIVATE_HOSTS`). The default policy has no exceptions.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct NetPolicy {
-    /// `(host, port)` pairs; the host is normalised the way [`Url::host_str`] spells it:
-    /// a lower-cased (punycode) domain, a dotted IPv4 address or a bracketed IPv6 address.
+    /// `(host, port)` pairs, the host spelt as [`Url::host_str`] does.
     allowed_private: Vec<(String, u16)>,
 }
 
@@ -44,12 +41,8 @@ impl NetPolicy {
         Self::default()
     }
 
-    /// Parses `host:port` entries (`localhost:8080`, `127.0.0.1:3000`, `[::1]:3000`). Host
-    /// names are lower-cased; IP hosts accept the same notations as URLs and are normalised.
-    /// Blank entries are ignored.
-    ///
-    /// # Errors
-    /// An entry without a port, with a port that is not 1–65535, or with an invalid host.
+    /// Parses `host:port` entries (`localhost:8080`, `127.0.0.1:3000`, `[::1]:3000`); hosts are
+    /// normalised, blank entries ignored. Errors: no port, a port outside 1–65535, an invalid host.
     pub fn from_list(entries: &[String]) -> Result<Self, PolicyError> {
         let mut allowed_private = Vec::new();
         for raw in entries {
@@ -90,13 +83,13 @@ impl NetPolicy {
         Ok(Self { allowed_private })
     }
 
-    /// The `(host, port)` exceptions, hosts normalised as described on the field.
+    /// The `(host, port)` exceptions.
     pub fn allowed_private(&self) -> &[(String, u16)] {
         &self.allowed_private
     }
 
-    /// Whether `host` (as [`Url::host_str`] spells it; a trailing dot is ignored) on `port`
-    /// is an exception.
+    /// Whether `host` (as [`Url::host_str`] spells it, trailing dot ignored) on `port` is an
+    /// exception.
     pub fn is_allowed(&self, host: &str, port: u16) -> bool {
         let host = host_key(host);
         self.allowed_private
@@ -104,14 +97,11 @@ impl NetPolicy {
             .any(|(h, p)| *p == port && h == host)
     }
 
-    /// Whether `host` (trailing dot ignored) is listed at all, on any port.
     fn lists_host(&self, host: &str) -> bool {
         let host = host_key(host);
         self.allowed_private.iter().any(|(h, _)| h == host)
     }
 
-    /// The listed host names (not IP literals), which the resolver lets resolve to private
-    /// addresses.
     pub(super) fn listed_names(&self) -> HashSet<String> {
         self.allowed_private
             .iter()
@@ -121,27 +111,18 @@ impl NetPolicy {
     }
 }
 
-/// A host as exceptions compare it: lower-case, without the trailing dot of an absolute
-/// domain name (`localhost.` and `localhost` are one host).
+/// A host as exceptions compare it: lower-case, without a trailing dot.
 pub(super) fn host_key(host: &str) -> &str {
     host.strip_suffix('.').unwrap_or(host)
 }
 
 /// Whether connecting to `ip` is forbidden by the SSRF rule.
-///
-/// IPv4: `0.0.0.0/8` (this network, includes unspecified), `10/8`, `172.16/12`, `192.168/16`
-/// (RFC 1918), `100.64/10` (CGNAT, RFC 6598), `127/8` (loopback), `169.254/16` (link-local,
-/// cloud metadata), `192.0.0/24` (IETF protocol assignments), `192.0.2/24`, `198.51.100/24`,
-/// `203.0.113/24` (documentation, RFC 5737), `192.88.99/24` (6to4 relay anycast),
-/// `198.18/15` (benchmarking, RFC 2544), `224/4` (multicast), `240/4` (reserved, includes
-/// broadcast `255.255.255.255`).
-///
-/// IPv6: `::` and `::1`; IPv4-mapped `::ffff:a.b.c.d`, IPv4-compatible `::a.b.c.d`, NAT64
-/// `64:ff9b::/96` (RFC 6052) and 6to4 `2002::/16` (RFC 3056) are judged by their embedded
-/// IPv4 address; local-use NAT64 `64:ff9b:1::/48`, discard-only `100::/64`, Teredo
-/// `2001::/32` (its embedded address is obfuscated), documentation `2001:db8::/32` and
-/// `3fff::/20`, unique-local `fc00::/7`, link-local `fe80::/10`, site-local `fec0::/10` and
-/// multicast `ff00::/8` are forbidden, as is everything outside global unicast `2000::/3`.
+/// IPv4: `0/8`, RFC 1918, CGNAT `100.64/10` (RFC 6598), `127/8`, `169.254/16`, `192.0.0/24`,
+/// documentation (RFC 5737), `192.88.99/24`, `198.18/15` (RFC 2544), `224/4`, `240/4`.
+/// IPv6: `::`, `::1`; IPv4-mapped, IPv4-compatible, NAT64 `64:ff9b::/96` (RFC 6052) and 6to4
+/// `2002::/16` (RFC 3056) judged by their IPv4 address; `64:ff9b:1::/48`, `100::/64`, Teredo
+/// `2001::/32`, `2001:db8::/32`, `3fff::/20`, `fc00::/7`, `fe80::/10`, `fec0::/10`, `ff00::/8`
+/// and everything outside `2000::/3` forbidden.
 pub fn is_forbidden_ip(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => is_forbidden_v4(v4),
@@ -205,14 +186,10 @@ fn is_forbidden_v6(ip: Ipv6Addr) -> bool {
     (s[0] & 0xe000) != 0x2000
 }
 
-/// How a URL that passed [`check_static`] may be fetched.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Route {
-    /// An exception from the policy: private addresses may be reached.
     Exception,
-    /// A public IP literal.
     PublicIp,
-    /// A host name that the guarded resolver must judge.
     Name,
 }
 
@@ -253,15 +230,11 @@ pub(super) fn check_static(url: &Url, policy: &NetPolicy) -> Result<Route, NetEr
     }
 }
 
-/// Checks `url` against the SSRF rule without fetching it: scheme `http`/`https`, no user
-/// info, a host; an IP literal is judged directly (with its port, for exceptions); a host
-/// name is resolved and every address it resolves to is judged. Used when a URL is submitted,
-/// so that a forbidden URL is refused with 400 when that can be known then;
-/// [`SafeClient`](super::SafeClient) applies the same rules again at fetch time.
-///
-/// # Errors
-/// [`NetError::Scheme`], [`NetError::UserInfo`], [`NetError::InvalidUrl`],
-/// [`NetError::Forbidden`], or [`NetError::Dns`] when the name does not resolve in time.
+/// Checks `url` against the SSRF rule without fetching it (scheme, no user info, a host, IP
+/// literals judged, names resolved and every address judged), so a submitted URL can be
+/// refused with 400; [`SafeClient`](super::SafeClient) checks again at fetch time.
+/// Errors: [`NetError::Scheme`], [`NetError::UserInfo`], [`NetError::InvalidUrl`],
+/// [`NetError::Forbidden`], [`NetError::Dns`] (no answer in time).
 pub async fn check_url(url: &Url, policy: &NetPolicy) -> Result<(), NetError> {
     match check_static(url, policy)? {
         Route::Exception | Route::PublicIp => Ok(()),
@@ -276,9 +249,8 @@ pub async fn check_url(url: &Url, policy: &NetPolicy) -> Result<(), NetError> {
     }
 }
 
-/// Why [`GuardedResolver`](super::GuardedResolver) refused a name; carried through `reqwest`'s
-/// error chain so that [`SafeClient`](super::SafeClient) can report it as
-/// [`NetError::Forbidden`] or [`NetError::Dns`].
+/// Why [`GuardedResolver`](super::GuardedResolver) refused a name, carried through
+/// `reqwest`'s error chain to become [`NetError::Forbidden`] or [`NetError::Dns`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ResolveRefusal {
     /// The name resolved to at least one forbidden address (the name).
@@ -310,8 +282,7 @@ impl From<ResolveRefusal> for NetError {
     }
 }
 
-/// Resolves `host` with the system resolver and judges every address. With `permit_private`
-/// the addresses are returned unjudged (a listed exception host).
+/// Resolves `host` and judges every address (returned unjudged with `permit_private`).
 pub(super) async fn resolve_checked(
     host: &str,
     permit_private: bool,
@@ -324,8 +295,6 @@ pub(super) async fn resolve_checked(
     judge_addresses(host, addrs, permit_private)
 }
 
-/// The resolver's verdict on the addresses `host` resolved to: none is an error, and one
-/// forbidden address refuses the whole name unless private addresses are permitted.
 fn judge_addresses(
     host: &str,
     addrs: Vec<IpAddr>,

@@ -1,8 +1,5 @@
-//! [`SafeClient`], the SSRF-safe client of crawls, webhook deliveries and agents' HTTP tools:
-//! host names resolved and judged by [`GuardedResolver`] (so the address checked is the
-//! address connected to), redirects followed by the client itself with every hop judged, and
-//! the size and time limits of [`FetchLimits`]. The module documentation of
-//! [`crate::outbound`] states the rule.
+//! [`SafeClient`], the SSRF-safe client of crawls, webhook deliveries and HTTP tools; the rule
+//! is stated on [`crate::outbound`].
 
 use std::{
     collections::HashSet,
@@ -29,14 +26,10 @@ use super::{
 /// The longest a TCP (and TLS) connection may take to open, whatever the page time cap.
 const MAX_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The DNS resolver of [`SafeClient`]'s `reqwest::Client` (`reqwest::dns::Resolve`).
-///
-/// It resolves with the system resolver (`tokio::net::lookup_host`) and refuses the whole
-/// name — rather than dropping some addresses — when any address is forbidden by
-/// [`is_forbidden_ip`](super::is_forbidden_ip), because a name that mixes public and private
-/// addresses is the shape of a rebinding attack. Host names listed in the policy's exceptions
-/// resolve unjudged; their ports are enforced before the request (see the module
-/// documentation of [`crate::outbound`]).
+/// The DNS resolver of [`SafeClient`]: refuses the whole name when any address is forbidden
+/// ([`is_forbidden_ip`](super::is_forbidden_ip)), since mixed public and private answers are
+/// the shape of a rebinding attack. Exception hosts resolve unjudged (ports checked before
+/// the request).
 #[derive(Debug, Clone, Default)]
 pub struct GuardedResolver {
     listed_names: Arc<HashSet<String>>,
@@ -50,11 +43,8 @@ impl GuardedResolver {
         }
     }
 
-    /// Resolves `host` as the client would, returning the addresses a connection may use.
-    ///
-    /// # Errors
-    /// [`ResolveRefusal::Forbidden`] when any address is forbidden (and the name is not an
-    /// exception), [`ResolveRefusal::Unresolved`] when the name does not resolve.
+    /// The addresses a connection to `host` may use. Errors: [`ResolveRefusal::Forbidden`] (any
+    /// address forbidden, not an exception), [`ResolveRefusal::Unresolved`].
     pub async fn resolve_host(&self, host: &str) -> Result<Vec<IpAddr>, ResolveRefusal> {
         let permit = self
             .listed_names
@@ -108,10 +98,8 @@ pub struct Fetched {
     pub body: Bytes,
 }
 
-/// The SSRF-safe HTTP client of crawls, webhook deliveries and HTTP tools: one
-/// `reqwest::Client` started by [`client_builder`] (the `User-Agent` of its [`Purpose`], no
-/// automatic redirects) with the [`GuardedResolver`], no proxy, no `Referer`, and connect
-/// and read timeouts. Cloning is cheap and shares the connection pool.
+/// The SSRF-safe HTTP client: one `reqwest::Client` from [`client_builder`] with the
+/// [`GuardedResolver`], no proxy, no `Referer`, connect and read timeouts. Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct SafeClient {
     client: reqwest::Client,
@@ -120,19 +108,13 @@ pub struct SafeClient {
 }
 
 impl SafeClient {
-    /// Builds the crawler's client ([`Purpose::Crawl`]) for `policy` and `limits`.
-    ///
-    /// # Errors
-    /// [`NetError::Setup`] when the TLS back end cannot be initialised.
+    /// The crawler's client ([`Purpose::Crawl`]). Errors: [`NetError::Setup`] (TLS back end).
     pub fn new(policy: NetPolicy, limits: FetchLimits) -> Result<Self, NetError> {
         Self::for_purpose(policy, limits, Purpose::Crawl)
     }
 
-    /// Like [`SafeClient::new`] for another [`Purpose`], which names the client in its
-    /// `User-Agent` (webhook deliveries name themselves differently from the crawler).
-    ///
-    /// # Errors
-    /// [`NetError::Setup`] when the TLS back end cannot be initialised.
+    /// Like [`SafeClient::new`] for another [`Purpose`] (its `User-Agent`). Errors:
+    /// [`NetError::Setup`].
     pub fn for_purpose(
         policy: NetPolicy,
         limits: FetchLimits,
@@ -163,18 +145,12 @@ impl SafeClient {
         self.limits
     }
 
-    /// POSTs `body` with `headers` to `url` once and returns the answer's status, whatever
-    /// it is: redirects are not followed (a 3xx is returned like any other status). The
-    /// address is judged by the SSRF rule like every fetch (IP literals and port exceptions
-    /// before the request, host names by the [`GuardedResolver`] the connection uses, so a
-    /// name rebound to a private address is refused at send time). The whole exchange must
-    /// finish within [`FetchLimits::timeout`]; at most [`FetchLimits::max_body_bytes`] of the
-    /// answer are read and discarded (a longer answer is cut off, not an error).
-    ///
-    /// # Errors
-    /// [`NetError::Scheme`], [`NetError::UserInfo`], [`NetError::InvalidUrl`],
-    /// [`NetError::Forbidden`], [`NetError::Dns`], [`NetError::Timeout`],
-    /// [`NetError::Connect`] or [`NetError::Read`].
+    /// POSTs `body` with `headers` to `url` once and returns the status, 3xx included (no
+    /// redirects), judged by the SSRF rule like every fetch, within [`FetchLimits::timeout`];
+    /// up to [`FetchLimits::max_body_bytes`] of the answer are read and discarded.
+    /// Errors: [`NetError::Scheme`], [`NetError::UserInfo`], [`NetError::InvalidUrl`],
+    /// [`NetError::Forbidden`], [`NetError::Dns`], [`NetError::Timeout`], [`NetError::Connect`],
+    /// [`NetError::Read`].
     pub async fn post_once(
         &self,
         url: &Url,
@@ -208,41 +184,26 @@ impl SafeClient {
             .map_err(|_| NetError::Timeout)?
     }
 
-    /// Fetches `url` (its fragment ignored), following redirects, and requires a 2xx final
-    /// status.
-    ///
-    /// # Errors
-    /// [`NetError::Http`] for a final status other than 2xx, or any error of
-    /// [`SafeClient::get_any_status`].
+    /// Fetches `url` following redirects and requires a 2xx final status. Errors:
+    /// [`NetError::Http`], or those of [`SafeClient::get_any_status`].
     pub async fn get(&self, url: &Url) -> Result<Fetched, NetError> {
         self.get_with_hop_check(url, &|_| Ok::<(), Infallible>(()))
             .await
             .map_err(HopError::into_net_error)
     }
 
-    /// Fetches `url` (its fragment ignored) and returns the final response whatever its
-    /// status (robots.txt needs to tell 404 from 5xx). Redirects (301, 302, 303, 307, 308)
-    /// are followed up to [`FetchLimits::max_redirects`] times, every hop judged by the SSRF
-    /// rule; the body is read up to [`FetchLimits::max_body_bytes`]; the whole exchange must
-    /// finish within [`FetchLimits::timeout`].
-    ///
-    /// # Errors
-    /// Any [`NetError`] except [`NetError::Http`], [`NetError::RobotsDisallowed`] and
-    /// [`NetError::InvalidConfig`].
+    /// Fetches `url` and returns the final response whatever its status, following up to
+    /// [`FetchLimits::max_redirects`] redirects (each hop judged), within the body and time limits.
+    /// Errors: any [`NetError`] but `Http`, `RobotsDisallowed` and `InvalidConfig`.
     pub async fn get_any_status(&self, url: &Url) -> Result<Fetched, NetError> {
         self.fetch_within_limit(url, &|_| Ok::<(), Infallible>(()))
             .await
             .map_err(HopError::into_net_error)
     }
 
-    /// Like [`SafeClient::get`], and `hop_check` is asked before each redirect is followed,
-    /// with the target URL (fragment removed, already judged by the SSRF rule), so that a
-    /// caller can refuse a hop for its own reasons — the crawler applies robots.txt and never
-    /// requests a URL twice. The first request is not passed to `hop_check`.
-    ///
-    /// # Errors
-    /// [`HopError::Refused`] with the error of `hop_check`, or [`HopError::Net`] with any
-    /// error of [`SafeClient::get`].
+    /// Like [`SafeClient::get`], asking `hop_check` before following each redirect (target
+    /// already judged by the SSRF rule; not for the first request). Errors: [`HopError::Refused`]
+    /// or [`HopError::Net`].
     pub async fn get_with_hop_check<E>(
         &self,
         url: &Url,
@@ -283,25 +244,12 @@ impl SafeClient {
             .await
     }
 
-    /// Sends `method` to `url` (its fragment ignored) with `headers` and `body`, and returns
-    /// the final response whatever its status. Redirects (301, 302, 303, 307, 308) are
-    /// followed up to [`FetchLimits::max_redirects`] times, every hop judged by the SSRF rule
-    /// like the first request. A redirect changes the method as RFC 9110 § 15.4 says: a 303
-    /// turns any method but GET and HEAD into GET, a 301 or 302 turns POST into GET (the
-    /// body and its `Content-*` headers are then dropped), 307 and 308 keep method and body.
-    /// A hop to another origin (scheme, host, port) drops `Authorization`, `Cookie`,
-    /// `Proxy-Authorization` and every header whose value is marked sensitive
-    /// (`HeaderValue::set_sensitive`), so that a redirect cannot hand credentials to a host
-    /// of its choosing. The body is read up to [`FetchLimits::max_body_bytes`]. The whole
-    /// exchange must finish within [`FetchLimits::timeout`].
-    ///
-    /// Nothing is added to `headers` but what the client adds to every request: its
-    /// `User-Agent` and `reqwest`'s `Accept: */*` unless `headers` has them, and the framing
-    /// headers of the body; in particular not the crawler's `Accept`.
-    ///
-    /// # Errors
-    /// Any [`NetError`] except [`NetError::Http`], [`NetError::RobotsDisallowed`],
-    /// [`NetError::InvalidConfig`] and [`NetError::Setup`].
+    /// Sends `method` to `url` with `headers` and `body`, returning the final response whatever
+    /// its status. Redirects are judged and followed up to [`FetchLimits::max_redirects`],
+    /// changing method as RFC 9110 § 15.4 says; a hop to another origin drops `Authorization`,
+    /// `Cookie`, `Proxy-Authorization` and sensitive-marked headers. Only `User-Agent`, default
+    /// `Accept` and body framing are added. Body and time limits as for [`SafeClient::get`].
+    /// Errors: any [`NetError`] but `Http`, `RobotsDisallowed`, `InvalidConfig` and `Setup`.
     pub async fn send(
         &self,
         method: Method,
@@ -316,9 +264,7 @@ impl SafeClient {
             .map_err(HopError::into_net_error)
     }
 
-    /// The loop of [`SafeClient::send`] and [`SafeClient::fetch`], without the time limit:
-    /// `hop_check` is asked before each redirect is followed (see
-    /// [`SafeClient::get_with_hop_check`]).
+    /// The redirect loop of [`SafeClient::send`] and [`SafeClient::fetch`], without the time limit.
     async fn exchange<E>(
         &self,
         mut method: Method,
@@ -385,11 +331,8 @@ impl SafeClient {
     }
 }
 
-/// The method a redirect with `status` turns `method` into, when it changes (the body is
-/// then dropped), per RFC 9110 § 15.4: a 303 (See Other) is followed with GET for any
-/// method but GET and HEAD (§ 15.4.4); a 301 or 302 after a POST is followed with GET, as
-/// every user agent does and § 15.4.2–3 allow; 307 and 308 keep the method and body
-/// (§ 15.4.8–9).
+/// The method a redirect with `status` turns `method` into, if it changes (RFC 9110 § 15.4):
+/// 303 gives GET for all but GET/HEAD; 301/302 turn POST into GET; 307/308 keep it.
 fn redirected_method(status: StatusCode, method: &Method) -> Option<Method> {
     match status.as_u16() {
         303 if *method != Method::GET && *method != Method::HEAD => Some(Method::GET),
@@ -398,8 +341,7 @@ fn redirected_method(status: StatusCode, method: &Method) -> Option<Method> {
     }
 }
 
-/// Removes the headers that describe a body, once a redirect dropped it (the Fetch
-/// standard's "request-body-header names", § 4.4 HTTP-redirect fetch).
+/// Removes the body's headers once a redirect dropped it (Fetch standard § 4.4).
 fn drop_content_headers(headers: &mut header::HeaderMap) {
     for name in [
         header::CONTENT_TYPE,
@@ -412,11 +354,8 @@ fn drop_content_headers(headers: &mut header::HeaderMap) {
     }
 }
 
-/// Removes credentials before a redirect to another origin (scheme, host and port), so that
-/// a server cannot send them on to a host of its choice: `Authorization`, `Cookie` and
-/// `Proxy-Authorization` (as the Fetch standard, § 4.4 HTTP-redirect fetch, and `reqwest`'s
-/// own redirects do), and every header whose value the caller marked sensitive
-/// (`HeaderValue::set_sensitive`), such as a custom action's secret headers.
+/// Removes credentials before a cross-origin redirect (Fetch standard § 4.4): `Authorization`,
+/// `Cookie`, `Proxy-Authorization` and every header marked sensitive.
 fn drop_credentials(headers: &mut header::HeaderMap) {
     let sensitive: Vec<header::HeaderName> = headers
         .iter()
@@ -478,7 +417,6 @@ fn map_reqwest_error(e: reqwest::Error) -> NetError {
     }
 }
 
-/// The message of the innermost error in the chain (e.g. "Connection refused (os error 111)").
 fn innermost_message(e: &(dyn StdError + 'static)) -> String {
     let mut last: &(dyn StdError + 'static) = e;
     while let Some(next) = last.source() {
@@ -500,7 +438,6 @@ mod tests {
 
     use super::*;
 
-    /// Answers with the method, path, headers and body it received.
     async fn echo(request: Request) -> Json<Value> {
         let (parts, body) = request.into_parts();
         let body = axum::body::to_bytes(body, 1 << 20)
@@ -524,7 +461,6 @@ mod tests {
         }))
     }
 
-    /// A test server; `other` (when given) is the origin its `/elsewhere` route redirects to.
     async fn serve(other: Option<SocketAddr>) -> SocketAddr {
         let elsewhere = other.map_or_else(String::new, |o| format!("http://{o}/echo/there"));
         let app = Router::new()

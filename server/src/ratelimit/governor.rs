@@ -35,18 +35,15 @@ type Checked = Result<
 
 /// How long a worker thread uses an account's limiter before asking the shared map again.
 const FRONT_LIMITER_TTL: Duration = Duration::from_secs(60);
-/// An account's limiter unused this long is dropped (its budget is full again by then,
-/// since every budget refills within a minute); longer than [`FRONT_LIMITER_TTL`], so no
-/// thread still uses a dropped one.
+/// An account's limiter unused this long is dropped (its budget has refilled); longer than
+/// [`FRONT_LIMITER_TTL`], so no thread still uses a dropped one.
 const ACCOUNT_LIMITER_IDLE: Duration = Duration::from_secs(120);
 /// Most accounts one worker thread remembers; it starts over when full.
 const FRONT_LIMITER_CAPACITY: usize = 4_096;
 
-/// Per-account GCRA limiters, one per account and budget, shared by all threads through a
-/// concurrent map; each worker thread remembers the limiters it used in the last minute, so
-/// that counting a request costs one atomic update of the account's state and nothing else
-/// that another core writes (a keyed limiter's map takes a shard lock on every check, which
-/// two cores serving one account fight over).
+/// Per-account GCRA limiters in a concurrent map; each worker thread caches the ones it
+/// used lately, so a check touches only the account's own atomic state (a keyed limiter's
+/// shard lock would be contended across cores).
 struct AccountBudgets {
     shared: moka::sync::Cache<(u32, String), Arc<DirectLimiter>>,
     front: thread_local::ThreadLocal<std::cell::RefCell<HashMap<String, FrontLimiter>>>,
@@ -106,10 +103,8 @@ impl AccountBudgets {
 
 /// Keyed GCRA limiters of one kind of key, one per distinct budget.
 struct Budgets<K: Hash + Eq + Clone> {
-    /// The budgets known at start-up, read without any lock: a request only
-    /// writes its own key's state, so two cores serving one account share no lock word.
+    /// Budgets known at start-up, read without a lock.
     known: HashMap<u32, KeyedLimiter<K>>,
-    /// Budgets first seen later (a widget's own setting), created on first use.
     more: RwLock<HashMap<u32, Arc<KeyedLimiter<K>>>>,
 }
 
@@ -129,8 +124,7 @@ impl<K: Hash + Eq + Clone> Budgets<K> {
         }
     }
 
-    /// Counts one request of `key` against `per_minute`: the snapshot of its state when
-    /// allowed, the earliest time it would be allowed otherwise.
+    /// Counts a request: its state when allowed, else the earliest time it would be.
     fn check(&self, key: &K, per_minute: NonZeroU32) -> Checked {
         if let Some(limiter) = self.known.get(&per_minute.get()) {
             return limiter.check_key(key);
@@ -176,10 +170,8 @@ impl Default for GovernorLimiter {
 }
 
 impl GovernorLimiter {
-    /// A limiter whose client-IP limiters for the `budgets` (requests per minute; the
-    /// anonymous budget) are ready, and whose channel limiters for `channel_budgets` (the
-    /// `CHANNEL_REQUESTS_PER_MINUTE` budget); any other budget is created on first use.
-    /// Accounts have a limiter each, made on their first request.
+    /// A limiter with client-IP limiters ready for `budgets` and channel limiters for
+    /// `channel_budgets` (requests per minute); other budgets and accounts get theirs on first use.
     pub fn new(budgets: &[u32], channel_budgets: &[u32]) -> Self {
         Self {
             accounts: AccountBudgets::default(),
@@ -198,7 +190,6 @@ impl GovernorLimiter {
     }
 }
 
-/// Unix epoch seconds, rounded up, `wait` from now.
 fn epoch_after(wait: Duration) -> i64 {
     let at = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -219,8 +210,7 @@ impl RateLimiter for GovernorLimiter {
 }
 
 impl GovernorLimiter {
-    /// The decision for one request of `key` against `per_minute` (0 counts as 1), in
-    /// this process.
+    /// The decision for one request of `key` against `per_minute` (0 counts as 1).
     pub(super) fn decide(&self, key: RateKey<'_>, per_minute: u32) -> RateDecision {
         let limit = NonZeroU32::new(per_minute).unwrap_or(NonZeroU32::MIN);
         let period = Duration::from_secs(60) / limit.get();

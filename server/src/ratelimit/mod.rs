@@ -1,11 +1,8 @@
 //! Request rate limits per plan (docs/api.md § Limits, § Plans and limits).
-//!
-//! [`RateLimiter`] is the boundary: the in-process [`GovernorLimiter`] (GCRA from the
-//! `governor` crate) serves one instance; the [`RedisLimiter`] (the same GCRA as one atomic
-//! Redis script, `REDIS_URL`; large budgets counted in reservations sized to their pace) serves
-//! any number of instances with one budget per key, and falls back to a [`GovernorLimiter`]
-//! while Redis does not answer. A budget of `n`
-//! requests per minute allows bursts of `n` and refills one request every `60/n` seconds.
+//! [`RateLimiter`] is the boundary: the in-process [`GovernorLimiter`] serves one instance,
+//! the [`RedisLimiter`] (`REDIS_URL`) any number, falling back to a [`GovernorLimiter`] while
+//! Redis does not answer. A budget of `n` per minute allows bursts of `n` and refills one
+//! request every `60/n` seconds (GCRA).
 
 mod governor;
 mod redis;

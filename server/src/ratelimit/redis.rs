@@ -1,9 +1,7 @@
 //! Budgets shared by every instance through Redis (`REDIS_URL`; README § Running several
-//! instances): an atomic GCRA script on Redis's clock counts each request, one call per
-//! request or per reservation of a large budget ([`RedisLimiter`]), over
-//! one multiplexed connection that reconnects by itself ([`SharedRedis`]), and the policy
-//! for when Redis does not answer: fall back to this instance's own state for that call,
-//! log a warning at most once a minute, keep serving.
+//! instances): an atomic GCRA script on Redis's clock ([`RedisLimiter`]) over one
+//! self-reconnecting connection ([`SharedRedis`]). When Redis does not answer, each call
+//! falls back to this instance's own state and a warning is logged at most once a minute.
 
 use std::{
     collections::HashMap,
@@ -27,48 +25,33 @@ use sha2::{Digest, Sha256};
 
 use super::{GovernorLimiter, RateDecision, RateKey, RateLimiter};
 
-/// Longest wait for one Redis call, the connection included: 50 ms. A call that takes
-/// longer, or fails, is answered from this instance's own state (per-instance limits).
+/// Longest wait for one Redis call, connecting included; slower or failed calls fall back.
 pub const REDIS_TIMEOUT: Duration = Duration::from_millis(50);
-/// At most one warning about Redis per this interval (one minute), however many calls
-/// fail in it.
+/// At most one warning about Redis per this interval.
 pub const WARNING_INTERVAL: Duration = Duration::from_secs(60);
-/// Failed calls in a row after which Redis is left alone for [`PAUSE_AFTER_FAILURES`], so
-/// that an outage does not cost every request [`REDIS_TIMEOUT`].
+/// Failed calls in a row after which Redis is skipped for [`PAUSE_AFTER_FAILURES`].
 pub const FAILURES_BEFORE_PAUSE: u32 = 3;
-/// How long calls go straight to this instance's own state after
-/// [`FAILURES_BEFORE_PAUSE`] failures in a row; the next call then tries Redis again.
+/// How long calls skip Redis after [`FAILURES_BEFORE_PAUSE`] failures in a row.
 pub const PAUSE_AFTER_FAILURES: Duration = Duration::from_secs(1);
-/// Longest wait for Redis at start-up (connecting and loading the scripts).
 const WARM_UP_TIMEOUT: Duration = Duration::from_secs(2);
-/// Longest wait for maintenance calls that walk many keys ([`SharedRedis::clear`]).
 const MAINTENANCE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Ids longer than this (in bytes) are replaced by their SHA-256 in keys, so that a key
-/// stays short whatever a request's path holds.
+/// Ids longer than this (bytes) are replaced by their SHA-256 in keys.
 const MAX_ID_IN_KEY: usize = 64;
-/// Budgets of at least this many requests per minute (2,000) are served from
-/// reservations ([`RedisLimiter`]); smaller ones make one Redis call per request.
+/// Budgets of at least this many requests per minute are served from reservations.
 pub const RESERVE_FROM: u32 = 2_000;
-/// The most requests a key's first reservation takes from Redis at once (64).
+/// The most requests a key's first reservation takes.
 pub const FIRST_RESERVATION: u32 = 64;
-/// The most requests any reservation takes from Redis at once (1,024), for a key whose
-/// requests come fast enough ([`RESERVATION_SPAN`]).
+/// The most requests any reservation takes.
 pub const MAX_RESERVATION: u32 = 1_024;
-/// How long a reservation is sized to last at the pace of its key's requests (20 ms).
+/// How long a reservation is sized to last at its key's pace.
 pub const RESERVATION_SPAN: Duration = Duration::from_millis(20);
-/// How long an instance keeps the unused requests of a reservation (100 ms); after it,
-/// they are given back to Redis with the key's next call.
+/// How long unused requests of a reservation are kept before going back to Redis.
 pub const RESERVATION_TTL: Duration = Duration::from_millis(100);
-/// Reservations kept at most in the shared map; past it, those unused for a while are
-/// dropped.
 const MAX_RESERVATIONS: usize = 10_000;
 
-/// One connection to Redis shared by the limiter, the sign-in throttle and the mail
-/// cooldown of an instance, the key prefix (`REDIS_KEY_PREFIX`) they put before every key,
-/// and the record of failures that decides when to warn and when to pause.
-///
-/// Cloning is cheap and shares the connection: one multiplexed connection
-/// ([`ConnectionManager`]) carries every call and reconnects by itself after a failure.
+/// One multiplexed Redis connection ([`ConnectionManager`], reconnects by itself) shared by
+/// the limiter, sign-in throttle and mail cooldown, with the key prefix (`REDIS_KEY_PREFIX`)
+/// and the failure record that decides when to warn and pause. Cheap to clone.
 #[derive(Clone)]
 pub struct SharedRedis {
     connection: ConnectionManager,
@@ -77,13 +60,10 @@ pub struct SharedRedis {
 }
 
 impl SharedRedis {
-    /// A handle on the Redis at `url` (`redis://[user:password@]host[:port][/db]`, or
-    /// `redis+unix:///path`) whose keys all start with `prefix`. Nothing is sent yet: the
-    /// connection is made by the first call (see [`SharedRedis::warm_up`]), so an
-    /// instance starts even while Redis is down.
-    ///
-    /// Errors: `url` is not a Redis URL (the message does not repeat it, since it may hold
-    /// a password).
+    /// A handle on the Redis at `url` (`redis://[user:password@]host[:port][/db]` or
+    /// `redis+unix:///path`) whose keys start with `prefix`. Connects lazily, so an instance
+    /// starts while Redis is down. Errors: `url` is not a Redis URL (not echoed: it may hold a
+    /// password).
     pub fn connect(url: &str, prefix: &str) -> anyhow::Result<Self> {
         let client = ::redis::Client::open(url).context("REDIS_URL is not a valid Redis URL")?;
         let config = ConnectionManagerConfig::new()
@@ -109,9 +89,8 @@ impl SharedRedis {
         format!("{}{rest}", self.prefix)
     }
 
-    /// Connects and loads `scripts`, waiting at most 2 s: `true` when Redis answered.
-    /// When it does not, a warning is logged (it counts as the minute's warning) and calls
-    /// fall back until it answers.
+    /// Connects and loads `scripts` within 2 s: `true` when Redis answered, else one warning
+    /// is logged and calls fall back until it answers.
     pub async fn warm_up(&self, scripts: &[&Script]) -> bool {
         let mut connection = self.connection.clone();
         let loaded = tokio::time::timeout(WARM_UP_TIMEOUT, async {
@@ -151,10 +130,9 @@ impl SharedRedis {
         )
     }
 
-    /// Runs `call` on the connection within [`REDIS_TIMEOUT`]: its answer, or `None` when
-    /// it failed, took longer, or was not tried because Redis failed
-    /// [`FAILURES_BEFORE_PAUSE`] times in a row less than [`PAUSE_AFTER_FAILURES`] ago.
-    /// The caller then answers from its own state. `what` names the call in the warning.
+    /// Runs `call` within [`REDIS_TIMEOUT`]: `None` when it failed, timed out or was skipped
+    /// during a pause, and the caller answers from its own state. `what` names the call in the
+    /// warning.
     pub(crate) async fn run<T, F>(
         &self,
         what: &'static str,
@@ -184,10 +162,8 @@ impl SharedRedis {
         }
     }
 
-    /// Deletes every key of this prefix whose rest matches the glob `pattern` (`*` for
-    /// all; e.g. `mail:*`); returns how many. For tests and resets: it walks the keyspace
-    /// with `SCAN`, so it is no per-request call.
-    ///
+    /// Deletes every key of this prefix whose rest matches glob `pattern` (e.g. `mail:*`);
+    /// returns how many. Walks the keyspace with `SCAN`: for tests and resets only.
     /// Errors: Redis fails or takes more than 10 s.
     pub async fn clear(&self, pattern: &str) -> anyhow::Result<u64> {
         let mut connection = self.connection.clone();
@@ -221,12 +197,12 @@ impl SharedRedis {
         Ok(deleted)
     }
 
-    /// Calls answered from this instance's own state so far (failed, timed out or paused).
+    /// Calls answered from this instance's own state so far.
     pub fn fallbacks(&self) -> u64 {
         self.health.fallbacks.load(Ordering::Relaxed)
     }
 
-    /// Warnings about Redis logged so far (at most one a minute).
+    /// Warnings about Redis logged so far.
     pub fn warnings(&self) -> u64 {
         self.health.warnings.load(Ordering::Relaxed)
     }
@@ -244,8 +220,7 @@ fn glob_escape(s: &str) -> String {
     out
 }
 
-/// `id` as it goes into a key: itself, or when longer than 64 bytes `#` and its SHA-256
-/// in hex.
+/// `id` as it goes into a key: itself, or `#` and its hex SHA-256 when over 64 bytes.
 pub(crate) fn key_part(id: &str) -> std::borrow::Cow<'_, str> {
     if id.len() <= MAX_ID_IN_KEY {
         id.into()
@@ -254,19 +229,14 @@ pub(crate) fn key_part(id: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
-/// The record of failed Redis calls, on a millisecond clock that starts with it (the
-/// methods take the time, so tests can pass their own).
+/// The record of failed Redis calls (ms on its own clock; methods take the time for tests).
 struct Health {
     started: Instant,
-    /// Failed calls since the last success.
     failures_in_a_row: AtomicU32,
-    /// Calls skip Redis until then (ms on this record's clock).
     paused_until_ms: AtomicU64,
-    /// The next warning may be logged from then on (ms on this record's clock).
     next_warning_ms: AtomicU64,
-    /// Failed calls since the last warning (reported with the next one).
     since_warning: AtomicU64,
-    /// Whether a warning was logged and no call succeeded since (then recovery is logged).
+    /// Set after a warning until a call succeeds (then recovery is logged).
     warned: AtomicBool,
     fallbacks: AtomicU64,
     warnings: AtomicU64,
@@ -303,9 +273,8 @@ impl Health {
         }
     }
 
-    /// Records a failed call at `now_ms`: counts it, pauses Redis after
-    /// [`FAILURES_BEFORE_PAUSE`] in a row, and logs a warning unless one was logged less
-    /// than [`WARNING_INTERVAL`] ago.
+    /// Records a failed call: pauses after [`FAILURES_BEFORE_PAUSE`] in a row and warns at
+    /// most once per [`WARNING_INTERVAL`].
     fn failed(&self, now_ms: u64, what: &str, error: &dyn std::fmt::Display) {
         self.fallbacks.fetch_add(1, Ordering::Relaxed);
         let in_a_row = self.failures_in_a_row.fetch_add(1, Ordering::Relaxed) + 1;
@@ -329,8 +298,7 @@ impl Health {
         }
     }
 
-    /// Whether a warning may be logged at `now_ms`; if so, the next one may be logged
-    /// [`WARNING_INTERVAL`] later (one caller wins when several fail at once).
+    /// Whether a warning may be logged at `now_ms` (one caller wins when several fail at once).
     fn may_warn(&self, now_ms: u64) -> bool {
         let next = self.next_warning_ms.load(Ordering::Relaxed);
         now_ms >= next
@@ -346,67 +314,34 @@ impl Health {
     }
 }
 
-/// Rate limits kept in Redis, exact across any number of instances: each check is one
-/// `EVALSHA` of a GCRA script (the same rule as [`GovernorLimiter`]) that reads Redis's
-/// clock (`TIME`), so the instances' clocks do not matter, and that Redis runs atomically,
-/// so concurrent checks from any instances allow exactly the budget.
-///
-/// The key of a budget is `{prefix}rl:{kind}:{id}:{per_minute}` with kind `a` (account,
-/// by user id), `ip` (client IP), `w` (widget, by integration id) or `ch` (inbound channel,
-/// `{integration}:{ip}`); `per_minute` is part of it, so a plan change starts with a full
-/// budget. A key holds one number and expires when its budget is full again (at most a
-/// minute), so Redis must not evict keys before then (`maxmemory-policy noeviction` or a
-/// `volatile-*` policy).
-///
-/// When Redis does not answer within [`REDIS_TIMEOUT`] the check is made by the
-/// in-process fallback instead: per-instance limits while Redis is away.
-///
-/// **Reservations.** A Redis call per request would cost a busy account more than the
-/// rest of authentication does (bench/HISTORY.md § PostgreSQL + Redis beside SQLite). So a
-/// budget of [`RESERVE_FROM`] (2,000) requests per minute or more takes several requests
-/// per call, in the same atomic script; the instance then allows them from memory, and
-/// gives back what is unused after [`RESERVATION_TTL`] (100 ms) with the key's next call.
-/// A key's first reservation is a thousandth of its budget (at most [`FIRST_RESERVATION`],
-/// 64); each next one is sized to last [`RESERVATION_SPAN`] (20 ms) at the pace the key's
-/// requests came at, at most twice or half the previous one, and between that first size
-/// and a thousandth of the budget (at most [`MAX_RESERVATION`], 1,024).
-///
-/// Every allowed request was taken from Redis first, so the instances together never allow
-/// more than the budget; and a reservation is at most 1/64 of the requests left, so the
-/// last 128 requests of a budget are counted one call at a time and no instance holds
-/// requests that another then has to refuse. One call per key and instance takes a
-/// reservation at a time; the key's other requests wait for it rather than call Redis.
-/// Smaller budgets (every plan's default, README § Limits) make one call per request. The
-/// headers of a request served from a reservation report Redis's count at the
-/// reservation, less what this instance has used of it since.
-///
-/// A request served from a reservation costs a lookup in its worker thread's own map (no
-/// key string is built, no lock another core takes) and one uncontended lock of the key's
-/// reservation; the shared map of the instance is only consulted the first time a thread
-/// sees a key, and again every [`FRONT_TTL`].
+/// Rate limits in Redis, exact across instances: each check is one `EVALSHA` of a GCRA
+/// script (the rule of [`GovernorLimiter`]) on Redis's clock, run atomically.
+/// Keys are `{prefix}rl:{kind}:{id}:{per_minute}` (kind `a` account, `ip`, `w` widget,
+/// `ch` channel `{integration}:{ip}`) and expire once the budget is full again (≤ 1 min), so
+/// Redis must not evict them early (`noeviction` or a `volatile-*` policy).
+/// Budgets of [`RESERVE_FROM`] or more take several requests per call (reservations) and
+/// serve them from memory; a reservation is at most 1/64 of what is left, so instances
+/// together never exceed the budget. Headers of a request served from a reservation report
+/// Redis's count at the reservation less what this instance used since. Without Redis,
+/// checks fall back to per-instance limits.
 pub struct RedisLimiter {
     redis: SharedRedis,
     script: Script,
     fallback: Arc<GovernorLimiter>,
-    /// The reservation of each budget by Redis key: one per key and instance.
     shared: std::sync::Mutex<HashMap<String, Arc<Slot>>>,
-    /// Each worker thread's view of `shared`: the slots it used lately, by the hash of
-    /// their [`Budget`], with when it took them from `shared`.
+    /// Each worker thread's recently used slots, by the hash of their [`Budget`].
     front: thread_local::ThreadLocal<std::cell::RefCell<Front>>,
     hasher: foldhash::fast::RandomState,
 }
 
-/// A worker thread's slots, by the hash of their budget.
 type Front = HashMap<u64, (Arc<Slot>, Instant), foldhash::fast::FixedState>;
 
-/// How long a worker thread uses a slot it took from the shared map before it asks that
-/// map again (10 s); slots unused for twice as long may be dropped from the shared map.
+/// How long a thread uses a slot before asking the shared map again; slots unused for
+/// twice as long may be dropped.
 const FRONT_TTL: Duration = Duration::from_secs(10);
-/// Most slots one worker thread remembers; it starts over when full.
 const FRONT_CAPACITY: usize = 4_096;
 
-/// Which budget a slot counts: the kind of key, its id (or ""), its IP (if any) and the
-/// budget per minute; the parts of a [`RateKey`] and its limit, without a string built.
+/// Which budget a slot counts: the parts of a [`RateKey`] and its limit, without a string.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 struct Budget<'a> {
     kind: u8,
@@ -439,7 +374,6 @@ struct Slot {
     id: Box<str>,
     ip: Option<IpAddr>,
     limit: u32,
-    /// The budget's Redis key ([`RedisLimiter::key`]).
     redis_key: String,
     state: std::sync::Mutex<Reservation>,
 }
@@ -462,30 +396,21 @@ impl Slot {
 /// Requests an instance took from Redis and has not used yet.
 #[derive(Debug)]
 struct Reservation {
-    /// Requests left.
     left: u32,
-    /// Redis's `remaining` when they were taken.
     remaining: u32,
     /// Redis's reset time (Unix epoch µs) when they were taken.
     reset_at_us: i64,
-    /// While a call taking the next reservation is under way: when it counts as lost (its
-    /// request was cancelled) and another may lead.
+    /// Deadline of the call taking the next reservation; past it, another may lead.
     leading_until: Option<Instant>,
-    /// When the rest goes back to Redis.
     expires: Instant,
-    /// How many requests the next call asks for.
     size: u32,
-    /// When the last reservation arrived, and the requests allowed from this slot since:
-    /// the pace the next size is made for.
+    /// When the last reservation arrived and the requests allowed since: the pace to size for.
     arrived_at: Instant,
     used: u32,
-    /// Woken when the leading call ends.
     arrived: Arc<tokio::sync::Notify>,
 }
 
 impl Reservation {
-    /// An empty reservation of a budget of `limit`, whose first call takes
-    /// [`reservation_size`] requests.
     fn new(limit: u32, now: Instant) -> Self {
         Self {
             left: 0,
@@ -500,12 +425,10 @@ impl Reservation {
         }
     }
 
-    /// Whether a call taking the next reservation is under way at `now`.
     fn leading_at(&self, now: Instant) -> bool {
         self.leading_until.is_some_and(|until| now < until)
     }
 
-    /// Allows one request from the reservation (which has some left).
     fn serve(&mut self, limit: u32) -> RateDecision {
         self.left -= 1;
         self.used = self.used.saturating_add(1);
@@ -518,9 +441,7 @@ impl Reservation {
         }
     }
 
-    /// Starts the call that takes the next reservation of a budget of `limit` at `now`:
-    /// sizes it for the pace since the last one arrived ([`next_reservation_size`]) and
-    /// returns that size.
+    /// Starts the call taking the next reservation, sized by [`next_reservation_size`].
     fn lead(&mut self, limit: u32, now: Instant) -> u32 {
         self.leading_until = Some(now + 2 * REDIS_TIMEOUT);
         self.size = next_reservation_size(
@@ -533,9 +454,8 @@ impl Reservation {
     }
 }
 
-/// How many requests a key's first reservation takes from Redis for a budget of `limit`
-/// per minute: 1 below [`RESERVE_FROM`] (no reservations), else a thousandth of the
-/// budget, at most [`FIRST_RESERVATION`].
+/// Size of a key's first reservation for `limit` per minute: 1 below [`RESERVE_FROM`], else
+/// a thousandth of the budget, at most [`FIRST_RESERVATION`].
 pub fn reservation_size(limit: u32) -> u32 {
     if limit < RESERVE_FROM {
         1
@@ -544,12 +464,9 @@ pub fn reservation_size(limit: u32) -> u32 {
     }
 }
 
-/// The size of the next reservation of a budget of `limit` per minute whose last one was
-/// `size` and which allowed `used` requests in `elapsed` since it arrived: what lasts
-/// [`RESERVATION_SPAN`] at that pace, at most twice and at least half of `size`, and
-/// between [`reservation_size`] and a thousandth of the budget (at most
-/// [`MAX_RESERVATION`]). After ten spans without a new reservation the key starts over
-/// at [`reservation_size`].
+/// Next reservation size after `used` requests in `elapsed` from one of `size`: lasts
+/// [`RESERVATION_SPAN`] at that pace, within half and twice `size`, between
+/// [`reservation_size`] and min(budget/1000, [`MAX_RESERVATION`]). Resets after ten idle spans.
 pub fn next_reservation_size(limit: u32, size: u32, used: u32, elapsed: Duration) -> u32 {
     let first = reservation_size(limit);
     if first <= 1 || elapsed >= 10 * RESERVATION_SPAN {
@@ -577,8 +494,7 @@ impl RedisLimiter {
         }
     }
 
-    /// Connects and loads the script ([`SharedRedis::warm_up`]): `true` when Redis
-    /// answered.
+    /// Connects and loads the script ([`SharedRedis::warm_up`]): `true` when Redis answered.
     pub async fn warm_up(&self) -> bool {
         self.redis.warm_up(&[&self.script]).await
     }
@@ -596,9 +512,7 @@ impl RedisLimiter {
         }
     }
 
-    /// Runs `f` on the slot of `key`'s budget of `limit`: from this worker thread's own
-    /// map when it took that slot from the shared map less than [`FRONT_TTL`] ago, else
-    /// from the shared map (where it is made on first use).
+    /// Runs `f` on `key`'s slot, from this thread's map when fresher than [`FRONT_TTL`].
     fn with_slot<R>(
         &self,
         key: RateKey<'_>,
@@ -622,8 +536,8 @@ impl RedisLimiter {
         f(&slot)
     }
 
-    /// The slot of `budget` in the shared map, made when there is none. When the map holds
-    /// [`MAX_RESERVATIONS`] slots, those unused for twice [`FRONT_TTL`] are dropped first.
+    /// The shared slot of `budget`, made on first use; when the map is full, slots unused for
+    /// twice [`FRONT_TTL`] are dropped first.
     fn shared_slot(&self, key: RateKey<'_>, budget: &Budget<'_>, now: Instant) -> Arc<Slot> {
         let redis_key = self.key(key, budget.limit);
         let mut shared = self
@@ -651,16 +565,9 @@ impl RedisLimiter {
         slot
     }
 
-    /// Allows one request of `slot`'s budget of `limit` from this instance's reservation
-    /// when it holds an unexpired one with requests left; otherwise says whether to call
-    /// Redis or to wait. One call per key and instance at a time takes a reservation (it
-    /// "leads"); requests that arrive meanwhile wait for it (at most [`REDIS_TIMEOUT`]
-    /// each time), so that a burst neither takes many reservations at once and leaves them
-    /// unused, nor makes a Redis call per request.
-    ///
-    /// When half a reservation is spent, the request that finds it so takes the next one
-    /// (it is allowed from the rest first), so that the key's other requests are served
-    /// without waiting while it does.
+    /// Serves one request from the reservation when possible, else says whether to call Redis
+    /// or wait. One call per key and instance leads; the others wait (at most
+    /// [`REDIS_TIMEOUT`]) instead of calling. Half-spent reservations are refilled early.
     fn take_reserved(slot: &Slot, limit: u32, now: Instant) -> Reserved {
         let mut r = slot.state();
         let leading = r.leading_at(now);
@@ -684,8 +591,7 @@ impl RedisLimiter {
         Reserved::Lead { size, give_back }
     }
 
-    /// Ends the leading call for `slot`, whose script answer (`None`: Redis did not
-    /// answer) granted requests of which `kept` are this instance's to use later.
+    /// Ends the leading call; `kept` of the granted requests are this instance's to use later.
     fn keep_reserved(slot: &Slot, kept: i64, answer: Option<GcraAnswer>) {
         let (_, remaining, _, reset_at_us) = answer.unwrap_or_default();
         let left = u32::try_from(kept.max(0)).unwrap_or(0);
@@ -702,43 +608,33 @@ impl RedisLimiter {
         r.arrived.notify_waiters();
     }
 
-    /// The size the next reservation of `key`'s budget of `per_minute` will ask for, if
-    /// this thread knows the key.
     #[cfg(test)]
     fn next_size(&self, key: RateKey<'_>, per_minute: u32) -> u32 {
         self.with_slot(key, per_minute, Instant::now(), |slot| slot.state().size)
     }
 }
 
-/// What [`RedisLimiter::take_reserved`] decided.
 enum Reserved {
     /// Allowed from the reservation.
     Served(RateDecision),
-    /// Take the key's reservation of `size` from Redis, giving back `give_back` unused
-    /// requests, and end with [`RedisLimiter::keep_reserved`].
+    /// Take a reservation of `size`, giving back `give_back`; end with
+    /// [`RedisLimiter::keep_reserved`].
     Lead { size: u32, give_back: u32 },
     /// Another request is taking the reservation: wait for it, then try again.
     Wait(std::pin::Pin<Box<tokio::sync::futures::OwnedNotified>>),
-    /// Allowed from the reservation, and half of it is spent: take the next one of `size`
-    /// (and end with [`RedisLimiter::keep_reserved`]) before answering.
+    /// Allowed, and half the reservation is spent: take the next one of `size` first.
     Refill { decision: RateDecision, size: u32 },
 }
 
-/// Times a request waits for another's reservation before it makes a call of its own
-/// for one request.
 const MAX_WAITS: u32 = 3;
 
-/// The script's answer: requests granted (0: refused), remaining, retry after (µs), reset
-/// at (Unix epoch µs).
+/// The script's answer: granted (0: refused), remaining, retry after (µs), reset at (epoch µs).
 type GcraAnswer = (i64, i64, i64, i64);
 
-/// Microseconds `us` (0 or more) in whole seconds, rounded up.
 fn whole_seconds_up(us: i64) -> i64 {
     us.max(0).saturating_add(999_999) / 1_000_000
 }
 
-/// The decision for a budget of `limit` from the script's answer, for one request (the
-/// others granted are counted in `remaining`: they are this instance's to use).
 fn decision(
     limit: u32,
     (granted, remaining, retry_after_us, reset_at_us): GcraAnswer,
@@ -802,9 +698,7 @@ impl RateLimiter for RedisLimiter {
         }
     }
 
-    /// Answers from this instance's reservation without a future when that needs no call
-    /// to Redis (the reservation has requests left, and more than half of them or another
-    /// request is taking the next one); `None` otherwise, having counted nothing.
+    /// Answers from the reservation when no Redis call is needed; else `None`, counting nothing.
     fn check_now(&self, key: RateKey<'_>, per_minute: u32) -> Option<RateDecision> {
         let limit = per_minute.max(1);
         if reservation_size(limit) <= 1 {
@@ -821,9 +715,7 @@ impl RateLimiter for RedisLimiter {
 }
 
 impl RedisLimiter {
-    /// Runs the GCRA script on `redis_key`'s budget of `limit` per minute: takes `size`
-    /// requests after giving back `give_back`; `None` when Redis did not answer (see
-    /// [`SharedRedis::run`]).
+    /// Runs the GCRA script (take `size`, give back `give_back`); `None` when Redis did not answer.
     async fn count(
         &self,
         redis_key: &str,
@@ -845,8 +737,6 @@ impl RedisLimiter {
             .await
     }
 
-    /// Takes the next reservation of `slot` ahead of need (see
-    /// [`RedisLimiter::take_reserved`]); every request it grants is kept.
     async fn refill(&self, slot: &Slot, limit: u32, size: u32) {
         let answer = self.count(&slot.redis_key, limit, size, 0).await;
         let granted = answer.map_or(0, |(granted, ..)| granted);
@@ -854,9 +744,8 @@ impl RedisLimiter {
     }
 }
 
-/// Test support: a handle on the Redis of the tests (`AGENTCHAT_TEST_REDIS_URL`, default
-/// `redis://127.0.0.1:6379`) with a key prefix of its own, which panics when that Redis
-/// does not answer.
+/// Test support: the tests' Redis (`AGENTCHAT_TEST_REDIS_URL`, default
+/// `redis://127.0.0.1:6379`) under a prefix of its own; panics when it does not answer.
 #[cfg(test)]
 pub(crate) mod testing {
     use super::*;
@@ -881,8 +770,7 @@ pub(crate) mod testing {
             .unwrap_or_else(|e| panic!("Redis at {} does not answer: {e}", redis_url()))
     }
 
-    /// A handle on the tests' Redis with `prefix`; panics when Redis does not answer
-    /// within 2 s.
+    /// A handle on the tests' Redis with `prefix`; panics when it does not answer within 2 s.
     pub async fn connect(prefix: &str) -> SharedRedis {
         let url = redis_url();
         let redis = SharedRedis::connect(&url, prefix).expect("a Redis URL");
@@ -966,14 +854,12 @@ mod tests {
         redis.redis.clear("*").await.unwrap();
     }
 
-    /// Redis's clock in Unix epoch microseconds.
     async fn redis_now_us(connection: &mut ::redis::aio::MultiplexedConnection) -> i64 {
         let (secs, micros): (i64, i64) =
             ::redis::cmd("TIME").query_async(connection).await.unwrap();
         secs * 1_000_000 + micros
     }
 
-    /// Sets the budget of `key` (`limit` per minute) so that `available` requests are left.
     async fn leave_available(
         connection: &mut ::redis::aio::MultiplexedConnection,
         key: &str,
@@ -992,8 +878,6 @@ mod tests {
             .unwrap();
     }
 
-    /// A limiter on a prefix of its own, a plain connection to look at its keys, and the
-    /// key of account `u`'s budget of `limit` per minute, set to have `available` left.
     async fn budget(
         limit: u32,
         available: i64,
@@ -1310,7 +1194,6 @@ mod tests {
         assert_eq!(redis.warnings(), 1, "one warning, not one per request");
     }
 
-    /// Forwards every connection accepted by `listener` to the tests' Redis.
     async fn forward_to_redis(listener: tokio::net::TcpListener) {
         let url = url::Url::parse(&redis_url()).expect("a Redis URL");
         let target = format!(

@@ -1,18 +1,8 @@
-//! Custom HTTP actions (`http` tools): a request described by the agent's owner, filled in
-//! with the model's arguments and sent through the outbound policy.
-//!
-//! An action is configured with a method, a URL whose path and query may hold `{name}`
-//! placeholders, the JSON Schema of its arguments, headers, and optionally a timeout
-//! ([`HttpActionConfig`]); secret headers (API keys) are stored sealed by the caller and
-//! handed to [`HttpActionConfig::run`] separately. A call fills each placeholder with its
-//! argument, percent-encoded so that no value can change the URL's structure, and sends the
-//! other arguments as the query (GET, DELETE) or as a JSON body (POST, PUT, PATCH).
-//!
-//! The request goes through [`SafeClient::send`], so the SSRF rule of [`crate::outbound`]
-//! applies to the first address and to every redirect hop, and secret headers are not sent
-//! on to another origin by a redirect. Secret header values never appear in an error: the
-//! answer given to the model has them blotted out as well, since the model repeats what it
-//! reads to whoever chats with the agent.
+//! Custom HTTP actions (`http` tools): a request configured by the agent's owner
+//! ([`HttpActionConfig`]), filled in with the model's arguments (placeholders
+//! percent-encoded, the rest as query or JSON body) and sent through [`SafeClient::send`], so
+//! the SSRF rule of [`crate::outbound`] holds on every hop. Secret header values never appear
+//! in an error or in what the model reads, and are not sent on across origins.
 
 use std::{
     collections::{BTreeMap, BTreeSet},
@@ -41,9 +31,8 @@ pub const ERROR_BODY_CHARS: usize = 500;
 /// The `Accept` header sent when the action sets none.
 pub const DEFAULT_ACCEPT: &str = "application/json, text/plain;q=0.9, */*;q=0.5";
 
-/// Header names an action may not set: the HTTP client writes them itself, and setting
-/// them by hand could change how the message is framed or where it goes (the hop-by-hop
-/// headers of RFC 9110 § 7.6.1, `Host`, and the body's framing, § 8.6 and RFC 9112 § 6.1).
+/// Header names an action may not set: the client writes them itself (hop-by-hop headers of
+/// RFC 9110 § 7.6.1, `Host`, and body framing, § 8.6 and RFC 9112 § 6.1).
 const CLIENT_HEADERS: [&str; 9] = [
     "connection",
     "content-length",
@@ -56,14 +45,11 @@ const CLIENT_HEADERS: [&str; 9] = [
     "upgrade",
 ];
 
-/// The fields of an action's `config` object, in the order of the messages that list them.
 const FIELDS: [&str; 5] = ["method", "url", "parameters", "headers", "timeoutMs"];
 
-/// Secret values (or their parts) shorter than this are not blotted out of answers: a
-/// short string would match ordinary text, and it is no secret worth hiding.
+/// Secret values (or parts) shorter than this are not blotted out: they would match ordinary text.
 const MIN_REDACTED_CHARS: usize = 4;
-/// A whitespace-separated part of a secret value this long (the token of
-/// `Bearer <token>`) is blotted out on its own as well.
+/// A whitespace-separated part this long (the token of `Bearer <token>`) is blotted out too.
 const MIN_REDACTED_PART_CHARS: usize = 8;
 
 /// The HTTP method of an action; upper case on the wire.
@@ -72,11 +58,9 @@ const MIN_REDACTED_PART_CHARS: usize = 8;
 pub enum HttpMethod {
     /// `GET`: arguments not in the URL go in the query.
     Get,
-    /// `POST`: arguments not in the URL go in a JSON body.
+    /// `POST`: arguments not in the URL go in a JSON body (so do `PUT` and `PATCH`).
     Post,
-    /// `PUT`: arguments not in the URL go in a JSON body.
     Put,
-    /// `PATCH`: arguments not in the URL go in a JSON body.
     Patch,
     /// `DELETE`: arguments not in the URL go in the query.
     Delete,
@@ -94,8 +78,7 @@ impl HttpMethod {
         }
     }
 
-    /// Whether the arguments not in the URL travel as a JSON body (POST, PUT, PATCH)
-    /// rather than in the query (GET, DELETE).
+    /// Whether the arguments not in the URL go in a JSON body (POST, PUT, PATCH), not the query.
     pub const fn has_body(self) -> bool {
         matches!(self, Self::Post | Self::Put | Self::Patch)
     }
@@ -117,36 +100,30 @@ impl HttpMethod {
     }
 }
 
-/// The `config` of an `http` tool, as stored and as the API shows it (`secretHeaders` is
-/// not part of it: the caller seals those and strips them before [`HttpActionConfig::parse`]).
+/// The `config` of an `http` tool, as stored and shown (without `secretHeaders`, which the
+/// caller seals and strips).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HttpActionConfig {
     /// The request's method.
     pub method: HttpMethod,
-    /// An absolute `http` or `https` URL, at most [`MAX_URL_CHARS`] characters, whose path
-    /// and query may hold `{name}` placeholders, each a property of `parameters`.
+    /// An absolute `http(s)` URL of at most [`MAX_URL_CHARS`] characters; its path and query may
+    /// hold `{name}` placeholders, each a property of `parameters`.
     pub url: String,
     /// The JSON Schema of the arguments (see [`schema::check_parameters`]).
     pub parameters: Value,
     /// Headers sent with every call (not secret: the API shows them).
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
-    /// The call's time limit in milliseconds, 1 to [`MAX_TIMEOUT_MS`]; the client's own
-    /// limit when absent (and at most that limit in any case).
+    /// The call's limit in ms, 1 to [`MAX_TIMEOUT_MS`], never above the client's own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_ms: Option<u64>,
 }
 
 impl HttpActionConfig {
     /// Reads and validates an action's `config` object (without `secretHeaders`).
-    ///
-    /// # Errors
-    /// A sentence naming the field as the API user sees it, e.g. `config.method must be one
-    /// of GET, POST, PUT, PATCH, DELETE`, `config.url must be an http or https URL`,
-    /// `config.url placeholder {city} is not a property of config.parameters`,
-    /// `config.headers.X-Foo is not a valid header name`, `config.timeoutMs must be between
-    /// 1 and 120000`, or an error of [`schema::check_parameters`].
+    /// Errors: a sentence naming the field as the API user sees it (`config.url must be an
+    /// http or https URL`), or one of [`schema::check_parameters`].
     pub fn parse(config: &Value) -> Result<Self, String> {
         let Some(object) = config.as_object() else {
             return Err("config must be a JSON object".to_owned());
@@ -221,28 +198,14 @@ impl HttpActionConfig {
         Ok(config)
     }
 
-    /// Calls the action with the model's `arguments` (already checked against
-    /// `parameters` by the caller) and returns what the model reads.
-    ///
-    /// The URL's placeholders are filled with their arguments (strings as they are, numbers
-    /// and booleans as their JSON text), percent-encoded as a path segment or query
-    /// component; the other arguments go in the query for GET and DELETE (arrays as repeated
-    /// keys, objects as JSON text, nulls left out) or make the JSON body of POST, PUT and
-    /// PATCH (`Content-Type: application/json` unless the action sets one). The action's
-    /// headers are sent, then `secret_headers` (which win over headers of the same name),
-    /// and `Accept: application/json, text/plain;q=0.9, */*;q=0.5` unless the action sets
-    /// one. The whole call must finish within the least of `timeout`, the action's
-    /// `timeoutMs` and the client's limit.
-    ///
-    /// A 2xx answer gives its body as text (invalid UTF-8 replaced), cut by
-    /// [`output::cap`]; a blank body gives `HTTP <status> (no body)`. Values of
-    /// `secret_headers` are blotted out of every answer and error.
-    ///
-    /// # Errors
-    /// `HTTP 404 Not Found: <the first 500 characters of the body>` for a final status other
-    /// than 2xx; the [`NetError`] sentence when the request failed (refused by the outbound
-    /// policy, timed out, could not connect …); a sentence naming the argument when a
-    /// placeholder's argument is missing or is not a string, number or boolean.
+    /// Calls the action with the model's `arguments` (already checked) and returns what the model
+    /// reads. Placeholders are filled and percent-encoded; other arguments go in the query for
+    /// GET/DELETE (arrays repeated, objects as JSON, nulls left out) or in the JSON body. Secret
+    /// headers win over headers of the same name; [`DEFAULT_ACCEPT`] unless set. Time limit: the
+    /// least of `timeout`, `timeoutMs` and the client's. A 2xx body comes back as text, cut by
+    /// [`output::cap`] (`HTTP <status> (no body)` when blank); secrets are blotted out.
+    /// Errors: `HTTP <status> <reason>: <first 500 characters>` for a non-2xx final status; the
+    /// [`NetError`] sentence; a sentence naming a missing or non-scalar placeholder argument.
     pub async fn run(
         &self,
         client: &SafeClient,
@@ -259,8 +222,6 @@ impl HttpActionConfig {
             .map_err(|text| secrets.redact(text))
     }
 
-    /// [`HttpActionConfig::run`] without the cap: a 2xx answer comes back whole, with
-    /// `secrets` already blotted out of it.
     async fn call(
         &self,
         client: &SafeClient,
@@ -352,19 +313,14 @@ impl HttpActionConfig {
     }
 }
 
-/// Checks the secret headers of an action (`secretHeaders`) by the rules of its headers:
-/// valid names and values, none that the HTTP client sets itself (`Host`, `Content-Length`,
-/// `Transfer-Encoding`, `Connection` and the other hop-by-hop headers), no name twice
-/// (names are case-insensitive), at most [`MAX_HEADERS`], values at most
-/// [`MAX_HEADER_VALUE_BYTES`] long.
-///
-/// # Errors
-/// A sentence naming the header as `config.secretHeaders.NAME`; it never quotes a value.
+/// Checks `secretHeaders` by the rules of headers: valid names and values, none the client
+/// sets itself (`Host`, hop-by-hop, framing), no name twice (case-insensitive), at most
+/// [`MAX_HEADERS`], values at most [`MAX_HEADER_VALUE_BYTES`]. Errors: a sentence naming
+/// `config.secretHeaders.NAME`, never quoting a value.
 pub fn validate_secret_headers(map: &BTreeMap<String, String>) -> Result<(), String> {
     check_headers(map, "config.secretHeaders")
 }
 
-/// The rules of [`validate_secret_headers`], for the headers at `field`.
 fn check_headers(map: &BTreeMap<String, String>, field: &str) -> Result<(), String> {
     if map.len() > MAX_HEADERS {
         return Err(format!("{field} has more than {MAX_HEADERS} headers"));
@@ -381,7 +337,6 @@ fn check_headers(map: &BTreeMap<String, String>, field: &str) -> Result<(), Stri
     Ok(())
 }
 
-/// One header checked and parsed; errors name it at `field` and never quote the value.
 fn header_pair(name: &str, value: &str, field: &str) -> Result<(HeaderName, HeaderValue), String> {
     let parsed = HeaderName::from_bytes(name.as_bytes())
         .map_err(|_| format!("{field}.{name} is not a valid header name"))?;
@@ -402,7 +357,6 @@ fn header_pair(name: &str, value: &str, field: &str) -> Result<(HeaderName, Head
     Ok((parsed, value))
 }
 
-/// A value in the query: strings as they are, anything else as its JSON text.
 fn query_text(value: &Value) -> String {
     match value {
         Value::String(s) => s.clone(),
@@ -410,21 +364,15 @@ fn query_text(value: &Value) -> String {
     }
 }
 
-/// An action URL split around its `{name}` placeholders.
-///
-/// Placeholders may stand in the path and the query only: one in the host would let the
-/// model choose where the request goes.
+/// An action URL split around its `{name}` placeholders, allowed in the path and query only
+/// (one in the host would let the model choose where the request goes).
 #[derive(Debug)]
 struct UrlTemplate<'a> {
-    /// Scheme and authority, e.g. `https://api.example:8443`; no placeholder.
     origin: &'a str,
-    /// The path, with its leading `/` (empty when the URL has none).
     path: &'a str,
-    /// The query without its `?`, when the URL has one.
     query: Option<&'a str>,
 }
 
-/// A piece of a template part: text to keep, or a placeholder's name.
 #[derive(Debug, PartialEq)]
 enum Piece<'a> {
     Text(&'a str),
@@ -432,9 +380,8 @@ enum Piece<'a> {
 }
 
 impl<'a> UrlTemplate<'a> {
-    /// Splits and checks `url` (`config.url`): at most [`MAX_URL_CHARS`] characters, `http`
-    /// or `https`, well-formed placeholders in the path and query only, no user info, and
-    /// a valid URL once placeholders are filled.
+    /// Splits and checks `config.url`: length, `http(s)`, placeholders well-formed and only in path
+    /// and query, no user info, valid once filled.
     fn parse(url: &'a str) -> Result<Self, String> {
         if url.chars().count() > MAX_URL_CHARS {
             return Err(format!(
@@ -488,7 +435,6 @@ impl<'a> UrlTemplate<'a> {
         Ok(template)
     }
 
-    /// The placeholders' names, in order (repeats included).
     fn names(&self) -> impl Iterator<Item = &'a str> {
         let path = pieces(self.path).unwrap_or_default();
         let query = pieces(self.query.unwrap_or_default()).unwrap_or_default();
@@ -498,12 +444,9 @@ impl<'a> UrlTemplate<'a> {
         })
     }
 
-    /// The URL text with every placeholder replaced by `value(name)`, percent-encoded.
-    ///
-    /// # Errors
-    /// Those of `value`, and a path segment that the filled values make `.` or `..` (the
-    /// URL parser would remove it and the segment before it, RFC 3986 § 5.2.4, and it
-    /// treats `%2E` as a dot too).
+    /// The URL text with each placeholder replaced by `value(name)`, percent-encoded. Errors:
+    /// those of `value`, and a filled path segment that is `.` or `..` (which the URL parser would
+    /// remove, RFC 3986 § 5.2.4).
     fn render(
         &self,
         value: &mut dyn FnMut(&str) -> Result<String, String>,
@@ -545,7 +488,6 @@ impl<'a> UrlTemplate<'a> {
         Ok(out)
     }
 
-    /// The URL filled with `arguments`, and the names of the arguments it used.
     fn fill(&self, arguments: &Map<String, Value>) -> Result<(Url, BTreeSet<&'a str>), String> {
         let mut used = BTreeSet::new();
         let text = self.render(&mut |name| {
@@ -572,8 +514,8 @@ impl<'a> UrlTemplate<'a> {
     }
 }
 
-/// Splits a template part into text and placeholders. A placeholder is `{name}` with a name
-/// of 1 to 64 ASCII letters, digits, `_`, `-` and `.`; any other `{` or `}` is an error.
+/// Splits a template part into text and placeholders (`{name}`, 1–64 of ASCII letters, digits,
+/// `_`, `-`, `.`); any other brace is an error.
 fn pieces(part: &str) -> Result<Vec<Piece<'_>>, String> {
     let malformed = || {
         "config.url has a { or } that is not part of a placeholder such as {city} \
@@ -608,9 +550,8 @@ fn pieces(part: &str) -> Result<Vec<Piece<'_>>, String> {
     Ok(out)
 }
 
-/// Appends `value` percent-encoded: every byte but the unreserved characters of RFC 3986
-/// § 2.3 (letters, digits, `-`, `.`, `_`, `~`), so that `/`, `?`, `#`, `&`, `=`, `+` and
-/// `%` in a value stay data in a path segment as in a query component.
+/// Appends `value` percent-encoded except RFC 3986 § 2.3 unreserved characters, so `/`, `?`,
+/// `#`, `&`, `=`, `+`, `%` stay data.
 fn encode_component(value: &str, out: &mut String) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
     for byte in value.bytes() {
@@ -624,8 +565,7 @@ fn encode_component(value: &str, out: &mut String) {
     }
 }
 
-/// Whether a path segment is `.` or `..`, with dots written as `.` or `%2E` (the WHATWG
-/// URL standard's single- and double-dot segments).
+/// Whether a path segment is `.` or `..`, with `.` or `%2E` dots (WHATWG URL dot segments).
 fn is_dot_segment(segment: &str) -> bool {
     let lower = segment.to_ascii_lowercase().replace("%2e", ".");
     lower == "." || lower == ".."
@@ -637,13 +577,10 @@ fn strip_prefix_ignore_case<'s>(s: &'s str, prefix: &str) -> Option<&'s str> {
         .then(|| &s[prefix.len()..])
 }
 
-/// The secret header values of a call, to blot out of what it returns.
 struct Secrets(Vec<String>);
 
 impl Secrets {
-    /// Each value of at least [`MIN_REDACTED_CHARS`] characters, and each of its
-    /// whitespace-separated parts of at least [`MIN_REDACTED_PART_CHARS`], longest first
-    /// (so that a value is replaced whole before its parts are looked for).
+    /// Values and their long parts to blot out, longest first (whole values before parts).
     fn new(secret_headers: &BTreeMap<String, String>) -> Self {
         let mut values: Vec<String> = Vec::new();
         for value in secret_headers.values() {
@@ -690,7 +627,6 @@ mod tests {
     use super::*;
     use crate::outbound::{FetchLimits, NetPolicy};
 
-    /// Answers with what it received: method, raw path, raw query, headers and body.
     async fn echo(request: Request) -> Json<Value> {
         let (parts, body) = request.into_parts();
         let body = axum::body::to_bytes(body, 1 << 20)

@@ -1,26 +1,11 @@
-//! The MCP client: the tools of an MCP server integration (provider `mcp`), listed and
-//! called over the Streamable HTTP transport of MCP 2025-06-18
-//! (<https://modelcontextprotocol.io/specification/2025-06-18/basic/transports>) with the
-//! official Rust SDK, `rmcp`.
-//!
-//! Every request goes through the outbound policy ([`crate::outbound`]): the server's URL is
-//! judged before a session starts (IP literals, listed exceptions and their ports), host
-//! names resolve only through [`GuardedResolver`] (every address judged, the judged address
-//! is the one connected to), redirects are not followed (a server that answers one is
-//! unreachable), proxies from the environment are ignored, and every answer is capped at
-//! [`MAX_RESPONSE_BYTES`].
-//!
-//! Sessions and tool lists are cached per instance ([`McpClients`]), with these bounds:
-//! - at most [`MAX_SESSIONS`] open sessions; opening one more closes the least recently
-//!   used;
-//! - a session unused for [`IDLE_TIMEOUT`] is closed;
-//! - a session's tool list is kept until the server sends
-//!   `notifications/tools/list_changed`, and for at most [`TOOLS_TTL`] (servers that do not
-//!   notify);
-//! - a session that fails — expired (the server answers 404 to its session id), closed, or
-//!   whose transport broke — is dropped, a new session (with a fresh tool list) is opened
-//!   and the request is sent again, once;
-//! - an integration whose URL or credentials change (its `updatedAt`) gets a new session.
+//! The MCP client: an MCP server integration's tools, listed and called over the Streamable
+//! HTTP transport of MCP 2025-06-18
+//! (<https://modelcontextprotocol.io/specification/2025-06-18/basic/transports>) with `rmcp`.
+//! Requests follow the outbound policy ([`crate::outbound`]; redirects are not followed,
+//! answers are capped at [`MAX_RESPONSE_BYTES`]). Sessions and tool lists are cached per
+//! instance ([`McpClients`]): at most [`MAX_SESSIONS`], closed after [`IDLE_TIMEOUT`], tool
+//! lists kept until `notifications/tools/list_changed` or [`TOOLS_TTL`]; a failed session
+//! is replaced and the request retried once; a changed integration gets a new session.
 
 use std::{
     collections::HashMap,
@@ -61,8 +46,7 @@ pub const MAX_SESSIONS: usize = 64;
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(10 * 60);
 /// The longest a session's tool list is kept without a `list_changed` notification.
 pub const TOOLS_TTL: Duration = Duration::from_secs(5 * 60);
-/// The longest a session takes to start (connection and `initialize` handshake) or to list
-/// its tools.
+/// The longest a session takes to start (connection and `initialize`) or to list its tools.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 /// The largest answer (a JSON body or one server-sent event) accepted from a server.
 pub const MAX_RESPONSE_BYTES: usize = 2 * 1024 * 1024;
@@ -89,13 +73,11 @@ pub enum McpError {
 pub struct McpServer {
     /// The integration it comes from.
     pub integration_id: IntegrationId,
-    /// Changes whenever the integration does (its `updatedAt`): a cached session of another
-    /// version is replaced.
+    /// Changes with the integration's `updatedAt`; a cached session of another version is replaced.
     pub version: i64,
     /// The Streamable HTTP endpoint.
     pub url: Url,
-    /// The `Authorization` header value: the stored one, or `Bearer <token>` for a bare
-    /// token.
+    /// The `Authorization` value: the stored one, or `Bearer <token>` for a bare token.
     pub authorization: Option<String>,
 }
 
@@ -113,10 +95,8 @@ impl std::fmt::Debug for McpServer {
 }
 
 impl McpServer {
-    /// The server of an `mcp` integration, its credentials opened with `secrets`.
-    ///
-    /// Errors: [`McpError::Settings`] for another provider's integration, credentials that
-    /// do not open, or a URL that does not parse.
+    /// The server of an `mcp` integration, credentials opened with `secrets`. Errors:
+    /// [`McpError::Settings`] (another provider, credentials that do not open, bad URL).
     pub fn of(secrets: &SecretBox, record: &IntegrationRecord) -> Result<Self, McpError> {
         if record.provider_code != ProviderCode::Mcp {
             return Err(McpError::Settings(
@@ -143,8 +123,7 @@ impl McpServer {
     }
 }
 
-/// An `Authorization` value: as given when it names a scheme (`Bearer x`, `Basic y`),
-/// otherwise a bearer token (RFC 6750 § 2.1).
+/// An `Authorization` value: as given when it names a scheme, else a bearer token (RFC 6750 § 2.1).
 fn authorization_value(value: &str) -> String {
     let value = value.trim();
     if value.contains(' ') {
@@ -166,24 +145,21 @@ struct Inner {
     slots: Mutex<HashMap<IntegrationId, Arc<Slot>>>,
 }
 
-/// The place of one integration's session: its lock is held while a session starts, so
-/// that concurrent requests share one handshake.
+/// One integration's session place; its lock is held while a session starts, so concurrent
+/// requests share one handshake.
 struct Slot {
     session: tokio::sync::Mutex<Option<Arc<Session>>>,
     last_used: Mutex<Instant>,
 }
 
-/// One open session.
 struct Session {
     version: i64,
     service: RunningService<RoleClient, Listener>,
-    /// Set by the server's `notifications/tools/list_changed`.
     stale: Arc<AtomicBool>,
     tools: Mutex<Option<(Instant, Arc<Vec<McpServerTool>>)>>,
 }
 
-/// The client side of a session: says who the client is, and marks the tool list stale
-/// when the server says it changed.
+/// The client side of a session; marks the tool list stale when the server says it changed.
 #[derive(Clone)]
 struct Listener {
     stale: Arc<AtomicBool>,
@@ -207,7 +183,6 @@ impl ClientHandler for Listener {
     }
 }
 
-/// The guarded resolver for the client's `reqwest` (the major version `rmcp` speaks).
 struct Resolver(GuardedResolver);
 
 impl genai_reqwest::dns::Resolve for Resolver {
@@ -224,7 +199,6 @@ impl genai_reqwest::dns::Resolve for Resolver {
 
 impl McpClients {
     /// The sessions of an instance whose requests follow `policy`.
-    ///
     /// Errors: the HTTP client cannot be built (no TLS roots).
     pub fn new(policy: &NetPolicy) -> anyhow::Result<Self> {
         let http = genai_reqwest::Client::builder()
@@ -243,11 +217,8 @@ impl McpClients {
         })
     }
 
-    /// The server's tools: the cached list, or a fresh one when the server said it changed,
-    /// when it is older than [`TOOLS_TTL`] or when a new session was needed.
-    ///
-    /// Errors: [`McpError::Unreachable`] (after one retry with a new session),
-    /// [`McpError::Server`] when the server refuses `tools/list`.
+    /// The server's tools: cached, or fresh when changed, older than [`TOOLS_TTL`] or on a new
+    /// session. Errors: [`McpError::Unreachable`] (after one retry), [`McpError::Server`].
     pub async fn tools(&self, server: &McpServer) -> Result<Arc<Vec<McpServerTool>>, McpError> {
         let mut retried = false;
         loop {
@@ -286,14 +257,10 @@ impl McpClients {
         }
     }
 
-    /// Calls the server's tool `name` with `arguments` and gives back what the model is
-    /// told: the text of the result's content (an image, audio or binary resource as a
-    /// short note), or its structured content when it has no content. The caller bounds the
-    /// time.
-    ///
-    /// Errors: [`McpError::Server`] for an error answer or a result marked `isError` (with
-    /// its text), [`McpError::Unreachable`] when no session works (after one retry with a
-    /// new session).
+    /// Calls the server's tool `name` and gives back what the model is told: the result's text
+    /// content (other content as a short note), or its structured content. The caller bounds the
+    /// time. Errors: [`McpError::Server`] (error answer or `isError`), [`McpError::Unreachable`]
+    /// (after one retry with a new session).
     pub async fn call(
         &self,
         server: &McpServer,
@@ -323,8 +290,7 @@ impl McpClients {
         lock(&self.inner.slots).len()
     }
 
-    /// The server's open session, started when there is none (or the cached one is closed,
-    /// idle too long, or of an older version of the integration).
+    /// The server's open session, started anew when closed, idle or of an older version.
     async fn session(&self, server: &McpServer) -> Result<Arc<Session>, McpError> {
         let slot = self.slot(&server.integration_id);
         let mut current = slot.session.lock().await;
@@ -339,8 +305,7 @@ impl McpClients {
         Ok(session)
     }
 
-    /// The slot of `id`, made when missing; closes idle sessions and, beyond
-    /// [`MAX_SESSIONS`], the least recently used.
+    /// The slot of `id`; closes idle sessions and the least recently used past [`MAX_SESSIONS`].
     fn slot(&self, id: &IntegrationId) -> Arc<Slot> {
         let now = Instant::now();
         let mut slots = lock(&self.inner.slots);
@@ -374,7 +339,6 @@ impl McpClients {
         slot
     }
 
-    /// Drops `failed`, the server's session, unless another request replaced it already.
     async fn forget(&self, server: &McpServer, failed: &Arc<Session>) {
         let slot = self.slot(&server.integration_id);
         let mut current = slot.session.lock().await;
@@ -383,8 +347,7 @@ impl McpClients {
         }
     }
 
-    /// Starts a session with `server`: the URL judged by the policy, then the `initialize`
-    /// handshake within [`CONNECT_TIMEOUT`].
+    /// Starts a session: URL judged by the policy, then `initialize` within [`CONNECT_TIMEOUT`].
     async fn connect(&self, server: &McpServer) -> Result<Session, McpError> {
         check_url(&server.url, &self.inner.policy)
             .await
@@ -428,7 +391,6 @@ impl McpClients {
 }
 
 impl Session {
-    /// The tool list, unless the server said it changed or it is older than [`TOOLS_TTL`].
     fn cached_tools(&self) -> Option<Arc<Vec<McpServerTool>>> {
         if self.stale.swap(false, Ordering::AcqRel) {
             *lock(&self.tools) = None;
@@ -441,9 +403,8 @@ impl Session {
     }
 }
 
-/// A transport or handshake error of `rmcp` as a sentence for the owner: without the
-/// transport's type name, and with what to check when the server refused the
-/// authorization.
+/// An `rmcp` transport or handshake error as a sentence for the owner (what to check when
+/// authorization was refused).
 fn describe(error: &dyn std::fmt::Display) -> String {
     let text = error.to_string();
     const MARK: &str = "] error: ";
@@ -466,7 +427,6 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// A server's tool as the API shows it.
 fn tool_view(tool: rmcp::model::Tool) -> McpServerTool {
     McpServerTool {
         name: tool.name.into_owned(),
@@ -475,7 +435,6 @@ fn tool_view(tool: rmcp::model::Tool) -> McpServerTool {
     }
 }
 
-/// What the model is told of a tool's result (see [`McpClients::call`]).
 fn render(result: CallToolResult) -> Result<String, McpError> {
     let mut parts: Vec<String> = result.content.iter().map(content_text).collect();
     if parts.is_empty() {

@@ -1,17 +1,12 @@
-//! The cap on what one tool call gives back to the model.
-//!
-//! A tool's answer goes into the conversation the model reads on every later step, so a
-//! large answer costs context (and money) on each of them; 16 KiB is enough for an API's
-//! JSON answer or a page's main text, and a note tells the model that it saw only a part.
+//! The cap on what one tool call gives back to the model: an answer is re-read at every
+//! later step, so it is cut to [`MAX_OUTPUT_BYTES`] with a note saying so.
 
 /// Longest tool output handed to the model, in bytes of UTF-8 (16 KiB), the note that says
 /// how much was cut included.
 pub const MAX_OUTPUT_BYTES: usize = 16 * 1024;
 
-/// `text` within [`MAX_OUTPUT_BYTES`] bytes: unchanged when it fits, else cut on a character
-/// boundary and followed by `\n[output cut: N more bytes]` (N: the bytes of `text` left
-/// out), the whole at most [`MAX_OUTPUT_BYTES`] long. Capping twice changes nothing, so a
-/// tool and its caller may both apply it.
+/// `text` within [`MAX_OUTPUT_BYTES`]: unchanged when it fits, else cut on a character
+/// boundary and ended with `\n[output cut: N more bytes]`. Idempotent.
 pub fn cap(mut text: String) -> String {
     if text.len() <= MAX_OUTPUT_BYTES {
         return text;

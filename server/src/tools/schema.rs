@@ -1,14 +1,7 @@
 //! JSON Schema checks of tools: the `parameters` a tool is configured with
-//! ([`check_parameters`]), and the arguments a model calls it with ([`parse_arguments`],
-//! [`ArgumentsValidator`]).
-//!
-//! A tool's `parameters` is handed to the model provider as the function's JSON Schema, so
-//! it must be what OpenAI's and Anthropic's APIs accept: a schema whose top-level `type` is
-//! `"object"`. It is also compiled here to check the model's arguments, so it must be a
-//! valid schema of a draft the validator knows, and self-contained: a `$ref` outside the
-//! document would make the server fetch a URL chosen by whoever configured the tool (the
-//! `jsonschema` crate's remote resolvers are off, and a retriever that refuses everything is
-//! installed as well).
+//! ([`check_parameters`]) and the arguments a model calls it with ([`parse_arguments`],
+//! [`ArgumentsValidator`]). Schemas must be self-contained: a remote `$ref` would make the
+//! server fetch a URL of the tool owner's choosing (remote resolvers are off as well).
 
 use std::fmt::Write as _;
 
@@ -18,38 +11,26 @@ use serde_json::{Map, Value};
 /// Longest `parameters` schema, in bytes of compact JSON (64 KiB).
 pub const MAX_SCHEMA_BYTES: usize = 64 * 1024;
 
-/// Deepest nesting of objects and arrays in a `parameters` schema. The validator compiles
-/// subschemas recursively; the bound keeps that recursion far from the stack's end.
+/// Deepest nesting of objects and arrays in a `parameters` schema (keeps the validator's
+/// recursion far from the stack's end).
 pub const MAX_SCHEMA_DEPTH: usize = 64;
 
-/// Failures named in one argument-mismatch message; more are summed up as "and more".
 const MAX_REPORTED_ERRORS: usize = 3;
 
-/// Longest description of one failure (characters); an instance printed in full could be
-/// as long as the arguments.
+/// Longest description of one failure, in characters.
 const MAX_ERROR_CHARS: usize = 300;
 
-/// Checks a tool's `parameters`: a JSON object whose top-level `type` is `"object"` (the
-/// function-calling APIs of OpenAI and Anthropic require it), at most [`MAX_SCHEMA_BYTES`]
-/// long and [`MAX_SCHEMA_DEPTH`] deep, with a `$schema` (where given) naming a draft the
-/// validator knows (4, 6, 7, 2019-09 or 2020-12; 2020-12 without one), valid against that
-/// draft's meta-schema, self-contained (every `$ref`, `$dynamicRef` and `$recursiveRef`
-/// starts with `#`), and compilable (its internal references resolve, its patterns are
-/// regular expressions).
-///
-/// # Errors
-/// A sentence for the API user that starts with `config.parameters`, e.g.
-/// `config.parameters is not a valid JSON Schema: /properties/city/type: "strng" is not
-/// valid under any of the schemas listed in the 'anyOf' keyword`.
+/// Checks a tool's `parameters`: a JSON object with top-level `type: "object"` (OpenAI's and
+/// Anthropic's rule), at most [`MAX_SCHEMA_BYTES`] and [`MAX_SCHEMA_DEPTH`], `$schema` (if
+/// any) a known draft (4, 6, 7, 2019-09, 2020-12; default 2020-12), valid against its
+/// meta-schema, every `$ref`/`$dynamicRef`/`$recursiveRef` starting with `#`, and compilable.
+/// Errors: a sentence starting with `config.parameters`.
 pub fn check_parameters(schema: &Value) -> Result<(), String> {
     ArgumentsValidator::new(schema).map(drop)
 }
 
-/// The arguments of a model's tool call as the model wrote them: empty or blank text means
-/// no arguments (`{}`), anything else must be a JSON object.
-///
-/// # Errors
-/// A sentence naming the arguments when the text is not JSON or not a JSON object.
+/// A tool call's arguments as the model wrote them: blank means `{}`, else a JSON object.
+/// Errors: a sentence when the text is not a JSON object.
 pub fn parse_arguments(text: &str) -> Result<Map<String, Value>, String> {
     if text.trim().is_empty() {
         return Ok(Map::new());
@@ -72,9 +53,7 @@ pub struct ArgumentsValidator {
 
 impl ArgumentsValidator {
     /// Checks `schema` as [`check_parameters`] does and compiles it.
-    ///
-    /// # Errors
-    /// The errors of [`check_parameters`].
+    /// Errors: as [`check_parameters`].
     pub fn new(schema: &Value) -> Result<Self, String> {
         check_shape(schema)?;
         // The meta-schema check comes first: its errors point at the offending keyword,
@@ -97,12 +76,8 @@ impl ArgumentsValidator {
         Ok(Self { validator })
     }
 
-    /// Checks a call's arguments against the schema.
-    ///
-    /// # Errors
-    /// `arguments do not match the tool's schema: ` followed by the first few failures,
-    /// each with its instance path (a JSON Pointer; none for the top level), e.g.
-    /// `/city: 5 is not of type "string"`.
+    /// Checks a call's arguments. Errors: `arguments do not match the tool's schema: ` and the
+    /// first few failures with their JSON Pointer paths (`/city: 5 is not of type "string"`).
     pub fn check(&self, arguments: &Value) -> Result<(), String> {
         let mut errors = self.validator.iter_errors(arguments);
         let Some(first) = errors.next() else {
@@ -123,7 +98,6 @@ impl ArgumentsValidator {
     }
 }
 
-/// The checks that need no validator: object, size, depth, `type`, `$schema` and `$ref`.
 fn check_shape(schema: &Value) -> Result<(), String> {
     let Some(object) = schema.as_object() else {
         return Err(format!(
@@ -144,10 +118,8 @@ fn check_shape(schema: &Value) -> Result<(), String> {
     Ok(())
 }
 
-/// Walks the schema: its depth, and every `$schema` and reference keyword in it. A value
-/// inside `enum`, `const`, `default` or `examples` that happens to look like a reference is
-/// refused too: telling data from subschemas would need the draft's whole vocabulary, and
-/// such values are rare enough that erring on the safe side costs nothing.
+/// Walks the schema: depth, `$schema` and reference keywords. Reference-like values inside
+/// `enum`, `const`, `default` or `examples` are refused too (the safe side).
 fn check_nodes(value: &Value, pointer: &mut String, depth: usize) -> Result<(), String> {
     if depth > MAX_SCHEMA_DEPTH {
         return Err(format!(
@@ -197,8 +169,6 @@ fn check_nodes(value: &Value, pointer: &mut String, depth: usize) -> Result<(), 
     Ok(())
 }
 
-/// One failure as `<instance path>: <message>` (no path at the top level), the message
-/// cut to [`MAX_ERROR_CHARS`] characters.
 fn describe(error: &ValidationError<'_>) -> String {
     let mut message = error.to_string();
     if let Some((cut, _)) = message.char_indices().nth(MAX_ERROR_CHARS) {
@@ -213,7 +183,6 @@ fn describe(error: &ValidationError<'_>) -> String {
     }
 }
 
-/// The JSON type of `value`, with its article, for messages.
 fn kind_of(value: &Value) -> &'static str {
     match value {
         Value::Null => "null",
@@ -225,8 +194,7 @@ fn kind_of(value: &Value) -> &'static str {
     }
 }
 
-/// A retriever that refuses every document: [`check_nodes`] already refuses references to
-/// other documents, and this keeps the rule if the crate's resolver features are ever on.
+/// A retriever that refuses every document, in case the crate's resolver features are ever on.
 struct NoRetrieval;
 
 impl Retrieve for NoRetrieval {

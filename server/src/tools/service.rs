@@ -37,9 +37,8 @@ pub const MAX_TOOLS_PER_AGENT: u32 = 32;
 pub const DESCRIPTION_MAX: usize = 1_024;
 /// Most chunks a `knowledge_search` call answers.
 pub const SEARCH_LIMIT_MAX: u32 = 20;
-/// The limits of HTTP actions' client: 2 MiB of answer (of which the model gets
-/// [`output::MAX_OUTPUT_BYTES`]), 120 s at most (a tool's `timeoutMs` may not be longer),
-/// 5 redirects.
+/// The limits of HTTP actions' client: 2 MiB of answer (the model gets
+/// [`output::MAX_OUTPUT_BYTES`]), 120 s at most, 5 redirects.
 pub const ACTION_LIMITS: crate::outbound::FetchLimits = crate::outbound::FetchLimits {
     max_body_bytes: 2 * 1024 * 1024,
     timeout: Duration::from_secs(120),
@@ -51,10 +50,8 @@ pub const SEARCH_LIMIT_DEFAULT: u32 = 5;
 /// Why a tool operation failed. The texts are the messages clients are shown.
 #[derive(Debug, thiserror::Error)]
 pub enum ToolError {
-    /// No such agent of the caller's.
     #[error("Agent not found")]
     AgentNotFound,
-    /// No such tool of the caller's agent.
     #[error("Tool not found")]
     NotFound,
     /// A field breaks its rule; the text names the field.
@@ -63,8 +60,7 @@ pub enum ToolError {
     /// The agent has [`MAX_TOOLS_PER_AGENT`] tools.
     #[error("An agent may have at most {MAX_TOOLS_PER_AGENT} tools; delete one first")]
     Limit,
-    /// No such integration of the caller's (an `mcp` tool's `integrationId`, or the
-    /// integration whose MCP tools are listed).
+    /// No such integration of the caller's (an `mcp` tool's, or the one whose tools are listed).
     #[error("Integration not found")]
     IntegrationNotFound,
     /// The MCP server could not be reached or refused (502).
@@ -82,7 +78,6 @@ pub const APPROVAL_TTL: chrono::Duration = chrono::Duration::hours(24);
 /// are shown.
 #[derive(Debug, thiserror::Error)]
 pub enum ApprovalError {
-    /// No such call waits in the caller's thread of this agent.
     #[error("Tool call not found")]
     NotFound,
     /// The call was decided before (by this or another request).
@@ -91,15 +86,14 @@ pub enum ApprovalError {
     /// The call waited longer than [`APPROVAL_TTL`].
     #[error("This tool call's approval expired; send a new message")]
     Expired,
-    /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
 }
 
 /// What deciding a pending call led to.
 pub enum Decided {
-    /// Every call of the stopped reply is decided and this request continues its turn
-    /// with their outcomes (in the order the model made them).
+    /// Every call of the stopped reply is decided; this request continues the turn with their
+    /// outcomes, in the model's order.
     Continue(Vec<ToolCallView>),
     /// This call is decided (its outcome), and others of the reply still wait.
     Waiting(Box<ToolCallView>, Vec<PendingApproval>),
@@ -133,25 +127,20 @@ pub struct Tools {
     secrets: SecretBox,
     agents: AgentService,
     knowledge: Knowledge,
-    /// The outbound client of HTTP actions: the crawler's policy, its own `User-Agent`.
     actions: SafeClient,
     clock: Clock,
-    /// `TOOL_TIMEOUT_SECONDS`: a call's limit unless its tool sets `timeoutMs`.
     timeout: Duration,
-    /// The MCP sessions of this instance (tools of type `mcp`).
     mcp: McpClients,
 }
 
-/// The associated data that binds sealed secret headers to their tool.
 fn secrets_aad(user_id: &UserId, tool_id: &ToolId) -> Vec<u8> {
     format!("tool-secrets|{user_id}|{tool_id}").into_bytes()
 }
 
 impl Tools {
-    /// The service over `store`; secrets sealed with `secrets`; agents read and their cache
-    /// told of changes through `agents`; `knowledge_search` over `knowledge`, `web_fetch`
-    /// through its client and sandbox; HTTP actions through `actions`; MCP servers through
-    /// `mcp`; a call lasts at most `timeout` unless its tool says otherwise.
+    /// The service over `store`: secrets sealed with `secrets`, agents through `agents`,
+    /// `knowledge_search` over `knowledge`, HTTP actions through `actions`, MCP through `mcp`; a
+    /// call lasts at most `timeout` unless its tool says otherwise.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         store: Arc<dyn Store>,
@@ -175,12 +164,9 @@ impl Tools {
         }
     }
 
-    /// The tools of the caller's MCP server integration `id`, listed live (through the
-    /// instance's session cache, [`super::mcp`]).
-    ///
-    /// Errors: [`ToolError::IntegrationNotFound`]; [`ToolError::Invalid`] for an
-    /// integration of another provider; [`ToolError::Mcp`] when the server cannot be
-    /// reached or refuses.
+    /// The tools of the caller's MCP server integration `id`, listed live. Errors:
+    /// [`ToolError::IntegrationNotFound`], [`ToolError::Invalid`] (another provider),
+    /// [`ToolError::Mcp`].
     pub async fn integration_tools(
         &self,
         user_id: &UserId,
@@ -190,7 +176,6 @@ impl Tools {
         self.mcp.tools(&server).await.map_err(ToolError::Mcp)
     }
 
-    /// The MCP server of the caller's integration `id`; `what` names it in messages.
     async fn mcp_server(
         &self,
         user_id: &UserId,
@@ -211,18 +196,14 @@ impl Tools {
         McpServer::of(&self.secrets, &record).map_err(ToolError::Mcp)
     }
 
-    /// The agent's tools, oldest first.
-    ///
-    /// Errors: [`ToolError::AgentNotFound`] for another tenant's or a missing agent.
+    /// The agent's tools, oldest first. Errors: [`ToolError::AgentNotFound`].
     pub async fn list(&self, user_id: &UserId, agent_id: &AgentId) -> Result<Vec<Tool>, ToolError> {
         self.owned_agent(user_id, agent_id).await?;
         let records = self.store.list_tools(user_id, agent_id).await?;
         Ok(records.iter().map(tool_view).collect())
     }
 
-    /// One tool of the agent.
-    ///
-    /// Errors: [`ToolError::NotFound`]; the agent's as for [`Tools::list`].
+    /// One tool of the agent. Errors: [`ToolError::NotFound`]; as [`Tools::list`].
     pub async fn get(
         &self,
         user_id: &UserId,
@@ -232,10 +213,9 @@ impl Tools {
         Ok(tool_view(&self.record(user_id, agent_id, tool_id).await?))
     }
 
-    /// Creates a tool after checking every field (name, description, type, config).
-    ///
-    /// Errors: [`ToolError::Invalid`] naming the field; [`ToolError::Limit`]; a taken name
-    /// ([`crate::store::Conflict::ToolName`]); the agent's as for [`Tools::list`].
+    /// Creates a tool after checking every field. Errors: [`ToolError::Invalid`] naming the
+    /// field; [`ToolError::Limit`]; a taken name ([`crate::store::Conflict::ToolName`]); as
+    /// [`Tools::list`].
     pub async fn create(
         &self,
         user_id: &UserId,
@@ -298,10 +278,8 @@ impl Tools {
         Ok(tool_view(&record))
     }
 
-    /// Applies `patch`. A `config` replaces the config; when it omits `secretHeaders`
-    /// the stored ones are kept.
-    ///
-    /// Errors: those of [`Tools::create`] and [`ToolError::NotFound`].
+    /// Applies `patch`; a `config` replaces the config, keeping stored `secretHeaders` when it
+    /// omits them. Errors: those of [`Tools::create`] and [`ToolError::NotFound`].
     pub async fn update(
         &self,
         user_id: &UserId,
@@ -346,9 +324,7 @@ impl Tools {
         Ok(tool_view(&record))
     }
 
-    /// Deletes a tool.
-    ///
-    /// Errors: [`ToolError::NotFound`]; the agent's as for [`Tools::list`].
+    /// Deletes a tool. Errors: [`ToolError::NotFound`]; as [`Tools::list`].
     pub async fn delete(
         &self,
         user_id: &UserId,
@@ -363,15 +339,10 @@ impl Tools {
         Ok(())
     }
 
-    /// Runs a tool once with `arguments`, as a chat would (schema check, timeout, output
-    /// cap), whether or not it is enabled: the editor's "Test" button. For an `mcp` tool,
-    /// `tool_name` names which of the server's tools (its name on the server); it may be
-    /// left out when the tool offers only one.
-    ///
-    /// Errors: [`ToolError::NotFound`]; the agent's as for [`Tools::list`];
-    /// [`ToolError::Invalid`] for a missing or unknown `tool_name`. A failing run
-    /// (including an MCP server that cannot be reached) is not an error: it answers
-    /// `status: "failed"`.
+    /// Runs a tool once with `arguments` as a chat would, enabled or not (the editor's "Test").
+    /// `tool_name` picks an `mcp` tool's server tool (optional when it offers one). A failing run
+    /// answers `status: "failed"`. Errors: [`ToolError::NotFound`], [`ToolError::Invalid`] for a
+    /// missing or unknown `tool_name`; as [`Tools::list`].
     pub async fn test(
         &self,
         user_id: &UserId,
@@ -410,10 +381,8 @@ impl Tools {
         })
     }
 
-    /// The tools `agent` offers in a chat turn: its enabled tools, ready to run; those that
-    /// require approval only with `approvals` (where a person can approve). A tool whose
-    /// stored config or secrets no longer open is left out and logged.
-    ///
+    /// The tools `agent` offers in a chat turn: its enabled tools, approval-requiring ones only
+    /// with `approvals`; a tool whose config or secrets no longer open is left out and logged.
     /// Errors: the store's.
     pub async fn toolbox(
         &self,
@@ -453,9 +422,8 @@ impl Tools {
         })
     }
 
-    /// Runs one call of the model with `toolbox`'s tools and reports it; never fails: an
-    /// unknown tool, arguments that break the schema, a timeout or the tool's own failure
-    /// are a `failed` call whose error the model is given.
+    /// Runs one model call with `toolbox`'s tools; never fails: an unknown tool, bad arguments,
+    /// a timeout or the tool's failure are a `failed` call whose error the model is given.
     pub async fn run(&self, toolbox: &Toolbox, call: &ToolCall) -> ToolCallView {
         let started = Instant::now();
         let active = toolbox.tools.iter().find(|t| t.spec.name == call.name);
@@ -487,10 +455,8 @@ impl Tools {
         }
     }
 
-    /// Holds `calls` for approval: the reply `message_id` of `agent`'s thread `thread_id`
-    /// stopped for them. They can be decided for [`APPROVAL_TTL`] from `now`.
-    ///
-    /// Errors: the store's.
+    /// Holds `calls` of reply `message_id` in `agent`'s thread `thread_id` for approval, for
+    /// [`APPROVAL_TTL`] from `now`. Errors: the store's.
     pub async fn hold(
         &self,
         agent_id: &AgentId,
@@ -521,12 +487,9 @@ impl Tools {
         self.store.create_approvals(&records).await
     }
 
-    /// Decides the pending call `tool_call_id` of `agent`'s thread `thread_id`: runs it
-    /// when `approved` (as the chat would, [`Tools::run`]), or records it `denied`; then,
-    /// when it was the last call of its reply to be settled, claims the continuation of
-    /// the turn. Of concurrent decisions of one call, from any instance, one wins.
-    ///
-    /// Errors: [`ApprovalError`].
+    /// Decides a pending call: runs it when `approved` ([`Tools::run`]) or records it `denied`;
+    /// when it settles its reply, claims the turn's continuation. Of concurrent decisions of one
+    /// call, on any instance, one wins. Errors: [`ApprovalError`].
     pub async fn decide(
         &self,
         agent: &AgentRecord,
@@ -606,7 +569,6 @@ impl Tools {
         ))
     }
 
-    /// Checks `arguments` against the tool's schema and runs it within its timeout.
     async fn run_checked(&self, active: &Active, arguments: &Value) -> Result<String, String> {
         active.validator.check(arguments)?;
         let Value::Object(arguments) = arguments else {
@@ -643,7 +605,6 @@ impl Tools {
         }
     }
 
-    /// `knowledge_search`: the agent's best chunks for the model's query.
     async fn search(
         &self,
         agent_id: &AgentId,
@@ -679,9 +640,8 @@ impl Tools {
         Ok(json!({ "results": results }).to_string())
     }
 
-    /// A stored tool made ready to run: one [`Active`] per function the model is offered
-    /// (an `mcp` tool offers the server's tools it allows, listed through the session
-    /// cache).
+    /// A stored tool made ready to run: one [`Active`] per function offered (an `mcp` tool's
+    /// allowed server tools).
     async fn prepare_all(&self, record: ToolRecord) -> Result<Vec<Active>, String> {
         if record.tool_type != ToolType::Mcp {
             return self.prepare(record).map(|active| vec![active]);
@@ -731,8 +691,6 @@ impl Tools {
         Ok(actives)
     }
 
-    /// A stored tool of a type other than `mcp` made ready to run: its schema compiled,
-    /// its secrets opened.
     fn prepare(&self, record: ToolRecord) -> Result<Active, String> {
         let config: Value = serde_json::from_str(&record.config)
             .map_err(|e| format!("its stored config does not parse: {e}"))?;
@@ -762,7 +720,6 @@ impl Tools {
         })
     }
 
-    /// Seals secret headers for the tool `tool_id` of `user_id`; `(None, None)` for none.
     fn seal(
         &self,
         user_id: &UserId,
@@ -784,7 +741,6 @@ impl Tools {
         }
     }
 
-    /// The tool's secret headers in clear.
     fn open(&self, record: &ToolRecord) -> Result<BTreeMap<String, String>, String> {
         let Some(sealed) = &record.secrets_sealed else {
             return Ok(BTreeMap::new());
@@ -842,17 +798,14 @@ impl Toolbox {
     }
 }
 
-/// A tool ready to run.
 struct Active {
     record: ToolRecord,
     spec: ToolSpec,
     runner: Runner,
     validator: ArgumentsValidator,
-    /// The tool's own `timeoutMs`.
     timeout: Option<Duration>,
 }
 
-/// How a tool runs.
 enum Runner {
     KnowledgeSearch,
     WebFetch,
@@ -860,14 +813,12 @@ enum Runner {
         config: HttpActionConfig,
         secrets: BTreeMap<String, String>,
     },
-    /// The tool `tool` of an MCP server.
     Mcp {
         server: McpServer,
         tool: String,
     },
 }
 
-/// The stored config of an `mcp` tool.
 #[derive(Debug, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct McpToolConfig {
@@ -879,11 +830,9 @@ struct McpToolConfig {
 /// Most names in an `mcp` tool's `allowedTools`.
 pub const MAX_ALLOWED_TOOLS: usize = 128;
 
-/// The function name the model is offered for the MCP server tool `tool` of the agent's
-/// tool `prefix`: `prefix__tool`, characters outside `[a-zA-Z0-9_-]` replaced by `_`; a
-/// name longer than 64 characters (OpenAI's and Anthropic's limit) keeps its first 55 and
-/// ends with `_` and 8 hex digits of the SHA-256 of the whole name, so that it stays
-/// unique.
+/// The function name offered for MCP tool `tool` of agent tool `prefix`: `prefix__tool` with
+/// characters outside `[a-zA-Z0-9_-]` as `_`; over 64 characters (OpenAI's and Anthropic's
+/// limit) it keeps 55 and ends with `_` and 8 hex digits of its SHA-256.
 pub fn mcp_function_name(prefix: &str, tool: &str) -> String {
     let name: String = format!("{prefix}__{tool}")
         .chars()
@@ -903,8 +852,6 @@ pub fn mcp_function_name(prefix: &str, tool: &str) -> String {
     format!("{}_{}", &name[..55], &hex::encode(digest)[..8])
 }
 
-/// Whether the stored tool `record` offers the function `name` (its own name, or for an
-/// `mcp` tool one of the server's tools).
 fn offers(record: &ToolRecord, name: &str) -> bool {
     record.name == name
         || (record.tool_type == ToolType::Mcp
@@ -913,9 +860,8 @@ fn offers(record: &ToolRecord, name: &str) -> bool {
                 .is_some_and(|rest| rest.starts_with("__")))
 }
 
-/// The name an `mcp` tool gets when the request gives none: its integration's name with
-/// characters outside `[a-zA-Z0-9_-]` replaced by `_`, at most 32 characters (`mcp` for a
-/// name with none left).
+/// Default name of an `mcp` tool: its integration's name, characters outside
+/// `[a-zA-Z0-9_-]` as `_`, at most 32 (`mcp` when none is left).
 fn default_mcp_name(integration_name: &str) -> String {
     let name: String = integration_name
         .trim()
@@ -936,8 +882,6 @@ fn default_mcp_name(integration_name: &str) -> String {
     }
 }
 
-/// The function of `actives` a test run calls: the one named `tool_name` (its name on the
-/// MCP server, or the function name), or the only one.
 fn pick<'a>(actives: &'a [Active], tool_name: Option<&str>) -> Result<&'a Active, String> {
     let names = || {
         actives
@@ -966,15 +910,14 @@ fn pick<'a>(actives: &'a [Active], tool_name: Option<&str>) -> Result<&'a Active
     }
 }
 
-/// A checked config: what is stored in clear (with the secret header names), the
-/// secret headers to seal (`None`: none given), and the integration an `mcp` tool uses.
+/// A checked config: what is stored in clear, the secret headers to seal, and an `mcp` tool's
+/// integration.
 struct CheckedConfig {
     config: Value,
     secrets: Option<BTreeMap<String, String>>,
     integration_id: Option<IntegrationId>,
 }
 
-/// Checks `config` for a tool of `tool_type`.
 fn check_config(tool_type: ToolType, config: Value) -> Result<CheckedConfig, ToolError> {
     let Value::Object(mut object) = config else {
         return Err(ToolError::Invalid("config must be an object".into()));
@@ -1063,15 +1006,12 @@ fn check_config(tool_type: ToolType, config: Value) -> Result<CheckedConfig, Too
     }
 }
 
-/// The names of a tool's stored secret headers, as its config lists them.
 fn stored_secret_names(record: &ToolRecord) -> Option<Value> {
     record.secrets_sealed.as_ref()?;
     let config: Value = serde_json::from_str(&record.config).ok()?;
     config.get("secretHeaders").cloned()
 }
 
-/// `config` without the list of secret header names (what [`HttpActionConfig::parse`]
-/// reads).
 fn without_secrets(mut config: Value) -> Value {
     if let Value::Object(object) = &mut config {
         object.remove("secretHeaders");
@@ -1079,8 +1019,7 @@ fn without_secrets(mut config: Value) -> Value {
     config
 }
 
-/// A tool's name: `^[a-zA-Z0-9_-]{1,64}$` (the rule of OpenAI's and Anthropic's function
-/// names).
+/// A tool's name: `^[a-zA-Z0-9_-]{1,64}$` (OpenAI's and Anthropic's function-name rule).
 fn check_name(name: &str) -> Result<String, ToolError> {
     let ok = (1..=64).contains(&name.len())
         && name
@@ -1110,7 +1049,6 @@ fn check_description(description: &str) -> Result<String, ToolError> {
     Ok(d.to_string())
 }
 
-/// What the model is told a built-in tool does, unless the owner says otherwise.
 fn default_description(tool_type: ToolType) -> &'static str {
     match tool_type {
         ToolType::KnowledgeSearch => {
@@ -1122,7 +1060,6 @@ fn default_description(tool_type: ToolType) -> &'static str {
     }
 }
 
-/// The arguments of `knowledge_search`.
 fn search_parameters() -> Value {
     json!({
         "type": "object",
@@ -1136,7 +1073,6 @@ fn search_parameters() -> Value {
     })
 }
 
-/// The arguments of `web_fetch`.
 fn fetch_parameters() -> Value {
     json!({
         "type": "object",

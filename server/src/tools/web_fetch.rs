@@ -1,11 +1,7 @@
-//! The `web_fetch` tool: one public page, read as the text a person would read.
-//!
-//! The page is fetched with the knowledge crawler's [`SafeClient::get`] — the SSRF rule of
-//! [`crate::outbound`] on the first address and on every redirect hop, the client's size
-//! limit (5 MiB by default) and time limit — and an HTML page is reduced to its main text by
-//! the crawler's own reader (readability, Markdown text mode) in an extraction child process
-//! ([`Sandbox`]), since the page comes from a stranger's server. Plain text and Markdown are
-//! kept as they are. The answer is cut by [`output::cap`].
+//! The `web_fetch` tool: one public page read as text. Fetched with [`SafeClient::get`] (the
+//! SSRF rule of [`crate::outbound`] on every hop, size and time limits); HTML is reduced to
+//! its main text by the crawler's reader in an extraction child process ([`Sandbox`]); text
+//! and Markdown are kept; the answer is cut by [`output::cap`].
 
 use std::future::Future;
 
@@ -22,17 +18,12 @@ use crate::{
     outbound::SafeClient,
 };
 
-/// Fetches `url` (the model's `url` argument) and returns its text for the model: for HTML
-/// and XHTML (or a body without `Content-Type` that starts with `<`) the page's title as the
-/// first line, a blank line and its main text; for `text/plain`, `text/markdown` and
-/// `text/x-markdown` the text as it is (decoded by its `charset`, else UTF-8). Cut to
-/// [`output::MAX_OUTPUT_BYTES`] by [`output::cap`].
-///
-/// # Errors
-/// A sentence for the model: the URL is not an absolute `http` or `https` URL; the fetch
-/// failed (the [`NetError`](crate::outbound::NetError) sentence: refused by the outbound
-/// policy, a status other than 2xx, too large, too slow …); the content type is not one of
-/// the above (the error names it); the page could not be read or has no readable text.
+/// Fetches `url` and returns its text for the model: for HTML (or an untyped body starting
+/// with `<`) the title, a blank line and the main text; for `text/plain` and Markdown the
+/// text (by `charset`, else UTF-8); cut by [`output::cap`].
+/// Errors: a sentence for the model (not an absolute http(s) URL; the
+/// [`NetError`](crate::outbound::NetError) sentence; an unsupported content type; no
+/// readable text).
 pub async fn fetch_text(
     client: &SafeClient,
     sandbox: &Sandbox,

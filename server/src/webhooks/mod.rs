@@ -1,23 +1,10 @@
-//! Webhooks: events of an account POSTed to URLs its owner subscribed, signed per
-//! Standard Webhooks v1 (<https://www.standardwebhooks.com/>, spec
-//! `standard-webhooks/spec/standard-webhooks.md`).
-//!
-//! - [`EventType`]: the catalogue (docs/api.md § Integrations and webhooks).
-//! - [`Events::emit`]: where something happens, one delivery row per subscribed active
-//!   webhook is queued in the database — one cheap query when nobody subscribed, and a
-//!   failure is logged, never returned, so emitting never fails a request.
-//! - [`worker`]: the delivery worker takes due deliveries under a lease, so a delivery
-//!   interrupted by a crash is sent again after its lease ends (at least once).
-//! - Signing ([`sign`]): headers `webhook-id` (the delivery id, stable across retries),
-//!   `webhook-timestamp` (Unix seconds of the attempt) and `webhook-signature`
-//!   (`v1,` + base64 of HMAC-SHA256 over `{id}.{timestamp}.{body}` with the secret's key).
-//! - Secrets ([`WebhookSecrets`]): `whsec_` + base64 of 32 random bytes, shown once, stored
-//!   encrypted with AES-256-GCM under `ENCRYPTION_KEY` (signing needs the key back, so a
-//!   hash would not do).
-//! - Retries ([`RetryPolicy`], [`judge`]): exponential backoff with full jitter for about a
-//!   day; 410 Gone disables the webhook.
-//! - [`service`]: an account's subscriptions, delivery history and redeliveries, with
-//!   [`WebhookError`].
+//! Webhooks: an account's events POSTed to the URLs its owner subscribed, signed per
+//! Standard Webhooks v1 (<https://www.standardwebhooks.com/>). [`Events::emit`] queues one
+//! delivery per subscribed active webhook and never fails a request; the [`worker`] sends
+//! them at least once under a lease; [`sign`] makes the `webhook-signature`; secrets
+//! ([`WebhookSecrets`]) are `whsec_` + base64 of 32 random bytes, shown once, stored sealed;
+//! retries ([`RetryPolicy`], [`judge`]) back off for about a day and 410 disables the webhook;
+//! [`service`] holds the account's use cases. Catalogue: docs/api.md § Event types.
 
 pub mod service;
 pub mod worker;
@@ -51,10 +38,9 @@ pub const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Bytes of a receiver's answer read (and discarded) before the connection is dropped.
 pub const MAX_ANSWER_BYTES: usize = 64 * 1024;
 
-/// An event type of the catalogue (docs/api.md § Event types). Its name
-/// ([`EventType::as_str`], e.g. `agent.created`) is what a webhook subscribes to, what its
-/// deliveries carry as `type`, and what is stored: in `webhooks.events` (a JSON array) and
-/// `webhook_deliveries.event` (`migrations/sqlite/0007_webhooks.sql`).
+/// An event type (docs/api.md § Event types). Its name ([`EventType::as_str`], e.g.
+/// `agent.created`) is what webhooks subscribe to, what deliveries carry as `type`, and what
+/// is stored (`migrations/sqlite/0007_webhooks.sql`).
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
 )]
@@ -68,8 +54,7 @@ pub enum EventType {
     #[serde(rename = "agent.updated")]
     #[sqlx(rename = "agent.updated")]
     AgentUpdated,
-    /// `agent.deleted`: an agent was deleted with its conversations and knowledge
-    /// (`agents`).
+    /// `agent.deleted`: an agent was deleted with its conversations and knowledge.
     #[serde(rename = "agent.deleted")]
     #[sqlx(rename = "agent.deleted")]
     AgentDeleted,
@@ -89,8 +74,7 @@ pub enum EventType {
     #[serde(rename = "document.failed")]
     #[sqlx(rename = "document.failed")]
     DocumentFailed,
-    /// `crawl.completed`: a crawl of a web site finished and its pages are indexed
-    /// (`knowledge::worker`).
+    /// `crawl.completed`: a crawl finished and its pages are indexed.
     #[serde(rename = "crawl.completed")]
     #[sqlx(rename = "crawl.completed")]
     CrawlCompleted,
@@ -171,26 +155,20 @@ pub struct Events {
     store: Arc<dyn WebhookStore>,
     /// Wakes the delivery worker when something was queued.
     pub wake: Arc<Notify>,
-    /// Per user, the events ([`EventType::bit`]) that no active webhook of theirs
-    /// subscribed to when last checked, at most [`QUIET_TTL`] ago: emitting them costs no
-    /// store query. Forgotten when the user creates or deletes a webhook
-    /// ([`Events::forget`]).
+    /// Per user, the event bits no active webhook subscribed to when last checked (within
+    /// [`QUIET_TTL`]), so emitting them costs no query; cleared by [`Events::forget`].
     quiet: moka::sync::Cache<UserId, u32>,
     /// The service clock events are stamped and queued with.
     clock: Clock,
-    /// Where forgotten subscriptions and queued deliveries are announced to the other
-    /// instances ([`Events::with_bus`]; local by default).
+    /// Where forgotten subscriptions and queued deliveries are announced (local by default).
     bus: Bus,
 }
 
-/// How long "nobody listens to this event" is trusted; a webhook created through another
-/// instance of the service receives events as soon as the cluster bus tells this one
-/// ([`crate::cluster`]), and within this time at the latest (the same bound as
-/// [`crate::auth::AUTH_CACHE_TTL`] for sessions).
+/// How long "nobody listens to this event" is trusted; other instances are told at once
+/// through the cluster bus ([`crate::cluster`]), this is the bound.
 pub const QUIET_TTL: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// [`Events::quiet`] as the cluster bus reaches it: forgetting through this never
-/// publishes.
+/// [`Events::quiet`] as the cluster bus reaches it (forgetting through it never publishes).
 struct Quiet(moka::sync::Cache<UserId, u32>);
 
 impl LocalCache for Quiet {
@@ -205,8 +183,7 @@ impl LocalCache for Quiet {
     }
 }
 
-/// A user's entry in [`Events::quiet`] expires [`QUIET_TTL`] after it was made: events
-/// found quiet later join it without moving that deadline, so nothing is trusted longer.
+/// A user's entry expires [`QUIET_TTL`] after it was made; later additions do not extend it.
 struct QuietExpiry;
 
 impl moka::Expiry<UserId, u32> for QuietExpiry {
@@ -235,10 +212,7 @@ impl Events {
         }
     }
 
-    /// This emitter on `bus`: the subscriptions it forgets are forgotten by every
-    /// instance and those other instances forget are forgotten here, and every instance's
-    /// delivery worker ([`Events::wake`]) wakes when a delivery is queued anywhere
-    /// ([`crate::cluster`]).
+    /// This emitter on `bus`: forgotten subscriptions and queued deliveries reach every instance.
     pub fn with_bus(mut self, bus: &Bus) -> Self {
         bus.add_cache(Arc::new(Quiet(self.quiet.clone())));
         bus.wake_on(Queue::Webhooks, self.wake.clone());
@@ -246,8 +220,8 @@ impl Events {
         self
     }
 
-    /// Drops what is known of `user_id`'s subscriptions (call after creating or deleting
-    /// one of their webhooks), here and on every other instance.
+    /// Drops what is known of `user_id`'s subscriptions here and on every instance (call after
+    /// creating or deleting one of their webhooks).
     pub fn forget(&self, user_id: &UserId) {
         self.quiet.invalidate(user_id);
         self.bus.publish(Invalidation::Webhooks {
@@ -255,26 +229,23 @@ impl Events {
         });
     }
 
-    /// Wakes the delivery workers of every instance (call after deliveries were queued):
-    /// this instance's through [`Events::wake`], the others' through the cluster bus.
+    /// Wakes the delivery workers of every instance (call after queueing deliveries).
     pub fn deliveries_queued(&self) {
         self.wake.notify_one();
         self.bus.work_queued(Queue::Webhooks);
     }
 
-    /// Whether `event` is known to reach none of `user_id`'s webhooks: the store said so
-    /// at most [`QUIET_TTL`] ago, and no webhook of theirs was created or deleted since
-    /// ([`Events::forget`]). [`Events::emit`] then does nothing, so a caller may skip
-    /// building the event's data and the task that would emit it.
+    /// Whether `event` is known to reach none of `user_id`'s webhooks (checked within
+    /// [`QUIET_TTL`], none created or deleted since); [`Events::emit`] then does nothing, so a
+    /// caller may skip building the data.
     pub fn is_quiet(&self, user_id: &UserId, event: EventType) -> bool {
         self.quiet
             .get(user_id)
             .is_some_and(|q| q & event.bit() != 0)
     }
 
-    /// Queues `{type, timestamp, data}` (timestamp RFC 3339 UTC with milliseconds) for every
-    /// active webhook of `user_id` subscribed to `event`. Never fails: a store error is
-    /// logged and the event is lost for webhooks (the action that caused it stands).
+    /// Queues `{type, timestamp, data}` (RFC 3339 UTC, milliseconds) for every active webhook of
+    /// `user_id` subscribed to `event`. Never fails: a store error is logged and the event lost.
     pub async fn emit(&self, user_id: &UserId, event: EventType, data: Value) {
         if self.is_quiet(user_id, event) {
             return;
@@ -306,8 +277,7 @@ impl Events {
     }
 }
 
-/// `data` of the document events: `{agentId, document}` with the document as
-/// `GET /api/agents/{agentId}/knowledge/{documentId}` shows it.
+/// `data` of document events: `{agentId, document}` as `GET .../knowledge/{documentId}` shows it.
 pub fn document_data(d: &crate::store::documents::DocumentRecord) -> Value {
     json!({
         "agentId": d.agent_id,
@@ -315,8 +285,7 @@ pub fn document_data(d: &crate::store::documents::DocumentRecord) -> Value {
     })
 }
 
-/// `data` of `agent.created` and `agent.updated`: `{agent}` as `GET /api/agents/{id}`
-/// shows it.
+/// `data` of `agent.created` and `agent.updated`: `{agent}` as `GET /api/agents/{id}` shows it.
 pub fn agent_data(a: &crate::store::AgentRecord) -> Value {
     json!({ "agent": crate::views::agent_view(a) })
 }
@@ -328,9 +297,9 @@ pub fn new_secret() -> (String, Vec<u8>) {
     (format!("{SECRET_PREFIX}{}", STANDARD.encode(&key)), key)
 }
 
-/// The `webhook-signature` value for one attempt: `v1,` + base64 (standard alphabet, with
-/// padding) of HMAC-SHA256 with `key` over `{msg_id}.{timestamp}.{body}` (Standard Webhooks
-/// v1 § Signature scheme). `key` is the base64-decoded part of the secret after `whsec_`.
+/// The `webhook-signature` value: `v1,` + padded standard base64 of HMAC-SHA256 with `key` over
+/// `{msg_id}.{timestamp}.{body}` (Standard Webhooks v1 § Signature scheme); `key` is the
+/// decoded part of the secret after `whsec_`.
 pub fn sign(key: &[u8], msg_id: &str, timestamp: i64, body: &[u8]) -> String {
     // HMAC accepts keys of any length, so this cannot fail.
     let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes any key length");
@@ -342,9 +311,8 @@ pub fn sign(key: &[u8], msg_id: &str, timestamp: i64, body: &[u8]) -> String {
     format!("v1,{}", STANDARD.encode(mac.finalize().into_bytes()))
 }
 
-/// Signing keys at rest, sealed with [`crate::crypto::SecretBox`] (AES-256-GCM under
-/// `ENCRYPTION_KEY`, the key id kept for rotation) with `webhook-secret|{user_id}|{webhook_id}`
-/// as associated data, so a sealed secret only opens on its own row.
+/// Signing keys at rest, sealed with [`crate::crypto::SecretBox`] with
+/// `webhook-secret|{user_id}|{webhook_id}` as associated data, so a secret opens only on its row.
 pub struct WebhookSecrets {
     inner: crate::crypto::SecretBox,
 }
@@ -369,10 +337,8 @@ impl WebhookSecrets {
         Ok(self.inner.seal(key, &Self::aad(user_id, webhook_id)))
     }
 
-    /// The key sealed by [`WebhookSecrets::seal`] for this row.
-    ///
-    /// Errors: a short value, a key this server does not have, or a value moved from
-    /// another row.
+    /// The key sealed for this row. Errors: a short value, an unknown key id, or another row's
+    /// value.
     pub fn open(
         &self,
         user_id: &UserId,
@@ -385,10 +351,9 @@ impl WebhookSecrets {
     }
 }
 
-/// When failed attempts are tried again: exponential backoff with full jitter
-/// (the wait before retry n is uniform in `[0, min(base · 2^(n-1), 720 · base)]`), for a
-/// window of `2,880 · base` from the event (or from the last redelivery request). With the
-/// default base of 30 s: waits up to 30 s, 1 min, 2 min, … capped at 6 h, for 24 h.
+/// Retries: exponential backoff with full jitter (the wait before retry n is uniform in
+/// `[0, min(base · 2^(n-1), 720 · base)]`) within `2,880 · base` of the event or last
+/// redelivery; with base 30 s, waits capped at 6 h for 24 h.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
     /// `WEBHOOK_RETRY_BASE_MS`.
@@ -407,8 +372,8 @@ impl RetryPolicy {
         (self.base * 2u32.pow(exp)).min(self.base * Self::CAP_FACTOR)
     }
 
-    /// When to try again after `attempts` failed attempts at `now`, drawing the jitter from
-    /// `rng`; `None` once that would fall outside the window that began at `retry_from`.
+    /// When to try again after `attempts` failures (jitter from `rng`); `None` past the window
+    /// begun at `retry_from`.
     pub fn next_attempt(
         &self,
         attempts: u32,
@@ -430,14 +395,11 @@ impl RetryPolicy {
 pub enum Verdict {
     /// 2xx.
     Delivered,
-    /// Worth another attempt: timeouts, connection and DNS errors, 3xx (redirects are not
-    /// followed), 408, 429 and 5xx.
+    /// Worth another attempt: timeouts, connection and DNS errors, 3xx, 408, 429, 5xx.
     Retry,
-    /// Final: any other 4xx (the receiver refused this request; sending it again would get
-    /// the same answer), or a URL the SSRF rule refuses.
+    /// Final: any other 4xx, or a URL the SSRF rule refuses.
     Fail,
-    /// 410 Gone (RFC 9110 § 15.5.11: the target is no longer available and this is likely
-    /// permanent): the webhook is disabled.
+    /// 410 Gone (RFC 9110 § 15.5.11): the webhook is disabled.
     Gone,
 }
 
@@ -497,11 +459,9 @@ pub struct Webhooks {
 }
 
 impl Webhooks {
-    /// The service for `config` over `store`, delivering within the exceptions of
-    /// `outbound`, sealing receivers' secrets with `secrets`, reading the time from `clock`.
-    ///
-    /// Errors: a malformed `ALLOWED_PRIVATE_HOSTS` entry, or an HTTP client that cannot be
-    /// built.
+    /// The service for `config` over `store`, delivering within `outbound`'s exceptions, sealing
+    /// secrets with `secrets`, timed by `clock`. Errors: a malformed `ALLOWED_PRIVATE_HOSTS`
+    /// entry, or an HTTP client that cannot be built.
     pub fn new(
         config: &WebhooksConfig,
         outbound: &OutboundConfig,

@@ -63,9 +63,8 @@ pub enum WebhookError {
     Internal(#[from] anyhow::Error),
 }
 
-/// Checks the subscribed events: non-empty, each in the catalogue; duplicates dropped.
-///
-/// Errors: [`WebhookError::Invalid`] naming the unknown event types.
+/// Checks the subscribed events: non-empty, each in the catalogue, duplicates dropped.
+/// Errors: [`WebhookError::Invalid`] naming the unknown types.
 pub fn checked_events(names: &[String]) -> Result<Vec<EventType>, WebhookError> {
     if names.is_empty() {
         return Err(WebhookError::Invalid(
@@ -94,20 +93,16 @@ pub fn checked_events(names: &[String]) -> Result<Vec<EventType>, WebhookError> 
 }
 
 impl Webhooks {
-    /// The webhooks of `user_id`, oldest first.
-    ///
-    /// Errors: the store's.
+    /// The webhooks of `user_id`, oldest first. Errors: the store's.
     pub async fn list(&self, user_id: &UserId) -> Result<Vec<WebhookRecord>, WebhookError> {
         Ok(self.store.list_webhooks(user_id).await?)
     }
 
-    /// Subscribes `request.url` to `request.events` for `user_id`. Answers the webhook and
-    /// its signing secret (`whsec_...`), which is shown this once and stored sealed.
-    ///
-    /// Errors: [`WebhookError::Invalid`] for an empty or unknown event list or a
-    /// description over [`DESCRIPTION_MAX`] characters; [`WebhookError::Url`] for a URL
-    /// that is not http(s) or reaches a private address; [`WebhookError::Limit`]; the
-    /// store's.
+    /// Subscribes `request.url` to `request.events`; answers the webhook and its secret
+    /// (`whsec_...`), shown this once. Errors: [`WebhookError::Invalid`] (events, description over
+    /// [`DESCRIPTION_MAX`]), [`WebhookError::Url`] (not http(s) or private),
+    /// [`WebhookError::Limit`],
+    /// the store's.
     pub async fn create(
         &self,
         user_id: &UserId,
@@ -151,10 +146,8 @@ impl Webhooks {
         Ok((record, secret))
     }
 
-    /// Deletes the webhook `id` of `user_id` with its delivery history; nothing more is
-    /// sent to it.
-    ///
-    /// Errors: [`WebhookError::NotFound`]; the store's.
+    /// Deletes the webhook with its delivery history. Errors: [`WebhookError::NotFound`]; the
+    /// store's.
     pub async fn delete(&self, user_id: &UserId, id: &WebhookId) -> Result<(), WebhookError> {
         if !self.store.delete_webhook(user_id, id).await? {
             return Err(WebhookError::NotFound);
@@ -163,9 +156,7 @@ impl Webhooks {
         Ok(())
     }
 
-    /// The webhook `id` of `user_id`.
-    ///
-    /// Errors: [`WebhookError::NotFound`]; the store's.
+    /// The webhook `id` of `user_id`. Errors: [`WebhookError::NotFound`]; the store's.
     pub async fn owned(
         &self,
         user_id: &UserId,
@@ -177,9 +168,7 @@ impl Webhooks {
             .ok_or(WebhookError::NotFound)
     }
 
-    /// The newest [`DELIVERIES_LISTED`] deliveries of the webhook `id` of `user_id`,
-    /// newest first.
-    ///
+    /// The newest [`DELIVERIES_LISTED`] deliveries of the webhook, newest first.
     /// Errors: [`WebhookError::NotFound`]; the store's.
     pub async fn deliveries(
         &self,
@@ -193,11 +182,9 @@ impl Webhooks {
             .await?)
     }
 
-    /// Queues the delivery `delivery_id` of the webhook `id` of `user_id` again now, with
-    /// the same `webhook-id` and body and a fresh retry window.
-    ///
-    /// Errors: [`WebhookError::NotFound`], [`WebhookError::Disabled`],
-    /// [`WebhookError::DeliveryNotFound`], [`WebhookError::InFlight`]; the store's.
+    /// Queues a delivery again now, same `webhook-id` and body, fresh retry window. Errors:
+    /// [`WebhookError::NotFound`], [`WebhookError::Disabled`], [`WebhookError::DeliveryNotFound`],
+    /// [`WebhookError::InFlight`]; the store's.
     pub async fn redeliver(
         &self,
         user_id: &UserId,

@@ -1,16 +1,8 @@
-//! The delivery worker: takes due deliveries from the `webhook_deliveries` table under a
-//! lease (through the job loop, [`crate::jobs::lease`]), sends up to [`MAX_IN_FLIGHT`] at
-//! once, and records every attempt.
-//!
-//! Durability (at least once): a delivery is claimed with a lease of [`LEASE`], longer than
-//! an attempt may take ([`super::ATTEMPT_TIMEOUT`]). A worker that dies mid-send (crash,
-//! kill, restart) never records the attempt; once the lease has passed, any worker takes
-//! the delivery again. A receiver may therefore see a message twice, with the same
-//! `webhook-id` (Standard Webhooks v1 asks receivers to deduplicate on it).
-//!
-//! Claims, leases, due times and recorded times are read from the service clock
-//! ([`Webhooks::clock`]); the `webhook-timestamp` header is the real time, which receivers
-//! check against their own clocks.
+//! The delivery worker: takes due deliveries under a lease ([`crate::jobs::lease`]), sends up
+//! to [`MAX_IN_FLIGHT`] at once and records every attempt. At least once: a worker that dies
+//! mid-send never records, and the delivery is sent again after [`LEASE`] with the same
+//! `webhook-id` (receivers deduplicate on it). `webhook-timestamp` is real time; everything
+//! else reads the service clock.
 
 use std::time::Duration;
 
@@ -43,9 +35,8 @@ pub fn spawn(webhooks: Webhooks) -> tokio::task::JoinHandle<()> {
     lease::spawn(Deliveries(webhooks))
 }
 
-/// The `webhook_deliveries` table as a lease queue: up to [`MAX_IN_FLIGHT`] attempts at
-/// once, each leased for [`LEASE`] and never renewed (an attempt ends within
-/// [`super::ATTEMPT_TIMEOUT`]); an idle worker wakes when the next retry falls due.
+/// The `webhook_deliveries` table as a lease queue: leases of [`LEASE`] never renewed (an
+/// attempt ends within [`super::ATTEMPT_TIMEOUT`]).
 struct Deliveries(Webhooks);
 
 /// One attempt's result and timing.
@@ -108,10 +99,8 @@ impl LeaseQueue for Deliveries {
     }
 }
 
-/// Records one attempt and moves its delivery on while the claim is still this worker's
-/// (`WebhookStore::record_attempt` is fenced by the attempt number); a lost claim and a
-/// failure to record are logged (after a failure, the lease runs out and the delivery is
-/// sent again).
+/// Records an attempt while the claim is still this worker's (fenced by attempt number); a
+/// lost claim or a failure to record is logged, and the lease then runs out.
 async fn record(w: &Webhooks, claimed: &ClaimedDelivery, sent: Sent) {
     let d = &claimed.delivery;
     let Sent {
@@ -156,9 +145,7 @@ async fn record(w: &Webhooks, claimed: &ClaimedDelivery, sent: Sent) {
     }
 }
 
-/// One signed POST of the delivery's payload. Errors that are not the network's (a secret
-/// that cannot be decrypted, a stored URL that no longer parses) are reported as
-/// [`NetError::InvalidUrl`]-like final failures.
+/// One signed POST of the payload; non-network failures (secret, stored URL) are final.
 async fn send(w: &Webhooks, claimed: &ClaimedDelivery) -> Result<u16, NetError> {
     let d = &claimed.delivery;
     let key = w

@@ -1,9 +1,6 @@
-//! Reading a fetched page: what a body is ([`ContentKind`]), its text decoding, and its
-//! title, main text, canonical URL, links and `<meta name="robots">` directives
-//! ([`PageDoc`]). HTML goes through readability-style main-content extraction
-//! ([`dom_smoothie`], Markdown text mode); `text/plain` and `text/markdown` pages are kept as
-//! they are. All of it runs in an extraction child process
-//! ([`crate::knowledge::sandbox`]), since the input comes from a stranger's server.
+//! Reading a fetched page ([`ContentKind`], decoding) into title, main text, canonical URL,
+//! links and robots directives ([`PageDoc`]); HTML through readability ([`dom_smoothie`]).
+//! Runs in an extraction child process ([`crate::knowledge::sandbox`]).
 
 use std::collections::HashSet;
 
@@ -36,9 +33,7 @@ impl PageDoc {
     }
 }
 
-/// Reads a fetched page's body as `kind` (HTML through readability, or text) into its title,
-/// text, canonical URL, links and robots directives. CPU-bound and fed by a stranger's
-/// server: it runs in an extraction child process ([`crate::knowledge::sandbox`]).
+/// Reads a fetched body as `kind` into a [`PageDoc`]; runs in an extraction child process.
 pub(crate) fn read_page(
     body: &[u8],
     content_type: Option<&str>,
@@ -229,10 +224,8 @@ fn parse_html(html: &str, page_url: &Url) -> PageDoc {
     }
 }
 
-/// Elements whose URL attribute leads to another page a reader can reach from this one:
-/// hyperlinks and image-map areas (`href`), and inline and classic frames (`src`), whose
-/// documents a browser shows as part of the page (mdBook, Javadoc and many generated
-/// manuals put their table of contents in a frame).
+/// Elements whose URL leads to another reachable page: `a`/`area` `href`, and `iframe`/`frame`
+/// `src` (generated manuals put their contents in frames).
 const LINK_ATTRIBUTES: [(&str, &str); 4] = [
     ("a[href]", "href"),
     ("area[href]", "href"),
@@ -240,8 +233,7 @@ const LINK_ATTRIBUTES: [(&str, &str); 4] = [
     ("frame[src]", "src"),
 ];
 
-/// Appends the absolute, normalised targets of `document`'s links and frames (see
-/// [`LINK_ATTRIBUTES`]) to `links`, in document order per kind, skipping those in `seen`.
+/// Appends the absolute, normalised targets of links and frames to `links`, skipping `seen`.
 fn collect_links(
     document: &dom_query::Document,
     base: &Url,
@@ -263,10 +255,8 @@ fn collect_links(
     }
 }
 
-/// Makes the text start with the page heading as a `# ` line. Readability removes the
-/// heading that repeats the title; the page heading is the first `<h1>`/`<h2>` whose words
-/// begin the title (`What Is Ownership?` for `What is Ownership? - The Rust Programming
-/// Language`), else the title itself. Text that already starts with a heading is kept as is.
+/// Makes the text start with the page heading as a `# ` line (the first `<h1>`/`<h2>` whose
+/// words begin the title, else the title); text already starting with a heading is kept.
 fn with_page_heading(text: &str, title: &str, headings: &[String]) -> String {
     if text.is_empty() || text.starts_with('#') {
         return text.to_owned();
@@ -288,8 +278,7 @@ fn with_page_heading(text: &str, title: &str, headings: &[String]) -> String {
     format!("# {heading}\n\n{text}")
 }
 
-/// The `<body>` as Markdown-style text, without scripts, navigation, headers, footers,
-/// sidebars and forms.
+/// The `<body>` as Markdown-style text without scripts, navigation, headers, footers, forms.
 fn body_text_without_chrome(html: &str) -> String {
     let document = dom_query::Document::from(html);
     document
@@ -304,8 +293,7 @@ fn body_text_without_chrome(html: &str) -> String {
         .unwrap_or_default()
 }
 
-/// A `text/plain` or `text/markdown` page: the text as it is; the title is the first
-/// Markdown heading, else the last path segment.
+/// A text page as it is, titled by its first Markdown heading, else the last path segment.
 fn parse_text(text: &str, page_url: &Url, markdown: bool) -> PageDoc {
     let text = text.trim_start_matches('\u{feff}');
     let heading = markdown

@@ -1,56 +1,7 @@
-//! The web crawler: turns a web site into clean page texts for a knowledge base.
-//!
-//! Crawling policy (this module):
-//!
-//! - **Breadth-first by crawl depth.** The start page has depth 0; a link found on a page of
-//!   depth `d` has depth `d + 1` and is followed only while `d + 1 <= crawl_depth`. No page of
-//!   depth `d + 1` is requested while a page of a smaller depth is still in flight, so when
-//!   `max_pages` cuts a crawl short the pages kept are the nearest ones.
-//! - **Scope.** Only `http`/`https` links. With `same_domain`, a URL is in scope when its host
-//!   equals the host of the start URL or of the start page's final URL (after redirects),
-//!   ignoring one leading `www.` (so `example.com` and `www.example.com` are one site); ports
-//!   and schemes are not compared. Include/exclude globs ([`globset`]) match the URL path
-//!   (percent-encoded, starting with `/`): exclude wins, an empty include list includes all.
-//!   The start page is always fetched and kept, whatever the patterns. A redirect that leaves
-//!   the scope is not followed (except from the start page, whose final host joins the site).
-//! - **De-duplication.** URLs are normalised (fragment removed; the `url` crate lower-cases
-//!   scheme and host and drops default ports; nothing else — query order is kept). A page is
-//!   recorded under its canonical URL: the `<link rel="canonical">` target when it is on the
-//!   same host as the final URL, otherwise the final URL after redirects. No URL is requested
-//!   twice — a redirect to a URL already fetched or queued is not followed — and no canonical
-//!   URL is emitted twice. A page whose text is identical to a page already kept (same
-//!   content hash, e.g. `/` and `/index.html`) is skipped as well.
-//! - **robots.txt** (RFC 9309) for the user agent [`ROBOTS_USER_AGENT`] when
-//!   `respect_robots`: fetched once per origin through the same
-//!   [`SafeClient`](crate::outbound::SafeClient); 4xx means no restrictions; 5xx or an
-//!   unreachable file means everything is disallowed (RFC 9309 § 2.3.1.4). `Crawl-delay` is
-//!   honoured up to [`MAX_CRAWL_DELAY`]. `<meta name="robots">` `noindex` (page not kept)
-//!   and `nofollow` (links not followed) are honoured too.
-//! - **Sitemaps** (sitemaps.org protocol) when `use_sitemap`: `/sitemap.xml` of the start
-//!   origin and the `Sitemap:` lines of its robots.txt; a `<urlset>` gives page URLs, a
-//!   `<sitemapindex>` gives sitemaps that are read one level deep. The page URLs are seeded
-//!   at depth 1 (so not with `crawl_depth` 0) and obey scope, robots.txt and `max_pages`.
-//! - **Content.** HTML pages go through readability-style main-content extraction
-//!   ([`dom_smoothie`], Markdown text mode, headings kept); links come from the whole page.
-//!   `text/plain` and `text/markdown` pages are kept as they are; other content types are
-//!   skipped. Pages are read in extraction child processes ([`super::sandbox`]): a page
-//!   that crashes or stalls its reader is skipped, and the crawl goes on.
-//! - **Request budget.** At most [`request_budget`]`(max_pages)` page requests: failed
-//!   fetches and pages not kept count too, so a site full of broken links is not hammered.
-//! - **Concurrency.** At most [`PER_ORIGIN_CONCURRENCY`] requests per origin and
-//!   [`MAX_IN_FLIGHT`] in all; each page is bounded by the client's
-//!   [`FetchLimits`](crate::outbound::FetchLimits).
-//!
-//! Where each part lives:
-//!
-//! - `scope.rs`: URL normalisation, the site of `same_domain`, the path patterns, and the
-//!   set of URLs never requested twice.
-//! - `robots.rs`: the robots.txt verdict of an origin.
-//! - `sitemap.rs`: reading sitemaps into page URLs.
-//! - `html.rs`: reading a fetched page (HTML or text) into title, text, links, canonical
-//!   URL and robots directives.
-//! - `scheduler.rs`: [`crawl`] itself: the frontier by depth, the fetch tasks, per-origin
-//!   concurrency and crawl delay, the request budget, de-duplication and the events.
+//! The web crawler: turns a web site into clean page texts for a knowledge base, breadth-first
+//! by depth, within scope and patterns, obeying robots.txt (RFC 9309) and optionally seeded
+//! from sitemaps. The full policy (scope, de-duplication, robots, request budget,
+//! concurrency) is docs/knowledge.md § Crawling; [`crawl`] is in `scheduler.rs`.
 
 mod html;
 mod robots;
@@ -115,11 +66,9 @@ impl Default for CrawlConfig {
 }
 
 impl CrawlConfig {
-    /// Checks the limits and compiles the patterns; the error is a sentence for a 400.
-    ///
-    /// # Errors
-    /// `crawlDepth` above 5, `maxPages` 0 or above 1000, more than 50 patterns of a kind, an
-    /// empty or over-long (500 bytes) pattern, or a pattern that is not a valid glob.
+    /// Checks the limits and compiles the patterns; the error is a sentence for a 400: depth
+    /// above 5, `maxPages` 0 or above 1000, over 50 patterns of a kind, an empty, over-long
+    /// (500 bytes) or invalid glob.
     pub fn validate(&self) -> Result<(), String> {
         PathFilter::new(self).map(|_| ())
     }

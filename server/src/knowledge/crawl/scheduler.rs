@@ -1,6 +1,5 @@
-//! The crawl itself: the frontier by depth, the fetch tasks, per-origin concurrency and
-//! crawl delay, the request budget, de-duplication by URL, canonical URL and content hash,
-//! and the events (see the policy in the documentation of [`super`]).
+//! The crawl itself: frontier by depth, fetch tasks, per-origin concurrency and crawl delay,
+//! request budget, de-duplication and events (policy: docs/knowledge.md § Crawling).
 
 use std::{
     collections::{HashMap, HashSet, VecDeque},
@@ -32,15 +31,11 @@ pub const PER_ORIGIN_CONCURRENCY: usize = 4;
 /// Requests in flight in all.
 pub const MAX_IN_FLIGHT: usize = 16;
 
-/// Page requests a crawl may make beyond `max_pages` for pages that fail, are skipped or
-/// are not kept (see [`request_budget`]): a fixed part and a share of `max_pages`.
+/// Requests a crawl may make beyond `max_pages` (plus a tenth of it; [`request_budget`]).
 pub const REQUEST_ALLOWANCE: u32 = 5;
 
-/// Page requests one crawl may make: `max_pages` plus [`REQUEST_ALLOWANCE`] plus a tenth of
-/// `max_pages` (3 → 8, 50 → 60, 1000 → 1105). Failed fetches, error statuses, skipped
-/// content types and duplicates all spend it, so a site full of broken links is not
-/// hammered; robots.txt and sitemaps are not counted (one robots.txt per origin, at most
-/// 20 sitemaps).
+/// Page requests one crawl may make: `max_pages` + [`REQUEST_ALLOWANCE`] + `max_pages / 10`.
+/// Failures, skips and duplicates spend it; robots.txt and sitemaps do not.
 pub const fn request_budget(max_pages: u32) -> u32 {
     max_pages
         .saturating_add(REQUEST_ALLOWANCE)
@@ -50,18 +45,11 @@ pub const fn request_budget(max_pages: u32) -> u32 {
 /// URLs waiting to be fetched; links found beyond this are not queued.
 const MAX_FRONTIER: usize = 20_000;
 
-/// Crawls from `start` according to `config`, sending events on `events`; pages are read
-/// in the extraction child processes of `sandbox`.
-///
-/// Returns when the frontier is exhausted, `max_pages` pages were kept, the request budget
-/// ([`request_budget`]) is spent, or `events` was closed by its receiver (the crawl is then
-/// abandoned and the summary covers what was done).
-///
-/// # Errors
-/// Only when the crawl cannot begin: an invalid `config` ([`NetError::InvalidConfig`]), a
-/// start URL refused by the SSRF rule, a start page that cannot be fetched (any
-/// [`NetError`], including [`NetError::Http`] for a non-2xx status), or a start page that
-/// robots.txt disallows ([`NetError::RobotsDisallowed`]).
+/// Crawls from `start` per `config`, sending events on `events`, reading pages in `sandbox`.
+/// Ends when the frontier is exhausted, `max_pages` are kept, the budget is spent, or
+/// `events` is closed. Errors (only when the crawl cannot begin): [`NetError::InvalidConfig`],
+/// a start URL or page refused or unfetchable (any [`NetError`], `Http` for non-2xx), or
+/// [`NetError::RobotsDisallowed`].
 pub async fn crawl(
     client: &SafeClient,
     sandbox: &Arc<Sandbox>,
@@ -202,10 +190,8 @@ struct FetchTask {
     seen: SeenUrls,
 }
 
-/// Fetches and extracts one URL (runs as a task). Redirect targets are refused before they
-/// are requested when robots.txt of the same origin disallows them (another origin's
-/// robots.txt is not consulted for a redirect target), when they leave the scope, or when
-/// they are already fetched or queued.
+/// Fetches and extracts one URL. Redirect targets are refused before being requested when
+/// the same origin's robots.txt disallows them, they leave the scope, or they are known.
 async fn fetch_page(task: FetchTask) -> Outcome {
     let FetchTask {
         client,
@@ -399,8 +385,7 @@ impl Crawler {
         Some(entry)
     }
 
-    /// Starts fetches while there is room: the lowest depth first, and a depth only once no
-    /// shallower page is in flight.
+    /// Starts fetches while there is room, lowest depth first, deeper only when none is in flight.
     fn spawn_ready(&mut self) {
         while !self.finished()
             && self.requested < request_budget(self.config.max_pages)

@@ -75,8 +75,8 @@ impl Scope {
     }
 }
 
-/// URLs queued, fetched, claimed as a redirect target, or known as a final or canonical URL:
-/// never requested again. Shared by the crawl loop and the fetch tasks.
+/// URLs never requested again (queued, fetched, redirect targets, final or canonical URLs);
+/// shared by the crawl loop and the fetch tasks.
 #[derive(Clone, Default)]
 pub(super) struct SeenUrls(Arc<StdMutex<HashSet<Url>>>);
 
@@ -128,8 +128,7 @@ fn compile_globs(field: &str, patterns: &[String]) -> Result<Option<GlobSet>, St
     set.build().map(Some).map_err(|e| format!("{field}: {e}"))
 }
 
-/// The URL without fragment, if it is `http`/`https` with a host. The `url` crate has already
-/// lower-cased the scheme and host and removed a default port.
+/// The URL without fragment, if `http(s)` with a host (the `url` crate already normalised it).
 pub(super) fn normalize(url: &Url) -> Option<Url> {
     if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none_or(str::is_empty) {
         return None;

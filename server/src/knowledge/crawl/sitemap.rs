@@ -48,12 +48,10 @@ fn parse_sitemap(body: &[u8]) -> Option<Sitemap> {
     Some(make(locs))
 }
 
-/// The page URLs of the sitemaps of `start`'s origin (sitemaps.org protocol): the sitemaps
-/// `listed` in its robots.txt (`Sitemap:` lines) and `/sitemap.xml`, at most
-/// [`MAX_SITEMAPS`] read in all; a `<sitemapindex>` is followed one level deep. At most
-/// [`MAX_SITEMAP_URLS`] entries are taken; those that are not `http`/`https` URLs are
-/// dropped, the rest normalised. A sitemap that cannot be read is recorded in `errors` (its
-/// URL and a sentence); a missing one (404/410) is not an error.
+/// The page URLs of the sitemaps of `start`'s origin: those `listed` in robots.txt and
+/// `/sitemap.xml`, at most [`MAX_SITEMAPS`] read, indexes followed one level, at most
+/// [`MAX_SITEMAP_URLS`] entries, non-http(s) dropped. Unreadable sitemaps are recorded in
+/// `errors`; a missing one (404/410) is not an error.
 pub(super) async fn page_urls(
     client: &SafeClient,
     start: &Url,
@@ -102,8 +100,7 @@ pub(super) async fn page_urls(
         .collect()
 }
 
-/// Fetches and parses one sitemap; a missing one (404/410) is not an error, any other
-/// failure is recorded in `errors`.
+/// Fetches and parses one sitemap (404/410 is no error; other failures go to `errors`).
 async fn read_sitemap(
     client: &SafeClient,
     url: &Url,

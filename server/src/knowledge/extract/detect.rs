@@ -1,11 +1,6 @@
-//! Content detection: what an upload is, from its bytes alone.
-//!
-//! [`detect`] never looks at a file's name or declared media type. A PDF is recognised by
-//! its `%PDF-` header (and, when the header is not at the start, its `%%EOF` marker), a
-//! Word document by the parts its ZIP package lists, and text by decoding it;
-//! [`looks_like_markdown`] then tells Markdown from plain text. Files people often upload
-//! by mistake (images, executables, archives, other office formats) are named by their
-//! signature, so that the refusal says what the file is.
+//! Content detection: what an upload is, from its bytes alone (never its name or declared
+//! type). Files often uploaded by mistake are named by their signature so the refusal says
+//! what the file is.
 
 use std::borrow::Cow;
 use std::io::Cursor;
@@ -14,45 +9,29 @@ use zip::ZipArchive;
 
 use super::{guarded, DocumentKind, ExtractError};
 
-/// How far into a file [`detect`] looks for the `%PDF-` header. PDF readers accept some
-/// leading bytes (mail gateways and download tools prepend them); Acrobat looks within the
-/// first 1024 bytes (PDF 1.7 reference, implementation note 13).
+/// How far into a file [`detect`] looks for `%PDF-`; Acrobat looks within the first 1024 bytes
+/// (PDF 1.7 reference, implementation note 13).
 pub const PDF_HEADER_WINDOW: usize = 1024;
 
-/// How far from the end of a PDF its `%%EOF` marker must start. The marker ends every
-/// complete PDF (ISO 32000-1 §7.5.5: the last line of the file contains only `%%EOF`);
-/// readers tolerate a little trailing junk, and Acrobat looks within the last 1024 bytes
-/// (PDF 1.7 reference, implementation note 18).
+/// How far from the end `%%EOF` must start (ISO 32000-1 §7.5.5; Acrobat looks within the
+/// last 1024 bytes, PDF 1.7 reference, implementation note 18).
 pub const PDF_EOF_WINDOW: usize = 1024;
 
-/// Share of control characters (other than tab, line feed, carriage return and form feed)
-/// above which bytes that decode as text are treated as binary: more than 1 in 200.
+/// Text may hold at most this many control characters (besides tab, LF, CR, FF) per 200.
 const MAX_CONTROL_CHARS_PER_200: usize = 1;
 
-/// How many bytes of a document [`looks_like_markdown`] reads.
 const MARKDOWN_SNIFF_BYTES: usize = 64 * 1024;
 
-/// Decides what `bytes` are from their content alone.
-///
-/// - PDF: the `%PDF-` header at offset 0, or within the first [`PDF_HEADER_WINDOW`] bytes
-///   when the file also ends with a `%%EOF` marker (so that a text file that merely
-///   mentions `%PDF-` is not taken for a PDF).
-/// - DOCX: a ZIP archive (`PK\x03\x04`) whose central directory lists both
-///   `[Content_Types].xml` (the package's content types, ECMA-376 part 2) and
-///   `word/document.xml` (the main document part that Word writes, ECMA-376 part 1).
-///   Other ZIP-based formats (spreadsheets, presentations, e-books, Java archives) are
-///   [`ExtractError::Unsupported`]; a ZIP whose central directory cannot be read is
-///   [`ExtractError::Malformed`] when its first entry is a Word part, otherwise unsupported.
-/// - Text: valid UTF-8 (an optional UTF-8 byte-order mark is dropped) or UTF-16 with a
-///   byte-order mark, with no NUL and at most one other control character in 200.
-///   Markdown or plain text is then decided by [`looks_like_markdown`].
+/// Decides what `bytes` are from their content alone:
+/// - PDF: `%PDF-` at offset 0, or within [`PDF_HEADER_WINDOW`] when the file ends with `%%EOF`.
+/// - DOCX: a ZIP whose central directory lists `[Content_Types].xml` and `word/document.xml`
+///   (ECMA-376); other ZIP formats are unsupported.
+/// - Text: UTF-8 (BOM dropped) or UTF-16 with a BOM, no NUL, few control characters;
+///   Markdown or plain by [`looks_like_markdown`].
 ///
 /// # Errors
-///
-/// [`ExtractError::Empty`] for no bytes; [`ExtractError::Unsupported`] naming what the file
-/// looks like where known ("an image (PNG)", "an executable program", "text in an encoding
-/// other than UTF-8", "a binary file of unknown type"); [`ExtractError::Malformed`] for a
-/// Word document whose ZIP structure is broken.
+/// [`ExtractError::Empty`]; [`ExtractError::Unsupported`] naming what the file looks like;
+/// [`ExtractError::Malformed`] for a Word document whose ZIP structure is broken.
 pub fn detect(bytes: &[u8]) -> Result<DocumentKind, ExtractError> {
     if bytes.is_empty() {
         return Err(ExtractError::Empty);
@@ -93,7 +72,6 @@ fn is_pdf(bytes: &[u8]) -> bool {
     }
 }
 
-/// First offset of `needle` in `haystack`.
 pub(super) fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
@@ -138,9 +116,8 @@ fn first_local_entry_name(bytes: &[u8]) -> Option<&[u8]> {
     bytes.get(30..30 + len)
 }
 
-/// What a binary file looks like, from its magic number, for the formats people most often
-/// upload by mistake. Formats whose signature is plain ASCII (`MZ`, `BM`, `BZh`) are only
-/// recognised after the bytes failed to decode as text.
+/// What a binary file looks like from its magic number; ASCII signatures (`MZ`, `BM`,
+/// `BZh`) count only once the bytes failed to decode as text.
 fn binary_signature(bytes: &[u8]) -> Option<&'static str> {
     const EXECUTABLE: &str = "an executable program";
     let strong: &[(&[u8], &str)] = &[
@@ -198,7 +175,6 @@ fn binary_signature(bytes: &[u8]) -> Option<&'static str> {
     None
 }
 
-/// The weak signatures, tried once the bytes are known not to be text.
 fn weak_binary_signature(bytes: &[u8]) -> Option<&'static str> {
     if bytes.starts_with(b"MZ") {
         Some("an executable program")
@@ -211,11 +187,8 @@ fn weak_binary_signature(bytes: &[u8]) -> Option<&'static str> {
     }
 }
 
-/// Decodes `bytes` as text: UTF-8 (an optional byte-order mark is dropped), or UTF-16 LE/BE
-/// with a byte-order mark, transcoded. Text may hold no NUL and at most one other control
-/// character (besides tab, line feed, carriage return and form feed) in 200.
-///
-/// On failure, says what the bytes look like instead.
+/// Decodes `bytes` as text (UTF-8, BOM dropped, or UTF-16 with a BOM), with no NUL and at
+/// most one other control character in 200; on failure, what the bytes look like instead.
 pub(super) fn decode_text(bytes: &[u8]) -> Result<Cow<'_, str>, &'static str> {
     const UNKNOWN: &str = "a binary file of unknown type";
     let text: Cow<'_, str> = if let Some(rest) = bytes.strip_prefix(b"\xef\xbb\xbf") {
@@ -244,8 +217,7 @@ pub(super) fn decode_text(bytes: &[u8]) -> Result<Cow<'_, str>, &'static str> {
     Ok(text)
 }
 
-/// What bytes that are not UTF-8 look like: legacy 8-bit text (no NULs, at least 80 %
-/// printable ASCII) or some binary format.
+/// What non-UTF-8 bytes look like: legacy 8-bit text (no NUL, ≥ 80 % printable ASCII) or binary.
 fn not_utf8(bytes: &[u8]) -> &'static str {
     if let Some(what) = weak_binary_signature(bytes) {
         return what;
@@ -272,15 +244,9 @@ fn decode_utf16(bytes: &[u8], unit: fn([u8; 2]) -> u16) -> Option<String> {
         .ok()
 }
 
-/// Whether `text` reads as Markdown rather than plain text, by a score over its first
-/// 64 KiB.
-///
-/// Strong signs (2 points each): ATX headings (`# Title`), setext underlines, fenced code
-/// blocks, inline or reference links and images, table delimiter rows. Weak signs (1 point
-/// each): list items, block quotes, inline code, `**strong**` or `__strong__` emphasis.
-/// Lines inside fenced code count once as the fence. The text is Markdown when the score
-/// reaches 4 with at least one strong sign, so that numbered clauses or an occasional
-/// asterisk in plain text do not make it Markdown.
+/// Whether `text` reads as Markdown, scoring its first 64 KiB: strong signs (headings, setext,
+/// fences, links, table delimiters) 2 points, weak ones (lists, quotes, inline code, strong
+/// emphasis) 1; Markdown at 4 points with at least one strong sign.
 pub fn looks_like_markdown(text: &str) -> bool {
     let mut end = text.len().min(MARKDOWN_SNIFF_BYTES);
     while !text.is_char_boundary(end) {

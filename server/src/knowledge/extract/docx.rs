@@ -1,12 +1,7 @@
-//! Word (`.docx`, Office Open XML, ECMA-376) text extraction: the body from
-//! `word/document.xml`, heading levels from `word/styles.xml` and the title from
-//! `docProps/core.xml`.
-//!
-//! A DOCX is a ZIP package and so a possible zip bomb: each part is checked against
-//! [`ExtractLimits`] by its declared sizes before it is inflated, and by the bytes actually
-//! inflated while it is. Sections split at Title and Heading 1–9 paragraphs; paragraphs are
-//! separated by blank lines and table rows are written one per line, cells separated by
-//! ` | `.
+//! Word (`.docx`, ECMA-376) text extraction: body from `word/document.xml`, heading levels
+//! from `word/styles.xml`, title from `docProps/core.xml`. Parts are bounded by
+//! [`ExtractLimits`] by declared size before inflating and by actual bytes while inflating
+//! (zip bombs).
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -19,13 +14,10 @@ use zip::ZipArchive;
 use super::sink::{one_line, Deadline, SectionSink};
 use super::{size_phrase, DocumentKind, ExtractError, ExtractLimits};
 
-/// Inflated size (bytes) from which [`ExtractLimits::max_compression_ratio`] applies to a
-/// DOCX part: a smaller part cannot exhaust memory whatever its ratio, and small, highly
-/// repetitive XML parts legitimately compress very well.
+/// Inflated size (bytes) from which [`ExtractLimits::max_compression_ratio`] applies (smaller
+/// parts cannot exhaust memory, and small XML parts compress very well).
 pub const RATIO_CHECK_FLOOR: u64 = 1 << 20;
 
-/// Reads a Word document: the body from `word/document.xml`, heading levels from
-/// `word/styles.xml` and the title from `docProps/core.xml`.
 pub(super) fn extract_docx(
     bytes: &[u8],
     out: &mut SectionSink<'_>,
@@ -57,10 +49,8 @@ pub(super) fn extract_docx(
         .or(titles.first_heading))
 }
 
-/// A DOCX package (ZIP archive) whose parts are inflated under the zip-bomb defences of
-/// [`ExtractLimits`]: declared sizes and ratios are checked before inflating, and the
-/// bytes actually inflated are counted through [`Read::take`] while inflating, because
-/// declared sizes can lie.
+/// A DOCX package whose parts are inflated under [`ExtractLimits`]: declared sizes checked
+/// first, actual bytes counted through [`Read::take`] (declared sizes can lie).
 struct DocxPackage<'b> {
     archive: ZipArchive<Cursor<&'b [u8]>>,
     archive_len: u64,
@@ -165,10 +155,8 @@ impl PartBounds<'_> {
     }
 }
 
-/// Reads an inflating `reader` into memory, counting the bytes it actually yields and
-/// stopping at the first read that crosses a bound of `bounds` (so at most one 64 KiB
-/// buffer past it), whatever size was declared. `declared` only sizes the first
-/// allocation (capped at 1 MiB). `largest` records the most bytes held, for diagnostics.
+/// Reads an inflating `reader`, stopping at the first read past a bound of `bounds` (at most
+/// one 64 KiB buffer over), whatever was declared; `declared` only sizes the first allocation.
 fn inflate_bounded(
     reader: impl Read,
     declared: u64,
@@ -224,8 +212,7 @@ fn xml_val(element: &BytesStart<'_>) -> Option<String> {
     xml_attr(element, "val")
 }
 
-/// The attribute with local name `name`, unescaped. Namespace prefixes are ignored: OOXML
-/// producers are free to choose them.
+/// The attribute with local name `name`, unescaped (namespace prefixes are the producer's).
 fn xml_attr(element: &BytesStart<'_>, name: &str) -> Option<String> {
     element
         .attributes()
@@ -246,10 +233,8 @@ fn xml_reference(reference: &quick_xml::events::BytesRef<'_>) -> Option<String> 
     quick_xml::escape::resolve_predefined_entity(reference).map(str::to_owned)
 }
 
-/// Heading level of a style name: 0 for "Title", 1–9 for "heading 1" … "heading 9" (the
-/// built-in style names of ECMA-376 part 1 §17.7, which stay English in localised Word
-/// while style ids are translated), case and spaces ignored so that style ids such as
-/// `Heading2` match too.
+/// Heading level of a style name: 0 for "Title", 1–9 for "heading 1"…"heading 9" (ECMA-376
+/// part 1 §17.7 built-in names, English in localised Word), case and spaces ignored.
 fn heading_level_of_name(name: &str) -> Option<u8> {
     let name = name.trim().to_ascii_lowercase();
     if name == "title" {
@@ -270,8 +255,7 @@ struct StyleDefinition {
     paragraph: bool,
 }
 
-/// Maps paragraph style ids to heading levels (0 = Title, 1–9 = Heading 1–9), from the
-/// style's name, else its outline level (`w:outlineLvl` 0–8), else the style it is based on.
+/// Paragraph style ids → heading levels, by name, else `w:outlineLvl`, else the base style.
 fn docx_heading_styles(xml: &str) -> Result<HashMap<String, u8>, quick_xml::Error> {
     let mut reader = XmlReader::from_str(xml);
     let mut definitions: HashMap<String, StyleDefinition> = HashMap::new();
@@ -344,8 +328,7 @@ fn docx_heading_styles(xml: &str) -> Result<HashMap<String, u8>, quick_xml::Erro
         .collect())
 }
 
-/// The `dc:title` of the core properties part (ECMA-376 part 2, core properties), if not
-/// blank.
+/// The non-blank `dc:title` of the core properties part (ECMA-376 part 2).
 fn docx_core_title(xml: &str) -> Result<Option<String>, quick_xml::Error> {
     let mut reader = XmlReader::from_str(xml);
     let mut inside = false;
@@ -375,11 +358,9 @@ struct DocxTitles {
     first_heading: Option<String>,
 }
 
-/// Walks `word/document.xml` (ECMA-376 part 1 §17): paragraphs (`w:p`) with their runs'
-/// text (`w:t`; `w:tab` and `w:br` as whitespace; deleted text and field codes skipped),
-/// heading paragraphs by style or outline level, and tables (`w:tbl`) row by row. Text in
-/// text boxes is kept with the paragraph that anchors them; the fallback copy of
-/// alternate content (`mc:Fallback`) is skipped so it is not read twice.
+/// Walks `word/document.xml` (ECMA-376 part 1 §17): paragraphs and runs (deleted text and
+/// field codes skipped), headings, tables row by row; text boxes stay with their anchor
+/// paragraph, `mc:Fallback` copies are skipped.
 fn docx_body(
     xml: &str,
     styles: &HashMap<String, u8>,
@@ -602,8 +583,7 @@ mod tests {
     use super::super::{detect, extract};
     use super::*;
 
-    /// A Word document whose body is `body` (WordprocessingML inside `w:body`), with
-    /// `extra` parts.
+    /// A Word document with WordprocessingML `body` and `extra` parts.
     fn docx_of(body: &str, extra: &[(&str, &[u8])]) -> Vec<u8> {
         let document = format!(
             r#"<?xml version="1.0" encoding="UTF-8" standalone="yes"?><w:document xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main" xmlns:mc="http://schemas.openxmlformats.org/markup-compatibility/2006" xmlns:wps="http://schemas.microsoft.com/office/word/2010/wordprocessingShape"><w:body>{body}</w:body></w:document>"#
@@ -742,8 +722,7 @@ mod tests {
         assert_eq!(run(&docx, DocumentKind::Docx), Err(ExtractError::NoText));
     }
 
-    /// Overwrites the declared uncompressed size of `name` in its local header and its
-    /// central directory record (APPNOTE 4.3.7 and 4.3.12).
+    /// Overwrites `name`'s declared size in its local and central headers (APPNOTE 4.3.7, 4.3.12).
     fn lie_about_size(zip: &mut [u8], name: &str, size: u32) {
         let mut patched = 0;
         for at in 0..zip.len().saturating_sub(46) {
@@ -761,8 +740,7 @@ mod tests {
         assert_eq!(patched, 2, "local header and central directory record");
     }
 
-    /// A Word document whose `word/document.xml` is `size` bytes of zeros, written streaming
-    /// so that the test never holds the inflated bytes.
+    /// A Word document whose body is `size` zero bytes, written streaming.
     fn zero_bomb(size: u64) -> Vec<u8> {
         let mut writer = zip::ZipWriter::new(Cursor::new(Vec::new()));
         let options = zip::write::SimpleFileOptions::default()

@@ -1,7 +1,6 @@
 //! Markdown text extraction with `pulldown-cmark` (CommonMark plus tables, task lists,
-//! strikethrough and footnotes): one section per heading, the text rendered back into
-//! Markdown-like plain text (list markers, fenced code, table rows with ` | ` between
-//! cells) with links and images reduced to their text. The title is the first H1.
+//! strikethrough, footnotes): one section per heading, rendered back to Markdown-like text
+//! with links and images reduced to their text; the title is the first H1.
 
 use pulldown_cmark::{CodeBlockKind, Event as MdEvent, HeadingLevel, Options, Parser, Tag, TagEnd};
 
@@ -9,8 +8,7 @@ use super::detect::decode_text;
 use super::sink::{one_line, SectionSink};
 use super::ExtractError;
 
-/// Reads Markdown with `pulldown-cmark` (CommonMark plus tables, task lists, strikethrough
-/// and footnotes), one section per heading.
+/// Reads Markdown, one section per heading.
 pub(super) fn extract_markdown(
     bytes: &[u8],
     out: &mut SectionSink<'_>,

@@ -1,24 +1,12 @@
 //! Content detection and text extraction of uploaded knowledge-base documents.
+//! [`detect`] decides what a file is from its bytes alone; [`extract`] turns a PDF, Word
+//! (`.docx`), Markdown or text document into [`Section`]s. Every upload is hostile: work is
+//! bounded by [`ExtractLimits`], a reader's panic becomes [`ExtractError::Panicked`], and the
+//! service runs this only in extraction child processes ([`super::sandbox`];
+//! docs/knowledge.md § Extraction). Every error's `Display` is one sentence for the user.
 //!
-//! [`detect`] decides what a file is from its bytes alone, never from its name or declared
-//! media type. [`extract`] turns a PDF, Word (`.docx`), Markdown or plain-text document into
-//! [`Section`]s of plain text, each with its heading path and, for PDFs, its page number.
-//!
-//! Every upload is treated as hostile: the work is bounded by [`ExtractLimits`] (pages,
-//! inflated bytes, compression ratio, characters, wall-clock time), compressed parts are
-//! inflated through counting readers rather than trusting declared sizes, and a reader that
-//! panics is reported as [`ExtractError::Panicked`] instead of unwinding into the caller.
-//! Every error's `Display` is one sentence a non-technical user understands; technical
-//! causes are logged at `debug` level.
-//!
-//! [`extract`] is synchronous and CPU-bound. The service never runs it in its own process:
-//! uploads and crawled pages are read in extraction child processes ([`super::sandbox`]),
-//! which bound what these limits miss (stack depth, memory, time inside one parser step).
-
-//!
-//! One module per format reads it: `pdf`, `docx`, `markdown` and `text`. `detect` holds
-//! the content sniffing, and `sink` the section collector that every reader writes into,
-//! which enforces the character and time limits and tidies the text the same way for all.
+//! One module per format (`pdf`, `docx`, `markdown`, `text`); `sink` collects sections and
+//! enforces the character and time limits for all of them.
 //!
 //! [`detect`]: fn@detect
 
@@ -42,14 +30,11 @@ pub use text::TEXT_SECTION_BYTES;
 
 use sink::{one_line, SectionSink};
 
-/// Longest first line (in characters) that is taken as the title of a plain-text document
-/// or of a PDF without a `/Title`.
+/// Longest first line (characters) taken as the title of a text file or a PDF without `/Title`.
 pub const MAX_LINE_TITLE_CHARS: usize = 120;
 
-/// What an uploaded document is, as decided from its content by [`detect`].
-///
-/// Serialises (serde) and displays as `pdf`, `docx`, `markdown` or `text`; [`FromStr`]
-/// parses the same names.
+/// What an uploaded document is, decided from its content by [`detect`]. Serialises,
+/// displays and parses ([`FromStr`]) as `pdf`, `docx`, `markdown` or `text`.
 ///
 /// [`detect`]: fn@detect
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -84,8 +69,8 @@ impl DocumentKind {
         }
     }
 
-    /// How a user names a document of this kind in a sentence: "PDF", "Word document",
-    /// "Markdown file" or "text file".
+    /// How a user names this kind in a sentence: "PDF", "Word document", "Markdown file", "text
+    /// file".
     pub const fn noun(self) -> &'static str {
         match self {
             DocumentKind::Pdf => "PDF",
@@ -118,38 +103,27 @@ impl FromStr for DocumentKind {
     }
 }
 
-/// Bounds on the work and memory [`extract`] spends on one document.
-///
-/// These are the first line of defence, checked inside the readers; the extraction child
-/// process ([`super::sandbox`]) bounds what they miss.
+/// Bounds on the work and memory [`extract`] spends on one document, checked inside the
+/// readers; the extraction child process ([`super::sandbox`]) bounds what they miss.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExtractLimits {
-    /// Most pages a PDF may have. A longer PDF is refused with [`ExtractError::TooLarge`]
-    /// rather than partly indexed, so that answers never silently miss its end.
-    /// Default 2,000.
+    /// Most pages a PDF may have; a longer one is refused ([`ExtractError::TooLarge`]), never
+    /// partly indexed. Default 2,000.
     pub max_pdf_pages: usize,
-    /// Wall-clock budget of one extraction, checked before each PDF page, while inflating
-    /// DOCX parts and every few thousand XML or Markdown events; running out gives
-    /// [`ExtractError::Timeout`]. Opening a PDF (reading its cross-reference table) and
-    /// reading one PDF page are single steps that are not interrupted. Default 120 s.
+    /// Wall-clock budget of one extraction ([`ExtractError::Timeout`]), checked between PDF pages,
+    /// while inflating DOCX parts and every few thousand parser events. Default 120 s.
     pub deadline: Duration,
-    /// Most bytes one DOCX part (ZIP entry) may inflate to, by its declared size and by the
-    /// bytes actually inflated. Default 64 MiB.
+    /// Most bytes one DOCX part may inflate to (declared and actual). Default 64 MiB.
     pub max_docx_entry_bytes: u64,
-    /// Most bytes the DOCX parts that are read (document, styles, properties) may inflate
-    /// to together. Parts that are never read, such as images, do not count. Default 256 MiB.
+    /// Most bytes the DOCX parts that are read may inflate to together. Default 256 MiB.
     pub max_docx_total_bytes: u64,
-    /// Highest ratio of inflated to compressed size of a DOCX part, by its declared sizes
-    /// and again by the bytes actually inflated, once the part passes
-    /// [`RATIO_CHECK_FLOOR`]. The XML of real documents compresses 5 to 40 times.
-    /// Default 100.
+    /// Highest inflated/compressed ratio of a DOCX part (declared and actual) once past
+    /// [`RATIO_CHECK_FLOOR`]. Default 100.
     pub max_compression_ratio: u64,
-    /// Most characters of text one document may yield. Default 20,000,000 (several
-    /// thousand pages).
+    /// Most characters of text one document may yield. Default 20,000,000.
     pub max_text_chars: usize,
-    /// Most bytes one Flate-compressed PDF stream other than an image may inflate to,
-    /// checked by inflating into a counting sink before the PDF is parsed (page content
-    /// streams of real documents stay far below it). Default 64 MiB.
+    /// Most bytes one non-image Flate stream of a PDF may inflate to, checked before parsing.
+    /// Default 64 MiB.
     pub max_pdf_stream_bytes: u64,
 }
 
@@ -167,28 +141,22 @@ impl Default for ExtractLimits {
     }
 }
 
-/// Why a document could not be recognised or read.
-///
-/// `Display` is one sentence for the person who uploaded the file; [`ExtractError::code`]
-/// is a stable machine-readable name. Serialises (serde) so that the extraction child
-/// process ([`super::sandbox`]) can hand it to the server.
+/// Why a document could not be recognised or read. `Display` is a sentence for the uploader,
+/// [`ExtractError::code`] a stable name; serialisable so the child process can return it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 pub enum ExtractError {
     /// The file has no bytes.
     #[error("The file is empty.")]
     Empty,
-    /// The file is not a kind a knowledge base can hold. The field says what it looks like,
-    /// as a noun phrase ("an image (PNG)", "an executable program", "a ZIP archive").
+    /// Not a kind a knowledge base holds; the field is what it looks like ("an image (PNG)").
     #[error(
         "The file is {0}, which cannot be added to a knowledge base; upload a PDF, Word (.docx), Markdown or plain-text file."
     )]
     Unsupported(String),
-    /// The file is of a supported kind but damaged, truncated or not what it claims to be.
-    /// The field names the kind as a user would ([`DocumentKind::noun`]).
+    /// Of a supported kind but damaged or truncated; the field is [`DocumentKind::noun`].
     #[error("The {0} is damaged or incomplete and could not be read.")]
     Malformed(String),
-    /// The document exceeds one of the [`ExtractLimits`]. The field says which, as a clause
-    /// ("it has 2,345 pages and the limit is 2,000").
+    /// Over one of the [`ExtractLimits`]; the field says which, as a clause.
     #[error("The document is too large to index: {0}.")]
     TooLarge(String),
     /// Extraction ran past [`ExtractLimits::deadline`].
@@ -205,25 +173,20 @@ pub enum ExtractError {
     /// A document reader panicked on this input; the panic was contained.
     #[error("The file could not be read (the reader failed on it).")]
     Panicked,
-    /// The reader ran out of stack on the file's nesting (arrays in arrays, dictionaries in
-    /// dictionaries, lists in lists): the extraction child process died of a stack
-    /// overflow.
+    /// The child process overflowed its stack on the file's nesting.
     #[error("The file is nested too deeply to be read; it may be damaged or made to crash document readers.")]
     TooDeep,
-    /// The extraction child process crashed on this file (an abort or a fatal signal other
-    /// than a stack overflow or running out of memory).
+    /// The child process crashed otherwise (an abort or fatal signal).
     #[error("The file could not be read: the document reader stopped working on it.")]
     Crashed,
-    /// No extraction child process could be started (the server's own trouble, not the
-    /// file's); trying again later may succeed.
+    /// No child process could be started (the server's trouble); a retry may succeed.
     #[error("The document reader could not be started; try again with refresh.")]
     Unavailable,
 }
 
 impl ExtractError {
-    /// A stable name for storage and metrics: `empty`, `unsupported`, `malformed`,
-    /// `too_large`, `timeout`, `no_text`, `encrypted`, `panicked`, `too_deep`, `crashed` or
-    /// `unavailable`.
+    /// Stable name for storage and metrics: `empty`, `unsupported`, `malformed`, `too_large`,
+    /// `timeout`, `no_text`, `encrypted`, `panicked`, `too_deep`, `crashed`, `unavailable`.
     pub const fn code(&self) -> &'static str {
         match self {
             ExtractError::Empty => "empty",
@@ -252,11 +215,9 @@ impl ExtractError {
 pub struct Extracted {
     /// The kind the document was read as.
     pub kind: DocumentKind,
-    /// The document's title, trimmed and on one line: a PDF's `/Title` metadata or else its
-    /// first line; a DOCX's `dc:title` property or else its Title-styled paragraph or first
-    /// heading; a Markdown document's first H1; a text file's first non-empty line. A title
-    /// taken from a first line is used only if it has at most [`MAX_LINE_TITLE_CHARS`]
-    /// characters. `None` when there is none.
+    /// The title, trimmed, on one line: a PDF's `/Title` or first line; a DOCX's `dc:title`, Title
+    /// paragraph or first heading; Markdown's first H1; a text file's first line. First lines
+    /// count only up to [`MAX_LINE_TITLE_CHARS`] characters.
     pub title: Option<String>,
     /// The sections in document order; never empty, and no section has empty text.
     pub sections: Vec<Section>,
@@ -272,15 +233,10 @@ impl Extracted {
 /// A stretch of a document's text under one heading path (for PDFs, one page).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Section {
-    /// The headings enclosing the text, outermost first (H1 > H2 > H3; in DOCX, Title >
-    /// Heading 1 > Heading 2 …). Empty for text before the first heading, for PDF pages and
-    /// for plain text.
+    /// Enclosing headings, outermost first; empty before the first heading, for PDF and text.
     pub heading_path: Vec<String>,
-    /// The text, trimmed, with `\n` line ends and at most one blank line in a row; never
-    /// empty. Markdown keeps its block structure (list markers, fenced code, table rows with
-    /// ` | ` between cells) with links and images reduced to their text; DOCX paragraphs are
-    /// separated by blank lines and table rows are written one per line, cells separated by
-    /// ` | `.
+    /// The text, trimmed, `\n` line ends, at most one blank line in a row; never empty. Markdown
+    /// keeps its blocks (links reduced to text); table rows are one line, cells joined by ` | `.
     pub text: String,
     /// The 1-based page number for PDF sections; `None` for other kinds.
     pub page: Option<u32>,
@@ -290,34 +246,16 @@ pub struct Section {
 // Extraction
 // ---------------------------------------------------------------------------------------
 
-/// Extracts the text of a document already recognised as `kind` (normally by [`detect`]).
-///
-/// PDF: one section per page with text, `page: Some(n)` (1-based). DOCX: sections split at
-/// Title and Heading 1–9 paragraphs. Markdown: sections split at headings. Text: one
-/// section, or several cut at paragraph breaks when longer than [`TEXT_SECTION_BYTES`].
-/// See [`Extracted`] for titles and [`Section`] for the text's shape.
-///
-/// Synchronous and CPU-bound (up to [`ExtractLimits::deadline`]); never panics: a panic in
-/// a reader is contained and reported as [`ExtractError::Panicked`] (this relies on the
-/// default `panic = "unwind"`).
+/// Extracts the text of a document recognised as `kind`: PDF one section per page with text;
+/// DOCX and Markdown split at headings; text one section, or several cut at paragraph breaks
+/// past [`TEXT_SECTION_BYTES`]. Synchronous and CPU-bound; never panics (needs
+/// `panic = "unwind"`).
 ///
 /// # Errors
-///
-/// - [`ExtractError::Empty`]: no bytes.
-/// - [`ExtractError::Malformed`]: the bytes are not a readable document of `kind`; a PDF
-///   without its closing `%%EOF` marker (a cut-off upload) is refused here rather than
-///   partly indexed.
-/// - [`ExtractError::Unsupported`]: text that is not UTF-8 or UTF-16 with a byte-order mark.
-/// - [`ExtractError::TooLarge`]: a limit of `limits` other than the deadline was exceeded
-///   (pages, characters, inflated DOCX parts or PDF streams, compression ratio).
-/// - [`ExtractError::Timeout`]: the deadline passed.
-/// - [`ExtractError::NoText`]: the document holds no text.
-/// - [`ExtractError::Encrypted`]: a password-protected PDF, or a DOCX whose ZIP entries
-///   are encrypted. (Word's own password protection wraps the document in an older Office
-///   container, which [`detect`] reports as unsupported.)
-/// - [`ExtractError::Panicked`]: a reader panicked.
-///
-/// [`detect`]: fn@detect
+/// [`ExtractError::Empty`], [`ExtractError::Malformed`] (also a PDF without `%%EOF`),
+/// [`ExtractError::Unsupported`] (text not UTF-8 or BOM'd UTF-16), [`ExtractError::TooLarge`],
+/// [`ExtractError::Timeout`], [`ExtractError::NoText`], [`ExtractError::Encrypted`]
+/// (password-protected PDF, encrypted ZIP entries), [`ExtractError::Panicked`].
 pub fn extract(
     bytes: &[u8],
     kind: DocumentKind,
@@ -359,7 +297,6 @@ fn guarded<T>(work: impl FnOnce() -> Result<T, ExtractError>) -> Result<T, Extra
     }
 }
 
-/// `n` with thousands separators: `2,000`.
 fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
@@ -388,7 +325,6 @@ mod tests {
 
     use super::*;
 
-    /// The bytes of `tests/fixtures/knowledge/<name>`.
     pub(super) fn fixture(name: &str) -> Vec<u8> {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/fixtures/knowledge")
@@ -396,12 +332,10 @@ mod tests {
         std::fs::read(&path).unwrap_or_else(|err| panic!("{}: {err}", path.display()))
     }
 
-    /// [`extract`] with the default limits.
     pub(super) fn run(bytes: &[u8], kind: DocumentKind) -> Result<Extracted, ExtractError> {
         extract(bytes, kind, &ExtractLimits::default())
     }
 
-    /// A ZIP archive of `parts`, deflated.
     pub(super) fn zip_of(parts: &[(&str, &[u8])]) -> Vec<u8> {
         let mut writer = zip::ZipWriter::new(Cursor::new(Vec::new()));
         let options = zip::write::SimpleFileOptions::default()
@@ -413,7 +347,6 @@ mod tests {
         writer.finish().unwrap().into_inner()
     }
 
-    /// The `[Content_Types].xml` part of a minimal Word package.
     pub(super) const CONTENT_TYPES: &[u8] = br#"<?xml version="1.0" encoding="UTF-8"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"><Default Extension="xml" ContentType="application/xml"/><Override PartName="/word/document.xml" ContentType="application/vnd.openxmlformats-officedocument.wordprocessingml.document.main+xml"/></Types>"#;
 
     // --- Kinds and errors ---------------------------------------------------------------

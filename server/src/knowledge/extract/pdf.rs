@@ -1,12 +1,6 @@
-//! PDF text extraction: one section per page, read with `pdf_oxide`.
-//!
-//! A file without its closing `%%EOF` marker is a cut-off upload and is refused rather than
-//! partly indexed. Before the reader parses anything, every compressed stream except images
-//! is inflated into a counting sink, so that a decompression bomb is refused
-//! ([`ExtractLimits::max_pdf_stream_bytes`]). The title is the `/Title` of the information
-//! dictionary, else the first page's first line.
-//!
-//! [`ExtractLimits::max_pdf_stream_bytes`]: super::ExtractLimits::max_pdf_stream_bytes
+//! PDF text extraction with `pdf_oxide`, one section per page. A file without `%%EOF` is
+//! refused (cut-off upload); compressed streams are checked before parsing
+//! ([`check_pdf_streams`]); the title is `/Title`, else the first page's first line.
 
 use std::io::Read;
 
@@ -14,8 +8,7 @@ use super::detect::{find, has_pdf_eof_marker, pdf_header_offset};
 use super::sink::{first_line_title, one_line, SectionSink};
 use super::{size_phrase, thousands, DocumentKind, ExtractError};
 
-/// Reads a PDF page by page with `pdf_oxide`, which also bounds the inflation of every
-/// compressed stream (ratio and size limits against PDF decompression bombs).
+/// Reads a PDF page by page with `pdf_oxide`.
 pub(super) fn extract_pdf(
     bytes: &[u8],
     out: &mut SectionSink<'_>,
@@ -68,15 +61,10 @@ pub(super) fn extract_pdf(
     Ok(title)
 }
 
-/// Refuses a PDF decompression bomb before the PDF reader allocates for it: every
-/// Flate-compressed stream except images is inflated into a counting sink, and a stream
-/// that yields more than [`ExtractLimits::max_pdf_stream_bytes`] makes the document
-/// [`ExtractError::TooLarge`]. (The reader has its own bounds, but applies them only after
-/// holding up to 256 MiB.) Streams are found by their `stream` keyword; data that is not a
-/// zlib stream fails to inflate at once and is skipped. Images are left out because text
-/// extraction never decodes them and scans legitimately inflate to hundreds of MiB.
-///
-/// [`ExtractLimits::max_pdf_stream_bytes`]: super::ExtractLimits::max_pdf_stream_bytes
+/// Refuses a decompression bomb before the reader allocates for it: every non-image Flate
+/// stream is inflated into a counting sink, and one over `max_pdf_stream_bytes` makes the
+/// document [`ExtractError::TooLarge`]. Images are skipped: text extraction never decodes
+/// them, and scans inflate large.
 fn check_pdf_streams(bytes: &[u8], out: &SectionSink<'_>) -> Result<(), ExtractError> {
     /// How far before a `stream` keyword its dictionary is looked for.
     const DICTIONARY_WINDOW: usize = 4096;
@@ -159,8 +147,7 @@ mod tests {
     use super::super::{detect, extract, ExtractLimits};
     use super::*;
 
-    /// A small valid PDF with one page per entry of `pages` (Helvetica text; an empty entry
-    /// gives a page without text) and an optional `/Title`.
+    /// A small valid PDF, one page per entry of `pages` (empty: no text), optional `/Title`.
     fn minimal_pdf(title: Option<&str>, pages: &[&str]) -> Vec<u8> {
         minimal_pdf_with_trailer(title, pages, "")
     }

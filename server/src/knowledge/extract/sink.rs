@@ -1,8 +1,6 @@
-//! Where the format readers put their text.
-//!
-//! [`SectionSink`] collects a document's sections, dropping empty ones and enforcing the
-//! character and time limits of [`ExtractLimits`] as text arrives; the helpers below tidy
-//! section text and titles the same way for every format.
+//! Where the format readers put their text: [`SectionSink`] collects sections, dropping empty
+//! ones and enforcing [`ExtractLimits`]' character and time limits; the helpers tidy text and
+//! titles the same way for every format.
 
 use std::time::{Duration, Instant};
 
@@ -81,9 +79,8 @@ impl<'a> SectionSink<'a> {
     }
 }
 
-/// Normalises extracted text: `\r\n` and `\r` become `\n`; control characters other than
-/// tab and line feed are dropped; trailing spaces of lines are removed; runs of blank lines
-/// become one; the whole is trimmed.
+/// Normalises text: `\n` line ends, control characters but tab and LF dropped, trailing
+/// spaces removed, blank-line runs collapsed, trimmed.
 fn tidy(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut blank_run = 0usize;
@@ -116,8 +113,7 @@ pub(super) fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// The first non-empty line of `text`, if it has at most [`MAX_LINE_TITLE_CHARS`]
-/// characters.
+/// The first non-empty line of `text` if at most [`MAX_LINE_TITLE_CHARS`] characters.
 pub(super) fn first_line_title(text: &str) -> Option<String> {
     let line = text.lines().map(str::trim).find(|l| !l.is_empty())?;
     (line.chars().count() <= MAX_LINE_TITLE_CHARS).then(|| one_line(line))

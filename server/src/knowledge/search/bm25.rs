@@ -1,23 +1,7 @@
-//! BM25 ranking of an agent's chunks: the analysis shared by chunks and questions, an
-//! inverted index of one agent's chunks held in memory ([`Bm25Index`]) and top-k search
-//! with MaxScore pruning. The indexes are kept between queries, in step with the store, by
-//! [`super::index_cache`].
-//!
-//! The database keeps the chunks; the index is derived from them and kept in step through
-//! a per-agent generation that every chunk write bumps
-//! (`migrations/sqlite/0011_bm25.sql`), so a deleted document leaves retrieval at once and
-//! several server processes over one database agree. Ranking in memory is what makes
-//! top-k cheap: SQLite FTS5 computes `bm25()` for every matching row before the best k are
-//! known (0.6–2.5 µs a row), and a question's content words match most chunks of a large
-//! knowledge base, so retrieval took 50–150 ms over 100,000 chunks; with this index it
-//! takes about a millisecond, database reads included (bench/HISTORY.md § Knowledge base).
-//!
-//! Scoring is Okapi BM25 as Lucene and Elasticsearch compute it:
-//! `idf(t) · tf · (k1 + 1) / (tf + k1 · (1 − b + b · dl / avgdl))` summed over the
-//! question's distinct terms, with `idf(t) = ln(1 + (N − df + 0.5) / (df + 0.5))`, `N`
-//! the agent's chunks, `df` those containing `t`, `dl` a chunk's words (title, heading path
-//! and text) and `avgdl` their mean. An occurrence in the title counts 2, in the heading
-//! path 1.5, in the text 1 (the weights the FTS5 ranking had).
+//! BM25 ranking of an agent's chunks: the word analysis shared by chunks and questions, an
+//! in-memory inverted index per agent ([`Bm25Index`]) and exact top-k search with MaxScore
+//! pruning; [`super::index_cache`] keeps the indexes in step with the store. Scoring (Okapi
+//! BM25 as Lucene computes it, title ×2, headings ×1.5) is in docs/knowledge.md § Ranking.
 
 use std::{
     cmp::Ordering,
@@ -32,14 +16,11 @@ use unicode_normalization::{char::is_combining_mark, UnicodeNormalization};
 pub const K1: f32 = 1.2;
 /// Length normalisation (`b`; Lucene's and Elasticsearch's default).
 pub const B: f32 = 0.75;
-/// Weight of one occurrence in the title, in half units (2.0).
+/// Weights of one occurrence in the title, heading path and text, in half units (2, 1.5, 1).
 const TITLE_HALVES: u16 = 4;
-/// Weight of one occurrence in the heading path, in half units (1.5).
 const HEADING_HALVES: u16 = 3;
-/// Weight of one occurrence in the text, in half units (1.0).
 const TEXT_HALVES: u16 = 2;
-/// Distinct terms of a question used at most (the longest message still makes a small
-/// query).
+/// Distinct terms of a question used at most.
 pub const MAX_QUERY_TERMS: usize = 32;
 
 /// English function words that carry no topic: neither indexed nor searched (a chunk's
@@ -59,15 +40,12 @@ pub const STOPWORDS: &[&str] = &[
 
 static STEMMER: LazyLock<Stemmer> = LazyLock::new(|| Stemmer::create(Algorithm::English));
 
-/// The words of `text`: maximal runs of letters, digits and `_` (so `read_line` and
-/// `u32` stay whole).
+/// The words of `text`: maximal runs of letters, digits and `_`.
 pub fn words(text: &str) -> impl Iterator<Item = &str> {
     text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
         .filter(|w| !w.is_empty())
 }
 
-/// `word` lower-cased, with diacritics removed (canonical decomposition, combining marks
-/// dropped: `Café` → `cafe`), into `out`.
 fn fold(word: &str, out: &mut String) {
     out.clear();
     if word.is_ascii() {
@@ -80,8 +58,8 @@ fn fold(word: &str, out: &mut String) {
     }
 }
 
-/// The term a folded word is indexed and searched under: its Snowball English stem;
-/// `None` for a stop word ([`STOPWORDS`]) or a single character.
+/// The indexed term of a folded word: its Snowball English stem; `None` for a stop word or
+/// a single character.
 fn term_of_folded(folded: &str) -> Option<String> {
     if folded.chars().nth(1).is_none() || STOPWORDS.binary_search(&folded).is_ok() {
         return None;
@@ -89,10 +67,8 @@ fn term_of_folded(folded: &str) -> Option<String> {
     Some(STEMMER.stem(folded).into_owned())
 }
 
-/// The terms of a question: the distinct terms of its words ([`words`], folded,
-/// stop words and single characters left out, stemmed), in order of first appearance,
-/// at most [`MAX_QUERY_TERMS`]. Empty when the question has no content word. Nothing in
-/// a question is syntax: quotes, `OR`, `NEAR(...)` or `col:` are words or separators.
+/// The distinct terms of a question (folded, stop words and single characters dropped,
+/// stemmed), in order of first appearance, at most [`MAX_QUERY_TERMS`]. No query syntax.
 pub fn query_terms(question: &str) -> Vec<String> {
     let mut folded = String::new();
     let mut terms: Vec<String> = Vec::new();
@@ -110,41 +86,30 @@ pub fn query_terms(question: &str) -> Vec<String> {
     terms
 }
 
-/// One term's postings: the slots of the chunks containing it, ascending, with the
-/// term's weighted frequency in each (half units).
+/// One term's postings: chunk slots ascending, with weighted frequency (half units).
 #[derive(Debug, Default, Clone)]
 struct Postings {
     slots: Vec<u32>,
     tfs: Vec<u16>,
-    /// Largest of `tfs` (an upper bound after removals).
     max_tf: u16,
 }
 
-/// An inverted index of one agent's chunks, in memory.
-///
-/// Each chunk has a slot (its position in insertion order); a term's postings list the
-/// slots of the chunks containing it, ascending, with the term's weighted frequency.
-/// About 6 bytes per (chunk, distinct term) pair plus the vocabulary:
-/// [`Bm25Index::heap_bytes`] estimates it.
+/// An inverted index of one agent's chunks, in memory (about 6 bytes per (chunk, distinct
+/// term) pair plus the vocabulary; [`Bm25Index::heap_bytes`]).
 #[derive(Debug, Default)]
 pub struct Bm25Index {
-    /// Chunk id by slot.
     chunk_ids: Vec<i64>,
     /// Words by slot (title, heading path and text, stop words included).
     lengths: Vec<u32>,
     total_length: u64,
-    /// Smallest of `lengths` (a lower bound after removals).
     min_length: u32,
-    /// Term → its postings' index.
     terms: HashMap<Box<str>, u32>,
     postings: Vec<Postings>,
-    /// Folded word → its term, `None` for words that are not indexed: each distinct word is
-    /// stemmed once.
+    /// Folded word → its term (`None`: not indexed), so each distinct word is stemmed once.
     forms: HashMap<Box<str>, Option<u32>>,
 }
 
-/// An entry of the top-k heap: ordered by score, and among equal scores the earlier slot
-/// ranks higher (so results do not depend on the pruning).
+/// Top-k heap entry: by score, ties to the earlier slot (so results do not depend on pruning).
 #[derive(Debug, Clone, Copy)]
 struct Ranked {
     score: f32,
@@ -163,7 +128,6 @@ impl PartialOrd for Ranked {
     }
 }
 impl Ord for Ranked {
-    /// Greater is better.
     fn cmp(&self, other: &Self) -> Ordering {
         self.score
             .total_cmp(&other.score)
@@ -171,23 +135,19 @@ impl Ord for Ranked {
     }
 }
 
-/// A query term's position in its postings during a search.
 struct Cursor<'a> {
     slots: &'a [u32],
     tfs: &'a [u16],
     pos: usize,
     idf: f32,
-    /// The most this term adds to any chunk's score.
     bound: f32,
 }
 
 impl Cursor<'_> {
-    /// The current slot, `u32::MAX` past the end.
     fn slot(&self) -> u32 {
         self.slots.get(self.pos).copied().unwrap_or(u32::MAX)
     }
 
-    /// Moves to the first slot ≥ `target` (galloping, then binary search).
     fn seek(&mut self, target: u32) {
         let slots = self.slots;
         if self.pos >= slots.len() || slots[self.pos] >= target {
@@ -206,15 +166,13 @@ impl Cursor<'_> {
     }
 }
 
-/// BM25's term-frequency part for a weighted frequency in half units and a chunk's
-/// length normaliser `k1 · (1 − b + b · dl / avgdl)`.
+/// BM25's term-frequency part for a frequency in half units and the length normaliser.
 fn saturate(tf_halves: u16, norm: f32) -> f32 {
     let tf = f32::from(tf_halves) * 0.5;
     tf * (K1 + 1.0) / (tf + norm)
 }
 
-/// Pruning bounds are raised by this share so that rounding cannot drop a chunk that
-/// belongs in the top k.
+/// Pruning bounds are raised by this share so rounding cannot drop a top-k chunk.
 const BOUND_SLACK: f32 = 1e-4;
 
 impl Bm25Index {
@@ -228,8 +186,6 @@ impl Bm25Index {
         self.chunk_ids.is_empty()
     }
 
-    /// The term of `word` in this index, added to the vocabulary when new; `None` for a
-    /// word that is not indexed. `folded` is scratch space.
     fn term_id(&mut self, word: &str, folded: &mut String) -> Option<u32> {
         fold(word, folded);
         if let Some(known) = self.forms.get(folded.as_str()) {
@@ -247,8 +203,7 @@ impl Bm25Index {
         id
     }
 
-    /// Indexes a chunk. Its id must not be indexed already (the store adds each chunk
-    /// once, in id order).
+    /// Indexes a chunk; its id must not be indexed already.
     pub fn add(&mut self, chunk_id: i64, title: &str, heading_path: &str, text: &str) {
         let slot = self.chunk_ids.len() as u32;
         let mut counts: HashMap<u32, u16> = HashMap::new();
@@ -283,8 +238,7 @@ impl Bm25Index {
         self.total_length += u64::from(length);
     }
 
-    /// Keeps the chunks for which `keep(chunk id)` is true and drops the others from every
-    /// postings list; returns how many were dropped. Costs one pass over all postings.
+    /// Keeps the chunks for which `keep(chunk id)` holds; returns how many were dropped.
     pub fn retain(&mut self, mut keep: impl FnMut(i64) -> bool) -> usize {
         let mut new_slot = vec![u32::MAX; self.chunk_ids.len()];
         let mut chunk_ids = Vec::new();
@@ -333,8 +287,6 @@ impl Bm25Index {
         dropped
     }
 
-    /// Forgets the terms no chunk contains any more (and the word forms cache), so that a
-    /// knowledge base whose documents keep changing does not grow its vocabulary forever.
     fn drop_unused_terms(&mut self) {
         let mut new_id = vec![u32::MAX; self.postings.len()];
         let mut postings = Vec::new();
@@ -353,8 +305,7 @@ impl Bm25Index {
         self.forms = HashMap::new();
     }
 
-    /// Chunks containing at least one of the query `terms` (what an exhaustive ranking
-    /// would score).
+    /// Chunks containing at least one of `terms` (what an exhaustive ranking would score).
     pub fn matching(&self, terms: &[String]) -> usize {
         let mut hit = vec![false; self.chunk_ids.len()];
         for term in terms {
@@ -367,8 +318,7 @@ impl Bm25Index {
         hit.into_iter().filter(|&h| h).count()
     }
 
-    /// Estimated heap memory of the index in bytes (postings, per-chunk arrays and
-    /// vocabulary; allocator overhead not counted).
+    /// Estimated heap bytes of the index (allocator overhead not counted).
     pub fn heap_bytes(&self) -> usize {
         let postings: usize = self
             .postings
@@ -381,8 +331,6 @@ impl Bm25Index {
         postings + vocabulary + self.chunk_ids.capacity() * 8 + self.lengths.capacity() * 4
     }
 
-    /// The query's cursors (terms of `terms` that occur in the index), with their idf and
-    /// score bound, sorted by bound ascending; and the length normaliser's factors.
     fn cursors(&self, terms: &[String]) -> (Vec<Cursor<'_>>, f32, f32) {
         let n = self.chunk_ids.len() as f32;
         let avgdl = (self.total_length as f32 / n).max(1.0);
@@ -417,17 +365,9 @@ impl Bm25Index {
         (cursors, norm_base, norm_per_word)
     }
 
-    /// The best `k` chunks for the query `terms` (from [`query_terms`]): `(chunk id, BM25
-    /// score)`, best first; equal scores in indexing order. Only chunks containing at least
-    /// one term are returned.
-    ///
-    /// MaxScore (Turtle and Flood, "Query evaluation: strategies and optimizations",
-    /// 1995): terms are ordered by the most they can add to a score; once the k-th best
-    /// score is known, the terms whose bounds together cannot reach it only complete the
-    /// scores of chunks found through the other terms, and a chunk is abandoned as soon
-    /// as its score plus the bounds of the terms not yet looked at cannot beat the k-th.
-    /// The result is exactly the exhaustive ranking's: each chunk's score is the sum of its
-    /// terms' parts in one fixed order, and ties go to the earlier chunk.
+    /// The best `k` chunks for `terms` (from [`query_terms`]) as `(chunk id, score)`, best first,
+    /// ties in indexing order; only chunks containing a term. MaxScore (Turtle and Flood, 1995)
+    /// prunes, and the result equals the exhaustive ranking.
     pub fn search(&self, terms: &[String], k: usize) -> Vec<(i64, f32)> {
         if k == 0 || self.chunk_ids.is_empty() {
             return Vec::new();
@@ -513,7 +453,6 @@ impl Bm25Index {
             .collect()
     }
 
-    /// Every matching chunk scored and sorted: what [`Bm25Index::search`] must equal.
     #[cfg(test)]
     fn search_exhaustive(&self, terms: &[String], k: usize) -> Vec<(i64, f32)> {
         if self.chunk_ids.is_empty() {
@@ -632,8 +571,6 @@ mod tests {
         assert!(Bm25Index::default().search(&terms("words"), 5).is_empty());
     }
 
-    /// A small deterministic generator (xorshift), so the random corpora are the same on
-    /// every run.
     struct Rng(u64);
     impl Rng {
         fn next(&mut self) -> u64 {
@@ -642,7 +579,6 @@ mod tests {
             self.0 ^= self.0 << 17;
             self.0
         }
-        /// Zipf-like: small numbers far more often.
         fn word(&mut self, vocabulary: u64) -> String {
             let a = self.next() % vocabulary + 1;
             let b = self.next() % a + 1;

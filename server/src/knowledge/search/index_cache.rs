@@ -1,22 +1,9 @@
-//! Each agent's BM25 index kept in memory between searches ([`Bm25Cache`]) and brought up
-//! to date with the store before each search ([`rank_chunks`]).
-//!
-//! The database keeps the chunks; an index is derived from them and kept in step through
-//! four primitives of [`DocumentStore`], which every backend implements the same way:
-//!
-//! - [`DocumentStore::chunk_generation`]: one point read per search; when it equals the
-//!   generation the index was built at, nothing changed and the index answers alone;
-//! - [`DocumentStore::count_chunks_up_to`] and [`DocumentStore::chunk_ids_up_to`]: chunks
-//!   deleted since, found by counting the chunks the index already knows (ids up to the
-//!   largest it has seen) and, when the count differs, reading their ids;
-//! - [`DocumentStore::chunks_after`]: chunks added since, read as those above the largest
-//!   id the index has seen, [`INDEX_BATCH`] at a time. This is complete only because a
-//!   backend makes an agent's chunk ids visible in increasing order (the rule on
-//!   [`DocumentStore::chunks_after`]).
-//!
-//! So a document indexed through one server process is searchable through every other one
-//! at its next search, and a deleted one leaves retrieval at once. Analysis is CPU work
-//! and runs on the blocking pool.
+//! The agent's BM25 indexes kept in memory between searches ([`Bm25Cache`]) and brought up to
+//! date before each search ([`rank_chunks`]) through four [`DocumentStore`] primitives:
+//! [`DocumentStore::chunk_generation`] (unchanged: the index answers alone),
+//! [`DocumentStore::count_chunks_up_to`] / [`DocumentStore::chunk_ids_up_to`] (deletions) and
+//! [`DocumentStore::chunks_after`] (additions; complete because chunk ids become visible in
+//! increasing order). So every instance sees a write at its next search.
 
 use std::{
     collections::{HashMap, HashSet},
@@ -30,30 +17,25 @@ use crate::{
     store::{DocumentStore, StoreError, StoreResult},
 };
 
-/// The largest total [`Bm25Index::heap_bytes`] of the indexes kept between queries:
-/// beyond it the least recently searched agents' indexes are dropped (they are rebuilt
-/// from the database when next searched). 100,000 chunks of 150–250 words take 60–90 MiB
-/// (`kb_bm25`).
+/// Largest total [`Bm25Index::heap_bytes`] kept; beyond it the least recently searched
+/// indexes are dropped and rebuilt on next use.
 pub const CACHE_BUDGET_BYTES: usize = 1 << 30;
 
-/// Chunks read from the database per step while an agent's BM25 index is built or brought
-/// up to date (each step's text is analysed on the blocking pool).
+/// Chunks read per step while an index is built or updated.
 pub const INDEX_BATCH: u32 = 2_000;
 
 /// An agent's index as the cache keeps it, with what it was built from.
 #[derive(Debug, Default)]
 pub struct CachedIndex {
-    /// The agent's chunk generation the index reflects; `None` before it is built (or
-    /// after a build was interrupted).
+    /// The chunk generation the index reflects; `None` before it is built or after an interrupted
+    /// build.
     pub generation: Option<i64>,
-    /// Largest chunk id indexed (an agent's chunk ids become visible in increasing order,
-    /// so newer chunks have larger ids).
+    /// Largest chunk id indexed.
     pub max_chunk_id: i64,
     pub index: Bm25Index,
 }
 
-/// The agents' indexes kept between queries, each behind its own lock (searches share
-/// it; bringing an index up to date takes it alone), within [`CACHE_BUDGET_BYTES`].
+/// The agents' indexes, each behind its own lock, within [`CACHE_BUDGET_BYTES`].
 #[derive(Debug, Default)]
 pub struct Bm25Cache {
     agents: Mutex<HashMap<AgentId, CacheEntry>>,
@@ -81,8 +63,7 @@ impl Bm25Cache {
         entry.index.clone()
     }
 
-    /// Records the size of the agent's index after an update and drops the least
-    /// recently searched other indexes while the total exceeds `budget` bytes.
+    /// Records the agent's index size and drops the least recently searched others over `budget`.
     pub fn resized(&self, agent_id: &AgentId, bytes: usize, budget: usize) {
         let mut agents = self.agents.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(entry) = agents.get_mut(agent_id) {
@@ -116,14 +97,9 @@ impl Bm25Cache {
     }
 }
 
-/// The agent's best `k` chunks for the query `terms` by BM25: `(chunk id, score)`, best
-/// first ([`Bm25Index::search`]), from the agent's index in `cache` after bringing it up
-/// to date with `store` (see the module documentation).
-///
-/// One read of the agent's chunk generation when nothing changed; an agent without one
-/// (no chunk ever written, or the agent deleted) has its index dropped and no hits.
-///
-/// Errors: the store's, or [`StoreError::Other`] when analysing chunks panicked.
+/// The agent's best `k` chunks for `terms` by BM25 (`(chunk id, score)`, best first), after
+/// bringing its index up to date with `store`. An agent without a generation has no hits.
+/// Errors: the store's, or [`StoreError::Other`] when analysis panicked.
 pub async fn rank_chunks(
     store: &dyn DocumentStore,
     cache: &Bm25Cache,
@@ -153,9 +129,7 @@ pub async fn rank_chunks(
     Ok(cached.index.search(terms, k))
 }
 
-/// Brings `cached` up to date with the agent's chunks in `store` (see the module
-/// documentation). Leaves `cached.generation` to the caller; when interrupted (the search
-/// was dropped) it leaves an empty index that the next search rebuilds.
+/// Brings `cached` up to date (not its generation); an interrupted update leaves it empty.
 async fn update_index(
     store: &dyn DocumentStore,
     agent_id: &AgentId,
@@ -193,9 +167,7 @@ async fn update_index(
     Ok(())
 }
 
-/// Runs `work` on the index on the blocking pool (analysis is CPU work). While it runs,
-/// `cached` holds an empty, unbuilt index, so if the caller is dropped meanwhile the next
-/// search starts over instead of trusting a half-updated one.
+/// Runs `work` on the blocking pool, `cached` empty meanwhile (never half-updated).
 async fn on_blocking_pool(
     cached: &mut CachedIndex,
     work: impl FnOnce(&mut Bm25Index) + Send + 'static,

@@ -1,10 +1,6 @@
-//! Search over an agent's knowledge: BM25 ranking ([`bm25`]) of each agent's in-memory
-//! index, kept between searches and in step with the store ([`index_cache`]), behind
-//! [`ChunkSearch`]; and retrieval for chats ([`retrieve`]), which fuses BM25 with vector
-//! similarity when embeddings are configured.
-//!
-//! None of it is backend code: the store only answers the primitives of
-//! [`DocumentStore`] that [`index_cache`] names, so every backend ranks the same.
+//! Search over an agent's knowledge: BM25 ([`bm25`]) over in-memory indexes kept in step with
+//! the store ([`index_cache`]) behind [`ChunkSearch`], and chat retrieval ([`retrieve`]). No
+//! backend code: every backend ranks the same.
 
 pub mod bm25;
 pub mod index_cache;
@@ -39,15 +35,10 @@ impl ChunkSearch {
         &self.store
     }
 
-    /// BM25 search over the agent's chunks for `question` (plain text: its content
-    /// words, analysed as [`bm25::query_terms`] says; nothing in it is syntax): the best
-    /// `limit` hits containing at least one of its terms, best first, each scored as
-    /// [`bm25`] says. Empty when the question has no content word. Sees every chunk
-    /// written or deleted before it started, through whichever server process wrote it
-    /// ([`index_cache`]); a chunk deleted while it ran is left out.
-    ///
-    /// Errors: the store's, or [`crate::store::StoreError::Other`] when analysing chunks
-    /// panicked.
+    /// BM25 search for `question` (plain text, no syntax; [`bm25::query_terms`]): the best `limit`
+    /// hits containing a term, best first; empty without content words. Sees every chunk
+    /// written or deleted before it started, by any instance.
+    /// Errors: the store's, or [`crate::store::StoreError::Other`] when analysis panicked.
     pub async fn search_chunks(
         &self,
         agent_id: &AgentId,

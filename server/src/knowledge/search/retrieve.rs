@@ -16,16 +16,12 @@ use crate::{
 
 /// Chunks put into a prompt at most.
 pub const TOP_K: u32 = 5;
-/// Candidates read from the index before the score floor is applied.
 const CANDIDATES: u32 = 20;
-/// A hit scoring below this share of the best hit's score is dropped: it matched only
-/// on a word or two that the best passages match much better.
+/// A hit below this share of the best hit's score is dropped.
 pub const RELATIVE_SCORE_FLOOR: f64 = 0.35;
 
-/// The agent's best chunks for `message`, best first: at most `k`, none below
-/// [`RELATIVE_SCORE_FLOOR`] of the best score.
-///
-/// Errors: the store's.
+/// The agent's best chunks for `message` by BM25, best first: at most `k`, none below
+/// [`RELATIVE_SCORE_FLOOR`] of the best. Errors: the store's.
 pub async fn search(
     search: &ChunkSearch,
     agent_id: &AgentId,
@@ -47,27 +43,21 @@ pub fn apply_floor(hits: Vec<ChunkHit>, k: u32) -> Vec<ChunkHit> {
         .collect()
 }
 
-/// The `k` of reciprocal rank fusion: a hit at rank `r` (1-based) of a list adds
-/// `1 / (k + r)`. 60 is the value of Cormack, Clarke and Büttcher, "Reciprocal Rank Fusion
-/// outperforms Condorcet and individual Rank Learning Methods" (SIGIR 2009), where it was
-/// fixed once and worked across collections.
+/// The `k` of reciprocal rank fusion: rank `r` (1-based) adds `1 / (k + r)`; 60 as in
+/// Cormack, Clarke and Büttcher, "Reciprocal Rank Fusion outperforms Condorcet and individual
+/// Rank Learning Methods" (SIGIR 2009).
 pub const RRF_K: f64 = 60.0;
-/// A vector hit with a cosine similarity below this is dropped, whatever the others score:
-/// the nearest chunks of an unrelated question still have neighbours, and with OpenAI's
-/// text-embedding-3 models (and comparable ones) unrelated text scores below it.
+/// Vector hits below this cosine similarity are dropped (unrelated text scores below it with
+/// OpenAI's text-embedding-3 models and comparable ones).
 pub const MIN_SIMILARITY: f32 = 0.3;
-/// A vector hit below this share of the best vector hit's similarity is dropped: the
-/// vector counterpart of [`RELATIVE_SCORE_FLOOR`]. Cosine similarities of one model
-/// crowd into a narrow band, so the share is much higher than BM25's.
+/// Vector hits below this share of the best vector hit are dropped (similarities crowd into
+/// a narrow band, hence higher than BM25's floor).
 pub const RELATIVE_SIMILARITY_FLOOR: f32 = 0.75;
-/// Longest part of a message embedded as the query, in characters (the start of a very
-/// long message says what it is about, and stays within embedding models' input limits).
+/// Longest part of a message embedded as the query, in characters.
 pub const QUERY_EMBED_CHARS: usize = 4_000;
 
-/// Fuses rankings by reciprocal rank fusion ([`RRF_K`]): each id scores the sum of
-/// `1 / (RRF_K + rank)` over the lists it is in. Returns every id once, best first; ties
-/// go to the id with the better single rank, then to the earlier list (BM25 is passed
-/// first), then to the smaller id, so the order is deterministic.
+/// Fuses rankings by reciprocal rank fusion ([`RRF_K`]); every id once, best first; ties by
+/// better single rank, then earlier list (BM25 first), then smaller id.
 pub fn rrf(lists: &[&[i64]]) -> Vec<(i64, f64)> {
     // id -> (score, best rank, first list it was best in)
     let mut fused: HashMap<i64, (f64, usize, usize)> = HashMap::new();
@@ -99,27 +89,18 @@ pub fn rrf(lists: &[&[i64]]) -> Vec<(i64, f64)> {
         .collect()
 }
 
-/// Keeps the vector hits (best first) at or above [`MIN_SIMILARITY`] and at or above
-/// [`RELATIVE_SIMILARITY_FLOOR`] of the best one.
+/// Keeps vector hits at or above [`MIN_SIMILARITY`] and [`RELATIVE_SIMILARITY_FLOOR`] of the best.
 pub fn vector_floor(hits: Vec<(i64, f32)>) -> Vec<(i64, f32)> {
     let best = hits.first().map_or(0.0, |h| h.1);
     let floor = MIN_SIMILARITY.max(best * RELATIVE_SIMILARITY_FLOOR);
     hits.into_iter().filter(|h| h.1 >= floor).collect()
 }
 
-/// The agent's best chunks for `message`, best first, at most `k`.
-///
-/// Without an embedder this is [`search`] (BM25 scores, no request made). With one, it
-/// takes up to 20 BM25 hits above the BM25 floor ([`apply_floor`]) and up to 20 nearest
-/// chunks by cosine similarity above the vector floor ([`vector_floor`]), fuses the two
-/// rankings with [`rrf`] and keeps the first `k`. Each hit's `score` is then its fused
-/// score divided by the best a chunk can have (first in both lists, `2 / (RRF_K + 1)`):
-/// 1.0 means ranked first by both, about 0.5 first by one and absent from the other.
-/// When the message cannot be embedded (endpoint down, timeout), the vector list is empty
-/// and a warning is logged: the chat still gets BM25's hits, scored the same way. An
-/// agent without any vector of the model costs no embedding request.
-///
-/// Errors: the store's (the embedding endpoint's never are).
+/// The agent's best chunks for `message`, best first, at most `k`. Without an embedder this
+/// is [`search`]. With one, up to 20 BM25 hits ([`apply_floor`]) and 20 vector hits
+/// ([`vector_floor`]) are fused by [`rrf`]; `score` is the fused score over the best possible
+/// (`2 / (RRF_K + 1)`): 1.0 first in both. If the message cannot be embedded, BM25 alone
+/// (a warning is logged). Errors: the store's, never the endpoint's.
 pub async fn hybrid(
     knowledge: &Knowledge,
     agent_id: &AgentId,
