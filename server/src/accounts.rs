@@ -9,7 +9,7 @@ use chrono::Duration;
 use crate::{
     auth::{
         keys,
-        oauth::{OAuth, OAuthError, Provider, ProviderIdentity},
+        oauth::{OAuth, OAuthError, OAuthProvider, ProviderIdentity},
         AuthError, AuthService, IssuedSession,
     },
     clock::Clock,
@@ -68,13 +68,13 @@ pub enum AccountError {
     UnknownUser,
     /// Disconnecting a provider that is not connected.
     #[error("{} is not connected to this account", .0.name())]
-    NotConnected(Provider),
+    NotConnected(OAuthProvider),
     /// Disconnecting the account's only way to sign in.
     #[error(
         "{} is this account's only way to sign in: set a password (forgot password) or connect another provider first",
         .0.name()
     )]
-    LastSignIn(Provider),
+    LastSignIn(OAuthProvider),
     /// Sessions could not be started or ended.
     #[error(transparent)]
     Auth(#[from] AuthError),
@@ -108,7 +108,7 @@ pub struct Client {
 /// What the provider's redirect back brought, as the callback received it.
 #[derive(Debug)]
 pub struct Callback<'a> {
-    pub provider: Provider,
+    pub provider: OAuthProvider,
     /// The `state` query parameter.
     pub state: Option<&'a str>,
     /// The authorization `code` query parameter.
@@ -123,7 +123,7 @@ pub struct Callback<'a> {
 /// A third-party sign-in that succeeded.
 pub enum CallbackOutcome {
     /// The identity is now connected to the signed-in account that started the flow.
-    Connected(Provider),
+    Connected(OAuthProvider),
     /// A browser sign-in: a new session of `user`.
     SignedIn(IssuedSession),
     /// A native client's sign-in: `code` goes to its loopback `redirect_uri`, to be traded
@@ -338,7 +338,7 @@ impl Accounts {
     /// Disconnects `provider` from the account while another way to sign in remains.
     ///
     /// Errors: [`AccountError::NotConnected`], [`AccountError::LastSignIn`].
-    pub async fn disconnect(&self, user_id: &UserId, provider: Provider) -> Result<()> {
+    pub async fn disconnect(&self, user_id: &UserId, provider: OAuthProvider) -> Result<()> {
         match self.identities.unlink_identity(user_id, provider).await {
             Ok(()) => Ok(()),
             Err(StoreError::NotFound) => Err(AccountError::NotConnected(provider)),
@@ -355,7 +355,7 @@ impl Accounts {
     /// Errors: the provider or the store cannot be reached.
     pub async fn begin_flow(
         &self,
-        provider: Provider,
+        provider: OAuthProvider,
         browser_binding: &str,
         connect_to: Option<UserId>,
         client_redirect: Option<String>,
@@ -519,7 +519,7 @@ impl Accounts {
     /// `Err(message)` when the sign-in must be refused.
     async fn account_for(
         &self,
-        provider: Provider,
+        provider: OAuthProvider,
         identity: &ProviderIdentity,
     ) -> Result<std::result::Result<UserRecord, String>> {
         if let Some(linked) = self
@@ -595,7 +595,7 @@ impl Accounts {
     /// Connects `identity` to `user_id`. `Err(message)` when it cannot be.
     async fn connect(
         &self,
-        provider: Provider,
+        provider: OAuthProvider,
         identity: &ProviderIdentity,
         user_id: &UserId,
     ) -> Result<std::result::Result<(), String>> {
@@ -690,7 +690,7 @@ impl Accounts {
     }
 }
 
-fn existing_account_message(provider: Provider) -> String {
+fn existing_account_message(provider: OAuthProvider) -> String {
     format!(
         "An account with this email address already exists. Sign in with your password, then connect {} from your account page",
         provider.name()

@@ -359,6 +359,245 @@ impl fmt::Display for Role {
     }
 }
 
+/// A third-party sign-in provider (docs/api.md § Third-party sign-in). Its code
+/// ([`OAuthProvider::code`]) names it in paths and answers, and is what is stored in
+/// `user_identities.provider` and `oauth_flows.provider`
+/// (`migrations/sqlite/0005_identities.sql`).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
+)]
+#[serde(rename_all = "lowercase")]
+#[sqlx(type_name = "TEXT", rename_all = "lowercase")]
+pub enum OAuthProvider {
+    /// `github`: GitHub's OAuth app flow and user API.
+    Github,
+    /// `google`: Google's OpenID Connect provider.
+    Google,
+    /// `microsoft`: the Microsoft identity platform (OpenID Connect).
+    Microsoft,
+}
+
+impl OAuthProvider {
+    /// Every provider, in the order the dashboard shows them.
+    pub const ALL: [OAuthProvider; 3] = [
+        OAuthProvider::Google,
+        OAuthProvider::Github,
+        OAuthProvider::Microsoft,
+    ];
+
+    /// The code in paths, answers and the store: `github`, `google`, `microsoft`.
+    pub fn code(self) -> &'static str {
+        match self {
+            Self::Github => "github",
+            Self::Google => "google",
+            Self::Microsoft => "microsoft",
+        }
+    }
+
+    /// The name shown to people.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Github => "GitHub",
+            Self::Google => "Google",
+            Self::Microsoft => "Microsoft",
+        }
+    }
+
+    /// The provider with `code`, if any.
+    pub fn parse(code: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.code() == code)
+    }
+}
+
+/// An event type (docs/api.md § Event types). Its name ([`EventType::as_str`], e.g.
+/// `agent.created`) is what webhooks subscribe to, what deliveries carry as `type`, and what
+/// is stored (`migrations/sqlite/0007_webhooks.sql`).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
+)]
+#[sqlx(type_name = "TEXT")]
+pub enum EventType {
+    /// `agent.created`: an agent was created (`agents`).
+    #[serde(rename = "agent.created")]
+    #[sqlx(rename = "agent.created")]
+    AgentCreated,
+    /// `agent.updated`: an agent was updated (`agents`).
+    #[serde(rename = "agent.updated")]
+    #[sqlx(rename = "agent.updated")]
+    AgentUpdated,
+    /// `agent.deleted`: an agent was deleted with its conversations and knowledge.
+    #[serde(rename = "agent.deleted")]
+    #[sqlx(rename = "agent.deleted")]
+    AgentDeleted,
+    /// `conversation.created`: a chat started a new conversation (`chat`).
+    #[serde(rename = "conversation.created")]
+    #[sqlx(rename = "conversation.created")]
+    ConversationCreated,
+    /// `message.created`: an assistant reply was completed (`chat`).
+    #[serde(rename = "message.created")]
+    #[sqlx(rename = "message.created")]
+    MessageCreated,
+    /// `document.indexed`: a knowledge document was indexed (`knowledge::worker`).
+    #[serde(rename = "document.indexed")]
+    #[sqlx(rename = "document.indexed")]
+    DocumentIndexed,
+    /// `document.failed`: indexing a knowledge document failed (`knowledge::worker`).
+    #[serde(rename = "document.failed")]
+    #[sqlx(rename = "document.failed")]
+    DocumentFailed,
+    /// `crawl.completed`: a crawl finished and its pages are indexed.
+    #[serde(rename = "crawl.completed")]
+    #[sqlx(rename = "crawl.completed")]
+    CrawlCompleted,
+    /// `integration.created`: an integration was created (`http::integrations`).
+    #[serde(rename = "integration.created")]
+    #[sqlx(rename = "integration.created")]
+    IntegrationCreated,
+}
+
+impl EventType {
+    /// The catalogue, in the order it is listed.
+    pub const ALL: [EventType; 9] = [
+        EventType::AgentCreated,
+        EventType::AgentUpdated,
+        EventType::AgentDeleted,
+        EventType::ConversationCreated,
+        EventType::MessageCreated,
+        EventType::DocumentIndexed,
+        EventType::DocumentFailed,
+        EventType::CrawlCompleted,
+        EventType::IntegrationCreated,
+    ];
+
+    /// The wire name, e.g. `agent.created`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::AgentCreated => "agent.created",
+            Self::AgentUpdated => "agent.updated",
+            Self::AgentDeleted => "agent.deleted",
+            Self::ConversationCreated => "conversation.created",
+            Self::MessageCreated => "message.created",
+            Self::DocumentIndexed => "document.indexed",
+            Self::DocumentFailed => "document.failed",
+            Self::CrawlCompleted => "crawl.completed",
+            Self::IntegrationCreated => "integration.created",
+        }
+    }
+
+    /// What the event means and what its `data` holds.
+    pub fn description(self) -> &'static str {
+        match self {
+            Self::AgentCreated => "An agent was created. data: {agent}",
+            Self::AgentUpdated => "An agent was updated. data: {agent} (after the change)",
+            Self::AgentDeleted => "An agent was deleted with its conversations and knowledge. data: {agentId}",
+            Self::ConversationCreated => {
+                "A chat started a new conversation. data: {conversationId, agentId, title, createdAt}"
+            }
+            Self::MessageCreated => {
+                "An assistant reply was completed. data: {messageId, conversationId, agentId, role, content, model, usage{promptTokens, completionTokens}, createdAt}"
+            }
+            Self::DocumentIndexed => {
+                "A knowledge document (upload or crawled site) was indexed. data: {agentId, document}"
+            }
+            Self::DocumentFailed => "Indexing a knowledge document failed. data: {agentId, document} (with its error)",
+            Self::CrawlCompleted => {
+                "A crawl (or refresh) of a web site finished and its pages are indexed. data: {agentId, document}"
+            }
+            Self::IntegrationCreated => {
+                "An integration was created. data: {integration} (credentials as masked hints only)"
+            }
+        }
+    }
+
+    /// The event's bit in a set of events (its place in [`EventType::ALL`]).
+    pub fn bit(self) -> u32 {
+        1 << Self::ALL.iter().position(|e| *e == self).unwrap_or(31)
+    }
+
+    /// The event named `name`, if it is in the catalogue.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|e| e.as_str() == name)
+    }
+}
+
+/// An integration provider's code (docs/api.md § Providers): `providerCode` on the wire,
+/// `integrations.provider_code` in the store; its fields are in `integrations::catalog::PROVIDERS`.
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
+)]
+#[serde(rename_all = "lowercase")]
+#[sqlx(type_name = "TEXT", rename_all = "lowercase")]
+pub enum ProviderCode {
+    /// `telegram`: a Telegram bot (live channel).
+    Telegram,
+    /// `slack`: a Slack app (live channel).
+    Slack,
+    /// `discord`: a Discord application (settings only).
+    Discord,
+    /// `whatsapp`: a WhatsApp Business number on Meta's Cloud API (settings only).
+    Whatsapp,
+    /// `zapier`: a Zapier catch hook (settings only).
+    Zapier,
+    /// `website`: the website chat widget (live channel).
+    Website,
+    /// `http`: a URL of the owner's that receives replies (settings only).
+    Http,
+    /// `mcp`: a remote MCP server whose tools agents use (tools of type `mcp`).
+    Mcp,
+}
+
+impl ProviderCode {
+    /// Every provider, in the catalogue's order (the dashboard's).
+    pub const ALL: [Self; 8] = [
+        Self::Telegram,
+        Self::Slack,
+        Self::Discord,
+        Self::Whatsapp,
+        Self::Zapier,
+        Self::Website,
+        Self::Http,
+        Self::Mcp,
+    ];
+
+    /// The stored and wire code: `telegram`, `slack`, `discord`, `whatsapp`, `zapier`,
+    /// `website`, `http` or `mcp`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Telegram => "telegram",
+            Self::Slack => "slack",
+            Self::Discord => "discord",
+            Self::Whatsapp => "whatsapp",
+            Self::Zapier => "zapier",
+            Self::Website => "website",
+            Self::Http => "http",
+            Self::Mcp => "mcp",
+        }
+    }
+}
+
+impl fmt::Display for ProviderCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A code not in the catalogue; its text (listing the codes) is the 400 answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("providerCode must be one of: {}", ProviderCode::ALL.map(ProviderCode::as_str).join(", "))]
+pub struct UnknownProvider;
+
+impl FromStr for ProviderCode {
+    type Err = UnknownProvider;
+
+    /// The provider with exactly the code `code` (no trimming, no case folding).
+    fn from_str(code: &str) -> Result<Self, UnknownProvider> {
+        Self::ALL
+            .into_iter()
+            .find(|p| p.as_str() == code)
+            .ok_or(UnknownProvider)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

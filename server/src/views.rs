@@ -10,7 +10,8 @@ use chrono::{DateTime, Utc};
 use serde_json::Value;
 
 use crate::{
-    channels,
+    domain::ProviderCode,
+    ids::PublicId,
     store::{
         documents::DocumentRecord,
         integrations::IntegrationRecord,
@@ -149,7 +150,7 @@ pub fn delivery_view(d: &DeliveryRecord) -> WebhookDelivery {
 /// A stored integration as `GET /api/integrations/{id}` shows it: masked credential hints, and
 /// the inbound URL, public id or embed code made from `public_url` (`PUBLIC_URL`).
 pub fn integration_view(r: &IntegrationRecord, public_url: &str) -> Integration {
-    let connection = match (channels::inbound_url(public_url, r), &r.public_id) {
+    let connection = match (inbound_url(public_url, r), &r.public_id) {
         (Some(url), _) => Some(IntegrationConnection {
             webhook_url: Some(url),
             public_id: None,
@@ -158,7 +159,7 @@ pub fn integration_view(r: &IntegrationRecord, public_url: &str) -> Integration 
         (None, Some(public_id)) => Some(IntegrationConnection {
             webhook_url: None,
             public_id: Some(public_id.clone().into()),
-            embed_code: Some(channels::widget::embed_code(public_url, public_id)),
+            embed_code: Some(embed_code(public_url, public_id)),
         }),
         (None, None) => None,
     };
@@ -177,6 +178,29 @@ pub fn integration_view(r: &IntegrationRecord, public_url: &str) -> Integration 
         created_at: iso(r.created_at),
         updated_at: iso(r.updated_at),
     }
+}
+
+/// The URL a provider sends inbound requests to, under `PUBLIC_URL`; `None` when it has none.
+pub fn inbound_url(public_url: &str, integration: &IntegrationRecord) -> Option<String> {
+    let base = public_url.trim_end_matches('/');
+    match integration.provider_code {
+        ProviderCode::Telegram => Some(format!("{base}/api/channels/telegram/{}", integration.id)),
+        ProviderCode::Slack => Some(format!("{base}/api/channels/slack/{}", integration.id)),
+        ProviderCode::Discord
+        | ProviderCode::Whatsapp
+        | ProviderCode::Zapier
+        | ProviderCode::Website
+        | ProviderCode::Http
+        | ProviderCode::Mcp => None,
+    }
+}
+
+/// The HTML that embeds the widget of `public_id` served from `public_url`.
+pub fn embed_code(public_url: &str, public_id: &PublicId) -> String {
+    format!(
+        "<script src=\"{}/widget.js\" data-agentchat-id=\"{public_id}\" async></script>",
+        public_url.trim_end_matches('/')
+    )
 }
 
 #[cfg(test)]

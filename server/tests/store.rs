@@ -321,7 +321,7 @@ async fn check_list(pool: &sqlx::PgPool, table: &str, column: &str) -> Vec<Strin
 #[tokio::test]
 async fn enums_are_stored_as_text_on_postgres() {
     use agentchat::{
-        auth::oauth::Provider,
+        domain::OAuthProvider,
         domain::{Plan, Role, ToolType},
         integrations::catalog::ProviderCode,
         store::{
@@ -352,7 +352,7 @@ async fn enums_are_stored_as_text_on_postgres() {
     round_trip(pool, ProviderCode::ALL.map(|v| (v, v.as_str()))).await;
     round_trip(pool, ToolType::ALL.map(|v| (v, v.as_str()))).await;
     round_trip(pool, AgentStatus::ALL.map(|v| (v, v.as_str()))).await;
-    round_trip(pool, Provider::ALL.map(|v| (v, v.code()))).await;
+    round_trip(pool, OAuthProvider::ALL.map(|v| (v, v.code()))).await;
     round_trip(pool, TokenPurpose::ALL.map(|v| (v, v.as_str()))).await;
 
     fn sorted(texts: impl IntoIterator<Item = &'static str>) -> Vec<String> {
@@ -388,7 +388,7 @@ async fn enums_are_stored_as_text_on_postgres() {
         (
             "user_identities",
             "provider",
-            sorted(Provider::ALL.map(|v| v.code())),
+            sorted(OAuthProvider::ALL.map(|v| v.code())),
         ),
         (
             "email_tokens",

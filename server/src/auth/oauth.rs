@@ -58,51 +58,7 @@ const MAX_ANSWER_BYTES: usize = 256 * 1024;
 /// reference: `tid`).
 pub const MICROSOFT_CONSUMER_TENANT: &str = "9188040d-6c67-4c5b-b112-36a304b66dad";
 
-/// A third-party sign-in provider (docs/api.md § Third-party sign-in). Its code
-/// ([`Provider::code`]) names it in paths and answers, and is what is stored in
-/// `user_identities.provider` and `oauth_flows.provider`
-/// (`migrations/sqlite/0005_identities.sql`).
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
-)]
-#[serde(rename_all = "lowercase")]
-#[sqlx(type_name = "TEXT", rename_all = "lowercase")]
-pub enum Provider {
-    /// `github`: GitHub's OAuth app flow and user API.
-    Github,
-    /// `google`: Google's OpenID Connect provider.
-    Google,
-    /// `microsoft`: the Microsoft identity platform (OpenID Connect).
-    Microsoft,
-}
-
-impl Provider {
-    /// Every provider, in the order the dashboard shows them.
-    pub const ALL: [Provider; 3] = [Provider::Google, Provider::Github, Provider::Microsoft];
-
-    /// The code in paths, answers and the store: `github`, `google`, `microsoft`.
-    pub fn code(self) -> &'static str {
-        match self {
-            Self::Github => "github",
-            Self::Google => "google",
-            Self::Microsoft => "microsoft",
-        }
-    }
-
-    /// The name shown to people.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Github => "GitHub",
-            Self::Google => "Google",
-            Self::Microsoft => "Microsoft",
-        }
-    }
-
-    /// The provider with `code`, if any.
-    pub fn parse(code: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|p| p.code() == code)
-    }
-}
+pub use crate::domain::OAuthProvider;
 
 /// Why a sign-in through a provider failed. The text is shown to the person signing in
 /// and carries no secret.
@@ -246,24 +202,24 @@ impl OAuth {
     }
 
     /// The providers whose client id and secret are configured.
-    pub fn configured(&self) -> Vec<Provider> {
-        Provider::ALL
+    pub fn configured(&self) -> Vec<OAuthProvider> {
+        OAuthProvider::ALL
             .into_iter()
             .filter(|p| self.is_configured(*p))
             .collect()
     }
 
     /// Whether `provider` has a client id and secret.
-    pub fn is_configured(&self, provider: Provider) -> bool {
+    pub fn is_configured(&self, provider: OAuthProvider) -> bool {
         match provider {
-            Provider::Github => self.config.github.is_some(),
-            Provider::Google => self.config.google.is_some(),
-            Provider::Microsoft => self.config.microsoft.is_some(),
+            OAuthProvider::Github => self.config.github.is_some(),
+            OAuthProvider::Google => self.config.google.is_some(),
+            OAuthProvider::Microsoft => self.config.microsoft.is_some(),
         }
     }
 
     /// The redirect URI registered with every provider.
-    pub fn redirect_uri(&self, provider: Provider) -> String {
+    pub fn redirect_uri(&self, provider: OAuthProvider) -> String {
         format!(
             "{}/api/auth/oauth/{}/callback",
             self.public_url,
@@ -271,11 +227,11 @@ impl OAuth {
         )
     }
 
-    fn oidc(&self, provider: Provider) -> Option<&OidcConfig> {
+    fn oidc(&self, provider: OAuthProvider) -> Option<&OidcConfig> {
         match provider {
-            Provider::Google => self.config.google.as_ref(),
-            Provider::Microsoft => self.config.microsoft.as_ref(),
-            Provider::Github => None,
+            OAuthProvider::Google => self.config.google.as_ref(),
+            OAuthProvider::Microsoft => self.config.microsoft.as_ref(),
+            OAuthProvider::Github => None,
         }
     }
 
@@ -285,7 +241,7 @@ impl OAuth {
 
     fn client(
         &self,
-        provider: Provider,
+        provider: OAuthProvider,
         client: &OAuthClientConfig,
         auth_url: &str,
         token_url: &str,
@@ -308,11 +264,11 @@ impl OAuth {
     /// Errors: the provider is not configured or cannot be reached ([`OAuthError::Unreachable`]).
     pub async fn authorization_request(
         &self,
-        provider: Provider,
+        provider: OAuthProvider,
     ) -> Result<AuthorizationRequest, OAuthError> {
         let (pkce_challenge, pkce_verifier) = PkceCodeChallenge::new_random_sha256();
         let (client, scopes, nonce) =
-            if let Some(github) = self.github().filter(|_| provider == Provider::Github) {
+            if let Some(github) = self.github().filter(|_| provider == OAuthProvider::Github) {
                 let client = self.client(
                     provider,
                     &github.client,
@@ -348,7 +304,7 @@ impl OAuth {
         if let Some(nonce) = &nonce {
             request = request.add_extra_param("nonce", nonce.clone());
         }
-        if provider == Provider::Google {
+        if provider == OAuthProvider::Google {
             // Let a person with several Google accounts choose one.
             request = request.add_extra_param("prompt", "select_account");
         }
@@ -367,12 +323,12 @@ impl OAuth {
     /// Errors: [`OAuthError`], with a message fit to show.
     pub async fn identity(
         &self,
-        provider: Provider,
+        provider: OAuthProvider,
         code: &str,
         pkce_verifier: &str,
         nonce: Option<&str>,
     ) -> Result<ProviderIdentity, OAuthError> {
-        if provider == Provider::Github {
+        if provider == OAuthProvider::Github {
             let github = self
                 .github()
                 .ok_or(OAuthError::Unreachable(provider.name()))?;
@@ -432,7 +388,7 @@ impl OAuth {
 
     async fn exchange(
         &self,
-        provider: Provider,
+        provider: OAuthProvider,
         client: &CodeClient,
         code: &str,
         pkce_verifier: &str,
@@ -491,7 +447,7 @@ impl OAuth {
         let primary = emails
             .into_iter()
             .find(|e| e.primary)
-            .ok_or(OAuthError::NoEmail(Provider::Github.name()))?;
+            .ok_or(OAuthError::NoEmail(OAuthProvider::Github.name()))?;
         let name = user
             .name
             .filter(|n| !n.trim().is_empty())
@@ -509,7 +465,7 @@ impl OAuth {
         url: &str,
         access_token: &str,
     ) -> Result<T, OAuthError> {
-        let provider = Provider::Github.name();
+        let provider = OAuthProvider::Github.name();
         let response = self
             .http
             .get(url)
@@ -537,7 +493,7 @@ impl OAuth {
     /// The issuer's discovery document and keys, from the cache unless `refresh`.
     async fn issuer(
         &self,
-        provider: Provider,
+        provider: OAuthProvider,
         oidc: &OidcConfig,
         refresh: bool,
     ) -> Result<Arc<Issuer>, OAuthError> {
@@ -715,7 +671,7 @@ fn truthy(value: Option<&serde_json::Value>) -> Option<bool> {
 /// The identity in validated ID token claims, with the email rules of the module
 /// documentation.
 fn oidc_identity(
-    provider: Provider,
+    provider: OAuthProvider,
     claims: IdTokenClaims,
 ) -> Result<ProviderIdentity, OAuthError> {
     let email = claims
@@ -727,7 +683,7 @@ fn oidc_identity(
         .ok_or(OAuthError::NoEmail(provider.name()))?;
     let stated = truthy(claims.email_verified.as_ref());
     let email_verified = match provider {
-        Provider::Microsoft => {
+        OAuthProvider::Microsoft => {
             stated == Some(true)
                 || truthy(claims.xms_edov.as_ref()) == Some(true)
                 || (stated.is_none() && claims.tid.as_deref() == Some(MICROSOFT_CONSUMER_TENANT))
@@ -752,22 +708,22 @@ mod tests {
 
     #[test]
     fn provider_codes_round_trip() {
-        for p in Provider::ALL {
-            assert_eq!(Provider::parse(p.code()), Some(p));
+        for p in OAuthProvider::ALL {
+            assert_eq!(OAuthProvider::parse(p.code()), Some(p));
         }
-        assert_eq!(Provider::parse("facebook"), None);
+        assert_eq!(OAuthProvider::parse("facebook"), None);
     }
 
     #[test]
     fn provider_codes_are_the_stored_and_wire_text() {
         // The CHECK list of `user_identities.provider` (migrations/sqlite/0005_identities.sql).
-        let mut codes = Provider::ALL.map(Provider::code);
+        let mut codes = OAuthProvider::ALL.map(OAuthProvider::code);
         codes.sort_unstable();
         assert_eq!(codes, ["github", "google", "microsoft"]);
-        for p in Provider::ALL {
+        for p in OAuthProvider::ALL {
             let json = serde_json::to_value(p).unwrap();
             assert_eq!(json, p.code());
-            assert_eq!(serde_json::from_value::<Provider>(json).unwrap(), p);
+            assert_eq!(serde_json::from_value::<OAuthProvider>(json).unwrap(), p);
         }
     }
 
@@ -811,17 +767,17 @@ mod tests {
 
     #[test]
     fn google_needs_email_verified_true() {
-        let ok = oidc_identity(Provider::Google, claims(Some(true.into()), None)).unwrap();
+        let ok = oidc_identity(OAuthProvider::Google, claims(Some(true.into()), None)).unwrap();
         assert!(ok.email_verified);
         assert_eq!(ok.email, "person@example.com");
         assert_eq!(ok.name, "person");
         assert!(
-            !oidc_identity(Provider::Google, claims(None, None))
+            !oidc_identity(OAuthProvider::Google, claims(None, None))
                 .unwrap()
                 .email_verified
         );
         assert!(
-            !oidc_identity(Provider::Google, claims(Some(false.into()), None))
+            !oidc_identity(OAuthProvider::Google, claims(Some(false.into()), None))
                 .unwrap()
                 .email_verified
         );
@@ -831,26 +787,26 @@ mod tests {
     fn microsoft_trusts_personal_accounts_and_verified_domains_only() {
         let personal = claims(None, Some(MICROSOFT_CONSUMER_TENANT));
         assert!(
-            oidc_identity(Provider::Microsoft, personal)
+            oidc_identity(OAuthProvider::Microsoft, personal)
                 .unwrap()
                 .email_verified
         );
         let work = claims(None, Some("72f988bf-86f1-41af-91ab-2d7cd011db47"));
         assert!(
-            !oidc_identity(Provider::Microsoft, work.clone())
+            !oidc_identity(OAuthProvider::Microsoft, work.clone())
                 .unwrap()
                 .email_verified
         );
         let mut edov = work;
         edov.xms_edov = Some(true.into());
         assert!(
-            oidc_identity(Provider::Microsoft, edov)
+            oidc_identity(OAuthProvider::Microsoft, edov)
                 .unwrap()
                 .email_verified
         );
         let denied = claims(Some(false.into()), Some(MICROSOFT_CONSUMER_TENANT));
         assert!(
-            !oidc_identity(Provider::Microsoft, denied)
+            !oidc_identity(OAuthProvider::Microsoft, denied)
                 .unwrap()
                 .email_verified
         );
@@ -861,7 +817,7 @@ mod tests {
         let mut c = claims(Some(true.into()), None);
         c.email = None;
         assert_eq!(
-            oidc_identity(Provider::Google, c),
+            oidc_identity(OAuthProvider::Google, c),
             Err(OAuthError::NoEmail("Google"))
         );
     }

@@ -298,14 +298,14 @@ impl Channels {
 
     /// Sets up a stored integration's live channel and records `status`, `status_detail` and
     /// `inbound_secret_hash` (the caller stores them). Telegram: a new secret token and
-    /// `setWebhook` at [`inbound_url`]; failure leaves status `error` with the reason.
+    /// `setWebhook` at [`crate::views::inbound_url`]; failure leaves status `error` with the reason.
     pub async fn connect(&self, integration: &mut IntegrationRecord) {
         if integration.provider_code != ProviderCode::Telegram {
             return;
         }
         let outcome = async {
             let token = self.credential(integration, "botToken")?;
-            let url = inbound_url(&self.public_url, integration).unwrap_or_default();
+            let url = crate::views::inbound_url(&self.public_url, integration).unwrap_or_default();
             let secret = telegram::new_secret_token();
             self.telegram_bot(&token)
                 .set_webhook(&url, &secret)
@@ -349,18 +349,3 @@ impl Channels {
 /// How long inbound event ids are remembered (Slack retries within about an hour, Telegram
 /// for up to a day).
 pub const EVENT_MEMORY: Duration = Duration::from_secs(24 * 60 * 60);
-
-/// The URL a provider sends inbound requests to, under `PUBLIC_URL`; `None` when it has none.
-pub fn inbound_url(public_url: &str, integration: &IntegrationRecord) -> Option<String> {
-    let base = public_url.trim_end_matches('/');
-    match integration.provider_code {
-        ProviderCode::Telegram => Some(format!("{base}/api/channels/telegram/{}", integration.id)),
-        ProviderCode::Slack => Some(format!("{base}/api/channels/slack/{}", integration.id)),
-        ProviderCode::Discord
-        | ProviderCode::Whatsapp
-        | ProviderCode::Zapier
-        | ProviderCode::Website
-        | ProviderCode::Http
-        | ProviderCode::Mcp => None,
-    }
-}

@@ -81,14 +81,6 @@ pub fn conversation_key(visitor_id: &str) -> String {
     format!("visitor:{visitor_id}")
 }
 
-/// The HTML that embeds the widget of `public_id` served from `public_url`.
-pub fn embed_code(public_url: &str, public_id: &PublicId) -> String {
-    format!(
-        "<script src=\"{}/widget.js\" data-agentchat-id=\"{public_id}\" async></script>",
-        public_url.trim_end_matches('/')
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

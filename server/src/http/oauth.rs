@@ -48,7 +48,7 @@ use crate::{
     accounts::{Callback, CallbackOutcome, Client, FLOW_TTL},
     auth::{
         keys,
-        oauth::{OAuthError, Provider},
+        oauth::{OAuthError, OAuthProvider},
     },
     http::error::{ApiError, ApiResult},
     ids::UserId,
@@ -92,8 +92,8 @@ async fn providers(State(state): State<AppState>) -> Json<app::api::AuthProvider
 }
 
 /// A configured provider from the path; 404 otherwise.
-fn configured(state: &AppState, code: &str) -> ApiResult<Provider> {
-    Provider::parse(code)
+fn configured(state: &AppState, code: &str) -> ApiResult<OAuthProvider> {
+    OAuthProvider::parse(code)
         .filter(|p| state.oauth.is_configured(*p))
         .ok_or_else(|| ApiError::NotFound(format!("Sign-in provider '{code}' is not configured")))
 }
@@ -153,7 +153,7 @@ fn flow_cookie(value: &str, max_age_secs: i64, secure: bool) -> HeaderValue {
 /// `response_headers` when the browser has none.
 async fn begin_flow(
     state: &AppState,
-    provider: Provider,
+    provider: OAuthProvider,
     headers: &HeaderMap,
     response_headers: &mut HeaderMap,
     link_user_id: Option<UserId>,
@@ -182,9 +182,9 @@ async fn begin_flow(
 /// provider cannot be reached, redirects (303) to `/login?oauthError=...`.
 #[utoipa::path(get, path = "/api/auth/oauth/{provider}", tag = "auth", params(
         ("provider" = String, Path, description = "`google`, `github` or `microsoft`"), StartQuery),
-    responses((status = 302, description = "To the provider"), (status = 303, description = "Provider unreachable: to the sign-in page with a message"),
+    responses((status = 302, description = "To the provider"), (status = 303, description = "OAuthProvider unreachable: to the sign-in page with a message"),
         (status = 400, description = "redirectUri is not a loopback http URI", body = ErrorBody),
-        (status = 404, description = "Provider not configured", body = ErrorBody), RateLimited))]
+        (status = 404, description = "OAuthProvider not configured", body = ErrorBody), RateLimited))]
 #[instrument(skip_all, fields(provider = %code))]
 async fn start(
     State(state): State<AppState>,
@@ -289,7 +289,8 @@ async fn callback(
     ClientIp(ip): ClientIp,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    let Some(provider) = Provider::parse(&code).filter(|p| state.oauth.is_configured(*p)) else {
+    let Some(provider) = OAuthProvider::parse(&code).filter(|p| state.oauth.is_configured(*p))
+    else {
         let anonymous = Landing {
             client_redirect: None,
             link: false,
@@ -375,8 +376,8 @@ async fn exchange(
     params(("provider" = String, Path, description = "`google`, `github` or `microsoft`")),
     responses((status = 200, body = OAuthLinkResponse), (status = 401, body = ErrorBody),
         (status = 403, description = "API keys cannot manage the account", body = ErrorBody),
-        (status = 404, description = "Provider not configured", body = ErrorBody),
-        (status = 502, description = "Provider unreachable", body = ErrorBody), (status = 400, response = BadRequest), RateLimited))]
+        (status = 404, description = "OAuthProvider not configured", body = ErrorBody),
+        (status = 502, description = "OAuthProvider unreachable", body = ErrorBody), (status = 400, response = BadRequest), RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id, provider = %code))]
 async fn link(
     State(state): State<AppState>,
@@ -411,7 +412,7 @@ async fn link(
     params(("provider" = String, Path, description = "`google`, `github` or `microsoft`")),
     responses((status = 200, body = SuccessResponse), (status = 401, body = ErrorBody),
         (status = 403, description = "API keys cannot manage the account", body = ErrorBody),
-        (status = 404, description = "Provider not connected", body = ErrorBody),
+        (status = 404, description = "OAuthProvider not connected", body = ErrorBody),
         (status = 409, description = "The account's only way to sign in", body = ErrorBody), (status = 400, response = BadRequest), RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id, provider = %code))]
 async fn unlink(
@@ -420,7 +421,7 @@ async fn unlink(
     ApiPath(code): ApiPath<String>,
 ) -> ApiResult<Json<SuccessResponse>> {
     principal.require_session()?;
-    let provider = Provider::parse(&code)
+    let provider = OAuthProvider::parse(&code)
         .ok_or_else(|| ApiError::NotFound(format!("Unknown sign-in provider '{code}'")))?;
     state
         .accounts

@@ -4,87 +4,9 @@
 //! Ed25519 public keys, "Interactions"; WhatsApp numeric phone ids; Zapier hooks on
 //! `https://hooks.zapier.com/`).
 
-use std::{fmt, str::FromStr};
-
 use serde_json::{Map, Value};
 
-/// An integration provider's code (docs/api.md § Providers): `providerCode` on the wire,
-/// `integrations.provider_code` in the store; its [`ProviderSpec`] is in [`PROVIDERS`].
-#[derive(
-    Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
-)]
-#[serde(rename_all = "lowercase")]
-#[sqlx(type_name = "TEXT", rename_all = "lowercase")]
-pub enum ProviderCode {
-    /// `telegram`: a Telegram bot (live channel).
-    Telegram,
-    /// `slack`: a Slack app (live channel).
-    Slack,
-    /// `discord`: a Discord application (settings only).
-    Discord,
-    /// `whatsapp`: a WhatsApp Business number on Meta's Cloud API (settings only).
-    Whatsapp,
-    /// `zapier`: a Zapier catch hook (settings only).
-    Zapier,
-    /// `website`: the website chat widget (live channel).
-    Website,
-    /// `http`: a URL of the owner's that receives replies (settings only).
-    Http,
-    /// `mcp`: a remote MCP server whose tools agents use (tools of type `mcp`).
-    Mcp,
-}
-
-impl ProviderCode {
-    /// Every provider, in the order of [`PROVIDERS`] (the dashboard's).
-    pub const ALL: [Self; 8] = [
-        Self::Telegram,
-        Self::Slack,
-        Self::Discord,
-        Self::Whatsapp,
-        Self::Zapier,
-        Self::Website,
-        Self::Http,
-        Self::Mcp,
-    ];
-
-    /// The stored and wire code: `telegram`, `slack`, `discord`, `whatsapp`, `zapier`,
-    /// `website`, `http` or `mcp`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Telegram => "telegram",
-            Self::Slack => "slack",
-            Self::Discord => "discord",
-            Self::Whatsapp => "whatsapp",
-            Self::Zapier => "zapier",
-            Self::Website => "website",
-            Self::Http => "http",
-            Self::Mcp => "mcp",
-        }
-    }
-}
-
-impl fmt::Display for ProviderCode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// A code not in the catalogue; its text (listing the codes) is the 400 answer.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("providerCode must be one of: {}", ProviderCode::ALL.map(ProviderCode::as_str).join(", "))]
-pub struct UnknownProvider;
-
-impl FromStr for ProviderCode {
-    type Err = UnknownProvider;
-
-    /// The provider with exactly the code `code` (no trimming, no case folding).
-    fn from_str(code: &str) -> Result<Self, UnknownProvider> {
-        Self::ALL
-            .into_iter()
-            .find(|p| p.as_str() == code)
-            .ok_or(UnknownProvider)
-    }
-}
+pub use crate::domain::{ProviderCode, UnknownProvider};
 
 /// How a field's value is checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,14 +7,14 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::{StoreResult, UserRecord};
-use crate::{auth::oauth::Provider, ids::UserId};
+use crate::{domain::OAuthProvider, ids::UserId};
 
 /// An identity at a provider, linked to one account. A provider identity is linked to at
 /// most one account, and an account has at most one identity per provider.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IdentityRecord {
     /// Stored as its code: `github`, `google` or `microsoft`.
-    pub provider: Provider,
+    pub provider: OAuthProvider,
     /// The provider's stable id of the person: GitHub's numeric user id, the OpenID
     /// Connect `sub` claim.
     pub subject: String,
@@ -30,7 +30,7 @@ pub struct OAuthFlowRecord {
     /// Hex SHA-256 of the `state` parameter (the state itself is not stored).
     pub state_hash: String,
     /// The provider the flow signs in with.
-    pub provider: Provider,
+    pub provider: OAuthProvider,
     /// Hex SHA-256 of the browser-binding cookie set when the flow started.
     pub browser_hash: String,
     /// The PKCE code verifier (RFC 7636), sent with the code exchange.
@@ -62,7 +62,7 @@ pub trait IdentityStore: Send + Sync {
     /// The identity `(provider, subject)`, when linked.
     async fn identity(
         &self,
-        provider: Provider,
+        provider: OAuthProvider,
         subject: &str,
     ) -> StoreResult<Option<IdentityRecord>>;
     /// The identities linked to the user, oldest first.
@@ -91,7 +91,7 @@ pub trait IdentityStore: Send + Sync {
     /// a way to sign in.
     ///
     /// [`Conflict::LastSignIn`]: crate::store::Conflict::LastSignIn
-    async fn unlink_identity(&self, user_id: &UserId, provider: Provider) -> StoreResult<()>;
+    async fn unlink_identity(&self, user_id: &UserId, provider: OAuthProvider) -> StoreResult<()>;
 
     /// Stores a flow (and forgets expired ones).
     async fn create_oauth_flow(&self, flow: &OAuthFlowRecord) -> StoreResult<()>;
@@ -129,7 +129,7 @@ macro_rules! identity_store {
                 $store,
             };
             use crate::{
-                auth::oauth::Provider,
+                domain::OAuthProvider,
                 ids::UserId,
                 store::{
                     identity::{
@@ -167,7 +167,7 @@ macro_rules! identity_store {
             impl IdentityStore for $store {
                 async fn identity(
                     &self,
-                    provider: Provider,
+                    provider: OAuthProvider,
                     subject: &str,
                 ) -> StoreResult<Option<IdentityRecord>> {
                     let row = sqlx::query(&format!(
@@ -211,7 +211,7 @@ macro_rules! identity_store {
                 async fn unlink_identity(
                     &self,
                     user_id: &UserId,
-                    provider: Provider,
+                    provider: OAuthProvider,
                 ) -> StoreResult<()> {
                     // The owner's unlinks one at a time: each sees what the others deleted.
                     let mut tx = self.begin_for_account(user_id).await?;

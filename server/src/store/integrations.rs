@@ -7,8 +7,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
 use super::StoreResult;
+use crate::domain::ProviderCode;
 use crate::ids::{AgentId, IntegrationId, PublicId, ThreadId, UserId};
-use crate::integrations::catalog::ProviderCode;
 
 /// Whether an integration's channel works (docs/api.md § States and transitions). Stored
 /// as its text ([`IntegrationStatus::as_str`]) in `integrations.status`

@@ -8,8 +8,8 @@ use chrono::{DateTime, Utc};
 
 use super::StoreResult;
 use crate::{
+    domain::EventType,
     ids::{DeliveryId, UserId, WebhookId},
-    webhooks::EventType,
 };
 
 /// A webhook delivery's state (docs/api.md § States and transitions): `pending` →
@@ -268,7 +268,7 @@ macro_rules! webhook_store {
                 },
                 StoreError, StoreResult,
             };
-            use crate::webhooks::EventType;
+            use crate::domain::EventType;
 
             #[async_trait::async_trait]
             impl WebhookStore for $store {

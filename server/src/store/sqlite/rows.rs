@@ -10,9 +10,7 @@ mod tests {
 
     use super::super::tests::store;
     use crate::{
-        auth::oauth::Provider,
-        domain::Role,
-        integrations::catalog::ProviderCode,
+        domain::{EventType, OAuthProvider, ProviderCode, Role},
         store::{
             agents::AgentStatus,
             chat::ReplyStatus,
@@ -22,7 +20,6 @@ mod tests {
             webhooks::DeliveryStatus,
             TokenPurpose,
         },
-        webhooks::EventType,
     };
 
     /// Binds every value with its text, checks that SQLite receives exactly that text and
@@ -102,7 +99,7 @@ mod tests {
         round_trip(pool, IntegrationStatus::ALL.map(|v| (v, v.as_str()))).await;
         round_trip(pool, ProviderCode::ALL.map(|v| (v, v.as_str()))).await;
         round_trip(pool, AgentStatus::ALL.map(|v| (v, v.as_str()))).await;
-        round_trip(pool, Provider::ALL.map(|v| (v, v.code()))).await;
+        round_trip(pool, OAuthProvider::ALL.map(|v| (v, v.code()))).await;
         round_trip(pool, TokenPurpose::ALL.map(|v| (v, v.as_str()))).await;
 
         let checks = [
@@ -132,7 +129,7 @@ mod tests {
             (
                 "user_identities",
                 "provider",
-                sorted(Provider::ALL.map(|v| v.code())),
+                sorted(OAuthProvider::ALL.map(|v| v.code())),
             ),
             (
                 "email_tokens",

@@ -6,7 +6,7 @@ use chrono::{Duration, Utc};
 
 use super::{in_parallel, new_user, user};
 use agentchat::{
-    auth::oauth::Provider,
+    domain::OAuthProvider,
     ids::{ApiKeyId, SessionId, UserId},
     store::{
         identity::IdentityRecord, ApiKeyRecord, Conflict, SessionRecord, Store, StoreError,
@@ -371,7 +371,7 @@ pub async fn parallel_api_key_creates_stop_at_the_cap(store: Arc<dyn Store>) {
 pub async fn two_unlinks_at_once_leave_a_way_to_sign_in(store: Arc<dyn Store>) {
     let now = Utc::now();
     const ACCOUNTS: usize = 8;
-    let providers = [Provider::Github, Provider::Google];
+    let providers = [OAuthProvider::Github, OAuthProvider::Google];
     for i in 0..ACCOUNTS {
         let id = user(store.as_ref(), &format!("u{i}")).await.id;
         for provider in providers {
@@ -405,7 +405,7 @@ pub async fn two_unlinks_at_once_leave_a_way_to_sign_in(store: Arc<dyn Store>) {
         assert_eq!(left.len(), 1, "account u{i} keeps a way to sign in");
     }
     let unknown = store
-        .unlink_identity(&UserId::from("u0"), Provider::Microsoft)
+        .unlink_identity(&UserId::from("u0"), OAuthProvider::Microsoft)
         .await;
     assert!(matches!(unknown, Err(StoreError::NotFound)), "{unknown:?}");
 }

@@ -271,7 +271,7 @@ pub(super) fn integration(
     agentchat::store::integrations::IntegrationRecord {
         id: id.into(),
         user_id: user_id.clone(),
-        provider_code: agentchat::integrations::catalog::ProviderCode::Telegram,
+        provider_code: agentchat::domain::ProviderCode::Telegram,
         name: format!("bot {id}"),
         agent_id: None,
         config: "{}".into(),

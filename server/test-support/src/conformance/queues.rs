@@ -6,7 +6,7 @@ use std::{collections::HashSet, sync::Arc};
 use chrono::{DateTime, Duration, Utc};
 
 use super::{agent, in_parallel, integration, user};
-use agentchat::webhooks::EventType;
+use agentchat::domain::EventType;
 use agentchat::{
     ids::{AgentId, IntegrationId, UserId},
     store::{

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use chrono::{NaiveDate, Utc};
 
 use super::{agent, crawled_document, integration, page, user};
-use agentchat::webhooks::EventType;
+use agentchat::domain::EventType;
 use agentchat::{
     ids::{AgentId, ApiKeyId, IntegrationId, SessionId, ThreadId, UserId, WebhookId},
     store::{
