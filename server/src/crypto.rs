@@ -12,6 +12,8 @@ use aes_gcm::{
 use rand::RngCore;
 use sha2::{Digest, Sha256};
 
+use crate::ids::{IntegrationId, UserId};
+
 /// Bytes of the key id at the start of a sealed value.
 const KEY_ID_LEN: usize = 8;
 /// Bytes of the random nonce.
@@ -126,6 +128,30 @@ impl SecretBox {
 /// keys, email tokens, sign-in secrets, crawled pages' content hashes).
 pub fn sha256_hex(bytes: impl AsRef<[u8]>) -> String {
     hex::encode(Sha256::digest(bytes.as_ref()))
+}
+
+/// Associated data binding an integration's sealed credentials to their row, so that a
+/// ciphertext moved to another row does not open.
+pub fn credentials_aad(user_id: &UserId, integration_id: &IntegrationId) -> Vec<u8> {
+    format!("integration-credentials|{user_id}|{integration_id}").into_bytes()
+}
+
+impl SecretBox {
+    /// The sealed credentials of integration `integration_id` of `user_id`, in clear: a JSON
+    /// object. Errors: tampered, moved from another row, not an object, or sealed with a key
+    /// this server does not have.
+    pub fn open_credentials(
+        &self,
+        user_id: &UserId,
+        integration_id: &IntegrationId,
+        sealed: &[u8],
+    ) -> Result<serde_json::Map<String, serde_json::Value>, CryptoError> {
+        let plaintext = self.open(sealed, &credentials_aad(user_id, integration_id))?;
+        match serde_json::from_slice(&plaintext) {
+            Ok(serde_json::Value::Object(map)) => Ok(map),
+            _ => Err(CryptoError::Authentication),
+        }
+    }
 }
 
 #[cfg(test)]

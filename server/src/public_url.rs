@@ -52,6 +52,21 @@ pub async fn check(
     Ok(url)
 }
 
+/// The ASCII serialization of a web origin (lowercased, default port dropped), as browsers
+/// send `Origin`. Errors: not an http(s) URL with only scheme and host.
+pub fn origin(raw: &str) -> Result<String, String> {
+    let url = url::Url::parse(raw).map_err(|_| {
+        format!("contains {raw:?}, which is not an origin such as https://example.com")
+    })?;
+    let plain = url.path() == "/" && url.query().is_none() && url.fragment().is_none();
+    if !matches!(url.scheme(), "http" | "https") || url.host().is_none() || !plain {
+        return Err(format!(
+            "contains {raw:?}, which is not an origin such as https://example.com (no path)"
+        ));
+    }
+    Ok(url.origin().ascii_serialization())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

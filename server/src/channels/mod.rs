@@ -14,9 +14,8 @@ use crate::{
     clock::Clock,
     config::ChannelsConfig,
     crypto::SecretBox,
-    domain::Role,
+    domain::{ProviderCode, Role},
     ids::{IntegrationId, PublicId},
-    integrations::catalog::ProviderCode,
     outbound,
     store::{
         chat::ReplyStatus,
@@ -143,7 +142,13 @@ impl Channels {
         integration: &IntegrationRecord,
         name: &str,
     ) -> Result<String, String> {
-        let credentials = crate::integrations::open_credentials(&self.secrets, integration)
+        let credentials = self
+            .secrets
+            .open_credentials(
+                &integration.user_id,
+                &integration.id,
+                &integration.credentials_sealed,
+            )
             .map_err(|e| format!("the stored credentials do not open ({e})"))?;
         credentials
             .get(name)

@@ -8,7 +8,7 @@ use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
 use rand::RngCore;
 use serde_json::Value;
 
-use crate::{ids::PublicId, integrations::catalog};
+use crate::{ids::PublicId, public_url};
 
 /// Messages per minute of one widget, all visitors together, unless its config says.
 pub const DEFAULT_REQUESTS_PER_MINUTE: u32 = 60;
@@ -49,7 +49,7 @@ impl WidgetSettings {
 
     /// Whether a page of `origin` (an `Origin` header value) may use the widget.
     pub fn allows(&self, origin: &str) -> bool {
-        catalog::origin(origin.trim()).is_ok_and(|o| self.allowed_origins.contains(&o))
+        public_url::origin(origin.trim()).is_ok_and(|o| self.allowed_origins.contains(&o))
     }
 }
 

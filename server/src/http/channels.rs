@@ -25,9 +25,9 @@ use super::{
 };
 use crate::{
     channels::{slack, telegram},
+    domain::ProviderCode,
     http::error::{ApiError, ApiResult},
     ids::IntegrationId,
-    integrations::{catalog::ProviderCode, open_credentials},
     store::integrations::IntegrationRecord,
 };
 
@@ -163,7 +163,9 @@ async fn slack_event(
     body: Bytes,
 ) -> ApiResult<Response> {
     let record = integration(&state, ProviderCode::Slack, &id).await?;
-    let credentials = open_credentials(&state.secrets, &record)
+    let credentials = state
+        .secrets
+        .open_credentials(&record.user_id, &record.id, &record.credentials_sealed)
         .map_err(|e| ApiError::Internal(anyhow::anyhow!("stored credentials do not open: {e}")))?;
     let secret = credentials
         .get("signingSecret")

@@ -229,7 +229,7 @@ fn check_value(f: &Field, value: &Value) -> Result<Value, String> {
             let mut origins = Vec::with_capacity(list.len());
             for item in list {
                 let raw = item.as_str().ok_or("must contain only strings")?;
-                origins.push(Value::from(origin(raw.trim())?));
+                origins.push(Value::from(crate::public_url::origin(raw.trim())?));
             }
             Ok(Value::Array(origins))
         }
@@ -304,21 +304,6 @@ fn check_url(text: &str) -> Result<(), String> {
         "http" if loopback => Ok(()),
         _ => Err("must be an https URL".into()),
     }
-}
-
-/// The ASCII serialization of a web origin (lowercased, default port dropped), as browsers
-/// send `Origin`. Errors: not an http(s) URL with only scheme and host.
-pub fn origin(raw: &str) -> Result<String, String> {
-    let url = url::Url::parse(raw).map_err(|_| {
-        format!("contains {raw:?}, which is not an origin such as https://example.com")
-    })?;
-    let plain = url.path() == "/" && url.query().is_none() && url.fragment().is_none();
-    if !matches!(url.scheme(), "http" | "https") || url.host().is_none() || !plain {
-        return Err(format!(
-            "contains {raw:?}, which is not an origin such as https://example.com (no path)"
-        ));
-    }
-    Ok(url.origin().ascii_serialization())
 }
 
 /// A harmless hint of a stored value: the last four characters of a secret over 12, else bullets.

@@ -11,9 +11,8 @@ pub use self::service::{IntegrationError, Integrations};
 use serde_json::{Map, Value};
 
 use crate::{
-    crypto::{CryptoError, SecretBox},
+    crypto::{credentials_aad, SecretBox},
     ids::{IntegrationId, UserId},
-    store::integrations::IntegrationRecord,
 };
 
 use self::catalog::{check_fields, mask, ProviderSpec};
@@ -22,11 +21,6 @@ use self::catalog::{check_fields, mask, ProviderSpec};
 pub const MAX_INTEGRATIONS: u32 = 50;
 /// Longest integration name, in characters.
 pub const MAX_NAME_CHARS: usize = 200;
-
-/// Associated data binding sealed credentials to their row (moved ciphertext does not open).
-pub fn credentials_aad(user_id: &UserId, integration_id: &IntegrationId) -> Vec<u8> {
-    format!("integration-credentials|{user_id}|{integration_id}").into_bytes()
-}
 
 /// Checked credentials and config of `provider`, sealed, with their hints.
 pub struct Prepared {
@@ -76,28 +70,16 @@ pub fn prepare(
     })
 }
 
-/// The credentials of a stored integration, in clear. Errors: tampered, moved from another
-/// row, or sealed with a key this server does not have.
-pub fn open_credentials(
-    secrets: &SecretBox,
-    record: &IntegrationRecord,
-) -> Result<Map<String, Value>, CryptoError> {
-    let plaintext = secrets.open(
-        &record.credentials_sealed,
-        &credentials_aad(&record.user_id, &record.id),
-    )?;
-    match serde_json::from_slice(&plaintext) {
-        Ok(Value::Object(map)) => Ok(map),
-        _ => Err(CryptoError::Authentication),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::{integrations::catalog::ProviderCode, store::integrations::IntegrationStatus};
+    use crate::crypto::CryptoError;
+    use crate::{
+        domain::ProviderCode,
+        store::integrations::{IntegrationRecord, IntegrationStatus},
+    };
 
     #[test]
     fn credentials_are_sealed_for_their_row_and_hinted() {
@@ -128,7 +110,11 @@ mod tests {
             updated_at: chrono::Utc::now(),
         };
         assert_eq!(
-            Value::Object(open_credentials(&secrets, &record).unwrap()),
+            Value::Object(
+                secrets
+                    .open_credentials(&record.user_id, &record.id, &record.credentials_sealed)
+                    .unwrap()
+            ),
             credentials
         );
         let moved = IntegrationRecord {
@@ -136,7 +122,7 @@ mod tests {
             ..record
         };
         assert_eq!(
-            open_credentials(&secrets, &moved),
+            secrets.open_credentials(&moved.user_id, &moved.id, &moved.credentials_sealed),
             Err(CryptoError::Authentication)
         );
     }

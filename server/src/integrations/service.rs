@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use super::{
     catalog::{self, ProviderCode},
-    open_credentials, prepare, MAX_INTEGRATIONS, MAX_NAME_CHARS,
+    prepare, MAX_INTEGRATIONS, MAX_NAME_CHARS,
 };
 use crate::{
     agents::{AgentError, AgentService},
@@ -251,7 +251,9 @@ impl Integrations {
             };
         }
         if changes.credentials.is_some() || changes.config.is_some() {
-            let mut credentials = open_credentials(&self.secrets, &record)
+            let mut credentials = self
+                .secrets
+                .open_credentials(&record.user_id, &record.id, &record.credentials_sealed)
                 .map_err(|e| anyhow::anyhow!("stored credentials do not open: {e}"))?;
             if let Some(new) = &changes.credentials {
                 let new = new.as_object().ok_or_else(|| {

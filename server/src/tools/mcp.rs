@@ -34,8 +34,8 @@ use url::Url;
 
 use crate::{
     crypto::SecretBox,
+    domain::ProviderCode,
     ids::IntegrationId,
-    integrations::{catalog::ProviderCode, open_credentials},
     outbound::{check_url, GuardedResolver, NetPolicy, Purpose},
     store::integrations::IntegrationRecord,
 };
@@ -103,7 +103,8 @@ impl McpServer {
                 "it is not an MCP server integration".into(),
             ));
         }
-        let credentials = open_credentials(secrets, record)
+        let credentials = secrets
+            .open_credentials(&record.user_id, &record.id, &record.credentials_sealed)
             .map_err(|e| McpError::Settings(format!("its credentials do not open: {e}")))?;
         let url = credentials
             .get("url")
