@@ -2,14 +2,14 @@
 //! `admin`, and the internal `extract`.
 
 use agentchat::{
-    config::{Config, Role},
+    config::{env_value, unset_blank_env, Config, Role, Settings},
     domain::Email,
     knowledge::search::ChunkSearch,
     startup::{Application, Runtimes},
     store,
 };
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// The allocator: jemalloc, whose bookkeeping lives apart from the blocks, so the never
 /// written pages of an open stream's mostly empty 8 KiB buffers need not be in memory (the
@@ -19,7 +19,8 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// AgentChat: a self-hostable service that hosts configurable AI agents.
 ///
-/// Configuration comes from the environment and a `.env` file (see README.md).
+/// Configuration comes from the environment and a `.env` file (see README.md
+/// § Configuration, and `agentchat serve --help` for every variable).
 #[derive(Parser)]
 #[command(
     name = "agentchat",
@@ -35,12 +36,19 @@ struct Cli {
 enum Command {
     /// Serve the API and the dashboard on LEPTOS_SITE_ADDR, and run the background workers
     /// (the default command).
+    ///
+    /// Every setting below is read from its environment variable, or from a `.env` file in
+    /// the working directory, unless given as an option; a variable set to an empty value
+    /// counts as unset.
+    #[command(after_help = SERVE_AFTER_HELP)]
     Serve {
         /// What this instance runs: `web` (the API and the dashboard, no background
         /// workers), `worker` (the workers; the listener answers only /api/health and
         /// /api/health/ready) or `all` (both).
         #[arg(long, value_enum, env = "AGENTCHAT_ROLE", default_value_t = Role::All)]
         role: Role,
+        #[command(flatten)]
+        settings: Box<Settings>,
     },
     /// Apply database migrations and exit.
     Migrate,
@@ -88,6 +96,11 @@ enum Command {
     },
 }
 
+/// The variables read before the configuration, by the logger (README.md § Configuration).
+const SERVE_AFTER_HELP: &str = "Logging: RUST_LOG (default info) sets the log level, \
+LOG_FORMAT=json writes JSON lines instead of text, and NO_COLOR (when set) keeps the text \
+uncoloured, as does anything but a terminal.";
+
 #[derive(Subcommand)]
 enum AdminCommand {
     /// Set the plan of an account: free, starter, business or pro.
@@ -104,31 +117,42 @@ enum AdminCommand {
     },
 }
 
+/// The command line (`args`, else the process's), the configuration variables of its
+/// command read from the environment where not given as options; a blank variable counts
+/// as unset. Exits with clap's message on an invalid or missing argument.
+fn parse_cli(args: Option<[&str; 2]>) -> Cli {
+    let command = unset_blank_env(Cli::command(), env_value);
+    let matches = match args {
+        Some(args) => command.get_matches_from(args),
+        None => command.get_matches(),
+    };
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
 fn main() -> anyhow::Result<std::process::ExitCode> {
-    let cli = Cli::parse();
+    let cli = parse_cli(None);
     // An extraction child starts no runtime, reads no configuration and logs nothing: it
     // only serves tasks (its few threads and mappings stay inside its memory limit).
     if let Some(Command::Extract { memory_limit }) = cli.command {
         return Ok(agentchat::knowledge::sandbox::child_main(memory_limit));
     }
     // The variables of a `.env` file count as the environment for the options read from
-    // it too (`AGENTCHAT_ROLE`): parsed again once it is loaded.
+    // it too (`serve`'s settings): parsed again once it is loaded.
     let _ = dotenvy::dotenv();
-    let cli = Cli::parse();
+    let cli = parse_cli(None);
     agentchat::telemetry::init();
     // `agentchat` alone is `agentchat serve`, with `AGENTCHAT_ROLE` read as there.
     let command = match cli.command {
         Some(command) => command,
-        None => Cli::parse_from(["agentchat", "serve"])
+        None => parse_cli(Some(["agentchat", "serve"]))
             .command
             .context("serve is a command")?,
     };
     // Only `serve` needs the settings every instance on a shared database must agree on.
     let serve = matches!(command, Command::Serve { .. });
-    let config = if serve {
-        Config::from_env()?
-    } else {
-        Config::from_env_for_tools()?
+    let config = match &command {
+        Command::Serve { settings, .. } => Config::from_settings(settings, true)?,
+        _ => Config::from_env_for_tools()?,
     };
     // `serve` runs a single-threaded runtime per core; the other commands one
     // multi-threaded runtime.
@@ -145,7 +169,7 @@ fn main() -> anyhow::Result<std::process::ExitCode> {
 
 async fn run(command: Command, config: Config, runtimes: Runtimes) -> anyhow::Result<()> {
     match command {
-        Command::Serve { role } => {
+        Command::Serve { role, .. } => {
             let mut config = config;
             config.role = role;
             let app = Application::build(config).await?;

@@ -1,6 +1,6 @@
 //! The channels part: the chat platforms' API bases.
 
-use super::var;
+use super::Settings;
 
 /// The Telegram Bot API (core.telegram.org/bots/api, "Making requests").
 pub const TELEGRAM_API_URL: &str = "https://api.telegram.org";
@@ -29,14 +29,10 @@ impl Default for ChannelsConfig {
 }
 
 impl ChannelsConfig {
-    /// Replaces the defaults with `TELEGRAM_API_URL` and `SLACK_API_URL` where set,
-    /// without a trailing slash.
-    pub(super) fn override_from_env(&mut self) {
-        if let Some(v) = var("TELEGRAM_API_URL") {
-            self.telegram_api_url = v.trim_end_matches('/').to_string();
-        }
-        if let Some(v) = var("SLACK_API_URL") {
-            self.slack_api_url = v.trim_end_matches('/').to_string();
-        }
+    /// Takes `TELEGRAM_API_URL` and `SLACK_API_URL` from `settings`, without a trailing
+    /// slash.
+    pub(super) fn apply(&mut self, settings: &Settings) {
+        self.telegram_api_url = settings.telegram_api_url.trim_end_matches('/').to_string();
+        self.slack_api_url = settings.slack_api_url.trim_end_matches('/').to_string();
     }
 }

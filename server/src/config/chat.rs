@@ -1,8 +1,6 @@
 //! The chat part: messages and their streams.
 
-use anyhow::Context;
-
-use super::var;
+use super::Settings;
 
 /// What [`crate::chat::ChatService`] is built from: the length rule it checks, and the
 /// heartbeat of the event streams its replies are sent in (docs/api.md § Chat stream).
@@ -32,37 +30,12 @@ impl Default for ChatConfig {
 }
 
 impl ChatConfig {
-    /// Replaces the defaults with `MAX_MESSAGE_CHARS`, `SSE_HEARTBEAT_SECS`,
-    /// `MAX_TOOL_ROUNDS` and `TOOL_TIMEOUT_SECONDS` where set.
-    ///
-    /// Errors: a value that is not a whole number, or out of its range (named).
-    pub(super) fn override_from_env(&mut self) -> anyhow::Result<()> {
-        if let Some(v) = var("MAX_MESSAGE_CHARS") {
-            self.max_message_chars = v
-                .parse()
-                .context("MAX_MESSAGE_CHARS must be a whole number")?;
-        }
-        if let Some(v) = var("SSE_HEARTBEAT_SECS") {
-            self.sse_heartbeat = std::time::Duration::from_secs(
-                v.parse()
-                    .context("SSE_HEARTBEAT_SECS must be whole seconds")?,
-            );
-        }
-        if let Some(v) = var("MAX_TOOL_ROUNDS") {
-            self.max_tool_rounds = v
-                .parse()
-                .ok()
-                .filter(|n| (1..=50).contains(n))
-                .context("MAX_TOOL_ROUNDS must be a whole number from 1 to 50")?;
-        }
-        if let Some(v) = var("TOOL_TIMEOUT_SECONDS") {
-            let secs: u64 = v
-                .parse()
-                .ok()
-                .filter(|n| (1..=600).contains(n))
-                .context("TOOL_TIMEOUT_SECONDS must be whole seconds from 1 to 600")?;
-            self.tool_timeout = std::time::Duration::from_secs(secs);
-        }
-        Ok(())
+    /// Takes `MAX_MESSAGE_CHARS`, `SSE_HEARTBEAT_SECS`, `MAX_TOOL_ROUNDS` and
+    /// `TOOL_TIMEOUT_SECONDS` from `settings` (ranges checked there).
+    pub(super) fn apply(&mut self, settings: &Settings) {
+        self.max_message_chars = settings.max_message_chars;
+        self.sse_heartbeat = std::time::Duration::from_secs(settings.sse_heartbeat_secs);
+        self.max_tool_rounds = settings.max_tool_rounds;
+        self.tool_timeout = std::time::Duration::from_secs(settings.tool_timeout_seconds);
     }
 }

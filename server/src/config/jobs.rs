@@ -1,8 +1,6 @@
 //! The jobs part: the background workers of this instance.
 
-use anyhow::Context;
-
-use super::var;
+use super::Settings;
 
 /// How much background work ([`crate::jobs`]) this instance takes from the database's two
 /// queues: start-up spawns the knowledge workers and the webhook delivery worker by it.
@@ -20,13 +18,8 @@ impl Default for JobsConfig {
 }
 
 impl JobsConfig {
-    /// Replaces the default with `JOB_WORKERS` when set.
-    ///
-    /// Errors: not a whole number.
-    pub(super) fn override_from_env(&mut self) -> anyhow::Result<()> {
-        if let Some(v) = var("JOB_WORKERS") {
-            self.workers = v.parse().context("JOB_WORKERS must be a whole number")?;
-        }
-        Ok(())
+    /// Takes `JOB_WORKERS` from `settings`.
+    pub(super) fn apply(&mut self, settings: &Settings) {
+        self.workers = settings.job_workers;
     }
 }

@@ -5,9 +5,7 @@ use std::{
     time::Duration,
 };
 
-use anyhow::Context;
-
-use super::var;
+use super::Settings;
 
 /// `EXTRACT_TIMEOUT_SECS`'s default: the wall-clock budget of one extraction task.
 pub const DEFAULT_EXTRACT_TIMEOUT: Duration = Duration::from_secs(120);
@@ -64,41 +62,14 @@ impl KnowledgeConfig {
         }
     }
 
-    /// Replaces the defaults with `MAX_UPLOAD_BYTES`, `EXTRACT_TIMEOUT_SECS`,
-    /// `EXTRACT_MEMORY_MB` and `EXTRACT_PROCESSES` where set.
-    ///
-    /// Errors: a value that is not a whole number, a zero timeout or process count, or a
-    /// memory limit from 1 to 127 MiB.
-    pub(super) fn override_from_env(&mut self) -> anyhow::Result<()> {
-        if let Some(v) = var("MAX_UPLOAD_BYTES") {
-            self.max_upload_bytes = v
-                .parse()
-                .context("MAX_UPLOAD_BYTES must be a whole number of bytes")?;
-        }
-        if let Some(v) = var("EXTRACT_TIMEOUT_SECS") {
-            let secs: u64 = v
-                .parse()
-                .context("EXTRACT_TIMEOUT_SECS must be whole seconds")?;
-            anyhow::ensure!(secs > 0, "EXTRACT_TIMEOUT_SECS must be at least 1");
-            self.extraction.timeout = Duration::from_secs(secs);
-        }
-        if let Some(v) = var("EXTRACT_MEMORY_MB") {
-            let mib: u64 = v
-                .parse()
-                .context("EXTRACT_MEMORY_MB must be a whole number of MiB")?;
-            anyhow::ensure!(
-                mib == 0 || mib >= 128,
-                "EXTRACT_MEMORY_MB must be 0 (no limit) or at least 128"
-            );
-            self.extraction.memory_limit = mib << 20;
-        }
-        if let Some(v) = var("EXTRACT_PROCESSES") {
-            let n: usize = v
-                .parse()
-                .context("EXTRACT_PROCESSES must be a whole number")?;
-            anyhow::ensure!(n > 0, "EXTRACT_PROCESSES must be at least 1");
+    /// Takes `MAX_UPLOAD_BYTES`, `EXTRACT_TIMEOUT_SECS`, `EXTRACT_MEMORY_MB` and, when
+    /// set, `EXTRACT_PROCESSES` from `settings` (their rules checked there).
+    pub(super) fn apply(&mut self, settings: &Settings) {
+        self.max_upload_bytes = settings.max_upload_bytes;
+        self.extraction.timeout = Duration::from_secs(settings.extract_timeout_secs);
+        self.extraction.memory_limit = settings.extract_memory_mb << 20;
+        if let Some(n) = settings.extract_processes {
             self.extraction.processes = n;
         }
-        Ok(())
     }
 }

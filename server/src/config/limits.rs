@@ -2,7 +2,7 @@
 
 use anyhow::Context;
 
-use super::var;
+use super::Settings;
 use crate::domain::Plan;
 
 /// Default of `REDIS_KEY_PREFIX`: what every key this service writes in Redis starts with.
@@ -52,26 +52,15 @@ impl Default for LimitsConfig {
 }
 
 impl LimitsConfig {
-    /// Reads `REDIS_URL` and, when set, `REDIS_KEY_PREFIX`, `AGENT_LIMITS`, `RATE_LIMITS`
-    /// and `CHANNEL_REQUESTS_PER_MINUTE`.
-    ///
-    /// Errors: a malformed limit list or budget ([`parse_plan_numbers`],
-    /// [`parse_per_minute`]).
-    pub(super) fn override_from_env(&mut self) -> anyhow::Result<()> {
-        self.redis_url = var("REDIS_URL");
-        if let Some(prefix) = var("REDIS_KEY_PREFIX") {
-            self.redis_key_prefix = prefix;
-        }
-        if let Some(limits) = var("AGENT_LIMITS") {
-            self.agent_limits = parse_plan_numbers("AGENT_LIMITS", &limits, self.agent_limits)?;
-        }
-        if let Some(limits) = var("RATE_LIMITS") {
-            self.rate_limits = parse_plan_numbers("RATE_LIMITS", &limits, self.rate_limits)?;
-        }
-        if let Some(v) = var("CHANNEL_REQUESTS_PER_MINUTE") {
-            self.channel_requests_per_minute = parse_per_minute("CHANNEL_REQUESTS_PER_MINUTE", &v)?;
-        }
-        Ok(())
+    /// Takes `REDIS_URL`, `REDIS_KEY_PREFIX`, `AGENT_LIMITS`, `RATE_LIMITS` and
+    /// `CHANNEL_REQUESTS_PER_MINUTE` from `settings` (the lists and the budget are checked
+    /// there, by [`parse_plan_numbers`] and [`parse_per_minute`]).
+    pub(super) fn apply(&mut self, settings: &Settings) {
+        self.redis_url = settings.redis_url.clone();
+        self.redis_key_prefix = settings.redis_key_prefix.clone();
+        self.agent_limits = settings.agent_limits;
+        self.rate_limits = settings.rate_limits;
+        self.channel_requests_per_minute = settings.channel_requests_per_minute;
     }
 
     /// Agents allowed on `plan`.

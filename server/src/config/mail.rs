@@ -4,7 +4,7 @@ use std::path::Path;
 
 use secrecy::SecretString;
 
-use super::var;
+use super::Settings;
 
 /// What [`crate::mail::Mailer`] is built from.
 #[derive(Clone)]
@@ -29,11 +29,9 @@ impl MailConfig {
         }
     }
 
-    /// Reads `SMTP_URL` and, when set, `MAIL_FROM`.
-    pub(super) fn override_from_env(&mut self) {
-        self.smtp_url = var("SMTP_URL").map(SecretString::from);
-        if let Some(from) = var("MAIL_FROM") {
-            self.from = from;
-        }
+    /// Takes `SMTP_URL` and `MAIL_FROM` from `settings`.
+    pub(super) fn apply(&mut self, settings: &Settings) {
+        self.smtp_url = settings.smtp_url.clone().map(SecretString::from);
+        self.from = settings.mail_from.clone();
     }
 }

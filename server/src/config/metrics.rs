@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 
 use secrecy::{ExposeSecret, SecretString};
 
-use super::var;
+use super::Settings;
 
 /// Shortest `METRICS_TOKEN` accepted: 16 characters (with the 66 characters allowed, over
 /// 96 bits even if chosen from letters and digits only).
@@ -40,33 +40,23 @@ impl MetricsConfig {
         self.token.is_some() || self.addr.is_some()
     }
 
-    /// Reads `METRICS_TOKEN` and `METRICS_ADDR` when set; `site_addr` is the service's
-    /// listener (`LEPTOS_SITE_ADDR`), which `METRICS_ADDR` must not be.
+    /// Takes `METRICS_TOKEN` and `METRICS_ADDR` from `settings` when set; the address
+    /// must not be the service's listener (`LEPTOS_SITE_ADDR`).
     ///
     /// Errors, each naming its variable and never quoting the token: a token shorter than
     /// [`MIN_METRICS_TOKEN_CHARS`] or with characters outside RFC 6750's `b64token`
-    /// (letters, digits and `-._~+/`, then `=` padding); an address that is not
-    /// `host:port`, or that is `LEPTOS_SITE_ADDR`.
-    pub(super) fn override_from_env(&mut self, site_addr: SocketAddr) -> anyhow::Result<()> {
-        self.override_from(var, site_addr)
-    }
-
-    pub(super) fn override_from(
-        &mut self,
-        var: impl Fn(&str) -> Option<String>,
-        site_addr: SocketAddr,
-    ) -> anyhow::Result<()> {
-        if let Some(token) = var("METRICS_TOKEN") {
+    /// (letters, digits and `-._~+/`, then `=` padding); an address that is
+    /// `LEPTOS_SITE_ADDR` (one that is not `host:port` is refused when the settings are
+    /// read).
+    pub(super) fn apply(&mut self, settings: &Settings) -> anyhow::Result<()> {
+        if let Some(token) = &settings.metrics_token {
             let token = SecretString::from(token.trim().to_string());
             check_token(token.expose_secret())?;
             self.token = Some(token);
         }
-        if let Some(addr) = var("METRICS_ADDR") {
-            let addr: SocketAddr = addr.trim().parse().map_err(|_| {
-                anyhow::anyhow!("METRICS_ADDR must be host:port, e.g. 127.0.0.1:9100")
-            })?;
+        if let Some(addr) = settings.metrics_addr {
             anyhow::ensure!(
-                addr.port() == 0 || addr != site_addr,
+                addr.port() == 0 || addr != settings.leptos_site_addr,
                 "METRICS_ADDR must differ from LEPTOS_SITE_ADDR: the metrics listener is a \
                  second listener (to serve metrics on the service's port, set METRICS_TOKEN)"
             );
@@ -99,13 +89,14 @@ mod tests {
     use super::*;
 
     fn read(vars: &[(&str, &str)]) -> anyhow::Result<MetricsConfig> {
-        let mut config = MetricsConfig::default();
-        let lookup = |name: &str| {
+        // The service listens on LEPTOS_SITE_ADDR's default, 127.0.0.1:3000.
+        let settings = Settings::from_vars(|name| {
             vars.iter()
                 .find(|(n, _)| *n == name)
                 .map(|(_, v)| v.to_string())
-        };
-        config.override_from(lookup, "127.0.0.1:3000".parse().unwrap())?;
+        })?;
+        let mut config = MetricsConfig::default();
+        config.apply(&settings)?;
         Ok(config)
     }
 
@@ -138,7 +129,11 @@ mod tests {
         }
         for bad in ["9100", "localhost", "127.0.0.1:x"] {
             let err = read(&[("METRICS_ADDR", bad)]).err().unwrap().to_string();
-            assert_eq!(err, "METRICS_ADDR must be host:port, e.g. 127.0.0.1:9100");
+            // The settings' parser quotes the value and the option before the rule.
+            assert!(
+                err.ends_with("METRICS_ADDR must be host:port, e.g. 127.0.0.1:9100"),
+                "{err}"
+            );
         }
         let err = read(&[("METRICS_ADDR", "127.0.0.1:3000")])
             .err()

@@ -1,5 +1,10 @@
 //! Configuration from the environment (a `.env` file is read first when present), with
-//! the variable names and defaults of docs/api.md § Configuration.
+//! the variable names and defaults of README.md § Configuration and docs/api.md
+//! § Configuration.
+//!
+//! Every variable is declared once, in [`Settings`] (a `clap` argument set, which is also
+//! what `agentchat serve --help` lists); [`Config::from_settings`] builds the
+//! configuration from it and applies the rules between variables.
 //!
 //! [`Config`] is the root, made of one part per component: each component's constructor
 //! takes its own part (two parts, as two arguments, when it needs two), and only start-up
@@ -18,6 +23,7 @@ mod providers;
 mod role;
 mod secrets;
 mod server;
+mod settings;
 mod storage;
 mod webhooks;
 
@@ -45,6 +51,7 @@ pub use self::{
     role::Role,
     secrets::{decode_key, require_shared_settings, SecretsConfig, SHARED_SETTINGS},
     server::{ServerConfig, DEFAULT_RELOAD_PORT},
+    settings::{env_value, unset_blank_env, Settings},
     storage::{
         Backend, StorageConfig, TurnCommit, DEFAULT_DATABASE_CONNECTIONS, MAX_DATABASE_CONNECTIONS,
     },
@@ -109,10 +116,6 @@ impl std::fmt::Debug for Config {
     }
 }
 
-fn var(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
-}
-
 impl Config {
     /// Reads the environment (after loading `.env` when present), as `agentchat serve`
     /// needs it. With a SQLite `DATABASE_URL` (the default), missing secrets are generated
@@ -138,36 +141,47 @@ impl Config {
 
     fn load(require_shared: bool) -> anyhow::Result<Self> {
         let _ = dotenvy::dotenv();
-        let site_addr: SocketAddr = var("LEPTOS_SITE_ADDR")
-            .unwrap_or_else(|| "127.0.0.1:3000".into())
-            .parse()
-            .context("LEPTOS_SITE_ADDR must be host:port, e.g. 127.0.0.1:3000")?;
-        let data_dir = PathBuf::from(var("DATA_DIR").unwrap_or_else(|| "data".into()));
+        Self::from_settings(&Settings::from_env()?, require_shared)
+    }
+
+    /// The configuration of `settings` (read from the environment by
+    /// [`Config::from_env`], from the command line by `agentchat serve`). With
+    /// `require_shared`, a PostgreSQL `DATABASE_URL` requires the [`SHARED_SETTINGS`];
+    /// without it (the tools), missing secrets are made up in memory. A SQLite one has
+    /// missing secrets generated into `DATA_DIR` either way.
+    ///
+    /// Errors: as [`Config::from_env`], for what [`Settings`] does not check itself:
+    /// secrets, the shared settings, `METRICS_TOKEN`, `METRICS_ADDR` against
+    /// `LEPTOS_SITE_ADDR`, `LEPTOS_RELOAD_PORT`, an unwritable `DATA_DIR`.
+    pub fn from_settings(settings: &Settings, require_shared: bool) -> anyhow::Result<Self> {
+        let site_addr = settings.leptos_site_addr;
+        let data_dir = settings.data_dir.clone();
         let shared =
-            var("DATABASE_URL").as_deref().and_then(Backend::of) == Some(Backend::Postgres);
+            settings.database_url.as_deref().and_then(Backend::of) == Some(Backend::Postgres);
         let mut config = if !shared {
             Self::with_data_dir(data_dir, site_addr)?
         } else if require_shared {
-            let secrets = SecretsConfig::from_shared_settings(var)?;
+            let secrets =
+                SecretsConfig::from_shared_settings(|name| settings.shared_setting(name))?;
             Self::with_secrets(data_dir, site_addr, secrets)?
         } else {
-            // Whatever is set replaces these below (`secrets.override_from_env`).
+            // Whatever is set replaces these below (`secrets.apply`).
             Self::with_secrets(data_dir, site_addr, SecretsConfig::ephemeral())?
         };
-        config.storage.override_from_env()?;
-        config.server.override_from_env()?;
-        config.secrets.override_from_env()?;
-        config.mail.override_from_env();
-        config.limits.override_from_env()?;
-        config.providers.override_from_env()?;
-        config.chat.override_from_env()?;
-        config.knowledge.override_from_env()?;
-        config.outbound.override_from_env();
-        config.jobs.override_from_env()?;
-        config.webhooks.override_from_env()?;
-        config.channels.override_from_env();
-        config.metrics.override_from_env(site_addr)?;
-        config.oauth = OAuthConfig::from_env();
+        config.storage.apply(settings);
+        config.server.apply(settings)?;
+        config.secrets.apply(settings)?;
+        config.mail.apply(settings);
+        config.limits.apply(settings);
+        config.providers.apply(settings);
+        config.chat.apply(settings);
+        config.knowledge.apply(settings);
+        config.outbound.apply(settings);
+        config.jobs.apply(settings);
+        config.webhooks.apply(settings);
+        config.channels.apply(settings);
+        config.metrics.apply(settings)?;
+        config.oauth = OAuthConfig::from_settings(settings);
         Ok(config)
     }
 

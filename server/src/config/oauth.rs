@@ -2,7 +2,7 @@
 
 use secrecy::SecretString;
 
-use super::var;
+use super::Settings;
 
 /// Default authorization endpoint of GitHub OAuth apps (GitHub Docs, "Authorizing OAuth apps").
 pub const GITHUB_AUTH_URL: &str = "https://github.com/login/oauth/authorize";
@@ -61,35 +61,35 @@ pub struct OAuthConfig {
 }
 
 impl OAuthConfig {
-    /// The providers whose client id and secret are both set, with their endpoints (the
-    /// defaults above unless set).
-    pub(super) fn from_env() -> Self {
-        let client = |prefix: &str| {
+    /// The providers whose client id and secret are both set in `settings`, with their
+    /// endpoints (the defaults above unless set), without a trailing slash.
+    pub(super) fn from_settings(settings: &Settings) -> Self {
+        let client = |id: &Option<String>, secret: &Option<String>| {
             Some(OAuthClientConfig {
-                client_id: var(&format!("{prefix}_CLIENT_ID"))?,
-                client_secret: SecretString::from(var(&format!("{prefix}_CLIENT_SECRET"))?),
+                client_id: id.clone()?,
+                client_secret: SecretString::from(secret.clone()?),
             })
         };
-        let url = |name: &str, default: &str| {
-            var(name)
-                .unwrap_or_else(|| default.to_string())
-                .trim_end_matches('/')
-                .to_string()
-        };
+        let url = |url: &str| url.trim_end_matches('/').to_string();
+        let s = settings;
         Self {
-            github: client("GITHUB").map(|client| GithubConfig {
-                client,
-                auth_url: url("GITHUB_AUTH_URL", GITHUB_AUTH_URL),
-                token_url: url("GITHUB_TOKEN_URL", GITHUB_TOKEN_URL),
-                api_url: url("GITHUB_API_URL", GITHUB_API_URL),
+            github: client(&s.github_client_id, &s.github_client_secret).map(|client| {
+                GithubConfig {
+                    client,
+                    auth_url: url(&s.github_auth_url),
+                    token_url: url(&s.github_token_url),
+                    api_url: url(&s.github_api_url),
+                }
             }),
-            google: client("GOOGLE").map(|client| OidcConfig {
+            google: client(&s.google_client_id, &s.google_client_secret).map(|client| OidcConfig {
                 client,
-                issuer_url: url("GOOGLE_ISSUER_URL", GOOGLE_ISSUER_URL),
+                issuer_url: url(&s.google_issuer_url),
             }),
-            microsoft: client("MICROSOFT").map(|client| OidcConfig {
-                client,
-                issuer_url: url("MICROSOFT_ISSUER_URL", MICROSOFT_ISSUER_URL),
+            microsoft: client(&s.microsoft_client_id, &s.microsoft_client_secret).map(|client| {
+                OidcConfig {
+                    client,
+                    issuer_url: url(&s.microsoft_issuer_url),
+                }
             }),
         }
     }

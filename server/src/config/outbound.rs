@@ -1,6 +1,6 @@
 //! The outbound part: which private addresses the service's own requests may reach.
 
-use super::var;
+use super::Settings;
 
 /// The exceptions to the SSRF rule of [`crate::outbound`], shared by the two components
 /// that request URLs users give: crawls ([`crate::knowledge::Knowledge`]) and webhook
@@ -13,9 +13,10 @@ pub struct OutboundConfig {
 }
 
 impl OutboundConfig {
-    /// Reads `ALLOWED_PRIVATE_HOSTS` when set: comma-separated, blanks ignored.
-    pub(super) fn override_from_env(&mut self) {
-        if let Some(v) = var("ALLOWED_PRIVATE_HOSTS") {
+    /// Takes `ALLOWED_PRIVATE_HOSTS` from `settings` when set: comma-separated, blanks
+    /// ignored.
+    pub(super) fn apply(&mut self, settings: &Settings) {
+        if let Some(v) = &settings.allowed_private_hosts {
             self.allowed_private_hosts = v
                 .split(',')
                 .map(str::trim)

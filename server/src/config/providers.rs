@@ -1,9 +1,8 @@
 //! The providers part: the language-model and embedding endpoints.
 
-use anyhow::Context;
 use secrecy::SecretString;
 
-use super::var;
+use super::Settings;
 
 /// The language-model providers (start-up builds [`crate::llm::Models`] from them) and the
 /// embedding model at the OpenAI-compatible one (`knowledge::embed::Embedder`).
@@ -44,27 +43,16 @@ impl Default for ProvidersConfig {
 }
 
 impl ProvidersConfig {
-    /// Reads `OPENAI_API_KEY`, `ANTHROPIC_API_KEY`, `DEFAULT_MODEL`, `EMBEDDING_MODEL` and,
-    /// when set, `OPENAI_BASE_URL`, `ANTHROPIC_BASE_URL` and `PROVIDER_TIMEOUT_SECS`.
-    ///
-    /// Errors: a timeout that is not whole seconds.
-    pub(super) fn override_from_env(&mut self) -> anyhow::Result<()> {
-        self.openai_api_key = var("OPENAI_API_KEY").map(SecretString::from);
-        if let Some(v) = var("OPENAI_BASE_URL") {
-            self.openai_base_url = v;
-        }
-        self.anthropic_api_key = var("ANTHROPIC_API_KEY").map(SecretString::from);
-        if let Some(v) = var("ANTHROPIC_BASE_URL") {
-            self.anthropic_base_url = v;
-        }
-        self.default_model = var("DEFAULT_MODEL");
-        if let Some(v) = var("PROVIDER_TIMEOUT_SECS") {
-            self.timeout = std::time::Duration::from_secs(
-                v.parse()
-                    .context("PROVIDER_TIMEOUT_SECS must be whole seconds")?,
-            );
-        }
-        self.embedding_model = var("EMBEDDING_MODEL");
-        Ok(())
+    /// Takes `OPENAI_API_KEY`, `OPENAI_BASE_URL`, `ANTHROPIC_API_KEY`,
+    /// `ANTHROPIC_BASE_URL`, `DEFAULT_MODEL`, `PROVIDER_TIMEOUT_SECS` and `EMBEDDING_MODEL`
+    /// from `settings`.
+    pub(super) fn apply(&mut self, settings: &Settings) {
+        self.openai_api_key = settings.openai_api_key.clone().map(SecretString::from);
+        self.openai_base_url = settings.openai_base_url.clone();
+        self.anthropic_api_key = settings.anthropic_api_key.clone().map(SecretString::from);
+        self.anthropic_base_url = settings.anthropic_base_url.clone();
+        self.default_model = settings.default_model.clone();
+        self.timeout = std::time::Duration::from_secs(settings.provider_timeout_secs);
+        self.embedding_model = settings.embedding_model.clone();
     }
 }

@@ -7,7 +7,7 @@ use base64::{engine::general_purpose::STANDARD, Engine};
 use rand::RngCore;
 use secrecy::SecretString;
 
-use super::var;
+use super::Settings;
 
 /// The service's own keys: the one that signs tokens and the ones that seal stored
 /// credentials. Start-up makes the token keys (`auth::tokens::JwtKeys`) and the
@@ -80,18 +80,18 @@ impl SecretsConfig {
     }
 
     /// Replaces the secrets of `DATA_DIR` with `JWT_SECRET` and `ENCRYPTION_KEY`, and adds
-    /// `ENCRYPTION_KEYS_PREVIOUS`, where set.
+    /// `ENCRYPTION_KEYS_PREVIOUS`, where set in `settings`.
     ///
-    /// Errors: a key that is not base64 of 32 bytes.
-    pub(super) fn override_from_env(&mut self) -> anyhow::Result<()> {
-        if let Some(secret) = var("JWT_SECRET") {
-            self.jwt_secret = SecretString::from(secret);
+    /// Errors: a key that is not base64 of 32 bytes (the key is not quoted).
+    pub(super) fn apply(&mut self, settings: &Settings) -> anyhow::Result<()> {
+        if let Some(secret) = &settings.jwt_secret {
+            self.jwt_secret = SecretString::from(secret.clone());
         }
-        if let Some(key) = var("ENCRYPTION_KEY") {
-            decode_key(&key).context("ENCRYPTION_KEY must be base64 of exactly 32 bytes")?;
-            self.encryption_key = SecretString::from(key);
+        if let Some(key) = &settings.encryption_key {
+            decode_key(key).context("ENCRYPTION_KEY must be base64 of exactly 32 bytes")?;
+            self.encryption_key = SecretString::from(key.clone());
         }
-        if let Some(keys) = var("ENCRYPTION_KEYS_PREVIOUS") {
+        if let Some(keys) = &settings.encryption_keys_previous {
             self.encryption_keys_previous = keys
                 .split(',')
                 .map(str::trim)

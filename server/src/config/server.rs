@@ -5,11 +5,11 @@ use std::net::SocketAddr;
 
 use anyhow::Context;
 
-use super::{bounded, var};
+use super::Settings;
 use crate::{
     connection::{
         ConnectionLimits, DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT,
-        DEFAULT_MAX_CONNECTIONS, MAX_HEADER_READ_TIMEOUT, MAX_IDLE_TIMEOUT, MAX_MAX_CONNECTIONS,
+        DEFAULT_MAX_CONNECTIONS,
     },
     forwarded::TrustedProxies,
 };
@@ -86,59 +86,30 @@ impl ServerConfig {
         }
     }
 
-    /// Replaces the defaults with `PUBLIC_URL`, `HEADER_READ_TIMEOUT_SECS`,
+    /// Takes `PUBLIC_URL` (when set, without a trailing slash), `HEADER_READ_TIMEOUT_SECS`,
     /// `IDLE_TIMEOUT_SECS`, `MAX_CONNECTIONS`, `TRUSTED_PROXIES`, `LEPTOS_OUTPUT_NAME`,
     /// `LEPTOS_SITE_ROOT`, `LEPTOS_SITE_PKG_DIR` and, under `LEPTOS_WATCH`,
-    /// `LEPTOS_RELOAD_PORT`, where set. (`LEPTOS_SITE_ADDR` is read before, by
-    /// [`super::Config::from_env`].)
+    /// `LEPTOS_RELOAD_PORT` from `settings`. (`LEPTOS_SITE_ADDR` is taken before, by
+    /// [`super::Config::from_settings`].)
     ///
-    /// Errors: a timeout or connection count outside its range, an entry of
-    /// `TRUSTED_PROXIES` that is not an address or CIDR range (the message names the
-    /// variable and the entry), an unparsable reload port.
-    pub(super) fn override_from_env(&mut self) -> anyhow::Result<()> {
-        if let Some(url) = var("PUBLIC_URL") {
+    /// Errors: an unparsable reload port (the ranges and the proxies are checked when the
+    /// settings are read).
+    pub(super) fn apply(&mut self, settings: &Settings) -> anyhow::Result<()> {
+        if let Some(url) = &settings.public_url {
             self.public_url = url.trim_end_matches('/').to_string();
         }
-        if let Some(v) = var("HEADER_READ_TIMEOUT_SECS") {
-            let max = MAX_HEADER_READ_TIMEOUT.as_secs();
-            self.header_read_timeout = std::time::Duration::from_secs(bounded(
-                "HEADER_READ_TIMEOUT_SECS",
-                &v,
-                1..=max,
-                "whole seconds",
-            )?);
+        self.header_read_timeout =
+            std::time::Duration::from_secs(settings.header_read_timeout_secs);
+        self.idle_timeout = std::time::Duration::from_secs(settings.idle_timeout_secs);
+        self.max_connections = settings.max_connections;
+        if let Some(proxies) = &settings.trusted_proxies {
+            self.trusted_proxies = proxies.clone();
         }
-        if let Some(v) = var("IDLE_TIMEOUT_SECS") {
-            let max = MAX_IDLE_TIMEOUT.as_secs();
-            self.idle_timeout = std::time::Duration::from_secs(bounded(
-                "IDLE_TIMEOUT_SECS",
-                &v,
-                1..=max,
-                "whole seconds",
-            )?);
-        }
-        if let Some(v) = var("MAX_CONNECTIONS") {
-            self.max_connections = bounded(
-                "MAX_CONNECTIONS",
-                &v,
-                1..=MAX_MAX_CONNECTIONS,
-                "a whole number",
-            )?;
-        }
-        if let Some(v) = var("TRUSTED_PROXIES") {
-            self.trusted_proxies = TrustedProxies::parse(&v)?;
-        }
-        if let Some(v) = var("LEPTOS_OUTPUT_NAME") {
-            self.leptos_output_name = v;
-        }
-        if let Some(v) = var("LEPTOS_SITE_ROOT") {
-            self.leptos_site_root = v;
-        }
-        if let Some(v) = var("LEPTOS_SITE_PKG_DIR") {
-            self.leptos_site_pkg_dir = v;
-        }
-        if var("LEPTOS_WATCH").is_some() {
-            self.live_reload_port = Some(match var("LEPTOS_RELOAD_PORT") {
+        self.leptos_output_name = settings.leptos_output_name.clone();
+        self.leptos_site_root = settings.leptos_site_root.clone();
+        self.leptos_site_pkg_dir = settings.leptos_site_pkg_dir.clone();
+        if settings.leptos_watch.is_some() {
+            self.live_reload_port = Some(match &settings.leptos_reload_port {
                 Some(v) => v
                     .trim()
                     .parse()

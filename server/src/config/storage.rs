@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use super::{bounded, var};
+use super::Settings;
 
 /// `DATABASE_MAX_CONNECTIONS`'s default.
 pub const DEFAULT_DATABASE_CONNECTIONS: u32 = 16;
@@ -60,28 +60,15 @@ impl StorageConfig {
         }
     }
 
-    /// Replaces the defaults with `DATABASE_URL`, `DATABASE_MAX_CONNECTIONS` and
-    /// `CHAT_SYNCHRONOUS_COMMIT` when set. (`DATA_DIR` is read before, by
-    /// [`super::Config::from_env`].)
-    ///
-    /// Errors: `DATABASE_MAX_CONNECTIONS` is not a whole number from 1 to
-    /// [`MAX_DATABASE_CONNECTIONS`]; `CHAT_SYNCHRONOUS_COMMIT` is neither `on` nor `off`.
-    pub(super) fn override_from_env(&mut self) -> anyhow::Result<()> {
-        if let Some(url) = var("DATABASE_URL") {
-            self.database_url = url;
+    /// Takes `DATABASE_URL` (when set), `DATABASE_MAX_CONNECTIONS` and
+    /// `CHAT_SYNCHRONOUS_COMMIT` from `settings` (checked there). (`DATA_DIR` is taken
+    /// before, by [`super::Config::from_settings`].)
+    pub(super) fn apply(&mut self, settings: &Settings) {
+        if let Some(url) = &settings.database_url {
+            self.database_url = url.clone();
         }
-        if let Some(v) = var("DATABASE_MAX_CONNECTIONS") {
-            self.max_connections = bounded(
-                "DATABASE_MAX_CONNECTIONS",
-                &v,
-                1..=MAX_DATABASE_CONNECTIONS,
-                "a whole number",
-            )?;
-        }
-        if let Some(v) = var("CHAT_SYNCHRONOUS_COMMIT") {
-            self.turn_commit = TurnCommit::parse(&v)?;
-        }
-        Ok(())
+        self.max_connections = settings.database_max_connections;
+        self.turn_commit = settings.chat_synchronous_commit;
     }
 }
 

@@ -1,8 +1,6 @@
 //! The webhooks part: delivery retries.
 
-use anyhow::Context;
-
-use super::var;
+use super::Settings;
 
 /// What [`crate::webhooks::Webhooks`] is built from (besides the outbound rules of
 /// [`super::OutboundConfig`] and the secret box made from [`super::SecretsConfig`]).
@@ -23,17 +21,8 @@ impl Default for WebhooksConfig {
 }
 
 impl WebhooksConfig {
-    /// Replaces the default with `WEBHOOK_RETRY_BASE_MS` when set.
-    ///
-    /// Errors: not whole milliseconds, or 0.
-    pub(super) fn override_from_env(&mut self) -> anyhow::Result<()> {
-        if let Some(v) = var("WEBHOOK_RETRY_BASE_MS") {
-            let ms: u64 = v
-                .parse()
-                .context("WEBHOOK_RETRY_BASE_MS must be whole milliseconds")?;
-            anyhow::ensure!(ms > 0, "WEBHOOK_RETRY_BASE_MS must be at least 1");
-            self.retry_base = std::time::Duration::from_millis(ms);
-        }
-        Ok(())
+    /// Takes `WEBHOOK_RETRY_BASE_MS` from `settings` (at least 1, checked there).
+    pub(super) fn apply(&mut self, settings: &Settings) {
+        self.retry_base = std::time::Duration::from_millis(settings.webhook_retry_base_ms);
     }
 }

@@ -224,3 +224,95 @@ async fn commands_on_the_database_need_no_shared_secrets_in_postgres_mode() {
         "no secret is generated in PostgreSQL mode"
     );
 }
+
+/// The variables of README.md § Configuration: the backquoted names in the first column
+/// of its table.
+fn readme_configuration_variables() -> Vec<String> {
+    let readme = include_str!("../../../README.md");
+    let section = readme
+        .split("\n## Configuration\n")
+        .nth(1)
+        .expect("README.md has a Configuration section");
+    let section = section.split("\n## ").next().unwrap();
+    let mut names = Vec::new();
+    for row in section.lines().filter(|l| l.starts_with("| `")) {
+        let first = row.split('|').nth(1).unwrap();
+        for name in first.split('`').skip(1).step_by(2) {
+            names.push(name.to_string());
+        }
+    }
+    names
+}
+
+#[test]
+fn serve_help_lists_every_configuration_variable_of_the_readme() {
+    let out = Command::new(env!("CARGO_BIN_EXE_agentchat"))
+        .args(["serve", "--help"])
+        .env("JWT_SECRET", "secret-value-not-shown")
+        .env("SMTP_URL", "smtps://mailer:smtp-password@smtp.example.com")
+        .output()
+        .expect("the binary runs");
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    let names = readme_configuration_variables();
+    assert!(names.len() > 50, "{names:?}");
+    for name in &names {
+        assert!(
+            help.contains(name.as_str()),
+            "{name} is not in serve --help"
+        );
+    }
+    // And the other way: every variable serve reads is in the README's table.
+    for declared in help.split("[env: ").skip(1) {
+        let name: String = declared
+            .chars()
+            .take_while(|c| c.is_ascii_uppercase() || *c == '_')
+            .collect();
+        assert!(
+            names.contains(&name),
+            "{name} is not in README.md § Configuration"
+        );
+    }
+    assert!(help.contains("[default: 16]"), "{help}");
+    assert!(!help.contains("secret-value-not-shown"), "{help}");
+    assert!(!help.contains("smtp-password"), "{help}");
+}
+
+#[test]
+fn an_invalid_value_stops_the_start_naming_its_variable() {
+    let out = serve_with(&[("MAX_TOOL_ROUNDS", "0")]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("MAX_TOOL_ROUNDS must be a whole number from 1 to 50"),
+        "{stderr}"
+    );
+    let out = serve_with(&[("LEPTOS_SITE_ADDR", "localhost")]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("LEPTOS_SITE_ADDR must be host:port"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_blank_variable_counts_as_unset() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_agentchat"))
+        .arg("migrate")
+        .current_dir(dir.path())
+        .env("DATA_DIR", dir.path())
+        .env("DATABASE_URL", " ")
+        .env("JOB_WORKERS", "")
+        .env("MAX_TOOL_ROUNDS", "  ")
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("the binary runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(dir.path().join("agentchat.db").exists());
+}
