@@ -25,61 +25,6 @@ pub const DESCRIPTION_MAX: usize = 2_000;
 /// Longest system prompt the server accepts.
 pub const PROMPT_MAX: usize = 32_000;
 
-/// A list loaded from the API: loading, loaded, or failed with the server's words.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Loaded<T> {
-    /// The request is under way.
-    Loading,
-    /// The answer.
-    Ready(T),
-    /// The request failed; the message says why.
-    Failed(String),
-}
-
-impl<T> Loaded<T> {
-    /// The view of a resource that is not ready: "Loading {what}…" while loading, the
-    /// server's words in a notice with `data-testid="{testid}-error"` when it failed;
-    /// nothing once ready (the caller's `Ready` arm shows it).
-    pub fn status_view(self, what: &str, testid: &str) -> AnyView {
-        match self {
-            Self::Loading => view! { <p class="loading" role="status">{format!("Loading {what}…")}</p> }
-                .into_any(),
-            Self::Failed(message) => {
-                view! { <Notice tone=Tone::Error testid=format!("{testid}-error")>{message}</Notice> }
-                    .into_any()
-            }
-            Self::Ready(_) => ().into_any(),
-        }
-    }
-}
-
-/// Fetches `path` for the signed-in user into `signal`, keeping `pick` of the answer
-/// (`Failed` with the server's words when the request fails).
-pub fn fetch_into<R, T>(signal: RwSignal<Loaded<T>>, path: String, pick: fn(R) -> T)
-where
-    R: serde::de::DeserializeOwned + 'static,
-    T: Send + Sync + 'static,
-{
-    leptos::task::spawn_local(async move {
-        signal.set(
-            crate::client::get_json_signed_in::<R>(&path)
-                .await
-                .map(pick)
-                .into(),
-        );
-    });
-}
-
-impl<T> From<Result<T, crate::client::ApiError>> for Loaded<T> {
-    /// `Ready` with the answer, or `Failed` with the error's words.
-    fn from(result: Result<T, crate::client::ApiError>) -> Self {
-        match result {
-            Ok(value) => Self::Ready(value),
-            Err(err) => Self::Failed(err.message().to_owned()),
-        }
-    }
-}
-
 /// The agents of the user with their model, status and last update, how many the plan
 /// allows, and the way to create one.
 #[component]
