@@ -1,6 +1,7 @@
 //! Small building blocks shared by the dashboard pages: notices, form helpers and the
 //! hydration flag that keeps forms inert until the WASM code can handle them.
 
+use crate::client::ApiError;
 use leptos::{html, prelude::*};
 
 /// The tone of a [`Notice`]: it sets the colour and the ARIA role.
@@ -69,6 +70,41 @@ pub fn FormErrorNotice(
     }
 }
 
+/// The answer of a `GET` of the signed-in user, loaded in the browser only: `None` while the
+/// request is under way (and always during server rendering, where the page shows the
+/// fallback of the `Suspense`/`Transition` around it), then the answer or the [`ApiError`].
+pub type Fetched<T> = LocalResource<Result<T, ApiError>>;
+
+/// A [`Fetched`] of `path()` for the signed-in user (`client::get_json_signed_in`), keeping
+/// `pick` of the answer. It loads again when a signal read by `path` changes, and on
+/// `refetch()`; while it reloads, `get()` keeps the previous answer.
+pub fn fetch_signed_in<R, T>(path: impl Fn() -> String + 'static, pick: fn(R) -> T) -> Fetched<T>
+where
+    R: serde::de::DeserializeOwned + 'static,
+    T: Send + Sync + 'static,
+{
+    LocalResource::new(move || {
+        let path = path();
+        async move {
+            crate::client::get_json_signed_in::<R>(&path)
+                .await
+                .map(pick)
+        }
+    })
+}
+
+/// "Loading {what}…", the fallback of a section whose data has not arrived.
+pub fn loading_view(what: &str) -> AnyView {
+    view! { <p class="loading" role="status">{format!("Loading {what}…")}</p> }.into_any()
+}
+
+/// A failed load: the server's words in a notice with `data-testid="{testid}-error"`.
+pub fn load_error_view(err: &ApiError, testid: &str) -> AnyView {
+    let message = err.message().to_owned();
+    view! { <Notice tone=Tone::Error testid=format!("{testid}-error")>{message}</Notice> }
+        .into_any()
+}
+
 /// `false` during server rendering and hydration, `true` once the browser runs the
 /// dashboard's code. Submit buttons stay disabled until then, so a form filled before
 /// the WASM module loaded is never submitted natively (which would put the password into
@@ -134,10 +170,20 @@ pub fn EmailRequestForm(
     button: &'static str,
 ) -> impl IntoView {
     let hydrated = use_hydrated();
-    let pending = RwSignal::new(false);
     let error: FormError = RwSignal::new(None);
     let sent = RwSignal::new(None::<String>);
     let email = NodeRef::<html::Input>::new();
+    let send = Action::new_local(move |body: &crate::api::EmailRequest| {
+        let body = body.clone();
+        async move {
+            match crate::client::post_json::<_, crate::api::MessageResponse>(endpoint, &body).await
+            {
+                Ok(answer) => sent.set(Some(answer.message)),
+                Err(err) => error.set(Some(err.message().to_owned())),
+            }
+        }
+    });
+    let pending = send.pending();
 
     let on_submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
@@ -147,17 +193,9 @@ pub fn EmailRequestForm(
         let body = crate::api::EmailRequest {
             email: input_value(&email),
         };
-        pending.set(true);
         error.set(None);
         sent.set(None);
-        leptos::task::spawn_local(async move {
-            match crate::client::post_json::<_, crate::api::MessageResponse>(endpoint, &body).await
-            {
-                Ok(answer) => sent.set(Some(answer.message)),
-                Err(err) => error.set(Some(err.message().to_owned())),
-            }
-            pending.set(false);
-        });
+        send.dispatch(body);
     };
 
     view! {
@@ -188,6 +226,19 @@ pub fn EmailRequestForm(
     }
 }
 
+/// Copies its input to the clipboard (`client::copy_text`); its `value()` is the outcome of
+/// the latest copy (`Err` with the browser's words), `None` before the first.
+pub fn copy_to_clipboard() -> Action<String, Result<(), String>> {
+    Action::new_local(|text: &String| {
+        let text = text.clone();
+        async move {
+            crate::client::copy_text(&text)
+                .await
+                .map_err(|err| err.message().to_owned())
+        }
+    })
+}
+
 /// A secret shown once (a new API key, a webhook signing secret): a warning, the value in a
 /// read-only field that selects itself on focus, "Copy", and a button that closes it.
 /// `testid` names the card; its parts are `{testid}-warning`, `{testid}-value` and
@@ -207,18 +258,12 @@ pub fn ShownOnce(
     /// Runs on "I have saved it".
     on_close: Callback<()>,
 ) -> impl IntoView {
-    let copied = RwSignal::new(None::<Result<(), String>>);
+    let copy_action = copy_to_clipboard();
+    let copied = copy_action.value();
     let copy = {
         let value = value.clone();
         move |_| {
-            let value = value.clone();
-            leptos::task::spawn_local(async move {
-                copied.set(Some(
-                    crate::client::copy_text(&value)
-                        .await
-                        .map_err(|err| err.message().to_owned()),
-                ));
-            });
+            copy_action.dispatch(value.clone());
         }
     };
     let field_id = format!("{testid}-value");

@@ -6,19 +6,19 @@
 //! `DELETE /api/auth/sessions/{id}`).
 
 use super::{
-    agents::{ConfirmButton, Loaded},
+    agents::ConfirmButton,
     dashboard::{short_time, use_session},
 };
 use crate::{
     api::{
-        AuthProvider, AuthProvidersResponse, IdentitiesResponse, MeResponse, OAuthLinkResponse,
-        SessionInfo, SessionsResponse, SuccessResponse, UsageResponse,
+        AuthProvidersResponse, IdentitiesResponse, MeResponse, OAuthLinkResponse, SessionInfo,
+        SessionsResponse, SuccessResponse, UsageResponse,
     },
-    client,
-    components::{Notice, Tone},
+    client::{self, ApiError},
+    components::{fetch_signed_in, load_error_view, loading_view, Notice, Tone},
     countries::country_name,
 };
-use leptos::{prelude::*, task::spawn_local};
+use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
@@ -88,23 +88,14 @@ fn Profile(me: MeResponse) -> impl IntoView {
 /// Replies and tokens this month, and a bar chart of chats per day over the last 30 days.
 #[component]
 fn Usage() -> impl IntoView {
-    let usage = RwSignal::new(Loaded::<UsageResponse>::Loading);
-    Effect::new(move |_| {
-        spawn_local(async move {
-            usage.set(
-                match client::get_json_signed_in::<UsageResponse>("/api/usage?days=30").await {
-                    Ok(answer) => Loaded::Ready(answer),
-                    Err(err) => Loaded::Failed(err.message().to_owned()),
-                },
-            );
-        });
-    });
+    let usage = fetch_signed_in(|| "/api/usage?days=30".to_owned(), |u: UsageResponse| u);
     view! {
         <section class="card">
             <h2 class="first">"Usage"</h2>
-            {move || match usage.get() {
-                state @ (Loaded::Loading | Loaded::Failed(_)) => state.status_view("usage", "usage"),
-                Loaded::Ready(u) => {
+            <Suspense fallback=|| loading_view("usage")>
+            {move || Suspend::new(async move { match usage.await {
+                Err(err) => load_error_view(&err, "usage"),
+                Ok(u) => {
                     let busiest = u.days.iter().map(|d| d.chats).max().unwrap_or(0).max(1);
                     let summary = format!(
                         "Chats per day over the last {} days: {} in all, at most {} in a day",
@@ -143,7 +134,8 @@ fn Usage() -> impl IntoView {
                         </div>
                     }.into_any()
                 }
-            }}
+            }})}
+            </Suspense>
         </section>
     }
     .into_any()
@@ -155,53 +147,45 @@ fn Usage() -> impl IntoView {
 #[component]
 fn SignInMethods() -> impl IntoView {
     let query = use_query_map();
-    let state = RwSignal::new(Loaded::<(Vec<AuthProvider>, IdentitiesResponse)>::Loading);
+    let state = LocalResource::new(|| async {
+        let providers = client::get_json::<AuthProvidersResponse>("/api/auth/providers").await;
+        let identities =
+            client::get_json_signed_in::<IdentitiesResponse>("/api/auth/identities").await;
+        Ok::<_, ApiError>((providers?.providers, identities?))
+    });
     let error = RwSignal::new(None::<String>);
-    let busy = RwSignal::new(false);
-    let load = move || {
-        spawn_local(async move {
-            let providers = client::get_json::<AuthProvidersResponse>("/api/auth/providers").await;
-            let identities =
-                client::get_json_signed_in::<IdentitiesResponse>("/api/auth/identities").await;
-            state.set(match (providers, identities) {
-                (Ok(p), Ok(i)) => Loaded::Ready((p.providers, i)),
-                (Err(err), _) | (_, Err(err)) => Loaded::Failed(err.message().to_owned()),
-            });
-        });
-    };
-    Effect::new(move |_| load());
-    let connect = move |code: String| {
-        busy.set(true);
-        error.set(None);
-        spawn_local(async move {
-            match client::post_signed_in::<_, OAuthLinkResponse>(
-                &format!("/api/auth/oauth/{code}/link"),
-                &(),
-            )
-            .await
-            {
-                Ok(answer) => client::go_to(&answer.url),
-                Err(err) => {
-                    error.set(Some(err.message().to_owned()));
-                    busy.set(false);
+    // Set once the browser is on its way to the provider, so the buttons stay disabled.
+    let leaving = RwSignal::new(false);
+    let connect_action = Action::new_local(move |code: &String| {
+        let path = format!("/api/auth/oauth/{code}/link");
+        async move {
+            match client::post_signed_in::<_, OAuthLinkResponse>(&path, &()).await {
+                Ok(answer) => {
+                    leaving.set(true);
+                    client::go_to(&answer.url);
                 }
-            }
-        });
-    };
-    let disconnect = move |code: String| {
-        busy.set(true);
-        error.set(None);
-        spawn_local(async move {
-            match client::delete_signed_in::<SuccessResponse>(&format!(
-                "/api/auth/oauth/{code}/link"
-            ))
-            .await
-            {
-                Ok(_) => load(),
                 Err(err) => error.set(Some(err.message().to_owned())),
             }
-            busy.set(false);
-        });
+        }
+    });
+    let disconnect_action = Action::new_local(move |code: &String| {
+        let path = format!("/api/auth/oauth/{code}/link");
+        async move {
+            match client::delete_signed_in::<SuccessResponse>(&path).await {
+                Ok(_) => state.refetch(),
+                Err(err) => error.set(Some(err.message().to_owned())),
+            }
+        }
+    });
+    let (connecting, disconnecting) = (connect_action.pending(), disconnect_action.pending());
+    let busy = Signal::derive(move || leaving.get() || connecting.get() || disconnecting.get());
+    let connect = move |code: String| {
+        error.set(None);
+        connect_action.dispatch(code);
+    };
+    let disconnect = move |code: String| {
+        error.set(None);
+        disconnect_action.dispatch(code);
     };
     view! {
         <section class="card">
@@ -213,9 +197,10 @@ fn SignInMethods() -> impl IntoView {
                 <Notice tone=Tone::Error testid="link-error">{message}</Notice>
             })}
             {move || error.get().map(|message| view! { <Notice tone=Tone::Error testid="methods-error">{message}</Notice> })}
-            {move || match state.get() {
-                state @ (Loaded::Loading | Loaded::Failed(_)) => state.status_view("sign-in methods", "methods"),
-                Loaded::Ready((providers, identities)) => {
+            <Transition fallback=|| loading_view("sign-in methods")>
+            {move || Suspend::new(async move { match state.await {
+                Err(err) => load_error_view(&err, "methods"),
+                Ok((providers, identities)) => {
                     let password = if identities.has_password { "Password: set" } else { "Password: not set (use “Forgot your password?” on the sign-in page to set one)" };
                     view! {
                         <p class="muted" data-testid="password-method">{password}</p>
@@ -257,7 +242,8 @@ fn SignInMethods() -> impl IntoView {
                         </ul>
                     }.into_any()
                 }
-            }}
+            }})}
+            </Transition>
         </section>
     }
     .into_any()
@@ -266,28 +252,22 @@ fn SignInMethods() -> impl IntoView {
 /// The live sessions (at most five), newest first, each with "Sign out".
 #[component]
 fn Sessions() -> impl IntoView {
-    let sessions = RwSignal::new(Loaded::<Vec<SessionInfo>>::Loading);
-    let load = move || {
-        spawn_local(async move {
-            sessions.set(
-                client::get_json_signed_in::<SessionsResponse>("/api/auth/sessions")
-                    .await
-                    .map(|answer| answer.sessions)
-                    .into(),
-            );
-        });
-    };
-    Effect::new(move |_| load());
+    let sessions = fetch_signed_in(
+        || "/api/auth/sessions".to_owned(),
+        |answer: SessionsResponse| answer.sessions,
+    );
+    let load = move || sessions.refetch();
     view! {
         <section class="card">
             <h2 class="first">"Active sessions"</h2>
             <p class="muted">"Every browser or device signed in to your account. A session unused for 24 hours ends by itself."</p>
-            {move || match sessions.get() {
-                state @ (Loaded::Loading | Loaded::Failed(_)) => state.status_view("sessions", "sessions"),
-                Loaded::Ready(list) if list.is_empty() => {
+            <Transition fallback=|| loading_view("sessions")>
+            {move || Suspend::new(async move { match sessions.await {
+                Err(err) => load_error_view(&err, "sessions"),
+                Ok(list) if list.is_empty() => {
                     view! { <p class="empty">"No active sessions."</p> }.into_any()
                 }
-                Loaded::Ready(list) => {
+                Ok(list) => {
                     view! {
                         <ul class="sessions" data-testid="sessions">
                             {list
@@ -298,7 +278,8 @@ fn Sessions() -> impl IntoView {
                     }
                         .into_any()
                 }
-            }}
+            }})}
+            </Transition>
         </section>
     }
     .into_any()
@@ -307,27 +288,24 @@ fn Sessions() -> impl IntoView {
 /// One session: browser, address, when it started and was last used.
 #[component]
 fn SessionRow(session: SessionInfo, on_ended: Callback<()>) -> impl IntoView {
-    let busy = RwSignal::new(false);
     let error = RwSignal::new(None::<String>);
     let current = session.current;
+    let end_action = Action::new_local(move |id: &String| {
+        let path = format!("/api/auth/sessions/{id}");
+        async move {
+            match client::delete_signed_in::<SuccessResponse>(&path).await {
+                Ok(_) if current => client::to_sign_in(),
+                Ok(_) => on_ended.run(()),
+                Err(err) => error.set(Some(err.message().to_owned())),
+            }
+        }
+    });
+    let busy = end_action.pending();
     let end = Callback::new({
         let id = session.id.clone();
         move |()| {
-            let id = id.clone();
-            busy.set(true);
             error.set(None);
-            spawn_local(async move {
-                match client::delete_signed_in::<SuccessResponse>(&format!(
-                    "/api/auth/sessions/{id}"
-                ))
-                .await
-                {
-                    Ok(_) if current => client::to_sign_in(),
-                    Ok(_) => on_ended.run(()),
-                    Err(err) => error.set(Some(err.message().to_owned())),
-                }
-                busy.set(false);
-            });
+            end_action.dispatch(id.clone());
         }
     });
     view! {

@@ -2,15 +2,15 @@
 //! and the getting-started examples, under tabs (`GET /api/agents/{agentId}`).
 
 use super::{
-    agents::{AgentForm, DeleteAgent, Loaded},
+    agents::{AgentForm, DeleteAgent},
     tools::ToolsSection,
 };
 use crate::{
     api::{Agent, AgentResponse},
-    client,
+    client::{self, ApiError},
     components::{Notice, Tone},
 };
-use leptos::{prelude::*, task::spawn_local};
+use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::{
     components::Outlet,
@@ -18,12 +18,29 @@ use leptos_router::{
 };
 
 /// The agent of the current route, shared by [`AgentLayout`] with its tabs.
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 pub struct AgentContext {
     /// The agent id from the path.
     pub id: Memo<String>,
-    /// The agent as last loaded or saved.
-    pub agent: RwSignal<Loaded<Agent>>,
+    /// The agent as last loaded or saved, with the id it was loaded for (see
+    /// [`AgentContext::current`]).
+    pub agent: LocalResource<(String, Result<Agent, ApiError>)>,
+}
+
+impl AgentContext {
+    /// The agent of the current path (reactive): `None` while it is loading, also right
+    /// after the path named another agent, then the answer or the server's error.
+    pub fn current(&self) -> Option<Result<Agent, ApiError>> {
+        let id = self.id.get();
+        self.agent
+            .map(|(loaded_for, answer)| (*loaded_for == id).then(|| answer.clone()))
+            .flatten()
+    }
+
+    /// Shows `saved` as the agent without loading it again.
+    pub fn set_saved(&self, saved: Agent) {
+        self.agent.set(Some((saved.id.clone(), Ok(saved))));
+    }
 }
 
 /// The [`AgentContext`] of the agent pages.
@@ -39,24 +56,20 @@ pub fn use_agent() -> AgentContext {
 pub fn AgentLayout() -> impl IntoView {
     let params = use_params_map();
     let id = Memo::new(move |_| params.read().get("id").unwrap_or_default());
-    let agent = RwSignal::new(Loaded::<Agent>::Loading);
-    provide_context(AgentContext { id, agent });
-
-    Effect::new(move || {
+    let agent = LocalResource::new(move || {
         let id = id.get();
-        agent.set(Loaded::Loading);
-        spawn_local(async move {
-            let answer =
-                client::get_json_signed_in::<AgentResponse>(&format!("/api/agents/{id}")).await;
-            agent.set(match answer {
-                Ok(answer) => Loaded::Ready(answer.agent),
-                Err(err) => Loaded::Failed(err.message().to_owned()),
-            });
-        });
+        async move {
+            let answer = client::get_json_signed_in::<AgentResponse>(&format!("/api/agents/{id}"))
+                .await
+                .map(|answer| answer.agent);
+            (id, answer)
+        }
     });
+    let context = AgentContext { id, agent };
+    provide_context(context);
 
-    let failed = Memo::new(move |_| match &*agent.read() {
-        Loaded::Failed(message) => Some(message.clone()),
+    let failed = Memo::new(move |_| match context.current() {
+        Some(Err(err)) => Some(err.message().to_owned()),
         _ => None,
     });
     let pathname = use_location().pathname;
@@ -85,10 +98,10 @@ pub fn AgentLayout() -> impl IntoView {
                 " / "
             </p>
             <h1 data-testid="agent-name">
-                {move || match agent.get() {
-                    Loaded::Ready(agent) => agent.name,
-                    Loaded::Loading => "Loading agent…".to_owned(),
-                    Loaded::Failed(_) => "Agent".to_owned(),
+                {move || match context.current() {
+                    Some(Ok(agent)) => agent.name,
+                    None => "Loading agent…".to_owned(),
+                    Some(Err(_)) => "Agent".to_owned(),
                 }}
             </h1>
             <nav class="tabs" aria-label="Agent">
@@ -112,14 +125,14 @@ pub fn AgentLayout() -> impl IntoView {
 /// The agent's settings: the agent form, its tools and deletion.
 #[component]
 pub fn AgentSettings() -> impl IntoView {
-    let AgentContext { agent, .. } = use_agent();
+    let context = use_agent();
     let query = use_query_map();
     let created = move || query.read().get("created").is_some_and(|v| v == "1");
-    let on_saved = Callback::new(move |saved: Agent| agent.set(Loaded::Ready(saved)));
+    let on_saved = Callback::new(move |saved: Agent| context.set_saved(saved));
     // The form depends on the agent's id only, so that saving (which updates the agent)
     // keeps the form and its "Saved." notice, while another agent starts it over.
-    let ready_id = Memo::new(move |_| match &*agent.read() {
-        Loaded::Ready(current) => Some(current.id.clone()),
+    let ready_id = Memo::new(move |_| match context.current() {
+        Some(Ok(current)) => Some(current.id),
         _ => None,
     });
     view! {
@@ -131,8 +144,8 @@ pub fn AgentSettings() -> impl IntoView {
                         "Agent created. Give it knowledge, then chat with it."
                     </Notice>
                 </Show>
-                {move || match (ready_id.get(), agent.get_untracked()) {
-                    (Some(id), Loaded::Ready(current)) => {
+                {move || match (ready_id.get(), untrack(|| context.current())) {
+                    (Some(id), Some(Ok(current))) => {
                         let name = current.name.clone();
                         view! {
                             <h2 class="first">"Settings"</h2>

@@ -9,9 +9,12 @@ use crate::{
         UpdateAgentRequest,
     },
     client,
-    components::{use_hydrated, FormError, FormErrorNotice, Notice, Tone},
+    components::{
+        fetch_signed_in, load_error_view, loading_view, use_hydrated, FormError, FormErrorNotice,
+        Notice, Tone,
+    },
 };
-use leptos::{prelude::*, task::spawn_local};
+use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_navigate;
 
@@ -22,82 +25,17 @@ pub const DESCRIPTION_MAX: usize = 2_000;
 /// Longest system prompt the server accepts.
 pub const PROMPT_MAX: usize = 32_000;
 
-/// A list loaded from the API: loading, loaded, or failed with the server's words.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Loaded<T> {
-    /// The request is under way.
-    Loading,
-    /// The answer.
-    Ready(T),
-    /// The request failed; the message says why.
-    Failed(String),
-}
-
-impl<T> Loaded<T> {
-    /// The view of a resource that is not ready: "Loading {what}…" while loading, the
-    /// server's words in a notice with `data-testid="{testid}-error"` when it failed;
-    /// nothing once ready (the caller's `Ready` arm shows it).
-    pub fn status_view(self, what: &str, testid: &str) -> AnyView {
-        match self {
-            Self::Loading => view! { <p class="loading" role="status">{format!("Loading {what}…")}</p> }
-                .into_any(),
-            Self::Failed(message) => {
-                view! { <Notice tone=Tone::Error testid=format!("{testid}-error")>{message}</Notice> }
-                    .into_any()
-            }
-            Self::Ready(_) => ().into_any(),
-        }
-    }
-}
-
-/// Fetches `path` for the signed-in user into `signal`, keeping `pick` of the answer
-/// (`Failed` with the server's words when the request fails).
-pub fn fetch_into<R, T>(signal: RwSignal<Loaded<T>>, path: String, pick: fn(R) -> T)
-where
-    R: serde::de::DeserializeOwned + 'static,
-    T: Send + Sync + 'static,
-{
-    spawn_local(async move {
-        signal.set(
-            crate::client::get_json_signed_in::<R>(&path)
-                .await
-                .map(pick)
-                .into(),
-        );
-    });
-}
-
-impl<T> From<Result<T, crate::client::ApiError>> for Loaded<T> {
-    /// `Ready` with the answer, or `Failed` with the error's words.
-    fn from(result: Result<T, crate::client::ApiError>) -> Self {
-        match result {
-            Ok(value) => Self::Ready(value),
-            Err(err) => Self::Failed(err.message().to_owned()),
-        }
-    }
-}
-
 /// The agents of the user with their model, status and last update, how many the plan
 /// allows, and the way to create one.
 #[component]
 pub fn AgentsPage() -> impl IntoView {
     let session = use_session();
-    let agents = RwSignal::new(Loaded::<Vec<Agent>>::Loading);
+    let agents = fetch_signed_in(|| "/api/agents".to_owned(), |a: AgentsResponse| a.agents);
 
-    Effect::new(move || {
-        spawn_local(async move {
-            agents.set(
-                match client::get_json_signed_in::<AgentsResponse>("/api/agents").await {
-                    Ok(answer) => Loaded::Ready(answer.agents),
-                    Err(err) => Loaded::Failed(err.message().to_owned()),
-                },
-            );
-        });
-    });
-
-    let count = move || match agents.get() {
-        Loaded::Ready(list) => Some(list.len()),
-        _ => None,
+    let count = move || {
+        agents
+            .map(|loaded| loaded.as_ref().ok().map(Vec::len))
+            .flatten()
     };
     let limit = move || session.me.get().map(|me| (me.limits.agents, me.user.plan));
 
@@ -129,9 +67,10 @@ pub fn AgentsPage() -> impl IntoView {
                     _ => ().into_any(),
                 }
             }}
-            {move || match agents.get() {
-                state @ (Loaded::Loading | Loaded::Failed(_)) => state.status_view("agents", "agents"),
-                Loaded::Ready(list) if list.is_empty() => {
+            <Suspense fallback=|| loading_view("agents")>
+            {move || Suspend::new(async move { match agents.await {
+                Err(err) => load_error_view(&err, "agents"),
+                Ok(list) if list.is_empty() => {
                     view! {
                         <p class="empty" data-testid="agents-empty">
                             "No agents yet. Create one to chat with it and give it a knowledge base."
@@ -139,7 +78,7 @@ pub fn AgentsPage() -> impl IntoView {
                     }
                         .into_any()
                 }
-                Loaded::Ready(list) => {
+                Ok(list) => {
                     view! {
                         <div class="table-wrap">
                             <table class="table" data-testid="agents-table">
@@ -183,7 +122,8 @@ pub fn AgentsPage() -> impl IntoView {
                     }
                         .into_any()
                 }
-            }}
+            }})}
+            </Suspense>
         </section>
     }
     .into_any()
@@ -259,44 +199,17 @@ pub fn AgentForm(
             .unwrap_or_default(),
     );
     let model = RwSignal::new(agent.as_ref().map(|a| a.model.clone()).unwrap_or_default());
-    let models = RwSignal::new(Loaded::<ModelsResponse>::Loading);
-    let pending = RwSignal::new(false);
+    let models = fetch_signed_in(|| "/api/models".to_owned(), |m: ModelsResponse| m);
     let error: FormError = RwSignal::new(None);
     let limit_hit = RwSignal::new(false);
     let saved = RwSignal::new(false);
 
-    Effect::new(move || {
-        spawn_local(async move {
-            models.set(
-                match client::get_json_signed_in::<ModelsResponse>("/api/models").await {
-                    Ok(answer) => Loaded::Ready(answer),
-                    Err(err) => Loaded::Failed(err.message().to_owned()),
-                },
-            );
-        });
-    });
-
-    let on_submit = move |ev: leptos::ev::SubmitEvent| {
-        ev.prevent_default();
-        if pending.get_untracked() {
-            return;
-        }
-        let (n, d, p, m) = (
-            name.get_untracked().trim().to_owned(),
-            description.get_untracked(),
-            prompt.get_untracked(),
-            model.get_untracked(),
-        );
-        saved.set(false);
-        limit_hit.set(false);
-        if let Err(message) = validate_agent(&n, &d, &p) {
-            error.set(Some(message));
-            return;
-        }
-        error.set(None);
-        pending.set(true);
+    // Creates (`POST`) or updates (`PUT`) the agent with the checked name, description,
+    // prompt and model (empty: the server's default).
+    let save = Action::new_local(move |(n, d, p, m): &(String, String, String, String)| {
+        let (n, d, p, m) = (n.clone(), d.clone(), p.clone(), m.clone());
         let editing = editing.clone();
-        spawn_local(async move {
+        async move {
             let model = (!m.is_empty()).then_some(m);
             let outcome = match editing {
                 Some(id) => {
@@ -329,8 +242,29 @@ pub fn AgentForm(
                     error.set(Some(err.message().to_owned()));
                 }
             }
-            pending.set(false);
-        });
+        }
+    });
+    let pending = save.pending();
+
+    let on_submit = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        if pending.get_untracked() {
+            return;
+        }
+        let (n, d, p, m) = (
+            name.get_untracked().trim().to_owned(),
+            description.get_untracked(),
+            prompt.get_untracked(),
+            model.get_untracked(),
+        );
+        saved.set(false);
+        limit_hit.set(false);
+        if let Err(message) = validate_agent(&n, &d, &p) {
+            error.set(Some(message));
+            return;
+        }
+        error.set(None);
+        save.dispatch((n, d, p, m));
     };
 
     let creating = agent.is_none();
@@ -381,9 +315,10 @@ pub fn AgentForm(
             </div>
             <div class="field">
                 <label for="agent-model">"Model"</label>
-                {move || match models.get() {
-                    state @ (Loaded::Loading | Loaded::Failed(_)) => state.status_view("models", "models"),
-                    Loaded::Ready(answer) => {
+                <Suspense fallback=|| loading_view("models")>
+                {move || Suspend::new(async move { match models.await {
+                    Err(err) => load_error_view(&err, "models"),
+                    Ok(answer) => {
                         let current = model.get_untracked();
                         let listed = current.is_empty()
                             || answer.models.iter().any(|m| m.id == current);
@@ -425,7 +360,8 @@ pub fn AgentForm(
                         }
                             .into_any()
                     }
-                }}
+                }})}
+                </Suspense>
             </div>
             <FormErrorNotice error/>
             <Show when=move || limit_hit.get() && creating>
@@ -523,20 +459,21 @@ pub fn DeleteAgent(
     name: String,
 ) -> impl IntoView {
     let navigate = use_navigate();
-    let busy = RwSignal::new(false);
     let error = RwSignal::new(None::<String>);
-    let on_confirm = Callback::new(move |()| {
-        busy.set(true);
-        error.set(None);
+    let delete = Action::new_local(move |id: &String| {
         let id = id.clone();
         let navigate = navigate.clone();
-        spawn_local(async move {
+        async move {
             match client::delete_signed_in::<SuccessResponse>(&format!("/api/agents/{id}")).await {
                 Ok(_) => navigate("/dashboard", Default::default()),
                 Err(err) => error.set(Some(err.message().to_owned())),
             }
-            busy.set(false);
-        });
+        }
+    });
+    let busy = delete.pending();
+    let on_confirm = Callback::new(move |()| {
+        error.set(None);
+        delete.dispatch(id.clone());
     });
     view! {
         <div class="danger-zone">

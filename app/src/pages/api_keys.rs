@@ -4,18 +4,18 @@
 //! The full key is shown once, right after creation or rotation; afterwards only its
 //! prefix is listed (docs/api.md § API key lifecycle).
 
-use super::{
-    agents::{ConfirmButton, Loaded},
-    dashboard::short_time,
-};
+use super::{agents::ConfirmButton, dashboard::short_time};
 use crate::{
     api::{
         ApiKeyInfo, ApiKeysResponse, CreateApiKeyRequest, CreatedApiKey, SuccessResponse, SCOPES,
     },
     client,
-    components::{use_hydrated, FormError, FormErrorNotice, Notice, ShownOnce, Tone},
+    components::{
+        fetch_signed_in, load_error_view, loading_view, use_hydrated, FormError, FormErrorNotice,
+        Notice, ShownOnce, Tone,
+    },
 };
-use leptos::{prelude::*, task::spawn_local};
+use leptos::prelude::*;
 use leptos_meta::Title;
 
 /// Longest key name the server accepts (docs/api.md § API keys: 1..=100).
@@ -93,25 +93,33 @@ fn today() -> String {
 #[component]
 pub fn ApiKeysPage() -> impl IntoView {
     let hydrated = use_hydrated();
-    let keys = RwSignal::new(Loaded::<Vec<ApiKeyInfo>>::Loading);
+    let keys = fetch_signed_in(
+        || "/api/api-keys".to_owned(),
+        |answer: ApiKeysResponse| answer.api_keys,
+    );
     let name = RwSignal::new(String::new());
     let scopes = RwSignal::new([false; SCOPES.len()]);
     let expires = RwSignal::new(String::new());
-    let pending = RwSignal::new(false);
     let error: FormError = RwSignal::new(None);
     let created = RwSignal::new(None::<CreatedApiKey>);
+    let load = move || keys.refetch();
 
-    let load = move || {
-        spawn_local(async move {
-            keys.set(
-                match client::get_json_signed_in::<ApiKeysResponse>("/api/api-keys").await {
-                    Ok(answer) => Loaded::Ready(answer.api_keys),
-                    Err(err) => Loaded::Failed(err.message().to_owned()),
-                },
-            );
-        });
-    };
-    Effect::new(move |_| load());
+    let create = Action::new_local(move |body: &CreateApiKeyRequest| {
+        let body = body.clone();
+        async move {
+            match client::post_signed_in::<_, CreatedApiKey>("/api/api-keys", &body).await {
+                Ok(answer) => {
+                    created.set(Some(answer));
+                    name.set(String::new());
+                    scopes.set([false; SCOPES.len()]);
+                    expires.set(String::new());
+                    load();
+                }
+                Err(err) => error.set(Some(err.message().to_owned())),
+            }
+        }
+    });
+    let pending = create.pending();
 
     let submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
@@ -131,20 +139,7 @@ pub fn ApiKeysPage() -> impl IntoView {
             }
         };
         error.set(None);
-        pending.set(true);
-        spawn_local(async move {
-            match client::post_signed_in::<_, CreatedApiKey>("/api/api-keys", &body).await {
-                Ok(answer) => {
-                    created.set(Some(answer));
-                    name.set(String::new());
-                    scopes.set([false; SCOPES.len()]);
-                    expires.set(String::new());
-                    load();
-                }
-                Err(err) => error.set(Some(err.message().to_owned())),
-            }
-            pending.set(false);
-        });
+        create.dispatch(body);
     };
 
     let on_rotated = Callback::new(move |answer: CreatedApiKey| {
@@ -228,12 +223,13 @@ pub fn ApiKeysPage() -> impl IntoView {
             </section>
             <section class="card">
                 <h2 class="first">"Your keys"</h2>
-                {move || match keys.get() {
-                    state @ (Loaded::Loading | Loaded::Failed(_)) => state.status_view("keys", "keys"),
-                    Loaded::Ready(list) if list.is_empty() => {
+                <Transition fallback=|| loading_view("keys")>
+                {move || Suspend::new(async move { match keys.await {
+                    Err(err) => load_error_view(&err, "keys"),
+                    Ok(list) if list.is_empty() => {
                         view! { <p class="empty" data-testid="keys-empty">"No API keys yet."</p> }.into_any()
                     }
-                    Loaded::Ready(list) => {
+                    Ok(list) => {
                         view! {
                             <div class="table-wrap">
                                 <table class="table" data-testid="keys-table">
@@ -259,7 +255,8 @@ pub fn ApiKeysPage() -> impl IntoView {
                         }
                             .into_any()
                     }
-                }}
+                }})}
+                </Transition>
             </section>
         </div>
     }
@@ -288,43 +285,39 @@ fn KeyRow(
     on_rotated: Callback<CreatedApiKey>,
     on_revoked: Callback<()>,
 ) -> impl IntoView {
-    let busy = RwSignal::new(false);
     let error = RwSignal::new(None::<String>);
+    let revoke_action = Action::new_local(move |id: &String| {
+        let path = format!("/api/api-keys/{id}");
+        async move {
+            match client::delete_signed_in::<SuccessResponse>(&path).await {
+                Ok(_) => on_revoked.run(()),
+                Err(err) => error.set(Some(err.message().to_owned())),
+            }
+        }
+    });
+    let rotate_action = Action::new_local(move |id: &String| {
+        let path = format!("/api/api-keys/{id}/rotate");
+        async move {
+            match client::post_signed_in::<_, CreatedApiKey>(&path, &serde_json::Map::new()).await {
+                Ok(answer) => on_rotated.run(answer),
+                Err(err) => error.set(Some(err.message().to_owned())),
+            }
+        }
+    });
+    let (revoking, rotating) = (revoke_action.pending(), rotate_action.pending());
+    let busy = Signal::derive(move || revoking.get() || rotating.get());
     let revoke = Callback::new({
         let id = key.id.clone();
         move |()| {
-            let id = id.clone();
-            busy.set(true);
             error.set(None);
-            spawn_local(async move {
-                match client::delete_signed_in::<SuccessResponse>(&format!("/api/api-keys/{id}"))
-                    .await
-                {
-                    Ok(_) => on_revoked.run(()),
-                    Err(err) => error.set(Some(err.message().to_owned())),
-                }
-                busy.set(false);
-            });
+            revoke_action.dispatch(id.clone());
         }
     });
     let rotate = Callback::new({
         let id = key.id.clone();
         move |()| {
-            let id = id.clone();
-            busy.set(true);
             error.set(None);
-            spawn_local(async move {
-                match client::post_signed_in::<_, CreatedApiKey>(
-                    &format!("/api/api-keys/{id}/rotate"),
-                    &serde_json::Map::new(),
-                )
-                .await
-                {
-                    Ok(answer) => on_rotated.run(answer),
-                    Err(err) => error.set(Some(err.message().to_owned())),
-                }
-                busy.set(false);
-            });
+            rotate_action.dispatch(id.clone());
         }
     });
     let optional = |value: Option<String>, none: &str| {

@@ -6,14 +6,17 @@
 //! aborts the request (the server stores the reply as `cancelled`). Messages are rendered
 //! from Markdown with every piece of HTML in them escaped ([`crate::markdown`]).
 
-use super::{agent::use_agent, agents::Loaded, dashboard::short_time};
+use super::{agent::use_agent, dashboard::short_time};
 use crate::{
     api::{
-        ApprovalRequest, ChatMessage, ChatRequest, Conversation, ConversationsResponse,
-        MessagesResponse, PendingApproval, Source, StreamOptions, TokensUsed, ToolCallView,
+        ApprovalRequest, ChatMessage, ChatRequest, ConversationsResponse, MessagesResponse,
+        PendingApproval, Source, StreamOptions, TokensUsed, ToolCallView,
     },
     client::{self, Abort, StreamEnd},
-    components::{use_hydrated, Notice, Tone},
+    components::{
+        copy_to_clipboard, fetch_signed_in, load_error_view, loading_view, use_hydrated, Notice,
+        Tone,
+    },
     markdown,
     sse::{StreamFrame, StreamToolCall},
 };
@@ -357,10 +360,8 @@ fn stream_options() -> Option<StreamOptions> {
 pub fn ChatPage() -> impl IntoView {
     let hydrated = use_hydrated();
     let agent = use_agent();
-    let threads = RwSignal::new(Loaded::<Vec<Conversation>>::Loading);
     let thread = RwSignal::new(None::<String>);
     let bubbles = RwSignal::new(Vec::<Bubble>::new());
-    let messages_state = RwSignal::new(Loaded::Ready(()));
     let next_key = StoredValue::new(0_u64);
     let draft = RwSignal::new(String::new());
     let send_error = RwSignal::new(None::<String>);
@@ -376,26 +377,39 @@ pub fn ChatPage() -> impl IntoView {
         next_key.get_value()
     };
 
-    let load_threads = move || {
-        let id = agent.id.get_untracked();
-        spawn_local(async move {
-            let answer = client::get_json_signed_in::<ConversationsResponse>(&format!(
-                "/api/agents/{id}/conversations?limit=50"
-            ))
-            .await;
-            threads.set(match answer {
-                Ok(answer) => Loaded::Ready(answer.conversations),
-                Err(err) => Loaded::Failed(err.message().to_owned()),
-            });
-        });
-    };
+    let threads = fetch_signed_in(
+        move || format!("/api/agents/{}/conversations?limit=50", agent.id.get()),
+        |answer: ConversationsResponse| answer.conversations,
+    );
+    let load_threads = move || threads.refetch();
 
     Effect::new(move || {
         agent.id.track();
         thread.set(None);
         bubbles.set(Vec::new());
-        load_threads();
     });
+
+    // Loads the messages of a thread into the bubbles; created here, so the signals of the
+    // messages belong to the page.
+    let load_messages = Action::new_local(move |(id, thread_id): &(String, String)| {
+        let path = format!("/api/agents/{id}/conversations/{thread_id}/messages?limit=200");
+        async move {
+            let answer = client::get_json_signed_in::<MessagesResponse>(&path).await?;
+            let list = answer
+                .messages
+                .into_iter()
+                .map(|m| Bubble::from_stored(key(), m))
+                .collect();
+            bubbles.set(list);
+            Ok::<(), client::ApiError>(())
+        }
+    });
+    let messages_loading = load_messages.pending();
+    let messages_failed = move || {
+        load_messages
+            .value()
+            .with(|outcome| outcome.as_ref().and_then(|o| o.as_ref().err().cloned()))
+    };
 
     let open_thread = move |thread_id: String| {
         if streaming.get_untracked() {
@@ -405,27 +419,7 @@ pub fn ChatPage() -> impl IntoView {
         thread.set(Some(thread_id.clone()));
         bubbles.set(Vec::new());
         send_error.set(None);
-        messages_state.set(Loaded::Loading);
-        owner.get_value().with(|| {
-            spawn_local(async move {
-                let answer = client::get_json_signed_in::<MessagesResponse>(&format!(
-                    "/api/agents/{id}/conversations/{thread_id}/messages?limit=200"
-                ))
-                .await;
-                match answer {
-                    Ok(answer) => {
-                        let list = answer
-                            .messages
-                            .into_iter()
-                            .map(|m| Bubble::from_stored(key(), m))
-                            .collect();
-                        bubbles.set(list);
-                        messages_state.set(Loaded::Ready(()));
-                    }
-                    Err(err) => messages_state.set(Loaded::Failed(err.message().to_owned())),
-                }
-            })
-        });
+        load_messages.dispatch((id, thread_id));
     };
 
     let new_thread = move |_| {
@@ -435,7 +429,7 @@ pub fn ChatPage() -> impl IntoView {
         thread.set(None);
         bubbles.set(Vec::new());
         send_error.set(None);
-        messages_state.set(Loaded::Ready(()));
+        load_messages.clear();
     };
 
     // Streams a reply into `reply`: the answer to a message (`asked` is its bubble) or the
@@ -444,6 +438,8 @@ pub fn ChatPage() -> impl IntoView {
         streaming.set(true);
         let agent_id = agent.id.get_untracked();
         owner.get_value().with(|| {
+            // spawn_local: the reader of the reply's event stream, which feeds the bubbles
+            // frame by frame until the stream ends or is stopped.
             spawn_local(async move {
                 let was_new = matches!(&outbound, Outbound::Chat(body) if body.thread_id.is_none());
                 let on_frame = move |frame| apply_frame(reply, bubbles, frame);
@@ -643,12 +639,13 @@ pub fn ChatPage() -> impl IntoView {
                 >
                     "New thread"
                 </button>
-                {move || match threads.get() {
-                    state @ (Loaded::Loading | Loaded::Failed(_)) => state.status_view("threads", "threads"),
-                    Loaded::Ready(list) if list.is_empty() => {
+                <Transition fallback=|| loading_view("threads")>
+                {move || Suspend::new(async move { match threads.await {
+                    Err(err) => load_error_view(&err, "threads"),
+                    Ok(list) if list.is_empty() => {
                         view! { <p class="empty">"No threads yet."</p> }.into_any()
                     }
-                    Loaded::Ready(list) => {
+                    Ok(list) => {
                         view! {
                             <ul class="thread-list" data-testid="thread-list">
                                 {list
@@ -688,17 +685,19 @@ pub fn ChatPage() -> impl IntoView {
                         }
                             .into_any()
                     }
-                }}
+                }})}
+                </Transition>
             </aside>
             <section class="card conversation" aria-label="Conversation">
                 <div class="messages" aria-live="polite" data-testid="messages">
-                    {move || match messages_state.get() {
-                        state @ (Loaded::Loading | Loaded::Failed(_)) => state.status_view("messages", "messages"),
-                        Loaded::Ready(()) => ().into_any(),
+                    {move || match (messages_loading.get(), messages_failed()) {
+                        (true, _) => loading_view("messages"),
+                        (false, Some(err)) => load_error_view(&err, "messages"),
+                        (false, None) => ().into_any(),
                     }}
                     <Show when=move || {
-                        bubbles.read().is_empty()
-                            && matches!(messages_state.get(), Loaded::Ready(()))
+                        bubbles.read().is_empty() && !messages_loading.get()
+                            && messages_failed().is_none()
                     }>
                         <p class="empty" data-testid="chat-empty">
                             "Ask the agent something. Its reply appears here as it is written."
@@ -765,16 +764,10 @@ fn MessageView(
     /// Whether a reply is streaming (decisions wait for it).
     busy: RwSignal<bool>,
 ) -> impl IntoView {
-    let copied = RwSignal::new(None::<Result<(), String>>);
+    let copy_action = copy_to_clipboard();
+    let copied = copy_action.value();
     let copy = move |_| {
-        let text = bubble.content.get_untracked();
-        spawn_local(async move {
-            copied.set(Some(
-                client::copy_text(&text)
-                    .await
-                    .map_err(|err| err.message().to_owned()),
-            ));
-        });
+        copy_action.dispatch(bubble.content.get_untracked());
     };
     let is_reply = bubble.role == "assistant";
     view! {

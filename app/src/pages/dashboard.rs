@@ -4,9 +4,9 @@
 use crate::{
     api::MeResponse,
     client,
-    components::{use_hydrated, Notice, Tone},
+    components::{fetch_signed_in, use_hydrated, Notice, Tone},
 };
-use leptos::{prelude::*, task::spawn_local};
+use leptos::prelude::*;
 use leptos_router::{components::Outlet, hooks::use_location};
 use serde::de::IgnoredAny;
 
@@ -14,8 +14,8 @@ use serde::de::IgnoredAny;
 /// shared with the pages inside it through the context.
 #[derive(Debug, Clone, Copy)]
 pub struct Session {
-    /// `None` until `GET /api/auth/me` answered.
-    pub me: RwSignal<Option<MeResponse>>,
+    /// `None` until `GET /api/auth/me` answered (and when it failed).
+    pub me: Signal<Option<MeResponse>>,
 }
 
 /// The [`Session`] provided by the dashboard frame.
@@ -33,37 +33,34 @@ pub fn use_session() -> Session {
 #[component]
 pub fn DashboardLayout() -> impl IntoView {
     let hydrated = use_hydrated();
-    let me = RwSignal::new(None::<MeResponse>);
-    let load_error = RwSignal::new(None::<String>);
-    let signing_out = RwSignal::new(false);
+    let profile = fetch_signed_in(|| "/api/auth/me".to_owned(), |me: MeResponse| me);
+    let me = Signal::derive(move || profile.map(|loaded| loaded.clone().ok()).flatten());
+    // 401: the client is already on its way to the sign-in page.
+    let load_error = move || {
+        profile
+            .map(|loaded| match loaded {
+                Err(err) if err.status != 401 => Some(err.message().to_owned()),
+                _ => None,
+            })
+            .flatten()
+    };
     let sign_out_error = RwSignal::new(None::<String>);
     provide_context(Session { me });
 
-    Effect::new(move || {
-        spawn_local(async move {
-            match client::get_json_signed_in::<MeResponse>("/api/auth/me").await {
-                Ok(answer) => me.set(Some(answer)),
-                Err(err) if err.status == 401 => {}
-                Err(err) => load_error.set(Some(err.message().to_owned())),
-            }
-        });
+    let sign_out_action = Action::new_local(move |_: &()| async move {
+        let outcome =
+            client::post_json::<_, IgnoredAny>("/api/auth/logout", &serde_json::Map::new()).await;
+        match outcome {
+            // 401: the session had already ended, which is what the user asked for.
+            Ok(_) => client::to_sign_in(),
+            Err(err) if err.status == 401 => client::to_sign_in(),
+            Err(err) => sign_out_error.set(Some(err.message().to_owned())),
+        }
     });
-
+    let signing_out = sign_out_action.pending();
     let sign_out = move |_| {
-        signing_out.set(true);
         sign_out_error.set(None);
-        spawn_local(async move {
-            let outcome =
-                client::post_json::<_, IgnoredAny>("/api/auth/logout", &serde_json::Map::new())
-                    .await;
-            match outcome {
-                // 401: the session had already ended, which is what the user asked for.
-                Ok(_) => client::to_sign_in(),
-                Err(err) if err.status == 401 => client::to_sign_in(),
-                Err(err) => sign_out_error.set(Some(err.message().to_owned())),
-            }
-            signing_out.set(false);
-        });
+        sign_out_action.dispatch(());
     };
 
     let pathname = use_location().pathname;
@@ -83,8 +80,9 @@ pub fn DashboardLayout() -> impl IntoView {
         <div class="dashboard">
             <div class="dashboard-bar">
                 <p class="signed-in" data-testid="signed-in-user">
-                    {move || match me.get() {
-                        Some(answer) => {
+                    <Suspense fallback=|| view! { <span class="muted">"Loading your account…"</span> }>
+                    {move || Suspend::new(async move { match profile.await {
+                        Ok(answer) => {
                             view! {
                                 "Signed in as "
                                 <strong>{answer.user.name.clone()}</strong>
@@ -97,8 +95,9 @@ pub fn DashboardLayout() -> impl IntoView {
                             }
                                 .into_any()
                         }
-                        None => view! { <span class="muted">"Loading your account…"</span> }.into_any(),
-                    }}
+                        Err(_) => view! { <span class="muted">"Loading your account…"</span> }.into_any(),
+                    }})}
+                    </Suspense>
                 </p>
                 <button
                     type="button"
@@ -134,8 +133,7 @@ pub fn DashboardLayout() -> impl IntoView {
                     })
             }}
             {move || {
-                load_error
-                    .get()
+                load_error()
                     .map(|message| {
                         view! { <Notice tone=Tone::Error testid="account-error">{message}</Notice> }
                     })

@@ -8,7 +8,7 @@
 //! tools live (`GET /api/integrations/{id}/tools`).
 
 use super::{
-    agents::{fetch_into, ConfirmButton, Loaded},
+    agents::ConfirmButton,
     dashboard::short_time,
     tools::{McpServerTools, MCP_PROVIDER},
 };
@@ -19,9 +19,12 @@ use crate::{
         SuccessResponse,
     },
     client,
-    components::{use_hydrated, FormError, FormErrorNotice, Notice, Tone},
+    components::{
+        fetch_signed_in, load_error_view, loading_view, use_hydrated, FormError, FormErrorNotice,
+        Notice, Tone,
+    },
 };
-use leptos::{prelude::*, task::spawn_local};
+use leptos::prelude::*;
 use leptos_meta::Title;
 use serde_json::{Map, Value};
 
@@ -106,45 +109,64 @@ pub fn integration_request(
 #[component]
 pub fn IntegrationsPage() -> impl IntoView {
     let hydrated = use_hydrated();
-    let providers = RwSignal::new(Loaded::<Vec<IntegrationProvider>>::Loading);
-    let agents = RwSignal::new(Vec::<Agent>::new());
-    let integrations = RwSignal::new(Loaded::<Vec<Integration>>::Loading);
     let chosen = RwSignal::new(String::new());
+    // The catalogue; the form starts with its first provider.
+    let providers = LocalResource::new(move || async move {
+        let answer = client::get_json_signed_in::<IntegrationProvidersResponse>(
+            "/api/integrations/providers",
+        )
+        .await
+        .map(|answer| answer.providers);
+        if let Some(first) = answer.as_ref().ok().and_then(|list| list.first()) {
+            chosen.set(first.code.clone());
+        }
+        answer
+    });
+    // The agents an integration can be linked to; none when they cannot be listed.
+    let agent_list = LocalResource::new(|| async {
+        client::get_json_signed_in::<AgentsResponse>("/api/agents")
+            .await
+            .map(|answer| answer.agents)
+            .unwrap_or_default()
+    });
+    let agents = Signal::derive(move || agent_list.get().unwrap_or_default());
+    let integrations = fetch_signed_in(
+        || "/api/integrations".to_owned(),
+        |answer: IntegrationsResponse| answer.integrations,
+    );
     let name = RwSignal::new(String::new());
     let agent = RwSignal::new(String::new());
     let values = RwSignal::new(Vec::<(String, String)>::new());
-    let pending = RwSignal::new(false);
     let error: FormError = RwSignal::new(None);
     let created = RwSignal::new(None::<String>);
+    let load = move || integrations.refetch();
 
-    let load = move || {
-        fetch_into(
-            integrations,
-            "/api/integrations".to_owned(),
-            |answer: IntegrationsResponse| answer.integrations,
-        );
+    let provider = move || {
+        providers
+            .map(|loaded| {
+                let chosen = chosen.get();
+                loaded
+                    .as_ref()
+                    .ok()
+                    .and_then(|list| list.iter().find(|p| p.code == chosen).cloned())
+            })
+            .flatten()
     };
-    Effect::new(move |_| {
-        spawn_local(async move {
-            let answer = client::get_json_signed_in::<IntegrationProvidersResponse>(
-                "/api/integrations/providers",
-            )
-            .await
-            .map(|answer| answer.providers);
-            if let Some(first) = answer.as_ref().ok().and_then(|list| list.first()) {
-                chosen.set(first.code.clone());
+    let create = Action::new_local(move |body: &CreateIntegrationRequest| {
+        let body = body.clone();
+        async move {
+            match client::post_signed_in::<_, CreatedResponse>("/api/integrations", &body).await {
+                Ok(answer) => {
+                    created.set(Some(answer.message));
+                    name.set(String::new());
+                    values.set(Vec::new());
+                    load();
+                }
+                Err(err) => error.set(Some(err.message().to_owned())),
             }
-            providers.set(answer.into());
-            if let Ok(answer) = client::get_json_signed_in::<AgentsResponse>("/api/agents").await {
-                agents.set(answer.agents);
-            }
-        });
-        load();
+        }
     });
-    let provider = move || match providers.get() {
-        Loaded::Ready(list) => list.into_iter().find(|p| p.code == chosen.get()),
-        _ => None,
-    };
+    let pending = create.pending();
     let set_value = move |field: String, value: String| {
         values.update(|vs| match vs.iter_mut().find(|(n, _)| *n == field) {
             Some(entry) => entry.1 = value,
@@ -172,19 +194,7 @@ pub fn IntegrationsPage() -> impl IntoView {
         };
         error.set(None);
         created.set(None);
-        pending.set(true);
-        spawn_local(async move {
-            match client::post_signed_in::<_, CreatedResponse>("/api/integrations", &body).await {
-                Ok(answer) => {
-                    created.set(Some(answer.message));
-                    name.set(String::new());
-                    values.set(Vec::new());
-                    load();
-                }
-                Err(err) => error.set(Some(err.message().to_owned())),
-            }
-            pending.set(false);
-        });
+        create.dispatch(body);
     };
 
     let field_input = move |field: IntegrationField, group: &'static str| {
@@ -244,9 +254,10 @@ pub fn IntegrationsPage() -> impl IntoView {
                 <p class="muted">
                     "Connect an agent to a chat platform, a website or another service. Credentials are encrypted when stored and never shown again."
                 </p>
-                {move || match providers.get() {
-                    state @ (Loaded::Loading | Loaded::Failed(_)) => state.status_view("providers", "providers"),
-                    Loaded::Ready(list) => view! {
+                <Suspense fallback=|| loading_view("providers")>
+                {move || Suspend::new(async move { match providers.await {
+                    Err(err) => load_error_view(&err, "providers"),
+                    Ok(list) => view! {
                         <form class="form form-wide" on:submit=submit novalidate>
                             <div class="field">
                                 <label for="integration-provider">"Provider"</label>
@@ -291,19 +302,22 @@ pub fn IntegrationsPage() -> impl IntoView {
                             </div>
                         </form>
                     }.into_any(),
-                }}
+                }})}
+                </Suspense>
             </section>
             <section class="card">
                 <h2 class="first">"Your integrations"</h2>
-                {move || match integrations.get() {
-                    state @ (Loaded::Loading | Loaded::Failed(_)) => state.status_view("integrations", "integrations"),
-                    Loaded::Ready(list) if list.is_empty() => view! { <p class="empty" data-testid="integrations-empty">"No integrations yet."</p> }.into_any(),
-                    Loaded::Ready(list) => view! {
+                <Transition fallback=|| loading_view("integrations")>
+                {move || Suspend::new(async move { match integrations.await {
+                    Err(err) => load_error_view(&err, "integrations"),
+                    Ok(list) if list.is_empty() => view! { <p class="empty" data-testid="integrations-empty">"No integrations yet."</p> }.into_any(),
+                    Ok(list) => view! {
                         <ul class="sessions" data-testid="integrations">
                             {list.into_iter().map(|i| view! { <IntegrationRow integration=i agents on_deleted=Callback::new(move |()| load())/> }).collect_view()}
                         </ul>
                     }.into_any(),
-                }}
+                }})}
+                </Transition>
             </section>
         </div>
     }
@@ -314,33 +328,32 @@ pub fn IntegrationsPage() -> impl IntoView {
 #[component]
 fn IntegrationRow(
     integration: Integration,
-    agents: RwSignal<Vec<Agent>>,
+    agents: Signal<Vec<Agent>>,
     on_deleted: Callback<()>,
 ) -> impl IntoView {
-    let busy = RwSignal::new(false);
     let error = RwSignal::new(None::<String>);
     let id = integration.id.clone();
-    let delete = Callback::new(move |()| {
-        let id = id.clone();
-        busy.set(true);
-        spawn_local(async move {
-            match client::delete_signed_in::<SuccessResponse>(&format!("/api/integrations/{id}"))
-                .await
-            {
+    let delete_action = Action::new_local(move |id: &String| {
+        let path = format!("/api/integrations/{id}");
+        async move {
+            match client::delete_signed_in::<SuccessResponse>(&path).await {
                 Ok(_) => on_deleted.run(()),
                 Err(err) => error.set(Some(err.message().to_owned())),
             }
-            busy.set(false);
-        });
+        }
+    });
+    let busy = delete_action.pending();
+    let delete = Callback::new(move |()| {
+        delete_action.dispatch(id.clone());
     });
     let agent_id = integration.agent_id.clone();
     let agent_name = move || match &agent_id {
         None => "no agent".to_owned(),
-        Some(id) => agents
-            .read()
-            .iter()
-            .find(|a| &a.id == id)
-            .map_or_else(|| "an agent".to_owned(), |a| format!("agent “{}”", a.name)),
+        Some(id) => agents.with(|list| {
+            list.iter()
+                .find(|a| &a.id == id)
+                .map_or_else(|| "an agent".to_owned(), |a| format!("agent “{}”", a.name))
+        }),
     };
     let hints: Vec<String> = integration
         .credentials

@@ -4,18 +4,16 @@
 //! `POST .../knowledge/{documentId}/refresh`, `DELETE .../knowledge/{documentId}`,
 //! `GET /api/jobs/{jobId}`).
 
-use super::{
-    agent::use_agent,
-    agents::{ConfirmButton, Loaded},
-    dashboard::short_time,
-};
+use super::{agent::use_agent, agents::ConfirmButton, dashboard::short_time};
 use crate::{
     api::{
         AddUrlRequest, AddUrlResponse, CrawlOptions, DocumentRefreshResponse, DocumentsResponse,
         JobProgress, JobResponse, KnowledgeDocument, SuccessResponse,
     },
     client,
-    components::{use_hydrated, FormError, FormErrorNotice, Notice, Tone},
+    components::{
+        load_error_view, loading_view, use_hydrated, FormError, FormErrorNotice, Notice, Tone,
+    },
 };
 use leptos::{prelude::*, task::spawn_local};
 use leptos_meta::Title;
@@ -83,43 +81,46 @@ pub fn validate_crawl(url: &str, depth: &str, max_pages: &str) -> Result<(u8, u3
 #[component]
 pub fn KnowledgePage() -> impl IntoView {
     let agent = use_agent();
-    let documents = RwSignal::new(Loaded::<Vec<KnowledgeDocument>>::Loading);
     // Jobs started from this page, by document: their progress shows pages done / found.
     let jobs = RwSignal::new(HashMap::<String, (String, Option<JobProgress>)>::new());
     let list_error = RwSignal::new(None::<String>);
-    let alive = Arc::new(AtomicBool::new(true));
+    // The list on screen, kept when a later reload fails.
+    let shown = StoredValue::new(None::<Vec<KnowledgeDocument>>);
 
-    let reload = move || {
-        let id = agent.id.get_untracked();
+    // The documents of the agent, then the progress of the crawls started here that are
+    // still running.
+    let documents = LocalResource::new(move || {
+        let id = agent.id.get();
         async move {
-            match client::get_json_signed_in::<DocumentsResponse>(&format!(
+            let answer = client::get_json_signed_in::<DocumentsResponse>(&format!(
                 "/api/agents/{id}/knowledge"
             ))
-            .await
-            {
+            .await;
+            let listed = match answer {
                 Ok(answer) => {
                     list_error.set(None);
-                    documents.set(Loaded::Ready(answer.documents));
+                    shown.set_value(Some(answer.documents.clone()));
+                    Ok(answer.documents)
                 }
                 // Keep the last list on screen when a poll fails; say so above it.
-                Err(err) => match documents.get_untracked() {
-                    Loaded::Ready(_) => list_error.set(Some(err.message().to_owned())),
-                    _ => documents.set(Loaded::Failed(err.message().to_owned())),
+                Err(err) => match shown.get_value() {
+                    Some(docs) => {
+                        list_error.set(Some(err.message().to_owned()));
+                        Ok(docs)
+                    }
+                    None => Err(err),
                 },
-            }
-            // Progress of the crawls started here that are still running.
+            };
             let running: Vec<(String, String)> = jobs.with_untracked(|jobs| {
-                documents.with_untracked(|docs| match docs {
-                    Loaded::Ready(docs) => docs
-                        .iter()
-                        .filter(|d| in_progress(&d.status))
-                        .filter_map(|d| {
-                            jobs.get(&d.document_id)
-                                .map(|(job, _)| (d.document_id.clone(), job.clone()))
-                        })
-                        .collect(),
-                    _ => Vec::new(),
-                })
+                listed
+                    .iter()
+                    .flatten()
+                    .filter(|d| in_progress(&d.status))
+                    .filter_map(|d| {
+                        jobs.get(&d.document_id)
+                            .map(|(job, _)| (d.document_id.clone(), job.clone()))
+                    })
+                    .collect()
             });
             for (document, job) in running {
                 if let Ok(answer) =
@@ -130,33 +131,36 @@ pub fn KnowledgePage() -> impl IntoView {
                     });
                 }
             }
-        }
-    };
-
-    // Loads the list, then keeps it current while any document is pending or processing.
-    Effect::new({
-        let alive = alive.clone();
-        move || {
-            agent.id.track();
-            let alive = alive.clone();
-            spawn_local(async move {
-                reload().await;
-                while alive.load(Ordering::Relaxed) {
-                    client::sleep(POLL_MS).await;
-                    let busy = documents.with_untracked(|docs| match docs {
-                        Loaded::Ready(docs) => docs.iter().any(|d| in_progress(&d.status)),
-                        _ => false,
-                    });
-                    if busy && alive.load(Ordering::Relaxed) {
-                        reload().await;
-                    }
-                }
-            });
+            listed
         }
     });
-    on_cleanup(move || alive.store(false, Ordering::Relaxed));
+    let refresh_list = move || documents.refetch();
 
-    let refresh_list = move || spawn_local(reload());
+    // Keeps the list current while any document is pending or processing.
+    Effect::new(move || {
+        let alive = Arc::new(AtomicBool::new(true));
+        on_cleanup({
+            let alive = alive.clone();
+            move || alive.store(false, Ordering::Relaxed)
+        });
+        // spawn_local: a polling timer (no request to model as a resource), ended on cleanup.
+        spawn_local(async move {
+            while alive.load(Ordering::Relaxed) {
+                client::sleep(POLL_MS).await;
+                let busy = untrack(|| {
+                    documents
+                        .map(|docs| {
+                            docs.as_ref()
+                                .is_ok_and(|docs| docs.iter().any(|d| in_progress(&d.status)))
+                        })
+                        .unwrap_or(false)
+                });
+                if busy && alive.load(Ordering::Relaxed) {
+                    refresh_list();
+                }
+            }
+        });
+    });
 
     view! {
         <Title text="Knowledge"/>
@@ -186,9 +190,10 @@ pub fn KnowledgePage() -> impl IntoView {
                             view! { <Notice tone=Tone::Error testid="documents-poll-error">{message}</Notice> }
                         })
                 }}
-                {move || match documents.get() {
-                    state @ (Loaded::Loading | Loaded::Failed(_)) => state.status_view("documents", "documents"),
-                    Loaded::Ready(list) if list.is_empty() => {
+                <Transition fallback=|| loading_view("documents")>
+                {move || Suspend::new(async move { match documents.await {
+                    Err(err) => load_error_view(&err, "documents"),
+                    Ok(list) if list.is_empty() => {
                         view! {
                             <p class="empty" data-testid="documents-empty">
                                 "No documents yet. Upload a file or add a site above; the agent quotes them in its replies."
@@ -196,7 +201,7 @@ pub fn KnowledgePage() -> impl IntoView {
                         }
                             .into_any()
                     }
-                    Loaded::Ready(list) => {
+                    Ok(list) => {
                         view! {
                             <ul class="documents" data-testid="documents">
                                 <For
@@ -214,7 +219,8 @@ pub fn KnowledgePage() -> impl IntoView {
                         }
                             .into_any()
                     }
-                }}
+                }})}
+                </Transition>
             </section>
         </div>
     }
@@ -230,9 +236,42 @@ fn DocumentRow(
     on_changed: Callback<()>,
 ) -> impl IntoView {
     let agent = use_agent();
-    let busy = RwSignal::new(false);
     let error = RwSignal::new(None::<String>);
     let id = document.document_id.clone();
+    let refresh_action = Action::new_local(move |id: &String| {
+        let id = id.clone();
+        let path = format!(
+            "/api/agents/{}/knowledge/{id}/refresh",
+            agent.id.get_untracked()
+        );
+        async move {
+            match client::post_signed_in::<_, DocumentRefreshResponse>(
+                &path,
+                &serde_json::Map::new(),
+            )
+            .await
+            {
+                Ok(answer) => {
+                    jobs.update(|jobs| {
+                        jobs.insert(id, (answer.job_id, None));
+                    });
+                    on_changed.run(());
+                }
+                Err(err) => error.set(Some(err.message().to_owned())),
+            }
+        }
+    });
+    let delete_action = Action::new_local(move |id: &String| {
+        let path = format!("/api/agents/{}/knowledge/{id}", agent.id.get_untracked());
+        async move {
+            match client::delete_signed_in::<SuccessResponse>(&path).await {
+                Ok(_) => on_changed.run(()),
+                Err(err) => error.set(Some(err.message().to_owned())),
+            }
+        }
+    });
+    let (refreshing, deleting) = (refresh_action.pending(), delete_action.pending());
+    let busy = Signal::derive(move || refreshing.get() || deleting.get());
     let progress = {
         let id = id.clone();
         move || jobs.with(|jobs| jobs.get(&id).and_then(|(_, p)| *p))
@@ -242,47 +281,15 @@ fn DocumentRow(
     let refresh = {
         let id = id.clone();
         move |_| {
-            let agent_id = agent.id.get_untracked();
-            let id = id.clone();
-            busy.set(true);
             error.set(None);
-            spawn_local(async move {
-                match client::post_signed_in::<_, DocumentRefreshResponse>(
-                    &format!("/api/agents/{agent_id}/knowledge/{id}/refresh"),
-                    &serde_json::Map::new(),
-                )
-                .await
-                {
-                    Ok(answer) => {
-                        jobs.update(|jobs| {
-                            jobs.insert(id, (answer.job_id, None));
-                        });
-                        on_changed.run(());
-                    }
-                    Err(err) => error.set(Some(err.message().to_owned())),
-                }
-                busy.set(false);
-            });
+            refresh_action.dispatch(id.clone());
         }
     };
     let delete = Callback::new({
         let id = id.clone();
         move |()| {
-            let agent_id = agent.id.get_untracked();
-            let id = id.clone();
-            busy.set(true);
             error.set(None);
-            spawn_local(async move {
-                match client::delete_signed_in::<SuccessResponse>(&format!(
-                    "/api/agents/{agent_id}/knowledge/{id}"
-                ))
-                .await
-                {
-                    Ok(_) => on_changed.run(()),
-                    Err(err) => error.set(Some(err.message().to_owned())),
-                }
-                busy.set(false);
-            });
+            delete_action.dispatch(id.clone());
         }
     });
     let details = {
@@ -363,6 +370,24 @@ fn UploadSection(on_uploaded: Callback<()>) -> impl IntoView {
     let uploads = RwSignal::new(Vec::<Upload>::new());
     let over = RwSignal::new(false);
     let next_key = StoredValue::new(0_u64);
+    // Sends one file, showing its progress and outcome on its entry.
+    let upload_action = Action::new_local(
+        move |(upload, file, path): &(Upload, web_sys::File, String)| {
+            let (upload, file, path) = (*upload, file.clone(), path.clone());
+            async move {
+                let on_progress = move |fraction: f64| upload.progress.set(fraction);
+                let outcome = client::upload_file(&path, &file, on_progress).await;
+                upload.outcome.set(Some(match outcome {
+                    Ok(_) => {
+                        upload.progress.set(1.0);
+                        on_uploaded.run(());
+                        Ok("Uploaded; indexing starts shortly.".to_owned())
+                    }
+                    Err(err) => Err(err.message().to_owned()),
+                }));
+            }
+        },
+    );
 
     let start = move |files: web_sys::FileList| {
         for index in 0..files.length() {
@@ -378,18 +403,7 @@ fn UploadSection(on_uploaded: Callback<()>) -> impl IntoView {
             };
             uploads.update(|list| list.insert(0, upload));
             let path = format!("/api/agents/{}/knowledge/file", agent.id.get_untracked());
-            spawn_local(async move {
-                let on_progress = move |fraction: f64| upload.progress.set(fraction);
-                let outcome = client::upload_file(&path, &file, on_progress).await;
-                upload.outcome.set(Some(match outcome {
-                    Ok(_) => {
-                        upload.progress.set(1.0);
-                        on_uploaded.run(());
-                        Ok("Uploaded; indexing starts shortly.".to_owned())
-                    }
-                    Err(err) => Err(err.message().to_owned()),
-                }));
-            });
+            upload_action.dispatch_local((upload, file, path));
         }
     };
 
@@ -481,9 +495,22 @@ fn CrawlSection(on_added: Callback<(String, String)>) -> impl IntoView {
     let same_domain = RwSignal::new(true);
     let use_sitemap = RwSignal::new(false);
     let respect_robots = RwSignal::new(true);
-    let pending = RwSignal::new(false);
     let error: FormError = RwSignal::new(None);
     let added = RwSignal::new(false);
+    let add = Action::new_local(move |(path, body): &(String, AddUrlRequest)| {
+        let (path, body) = (path.clone(), body.clone());
+        async move {
+            match client::post_signed_in::<_, AddUrlResponse>(&path, &body).await {
+                Ok(answer) => {
+                    added.set(true);
+                    url.set(String::new());
+                    on_added.run((answer.document_id, answer.job_id));
+                }
+                Err(err) => error.set(Some(err.message().to_owned())),
+            }
+        }
+    });
+    let pending = add.pending();
 
     let submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
@@ -503,7 +530,6 @@ fn CrawlSection(on_added: Callback<(String, String)>) -> impl IntoView {
             }
         };
         error.set(None);
-        pending.set(true);
         let body = AddUrlRequest {
             url: url.get_untracked().trim().to_owned(),
             config: Some(CrawlOptions {
@@ -517,17 +543,7 @@ fn CrawlSection(on_added: Callback<(String, String)>) -> impl IntoView {
             }),
         };
         let path = format!("/api/agents/{}/knowledge/url", agent.id.get_untracked());
-        spawn_local(async move {
-            match client::post_signed_in::<_, AddUrlResponse>(&path, &body).await {
-                Ok(answer) => {
-                    added.set(true);
-                    url.set(String::new());
-                    on_added.run((answer.document_id, answer.job_id));
-                }
-                Err(err) => error.set(Some(err.message().to_owned())),
-            }
-            pending.set(false);
-        });
+        add.dispatch((path, body));
     };
 
     let checkbox = move |id: &'static str, label: &'static str, value: RwSignal<bool>| {

@@ -11,7 +11,7 @@ use crate::{
         input_value, password_value, use_hydrated, FormError, FormErrorNotice, Notice, Tone,
     },
 };
-use leptos::{html, prelude::*, task::spawn_local};
+use leptos::{html, prelude::*};
 use leptos_meta::Title;
 use leptos_router::hooks::{use_navigate, use_query_map};
 use serde::de::IgnoredAny;
@@ -24,43 +24,25 @@ pub fn Login() -> impl IntoView {
     let hydrated = use_hydrated();
     let navigate = use_navigate();
     let query = use_query_map();
-    let pending = RwSignal::new(false);
     let error: FormError = RwSignal::new(None);
     // Set to the address when the server refused an unverified account (403).
     let unverified = RwSignal::new(None::<String>);
     let resend_state = RwSignal::new(None::<(Tone, String)>);
-    let resending = RwSignal::new(false);
-    let providers = RwSignal::new(Vec::<AuthProvider>::new());
+    // Without providers the list stays empty; a failure here must not block sign-in.
+    let providers = LocalResource::new(|| async {
+        client::get_json::<AuthProvidersResponse>("/api/auth/providers")
+            .await
+            .map(|answer| answer.providers)
+            .unwrap_or_default()
+    });
 
     let email = NodeRef::<html::Input>::new();
     let password = NodeRef::<html::Input>::new();
 
-    Effect::new(move || {
-        spawn_local(async move {
-            // Without providers the list stays empty; a failure here must not block sign-in.
-            if let Ok(answer) =
-                client::get_json::<AuthProvidersResponse>("/api/auth/providers").await
-            {
-                providers.set(answer.providers);
-            }
-        });
-    });
-
-    let on_submit = move |ev: leptos::ev::SubmitEvent| {
-        ev.prevent_default();
-        if pending.get_untracked() {
-            return;
-        }
-        let body = LoginRequest {
-            email: input_value(&email),
-            password: password_value(&password),
-        };
-        pending.set(true);
-        error.set(None);
-        unverified.set(None);
-        resend_state.set(None);
+    let sign_in = Action::new_local(move |body: &LoginRequest| {
+        let body = body.clone();
         let navigate = navigate.clone();
-        spawn_local(async move {
+        async move {
             match client::post_json::<_, IgnoredAny>("/api/auth/login", &body).await {
                 Ok(_) => navigate("/dashboard", Default::default()),
                 Err(err) => {
@@ -70,17 +52,15 @@ pub fn Login() -> impl IntoView {
                     error.set(Some(err.message().to_owned()));
                 }
             }
-            pending.set(false);
-        });
-    };
+        }
+    });
+    let pending = sign_in.pending();
 
-    let resend = move |_| {
-        let Some(address) = unverified.get_untracked() else {
-            return;
+    let resend_action = Action::new_local(move |address: &String| {
+        let body = EmailRequest {
+            email: address.clone(),
         };
-        resending.set(true);
-        spawn_local(async move {
-            let body = EmailRequest { email: address };
+        async move {
             let outcome = match client::post_json::<_, MessageResponse>(
                 "/api/auth/resend-verification",
                 &body,
@@ -91,8 +71,30 @@ pub fn Login() -> impl IntoView {
                 Err(err) => (Tone::Error, err.message().to_owned()),
             };
             resend_state.set(Some(outcome));
-            resending.set(false);
-        });
+        }
+    });
+    let resending = resend_action.pending();
+
+    let on_submit = move |ev: leptos::ev::SubmitEvent| {
+        ev.prevent_default();
+        if pending.get_untracked() {
+            return;
+        }
+        let body = LoginRequest {
+            email: input_value(&email),
+            password: password_value(&password),
+        };
+        error.set(None);
+        unverified.set(None);
+        resend_state.set(None);
+        sign_in.dispatch(body);
+    };
+
+    let resend = move |_| {
+        let Some(address) = unverified.get_untracked() else {
+            return;
+        };
+        resend_action.dispatch(address);
     };
 
     let flag = move |name: &str| query.read().get(name).is_some_and(|value| value == "1");
@@ -176,18 +178,35 @@ pub fn Login() -> impl IntoView {
                     {move || if pending.get() { "Signing in…" } else { "Sign in" }}
                 </button>
             </form>
-            <Show when=move || !providers.read().is_empty()>
-                <div class="divider" role="presentation">
-                    <span>"or"</span>
-                </div>
-                <div class="providers">
-                    <For
-                        each=move || providers.get()
-                        key=|provider| provider.code.clone()
-                        let(provider)
-                    >
-                        // rel="external": a full page load, so the server can redirect to
-                        // the provider instead of the client-side router handling the link.
+            <Suspense>
+                {move || Suspend::new(async move {
+                    let listed = providers.await;
+                    (!listed.is_empty())
+                        .then(|| view! { <ProviderButtons providers=listed/> })
+                })}
+            </Suspense>
+            <p class="muted">"New to AgentChat? " <a href="/signup">"Create an account"</a></p>
+        </section>
+    }
+}
+
+/// "or" and one button per configured sign-in provider.
+#[component]
+fn ProviderButtons(
+    /// The providers the server offers (not empty).
+    providers: Vec<AuthProvider>,
+) -> impl IntoView {
+    view! {
+        <div class="divider" role="presentation">
+            <span>"or"</span>
+        </div>
+        <div class="providers">
+            {providers
+                .into_iter()
+                .map(|provider| {
+                    // rel="external": a full page load, so the server can redirect to
+                    // the provider instead of the client-side router handling the link.
+                    view! {
                         <a
                             class="button button-secondary button-block"
                             rel="external"
@@ -195,10 +214,9 @@ pub fn Login() -> impl IntoView {
                         >
                             {format!("Continue with {}", provider.name)}
                         </a>
-                    </For>
-                </div>
-            </Show>
-            <p class="muted">"New to AgentChat? " <a href="/signup">"Create an account"</a></p>
-        </section>
+                    }
+                })
+                .collect_view()}
+        </div>
     }
 }

@@ -6,7 +6,7 @@ use crate::{
     client,
     components::{password_value, use_hydrated, FormError, FormErrorNotice, Notice, Tone},
 };
-use leptos::{html, prelude::*, task::spawn_local};
+use leptos::{html, prelude::*};
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
 
@@ -45,9 +45,18 @@ pub fn ResetPassword() -> impl IntoView {
 #[component]
 fn ResetForm(token: String) -> impl IntoView {
     let hydrated = use_hydrated();
-    let pending = RwSignal::new(false);
     let error: FormError = RwSignal::new(None);
     let done = RwSignal::new(None::<String>);
+    let reset = Action::new_local(move |body: &ResetPasswordRequest| {
+        let body = body.clone();
+        async move {
+            match client::post_json::<_, MessageResponse>("/api/auth/reset-password", &body).await {
+                Ok(answer) => done.set(Some(answer.message)),
+                Err(err) => error.set(Some(err.message().to_owned())),
+            }
+        }
+    });
+    let pending = reset.pending();
     let password = NodeRef::<html::Input>::new();
     let confirm = NodeRef::<html::Input>::new();
     let token = StoredValue::new(token);
@@ -72,15 +81,8 @@ fn ResetForm(token: String) -> impl IntoView {
             token: token.get_value(),
             password: new_password,
         };
-        pending.set(true);
         error.set(None);
-        spawn_local(async move {
-            match client::post_json::<_, MessageResponse>("/api/auth/reset-password", &body).await {
-                Ok(answer) => done.set(Some(answer.message)),
-                Err(err) => error.set(Some(err.message().to_owned())),
-            }
-            pending.set(false);
-        });
+        reset.dispatch(body);
     };
 
     view! {

@@ -10,16 +10,25 @@ use crate::{
     },
     countries::COUNTRIES,
 };
-use leptos::{html, prelude::*, task::spawn_local};
+use leptos::{html, prelude::*};
 use leptos_meta::Title;
 
 /// The signup form; after a successful signup it is replaced by "Check your email".
 #[component]
 pub fn Signup() -> impl IntoView {
     let hydrated = use_hydrated();
-    let pending = RwSignal::new(false);
     let error: FormError = RwSignal::new(None);
     let signed_up = RwSignal::new(None::<String>);
+    let sign_up = Action::new_local(move |body: &SignupRequest| {
+        let body = body.clone();
+        async move {
+            match client::post_json::<_, SignupResponse>("/api/auth/signup", &body).await {
+                Ok(answer) => signed_up.set(Some(answer.user.email)),
+                Err(err) => error.set(Some(err.message().to_owned())),
+            }
+        }
+    });
+    let pending = sign_up.pending();
 
     let name = NodeRef::<html::Input>::new();
     let email = NodeRef::<html::Input>::new();
@@ -47,15 +56,8 @@ pub fn Signup() -> impl IntoView {
             )));
             return;
         }
-        pending.set(true);
         error.set(None);
-        spawn_local(async move {
-            match client::post_json::<_, SignupResponse>("/api/auth/signup", &body).await {
-                Ok(answer) => signed_up.set(Some(answer.user.email)),
-                Err(err) => error.set(Some(err.message().to_owned())),
-            }
-            pending.set(false);
-        });
+        sign_up.dispatch(body);
     };
 
     view! {

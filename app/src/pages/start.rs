@@ -3,8 +3,8 @@
 //! settings of the OpenAI-compatible API (its base URL and the agent's id as the model).
 
 use super::agent::use_agent;
-use crate::client;
-use leptos::{prelude::*, task::spawn_local};
+use crate::components::copy_to_clipboard;
+use leptos::prelude::*;
 use leptos_meta::Title;
 
 /// The `curl` command for one JSON reply from agent `agent_id` on `origin`.
@@ -102,16 +102,10 @@ pub fn GettingStarted() -> impl IntoView {
 /// A block of code with "Copy".
 #[component]
 fn Snippet(testid: &'static str, text: Signal<String>) -> impl IntoView {
-    let copied = RwSignal::new(None::<Result<(), String>>);
+    let copy_action = copy_to_clipboard();
+    let copied = copy_action.value();
     let copy = move |_| {
-        let text = text.get_untracked();
-        spawn_local(async move {
-            copied.set(Some(
-                client::copy_text(&text)
-                    .await
-                    .map_err(|err| err.message().to_owned()),
-            ));
-        });
+        copy_action.dispatch(text.get_untracked());
     };
     view! {
         <div class="snippet">

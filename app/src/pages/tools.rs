@@ -7,7 +7,7 @@
 //! Secret headers of an HTTP action are write-only: the server shows their names only, so
 //! their inputs are never filled; an update that leaves them alone keeps the stored ones.
 
-use super::agents::{fetch_into, ConfirmButton, Loaded};
+use super::agents::ConfirmButton;
 use crate::{
     api::{
         CreateToolRequest, Integration, IntegrationsResponse, McpServerTool,
@@ -15,9 +15,12 @@ use crate::{
         ToolTestResult, ToolsResponse, UpdateToolRequest,
     },
     client::{self, ApiError},
-    components::{use_hydrated, FormError, FormErrorNotice, Notice, Tone},
+    components::{
+        fetch_signed_in, load_error_view, loading_view, use_hydrated, FormError, FormErrorNotice,
+        Notice, Tone,
+    },
 };
-use leptos::{prelude::*, task::spawn_local};
+use leptos::prelude::*;
 use serde_json::{json, Map, Value};
 
 /// Longest tool description the server accepts.
@@ -337,6 +340,41 @@ async fn save_tool(
     answer.map(|answer| answer.tool)
 }
 
+/// The fields of a tool editor, checked: name, description, whether calls wait for
+/// approval, and the type's configuration.
+type ToolFields = (String, String, bool, Value);
+
+/// Saves an editor's tool (`save_tool`: creates it, or updates `editing`) and hands the
+/// stored tool to `on_saved`, or the server's words to `error`.
+fn save_action(
+    agent: StoredValue<String>,
+    editing: StoredValue<Option<String>>,
+    tool_type: &'static str,
+    on_saved: Callback<Tool>,
+    error: FormError,
+) -> Action<ToolFields, ()> {
+    Action::new_local(move |fields: &ToolFields| {
+        let (name, description, requires_approval, config) = fields.clone();
+        async move {
+            let agent_id = agent.get_value();
+            let outcome = save_tool(
+                &agent_id,
+                editing.get_value(),
+                tool_type,
+                name,
+                description,
+                requires_approval,
+                config,
+            )
+            .await;
+            match outcome {
+                Ok(tool) => on_saved.run(tool),
+                Err(err) => error.set(Some(err.message().to_owned())),
+            }
+        }
+    })
+}
+
 /// Which editor is open: a new or a stored HTTP action, a new or a stored MCP server.
 #[derive(Debug, Clone, PartialEq)]
 enum Editor {
@@ -354,20 +392,19 @@ pub fn ToolsSection(
 ) -> impl IntoView {
     let hydrated = use_hydrated();
     let agent = StoredValue::new(agent_id);
-    let tools = RwSignal::new(Loaded::<Vec<Tool>>::Loading);
+    // Loaded once; saving or deleting a tool updates the list in place, so the rows of the
+    // other tools keep their state (the list is read directly rather than through
+    // `Suspense`, which would build the whole section again on every change).
+    let tools = fetch_signed_in(
+        move || format!("/api/agents/{}/tools", agent.get_value()),
+        |answer: ToolsResponse| answer.tools,
+    );
     let editor = RwSignal::new(None::<Editor>);
     let saved = RwSignal::new(None::<String>);
 
-    Effect::new(move || {
-        fetch_into(
-            tools,
-            format!("/api/agents/{}/tools", agent.get_value()),
-            |answer: ToolsResponse| answer.tools,
-        );
-    });
     let upsert = Callback::new(move |tool: Tool| {
         tools.update(|state| {
-            if let Loaded::Ready(list) = state {
+            if let Some(Ok(list)) = state {
                 match list.iter_mut().find(|t| t.id == tool.id) {
                     Some(slot) => *slot = tool,
                     None => list.push(tool),
@@ -377,7 +414,7 @@ pub fn ToolsSection(
     });
     let on_deleted = Callback::new(move |id: String| {
         tools.update(|state| {
-            if let Loaded::Ready(list) = state {
+            if let Some(Ok(list)) = state {
                 list.retain(|t| t.id != id);
             }
         });
@@ -396,19 +433,27 @@ pub fn ToolsSection(
         }));
     });
     let on_cancel = Callback::new(move |()| editor.set(None));
-    let ready = Memo::new(move |_| matches!(&*tools.read(), Loaded::Ready(_)));
-    let custom = move || match &*tools.read() {
-        Loaded::Ready(list) => list
-            .iter()
-            .filter(|t| !BUILT_INS.iter().any(|(kind, ..)| *kind == t.tool_type))
-            .cloned()
-            .collect::<Vec<_>>(),
-        _ => Vec::new(),
+    let ready = Memo::new(move |_| tools.map(Result::is_ok).unwrap_or(false));
+    let custom = move || {
+        tools
+            .map(|state| match state {
+                Ok(list) => list
+                    .iter()
+                    .filter(|t| !BUILT_INS.iter().any(|(kind, ..)| *kind == t.tool_type))
+                    .cloned()
+                    .collect::<Vec<_>>(),
+                Err(_) => Vec::new(),
+            })
+            .unwrap_or_default()
     };
     let built_in = move |kind: &'static str| {
-        Signal::derive(move || match &*tools.read() {
-            Loaded::Ready(list) => list.iter().find(|t| t.tool_type == kind).cloned(),
-            _ => None,
+        Signal::derive(move || {
+            tools
+                .map(|state| match state {
+                    Ok(list) => list.iter().find(|t| t.tool_type == kind).cloned(),
+                    Err(_) => None,
+                })
+                .flatten()
         })
     };
 
@@ -418,9 +463,13 @@ pub fn ToolsSection(
             <p class="muted">
                 "What the agent's model may call while it answers: its knowledge base, a web page, your HTTP APIs, or the tools of an MCP server. A tool that requires approval waits in the chat until you approve or deny the call."
             </p>
-            {move || match tools.get() {
-                state @ (Loaded::Loading | Loaded::Failed(_)) => state.status_view("tools", "tools"),
-                Loaded::Ready(_) => ().into_any(),
+            {move || {
+                tools
+                    .map(|state| match state {
+                        Ok(_) => ().into_any(),
+                        Err(err) => load_error_view(err, "tools"),
+                    })
+                    .unwrap_or_else(|| loading_view("tools"))
             }}
             <Show when=move || ready.get()>
                 <h3>"Built-in tools"</h3>
@@ -545,21 +594,23 @@ fn BuiltInRow(
 ) -> impl IntoView {
     let hydrated = use_hydrated();
     let agent = StoredValue::new(agent_id);
-    let busy = RwSignal::new(false);
     let error = RwSignal::new(None::<String>);
     let testing = RwSignal::new(false);
+    // Creates the tool the first time, then switches the flag of the stored one.
+    let switch = Action::new_local(move |&(flag, on): &(Flag, bool)| {
+        let existing = tool.get_untracked().map(|t| t.id);
+        async move {
+            match set_flag(&agent.get_value(), existing, kind, flag, on).await {
+                Ok(tool) => on_saved.run(tool),
+                Err(err) => error.set(Some(err.message().to_owned())),
+            }
+        }
+    });
+    let busy = switch.pending();
     let change = move |flag: Flag| {
         Callback::new(move |on: bool| {
-            let existing = tool.get_untracked().map(|t| t.id);
-            busy.set(true);
             error.set(None);
-            spawn_local(async move {
-                match set_flag(&agent.get_value(), existing, kind, flag, on).await {
-                    Ok(tool) => on_saved.run(tool),
-                    Err(err) => error.set(Some(err.message().to_owned())),
-                }
-                busy.set(false);
-            });
+            switch.dispatch((flag, on));
         })
     };
     let enabled = Signal::derive(move || tool.get().is_some_and(|t| t.enabled));
@@ -615,39 +666,38 @@ fn ToolRow(
     let hydrated = use_hydrated();
     let agent = StoredValue::new(agent_id);
     let stored = StoredValue::new(tool.clone());
-    let busy = RwSignal::new(false);
     let error = RwSignal::new(None::<String>);
     let testing = RwSignal::new(false);
-    let change = move |flag: Flag| {
-        Callback::new(move |on: bool| {
-            let tool = stored.get_value();
-            busy.set(true);
-            error.set(None);
-            spawn_local(async move {
-                match set_flag(&agent.get_value(), Some(tool.id), &tool.tool_type, flag, on).await {
-                    Ok(tool) => on_saved.run(tool),
-                    Err(err) => error.set(Some(err.message().to_owned())),
-                }
-                busy.set(false);
-            });
-        })
-    };
-    let delete = Callback::new(move |()| {
+    let switch = Action::new_local(move |&(flag, on): &(Flag, bool)| {
+        let tool = stored.get_value();
+        async move {
+            match set_flag(&agent.get_value(), Some(tool.id), &tool.tool_type, flag, on).await {
+                Ok(tool) => on_saved.run(tool),
+                Err(err) => error.set(Some(err.message().to_owned())),
+            }
+        }
+    });
+    let delete_action = Action::new_local(move |_: &()| {
         let id = stored.with_value(|t| t.id.clone());
-        busy.set(true);
-        error.set(None);
-        spawn_local(async move {
-            match client::delete_signed_in::<SuccessResponse>(&format!(
-                "/api/agents/{}/tools/{id}",
-                agent.get_value()
-            ))
-            .await
-            {
+        let path = format!("/api/agents/{}/tools/{id}", agent.get_value());
+        async move {
+            match client::delete_signed_in::<SuccessResponse>(&path).await {
                 Ok(_) => on_deleted.run(id),
                 Err(err) => error.set(Some(err.message().to_owned())),
             }
-            busy.set(false);
-        });
+        }
+    });
+    let (switching, deleting) = (switch.pending(), delete_action.pending());
+    let busy = Signal::derive(move || switching.get() || deleting.get());
+    let change = move |flag: Flag| {
+        Callback::new(move |on: bool| {
+            error.set(None);
+            switch.dispatch((flag, on));
+        })
+    };
+    let delete = Callback::new(move |()| {
+        error.set(None);
+        delete_action.dispatch(());
     });
     let summary = match tool.tool_type.as_str() {
         "http" => format!(
@@ -736,11 +786,20 @@ fn ToolTest(agent_id: String, tool: Tool) -> impl IntoView {
     let hydrated = use_hydrated();
     let arguments = RwSignal::new("{}".to_owned());
     let tool_name = RwSignal::new(String::new());
-    let pending = RwSignal::new(false);
     let error: FormError = RwSignal::new(None);
     let result = RwSignal::new(None::<ToolTestResult>);
     let is_mcp = tool.tool_type == "mcp";
     let path = StoredValue::new(format!("/api/agents/{agent_id}/tools/{}/test", tool.id));
+    let test = Action::new_local(move |body: &TestToolRequest| {
+        let body = body.clone();
+        async move {
+            match client::post_signed_in::<_, ToolTestResult>(&path.get_value(), &body).await {
+                Ok(answer) => result.set(Some(answer)),
+                Err(err) => error.set(Some(err.message().to_owned())),
+            }
+        }
+    });
+    let pending = test.pending();
     let args_id = format!("tool-test-{}-arguments", tool.id);
     let args_for = args_id.clone();
     let name_id = format!("tool-test-{}-name", tool.id);
@@ -769,14 +828,7 @@ fn ToolTest(agent_id: String, tool: Tool) -> impl IntoView {
         };
         error.set(None);
         result.set(None);
-        pending.set(true);
-        spawn_local(async move {
-            match client::post_signed_in::<_, ToolTestResult>(&path.get_value(), &body).await {
-                Ok(answer) => result.set(Some(answer)),
-                Err(err) => error.set(Some(err.message().to_owned())),
-            }
-            pending.set(false);
-        });
+        test.dispatch(body);
     };
     view! {
         <form class="form tool-test" on:submit=run novalidate data-testid="tool-test">
@@ -952,8 +1004,9 @@ fn HttpToolForm(
     let stored_secret_names = StoredValue::new(form.stored_secret_names.clone());
     let agent = StoredValue::new(agent_id);
     let editing = StoredValue::new(editing);
-    let pending = RwSignal::new(false);
     let error: FormError = RwSignal::new(None);
+    let save = save_action(agent, editing, "http", on_saved, error);
+    let pending = save.pending();
 
     let submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
@@ -1001,26 +1054,7 @@ fn HttpToolForm(
             }
         };
         error.set(None);
-        pending.set(true);
-        let requires_approval = approval.get_untracked();
-        spawn_local(async move {
-            let agent_id = agent.get_value();
-            let outcome = save_tool(
-                &agent_id,
-                editing.get_value(),
-                "http",
-                n,
-                d,
-                requires_approval,
-                config,
-            )
-            .await;
-            pending.set(false);
-            match outcome {
-                Ok(tool) => on_saved.run(tool),
-                Err(err) => error.set(Some(err.message().to_owned())),
-            }
-        });
+        save.dispatch((n, d, approval.get_untracked(), config));
     };
 
     let has_stored_secrets = !form.stored_secret_names.is_empty();
@@ -1201,45 +1235,51 @@ fn McpToolForm(
             .unwrap_or_default(),
     );
     let approval = RwSignal::new(tool.as_ref().is_some_and(|t| t.requires_approval));
-    let servers = RwSignal::new(Loaded::<Vec<Integration>>::Loading);
-    let listed = RwSignal::new(None::<Loaded<Vec<McpServerTool>>>);
-    let agent = StoredValue::new(agent_id);
-    let editing = StoredValue::new(tool.as_ref().map(|t| t.id.clone()));
-    let pending = RwSignal::new(false);
-    let error: FormError = RwSignal::new(None);
-
-    Effect::new(move || {
-        fetch_into(
-            servers,
-            "/api/integrations".to_owned(),
-            |answer: IntegrationsResponse| {
-                answer
-                    .integrations
-                    .into_iter()
-                    .filter(|i| i.provider_code == MCP_PROVIDER)
-                    .collect()
-            },
-        );
+    let servers = fetch_signed_in(
+        || "/api/integrations".to_owned(),
+        |answer: IntegrationsResponse| -> Vec<Integration> {
+            answer
+                .integrations
+                .into_iter()
+                .filter(|i| i.provider_code == MCP_PROVIDER)
+                .collect()
+        },
+    );
+    // The chosen server's tools, live, with the server they were listed for.
+    let listing = LocalResource::new(move || {
+        let id = integration.get();
+        async move {
+            let answer = if id.is_empty() {
+                None
+            } else {
+                Some(
+                    client::get_json_signed_in::<McpServerToolsResponse>(&format!(
+                        "/api/integrations/{id}/tools"
+                    ))
+                    .await
+                    .map(|answer| answer.tools),
+                )
+            };
+            (id, answer)
+        }
     });
-    // The chosen server's tools, live.
-    Effect::new(move || {
+    // `None` without a chosen server; `Some(None)` while its tools are loading.
+    let listed = move || -> Option<Option<Result<Vec<McpServerTool>, ApiError>>> {
         let id = integration.get();
         if id.is_empty() {
-            listed.set(None);
-            return;
+            return None;
         }
-        listed.set(Some(Loaded::Loading));
-        spawn_local(async move {
-            let answer = client::get_json_signed_in::<McpServerToolsResponse>(&format!(
-                "/api/integrations/{id}/tools"
-            ))
-            .await
-            .map(|answer| answer.tools);
-            if integration.get_untracked() == id {
-                listed.set(Some(answer.into()));
-            }
-        });
-    });
+        Some(
+            listing
+                .map(|(listed_for, answer)| answer.clone().filter(|_| *listed_for == id))
+                .flatten(),
+        )
+    };
+    let agent = StoredValue::new(agent_id);
+    let editing = StoredValue::new(tool.as_ref().map(|t| t.id.clone()));
+    let error: FormError = RwSignal::new(None);
+    let save = save_action(agent, editing, "mcp", on_saved, error);
+    let pending = save.pending();
 
     let submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
@@ -1263,32 +1303,13 @@ fn McpToolForm(
             )));
             return;
         }
-        let names: Vec<String> = match listed.get_untracked() {
-            Some(Loaded::Ready(tools)) => tools.into_iter().map(|t| t.name).collect(),
+        let names: Vec<String> = match untrack(listed) {
+            Some(Some(Ok(tools))) => tools.into_iter().map(|t| t.name).collect(),
             _ => Vec::new(),
         };
         let config = mcp_tool_config(&integration_id, &ticked.get_untracked(), &names);
-        let requires_approval = approval.get_untracked();
         error.set(None);
-        pending.set(true);
-        spawn_local(async move {
-            let agent_id = agent.get_value();
-            let outcome = save_tool(
-                &agent_id,
-                editing.get_value(),
-                "mcp",
-                n,
-                d,
-                requires_approval,
-                config,
-            )
-            .await;
-            pending.set(false);
-            match outcome {
-                Ok(tool) => on_saved.run(tool),
-                Err(err) => error.set(Some(err.message().to_owned())),
-            }
-        });
+        save.dispatch((n, d, approval.get_untracked(), config));
     };
 
     view! {
@@ -1297,16 +1318,17 @@ fn McpToolForm(
             <h3 id="mcp-editor-title">{if creating { "Attach an MCP server" } else { "Edit MCP server" }}</h3>
             <div class="field">
                 <label for="mcp-integration">"MCP server"</label>
-                {move || match servers.get() {
-                    state @ (Loaded::Loading | Loaded::Failed(_)) => state.status_view("MCP servers", "mcp-servers"),
-                    Loaded::Ready(list) if list.is_empty() => view! {
+                <Suspense fallback=|| loading_view("MCP servers")>
+                {move || Suspend::new(async move { match servers.await {
+                    Err(err) => load_error_view(&err, "mcp-servers"),
+                    Ok(list) if list.is_empty() => view! {
                         <Notice tone=Tone::Info testid="mcp-servers-empty">
                             "No MCP server yet. Add one on the "
                             <a href="/dashboard/integrations">"Integrations"</a>
                             " page (provider “MCP server”, with the server's URL), then attach it here."
                         </Notice>
                     }.into_any(),
-                    Loaded::Ready(list) => {
+                    Ok(list) => {
                         let current = integration.get_untracked();
                         view! {
                             <select id="mcp-integration" prop:value=move || integration.get()
@@ -1319,15 +1341,17 @@ fn McpToolForm(
                             </select>
                         }.into_any()
                     }
-                }}
+                }})}
+                </Suspense>
             </div>
-            {move || match listed.get() {
+            {move || match listed() {
                 None => ().into_any(),
-                Some(state @ (Loaded::Loading | Loaded::Failed(_))) => state.status_view("the server's tools", "mcp-tools"),
-                Some(Loaded::Ready(tools)) if tools.is_empty() => {
+                Some(None) => loading_view("the server's tools"),
+                Some(Some(Err(err))) => load_error_view(&err, "mcp-tools"),
+                Some(Some(Ok(tools))) if tools.is_empty() => {
                     view! { <p class="empty">"The server offers no tools."</p> }.into_any()
                 }
-                Some(Loaded::Ready(tools)) => view! { <McpToolChoice listed=tools ticked/> }.into_any(),
+                Some(Some(Ok(tools))) => view! { <McpToolChoice listed=tools ticked/> }.into_any(),
             }}
             <div class="field">
                 <label for="mcp-name">"Name"</label>
@@ -1372,40 +1396,41 @@ pub fn McpServerTools(
     integration_id: String,
 ) -> impl IntoView {
     let open = RwSignal::new(false);
-    let listed = RwSignal::new(Loaded::<Vec<McpServerTool>>::Loading);
     let id = StoredValue::new(integration_id);
-    let toggle = move |_| {
-        let now_open = !open.get_untracked();
-        open.set(now_open);
-        if now_open {
-            listed.set(Loaded::Loading);
-            fetch_into(
-                listed,
-                format!("/api/integrations/{}/tools", id.get_value()),
-                |answer: McpServerToolsResponse| answer.tools,
-            );
-        }
-    };
     view! {
         <button type="button" class="button button-secondary button-small"
-            aria-expanded=move || open.get().to_string() on:click=toggle>
+            aria-expanded=move || open.get().to_string() on:click=move |_| open.update(|o| *o = !*o)>
             "Tools"
         </button>
         <Show when=move || open.get()>
-            {move || match listed.get() {
-                state @ (Loaded::Loading | Loaded::Failed(_)) => state.status_view("the server's tools", "mcp-tools"),
-                Loaded::Ready(tools) if tools.is_empty() => {
+            <McpToolList integration_id=id.get_value()/>
+        </Show>
+    }
+}
+
+/// The tools an MCP server integration offers, loaded each time the list is opened.
+#[component]
+fn McpToolList(integration_id: String) -> impl IntoView {
+    let listed = fetch_signed_in(
+        move || format!("/api/integrations/{integration_id}/tools"),
+        |answer: McpServerToolsResponse| answer.tools,
+    );
+    view! {
+        <Suspense fallback=|| loading_view("the server's tools")>
+            {move || Suspend::new(async move { match listed.await {
+                Err(err) => load_error_view(&err, "mcp-tools"),
+                Ok(tools) if tools.is_empty() => {
                     view! { <p class="empty">"The server offers no tools."</p> }.into_any()
                 }
-                Loaded::Ready(tools) => view! {
+                Ok(tools) => view! {
                     <ul class="mcp-tool-list" data-testid="mcp-tools">
                         {tools.into_iter().map(|t| view! {
                             <li><code>{t.name}</code>" "<span class="muted small">{t.description}</span></li>
                         }).collect_view()}
                     </ul>
                 }.into_any(),
-            }}
-        </Show>
+            }})}
+        </Suspense>
     }
 }
 

@@ -7,17 +7,9 @@ use crate::{
     client,
     components::{EmailRequestForm, Notice, Tone},
 };
-use leptos::{prelude::*, task::spawn_local};
+use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_query_map;
-
-/// Where the verification of a `?token=` stands.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Verification {
-    Pending,
-    Done(String),
-    Failed(String),
-}
 
 /// With `?token=`: verifies the address and links to sign-in. Without: a form that sends
 /// the verification email again.
@@ -42,36 +34,29 @@ pub fn VerifyEmail() -> impl IntoView {
 /// Posts the token once the page runs in the browser and shows the outcome.
 #[component]
 fn VerifyToken(token: String) -> impl IntoView {
-    let state = RwSignal::new(Verification::Pending);
-    Effect::new(move || {
+    // Runs once, in the browser only (the link must not be used up by server rendering).
+    let outcome = LocalResource::new(move || {
         let body = TokenRequest {
             token: token.clone(),
         };
-        spawn_local(async move {
-            let outcome = match client::post_json::<_, MessageResponse>(
-                "/api/auth/verify-email",
-                &body,
-            )
-            .await
-            {
-                Ok(answer) => Verification::Done(answer.message),
-                Err(err) => Verification::Failed(err.message().to_owned()),
-            };
-            state.set(outcome);
-        });
+        async move {
+            client::post_json::<_, MessageResponse>("/api/auth/verify-email", &body)
+                .await
+                .map(|answer| answer.message)
+                .map_err(|err| err.message().to_owned())
+        }
     });
     view! {
         <h1>"Verify your email"</h1>
-        {move || match state.get() {
-            Verification::Pending => {
-                view! {
-                    <p class="loading" role="status" aria-live="polite">
-                        "Verifying your email address…"
-                    </p>
-                }
-                    .into_any()
+        <Suspense fallback=|| {
+            view! {
+                <p class="loading" role="status" aria-live="polite">
+                    "Verifying your email address…"
+                </p>
             }
-            Verification::Done(message) => {
+        }>
+        {move || Suspend::new(async move { match outcome.await {
+            Ok(message) => {
                 view! {
                     <Notice tone=Tone::Success testid="verify-result">
                         {message}
@@ -82,7 +67,7 @@ fn VerifyToken(token: String) -> impl IntoView {
                 }
                     .into_any()
             }
-            Verification::Failed(message) => {
+            Err(message) => {
                 view! {
                     <Notice tone=Tone::Error testid="verify-result">
                         {message}
@@ -96,7 +81,8 @@ fn VerifyToken(token: String) -> impl IntoView {
                 }
                     .into_any()
             }
-        }}
+        }})}
+        </Suspense>
     }
 }
 

@@ -6,19 +6,19 @@
 //! The signing secret is shown once, right after creation. Each webhook has a delivery log
 //! with the outcome of every delivery and a way to send one again.
 
-use super::{
-    agents::{fetch_into, ConfirmButton, Loaded},
-    dashboard::short_time,
-};
+use super::{agents::ConfirmButton, dashboard::short_time};
 use crate::{
     api::{
         CreateWebhookRequest, CreatedWebhook, SuccessResponse, Webhook, WebhookDeliveriesResponse,
-        WebhookDelivery, WebhookEventType, WebhookEventsResponse, WebhooksResponse,
+        WebhookDelivery, WebhookEventsResponse, WebhooksResponse,
     },
     client,
-    components::{use_hydrated, FormError, FormErrorNotice, Notice, ShownOnce, Tone},
+    components::{
+        fetch_signed_in, load_error_view, loading_view, use_hydrated, FormError, FormErrorNotice,
+        Notice, ShownOnce, Tone,
+    },
 };
-use leptos::{prelude::*, task::spawn_local};
+use leptos::prelude::*;
 use leptos_meta::Title;
 
 /// Longest description the server accepts.
@@ -57,30 +57,39 @@ pub fn webhook_request(
 #[component]
 pub fn WebhooksPage() -> impl IntoView {
     let hydrated = use_hydrated();
-    let catalogue = RwSignal::new(Loaded::<Vec<WebhookEventType>>::Loading);
-    let webhooks = RwSignal::new(Loaded::<Vec<Webhook>>::Loading);
+    let catalogue = fetch_signed_in(
+        || "/api/integrations/webhooks/events".to_owned(),
+        |answer: WebhookEventsResponse| answer.events,
+    );
+    let webhooks = fetch_signed_in(
+        || "/api/integrations/webhooks".to_owned(),
+        |answer: WebhooksResponse| answer.webhooks,
+    );
     let url = RwSignal::new(String::new());
     let description = RwSignal::new(String::new());
     let chosen = RwSignal::new(Vec::<String>::new());
-    let pending = RwSignal::new(false);
     let error: FormError = RwSignal::new(None);
     let created = RwSignal::new(None::<CreatedWebhook>);
+    let load = move || webhooks.refetch();
 
-    let load = move || {
-        fetch_into(
-            webhooks,
-            "/api/integrations/webhooks".to_owned(),
-            |answer: WebhooksResponse| answer.webhooks,
-        );
-    };
-    Effect::new(move |_| {
-        fetch_into(
-            catalogue,
-            "/api/integrations/webhooks/events".to_owned(),
-            |answer: WebhookEventsResponse| answer.events,
-        );
-        load();
+    let create = Action::new_local(move |body: &CreateWebhookRequest| {
+        let body = body.clone();
+        async move {
+            match client::post_signed_in::<_, CreatedWebhook>("/api/integrations/webhooks", &body)
+                .await
+            {
+                Ok(answer) => {
+                    created.set(Some(answer));
+                    url.set(String::new());
+                    description.set(String::new());
+                    chosen.set(Vec::new());
+                    load();
+                }
+                Err(err) => error.set(Some(err.message().to_owned())),
+            }
+        }
     });
+    let pending = create.pending();
 
     let submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
@@ -99,22 +108,7 @@ pub fn WebhooksPage() -> impl IntoView {
             }
         };
         error.set(None);
-        pending.set(true);
-        spawn_local(async move {
-            match client::post_signed_in::<_, CreatedWebhook>("/api/integrations/webhooks", &body)
-                .await
-            {
-                Ok(answer) => {
-                    created.set(Some(answer));
-                    url.set(String::new());
-                    description.set(String::new());
-                    chosen.set(Vec::new());
-                    load();
-                }
-                Err(err) => error.set(Some(err.message().to_owned())),
-            }
-            pending.set(false);
-        });
+        create.dispatch(body);
     };
 
     view! {
@@ -150,9 +144,10 @@ pub fn WebhooksPage() -> impl IntoView {
                     </div>
                     <fieldset class="scopes">
                         <legend>"Events"</legend>
-                        {move || match catalogue.get() {
-                            state @ (Loaded::Loading | Loaded::Failed(_)) => state.status_view("events", "events"),
-                            Loaded::Ready(events) => events.into_iter().map(|event| {
+                        <Suspense fallback=|| loading_view("events")>
+                        {move || Suspend::new(async move { match catalogue.await {
+                            Err(err) => load_error_view(&err, "events"),
+                            Ok(events) => events.into_iter().map(|event| {
                                 let id = format!("event-{}", event.kind.replace('.', "-"));
                                 let label_for = id.clone();
                                 let kind = event.kind.clone();
@@ -174,7 +169,8 @@ pub fn WebhooksPage() -> impl IntoView {
                                     </label>
                                 }
                             }).collect_view().into_any(),
-                        }}
+                        }})}
+                        </Suspense>
                     </fieldset>
                     <FormErrorNotice error/>
                     <div class="form-actions">
@@ -186,15 +182,17 @@ pub fn WebhooksPage() -> impl IntoView {
             </section>
             <section class="card">
                 <h2 class="first">"Your webhooks"</h2>
-                {move || match webhooks.get() {
-                    state @ (Loaded::Loading | Loaded::Failed(_)) => state.status_view("webhooks", "webhooks"),
-                    Loaded::Ready(list) if list.is_empty() => view! { <p class="empty" data-testid="webhooks-empty">"No webhooks yet."</p> }.into_any(),
-                    Loaded::Ready(list) => view! {
+                <Transition fallback=|| loading_view("webhooks")>
+                {move || Suspend::new(async move { match webhooks.await {
+                    Err(err) => load_error_view(&err, "webhooks"),
+                    Ok(list) if list.is_empty() => view! { <p class="empty" data-testid="webhooks-empty">"No webhooks yet."</p> }.into_any(),
+                    Ok(list) => view! {
                         <ul class="sessions" data-testid="webhooks">
                             {list.into_iter().map(|w| view! { <WebhookRow webhook=w on_deleted=Callback::new(move |()| load())/> }).collect_view()}
                         </ul>
                     }.into_any(),
-                }}
+                }})}
+                </Transition>
             </section>
         </div>
     }
@@ -204,66 +202,26 @@ pub fn WebhooksPage() -> impl IntoView {
 /// One webhook: URL, events, state, "Deliveries" (the log) and "Delete".
 #[component]
 fn WebhookRow(webhook: Webhook, on_deleted: Callback<()>) -> impl IntoView {
-    let busy = RwSignal::new(false);
     let error = RwSignal::new(None::<String>);
     let open = RwSignal::new(false);
-    let deliveries = RwSignal::new(Loaded::<Vec<WebhookDelivery>>::Loading);
     let id = webhook.id.clone();
-    let load = {
-        let id = id.clone();
-        move || {
-            let id = id.clone();
-            fetch_into(
-                deliveries,
-                format!("/api/integrations/webhooks/{id}/deliveries"),
-                |answer: WebhookDeliveriesResponse| answer.deliveries,
-            );
-        }
-    };
-    let toggle = {
-        let load = load.clone();
-        move |_| {
-            let now_open = !open.get_untracked();
-            open.set(now_open);
-            if now_open {
-                deliveries.set(Loaded::Loading);
-                load();
+    let toggle = move |_| open.update(|open| *open = !*open);
+    let delete_action = Action::new_local(move |id: &String| {
+        let path = format!("/api/integrations/webhooks/{id}");
+        async move {
+            match client::delete_signed_in::<SuccessResponse>(&path).await {
+                Ok(_) => on_deleted.run(()),
+                Err(err) => error.set(Some(err.message().to_owned())),
             }
         }
-    };
+    });
+    let busy = delete_action.pending();
     let delete = Callback::new({
         let id = id.clone();
         move |()| {
-            let id = id.clone();
-            busy.set(true);
-            spawn_local(async move {
-                match client::delete_signed_in::<SuccessResponse>(&format!(
-                    "/api/integrations/webhooks/{id}"
-                ))
-                .await
-                {
-                    Ok(_) => on_deleted.run(()),
-                    Err(err) => error.set(Some(err.message().to_owned())),
-                }
-                busy.set(false);
-            });
+            delete_action.dispatch(id.clone());
         }
     });
-    let redeliver = move |delivery: String| {
-        let id = id.clone();
-        let load = load.clone();
-        spawn_local(async move {
-            match client::post_signed_in::<_, serde::de::IgnoredAny>(
-                &format!("/api/integrations/webhooks/{id}/deliveries/{delivery}/redeliver"),
-                &serde_json::Map::new(),
-            )
-            .await
-            {
-                Ok(_) => load(),
-                Err(err) => error.set(Some(err.message().to_owned())),
-            }
-        });
-    };
     let state = if webhook.active {
         "active"
     } else {
@@ -284,50 +242,79 @@ fn WebhookRow(webhook: Webhook, on_deleted: Callback<()>) -> impl IntoView {
             <ConfirmButton label="Delete" question="Delete this webhook?".to_owned() confirm="Yes, delete" busy on_confirm=delete/>
             {move || error.get().map(|message| view! { <Notice tone=Tone::Error testid="webhook-error">{message}</Notice> })}
             <Show when=move || open.get()>
-                {
-                    let redeliver = redeliver.clone();
-                    move || match deliveries.get() {
-                        state @ (Loaded::Loading | Loaded::Failed(_)) => state.status_view("deliveries", "deliveries"),
-                        Loaded::Ready(list) if list.is_empty() => view! { <p class="empty" data-testid="deliveries-empty">"Nothing delivered yet."</p> }.into_any(),
-                        Loaded::Ready(list) => {
-                            let redeliver = redeliver.clone();
-                            view! {
-                                <div class="table-wrap">
-                                    <table class="table" data-testid="deliveries">
-                                        <thead><tr>
-                                            <th scope="col">"Event"</th><th scope="col">"Status"</th><th scope="col">"Attempts"</th>
-                                            <th scope="col">"Answer"</th><th scope="col">"Created"</th><th scope="col">"Next attempt"</th><th scope="col">""</th>
-                                        </tr></thead>
-                                        <tbody>
-                                            {list.into_iter().map(|d| {
-                                                let redeliver = redeliver.clone();
-                                                let delivery = d.id.clone();
-                                                view! {
-                                                    <tr data-testid="delivery" data-status=d.status.clone()>
-                                                        <td><code>{d.event.clone()}</code></td>
-                                                        <td>{d.status.clone()}</td>
-                                                        <td>{d.attempts.to_string()}</td>
-                                                        <td title=d.last_error.clone().unwrap_or_default()>
-                                                            {d.response_status.map_or_else(|| d.last_error.clone().unwrap_or_else(|| "—".into()), |s| s.to_string())}
-                                                        </td>
-                                                        <td>{short_time(&d.created_at)}</td>
-                                                        <td>{d.next_attempt_at.as_deref().map_or_else(|| "—".to_owned(), short_time)}</td>
-                                                        <td><button type="button" class="button button-secondary button-small"
-                                                            on:click=move |_| redeliver(delivery.clone())>"Redeliver"</button></td>
-                                                    </tr>
-                                                }
-                                            }).collect_view()}
-                                        </tbody>
-                                    </table>
-                                </div>
-                            }.into_any()
-                        }
-                    }
-                }
+                <DeliveryLog webhook_id=id.clone() error/>
             </Show>
         </li>
     }
     .into_any()
+}
+
+/// The delivery log of one webhook, loaded each time it is opened, with "Redeliver" per
+/// delivery (which reloads the log); a failed redelivery's words go to `error`.
+#[component]
+fn DeliveryLog(webhook_id: String, error: RwSignal<Option<String>>) -> impl IntoView {
+    let deliveries = fetch_signed_in(
+        {
+            let webhook_id = webhook_id.clone();
+            move || format!("/api/integrations/webhooks/{webhook_id}/deliveries")
+        },
+        |answer: WebhookDeliveriesResponse| answer.deliveries,
+    );
+    let redeliver = Action::new_local(move |delivery: &String| {
+        let path =
+            format!("/api/integrations/webhooks/{webhook_id}/deliveries/{delivery}/redeliver");
+        async move {
+            match client::post_signed_in::<_, serde::de::IgnoredAny>(&path, &serde_json::Map::new())
+                .await
+            {
+                Ok(_) => deliveries.refetch(),
+                Err(err) => error.set(Some(err.message().to_owned())),
+            }
+        }
+    });
+    view! {
+        <Transition fallback=|| loading_view("deliveries")>
+            {move || Suspend::new(async move { match deliveries.await {
+                Err(err) => load_error_view(&err, "deliveries"),
+                Ok(list) if list.is_empty() => view! { <p class="empty" data-testid="deliveries-empty">"Nothing delivered yet."</p> }.into_any(),
+                Ok(list) => view! { <DeliveryTable list redeliver/> }.into_any(),
+            }})}
+        </Transition>
+    }
+}
+
+/// The deliveries of a webhook, newest first as the server lists them.
+#[component]
+fn DeliveryTable(list: Vec<WebhookDelivery>, redeliver: Action<String, ()>) -> impl IntoView {
+    view! {
+        <div class="table-wrap">
+            <table class="table" data-testid="deliveries">
+                <thead><tr>
+                    <th scope="col">"Event"</th><th scope="col">"Status"</th><th scope="col">"Attempts"</th>
+                    <th scope="col">"Answer"</th><th scope="col">"Created"</th><th scope="col">"Next attempt"</th><th scope="col">""</th>
+                </tr></thead>
+                <tbody>
+                    {list.into_iter().map(|d| {
+                        let delivery = d.id.clone();
+                        view! {
+                            <tr data-testid="delivery" data-status=d.status.clone()>
+                                <td><code>{d.event.clone()}</code></td>
+                                <td>{d.status.clone()}</td>
+                                <td>{d.attempts.to_string()}</td>
+                                <td title=d.last_error.clone().unwrap_or_default()>
+                                    {d.response_status.map_or_else(|| d.last_error.clone().unwrap_or_else(|| "—".into()), |s| s.to_string())}
+                                </td>
+                                <td>{short_time(&d.created_at)}</td>
+                                <td>{d.next_attempt_at.as_deref().map_or_else(|| "—".to_owned(), short_time)}</td>
+                                <td><button type="button" class="button button-secondary button-small"
+                                    on:click=move |_| { redeliver.dispatch(delivery.clone()); }>"Redeliver"</button></td>
+                            </tr>
+                        }
+                    }).collect_view()}
+                </tbody>
+            </table>
+        </div>
+    }
 }
 
 #[cfg(test)]
