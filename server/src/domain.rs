@@ -7,7 +7,7 @@ use secrecy::{ExposeSecret, SecretString};
 
 /// Longest email address: 254 characters, counted in bytes of the trimmed, lower-cased
 /// address (RFC 5321 § 4.5.3.1.3: a path of at most 256 octets holds `<` address `>`).
-pub const EMAIL_MAX: usize = 254;
+pub const EMAIL_MAX: usize = app::api::limits::EMAIL_MAX;
 
 /// A normalised email address (trimmed, lower-cased), syntactically valid per RFC 5322
 /// addr-spec (through the `email_address` crate), at most [`EMAIL_MAX`] characters.
@@ -46,9 +46,9 @@ impl fmt::Display for Email {
 }
 
 /// Password length bounds in characters (docs/api.md § Auth: 8..=128; OWASP ASVS 2.1.1/2.1.2).
-pub const PASSWORD_MIN: usize = 8;
+pub const PASSWORD_MIN: usize = app::api::limits::PASSWORD_MIN;
 /// See [`PASSWORD_MIN`].
-pub const PASSWORD_MAX: usize = 128;
+pub const PASSWORD_MAX: usize = app::api::limits::PASSWORD_MAX;
 
 /// A candidate password of 8..=128 characters, kept secret (its `Debug` is redacted).
 pub struct Password(SecretString);

@@ -5,7 +5,7 @@
 use crate::outbound::{self as net, NetError, NetPolicy};
 
 /// Longest URL accepted (crawl starts, webhook receivers), in bytes.
-pub const URL_MAX: usize = 2_048;
+pub const URL_MAX: usize = app::api::limits::URL_MAX;
 
 /// Why a submitted URL cannot be used. The texts are the messages clients are shown.
 #[derive(Debug, thiserror::Error)]

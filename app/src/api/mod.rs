@@ -16,6 +16,7 @@ mod auth;
 mod chat;
 mod integrations;
 mod knowledge;
+pub mod limits;
 mod tools;
 mod usage;
 mod webhooks;

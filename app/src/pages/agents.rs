@@ -3,6 +3,7 @@
 //! /api/agents/{agentId}`, `GET /api/models`).
 
 use super::dashboard::{short_time, use_session};
+use crate::api::limits::{AGENT_DESCRIPTION_MAX, AGENT_NAME_MAX, SYSTEM_PROMPT_MAX};
 use crate::{
     api::{
         Agent, AgentResponse, AgentsResponse, CreateAgentRequest, ModelsResponse, SuccessResponse,
@@ -17,13 +18,6 @@ use crate::{
 use leptos::prelude::*;
 use leptos_meta::Title;
 use leptos_router::hooks::use_navigate;
-
-/// Longest agent name the server accepts (docs/api.md § Agents, models and chat: 1..=100).
-pub const NAME_MAX: usize = 100;
-/// Longest description the server accepts.
-pub const DESCRIPTION_MAX: usize = 2_000;
-/// Longest system prompt the server accepts.
-pub const PROMPT_MAX: usize = 32_000;
 
 /// The agents of the user with their model, status and last update, how many the plan
 /// allows, and the way to create one.
@@ -157,17 +151,19 @@ pub fn validate_agent(name: &str, description: &str, prompt: &str) -> Result<(),
     if name.trim().is_empty() {
         return Err("Give the agent a name.".into());
     }
-    if name.trim().chars().count() > NAME_MAX {
-        return Err(format!("The name can have at most {NAME_MAX} characters."));
-    }
-    if description.chars().count() > DESCRIPTION_MAX {
+    if name.trim().chars().count() > AGENT_NAME_MAX {
         return Err(format!(
-            "The description can have at most {DESCRIPTION_MAX} characters."
+            "The name can have at most {AGENT_NAME_MAX} characters."
         ));
     }
-    if prompt.chars().count() > PROMPT_MAX {
+    if description.chars().count() > AGENT_DESCRIPTION_MAX {
         return Err(format!(
-            "The system prompt can have at most {PROMPT_MAX} characters."
+            "The description can have at most {AGENT_DESCRIPTION_MAX} characters."
+        ));
+    }
+    if prompt.chars().count() > SYSTEM_PROMPT_MAX {
+        return Err(format!(
+            "The system prompt can have at most {SYSTEM_PROMPT_MAX} characters."
         ));
     }
     Ok(())
@@ -276,7 +272,7 @@ pub fn AgentForm(
                     id="agent-name"
                     type="text"
                     required
-                    maxlength=NAME_MAX.to_string()
+                    maxlength=AGENT_NAME_MAX.to_string()
                     prop:value=move || name.get()
                     on:input=move |ev| name.set(event_target_value(&ev))
                 />
@@ -288,7 +284,7 @@ pub fn AgentForm(
                 <textarea
                     id="agent-description"
                     rows="2"
-                    maxlength=DESCRIPTION_MAX.to_string()
+                    maxlength=AGENT_DESCRIPTION_MAX.to_string()
                     prop:value=move || description.get()
                     on:input=move |ev| description.set(event_target_value(&ev))
                 ></textarea>
@@ -299,7 +295,7 @@ pub fn AgentForm(
                     id="agent-prompt"
                     class="prompt"
                     rows="14"
-                    maxlength=PROMPT_MAX.to_string()
+                    maxlength=SYSTEM_PROMPT_MAX.to_string()
                     aria-describedby="agent-prompt-hint"
                     prop:value=move || prompt.get()
                     on:input=move |ev| prompt.set(event_target_value(&ev))
@@ -307,7 +303,7 @@ pub fn AgentForm(
                 <p id="agent-prompt-hint" class="hint">
                     {move || {
                         format!(
-                            "How the agent behaves. {} of {PROMPT_MAX} characters.",
+                            "How the agent behaves. {} of {SYSTEM_PROMPT_MAX} characters.",
                             prompt.read().chars().count(),
                         )
                     }}
@@ -505,9 +501,9 @@ mod tests {
     #[test]
     fn agent_forms_are_checked_before_sending() {
         assert!(validate_agent("  ", "", "").is_err());
-        assert!(validate_agent(&"n".repeat(NAME_MAX + 1), "", "").is_err());
-        assert!(validate_agent("Support", &"d".repeat(DESCRIPTION_MAX + 1), "").is_err());
-        assert!(validate_agent("Support", "", &"p".repeat(PROMPT_MAX + 1)).is_err());
+        assert!(validate_agent(&"n".repeat(AGENT_NAME_MAX + 1), "", "").is_err());
+        assert!(validate_agent("Support", &"d".repeat(AGENT_DESCRIPTION_MAX + 1), "").is_err());
+        assert!(validate_agent("Support", "", &"p".repeat(SYSTEM_PROMPT_MAX + 1)).is_err());
         assert!(validate_agent("Support", "Helps", "Answer briefly.").is_ok());
     }
 }

@@ -5,6 +5,7 @@
 //! prefix is listed (docs/api.md § API key lifecycle).
 
 use super::{agents::ConfirmButton, dashboard::short_time};
+use crate::api::limits::API_KEY_NAME_MAX;
 use crate::{
     api::{
         ApiKeyInfo, ApiKeysResponse, CreateApiKeyRequest, CreatedApiKey, SuccessResponse, SCOPES,
@@ -17,9 +18,6 @@ use crate::{
 };
 use leptos::prelude::*;
 use leptos_meta::Title;
-
-/// Longest key name the server accepts (docs/api.md § API keys: 1..=100).
-pub const KEY_NAME_MAX: usize = 100;
 
 /// What each scope allows (docs/api.md § API key scopes).
 pub fn scope_description(scope: &str) -> &'static str {
@@ -52,9 +50,9 @@ pub fn key_request(
     if name.is_empty() {
         return Err("Give the key a name, e.g. the program that uses it.".into());
     }
-    if name.chars().count() > KEY_NAME_MAX {
+    if name.chars().count() > API_KEY_NAME_MAX {
         return Err(format!(
-            "The name can have at most {KEY_NAME_MAX} characters."
+            "The name can have at most {API_KEY_NAME_MAX} characters."
         ));
     }
     let chosen: Vec<String> = SCOPES
@@ -165,7 +163,7 @@ pub fn ApiKeysPage() -> impl IntoView {
                         <input
                             id="key-name"
                             type="text"
-                            maxlength=KEY_NAME_MAX.to_string()
+                            maxlength=API_KEY_NAME_MAX.to_string()
                             placeholder="CI pipeline"
                             prop:value=move || name.get()
                             on:input=move |ev| name.set(event_target_value(&ev))

@@ -12,6 +12,7 @@ use super::{
     dashboard::short_time,
     tools::{McpServerTools, MCP_PROVIDER},
 };
+use crate::api::limits::INTEGRATION_NAME_MAX;
 use crate::{
     api::{
         Agent, AgentsResponse, CreateIntegrationRequest, CreatedResponse, Integration,
@@ -275,7 +276,7 @@ pub fn IntegrationsPage() -> impl IntoView {
                             </div>
                             <div class="field">
                                 <label for="integration-name">"Name"</label>
-                                <input id="integration-name" type="text" maxlength="200" placeholder="Support bot"
+                                <input id="integration-name" type="text" maxlength=INTEGRATION_NAME_MAX.to_string() placeholder="Support bot"
                                     prop:value=move || name.get()
                                     on:input=move |ev| name.set(event_target_value(&ev)) />
                             </div>

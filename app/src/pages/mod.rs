@@ -37,8 +37,3 @@ pub use start::GettingStarted;
 pub use tools::{McpServerTools, ToolsSection};
 pub use verify_email::VerifyEmail;
 pub use webhooks::WebhooksPage;
-
-/// Shortest password the server accepts (docs/api.md § Auth: password 8..=128).
-pub const PASSWORD_MIN_LEN: usize = 8;
-/// Longest password the server accepts (docs/api.md § Auth: password 8..=128).
-pub const PASSWORD_MAX_LEN: usize = 128;

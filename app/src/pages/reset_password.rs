@@ -1,6 +1,6 @@
 //! `/reset-password?token=`: chooses a new password (`POST /api/auth/reset-password`).
 
-use super::{PASSWORD_MAX_LEN, PASSWORD_MIN_LEN};
+use crate::api::limits::{PASSWORD_MAX, PASSWORD_MIN};
 use crate::{
     api::{MessageResponse, ResetPasswordRequest},
     client,
@@ -67,9 +67,9 @@ fn ResetForm(token: String) -> impl IntoView {
             return;
         }
         let new_password = password_value(&password);
-        if new_password.chars().count() < PASSWORD_MIN_LEN {
+        if new_password.chars().count() < PASSWORD_MIN {
             error.set(Some(format!(
-                "The password needs at least {PASSWORD_MIN_LEN} characters."
+                "The password needs at least {PASSWORD_MIN} characters."
             )));
             return;
         }
@@ -98,14 +98,14 @@ fn ResetForm(token: String) -> impl IntoView {
                                 name="password"
                                 type="password"
                                 autocomplete="new-password"
-                                minlength=PASSWORD_MIN_LEN.to_string()
-                                maxlength=PASSWORD_MAX_LEN.to_string()
+                                minlength=PASSWORD_MIN.to_string()
+                                maxlength=PASSWORD_MAX.to_string()
                                 aria-describedby="password-hint"
                                 required
                                 node_ref=password
                             />
                             <p id="password-hint" class="hint">
-                                {format!("At least {PASSWORD_MIN_LEN} characters.")}
+                                {format!("At least {PASSWORD_MIN} characters.")}
                             </p>
                         </div>
                         <div class="field">
@@ -115,8 +115,8 @@ fn ResetForm(token: String) -> impl IntoView {
                                 name="passwordConfirm"
                                 type="password"
                                 autocomplete="new-password"
-                                minlength=PASSWORD_MIN_LEN.to_string()
-                                maxlength=PASSWORD_MAX_LEN.to_string()
+                                minlength=PASSWORD_MIN.to_string()
+                                maxlength=PASSWORD_MAX.to_string()
                                 required
                                 node_ref=confirm
                             />

@@ -1,6 +1,6 @@
 //! `/signup`: account creation (`POST /api/auth/signup`).
 
-use super::{PASSWORD_MAX_LEN, PASSWORD_MIN_LEN};
+use crate::api::limits::{COMPANY_MAX, EMAIL_MAX, PASSWORD_MAX, PASSWORD_MIN, USER_NAME_MAX};
 use crate::{
     api::{SignupRequest, SignupResponse},
     client,
@@ -50,9 +50,9 @@ pub fn Signup() -> impl IntoView {
             country: non_empty(select_value(&country)),
             phone: non_empty(input_value(&phone)),
         };
-        if body.password.chars().count() < PASSWORD_MIN_LEN {
+        if body.password.chars().count() < PASSWORD_MIN {
             error.set(Some(format!(
-                "The password needs at least {PASSWORD_MIN_LEN} characters."
+                "The password needs at least {PASSWORD_MIN} characters."
             )));
             return;
         }
@@ -79,7 +79,7 @@ pub fn Signup() -> impl IntoView {
                                     name="name"
                                     type="text"
                                     autocomplete="name"
-                                    maxlength="200"
+                                    maxlength=USER_NAME_MAX.to_string()
                                     required
                                     node_ref=name
                                 />
@@ -91,7 +91,7 @@ pub fn Signup() -> impl IntoView {
                                     name="email"
                                     type="email"
                                     autocomplete="email"
-                                    maxlength="254"
+                                    maxlength=EMAIL_MAX.to_string()
                                     required
                                     node_ref=email
                                 />
@@ -103,14 +103,14 @@ pub fn Signup() -> impl IntoView {
                                     name="password"
                                     type="password"
                                     autocomplete="new-password"
-                                    minlength=PASSWORD_MIN_LEN.to_string()
-                                    maxlength=PASSWORD_MAX_LEN.to_string()
+                                    minlength=PASSWORD_MIN.to_string()
+                                    maxlength=PASSWORD_MAX.to_string()
                                     aria-describedby="password-hint"
                                     required
                                     node_ref=password
                                 />
                                 <p id="password-hint" class="hint">
-                                    {format!("At least {PASSWORD_MIN_LEN} characters.")}
+                                    {format!("At least {PASSWORD_MIN} characters.")}
                                 </p>
                             </div>
                             <div class="field">
@@ -122,7 +122,7 @@ pub fn Signup() -> impl IntoView {
                                     name="company"
                                     type="text"
                                     autocomplete="organization"
-                                    maxlength="200"
+                                    maxlength=COMPANY_MAX.to_string()
                                     node_ref=company
                                 />
                             </div>

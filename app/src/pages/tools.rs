@@ -8,6 +8,7 @@
 //! their inputs are never filled; an update that leaves them alone keeps the stored ones.
 
 use super::agents::ConfirmButton;
+use crate::api::limits::{TOOL_DESCRIPTION_MAX, TOOL_NAME_MAX};
 use crate::{
     api::{
         CreateToolRequest, Integration, IntegrationsResponse, McpServerTool,
@@ -23,8 +24,6 @@ use crate::{
 use leptos::prelude::*;
 use serde_json::{json, Map, Value};
 
-/// Longest tool description the server accepts.
-pub const TOOL_DESCRIPTION_MAX: usize = 1_024;
 /// Longest timeout of an HTTP action, in milliseconds.
 pub const TOOL_TIMEOUT_MAX_MS: u64 = 120_000;
 /// The methods an HTTP action may use.
@@ -1065,7 +1064,7 @@ fn HttpToolForm(
             <div class="field-row">
                 <div class="field">
                     <label for="tool-name">"Name"</label>
-                    <input id="tool-name" type="text" maxlength="64" autocomplete="off" placeholder="get_weather"
+                    <input id="tool-name" type="text" maxlength=TOOL_NAME_MAX.to_string() autocomplete="off" placeholder="get_weather"
                         aria-describedby="tool-name-hint"
                         prop:value=move || name.get() on:input=move |ev| name.set(event_target_value(&ev))/>
                     <p id="tool-name-hint" class="hint">"What the model calls: letters, digits, _ and -."</p>
@@ -1355,7 +1354,7 @@ fn McpToolForm(
             }}
             <div class="field">
                 <label for="mcp-name">"Name"</label>
-                <input id="mcp-name" type="text" maxlength="64" autocomplete="off" placeholder="docs_server"
+                <input id="mcp-name" type="text" maxlength=TOOL_NAME_MAX.to_string() autocomplete="off" placeholder="docs_server"
                     aria-describedby="mcp-name-hint"
                     prop:value=move || name.get() on:input=move |ev| name.set(event_target_value(&ev))/>
                 <p id="mcp-name-hint" class="hint">"Names this server among the agent's tools: letters, digits, _ and -."</p>

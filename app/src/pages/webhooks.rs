@@ -7,6 +7,7 @@
 //! with the outcome of every delivery and a way to send one again.
 
 use super::{agents::ConfirmButton, dashboard::short_time};
+use crate::api::limits::WEBHOOK_DESCRIPTION_MAX;
 use crate::{
     api::{
         CreateWebhookRequest, CreatedWebhook, SuccessResponse, Webhook, WebhookDeliveriesResponse,
@@ -20,9 +21,6 @@ use crate::{
 };
 use leptos::prelude::*;
 use leptos_meta::Title;
-
-/// Longest description the server accepts.
-pub const DESCRIPTION_MAX: usize = 500;
 
 /// Checks the webhook form as the server would and returns the body.
 ///
@@ -41,9 +39,9 @@ pub fn webhook_request(
         return Err("Choose at least one event.".into());
     }
     let description = description.trim();
-    if description.chars().count() > DESCRIPTION_MAX {
+    if description.chars().count() > WEBHOOK_DESCRIPTION_MAX {
         return Err(format!(
-            "The description can have at most {DESCRIPTION_MAX} characters."
+            "The description can have at most {WEBHOOK_DESCRIPTION_MAX} characters."
         ));
     }
     Ok(CreateWebhookRequest {
@@ -139,7 +137,7 @@ pub fn WebhooksPage() -> impl IntoView {
                     </div>
                     <div class="field">
                         <label for="webhook-description">"Description " <span class="optional">"(optional)"</span></label>
-                        <input id="webhook-description" type="text" maxlength=DESCRIPTION_MAX.to_string()
+                        <input id="webhook-description" type="text" maxlength=WEBHOOK_DESCRIPTION_MAX.to_string()
                             prop:value=move || description.get() on:input=move |ev| description.set(event_target_value(&ev)) />
                     </div>
                     <fieldset class="scopes">

@@ -21,11 +21,11 @@ use crate::{
 pub use self::cache::{AgentCache, AGENT_CACHE_TTL};
 
 /// Longest agent name in characters.
-pub const NAME_MAX: usize = 100;
+pub const NAME_MAX: usize = app::api::limits::AGENT_NAME_MAX;
 /// Longest description in characters.
-pub const DESCRIPTION_MAX: usize = 2_000;
+pub const DESCRIPTION_MAX: usize = app::api::limits::AGENT_DESCRIPTION_MAX;
 /// Longest system prompt in characters.
-pub const SYSTEM_PROMPT_MAX: usize = 32_000;
+pub const SYSTEM_PROMPT_MAX: usize = app::api::limits::SYSTEM_PROMPT_MAX;
 
 /// Why an agent operation failed. The texts are the messages clients are shown.
 #[derive(Debug, thiserror::Error)]

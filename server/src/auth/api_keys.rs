@@ -13,7 +13,7 @@ use crate::{
 };
 
 /// Longest API key name, in characters after trimming.
-pub const NAME_MAX: usize = 100;
+pub const NAME_MAX: usize = app::api::limits::API_KEY_NAME_MAX;
 
 /// Live keys one account may hold.
 pub const MAX_KEYS_PER_USER: usize = 100;

@@ -34,9 +34,9 @@ use crate::{
 };
 
 /// Longest user name at signup, in characters after trimming.
-pub const USER_NAME_MAX: usize = 200;
+pub const USER_NAME_MAX: usize = app::api::limits::USER_NAME_MAX;
 /// Longest company name at signup, in characters after trimming.
-pub const COMPANY_MAX: usize = 200;
+pub const COMPANY_MAX: usize = app::api::limits::COMPANY_MAX;
 
 /// The auth routes.
 pub fn router() -> OpenApiRouter<AppState> {

@@ -20,7 +20,7 @@ use self::catalog::{check_fields, mask, ProviderSpec};
 /// Integrations one account may have.
 pub const MAX_INTEGRATIONS: u32 = 50;
 /// Longest integration name, in characters.
-pub const MAX_NAME_CHARS: usize = 200;
+pub const MAX_NAME_CHARS: usize = app::api::limits::INTEGRATION_NAME_MAX;
 
 /// Checked credentials and config of `provider`, sealed, with their hints.
 pub struct Prepared {

@@ -34,7 +34,7 @@ use crate::{
 /// Tools one agent may have (docs/api.md § Tools).
 pub const MAX_TOOLS_PER_AGENT: u32 = 32;
 /// Longest tool description, in characters.
-pub const DESCRIPTION_MAX: usize = 1_024;
+pub const DESCRIPTION_MAX: usize = app::api::limits::TOOL_DESCRIPTION_MAX;
 /// Most chunks a `knowledge_search` call answers.
 pub const SEARCH_LIMIT_MAX: u32 = 20;
 /// The limits of HTTP actions' client: 2 MiB of answer (the model gets

@@ -15,7 +15,7 @@ use crate::{
 /// Webhooks one account may hold.
 pub const MAX_WEBHOOKS_PER_USER: u32 = 20;
 /// Longest description in characters.
-pub const DESCRIPTION_MAX: usize = 500;
+pub const DESCRIPTION_MAX: usize = app::api::limits::WEBHOOK_DESCRIPTION_MAX;
 /// Deliveries listed per webhook (the newest).
 pub const DELIVERIES_LISTED: u32 = 100;
 
