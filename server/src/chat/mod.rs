@@ -19,13 +19,16 @@ use std::{
     time::{Duration, Instant},
 };
 
-use app::api::{Attachment, PendingApproval, Source, TokensUsed, ToolCallView};
+use app::api::{PendingApproval, Source, TokensUsed, ToolCallView};
 use futures::StreamExt;
 use serde_json::json;
 
 use self::prompt::PASSAGE_OVERHEAD;
 pub use self::{
-    prompt::{attachments_text, check_length, trim_history, MAX_ATTACHMENTS_BYTES, SNIPPET_CHARS},
+    prompt::{
+        attachments_text, check_length, trim_history, Attachment, MAX_ATTACHMENTS_BYTES,
+        SNIPPET_CHARS,
+    },
     stream::{open_stream, usage_or_counted, Frame, Relay, RETRY_BACKOFF, UPSTREAM_ATTEMPTS},
     writer::{TurnWriter, Urgency},
 };

@@ -2,7 +2,7 @@
 //! message, the retrieved passages that fit a token budget, and the earlier turns trimmed
 //! oldest-first to the context window.
 
-use app::api::{Attachment, Source};
+use app::api::Source;
 use base64::{engine::general_purpose::STANDARD, Engine};
 
 use super::ChatError;
@@ -10,6 +10,16 @@ use crate::{
     llm::{tokens, Passage, Role, Turn},
     store::documents::ChunkHit,
 };
+
+/// A file sent with a message, as the caller gives it; read by [`attachments_text`].
+#[derive(Debug, Clone)]
+pub struct Attachment {
+    pub filename: String,
+    /// e.g. `text/plain` or `text/markdown`.
+    pub content_type: String,
+    /// The file's bytes, base64 (standard alphabet).
+    pub data: String,
+}
 
 /// Largest total size of one message's attachments (10 MiB; docs/api.md § Send message).
 pub const MAX_ATTACHMENTS_BYTES: usize = 10 * 1024 * 1024;

@@ -28,7 +28,9 @@ use super::{
     AppState,
 };
 use crate::{
-    chat::{history::PageRequest, Frame, PreparedChat, Relay, ThreadChoice, TurnOptions},
+    chat::{
+        history::PageRequest, Attachment, Frame, PreparedChat, Relay, ThreadChoice, TurnOptions,
+    },
     domain::Scope,
     http::error::{ApiError, ApiResult},
     ids::{AgentId, ThreadId},
@@ -166,6 +168,15 @@ async fn send(
         approvals: true,
         ..TurnOptions::default()
     };
+    let attachments: Vec<Attachment> = body
+        .attachments
+        .into_iter()
+        .map(|a| Attachment {
+            filename: a.filename,
+            content_type: a.content_type,
+            data: a.data,
+        })
+        .collect();
     let prepared = state
         .chat
         .prepare_with(
@@ -173,7 +184,7 @@ async fn send(
             &principal.user_id,
             thread,
             &body.message,
-            &body.attachments,
+            &attachments,
             &turn,
         )
         .await?;
