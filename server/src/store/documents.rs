@@ -1,7 +1,5 @@
 //! The document part of the persistence boundary: knowledge documents, crawled pages,
-//! chunks with what their BM25 index is kept in step by, and chunk embeddings. Every
-//! backend implements [`DocumentStore`] (SQLite: `sqlite/documents.rs`); [`super::Store`]
-//! requires it. The jobs that fill documents are [`super::jobs::JobQueue`]'s.
+//! chunks and their embeddings ([`DocumentStore`]; SQLite: `sqlite/documents.rs`).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
