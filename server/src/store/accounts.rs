@@ -1,5 +1,4 @@
-//! The account part of the persistence boundary: users, their plan and password, and the
-//! single-use email tokens ([`AccountStore`]).
+//! Users, their plan and password, and single-use email tokens ([`AccountStore`]).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};

@@ -1,5 +1,4 @@
-//! The agent part of the persistence boundary. Every backend implements [`AgentStore`]
-//! (SQLite: `sqlite/agents.rs`); [`super::Store`] requires it.
+//! The agent part of the persistence boundary ([`AgentStore`]).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -87,8 +86,7 @@ pub trait AgentStore: Send + Sync {
         patch: &AgentPatch,
         now: DateTime<Utc>,
     ) -> StoreResult<Option<AgentRecord>>;
-    /// Deletes the agent with its threads, messages, documents (chunks, pages, jobs,
-    /// embeddings) and chunk generation; false when there was none. Daily usage stays.
+    /// Deletes the agent with everything it owns but daily usage; false when there was none.
     async fn delete_agent(&self, user_id: &UserId, id: &AgentId) -> StoreResult<bool>;
 }
 

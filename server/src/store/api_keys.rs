@@ -1,5 +1,4 @@
-//! The API-key part of the persistence boundary ([`ApiKeyStore`]): keys are kept by their
-//! hash, never in clear.
+//! The API-key part of the persistence boundary ([`ApiKeyStore`]); keys kept by hash only.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};

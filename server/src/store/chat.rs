@@ -1,5 +1,4 @@
-//! The chat part of the persistence boundary: threads, their messages and each account's
-//! daily usage ([`ChatStore`]; SQLite: `sqlite/chat.rs`).
+//! Threads, their messages and each account's daily usage ([`ChatStore`]).
 
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
@@ -89,8 +88,7 @@ pub struct MessageRecord {
     pub status: ReplyStatus,
     pub error: Option<String>,
     pub created_at: DateTime<Utc>,
-    /// JSON array of the reply's tool calls (`toolCalls` in docs/api.md § Tools); `None`
-    /// when it made none.
+    /// JSON array of the reply's tool calls (docs/api.md § Tools); `None` when none.
     pub tool_calls: Option<String>,
 }
 
@@ -113,8 +111,7 @@ pub struct TurnRecord {
     pub thread: ThreadRecord,
     /// Whether the thread is created with this turn.
     pub new_thread: bool,
-    /// The messages in order (the user's, then the reply); their `thread_id` is ignored:
-    /// they go to `thread`.
+    /// The messages in order (user's, then reply); their `thread_id` is ignored.
     pub messages: Vec<MessageRecord>,
     /// The external conversation (Telegram chat, Slack thread, widget visitor) continued in
     /// `thread` from this turn on; linked in the same transaction, replacing an earlier link,
@@ -122,8 +119,7 @@ pub struct TurnRecord {
     pub channel: Option<ChannelLink>,
 }
 
-/// The link of an integration's external conversation to the thread that holds it
-/// ([`TurnRecord::channel`]).
+/// An integration's external conversation linked to its thread ([`TurnRecord::channel`]).
 #[derive(Debug, Clone)]
 pub struct ChannelLink {
     /// The integration the conversation comes through.
@@ -183,8 +179,7 @@ pub trait ChatStore: Send + Sync {
     /// per turn whether it was stored (false: agent or thread gone). An error, or a call
     /// dropped part-way, leaves nothing of any turn, or all of them.
     async fn record_turns(&self, turns: &[TurnRecord]) -> StoreResult<Vec<bool>>;
-    /// The user's usage on the days from `from` (UTC) on, oldest first; days without any
-    /// use are absent.
+    /// The user's usage from day `from` (UTC) on, oldest first; days without use are absent.
     async fn usage(&self, user_id: &UserId, from: NaiveDate) -> StoreResult<Vec<UsageDay>>;
     /// Messages oldest first, after `cursor`.
     async fn list_messages(

@@ -1,5 +1,4 @@
-//! The document part of the persistence boundary: knowledge documents, crawled pages,
-//! chunks and their embeddings ([`DocumentStore`]; SQLite: `sqlite/documents.rs`).
+//! Knowledge documents, crawled pages, chunks and embeddings ([`DocumentStore`]).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -19,8 +18,7 @@ use crate::ids::{AgentId, ChunkId, DocumentId, UserId};
 #[serde(rename_all = "lowercase")]
 #[sqlx(type_name = "TEXT", rename_all = "lowercase")]
 pub enum DocumentStatus {
-    /// Stored, its job queued: set when the document is added and by a refresh
-    /// (`knowledge::service`).
+    /// Stored, its job queued: when added and on a refresh.
     Pending,
     /// A worker runs its job (`knowledge::worker`).
     Processing,
@@ -61,8 +59,7 @@ impl std::fmt::Display for DocumentStatus {
 pub enum DocumentSource {
     /// An uploaded file (docs/api.md § Upload document), indexed by an `ingest` job.
     File,
-    /// A web site crawled from a start URL (docs/api.md § Add URL), indexed by a `crawl`
-    /// job.
+    /// A web site crawled from a start URL (docs/api.md § Add URL).
     Url,
 }
 
@@ -78,8 +75,7 @@ impl DocumentSource {
         }
     }
 
-    /// The kind of job that indexes a document from this source: `ingest` for a file,
-    /// `crawl` for a site (docs/api.md § Documents and jobs).
+    /// The job kind that indexes this source: `ingest` for a file, `crawl` for a site.
     pub fn job_kind(self) -> JobKind {
         match self {
             Self::File => JobKind::Ingest,
@@ -194,8 +190,7 @@ impl DocumentRecord {
     }
 }
 
-/// A chunk to store. Serialises (serde, camelCase) because extraction child processes
-/// produce it (`knowledge::sandbox`).
+/// A chunk to store; serde (camelCase) because extraction child processes produce it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NewChunk {
@@ -259,14 +254,12 @@ pub struct ChunkVector {
     pub vector: Vec<f32>,
 }
 
-/// The stored form of an embedding: each component as a little-endian IEEE 754 `f32`
-/// (4 bytes per dimension, `migrations/sqlite/0004_embeddings.sql`).
+/// The stored form of an embedding: little-endian `f32`s, 4 bytes per dimension.
 pub fn vector_to_bytes(vector: &[f32]) -> Vec<u8> {
     vector.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
-/// The embedding stored as `bytes` (see [`vector_to_bytes`]); `None` when the length is
-/// not a multiple of 4.
+/// The embedding stored as `bytes`; `None` when the length is not a multiple of 4.
 pub fn vector_from_bytes(bytes: &[u8]) -> Option<Vec<f32>> {
     if !bytes.len().is_multiple_of(4) {
         return None;
@@ -344,8 +337,7 @@ pub trait DocumentStore: Send + Sync {
     /// Removes the pages (and their chunks) of a crawled document that are not in `keep`,
     /// in one transaction that keeps the chunk rules above.
     async fn retain_pages(&self, document_id: &DocumentId, keep: &[String]) -> StoreResult<()>;
-    /// Marks a document indexed: recounts its chunks and stores `pages`, `bytes` and the
-    /// time.
+    /// Marks a document indexed: recounts its chunks, stores `pages`, `bytes` and the time.
     async fn finish_document(
         &self,
         id: &DocumentId,
@@ -386,11 +378,9 @@ pub trait DocumentStore: Send + Sync {
         agent_id: &AgentId,
         model: &str,
     ) -> StoreResult<Vec<ChunkVector>>;
-    /// Changes whenever any of the agent's embeddings is written or deleted; 0 when it
-    /// never had any.
+    /// Changes whenever any of the agent's embeddings is written or deleted; 0 if none ever.
     async fn embedding_generation(&self, agent_id: &AgentId) -> StoreResult<i64>;
-    /// Chunks without an embedding of `model` (of `document_id`, or of any document),
-    /// oldest first, at most `limit`.
+    /// Chunks without an embedding of `model` (of `document_id`, or any), oldest first.
     async fn chunks_without_embedding(
         &self,
         model: &str,

@@ -1,5 +1,4 @@
-//! The third-party sign-in part of the persistence boundary: linked identities, pending
-//! authorization flows and one-time exchange codes ([`IdentityStore`]).
+//! Linked identities, pending authorization flows and exchange codes ([`IdentityStore`]).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};

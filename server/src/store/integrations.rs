@@ -1,5 +1,4 @@
-//! The integrations part of the persistence boundary ([`IntegrationStore`]; SQLite:
-//! `sqlite/integrations.rs`). Credentials arrive sealed ([`crate::crypto::SecretBox`]).
+//! Integrations ([`IntegrationStore`]); credentials arrive sealed ([`crate::crypto::SecretBox`]).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -103,15 +102,13 @@ pub trait IntegrationStore: Send + Sync {
         &self,
         public_id: &PublicId,
     ) -> StoreResult<Option<IntegrationRecord>>;
-    /// The thread of an external conversation (a Telegram chat, a Slack thread, a widget
-    /// visitor) of `integration_id`.
+    /// The thread of an external conversation of `integration_id`.
     async fn channel_thread(
         &self,
         integration_id: &IntegrationId,
         conversation_key: &str,
     ) -> StoreResult<Option<ThreadId>>;
-    /// Ends an external conversation: its next message starts a new thread (the old thread
-    /// stays, with its messages).
+    /// Ends an external conversation: its next message starts a new thread (the old stays).
     async fn end_channel_thread(
         &self,
         integration_id: &IntegrationId,

@@ -101,8 +101,7 @@ pub struct JobRecord {
 }
 
 impl JobRecord {
-    /// A new job of `kind` for a document of `user_id`, queued at `now`, with a new
-    /// time-ordered id (UUIDv7).
+    /// A new job of `kind` for `user_id`'s document, queued at `now`, with a UUIDv7 id.
     pub fn queued(
         kind: JobKind,
         document_id: &DocumentId,

@@ -1,5 +1,4 @@
-//! Row mappers shared by the database backends: each record's column list, in the order
-//! its mapper and INSERTs use, and [`row_mappers!`]. Times are epoch milliseconds.
+//! Row mappers shared by the backends: column lists and [`row_mappers!`]; times in epoch ms.
 
 pub(crate) const USER_COLUMNS: &str =
     "id, email, name, password_hash, company, country, phone, plan, \

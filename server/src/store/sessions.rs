@@ -1,5 +1,4 @@
-//! The session part of the persistence boundary: dashboard sign-in sessions and their
-//! refresh-token rotation ([`SessionStore`]).
+//! Dashboard sign-in sessions and their refresh-token rotation ([`SessionStore`]).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};

@@ -59,8 +59,7 @@ pub fn for_backend(
     }
 }
 
-/// Uploads as files in one folder (`DATA_DIR/uploads`), one per document named by its id;
-/// the documents and jobs in `documents`.
+/// Uploads as files in `DATA_DIR/uploads`, one per document, named by its id.
 pub struct UploadDir {
     dir: PathBuf,
     documents: Arc<dyn DocumentStore>,

@@ -1,5 +1,4 @@
-//! The webhook part of the persistence boundary: subscriptions, the durable delivery queue
-//! and every attempt's record ([`WebhookStore`]; SQLite: `sqlite/webhooks.rs`).
+//! Webhooks, the durable delivery queue and every attempt's record ([`WebhookStore`]).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -19,8 +18,7 @@ use crate::{
 #[serde(rename_all = "lowercase")]
 #[sqlx(type_name = "TEXT", rename_all = "lowercase")]
 pub enum DeliveryStatus {
-    /// Waiting for `next_attempt_at`: when queued, after an attempt to retry, and after a
-    /// redelivery.
+    /// Waiting for `next_attempt_at`: when queued, after a retryable attempt, or redelivered.
     Pending,
     /// Claimed by a worker under a lease ([`WebhookStore::claim_deliveries`]); an expired
     /// lease makes it claimable again.
@@ -142,8 +140,7 @@ pub enum AfterAttempt {
     DisableWebhook,
 }
 
-/// Webhooks and their delivery queue. Methods taking a user id are tenant-scoped: another
-/// user's row is "not found".
+/// Webhooks and their delivery queue; another user's row is "not found".
 #[async_trait]
 pub trait WebhookStore: Send + Sync {
     /// Creates a webhook unless its owner already has `limit`; false (nothing written) at
