@@ -134,7 +134,7 @@ const DOCS_STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:60rem;
     td,th{border:1px solid #8884;padding:.2rem .5rem;text-align:left}\
     @media (prefers-color-scheme:dark){body{background:#111;color:#eee}}";
 
-/// The reference page's CSP: only its inline stylesheet, by SHA-256 hash ([`DOCS_STYLE`]);
+/// The reference page's CSP: only its inline stylesheet, by SHA-256 hash (`DOCS_STYLE`);
 /// no framing.
 pub fn docs_policy() -> HeaderValue {
     static POLICY: std::sync::LazyLock<HeaderValue> = std::sync::LazyLock::new(|| {

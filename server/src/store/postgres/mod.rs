@@ -2,8 +2,8 @@
 //! (`DATABASE_MAX_CONNECTIONS`), a second of [`TURN_CONNECTIONS`] for the chat-turn writer,
 //! and the embedded `migrations/postgres`. Transactions run side by side at READ
 //! COMMITTED, so the rules SQLite's single writer keeps for free are kept explicitly:
-//! [`lock_account`] before per-account check-then-act, `FOR UPDATE SKIP LOCKED` claims,
-//! chunk-id locks, and [`begin`] for every transaction (docs/architecture.md § Store).
+//! `lock_account` before per-account check-then-act, `FOR UPDATE SKIP LOCKED` claims,
+//! chunk-id locks, and `begin` for every transaction (docs/architecture.md § Store).
 
 use std::{str::FromStr, sync::Arc, time::Duration};
 

@@ -26,7 +26,7 @@ mod webhooks;
 
 /// [`Store`] on SQLite: writes go through one connection (`writer`), reads through a pool
 /// of read-only connections in WAL mode. The writer never checkpoints the WAL itself; a
-/// [`Checkpointer`] does it every [`CHECKPOINT_INTERVAL`] (docs/architecture.md § Store).
+/// `Checkpointer` does it every [`CHECKPOINT_INTERVAL`] (docs/architecture.md § Store).
 #[derive(Clone)]
 pub struct SqliteStore {
     pool: SqlitePool,
@@ -40,7 +40,7 @@ pub struct SqliteStore {
 /// Read-only connections in [`SqliteStore`]'s reader pool.
 pub const READERS: u32 = 8;
 
-/// How often [`Checkpointer`] copies the WAL into the database file.
+/// How often the checkpointer copies the WAL into the database file.
 pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Largest size the WAL file is left at after a checkpoint has emptied it, in bytes
