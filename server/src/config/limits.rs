@@ -17,8 +17,7 @@ pub const CHANNEL_REQUESTS_PER_MINUTE: u32 = 1_200;
 pub struct LimitsConfig {
     /// `AGENT_LIMITS`: agents allowed per plan as `free=3,starter=10,business=50,pro=500`.
     pub agent_limits: [u32; 4],
-    /// `RATE_LIMITS`: requests per minute per plan, same form; defaults are the contract's
-    /// 100/500/2000/10000.
+    /// `RATE_LIMITS`: requests per minute per plan, same form; default 100/500/2000/10000.
     pub rate_limits: [u32; 4],
     /// `CHANNEL_REQUESTS_PER_MINUTE`: requests per minute one client IP may send to one
     /// integration's inbound channel endpoint, counted before its secret is checked; at
@@ -45,8 +44,7 @@ impl Default for LimitsConfig {
 }
 
 impl LimitsConfig {
-    /// Takes the Redis, plan-limit and channel-budget variables from `settings` (checked
-    /// there).
+    /// Takes the Redis, plan-limit and channel-budget variables from `settings`.
     pub(super) fn apply(&mut self, settings: &Settings) {
         self.redis_url = settings.redis_url.clone();
         self.redis_key_prefix = settings.redis_key_prefix.clone();

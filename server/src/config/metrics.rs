@@ -60,8 +60,7 @@ impl MetricsConfig {
     }
 }
 
-/// Checks `METRICS_TOKEN`'s form: RFC 6750 § 2.1's `b64token`, at least
-/// [`MIN_METRICS_TOKEN_CHARS`] long.
+/// Checks `METRICS_TOKEN`: RFC 6750 § 2.1 `b64token`, at least [`MIN_METRICS_TOKEN_CHARS`].
 fn check_token(token: &str) -> anyhow::Result<()> {
     let body = token.trim_end_matches('=');
     let allowed = |c: char| c.is_ascii_alphanumeric() || "-._~+/".contains(c);

@@ -51,8 +51,7 @@ pub use self::{
     webhooks::WebhooksConfig,
 };
 
-/// Everything the service needs to start, one part per component; start-up hands each
-/// component its part.
+/// Everything the service needs to start; start-up hands each component its part.
 #[derive(Clone)]
 pub struct Config {
     /// The listener, `PUBLIC_URL`, connection limits and the dashboard's files.
@@ -66,11 +65,9 @@ pub struct Config {
     pub oauth: OAuthConfig,
     /// `SMTP_URL`, `MAIL_FROM`.
     pub mail: MailConfig,
-    /// `AGENT_LIMITS`, `RATE_LIMITS`, `CHANNEL_REQUESTS_PER_MINUTE`, `REDIS_URL`,
-    /// `REDIS_KEY_PREFIX`.
+    /// `AGENT_LIMITS`, `RATE_LIMITS`, `CHANNEL_REQUESTS_PER_MINUTE`, `REDIS_*`.
     pub limits: LimitsConfig,
-    /// `OPENAI_*`, `ANTHROPIC_*`, `DEFAULT_MODEL`, `PROVIDER_TIMEOUT_SECS`,
-    /// `EMBEDDING_MODEL`.
+    /// `OPENAI_*`, `ANTHROPIC_*`, `DEFAULT_MODEL`, `PROVIDER_TIMEOUT_SECS`, `EMBEDDING_MODEL`.
     pub providers: ProvidersConfig,
     /// `MAX_MESSAGE_CHARS`, `SSE_HEARTBEAT_SECS`.
     pub chat: ChatConfig,

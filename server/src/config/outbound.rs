@@ -11,8 +11,7 @@ pub struct OutboundConfig {
 }
 
 impl OutboundConfig {
-    /// Takes `ALLOWED_PRIVATE_HOSTS` from `settings` when set: comma-separated, blanks
-    /// ignored.
+    /// Takes `ALLOWED_PRIVATE_HOSTS` from `settings` when set (comma-separated).
     pub(super) fn apply(&mut self, settings: &Settings) {
         if let Some(v) = &settings.allowed_private_hosts {
             self.allowed_private_hosts = v

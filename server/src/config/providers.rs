@@ -22,8 +22,7 @@ pub struct ProvidersConfig {
     /// `PROVIDER_TIMEOUT_SECS`: longest wait for a reply's first token (retries included)
     /// and longest silence inside a reply; past it the chat answers 504.
     pub timeout: std::time::Duration,
-    /// `EMBEDDING_MODEL`: embeddings through the OpenAI-compatible endpoint; unset means
-    /// BM25 retrieval only.
+    /// `EMBEDDING_MODEL`: embeddings via the OpenAI-compatible endpoint; unset: BM25 only.
     pub embedding_model: Option<String>,
 }
 

@@ -1,5 +1,4 @@
-//! The HTTP server's part: where it listens and is reached, how it holds connections, and
-//! where the dashboard's built files are.
+//! The HTTP server's part: listener, public address, connections and dashboard files.
 
 use std::net::SocketAddr;
 
@@ -98,8 +97,7 @@ impl ServerConfig {
         Ok(())
     }
 
-    /// The limits on client connections: `HEADER_READ_TIMEOUT_SECS`, `IDLE_TIMEOUT_SECS`
-    /// and `MAX_CONNECTIONS`.
+    /// `HEADER_READ_TIMEOUT_SECS`, `IDLE_TIMEOUT_SECS` and `MAX_CONNECTIONS` as limits.
     pub fn connection_limits(&self) -> ConnectionLimits {
         ConnectionLimits {
             header_read_timeout: self.header_read_timeout,

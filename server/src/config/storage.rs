@@ -37,8 +37,7 @@ impl StorageConfig {
         }
     }
 
-    /// The backend `database_url` names (`None`: an unknown scheme, refused when the
-    /// store is opened).
+    /// The backend `database_url` names; `None` for an unknown scheme.
     pub fn backend(&self) -> Option<Backend> {
         Backend::of(&self.database_url)
     }
@@ -54,8 +53,7 @@ impl StorageConfig {
         }
     }
 
-    /// Takes `DATABASE_URL`, `DATABASE_MAX_CONNECTIONS` and `CHAT_SYNCHRONOUS_COMMIT` from
-    /// `settings` (checked there).
+    /// Takes the database variables from `settings` (checked there).
     pub(super) fn apply(&mut self, settings: &Settings) {
         if let Some(url) = &settings.database_url {
             self.database_url = url.clone();
@@ -91,8 +89,7 @@ impl TurnCommit {
         }
     }
 
-    /// The value of PostgreSQL's `synchronous_commit` that the turns' connections set, or
-    /// `None` to keep the server's.
+    /// The `synchronous_commit` the turns' connections set; `None` keeps the server's.
     pub fn setting(self) -> Option<&'static str> {
         match self {
             Self::Asynchronous => Some("off"),
