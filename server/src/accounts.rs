@@ -1,6 +1,5 @@
-//! Accounts: sign-up, email verification, password sign-in and reset, and the rules that
-//! tie GitHub, Google and Microsoft identities to accounts (docs/api.md § Auth). Sessions
-//! and tokens are the [`AuthService`]'s; this service decides whose account they open.
+//! Accounts: sign-up, verification, password sign-in and reset, and how third-party
+//! identities tie to accounts (docs/api.md § Auth); sessions are [`AuthService`]'s.
 
 use std::{net::IpAddr, sync::Arc, time::Duration as StdDuration};
 
@@ -131,9 +130,8 @@ pub enum CallbackOutcome {
     ExchangeCode { redirect_uri: String, code: String },
 }
 
-/// A third-party sign-in that failed and created nothing: the message to show, and where
-/// the flow came from (a native client's redirect URI, or a connect flow of the account
-/// page); both unknown when the flow itself was not found.
+/// A failed third-party sign-in (nothing created): the message, and where the flow came
+/// from (both unknown when the flow was not found).
 #[derive(Debug)]
 pub struct CallbackRefusal {
     pub message: String,
@@ -177,9 +175,7 @@ impl Accounts {
         }
     }
 
-    /// Creates an unverified account and mails its verification link.
-    ///
-    /// Errors: [`AccountError::EmailTaken`].
+    /// Creates an unverified account and mails its link. Errors: [`AccountError::EmailTaken`].
     pub async fn sign_up(&self, input: SignUp) -> Result<UserRecord> {
         if self.users.user_by_email(&input.email).await?.is_some() {
             return Err(AccountError::EmailTaken);
@@ -235,11 +231,11 @@ impl Accounts {
         Ok(())
     }
 
-    /// Checks a password sign-in and starts a session. Failed sign-ins are throttled per
-    /// email and IP, per IP, and per email from unknown IPs ([`crate::auth::throttle`]).
+    /// Checks a password sign-in and starts a session; failures are throttled
+    /// ([`crate::auth::throttle`]).
     ///
-    /// Errors: [`AccountError::Throttled`], [`AccountError::WrongCredentials`] (also for an
-    /// unknown email or an account without password), [`AccountError::EmailNotVerified`].
+    /// Errors: [`AccountError::Throttled`], [`AccountError::WrongCredentials`] (also unknown
+    /// email or no password), [`AccountError::EmailNotVerified`].
     pub async fn sign_in(
         &self,
         email: &Email,
@@ -294,9 +290,8 @@ impl Accounts {
         Ok(())
     }
 
-    /// Sets a new password with an emailed reset `token`, verifies the address (following
-    /// the link proves it), and ends every session of the account. Every other link of the
-    /// account stops working (OWASP Forgot Password Cheat Sheet). Answers the account's id.
+    /// Sets a new password with an emailed reset `token`, verifies the address, ends every
+    /// session and voids the account's other links; answers the account id.
     ///
     /// Errors: [`AccountError::InvalidReset`].
     pub async fn reset_password(&self, token: &str, password: Password) -> Result<UserId> {
@@ -315,9 +310,7 @@ impl Accounts {
         Ok(user_id)
     }
 
-    /// The signed-in account.
-    ///
-    /// Errors: [`AccountError::UnknownUser`].
+    /// The signed-in account. Errors: [`AccountError::UnknownUser`].
     pub async fn user(&self, user_id: &UserId) -> Result<UserRecord> {
         self.users
             .user_by_id(user_id)
@@ -325,9 +318,7 @@ impl Accounts {
             .ok_or(AccountError::UnknownUser)
     }
 
-    /// How the signed-in account can sign in: its connected identities, oldest first, and
-    /// whether it has a password.
-    ///
+    /// The account's connected identities, oldest first, and whether it has a password.
     /// Errors: [`AccountError::UnknownUser`].
     pub async fn sign_in_methods(&self, user_id: &UserId) -> Result<(Vec<IdentityRecord>, bool)> {
         let user = self.user(user_id).await?;
@@ -335,8 +326,7 @@ impl Accounts {
         Ok((identities, user.password_hash.is_some()))
     }
 
-    /// Disconnects `provider` from the account while another way to sign in remains.
-    ///
+    /// Disconnects `provider` while another way to sign in remains.
     /// Errors: [`AccountError::NotConnected`], [`AccountError::LastSignIn`].
     pub async fn disconnect(&self, user_id: &UserId, provider: OAuthProvider) -> Result<()> {
         match self.identities.unlink_identity(user_id, provider).await {
@@ -347,11 +337,8 @@ impl Accounts {
         }
     }
 
-    /// Starts a third-party sign-in (or, with `connect_to`, the connection of a provider to
-    /// that account) bound to the browser whose binding cookie holds `browser_binding`, and
-    /// answers the provider URL to send the browser to. The flow works once, for
-    /// [`FLOW_TTL`]. `client_redirect` is a native client's loopback redirect URI.
-    ///
+    /// Starts a third-party sign-in (or with `connect_to`, a connection) bound to the
+    /// browser's `browser_binding`, working once for [`FLOW_TTL`]; answers the provider URL.
     /// Errors: the provider or the store cannot be reached.
     pub async fn begin_flow(
         &self,
@@ -380,13 +367,9 @@ impl Accounts {
         Ok(request.url)
     }
 
-    /// Finishes a third-party sign-in from the provider's redirect back. The flow is taken
-    /// first, so that a state works once whatever happens next; then it must be of this
-    /// provider, unexpired and of the same browser. Then:
-    /// - an identity already connected signs into its account;
-    /// - a new identity with a verified email creates a verified account without password;
-    /// - an email that belongs to an existing account is never connected silently;
-    /// - an unverified provider email is refused.
+    /// Finishes a third-party sign-in: takes the flow first (a state works once), checks
+    /// provider, expiry and browser, then signs in, creates a verified account, or refuses
+    /// (docs/security.md § Third-party sign-in).
     ///
     /// Errors (the outer `Result`): the store or the session start failed.
     pub async fn finish_flow(
@@ -489,9 +472,7 @@ impl Accounts {
         Ok(Ok(CallbackOutcome::SignedIn(issued)))
     }
 
-    /// Trades a native client's one-time code (it works once, for [`EXCHANGE_TTL`]) for a
-    /// new session.
-    ///
+    /// Trades a native client's one-time code ([`EXCHANGE_TTL`]) for a session.
     /// Errors: [`AccountError::InvalidExchangeCode`], [`AccountError::AccountGone`].
     pub async fn exchange(
         &self,

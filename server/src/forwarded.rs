@@ -1,12 +1,6 @@
-//! The client's address behind reverse proxies: `TRUSTED_PROXIES` and `X-Forwarded-For`.
-//!
-//! Behind a load balancer every connection comes from the balancer, so the TCP peer says
-//! nothing about the client. Each proxy appends the address it received the request from
-//! to `X-Forwarded-For`; only what the proxies we trust appended can be believed, since
-//! the client may send the header with any content. The client is therefore the right-most
-//! address that is not one of our proxies (MDN, "X-Forwarded-For", § Selecting an IP
-//! address: <https://developer.mozilla.org/en-US/docs/Web/HTTP/Reference/Headers/X-Forwarded-For#selecting_an_ip_address>;
-//! the same reasoning as RFC 7239 § 8.1 for its `Forwarded` header).
+//! The client's address behind reverse proxies: the right-most `X-Forwarded-For` address
+//! that is not one of our `TRUSTED_PROXIES` (MDN, "X-Forwarded-For", § Selecting an IP
+//! address; as RFC 7239 § 8.1).
 
 use std::{fmt, net::IpAddr};
 
@@ -36,10 +30,8 @@ impl fmt::Debug for TrustedProxies {
 pub struct BadProxyEntry(pub String);
 
 impl TrustedProxies {
-    /// Parses a comma-separated list of CIDR ranges (`10.0.0.0/8`, `2001:db8::/32`) and
-    /// bare addresses (`192.0.2.7`, meaning `/32`, or `/128` for IPv6); spaces around
-    /// entries and empty entries are ignored. A range written with host bits
-    /// (`10.1.2.3/8`) means its network (`10.0.0.0/8`).
+    /// Parses comma-separated CIDR ranges and bare addresses (`/32` or `/128`); blanks are
+    /// ignored, and host bits in a range are dropped.
     ///
     /// Errors: the first entry that is neither ([`BadProxyEntry`] names it).
     pub fn parse(raw: &str) -> Result<Self, BadProxyEntry> {
@@ -62,32 +54,18 @@ impl TrustedProxies {
         self.0.is_empty()
     }
 
-    /// Whether `ip` is one of the trusted proxies. An IPv4 address written as IPv6
-    /// (`::ffff:10.0.0.1`, as a dual-stack listener reports IPv4 peers) is compared as
-    /// the IPv4 address.
+    /// Whether `ip` is a trusted proxy; IPv4-mapped IPv6 compares as IPv4.
     pub fn contains(&self, ip: IpAddr) -> bool {
         let ip = ip.to_canonical();
         self.0.iter().any(|net| net.contains(&ip))
     }
 
-    /// The client's address for a request from the TCP peer `peer` with `headers`:
-    ///
-    /// - `peer` is not trusted: `peer`; `X-Forwarded-For` is ignored, since whoever
-    ///   connected could have written anything in it.
-    /// - `peer` is trusted: the hops of every `X-Forwarded-For` field, joined in order
-    ///   (RFC 9110 § 5.3), are walked from the right: the first hop that is not trusted is
-    ///   the client. When every hop is trusted, the left-most is (the request started
-    ///   inside the trusted network); with no hop at all, `peer`.
-    ///
-    /// Hops are IP addresses; an IPv4 address with a port (`192.0.2.1:443`) and an IPv6
-    /// address in brackets, with or without a port (`[2001:db8::1]:443`), as some proxies
-    /// write them, are read as their address. Empty list elements are skipped (RFC 9110 §
-    /// 5.6.1). Any other hop (`unknown`, a host name, garbage, a field that is not visible
-    /// ASCII) is malformed: it is not an address that could be trusted or counted, and
-    /// nothing left of it was written by a proxy we know, so the walk stops there and the
-    /// client is the nearest trusted address on its right (the proxy that reported it,
-    /// possibly `peer`). Those requests then share that proxy's budgets, rather than
-    /// letting text a client controls pick an address.
+    /// The client's address for a request from `peer`: `peer` itself when untrusted;
+    /// otherwise the right-most untrusted hop of the joined `X-Forwarded-For` fields
+    /// (RFC 9110 § 5.3), the left-most when all are trusted, `peer` with none. Hops may
+    /// carry ports or brackets; empty elements are skipped (RFC 9110 § 5.6.1). A malformed
+    /// hop stops the walk, and the nearest trusted address to its right is the client, so
+    /// text a client controls never picks an address.
     pub fn client_ip(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
         if self.0.is_empty() || !self.contains(peer) {
             return peer;
@@ -114,9 +92,8 @@ impl TrustedProxies {
     }
 }
 
-/// One `X-Forwarded-For` hop as an address: `192.0.2.1`, `2001:db8::1`,
-/// `192.0.2.1:443`, `[2001:db8::1]` or `[2001:db8::1]:443`; IPv4-mapped IPv6 addresses
-/// become IPv4.
+/// One `X-Forwarded-For` hop as an address (with or without port or brackets);
+/// IPv4-mapped IPv6 becomes IPv4.
 fn parse_hop(hop: &str) -> Option<IpAddr> {
     let ip = if let Ok(ip) = hop.parse::<IpAddr>() {
         ip

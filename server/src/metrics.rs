@@ -2,8 +2,8 @@
 //! and the text exposition [`render`] (endpoint in [`crate::http::metrics`]). Nothing is
 //! recorded until [`install`] (only with `METRICS_TOKEN` or `METRICS_ADDR`); until then each
 //! function is one atomic load. Hot paths take no lock and build no label string: fixed
-//! series live in [`Registry`], route and model series in per-thread maps ([`Http`],
-//! [`ModelSeries`]). Names follow <https://prometheus.io/docs/practices/naming/>.
+//! series live in `Registry`, route and model series in per-thread maps (`Http`,
+//! `ModelSeries`). Names follow <https://prometheus.io/docs/practices/naming/>.
 
 use std::{
     cell::RefCell,

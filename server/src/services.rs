@@ -1,6 +1,5 @@
-//! The composition root: every part of the service, built once at start-up by
-//! [`crate::startup::Application::build`] and shared by the HTTP layer, the workers and the
-//! tests. Nothing here depends on HTTP; the HTTP layer borrows [`AppState`] as its state.
+//! The composition root: every part of the service, built once at start-up and shared by
+//! the HTTP layer, the workers and the tests; nothing here depends on HTTP.
 
 use std::sync::Arc;
 
@@ -64,9 +63,7 @@ pub struct Services {
     pub secrets: SecretBox,
     /// Per-plan request budgets.
     pub limiter: Arc<dyn RateLimiter>,
-    /// The Redis that holds the budgets, the sign-in throttle and the mail cooldown when
-    /// `REDIS_URL` is set (a readiness check can [`SharedRedis::ping`] it); `None` when they
-    /// are kept in process.
+    /// The Redis holding budgets, throttle and cooldown under `REDIS_URL`; `None` in process.
     pub redis: Option<SharedRedis>,
     /// Outgoing mail.
     pub mailer: Mailer,

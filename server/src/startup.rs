@@ -57,17 +57,12 @@ pub struct Application {
 }
 
 impl Application {
-    /// Connects and migrates the store (a pool of `DATABASE_MAX_CONNECTIONS` on
-    /// PostgreSQL), builds the services, each from its part of `config`, starts the
-    /// background workers when `config.role` runs them ([`Role::runs_workers`]), and binds
-    /// `config.server.site_addr`.
-    ///
-    /// With `METRICS_TOKEN` or `METRICS_ADDR` set, installs the process's metrics recorder
-    /// ([`crate::metrics::install`]) and binds `METRICS_ADDR`.
+    /// Connects and migrates the store, builds the services from their parts of `config`,
+    /// starts the workers when `config.role` runs them, installs metrics when configured,
+    /// and binds the listeners.
     ///
     /// Errors: the store cannot be opened or migrated, `REDIS_URL` is not a Redis URL, a
-    /// component refuses its configuration, or an address (`LEPTOS_SITE_ADDR`,
-    /// `METRICS_ADDR`) cannot be bound.
+    /// component refuses its configuration, or an address cannot be bound.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
         let store = crate::store::open(&config.storage).await?;
         store.migrate().await?;
@@ -310,11 +305,8 @@ impl Application {
     }
 
     /// Serves until `shutdown` completes, then finishes in-flight requests and writes their
-    /// chat turns (at most [`SHUTDOWN_FLUSH`]): the API and
-    /// the dashboard ([`service`]), or for [`Role::Worker`] only the health checks
-    /// ([`health_service`]); and on the `METRICS_ADDR` listener, `GET /metrics`
-    /// ([`http::metrics::listener_service`]). Every connection is served on the current
-    /// runtime.
+    /// chat turns (at most [`SHUTDOWN_FLUSH`]): [`service`], or [`health_service`] for
+    /// [`Role::Worker`], plus `GET /metrics` on `METRICS_ADDR`; all on the current runtime.
     pub async fn run_until_stopped(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
@@ -322,13 +314,10 @@ impl Application {
         self.run_until_stopped_on(0, shutdown).await
     }
 
-    /// [`Application::run_until_stopped`], with the connections of the main listener
-    /// spread over the current runtime and `threads` more threads, each running a
-    /// single-threaded Tokio runtime of its own ([`Runtimes::PerCore`]). All of them accept
-    /// on the same listening socket (whichever is free takes the next connection), within
-    /// one limit of open connections, and stop at `shutdown`; the extra runtimes keep
-    /// running until the last turns are written (a connection they opened, to the provider
-    /// or the database, may serve those writes), then end.
+    /// [`Application::run_until_stopped`], with the main listener's connections spread over
+    /// the current runtime and `threads` more single-threaded runtimes accepting on the same
+    /// socket within one connection limit; the extra runtimes end after the last turns are
+    /// written.
     ///
     /// Errors: the listening socket cannot be shared (`dup`), or a thread cannot be started.
     pub async fn run_until_stopped_on(
@@ -382,12 +371,9 @@ pub enum Runtimes {
     /// One multi-threaded Tokio runtime with a worker thread per core, which runs
     /// everything and moves tasks between its workers as they fall idle.
     Shared,
-    /// A single-threaded Tokio runtime per core: the main thread's runs the background
-    /// work and its share of the connections, and `extra` more threads each serve
-    /// connections on their own. A conversation stays on the thread that accepted its
-    /// connection, with the HTTP client that reads its provider (`llm::openai`), so its
-    /// tasks wake each other without waking another thread; on a two-core machine that
-    /// cut the CPU per chat (bench/HISTORY.md § One runtime per core).
+    /// A single-threaded runtime per core: the main thread's runs the background work and
+    /// its share of connections, `extra` threads serve connections; a conversation stays on
+    /// its accepting thread (docs/architecture.md).
     PerCore {
         /// Threads beside the main one (cores − 1).
         extra: usize,
@@ -395,15 +381,8 @@ pub enum Runtimes {
 }
 
 impl Runtimes {
-    /// [`Runtimes::PerCore`] on a machine of more than one core, whatever the database;
-    /// [`Runtimes::Shared`] on one core.
-    ///
-    /// A PostgreSQL connection, and the Redis connection, is read by the runtime that
-    /// opened it, and any request may borrow it, so on PostgreSQL a query may be answered
-    /// on another thread than the one waiting, as it often is on the shared runtime too.
-    /// Measured on two cores against the shared runtime, a JSON chat on PostgreSQL + Redis
-    /// then cost 13–22 % less CPU and about 0.1 ms less added latency, and a streamed
-    /// reply as much as before (bench/HISTORY.md § One runtime per core on PostgreSQL too).
+    /// [`Runtimes::PerCore`] on more than one core, whatever the database;
+    /// [`Runtimes::Shared`] on one.
     pub fn for_cores(cores: usize) -> Self {
         if cores > 1 {
             Self::PerCore { extra: cores - 1 }
@@ -412,9 +391,7 @@ impl Runtimes {
         }
     }
 
-    /// The runtime the main thread runs.
-    ///
-    /// Errors: the runtime's I/O or timer driver cannot be set up.
+    /// The main thread's runtime. Errors: its I/O or timer driver cannot be set up.
     pub fn main_runtime(self) -> std::io::Result<tokio::runtime::Runtime> {
         match self {
             Self::Shared => tokio::runtime::Builder::new_multi_thread()
@@ -476,10 +453,9 @@ impl ExtraRuntimes {
     }
 }
 
-/// Serves `service` on `listener` until `shutdown`, from the current runtime and from
-/// `threads` more threads with a runtime each ([`Application::run_until_stopped_on`]),
-/// all within one [`ConnectionLimits::max_connections`]; returns when every listener has
-/// stopped and its connections are done, with the threads still running.
+/// Serves `service` on `listener` until `shutdown` from the current runtime and `threads`
+/// more, within one [`ConnectionLimits::max_connections`]; returns when every listener has
+/// stopped and its connections are done.
 ///
 /// Errors: the listening socket cannot be shared (`dup`), or a thread cannot be started.
 async fn serve_on_threads(
@@ -541,9 +517,8 @@ async fn serve_connections_on(
     }
 }
 
-/// The body of an extra thread of [`serve_on_threads`]: runs `serving` on a single-threaded
-/// runtime of its own, says so through `done` when it ends, then keeps the runtime (and the
-/// connections opened on it) running until `finished` turns true or its sender is gone.
+/// An extra thread of [`serve_on_threads`]: runs `serving` on its own runtime, reports
+/// through `done`, then keeps the runtime alive until `finished`.
 fn run_connection_thread(
     serving: impl Future<Output = ()>,
     done: tokio::sync::oneshot::Sender<()>,
@@ -567,12 +542,8 @@ fn run_connection_thread(
     runtime.shutdown_timeout(Duration::from_secs(1));
 }
 
-/// Where the rate limits, the failed-sign-in throttle and the mail cooldown are kept
-/// (README § Running several instances), logged once: with `REDIS_URL`, a handle on that
-/// Redis (connected on first use) whose keys start with `REDIS_KEY_PREFIX`, and a warning
-/// when the database is SQLite (several instances on one SQLite file are not supported);
-/// without it `None` (in process), with a warning on PostgreSQL that limits are then per
-/// instance.
+/// Where rate limits, the sign-in throttle and the mail cooldown are kept, logged once: the
+/// `REDIS_URL` Redis (warning on SQLite), or `None` in process (warning on PostgreSQL).
 ///
 /// Errors: `REDIS_URL` is not a Redis URL.
 fn shared_limits(
@@ -636,22 +607,11 @@ pub fn build_models(config: &ProvidersConfig) -> anyhow::Result<crate::llm::Mode
     ))
 }
 
-/// What answers every request: when metrics are served (`METRICS_TOKEN` or
-/// `METRICS_ADDR`), every request counted and timed by route template
-/// ([`crate::metrics::HttpMetrics`], outermost, so that refusals and 431s count too); the
-/// security headers of every answer
-/// ([`http::security`]: `X-Content-Type-Options`, `Referrer-Policy`, `X-Frame-Options`, a
-/// default Content Security Policy, and `Strict-Transport-Security` with an https
-/// `PUBLIC_URL`), a request id (`X-Request-Id`, made when the client sent none, echoed in
-/// the answer), the request's tracing span ([`RequestSpanLayer`]), a handler panic turned
-/// into a JSON 500, the JSON 431 for heads over the limits
-/// ([`http::security::HeadLimitLayer`]), then the `/api` middleware
-/// ([`http::ApiService`]: identity, rate limit, `X-RateLimit-*`) and [`router`].
-///
-/// The layers wrap the router once, as one tower stack, rather than every route through
-/// `Router::layer`: a layered route is cloned (a boxed copy of every layer below it) on
-/// each request, so each layer added that way costs every request allocations and
-/// shared reference counts (bench/HISTORY.md § Authentication and rate limiting overhead).
+/// What answers every request, outermost first: HTTP metrics when served, the security
+/// headers ([`http::security`]), a request id (`X-Request-Id`), the request span
+/// ([`RequestSpanLayer`]), panics as JSON 500, the JSON 431 ([`http::security::HeadLimitLayer`]),
+/// the `/api` middleware ([`http::ApiService`]) and [`router`]. One tower stack around the
+/// router, since `Router::layer` would clone the layers on every request.
 pub fn service(state: AppState) -> impl HttpService {
     let router = router(state.clone());
     let hsts = security::hsts(&state.server.public_url);
@@ -690,11 +650,9 @@ pub fn service(state: AppState) -> impl HttpService {
         .service(router)
 }
 
-/// What a [`Role::Worker`] instance answers: `GET /api/health` and
-/// `GET /api/health/ready`, as on every instance, for the orchestrator's liveness and
-/// readiness probes, and `GET /metrics` as [`service`] does; every other path is 404 with the contract's error body (a worker
-/// serves no API). Its answers carry `X-Content-Type-Options: nosniff`, the default Content
-/// Security Policy and a request id (`X-Request-Id`), as those of [`service`] do.
+/// What a [`Role::Worker`] answers: health, readiness and `GET /metrics` as [`service`]
+/// does, 404 with the contract's body elsewhere, with `nosniff`, the default CSP and a
+/// request id.
 pub fn health_service(state: AppState) -> impl HttpService {
     let (api, doc) = OpenApiRouter::new()
         .merge(http::ops::health_router())
@@ -791,37 +749,22 @@ pub async fn shutdown_signal() {
     tracing::info!("shutting down: finishing in-flight requests");
 }
 
-/// Size limit of hyper's read buffer, in bytes: a request head must fit in it (hyper
-/// answers a longer one with its own 431 and no body). It is twice
-/// [`http::security::MAX_HEAD_BYTES`], so that a head somewhat over the documented limit
-/// reaches the service and gets the contract's JSON 431; it also caps what one connection
-/// can make the server buffer (hyper's default is about 400 KiB). The buffer starts at
-/// 8 KiB and grows only for larger heads.
+/// Size limit of hyper's read buffer, in bytes: twice [`http::security::MAX_HEAD_BYTES`],
+/// so a head somewhat over the limit still gets the contract's JSON 431 rather than
+/// hyper's bare one, while capping what a connection can make the server buffer.
 pub const PARSER_BUFFER_BYTES: usize = 2 * http::security::MAX_HEAD_BYTES;
 /// Header fields hyper's parser accepts in one head (its own 431 beyond): twice
 /// [`http::security::MAX_HEADER_FIELDS`], for the same reason as [`PARSER_BUFFER_BYTES`].
 pub const PARSER_HEADER_FIELDS: usize = 2 * http::security::MAX_HEADER_FIELDS;
 
-/// Serves `service` over HTTP/1.1 on every connection `listener` accepts, each request
-/// carrying the client's address (`ConnectInfo<SocketAddr>`), until `shutdown` completes;
-/// then stops accepting and waits for the open connections to finish their in-flight
-/// requests (idle keep-alive connections are closed at once).
-///
-/// `limits` bound the connections ([`crate::connection`]): at most `max_connections` are
-/// served at once, and the listener is not read while that many are open, so further
-/// connections wait in the kernel's listen queue (1,024 long) and are served in order as
-/// others close; a request's head must arrive within `header_read_timeout`, and a
-/// kept-alive connection is closed after `idle_timeout` without a request. Heads are parsed
-/// within [`PARSER_BUFFER_BYTES`] and [`PARSER_HEADER_FIELDS`].
-///
-/// Written with hyper's HTTP/1.1 connection builder instead of `axum::serve`, whose
-/// connections go through hyper-util's `auto` builder: that reads the first 24 bytes of
-/// every connection on their own (to tell HTTP/2's preface from HTTP/1.1) and hands them
-/// to the HTTP/1.1 parser as a prefix, after which the parser's read buffer no longer has
-/// room for a full read and is reallocated at twice its size, so every connection held a
-/// 16 KiB read buffer instead of 8 KiB (bench/HISTORY.md § Chat, memory per open stream).
-/// AgentChat speaks HTTP/1.1 (behind a TLS proxy, or directly); HTTP/2 without TLS
-/// ("prior knowledge") is not offered.
+/// Serves `service` over HTTP/1.1 on every connection `listener` accepts (each request
+/// carrying `ConnectInfo<SocketAddr>`) until `shutdown`, then waits for in-flight requests
+/// (idle connections close at once). `limits` bound the connections
+/// ([`crate::connection`]): beyond `max_connections` the listener is not read, so new
+/// connections wait in the kernel's queue; heads must arrive within `header_read_timeout`
+/// and fit [`PARSER_BUFFER_BYTES`] and [`PARSER_HEADER_FIELDS`]; idle connections close
+/// after `idle_timeout`. Hyper's HTTP/1.1 builder rather than `axum::serve`, whose `auto`
+/// builder doubles each connection's read buffer; HTTP/2 without TLS is not offered.
 pub async fn serve_http1<L, S>(
     listener: L,
     service: S,
@@ -901,9 +844,8 @@ async fn serve_connections<L, S>(
     graceful.shutdown().await;
 }
 
-/// `listener` with `TCP_NODELAY` set on every accepted connection. Streamed replies are
-/// many small writes; with Nagle's algorithm each waits for the acknowledgement of the
-/// previous one, which the client delays (tens of milliseconds per chunk).
+/// `listener` with `TCP_NODELAY` on every connection, so streamed chunks are not held
+/// back by Nagle's algorithm.
 pub fn nodelay(
     listener: tokio::net::TcpListener,
 ) -> TapIo<tokio::net::TcpListener, fn(&mut tokio::net::TcpStream)> {
@@ -1029,9 +971,7 @@ mod runtime_tests {
         answer.split("\r\n\r\n").nth(1).unwrap_or("").to_string()
     }
 
-    /// With a thread beside the main one, a connection is taken and answered by the other
-    /// thread while the first is busy; at shutdown both stop accepting, and the extra
-    /// thread ends once told to.
+    /// With a second thread, connections are served by both, and both stop at shutdown.
     #[tokio::test]
     async fn connections_are_served_by_every_runtime_and_stop_together() {
         let router = Router::new()

@@ -1,7 +1,6 @@
-//! The account's API keys (docs/api.md § API key, § API key lifecycle, § API keys):
-//! created within [`MAX_KEYS_PER_USER`] live keys, listed, revoked and rotated. A key's
-//! secret exists only in the answer that creates it ([`super::keys`]); revoking or
-//! rotating a key makes it stop working at once ([`AuthService::forget_key`]).
+//! The account's API keys (docs/api.md § API keys): created within [`MAX_KEYS_PER_USER`],
+//! listed, revoked and rotated; a secret exists only in its creation's answer, and a
+//! revoked key stops at once.
 
 use chrono::{DateTime, NaiveDate, Utc};
 
@@ -61,10 +60,8 @@ pub struct CreatedKey {
     pub key: String,
 }
 
-/// Parses an expiry: an RFC 3339 timestamp, or a date (`2027-01-31`) meaning the end of
-/// that day in UTC.
-///
-/// Errors: the message for the caller, naming the value.
+/// Parses an expiry: RFC 3339, or a date meaning the end of that UTC day.
+/// Errors: a message for the caller naming the value.
 pub fn parse_expiry(raw: &str) -> Result<DateTime<Utc>, String> {
     let raw = raw.trim();
     if let Ok(t) = DateTime::parse_from_rfc3339(raw) {
@@ -105,11 +102,10 @@ impl AuthService {
         }
     }
 
-    /// Creates a key for `user_id`. The cap is checked by the store in the same step as the
-    /// insert, so concurrent creations cannot pass it together.
+    /// Creates a key for `user_id`; the store checks the cap atomically with the insert.
     ///
-    /// Errors: [`ApiKeyError::Invalid`] (name, scopes, expiry malformed or not in the
-    /// future, checked in this order), [`ApiKeyError::TooMany`], the store's.
+    /// Errors: [`ApiKeyError::Invalid`] (name, scopes, expiry, in that order),
+    /// [`ApiKeyError::TooMany`], the store's.
     pub async fn create_api_key(
         &self,
         user_id: &UserId,
@@ -140,9 +136,7 @@ impl AuthService {
         Ok(created)
     }
 
-    /// The live keys of `user_id`, newest first.
-    ///
-    /// Errors: the store's.
+    /// The live keys of `user_id`, newest first. Errors: the store's.
     pub async fn list_api_keys(&self, user_id: &UserId) -> Result<Vec<ApiKeyRecord>, ApiKeyError> {
         Ok(self.key_store.list_api_keys(user_id).await?)
     }
@@ -159,9 +153,7 @@ impl AuthService {
             .ok_or(ApiKeyError::NotFound)
     }
 
-    /// Revokes the key `id` of `user_id`; it stops working at once, on every instance.
-    ///
-    /// Errors: [`ApiKeyError::NotFound`], the store's.
+    /// Revokes key `id`; it stops at once everywhere. Errors: [`ApiKeyError::NotFound`], the store's.
     pub async fn revoke_api_key(&self, user_id: &UserId, id: &ApiKeyId) -> Result<(), ApiKeyError> {
         let key = self.owned_key(user_id, id).await?;
         self.key_store
@@ -171,9 +163,8 @@ impl AuthService {
         Ok(())
     }
 
-    /// Rotates the key `id` of `user_id`: a new key with the same name, scopes and expiry;
-    /// the old one is revoked in the same step (so rotating works at the cap, and of
-    /// rotations of one key at once only one succeeds; the others get `NotFound`).
+    /// Rotates key `id`: a new key with the same name, scopes and expiry, the old revoked in
+    /// the same step (works at the cap; of concurrent rotations one wins).
     ///
     /// Errors: [`ApiKeyError::NotFound`], [`ApiKeyError::Expired`], the store's.
     pub async fn rotate_api_key(

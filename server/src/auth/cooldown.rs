@@ -1,7 +1,5 @@
-//! The mail-bombing guard (docs/api.md § Rate limits per plan: resent verification emails
-//! and reset emails, one a minute per address): a recipient mailed for a purpose is not
-//! mailed again for that purpose within [`MAIL_COOLDOWN`]. In process (one instance), or
-//! in Redis (`REDIS_URL`), shared by every instance.
+//! The mail-bombing guard (docs/api.md § Rate limits per plan): a recipient is not mailed
+//! again for the same purpose within [`MAIL_COOLDOWN`]; in process, or shared in Redis.
 
 use std::time::Duration;
 
@@ -18,10 +16,8 @@ pub const MAIL_COOLDOWN: Duration = Duration::from_secs(60);
 pub enum MailCooldown {
     /// In this process (one instance).
     Local(Cache<String, ()>),
-    /// In Redis, shared by every instance: key `{prefix}mail:{h}` (h: SHA-256 of
-    /// `{purpose}|{email}`, so that no key names an address), set with `SET ... NX PX`
-    /// for [`MAIL_COOLDOWN`]. `fallback` answers when Redis does not within
-    /// [`crate::ratelimit::REDIS_TIMEOUT`] (per-instance cooldown while Redis is away).
+    /// In Redis: `{prefix}mail:{sha256(purpose|email)}` set `NX PX` for [`MAIL_COOLDOWN`];
+    /// `fallback` answers while Redis does not.
     Shared {
         /// The shared connection and key prefix.
         redis: SharedRedis,
@@ -61,9 +57,8 @@ impl MailCooldown {
         }
     }
 
-    /// Whether a mail for `key` (`{purpose}|{email}`) went out less than a minute ago.
-    /// When not, the minute starts now (the caller sends the mail): of two instances
-    /// asking at once, one gets `false`.
+    /// Whether a mail for `key` (`{purpose}|{email}`) went out within the cooldown; if not,
+    /// it starts now (of two concurrent askers, one gets `false`).
     pub async fn cooling_down(&self, key: &str) -> bool {
         match self {
             Self::Local(cache) => local_cooling_down(cache, key),

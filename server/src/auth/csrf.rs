@@ -1,17 +1,7 @@
-//! CSRF tokens bound to a session: OWASP CSRF Prevention Cheat Sheet, "Signed
-//! Double-Submit Cookie". The dashboard's readable `ac_csrf` cookie holds the token of its
-//! session, and an unsafe request authenticated by the access-token cookie must echo it in
-//! `X-CSRF-Token`. The token is `base64url(HMAC-SHA256(csrf key, session id))` (no padding,
-//! 43 characters), so a cookie planted by someone else (from a sibling subdomain, say),
-//! even their own session's genuine token, does not pass with a victim's session: making
-//! the token of a session takes the key.
-//!
-//! The key is derived from `JWT_SECRET`: HMAC-SHA256 under the secret of the fixed label
-//! [`KEY_LABEL`] (a PRF used as a one-block key derivation function, NIST SP 800-108), so
-//! it is never the JWT signing key itself, needs no configuration of its own, and changes
-//! with the secret (every session's token then stops matching, as every JWT stops
-//! verifying). The token is the same for the whole session: a refresh keeps the session id
-//! and so the token.
+//! CSRF tokens bound to a session (OWASP "Signed Double-Submit Cookie"): the token is
+//! `base64url(HMAC-SHA256(csrf key, session id))`, 43 characters, so only the key makes a
+//! session's token; the key is derived from `JWT_SECRET` under [`KEY_LABEL`]
+//! (docs/security.md § Third-party sign-in).
 
 use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
 use hmac::{Hmac, Mac};

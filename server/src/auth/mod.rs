@@ -110,9 +110,7 @@ pub struct Principal {
 }
 
 impl Principal {
-    /// Ok when the caller holds `scope` (docs/api.md § Authentication and scopes: sessions
-    /// hold every scope).
-    ///
+    /// Ok when the caller holds `scope` (sessions hold every scope).
     /// Errors: [`AuthError::MissingScope`].
     pub fn require(&self, scope: Scope) -> Result<(), AuthError> {
         match &self.credential {
@@ -122,10 +120,8 @@ impl Principal {
         }
     }
 
-    /// The session id when the caller is a user session (docs/api.md: "API keys can never
-    /// manage API keys, sessions, passwords or the account").
-    ///
-    /// Errors: [`AuthError::SessionRequired`] for an API key.
+    /// The session id when the caller is a user session (API keys never manage keys,
+    /// sessions, passwords or the account). Errors: [`AuthError::SessionRequired`].
     pub fn require_session(&self) -> Result<&SessionId, AuthError> {
         match &self.credential {
             Credential::Session { session_id } => Ok(session_id),
@@ -144,9 +140,8 @@ pub struct IssuedSession {
     pub csrf_token: String,
 }
 
-/// The hasher of the credential caches: their keys are bearer values (a JWT is ~300
-/// bytes) hashed on every request, so a fast hasher (foldhash, randomly seeded per process)
-/// is used instead of SipHash.
+/// The credential caches' hasher: foldhash, randomly seeded, since bearer values are
+/// hashed on every request.
 type FastHash = foldhash::fast::RandomState;
 
 /// A session read from the store, shared by the cache entries of its access tokens.
@@ -185,22 +180,17 @@ struct Grant {
 /// full.
 const FRONT_CAPACITY: usize = 1_024;
 
-/// One worker thread's view of the credentials it authenticated lately: for each, the
-/// thread's own copy of the caller and the window in which the shared path's checks are
-/// known to pass ([`FrontEntry`]). A request served by a thread that saw its credential
-/// before touches no memory that another core writes (no shared cache bookkeeping, no
-/// reference count shared between cores): on two cores under load that costs more than the
-/// checks themselves.
+/// One worker thread's own copies of the callers it authenticated lately, with the window
+/// in which the shared checks are known to pass ([`FrontEntry`]), so a repeat request
+/// touches no memory another core writes.
 #[derive(Default)]
 struct Front {
     entries: std::collections::HashMap<Box<str>, FrontEntry, FastHash>,
 }
 
-/// A credential's caller and the window, in service-clock Unix milliseconds, in which
-/// every check of the shared path is known to pass: the tightest of the token's validity
-/// window, the session's idle limit, the key's expiry, the time the session or key row may
-/// still be trusted ([`AUTH_CACHE_TTL`] after it was read) and the next due write of its
-/// last use; plus the epoch (of sessions or of keys) it was computed under.
+/// A credential's caller, the window (service-clock Unix ms) in which every shared check
+/// is known to pass (the tightest of token validity, session idle limit, key expiry,
+/// [`AUTH_CACHE_TTL`] and the next due last-use write), and the epoch it was computed under.
 struct FrontEntry {
     principal: Arc<Principal>,
     valid_from_ms: i64,
@@ -323,9 +313,8 @@ impl AuthService {
         }
     }
 
-    /// Keeps the failed-sign-in throttle and the mail cooldown in Redis on `redis`, shared
-    /// by every instance that uses it (`REDIS_URL`); each falls back to its in-process
-    /// state while Redis does not answer.
+    /// Shares the sign-in throttle and mail cooldown through `redis` (`REDIS_URL`), each
+    /// falling back to in-process state while Redis does not answer.
     pub fn share_limits(&mut self, redis: &crate::ratelimit::SharedRedis) {
         self.throttle = Throttle::shared(redis.clone());
         self.mail_cooldown = MailCooldown::shared(redis.clone());
@@ -356,15 +345,10 @@ impl AuthService {
         self.bus.publish(Invalidation::Session { id: sid.clone() });
     }
 
-    /// Resolves a bearer value (access token or API key). `Ok(None)` when it is not valid
-    /// (the caller is refused); `Err` only when the store fails.
-    ///
-    /// A token or key seen in the last [`AUTH_CACHE_TTL`] costs one cache lookup: its
-    /// signature is not checked again, its session or key row not read again; its validity
-    /// window, its session's idle limit and a key's expiry are still checked on every call.
-    ///
-    /// The HTTP layer calls [`AuthService::cached`] first and this only when that answers
-    /// `None`, so that a request's future does not carry this one's size.
+    /// Resolves a bearer value (access token or API key); `Ok(None)` when not valid, `Err`
+    /// only when the store fails. Within [`AUTH_CACHE_TTL`] a repeat costs one cache lookup
+    /// (validity window, idle limit and expiry still checked). Call
+    /// [`AuthService::cached`] first.
     pub async fn authenticate(&self, bearer: &str) -> Result<Option<Arc<Principal>>, AuthError> {
         if let Some(principal) = self.cached(bearer) {
             return Ok(Some(principal));
@@ -440,10 +424,8 @@ impl AuthService {
         })
     }
 
-    /// The caller of `bearer` from this worker thread's cache when it is there and still
-    /// valid by every check of [`AuthService::authenticate`] (token validity window,
-    /// session live and read within [`AUTH_CACHE_TTL`], key not revoked or expired, no last
-    /// use due to be recorded); `None` means "ask `authenticate`", not "invalid".
+    /// The caller of `bearer` from this thread's cache while still valid by every check of
+    /// [`AuthService::authenticate`]; `None` means "ask `authenticate`", not "invalid".
     pub fn cached(&self, bearer: &str) -> Option<Arc<Principal>> {
         let mut front = self.front.get_or_default().borrow_mut();
         let entry = front.entries.get(bearer)?;
@@ -662,13 +644,10 @@ impl AuthService {
         })
     }
 
-    /// Exchanges a refresh token for a new pair, rotating the refresh token. A rotated
-    /// (already used) refresh token revokes its session: RFC 9700 § 4.14.2 (refresh token
-    /// rotation with reuse detection). The session id, and so its CSRF token, stays.
-    ///
-    /// `csrf` is the `X-CSRF-Token` of a refresh by the dashboard's cookie: then it must be
-    /// the session's token ([`csrf`]), else 403 before anything changes. Any other failure
-    /// is 401.
+    /// Exchanges a refresh token for a new pair, rotating it; reuse of a rotated token
+    /// revokes the session (RFC 9700 § 4.14.2). The session id, and its CSRF token, stay.
+    /// A cookie refresh's `csrf` must be the session's token, else 403 before any change;
+    /// other failures are 401.
     pub async fn refresh(
         &self,
         refresh_token: &str,
@@ -754,9 +733,8 @@ impl AuthService {
             .await?)
     }
 
-    /// Drops the cached lookups of the API key `key_id` (after its revocation) so that it
-    /// stops working at once, here and (through the bus) on every other instance; the bus
-    /// carries the key's id, never the key or its hash.
+    /// Drops the cached lookups of API key `key_id` here and, via the bus (which carries the
+    /// id only), on every instance, so a revoked key stops at once.
     pub fn forget_key(&self, key_id: &ApiKeyId) {
         self.local_caches().forget_key(key_id);
         self.bus

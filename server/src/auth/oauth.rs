@@ -1,27 +1,7 @@
-//! Third-party sign-in with GitHub (OAuth 2.0 + REST API) and Google and Microsoft (OpenID
-//! Connect): the authorization request and the identity behind an authorization code.
-//!
-//! Rules and their sources:
-//! - Authorization code grant (RFC 6749 § 4.1) with PKCE S256 (RFC 7636; required for
-//!   every client by RFC 9700 § 2.1.1), a random single-use `state` bound to the browser
-//!   (the binding is the HTTP layer's), and for OpenID Connect a `nonce` checked in the ID
-//!   token (OpenID Connect Core 1.0 § 3.1.2.1, § 3.1.3.7).
-//! - ID tokens are validated as OpenID Connect Core 1.0 § 3.1.3.7 says: signature against
-//!   the issuer's JWKS (RS256 only, the algorithm pinned; `none` and HMAC refused), `iss`
-//!   equal to the discovered issuer, `aud` containing the client id, `exp` in the future and
-//!   `iat` not in it (60 s leeway), `nonce` equal to the one sent.
-//! - Endpoints of OpenID Connect providers come from their discovery document (OpenID
-//!   Connect Discovery 1.0 § 4), fetched at the first sign-in and kept for an hour, never at
-//!   start-up: an unreachable provider fails its sign-in, not the server. Microsoft's
-//!   multi-tenant discovery names the issuer `https://login.microsoftonline.com/{tenantid}/v2.0`;
-//!   the token's `tid` claim fills in the template (Microsoft identity platform,
-//!   "Validate tokens").
-//! - Only verified emails create or find accounts: GitHub's primary email when `verified`
-//!   (GitHub REST API, `GET /user/emails`); Google's `email` when `email_verified` is true;
-//!   Microsoft's `email` when `email_verified` is true, or `xms_edov` is true (the domain
-//!   owner verified it), or the account is a personal Microsoft account (tenant
-//!   `9188040d-6c67-4c5b-b112-36a304b66dad`, whose addresses Microsoft verifies) and no
-//!   `email_verified: false` says otherwise.
+//! Third-party sign-in with GitHub (OAuth 2.0) and Google and Microsoft (OpenID Connect):
+//! the authorization request (RFC 6749 § 4.1 with PKCE S256, RFC 7636) and the identity
+//! behind a code, with ID tokens validated per OpenID Connect Core 1.0 § 3.1.3.7 and only
+//! verified emails accepted. Rules and sources: docs/security.md § Third-party sign-in.
 
 use std::{sync::Arc, time::Duration};
 
@@ -258,10 +238,8 @@ impl OAuth {
             .set_redirect_uri(RedirectUrl::new(self.redirect_uri(provider)).map_err(bad)?))
     }
 
-    /// The authorization request for `provider` (OpenID Connect providers' discovery
-    /// document is read first, or reused).
-    ///
-    /// Errors: the provider is not configured or cannot be reached ([`OAuthError::Unreachable`]).
+    /// The authorization request for `provider` (discovery document read or reused).
+    /// Errors: not configured or unreachable ([`OAuthError::Unreachable`]).
     pub async fn authorization_request(
         &self,
         provider: OAuthProvider,
@@ -317,10 +295,8 @@ impl OAuth {
         })
     }
 
-    /// Exchanges `code` (with the flow's PKCE verifier) and reads who signed in. `nonce`
-    /// is the one sent in the authorization request (OpenID Connect providers).
-    ///
-    /// Errors: [`OAuthError`], with a message fit to show.
+    /// Exchanges `code` with the PKCE verifier and reads who signed in, checking `nonce`
+    /// for OpenID Connect. Errors: [`OAuthError`], with a message fit to show.
     pub async fn identity(
         &self,
         provider: OAuthProvider,
@@ -561,9 +537,8 @@ pub fn safe_text(raw: &str) -> String {
     }
 }
 
-/// OpenID Connect Discovery 1.0 § 4.3: the discovered issuer must be the configured one;
-/// Microsoft's multi-tenant endpoints (`/common`, `/organizations`, `/consumers`) publish
-/// the `{tenantid}` template instead.
+/// The discovered issuer must be the configured one (OpenID Connect Discovery 1.0 § 4.3);
+/// Microsoft's multi-tenant endpoints publish a `{tenantid}` template.
 fn issuer_matches_configuration(discovered: &str, configured: &str) -> bool {
     discovered.trim_end_matches('/') == configured.trim_end_matches('/')
         || discovered.contains("{tenantid}")
@@ -590,9 +565,8 @@ pub enum IdTokenError {
     Nonce,
 }
 
-/// Validates an ID token against the issuer's keys, the client id and the flow's nonce
-/// (OpenID Connect Core 1.0 § 3.1.3.7). Only RS256 is accepted, the algorithm Google and
-/// Microsoft sign with; the header's `alg` is never trusted to choose the check.
+/// Validates an ID token against the issuer's keys, client id and nonce (OpenID Connect
+/// Core 1.0 § 3.1.3.7); RS256 only, never chosen by the header's `alg`.
 fn validate_id_token(
     token: &str,
     issuer: &Issuer,

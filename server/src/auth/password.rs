@@ -1,6 +1,5 @@
-//! Password hashing with argon2id (m = 19 MiB, t = 2, p = 1: OWASP Password Storage Cheat
-//! Sheet's first recommended setting) on tokio's blocking pool behind a semaphore, so a
-//! login storm queues instead of starving the async worker threads.
+//! Password hashing with argon2id (m = 19 MiB, t = 2, p = 1, OWASP Password Storage Cheat
+//! Sheet) on the blocking pool behind a semaphore, so a login storm queues.
 
 use std::sync::Arc;
 

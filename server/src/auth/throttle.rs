@@ -1,17 +1,8 @@
-//! Throttling of failed sign-ins (OWASP Authentication Cheat Sheet, "Protect against
-//! automated attacks"; OWASP ASVS 2.2.1), built so an attacker cannot lock the owner out:
-//!
-//! - per email *and* client IP: 5 failures in 15 minutes block that pair only;
-//! - per client IP: 50 failures in 15 minutes block that IP for every email;
-//! - per email from everywhere: 20 failures in 15 minutes block the email only from IPs
-//!   that have never signed in to that account before; an IP the owner has signed in from
-//!   (remembered 30 days) keeps working.
-//!
-//! Counting windows start at the first failure. A successful sign-in clears the pair.
-//!
-//! [`LoginThrottle`] keeps the counters in process (one instance); with `REDIS_URL` they
-//! are kept in Redis ([`RedisThrottle`]) and shared by every instance, so that spreading
-//! attempts over instances gains nothing. [`Throttle`] is the one in use.
+//! Throttling of failed sign-ins (OWASP Authentication Cheat Sheet; ASVS 2.2.1) that cannot
+//! lock the owner out: 5 failures in 15 minutes block an email and IP pair, 50 an IP, and
+//! 20 an email only from IPs that never signed in to it (known for 30 days). Windows start
+//! at the first failure; a success clears the pair. In process ([`LoginThrottle`]) or in
+//! Redis ([`RedisThrottle`]); [`Throttle`] is the one in use.
 
 use std::{
     net::IpAddr,
@@ -175,17 +166,10 @@ impl Throttle {
     }
 }
 
-/// Failed-login counters in Redis, the same rules as [`LoginThrottle`] for every instance
-/// together. Keys, after the prefix: `login:pair:{h}` (h: SHA-256 of `email|ip`),
-/// `login:ip:{ip}`, `login:email:{h}` (h: SHA-256 of the email), each a count that
-/// `INCR` raises and that expires [`WINDOW`] after the first failure
-/// (`PEXPIRE ... NX`); `login:known:{user_id}:{ip}` for [`KNOWN_IP_TTL`] (`SET ... EX`).
-/// Emails are hashed so that no key names an address.
-///
-/// Every change is also made to in-process counters, which answer instead when Redis does
-/// not answer within [`crate::ratelimit::REDIS_TIMEOUT`] (the policy of
-/// [`SharedRedis`]: per-instance counting while Redis is away, a warning at most once a
-/// minute).
+/// [`LoginThrottle`]'s rules in Redis for every instance: counters `login:pair:{h}`,
+/// `login:ip:{ip}`, `login:email:{h}` (h a SHA-256, so no key names an address) expiring
+/// [`WINDOW`] after the first failure, and `login:known:{user_id}:{ip}` for
+/// [`KNOWN_IP_TTL`]. In-process counters answer while Redis does not ([`SharedRedis`]).
 #[derive(Clone)]
 pub struct RedisThrottle {
     redis: SharedRedis,

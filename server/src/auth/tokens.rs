@@ -1,6 +1,5 @@
-//! JSON Web Tokens of sessions (docs/api.md § Auth): HS256 only (the algorithm is pinned, so a
-//! token claiming `none` or RS256 is refused), claims `sub`, `sid`, `jti`, `iat`, `nbf`,
-//! `exp`, `iss`, `aud`, `typ`; access tokens live 15 minutes, refresh tokens 7 days.
+//! Session JWTs (docs/api.md § Auth): HS256 pinned, claims `sub`, `sid`, `jti`, `iat`,
+//! `nbf`, `exp`, `iss`, `aud`, `typ`; access tokens live 15 minutes, refresh tokens 7 days.
 
 use chrono::{DateTime, Duration, Utc};
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};

@@ -18,7 +18,7 @@ pub const PUBLIC_ID_PREFIX: &str = "pub_";
 /// A website integration's settings, read from its config.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WidgetSettings {
-    /// Normalised origins ([`catalog::origin`]).
+    /// Normalised origins (`catalog::origin`).
     pub allowed_origins: Vec<String>,
     pub welcome_message: Option<String>,
     pub requests_per_minute: u32,

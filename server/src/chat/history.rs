@@ -1,6 +1,5 @@
-//! What chat turns leave behind, as their owner reads it: an agent's conversations and a
-//! conversation's messages in pages (docs/api.md § Conventions: `limit`, `nextCursor`), a
-//! conversation's deletion, and the account's usage per UTC day (docs/api.md § Usage).
+//! What chat turns leave behind, as their owner reads it: paged conversations and messages
+//! (docs/api.md § Conventions), deletion, and daily usage (docs/api.md § Usage).
 
 use base64::{engine::general_purpose::URL_SAFE_NO_PAD, Engine};
 use chrono::{DateTime, Datelike, Duration, NaiveDate, Utc};
@@ -33,9 +32,7 @@ pub struct PageRequest {
 }
 
 impl PageRequest {
-    /// The page size.
-    ///
-    /// Errors: [`ChatError::Invalid`] outside 1..=[`MAX_PAGE`].
+    /// The page size. Errors: [`ChatError::Invalid`] outside 1..=[`MAX_PAGE`].
     fn limit(&self) -> Result<u32, ChatError> {
         match self.limit {
             None => Ok(DEFAULT_PAGE),
@@ -46,9 +43,8 @@ impl PageRequest {
         }
     }
 
-    /// The position after which the page starts: base64url of `{millis}:{id}`.
-    ///
-    /// Errors: [`ChatError::Invalid`] when it is not one this service gave out.
+    /// Where the page starts: base64url of `{millis}:{id}`. Errors: [`ChatError::Invalid`]
+    /// when it is not one this service gave out.
     fn cursor(&self) -> Result<Option<Cursor>, ChatError> {
         let Some(raw) = &self.cursor else {
             return Ok(None);
@@ -106,9 +102,7 @@ pub struct UsageWindow {
 
 impl ChatService {
     /// The thread `thread_id` of `user_id`'s agent `agent_id`.
-    ///
-    /// Errors: [`ChatError::ThreadNotFound`] (unknown, someone else's, another agent's),
-    /// the store's.
+    /// Errors: [`ChatError::ThreadNotFound`], the store's.
     pub async fn thread(
         &self,
         user_id: &UserId,
@@ -121,10 +115,8 @@ impl ChatService {
             .ok_or(ChatError::ThreadNotFound)
     }
 
-    /// A page of the agent's threads, most recently active first. The caller has checked
-    /// that `user_id` owns `agent_id`.
-    ///
-    /// Errors: [`ChatError::Invalid`] (limit, then cursor), the store's.
+    /// A page of the agent's threads, most recently active first; the caller has checked
+    /// ownership. Errors: [`ChatError::Invalid`] (limit, then cursor), the store's.
     pub async fn threads(
         &self,
         user_id: &UserId,
@@ -151,11 +143,9 @@ impl ChatService {
         })
     }
 
-    /// A page of the messages of `user_id`'s thread `thread_id` of agent `agent_id`, oldest
-    /// first; the last page carries the calls its latest reply still waits on.
-    ///
-    /// Errors: [`ChatError::ThreadNotFound`], then [`ChatError::Invalid`] (limit, then
-    /// cursor), the store's.
+    /// A page of a thread's messages, oldest first; the last page carries the calls its
+    /// latest reply still waits on. Errors: [`ChatError::ThreadNotFound`], then
+    /// [`ChatError::Invalid`], the store's.
     pub async fn messages(
         &self,
         user_id: &UserId,
@@ -202,9 +192,7 @@ impl ChatService {
         })
     }
 
-    /// Deletes `user_id`'s thread `thread_id` of agent `agent_id` with its messages (the
-    /// usage they counted stays).
-    ///
+    /// Deletes the user's thread with its messages (counted usage stays).
     /// Errors: [`ChatError::ThreadNotFound`], the store's.
     pub async fn delete_thread(
         &self,
@@ -222,10 +210,8 @@ impl ChatService {
         Ok(())
     }
 
-    /// `user_id`'s chat use this calendar month and on each of the last `days` days
-    /// (1..=[`MAX_DAYS`], default [`DEFAULT_DAYS`]), today included, in UTC. Counted when
-    /// each reply is stored, so deleting threads or agents does not lower it.
-    ///
+    /// The user's chat use this UTC month and on each of the last `days` days
+    /// (1..=[`MAX_DAYS`], default [`DEFAULT_DAYS`]), today included; deletions do not lower it.
     /// Errors: [`ChatError::Invalid`] for `days` out of range, the store's.
     pub async fn usage(
         &self,

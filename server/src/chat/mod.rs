@@ -1,13 +1,6 @@
-//! Chat orchestration, independent of HTTP: resolve the thread and model, build the prompt
-//! (system prompt, earlier turns trimmed oldest-first to the model's context window,
-//! retrieved knowledge, the message with its attachments, [`prompt`]), persist the user
-//! message before calling the model, retry upstream failures before the first token
-//! ([`stream`]), and persist the assistant message (content, model, usage, sources,
-//! latency, status) when it ends. Threads and replies are announced as webhook events
-//! (`conversation.created`, `message.created`).
-//!
-//! [`ChatService`] holds only what a turn needs: the store, the models, the knowledge
-//! retriever, the event emitter and the clock.
+//! Chat orchestration, independent of HTTP: resolve thread and model, build the prompt
+//! ([`prompt`]), stream with retries before the first token ([`stream`]), run tools, and
+//! store the turn when it ends, announcing `conversation.created` and `message.created`.
 
 pub mod history;
 pub mod prompt;
@@ -132,9 +125,8 @@ pub struct PreparedChat {
     pub thread: ThreadRecord,
     /// Whether the thread is created with this turn.
     pub new_thread: bool,
-    /// The user's message, stored with the reply when the turn ends
-    /// ([`ChatService::finish`]); `None` when the turn continues after approvals
-    /// ([`ChatService::continue_turn`]), whose reply is stored alone.
+    /// The user's message, stored with the reply when the turn ends; `None` for a
+    /// continuation after approvals, whose reply is stored alone.
     pub user_message: Option<MessageRecord>,
     /// The id the reply is stored under.
     pub reply_id: MessageId,
@@ -144,9 +136,8 @@ pub struct PreparedChat {
     /// Whether tools that require approval are offered: only where a person can approve
     /// (chat and its stream, not the live channels or the OpenAI-compatible API).
     pub approvals: bool,
-    /// The external conversation of a channel (Telegram, Slack, the widget) that this
-    /// turn's new thread holds from now on, linked when the turn is stored
-    /// ([`TurnRecord::channel`]); set by `Channels::prepare_turn`.
+    /// The channel conversation (Telegram, Slack, widget) this turn's new thread holds from
+    /// now on, linked when the turn is stored; set by `Channels::prepare_turn`.
     pub channel: Option<ChannelLink>,
     pub model: ResolvedModel,
     /// What goes upstream. Only the upstream request needs it: a streamed reply drops it
@@ -167,9 +158,8 @@ pub struct PreparedChat {
     /// Usage of the model calls that asked for tools, summed; the last call's is added when
     /// the turn ends ([`PreparedChat::total_usage`]).
     pub usage_so_far: Option<TokensUsed>,
-    /// Whether the caller defined the tools of this turn ([`TurnOptions::client_tools`]):
-    /// the model's calls are not run but end the turn, for the caller to run
-    /// ([`PreparedChat::request_client_calls`]).
+    /// Whether the caller defined this turn's tools: the model's calls then end the turn
+    /// for the caller to run ([`PreparedChat::request_client_calls`]).
     pub client_tools: bool,
 }
 
@@ -180,18 +170,16 @@ impl PreparedChat {
         !self.toolbox.is_empty() && self.prompt.tool_choice != ToolChoice::None
     }
 
-    /// Drops the prompt (system prompt, earlier turns, retrieved passages), which nothing
-    /// needs once the upstream request is answered: an open stream then holds only what it
-    /// persists and reports. A turn with tools keeps it: a tool round sends it again.
+    /// Drops the prompt once the upstream request is answered, unless the turn has tools
+    /// (a tool round sends it again).
     pub fn release_prompt(&mut self) {
         if self.toolbox.is_empty() {
             self.prompt = Prompt::default();
         }
     }
 
-    /// Ends a turn of client tools ([`PreparedChat::client_tools`]) on the model's `calls`:
-    /// they are recorded with the reply (`toolCalls`, `type` `client`, `status`
-    /// `requested`) for the caller to run. Answers whether there were any.
+    /// Ends a client-tools turn on the model's `calls`, recorded with the reply as
+    /// `requested` for the caller to run; answers whether there were any.
     pub fn request_client_calls(&mut self, calls: &[ToolCall]) -> bool {
         if !self.client_tools || calls.is_empty() {
             return false;
@@ -264,10 +252,8 @@ fn add_usage(a: Option<TokensUsed>, b: TokensUsed) -> TokensUsed {
 pub enum ThreadChoice<'a> {
     /// A new thread, titled after the message.
     New,
-    /// A new thread, titled after the message, whose earlier turns the caller sends with
-    /// the message (the OpenAI-compatible API is stateless, like OpenAI's): they go upstream
-    /// as its history, trimmed like stored history, but only the message and the reply are
-    /// stored.
+    /// A new thread with earlier turns the caller sends (the OpenAI-compatible API is
+    /// stateless): sent upstream as history, trimmed alike, but only message and reply stored.
     Given(Vec<Turn>),
     /// The caller's thread with this id ([`ChatError::ThreadNotFound`] when it is unknown
     /// or someone else's).
@@ -287,15 +273,12 @@ pub struct TurnOptions {
     pub sampling: Sampling,
     /// Whether tools that require approval may be offered ([`PreparedChat::approvals`]).
     pub approvals: bool,
-    /// Tools the caller defines and runs itself (the OpenAI-compatible API's `tools`):
-    /// when set, the agent's own tools are neither offered nor run; the model is offered
-    /// these, and the calls it makes end the turn (`FinishReason::ToolCalls`,
-    /// [`Reply::client_calls`], [`Frame::ClientToolCalls`]) for the caller to run.
+    /// Tools the caller defines and runs (the OpenAI-compatible `tools`): the agent's own are
+    /// then not offered, and the model's calls end the turn for the caller to run.
     pub client_tools: Option<ClientTools>,
-    /// Turns that follow the message upstream: the model's earlier calls of client tools
-    /// with the results the caller sent ([`Turn::tool_calls`]), and any assistant text
-    /// between them. They are sent, not stored as messages; their calls are recorded with
-    /// the reply (`toolCalls`, `status` `succeeded`).
+    /// Turns sent upstream after the message (earlier client-tool calls with their results
+    /// and assistant text between), not stored as messages; their calls are recorded with
+    /// the reply as `succeeded`.
     pub after: Vec<Turn>,
 }
 
@@ -435,11 +418,9 @@ pub struct ChatService {
 }
 
 impl ChatService {
-    /// The service over `store` and `models`, retrieving from `knowledge`, announcing
-    /// threads and replies through `events`, timed by `clock`; messages have at most
-    /// `config.max_message_chars` characters and providers `provider_timeout`
-    /// (`PROVIDER_TIMEOUT_SECS`) to start answering; the agents' `tools` are offered, and
-    /// the calls waiting on approval are read from `approvals` (the same store's part).
+    /// The service over `store` and `models`, retrieving from `knowledge`, announcing via
+    /// `events`, timed by `clock`; `provider_timeout` bounds the wait for a first answer, and
+    /// `approvals` holds calls waiting on approval.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         store: Arc<dyn ChatStore>,
@@ -472,20 +453,15 @@ impl ChatService {
         &self.config
     }
 
-    /// Checks the length rule ([`check_length`]) of a message without attachments, before
-    /// anything else is read.
-    ///
+    /// Checks the length rule of a message without attachments, before anything is read.
     /// Errors: [`ChatError::TooLong`].
     pub fn check_message(&self, message: &str) -> Result<(), ChatError> {
         check_length(message, 0, self.config.max_message_chars)
     }
 
-    /// The agent's knowledge for `message` ([`retrieve::hybrid`]) as prompt passages and
-    /// reply sources that fit in `budget` tokens ([`prompt::passages`]). A source's `score`
-    /// is the BM25 relevance without `EMBEDDING_MODEL`, and with it the fused score as a
-    /// share of the best possible (1.0: ranked first by both BM25 and vector similarity).
-    ///
-    /// Errors: the store's.
+    /// The agent's knowledge for `message` as prompt passages and reply sources within
+    /// `budget` tokens; a source's `score` is BM25, or with embeddings the fused score as a
+    /// share of the best possible. Errors: the store's.
     pub async fn retrieve(
         &self,
         agent_id: &AgentId,
@@ -539,14 +515,11 @@ impl ChatService {
         Ok((thread, history, !continued))
     }
 
-    /// Resolves the thread ([`ThreadChoice`]), the model, and the prompt. Nothing is written
-    /// yet: the user's message (with the thread, when it is new) is stored with the reply
-    /// when the turn ends ([`ChatService::finish`]), so that nothing but reads comes before
-    /// the provider's first token and a turn is stored whole or not at all.
+    /// Resolves thread, model and prompt without writing anything: the user's message is
+    /// stored with the reply when the turn ends, so a turn is stored whole or not at all.
     ///
-    /// Errors: the attachment errors of [`attachments_text`]; [`ChatError::TooLong`] when
-    /// the message and its attachments are longer than `MAX_MESSAGE_CHARS` together
-    /// ([`check_length`]); [`ChatError::ModelUnavailable`]; [`ChatError::ThreadNotFound`];
+    /// Errors: those of [`attachments_text`]; [`ChatError::TooLong`] (message and
+    /// attachments together); [`ChatError::ModelUnavailable`]; [`ChatError::ThreadNotFound`];
     /// the store's.
     pub async fn prepare(
         &self,
@@ -567,11 +540,8 @@ impl ChatService {
         .await
     }
 
-    /// [`ChatService::prepare`] with the caller's `options`: its instructions follow the
-    /// agent's system prompt (and count toward the context window like it), and its sampling
-    /// settings go to the provider.
-    ///
-    /// Errors: those of [`ChatService::prepare`].
+    /// [`ChatService::prepare`] with the caller's `options`: instructions after the agent's
+    /// system prompt, sampling settings to the provider. Errors: as `prepare`.
     pub async fn prepare_with(
         &self,
         agent: &AgentRecord,
@@ -696,12 +666,9 @@ impl ChatService {
         })
     }
 
-    /// The continuation of a turn that stopped for approvals, once every call it waited for
-    /// is decided ([`Tools::decide`]): the thread's history (the stopped reply with the
-    /// calls it ran), then the decided calls with their outcomes, sent to the agent's model
-    /// with its tools. Its reply is stored alone, its `toolCalls` starting with `decided`.
-    ///
-    /// Errors: [`ChatError::ModelUnavailable`]; the store's.
+    /// The continuation of a turn stopped for approvals, once all are decided: history, then
+    /// the decided calls with their outcomes, sent to the agent's model with its tools; the
+    /// reply is stored alone. Errors: [`ChatError::ModelUnavailable`]; the store's.
     pub async fn continue_turn(
         &self,
         agent: &AgentRecord,
@@ -762,9 +729,7 @@ impl ChatService {
         })
     }
 
-    /// The model of `agent`: its own, or the default.
-    ///
-    /// Errors: [`ChatError::ModelUnavailable`].
+    /// The agent's own model, or the default. Errors: [`ChatError::ModelUnavailable`].
     async fn model_of(&self, agent: &AgentRecord) -> Result<ResolvedModel, ChatError> {
         let model_id = if agent.model.is_empty() {
             self.models.default_model().await
@@ -777,13 +742,10 @@ impl ChatService {
             .ok_or(ChatError::ModelUnavailable { model: model_id })
     }
 
-    /// Runs a prepared turn to its end without streaming: reads the whole reply, runs the
-    /// tools the model calls and calls it again with their results (up to
-    /// `MAX_TOOL_ROUNDS`, [`ChatService::run_tools`]), persists the reply, and answers its
-    /// text, token usage (every model call of the turn), why it ended and its tool calls.
+    /// Runs a prepared turn to its end without streaming, tool rounds included (up to
+    /// `MAX_TOOL_ROUNDS`), stores the reply, and answers text, usage, finish reason and calls.
     ///
-    /// Errors: [`ChatError::Upstream`] for a provider failure, persisted as a failed reply
-    /// (with what was received); the store's.
+    /// Errors: [`ChatError::Upstream`] (stored as a failed reply); the store's.
     pub async fn complete(&self, prepared: &mut PreparedChat) -> Result<Reply, ChatError> {
         let mut text = String::new();
         let mut client_calls = Vec::new();
@@ -861,14 +823,10 @@ impl ChatService {
         }
     }
 
-    /// Runs one round of the model's tool `calls` at once (each within its timeout, output
-    /// capped, [`Tools::run`]), records them in `prepared.tool_calls`, and adds to the
-    /// prompt the assistant's turn (`text` said before the calls) with the calls and their
-    /// results, so that the next model call sees them. `reported` is the round's usage as
-    /// the provider gave it. From the `MAX_TOOL_ROUNDS`-th round on, the next call may not
-    /// call tools (`tool_choice: none`; the tools stay listed, which Anthropic requires
-    /// once the history holds tool calls). Calls of tools that require approval are not
-    /// run: they go to `prepared.pending`, and the turn stops after this round.
+    /// Runs one round of tool `calls` at once ([`Tools::run`]), records them, and adds the
+    /// assistant's turn with calls and results to the prompt. From the `MAX_TOOL_ROUNDS`-th
+    /// round on, the next call gets `tool_choice: none` (tools stay listed, as Anthropic
+    /// requires). Calls needing approval go to `prepared.pending` and stop the turn.
     pub async fn run_tools(
         &self,
         prepared: &mut PreparedChat,
@@ -916,16 +874,12 @@ impl ChatService {
         views
     }
 
-    /// Stores the turn: the thread when it is new, the user's message and the assistant's
-    /// reply, all in one transaction shared with the other turns ending now ([`TurnWriter`];
-    /// `urgency` says whether it may wait a moment for them, [`Urgency`]).
-    /// Answers once it is committed, so that a client reading the conversation after the
-    /// reply sees it. Then, without waiting, a new thread is announced as
-    /// `conversation.created` and a complete reply as `message.created`.
+    /// Stores the turn (new thread, user message, reply) in one transaction shared with other
+    /// ending turns ([`TurnWriter`], [`Urgency`]) and answers once committed; then announces
+    /// `conversation.created` / `message.created` without waiting.
     ///
-    /// Errors: [`ChatError::AgentGone`] when the agent of a new thread was deleted meanwhile,
-    /// [`ChatError::ThreadNotFound`] when the thread was (nothing of the turn is stored);
-    /// the store's.
+    /// Errors: [`ChatError::AgentGone`], [`ChatError::ThreadNotFound`] (nothing stored); the
+    /// store's.
     pub async fn finish(
         &self,
         prepared: &PreparedChat,
@@ -996,9 +950,8 @@ impl ChatService {
         Ok(())
     }
 
-    /// Emits the webhook events of a stored turn in a task of their own: `conversation.created`
-    /// for a new thread, then `message.created` for a complete reply (failed and cancelled
-    /// replies are not messages the owner would act on).
+    /// Emits a stored turn's webhook events in their own task (`message.created` only for a
+    /// complete reply).
     fn announce(&self, turn: TurnRecord) {
         let TurnRecord {
             thread,

@@ -1,6 +1,5 @@
-//! What goes upstream for a chat turn: the text of attachments, the length rule of a
-//! message, the retrieved passages that fit a token budget, and the earlier turns trimmed
-//! oldest-first to the context window.
+//! What goes upstream for a chat turn: attachment text, the length rule, passages within a
+//! token budget, and earlier turns trimmed oldest-first.
 
 use app::api::Source;
 use base64::{engine::general_purpose::STANDARD, Engine};
@@ -30,12 +29,11 @@ pub const PASSAGE_OVERHEAD: u32 = 16;
 /// Tokens an earlier turn costs in the prompt besides its text (role, separators).
 pub const TURN_OVERHEAD: u32 = 4;
 
-/// The text of attachments as the prompt carries it (each after a `--- Attachment: name ---`
-/// line), and how many characters the attachments' own text has. Text and Markdown only
-/// (decoded as UTF-8).
+/// The attachments' text as the prompt carries it (each after `--- Attachment: name ---`)
+/// and their own character count; text and Markdown only (UTF-8).
 ///
-/// Errors: [`ChatError::AttachmentNotBase64`], [`ChatError::AttachmentsTooLarge`] (more
-/// than [`MAX_ATTACHMENTS_BYTES`] decoded), [`ChatError::AttachmentType`] (not text),
+/// Errors: [`ChatError::AttachmentNotBase64`], [`ChatError::AttachmentsTooLarge`] (over
+/// [`MAX_ATTACHMENTS_BYTES`] decoded), [`ChatError::AttachmentType`],
 /// [`ChatError::AttachmentNotUtf8`].
 pub fn attachments_text(attachments: &[Attachment]) -> Result<(String, usize), ChatError> {
     let mut total = 0usize;
@@ -76,11 +74,8 @@ pub fn attachments_text(attachments: &[Attachment]) -> Result<(String, usize), C
     Ok((out, chars))
 }
 
-/// The length rule of what a chat turn sends to the model: the message and the text of
-/// its attachments ([`attachments_text`]) together have at most `max`
-/// (`MAX_MESSAGE_CHARS`) characters, so attachments cannot carry more than a message may.
-///
-/// Errors: [`ChatError::TooLong`] with the limit and the length sent.
+/// The message and its attachments' text together have at most `max` characters
+/// (`MAX_MESSAGE_CHARS`). Errors: [`ChatError::TooLong`] with the limit and the length.
 pub fn check_length(message: &str, attachment_chars: usize, max: usize) -> Result<(), ChatError> {
     let total = message.chars().count() + attachment_chars;
     if total > max {
@@ -93,10 +88,8 @@ pub fn check_length(message: &str, attachment_chars: usize, max: usize) -> Resul
     Ok(())
 }
 
-/// Passages for the prompt (marked `[1]`, `[2]`, ...) from `hits`, best first, that fit in
-/// `budget` tokens; the matching sources for the reply; and the tokens the passages take
-/// (with their markers, [`PASSAGE_OVERHEAD`] each). A source's `score` is the hit's,
-/// rounded to 3 decimals, and its snippet the first [`SNIPPET_CHARS`] characters.
+/// Prompt passages (`[1]`, `[2]`, ...) from `hits`, best first, within `budget` tokens; the
+/// reply's sources (score to 3 decimals, [`SNIPPET_CHARS`] snippet); and the tokens used.
 pub fn passages(hits: Vec<ChunkHit>, budget: u32) -> (Vec<Passage>, Vec<Source>, u32) {
     let mut passages = Vec::new();
     let mut sources = Vec::new();
@@ -134,9 +127,8 @@ pub fn passages(hits: Vec<ChunkHit>, budget: u32) -> (Vec<Passage>, Vec<Source>,
     (passages, sources, used)
 }
 
-/// Earlier turns that fit in `budget` tokens (their text, their tool calls' arguments and
-/// results, and [`TURN_OVERHEAD`] each), dropping the oldest first, and the tokens of the
-/// kept turns' text.
+/// Earlier turns that fit in `budget` tokens, oldest dropped first, and the kept turns'
+/// text tokens.
 pub fn trim_history(history: Vec<Turn>, budget: u32) -> (Vec<Turn>, u32) {
     let mut used = 0u32;
     // The kept turns, newest first, and the tokens of each one's text.

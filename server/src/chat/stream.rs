@@ -1,7 +1,5 @@
-//! Streaming a reply: opening the upstream stream with retries before the first token
-//! ([`open_stream`]), the usage of a reply ([`usage_or_counted`]), and [`Relay`], the state
-//! of one streamed reply that a transport (the server-sent events of `POST
-//! /api/agents/{agentId}/chat` and of the widget) polls for its [`Frame`]s.
+//! Streaming a reply: [`open_stream`] with retries before the first token,
+//! [`usage_or_counted`], and [`Relay`], which a transport polls for [`Frame`]s.
 
 use std::{collections::VecDeque, sync::Arc, time::Duration};
 
@@ -23,13 +21,9 @@ pub const UPSTREAM_ATTEMPTS: u32 = 3;
 pub const RETRY_BACKOFF: Duration = Duration::from_millis(250);
 
 /// Opens the upstream stream and waits for its first event, retrying retryable failures
-/// (429, 5xx, timeouts, connection errors) that happen before the first token, with
-/// exponential backoff ([`RETRY_BACKOFF`], at most [`UPSTREAM_ATTEMPTS`] attempts).
-///
-/// `timeout` (`PROVIDER_TIMEOUT_SECS`) bounds the whole wait for the first event, retries
-/// and backoff included: one deadline for every attempt, so a silent provider is answered
-/// with a `Timeout` error once `timeout` has passed, not after three timeouts. A retry whose
-/// backoff would end past the deadline is not made: the last failure is returned.
+/// (429, 5xx, timeouts, connection errors) with [`RETRY_BACKOFF`], at most
+/// [`UPSTREAM_ATTEMPTS`] attempts. `timeout` (`PROVIDER_TIMEOUT_SECS`) is one deadline for
+/// all attempts; a retry whose backoff would pass it is not made.
 pub async fn open_stream(
     prepared: &PreparedChat,
     timeout: Duration,
@@ -182,12 +176,9 @@ struct Ended {
     error: Option<String>,
 }
 
-/// The state of one streamed reply. Its owner (a response body) polls
-/// [`Relay::next_frame`]: each call waits for the provider's next token, so nothing sits
-/// between them (no task, no channel) and the client's pace is the provider's. Dropping the
-/// relay drops the upstream stream, which cancels the provider request; dropped before its
-/// end (the client went away), it persists what it has: the partial reply as cancelled, or
-/// the ended reply as it ended.
+/// The state of one streamed reply, polled through [`Relay::next_frame`] with no task or
+/// channel between provider and client. Dropping it cancels the provider request and
+/// stores what it has (a partial reply as cancelled).
 pub struct Relay {
     /// Taken when the reply is persisted.
     chat: Option<(Arc<ChatService>, PreparedChat)>,
@@ -208,9 +199,8 @@ pub struct Relay {
     queued: VecDeque<Frame>,
     /// Counts this reply in `agentchat_sse_streams_open` while it lives.
     _open: crate::metrics::StreamOpen,
-    /// The request's span (the handler's, where the relay is made), entered only where the
-    /// relay may log: the provider's opening (retries) and storing the reply. The body
-    /// polls the relay outside it ([`crate::telemetry::RequestSpanLayer`]).
+    /// The request's span, entered only where the relay logs (opening, storing); the body
+    /// polls outside it ([`crate::telemetry::RequestSpanLayer`]).
     span: Span,
 }
 
@@ -355,9 +345,7 @@ impl Relay {
         Phase::Tools(calls)
     }
 
-    /// Queues the calls of client tools the model made, if any
-    /// ([`PreparedChat::request_client_calls`]), then the summary (when asked for); the
-    /// end follows once the reply is stored.
+    /// Queues the model's client-tool calls, if any, then the summary when asked for.
     fn completed(&mut self) -> Phase {
         let Some((_, prepared)) = &mut self.chat else {
             return Phase::Done;

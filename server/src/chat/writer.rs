@@ -1,23 +1,9 @@
-//! Group commits of chat turns: [`TurnWriter`] stores the turns of many conversations
-//! ([`TurnRecord`]: a new thread or an existing one, the user's message and the reply) in
-//! one transaction of the store ([`crate::store::ChatStore::record_turns`]), so that a busy
-//! instance pays one commit for all the conversations that ended meanwhile rather than one
-//! or two each.
-//!
-//! A turn that someone waits for at once ([`Urgency::Now`]: a JSON reply, a channel's
-//! answer) handed over while no batch is being written is written at once, alone; the turns
-//! handed over while a batch is being written wait for it and go together in the next one
-//! ([`MAX_BATCH`] at most). The end of a streamed reply ([`Urgency::Grouped`]) may wait a
-//! little for company: a batch made only of such turns is written [`GROUP_WINDOW`] after its
-//! first one arrived, or as soon as an urgent turn joins it. A streamed conversation lasts
-//! as long as the provider streams, and its `[DONE]` comes up to [`GROUP_WINDOW`] later; at
-//! a few hundred conversations ending per second, that window puts several turns in a
-//! commit where they would each have had one, and the turns of a batch share most of the
-//! pages they write.
-//!
-//! A crash (the process killed) loses at most the turns of the batch in flight, each of them
-//! whole: a batch is one transaction and a turn's messages are written together, so a reply
-//! is never stored without its user's message (proven by `server/tests/crash.rs`).
+//! Group commits of chat turns: [`TurnWriter`] stores the turns of many conversations in
+//! one transaction ([`crate::store::ChatStore::record_turns`]). An [`Urgency::Now`] turn
+//! with no batch in flight is written at once; turns arriving meanwhile go in the next
+//! batch (at most [`MAX_BATCH`]); a batch of only [`Urgency::Grouped`] turns waits up to
+//! [`GROUP_WINDOW`] for company. A crash loses at most the batch in flight, each turn
+//! whole (`server/tests/crash.rs`).
 
 use std::{
     sync::{
@@ -68,9 +54,7 @@ struct InFlight {
     urgent: Urgent,
 }
 
-/// [`Urgency::Now`] turns handed over and not yet taken into a batch, and the wake-up of a
-/// writer waiting out [`GROUP_WINDOW`]. During the window the writer does not listen to the
-/// queue, so a turn that may wait wakes nobody; an urgent one wakes it through this.
+/// Urgent turns not yet batched, and the wake-up of a writer waiting out [`GROUP_WINDOW`].
 #[derive(Default)]
 struct Urgent {
     queued: AtomicUsize,
@@ -89,10 +73,8 @@ impl Urgent {
         self.arrived.notify_waiters();
     }
 
-    /// Queues `item` on `queue`; when `urgency` is [`Urgency::Now`], counts it first and
-    /// then wakes a writer waiting out its window.
-    ///
-    /// Errors: the queue is closed (the writer is gone); the item comes back.
+    /// Queues `item`; an [`Urgency::Now`] one is counted and wakes a waiting writer.
+    /// Errors: the queue is closed; the item comes back.
     fn send<T>(
         &self,
         queue: &mpsc::UnboundedSender<T>,
@@ -111,9 +93,8 @@ impl Urgent {
     }
 }
 
-/// Hands chat turns to a task that stores them in batches ([`crate::store::ChatStore::record_turns`]).
-/// Cloning it shares the task; the task ends when the last clone is dropped, after writing
-/// what was handed over.
+/// Hands chat turns to a task that stores them in batches; clones share the task, which
+/// ends after the last clone drops and what was handed over is written.
 #[derive(Clone)]
 pub struct TurnWriter {
     queue: mpsc::UnboundedSender<Pending>,
@@ -121,10 +102,7 @@ pub struct TurnWriter {
 }
 
 impl TurnWriter {
-    /// Starts the writing task on the current Tokio runtime.
-    ///
-    /// # Panics
-    /// Outside a Tokio runtime.
+    /// Starts the writing task. Panics outside a Tokio runtime.
     pub fn start(store: Arc<dyn ChatStore>) -> Self {
         let (queue, receiver) = mpsc::unbounded_channel();
         let in_flight = Arc::new(InFlight::default());
@@ -132,12 +110,10 @@ impl TurnWriter {
         Self { queue, in_flight }
     }
 
-    /// Stores `turn` with whatever other turns are waiting (as soon as `urgency` asks), and
-    /// answers once its transaction has committed: the turn back when it was stored, `None`
-    /// when its agent (new thread) or thread (existing one) is gone and nothing of it was
-    /// written.
+    /// Stores `turn` with whatever other turns wait and answers once committed: the turn, or
+    /// `None` when its agent or thread is gone (nothing written).
     ///
-    /// Errors: the store's, when the turn could not be written (nothing of it was).
+    /// Errors: the store's (nothing of the turn written).
     pub async fn record(
         &self,
         turn: TurnRecord,
@@ -186,10 +162,7 @@ fn finished(in_flight: &InFlight, n: usize) {
     }
 }
 
-/// The writing task: takes the first waiting turn and every other one waiting behind it (up
-/// to [`MAX_BATCH`]; when all of them are [`Urgency::Grouped`], also those arriving within
-/// [`GROUP_WINDOW`] of the first, until an urgent one does), writes them in one
-/// transaction, answers each, and starts over.
+/// The writing task: gather a batch, write it in one transaction, answer each, repeat.
 async fn write_batches(
     store: Arc<dyn ChatStore>,
     mut receiver: mpsc::UnboundedReceiver<Pending>,
@@ -203,11 +176,9 @@ async fn write_batches(
     }
 }
 
-/// Takes the next batch from `receiver` into `batch` (empty): the first item and every other
-/// one waiting behind it, up to [`MAX_BATCH`]. When all of them are [`Urgency::Grouped`] it
-/// first waits until [`GROUP_WINDOW`] after the first arrived, or until an urgent one is
-/// queued ([`Urgent`], whose count of queued urgent items it keeps), and takes those that
-/// arrived meanwhile. Answers how many it took, 0 when the channel is closed and empty.
+/// Takes the next batch into `batch`: the first item and those behind it, up to
+/// [`MAX_BATCH`], waiting up to [`GROUP_WINDOW`] (or an urgent arrival) when all are
+/// grouped. Answers how many, 0 when the channel is closed and empty.
 async fn gather<T>(
     receiver: &mut mpsc::UnboundedReceiver<T>,
     batch: &mut Vec<T>,
@@ -241,11 +212,8 @@ async fn gather<T>(
     batch.len()
 }
 
-/// Writes `batch` (emptied) and answers each turn. The turns go in the order of their users
-/// and threads, so that two instances writing batches at once lock the rows they share (a
-/// thread's counters, a user's day of usage) in the same order. When the transaction fails
-/// the turns are written again one by one, so that one turn that cannot be written fails
-/// alone.
+/// Writes `batch` and answers each turn, ordered by user and thread so concurrent instances
+/// lock shared rows in one order; a failed transaction is retried turn by turn.
 async fn write_batch(store: &dyn ChatStore, batch: &mut Vec<Pending>) {
     batch.sort_by(|a, b| {
         let (a, b) = (&a.turn.thread, &b.turn.thread);

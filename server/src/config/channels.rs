@@ -29,8 +29,7 @@ impl Default for ChannelsConfig {
 }
 
 impl ChannelsConfig {
-    /// Takes `TELEGRAM_API_URL` and `SLACK_API_URL` from `settings`, without a trailing
-    /// slash.
+    /// Takes `TELEGRAM_API_URL` and `SLACK_API_URL` from `settings`, no trailing slash.
     pub(super) fn apply(&mut self, settings: &Settings) {
         self.telegram_api_url = settings.telegram_api_url.trim_end_matches('/').to_string();
         self.slack_api_url = settings.slack_api_url.trim_end_matches('/').to_string();

@@ -30,8 +30,7 @@ impl Default for ChatConfig {
 }
 
 impl ChatConfig {
-    /// Takes `MAX_MESSAGE_CHARS`, `SSE_HEARTBEAT_SECS`, `MAX_TOOL_ROUNDS` and
-    /// `TOOL_TIMEOUT_SECONDS` from `settings` (ranges checked there).
+    /// Takes the chat variables from `settings` (ranges checked there).
     pub(super) fn apply(&mut self, settings: &Settings) {
         self.max_message_chars = settings.max_message_chars;
         self.sse_heartbeat = std::time::Duration::from_secs(settings.sse_heartbeat_secs);

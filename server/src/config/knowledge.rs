@@ -52,8 +52,7 @@ pub struct KnowledgeConfig {
 }
 
 impl KnowledgeConfig {
-    /// The defaults for a service keeping its files in `data_dir`, with no environment
-    /// read.
+    /// The defaults for a service keeping its files in `data_dir`; no environment read.
     pub fn new(data_dir: &Path) -> Self {
         Self {
             max_upload_bytes: 20 * 1024 * 1024,
@@ -62,8 +61,7 @@ impl KnowledgeConfig {
         }
     }
 
-    /// Takes `MAX_UPLOAD_BYTES`, `EXTRACT_TIMEOUT_SECS`, `EXTRACT_MEMORY_MB` and, when
-    /// set, `EXTRACT_PROCESSES` from `settings` (their rules checked there).
+    /// Takes the upload and extraction variables from `settings` (rules checked there).
     pub(super) fn apply(&mut self, settings: &Settings) {
         self.max_upload_bytes = settings.max_upload_bytes;
         self.extraction.timeout = Duration::from_secs(settings.extract_timeout_secs);

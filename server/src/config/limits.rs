@@ -12,30 +12,22 @@ pub const REDIS_KEY_PREFIX: &str = "agentchat:";
 /// integration's inbound channel endpoint (20 a second).
 pub const CHANNEL_REQUESTS_PER_MINUTE: u32 = 1_200;
 
-/// What the plans allow (docs/api.md § Plans and limits) and the budget of the inbound
-/// channel endpoints: read by the agents' service (agents per plan), the rate limiter
-/// built at start-up, and the HTTP layer's rate-limit middleware.
+/// What the plans allow (docs/api.md § Plans and limits) and the inbound channel budget.
 #[derive(Clone)]
 pub struct LimitsConfig {
     /// `AGENT_LIMITS`: agents allowed per plan as `free=3,starter=10,business=50,pro=500`.
     pub agent_limits: [u32; 4],
-    /// `RATE_LIMITS`: requests per minute per plan, same form; defaults are the contract's
-    /// 100/500/2000/10000.
+    /// `RATE_LIMITS`: requests per minute per plan, same form; default 100/500/2000/10000.
     pub rate_limits: [u32; 4],
-    /// `CHANNEL_REQUESTS_PER_MINUTE`: requests per minute that one client IP may send to
-    /// one integration's inbound channel endpoint (`/api/channels/{provider}/{id}`: Telegram
-    /// updates, Slack events), counted before the request's secret or signature is checked;
-    /// default [`CHANNEL_REQUESTS_PER_MINUTE`], at least 1. Over it: 429 (README § Limits).
+    /// `CHANNEL_REQUESTS_PER_MINUTE`: requests per minute one client IP may send to one
+    /// integration's inbound channel endpoint, counted before its secret is checked; at
+    /// least 1. Over it: 429 (README § Limits).
     pub channel_requests_per_minute: u32,
-    /// `REDIS_URL` (`redis://[user:password@]host[:port][/db]`):
-    /// when set, the rate limits, the failed-sign-in throttle and the mail cooldown are
-    /// kept in this Redis and shared by every instance that uses it (README § Running
-    /// several instances); unset, they are kept in process. May hold a password: never
-    /// logged.
+    /// `REDIS_URL`: when set, rate limits, the sign-in throttle and the mail cooldown are
+    /// shared by every instance through it (README § Running several instances); unset,
+    /// kept in process. May hold a password: never logged.
     pub redis_url: Option<String>,
-    /// `REDIS_KEY_PREFIX`: what every Redis key starts with (default
-    /// [`REDIS_KEY_PREFIX`]), so that several installations, or tests, can share one
-    /// Redis.
+    /// `REDIS_KEY_PREFIX`: what every Redis key starts with, so installations can share one.
     pub redis_key_prefix: String,
 }
 
@@ -52,9 +44,7 @@ impl Default for LimitsConfig {
 }
 
 impl LimitsConfig {
-    /// Takes `REDIS_URL`, `REDIS_KEY_PREFIX`, `AGENT_LIMITS`, `RATE_LIMITS` and
-    /// `CHANNEL_REQUESTS_PER_MINUTE` from `settings` (the lists and the budget are checked
-    /// there, by [`parse_plan_numbers`] and [`parse_per_minute`]).
+    /// Takes the Redis, plan-limit and channel-budget variables from `settings`.
     pub(super) fn apply(&mut self, settings: &Settings) {
         self.redis_url = settings.redis_url.clone();
         self.redis_key_prefix = settings.redis_key_prefix.clone();

@@ -14,13 +14,10 @@ pub const MIN_METRICS_TOKEN_CHARS: usize = 16;
 /// neither field set nothing is recorded and `GET /metrics` is 404.
 #[derive(Clone, Default)]
 pub struct MetricsConfig {
-    /// `METRICS_TOKEN`: the bearer token a scraper presents. With it, `GET /metrics` is
-    /// served on the service's own port to callers that present it (401 otherwise), and
-    /// required on `METRICS_ADDR` too. Never logged.
+    /// `METRICS_TOKEN`: the bearer token a scraper presents; with it `GET /metrics` is also
+    /// served on the main port (401 without it) and required on `METRICS_ADDR`. Never logged.
     pub token: Option<SecretString>,
-    /// `METRICS_ADDR`: a second listener (e.g. `127.0.0.1:9100`) that serves only
-    /// `GET /metrics`, without a token unless `METRICS_TOKEN` is set. Port 0 picks a free
-    /// port (tests).
+    /// `METRICS_ADDR`: a second listener serving only `GET /metrics`; port 0 picks one.
     pub addr: Option<SocketAddr>,
 }
 
@@ -40,14 +37,11 @@ impl MetricsConfig {
         self.token.is_some() || self.addr.is_some()
     }
 
-    /// Takes `METRICS_TOKEN` and `METRICS_ADDR` from `settings` when set; the address
-    /// must not be the service's listener (`LEPTOS_SITE_ADDR`).
+    /// Takes `METRICS_TOKEN` and `METRICS_ADDR` from `settings` when set.
     ///
-    /// Errors, each naming its variable and never quoting the token: a token shorter than
-    /// [`MIN_METRICS_TOKEN_CHARS`] or with characters outside RFC 6750's `b64token`
-    /// (letters, digits and `-._~+/`, then `=` padding); an address that is
-    /// `LEPTOS_SITE_ADDR` (one that is not `host:port` is refused when the settings are
-    /// read).
+    /// Errors (naming the variable, never the token): a token shorter than
+    /// [`MIN_METRICS_TOKEN_CHARS`] or outside RFC 6750's `b64token`; an address equal to
+    /// `LEPTOS_SITE_ADDR`.
     pub(super) fn apply(&mut self, settings: &Settings) -> anyhow::Result<()> {
         if let Some(token) = &settings.metrics_token {
             let token = SecretString::from(token.trim().to_string());
@@ -66,8 +60,7 @@ impl MetricsConfig {
     }
 }
 
-/// Checks `METRICS_TOKEN`'s form: RFC 6750 § 2.1's `b64token`, at least
-/// [`MIN_METRICS_TOKEN_CHARS`] long.
+/// Checks `METRICS_TOKEN`: RFC 6750 § 2.1 `b64token`, at least [`MIN_METRICS_TOKEN_CHARS`].
 fn check_token(token: &str) -> anyhow::Result<()> {
     let body = token.trim_end_matches('=');
     let allowed = |c: char| c.is_ascii_alphanumeric() || "-._~+/".contains(c);

@@ -1,14 +1,7 @@
-//! Configuration from the environment (a `.env` file is read first when present), with
-//! the variable names and defaults of README.md § Configuration and docs/api.md
-//! § Configuration.
-//!
-//! Every variable is declared once, in [`Settings`] (a `clap` argument set, which is also
-//! what `agentchat serve --help` lists); [`Config::from_settings`] builds the
-//! configuration from it and applies the rules between variables.
-//!
-//! [`Config`] is the root, made of one part per component: each component's constructor
-//! takes its own part (two parts, as two arguments, when it needs two), and only start-up
-//! ([`crate::startup`], `main.rs`) reads the root. Each part reads its own variables.
+//! Configuration from the environment (`.env` read first when present), with the names and
+//! defaults of README.md § Configuration. Every variable is declared once, in [`Settings`]
+//! (also what `agentchat serve --help` lists); [`Config::from_settings`] builds [`Config`],
+//! one part per component, and only start-up reads the root.
 
 mod channels;
 mod chat;
@@ -58,10 +51,7 @@ pub use self::{
     webhooks::WebhooksConfig,
 };
 
-/// Everything the service needs to start, one part per component. Start-up hands each
-/// component its part; the parts the HTTP layer reads while serving stay with the shared
-/// state: [`ServerConfig`] and [`LimitsConfig`] in [`crate::services::Services`],
-/// [`ChatConfig`] in the [`crate::chat::ChatService`] built from it.
+/// Everything the service needs to start; start-up hands each component its part.
 #[derive(Clone)]
 pub struct Config {
     /// The listener, `PUBLIC_URL`, connection limits and the dashboard's files.
@@ -75,11 +65,9 @@ pub struct Config {
     pub oauth: OAuthConfig,
     /// `SMTP_URL`, `MAIL_FROM`.
     pub mail: MailConfig,
-    /// `AGENT_LIMITS`, `RATE_LIMITS`, `CHANNEL_REQUESTS_PER_MINUTE`, `REDIS_URL`,
-    /// `REDIS_KEY_PREFIX`.
+    /// `AGENT_LIMITS`, `RATE_LIMITS`, `CHANNEL_REQUESTS_PER_MINUTE`, `REDIS_*`.
     pub limits: LimitsConfig,
-    /// `OPENAI_*`, `ANTHROPIC_*`, `DEFAULT_MODEL`, `PROVIDER_TIMEOUT_SECS`,
-    /// `EMBEDDING_MODEL`.
+    /// `OPENAI_*`, `ANTHROPIC_*`, `DEFAULT_MODEL`, `PROVIDER_TIMEOUT_SECS`, `EMBEDDING_MODEL`.
     pub providers: ProvidersConfig,
     /// `MAX_MESSAGE_CHARS`, `SSE_HEARTBEAT_SECS`.
     pub chat: ChatConfig,
@@ -117,22 +105,19 @@ impl std::fmt::Debug for Config {
 }
 
 impl Config {
-    /// Reads the environment (after loading `.env` when present), as `agentchat serve`
-    /// needs it. With a SQLite `DATABASE_URL` (the default), missing secrets are generated
-    /// into `DATA_DIR`; with a PostgreSQL one, `JWT_SECRET`, `ENCRYPTION_KEY` and
-    /// `PUBLIC_URL` are required instead ([`SHARED_SETTINGS`]) and nothing is generated.
+    /// Reads the environment (after `.env`) as `agentchat serve` needs it. With SQLite,
+    /// missing secrets are generated into `DATA_DIR`; with PostgreSQL the
+    /// [`SHARED_SETTINGS`] are required and nothing is generated.
     ///
     /// Errors: an unparsable address, limit list or encryption key; an unwritable
-    /// `DATA_DIR`; in PostgreSQL mode, a missing required variable (each one named).
+    /// `DATA_DIR`; with PostgreSQL, each missing required variable, named.
     pub fn from_env() -> anyhow::Result<Self> {
         Self::load(true)
     }
 
-    /// [`Config::from_env`] for the commands that only work on the database (`migrate`,
-    /// `admin`, `eval-retrieval`, `copy-data`): they sign no token and open no sealed
-    /// credential, so in PostgreSQL mode the [`SHARED_SETTINGS`] are not required, and
-    /// secrets that are not set are made up in memory for the run (never written, never
-    /// used). SQLite mode is the same as [`Config::from_env`].
+    /// [`Config::from_env`] for the database-only commands (`migrate`, `admin`,
+    /// `eval-retrieval`, `copy-data`): with PostgreSQL the [`SHARED_SETTINGS`] are not
+    /// required and unset secrets are made up in memory, never used.
     ///
     /// Errors: as [`Config::from_env`], but for the missing shared settings.
     pub fn from_env_for_tools() -> anyhow::Result<Self> {
@@ -144,15 +129,11 @@ impl Config {
         Self::from_settings(&Settings::from_env()?, require_shared)
     }
 
-    /// The configuration of `settings` (read from the environment by
-    /// [`Config::from_env`], from the command line by `agentchat serve`). With
-    /// `require_shared`, a PostgreSQL `DATABASE_URL` requires the [`SHARED_SETTINGS`];
-    /// without it (the tools), missing secrets are made up in memory. A SQLite one has
-    /// missing secrets generated into `DATA_DIR` either way.
+    /// The configuration of `settings`. With `require_shared`, PostgreSQL requires the
+    /// [`SHARED_SETTINGS`]; without, missing secrets are made up in memory. SQLite generates
+    /// missing secrets into `DATA_DIR` either way.
     ///
-    /// Errors: as [`Config::from_env`], for what [`Settings`] does not check itself:
-    /// secrets, the shared settings, `METRICS_TOKEN`, `METRICS_ADDR` against
-    /// `LEPTOS_SITE_ADDR`, `LEPTOS_RELOAD_PORT`, an unwritable `DATA_DIR`.
+    /// Errors: as [`Config::from_env`], for what [`Settings`] does not check itself.
     pub fn from_settings(settings: &Settings, require_shared: bool) -> anyhow::Result<Self> {
         let site_addr = settings.leptos_site_addr;
         let data_dir = settings.data_dir.clone();
@@ -194,9 +175,7 @@ impl Config {
         Self::with_secrets(data_dir, site_addr, secrets)
     }
 
-    /// Defaults for `data_dir` and `site_addr` with the given `secrets`: no environment
-    /// read, no secret generated.
-    ///
+    /// Defaults with the given `secrets`, reading no environment.
     /// Errors: `data_dir` cannot be created.
     pub fn with_secrets(
         data_dir: PathBuf,
@@ -225,9 +204,8 @@ impl Config {
     }
 }
 
-/// Parses `raw`, the value of the variable `name`, as a number within `range`; `what` says
-/// what the number is, for the error message ("HEADER_READ_TIMEOUT_SECS must be whole
-/// seconds from 1 to 30").
+/// Parses `raw`, the value of variable `name`, as a number within `range`; `what` names
+/// the unit in the error ("… must be whole seconds from 1 to 30").
 ///
 /// Errors: not a whole number, or outside `range`.
 pub fn bounded<T>(

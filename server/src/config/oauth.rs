@@ -51,8 +51,7 @@ pub struct OidcConfig {
 /// offered only when both its client id and secret are set (docs/api.md § Configuration).
 #[derive(Clone, Default)]
 pub struct OAuthConfig {
-    /// `GITHUB_CLIENT_ID`, `GITHUB_CLIENT_SECRET`, `GITHUB_AUTH_URL`, `GITHUB_TOKEN_URL`,
-    /// `GITHUB_API_URL`.
+    /// `GITHUB_CLIENT_ID`, `GITHUB_CLIENT_SECRET`, `GITHUB_*_URL`.
     pub github: Option<GithubConfig>,
     /// `GOOGLE_CLIENT_ID`, `GOOGLE_CLIENT_SECRET`, `GOOGLE_ISSUER_URL`.
     pub google: Option<OidcConfig>,

@@ -2,9 +2,7 @@
 
 use super::Settings;
 
-/// The exceptions to the SSRF rule of [`crate::outbound`], shared by the two components
-/// that request URLs users give: crawls ([`crate::knowledge::Knowledge`]) and webhook
-/// deliveries ([`crate::webhooks::Webhooks`]).
+/// The exceptions to [`crate::outbound`]'s SSRF rule, for crawls and webhook deliveries.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct OutboundConfig {
     /// `ALLOWED_PRIVATE_HOSTS`: `host:port` entries the crawler may reach although they
@@ -13,8 +11,7 @@ pub struct OutboundConfig {
 }
 
 impl OutboundConfig {
-    /// Takes `ALLOWED_PRIVATE_HOSTS` from `settings` when set: comma-separated, blanks
-    /// ignored.
+    /// Takes `ALLOWED_PRIVATE_HOSTS` from `settings` when set (comma-separated).
     pub(super) fn apply(&mut self, settings: &Settings) {
         if let Some(v) = &settings.allowed_private_hosts {
             self.allowed_private_hosts = v

@@ -19,12 +19,10 @@ pub struct ProvidersConfig {
     pub anthropic_base_url: String,
     /// `DEFAULT_MODEL`: the model of agents that name none.
     pub default_model: Option<String>,
-    /// `PROVIDER_TIMEOUT_SECS`: longest wait for a reply's first token, retries and their
-    /// backoff included, and longest silence inside a reply, default 60 s; past it the chat
-    /// answers 504 (an error frame in a stream).
+    /// `PROVIDER_TIMEOUT_SECS`: longest wait for a reply's first token (retries included)
+    /// and longest silence inside a reply; past it the chat answers 504.
     pub timeout: std::time::Duration,
-    /// `EMBEDDING_MODEL`: embeddings through the OpenAI-compatible endpoint; unset means
-    /// BM25 retrieval only.
+    /// `EMBEDDING_MODEL`: embeddings via the OpenAI-compatible endpoint; unset: BM25 only.
     pub embedding_model: Option<String>,
 }
 
@@ -43,9 +41,7 @@ impl Default for ProvidersConfig {
 }
 
 impl ProvidersConfig {
-    /// Takes `OPENAI_API_KEY`, `OPENAI_BASE_URL`, `ANTHROPIC_API_KEY`,
-    /// `ANTHROPIC_BASE_URL`, `DEFAULT_MODEL`, `PROVIDER_TIMEOUT_SECS` and `EMBEDDING_MODEL`
-    /// from `settings`.
+    /// Takes the provider, model and timeout variables from `settings`.
     pub(super) fn apply(&mut self, settings: &Settings) {
         self.openai_api_key = settings.openai_api_key.clone().map(SecretString::from);
         self.openai_base_url = settings.openai_base_url.clone();

@@ -9,9 +9,8 @@ use secrecy::SecretString;
 
 use super::Settings;
 
-/// The service's own keys: the one that signs tokens and the ones that seal stored
-/// credentials. Start-up makes the token keys (`auth::tokens::JwtKeys`) and the
-/// [`crate::crypto::SecretBox`] from them; no component takes this part itself.
+/// The token-signing key and the credential-sealing keys, from which start-up builds
+/// `auth::tokens::JwtKeys` and [`crate::crypto::SecretBox`].
 #[derive(Clone)]
 pub struct SecretsConfig {
     /// `JWT_SECRET`, else generated once into `DATA_DIR/jwt_secret`.
@@ -25,11 +24,9 @@ pub struct SecretsConfig {
 }
 
 impl SecretsConfig {
-    /// The secrets kept in `data_dir` (`jwt_secret`, `encryption_key`), each generated
-    /// there with mode 0600 when missing; no environment read.
+    /// The secrets kept in `data_dir`, each generated with mode 0600 when missing.
     ///
-    /// Errors: a secret file that cannot be written, or an `encryption_key` file that is
-    /// not base64 of 32 bytes.
+    /// Errors: a file that cannot be written, or an `encryption_key` not base64 of 32 bytes.
     pub fn load_or_generate(data_dir: &Path) -> anyhow::Result<Self> {
         let jwt_secret = load_or_generate(&data_dir.join("jwt_secret"), 64, "JWT secret")?;
         let encryption_key =
@@ -57,13 +54,10 @@ impl SecretsConfig {
         }
     }
 
-    /// The secrets of an instance on a shared database (PostgreSQL mode), from `lookup`
-    /// (the environment, in [`super::Config::from_env`]): `JWT_SECRET` and
-    /// `ENCRYPTION_KEY` must be set, and `PUBLIC_URL` too ([`require_shared_settings`]);
-    /// nothing is generated or written.
+    /// The secrets of an instance on a shared database, from `lookup`: the
+    /// [`SHARED_SETTINGS`] must be set; nothing is generated.
     ///
-    /// Errors: a missing variable (each one is named), or an `ENCRYPTION_KEY` that is not
-    /// base64 of 32 bytes.
+    /// Errors: each missing variable, named; an `ENCRYPTION_KEY` not base64 of 32 bytes.
     pub fn from_shared_settings(lookup: impl Fn(&str) -> Option<String>) -> anyhow::Result<Self> {
         require_shared_settings(&lookup)?;
         let (Some(jwt_secret), Some(encryption_key)) =
@@ -79,10 +73,8 @@ impl SecretsConfig {
         })
     }
 
-    /// Replaces the secrets of `DATA_DIR` with `JWT_SECRET` and `ENCRYPTION_KEY`, and adds
-    /// `ENCRYPTION_KEYS_PREVIOUS`, where set in `settings`.
-    ///
-    /// Errors: a key that is not base64 of 32 bytes (the key is not quoted).
+    /// Overrides the `DATA_DIR` secrets with `JWT_SECRET`, `ENCRYPTION_KEY` and
+    /// `ENCRYPTION_KEYS_PREVIOUS` where set. Errors: a key not base64 of 32 bytes (unquoted).
     pub(super) fn apply(&mut self, settings: &Settings) -> anyhow::Result<()> {
         if let Some(secret) = &settings.jwt_secret {
             self.jwt_secret = SecretString::from(secret.clone());
@@ -106,9 +98,7 @@ impl SecretsConfig {
         Ok(())
     }
 
-    /// The decoded `ENCRYPTION_KEY` and `ENCRYPTION_KEYS_PREVIOUS`, the keys of
-    /// [`crate::crypto::SecretBox::new`].
-    ///
+    /// The decoded current and previous encryption keys, for [`crate::crypto::SecretBox::new`].
     /// Errors: a key that is not base64 of 32 bytes.
     pub fn encryption_keys(&self) -> anyhow::Result<([u8; 32], Vec<[u8; 32]>)> {
         use secrecy::ExposeSecret;
@@ -122,19 +112,13 @@ impl SecretsConfig {
     }
 }
 
-/// The variables an instance on a shared database (PostgreSQL mode) must be given rather
-/// than generate: every instance must sign and check tokens with the same `JWT_SECRET`,
-/// seal and open credentials with the same `ENCRYPTION_KEY`, and name the same issuer and
-/// links (`PUBLIC_URL`); keys generated into each instance's `DATA_DIR` would make every
-/// instance reject the others' tokens (README.md § Running several instances).
+/// What instances on a shared database must be given, the same on each, rather than
+/// generate: otherwise each would reject the others' tokens and sealed credentials
+/// (README.md § Running several instances).
 pub const SHARED_SETTINGS: [&str; 3] = ["JWT_SECRET", "ENCRYPTION_KEY", "PUBLIC_URL"];
 
-/// Checks that `lookup` has every one of [`SHARED_SETTINGS`] (a value of only spaces
-/// counts as unset, as everywhere in the configuration).
-///
-/// Errors: names each missing variable, e.g. "DATABASE_URL is a PostgreSQL database,
-/// which needs JWT_SECRET, ENCRYPTION_KEY and PUBLIC_URL set, the same on every instance;
-/// missing: JWT_SECRET, PUBLIC_URL".
+/// Checks that `lookup` has every one of [`SHARED_SETTINGS`] (blank counts as unset).
+/// Errors: names each missing variable.
 pub fn require_shared_settings(lookup: impl Fn(&str) -> Option<String>) -> anyhow::Result<()> {
     let missing: Vec<&str> = SHARED_SETTINGS
         .into_iter()

@@ -1,5 +1,4 @@
-//! The HTTP server's part: where it listens and is reached, how it holds connections, and
-//! where the dashboard's built files are.
+//! The HTTP server's part: listener, public address, connections and dashboard files.
 
 use std::net::SocketAddr;
 
@@ -18,9 +17,7 @@ use crate::{
 /// (the workspace's `reload-port` in Cargo.toml).
 pub const DEFAULT_RELOAD_PORT: u16 = 3001;
 
-/// The listener, the public address, the limits on client connections and the dashboard's
-/// files: what start-up binds and serves with, and what the HTTP layer reads while serving
-/// (links, cookies' `Secure`, HSTS, the pages' Content Security Policy).
+/// The listener, public address, client connection limits and the dashboard's files.
 #[derive(Clone)]
 pub struct ServerConfig {
     /// `LEPTOS_SITE_ADDR`, default `127.0.0.1:3000`. Port 0 picks a free port (tests).
@@ -28,33 +25,19 @@ pub struct ServerConfig {
     /// `PUBLIC_URL`, default `http://{LEPTOS_SITE_ADDR}`, without a trailing slash: the
     /// base of links in emails and OAuth redirects. When it is https, cookies are `Secure`.
     pub public_url: String,
-    /// `HEADER_READ_TIMEOUT_SECS`: longest time a client may take to send a request's head
-    /// (request line and header fields), counted from the connection's acceptance or from
-    /// the first byte of a next request on a kept-alive connection; default 10 s, 1 to 30 s
-    /// (README.md § Security). Then the connection is closed without an answer, so a client
-    /// that sends its head slowly ("slow loris") cannot hold a connection.
+    /// `HEADER_READ_TIMEOUT_SECS`: longest time a client may take to send a request's head,
+    /// from acceptance or a kept-alive request's first byte; then the connection closes
+    /// unanswered, against slow-loris clients (README.md § Security).
     pub header_read_timeout: std::time::Duration,
-    /// `IDLE_TIMEOUT_SECS`: longest time a kept-alive connection may wait for its next
-    /// request after an answer has been sent; default 60 s, 1 s to 1 hour (RFC 9112 § 9.5).
-    /// A connection whose answer is still being sent, such as a chat stream, is not idle
-    /// and is never closed for this.
+    /// `IDLE_TIMEOUT_SECS`: longest wait of a kept-alive connection for its next request
+    /// (RFC 9112 § 9.5); a connection still sending an answer is not idle.
     pub idle_timeout: std::time::Duration,
-    /// `MAX_CONNECTIONS`: client connections served at once; default 4,096, 1 to 2^20.
-    /// Beyond it the server stops accepting until one closes: new connections wait in the
-    /// kernel's listen queue (1,024 long) and are served in order as slots free, and when
-    /// that queue is full too the kernel turns further attempts away, which clients retry
-    /// later. Waiting rather than refusing is what established HTTP servers do: a waiting
-    /// connection holds no descriptor or memory of this process, a burst is absorbed
-    /// instead of failed, and refusing would mean accepting (a descriptor) only to close
-    /// at once. At start the soft limit on open files is raised, up to the hard limit, to
-    /// fit this many connections and 1,024 more descriptors (a warning is logged when the
-    /// hard limit is lower).
+    /// `MAX_CONNECTIONS`: client connections served at once. Beyond it the server stops
+    /// accepting, so new connections wait in the kernel's listen queue instead of being
+    /// refused; at start the open-file soft limit is raised to fit them.
     pub max_connections: usize,
-    /// `TRUSTED_PROXIES`: the reverse proxies (load balancers) whose `X-Forwarded-For` is
-    /// believed, as comma-separated CIDR ranges or addresses; default none, and the
-    /// client's IP is then the TCP peer. From a trusted peer, the client's IP is the
-    /// right-most hop of `X-Forwarded-For` that is not trusted
-    /// ([`TrustedProxies::client_ip`]).
+    /// `TRUSTED_PROXIES`: proxies whose `X-Forwarded-For` is believed; none by default, and
+    /// the client IP is the TCP peer ([`TrustedProxies::client_ip`]).
     pub trusted_proxies: TrustedProxies,
     /// Leptos output: `LEPTOS_OUTPUT_NAME` (default `agentchat`).
     pub leptos_output_name: String,
@@ -62,10 +45,8 @@ pub struct ServerConfig {
     pub leptos_site_root: String,
     /// `LEPTOS_SITE_PKG_DIR`, default `pkg`.
     pub leptos_site_pkg_dir: String,
-    /// The live-reload websocket's port while the site runs under `cargo leptos watch`,
-    /// which sets `LEPTOS_WATCH` (and `LEPTOS_RELOAD_PORT`, default 3001, the workspace's
-    /// `reload-port`); `None` otherwise. Pages then load the live-reload script, and their
-    /// Content Security Policy lets it connect (see `http::security::DashboardPolicy`).
+    /// The live-reload port under `cargo leptos watch` (`LEPTOS_RELOAD_PORT`); `None`
+    /// otherwise. Pages then load the reload script and their CSP allows it.
     pub live_reload_port: Option<u16>,
 }
 
@@ -86,14 +67,10 @@ impl ServerConfig {
         }
     }
 
-    /// Takes `PUBLIC_URL` (when set, without a trailing slash), `HEADER_READ_TIMEOUT_SECS`,
-    /// `IDLE_TIMEOUT_SECS`, `MAX_CONNECTIONS`, `TRUSTED_PROXIES`, `LEPTOS_OUTPUT_NAME`,
-    /// `LEPTOS_SITE_ROOT`, `LEPTOS_SITE_PKG_DIR` and, under `LEPTOS_WATCH`,
-    /// `LEPTOS_RELOAD_PORT` from `settings`. (`LEPTOS_SITE_ADDR` is taken before, by
-    /// [`super::Config::from_settings`].)
+    /// Takes the public URL (no trailing slash), connection limits, proxies, site files and
+    /// reload port from `settings`.
     ///
-    /// Errors: an unparsable reload port (the ranges and the proxies are checked when the
-    /// settings are read).
+    /// Errors: an unparsable reload port.
     pub(super) fn apply(&mut self, settings: &Settings) -> anyhow::Result<()> {
         if let Some(url) = &settings.public_url {
             self.public_url = url.trim_end_matches('/').to_string();
@@ -120,8 +97,7 @@ impl ServerConfig {
         Ok(())
     }
 
-    /// The limits on client connections: `HEADER_READ_TIMEOUT_SECS`, `IDLE_TIMEOUT_SECS`
-    /// and `MAX_CONNECTIONS`.
+    /// `HEADER_READ_TIMEOUT_SECS`, `IDLE_TIMEOUT_SECS` and `MAX_CONNECTIONS` as limits.
     pub fn connection_limits(&self) -> ConnectionLimits {
         ConnectionLimits {
             header_read_timeout: self.header_read_timeout,

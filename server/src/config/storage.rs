@@ -10,23 +10,17 @@ pub const DEFAULT_DATABASE_CONNECTIONS: u32 = 16;
 /// Most connections `DATABASE_MAX_CONNECTIONS` may ask for.
 pub const MAX_DATABASE_CONNECTIONS: u32 = 10_000;
 
-/// Where the service keeps its state: the database, and the folder of its files (the
-/// parts that keep files there, such as [`super::MailConfig`] and
-/// [`super::KnowledgeConfig`], hold their own folder inside it).
+/// Where the service keeps its state: the database and its data folder.
 #[derive(Clone)]
 pub struct StorageConfig {
     /// `DATABASE_URL`, default `sqlite://{DATA_DIR}/agentchat.db`; `postgres://...` for a
     /// database several instances share.
     pub database_url: String,
-    /// `DATABASE_MAX_CONNECTIONS`: connections of this instance's pool to a PostgreSQL
-    /// database, default [`DEFAULT_DATABASE_CONNECTIONS`], 1 to
-    /// [`MAX_DATABASE_CONNECTIONS`]. Every instance holds up to this many, so their sum
-    /// must stay under the server's `max_connections`. SQLite's connections are fixed
-    /// (one writer, a few readers) and ignore it.
+    /// `DATABASE_MAX_CONNECTIONS`: this instance's PostgreSQL pool size; the instances' sum
+    /// must stay under the server's `max_connections`. SQLite ignores it.
     pub max_connections: u32,
-    /// `CHAT_SYNCHRONOUS_COMMIT` (`on` or `off`, default `off`): whether a chat turn's
-    /// commit waits for the database server's flush to disk ([`TurnCommit`]; PostgreSQL
-    /// only).
+    /// `CHAT_SYNCHRONOUS_COMMIT`: whether a chat turn's commit waits for the server's flush
+    /// (PostgreSQL only).
     pub turn_commit: TurnCommit,
     /// `DATA_DIR`, default `data`: mail outbox, uploads, generated secrets.
     pub data_dir: PathBuf,
@@ -43,8 +37,7 @@ impl StorageConfig {
         }
     }
 
-    /// The backend `database_url` names (`None`: an unknown scheme, refused when the
-    /// store is opened).
+    /// The backend `database_url` names; `None` for an unknown scheme.
     pub fn backend(&self) -> Option<Backend> {
         Backend::of(&self.database_url)
     }
@@ -60,9 +53,7 @@ impl StorageConfig {
         }
     }
 
-    /// Takes `DATABASE_URL` (when set), `DATABASE_MAX_CONNECTIONS` and
-    /// `CHAT_SYNCHRONOUS_COMMIT` from `settings` (checked there). (`DATA_DIR` is taken
-    /// before, by [`super::Config::from_settings`].)
+    /// Takes the database variables from `settings` (checked there).
     pub(super) fn apply(&mut self, settings: &Settings) {
         if let Some(url) = &settings.database_url {
             self.database_url = url.clone();
@@ -72,37 +63,24 @@ impl StorageConfig {
     }
 }
 
-/// Whether the commit of a chat turn ([`crate::store::ChatStore::record_turns`]) waits until the database
-/// server has flushed it to disk (`CHAT_SYNCHRONOUS_COMMIT`, README § Configuration). On
-/// PostgreSQL this is the turn's `synchronous_commit`
-/// (<https://www.postgresql.org/docs/current/wal-async-commit.html>); every other write
-/// keeps the server's setting. SQLite ignores it: its writer commits every transaction the
-/// same way (`synchronous = NORMAL` in WAL mode, which flushes at checkpoints, not at each
-/// commit: <https://www.sqlite.org/pragma.html#pragma_synchronous>).
-///
-/// Either way a committed turn is visible to every reader at once, survives a crash of
-/// AgentChat, and is whole (its thread, messages and counters commit together or not at
-/// all). They differ in a crash of the database server or its machine: an asynchronous
-/// commit can be lost if it came less than three times `wal_writer_delay` (600 ms by
-/// default) before the crash, a synchronous one cannot. In exchange the reply does not
-/// wait for a disk flush (0.3–4 ms on the machines of bench/HISTORY.md, § Chat turns commit
-/// without waiting for the flush on PostgreSQL).
+/// Whether a chat turn's commit waits for the database server's flush to disk
+/// (`CHAT_SYNCHRONOUS_COMMIT`, README § Configuration): PostgreSQL's per-turn
+/// `synchronous_commit` (<https://www.postgresql.org/docs/current/wal-async-commit.html>).
+/// Either way a committed turn is visible at once, whole, and survives an AgentChat crash;
+/// an asynchronous one may be lost in a crash of the database server within about three
+/// `wal_writer_delay`s. SQLite ignores it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum TurnCommit {
     /// `off`, the default: the commit returns once the turn is in the server's write-ahead
     /// log buffers; the server's WAL writer flushes it within `3 × wal_writer_delay`.
     #[default]
     Asynchronous,
-    /// `on`: the turn commits as every other write does, by the server's own
-    /// `synchronous_commit` (`on` unless its operator changed it: the commit returns once
-    /// the turn is flushed, and waits for synchronous replicas as configured).
+    /// `on`: by the server's own `synchronous_commit`.
     Synchronous,
 }
 
 impl TurnCommit {
-    /// Parses `CHAT_SYNCHRONOUS_COMMIT`: `on` or `off` (any case).
-    ///
-    /// Errors: any other value, named in the message.
+    /// Parses `on` or `off` (any case). Errors: any other value, named.
     pub fn parse(raw: &str) -> anyhow::Result<Self> {
         match raw.trim().to_ascii_lowercase().as_str() {
             "off" => Ok(Self::Asynchronous),
@@ -111,8 +89,7 @@ impl TurnCommit {
         }
     }
 
-    /// The value of PostgreSQL's `synchronous_commit` that the turns' connections set, or
-    /// `None` to keep the server's.
+    /// The `synchronous_commit` the turns' connections set; `None` keeps the server's.
     pub fn setting(self) -> Option<&'static str> {
         match self {
             Self::Asynchronous => Some("off"),

@@ -6,9 +6,8 @@ use super::Settings;
 /// [`super::OutboundConfig`] and the secret box made from [`super::SecretsConfig`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WebhooksConfig {
-    /// `WEBHOOK_RETRY_BASE_MS`: the first webhook retry waits up to this long, default
-    /// 30,000 ms; every retry time scales with it (see `webhooks::RetryPolicy`: waits are
-    /// capped at 720 × base, 6 h, and retries stop 2,880 × base, 24 h, after the event).
+    /// `WEBHOOK_RETRY_BASE_MS`: the first retry's longest wait; every retry time scales with
+    /// it (`webhooks::RetryPolicy`).
     pub retry_base: std::time::Duration,
 }
 

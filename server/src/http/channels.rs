@@ -1,11 +1,6 @@
-//! Inbound requests of live channels: Telegram updates and Slack Events API requests.
-//! They carry no user credentials: each is authenticated with its integration's own secret
-//! (Telegram's secret token, Slack's request signature), acknowledged at once, and answered
-//! through the provider's API from a background task, since both providers expect an
-//! acknowledgement within seconds and retry otherwise (see [`crate::channels`]). Requests
-//! are counted per integration and client IP before anything else
-//! (`CHANNEL_REQUESTS_PER_MINUTE`, see [`super::ApiService`]): 429 over that budget, also
-//! for requests without a valid secret.
+//! Inbound Telegram updates and Slack events: no user credentials, each authenticated by
+//! its integration's own secret, acknowledged at once and answered from a background task
+//! ([`crate::channels`]); counted per integration and client IP before anything else.
 
 use axum::{
     body::Bytes,

@@ -1,6 +1,5 @@
-//! `POST /api/agents/{agentId}/chat` (one JSON reply or a server-sent event stream) and the
-//! conversations of an agent (docs/api.md § Send message, § Events, § Agents, models
-//! and chat).
+//! `POST /api/agents/{agentId}/chat` (JSON or server-sent events) and an agent's
+//! conversations (docs/api.md § Send message, § Events).
 
 use std::convert::Infallible;
 
@@ -238,9 +237,8 @@ fn tool_call_frame(view: ToolCallView) -> serde_json::Value {
     json!({"chunk": "", "toolCall": call})
 }
 
-/// A frame of a streamed reply as a server-sent event: `{"chunk"}`, the usage frame, a tool
-/// call frame (`None` unless `include_tool_calls`), an `{"error", "message"}` frame with the
-/// contract's values, or `[DONE]`.
+/// A streamed frame as a server-sent event; tool-call frames only with
+/// `include_tool_calls`.
 fn sse(f: Frame, include_tool_calls: bool) -> Option<SseEvent> {
     Some(match f {
         Frame::ToolCall(view) if include_tool_calls => frame(tool_call_frame(view)),
@@ -274,12 +272,8 @@ fn sse(f: Frame, include_tool_calls: bool) -> Option<SseEvent> {
     })
 }
 
-/// Streams the reply. The response body itself reads the provider ([`Relay`]): each poll
-/// of the body waits for the provider's next token, so nothing sits between them (no task,
-/// no channel) and the client's pace is the provider's. When the client goes away the
-/// server drops the body, which drops the relay and so cancels the provider request, and
-/// the partial reply is persisted as cancelled. Heartbeats come from [`KeepAlive`] during
-/// silences (`SSE_HEARTBEAT_SECS`, [`sse_response`]).
+/// Streams the reply: the body polls the provider through [`Relay`]; a client that leaves
+/// drops it, cancelling the provider request and storing the partial reply as cancelled.
 pub(crate) fn stream_reply(
     state: &AppState,
     prepared: PreparedChat,
@@ -304,11 +298,9 @@ pub(crate) fn stream_reply(
     sse_response(state, events, thread_id)
 }
 
-/// The `text/event-stream` answer of a streamed reply, native or OpenAI-compatible:
-/// `events`, a `: ping` comment after every `SSE_HEARTBEAT_SECS` of silence (one lazy timer
-/// per stream, [`crate::idle`]),
-/// `Cache-Control: no-cache`, `X-Accel-Buffering: no` (so that a proxy does not buffer it;
-/// README § Running several instances) and the thread's id in `X-Thread-Id`.
+/// The `text/event-stream` answer of a streamed reply: `events`, a `: ping` after each
+/// `SSE_HEARTBEAT_SECS` of silence, `Cache-Control: no-cache`, `X-Accel-Buffering: no` and
+/// `X-Thread-Id`.
 pub(crate) fn sse_response(
     state: &AppState,
     events: impl futures::Stream<Item = Result<SseEvent, Infallible>> + Send + 'static,

@@ -1,9 +1,6 @@
-//! The dashboard's cookies: the access token (httpOnly, SameSite=Lax, path `/`), the
-//! refresh token (httpOnly, SameSite=Strict, path `/api/auth`) and a readable CSRF token
-//! echoed in `X-CSRF-Token` on unsafe requests (OWASP CSRF Prevention Cheat Sheet,
-//! "Signed Double-Submit Cookie": the token is an HMAC of the session id, see
-//! [`crate::auth::csrf`], checked against the session in constant time). `Secure` is set
-//! when PUBLIC_URL is https.
+//! The dashboard's cookies: access token (httpOnly, Lax, `/`), refresh token (httpOnly,
+//! Strict, `/api/auth`) and a readable CSRF token echoed in `X-CSRF-Token` (OWASP "Signed
+//! Double-Submit Cookie", [`crate::auth::csrf`]). `Secure` under an https `PUBLIC_URL`.
 
 use app::api::{ACCESS_COOKIE, CSRF_COOKIE, CSRF_HEADER, REFRESH_COOKIE};
 use axum::http::{header, HeaderMap, HeaderValue};
@@ -24,9 +21,8 @@ pub fn get(headers: &HeaderMap, name: &str) -> Option<String> {
         .filter(|v| !v.is_empty())
 }
 
-/// The `X-CSRF-Token` header when it equals the CSRF cookie (the double submit); `None`
-/// without either or when they differ. Whether it is the token of the session is the
-/// caller's check ([`crate::auth::AuthService::csrf_matches`]): a cookie can be planted.
+/// The `X-CSRF-Token` header when it equals the CSRF cookie; `None` otherwise. The caller
+/// checks it against the session ([`crate::auth::AuthService::csrf_matches`]).
 pub fn csrf_header(headers: &HeaderMap) -> Option<&str> {
     let header = headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok())?;
     let cookie = get(headers, CSRF_COOKIE)?;

@@ -1,7 +1,5 @@
-//! The API's one error type: every failure becomes `{"error", "message"}` with the right
-//! status (docs/api.md § Errors, § Conventions). The services return their own errors
-//! (what went wrong, in their terms); the `From` impls here alone decide which status and
-//! body each one is answered with.
+//! The API's one error type: every failure becomes `{"error", "message"}` with its status
+//! (docs/api.md § Errors); the `From` impls here alone map service errors to answers.
 
 use app::api::ErrorBody;
 use axum::{
@@ -22,11 +20,9 @@ pub const RATE_LIMITED_MESSAGE: &str = "Too many requests. Please try again late
 /// The 415 message for a JSON body sent with another `Content-Type`.
 pub const NOT_JSON_MESSAGE: &str = "Expected a request with `Content-Type: application/json`";
 
-/// An error answered to an API client.
-///
-/// `error` is the HTTP reason phrase except for the contract's fixed 401, 403 and 429
-/// bodies. Internal errors are logged with the request's span (which carries the request
-/// id) and answered with a generic message, never their details.
+/// An error answered to an API client. `error` is the reason phrase except for the fixed
+/// 401, 403 and 429 bodies; internal errors are logged with the request id and answered
+/// generically.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     /// 400 with a message saying what to fix.

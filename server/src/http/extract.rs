@@ -18,15 +18,9 @@ use crate::{
     http::error::{ApiError, NOT_JSON_MESSAGE},
 };
 
-/// A JSON request body, read like `axum::Json` but refused unless it is a JSON object, with
-/// the contract's `{error, message}` for every refusal: 415 when `Content-Type` is not JSON
-/// ([`require_json_content_type`]), 413 over the body limit (`DefaultBodyLimit`, 1 MiB,
-/// README § Limits), 400 for malformed JSON, for a top-level value that is not an object
-/// ([`require_object`]) and for fields that do not fit `T`.
-///
-/// Every request body of the API is an object; without the check, serde's derived
-/// `Deserialize` would also read a JSON array as the struct's fields in order (so `[]` is
-/// an update with every field omitted).
+/// A JSON request body like `axum::Json`, but only a JSON object (serde would read an
+/// array as the fields in order), with the contract's body for each refusal: 415 not JSON,
+/// 413 over 1 MiB (README § Limits), 400 malformed, not an object, or not fitting `T`.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ApiJson<T>(pub T);
 
@@ -48,9 +42,8 @@ where
     }
 }
 
-/// Whether `Content-Type` names JSON: `application/json` or a `+json` structured syntax
-/// suffix (RFC 6839 § 3.1), with any parameters, type and subtype compared without regard
-/// to case (RFC 9110 § 8.3.1) — the media types `axum::Json` accepts.
+/// Whether `Content-Type` is `application/json` or `+json` (RFC 6839 § 3.1), with any
+/// parameters, compared without case (RFC 9110 § 8.3.1).
 pub fn is_json_content_type(headers: &HeaderMap) -> bool {
     let Some(value) = headers
         .get(header::CONTENT_TYPE)
@@ -75,10 +68,8 @@ pub fn require_json_content_type(headers: &HeaderMap) -> Result<(), ApiError> {
     }
 }
 
-/// Errors: 400 "The request body must be a JSON object, not an array" (or null, a
-/// string, a number, a boolean) when `body` is well-formed JSON (RFC 8259) whose
-/// top-level value is not an object. A malformed or empty body passes: parsing it then
-/// reports where it is malformed.
+/// Errors: 400 when `body` is well-formed JSON whose top-level value is not an object; a
+/// malformed or empty body passes, for the parser to report.
 pub fn require_object(body: &[u8]) -> Result<(), ApiError> {
     // Insignificant whitespace may precede the value (RFC 8259 § 2).
     let first = body
@@ -131,9 +122,8 @@ pub enum Identity {
     Authenticated(Arc<Principal>),
 }
 
-/// The authenticated caller; 401 with the contract's body otherwise, 403 for a failed CSRF
-/// check. An invalid token is an error, never silently anonymous. The principal is shared
-/// with the authentication cache (a clone is a reference-count increment).
+/// The authenticated caller; 401 otherwise, 403 for a failed CSRF check. An invalid token
+/// is an error, never anonymous.
 #[derive(Debug, Clone)]
 pub struct Auth(pub Arc<Principal>);
 
@@ -149,10 +139,8 @@ impl<S: Send + Sync> FromRequestParts<S> for Auth {
     }
 }
 
-/// The client's IP address: the TCP peer, or behind trusted reverse proxies
-/// (`TRUSTED_PROXIES`) the address they report in `X-Forwarded-For`
-/// ([`TrustedProxies::client_ip`]). The per-IP request budgets, the sign-in throttle and
-/// the sessions' `ip` all use it.
+/// The client's IP: the TCP peer, or behind `TRUSTED_PROXIES` what they report in
+/// `X-Forwarded-For` ([`TrustedProxies::client_ip`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClientIp(pub IpAddr);
 
@@ -171,9 +159,8 @@ impl ClientIp {
         )
     }
 
-    /// Works out the client's address of `request` behind `trusted` proxies and records it
-    /// in its extensions for [`ClientIp::of`], when it is not the peer itself (so nothing
-    /// is recorded, and nothing is read from the headers, when no proxy is trusted).
+    /// Records `request`'s client address behind `trusted` proxies for [`ClientIp::of`],
+    /// when it differs from the peer (nothing is read when no proxy is trusted).
     pub fn resolve(trusted: &TrustedProxies, request: &mut Request) {
         if trusted.is_empty() {
             return;

@@ -1,18 +1,9 @@
-//! `/api/mcp`: a Model Context Protocol server for the caller's account over the Streamable
-//! HTTP transport (MCP 2025-06-18,
-//! <https://modelcontextprotocol.io/specification/2025-06-18>; docs/api.md § MCP server),
-//! built on the official Rust SDK (`rmcp`).
-//!
-//! The route sits behind the `/api` middleware like every other ([`crate::http::ApiService`]:
-//! identity from the bearer token or API key, the dashboard's cookie with its CSRF rule,
-//! the plan's rate limit and its `X-RateLimit-*` headers). Every request is authorized on
-//! its own: the caller's principal travels with that request into the tool handlers (rmcp
-//! hands the handlers the request's `http::request::Parts`), never with the session, so a
-//! session id used by another credential acts with that credential's rights only.
-//!
-//! Three tools, each offered only to a caller whose scopes allow it: `list_agents`
-//! (`agents:read`), `ask_agent` (`chat:write`, a chat turn as `POST
-//! /api/agents/{agentId}/chat` answers it) and `search_knowledge` (`knowledge:read`).
+//! `/api/mcp`: a Model Context Protocol server for the caller's account over Streamable HTTP
+//! (MCP 2025-06-18, <https://modelcontextprotocol.io/specification/2025-06-18>; docs/api.md
+//! § MCP server), built on `rmcp`, behind the usual `/api` middleware. Each request is
+//! authorized on its own (the principal travels with the request, never the session).
+//! Tools, each offered only when the caller's scopes allow: `list_agents` (`agents:read`),
+//! `ask_agent` (`chat:write`), `search_knowledge` (`knowledge:read`).
 
 use std::{
     borrow::Cow,
@@ -58,9 +49,8 @@ use crate::{
     tools::service::{SEARCH_LIMIT_DEFAULT, SEARCH_LIMIT_MAX},
 };
 
-/// The MCP revision this server speaks (and the older ones rmcp still serves); a client
-/// asking for a newer one is answered with this one (MCP 2025-06-18 § Lifecycle, version
-/// negotiation).
+/// The MCP revision this server speaks; a client asking for a newer one gets this one (MCP
+/// 2025-06-18 § Lifecycle).
 pub const PROTOCOL_VERSION: ProtocolVersion = ProtocolVersion::V_2025_06_18;
 
 /// The Streamable HTTP transport with its sessions (kept in this instance's memory, closed
@@ -161,9 +151,8 @@ struct Caller {
     principal: Arc<Principal>,
 }
 
-/// Hands `request` to the transport with its [`Caller`], and gives the transport's own
-/// plain-text refusals (400, 404, 406, ...) the contract's `{error, message}` body; JSON
-/// answers (JSON-RPC errors among them) pass as they are.
+/// Hands `request` to the transport with its [`Caller`], giving the transport's plain-text
+/// refusals the contract's `{error, message}` body; JSON answers pass as they are.
 async fn serve(
     state: AppState,
     principal: Arc<Principal>,
@@ -336,10 +325,7 @@ static TOOLS: LazyLock<[Offered; 3]> = LazyLock::new(|| {
     ]
 });
 
-/// The caller of the request being handled ([`serve`] put it there).
-///
-/// Errors: an internal JSON-RPC error when it is missing (a request that did not come
-/// through [`serve`]).
+/// The caller [`serve`] put on the request. Errors: an internal JSON-RPC error when missing.
 fn caller(context: &RequestContext<RoleServer>) -> Result<Caller, ErrorData> {
     context
         .extensions
@@ -389,11 +375,9 @@ impl ServerHandler for McpServer {
         Ok(ListToolsResult::with_all_items(tools))
     }
 
-    /// Runs a tool. Protocol errors (JSON-RPC `-32602`, MCP 2025-06-18 § Tools, error
-    /// handling): an unknown tool, one the caller's scopes do not allow (its message names
-    /// the scope), arguments that break the tool's input schema (the message names the
-    /// field). What goes wrong while the tool runs (an unknown agent, a blank message, a
-    /// provider failure) is a result with `isError: true` and the reason as its text.
+    /// Runs a tool. An unknown or disallowed tool, or arguments breaking its schema, are
+    /// JSON-RPC `-32602` (MCP 2025-06-18 § Tools, error handling); failures while it runs are
+    /// a result with `isError: true` and the reason as text.
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
@@ -446,9 +430,7 @@ impl Arguments {
         }
     }
 
-    /// The string `field`; `None` when absent or null.
-    ///
-    /// Errors: `-32602` naming the field when it is another type.
+    /// The string `field`; `None` when absent or null. Errors: `-32602` for another type.
     fn string(&self, field: &str) -> Result<Option<&str>, ErrorData> {
         match self.0.get(field) {
             None | Some(Value::Null) => Ok(None),
@@ -460,9 +442,7 @@ impl Arguments {
         }
     }
 
-    /// The string `field`.
-    ///
-    /// Errors: `-32602` naming the field when it is missing or not a string.
+    /// The string `field`. Errors: `-32602` when missing or not a string.
     fn required(&self, field: &str) -> Result<&str, ErrorData> {
         self.string(field)?.ok_or_else(|| {
             invalid(
@@ -473,8 +453,7 @@ impl Arguments {
     }
 
     /// The integer `field` in `min..=max`; `None` when absent or null.
-    ///
-    /// Errors: `-32602` naming the field when it is not such an integer.
+    /// Errors: `-32602` when it is not such an integer.
     fn integer(&self, field: &str, min: u32, max: u32) -> Result<Option<u32>, ErrorData> {
         match self.0.get(field) {
             None | Some(Value::Null) => Ok(None),
@@ -499,9 +478,8 @@ fn structured(text: String, structured: Value) -> CallToolResult {
     result
 }
 
-/// A result with `structured` as `structuredContent`, and its JSON as text content (MCP
-/// 2025-06-18 § Tools, structured content: "SHOULD also return the serialized JSON in a
-/// TextContent block").
+/// A result with `structured` as `structuredContent` and its JSON as text (MCP 2025-06-18
+/// § Tools, structured content).
 fn structured_json(value: Value) -> CallToolResult {
     structured(value.to_string(), value)
 }
@@ -533,10 +511,8 @@ async fn list_agents(caller: &Caller, arguments: &Arguments) -> Result<CallToolR
     Ok(structured_json(json!({ "agents": agents })))
 }
 
-/// `ask_agent`: one chat turn as `POST /api/agents/{agentId}/chat` answers it in JSON
-/// (docs/api.md § Send message), without tools that wait for approval (an MCP client has
-/// no way to give one). Text content: the reply; `structuredContent`:
-/// `{message, threadId, sources}`.
+/// `ask_agent`: one chat turn as `POST /api/agents/{agentId}/chat` answers it in JSON, with
+/// no approval tools; text is the reply, `structuredContent` `{message, threadId, sources}`.
 async fn ask_agent(caller: &Caller, arguments: &Arguments) -> Result<CallToolResult, ErrorData> {
     arguments.only(&["agentId", "message", "threadId"])?;
     let agent_id = AgentId::from(arguments.required("agentId")?);
@@ -600,9 +576,8 @@ struct Passage {
     score: f64,
 }
 
-/// `search_knowledge`: the agent's best chunks for `query` as chat retrieves them
-/// (docs/api.md § Retrieval), `limit` 1–20 (default 5): `{results: [{chunkId, title, url?,
-/// text, score}]}`, the score to three decimals.
+/// `search_knowledge`: the agent's best chunks for `query` (docs/api.md § Retrieval),
+/// `limit` 1–20 (default 5), as `{results: [{chunkId, title, url?, text, score}]}`.
 async fn search_knowledge(
     caller: &Caller,
     arguments: &Arguments,

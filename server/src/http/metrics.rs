@@ -1,11 +1,6 @@
-//! `GET /metrics`: the Prometheus text exposition of [`crate::metrics`], for operators
-//! (README § Metrics, docs/api.md § Operations).
-//!
-//! It is never public. On the service's own port it answers only a caller that presents
-//! `METRICS_TOKEN` as a bearer token (401 otherwise), and 404 when no token is configured;
-//! on the separate `METRICS_ADDR` listener ([`listener_service`]) it answers anyone who can
-//! reach that address, unless `METRICS_TOKEN` is set too, which is then required there as
-//! well. The token is compared in constant time and never logged.
+//! `GET /metrics`: the Prometheus exposition of [`crate::metrics`] (README § Metrics). On
+//! the main port only with `METRICS_TOKEN` as bearer (401 otherwise, 404 when unset); on
+//! `METRICS_ADDR` ([`listener_service`]) for anyone who reaches it, unless the token is set.
 
 use axum::{
     extract::State,
@@ -92,9 +87,8 @@ async fn scrape(state: &AppState) -> Response {
         .into_response()
 }
 
-/// Whether `headers` carry `Authorization: Bearer <token>` (the scheme in any case, RFC
-/// 9110 § 11.1). Both sides are hashed first, so that the comparison takes the same time
-/// whatever the presented value and its length.
+/// Whether `headers` carry `Authorization: Bearer <token>` (RFC 9110 § 11.1), compared on
+/// hashes in constant time.
 fn presents(headers: &HeaderMap, token: &SecretString) -> bool {
     let Some(presented) = headers
         .get(header::AUTHORIZATION)
@@ -124,10 +118,8 @@ fn not_found() -> Response {
     ApiError::NotFound("No endpoint at this path".into()).into_response()
 }
 
-/// The route templates of [`crate::startup::service`], for the `route` label of its
-/// requests: every documented endpoint (the OpenAPI document's paths, `/metrics`
-/// included), the dashboard's pages, its files (`/{pkg}/{*file}`) and `/widget.js`. Paths
-/// that only answer 404 (`/api/{*rest}`, the fallback) match none: `unmatched`.
+/// The route templates for the `route` label: every documented endpoint, the dashboard's
+/// pages and files, `/widget.js`; paths that only answer 404 are `unmatched`.
 pub fn service_routes(leptos: &leptos::prelude::LeptosOptions) -> RouteTemplates {
     let (_, doc) = super::api_router().split_for_parts();
     let pages = leptos_axum::generate_route_list(app::App);

@@ -1,10 +1,5 @@
-//! The HTTP layer: `/api` routes and their middleware over the service's state
-//! ([`crate::services`]).
-//!
-//! A request flows one way: router → [`ApiService`] (identity from bearer token, API
-//! key or cookie; CSRF; rate limit and its headers) → handler (validates, calls the store
-//! and services) → JSON. Every error leaving `/api`, including the framework's own
-//! rejections, is the contract's `{error, message}` body.
+//! The HTTP layer: `/api` routes and their middleware ([`ApiService`]) over the service's
+//! state; every error leaving `/api` is the contract's `{error, message}` body.
 
 pub mod agents;
 pub mod api_keys;

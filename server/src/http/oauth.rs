@@ -1,27 +1,8 @@
 //! `/api/auth/oauth/*` and `/api/auth/identities`: sign-in with GitHub, Google and
-//! Microsoft (docs/api.md § Auth).
-//!
-//! The flow: `GET /api/auth/oauth/{provider}` stores a flow (hash of a random `state`, the
-//! PKCE verifier, the OpenID Connect nonce, the hash of a browser-binding cookie it sets)
-//! and redirects to the provider. The provider sends the browser back to
-//! `GET /api/auth/oauth/{provider}/callback?code&state`, which takes the flow (a state
-//! works once, for 10 minutes, and only in the browser that started it), exchanges the
-//! code, reads the identity and then:
-//! - an identity already connected signs into its account;
-//! - a new identity with a verified email creates a verified account without password;
-//! - an email that belongs to an existing account is never connected silently: the
-//!   person is told to sign in with the password and connect the provider from the
-//!   account page (`POST /api/auth/oauth/{provider}/link`);
-//! - an unverified provider email is refused.
-//!
-//! Success starts a session under the usual rules (5 live sessions, 24 h inactivity),
-//! sets the dashboard cookies and redirects (303) to `/dashboard`. A native or CLI client
-//! starts the flow with `?redirectUri=http://127.0.0.1:PORT/...` (a loopback address,
-//! RFC 8252 § 7.3) and receives `?code=` there instead, a one-time code (60 s) it trades
-//! for the token pair at `POST /api/auth/oauth/exchange`. Every failure redirects to the
-//! sign-in page (`/login?oauthError=...`), the account page for connect flows
-//! (`/dashboard/account?oauthError=...`), or the client's redirect URI (`?error=...&error_description=...`),
-//! and creates nothing.
+//! Microsoft (docs/api.md § Auth). A flow stores the hashed `state`, PKCE verifier, nonce
+//! and browser-binding cookie hash, and works once, for 10 minutes, in the browser that
+//! started it. An existing email is never connected silently, and an unverified provider
+//! email is refused; every failure redirects with a message and creates nothing.
 
 use app::api::{
     ErrorBody, IdentitiesResponse, LinkedIdentity, LoginResponse, OAuthExchangeRequest,

@@ -1,15 +1,7 @@
-//! The OpenAPI document (`GET /api/openapi.json`): its fixed parts ([`ApiDoc`]; the paths
-//! come from the handlers' `#[utoipa::path]` annotations), the error answers that
-//! whole kinds of operations share, referenced from the handlers' `#[utoipa::path]`
-//! annotations instead of being described again in each, and the length rules of request
-//! fields, written into the request schemas from the constants and configuration that the
-//! handlers validate with (so the document cannot state a limit the code does not apply).
-//!
-//! Which operation lists which shared answer:
-//! - every operation with input (a JSON body, a path or a query parameter): 400,
-//!   [`BadRequest`] or a description of its own;
-//! - every operation with a JSON body: 413 and 415, [`JsonBodyErrors`];
-//! - every operation but `GET /api/health`: 429 with its headers, [`RateLimited`].
+//! The OpenAPI document (`GET /api/openapi.json`): its fixed parts ([`ApiDoc`]), the shared
+//! error answers the handlers reference (400 [`BadRequest`] on input, 413/415
+//! [`JsonBodyErrors`] on JSON bodies, 429 [`RateLimited`] everywhere but health), and the
+//! request fields' length rules, written from the constants the handlers validate with.
 
 use app::api::ErrorBody;
 use utoipa::{
@@ -174,13 +166,10 @@ fn property<'a>(doc: &'a mut OpenApi, schema: &str, field: &str) -> Option<&'a m
     }
 }
 
-/// Writes the length rules of request fields into `doc`'s schemas: `minLength` and
-/// `maxLength` (JSON Schema 2020-12 validation § 6.3) on strings, `minItems` (§ 6.4) on
-/// lists that must not be empty, and the visitor id's alphabet as `pattern`. Message
-/// limits follow `config` (`MAX_MESSAGE_CHARS`).
-///
-/// Returns the `schema.field` names of rules whose field is not in the document, which
-/// would mean that a request type changed without its rule: empty when all applied.
+/// Writes the length rules of request fields into `doc`'s schemas (`minLength`/`maxLength`,
+/// `minItems`, the visitor id `pattern`; JSON Schema 2020-12 § 6.3–6.4), message limits
+/// from `config`. Returns the `schema.field` rules whose field is missing: empty when all
+/// applied.
 pub fn apply_input_rules(doc: &mut OpenApi, config: &ChatConfig) -> Vec<String> {
     let mut missing = Vec::new();
     for rule in lengths(config) {

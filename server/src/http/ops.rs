@@ -1,6 +1,5 @@
-//! Operations: `GET /api/health` (liveness), `GET /api/health/ready` (readiness), the OpenAPI 3.1 document generated from the handlers'
-//! annotations (`GET /api/openapi.json`) and a self-contained reference page rendered from
-//! it (`GET /api/docs`, no external scripts so it works offline).
+//! Operations: health, readiness, the OpenAPI 3.1 document (`GET /api/openapi.json`) and
+//! a self-contained reference page rendered from it (`GET /api/docs`).
 
 use std::{fmt::Write, sync::Arc};
 
@@ -135,9 +134,8 @@ const DOCS_STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:60rem;
     td,th{border:1px solid #8884;padding:.2rem .5rem;text-align:left}\
     @media (prefers-color-scheme:dark){body{background:#111;color:#eee}}";
 
-/// The Content Security Policy of the reference page (W3C CSP Level 3): nothing may load
-/// or run but its inline stylesheet, allowed by its SHA-256 hash ([`DOCS_STYLE`]); it may
-/// not be framed.
+/// The reference page's CSP: only its inline stylesheet, by SHA-256 hash (`DOCS_STYLE`);
+/// no framing.
 pub fn docs_policy() -> HeaderValue {
     static POLICY: std::sync::LazyLock<HeaderValue> = std::sync::LazyLock::new(|| {
         use base64::Engine as _;

@@ -1,20 +1,8 @@
-//! Protections of every answer (README.md § Security): the limit on a request's head
-//! ([`HeadLimitLayer`]) and the security headers.
-//!
-//! Headers, as [`crate::startup::service`] sets them:
-//!
-//! - every answer: `X-Content-Type-Options: nosniff` (Fetch standard § "X-Content-Type-Options
-//!   header"), `Referrer-Policy: strict-origin-when-cross-origin` unless the answer set a
-//!   stricter one (W3C Referrer Policy), `X-Frame-Options: DENY` (RFC 7034) and the
-//!   Content Security Policy [`DEFAULT_CSP`] unless the answer set its own (W3C CSP Level 3),
-//!   and with an https `PUBLIC_URL` `Strict-Transport-Security` ([`HSTS`], RFC 6797);
-//! - dashboard pages: their own policy with a nonce made for each page, which the inline
-//!   hydration script carries ([`DashboardPolicy`], set by [`page_headers`]), and
-//!   `Referrer-Policy: same-origin`;
-//! - `/api/docs`: a policy that allows its one inline stylesheet by hash
-//!   ([`crate::http::ops`]);
-//! - `/widget.js`: `Cross-Origin-Resource-Policy: cross-origin`, since third-party pages
-//!   load it ([`crate::http::widget`]).
+//! Protections of every answer (README.md § Security): the request-head limit
+//! ([`HeadLimitLayer`]) and the security headers [`crate::startup::service`] sets:
+//! `nosniff`, `Referrer-Policy`, `X-Frame-Options: DENY`, [`DEFAULT_CSP`] unless the answer
+//! set its own, and [`HSTS`] under an https `PUBLIC_URL`; dashboard pages get a per-page
+//! nonce policy ([`DashboardPolicy`]).
 
 use std::{
     convert::Infallible,
@@ -31,9 +19,8 @@ use tower::{Layer, Service};
 
 use crate::http::error::ApiError;
 
-/// Largest request head accepted, in bytes: the request line and every header field,
-/// counted as `name: value` plus CRLF (RFC 9112 § 2.1). Larger: 431 (RFC 6585 § 5) with
-/// the contract's JSON body.
+/// Largest request head accepted, in bytes, counted as `name: value` plus CRLF per field
+/// (RFC 9112 § 2.1). Larger: 431 (RFC 6585 § 5) with the contract's body.
 pub const MAX_HEAD_BYTES: usize = 32 * 1024;
 /// Most header fields accepted in one request (each repetition of a name counts). More:
 /// 431 with the contract's JSON body.
@@ -71,9 +58,7 @@ pub fn head_too_large() -> Response {
 }
 
 /// Answers requests whose head is over [`MAX_HEAD_BYTES`] or [`MAX_HEADER_FIELDS`] with
-/// [`head_too_large`]; passes the others to the inner service. (hyper's parser refuses
-/// heads over twice these limits itself, with a bare 431: see
-/// [`crate::startup::PARSER_BUFFER_BYTES`].)
+/// [`head_too_large`] (hyper itself refuses heads over twice these, with a bare 431).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct HeadLimitLayer;
 
@@ -125,9 +110,7 @@ pub const DASHBOARD_REFERRER_POLICY: HeaderValue = HeaderValue::from_static("sam
 /// `X-Frame-Options` of every answer: no page of this site may be framed (the dashboard's
 /// CSP says the same with `frame-ancestors 'none'` for browsers that read it).
 pub const FRAME_OPTIONS: HeaderValue = HeaderValue::from_static("DENY");
-/// Content Security Policy of answers that set none (API answers, files): nothing may be
-/// loaded or run by them, and they may not be framed. Dashboard pages and `/api/docs` set
-/// their own.
+/// Content Security Policy of answers that set none: nothing may be loaded, run or framed.
 pub const DEFAULT_CSP: HeaderValue = HeaderValue::from_static(
     "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'",
 );
@@ -135,20 +118,14 @@ pub const DEFAULT_CSP: HeaderValue = HeaderValue::from_static(
 /// year, subdomains included (RFC 6797 § 6.1).
 pub const HSTS: HeaderValue = HeaderValue::from_static("max-age=31536000; includeSubDomains");
 
-/// `Strict-Transport-Security` for a service at `public_url`: [`HSTS`] when it is https,
-/// none otherwise (browsers ignore it over http, and a site reached over http must not
-/// be told to use https).
+/// [`HSTS`] when `public_url` is https, none otherwise.
 pub fn hsts(public_url: &str) -> Option<HeaderValue> {
     public_url.starts_with("https://").then_some(HSTS)
 }
 
-/// The Content Security Policy of dashboard pages (W3C CSP Level 3).
-///
-/// Scripts only from this site and the page's inline hydration script (by its nonce);
-/// WebAssembly may be compiled (`'wasm-unsafe-eval'`, the dashboard is a WASM module);
-/// styles, images, fonts and requests only from this site; no plugins; `<base>` and form
-/// targets only on this site; the page may not be framed. With `cargo leptos watch`
-/// (`LEPTOS_WATCH` set) the live-reload websocket on the reload port is allowed too.
+/// The Content Security Policy of dashboard pages (W3C CSP Level 3): scripts from this site
+/// and the hydration script by nonce, `'wasm-unsafe-eval'`, everything else from this site
+/// only, no framing; under `LEPTOS_WATCH` the live-reload websocket too.
 #[derive(Clone, Debug)]
 pub struct DashboardPolicy {
     /// `connect-src` sources besides `'self'`.
@@ -179,10 +156,8 @@ impl DashboardPolicy {
     }
 }
 
-/// Context for Leptos's page rendering (`leptos_routes_with_context`,
-/// `file_and_error_handler_with_context`): sets the page's Content Security Policy with the
-/// nonce Leptos made for it (and put on its hydration script), and
-/// [`DASHBOARD_REFERRER_POLICY`]. Does nothing outside a page render (static files).
+/// Leptos page-render context that sets the page's CSP with Leptos's nonce and
+/// [`DASHBOARD_REFERRER_POLICY`]; does nothing for static files.
 pub fn page_headers(policy: DashboardPolicy) -> impl Fn() + Clone + Send + Sync + 'static {
     move || {
         let Some(response) = leptos::prelude::use_context::<leptos_axum::ResponseOptions>() else {

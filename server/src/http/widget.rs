@@ -1,8 +1,6 @@
-//! The website widget: the script at `/widget.js` and its public API under
-//! `/api/widget/{publicId}` (see [`crate::channels::widget`] for the origin rules). Every
-//! answer, errors included, names the requesting page's origin in
-//! `Access-Control-Allow-Origin` so that the widget can show why it cannot work; only an
-//! allowed origin gets anything else.
+//! The website widget: `/widget.js` and the public API under `/api/widget/{publicId}`
+//! ([`crate::channels::widget`] for the origin rules). Every answer names the page's
+//! origin in `Access-Control-Allow-Origin`; only an allowed origin gets anything else.
 
 use app::api::{ErrorBody, WidgetChatRequest, WidgetInfo, WidgetMessage, WidgetMessagesResponse};
 use axum::{
@@ -38,14 +36,9 @@ const CROSS_ORIGIN_RESOURCE_POLICY: header::HeaderName =
 /// The widget's script (vanilla JavaScript, no dependencies).
 pub const SCRIPT: &str = include_str!("../../assets/widget.js");
 
-/// `GET /widget.js`: the widget's script, cached by browsers for five minutes.
-///
-/// Pages of other sites load it with a plain `<script src>`: its `Content-Type` is a
-/// JavaScript type, so `X-Content-Type-Options: nosniff` lets it run (Fetch standard §
-/// "Should response to request be blocked due to nosniff?"), and
-/// `Cross-Origin-Resource-Policy: cross-origin` lets it load on pages that require it of
-/// every resource (`Cross-Origin-Embedder-Policy: require-corp`; Fetch standard §
-/// "Cross-Origin-Resource-Policy header").
+/// `GET /widget.js`, cached five minutes, with a JavaScript type (so `nosniff` lets it
+/// run) and `Cross-Origin-Resource-Policy: cross-origin` (so COEP pages can load it;
+/// Fetch standard).
 pub async fn script() -> Response {
     (
         [
@@ -76,8 +69,7 @@ struct Widget {
 }
 
 /// The website integration `public_id`, if the request's `Origin` may use it.
-///
-/// Errors: 404 unknown public id; 403 no `Origin` header, or one not allowed.
+/// Errors: 404 unknown public id; 403 no `Origin`, or one not allowed.
 async fn widget(state: &AppState, public_id: &PublicId, headers: &HeaderMap) -> ApiResult<Widget> {
     let record = state
         .channels

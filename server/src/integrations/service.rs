@@ -1,7 +1,6 @@
-//! The owner's use cases of integrations (docs/api.md § Integration, § Create
-//! integration): create within [`MAX_INTEGRATIONS`], read, update and delete one, with its
-//! credentials checked and sealed ([`prepare`]), its linked agent the owner's own, and its
-//! live channel set up or torn down ([`Channels::connect`], [`Channels::disconnect`]).
+//! The owner's use cases of integrations (docs/api.md § Integration): create within
+//! [`MAX_INTEGRATIONS`], read, update, delete, with credentials checked and sealed
+//! ([`prepare`]) and live channels set up or torn down.
 
 use std::sync::Arc;
 
@@ -99,10 +98,8 @@ pub struct Integrations {
 }
 
 impl Integrations {
-    /// The service over `store` (the store's integration part), sealing with `secrets`,
-    /// connecting live channels through `channels`, checking linked agents with `agents`,
-    /// announcing creations through `events` (with links under `public_url`), timed by
-    /// `clock`.
+    /// The service over `store`, sealing with `secrets`, connecting through `channels`,
+    /// checking agents with `agents`, announcing through `events`, timed by `clock`.
     pub fn new(
         store: Arc<dyn IntegrationStore>,
         secrets: SecretBox,
@@ -129,16 +126,12 @@ impl Integrations {
         Ok(self.agents.owned(user_id, &id).await?.id.clone())
     }
 
-    /// The integrations of `user_id`, oldest first.
-    ///
-    /// Errors: the store's.
+    /// The integrations of `user_id`, oldest first. Errors: the store's.
     pub async fn list(&self, user_id: &UserId) -> Result<Vec<IntegrationRecord>, IntegrationError> {
         Ok(self.store.list_integrations(user_id).await?)
     }
 
-    /// The integration `id` of `user_id`.
-    ///
-    /// Errors: [`IntegrationError::NotFound`], the store's.
+    /// The integration `id` of `user_id`. Errors: [`IntegrationError::NotFound`], the store's.
     pub async fn get(
         &self,
         user_id: &UserId,
@@ -150,11 +143,9 @@ impl Integrations {
             .ok_or(IntegrationError::NotFound)
     }
 
-    /// Creates an integration for `user_id`: checked (provider, name, agent, then
-    /// credentials and config), sealed, stored within [`MAX_INTEGRATIONS`], its live
-    /// channel set up (a failure there is kept in its `status_detail`, not an error), and
-    /// announced as `integration.created`. Its id is recorded as `integration.id` in the
-    /// current span.
+    /// Creates an integration: checked, sealed, stored within [`MAX_INTEGRATIONS`], its
+    /// live channel set up (a failure goes to `status_detail`), and announced as
+    /// `integration.created`.
     ///
     /// Errors: [`IntegrationError::Invalid`], [`IntegrationError::Agent`],
     /// [`IntegrationError::Limit`], the store's.
@@ -226,11 +217,10 @@ impl Integrations {
         Ok(record)
     }
 
-    /// Applies `changes` to `user_id`'s integration `id` (name, then agent, then credentials
-    /// and config, checked and sealed again); a live channel is set up again when its
+    /// Applies `changes` (checked and sealed again); the live channel is set up again when
     /// credentials changed or it had failed.
     ///
-    /// Errors: [`IntegrationError::NotFound`] (also when it was deleted meanwhile),
+    /// Errors: [`IntegrationError::NotFound`] (also when deleted meanwhile),
     /// [`IntegrationError::Invalid`], [`IntegrationError::Agent`], the store's.
     pub async fn update(
         &self,
@@ -296,9 +286,7 @@ impl Integrations {
         Ok(record)
     }
 
-    /// Deletes `user_id`'s integration `id` with its stored credentials, then tears down its
-    /// live channel.
-    ///
+    /// Deletes the integration and its credentials, then tears down its live channel.
     /// Errors: [`IntegrationError::NotFound`], the store's.
     pub async fn delete(
         &self,

@@ -1,6 +1,6 @@
 //! Remote providers: any OpenAI-compatible endpoint (OpenAI, Ollama, vLLM, llama.cpp,
 //! LM Studio, OpenRouter, Groq) and the Anthropic Messages API, through `genai`, except the
-//! OpenAI-compatible streamed replies, read per token by [`super::openai`].
+//! OpenAI-compatible streamed replies, read per token by `super::openai`.
 
 use std::{sync::Arc, time::Duration};
 

@@ -319,7 +319,7 @@ impl Health {
 /// Keys are `{prefix}rl:{kind}:{id}:{per_minute}` (kind `a` account, `ip`, `w` widget,
 /// `ch` channel `{integration}:{ip}`) and expire once the budget is full again (≤ 1 min), so
 /// Redis must not evict them early (`noeviction` or a `volatile-*` policy).
-/// Budgets of [`RESERVE_FROM`] or more take several requests per call (reservations) and
+/// Budgets of `RESERVE_FROM` or more take several requests per call (reservations) and
 /// serve them from memory; a reservation is at most 1/64 of what is left, so instances
 /// together never exceed the budget. Headers of a request served from a reservation report
 /// Redis's count at the reservation less what this instance used since. Without Redis,

@@ -1,6 +1,4 @@
-//! The account part of the persistence boundary: users, their plan and password, and the
-//! single-use email tokens (verification and password reset links). Every backend
-//! implements [`AccountStore`] (SQLite: `sqlite/accounts.rs`); [`super::Store`] requires it.
+//! Users, their plan and password, and single-use email tokens ([`AccountStore`]).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -70,11 +68,8 @@ impl TokenPurpose {
 /// Persistence of accounts and their email tokens.
 #[async_trait]
 pub trait AccountStore: Send + Sync {
-    /// Creates a user on the `free` plan; [`Conflict::Email`] when the email is taken. Of
-    /// any number of creations with one email, running at once or not, exactly one
-    /// succeeds (a unique index). Proven by `conformance::an_email_is_taken_once`.
-    ///
-    /// [`Conflict::Email`]: crate::store::Conflict::Email
+    /// Creates a user on the `free` plan; `Conflict::Email` when the email is taken (of
+    /// concurrent creations with one email, exactly one succeeds).
     async fn create_user(&self, user: NewUser) -> StoreResult<UserRecord>;
     async fn user_by_id(&self, id: &UserId) -> StoreResult<Option<UserRecord>>;
     async fn user_by_email(&self, email: &Email) -> StoreResult<Option<UserRecord>>;
@@ -98,13 +93,10 @@ pub trait AccountStore: Send + Sync {
         expires_at: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> StoreResult<()>;
-    /// Consumes an unused, unexpired token and, in the same atomic step, voids every other
-    /// unused token of its user and purpose (OWASP Forgot Password Cheat Sheet: once a
-    /// reset succeeds, the account's other outstanding links stop working); returns its
-    /// user id, or `None` (unknown, used, voided or expired, all alike). Of two tokens of
-    /// one account consumed at once, at most one succeeds. Proven by
-    /// `conformance::an_email_token_works_once` and
-    /// `conformance::of_an_accounts_outstanding_links_only_one_is_ever_consumed`.
+    /// Consumes an unused, unexpired token and, in the same atomic step, voids the user's
+    /// other unused tokens of that purpose (OWASP Forgot Password Cheat Sheet); returns its
+    /// user id, or `None` for any invalid token. Of two tokens consumed at once, at most one
+    /// succeeds.
     async fn consume_email_token(
         &self,
         purpose: TokenPurpose,
@@ -113,11 +105,9 @@ pub trait AccountStore: Send + Sync {
     ) -> StoreResult<Option<UserId>>;
 }
 
-/// Defines, in a private module `shared` of the backend file that invokes it, the [`AccountStore`]
-/// implementation of `$store` (database `$db`), whose `$writer` field runs writes and `$reader`
-/// field reads (the same pool on PostgreSQL). The statements are the same on both backends (SQLite
-/// reads `$n` placeholders as PostgreSQL does), and `insert_user` for the backend's other parts.
-/// The backend's `rows` module supplies the row mappers.
+/// Defines, in a private module `shared` of the invoking backend file, the
+/// [`AccountStore`] implementation of `$store` (`$writer` pool writes, `$reader` reads)
+/// and `insert_user`.
 macro_rules! account_store {
     ($store:ident, $db:ty, $writer:ident, $reader:ident) => {
         mod shared {

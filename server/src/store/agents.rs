@@ -1,5 +1,4 @@
-//! The agent part of the persistence boundary. Every backend implements [`AgentStore`]
-//! (SQLite: `sqlite/agents.rs`); [`super::Store`] requires it.
+//! The agent part of the persistence boundary ([`AgentStore`]).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -7,10 +6,8 @@ use chrono::{DateTime, Utc};
 use super::StoreResult;
 use crate::ids::{AgentId, UserId};
 
-/// An agent's state (docs/api.md § States and transitions: every agent is `active` from
-/// its creation until it is deleted). Stored as its text ([`AgentStatus::as_str`]) in
-/// `agents.status` (`migrations/sqlite/0002_agents_chat.sql`), and answered as that text
-/// (docs/api.md § Agent).
+/// An agent's state (docs/api.md § States and transitions): `active` from creation until
+/// deletion. Stored and answered as its text ([`AgentStatus::as_str`]).
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
 )]
@@ -53,16 +50,12 @@ pub struct AgentRecord {
     pub status: AgentStatus,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
-    /// Whether the agent had a knowledge document (in any status) when it was read; not a
-    /// stored column. Chat skips retrieval, and its query, when it is false; a new agent
-    /// has none. Adding a document forgets the agent from the service's agent cache, so
-    /// the next chat reads it again; a copy cached by another instance, or by a chat that
-    /// read the agent while the document was being added, is replaced within
-    /// `AGENT_CACHE_TTL` (2 s), while the new document is still being indexed.
+    /// Whether the agent had a knowledge document when read (not stored); chat skips
+    /// retrieval when false. Adding a document evicts the agent from the agent cache;
+    /// other cached copies expire within `AGENT_CACHE_TTL`.
     pub has_knowledge: bool,
-    /// Whether the agent had an enabled tool when it was read; not a stored column. Chat
-    /// reads the agent's tools only when it is true; every tool change forgets the agent
-    /// from the agent cache on every instance ([`crate::agents::AgentService::tools_changed`]).
+    /// Whether the agent had an enabled tool when read (not stored); chat reads its tools
+    /// only when true. Tool changes evict it from every instance's agent cache.
     pub has_tools: bool,
 }
 
@@ -79,15 +72,8 @@ pub struct AgentPatch {
 #[async_trait]
 pub trait AgentStore: Send + Sync {
     /// Creates the agent unless its owner already has `limit` agents (the plan limit);
-    /// false at the limit, and nothing is written.
-    ///
-    /// The count and the insert are one atomic step: however many creations run at once,
-    /// the owner never has more than `limit` agents. SQLite: one conditional
-    /// `INSERT … SELECT … WHERE (SELECT count(*) …) < limit` (write statements run one at a
-    /// time); a server backend under read committed locks the owner's `users` row
-    /// (`SELECT … FOR UPDATE`) in the transaction first, or two inserts each count
-    /// `limit - 1`. Proven by
-    /// `conformance::ten_parallel_agent_creates_at_a_limit_of_three_leave_three`.
+    /// false (nothing written) at the limit. Count and insert are one atomic step, so
+    /// concurrent creations never pass the limit (docs/architecture.md § Store).
     async fn create_agent(&self, agent: &AgentRecord, limit: u32) -> StoreResult<bool>;
     /// The user's agents, oldest first.
     async fn list_agents(&self, user_id: &UserId) -> StoreResult<Vec<AgentRecord>>;
@@ -100,18 +86,13 @@ pub trait AgentStore: Send + Sync {
         patch: &AgentPatch,
         now: DateTime<Utc>,
     ) -> StoreResult<Option<AgentRecord>>;
-    /// Deletes the agent with its threads and messages, its documents with their chunks,
-    /// pages, jobs and embeddings, and its chunk generation; false when there was none.
-    /// The owner's daily usage stays.
+    /// Deletes the agent with everything it owns but daily usage; false when there was none.
     async fn delete_agent(&self, user_id: &UserId, id: &AgentId) -> StoreResult<bool>;
 }
 
-/// Defines, in a private module `shared` of the backend file that invokes it, the
-/// [`AgentStore`] implementation of `$store` (database `$db`), whose `$writer` field runs
-/// writes and `$reader` field reads (the same pool on PostgreSQL). The statements are the
-/// same on both backends (SQLite reads `$n` placeholders as PostgreSQL does); a creation begins as
-/// `$store`'s per-account check-then-act (`begin_for_account`). The backend's `rows` module
-/// supplies the row mappers.
+/// Defines, in a private module `shared` of the invoking backend file, the [`AgentStore`]
+/// implementation of `$store` (`$writer` pool writes, `$reader` reads); a creation begins
+/// with `begin_for_account`.
 macro_rules! agent_store {
     ($store:ident, $db:ty, $writer:ident, $reader:ident) => {
         mod shared {

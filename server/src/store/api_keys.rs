@@ -1,6 +1,4 @@
-//! The API-key part of the persistence boundary: keys are kept by their hash, never in
-//! clear. Every backend implements [`ApiKeyStore`] (SQLite: `sqlite/api_keys.rs`);
-//! [`super::Store`] requires it.
+//! The API-key part of the persistence boundary ([`ApiKeyStore`]); keys kept by hash only.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -35,20 +33,10 @@ pub struct ApiKeyAuth {
 #[async_trait]
 pub trait ApiKeyStore: Send + Sync {
     /// Creates the key unless its owner already holds `cap` live (not revoked) keys; false
-    /// at the cap, and nothing is written.
-    ///
-    /// The count and the insert are one atomic step: however many creations run at once,
-    /// the owner never holds more than `cap` live keys. SQLite: one conditional
-    /// `INSERT … SELECT … WHERE (SELECT count(*) …) < cap` (SQLite runs write statements
-    /// one at a time, each on the latest data). A PostgreSQL backend keeps the guarantee by
-    /// locking the owner's `users` row (`SELECT … FOR UPDATE`) in the transaction before
-    /// that same conditional insert: under read committed, two inserts not serialised by
-    /// the lock could each count `cap - 1`.
+    /// (nothing written) at the cap. Count and insert are one atomic step.
     async fn create_api_key(&self, key: ApiKeyRecord, cap: usize) -> StoreResult<bool>;
-    /// Replaces the user's live key `old_id` with `new` atomically: `old_id` is revoked at
-    /// `now` and `new` inserted, or nothing is written and the answer is false (no such
-    /// live key, e.g. a concurrent rotation revoked it first). The number of live keys
-    /// stays the same, so no cap applies.
+    /// Atomically revokes the user's live key `old_id` at `now` and inserts `new`; false
+    /// (nothing written) when there is no such live key. No cap applies.
     async fn rotate_api_key(
         &self,
         user_id: &UserId,
@@ -70,12 +58,9 @@ pub trait ApiKeyStore: Send + Sync {
     async fn touch_api_key(&self, id: &ApiKeyId, now: DateTime<Utc>) -> StoreResult<()>;
 }
 
-/// Defines, in a private module `shared` of the backend file that invokes it, the
-/// [`ApiKeyStore`] implementation of `$store` (database `$db`), whose `$writer` field runs
-/// writes and `$reader` field reads (the same pool on PostgreSQL). The statements are the
-/// same on both backends (SQLite reads `$n` placeholders as PostgreSQL does); a creation begins as
-/// `$store`'s per-account check-then-act (`begin_for_account`). The backend's `rows` module
-/// supplies the row mappers.
+/// Defines, in a private module `shared` of the invoking backend file, the
+/// [`ApiKeyStore`] implementation of `$store` (`$writer` pool writes, `$reader` reads); a
+/// creation begins with `begin_for_account`.
 macro_rules! api_key_store {
     ($store:ident, $db:ty, $writer:ident, $reader:ident) => {
         mod shared {

@@ -1,6 +1,4 @@
-//! The chat part of the persistence boundary: threads, their messages and each account's
-//! daily usage. Every backend implements [`ChatStore`] (SQLite: `sqlite/chat.rs`,
-//! `migrations/sqlite/0010_message_triggers.sql`); [`super::Store`] requires it.
+//! Threads, their messages and each account's daily usage ([`ChatStore`]).
 
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
@@ -10,9 +8,7 @@ use crate::domain::Role;
 use crate::ids::{AgentId, IntegrationId, MessageId, ThreadId, UserId};
 
 /// The statement text of one turn ([`ChatStore::record_turns`]) with `messages` messages,
-/// made by a backend's `build`. A turn is nearly always the user's message and the reply:
-/// both shapes of that (existing and new thread) are built once, into `two`, and borrowed
-/// from then on; other sizes are built each time.
+/// made by a backend's `build`; the common two-message shapes are built once into `two`.
 pub(crate) fn turn_statement(
     two: &'static std::sync::OnceLock<[String; 2]>,
     build: fn(bool, usize) -> String,
@@ -27,11 +23,9 @@ pub(crate) fn turn_statement(
     }
 }
 
-/// A message's status (docs/api.md § States and transitions), set once when the message is
-/// stored: a user message and a finished reply are `complete`, a reply the provider broke
-/// off is `failed`, a stream the client left is `cancelled`. Stored as its text
-/// ([`ReplyStatus::as_str`]) in `messages.status` (`migrations/sqlite/0002_agents_chat.sql`),
-/// and answered as that text (docs/api.md § Conversations and messages).
+/// A message's status (docs/api.md § States and transitions), set once when stored:
+/// `complete` (a user message, a finished reply), `failed` (the provider broke off) or
+/// `cancelled` (the client left). Stored and answered as its text ([`ReplyStatus::as_str`]).
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
 )]
@@ -94,8 +88,7 @@ pub struct MessageRecord {
     pub status: ReplyStatus,
     pub error: Option<String>,
     pub created_at: DateTime<Utc>,
-    /// JSON array of the reply's tool calls (`toolCalls` in docs/api.md § Tools); `None`
-    /// when it made none.
+    /// JSON array of the reply's tool calls (docs/api.md § Tools); `None` when none.
     pub tool_calls: Option<String>,
 }
 
@@ -113,24 +106,20 @@ pub struct UsageDay {
 /// reply, in a thread that the turn creates or one that exists.
 #[derive(Debug, Clone)]
 pub struct TurnRecord {
-    /// The turn's thread: created with the turn when `new_thread` is set (its
-    /// `message_count` as [`ChatStore::create_thread`] takes it), else an existing one of
-    /// `thread.user_id`.
+    /// The turn's thread: created with the turn when `new_thread` is set, else an existing
+    /// thread of `thread.user_id`.
     pub thread: ThreadRecord,
     /// Whether the thread is created with this turn.
     pub new_thread: bool,
-    /// The messages in order (the user's, then the reply); their `thread_id` is ignored:
-    /// they go to `thread`.
+    /// The messages in order (user's, then reply); their `thread_id` is ignored.
     pub messages: Vec<MessageRecord>,
-    /// The external conversation (a Telegram chat, a Slack thread, a widget visitor) that
-    /// continues in `thread` from this turn on: linked in the same transaction when the
-    /// turn is stored and the integration still exists, replacing an earlier link (read back
-    /// by [`crate::store::IntegrationStore::channel_thread`]).
+    /// The external conversation (Telegram chat, Slack thread, widget visitor) continued in
+    /// `thread` from this turn on; linked in the same transaction, replacing an earlier link,
+    /// when the integration still exists.
     pub channel: Option<ChannelLink>,
 }
 
-/// The link of an integration's external conversation to the thread that holds it
-/// ([`TurnRecord::channel`]).
+/// An integration's external conversation linked to its thread ([`TurnRecord::channel`]).
 #[derive(Debug, Clone)]
 pub struct ChannelLink {
     /// The integration the conversation comes through.
@@ -151,13 +140,9 @@ pub struct Cursor {
 /// Persistence of conversations. Methods taking a user id are tenant-scoped.
 #[async_trait]
 pub trait ChatStore: Send + Sync {
-    /// Creates the thread with its first message (the user's, whose `thread_id` is ignored:
-    /// it goes to `thread`) when its agent exists and belongs to its user; false otherwise
-    /// (the agent was deleted meanwhile) and nothing is written, so a caller holding an
-    /// agent read earlier never gets a foreign-key error. One call, so that starting a
-    /// conversation costs the writer one round trip, not two. The first message counts
-    /// as [`ChatStore::append_message`] counts one (the stored `message_count` is the
-    /// record's plus one). Proven by `conformance::a_thread_needs_its_users_agent`.
+    /// Creates the thread with its first message (whose `thread_id` is ignored) when its
+    /// agent exists and belongs to its user; false (nothing written) otherwise, never a
+    /// foreign-key error. The first message counts as [`ChatStore::append_message`] counts.
     async fn create_thread(
         &self,
         thread: &ThreadRecord,
@@ -183,35 +168,18 @@ pub trait ChatStore: Send + Sync {
         agent_id: &AgentId,
         thread_id: &ThreadId,
     ) -> StoreResult<bool>;
-    /// Appends a message and bumps the thread's count and activity time; an assistant
-    /// message (one per chat request) also counts into its owner's [`UsageDay`] of
-    /// `created_at` (UTC), which outlives the thread.
-    ///
-    /// In the same atomic step as the insert (SQLite: the triggers of
-    /// `migrations/sqlite/0010_message_triggers.sql`), so that messages appended at once
-    /// are all counted: the thread's `message_count` grows by one and its `updated_at`
-    /// becomes the later of itself and the message's `created_at`; for an assistant
-    /// message, the owner's day gets one more `chats` and the message's prompt and
-    /// completion tokens (absent counts 0). Proven by
-    /// `conformance::concurrent_messages_are_all_written_and_counted` and
-    /// `conformance::thread_counters_and_daily_usage_follow_appended_messages`.
+    /// Appends a message, and in the same atomic step grows the thread's `message_count` by
+    /// one and moves `updated_at` to the later of itself and the message's; an assistant
+    /// message also adds one chat and its tokens (absent: 0) to its owner's [`UsageDay`]
+    /// (UTC), which outlives the thread. Concurrent appends are all counted.
     async fn append_message(&self, message: &MessageRecord) -> StoreResult<()>;
-    /// Stores several chat turns in one transaction, one commit for all of them (a group
-    /// commit). Each turn is stored whole or not at all: a new thread with its messages
-    /// when its agent still exists and belongs to its user (as
-    /// [`ChatStore::create_thread`]), or the messages of an existing thread when the thread
-    /// still exists and belongs to `thread.user_id`. The messages are counted as
-    /// [`ChatStore::append_message`] counts them, in the same transaction.
-    ///
-    /// Returns, for each turn in order, whether it was stored (false: its agent or thread
-    /// was deleted meanwhile, and nothing of it was written). An error means nothing of any
-    /// turn was written, and a call dropped before it ends (cancelled) leaves all of its
-    /// turns or none. Proven by `conformance::turns_are_stored_whole_in_one_commit`,
-    /// `conformance::a_failed_turn_batch_leaves_nothing_and_the_store_writes_on` and
-    /// `conformance::a_cancelled_turn_batch_leaves_all_or_nothing`.
+    /// Stores several chat turns in one transaction (a group commit), each whole or not at
+    /// all: a new thread as [`ChatStore::create_thread`] does, or messages of an existing
+    /// thread of `thread.user_id`, counted as [`ChatStore::append_message`] counts. Answers
+    /// per turn whether it was stored (false: agent or thread gone). An error, or a call
+    /// dropped part-way, leaves nothing of any turn, or all of them.
     async fn record_turns(&self, turns: &[TurnRecord]) -> StoreResult<Vec<bool>>;
-    /// The user's usage on the days from `from` (UTC) on, oldest first; days without any
-    /// use are absent.
+    /// The user's usage from day `from` (UTC) on, oldest first; days without use are absent.
     async fn usage(&self, user_id: &UserId, from: NaiveDate) -> StoreResult<Vec<UsageDay>>;
     /// Messages oldest first, after `cursor`.
     async fn list_messages(
@@ -228,17 +196,11 @@ pub trait ChatStore: Send + Sync {
     ) -> StoreResult<Vec<MessageRecord>>;
 }
 
-/// Defines, in a private module `shared` of the backend file that invokes it, the
-/// [`ChatStore`] implementation of `$store` (database `$db`), whose `$writer` field runs
-/// writes and `$reader` field reads (the same pool on PostgreSQL), and `link_channel` for
-/// the backend's chat-turn writer. The statements are the
-/// same on both backends (SQLite reads `$n` placeholders as PostgreSQL does). What
-/// differs, the invoking file defines: `bind_message` (from
-/// [`crate::store::rows::turn_binders`]), and `own_create_thread` and `own_record_turns`,
-/// methods of `$store` with the signatures of the [`ChatStore`] methods they stand for
-/// (how one statement writes a thread and its messages, and the chat-turn writer).
-///
-/// The backend's `rows` module supplies the row mappers.
+/// Defines, in a private module `shared` of the invoking backend file, the [`ChatStore`]
+/// implementation of `$store` (`$writer` pool writes, `$reader` reads) and `link_channel`
+/// for the chat-turn writer. The invoking file supplies `bind_message` (from
+/// [`crate::store::rows::turn_binders`]), `own_create_thread` and `own_record_turns` with
+/// the trait methods' signatures; its `rows` module gives the row mappers.
 macro_rules! chat_store {
     ($store:ident, $db:ty, $writer:ident, $reader:ident) => {
         mod shared {

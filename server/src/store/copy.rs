@@ -1,15 +1,8 @@
-//! `agentchat copy-data`: the way up from the embedded SQLite store to PostgreSQL. It
-//! copies a whole installation — every table of `migrations/sqlite` that
-//! `migrations/postgres` also has, and the uploads kept in `DATA_DIR/uploads`, which go to
-//! `document_uploads` — in one transaction, and ends by comparing the row counts of source
-//! and target table by table (README.md § Upgrading from SQLite to PostgreSQL).
-//!
-//! The copy is by column, not by record: each table's rows are read with the columns both
-//! schemas have and written with the target's types (BIGINT, TEXT, BYTEA, BOOLEAN,
-//! DOUBLE PRECISION), so ids, password hashes, API-key hashes, sealed credentials and
-//! embeddings arrive byte for byte. The target's triggers are switched off for the copy
-//! (they would count the copied messages and chunks a second time: the counters are copied
-//! as they are) and `chunk_ids` is moved past the largest copied chunk id.
+//! `agentchat copy-data`: copies a whole SQLite installation (every table both schemas
+//! have, and the uploads) into an empty PostgreSQL database in one transaction, column by
+//! column so values arrive byte for byte, with the target's triggers off (counters are
+//! copied as they are), then compares row counts table by table (README.md § Upgrading
+//! from SQLite to PostgreSQL).
 
 use std::{
     collections::BTreeMap,
@@ -122,13 +115,11 @@ impl Kind {
     }
 }
 
-/// Copies the SQLite installation at `from` (its database URL; its uploads in
-/// `uploads_dir`) into the empty PostgreSQL database at `to`, printing progress through
-/// `progress`. Both databases are migrated first.
+/// Copies the SQLite installation at `from` (uploads in `uploads_dir`) into the empty
+/// PostgreSQL database at `to`, migrating both first and reporting through `progress`.
 ///
-/// Errors: either database cannot be opened or migrated; the target already holds data
-/// (nothing is written then); a row or an upload cannot be copied; a table's row counts
-/// differ after the copy (the transaction is rolled back, the target stays empty).
+/// Errors: a database cannot be opened or migrated; the target holds data; a row or upload
+/// cannot be copied; row counts differ afterwards (rolled back, target left empty).
 pub async fn copy_data(
     from: &str,
     to: &str,

@@ -1,7 +1,4 @@
-//! The document part of the persistence boundary: knowledge documents, crawled pages,
-//! chunks with what their BM25 index is kept in step by, and chunk embeddings. Every
-//! backend implements [`DocumentStore`] (SQLite: `sqlite/documents.rs`); [`super::Store`]
-//! requires it. The jobs that fill documents are [`super::jobs::JobQueue`]'s.
+//! Knowledge documents, crawled pages, chunks and embeddings ([`DocumentStore`]).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -13,17 +10,15 @@ use super::{
 use crate::ids::{AgentId, ChunkId, DocumentId, UserId};
 
 /// A knowledge document's indexing state (docs/api.md § States and transitions): `pending`
-/// → `processing` → `indexed` or `failed`; a refresh puts an `indexed` or `failed`
-/// document back to `pending`. Stored as its text ([`DocumentStatus::as_str`]) in
-/// `documents.status` (`migrations/sqlite/0003_knowledge.sql`), and answered as that text.
+/// → `processing` → `indexed` or `failed`; a refresh puts it back to `pending`. Stored and
+/// answered as its text ([`DocumentStatus::as_str`]).
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
 )]
 #[serde(rename_all = "lowercase")]
 #[sqlx(type_name = "TEXT", rename_all = "lowercase")]
 pub enum DocumentStatus {
-    /// Stored, its job queued: set when the document is added and by a refresh
-    /// (`knowledge::service`).
+    /// Stored, its job queued: when added and on a refresh.
     Pending,
     /// A worker runs its job (`knowledge::worker`).
     Processing,
@@ -54,9 +49,8 @@ impl std::fmt::Display for DocumentStatus {
     }
 }
 
-/// Where a knowledge document comes from (docs/api.md § Knowledge document, `kind`).
-/// Stored as its text in `documents.kind` (`migrations/sqlite/0003_knowledge.sql`), and
-/// answered as that text. Set once, when the document is added.
+/// Where a knowledge document comes from (docs/api.md § Knowledge document, `kind`); stored
+/// and answered as its text, set once when the document is added.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
 )]
@@ -65,8 +59,7 @@ impl std::fmt::Display for DocumentStatus {
 pub enum DocumentSource {
     /// An uploaded file (docs/api.md § Upload document), indexed by an `ingest` job.
     File,
-    /// A web site crawled from a start URL (docs/api.md § Add URL), indexed by a `crawl`
-    /// job.
+    /// A web site crawled from a start URL (docs/api.md § Add URL).
     Url,
 }
 
@@ -82,8 +75,7 @@ impl DocumentSource {
         }
     }
 
-    /// The kind of job that indexes a document from this source: `ingest` for a file,
-    /// `crawl` for a site (docs/api.md § Documents and jobs).
+    /// The job kind that indexes this source: `ingest` for a file, `crawl` for a site.
     pub fn job_kind(self) -> JobKind {
         match self {
             Self::File => JobKind::Ingest,
@@ -198,8 +190,7 @@ impl DocumentRecord {
     }
 }
 
-/// A chunk to store. Serialises (serde, camelCase) because extraction child processes
-/// produce it (`knowledge::sandbox`).
+/// A chunk to store; serde (camelCase) because extraction child processes produce it.
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct NewChunk {
@@ -263,14 +254,12 @@ pub struct ChunkVector {
     pub vector: Vec<f32>,
 }
 
-/// The stored form of an embedding: each component as a little-endian IEEE 754 `f32`
-/// (4 bytes per dimension, `migrations/sqlite/0004_embeddings.sql`).
+/// The stored form of an embedding: little-endian `f32`s, 4 bytes per dimension.
 pub fn vector_to_bytes(vector: &[f32]) -> Vec<u8> {
     vector.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
-/// The embedding stored as `bytes` (see [`vector_to_bytes`]); `None` when the length is
-/// not a multiple of 4.
+/// The embedding stored as `bytes`; `None` when the length is not a multiple of 4.
 pub fn vector_from_bytes(bytes: &[u8]) -> Option<Vec<f32>> {
     if !bytes.len().is_multiple_of(4) {
         return None;
@@ -283,33 +272,16 @@ pub fn vector_from_bytes(bytes: &[u8]) -> Option<Vec<f32>> {
     )
 }
 
-/// Persistence of knowledge documents and their chunks. Tenant-scoped methods take the
-/// user id; another user's rows are "not found".
+/// Persistence of knowledge documents and their chunks; another user's rows are "not found".
 ///
-/// # Chunk ids and generations
-///
-/// BM25 indexes are kept in memory outside the store (`knowledge::search::index_cache`),
-/// in step through [`DocumentStore::chunk_generation`] and the chunk ids. Every backend
-/// keeps these rules, written by every method that writes or deletes chunks
-/// ([`DocumentStore::replace_chunks`], [`DocumentStore::replace_pages`],
-/// [`DocumentStore::retain_pages`], [`DocumentStore::delete_document`], and
-/// `AgentStore::delete_agent`):
-///
-/// 1. **Generation bumps.** The agent's chunk generation changes in the same transaction
-///    as any chunk of the agent written or deleted, so a reader that sees the new
-///    generation sees the change. It is created by the agent's first chunk write and
-///    removed with the agent. Proven by
-///    `conformance::the_chunk_generation_changes_with_every_chunk_write_and_delete`.
-/// 2. **Ids only grow.** A chunk id is never given twice, even after the chunk holding
-///    the largest id is deleted. Proven by `conformance::chunk_ids_only_grow`.
-/// 3. **Ids become visible in increasing order per agent.** Once a reader sees a chunk of
-///    the agent with id `n`, it sees every chunk of the agent with a smaller id that was
-///    not deleted: no write still in flight holds a smaller id of the agent. SQLite keeps
-///    it with its single writer; a server backend serialises each agent's chunk writers
-///    (the agent's generation row, locked before the ids are taken, until commit). An
-///    index reads added chunks as those above the largest id it has seen, so without
-///    this rule it would miss chunks for good. Proven by
-///    `conformance::two_interleaved_chunk_writers_leave_nothing_out_of_the_index`.
+/// In-memory BM25 indexes (`knowledge::search::index_cache`) stay in step through the chunk
+/// ids and [`DocumentStore::chunk_generation`], so every method that writes or deletes
+/// chunks keeps three rules (each proven by a `conformance` test):
+/// 1. the agent's generation changes in the same transaction as the chunk write or delete;
+/// 2. a chunk id is never given twice, even after the largest one is deleted;
+/// 3. per agent, ids become visible in increasing order (SQLite: its single writer; a
+///    server backend locks the agent's generation row before taking ids), or an index
+///    reading "ids above the largest seen" would miss chunks for good.
 #[async_trait]
 pub trait DocumentStore: Send + Sync {
     /// Stores a new document and its first job in one transaction (both or neither).
@@ -345,19 +317,15 @@ pub trait DocumentStore: Send + Sync {
         error: Option<&str>,
         now: DateTime<Utc>,
     ) -> StoreResult<()>;
-    /// Replaces every chunk of an uploaded document at once, in one transaction that keeps
-    /// the chunk rules above; `false` when the document no longer exists (deleted while it
-    /// was being indexed), and nothing is written then.
+    /// Replaces every chunk of an uploaded document in one transaction keeping the chunk
+    /// rules; `false` (nothing written) when the document no longer exists.
     async fn replace_chunks(
         &self,
         document_id: &DocumentId,
         chunks: &[NewChunk],
     ) -> StoreResult<bool>;
-    /// Replaces the chunks of crawled pages (each page's chunks with it) and records their
-    /// hashes, all in one transaction that keeps the chunk rules above; `false` when the
-    /// document no longer exists (nothing is written then). Proven by
-    /// `conformance::crawled_pages_written_together_replace_each_pages_chunks` and
-    /// `conformance::crawled_pages_of_a_deleted_document_are_not_written`.
+    /// Replaces the chunks of crawled pages and records their hashes, in one transaction
+    /// keeping the chunk rules; `false` (nothing written) when the document no longer exists.
     async fn replace_pages(
         &self,
         document_id: &DocumentId,
@@ -369,8 +337,7 @@ pub trait DocumentStore: Send + Sync {
     /// Removes the pages (and their chunks) of a crawled document that are not in `keep`,
     /// in one transaction that keeps the chunk rules above.
     async fn retain_pages(&self, document_id: &DocumentId, keep: &[String]) -> StoreResult<()>;
-    /// Marks a document indexed: recounts its chunks and stores `pages`, `bytes` and the
-    /// time.
+    /// Marks a document indexed: recounts its chunks, stores `pages`, `bytes` and the time.
     async fn finish_document(
         &self,
         id: &DocumentId,
@@ -379,11 +346,8 @@ pub trait DocumentStore: Send + Sync {
         now: DateTime<Utc>,
     ) -> StoreResult<()>;
 
-    /// The agent's chunk generation: a number that changes whenever one of the agent's
-    /// chunks is written or deleted (with its page, document or agent), in the same
-    /// transaction as the change. `None` when no chunk of the agent was ever written, or
-    /// the agent was deleted. BM25 indexes in memory are checked against it
-    /// (`knowledge::search::index_cache`).
+    /// The agent's chunk generation, changed in the same transaction as any write or delete
+    /// of its chunks; `None` when no chunk was ever written or the agent is gone.
     async fn chunk_generation(&self, agent_id: &AgentId) -> StoreResult<Option<i64>>;
     /// How many of the agent's chunks have an id of at most `max_id` (an index counts the
     /// chunks it knows, to tell whether any was deleted).
@@ -403,11 +367,9 @@ pub trait DocumentStore: Send + Sync {
         limit: u32,
     ) -> StoreResult<Vec<ChunkText>>;
 
-    /// Stores the embeddings made by `model` as `(chunk id, vector)` pairs, replacing a
-    /// chunk's earlier one and changing the agent's [`DocumentStore::embedding_generation`]
-    /// in the same transaction; pairs of chunks that no longer exist are skipped. An empty
-    /// vector records that the endpoint refused to embed the chunk, so it is not asked
-    /// again for this model.
+    /// Stores `model`'s embeddings as `(chunk id, vector)` pairs, replacing earlier ones and
+    /// changing [`DocumentStore::embedding_generation`] in the same transaction; pairs of
+    /// missing chunks are skipped. An empty vector records a refusal, not asked again.
     async fn put_embeddings(&self, model: &str, vectors: &[(ChunkId, Vec<f32>)])
         -> StoreResult<()>;
     /// The agent's embeddings made by `model` (refusals left out), by chunk id.
@@ -416,12 +378,9 @@ pub trait DocumentStore: Send + Sync {
         agent_id: &AgentId,
         model: &str,
     ) -> StoreResult<Vec<ChunkVector>>;
-    /// A number that changes whenever any of the agent's embeddings is written or deleted
-    /// (with its chunk, document or agent); 0 when it never had any. In-memory copies of
-    /// the vectors are checked against it.
+    /// Changes whenever any of the agent's embeddings is written or deleted; 0 if none ever.
     async fn embedding_generation(&self, agent_id: &AgentId) -> StoreResult<i64>;
-    /// Chunks without an embedding of `model` (of `document_id`, or of any document),
-    /// oldest first, at most `limit`.
+    /// Chunks without an embedding of `model` (of `document_id`, or any), oldest first.
     async fn chunks_without_embedding(
         &self,
         model: &str,
@@ -433,24 +392,12 @@ pub trait DocumentStore: Send + Sync {
     async fn chunk_hits(&self, agent_id: &AgentId, ids: &[ChunkId]) -> StoreResult<Vec<ChunkHit>>;
 }
 
-/// Defines, in a private module `shared` of the backend file that invokes it, the
-/// [`DocumentStore`] implementation of `$store` (database `$db`), whose `$writer` field runs
-/// writes and `$reader` field reads (the same pool on PostgreSQL), with `insert_document`
-/// and `mark_indexed` for the backend's other parts. The statements are the same on both
-/// backends (SQLite reads `$n` placeholders and `CAST` as PostgreSQL does). What differs,
-/// the invoking file defines:
-///
-/// - `live_agent(tx, document_id)`: the agent of a live document, read so that a
-///   concurrent delete is seen;
-/// - `hold_chunk_ids(tx, agent_id)`: run before a transaction draws chunk ids, so that an
-///   agent's ids become visible in increasing order;
-/// - `insert_chunks(tx, document_id, agent_id, chunks)`: the chunks with fresh ids;
-/// - `delete_pages(tx, document_id, urls)`: the pages of those urls and their chunks;
-/// - `own_replace_pages`, `own_put_embeddings`, `own_chunk_hits`:
-///   methods of `$store` with the signatures of the [`DocumentStore`] methods they stand
-///   for (PostgreSQL binds arrays, SQLite writes row by row).
-///
-/// The backend's `rows` module supplies the row mappers, its `jobs` module `insert_job`.
+/// Defines, in a private module `shared` of the invoking backend file, the
+/// [`DocumentStore`] implementation of `$store` (`$writer` pool writes, `$reader` reads),
+/// plus `insert_document` and `mark_indexed`. The invoking file supplies what differs:
+/// `live_agent`, `hold_chunk_ids` (keeps chunk rule 3), `insert_chunks`, `delete_pages`,
+/// and `own_replace_pages` / `own_put_embeddings` / `own_chunk_hits` with the trait
+/// methods' signatures; its `rows` module gives the row mappers, `jobs` gives `insert_job`.
 macro_rules! document_store {
     ($store:ident, $db:ty, $writer:ident, $reader:ident) => {
         mod shared {

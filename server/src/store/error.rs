@@ -1,7 +1,5 @@
-//! The errors of the persistence boundary. They name what went wrong for the caller to
-//! decide, never in a user's words (the HTTP layer words them, `crate::error`), and carry
-//! no type of a database driver: a backend converts its driver's errors into
-//! [`StoreError::Unavailable`] or [`StoreError::Other`].
+//! The errors of the persistence boundary: what went wrong, for the caller to decide, with
+//! no driver types (backends convert to [`StoreError::Unavailable`] or [`StoreError::Other`]).
 
 /// Errors of the persistence layer.
 #[derive(Debug, thiserror::Error)]
@@ -13,9 +11,8 @@ pub enum StoreError {
     /// The row does not exist (or belongs to someone else).
     #[error("not found")]
     NotFound,
-    /// The database could not be reached or did not answer in time (connection lost, pool
-    /// exhausted or closed, lock wait timed out): nothing was written by the failed call,
-    /// and the same call may succeed later.
+    /// The database could not be reached or answer in time; nothing was written, and the
+    /// call may succeed later.
     #[error("database unavailable: {0}")]
     Unavailable(anyhow::Error),
     /// Anything else: a statement the database refused, a stored value that does not

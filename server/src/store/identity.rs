@@ -1,7 +1,4 @@
-//! The third-party sign-in part of the persistence boundary: identities linked to accounts,
-//! pending authorization flows and one-time exchange codes. Every backend implements
-//! [`IdentityStore`] (the SQLite backend in `sqlite/identity.rs`); [`super::Store`]
-//! requires it.
+//! Linked identities, pending authorization flows and exchange codes ([`IdentityStore`]).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -67,30 +64,20 @@ pub trait IdentityStore: Send + Sync {
     ) -> StoreResult<Option<IdentityRecord>>;
     /// The identities linked to the user, oldest first.
     async fn identities(&self, user_id: &UserId) -> StoreResult<Vec<IdentityRecord>>;
-    /// Links an identity. [`Conflict::LinkedIdentity`] when the identity belongs to an
+    /// Links an identity; `Conflict::LinkedIdentity` when the identity belongs to an
     /// account already or the account has an identity at that provider.
-    ///
-    /// [`Conflict::LinkedIdentity`]: crate::store::Conflict::LinkedIdentity
     async fn link_identity(&self, identity: &IdentityRecord) -> StoreResult<()>;
-    /// Creates a verified account (without password) and links `identity` to it, in one
-    /// transaction. `Conflict` ([`Conflict::Email`] or [`Conflict::LinkedIdentity`]) when
-    /// the email is taken or the identity linked; nothing is written then.
-    ///
-    /// [`Conflict::Email`]: crate::store::Conflict::Email
-    /// [`Conflict::LinkedIdentity`]: crate::store::Conflict::LinkedIdentity
+    /// Creates a verified account without password and links `identity` to it, in one
+    /// transaction; `Conflict::Email` or `Conflict::LinkedIdentity` (nothing written) when
+    /// the email is taken or the identity linked.
     async fn create_user_with_identity(
         &self,
         user: super::NewUser,
         identity: &IdentityRecord,
     ) -> StoreResult<UserRecord>;
-    /// Unlinks the user's identity at `provider` unless it is the account's last way to
-    /// sign in (no password and no other identity). `NotFound` when none is linked;
-    /// [`Conflict::LastSignIn`] when it is the last. The check and the delete are one
-    /// atomic step (SQLite: a `BEGIN IMMEDIATE` transaction; a server backend locks the
-    /// owner's `users` row first), so two unlinks at once never leave an account without
-    /// a way to sign in.
-    ///
-    /// [`Conflict::LastSignIn`]: crate::store::Conflict::LastSignIn
+    /// Unlinks the user's identity at `provider`; `NotFound` when none is linked,
+    /// `Conflict::LastSignIn` when it is the account's last way to sign in. Check and
+    /// delete are one atomic step, so concurrent unlinks never leave an account without one.
     async fn unlink_identity(&self, user_id: &UserId, provider: OAuthProvider) -> StoreResult<()>;
 
     /// Stores a flow (and forgets expired ones).
@@ -110,12 +97,9 @@ pub trait IdentityStore: Send + Sync {
     ) -> StoreResult<Option<UserId>>;
 }
 
-/// Defines, in a private module `shared` of the backend file that invokes it, the
-/// [`IdentityStore`] implementation of `$store` (database `$db`), whose `$writer` field runs
-/// writes and `$reader` field reads (the same pool on PostgreSQL). Every statement is the
-/// same on both backends (SQLite reads `$n` placeholders as PostgreSQL does); an unlink
-/// begins as `$store`'s per-account check-then-act (`begin_for_account`). The backend's
-/// `rows` module supplies the row mappers, its `accounts` module `insert_user`.
+/// Defines, in a private module `shared` of the invoking backend file, the
+/// [`IdentityStore`] implementation of `$store` (`$writer` pool writes, `$reader` reads);
+/// an unlink begins with `begin_for_account`.
 macro_rules! identity_store {
     ($store:ident, $db:ty, $writer:ident, $reader:ident) => {
         mod shared {

@@ -1,7 +1,4 @@
-//! The integrations part of the persistence boundary. Credentials arrive sealed
-//! ([`crate::crypto::SecretBox`]); the store never sees them in clear. Every backend
-//! implements [`IntegrationStore`] (SQLite: `sqlite/integrations.rs`); [`super::Store`]
-//! requires it.
+//! Integrations ([`IntegrationStore`]); credentials arrive sealed ([`crate::crypto::SecretBox`]).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -10,10 +7,8 @@ use super::StoreResult;
 use crate::domain::ProviderCode;
 use crate::ids::{AgentId, IntegrationId, PublicId, ThreadId, UserId};
 
-/// Whether an integration's channel works (docs/api.md § States and transitions). Stored
-/// as its text ([`IntegrationStatus::as_str`]) in `integrations.status`
-/// (`migrations/sqlite/0008_integrations.sql`), and answered as that text (docs/api.md
-/// § Integration).
+/// Whether an integration's channel works (docs/api.md § States and transitions); stored
+/// and answered as its text ([`IntegrationStatus::as_str`]).
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
 )]
@@ -22,9 +17,8 @@ use crate::ids::{AgentId, IntegrationId, PublicId, ThreadId, UserId};
 pub enum IntegrationStatus {
     /// Created, or its live channel was set up (`channels::Channels::connect`).
     Active,
-    /// Its live channel could not be set up (for example Telegram refused the webhook);
-    /// `status_detail` says why (`channels::Channels::connect`). Updating the credentials,
-    /// or any update while `error`, sets the channel up again.
+    /// Its live channel could not be set up; `status_detail` says why. Updating the
+    /// credentials, or any update while `error`, sets it up again.
     Error,
 }
 
@@ -83,10 +77,8 @@ pub struct IntegrationRecord {
 /// Persistence of integrations; every method is scoped to the owner.
 #[async_trait]
 pub trait IntegrationStore: Send + Sync {
-    /// Stores a new integration unless the owner has `limit` already; false at the limit,
-    /// and nothing is written. The count and the insert are one atomic step, as for
-    /// [`crate::store::AgentStore::create_agent`]. Proven by
-    /// `conformance::parallel_webhook_and_integration_creates_stop_at_the_limit`.
+    /// Stores a new integration unless the owner has `limit` already (false, nothing
+    /// written); count and insert are one atomic step.
     async fn create_integration(&self, record: &IntegrationRecord, limit: u32)
         -> StoreResult<bool>;
     /// The owner's integrations, oldest first.
@@ -110,23 +102,20 @@ pub trait IntegrationStore: Send + Sync {
         &self,
         public_id: &PublicId,
     ) -> StoreResult<Option<IntegrationRecord>>;
-    /// The thread of an external conversation (a Telegram chat, a Slack thread, a widget
-    /// visitor) of `integration_id`.
+    /// The thread of an external conversation of `integration_id`.
     async fn channel_thread(
         &self,
         integration_id: &IntegrationId,
         conversation_key: &str,
     ) -> StoreResult<Option<ThreadId>>;
-    /// Ends an external conversation: its next message starts a new thread (the old thread
-    /// stays, with its messages).
+    /// Ends an external conversation: its next message starts a new thread (the old stays).
     async fn end_channel_thread(
         &self,
         integration_id: &IntegrationId,
         conversation_key: &str,
     ) -> StoreResult<()>;
-    /// Records an inbound event id; false when it was recorded before (a provider's
-    /// retry), so that each event is answered once: of any number of calls with one
-    /// `(integration_id, event_id)`, running at once or not, exactly one answers true.
+    /// Records an inbound event id; of any number of calls with one
+    /// `(integration_id, event_id)`, exactly one answers true (others are retries).
     async fn first_channel_event(
         &self,
         integration_id: &IntegrationId,
@@ -137,12 +126,9 @@ pub trait IntegrationStore: Send + Sync {
     async fn prune_channel_events(&self, before: DateTime<Utc>) -> StoreResult<u64>;
 }
 
-/// Defines, in a private module `shared` of the backend file that invokes it, the
-/// [`IntegrationStore`] implementation of `$store` (database `$db`), whose `$writer` field runs
-/// writes and `$reader` field reads (the same pool on PostgreSQL). The statements are the
-/// same on both backends (SQLite reads `$n` placeholders as PostgreSQL does); a creation begins as
-/// `$store`'s per-account check-then-act (`begin_for_account`). The backend's `rows` module
-/// supplies the row mappers.
+/// Defines, in a private module `shared` of the invoking backend file, the
+/// [`IntegrationStore`] implementation of `$store` (`$writer` pool writes, `$reader`
+/// reads); a creation begins with `begin_for_account`.
 macro_rules! integration_store {
     ($store:ident, $db:ty, $writer:ident, $reader:ident) => {
         mod shared {

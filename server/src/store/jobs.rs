@@ -9,9 +9,8 @@ use super::StoreResult;
 use crate::ids::{DocumentId, JobId, UserId};
 
 /// A knowledge job's state (docs/api.md § States and transitions): `queued` → `running` →
-/// `succeeded` or `failed`; a `running` job whose lease ran out is taken again. Stored as
-/// its text ([`JobStatus::as_str`]) in `jobs.status` (`migrations/sqlite/0003_knowledge.sql`),
-/// and answered as that text (docs/api.md § Documents and jobs).
+/// `succeeded` or `failed`; a `running` job whose lease ran out is taken again. Stored and
+/// answered as its text ([`JobStatus::as_str`]).
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
 )]
@@ -50,10 +49,8 @@ impl std::fmt::Display for JobStatus {
     }
 }
 
-/// What a knowledge job does (docs/api.md § Documents and jobs, `kind`). Stored as its
-/// text in `jobs.kind` (`migrations/sqlite/0003_knowledge.sql`), and answered as that
-/// text. Follows from the document's source
-/// ([`super::documents::DocumentSource::job_kind`]).
+/// What a knowledge job does (docs/api.md § Documents and jobs, `kind`); stored and
+/// answered as its text, and follows from the document's source.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
 )]
@@ -104,8 +101,7 @@ pub struct JobRecord {
 }
 
 impl JobRecord {
-    /// A new job of `kind` for a document of `user_id`, queued at `now`, with a new
-    /// time-ordered id (UUIDv7).
+    /// A new job of `kind` for `user_id`'s document, queued at `now`, with a UUIDv7 id.
     pub fn queued(
         kind: JobKind,
         document_id: &DocumentId,
@@ -151,40 +147,22 @@ pub enum JobOutcome<'a> {
 /// The queue of knowledge jobs. Methods taking a user id are tenant-scoped.
 #[async_trait]
 pub trait JobQueue: Send + Sync {
-    /// Queues a job (a refresh) unless one for the document is already queued or running;
-    /// returns the job that will do the work.
-    ///
-    /// A document has at most one queued or running job, however many enqueues run at
-    /// once: the check and the insert are one atomic step (SQLite: a `BEGIN IMMEDIATE`
-    /// transaction; a server backend: a partial unique index on the document's
-    /// queued/running job, `INSERT … ON CONFLICT DO NOTHING`, then the winner read).
-    /// Proven by `conformance::a_document_has_one_queued_or_running_job`.
+    /// Queues a job (a refresh) unless one for the document is already queued or running,
+    /// and returns the job that will do the work. Check and insert are one atomic step, so
+    /// a document never has two queued or running jobs.
     async fn enqueue_job(&self, job: &JobRecord) -> StoreResult<JobRecord>;
-    /// Takes the oldest queued job, or a running job whose lease ran out (its worker died),
-    /// marks it running with a lease until `lease_until`, and counts the attempt.
-    ///
-    /// One claimer per job: of any number of claims running at once, each job is returned
-    /// to at most one, and a running job is returned again only after its lease ended
-    /// (before `now`). The returned `attempts` identifies the claim, and fences its
-    /// completion ([`JobQueue::complete_job`]). SQLite: one `UPDATE … WHERE id = (SELECT
-    /// …) RETURNING` (write statements run one at a time); a server backend under read
-    /// committed needs `FOR UPDATE SKIP LOCKED` in the subquery and the status predicate
-    /// repeated in the outer `WHERE`, or two workers take the same row. Proven by
-    /// `conformance::sixteen_claimers_over_eight_jobs_take_eight_distinct_jobs` and
-    /// `conformance::a_claimed_job_is_claimed_again_only_after_its_lease`.
+    /// Takes the oldest queued job, or a running one whose lease ran out, marks it running
+    /// until `lease_until` and counts the attempt, which fences its completion. One claimer
+    /// per job under any concurrency (a server backend under read committed needs `FOR
+    /// UPDATE SKIP LOCKED` and the status predicate repeated in the outer `WHERE`).
     async fn claim_job(
         &self,
         now: DateTime<Utc>,
         lease_until: DateTime<Utc>,
     ) -> StoreResult<Option<JobRecord>>;
-    /// Records progress and extends the lease of the job `id` while the claim `attempt`
-    /// (the `attempts` its [`JobQueue::claim_job`] returned) still holds it: the job is
-    /// `running` under that attempt. Answers whether it did; `false` means the claim is
-    /// lost (the lease ran out and another worker took the job, or the job ended or was
-    /// deleted with its document), nothing is written, and the worker must stop the job
-    /// without recording its end (docs/api.md § Documents and jobs: jobs are taken by
-    /// workers under a lease, and a lease that ran out belongs to the next taker). Proven
-    /// by `conformance::a_lost_claim_can_neither_renew_nor_end_its_job`.
+    /// Records progress and extends the lease while the claim `attempt` still holds the job.
+    /// `false` (nothing written) when the claim is lost: the worker must stop without
+    /// recording the job's end (docs/api.md § Documents and jobs).
     async fn job_progress(
         &self,
         id: &JobId,
@@ -193,31 +171,19 @@ pub trait JobQueue: Send + Sync {
         total: u32,
         lease_until: DateTime<Utc>,
     ) -> StoreResult<bool>;
-    /// Ends the attempt `job.attempts` of the running job `job` and its document together, in
-    /// one transaction, so that no reader ever sees a document `indexed` (or `failed`) while
-    /// its job is still `running`:
-    ///
-    /// - [`JobOutcome::Indexed`]: the document becomes `indexed` as [`finish_document`] does
-    ///   (error cleared, chunks recounted, `pages`, `bytes`, `indexed_at`), the job
-    ///   `succeeded` with its final progress;
-    /// - [`JobOutcome::Failed`]: both become `failed` with the reason as their `error`.
-    ///
-    /// Only the attempt that holds the job may end it: when the job is no longer `running`
-    /// under that attempt (its lease ran out and another worker claimed it again, or it was
-    /// deleted with its document) nothing is written and the answer is `false`. Proven by
-    /// `conformance::a_claimed_job_is_claimed_again_only_after_its_lease`.
-    ///
-    /// [`finish_document`]: super::documents::DocumentStore::finish_document
+    /// Ends the claim `job.attempts` of a running job and its document in one transaction
+    /// (no reader sees the document ended while its job runs): [`JobOutcome::Indexed`]
+    /// finishes the document as `DocumentStore::finish_document` does and the job
+    /// `succeeded`; [`JobOutcome::Failed`] fails both with the reason. `false` (nothing
+    /// written) when the claim is lost.
     async fn complete_job(
         &self,
         job: &JobRecord,
         outcome: JobOutcome<'_>,
         now: DateTime<Utc>,
     ) -> StoreResult<bool>;
-    /// Ends the job `id` as `status` (succeeded or failed, with `error`) while the claim
-    /// `attempt` still holds it, as [`JobQueue::job_progress`] fences; leaves its document
-    /// as it is. Answers whether it did; `false` (nothing written) when the claim is lost.
-    /// Proven by `conformance::a_lost_claim_can_neither_renew_nor_end_its_job`.
+    /// Ends the job as `status` while the claim `attempt` still holds it, leaving its
+    /// document as is; `false` (nothing written) when the claim is lost.
     async fn finish_job(
         &self,
         id: &JobId,
@@ -228,29 +194,17 @@ pub trait JobQueue: Send + Sync {
     ) -> StoreResult<bool>;
     /// A job of the user.
     async fn job(&self, user_id: &UserId, id: &JobId) -> StoreResult<Option<JobRecord>>;
-    /// How many jobs of each kind are `queued` (waiting for a worker), for the
-    /// `agentchat_knowledge_queue_depth` metric (README § Metrics); a kind without a
-    /// queued job is left out. One `COUNT` over the `jobs_pending (status, created_at)`
-    /// index, read when metrics are scraped. Proven by
-    /// `conformance::queued_jobs_are_counted_by_kind`.
+    /// How many jobs of each kind are queued, for the `agentchat_knowledge_queue_depth`
+    /// metric (README § Metrics); kinds with none are left out.
     async fn queued_jobs(&self) -> StoreResult<Vec<(JobKind, u64)>>;
 }
 
-/// Defines, in a private module `shared` of the backend file that invokes it, the
-/// [`JobQueue`] implementation of `$store` (database `$db`), whose `$writer` field runs
-/// writes and `$reader` field reads (the same pool on PostgreSQL), and `insert_job` for the
-/// backend's other parts. The statements are the same on both backends (SQLite reads `$n`
-/// placeholders as PostgreSQL does). What differs, the invoking file defines:
-///
-/// - `lock_document(tx, document_id) -> Result<bool, sqlx::Error>`: run first by
-///   [`JobQueue::complete_job`]; false when the document is gone;
-/// - `CLAIM_JOB`: the `UPDATE` of [`JobQueue::claim_job`] without its `RETURNING`, `$1`
-///   the running status, `$2` the lease's end, `$3` now, `$4` the queued status;
-/// - `own_enqueue_job`, a method of `$store` with the signature of
-///   [`JobQueue::enqueue_job`].
-///
-/// The backend's `rows` module supplies the row mappers, its `documents` module
-/// `mark_indexed`.
+/// Defines, in a private module `shared` of the invoking backend file, the [`JobQueue`]
+/// implementation of `$store` (`$writer` pool writes, `$reader` reads) and `insert_job`.
+/// The invoking file supplies `lock_document` (false when the document is gone),
+/// `CLAIM_JOB` (the claim's `UPDATE` without `RETURNING`: `$1` running, `$2` lease end,
+/// `$3` now, `$4` queued) and `own_enqueue_job`; its `rows` and `documents` modules give
+/// the row mappers and `mark_indexed`.
 macro_rules! job_store {
     ($store:ident, $db:ty, $writer:ident, $reader:ident) => {
         mod shared {

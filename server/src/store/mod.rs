@@ -1,23 +1,10 @@
 //! The persistence boundary, one trait per aggregate, each in its own module with its
-//! records: [`accounts`], [`sessions`], [`api_keys`], [`agents`], [`chat`], [`documents`],
-//! [`jobs`], [`identity`], [`integrations`], [`webhooks`] and [`tools`]. Services hold only the part
-//! they use; [`Store`] is all of them, for the composition root. Uploaded files are kept
-//! by an [`uploads::UploadStore`]: a folder beside the embedded database, or the server
-//! database's own table. Each database backend implements every part in its own module
-//! with its own migrations (`migrations/<backend>/`), and [`connect`] picks the backend
-//! from the URL scheme. A statement that is the same on both backends is written once,
-//! beside its trait, in that part's `*_store!` macro (SQLite reads `$n` placeholders as
-//! PostgreSQL does); each backend's file invokes it with its store type, its database and
-//! its writer and reader pools, and keeps only what differs there, each with its reason.
-//! The macros are written against a small seam of each store: `begin_write`,
-//! `begin_for_account` (how a per-account check-then-act begins) and `KEY_SHARE`. The
-//! store holds no HTTP types; its records and methods name rows by the typed ids of
-//! [`crate::ids`], stored as the same text (or number, for chunks) as before.
-//!
-//! Every rule a backend must keep (atomic limits, one claimer per job and per delivery,
-//! chunk generations and ids, the counters triggers keep on SQLite) is stated on the trait
-//! method concerned and proven by the conformance suite of the `test-support` crate, which `server/tests/store.rs` runs on
-//! every backend.
+//! records ([`accounts`], [`sessions`], [`api_keys`], [`agents`], [`chat`], [`documents`],
+//! [`jobs`], [`identity`], [`integrations`], [`webhooks`], [`tools`]); [`Store`] is all of
+//! them, uploads are an [`uploads::UploadStore`], and [`connect`] picks the backend from
+//! the URL scheme. Each rule a backend must keep is stated on its trait method and proven
+//! by the `test-support` conformance suite (`server/tests/store.rs`). How the backends
+//! share statements: docs/architecture.md § Store.
 
 pub mod accounts;
 pub mod agents;
@@ -59,15 +46,9 @@ pub use webhooks::WebhookStore;
 pub use crate::config::{Backend, TurnCommit};
 
 /// Everything the service persists: the supertrait of every part, so the composition root
-/// holds one `Arc<dyn Store>` and hands each service only the part it uses
-/// (`Arc<dyn Store>` coerces to `Arc<dyn AgentStore>` and the others). One implementation
-/// per database backend; every method is tenant-scoped where a user id is given (another
-/// user's row is "not found").
-///
-/// Every method may be dropped part-way (a client that hung up drops its request):
-/// whatever it had begun is then rolled back or finished, never left open, so the writes
-/// that follow are committed and wait on none of its locks
-/// (`conformance::writes_dropped_while_they_begin_leave_no_transaction_open`).
+/// holds one `Arc<dyn Store>` and hands each service only the part it uses. Tenant-scoped
+/// where a user id is given (another user's row is "not found"). Any method may be dropped
+/// part-way and leaves no transaction open.
 #[async_trait]
 pub trait Store:
     AccountStore
@@ -89,19 +70,15 @@ pub trait Store:
     async fn migrate(&self) -> StoreResult<()>;
     /// Whether the database answers.
     async fn ping(&self) -> StoreResult<()>;
-    /// The [`uploads::UploadStore`] kept in this database, for a backend that several
-    /// instances share (PostgreSQL: the table `document_uploads`); `None` for the embedded
-    /// backend, whose uploads are files beside it ([`uploads::UploadDir`]). Picked by
-    /// [`uploads::for_backend`].
+    /// The [`uploads::UploadStore`] kept in this database, for a shared backend
+    /// (PostgreSQL); `None` for the embedded one, whose uploads are files beside it.
     fn database_uploads(&self) -> Option<Arc<dyn uploads::UploadStore>> {
         None
     }
 }
 
-/// Opens the store named by `url`: `sqlite://path` (embedded; the file is created) or
-/// `postgres://...` (with a pool of [`postgres::DEFAULT_MAX_CONNECTIONS`]).
-///
-/// Errors: an unknown scheme or a connection failure.
+/// Opens the store named by `url`: `sqlite://path` (file created) or `postgres://...` (pool
+/// of [`postgres::DEFAULT_MAX_CONNECTIONS`]). Errors: an unknown scheme or a connection failure.
 pub async fn connect(url: &str) -> anyhow::Result<Arc<dyn Store>> {
     connect_with(
         url,
@@ -111,10 +88,8 @@ pub async fn connect(url: &str) -> anyhow::Result<Arc<dyn Store>> {
     .await
 }
 
-/// [`connect`] with at most `max_connections` to a PostgreSQL server
-/// (`DATABASE_MAX_CONNECTIONS`), whose chat turns commit as `turn_commit` says
-/// (`CHAT_SYNCHRONOUS_COMMIT`). SQLite ignores both: its connections are fixed, and every
-/// commit of its writer is the same (see [`sqlite::SqliteStore`]).
+/// [`connect`] with at most `max_connections` to PostgreSQL, whose chat turns commit as
+/// `turn_commit` says; SQLite ignores both.
 pub async fn connect_with(
     url: &str,
     max_connections: u32,
@@ -129,10 +104,7 @@ pub async fn connect_with(
     }
 }
 
-/// Opens the store `config` names: its `database_url`, with its `max_connections` and
-/// `turn_commit` for PostgreSQL.
-///
-/// Errors: an unknown scheme or a connection failure.
+/// Opens the store `config` names. Errors: an unknown scheme or a connection failure.
 pub async fn open(config: &crate::config::StorageConfig) -> anyhow::Result<Arc<dyn Store>> {
     connect_with(
         &config.database_url,

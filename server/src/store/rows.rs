@@ -1,8 +1,4 @@
-//! Row mappers shared by the database backends: each record's column list, in the order
-//! its mapper and its INSERTs use, and [`row_mappers!`], which defines the functions that
-//! read records from one backend's row type (`SqliteRow`, `PgRow`: both decode the same
-//! Rust types from their columns). Times are stored as epoch milliseconds
-//! ([`crate::store::to_millis`]).
+//! Row mappers shared by the backends: column lists and [`row_mappers!`]; times in epoch ms.
 
 pub(crate) const USER_COLUMNS: &str =
     "id, email, name, password_hash, company, country, phone, plan, \
@@ -40,11 +36,8 @@ pub(crate) const DELIVERY_COLUMNS: &str =
     "id, webhook_id, user_id, event, payload, status, attempts, \
      response_status, last_error, created_at, next_attempt_at, retry_from";
 
-/// Defines, in the module it is called in (a backend's `rows`), the functions that read each
-/// record from a `$row` (the backend's row type): `user`, `session`, `api_key`, `agent`,
-/// `thread`, `message`, `document`, `job`, `hit`, `identity`, `integration`, `webhook`,
-/// `delivery`, and the time helpers `ms`, `time`, `opt_time` and `plan`; the column lists
-/// are re-exported beside them.
+/// Defines, in a backend's `rows` module, the functions that read each record from a `$row`
+/// (`user`, `session`, … `delivery`, and the time helpers), and re-exports the column lists.
 macro_rules! row_mappers {
     ($row:ty) => {
         use chrono::{DateTime, Utc};
@@ -305,10 +298,8 @@ macro_rules! row_mappers {
 }
 pub(crate) use row_mappers;
 
-/// Defines, in the chat module it is called in, the functions that bind a turn's values to
-/// a `$query` (the backend's `sqlx::query::Query` type, with its lifetime `'q`), in the
-/// order of [`THREAD_COLUMNS`] and [`MESSAGE_COLUMNS`]: `bind_message` and `turn_query`.
-/// Each backend keeps its own SQL text (`turn_sql`); the parameters are the same on both.
+/// Defines, in a backend's chat module, `bind_message` and `turn_query`, which bind a
+/// turn's values to a `$query` in the order of [`THREAD_COLUMNS`] and [`MESSAGE_COLUMNS`].
 macro_rules! turn_binders {
     ($query:ident) => {
         /// Binds the next [`MESSAGE_PARAMS`] parameters of `query` to `m`'s [`MESSAGE_COLUMNS`], in

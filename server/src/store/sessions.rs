@@ -1,6 +1,4 @@
-//! The session part of the persistence boundary: dashboard sign-in sessions and their
-//! refresh-token rotation. Every backend implements [`SessionStore`] (SQLite:
-//! `sqlite/sessions.rs`); [`super::Store`] requires it.
+//! Dashboard sign-in sessions and their refresh-token rotation ([`SessionStore`]).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -32,17 +30,10 @@ pub struct SessionAuth {
 /// Persistence of sign-in sessions. Methods taking a user id are tenant-scoped.
 #[async_trait]
 pub trait SessionStore: Send + Sync {
-    /// Creates a session, then ends the oldest live ones beyond `max_live` (a session is
-    /// live when not revoked and seen at or after `idle_cutoff`; oldest by `created_at`,
-    /// then id). Returns the ids ended (revoked at the new session's `created_at`, reason
-    /// `evicted`).
-    ///
-    /// The insert and the eviction are one atomic step: however many sessions of one user
-    /// are created at once (parallel sign-ins), once they are all created the user has at
-    /// most `max_live` live sessions, the newest. SQLite: one write transaction; a server
-    /// backend locks the owner's `users` row first. Proven by
-    /// `conformance::ten_parallel_sign_ins_leave_at_most_five_live_sessions` and
-    /// `conformance::the_oldest_sessions_beyond_the_cap_are_ended`.
+    /// Creates a session, then ends (revokes, reason `evicted`) the oldest live ones beyond
+    /// `max_live` and returns their ids; live means not revoked and seen at or after
+    /// `idle_cutoff`. Insert and eviction are one atomic step, so parallel sign-ins leave at
+    /// most `max_live` live sessions, the newest.
     async fn create_session(
         &self,
         session: SessionRecord,
@@ -50,12 +41,9 @@ pub trait SessionStore: Send + Sync {
         idle_cutoff: DateTime<Utc>,
     ) -> StoreResult<Vec<SessionId>>;
     async fn session_auth(&self, session_id: &SessionId) -> StoreResult<Option<SessionAuth>>;
-    /// Replaces the refresh jti if it still is `old_jti` and the session is not revoked;
-    /// false when it was not (a replay or a race lost).
-    ///
-    /// A compare-and-set: of any number of rotations from one `old_jti`, running at once
-    /// or not, exactly one answers true (one conditional `UPDATE`). Proven by
-    /// `conformance::refresh_rotation_is_compare_and_set`.
+    /// Compare-and-set of the refresh jti: replaces it if it still is `old_jti` and the
+    /// session is not revoked; of any number of rotations from one `old_jti`, exactly one
+    /// answers true.
     async fn rotate_refresh(
         &self,
         session_id: &SessionId,
@@ -88,16 +76,10 @@ pub trait SessionStore: Send + Sync {
     ) -> StoreResult<Vec<SessionRecord>>;
 }
 
-/// Defines, in a private module `shared` of the backend file that invokes it, the
-/// [`SessionStore`] implementation of `$store` (database `$db`), whose `$writer` field runs
-/// writes and `$reader` field reads (the same pool on PostgreSQL). The statements are the
-/// same on both backends (SQLite reads `$n` placeholders as PostgreSQL does); a creation begins
-/// as `$store`'s per-account check-then-act (`begin_for_account`). What differs, the
-/// invoking file defines: `end_sessions_over_cap(tx, user_id, idle_cutoff, max_live, now)`,
-/// which ends the account's live sessions beyond the newest `max_live` and answers their
-/// ids, and `TOUCH_SESSION`, which moves session `$2`'s `last_seen_at` up to `$1`, never
-/// back.
-/// The backend's `rows` module supplies the row mappers.
+/// Defines, in a private module `shared` of the invoking backend file, the
+/// [`SessionStore`] implementation of `$store` (`$writer` pool writes, `$reader` reads); a
+/// creation begins with `begin_for_account`. The invoking file supplies
+/// `end_sessions_over_cap` and `TOUCH_SESSION` (moves `last_seen_at` up, never back).
 macro_rules! session_store {
     ($store:ident, $db:ty, $writer:ident, $reader:ident) => {
         mod shared {

@@ -1,8 +1,6 @@
-//! How an error of sqlx, the driver every backend is built on, becomes a [`StoreError`]:
-//! failures to reach the database or to get an answer in time are
-//! [`StoreError::Unavailable`], the rest [`StoreError::Other`]. Uniqueness violations a
-//! caller must tell apart are turned into [`StoreError::Conflict`] by the backend at the
-//! statement concerned, before this conversion.
+//! How a sqlx error becomes a [`StoreError`]: unreachable or timed out is
+//! [`StoreError::Unavailable`], the rest [`StoreError::Other`]. Backends map the uniqueness
+//! violations callers need to [`StoreError::Conflict`] before this.
 
 use super::StoreError;
 
@@ -16,10 +14,8 @@ impl From<sqlx::Error> for StoreError {
     }
 }
 
-/// Whether `err` says the database could not be reached or did not answer in time: the
-/// pool timed out or was closed, the connection failed (I/O, TLS, its worker thread), or
-/// SQLite gave up waiting for a lock (`SQLITE_BUSY`, `SQLITE_LOCKED` and their extended
-/// codes, whose low byte is 5 or 6: <https://www.sqlite.org/rescode.html>).
+/// Whether `err` means the database could not be reached or answer in time: pool timeout or
+/// closed, connection failure, or SQLite busy/locked (<https://www.sqlite.org/rescode.html>).
 fn is_unavailable(err: &sqlx::Error) -> bool {
     match err {
         sqlx::Error::PoolTimedOut

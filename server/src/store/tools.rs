@@ -1,7 +1,6 @@
 //! The agent tools part of the persistence boundary (`agent_tools`, docs/api.md § Tools).
-//! Secret headers arrive sealed ([`crate::crypto::SecretBox`]); the store never sees them
-//! in clear. The statements are the same on both backends (SQLite reads `$n` placeholders
-//! as PostgreSQL does), so they are written once here.
+//! Secret headers arrive sealed ([`crate::crypto::SecretBox`]); the statements are the
+//! same on both backends, so they are written once here.
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -81,9 +80,8 @@ pub(crate) const UPDATE_TOOL: &str = "UPDATE agent_tools SET name = $1, descript
 /// Persistence of agent tools; every method is scoped to the owner and agent.
 #[async_trait]
 pub trait ToolStore: Send + Sync {
-    /// Stores a new tool unless its agent has `limit` tools already (false, nothing
-    /// written; also false when the agent is not the owner's). The count and the insert
-    /// are one atomic step per agent, as for [`crate::store::AgentStore::create_agent`].
+    /// Stores a new tool unless its agent has `limit` tools already or is not the owner's
+    /// (false, nothing written); count and insert are one atomic step per agent.
     ///
     /// Errors: [`crate::store::Conflict::ToolName`] when the agent has a tool of that name.
     async fn create_tool(&self, record: &ToolRecord, limit: u32) -> StoreResult<bool>;
@@ -121,10 +119,9 @@ pub trait ToolStore: Send + Sync {
         thread_id: &ThreadId,
         tool_call_id: &ToolCallId,
     ) -> StoreResult<Option<ApprovalRecord>>;
-    /// Decides a pending, unexpired approval of the owner's agent and thread: `approved`
-    /// or `denied` at `now`. Of any number of decisions of one call, at once or not,
-    /// exactly one answers true (proven on both backends by
-    /// `conformance::one_decision_of_an_approval_wins`).
+    /// Decides a pending, unexpired approval of the owner's agent and thread as `approved`
+    /// or `denied` at `now`; of any number of decisions of one approval, exactly one
+    /// answers true.
     async fn decide_approval(
         &self,
         record: &ApprovalRecord,
@@ -140,10 +137,10 @@ pub trait ToolStore: Send + Sync {
     ) -> StoreResult<()>;
     /// The approvals of reply `message_id` that are still pending.
     async fn pending_approvals(&self, message_id: &MessageId) -> StoreResult<Vec<ApprovalRecord>>;
-    /// Claims the continuation of reply `message_id`'s turn: when every approval of the
-    /// reply is decided and has its result, and none was claimed, marks them claimed and
-    /// answers them (oldest first); otherwise an empty list. Of claims at once, at most one
-    /// gets the approvals, and once every result is recorded the last claim made gets them.
+    /// Claims the continuation of reply `message_id`'s turn: once every approval of the
+    /// reply is decided with its result and none was claimed, marks them claimed and
+    /// answers them oldest first; otherwise an empty list. At most one concurrent claim
+    /// gets them, and the last claim after every result is recorded does.
     async fn claim_continuation(&self, message_id: &MessageId) -> StoreResult<Vec<ApprovalRecord>>;
 }
 
@@ -199,13 +196,10 @@ macro_rules! approval_mapper {
 }
 pub(crate) use approval_mapper;
 
-/// Defines, in a private module `shared` of the backend file that invokes it, the
-/// [`ToolStore`] implementation of `$store` (database `$db`), whose `$writer` field runs
-/// writes and `$reader` field reads (the same pool on PostgreSQL). Both backends run the
-/// same statements; a unique violation is the tool name's conflict. Only the creation
-/// differs (how the count and the insert are made one step): the invoking file defines
-/// `own_create_tool`, a method of `$store` with the signature of
-/// [`ToolStore::create_tool`], with `insert_tool_query!`.
+/// Defines, in a private module `shared` of the invoking backend file, the [`ToolStore`]
+/// implementation of `$store` (`$writer` pool writes, `$reader` reads); a unique violation
+/// is the tool name's conflict. The invoking file supplies `own_create_tool` (with
+/// [`ToolStore::create_tool`]'s signature, built on `insert_tool_query!`).
 macro_rules! tool_store {
     ($store:ident, $db:ty, $writer:ident, $reader:ident) => {
         mod shared {

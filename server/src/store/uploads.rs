@@ -1,15 +1,7 @@
-//! Where uploaded files are kept from their upload until their document is deleted: the
-//! ingestion job reads them (on whichever instance claims it), and a refresh reads them
-//! again (docs/api.md § Documents and jobs: deleting a document removes its stored upload).
-//!
-//! Two implementations, picked by the store's backend ([`for_backend`]):
-//!
-//! - [`UploadDir`], the embedded (SQLite) installation: one file per document,
-//!   `DATA_DIR/uploads/{documentId}`, on the one machine that runs the service;
-//! - the table `document_uploads` of the PostgreSQL store
-//!   (`migrations/postgres/0001_baseline.sql`), written in the transaction that creates the
-//!   document and its job and deleted with the document (`ON DELETE CASCADE`), so that the
-//!   worker of every instance reads what any instance received.
+//! Where uploaded files are kept until their document is deleted, for the ingestion job
+//! and refreshes on any instance (docs/api.md § Documents and jobs). [`for_backend`] picks
+//! [`UploadDir`] (SQLite: `DATA_DIR/uploads/{documentId}`) or the PostgreSQL store's
+//! `document_uploads` table, written with the document and deleted with it.
 
 use std::{
     io::ErrorKind,
@@ -28,9 +20,8 @@ use crate::ids::DocumentId;
 /// The uploaded files of file documents (docs/api.md § Upload document), by document id.
 #[async_trait]
 pub trait UploadStore: Send + Sync {
-    /// Stores the new file document `doc` with its first job `job` and the file's `bytes`,
-    /// so that the job's worker finds the bytes once it can see the job: all three or
-    /// none ([`DocumentStore::create_document`] for the document and the job).
+    /// Stores the file document `doc`, its first job `job` and the file's `bytes`, all or
+    /// none, so the job's worker finds the bytes once it sees the job.
     ///
     /// Errors: the store's; [`StoreError::Other`] when a file cannot be written.
     async fn create_file_document(
@@ -40,22 +31,19 @@ pub trait UploadStore: Send + Sync {
         bytes: &[u8],
     ) -> StoreResult<()>;
 
-    /// The stored upload of `document_id`; `None` when there is none (the document was
-    /// deleted, or the file lost).
+    /// The stored upload of `document_id`; `None` when there is none.
     ///
     /// Errors: the store's; [`StoreError::Other`] when a file exists but cannot be read.
     async fn upload(&self, document_id: &DocumentId) -> StoreResult<Option<Vec<u8>>>;
 
-    /// Removes the uploads of `documents` (deleted documents; ids without an upload are
-    /// skipped).
+    /// Removes the uploads of deleted `documents` (ids without one are skipped).
     ///
-    /// Errors: the store's; a file that cannot be removed is left (and logged).
+    /// Errors: the store's; a file that cannot be removed is logged and left.
     async fn remove_uploads(&self, documents: &[DocumentId]) -> StoreResult<()>;
 }
 
-/// The upload store of the backend that `database_url` names, over `store` (opened from
-/// that URL): the store's own table for PostgreSQL ([`Store::database_uploads`]), the
-/// folder `dir` (created when missing) otherwise.
+/// The upload store for `database_url`'s backend: PostgreSQL's own table
+/// ([`Store::database_uploads`]), otherwise the folder `dir` (created when missing).
 ///
 /// Errors: `dir` cannot be created; a PostgreSQL store without an upload table.
 pub fn for_backend(
@@ -71,17 +59,14 @@ pub fn for_backend(
     }
 }
 
-/// Uploads as files in one folder (`DATA_DIR/uploads`), one per document named by its id;
-/// the documents and jobs in `documents`.
+/// Uploads as files in `DATA_DIR/uploads`, one per document, named by its id.
 pub struct UploadDir {
     dir: PathBuf,
     documents: Arc<dyn DocumentStore>,
 }
 
 impl UploadDir {
-    /// The folder `dir` (created with its parents when missing) over `documents`.
-    ///
-    /// Errors: the folder cannot be created.
+    /// The folder `dir` (created when missing) over `documents`. Errors: it cannot be created.
     pub fn new(dir: PathBuf, documents: Arc<dyn DocumentStore>) -> std::io::Result<Self> {
         std::fs::create_dir_all(&dir)?;
         Ok(Self { dir, documents })

@@ -1,7 +1,4 @@
-//! The webhook part of the persistence boundary: subscriptions, the durable delivery queue
-//! and the record of every attempt. Every backend implements [`WebhookStore`] (the SQLite
-//! backend in `sqlite/webhooks.rs`, `migrations/sqlite/0007_webhooks.sql`); [`super::Store`]
-//! requires it.
+//! Webhooks, the durable delivery queue and every attempt's record ([`WebhookStore`]).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -14,18 +11,14 @@ use crate::{
 
 /// A webhook delivery's state (docs/api.md § States and transitions): `pending` →
 /// `sending` → `succeeded`, back to `pending` for a retry, or `failed`; a redelivery puts
-/// it back to `pending`. Stored as its text ([`DeliveryStatus::as_str`]) in
-/// `webhook_deliveries.status` (`migrations/sqlite/0007_webhooks.sql`), and answered as
-/// that text (docs/api.md § Webhooks).
+/// it back to `pending`. Stored and answered as its text ([`DeliveryStatus::as_str`]).
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
 )]
 #[serde(rename_all = "lowercase")]
 #[sqlx(type_name = "TEXT", rename_all = "lowercase")]
 pub enum DeliveryStatus {
-    /// Waiting for `next_attempt_at`: set when the event is queued
-    /// ([`WebhookStore::enqueue_event`]), after an attempt to retry
-    /// ([`WebhookStore::record_attempt`]) and by [`WebhookStore::redeliver`].
+    /// Waiting for `next_attempt_at`: when queued, after a retryable attempt, or redelivered.
     Pending,
     /// Claimed by a worker under a lease ([`WebhookStore::claim_deliveries`]); an expired
     /// lease makes it claimable again.
@@ -147,18 +140,12 @@ pub enum AfterAttempt {
     DisableWebhook,
 }
 
-/// Webhooks and their delivery queue. Methods taking a user id are tenant-scoped: another
-/// user's row is "not found".
+/// Webhooks and their delivery queue; another user's row is "not found".
 #[async_trait]
 pub trait WebhookStore: Send + Sync {
-    /// Creates a webhook unless its owner already has `limit`; false at the limit, and
-    /// nothing is written.
-    ///
-    /// The count and the insert are one atomic step: however many creations run at once,
-    /// the owner never has more than `limit` webhooks (SQLite: one conditional
-    /// `INSERT … SELECT … WHERE (SELECT count(*) …) < limit`; a server backend locks the
-    /// owner's `users` row first). Proven by
-    /// `conformance::parallel_webhook_and_integration_creates_stop_at_the_limit`.
+    /// Creates a webhook unless its owner already has `limit`; false (nothing written) at
+    /// the limit. Count and insert are one atomic step, so concurrent creations never pass
+    /// the limit.
     async fn create_webhook(&self, webhook: &WebhookRecord, limit: u32) -> StoreResult<bool>;
     /// The user's webhooks, oldest first.
     async fn list_webhooks(&self, user_id: &UserId) -> StoreResult<Vec<WebhookRecord>>;
@@ -176,37 +163,21 @@ pub trait WebhookStore: Send + Sync {
         payload: &str,
         now: DateTime<Utc>,
     ) -> StoreResult<usize>;
-    /// Takes up to `limit` deliveries of active webhooks that are due (pending and
-    /// `next_attempt_at <= now`, or sending with a lease that ended before `now`), marks
-    /// them sending until `lease_until` and counts the attempt (the delivery's `attempts`
-    /// after the claim numbers the attempt).
-    ///
-    /// One claimer per delivery: of any number of claims running at once, each delivery is
-    /// returned to at most one, and a sending delivery is returned again only after its
-    /// lease ended; one claim returns at most `limit`, the earliest due first. SQLite: one
-    /// `UPDATE … WHERE id IN (SELECT …) RETURNING`; a server backend picks the rows with
-    /// `FOR UPDATE SKIP LOCKED` in a subquery run once (a materialised CTE) and repeats
-    /// the predicate in the `UPDATE`'s `WHERE`. Proven by
-    /// `conformance::parallel_delivery_claims_are_distinct` and
-    /// `conformance::a_delivery_claim_takes_at_most_its_limit`.
+    /// Takes up to `limit` due deliveries of active webhooks, earliest first (pending and
+    /// due by `now`, or sending with a lease ended before `now`), marks them sending until
+    /// `lease_until` and counts the attempt, which numbers it. One claimer per delivery
+    /// under any concurrency (docs/architecture.md § Store).
     async fn claim_deliveries(
         &self,
         now: DateTime<Utc>,
         lease_until: DateTime<Utc>,
         limit: u32,
     ) -> StoreResult<Vec<ClaimedDelivery>>;
-    /// Stores the attempt and moves its delivery on as `after` says, in one transaction;
-    /// true when the delivery moved on.
-    ///
-    /// Fenced by the claim: `attempt.attempt` is the claim's attempt number (the
-    /// delivery's `attempts` as [`WebhookStore::claim_deliveries`] returned it), and the
-    /// delivery moves on only while it is still sending under that claim (`status =
-    /// 'sending' AND attempts = attempt.attempt`). Otherwise only the attempt is stored
-    /// (it was made) and the answer is false: a worker whose lease ran out, and whose
-    /// delivery another worker claimed again, does not overwrite the other's result, nor
-    /// a redelivery requested meanwhile ([`WebhookStore::redeliver`]); and with
-    /// [`AfterAttempt::DisableWebhook`] the webhook is then left as it is. Proven by
-    /// `conformance::a_delivery_is_moved_on_only_under_its_claim`.
+    /// Stores the attempt and, in the same transaction, moves its delivery on as `after`
+    /// says, but only while the delivery is still sending under this claim
+    /// (`attempts = attempt.attempt`); otherwise only the attempt is stored, the webhook is
+    /// left as is, and the answer is false, so a later claim or redelivery is never
+    /// overwritten.
     async fn record_attempt(
         &self,
         attempt: &AttemptRecord,
@@ -225,8 +196,7 @@ pub trait WebhookStore: Send + Sync {
     /// The attempts of a delivery, oldest first.
     async fn delivery_attempts(&self, delivery_id: &DeliveryId) -> StoreResult<Vec<AttemptRecord>>;
     /// Makes a delivery of the user's webhook pending and due at `now` with a fresh retry
-    /// window. `Ok(None)` when there is no such delivery; `Ok(Some(false))` when it is
-    /// being sent right now (left alone).
+    /// window. `Ok(None)`: no such delivery; `Ok(Some(false))`: being sent now, left alone.
     async fn redeliver(
         &self,
         user_id: &UserId,
@@ -236,19 +206,12 @@ pub trait WebhookStore: Send + Sync {
     ) -> StoreResult<Option<bool>>;
 }
 
-/// Defines, in a private module `shared` of the backend file that invokes it, the
-/// [`WebhookStore`] implementation of `$store` (database `$db`), whose `$writer` field runs
-/// writes and `$reader` field reads (the same pool on PostgreSQL). The statements are the
-/// same on both backends (SQLite reads `$n` placeholders, `TRUE`/`FALSE` and a bare
-/// boolean column as PostgreSQL does) but two, which the invoking file defines:
-///
-/// - `SUBSCRIBED_WEBHOOKS`: the ids of the owner `$1`'s active webhooks whose `events` (a
-///   JSON array as text) holds the event `$2`;
-/// - `CLAIM_DUE_DELIVERIES`: the `UPDATE` of [`WebhookStore::claim_deliveries`] without its
-///   `RETURNING`: `$1` the sending status, `$2` the lease's end, `$3` the pending status,
-///   `$4` now, `$5` the limit.
-///
-/// The backend's `rows` module supplies the row mappers.
+/// Defines, in a private module `shared` of the invoking backend file, the
+/// [`WebhookStore`] implementation of `$store` (`$writer` pool writes, `$reader` reads).
+/// The invoking file supplies `SUBSCRIBED_WEBHOOKS` (active webhooks of owner `$1`
+/// subscribed to event `$2`) and `CLAIM_DUE_DELIVERIES` (the claim's `UPDATE` without
+/// `RETURNING`: `$1` sending, `$2` lease end, `$3` pending, `$4` now, `$5` limit); its
+/// `rows` module gives the row mappers.
 macro_rules! webhook_store {
     ($store:ident, $db:ty, $writer:ident, $reader:ident) => {
         mod shared {

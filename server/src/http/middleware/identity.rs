@@ -1,6 +1,6 @@
-//! Who the caller of an `/api` request is: the `Authorization: Bearer` value (an access
-//! token or an API key), else the dashboard's access-token cookie, which on unsafe methods
-//! counts only with its session's CSRF token (docs/api.md § Authentication and scopes).
+//! Who the caller of an `/api` request is: the bearer value (access token or API key), else
+//! the access-token cookie, which on unsafe methods needs its session's CSRF token
+//! (docs/api.md § Authentication and scopes).
 
 use std::sync::Arc;
 
@@ -12,9 +12,8 @@ use crate::{
     services::AppState,
 };
 
-/// The bearer value of the `Authorization` header: `None` without the header,
-/// `Some(Err(()))` when it is not `Bearer <token>` (scheme case-insensitive, RFC 9110
-/// § 11.1) with a non-empty ASCII token.
+/// The `Authorization` bearer value: `None` without the header, `Some(Err(()))` when it is
+/// not `Bearer <token>` (scheme in any case, RFC 9110 § 11.1) with a non-empty ASCII token.
 pub(super) fn bearer(headers: &HeaderMap) -> Option<Result<&str, ()>> {
     let value = headers.get(header::AUTHORIZATION)?.as_bytes();
     let parsed = value
@@ -32,9 +31,8 @@ fn is_unsafe(method: &Method) -> bool {
 
 /// What a request presents: a credential to check, or an identity known without one.
 enum Presented<'a> {
-    /// A bearer value (borrowed from the header) or the access-token cookie's value; with
-    /// the CSRF token that an unsafe request by cookie sent, which must be the token of the
-    /// credential's session.
+    /// A bearer value or the access-token cookie, with the CSRF token an unsafe cookie
+    /// request sent.
     Credential {
         token: std::borrow::Cow<'a, str>,
         csrf: Option<&'a str>,
@@ -70,9 +68,8 @@ fn presented<'a>(headers: &'a HeaderMap, method: &Method) -> Presented<'a> {
     }
 }
 
-/// The identity of an authenticated caller whose request sent `csrf` (see
-/// [`Presented::Credential`]): refused unless it is the token of the caller's session.
-/// Checked on every request, the cached ones too: caches hold credentials, not requests.
+/// The caller's identity, refused unless `csrf` is its session's token; checked on every
+/// request, cached credentials too.
 fn admitted(state: &AppState, principal: Arc<Principal>, csrf: Option<&str>) -> Identity {
     match csrf {
         Some(csrf) if !state.auth.csrf_matches(&principal, csrf) => Identity::CsrfRejected,

@@ -31,10 +31,8 @@ use crate::{
     services::AppState,
 };
 
-/// The `/api` middleware as a tower layer: see [`ApiService`]. Apply it around the whole
-/// router (`ApiLayer::new(state).layer(router)`, as [`crate::startup::service`] does), not
-/// with `Router::layer`: that wraps every route on its own, and each request then clones
-/// the boxed route twice more and the state once.
+/// The `/api` middleware as a tower layer ([`ApiService`]). Wrap the whole router with it
+/// (`ApiLayer::new(state).layer(router)`), not `Router::layer`, which wraps each route.
 #[derive(Clone)]
 pub struct ApiLayer {
     state: AppState,
@@ -58,18 +56,12 @@ impl<S> Layer<S> for ApiLayer {
     }
 }
 
-/// The `/api` middleware around `S`: for requests under `/api`, identity, rate limit (per
-/// account, or per client IP when unauthenticated, or per integration and client IP on the
-/// inbound channel endpoints; none on `/api/health`), the `X-RateLimit-*` headers on every
-/// answer, and JSON bodies for errors that the framework produced without one (404, 405,
-/// 413, ...), in OpenAI's shape under `/api/openai/v1` ([`crate::http::openai::rewrite`]). The client IP is the TCP peer's, or behind trusted proxies (`TRUSTED_PROXIES`)
-/// the one they report, recorded for the handlers by [`ClientIp::resolve`] before anything
-/// else reads it. The caller's [`Identity`] is put in the request's extensions for the
-/// [`crate::http::extract::Auth`] extractor. Other paths (the dashboard, its files) go to `S` untouched.
-///
-/// Written as a tower service rather than with `axum::middleware::from_fn_with_state`: that
-/// boxes the inner service and runs extractors on every request, which cost about as much
-/// as the authentication itself (bench/HISTORY.md § Authentication and rate limiting overhead).
+/// The `/api` middleware around `S`: for `/api` requests, the client IP
+/// ([`ClientIp::resolve`]), identity (put in the extensions for
+/// [`crate::http::extract::Auth`]), the rate limit and its `X-RateLimit-*` headers (none on
+/// `/api/health`), and JSON bodies for the framework's own errors (OpenAI's shape under
+/// `/api/openai/v1`). Other paths go to `S` untouched. A tower service rather than
+/// `from_fn_with_state`, whose boxing and extractors cost as much as authentication.
 #[derive(Clone)]
 pub struct ApiService<S> {
     inner: S,
@@ -89,9 +81,8 @@ where
         self.inner.poll_ready(cx)
     }
 
-    /// Decides at once when it can (no credential to look up, a rate limiter that answers
-    /// without waiting): then the request costs no allocation and no shared reference count
-    /// here. Otherwise the whole check runs in a boxed future.
+    /// Decides at once when no lookup or wait is needed, without allocating; otherwise
+    /// runs the whole check in a boxed future.
     fn call(&mut self, mut request: Request) -> Self::Future {
         if !is_api(request.uri().path()) {
             return ApiFuture::Other {

@@ -1,7 +1,5 @@
-//! Request budgets of `/api` (README § Limits): whose budget a request counts against (the
-//! account's plan, the client IP when unauthenticated, or the integration and client IP on
-//! the inbound channel endpoints), the 429 over it, and the `X-RateLimit-*` headers of every
-//! answer.
+//! Request budgets of `/api` (README § Limits): whose budget a request counts against, the
+//! 429 over it, and the `X-RateLimit-*` headers of every answer.
 
 use axum::{
     extract::Request,
@@ -35,12 +33,9 @@ pub(super) fn is_unmetered(path: &str) -> bool {
     matches!(path, "/api/health" | "/api/health/ready")
 }
 
-/// The integration id of a providers' inbound channel request
-/// (`/api/channels/{provider}/{id}`; for another path under `/api/channels/`, which is 404,
-/// what follows that prefix). Such requests carry the integration's own secrets rather than
-/// a caller's credential, and come from a few provider addresses that the anonymous per-IP
-/// budget would throttle: they are not identified, and count against their own budget per
-/// integration and client IP (`CHANNEL_REQUESTS_PER_MINUTE`), before any secret is checked.
+/// The integration id of an inbound channel request (`/api/channels/{provider}/{id}`).
+/// Such requests are not identified and count against their own budget per integration
+/// and client IP (`CHANNEL_REQUESTS_PER_MINUTE`), before any secret is checked.
 pub(super) fn channel_integration(path: &str) -> Option<&str> {
     let rest = path.strip_prefix("/api/channels/")?;
     Some(rest.split_once('/').map_or(rest, |(_, id)| id))
@@ -85,9 +80,7 @@ pub(super) fn refused(decision: RateDecision, kind: crate::metrics::Refusal) -> 
     response
 }
 
-/// A header value made from a number, remembered by the thread that made it: most answers
-/// repeat the previous one's `X-RateLimit-Limit` (the plan's budget) and
-/// `X-RateLimit-Reset` (a time in seconds), and a clone costs less than a new value.
+/// A header value made from a number, reused while the number repeats (a clone is cheaper).
 #[derive(Default)]
 struct LastValue(Option<(i64, HeaderValue)>);
 

@@ -1,12 +1,7 @@
-//! Errors of the OpenAI-compatible API in OpenAI's shape,
+//! Errors of the OpenAI-compatible API in OpenAI's shape
 //! `{"error": {"message", "type", "param", "code"}}`, with the statuses OpenAI's SDKs map to
-//! their exceptions (400 `BadRequestError`, 401 `AuthenticationError`, 403
-//! `PermissionDeniedError`, 404 `NotFoundError`, 429 `RateLimitError`, 5xx
-//! `InternalServerError`). Handlers answer [`OpenAiError`]s; errors made before a handler
-//! runs or outside it (the rate limit, an unknown path, a wrong method, the framework's
-//! refusals) are answered with the contract's `{error, message}` body and rewritten by
-//! [`rewrite`], which the `/api` middleware applies to every answer under
-//! [`PREFIX`].
+//! their exceptions. Errors made outside a handler come in the contract's shape and are
+//! rewritten by [`rewrite`], applied to every answer under [`PREFIX`].
 
 use axum::{
     body::Body,
@@ -211,9 +206,8 @@ impl From<ApiError> for OpenAiError {
 }
 
 impl From<ChatError> for OpenAiError {
-    /// As the native chat answers it ([`ApiError`]'s `From<ChatError>`): 502 for a provider
-    /// failure or a model no provider offers, 504 for a provider timeout, 400 for a message
-    /// that is too long.
+    /// As the native chat answers it: 502 provider failure or unknown model, 504 timeout,
+    /// 400 too long.
     fn from(err: ChatError) -> Self {
         let param = matches!(err, ChatError::TooLong { .. }).then(|| "messages".to_string());
         Self {
@@ -223,10 +217,8 @@ impl From<ChatError> for OpenAiError {
     }
 }
 
-/// Rewrites an error answer of the contract's shape (`{"error": string, "message": string}`,
-/// or no JSON body at all) into OpenAI's; answers below 400, and error answers already in
-/// OpenAI's shape, pass unchanged. The headers stay (`Retry-After`, `X-RateLimit-*`,
-/// `X-Request-Id`); a 429 says the budget it ran out of.
+/// Rewrites an error answer of the contract's shape (or without JSON body) into OpenAI's;
+/// others pass unchanged. Headers stay; a 429 says which budget ran out.
 pub async fn rewrite(response: Response) -> Response {
     let status = response.status();
     if status.as_u16() < 400 {

@@ -1,22 +1,8 @@
-//! The OpenAI-compatible API (docs/api.md § OpenAI-compatible API): programs that speak
-//! OpenAI's Chat Completions API reach an agent by setting the base URL to
-//! `{PUBLIC_URL}/api/openai/v1` and the key to an AgentChat API key or access token.
-//!
-//! - `GET /models`, `GET /models/{id}`: the caller's agents as models (`agents:read`).
-//! - `POST /chat/completions` (`chat:write`): `model` is an agent id; the request's
-//!   `messages` are the conversation, stateless as OpenAI's own API. With `tools`, the
-//!   caller runs the tools: the agent's own are not offered, the model's calls are answered
-//!   with `finish_reason: "tool_calls"`, and their results come back as `tool` messages
-//!   (OpenAI's "Function calling" guide:
-//!   <https://platform.openai.com/docs/guides/function-calling>). The turn runs through
-//!   the native chat ([`crate::chat::ChatService`]): the agent's system prompt (the caller's
-//!   system messages after it), retrieval over the last user turn, the agent's model, the
-//!   sampling parameters, persistence as a new conversation of the agent with its usage,
-//!   the retries before the first token, the stream's heartbeats and the cancellation of a
-//!   stream whose client left.
-//!
-//! Wire types are in [`wire`], errors in OpenAI's shape in [`error`], streaming in
-//! [`stream`].
+//! The OpenAI-compatible API (docs/api.md § OpenAI-compatible API) at
+//! `{PUBLIC_URL}/api/openai/v1`: agents as models, and chat completions run through
+//! [`crate::chat::ChatService`] as stateless new conversations, with caller-run `tools`
+//! (<https://platform.openai.com/docs/guides/function-calling>). Wire types in [`wire`],
+//! errors in [`error`], streaming in [`stream`].
 
 pub mod error;
 pub mod stream;

@@ -1,17 +1,8 @@
-//! Streamed chat completions: the frames of a reply ([`Relay`], shared with the native
-//! chat stream) as OpenAI's `chat.completion.chunk` server-sent events.
-//!
-//! The order is OpenAI's: a first chunk whose delta is `{"role": "assistant", "content":
-//! ""}`, one chunk per piece of text, when the model called the request's tools two chunks
-//! per call (`delta.tool_calls` with the call's `index`, `id`, `type` and name, then its
-//! arguments), a chunk with an empty delta and `finish_reason` (it
-//! also carries the `agentchat` extension), with `stream_options.include_usage` a chunk with
-//! `choices: []` and the usage (every other chunk then has `"usage": null`), then
-//! `data: [DONE]`. The first frame is awaited before the answer starts, so that a provider
-//! that fails before its first token is answered with an HTTP error (502, 504) as OpenAI's
-//! SDKs expect; a failure after it is an `data: {"error": {...}}` event before
-//! `data: [DONE]`. Heartbeats (`: ping`) and cancellation when the client leaves are the
-//! native stream's.
+//! Streamed chat completions: a reply's frames ([`Relay`]) as OpenAI's
+//! `chat.completion.chunk` events, in OpenAI's order (role, text, tool calls, finish with
+//! the `agentchat` extension, optional usage, `[DONE]`). The first frame is awaited before
+//! answering, so an early provider failure is an HTTP error (502, 504) as OpenAI's SDKs
+//! expect; a later one is an `error` event before `[DONE]`.
 
 use std::{collections::VecDeque, convert::Infallible};
 
@@ -180,11 +171,10 @@ fn event(chunk: &ChatCompletionChunk) -> SseEvent {
     SseEvent::default().data(serde_json::to_string(chunk).unwrap_or_default())
 }
 
-/// Streams `prepared`'s reply as `chat.completion.chunk` events (see the module's
-/// documentation).
+/// Streams `prepared`'s reply as `chat.completion.chunk` events.
 ///
-/// Errors: the provider's failure before the first token, as [`OpenAiError`] (502, 504);
-/// the reply is persisted as failed all the same.
+/// Errors: a provider failure before the first token, as [`OpenAiError`] (502, 504); the
+/// reply is stored as failed all the same.
 pub async fn reply(
     state: &AppState,
     prepared: PreparedChat,

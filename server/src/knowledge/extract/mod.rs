@@ -1,12 +1,8 @@
-//! Content detection and text extraction of uploaded knowledge-base documents.
-//! [`detect`] decides what a file is from its bytes alone; [`extract`] turns a PDF, Word
-//! (`.docx`), Markdown or text document into [`Section`]s. Every upload is hostile: work is
-//! bounded by [`ExtractLimits`], a reader's panic becomes [`ExtractError::Panicked`], and the
-//! service runs this only in extraction child processes ([`super::sandbox`];
-//! docs/knowledge.md § Extraction). Every error's `Display` is one sentence for the user.
-//!
-//! One module per format (`pdf`, `docx`, `markdown`, `text`); `sink` collects sections and
-//! enforces the character and time limits for all of them.
+//! Content detection ([`detect`]) and text extraction ([`extract`]) of uploaded documents,
+//! one module per format. Every upload is hostile: work is bounded by [`ExtractLimits`], a
+//! reader's panic becomes [`ExtractError::Panicked`], and the service runs this only in
+//! extraction child processes (docs/knowledge.md § Extraction). Each error's `Display` is
+//! one sentence for the user.
 //!
 //! [`detect`]: fn@detect
 

@@ -1,6 +1,5 @@
-//! [`crate::store::ChatStore`] on PostgreSQL (`migrations/postgres/0001_baseline.sql`; the thread
-//! counters and daily usage are kept by its trigger `messages_count`, in the statement that
-//! appends the message).
+//! [`crate::store::ChatStore`] on PostgreSQL; thread counters and daily usage are kept by
+//! the trigger `messages_count` in the statement that appends a message.
 
 use super::{
     rows::{ms, MESSAGE_COLUMNS, MESSAGE_PARAMS},
@@ -11,13 +10,10 @@ use crate::store::{MessageRecord, StoreError, StoreResult, ThreadRecord, TurnRec
 
 crate::store::rows::turn_binders!(PgQuery);
 
-/// The statement that stores one turn ([`crate::store::ChatStore::record_turns`]) of `messages` messages
-/// (PostgreSQL's extended protocol takes one statement per query). A new thread binds
-/// `$1`–`$7` to the thread's columns and goes in when its user's agent exists (read
-/// `FOR KEY SHARE`, as in `create_thread`), its messages with it; an existing one binds `$1`
-/// to its id and `$2` to its user, and its messages go in when it exists and is the user's
-/// (read `FOR KEY SHARE`, so a delete waits for the turn). Each message binds [`MESSAGE_PARAMS`]
-/// parameters ([`bind_message`]); the trigger `messages_count` counts each one.
+/// The one statement that stores a turn of `messages` messages (the extended protocol takes
+/// one statement per query): a new thread binds `$1`–`$7` and goes in when its user's agent
+/// exists, an existing one binds `$1` id and `$2` user; both read `FOR KEY SHARE`, and each
+/// message binds [`MESSAGE_PARAMS`] parameters ([`bind_message`]).
 fn turn_sql(new_thread: bool, messages: usize) -> std::borrow::Cow<'static, str> {
     static TWO_MESSAGES: std::sync::OnceLock<[String; 2]> = std::sync::OnceLock::new();
     crate::store::chat::turn_statement(&TWO_MESSAGES, build_turn_sql, new_thread, messages)
@@ -58,10 +54,9 @@ fn build_turn_sql(new_thread: bool, messages: usize) -> String {
 /// A query on the PostgreSQL store, its parameters bound so far.
 type PgQuery<'q> = sqlx::query::Query<'q, sqlx::Postgres, sqlx::postgres::PgArguments>;
 
-/// Runs `turn`'s statement on `executor`: the rows it wrote, or `None` when the user went
-/// away with the agent between the check and the insert (a foreign-key violation) and the
-/// turn is `alone`, so it is simply not stored. In a batch that error fails the whole
-/// transaction, and the caller stores the turns one by one.
+/// Runs `turn`'s statement: the rows it wrote, or `None` when the agent went away between
+/// check and insert (a foreign-key violation) and the turn is `alone`. In a batch that
+/// error fails the transaction, and the caller stores the turns one by one.
 ///
 /// Errors: the store's.
 async fn turn_rows<'e>(
@@ -77,8 +72,7 @@ async fn turn_rows<'e>(
     }
 }
 
-/// Whether `turn` was stored, from the `rows` its statement wrote: every message
-/// (`true`), or nothing because its agent or thread is gone (`false`).
+/// Whether `turn` was stored: all its rows (`true`) or none (`false`).
 ///
 /// Errors: any other count, which the statement's shape rules out.
 fn turn_stored(turn: &TurnRecord, rows: u64) -> StoreResult<bool> {
@@ -92,9 +86,7 @@ fn turn_stored(turn: &TurnRecord, rows: u64) -> StoreResult<bool> {
     }
 }
 
-/// Stores `turns` in one transaction `tx` ([`crate::store::ChatStore::record_turns`]): one statement
-/// per turn and its channel link, one commit.
-///
+/// Stores `turns` in `tx`: one statement per turn and its channel link, one commit.
 /// Errors: the store's; the transaction is then rolled back.
 async fn turns_in_transaction(
     mut tx: sqlx::Transaction<'static, sqlx::Postgres>,

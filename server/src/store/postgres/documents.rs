@@ -1,20 +1,8 @@
-//! [`crate::store::DocumentStore`] on PostgreSQL: documents, pages and chunks with the generations and ids
-//! that BM25 indexes are kept in step by, and chunk embeddings
-//! (`migrations/postgres/0001_baseline.sql`).
-//!
-//! Transactions run side by side at READ COMMITTED, so the chunk rules of
-//! [`crate::store::DocumentStore`] are kept by locks, always taken in the same order (the document, then
-//! the agent's generation row), so that writers never deadlock:
-//!
-//! 1. a chunk writer reads its document `FOR SHARE`: a delete of the document waits for
-//!    the writer's commit, and a writer that comes after the delete finds no document and
-//!    writes nothing;
-//! 2. before it draws ids from the sequence `chunk_ids`, it locks its agent's
-//!    `chunk_generations` row (an upsert that creates the row if needed), which it holds
-//!    until commit, so the agent's writers run one after the other and each draws its ids
-//!    after the previous one committed: ids become visible in increasing order per agent;
-//! 3. the statement triggers of the baseline bump the generation in the writer's own
-//!    transaction.
+//! [`crate::store::DocumentStore`] on PostgreSQL. The chunk rules are kept by locks taken in
+//! one order (never deadlocking): a chunk writer reads its document `FOR SHARE` (a delete
+//! waits for it, or it finds nothing), then locks the agent's `chunk_generations` row
+//! before drawing ids from `chunk_ids`; the baseline's statement triggers bump the
+//! generation in the writer's transaction.
 
 use std::collections::HashMap;
 
@@ -45,9 +33,8 @@ async fn live_agent(
         .await
 }
 
-/// Locks the agent's `chunk_generations` row until `tx` ends, creating it (at 0; the
-/// insert trigger then bumps it) for the agent's first chunks: rule 2 of the module. Must
-/// come before the transaction draws chunk ids.
+/// Locks (creating at 0) the agent's `chunk_generations` row until `tx` ends; must come
+/// before the transaction draws chunk ids.
 async fn hold_chunk_ids(tx: &mut PgTx<'_>, agent_id: &AgentId) -> Result<(), sqlx::Error> {
     sqlx::query(
         "INSERT INTO chunk_generations AS g (agent_id, generation) VALUES ($1, 0) \
@@ -59,9 +46,8 @@ async fn hold_chunk_ids(tx: &mut PgTx<'_>, agent_id: &AgentId) -> Result<(), sql
     Ok(())
 }
 
-/// Inserts `chunks` of the document (of `agent_id`) in one statement, their ids drawn from
-/// `chunk_ids` in the order given. The caller holds the agent's generation row
-/// ([`hold_chunk_ids`]).
+/// Inserts `chunks` in one statement, ids drawn from `chunk_ids` in order; the caller
+/// holds [`hold_chunk_ids`].
 async fn insert_chunks<'a>(
     tx: &mut PgTx<'_>,
     document_id: &DocumentId,

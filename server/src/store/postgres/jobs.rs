@@ -1,8 +1,6 @@
-//! [`crate::store::JobQueue`] on PostgreSQL: the durable job queue with leases
-//! (`migrations/postgres/0001_baseline.sql`), shared by the workers of every instance.
-//! Claims take rows with `FOR UPDATE SKIP LOCKED`; progress, completion and finishing are
-//! fenced by the claimed attempt; a document's one open job is kept by the partial unique
-//! index `jobs_one_open_per_document`.
+//! [`crate::store::JobQueue`] on PostgreSQL, shared by the workers of every instance: claims
+//! use `FOR UPDATE SKIP LOCKED`, ends are fenced by the claimed attempt, and the partial
+//! unique index `jobs_one_open_per_document` keeps one open job per document.
 
 use super::{
     rows::{job, ms, JOB_COLUMNS},
@@ -14,9 +12,8 @@ use crate::store::{
     StoreError, StoreResult,
 };
 
-/// How often [`crate::store::JobQueue::enqueue_job`] tries again when the open job it collided with
-/// ended before it could be read (each try is two statements; more than a couple of tries
-/// means the document's jobs end as fast as they are queued).
+/// How often `enqueue_job` tries again when the open job it collided with ended before it
+/// could be read.
 const ENQUEUE_TRIES: usize = 8;
 
 /// Locks the job's document `FOR NO KEY UPDATE`; false when it is gone.
@@ -34,9 +31,8 @@ async fn lock_document(
     Ok(live.is_some())
 }
 
-/// Claimers run side by side: the subquery skips rows another claim has locked, and the
-/// outer `WHERE` repeats its predicate (under read committed a row re-read after a lock
-/// wait must still be due, or two workers would take the same job).
+/// The subquery skips rows another claim has locked; the outer `WHERE` repeats its
+/// predicate, or two workers could take the same job under read committed.
 const CLAIM_JOB: &str = "UPDATE jobs SET status = $1, lease_until = $2, attempts = attempts + 1, \
      started_at = COALESCE(started_at, $3) \
      WHERE id = (SELECT id FROM jobs WHERE status = $4 \

@@ -1,12 +1,6 @@
-//! [`crate::store::SessionStore`] on PostgreSQL (`migrations/postgres/0001_baseline.sql`: `sessions`).
-//!
-//! Rules kept here, under READ COMMITTED:
-//! - the cap of live sessions per account: `create_session` locks the owner's `users` row
-//!   ([`super::lock_account`]) before it inserts and ends the oldest beyond the cap, so
-//!   parallel sign-ins of one account run one after the other;
-//! - refresh rotation is compare-and-set: one conditional `UPDATE` (`rotate_refresh`);
-//!   a concurrent rotation waits for the row and re-checks `refresh_jti` on its new value;
-//! - `last_seen_at` never moves back: `GREATEST` in one `UPDATE` (`touch_session`).
+//! [`crate::store::SessionStore`] on PostgreSQL: `create_session` locks the account first
+//! ([`super::lock_account`]); `rotate_refresh` is one conditional `UPDATE`; `touch_session`
+//! uses `GREATEST` so `last_seen_at` never moves back.
 
 use chrono::{DateTime, Utc};
 

@@ -10,9 +10,8 @@ use crate::store::{
 crate::store::tools::tool_store!(PgStore, sqlx::Postgres, pool, pool);
 
 impl PgStore {
-    /// [`crate::store::tools::ToolStore::create_tool`]: the agent's row is locked first
-    /// (`FOR UPDATE`), so that parallel creations for one agent count each other's tools
-    /// under READ COMMITTED, as [`super::lock_account`] does for an account.
+    /// Locks the agent's row first (`FOR UPDATE`) so parallel creations count each other's
+    /// tools, as [`super::lock_account`] does for an account.
     async fn own_create_tool(&self, r: &ToolRecord, limit: u32) -> StoreResult<bool> {
         let mut tx = self.begin_write().await?;
         sqlx::query("SELECT 1 FROM agents WHERE id = $1 FOR UPDATE")

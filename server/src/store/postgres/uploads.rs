@@ -1,8 +1,5 @@
-//! [`UploadStore`] on PostgreSQL: the table `document_uploads`
-//! (`migrations/postgres/0001_baseline.sql`), one row of bytes per file document, written
-//! with the document and its job in one transaction and deleted with the document
-//! (`ON DELETE CASCADE`), so that the worker of any instance reads an upload any instance
-//! received.
+//! [`UploadStore`] on PostgreSQL: `document_uploads`, one row per file document, written
+//! with the document and its job and deleted with the document.
 
 use async_trait::async_trait;
 

@@ -12,13 +12,11 @@ use crate::store::{MessageRecord, StoreError, StoreResult, ThreadRecord, TurnRec
 
 crate::store::rows::turn_binders!(SqliteQuery);
 
-/// The statements that store one turn ([`crate::store::ChatStore::record_turns`]) of `messages` messages,
-/// for one call to the writer (sqlx runs them in order, and `?NNN` parameters are shared
-/// between them), at `place` in the batch's transaction. A new thread binds `?1`–`?7` to
-/// the thread's columns and goes in when its user's agent exists; an existing one binds
-/// `?1` to its id and `?2` to its user. Each message ([`MESSAGE_PARAMS`] parameters, [`bind_message`])
-/// goes in when the thread exists and is the user's, so the turn is written whole or not at
-/// all; the triggers of migration 0010 count every message.
+/// The statements that store one turn of `messages` messages in one writer call, at
+/// `place` in the batch's transaction (`?NNN` parameters are shared between them): a new
+/// thread binds `?1`–`?7`, an existing one `?1` id and `?2` user; each message binds
+/// [`MESSAGE_PARAMS`] and goes in only when the thread is the user's, so the turn is whole
+/// or nothing.
 fn turn_sql(place: Place, new_thread: bool, messages: usize) -> std::borrow::Cow<'static, str> {
     static TWO_MESSAGES: [std::sync::OnceLock<[String; 2]>; 4] =
         [const { std::sync::OnceLock::new() }; 4];
@@ -41,10 +39,8 @@ fn turn_sql(place: Place, new_thread: bool, messages: usize) -> std::borrow::Cow
     crate::store::chat::turn_statement(shapes, build, new_thread, messages)
 }
 
-/// Where a turn's call stands in its batch's transaction ([`write_turns`]): the first turn's
-/// call opens it (`BEGIN IMMEDIATE` before the turn's statements) and the last one's
-/// commits it (`COMMIT` after them), so that a batch costs one call to the writer per turn,
-/// and a turn alone one call in all.
+/// Where a turn's call stands in its batch's transaction: the first opens it (`BEGIN
+/// IMMEDIATE`), the last commits it, so a batch costs one writer call per turn.
 #[derive(Clone, Copy)]
 struct Place {
     opens: bool,
@@ -76,15 +72,11 @@ fn build_turn_sql(new_thread: bool, messages: usize) -> String {
     sql
 }
 
-/// Writes `turns` on `conn` in one transaction that the first turn's call opens and the
-/// last one's commits ([`Place`]); answers whether each turn was stored
-/// ([`crate::store::ChatStore::record_turns`]). A turn with a channel link ([`TurnRecord::channel`]) is
-/// linked after its statements, in a call of its own; when it is the last, the COMMIT is a
-/// call of its own too.
+/// Writes `turns` on `conn` in one transaction ([`Place`]) and answers whether each was
+/// stored; a channel link, and a final COMMIT after one, take a call of their own.
 ///
-/// Errors: the store's, and a turn that wrote only some of its rows (which the statements'
-/// shape rules out, [`turn_sql`]). After an error the transaction may still be open, and
-/// the connection must not go back to the pool ([`UnfinishedGuard`]).
+/// Errors: the store's, and a turn that wrote only some of its rows. After an error the
+/// transaction may still be open and the connection must not go back ([`UnfinishedGuard`]).
 async fn write_turns(
     conn: &mut sqlx::SqliteConnection,
     turns: &[TurnRecord],
@@ -132,12 +124,9 @@ async fn write_turns(
     Ok(stored)
 }
 
-/// The writer's connection while [`crate::store::ChatStore::record_turns`] runs its own transaction on
-/// it (sqlx's `Transaction` would cost one more round trip for its BEGIN). Dropped before
-/// [`UnfinishedGuard::finished`] — the write failed, or the future was cancelled between
-/// two calls — the connection is closed instead of returned to the pool, which rolls back
-/// the open transaction; the pool opens a new writer. Failures are rare (a broken disk, a
-/// clashing id): reopening the writer then is simpler than a ROLLBACK that may itself fail.
+/// The writer's connection while `record_turns` runs its own transaction on it. Dropped
+/// before [`UnfinishedGuard::finished`] (a failure or a cancellation), it closes the
+/// connection, which rolls the transaction back, instead of returning it to the pool.
 struct UnfinishedGuard {
     conn: sqlx::pool::PoolConnection<sqlx::Sqlite>,
     finished: bool,

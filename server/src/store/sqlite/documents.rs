@@ -1,10 +1,6 @@
-//! [`crate::store::DocumentStore`] on SQLite: documents, pages and chunks with the generations and ids
-//! that BM25 indexes are kept in step by, and chunk embeddings
-//! (`migrations/sqlite/0003_knowledge.sql`, `0004_embeddings.sql`, `0011_bm25.sql`).
-//!
-//! Write transactions start with `BEGIN IMMEDIATE`: they take the write lock up front and
-//! wait for it (busy timeout), instead of failing with `SQLITE_BUSY` when two workers
-//! upgrade read transactions at the same time.
+//! [`crate::store::DocumentStore`] on SQLite. Write transactions start with `BEGIN
+//! IMMEDIATE`, taking the write lock up front instead of failing with `SQLITE_BUSY` when
+//! two workers upgrade read transactions at once.
 
 use chrono::{DateTime, Utc};
 

@@ -1,7 +1,4 @@
-//! [`crate::store::JobQueue`] on SQLite: the durable job queue with leases
-//! (`migrations/sqlite/0003_knowledge.sql`).
-//!
-//! Write transactions start with `BEGIN IMMEDIATE` (see `sqlite/documents.rs`).
+//! [`crate::store::JobQueue`] on SQLite; write transactions start with `BEGIN IMMEDIATE`.
 
 use super::{
     rows::{job, JOB_COLUMNS},

@@ -24,23 +24,9 @@ mod sessions;
 mod tools;
 mod webhooks;
 
-/// [`Store`] on SQLite.
-///
-/// Writes go through one connection (`writer`) and reads through a pool of read-only
-/// connections (`pool`). SQLite lets one connection write at a time; with several writing
-/// connections, a writer that finds the lock taken sleeps in SQLite's busy handler (1, 2,
-/// 5, 10, ... ms) and chats pay those sleeps. One writer turns that contention into a
-/// first-come, first-served queue in the pool, and WAL mode lets the readers go on while
-/// it writes. The readers are opened read-only, so a write sent to them by mistake fails
-/// loudly ("attempt to write a readonly database") instead of contending.
-///
-/// The writer never checkpoints the WAL itself (`wal_autocheckpoint = 0`): SQLite's
-/// default is that the commit which takes the WAL past 1,000 pages copies them into the
-/// database file and syncs both files before it returns, so that commit, and every write
-/// queued behind the one writer, waits for two `fsync`s. A checkpointer of its own
-/// ([`Checkpointer`], one more read-write connection) does it every
-/// [`CHECKPOINT_INTERVAL`] instead, beside the writer (a passive checkpoint never blocks
-/// writers or readers).
+/// [`Store`] on SQLite: writes go through one connection (`writer`), reads through a pool
+/// of read-only connections in WAL mode. The writer never checkpoints the WAL itself; a
+/// `Checkpointer` does it every [`CHECKPOINT_INTERVAL`] (docs/architecture.md § Store).
 #[derive(Clone)]
 pub struct SqliteStore {
     pool: SqlitePool,
@@ -54,19 +40,16 @@ pub struct SqliteStore {
 /// Read-only connections in [`SqliteStore`]'s reader pool.
 pub const READERS: u32 = 8;
 
-/// How often [`Checkpointer`] copies the WAL into the database file.
+/// How often the checkpointer copies the WAL into the database file.
 pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Largest size the WAL file is left at after a checkpoint has emptied it, in bytes
 /// (`journal_size_limit`; without it the file keeps its largest size).
 pub const WAL_SIZE_LIMIT: u64 = 64 * 1024 * 1024;
 
-/// The task that checkpoints the WAL of a [`SqliteStore`] every [`CHECKPOINT_INTERVAL`]
-/// (`PRAGMA wal_checkpoint(PASSIVE)`: it copies what no reader still needs and never
-/// waits for a lock, so it holds up neither the writer nor the readers). A checkpoint that
-/// fails (the disk is full, say) is logged and tried again at the next interval; the WAL
-/// keeps every committed write meanwhile. Dropped, it stops the task, whose connection
-/// then closes.
+/// The task that runs a passive WAL checkpoint every [`CHECKPOINT_INTERVAL`], never
+/// blocking the writer or readers; a failure is logged and retried next interval. Dropped,
+/// it stops.
 struct Checkpointer(tokio::task::AbortHandle);
 
 impl Checkpointer {
@@ -160,10 +143,8 @@ impl SqliteStore {
     }
 }
 
-/// The clause a shared statement appends to its read of a row that the write it guards
-/// references (an agent, an integration), so that the row is not deleted meanwhile.
-/// Nothing on SQLite: its one writer runs no delete while a write that references the
-/// row is under way.
+/// Appended to a shared statement's read of a referenced row: nothing on SQLite, whose
+/// one writer runs no delete meanwhile.
 const KEY_SHARE: &str = "";
 
 /// The seam the statements shared with the other backend are written against (the
@@ -187,16 +168,10 @@ impl SqliteStore {
 
 #[async_trait]
 impl Store for SqliteStore {
-    /// Processes that start on one file at once take turns: sqlx's SQLite migrator takes
-    /// no lock of its own (two would both apply migration 1, and the second fail), so an
-    /// exclusive `flock(2)` on `{database}.migrate-lock` is held while migrating.
-    ///
-    /// Pending migrations run with foreign keys off, as SQLite's procedure for changing a
-    /// table's shape requires (<https://sqlite.org/lang_altertable.html#otheralter>:
-    /// dropping a table that others reference would otherwise delete or cascade to their
-    /// rows, and the pragma does nothing inside the transaction each migration runs in);
-    /// they are on again after, and `PRAGMA foreign_key_check` must then find no broken
-    /// reference. A database with nothing pending is left as it is, unscanned.
+    /// Runs pending migrations under an exclusive `flock(2)` on `{database}.migrate-lock`
+    /// (sqlx's SQLite migrator takes no lock), with foreign keys off as SQLite's procedure
+    /// for changing a table's shape requires (<https://sqlite.org/lang_altertable.html#otheralter>);
+    /// afterwards `PRAGMA foreign_key_check` must find no broken reference.
     ///
     /// Errors: a migration's; [`StoreError::Other`] naming the first broken reference.
     async fn migrate(&self) -> StoreResult<()> {
@@ -247,11 +222,9 @@ impl Store for SqliteStore {
     }
 }
 
-/// Waits for the exclusive lock on the migration lock file of the database at `path`
-/// (created when missing); released when the returned file is dropped. Held while a
-/// process opens the database ([`SqliteStore::connect`]) and while it migrates, so that
-/// processes starting on one file take turns at both. An in-memory database has no file
-/// and needs no lock (`None`).
+/// Waits for the exclusive lock on the database's migration lock file (created when
+/// missing), released when the returned file drops, so processes starting on one file take
+/// turns at opening and migrating. `None` for an in-memory database.
 async fn migration_lock(path: &std::path::Path) -> anyhow::Result<Option<std::fs::File>> {
     if path.as_os_str().is_empty() || path.as_os_str() == ":memory:" {
         return Ok(None);
@@ -347,10 +320,8 @@ pub(crate) mod tests {
             .unwrap()
     }
 
-    /// Migration 12 rebuilds `threads` and `usage_daily` as WITHOUT ROWID tables: what a
-    /// database held before is all there after (dropping the old `threads` must not
-    /// cascade to its messages), foreign keys are back on, the triggers still count
-    /// messages and usage, and deleting an agent still takes its threads and messages.
+    /// Migration 12 rebuilds `threads` and `usage_daily` WITHOUT ROWID and keeps every row,
+    /// foreign key, trigger and cascade.
     #[tokio::test]
     async fn migration_12_keeps_every_conversation_and_the_rules_of_the_tables_it_rebuilds() {
         let dir = tempfile::tempdir().unwrap();

@@ -1,14 +1,11 @@
-//! [`crate::store::WebhookStore`] on SQLite (`migrations/sqlite/0007_webhooks.sql`): the
-//! statements shared with PostgreSQL ([`crate::store::webhooks::webhook_store`]) and the
-//! two that differ.
+//! [`crate::store::WebhookStore`] on SQLite: the shared statements and the two that differ.
 
 /// SQLite reads the JSON array of `events` with `json_each`.
 const SUBSCRIBED_WEBHOOKS: &str = "SELECT id FROM webhooks WHERE user_id = $1 AND active \
      AND EXISTS (SELECT 1 FROM json_each(webhooks.events) WHERE value = $2)";
 
-/// Due pending deliveries in due order (index `webhook_deliveries_due`), then claims whose
-/// worker stopped renewing; only of active webhooks. One statement on the one writer,
-/// which runs one claim at a time: no rows to skip.
+/// Due pending deliveries in due order, then claims whose worker stopped renewing, of
+/// active webhooks; the one writer runs one claim at a time.
 const CLAIM_DUE_DELIVERIES: &str =
     "UPDATE webhook_deliveries SET status = $1, lease_until = $2, attempts = attempts + 1 \
      WHERE id IN ( \
