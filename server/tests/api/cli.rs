@@ -145,30 +145,29 @@ fn postgres_mode_refuses_to_start_without_its_shared_secrets() {
     );
 }
 
+/// Asserts that `agentchat serve` with `vars` exits with an error that contains `expected`.
+fn assert_start_refused(vars: &[(&str, &str)], expected: &str) {
+    let out = serve_with(vars);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(expected), "{stderr}");
+}
+
 #[test]
 fn a_bad_trusted_proxy_or_pool_size_or_commit_mode_or_role_stops_the_start() {
-    let out = serve_with(&[("TRUSTED_PROXIES", "10.0.0.0/8, 10.0.0.0/33")]);
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("TRUSTED_PROXIES: `10.0.0.0/33` is not an IP address or CIDR range"),
-        "{stderr}"
+    assert_start_refused(
+        &[("TRUSTED_PROXIES", "10.0.0.0/8, 10.0.0.0/33")],
+        "TRUSTED_PROXIES: `10.0.0.0/33` is not an IP address or CIDR range",
     );
 
-    let out = serve_with(&[("DATABASE_MAX_CONNECTIONS", "0")]);
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("DATABASE_MAX_CONNECTIONS must be a whole number from 1 to 10000"),
-        "{stderr}"
+    assert_start_refused(
+        &[("DATABASE_MAX_CONNECTIONS", "0")],
+        "DATABASE_MAX_CONNECTIONS must be a whole number from 1 to 10000",
     );
 
-    let out = serve_with(&[("CHAT_SYNCHRONOUS_COMMIT", "sometimes")]);
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("CHAT_SYNCHRONOUS_COMMIT must be on or off"),
-        "{stderr}"
+    assert_start_refused(
+        &[("CHAT_SYNCHRONOUS_COMMIT", "sometimes")],
+        "CHAT_SYNCHRONOUS_COMMIT must be on or off",
     );
 
     let out = serve_with(&[("AGENTCHAT_ROLE", "api")]);
@@ -280,19 +279,13 @@ fn serve_help_lists_every_configuration_variable_of_the_readme() {
 
 #[test]
 fn an_invalid_value_stops_the_start_naming_its_variable() {
-    let out = serve_with(&[("MAX_TOOL_ROUNDS", "0")]);
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("MAX_TOOL_ROUNDS must be a whole number from 1 to 50"),
-        "{stderr}"
+    assert_start_refused(
+        &[("MAX_TOOL_ROUNDS", "0")],
+        "MAX_TOOL_ROUNDS must be a whole number from 1 to 50",
     );
-    let out = serve_with(&[("LEPTOS_SITE_ADDR", "localhost")]);
-    assert!(!out.status.success());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("LEPTOS_SITE_ADDR must be host:port"),
-        "{stderr}"
+    assert_start_refused(
+        &[("LEPTOS_SITE_ADDR", "localhost")],
+        "LEPTOS_SITE_ADDR must be host:port",
     );
 }
 
