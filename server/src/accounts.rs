@@ -29,31 +29,23 @@ pub const RESET_TTL: Duration = Duration::hours(1);
 pub const FLOW_TTL: Duration = Duration::minutes(10);
 /// How long a native client's one-time exchange code works.
 pub const EXCHANGE_TTL: Duration = Duration::seconds(60);
-/// Longest name taken from a provider's profile for a new account, in characters.
-const PROVIDER_NAME_MAX: usize = 200;
 
 /// Why an account operation was refused. The texts are the messages clients are shown.
 #[derive(Debug, thiserror::Error)]
 pub enum AccountError {
-    /// Sign-up with an email that has an account.
     #[error("An account with this email already exists")]
     EmailTaken,
-    /// A verification token that is unknown, used, expired or voided.
     #[error("This verification link is invalid, already used or expired; request a new one")]
     InvalidVerification,
-    /// A reset token that is unknown, used, expired or voided.
     #[error("This reset link is invalid, already used or expired; request a new one")]
     InvalidReset,
-    /// A native client's exchange code that is unknown, used or expired.
     #[error("This sign-in code is invalid, already used or expired; sign in again")]
     InvalidExchangeCode,
     /// An exchange code whose account was deleted meanwhile.
     #[error("This account no longer exists")]
     AccountGone,
-    /// Wrong email or password (one answer for both).
     #[error("Invalid email or password")]
     WrongCredentials,
-    /// The password was right but the email is not verified yet.
     #[error("Email address not verified. Open the link we emailed you, or request a new one.")]
     EmailNotVerified,
     /// Too many failed sign-ins ([`crate::auth::throttle`]); try again after `retry_after`.
@@ -65,19 +57,15 @@ pub enum AccountError {
     /// The signed-in account does not exist (it was deleted).
     #[error("the signed-in account does not exist")]
     UnknownUser,
-    /// Disconnecting a provider that is not connected.
     #[error("{} is not connected to this account", .0.name())]
     NotConnected(OAuthProvider),
-    /// Disconnecting the account's only way to sign in.
     #[error(
         "{} is this account's only way to sign in: set a password (forgot password) or connect another provider first",
         .0.name()
     )]
     LastSignIn(OAuthProvider),
-    /// Sessions could not be started or ended.
     #[error(transparent)]
     Auth(#[from] AuthError),
-    /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
     /// Anything else (hashing failed); not shown to clients.
@@ -123,7 +111,7 @@ pub struct Callback<'a> {
 pub enum CallbackOutcome {
     /// The identity is now connected to the signed-in account that started the flow.
     Connected(OAuthProvider),
-    /// A browser sign-in: a new session of `user`.
+    /// A browser sign-in: the new session.
     SignedIn(IssuedSession),
     /// A native client's sign-in: `code` goes to its loopback `redirect_uri`, to be traded
     /// with [`Accounts::exchange`].
@@ -171,7 +159,7 @@ impl Accounts {
             auth,
             oauth,
             mailer,
-            public_url: public_url.trim_end_matches('/').to_string(),
+            public_url: public_url.to_string(),
         }
     }
 
@@ -536,7 +524,7 @@ impl Accounts {
             .name
             .trim()
             .chars()
-            .take(PROVIDER_NAME_MAX)
+            .take(app::api::limits::USER_NAME_MAX)
             .collect();
         let created = self
             .identities

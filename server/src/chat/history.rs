@@ -62,9 +62,20 @@ impl PageRequest {
     }
 }
 
-/// The cursor of the page after the row at `at` with `id`.
-fn encode_cursor(at: DateTime<Utc>, id: &str) -> String {
-    URL_SAFE_NO_PAD.encode(format!("{}:{id}", at.timestamp_millis()))
+/// The page of `rows`, read with one row beyond `limit` to tell whether more follow: the
+/// first `limit` rows, and the cursor after the last of them (`key` gives its time and id)
+/// when more follow.
+fn paged<T>(mut rows: Vec<T>, limit: u32, key: impl Fn(&T) -> (DateTime<Utc>, &str)) -> Page<T> {
+    let more = rows.len() > limit as usize;
+    rows.truncate(limit as usize);
+    let next_cursor = more
+        .then(|| rows.last().map(&key))
+        .flatten()
+        .map(|(at, id)| URL_SAFE_NO_PAD.encode(format!("{}:{id}", at.timestamp_millis())));
+    Page {
+        items: rows,
+        next_cursor,
+    }
 }
 
 /// One page of a list.
@@ -124,23 +135,11 @@ impl ChatService {
         page: &PageRequest,
     ) -> Result<Page<ThreadRecord>, ChatError> {
         let limit = page.limit()?;
-        let mut threads = self
+        let threads = self
             .store
             .list_threads(user_id, agent_id, limit + 1, page.cursor()?.as_ref())
             .await?;
-        let more = threads.len() > limit as usize;
-        threads.truncate(limit as usize);
-        let next_cursor = more
-            .then(|| {
-                threads
-                    .last()
-                    .map(|t| encode_cursor(t.updated_at, t.id.as_str()))
-            })
-            .flatten();
-        Ok(Page {
-            items: threads,
-            next_cursor,
-        })
+        Ok(paged(threads, limit, |t| (t.updated_at, t.id.as_str())))
     }
 
     /// A page of a thread's messages, oldest first; the last page carries the calls its
@@ -155,15 +154,14 @@ impl ChatService {
     ) -> Result<MessagePage, ChatError> {
         let thread = self.thread(user_id, agent_id, thread_id).await?;
         let limit = page.limit()?;
-        let mut rows = self
+        let rows = self
             .store
             .list_messages(&thread.id, limit + 1, page.cursor()?.as_ref())
             .await?;
-        let more = rows.len() > limit as usize;
-        rows.truncate(limit as usize);
+        let page = paged(rows, limit, |m| (m.created_at, m.id.as_str()));
         let mut pending = None;
-        if !more {
-            if let Some(row) = rows.iter().rev().find(|m| m.role == Role::Assistant) {
+        if page.next_cursor.is_none() {
+            if let Some(row) = page.items.iter().rev().find(|m| m.role == Role::Assistant) {
                 let now = self.clock.now();
                 let waiting: Vec<ApprovalRecord> = self
                     .approvals
@@ -177,19 +175,7 @@ impl ChatService {
                 }
             }
         }
-        let next_cursor = more
-            .then(|| {
-                rows.last()
-                    .map(|m| encode_cursor(m.created_at, m.id.as_str()))
-            })
-            .flatten();
-        Ok(MessagePage {
-            page: Page {
-                items: rows,
-                next_cursor,
-            },
-            pending,
-        })
+        Ok(MessagePage { page, pending })
     }
 
     /// Deletes the user's thread with its messages (counted usage stays).

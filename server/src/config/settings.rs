@@ -11,9 +11,14 @@ use std::{net::SocketAddr, path::PathBuf};
 
 use clap::{Arg, ArgMatches, Args, Command, FromArgMatches};
 
-use super::{bounded, parse_per_minute, parse_plan_numbers, TurnCommit};
+use super::{
+    bounded, parse_per_minute, parse_plan_numbers, TurnCommit, DEFAULT_DATABASE_CONNECTIONS,
+};
 use crate::{
-    connection::{MAX_HEADER_READ_TIMEOUT, MAX_IDLE_TIMEOUT, MAX_MAX_CONNECTIONS},
+    connection::{
+        DEFAULT_HEADER_READ_TIMEOUT, DEFAULT_IDLE_TIMEOUT, DEFAULT_MAX_CONNECTIONS,
+        MAX_HEADER_READ_TIMEOUT, MAX_IDLE_TIMEOUT, MAX_MAX_CONNECTIONS,
+    },
     domain::Plan,
     forwarded::TrustedProxies,
 };
@@ -44,7 +49,7 @@ pub struct Settings {
     )]
     pub database_url: Option<String>,
     /// Connections of each instance's pool to PostgreSQL (1–10000); ignored by SQLite.
-    #[arg(long, env = "DATABASE_MAX_CONNECTIONS", default_value = "16",
+    #[arg(long, env = "DATABASE_MAX_CONNECTIONS", default_value_t = DEFAULT_DATABASE_CONNECTIONS,
           value_parser = database_max_connections, help_heading = "Storage")]
     pub database_max_connections: u32,
     /// PostgreSQL: whether a chat turn's commit waits for the server's flush to disk
@@ -63,15 +68,15 @@ pub struct Settings {
     #[arg(long, env = "PUBLIC_URL", help_heading = "Server")]
     pub public_url: Option<String>,
     /// Longest time a client may take to send a request's head, in seconds (1–30).
-    #[arg(long, env = "HEADER_READ_TIMEOUT_SECS", default_value = "10",
+    #[arg(long, env = "HEADER_READ_TIMEOUT_SECS", default_value_t = DEFAULT_HEADER_READ_TIMEOUT.as_secs(),
           value_parser = header_read_timeout_secs, help_heading = "Server")]
     pub header_read_timeout_secs: u64,
     /// A kept-alive connection idle this long is closed, in seconds (1–3600).
-    #[arg(long, env = "IDLE_TIMEOUT_SECS", default_value = "60",
+    #[arg(long, env = "IDLE_TIMEOUT_SECS", default_value_t = DEFAULT_IDLE_TIMEOUT.as_secs(),
           value_parser = idle_timeout_secs, help_heading = "Server")]
     pub idle_timeout_secs: u64,
     /// Client connections served at once (1–1048576).
-    #[arg(long, env = "MAX_CONNECTIONS", default_value = "4096",
+    #[arg(long, env = "MAX_CONNECTIONS", default_value_t = DEFAULT_MAX_CONNECTIONS,
           value_parser = max_connections, help_heading = "Server")]
     pub max_connections: usize,
     /// Comma-separated CIDR ranges or addresses of the load balancers whose
@@ -164,7 +169,7 @@ pub struct Settings {
     pub rate_limits: [u32; 4],
     /// Requests per minute one client IP may send to one integration's inbound channel
     /// endpoint (at least 1).
-    #[arg(long, env = "CHANNEL_REQUESTS_PER_MINUTE", default_value = "1200",
+    #[arg(long, env = "CHANNEL_REQUESTS_PER_MINUTE", default_value_t = super::CHANNEL_REQUESTS_PER_MINUTE,
           value_parser = channel_requests_per_minute, help_heading = "Limits")]
     pub channel_requests_per_minute: u32,
     /// `redis://[user:password@]host[:port][/db]`: limits shared by every instance that
@@ -180,7 +185,7 @@ pub struct Settings {
     #[arg(
         long,
         env = "REDIS_KEY_PREFIX",
-        default_value = "agentchat:",
+        default_value = super::REDIS_KEY_PREFIX,
         help_heading = "Limits"
     )]
     pub redis_key_prefix: String,
@@ -256,7 +261,7 @@ pub struct Settings {
     pub max_upload_bytes: usize,
     /// Longest time one upload or crawled page may take to be read, in seconds (at
     /// least 1).
-    #[arg(long, env = "EXTRACT_TIMEOUT_SECS", default_value = "120",
+    #[arg(long, env = "EXTRACT_TIMEOUT_SECS", default_value_t = super::DEFAULT_EXTRACT_TIMEOUT.as_secs(),
           value_parser = extract_timeout_secs, help_heading = "Knowledge")]
     pub extract_timeout_secs: u64,
     /// Address-space limit of each extraction process in MiB (0: none, else at least

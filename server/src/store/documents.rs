@@ -484,7 +484,7 @@ macro_rules! document_store {
                 ) -> StoreResult<()> {
                     let mut tx = self.begin_write().await?;
                     insert_document(&mut tx, d).await?;
-                    insert_job(&mut tx, j).await?;
+                    insert_job(&mut *tx, j, "").await?;
                     tx.commit().await?;
                     Ok(())
                 }

@@ -223,14 +223,16 @@ macro_rules! job_store {
                 StoreResult,
             };
 
-            /// Inserts the job `j` on `conn`.
-            pub(crate) async fn insert_job(
-                conn: &mut <$db as sqlx::Database>::Connection,
+            /// Inserts the job `j` through `executor`, the statement ending with `on_conflict`
+            /// (empty, or an `ON CONFLICT` clause); answers the rows inserted.
+            pub(crate) async fn insert_job<'e>(
+                executor: impl sqlx::Executor<'e, Database = $db>,
                 j: &JobRecord,
-            ) -> Result<(), sqlx::Error> {
-                sqlx::query(&format!(
+                on_conflict: &str,
+            ) -> Result<u64, sqlx::Error> {
+                Ok(sqlx::query(&format!(
                     "INSERT INTO jobs ({JOB_COLUMNS}) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12){on_conflict}"
                 ))
                 .bind(&j.id)
                 .bind(j.kind)
@@ -244,9 +246,9 @@ macro_rules! job_store {
                 .bind(ms(j.created_at))
                 .bind(j.started_at.map(ms))
                 .bind(j.finished_at.map(ms))
-                .execute(conn)
-                .await?;
-                Ok(())
+                .execute(executor)
+                .await?
+                .rows_affected())
             }
 
             #[async_trait::async_trait]

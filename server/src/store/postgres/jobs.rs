@@ -3,7 +3,7 @@
 //! unique index `jobs_one_open_per_document` keeps one open job per document.
 
 use super::{
-    rows::{job, ms, JOB_COLUMNS},
+    rows::{job, JOB_COLUMNS},
     PgStore,
 };
 use crate::ids::DocumentId;
@@ -53,26 +53,12 @@ impl PgStore {
         // does nothing. The open job is then read; should it end between the two
         // statements, the insert is tried again.
         for _ in 0..ENQUEUE_TRIES {
-            let inserted = sqlx::query(&format!(
-                "INSERT INTO jobs ({JOB_COLUMNS}) \
-                 VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
-                 ON CONFLICT (document_id) WHERE status IN ('queued', 'running') DO NOTHING"
-            ))
-            .bind(&j.id)
-            .bind(j.kind)
-            .bind(&j.document_id)
-            .bind(&j.user_id)
-            .bind(j.status)
-            .bind(i64::from(j.progress_done))
-            .bind(i64::from(j.progress_total))
-            .bind(&j.error)
-            .bind(i64::from(j.attempts))
-            .bind(ms(j.created_at))
-            .bind(j.started_at.map(ms))
-            .bind(j.finished_at.map(ms))
-            .execute(&self.pool)
-            .await?
-            .rows_affected();
+            let inserted = insert_job(
+                &self.pool,
+                j,
+                " ON CONFLICT (document_id) WHERE status IN ('queued', 'running') DO NOTHING",
+            )
+            .await?;
             if inserted == 1 {
                 return Ok(j.clone());
             }

@@ -22,7 +22,7 @@ impl UploadStore for PgStore {
             .bind(bytes)
             .execute(&mut *tx)
             .await?;
-        insert_job(&mut tx, job).await?;
+        insert_job(&mut *tx, job, "").await?;
         tx.commit().await?;
         Ok(())
     }

@@ -45,7 +45,7 @@ impl SqliteStore {
         if let Some(row) = existing {
             return Ok(job(&row)?);
         }
-        insert_job(&mut tx, j).await?;
+        insert_job(&mut *tx, j, "").await?;
         tx.commit().await?;
         Ok(j.clone())
     }
