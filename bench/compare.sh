@@ -10,6 +10,8 @@
 # (before, after, after, before, ...) so that a drift of the machine does not favour one.
 # OUT_DIR (default bench/compare-<date>) receives one log per run; the summary lines of
 # every log are printed at the end. Everything runs on 127.0.0.1.
+# ONLY (optional, space-separated names such as "auth_overhead chat_latency") limits the run
+# to those benchmarks.
 set -euo pipefail
 
 before=${1:?usage: bench/compare.sh BEFORE_DIR AFTER_DIR [ROUNDS] [OUT_DIR]}
@@ -45,6 +47,7 @@ run() { # label dir name args round
 for entry in "${benchmarks[@]}"; do
   name=${entry%%|*}
   args=${entry#*|}
+  if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $name "* ]]; then continue; fi
   for ((r = 1; r <= rounds; r++)); do
     if ((r % 2)); then
       run before "$before" "$name" "$args" "$r"
