@@ -398,7 +398,7 @@ impl Runtimes {
     }
 }
 
-/// What the listeners serve: a cloneable tower service ([`service`], [`health_service`], [`Router`]).
+/// What the listeners serve: a cloneable tower service ([`service`], [`health_service`]).
 pub trait HttpService:
     Service<Request, Response = Response, Error = Infallible, Future: Send>
     + Clone
