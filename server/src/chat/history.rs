@@ -41,7 +41,8 @@ impl PageRequest {
         }
     }
 
-    /// Where the page starts: base64url of `{millis}:{id}`. Errors: [`ChatError::Invalid`] if not ours.
+    /// Where the page starts: base64url of `{millis}:{id}`.
+    /// Errors: [`ChatError::Invalid`] if not one this service gave out.
     fn cursor(&self) -> Result<Option<Cursor>, ChatError> {
         let Some(raw) = &self.cursor else {
             return Ok(None);

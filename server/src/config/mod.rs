@@ -82,7 +82,7 @@ pub struct Config {
     pub channels: ChannelsConfig,
     /// `METRICS_TOKEN`, `METRICS_ADDR`: who may read `GET /metrics`, and where.
     pub metrics: MetricsConfig,
-    /// `agentchat serve --role` (`AGENTCHAT_ROLE`), read by the command line; default [`Role::All`].
+    /// `agentchat serve --role` (`AGENTCHAT_ROLE`), read by the CLI; default [`Role::All`].
     pub role: Role,
 }
 
