@@ -112,7 +112,7 @@ fn too_long_message(max: usize, total: usize, with_attachments: bool) -> String 
 
 /// A chat turn ready to be sent upstream.
 pub struct PreparedChat {
-    /// The turn's thread; stored with the turn when [`PreparedChat::new_thread`].
+    /// The turn's thread; stored with the turn if new ([`PreparedChat::new_thread`]).
     pub thread: ThreadRecord,
     pub new_thread: bool,
     /// The user's message, stored with the reply; `None` for a continuation after approvals.
@@ -243,7 +243,8 @@ pub struct TurnOptions {
     pub approvals: bool,
     /// Tools the caller defines and runs (OpenAI `tools`); the agent's own are then not offered.
     pub client_tools: Option<ClientTools>,
-    /// Turns after the message (earlier client-tool calls and results), not stored as messages.
+    /// Turns after the message (earlier client-tool calls and results), not stored as messages;
+    /// their calls are recorded with the reply as `succeeded`.
     pub after: Vec<Turn>,
 }
 

@@ -266,7 +266,7 @@ impl Health {
         }
     }
 
-    /// Records a failure: pause after [`FAILURES_BEFORE_PAUSE`], warn once per [`WARNING_INTERVAL`].
+    /// A failure: pause after [`FAILURES_BEFORE_PAUSE`] in a row, warn once per [`WARNING_INTERVAL`].
     fn failed(&self, now_ms: u64, what: &str, error: &dyn std::fmt::Display) {
         self.fallbacks.fetch_add(1, Ordering::Relaxed);
         let in_a_row = self.failures_in_a_row.fetch_add(1, Ordering::Relaxed) + 1;
@@ -307,10 +307,11 @@ impl Health {
 }
 
 /// Rate limits in Redis, exact across instances: one atomic `EVALSHA` of a GCRA script (the rule
-/// of [`GovernorLimiter`]) per check; keys `{prefix}rl:{kind}:{id}:{per_minute}` expire within a
-/// minute, so Redis must not evict early (`noeviction` or `volatile-*`). Budgets of
-/// `RESERVE_FROM`+ are served from reservations of at most 1/64 of what is left, so instances
-/// never exceed the budget together. Without Redis, checks fall back to per-instance limits.
+/// of [`GovernorLimiter`]) per check; keys `{prefix}rl:{kind}:{id}:{per_minute}` (kind `a`, `ip`,
+/// `w`, `ch`) expire within a minute, so Redis must not evict early (`noeviction` or
+/// `volatile-*`). Budgets of `RESERVE_FROM`+ are served from reservations of at most 1/64 of
+/// what is left, so instances never exceed the budget together. Without Redis, checks fall back
+/// to per-instance limits.
 pub struct RedisLimiter {
     redis: SharedRedis,
     script: Script,

@@ -128,8 +128,8 @@ impl Events {
             .is_some_and(|q| q & event.bit() != 0)
     }
 
-    /// Queues `{type, timestamp, data}` for `user_id`'s active webhooks of `event`. Never fails
-    /// (a store error is logged and the event lost).
+    /// Queues `{type, timestamp, data}` (RFC 3339 UTC, ms) for `user_id`'s active webhooks of
+    /// `event`. Never fails (a store error is logged and the event lost).
     pub async fn emit(&self, user_id: &UserId, event: EventType, data: Value) {
         if self.is_quiet(user_id, event) {
             return;
@@ -181,7 +181,7 @@ pub fn new_secret() -> (String, Vec<u8>) {
     (format!("{SECRET_PREFIX}{}", STANDARD.encode(&key)), key)
 }
 
-/// The `webhook-signature`: `v1,` + base64 HMAC-SHA256 with `key` (decoded after `whsec_`) of
+/// The `webhook-signature`: `v1,` + padded base64 HMAC-SHA256, with `key` (after `whsec_`), of
 /// `{msg_id}.{timestamp}.{body}` (Standard Webhooks v1 § Signature scheme).
 pub fn sign(key: &[u8], msg_id: &str, timestamp: i64, body: &[u8]) -> String {
     // HMAC accepts keys of any length, so this cannot fail.
