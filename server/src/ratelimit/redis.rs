@@ -266,7 +266,7 @@ impl Health {
         }
     }
 
-    /// A failure: pause after [`FAILURES_BEFORE_PAUSE`] in a row, warn once per [`WARNING_INTERVAL`].
+    /// A failure: pause after [`FAILURES_BEFORE_PAUSE`] in a row; warn once per [`WARNING_INTERVAL`].
     fn failed(&self, now_ms: u64, what: &str, error: &dyn std::fmt::Display) {
         self.fallbacks.fetch_add(1, Ordering::Relaxed);
         let in_a_row = self.failures_in_a_row.fetch_add(1, Ordering::Relaxed) + 1;
