@@ -21,7 +21,7 @@ pub const DEFAULT_RELOAD_PORT: u16 = 3001;
 pub struct ServerConfig {
     /// `LEPTOS_SITE_ADDR`, default `127.0.0.1:3000`. Port 0 picks a free port (tests).
     pub site_addr: SocketAddr,
-    /// `PUBLIC_URL`, default `http://{LEPTOS_SITE_ADDR}`, no trailing slash (https: `Secure` cookies).
+    /// `PUBLIC_URL`, default `http://{LEPTOS_SITE_ADDR}`, no trailing slash; https sets `Secure`.
     pub public_url: String,
     /// `HEADER_READ_TIMEOUT_SECS`: longest time to send a request's head; then the connection
     /// closes unanswered (slow-loris, README.md § Security).
