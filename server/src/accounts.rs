@@ -50,9 +50,7 @@ pub enum AccountError {
     EmailNotVerified,
     /// Too many failed sign-ins ([`crate::auth::throttle`]); try again after `retry_after`.
     #[error("too many failed sign-ins")]
-    Throttled {
-        retry_after: StdDuration,
-    },
+    Throttled { retry_after: StdDuration },
     /// The signed-in account does not exist (it was deleted).
     #[error("the signed-in account does not exist")]
     UnknownUser,

@@ -61,13 +61,9 @@ pub enum Invalidation {
         id: ApiKeyId,
     },
     /// `agent`: the agent `id` changed, was deleted, or its knowledge changed.
-    Agent {
-        id: AgentId,
-    },
+    Agent { id: AgentId },
     /// `webhooks`: user `id`'s webhook subscriptions changed.
-    Webhooks {
-        id: UserId,
-    },
+    Webhooks { id: UserId },
 }
 
 /// An [`Invalidation`] as sent: with the id of the instance that published it.

@@ -45,10 +45,7 @@ pub enum AgentError {
     },
     /// The account holds as many agents as its plan allows (`AGENT_LIMITS`).
     #[error("Your {plan} plan allows {limit} agents and you have reached that limit; delete an agent or upgrade your plan")]
-    PlanLimit {
-        plan: Plan,
-        limit: u32,
-    },
+    PlanLimit { plan: Plan, limit: u32 },
     #[error(transparent)]
     Store(#[from] StoreError),
 }

@@ -83,10 +83,7 @@ pub enum Credential {
         session_id: SessionId,
     },
     /// An API key: holds the scopes it was created with.
-    ApiKey {
-        key_id: ApiKeyId,
-        scopes: ScopeSet,
-    },
+    ApiKey { key_id: ApiKeyId, scopes: ScopeSet },
 }
 
 /// The authenticated caller.

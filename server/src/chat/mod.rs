@@ -61,9 +61,7 @@ pub enum ChatError {
     },
     /// An attachment's data is not base64.
     #[error("attachment `{filename}`: data is not valid base64")]
-    AttachmentNotBase64 {
-        filename: String,
-    },
+    AttachmentNotBase64 { filename: String },
     /// The attachments total more than [`MAX_ATTACHMENTS_BYTES`].
     #[error("Attachments may total at most 10 MiB")]
     AttachmentsTooLarge,
@@ -75,9 +73,7 @@ pub enum ChatError {
     },
     /// A text attachment is not UTF-8.
     #[error("attachment `{filename}` is not UTF-8 text")]
-    AttachmentNotUtf8 {
-        filename: String,
-    },
+    AttachmentNotUtf8 { filename: String },
     /// The agent was deleted while the turn was prepared.
     #[error("Agent not found")]
     AgentGone,
@@ -89,9 +85,7 @@ pub enum ChatError {
     Invalid(String),
     /// No configured provider offers the agent's model.
     #[error("The agent's model `{model}` is not offered by any configured provider right now")]
-    ModelUnavailable {
-        model: String,
-    },
+    ModelUnavailable { model: String },
     /// The model provider failed or did not answer in time.
     #[error(transparent)]
     Upstream(ProviderError),

@@ -317,7 +317,10 @@ impl Embedding {
 }
 
 enum Done {
-    Indexed { pages: Option<u32>, bytes: u64 },
+    Indexed {
+        pages: Option<u32>,
+        bytes: u64,
+    },
     Deleted,
     /// The claim was lost to another worker; the job's end is not recorded here.
     Lost,

@@ -101,10 +101,7 @@ pub enum CrawlEvent {
         found: u32,
     },
     /// A URL was fetched or considered but not kept; `reason` is a sentence.
-    Skipped {
-        url: Url,
-        reason: String,
-    },
+    Skipped { url: Url, reason: String },
 }
 
 /// The outcome of a crawl.
