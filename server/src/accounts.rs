@@ -50,10 +50,7 @@ pub enum AccountError {
     EmailNotVerified,
     /// Too many failed sign-ins ([`crate::auth::throttle`]); try again after `retry_after`.
     #[error("too many failed sign-ins")]
-    Throttled {
-        /// How long until a sign-in may be tried again.
-        retry_after: StdDuration,
-    },
+    Throttled { retry_after: StdDuration },
     /// The signed-in account does not exist (it was deleted).
     #[error("the signed-in account does not exist")]
     UnknownUser,
@@ -88,7 +85,6 @@ pub struct SignUp {
 #[derive(Debug, Clone)]
 pub struct Client {
     pub ip: IpAddr,
-    /// The `User-Agent` header, when sent.
     pub user_agent: Option<String>,
 }
 
@@ -96,11 +92,8 @@ pub struct Client {
 #[derive(Debug)]
 pub struct Callback<'a> {
     pub provider: OAuthProvider,
-    /// The `state` query parameter.
     pub state: Option<&'a str>,
-    /// The authorization `code` query parameter.
     pub code: Option<&'a str>,
-    /// The provider's `error` query parameter.
     pub error: Option<&'a str>,
     /// The browser-binding cookie's value, when the browser sent it.
     pub browser_binding: Option<String>,
@@ -113,13 +106,11 @@ pub enum CallbackOutcome {
     Connected(OAuthProvider),
     /// A browser sign-in: the new session.
     SignedIn(IssuedSession),
-    /// A native client's sign-in: `code` goes to its loopback `redirect_uri`, to be traded
-    /// with [`Accounts::exchange`].
+    /// A native client's sign-in: `code` for its loopback `redirect_uri` ([`Accounts::exchange`]).
     ExchangeCode { redirect_uri: String, code: String },
 }
 
-/// A failed third-party sign-in (nothing created): the message, and where the flow came
-/// from (both unknown when the flow was not found).
+/// A failed third-party sign-in (nothing created): the message and the flow's origin, if known.
 #[derive(Debug)]
 pub struct CallbackRefusal {
     pub message: String,
@@ -143,7 +134,6 @@ pub struct Accounts {
 type Result<T> = std::result::Result<T, AccountError>;
 
 impl Accounts {
-    /// The service over the store's account and identity parts.
     pub fn new(
         users: Arc<dyn AccountStore>,
         identities: Arc<dyn IdentityStore>,
@@ -191,8 +181,7 @@ impl Accounts {
         Ok(user)
     }
 
-    /// Verifies the address of the emailed `token`'s account; false for a token that is
-    /// unknown, used, expired, or voided by the use of another of the account's links.
+    /// Verifies the emailed `token`'s address; false if unknown, used, expired or voided.
     pub async fn verify_email(&self, token: &str) -> Result<bool> {
         let now = self.clock.now();
         let Some(user_id) = self
@@ -206,8 +195,8 @@ impl Accounts {
         Ok(true)
     }
 
-    /// Mails a new verification link to `email`'s account when it exists, is unverified,
-    /// and was not mailed in the last minute; the caller answers the same either way.
+    /// Mails a new verification link to `email`'s unverified account, at most once a minute; the
+    /// caller answers the same either way.
     pub async fn resend_verification(&self, email: &Email) -> Result<()> {
         if let Some(user) = self.users.user_by_email(email).await? {
             if user.email_verified_at.is_none()
@@ -219,11 +208,9 @@ impl Accounts {
         Ok(())
     }
 
-    /// Checks a password sign-in and starts a session; failures are throttled
-    /// ([`crate::auth::throttle`]).
-    ///
-    /// Errors: [`AccountError::Throttled`], [`AccountError::WrongCredentials`] (also unknown
-    /// email or no password), [`AccountError::EmailNotVerified`].
+    /// Checks a password sign-in and starts a session; failures are throttled. Errors:
+    /// [`AccountError::Throttled`], [`AccountError::WrongCredentials`] (also unknown email or no
+    /// password), [`AccountError::EmailNotVerified`].
     pub async fn sign_in(
         &self,
         email: &Email,
@@ -267,8 +254,7 @@ impl Accounts {
         Ok((user, issued))
     }
 
-    /// Mails a password reset link to `email`'s account when it exists and was not mailed
-    /// one in the last minute; the caller answers the same either way.
+    /// Mails a reset link to `email`'s account, at most once a minute; the caller answers the same.
     pub async fn forgot_password(&self, email: &Email) -> Result<()> {
         if let Some(user) = self.users.user_by_email(email).await? {
             if !self.cooling_down(TokenPurpose::ResetPassword, email).await {
@@ -278,10 +264,8 @@ impl Accounts {
         Ok(())
     }
 
-    /// Sets a new password with an emailed reset `token`, verifies the address, ends every
-    /// session and voids the account's other links; answers the account id.
-    ///
-    /// Errors: [`AccountError::InvalidReset`].
+    /// Sets a new password with a reset `token`, verifies the address, ends every session and voids
+    /// other links; answers the account id. Errors: [`AccountError::InvalidReset`].
     pub async fn reset_password(&self, token: &str, password: Password) -> Result<UserId> {
         let now = self.clock.now();
         let user_id = self
@@ -306,7 +290,7 @@ impl Accounts {
             .ok_or(AccountError::UnknownUser)
     }
 
-    /// The account's connected identities, oldest first, and whether it has a password.
+    /// The account's identities, oldest first, and whether it has a password.
     /// Errors: [`AccountError::UnknownUser`].
     pub async fn sign_in_methods(&self, user_id: &UserId) -> Result<(Vec<IdentityRecord>, bool)> {
         let user = self.user(user_id).await?;
@@ -325,9 +309,8 @@ impl Accounts {
         }
     }
 
-    /// Starts a third-party sign-in (or with `connect_to`, a connection) bound to the
-    /// browser's `browser_binding`, working once for [`FLOW_TTL`]; answers the provider URL.
-    /// Errors: the provider or the store cannot be reached.
+    /// Starts a third-party sign-in (or connection, `connect_to`) bound to `browser_binding`, valid
+    /// once for [`FLOW_TTL`]; answers the provider URL. Errors: provider or store unreachable.
     pub async fn begin_flow(
         &self,
         provider: OAuthProvider,
@@ -355,10 +338,9 @@ impl Accounts {
         Ok(request.url)
     }
 
-    /// Finishes a third-party sign-in: takes the flow first (a state works once), checks
-    /// provider, expiry and browser, then signs in, creates a verified account, or refuses
-    /// (docs/security.md § Third-party sign-in).
-    ///
+    /// Finishes a third-party sign-in: takes the flow once, checks provider, expiry and browser,
+    /// then signs in, creates a verified account or refuses (docs/security.md § Third-party
+    /// sign-in).
     /// Errors (the outer `Result`): the store or the session start failed.
     pub async fn finish_flow(
         &self,
@@ -484,8 +466,7 @@ impl Accounts {
         Ok((user, issued))
     }
 
-    /// The account `identity` signs into: its connected account, or a new verified account.
-    /// `Err(message)` when the sign-in must be refused.
+    /// The account `identity` signs into, existing or new verified; `Err(message)` to refuse.
     async fn account_for(
         &self,
         provider: OAuthProvider,
@@ -609,8 +590,7 @@ impl Accounts {
         }
     }
 
-    /// Whether a mail of `purpose` to `email` was sent in the last minute (mail-bombing
-    /// guard).
+    /// Whether a `purpose` mail to `email` went out in the last minute (mail-bombing guard).
     async fn cooling_down(&self, purpose: TokenPurpose, email: &Email) -> bool {
         let key = format!("{}|{}", purpose.as_str(), email);
         self.auth.mail_cooldown.cooling_down(&key).await

@@ -39,38 +39,31 @@ const OUTBOX: usize = 4_096;
 const DROP_WARNING_INTERVAL: Duration = Duration::from_secs(60);
 /// Messages sent in one statement at most.
 const BATCH: usize = 256;
-/// First wait before reconnecting; it doubles up to [`RETRY_MAX`].
+/// First reconnect wait; it doubles up to [`RETRY_MAX`].
 const RETRY_FIRST: Duration = Duration::from_millis(250);
 /// The longest wait between two connection attempts.
 const RETRY_MAX: Duration = Duration::from_secs(5);
 /// How long a connection attempt may wait for the server.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// A change to something instances cache, named by ids only; on the wire
-/// `{"kind": …, "id": …, "origin": …}`.
+/// A change to something instances cache, by ids only: `{"kind": …, "id": …, "origin": …}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Invalidation {
     /// `session`: the session `id` ended or changed; cached reads and grants are dropped.
     Session {
-        /// The session id (the access token's `sid` claim).
+        /// The `sid` claim.
         id: SessionId,
     },
     /// `api_key`: the API key `id` was revoked or rotated away.
     ApiKey {
-        /// The key's id (as in `/api/api-keys/{id}`), never the key or its hash.
+        /// Never the key or its hash.
         id: ApiKeyId,
     },
     /// `agent`: the agent `id` changed, was deleted, or its knowledge changed.
-    Agent {
-        /// The agent id.
-        id: AgentId,
-    },
+    Agent { id: AgentId },
     /// `webhooks`: user `id`'s webhook subscriptions changed.
-    Webhooks {
-        /// The user id.
-        id: UserId,
-    },
+    Webhooks { id: UserId },
 }
 
 /// An [`Invalidation`] as sent: with the id of the instance that published it.
@@ -91,7 +84,6 @@ pub enum Queue {
 }
 
 impl Queue {
-    /// The queue's notification channel.
     pub fn channel(self) -> &'static str {
         match self {
             Self::Jobs => JOBS_CHANNEL,
@@ -108,8 +100,7 @@ pub trait LocalCache: Send + Sync + 'static {
     fn forget_all(&self);
 }
 
-/// The cluster bus handle. Cheap to clone; [`Bus::default`] is [`Bus::local`]. The PostgreSQL
-/// bus closes its connection when its last handle is dropped.
+/// The cluster bus handle. Cheap to clone; [`Bus::default`] is [`Bus::local`].
 #[derive(Clone, Default)]
 pub struct Bus(Option<Arc<Cluster>>);
 
@@ -147,8 +138,7 @@ impl Bus {
         Self(None)
     }
 
-    /// The bus for `database_url`: [`Bus::postgres`] for `postgres://`, else [`Bus::local`].
-    /// Errors: those of [`Bus::postgres`].
+    /// [`Bus::postgres`] for a `postgres://` `database_url`, else [`Bus::local`].
     pub async fn for_database(database_url: &str) -> anyhow::Result<Self> {
         match Backend::of(database_url) {
             Some(Backend::Postgres) => Self::postgres(database_url).await,
@@ -156,8 +146,8 @@ impl Bus {
         }
     }
 
-    /// The bus over the PostgreSQL database at `url`, listening on its channels when this
-    /// returns. Errors: a malformed URL, or the database cannot be reached or refuses `LISTEN`.
+    /// The bus over PostgreSQL at `url`, listening when this returns. Errors: a malformed URL, or
+    /// the database cannot be reached or refuses `LISTEN`.
     pub async fn postgres(url: &str) -> anyhow::Result<Self> {
         let options = PgConnectOptions::from_str(url)?.application_name(APPLICATION_NAME);
         // One connection, kept for as long as the bus lives; the pool only reconnects it.
@@ -186,7 +176,6 @@ impl Bus {
         }))))
     }
 
-    /// `"local"` or `"postgres"`.
     pub fn mode(&self) -> &'static str {
         match self.0 {
             None => "local",
@@ -199,24 +188,22 @@ impl Bus {
         self.0.as_ref().map(|c| c.shared.origin.as_str())
     }
 
-    /// Applies other instances' invalidations to `cache` (and all of them after a possible
-    /// miss). Nothing on the local bus.
+    /// Applies other instances' invalidations to `cache` (all after a miss); local: nothing.
     pub fn add_cache(&self, cache: Arc<dyn LocalCache>) {
         if let Some(cluster) = &self.0 {
             write(&cluster.shared.caches).push(cache);
         }
     }
 
-    /// Wakes `notify` when any instance announces work on `queue` (or after a possible miss).
-    /// Nothing on the local bus.
+    /// Wakes `notify` when any instance announces work on `queue`; local: nothing.
     pub fn wake_on(&self, queue: Queue, notify: Arc<Notify>) {
         if let Some(cluster) = &self.0 {
             write(&cluster.shared.wakes).push((queue, notify));
         }
     }
 
-    /// Tells the other instances that `what` changed (call after forgetting it here and storing
-    /// the change). Returns at once; a message that cannot be sent is dropped with a warning.
+    /// Tells other instances that `what` changed (after forgetting it here and storing it). Returns
+    /// at once; an unsendable message is dropped with a warning.
     pub fn publish(&self, what: Invalidation) {
         let Some(cluster) = &self.0 else { return };
         let message = Message {
@@ -229,8 +216,7 @@ impl Bus {
         }
     }
 
-    /// Tells every instance that work was queued on `queue` (call after the store call returned).
-    /// Returns at once.
+    /// Tells every instance that work was queued on `queue` (after storing); returns at once.
     pub fn work_queued(&self, queue: Queue) {
         if let Some(cluster) = &self.0 {
             cluster.send(queue.channel(), String::new());
@@ -446,8 +432,7 @@ pub(crate) mod tests {
         }
     }
 
-    /// The tests' PostgreSQL: `AGENTCHAT_TEST_DATABASE_URL`, else the local server
-    /// (`scripts/services.sh`).
+    /// The tests' PostgreSQL: `AGENTCHAT_TEST_DATABASE_URL`, else the local server.
     pub(crate) fn test_server() -> String {
         std::env::var("AGENTCHAT_TEST_DATABASE_URL")
             .ok()

@@ -20,20 +20,20 @@ use std::{
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-/// Default `HEADER_READ_TIMEOUT_SECS`: 10 s.
+/// Default `HEADER_READ_TIMEOUT_SECS`.
 pub const DEFAULT_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Longest `HEADER_READ_TIMEOUT_SECS` allowed.
 pub const MAX_HEADER_READ_TIMEOUT: Duration = Duration::from_secs(30);
-/// Default `IDLE_TIMEOUT_SECS`: 60 s.
+/// Default `IDLE_TIMEOUT_SECS`.
 pub const DEFAULT_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
-/// Longest `IDLE_TIMEOUT_SECS` allowed: one hour.
+/// Longest `IDLE_TIMEOUT_SECS` allowed.
 pub const MAX_IDLE_TIMEOUT: Duration = Duration::from_secs(3_600);
-/// Default `MAX_CONNECTIONS`: 4,096.
+/// Default `MAX_CONNECTIONS`.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 4_096;
-/// Largest `MAX_CONNECTIONS` allowed: 1,048,576 (2^20).
+/// Largest `MAX_CONNECTIONS` allowed.
 pub const MAX_MAX_CONNECTIONS: usize = 1 << 20;
 
-/// The limits on client connections (see the module's documentation).
+/// The limits on client connections (module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConnectionLimits {
     /// Longest time to send a request's head (`HEADER_READ_TIMEOUT_SECS`).
@@ -57,8 +57,8 @@ impl Default for ConnectionLimits {
 /// Descriptors kept free beside the connections (database, extraction pipes, outbound, mail).
 pub const RESERVED_FILES: u64 = 1_024;
 
-/// Raises the soft `RLIMIT_NOFILE` up to the hard limit so `max_connections` and
-/// [`RESERVED_FILES`] fit (a lower hard limit is logged); never lowers it. Returns the limit.
+/// Raises the soft `RLIMIT_NOFILE` (never lowers; up to the hard limit, logged if short) to fit
+/// `max_connections` and [`RESERVED_FILES`]. Returns the limit.
 #[cfg(unix)]
 pub fn fit_open_files(max_connections: usize) -> Option<u64> {
     use nix::sys::resource::{getrlimit, setrlimit, Resource};
@@ -89,26 +89,21 @@ pub fn fit_open_files(max_connections: usize) -> Option<u64> {
 }
 
 /// What one connection is doing, shared by its socket ([`Watched`]), requests
-/// ([`Activity::begin`]) and timer ([`Deadline`]). Changes happen while the connection's task
-/// polls, and are told apart by their count (several may happen in one poll).
+/// ([`Activity::begin`]) and timer ([`Deadline`]); changes are counted.
 #[derive(Debug)]
 pub struct Activity {
     /// Requests whose answer is not finished yet (0 or 1 on HTTP/1.1).
     in_flight: AtomicUsize,
     /// Bytes of a request's head have arrived and no request has started since.
     head_started: AtomicBool,
-    /// Phase changes so far.
     changes: AtomicUsize,
 }
 
-/// The phase of a connection (see the module's documentation).
+/// The phase of a connection (module docs).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {
-    /// Reading a request's head.
     Head,
-    /// A request is being answered.
     Busy,
-    /// Waiting for the next request.
     Idle,
 }
 
@@ -122,7 +117,6 @@ impl Activity {
         })
     }
 
-    /// The current phase.
     pub fn phase(&self) -> Phase {
         if self.in_flight.load(Ordering::Acquire) > 0 {
             Phase::Busy
@@ -141,7 +135,6 @@ impl Activity {
         InFlight(self.clone())
     }
 
-    /// Phase changes so far.
     pub fn changes(&self) -> usize {
         self.changes.load(Ordering::Acquire)
     }
@@ -181,7 +174,6 @@ pin_project_lite::pin_project! {
 }
 
 impl<I> Watched<I> {
-    /// `io`, reporting to `activity`.
     pub fn new(io: I, activity: Arc<Activity>) -> Self {
         Self { io, activity }
     }
@@ -234,8 +226,7 @@ impl<I: AsyncWrite> AsyncWrite for Watched<I> {
 }
 
 pin_project_lite::pin_project! {
-    /// A body that keeps its request [`InFlight`] until hyper drops it; frames and size hint
-    /// are the inner body's.
+    /// A body that keeps its request [`InFlight`] until hyper drops it.
     pub struct Tracked<B> {
         #[pin]
         body: B,
@@ -244,7 +235,6 @@ pin_project_lite::pin_project! {
 }
 
 impl<B> Tracked<B> {
-    /// `body`, answering the request `in_flight`.
     pub fn new(body: B, in_flight: InFlight) -> Self {
         Self { body, in_flight }
     }
@@ -282,8 +272,7 @@ pub enum TimedOut {
 }
 
 pin_project_lite::pin_project! {
-    /// `connection` until it ends or its phase times out (then dropped, closing the socket): `Err`
-    /// names the phase.
+    /// `connection` until it ends or its phase times out (then dropped); `Err` names the phase.
     pub struct Deadline<C> {
         #[pin]
         connection: C,
@@ -298,7 +287,7 @@ pin_project_lite::pin_project! {
 }
 
 impl<C> Deadline<C> {
-    /// `connection`, accepted just now, whose socket and requests report to `activity`.
+    /// `connection`, accepted now, whose socket and requests report to `activity`.
     pub fn new(connection: C, activity: Arc<Activity>, limits: &ConnectionLimits) -> Self {
         Self {
             connection,

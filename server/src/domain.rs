@@ -5,12 +5,10 @@ use std::{collections::BTreeSet, fmt, str::FromStr};
 
 use secrecy::{ExposeSecret, SecretString};
 
-/// Longest email address: 254 characters, counted in bytes of the trimmed, lower-cased
-/// address (RFC 5321 § 4.5.3.1.3: a path of at most 256 octets holds `<` address `>`).
+/// Longest email in bytes of the trimmed, lower-cased address (RFC 5321 § 4.5.3.1.3).
 pub const EMAIL_MAX: usize = app::api::limits::EMAIL_MAX;
 
-/// A normalised email address (trimmed, lower-cased), syntactically valid per RFC 5322
-/// addr-spec (through the `email_address` crate), at most [`EMAIL_MAX`] characters.
+/// A trimmed, lower-cased email, valid per RFC 5322 addr-spec, at most [`EMAIL_MAX`] bytes.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Email(String);
 
@@ -33,7 +31,6 @@ impl Email {
         Ok(Self(s))
     }
 
-    /// The normalised address.
     pub fn as_str(&self) -> &str {
         &self.0
     }
@@ -47,7 +44,6 @@ impl fmt::Display for Email {
 
 /// Password length bounds in characters (docs/api.md § Auth: 8..=128; OWASP ASVS 2.1.1/2.1.2).
 pub const PASSWORD_MIN: usize = app::api::limits::PASSWORD_MIN;
-/// See [`PASSWORD_MIN`].
 pub const PASSWORD_MAX: usize = app::api::limits::PASSWORD_MAX;
 
 /// A candidate password of 8..=128 characters, kept secret (its `Debug` is redacted).
@@ -117,8 +113,8 @@ pub fn parse_country(raw: &str) -> Result<String, String> {
         .map_err(|_| format!("country `{}` is not an ISO 3166-1 alpha-2 code", raw.trim()))
 }
 
-/// A phone number: optional `+`, digits with spaces, dashes, dots or parentheses; 7..=15
-/// digits (ITU-T E.164). Returned trimmed.
+/// A phone number: optional `+`, 7..=15 digits (E.164) with spaces, dashes, dots or
+/// parentheses; returned trimmed.
 pub fn parse_phone(raw: &str) -> Result<String, String> {
     let s = raw.trim();
     let body = s.strip_prefix('+').unwrap_or(s);
@@ -149,7 +145,6 @@ pub enum Plan {
 }
 
 impl Plan {
-    /// All plans, cheapest first.
     pub const ALL: [Plan; 4] = [Plan::Free, Plan::Starter, Plan::Business, Plan::Pro];
 
     /// Position in [`Plan::ALL`] (indexes per-plan configuration arrays).
@@ -239,7 +234,6 @@ impl Scope {
         Scope::WebhooksWrite,
     ];
 
-    /// The wire name, e.g. `agents:read`.
     pub fn as_str(self) -> &'static str {
         app::api::SCOPES[self as usize]
     }
@@ -277,7 +271,6 @@ impl ScopeSet {
             .map(Self)
     }
 
-    /// Whether the set grants `scope`.
     pub fn contains(&self, scope: Scope) -> bool {
         self.0.contains(&scope)
     }
@@ -288,8 +281,7 @@ impl ScopeSet {
     }
 }
 
-/// What kind of tool an agent has (docs/api.md § Tools): stored as its text
-/// ([`ToolType::as_str`]) in `agent_tools.type` and answered as that text.
+/// A tool's kind (docs/api.md § Tools), stored and answered as [`ToolType::as_str`].
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
 )]
@@ -307,10 +299,8 @@ pub enum ToolType {
 }
 
 impl ToolType {
-    /// Every type, in the order of docs/api.md § Tools.
     pub const ALL: [Self; 4] = [Self::KnowledgeSearch, Self::WebFetch, Self::Http, Self::Mcp];
 
-    /// The stored and wire text.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::KnowledgeSearch => "knowledge_search",
@@ -320,14 +310,12 @@ impl ToolType {
         }
     }
 
-    /// The type named `text`, if any.
     pub fn parse(text: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|t| t.as_str() == text)
     }
 }
 
-/// Who said a message (docs/api.md § Conversations and messages): `user` or `assistant`,
-/// stored as that text in `messages.role` and sent to a model as the turn's author.
+/// Who said a message (docs/api.md § Conversations and messages), stored as its text.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
 )]
@@ -341,10 +329,8 @@ pub enum Role {
 }
 
 impl Role {
-    /// Both roles.
     pub const ALL: [Role; 2] = [Role::User, Role::Assistant];
 
-    /// The stored and wire text: `user` or `assistant`.
     pub fn as_str(self) -> &'static str {
         match self {
             Role::User => "user",
@@ -359,10 +345,8 @@ impl fmt::Display for Role {
     }
 }
 
-/// A third-party sign-in provider (docs/api.md § Third-party sign-in). Its code
-/// ([`OAuthProvider::code`]) names it in paths and answers, and is what is stored in
-/// `user_identities.provider` and `oauth_flows.provider`
-/// (`migrations/sqlite/0005_identities.sql`).
+/// A third-party sign-in provider (docs/api.md § Third-party sign-in); its
+/// [`OAuthProvider::code`] is used in paths, answers and the store.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
 )]
@@ -378,14 +362,12 @@ pub enum OAuthProvider {
 }
 
 impl OAuthProvider {
-    /// Every provider, in the order the dashboard shows them.
     pub const ALL: [OAuthProvider; 3] = [
         OAuthProvider::Google,
         OAuthProvider::Github,
         OAuthProvider::Microsoft,
     ];
 
-    /// The code in paths, answers and the store: `github`, `google`, `microsoft`.
     pub fn code(self) -> &'static str {
         match self {
             Self::Github => "github",
@@ -394,7 +376,6 @@ impl OAuthProvider {
         }
     }
 
-    /// The name shown to people.
     pub fn name(self) -> &'static str {
         match self {
             Self::Github => "GitHub",
@@ -403,15 +384,13 @@ impl OAuthProvider {
         }
     }
 
-    /// The provider with `code`, if any.
     pub fn parse(code: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|p| p.code() == code)
     }
 }
 
-/// An event type (docs/api.md § Event types). Its name ([`EventType::as_str`], e.g.
-/// `agent.created`) is what webhooks subscribe to, what deliveries carry as `type`, and what
-/// is stored (`migrations/sqlite/0007_webhooks.sql`).
+/// An event type (docs/api.md § Event types); its name ([`EventType::as_str`]) is what
+/// webhooks subscribe to, deliveries carry as `type`, and the store holds.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
 )]
@@ -456,7 +435,6 @@ pub enum EventType {
 }
 
 impl EventType {
-    /// The catalogue, in the order it is listed.
     pub const ALL: [EventType; 9] = [
         EventType::AgentCreated,
         EventType::AgentUpdated,
@@ -469,7 +447,6 @@ impl EventType {
         EventType::IntegrationCreated,
     ];
 
-    /// The wire name, e.g. `agent.created`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::AgentCreated => "agent.created",
@@ -514,14 +491,12 @@ impl EventType {
         1 << Self::ALL.iter().position(|e| *e == self).unwrap_or(31)
     }
 
-    /// The event named `name`, if it is in the catalogue.
     pub fn parse(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|e| e.as_str() == name)
     }
 }
 
-/// An integration provider's code (docs/api.md § Providers): `providerCode` on the wire,
-/// `integrations.provider_code` in the store; its fields are in `integrations::catalog::PROVIDERS`.
+/// An integration provider (docs/api.md § Providers); its code is `providerCode` and is stored.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
 )]
@@ -547,7 +522,6 @@ pub enum ProviderCode {
 }
 
 impl ProviderCode {
-    /// Every provider, in the catalogue's order (the dashboard's).
     pub const ALL: [Self; 8] = [
         Self::Telegram,
         Self::Slack,
@@ -559,8 +533,7 @@ impl ProviderCode {
         Self::Mcp,
     ];
 
-    /// The stored and wire code: `telegram`, `slack`, `discord`, `whatsapp`, `zapier`,
-    /// `website`, `http` or `mcp`.
+    /// The stored and wire code.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Telegram => "telegram",

@@ -11,9 +11,8 @@ use agentchat::{
 use anyhow::Context;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
-/// The allocator: jemalloc, whose bookkeeping lives apart from the blocks, so the never
-/// written pages of an open stream's mostly empty 8 KiB buffers need not be in memory (the
-/// memory per stream is in BENCHMARKS.md).
+/// The allocator: jemalloc, which keeps its bookkeeping apart from the blocks, so the unwritten
+/// pages of open streams' mostly empty buffers stay out of memory (BENCHMARKS.md).
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

@@ -64,15 +64,11 @@ const UPKEEP_EVERY: Duration = Duration::from_secs(5);
 /// Why a request was refused with 429: the budget it ran out of (README § Limits).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Refusal {
-    /// An account's plan budget.
     Account,
-    /// An unauthenticated client IP's budget.
     Ip,
-    /// A website widget's `requestsPerMinute`.
     Widget,
     /// An inbound channel endpoint's budget per integration and client IP.
     Channel,
-    /// The failed-sign-in throttle.
     SignIn,
 }
 
@@ -112,18 +108,15 @@ impl From<crate::ratelimit::RateKey<'_>> for Refusal {
 /// How a knowledge job ended, the `outcome` label of [`KNOWLEDGE_JOBS`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum JobEnd {
-    /// Its document is indexed.
     Succeeded,
-    /// Its document failed (unreadable, too large, interrupted too often, ...).
+    /// Its document failed (unreadable, too large, interrupted too often).
     Failed,
-    /// Its document was deleted while the job ran.
     Deleted,
 }
 
 impl JobEnd {
     const ALL: [Self; 3] = [Self::Succeeded, Self::Failed, Self::Deleted];
 
-    /// `succeeded`, `failed` or `deleted`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Succeeded => "succeeded",
@@ -155,8 +148,8 @@ fn reply_outcome(status: ReplyStatus) -> usize {
 
 const REPLY_OUTCOMES: [&str; 3] = ["complete", "failed", "cancelled"];
 
-/// The `kind` of [`PROVIDER_ERRORS`]: `timeout`, `connection`, `rate_limited` (429),
-/// `http_4xx`, `http_5xx` or `other`.
+/// The `kind` of [`PROVIDER_ERRORS`]: `timeout`, `connection`, `rate_limited`, `http_4xx`,
+/// `http_5xx` or `other`.
 pub fn provider_error_kind(kind: &ProviderErrorKind) -> &'static str {
     PROVIDER_ERROR_KINDS[provider_error_index(kind)]
 }
@@ -207,8 +200,7 @@ pub fn enabled() -> bool {
     registry().is_some()
 }
 
-/// Installs the process-wide recorder once (later calls do nothing) and starts the bucket
-/// upkeep thread. `false` only when another recorder was installed first (logged).
+/// Installs the recorder once and starts the bucket upkeep; `false` if another came first (logged).
 pub fn install() -> bool {
     REGISTRY.get_or_init(build).is_some()
 }
@@ -365,7 +357,6 @@ pub fn bm25_searched(took: Duration) {
 pub struct StreamOpen(bool);
 
 impl StreamOpen {
-    /// Counts one more open stream.
     pub fn new() -> Self {
         match registry() {
             Some(r) => {
@@ -393,8 +384,7 @@ impl Drop for StreamOpen {
     }
 }
 
-/// The series of one model. The `model` label is a resolved model id (listed by a provider,
-/// or the built-in one), so its cardinality is bounded by the providers' lists.
+/// One model's series; `model` is a resolved model id, bounded by the providers' lists.
 struct ModelSeries {
     /// By [`REPLY_OUTCOMES`].
     chats: [Counter; 3],
@@ -485,15 +475,13 @@ const METHODS: [&str; 8] = [
 /// The `route` label of requests that match no route template.
 pub const UNMATCHED: &str = "unmatched";
 
-/// The route templates for the `route` label: the template the router matches
-/// (`/api/agents/{agentId}`), never the raw path, `unmatched` when none; interned once.
+/// The route templates of the `route` label: the matched template, never the raw path; interned.
 pub struct RouteTemplates {
     router: matchit::Router<&'static str>,
 }
 
 impl RouteTemplates {
-    /// The table of `templates` (axum syntax); one conflicting with an earlier one is left out
-    /// (logged).
+    /// The table of axum `templates`; one conflicting with an earlier one is left out (logged).
     pub fn new<'a>(templates: impl IntoIterator<Item = &'a str>) -> Self {
         let mut router = matchit::Router::new();
         for template in templates {
@@ -567,8 +555,7 @@ pub struct HttpMetricsLayer {
 }
 
 impl HttpMetricsLayer {
-    /// Records requests labelled by `routes` when `on` and the recorder is installed; else a
-    /// pass-through.
+    /// Records requests labelled by `routes` when `on` and installed; else a pass-through.
     pub fn new(on: bool, routes: impl FnOnce() -> RouteTemplates) -> Self {
         Self {
             routes: (on && enabled()).then(|| Arc::new(routes())),
@@ -587,8 +574,7 @@ impl<S> tower::Layer<S> for HttpMetricsLayer {
     }
 }
 
-/// Counts and times every request of `S` ([`HTTP_REQUESTS`], [`HTTP_DURATION`]) until its
-/// answer's head, without allocation or shared lock once a thread knows the route.
+/// Counts and times every request of `S` until its answer's head; lock-free once routes are known.
 #[derive(Clone)]
 pub struct HttpMetrics<S> {
     inner: S,

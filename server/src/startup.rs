@@ -42,13 +42,12 @@ use crate::{
     telemetry::{RequestSpanLayer, REQUEST_ID},
 };
 
-/// How long a graceful shutdown waits, after the last request, for the chat turns still
-/// being written ([`crate::chat::ChatService::flush`]).
+/// How long a graceful shutdown waits for chat turns still being written.
 pub const SHUTDOWN_FLUSH: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// A built, bound, not yet running service.
 pub struct Application {
-    /// Shared state (tests reach the store and the clock through it).
+    /// Shared state (tests reach the store and clock through it).
     pub state: AppState,
     listener: TcpListener,
     role: Role,
@@ -57,12 +56,8 @@ pub struct Application {
 }
 
 impl Application {
-    /// Connects and migrates the store, builds the services from their parts of `config`,
-    /// starts the workers when `config.role` runs them, installs metrics when configured,
-    /// and binds the listeners.
-    ///
-    /// Errors: the store cannot be opened or migrated, `REDIS_URL` is not a Redis URL, a
-    /// component refuses its configuration, or an address cannot be bound.
+    /// Connects and migrates the store, builds the services, starts the workers the role runs and
+    /// binds the listeners. Errors: the store, `REDIS_URL`, a component's configuration, a bind.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
         let store = crate::store::open(&config.storage).await?;
         store.migrate().await?;
@@ -285,7 +280,6 @@ impl Application {
         })
     }
 
-    /// The bound address.
     pub fn addr(&self) -> SocketAddr {
         self.listener
             .local_addr()
@@ -299,14 +293,12 @@ impl Application {
             .and_then(|l| l.local_addr().ok())
     }
 
-    /// What this instance runs (`--role`).
     pub fn role(&self) -> Role {
         self.role
     }
 
-    /// Serves until `shutdown` completes, then finishes in-flight requests and writes their
-    /// chat turns (at most [`SHUTDOWN_FLUSH`]): [`service`], or [`health_service`] for
-    /// [`Role::Worker`], plus `GET /metrics` on `METRICS_ADDR`; all on the current runtime.
+    /// Serves until `shutdown`, then finishes in-flight requests and writes their turns (at most
+    /// [`SHUTDOWN_FLUSH`]): [`service`], or [`health_service`] for [`Role::Worker`], plus metrics.
     pub async fn run_until_stopped(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
@@ -314,12 +306,9 @@ impl Application {
         self.run_until_stopped_on(0, shutdown).await
     }
 
-    /// [`Application::run_until_stopped`], with the main listener's connections spread over
-    /// the current runtime and `threads` more single-threaded runtimes accepting on the same
-    /// socket within one connection limit; the extra runtimes end after the last turns are
-    /// written.
-    ///
-    /// Errors: the listening socket cannot be shared (`dup`), or a thread cannot be started.
+    /// [`Application::run_until_stopped`] with connections spread over this runtime and `threads`
+    /// single-threaded ones on the same socket, within one connection limit.
+    /// Errors: the socket cannot be shared (`dup`), or a thread cannot be started.
     pub async fn run_until_stopped_on(
         self,
         threads: usize,
@@ -368,12 +357,10 @@ impl Application {
 /// How `agentchat serve` runs its asynchronous work (README § Configuration, "Threads").
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Runtimes {
-    /// One multi-threaded Tokio runtime with a worker thread per core, which runs
-    /// everything and moves tasks between its workers as they fall idle.
+    /// One multi-threaded Tokio runtime with a worker per core, moving tasks between workers.
     Shared,
-    /// A single-threaded runtime per core: the main thread's runs the background work and
-    /// its share of connections, `extra` threads serve connections; a conversation stays on
-    /// its accepting thread (docs/architecture.md).
+    /// A single-threaded runtime per core; a conversation stays on its accepting thread
+    /// (docs/architecture.md).
     PerCore {
         /// Threads beside the main one (cores − 1).
         extra: usize,
@@ -381,8 +368,7 @@ pub enum Runtimes {
 }
 
 impl Runtimes {
-    /// [`Runtimes::PerCore`] on more than one core, whatever the database;
-    /// [`Runtimes::Shared`] on one.
+    /// [`Runtimes::PerCore`] on more than one core; [`Runtimes::Shared`] on one.
     pub fn for_cores(cores: usize) -> Self {
         if cores > 1 {
             Self::PerCore { extra: cores - 1 }
@@ -412,8 +398,7 @@ impl Runtimes {
     }
 }
 
-/// What the listeners serve: a tower service answering whole requests ([`service`],
-/// [`health_service`], a bare [`Router`] in tests), which every connection clones.
+/// What the listeners serve: a cloneable tower service ([`service`], [`health_service`]).
 pub trait HttpService:
     Service<Request, Response = Response, Error = Infallible, Future: Send>
     + Clone
@@ -439,8 +424,7 @@ struct ExtraRuntimes {
 }
 
 impl ExtraRuntimes {
-    /// Ends the threads' runtimes (tasks still running on them are dropped) and waits for
-    /// the threads.
+    /// Ends the threads' runtimes (dropping their tasks) and joins the threads.
     async fn end(self) {
         let _ = self.finish.send(true);
         let threads = self.threads;
@@ -453,11 +437,8 @@ impl ExtraRuntimes {
     }
 }
 
-/// Serves `service` on `listener` until `shutdown` from the current runtime and `threads`
-/// more, within one [`ConnectionLimits::max_connections`]; returns when every listener has
-/// stopped and its connections are done.
-///
-/// Errors: the listening socket cannot be shared (`dup`), or a thread cannot be started.
+/// Serves `service` on `listener` until `shutdown` from this runtime and `threads` more, within
+/// one connection limit. Errors: as [`Application::run_until_stopped_on`].
 async fn serve_on_threads(
     threads: usize,
     listener: TcpListener,
@@ -500,8 +481,7 @@ async fn serve_on_threads(
     })
 }
 
-/// [`serve_connections`] on `listener`, a descriptor of the shared listening socket, once
-/// the runtime that will run it has taken it.
+/// [`serve_connections`] on a descriptor of the shared socket, once its runtime has taken it.
 async fn serve_connections_on(
     listener: std::net::TcpListener,
     service: impl HttpService,
@@ -517,8 +497,7 @@ async fn serve_connections_on(
     }
 }
 
-/// An extra thread of [`serve_on_threads`]: runs `serving` on its own runtime, reports
-/// through `done`, then keeps the runtime alive until `finished`.
+/// An extra thread: runs `serving` on its own runtime, reports via `done`, lives until `finished`.
 fn run_connection_thread(
     serving: impl Future<Output = ()>,
     done: tokio::sync::oneshot::Sender<()>,
@@ -542,10 +521,8 @@ fn run_connection_thread(
     runtime.shutdown_timeout(Duration::from_secs(1));
 }
 
-/// Where rate limits, the sign-in throttle and the mail cooldown are kept, logged once: the
-/// `REDIS_URL` Redis (warning on SQLite), or `None` in process (warning on PostgreSQL).
-///
-/// Errors: `REDIS_URL` is not a Redis URL.
+/// Where rate limits, the sign-in throttle and mail cooldown are kept (Redis, or `None` in
+/// process), logged once. Errors: `REDIS_URL` is not a Redis URL.
 fn shared_limits(
     database_url: &str,
     limits: &crate::config::LimitsConfig,
@@ -580,8 +557,7 @@ fn shared_limits(
     Ok(Some(redis))
 }
 
-/// The configured providers (OpenAI-compatible first, then Anthropic) and the offline
-/// model.
+/// The configured providers (OpenAI-compatible, then Anthropic) and the offline model.
 pub fn build_models(config: &ProvidersConfig) -> anyhow::Result<crate::llm::Models> {
     use crate::llm::remote::{Flavor, RemoteProvider};
     let mut providers: Vec<Arc<dyn crate::llm::Provider>> = Vec::new();
@@ -607,11 +583,9 @@ pub fn build_models(config: &ProvidersConfig) -> anyhow::Result<crate::llm::Mode
     ))
 }
 
-/// What answers every request, outermost first: HTTP metrics when served, the security
-/// headers ([`http::security`]), a request id (`X-Request-Id`), the request span
-/// ([`RequestSpanLayer`]), panics as JSON 500, the JSON 431 ([`http::security::HeadLimitLayer`]),
-/// the `/api` middleware ([`http::ApiService`]) and [`router`]. One tower stack around the
-/// router, since `Router::layer` would clone the layers on every request.
+/// What answers every request, outermost first: HTTP metrics, [`http::security`] headers,
+/// `X-Request-Id`, [`RequestSpanLayer`], panics as JSON 500, the JSON 431
+/// ([`http::security::HeadLimitLayer`]), [`http::ApiService`], [`router`]; one tower stack.
 pub fn service(state: AppState) -> impl HttpService {
     let router = router(state.clone());
     let hsts = security::hsts(&state.server.public_url);
@@ -650,9 +624,7 @@ pub fn service(state: AppState) -> impl HttpService {
         .service(router)
 }
 
-/// What a [`Role::Worker`] answers: health, readiness and `GET /metrics` as [`service`]
-/// does, 404 with the contract's body elsewhere, with `nosniff`, the default CSP and a
-/// request id.
+/// What a [`Role::Worker`] answers: health, readiness and metrics as [`service`], else 404.
 pub fn health_service(state: AppState) -> impl HttpService {
     let (api, doc) = OpenApiRouter::new()
         .merge(http::ops::health_router())
@@ -681,8 +653,7 @@ pub fn health_service(state: AppState) -> impl HttpService {
         .service(router)
 }
 
-/// The routes: `/api` (JSON) and the dashboard (Leptos SSR and its static files), without
-/// the middleware of [`service`].
+/// The routes: `/api` (JSON) and the dashboard, without [`service`]'s middleware.
 pub fn router(state: AppState) -> Router {
     let (api, mut openapi) = http::api_router().split_for_parts();
     let missing = http::openapi::apply_input_rules(&mut openapi, state.chat.config());
@@ -749,22 +720,17 @@ pub async fn shutdown_signal() {
     tracing::info!("shutting down: finishing in-flight requests");
 }
 
-/// Size limit of hyper's read buffer, in bytes: twice [`http::security::MAX_HEAD_BYTES`],
-/// so a head somewhat over the limit still gets the contract's JSON 431 rather than
-/// hyper's bare one, while capping what a connection can make the server buffer.
+/// Size limit of hyper's read buffer in bytes: twice [`http::security::MAX_HEAD_BYTES`], so a
+/// head somewhat over the limit still gets the contract's JSON 431.
 pub const PARSER_BUFFER_BYTES: usize = 2 * http::security::MAX_HEAD_BYTES;
-/// Header fields hyper's parser accepts in one head (its own 431 beyond): twice
-/// [`http::security::MAX_HEADER_FIELDS`], for the same reason as [`PARSER_BUFFER_BYTES`].
+/// Header fields hyper accepts in one head: twice [`http::security::MAX_HEADER_FIELDS`], as above.
 pub const PARSER_HEADER_FIELDS: usize = 2 * http::security::MAX_HEADER_FIELDS;
 
-/// Serves `service` over HTTP/1.1 on every connection `listener` accepts (each request
-/// carrying `ConnectInfo<SocketAddr>`) until `shutdown`, then waits for in-flight requests
-/// (idle connections close at once). `limits` bound the connections
-/// ([`crate::connection`]): beyond `max_connections` the listener is not read, so new
-/// connections wait in the kernel's queue; heads must arrive within `header_read_timeout`
-/// and fit [`PARSER_BUFFER_BYTES`] and [`PARSER_HEADER_FIELDS`]; idle connections close
-/// after `idle_timeout`. Hyper's HTTP/1.1 builder rather than `axum::serve`, whose `auto`
-/// builder doubles each connection's read buffer; HTTP/2 without TLS is not offered.
+/// Serves `service` over HTTP/1.1 on `listener` (requests carry `ConnectInfo<SocketAddr>`) until
+/// `shutdown`, then waits for in-flight requests. `limits` ([`crate::connection`]): beyond
+/// `max_connections` the listener is not read; heads within `header_read_timeout`,
+/// [`PARSER_BUFFER_BYTES`] and [`PARSER_HEADER_FIELDS`]; idle connections close after
+/// `idle_timeout`. No HTTP/2 without TLS.
 pub async fn serve_http1<L, S>(
     listener: L,
     service: S,
@@ -778,8 +744,7 @@ pub async fn serve_http1<L, S>(
     serve_connections(listener, service, limits, slots, shutdown).await;
 }
 
-/// [`serve_http1`] within `slots`, which other listeners may share: a connection is served
-/// once it holds one of them.
+/// [`serve_http1`] within `slots`, which other listeners may share.
 async fn serve_connections<L, S>(
     mut listener: L,
     service: S,
@@ -844,8 +809,7 @@ async fn serve_connections<L, S>(
     graceful.shutdown().await;
 }
 
-/// `listener` with `TCP_NODELAY` on every connection, so streamed chunks are not held
-/// back by Nagle's algorithm.
+/// `listener` with `TCP_NODELAY`, so streamed chunks are not held back by Nagle's algorithm.
 pub fn nodelay(
     listener: tokio::net::TcpListener,
 ) -> TapIo<tokio::net::TcpListener, fn(&mut tokio::net::TcpStream)> {

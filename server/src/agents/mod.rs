@@ -30,7 +30,7 @@ pub const SYSTEM_PROMPT_MAX: usize = app::api::limits::SYSTEM_PROMPT_MAX;
 /// Why an agent operation failed. The texts are the messages clients are shown.
 #[derive(Debug, thiserror::Error)]
 pub enum AgentError {
-    /// No agent with this id belongs to the caller (another tenant's agent reads the same).
+    /// No agent with this id belongs to the caller (another tenant's reads the same).
     #[error("Agent not found")]
     NotFound,
     /// A field breaks its rule; the text names the field and the rule.
@@ -39,26 +39,19 @@ pub enum AgentError {
     /// `model` is not offered by any configured provider; `valid` lists those that are.
     #[error("model `{model}` is not available; use one of: {}", valid.join(", "))]
     UnknownModel {
-        /// The requested model id.
         model: String,
-        /// The model ids that are offered.
+        /// The offered model ids.
         valid: Vec<String>,
     },
     /// The account holds as many agents as its plan allows (`AGENT_LIMITS`).
     #[error("Your {plan} plan allows {limit} agents and you have reached that limit; delete an agent or upgrade your plan")]
-    PlanLimit {
-        /// The account's plan.
-        plan: Plan,
-        /// Agents the plan allows.
-        limit: u32,
-    },
-    /// The store failed.
+    PlanLimit { plan: Plan, limit: u32 },
     #[error(transparent)]
     Store(#[from] StoreError),
 }
 
-/// An agent's editable fields as a caller gives them, checked by [`AgentService::create`]
-/// (`None`: empty, or the default model) and [`AgentService::update`] (`None`: unchanged).
+/// An agent's editable fields, checked by [`AgentService::create`] (`None`: empty or default
+/// model) and [`AgentService::update`] (`None`: unchanged).
 #[derive(Debug, Clone, Default)]
 pub struct AgentFields {
     pub name: Option<String>,
@@ -75,7 +68,6 @@ pub struct AgentService {
     models: Models,
     events: Events,
     clock: Clock,
-    /// The agent's documents, whose uploads are removed with it.
     documents: Arc<dyn DocumentStore>,
     uploads: Arc<dyn UploadStore>,
     /// Agents per plan, indexed by [`Plan::index`] (`AGENT_LIMITS`).
@@ -84,8 +76,7 @@ pub struct AgentService {
 }
 
 impl AgentService {
-    /// The service over `store`, `agent_limits` per plan (`AGENT_LIMITS`), announcing through
-    /// `events`, timed by `clock`.
+    /// The service over `store`, with `agent_limits` per plan (`AGENT_LIMITS`).
     pub fn new(
         store: Arc<dyn AgentStore>,
         models: Models,
@@ -112,8 +103,8 @@ impl AgentService {
         self
     }
 
-    /// The agent of `user_id`, cached for [`AGENT_CACHE_TTL`]. Errors: [`AgentError::NotFound`]
-    /// (missing or someone else's); the store's.
+    /// The agent of `user_id`, cached [`AGENT_CACHE_TTL`].
+    /// Errors: [`AgentError::NotFound`]; the store's.
     pub async fn owned(
         &self,
         user_id: &UserId,
@@ -124,8 +115,7 @@ impl AgentService {
             .ok_or(AgentError::NotFound)
     }
 
-    /// As [`AgentService::owned`], `None` for a missing or someone else's agent. Errors: the
-    /// store's.
+    /// As [`AgentService::owned`], `None` for a missing or someone else's agent.
     pub async fn find(
         &self,
         user_id: &UserId,
@@ -147,10 +137,8 @@ impl AgentService {
         Ok(self.store.list_agents(user_id).await?)
     }
 
-    /// Creates an agent and emits `agent.created`. Errors: [`AgentError::Invalid`] (name
-    /// [`NAME_MAX`], description [`DESCRIPTION_MAX`], system prompt [`SYSTEM_PROMPT_MAX`]),
-    /// [`AgentError::UnknownModel`], [`AgentError::PlanLimit`] (checked in the same write); the
-    /// store's.
+    /// Creates an agent and emits `agent.created`. Errors: [`AgentError::Invalid`] (the `*_MAX`
+    /// limits), [`AgentError::UnknownModel`], [`AgentError::PlanLimit`]; the store's.
     pub async fn create(
         &self,
         user_id: &UserId,
@@ -192,8 +180,8 @@ impl AgentService {
         Ok(agent)
     }
 
-    /// Updates the agent (omitted fields stay) and emits `agent.updated`. Errors:
-    /// [`AgentError::NotFound`] first, then those of [`AgentService::create`]; the store's.
+    /// Updates the agent (omitted fields stay), emits `agent.updated`.
+    /// Errors: [`AgentError::NotFound`] first, then [`AgentService::create`]'s.
     pub async fn update(
         &self,
         user_id: &UserId,
@@ -223,8 +211,8 @@ impl AgentService {
         Ok(agent)
     }
 
-    /// Deletes the agent with its conversations, knowledge and uploads, and emits
-    /// `agent.deleted`. Errors: [`AgentError::NotFound`]; the store's.
+    /// Deletes the agent with its conversations, knowledge and uploads; emits `agent.deleted`.
+    /// Errors: [`AgentError::NotFound`]; the store's.
     pub async fn delete(&self, user_id: &UserId, agent_id: &AgentId) -> Result<(), AgentError> {
         let documents = self.documents.list_documents(user_id, agent_id).await?;
         if !self.store.delete_agent(user_id, agent_id).await? {

@@ -32,7 +32,6 @@ pub enum ApiKeyError {
     /// No live key with this id belongs to the caller.
     #[error("API key not found")]
     NotFound,
-    /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
     /// A stored key's scopes no longer parse; not shown to clients.
@@ -43,9 +42,8 @@ pub enum ApiKeyError {
 /// A key to create, as the caller sent it.
 #[derive(Debug, Clone)]
 pub struct NewApiKey {
-    /// Its name: 1 to [`NAME_MAX`] characters after trimming.
     pub name: String,
-    /// Scope names ([`ScopeSet::parse`]): at least one, each known.
+    /// Scope names ([`ScopeSet::parse`]), at least one.
     pub scopes: Vec<String>,
     /// Its expiry ([`parse_expiry`]); `None` or blank for a key that does not expire.
     pub expires_at: Option<String>,
@@ -54,14 +52,13 @@ pub struct NewApiKey {
 /// A key just created or rotated: its record and its secret, shown this once.
 #[derive(Debug, Clone)]
 pub struct CreatedKey {
-    /// The stored key (prefix and hash, never the secret).
+    /// Prefix and hash, never the secret.
     pub record: ApiKeyRecord,
     /// The full key, `key_…`.
     pub key: String,
 }
 
-/// Parses an expiry: RFC 3339, or a date meaning the end of that UTC day.
-/// Errors: a message for the caller naming the value.
+/// Parses an expiry: RFC 3339, or a date meaning the end of that UTC day. Errors: in words.
 pub fn parse_expiry(raw: &str) -> Result<DateTime<Utc>, String> {
     let raw = raw.trim();
     if let Ok(t) = DateTime::parse_from_rfc3339(raw) {
@@ -102,10 +99,8 @@ impl AuthService {
         }
     }
 
-    /// Creates a key for `user_id`; the store checks the cap atomically with the insert.
-    ///
-    /// Errors: [`ApiKeyError::Invalid`] (name, scopes, expiry, in that order),
-    /// [`ApiKeyError::TooMany`], the store's.
+    /// Creates a key for `user_id` (the cap checked atomically with the insert). Errors:
+    /// [`ApiKeyError::Invalid`] (name, scopes, expiry, in that order), `TooMany`, the store's.
     pub async fn create_api_key(
         &self,
         user_id: &UserId,
@@ -153,7 +148,7 @@ impl AuthService {
             .ok_or(ApiKeyError::NotFound)
     }
 
-    /// Revokes key `id`; it stops at once everywhere. Errors: [`ApiKeyError::NotFound`], the store's.
+    /// Revokes key `id`, at once everywhere. Errors: [`ApiKeyError::NotFound`], the store's.
     pub async fn revoke_api_key(&self, user_id: &UserId, id: &ApiKeyId) -> Result<(), ApiKeyError> {
         let key = self.owned_key(user_id, id).await?;
         self.key_store
@@ -163,10 +158,9 @@ impl AuthService {
         Ok(())
     }
 
-    /// Rotates key `id`: a new key with the same name, scopes and expiry, the old revoked in
-    /// the same step (works at the cap; of concurrent rotations one wins).
-    ///
-    /// Errors: [`ApiKeyError::NotFound`], [`ApiKeyError::Expired`], the store's.
+    /// Rotates key `id`: a new key with the same name, scopes and expiry, the old one revoked in
+    /// the same step (works at the cap; one of concurrent rotations wins). Errors: `NotFound`,
+    /// `Expired`, the store's.
     pub async fn rotate_api_key(
         &self,
         user_id: &UserId,

@@ -39,28 +39,24 @@ use self::{
     tokens::{Claims, JwtKeys, TokenType},
 };
 
-/// Live sessions allowed per user; the next sign-in ends the oldest (docs/api.md § Session
-/// and token lifetimes).
+/// Live sessions per user; the next sign-in ends the oldest (docs/api.md § Session and token
+/// lifetimes).
 pub const MAX_SESSIONS: usize = 5;
-/// A session unused this long ends (docs/api.md § Session and token lifetimes: 24 hours).
+/// A session unused this long ends (docs/api.md § Session and token lifetimes).
 pub const SESSION_IDLE: Duration = Duration::hours(24);
-/// How long a checked session or API key is trusted before the store is asked again; a
-/// session ended on another instance stops working within this time.
+/// How long a checked session or key is trusted before the store is asked again.
 pub const AUTH_CACHE_TTL: StdDuration = StdDuration::from_secs(2);
 /// Minimum interval between `last_seen_at` / `last_used_at` writes for one session or key.
 pub const TOUCH_INTERVAL: StdDuration = StdDuration::from_secs(60);
 const TOUCH_INTERVAL_CHRONO: Duration = Duration::seconds(TOUCH_INTERVAL.as_secs() as i64);
 
-/// Why a caller is not let in. The texts are the messages clients are shown where the
-/// contract does not fix them (docs/api.md § Errors).
+/// Why a caller is not let in; the texts are shown to clients (docs/api.md § Errors).
 #[derive(Debug, thiserror::Error)]
 pub enum AuthError {
-    /// The credential is not valid: malformed, expired, revoked, of the wrong type, or a
-    /// refresh token used a second time.
+    /// The credential is malformed, expired, revoked, of the wrong type, or a reused refresh token.
     #[error("Invalid or expired token")]
     InvalidCredential,
-    /// A request authenticated by the dashboard's cookie (an unsafe method, or a refresh)
-    /// without its session's CSRF token ([`csrf`]).
+    /// A cookie-authenticated unsafe request or refresh without its CSRF token ([`csrf`]).
     #[error(
         "Missing or invalid CSRF token: send the ac_csrf cookie's value in the X-CSRF-Token header"
     )]
@@ -68,15 +64,12 @@ pub enum AuthError {
     /// The caller's API key does not hold the scope the operation needs.
     #[error("Insufficient permissions")]
     MissingScope,
-    /// An API key on an operation for user sessions only (API keys, sessions, passwords
-    /// and the account).
+    /// An API key on a session-only operation (API keys, sessions, passwords, the account).
     #[error("Insufficient permissions")]
     SessionRequired,
-    /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// Anything else (a token could not be signed, a stored scope did not parse); not shown
-    /// to clients.
+    /// Anything else (signing, a stored scope that does not parse); not shown to clients.
     #[error(transparent)]
     Internal(#[from] anyhow::Error),
 }
@@ -86,32 +79,24 @@ pub enum AuthError {
 pub enum Credential {
     /// A user session (access token, by header or cookie): holds every scope.
     Session {
-        /// The session id (`sid` claim).
+        /// The `sid` claim.
         session_id: SessionId,
     },
     /// An API key: holds the scopes it was created with.
-    ApiKey {
-        /// The key's id.
-        key_id: ApiKeyId,
-        /// Its scopes.
-        scopes: ScopeSet,
-    },
+    ApiKey { key_id: ApiKeyId, scopes: ScopeSet },
 }
 
 /// The authenticated caller.
 #[derive(Debug, Clone)]
 pub struct Principal {
-    /// The account's user id (an API key's owner).
+    /// The user id (an API key's owner).
     pub user_id: UserId,
-    /// The account's plan.
     pub plan: Plan,
-    /// Session or API key.
     pub credential: Credential,
 }
 
 impl Principal {
-    /// Ok when the caller holds `scope` (sessions hold every scope).
-    /// Errors: [`AuthError::MissingScope`].
+    /// Ok when the caller holds `scope` (sessions hold all). Errors: [`AuthError::MissingScope`].
     pub fn require(&self, scope: Scope) -> Result<(), AuthError> {
         match &self.credential {
             Credential::Session { .. } => Ok(()),
@@ -120,8 +105,7 @@ impl Principal {
         }
     }
 
-    /// The session id when the caller is a user session (API keys never manage keys,
-    /// sessions, passwords or the account). Errors: [`AuthError::SessionRequired`].
+    /// The caller's session id; API keys have none. Errors: [`AuthError::SessionRequired`].
     pub fn require_session(&self) -> Result<&SessionId, AuthError> {
         match &self.credential {
             Credential::Session { session_id } => Ok(session_id),
@@ -132,24 +116,21 @@ impl Principal {
 
 /// A new session's tokens.
 pub struct IssuedSession {
-    /// The session id.
     pub session_id: SessionId,
-    /// Access and refresh tokens.
     pub tokens: TokenPair,
     /// The session's CSRF token for the dashboard's `ac_csrf` cookie ([`csrf`]).
     pub csrf_token: String,
 }
 
-/// The credential caches' hasher: foldhash, randomly seeded, since bearer values are
-/// hashed on every request.
+/// Hasher of the credential caches: foldhash, randomly seeded.
 type FastHash = foldhash::fast::RandomState;
 
 /// A session read from the store, shared by the cache entries of its access tokens.
 struct SessionSlot {
     auth: SessionAuth,
-    /// When it was read; it is trusted for [`AUTH_CACHE_TTL`] from then.
+    /// When it was read; trusted for [`AUTH_CACHE_TTL`] from then.
     loaded: Instant,
-    /// Set by the first use that recorded activity (at most one write per read).
+    /// Set by the first use that recorded activity (one write per read).
     touched: AtomicBool,
 }
 
@@ -171,26 +152,22 @@ struct AccessEntry {
 struct Grant {
     principal: Arc<Principal>,
     session: Arc<SessionSlot>,
-    /// [`AuthService`]'s session epoch when the session was read: any session ended on this
-    /// instance since then makes the grant stale.
+    /// [`AuthService`]'s session epoch at the read; any session ended here since makes it stale.
     epoch: u64,
 }
 
-/// Most credentials one worker thread keeps in its [`Front`] cache; it starts over when
-/// full.
+/// Most credentials one thread's [`Front`] cache keeps; it starts over when full.
 const FRONT_CAPACITY: usize = 1_024;
 
-/// One worker thread's own copies of the callers it authenticated lately, with the window
-/// in which the shared checks are known to pass ([`FrontEntry`]), so a repeat request
+/// One worker thread's copies of its recent callers ([`FrontEntry`]), so a repeat request
 /// touches no memory another core writes.
 #[derive(Default)]
 struct Front {
     entries: std::collections::HashMap<Box<str>, FrontEntry, FastHash>,
 }
 
-/// A credential's caller, the window (service-clock Unix ms) in which every shared check
-/// is known to pass (the tightest of token validity, session idle limit, key expiry,
-/// [`AUTH_CACHE_TTL`] and the next due last-use write), and the epoch it was computed under.
+/// A caller, the window (service-clock Unix ms) in which every shared check passes (token,
+/// idle limit, key expiry, [`AUTH_CACHE_TTL`], next last-use write), and its epoch.
 struct FrontEntry {
     principal: Arc<Principal>,
     valid_from_ms: i64,
@@ -229,46 +206,37 @@ fn trust_left_ms(loaded: Instant) -> i64 {
 struct KeyAuth {
     auth: ApiKeyAuth,
     principal: Arc<Principal>,
-    /// When the key's row was read; trusted for [`AUTH_CACHE_TTL`] from then.
+    /// When the row was read; trusted for [`AUTH_CACHE_TTL`] from then.
     loaded: Instant,
-    /// Set by the first use that recorded the key's last use (at most one write per read).
+    /// Set by the first use that recorded the key's last use (one write per read).
     touched: AtomicBool,
 }
 
 /// Authentication service shared by the HTTP layer.
 #[derive(Clone)]
 pub struct AuthService {
-    /// Sign-in sessions.
     session_store: Arc<dyn SessionStore>,
-    /// API keys.
     key_store: Arc<dyn ApiKeyStore>,
     jwt: JwtKeys,
-    /// Password hashing.
     pub hasher: PasswordHasher,
     /// Failed sign-in counters: in process, or in Redis ([`AuthService::share_limits`]).
     pub throttle: Throttle,
-    /// The service clock.
     pub clock: Clock,
-    /// Recipients mailed in the last minute, per purpose (guards against mail bombing):
-    /// in process, or in Redis ([`AuthService::share_limits`]).
+    /// Recipients mailed in the last minute, per purpose (against mail bombing).
     pub mail_cooldown: MailCooldown,
     /// Sessions read from the store, by id, trusted for [`AUTH_CACHE_TTL`].
     sessions: Cache<SessionId, Arc<SessionSlot>>,
-    /// Bumped whenever this instance ends or changes a session, so that every cached grant
-    /// of an access token is checked against the store again.
+    /// Bumped when this instance ends or changes a session: every cached grant is rechecked.
     session_epoch: Arc<AtomicU64>,
-    /// API key lookups by the presented key, so that a cached key costs no hashing;
-    /// entries are dropped by key id on revocation (see [`AuthService::forget_key`]).
+    /// API key lookups by presented key (no hashing when cached); see [`AuthService::forget_key`].
     keys: Cache<String, Option<Arc<KeyAuth>>, FastHash>,
-    /// Access tokens whose signature, issuer, audience and type were checked, by token,
-    /// with their grant; `nbf`/`exp` and the session's liveness are checked on every use.
+    /// Checked access tokens with their grant; `nbf`/`exp` and liveness are checked per use.
     access_tokens: Cache<String, Arc<AccessEntry>, FastHash>,
     /// Bumped whenever a key is forgotten (revoked), so that no thread's [`Front`] keeps it.
     key_epoch: Arc<AtomicU64>,
     /// Each worker thread's [`Front`] cache, in front of the shared caches above.
     front: Arc<thread_local::ThreadLocal<std::cell::RefCell<Front>>>,
-    /// Where sessions and keys forgotten here are published to the other instances
-    /// ([`AuthService::with_bus`]; local by default).
+    /// Where forgotten sessions and keys are published ([`AuthService::with_bus`]).
     bus: Bus,
 }
 
@@ -276,8 +244,7 @@ pub struct AuthService {
 const ACCESS_TOKEN_CACHE_TTL: StdDuration = StdDuration::from_secs(60);
 
 impl AuthService {
-    /// A service over `session_store` and `key_store` (one store's parts) signing with
-    /// `jwt`.
+    /// A service over one store's `session_store` and `key_store`, signing with `jwt`.
     pub fn new(
         session_store: Arc<dyn SessionStore>,
         key_store: Arc<dyn ApiKeyStore>,
@@ -313,15 +280,13 @@ impl AuthService {
         }
     }
 
-    /// Shares the sign-in throttle and mail cooldown through `redis` (`REDIS_URL`), each
-    /// falling back to in-process state while Redis does not answer.
+    /// Shares the sign-in throttle and mail cooldown through `redis`, in process while it is down.
     pub fn share_limits(&mut self, redis: &crate::ratelimit::SharedRedis) {
         self.throttle = Throttle::shared(redis.clone());
         self.mail_cooldown = MailCooldown::shared(redis.clone());
     }
 
-    /// This service publishing every session and key it forgets on `bus`, and forgetting
-    /// those that other instances publish there ([`crate::cluster`]).
+    /// Publishes forgotten sessions and keys on `bus`, forgets others' ([`crate::cluster`]).
     pub fn with_bus(mut self, bus: &Bus) -> Self {
         bus.add_cache(Arc::new(self.local_caches()));
         self.bus = bus.clone();
@@ -338,17 +303,14 @@ impl AuthService {
         }
     }
 
-    /// Forgets the session `sid` read from the store and every access token's grant, here
-    /// and (through the bus) on every other instance.
+    /// Forgets the session `sid` and every grant, here and on every other instance.
     fn forget_session(&self, sid: &SessionId) {
         self.local_caches().forget_session(sid);
         self.bus.publish(Invalidation::Session { id: sid.clone() });
     }
 
-    /// Resolves a bearer value (access token or API key); `Ok(None)` when not valid, `Err`
-    /// only when the store fails. Within [`AUTH_CACHE_TTL`] a repeat costs one cache lookup
-    /// (validity window, idle limit and expiry still checked). Call
-    /// [`AuthService::cached`] first.
+    /// Resolves a bearer value (access token or API key); `Ok(None)` when not valid, `Err` only
+    /// when the store fails. Call [`AuthService::cached`] first.
     pub async fn authenticate(&self, bearer: &str) -> Result<Option<Arc<Principal>>, AuthError> {
         if let Some(principal) = self.cached(bearer) {
             return Ok(Some(principal));
@@ -424,8 +386,8 @@ impl AuthService {
         })
     }
 
-    /// The caller of `bearer` from this thread's cache while still valid by every check of
-    /// [`AuthService::authenticate`]; `None` means "ask `authenticate`", not "invalid".
+    /// The caller of `bearer` from this thread's cache if still valid; `None` means "ask
+    /// [`AuthService::authenticate`]", not "invalid".
     pub fn cached(&self, bearer: &str) -> Option<Arc<Principal>> {
         let mut front = self.front.get_or_default().borrow_mut();
         let entry = front.entries.get(bearer)?;
@@ -608,8 +570,7 @@ impl AuthService {
         })
     }
 
-    /// Starts a session for a signed-in user, ending the oldest live sessions beyond
-    /// [`MAX_SESSIONS`] at once.
+    /// Starts a session, ending the oldest live sessions beyond [`MAX_SESSIONS`].
     pub async fn start_session(
         &self,
         user_id: &UserId,
@@ -644,10 +605,8 @@ impl AuthService {
         })
     }
 
-    /// Exchanges a refresh token for a new pair, rotating it; reuse of a rotated token
-    /// revokes the session (RFC 9700 § 4.14.2). The session id, and its CSRF token, stay.
-    /// A cookie refresh's `csrf` must be the session's token, else 403 before any change;
-    /// other failures are 401.
+    /// Exchanges a refresh token for a new pair; reuse of a rotated token revokes the session
+    /// (RFC 9700 § 4.14.2). Cookie refresh without the session's `csrf`: 403; other failures 401.
     pub async fn refresh(
         &self,
         refresh_token: &str,
@@ -689,8 +648,7 @@ impl AuthService {
         })
     }
 
-    /// Whether `csrf` (an `X-CSRF-Token` value) is the CSRF token of the caller's session
-    /// ([`csrf`]). An API key has no session, so no token is ever its.
+    /// Whether `csrf` is the caller's session's CSRF token ([`csrf`]); never for an API key.
     pub fn csrf_matches(&self, principal: &Principal, csrf: &str) -> bool {
         match &principal.credential {
             Credential::Session { session_id } => self.jwt.csrf().verify(session_id, csrf),
@@ -733,8 +691,7 @@ impl AuthService {
             .await?)
     }
 
-    /// Drops the cached lookups of API key `key_id` here and, via the bus (which carries the
-    /// id only), on every instance, so a revoked key stops at once.
+    /// Drops the cached lookups of `key_id` here and, via the bus, everywhere, at once.
     pub fn forget_key(&self, key_id: &ApiKeyId) {
         self.local_caches().forget_key(key_id);
         self.bus
@@ -742,8 +699,7 @@ impl AuthService {
     }
 }
 
-/// The session and API-key caches of one [`AuthService`] (its clones share them), as the
-/// cluster bus reaches them: forgetting through this never publishes.
+/// The caches of one [`AuthService`] as the cluster bus reaches them: forgetting never publishes.
 struct LocalCredentials {
     sessions: Cache<SessionId, Arc<SessionSlot>>,
     session_epoch: Arc<AtomicU64>,
@@ -752,8 +708,7 @@ struct LocalCredentials {
 }
 
 impl LocalCredentials {
-    /// Drops the session `sid` read from the store, and every access token's grant (they
-    /// are checked against the store again).
+    /// Drops the session `sid` and every access token's grant.
     fn forget_session(&self, sid: &SessionId) {
         self.sessions.invalidate(sid);
         self.session_epoch.fetch_add(1, Ordering::AcqRel);
@@ -779,8 +734,7 @@ impl LocalCache for LocalCredentials {
         }
     }
 
-    /// Drops every session and key read from the store, and with the epochs every grant
-    /// and every thread's [`Front`] entry.
+    /// Drops every session and key read, and with the epochs every grant and [`Front`] entry.
     fn forget_all(&self) {
         self.sessions.invalidate_all();
         self.keys.invalidate_all();

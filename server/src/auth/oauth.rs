@@ -34,14 +34,12 @@ pub const PROVIDER_TIMEOUT: Duration = Duration::from_secs(10);
 pub const ID_TOKEN_LEEWAY_SECS: u64 = 60;
 /// Largest provider answer read (discovery, JWKS, user API), in bytes.
 const MAX_ANSWER_BYTES: usize = 256 * 1024;
-/// The tenant of personal Microsoft accounts (Microsoft identity platform, ID token claims
-/// reference: `tid`).
+/// The tenant (`tid`) of personal Microsoft accounts (Microsoft identity platform).
 pub const MICROSOFT_CONSUMER_TENANT: &str = "9188040d-6c67-4c5b-b112-36a304b66dad";
 
 pub use crate::domain::OAuthProvider;
 
-/// Why a sign-in through a provider failed. The text is shown to the person signing in
-/// and carries no secret.
+/// Why a sign-in through a provider failed; the text is shown and carries no secret.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum OAuthError {
     /// The provider did not answer, or answered something unusable.
@@ -69,9 +67,9 @@ pub enum OAuthError {
 pub struct ProviderIdentity {
     /// The provider's stable id: GitHub's numeric user id, the OpenID Connect `sub`.
     pub subject: String,
-    /// Email address, lower-cased.
+    /// Lower-cased.
     pub email: String,
-    /// Whether the provider vouches for the address (see the module documentation).
+    /// Whether the provider vouches for the address (docs/security.md § Third-party sign-in).
     pub email_verified: bool,
     /// Display name (falls back to the GitHub login or the email's local part).
     pub name: String,
@@ -79,13 +77,10 @@ pub struct ProviderIdentity {
 
 /// An authorization request to send the browser to.
 pub struct AuthorizationRequest {
-    /// The provider's authorization URL with every parameter.
     pub url: String,
     /// The `state` parameter (the caller stores only its hash).
     pub state: String,
-    /// The PKCE code verifier, kept until the callback.
     pub pkce_verifier: String,
-    /// The OpenID Connect nonce (Google, Microsoft).
     pub nonce: Option<String>,
 }
 
@@ -163,7 +158,7 @@ pub struct OAuth {
 }
 
 impl OAuth {
-    /// Sign-in through the providers of `config`; redirect URIs are
+    /// Sign-in through `config`'s providers; redirect URI
     /// `{public_url}/api/auth/oauth/{provider}/callback`.
     pub fn new(config: OAuthConfig, public_url: &str) -> anyhow::Result<Self> {
         // No redirects: following one would let a provider answer point anywhere (SSRF).
@@ -189,7 +184,6 @@ impl OAuth {
             .collect()
     }
 
-    /// Whether `provider` has a client id and secret.
     pub fn is_configured(&self, provider: OAuthProvider) -> bool {
         match provider {
             OAuthProvider::Github => self.config.github.is_some(),
@@ -238,8 +232,7 @@ impl OAuth {
             .set_redirect_uri(RedirectUrl::new(self.redirect_uri(provider)).map_err(bad)?))
     }
 
-    /// The authorization request for `provider` (discovery document read or reused).
-    /// Errors: not configured or unreachable ([`OAuthError::Unreachable`]).
+    /// The authorization request for `provider`. Errors: [`OAuthError::Unreachable`].
     pub async fn authorization_request(
         &self,
         provider: OAuthProvider,
@@ -295,8 +288,8 @@ impl OAuth {
         })
     }
 
-    /// Exchanges `code` with the PKCE verifier and reads who signed in, checking `nonce`
-    /// for OpenID Connect. Errors: [`OAuthError`], with a message fit to show.
+    /// Exchanges `code` (PKCE) and reads who signed in, checking `nonce` for OpenID Connect.
+    /// Errors: [`OAuthError`].
     pub async fn identity(
         &self,
         provider: OAuthProvider,
@@ -522,8 +515,7 @@ async fn read_json<T: serde::de::DeserializeOwned>(mut response: reqwest::Respon
     serde_json::from_slice(&body).ok()
 }
 
-/// Keeps what a provider's error code may safely show: letters, digits, `_`, `-`, `.`,
-/// spaces; at most 80 characters.
+/// What a provider's error code may show: `[A-Za-z0-9_.-]` and spaces, at most 80 characters.
 pub fn safe_text(raw: &str) -> String {
     let text: String = raw
         .chars()
@@ -537,8 +529,7 @@ pub fn safe_text(raw: &str) -> String {
     }
 }
 
-/// The discovered issuer must be the configured one (OpenID Connect Discovery 1.0 § 4.3);
-/// Microsoft's multi-tenant endpoints publish a `{tenantid}` template.
+/// The discovered issuer must be the configured one (OpenID Connect Discovery 1.0 § 4.3).
 fn issuer_matches_configuration(discovered: &str, configured: &str) -> bool {
     discovered.trim_end_matches('/') == configured.trim_end_matches('/')
         || discovered.contains("{tenantid}")
@@ -642,8 +633,7 @@ fn truthy(value: Option<&serde_json::Value>) -> Option<bool> {
     }
 }
 
-/// The identity in validated ID token claims, with the email rules of the module
-/// documentation.
+/// The identity in validated ID token claims (email rules: docs/security.md).
 fn oidc_identity(
     provider: OAuthProvider,
     claims: IdTokenClaims,

@@ -36,13 +36,13 @@ pub const NOT_LINKED: &str =
 /// Why a channel message got no answer from the agent.
 #[derive(Debug, thiserror::Error)]
 pub enum ChannelError {
-    /// The integration has no linked agent (or the agent was deleted).
+    /// No linked agent (or it was deleted).
     #[error("{NOT_LINKED}")]
     NotLinked,
-    /// The message is longer than `MAX_MESSAGE_CHARS` (the limit).
+    /// The message is longer than `MAX_MESSAGE_CHARS` (the field).
     #[error("message must be at most {0} characters")]
     TooLong(usize),
-    /// The provider or the store failed (logged; a provider failure is stored as a failed reply).
+    /// The provider or store failed (logged; a provider failure is stored as a failed reply).
     #[error(transparent)]
     Failed(ChatError),
 }
@@ -75,33 +75,25 @@ impl ChannelError {
     }
 }
 
-/// The live channels: one HTTP client, the provider API bases, and the turns of external
-/// conversations answered through the chat service.
+/// The live channels: one HTTP client, the provider API bases, and turns answered through chat.
 #[derive(Clone)]
 pub struct Channels {
     /// Client for provider API calls ([`PROVIDER_API_TIMEOUT`], no redirects).
     pub http: reqwest::Client,
-    /// `TELEGRAM_API_URL`.
     pub telegram_api_url: String,
-    /// `SLACK_API_URL`.
     pub slack_api_url: String,
-    /// `PUBLIC_URL`, under which providers reach the inbound endpoints.
+    /// `PUBLIC_URL`, where providers reach the inbound endpoints.
     public_url: String,
-    /// Channel threads and seen events of integrations.
     integrations: Arc<dyn IntegrationStore>,
-    /// The conversations the channel threads point to.
     threads: Arc<dyn ChatStore>,
     chat: Arc<ChatService>,
-    /// Linked agents are read through it (and its cache).
     agents: AgentService,
-    /// Opens the integrations' stored credentials (`ENCRYPTION_KEY`).
     secrets: SecretBox,
     clock: Clock,
 }
 
 impl Channels {
-    /// Channels from `config`, reached under `public_url` (`PUBLIC_URL`), answering through
-    /// `chat` with `agents` over `integrations` and `threads`; credentials open with `secrets`.
+    /// Channels from `config`, reached under `public_url`, answering through `chat`.
     /// Errors: the HTTP client cannot be built.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
@@ -135,8 +127,7 @@ impl Channels {
         telegram::BotApi::new(&self.http, &self.telegram_api_url, token)
     }
 
-    /// The credential field `name` of `integration`, in clear. Errors: in words (credentials do
-    /// not open, or the field is missing).
+    /// The credential field `name` of `integration`, in clear. Errors: in words.
     pub fn credential(
         &self,
         integration: &IntegrationRecord,
@@ -157,9 +148,9 @@ impl Channels {
             .ok_or_else(|| format!("the credential {name} is missing"))
     }
 
-    /// Prepares a turn of conversation `conversation_key` with the linked agent
-    /// ([`ChatService::prepare`]), continuing its thread, or a new one when it has none or its
-    /// thread was deleted or belongs to another agent. Errors: [`ChannelError`].
+    /// Prepares a turn of `conversation_key` with the linked agent ([`ChatService::prepare`]) in
+    /// its thread, or a new one if it has none, it is gone or another agent's.
+    /// Errors: [`ChannelError`].
     pub async fn prepare_turn(
         &self,
         integration: &IntegrationRecord,
@@ -199,8 +190,8 @@ impl Channels {
         Ok(prepared)
     }
 
-    /// Answers `message` of conversation `conversation_key` through the linked agent; the reply
-    /// is stored like an API chat reply. Errors: [`ChannelError`].
+    /// Answers `message` of `conversation_key` through the linked agent, stored like a chat reply.
+    /// Errors: [`ChannelError`].
     pub async fn answer(
         &self,
         integration: &IntegrationRecord,
@@ -214,9 +205,7 @@ impl Channels {
         Ok(text)
     }
 
-    /// The integration `id` when it is of `provider`; `None` for an unknown id or another
-    /// provider's (inbound requests answer 404 for both).
-    ///
+    /// The integration `id` if of `provider`; `None` if unknown or another provider's.
     /// Errors: the store's.
     pub async fn integration(
         &self,
@@ -230,9 +219,7 @@ impl Channels {
             .filter(|record| record.provider_code == provider))
     }
 
-    /// The website integration with `public_id`; `None` for an unknown id or one of
-    /// another provider.
-    ///
+    /// The website integration with `public_id`; `None` if unknown or another provider's.
     /// Errors: the store's.
     pub async fn widget(
         &self,
@@ -245,10 +232,8 @@ impl Channels {
             .filter(|record| record.provider_code == ProviderCode::Website))
     }
 
-    /// Ends the external conversation `conversation_key` of `integration_id`: its next
-    /// message starts a new thread (the old thread stays).
-    ///
-    /// Errors: the store's.
+    /// Ends `conversation_key` of `integration_id`: its next message starts a new thread (the old
+    /// stays). Errors: the store's.
     pub async fn end_conversation(
         &self,
         integration_id: &IntegrationId,
@@ -260,11 +245,9 @@ impl Channels {
         Ok(())
     }
 
-    /// The external conversation `conversation_key` of `integration_id` as its visitor sees
-    /// it: the last [`crate::chat::HISTORY_LIMIT`] messages, oldest first, without replies
-    /// that failed or were cancelled; empty when it has no thread.
-    ///
-    /// Errors: the store's.
+    /// The conversation `conversation_key` as its visitor sees it: the last
+    /// [`crate::chat::HISTORY_LIMIT`] messages, oldest first, without failed or cancelled replies;
+    /// empty without a thread. Errors: the store's.
     pub async fn conversation(
         &self,
         integration_id: &IntegrationId,
@@ -285,8 +268,8 @@ impl Channels {
         Ok(messages)
     }
 
-    /// Records an inbound event id; `false` when seen before (a provider retry: do not answer
-    /// again). A store failure counts as first seen (answering twice beats not answering).
+    /// Records an inbound event id; `false` if seen before (a retry: do not answer again). A store
+    /// failure counts as first seen.
     pub async fn first_delivery(&self, integration_id: &IntegrationId, event_id: &str) -> bool {
         match self
             .integrations
@@ -302,8 +285,7 @@ impl Channels {
     }
 
     /// Sets up a stored integration's live channel and records `status`, `status_detail` and
-    /// `inbound_secret_hash` (the caller stores them). Telegram: a new secret token and
-    /// `setWebhook` at [`crate::views::inbound_url`]; failure leaves status `error` with the reason.
+    /// `inbound_secret_hash` for the caller to store (Telegram: `setWebhook`; failure is `error`).
     pub async fn connect(&self, integration: &mut IntegrationRecord) {
         if integration.provider_code != ProviderCode::Telegram {
             return;
@@ -334,8 +316,7 @@ impl Channels {
         }
     }
 
-    /// Tears down a deleted integration's live channel (Telegram's `deleteWebhook`); failures are
-    /// logged, and later requests for it get 404.
+    /// Tears down a deleted integration's channel (Telegram's `deleteWebhook`); failures logged.
     pub async fn disconnect(&self, integration: &IntegrationRecord) {
         if integration.provider_code != ProviderCode::Telegram
             || integration.inbound_secret_hash.is_none()
@@ -351,6 +332,5 @@ impl Channels {
     }
 }
 
-/// How long inbound event ids are remembered (Slack retries within about an hour, Telegram
-/// for up to a day).
+/// How long inbound event ids are remembered (Slack retries for about an hour, Telegram a day).
 pub const EVENT_MEMORY: Duration = Duration::from_secs(24 * 60 * 60);

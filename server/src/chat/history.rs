@@ -21,11 +21,9 @@ pub const DEFAULT_DAYS: u32 = 30;
 /// Most days the usage's per-day list may cover.
 pub const MAX_DAYS: u32 = 366;
 
-/// A page the caller asks for: its size (1..=[`MAX_PAGE`], default [`DEFAULT_PAGE`]) and
-/// the previous page's `next_cursor`, as sent.
+/// A page the caller asks for: size (1..=[`MAX_PAGE`], default [`DEFAULT_PAGE`]) and cursor.
 #[derive(Debug, Clone, Default)]
 pub struct PageRequest {
-    /// Page size; `None` for [`DEFAULT_PAGE`].
     pub limit: Option<u32>,
     /// [`Page::next_cursor`] of the previous page; `None` for the first page.
     pub cursor: Option<String>,
@@ -43,8 +41,8 @@ impl PageRequest {
         }
     }
 
-    /// Where the page starts: base64url of `{millis}:{id}`. Errors: [`ChatError::Invalid`]
-    /// when it is not one this service gave out.
+    /// Where the page starts: base64url of `{millis}:{id}`.
+    /// Errors: [`ChatError::Invalid`] if not one this service gave out.
     fn cursor(&self) -> Result<Option<Cursor>, ChatError> {
         let Some(raw) = &self.cursor else {
             return Ok(None);
@@ -62,9 +60,7 @@ impl PageRequest {
     }
 }
 
-/// The page of `rows`, read with one row beyond `limit` to tell whether more follow: the
-/// first `limit` rows, and the cursor after the last of them (`key` gives its time and id)
-/// when more follow.
+/// The first `limit` of `rows` (read with one extra), and the cursor after them if more follow.
 fn paged<T>(mut rows: Vec<T>, limit: u32, key: impl Fn(&T) -> (DateTime<Utc>, &str)) -> Page<T> {
     let more = rows.len() > limit as usize;
     rows.truncate(limit as usize);
@@ -81,7 +77,6 @@ fn paged<T>(mut rows: Vec<T>, limit: u32, key: impl Fn(&T) -> (DateTime<Utc>, &s
 /// One page of a list.
 #[derive(Debug, Clone)]
 pub struct Page<T> {
-    /// The rows, at most the page size.
     pub items: Vec<T>,
     /// Where the next page starts; `None` on the last page.
     pub next_cursor: Option<String>,
@@ -90,30 +85,26 @@ pub struct Page<T> {
 /// A page of a conversation's messages, oldest first.
 #[derive(Debug, Clone)]
 pub struct MessagePage {
-    /// The messages and the next page's cursor.
     pub page: Page<MessageRecord>,
-    /// On the last page, the latest assistant message's calls that still wait for
-    /// approval (not expired), with that message's id; `None` when there are none.
+    /// On the last page, the latest reply's calls still awaiting approval, with its id.
     pub pending: Option<(MessageId, Vec<ApprovalRecord>)>,
 }
 
 /// The account's usage over a window of UTC days ([`ChatService::usage`]).
 #[derive(Debug, Clone)]
 pub struct UsageWindow {
-    /// Today (UTC), the window's last day.
+    /// Today (UTC), the last day.
     pub today: NaiveDate,
     /// The per-day list's first day.
     pub first_day: NaiveDate,
     /// The first day of this calendar month.
     pub month_start: NaiveDate,
-    /// The days with any use from the earlier of `first_day` and `month_start` on,
-    /// oldest first.
+    /// Days with any use from the earlier of `first_day` and `month_start`, oldest first.
     pub used: Vec<UsageDay>,
 }
 
 impl ChatService {
-    /// The thread `thread_id` of `user_id`'s agent `agent_id`.
-    /// Errors: [`ChatError::ThreadNotFound`], the store's.
+    /// The thread of `user_id`'s agent. Errors: [`ChatError::ThreadNotFound`], the store's.
     pub async fn thread(
         &self,
         user_id: &UserId,
@@ -126,8 +117,8 @@ impl ChatService {
             .ok_or(ChatError::ThreadNotFound)
     }
 
-    /// A page of the agent's threads, most recently active first; the caller has checked
-    /// ownership. Errors: [`ChatError::Invalid`] (limit, then cursor), the store's.
+    /// A page of the agent's threads, latest activity first (ownership checked by the caller).
+    /// Errors: [`ChatError::Invalid`] (limit, then cursor), the store's.
     pub async fn threads(
         &self,
         user_id: &UserId,
@@ -142,9 +133,8 @@ impl ChatService {
         Ok(paged(threads, limit, |t| (t.updated_at, t.id.as_str())))
     }
 
-    /// A page of a thread's messages, oldest first; the last page carries the calls its
-    /// latest reply still waits on. Errors: [`ChatError::ThreadNotFound`], then
-    /// [`ChatError::Invalid`], the store's.
+    /// A page of a thread's messages, oldest first; the last carries pending approvals.
+    /// Errors: [`ChatError::ThreadNotFound`], then [`ChatError::Invalid`], the store's.
     pub async fn messages(
         &self,
         user_id: &UserId,
@@ -196,9 +186,8 @@ impl ChatService {
         Ok(())
     }
 
-    /// The user's chat use this UTC month and on each of the last `days` days
-    /// (1..=[`MAX_DAYS`], default [`DEFAULT_DAYS`]), today included; deletions do not lower it.
-    /// Errors: [`ChatError::Invalid`] for `days` out of range, the store's.
+    /// The user's chat use this UTC month and on each of the last `days` (1..=[`MAX_DAYS`], default
+    /// [`DEFAULT_DAYS`]); deletions do not lower it. Errors: [`ChatError::Invalid`], the store's.
     pub async fn usage(
         &self,
         user_id: &UserId,

@@ -51,59 +51,44 @@ pub const HISTORY_LIMIT: u32 = 200;
 /// Why a chat turn failed. The texts are the messages clients are shown.
 #[derive(Debug, thiserror::Error)]
 pub enum ChatError {
-    /// The message (with the text of its attachments) is longer than `MAX_MESSAGE_CHARS`.
+    /// The message plus its attachments' text is longer than `MAX_MESSAGE_CHARS`.
     #[error("{}", too_long_message(*.max, *.total, *.with_attachments))]
     TooLong {
-        /// `MAX_MESSAGE_CHARS`.
         max: usize,
-        /// Characters sent: the message's and its attachments' text.
+        /// Characters of the message and its attachments' text.
         total: usize,
-        /// Whether attachments' text counted.
         with_attachments: bool,
     },
     /// An attachment's data is not base64.
     #[error("attachment `{filename}`: data is not valid base64")]
-    AttachmentNotBase64 {
-        /// The attachment's file name.
-        filename: String,
-    },
+    AttachmentNotBase64 { filename: String },
     /// The attachments total more than [`MAX_ATTACHMENTS_BYTES`].
     #[error("Attachments may total at most 10 MiB")]
     AttachmentsTooLarge,
     /// An attachment is not text or Markdown.
     #[error("attachment `{filename}` has type `{content_type}`; attach text or Markdown files")]
     AttachmentType {
-        /// The attachment's file name.
         filename: String,
-        /// Its declared type.
         content_type: String,
     },
     /// A text attachment is not UTF-8.
     #[error("attachment `{filename}` is not UTF-8 text")]
-    AttachmentNotUtf8 {
-        /// The attachment's file name.
-        filename: String,
-    },
+    AttachmentNotUtf8 { filename: String },
     /// The agent was deleted while the turn was prepared.
     #[error("Agent not found")]
     AgentGone,
     /// The thread is unknown, someone else's, or of another agent.
     #[error("Thread not found")]
     ThreadNotFound,
-    /// A list's or the usage's query is out of range or malformed (page size, cursor,
-    /// days); the message names it.
+    /// A list's or the usage's query is out of range or malformed; the message names it.
     #[error("{0}")]
     Invalid(String),
     /// No configured provider offers the agent's model.
     #[error("The agent's model `{model}` is not offered by any configured provider right now")]
-    ModelUnavailable {
-        /// The model id.
-        model: String,
-    },
+    ModelUnavailable { model: String },
     /// The model provider failed or did not answer in time.
     #[error(transparent)]
     Upstream(ProviderError),
-    /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -121,65 +106,49 @@ fn too_long_message(max: usize, total: usize, with_attachments: bool) -> String 
 
 /// A chat turn ready to be sent upstream.
 pub struct PreparedChat {
-    /// The turn's thread; stored with the turn when it is new ([`PreparedChat::new_thread`]).
+    /// The turn's thread; stored with the turn if new ([`PreparedChat::new_thread`]).
     pub thread: ThreadRecord,
-    /// Whether the thread is created with this turn.
     pub new_thread: bool,
-    /// The user's message, stored with the reply when the turn ends; `None` for a
-    /// continuation after approvals, whose reply is stored alone.
+    /// The user's message, stored with the reply; `None` for a continuation after approvals.
     pub user_message: Option<MessageRecord>,
-    /// The id the reply is stored under.
     pub reply_id: MessageId,
-    /// Calls of the last round that wait for approval: the turn stopped for them, and they
-    /// are held with the reply ([`Tools::hold`]).
+    /// Calls waiting for approval: the turn stopped for them ([`Tools::hold`]).
     pub pending: Vec<ToolCall>,
-    /// Whether tools that require approval are offered: only where a person can approve
-    /// (chat and its stream, not the live channels or the OpenAI-compatible API).
+    /// Whether approval-requiring tools are offered: only where a person can approve (chat).
     pub approvals: bool,
-    /// The channel conversation (Telegram, Slack, widget) this turn's new thread holds from
-    /// now on, linked when the turn is stored; set by `Channels::prepare_turn`.
+    /// The channel conversation the new thread holds, linked when stored.
     pub channel: Option<ChannelLink>,
     pub model: ResolvedModel,
-    /// What goes upstream. Only the upstream request needs it: a streamed reply drops it
-    /// once the provider has answered ([`PreparedChat::release_prompt`]).
+    /// What goes upstream; dropped once answered ([`PreparedChat::release_prompt`]).
     pub prompt: Prompt,
-    /// Tokens of everything the prompt sends ([`crate::llm::offline::prompt_tokens`]),
-    /// counted while it was built: the prompt usage of a reply whose provider reports none.
+    /// Prompt tokens counted while built: the usage of a reply whose provider reports none.
     pub prompt_tokens: u32,
     pub sources: Vec<Source>,
     pub started: Instant,
-    /// The agent's tools offered in this turn ([`Tools::toolbox`]); empty for none.
     pub toolbox: Toolbox,
-    /// The tool calls made so far in this turn, in order ([`ChatService::run_tools`]).
     pub tool_calls: Vec<ToolCallView>,
-    /// Rounds of tool calls run so far; at `MAX_TOOL_ROUNDS` the model is called once more
-    /// with `tool_choice: none`.
+    /// Tool rounds run so far; at `MAX_TOOL_ROUNDS` the model is called with `tool_choice: none`.
     pub tool_rounds: u32,
-    /// Usage of the model calls that asked for tools, summed; the last call's is added when
-    /// the turn ends ([`PreparedChat::total_usage`]).
+    /// Usage of the tool-calling rounds, summed ([`PreparedChat::total_usage`] adds the last).
     pub usage_so_far: Option<TokensUsed>,
-    /// Whether the caller defined this turn's tools: the model's calls then end the turn
-    /// for the caller to run ([`PreparedChat::request_client_calls`]).
+    /// Whether the caller defined the tools: the model's calls then end the turn for it to run.
     pub client_tools: bool,
 }
 
 impl PreparedChat {
-    /// Whether the model's tool calls are run: the turn offers tools and the last call was
-    /// not the one after `MAX_TOOL_ROUNDS` (whose calls, if it makes any, are ignored).
+    /// Whether the model's calls are run: tools offered, the last call not past `MAX_TOOL_ROUNDS`.
     pub fn may_call_tools(&self) -> bool {
         !self.toolbox.is_empty() && self.prompt.tool_choice != ToolChoice::None
     }
 
-    /// Drops the prompt once the upstream request is answered, unless the turn has tools
-    /// (a tool round sends it again).
+    /// Drops the prompt once answered, unless the turn has tools (a tool round sends it again).
     pub fn release_prompt(&mut self) {
         if self.toolbox.is_empty() {
             self.prompt = Prompt::default();
         }
     }
 
-    /// Ends a client-tools turn on the model's `calls`, recorded with the reply as
-    /// `requested` for the caller to run; answers whether there were any.
+    /// Ends a client-tools turn on `calls` (recorded `requested`); answers whether there were any.
     pub fn request_client_calls(&mut self, calls: &[ToolCall]) -> bool {
         if !self.client_tools || calls.is_empty() {
             return false;
@@ -201,8 +170,7 @@ impl PreparedChat {
             .collect()
     }
 
-    /// The usage of the whole turn: the earlier calls' ([`PreparedChat::usage_so_far`])
-    /// plus the last call's, reported or counted ([`usage_or_counted`]) from its text.
+    /// The turn's usage: [`PreparedChat::usage_so_far`] + the last call's ([`usage_or_counted`]).
     pub fn total_usage(&self, reported: Option<Usage>, last_text: &str) -> TokensUsed {
         add_usage(
             self.usage_so_far,
@@ -216,8 +184,7 @@ pub const CLIENT_TOOL_TYPE: &str = "client";
 /// The `status` of a stored call of a client tool whose result the caller has not sent.
 pub const REQUESTED_STATUS: &str = "requested";
 
-/// A call of a client tool as stored with a reply: `requested` without `result`, else
-/// `succeeded` with the result the caller sent.
+/// A client tool's stored call: `requested` without `result`, else `succeeded` with it.
 fn client_call_view(call: &ToolCall, result: Option<&str>) -> ToolCallView {
     ToolCallView {
         id: call.id.clone(),
@@ -252,40 +219,32 @@ fn add_usage(a: Option<TokensUsed>, b: TokensUsed) -> TokensUsed {
 pub enum ThreadChoice<'a> {
     /// A new thread, titled after the message.
     New,
-    /// A new thread with earlier turns the caller sends (the OpenAI-compatible API is
-    /// stateless): sent upstream as history, trimmed alike, but only message and reply stored.
+    /// A new thread with earlier turns the caller sends (OpenAI API); only the new turn is stored.
     Given(Vec<Turn>),
-    /// The caller's thread with this id ([`ChatError::ThreadNotFound`] when it is unknown
-    /// or someone else's).
+    /// The caller's thread with this id ([`ChatError::ThreadNotFound`] if unknown or another's).
     Id(&'a ThreadId),
     /// A thread the caller has already looked up.
     Known(ThreadRecord),
 }
 
-/// What a caller adds to a turn besides its message: instructions that follow the agent's
-/// system prompt, and sampling settings for the provider.
+/// What a caller adds to a turn: instructions after the agent's system prompt, and sampling.
 #[derive(Debug, Clone, Default)]
 pub struct TurnOptions {
-    /// The caller's own system instructions, put after the agent's system prompt (a blank
-    /// line between); empty for none.
+    /// Put after the agent's system prompt, a blank line between; empty for none.
     pub instructions: String,
-    /// Sampling settings ([`Sampling`]).
     pub sampling: Sampling,
     /// Whether tools that require approval may be offered ([`PreparedChat::approvals`]).
     pub approvals: bool,
-    /// Tools the caller defines and runs (the OpenAI-compatible `tools`): the agent's own are
-    /// then not offered, and the model's calls end the turn for the caller to run.
+    /// Tools the caller defines and runs (OpenAI `tools`); the agent's own are then not offered.
     pub client_tools: Option<ClientTools>,
-    /// Turns sent upstream after the message (earlier client-tool calls with their results
-    /// and assistant text between), not stored as messages; their calls are recorded with
-    /// the reply as `succeeded`.
+    /// Turns after the message (earlier client-tool calls and results), not stored as messages;
+    /// their calls are recorded with the reply as `succeeded`.
     pub after: Vec<Turn>,
 }
 
 /// The tools of [`TurnOptions::client_tools`] and how the model may use them.
 #[derive(Debug, Clone, Default)]
 pub struct ClientTools {
-    /// The tools offered to the model, as the caller defined them.
     pub specs: Vec<crate::llm::ToolSpec>,
     /// `auto`, `none`, `required`, or one of `specs` by name.
     pub choice: ToolChoice,
@@ -294,23 +253,17 @@ pub struct ClientTools {
 /// A complete reply ([`ChatService::complete`]).
 #[derive(Debug, Clone)]
 pub struct Reply {
-    /// The reply's text.
     pub text: String,
-    /// Its token usage ([`usage_or_counted`]).
     pub usage: TokensUsed,
-    /// Why it ended.
     pub finish: FinishReason,
-    /// The tool calls the turn made, in order.
     pub tool_calls: Vec<ToolCallView>,
     /// Calls that wait for approval: the turn stopped for them.
     pub pending_approvals: Vec<PendingApproval>,
-    /// The calls of client tools ([`TurnOptions::client_tools`]) the model made, for the
-    /// caller to run; `finish` is then `ToolCalls`. Empty otherwise.
+    /// Calls of client tools for the caller to run (`finish` is then `ToolCalls`); else empty.
     pub client_calls: Vec<ToolCall>,
 }
 
-/// A new thread of `agent` for `user_id`, titled after `message` (its first 80
-/// characters); not stored yet.
+/// A new, unstored thread of `agent` for `user_id`, titled after `message`'s first 80 characters.
 fn new_thread(
     agent: &AgentRecord,
     user_id: &UserId,
@@ -328,8 +281,7 @@ fn new_thread(
     }
 }
 
-/// A stored message as the turns sent upstream: a reply that called tools is its calls
-/// with their results (an assistant turn without text), then its text when it has any.
+/// A stored message as upstream turns: its tool calls with results, then its text if any.
 fn history_turns(m: MessageRecord) -> Vec<Turn> {
     let calls: Vec<ToolCallView> = m
         .tool_calls
@@ -352,8 +304,7 @@ fn history_turns(m: MessageRecord) -> Vec<Turn> {
     turns
 }
 
-/// A stored tool call as it goes back to the model: the call and its result (the error,
-/// for a call that failed or was denied).
+/// A stored tool call as sent back to the model, with its result or error.
 fn exchange_of(view: ToolCallView) -> ToolExchange {
     let is_error = view.status != "succeeded";
     if view.status == REQUESTED_STATUS {
@@ -397,30 +348,23 @@ fn turn_tokens(turn: &Turn) -> u32 {
             .sum::<u32>()
 }
 
-/// The chat service.
 pub struct ChatService {
     store: Arc<dyn ChatStore>,
-    /// The approvals of tool calls, shown with the messages that wait on them.
     approvals: Arc<dyn ToolStore>,
-    /// Stores each turn when it ends, in group commits with the other turns ending then.
+    /// Stores each turn when it ends, group-committed with the others ending then.
     writer: TurnWriter,
     models: Models,
-    /// Retrieval over the agents' knowledge ([`retrieve::hybrid`]).
     knowledge: Knowledge,
     events: Events,
     clock: Clock,
-    /// `MAX_MESSAGE_CHARS` and `SSE_HEARTBEAT_SECS`.
     config: ChatConfig,
     /// `PROVIDER_TIMEOUT_SECS`: the wait for a provider's first event ([`open_stream`]).
     provider_timeout: Duration,
-    /// The agents' tools, offered and run in turns.
     tools: Tools,
 }
 
 impl ChatService {
-    /// The service over `store` and `models`, retrieving from `knowledge`, announcing via
-    /// `events`, timed by `clock`; `provider_timeout` bounds the wait for a first answer, and
-    /// `approvals` holds calls waiting on approval.
+    /// The service; `provider_timeout` bounds the wait for a provider's first answer.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         store: Arc<dyn ChatStore>,
@@ -447,21 +391,18 @@ impl ChatService {
         }
     }
 
-    /// The chat's part of the configuration: the message length rule, and the heartbeat
-    /// of the event streams replies are sent in (applied by the HTTP layer).
+    /// The message length rule and the streams' heartbeat (applied by the HTTP layer).
     pub fn config(&self) -> &ChatConfig {
         &self.config
     }
 
-    /// Checks the length rule of a message without attachments, before anything is read.
-    /// Errors: [`ChatError::TooLong`].
+    /// Checks a message's length before anything is read. Errors: [`ChatError::TooLong`].
     pub fn check_message(&self, message: &str) -> Result<(), ChatError> {
         check_length(message, 0, self.config.max_message_chars)
     }
 
-    /// The agent's knowledge for `message` as prompt passages and reply sources within
-    /// `budget` tokens; a source's `score` is BM25, or with embeddings the fused score as a
-    /// share of the best possible. Errors: the store's.
+    /// Knowledge for `message` within `budget` tokens (`score`: BM25 or the fused share).
+    /// Errors: the store's.
     pub async fn retrieve(
         &self,
         agent_id: &AgentId,
@@ -472,8 +413,7 @@ impl ChatService {
         Ok(prompt::passages(hits, budget))
     }
 
-    /// The thread of a chat turn ([`ThreadChoice`]; a new one is not stored yet) and its
-    /// earlier turns that may go upstream (user messages, and complete assistant replies).
+    /// The turn's thread ([`ThreadChoice`]; a new one unstored) and its earlier turns for upstream.
     async fn thread_and_history(
         &self,
         agent: &AgentRecord,
@@ -515,12 +455,9 @@ impl ChatService {
         Ok((thread, history, !continued))
     }
 
-    /// Resolves thread, model and prompt without writing anything: the user's message is
-    /// stored with the reply when the turn ends, so a turn is stored whole or not at all.
-    ///
-    /// Errors: those of [`attachments_text`]; [`ChatError::TooLong`] (message and
-    /// attachments together); [`ChatError::ModelUnavailable`]; [`ChatError::ThreadNotFound`];
-    /// the store's.
+    /// Resolves thread, model and prompt without writing: the turn is stored whole at its end.
+    /// Errors: [`attachments_text`]'s, [`ChatError::TooLong`], [`ChatError::ModelUnavailable`],
+    /// [`ChatError::ThreadNotFound`], the store's.
     pub async fn prepare(
         &self,
         agent: &AgentRecord,
@@ -540,8 +477,7 @@ impl ChatService {
         .await
     }
 
-    /// [`ChatService::prepare`] with the caller's `options`: instructions after the agent's
-    /// system prompt, sampling settings to the provider. Errors: as `prepare`.
+    /// [`ChatService::prepare`] with the caller's `options`. Errors: as `prepare`.
     pub async fn prepare_with(
         &self,
         agent: &AgentRecord,
@@ -666,9 +602,8 @@ impl ChatService {
         })
     }
 
-    /// The continuation of a turn stopped for approvals, once all are decided: history, then
-    /// the decided calls with their outcomes, sent to the agent's model with its tools; the
-    /// reply is stored alone. Errors: [`ChatError::ModelUnavailable`]; the store's.
+    /// Continues a turn stopped for approvals once all are decided; the reply is stored alone.
+    /// Errors: [`ChatError::ModelUnavailable`]; the store's.
     pub async fn continue_turn(
         &self,
         agent: &AgentRecord,
@@ -742,9 +677,7 @@ impl ChatService {
             .ok_or(ChatError::ModelUnavailable { model: model_id })
     }
 
-    /// Runs a prepared turn to its end without streaming, tool rounds included (up to
-    /// `MAX_TOOL_ROUNDS`), stores the reply, and answers text, usage, finish reason and calls.
-    ///
+    /// Runs a prepared turn to its end unstreamed (tool rounds included) and stores the reply.
     /// Errors: [`ChatError::Upstream`] (stored as a failed reply); the store's.
     pub async fn complete(&self, prepared: &mut PreparedChat) -> Result<Reply, ChatError> {
         let mut text = String::new();
@@ -823,10 +756,9 @@ impl ChatService {
         }
     }
 
-    /// Runs one round of tool `calls` at once ([`Tools::run`]), records them, and adds the
-    /// assistant's turn with calls and results to the prompt. From the `MAX_TOOL_ROUNDS`-th
-    /// round on, the next call gets `tool_choice: none` (tools stay listed, as Anthropic
-    /// requires). Calls needing approval go to `prepared.pending` and stop the turn.
+    /// Runs one round of `calls` at once ([`Tools::run`]) and adds them with results to the prompt.
+    /// Past `MAX_TOOL_ROUNDS` the next call gets `tool_choice: none` (tools stay listed for
+    /// Anthropic). Calls needing approval go to `prepared.pending` and stop the turn.
     pub async fn run_tools(
         &self,
         prepared: &mut PreparedChat,
@@ -874,12 +806,9 @@ impl ChatService {
         views
     }
 
-    /// Stores the turn (new thread, user message, reply) in one transaction shared with other
-    /// ending turns ([`TurnWriter`], [`Urgency`]) and answers once committed; then announces
-    /// `conversation.created` / `message.created` without waiting.
-    ///
-    /// Errors: [`ChatError::AgentGone`], [`ChatError::ThreadNotFound`] (nothing stored); the
-    /// store's.
+    /// Stores the turn in one transaction shared with other ending turns ([`Urgency`]), then
+    /// announces `conversation.created` / `message.created`. Errors: [`ChatError::AgentGone`],
+    /// [`ChatError::ThreadNotFound`] (nothing stored); the store's.
     pub async fn finish(
         &self,
         prepared: &PreparedChat,
@@ -950,8 +879,7 @@ impl ChatService {
         Ok(())
     }
 
-    /// Emits a stored turn's webhook events in their own task (`message.created` only for a
-    /// complete reply).
+    /// Emits a stored turn's webhook events in their own task (`message.created` if complete).
     fn announce(&self, turn: TurnRecord) {
         let TurnRecord {
             thread,
@@ -1015,8 +943,7 @@ impl ChatService {
         });
     }
 
-    /// Waits until every ended turn handed to the store has been written ([`TurnWriter::flush`]):
-    /// a graceful shutdown calls it once the last request has ended.
+    /// Waits until every ended turn is written ([`TurnWriter::flush`]); for graceful shutdown.
     pub async fn flush(&self) {
         self.writer.flush().await;
     }

@@ -20,10 +20,8 @@ pub const UPSTREAM_ATTEMPTS: u32 = 3;
 /// Backoff before the first retry; each later retry waits four times longer.
 pub const RETRY_BACKOFF: Duration = Duration::from_millis(250);
 
-/// Opens the upstream stream and waits for its first event, retrying retryable failures
-/// (429, 5xx, timeouts, connection errors) with [`RETRY_BACKOFF`], at most
-/// [`UPSTREAM_ATTEMPTS`] attempts. `timeout` (`PROVIDER_TIMEOUT_SECS`) is one deadline for
-/// all attempts; a retry whose backoff would pass it is not made.
+/// Opens the upstream stream and waits for its first event, retrying retryable failures with
+/// [`RETRY_BACKOFF`] up to [`UPSTREAM_ATTEMPTS`]; `timeout` is one deadline for all attempts.
 pub async fn open_stream(
     prepared: &PreparedChat,
     timeout: Duration,
@@ -99,8 +97,7 @@ fn spoken(d: Duration) -> String {
     }
 }
 
-/// Usage as reported, or, when the provider gave none, `prompt_tokens` (the prompt's
-/// tokens, [`PreparedChat::prompt_tokens`]) and the reply counted with the tokenizer.
+/// Usage as reported, else `prompt_tokens` ([`PreparedChat::prompt_tokens`]) and the reply counted.
 pub fn usage_or_counted(reported: Option<Usage>, prompt_tokens: u32, reply: &str) -> TokensUsed {
     let usage = reported
         .filter(|u| u.prompt > 0 || u.completion > 0)
@@ -115,98 +112,70 @@ pub fn usage_or_counted(reported: Option<Usage>, prompt_tokens: u32, reply: &str
     }
 }
 
-/// One frame of a streamed reply, in the order a transport sends them: chunks, the summary
-/// (when asked for) or the failure, then the end.
+/// One frame of a streamed reply, in send order: chunks, summary or failure, then the end.
 #[derive(Debug)]
 pub enum Frame {
     /// The next piece of the reply's text.
     Chunk(String),
     /// After the last chunk of a complete reply, when the caller asked for usage.
     Summary {
-        /// Token usage ([`usage_or_counted`]).
         usage: TokensUsed,
-        /// The model that answered.
         model: String,
-        /// The reply's thread.
         thread_id: ThreadId,
-        /// The knowledge sources the prompt carried, best first.
+        /// The knowledge sources, best first.
         sources: Vec<Source>,
-        /// Why the reply ended.
         finish: FinishReason,
-        /// The tool calls of the turn, in order.
         tool_calls: Vec<ToolCallView>,
     },
-    /// A tool call starts (`status` `running`, no output yet) or has ended; sent by a
-    /// transport whose client asked for them.
+    /// A tool call starts (`running`) or ended; sent to clients that asked for them.
     ToolCall(ToolCallView),
-    /// The turn stopped for these calls to be approved; sent once they are stored, before
-    /// the end.
+    /// The turn stopped for these approvals; sent once stored, before the end.
     Pending(Vec<PendingApproval>),
-    /// The model called client tools ([`super::TurnOptions::client_tools`]): the turn ends
-    /// on these calls, for the caller to run; sent after the last chunk, before the summary.
+    /// Client tool calls ([`super::TurnOptions::client_tools`]) that end the turn.
     ClientToolCalls(Vec<ToolCall>),
     /// The provider failed ([`ChatError::Upstream`]); the reply ends.
     Failed(ChatError),
-    /// The reply has ended; nothing follows.
     Done,
 }
 
 /// Where a streamed reply is.
 enum Phase {
-    /// The provider request is being opened (with retries, [`open_stream`]).
     Opening,
-    /// Tokens are relayed as they come.
     Relaying(EventStream),
-    /// The model called tools: they run (their start frames sent first), then the model is
-    /// called again with their results ([`ChatService::run_tools`]).
+    /// Tools were called: they run, then the model is called again ([`ChatService::run_tools`]).
     Tools(Vec<ToolCall>),
-    /// The reply has ended (its summary or failure queued): it is stored, then `[DONE]`
-    /// is queued.
+    /// The reply ended (summary or failure queued): it is stored, then `[DONE]` is queued.
     Ending(Ended),
-    /// Persisted; the stream ends.
     Done,
 }
 
 /// How a streamed reply ended: what [`ChatService::finish`] records besides its text.
 struct Ended {
     status: ReplyStatus,
-    /// Token usage of a complete reply.
     usage: Option<TokensUsed>,
-    /// Why it did not complete.
     error: Option<String>,
 }
 
-/// The state of one streamed reply, polled through [`Relay::next_frame`] with no task or
-/// channel between provider and client. Dropping it cancels the provider request and
-/// stores what it has (a partial reply as cancelled).
+/// One streamed reply, polled through [`Relay::next_frame`] with no task between provider and
+/// client. Dropping it cancels the request and stores a partial reply as cancelled.
 pub struct Relay {
-    /// Taken when the reply is persisted.
     chat: Option<(Arc<ChatService>, PreparedChat)>,
     include_usage: bool,
-    /// The reply so far, every model call's text.
     text: String,
-    /// Where the current model call's text starts in `text` (the assistant's turn before
-    /// its tool calls).
+    /// Where the current model call's text starts in `text`.
     round_start: usize,
-    /// The tool calls of the current model call.
     calls: Vec<ToolCall>,
-    /// Usage the provider reported.
     reported: Option<Usage>,
-    /// Why the provider ended the reply.
     finish: FinishReason,
     phase: Phase,
-    /// Frames to send before going on.
     queued: VecDeque<Frame>,
-    /// Counts this reply in `agentchat_sse_streams_open` while it lives.
     _open: crate::metrics::StreamOpen,
-    /// The request's span, entered only where the relay logs (opening, storing); the body
-    /// polls outside it ([`crate::telemetry::RequestSpanLayer`]).
+    /// The request's span, entered only to log ([`crate::telemetry::RequestSpanLayer`]).
     span: Span,
 }
 
 impl Relay {
-    /// The relay of `prepared`'s reply; with `include_usage`, a [`Frame::Summary`] follows
-    /// the last chunk of a complete reply.
+    /// The relay of `prepared`'s reply; `include_usage` adds a [`Frame::Summary`].
     pub fn new(chat: Arc<ChatService>, prepared: PreparedChat, include_usage: bool) -> Self {
         Self {
             chat: Some((chat, prepared)),
@@ -316,8 +285,7 @@ impl Relay {
         }
     }
 
-    /// The end of one model call: its tool calls run next (their start frames queued), or
-    /// the reply is complete.
+    /// The end of one model call: its tool calls run next, or the reply is complete.
     fn round_ended(&mut self) -> Phase {
         let may_call = self
             .chat
@@ -425,8 +393,7 @@ impl Drop for Relay {
     }
 }
 
-/// Persists a streamed reply ([`ChatService::finish`]); a failure is logged and returned
-/// (a client still reading is told before `[DONE]`).
+/// Persists a streamed reply ([`ChatService::finish`]); a failure is logged and returned.
 async fn persist(
     chat: &ChatService,
     prepared: &PreparedChat,

@@ -20,18 +20,15 @@ use crate::store::{ChatStore, StoreError, StoreResult, TurnRecord};
 /// The most turns one transaction stores.
 pub const MAX_BATCH: usize = 256;
 
-/// How long a batch of [`Urgency::Grouped`] turns waits for others after its first turn
-/// arrived.
+/// How long a batch of [`Urgency::Grouped`] turns waits for others after its first turn.
 pub const GROUP_WINDOW: Duration = Duration::from_millis(2);
 
 /// How soon a turn handed to [`TurnWriter::record`] must be written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Urgency {
-    /// As soon as the writer is free: a client waits for it before anything else of the
-    /// reply (a JSON reply, a channel's answer).
+    /// As soon as the writer is free: a client waits for it (a JSON reply, a channel's answer).
     Now,
-    /// Within [`GROUP_WINDOW`], with whatever other turns end meanwhile: the end of a
-    /// streamed reply, whose client has had every chunk and waits only for `[DONE]`.
+    /// Within [`GROUP_WINDOW`], with other ending turns: a stream waiting only for `[DONE]`.
     Grouped,
 }
 
@@ -45,8 +42,8 @@ struct Pending {
     done: Answer,
 }
 
-/// Turns handed over and not yet written, and a wake-up for [`TurnWriter::flush`]; the
-/// urgent ones among them, and a wake-up for a writer holding a batch open ([`gather`]).
+/// Turns handed over and not yet written (for [`TurnWriter::flush`]), and the urgent ones
+/// (waking a writer holding a batch open, [`gather`]).
 #[derive(Default)]
 struct InFlight {
     count: AtomicUsize,
@@ -67,14 +64,12 @@ impl Urgent {
         self.queued.fetch_add(1, Ordering::SeqCst);
     }
 
-    /// Wakes a writer waiting out its window, once the item counted by
-    /// [`Urgent::queuing`] is queued.
+    /// Wakes a writer waiting out its window once the [`Urgent::queuing`] item is queued.
     fn queued(&self) {
         self.arrived.notify_waiters();
     }
 
-    /// Queues `item`; an [`Urgency::Now`] one is counted and wakes a waiting writer.
-    /// Errors: the queue is closed; the item comes back.
+    /// Queues `item`, counting and waking for [`Urgency::Now`]. Errors: closed (the item back).
     fn send<T>(
         &self,
         queue: &mpsc::UnboundedSender<T>,
@@ -93,8 +88,7 @@ impl Urgent {
     }
 }
 
-/// Hands chat turns to a task that stores them in batches; clones share the task, which
-/// ends after the last clone drops and what was handed over is written.
+/// Hands chat turns to a task storing them in batches; it ends after the last clone drops.
 #[derive(Clone)]
 pub struct TurnWriter {
     queue: mpsc::UnboundedSender<Pending>,
@@ -110,10 +104,8 @@ impl TurnWriter {
         Self { queue, in_flight }
     }
 
-    /// Stores `turn` with whatever other turns wait and answers once committed: the turn, or
-    /// `None` when its agent or thread is gone (nothing written).
-    ///
-    /// Errors: the store's (nothing of the turn written).
+    /// Stores `turn` with other waiting turns; answers once committed: the turn, or `None` when its
+    /// agent or thread is gone. Errors: the store's (nothing of the turn written).
     pub async fn record(
         &self,
         turn: TurnRecord,
@@ -143,8 +135,7 @@ impl TurnWriter {
         }
     }
 
-    /// Waits until every turn handed over so far has been written (or failed): for a
-    /// graceful shutdown, after the last request has ended.
+    /// Waits until every turn handed over so far is written or failed (graceful shutdown).
     pub async fn flush(&self) {
         loop {
             let idle = self.in_flight.idle.notified();
@@ -176,9 +167,8 @@ async fn write_batches(
     }
 }
 
-/// Takes the next batch into `batch`: the first item and those behind it, up to
-/// [`MAX_BATCH`], waiting up to [`GROUP_WINDOW`] (or an urgent arrival) when all are
-/// grouped. Answers how many, 0 when the channel is closed and empty.
+/// Takes the next batch (≤ [`MAX_BATCH`]), waiting up to [`GROUP_WINDOW`] when all are grouped.
+/// Answers how many; 0 when the channel is closed and empty.
 async fn gather<T>(
     receiver: &mut mpsc::UnboundedReceiver<T>,
     batch: &mut Vec<T>,
@@ -212,8 +202,8 @@ async fn gather<T>(
     batch.len()
 }
 
-/// Writes `batch` and answers each turn, ordered by user and thread so concurrent instances
-/// lock shared rows in one order; a failed transaction is retried turn by turn.
+/// Writes `batch`, ordered by user and thread (one lock order across instances); a failed
+/// transaction is retried turn by turn.
 async fn write_batch(store: &dyn ChatStore, batch: &mut Vec<Pending>) {
     batch.sort_by(|a, b| {
         let (a, b) = (&a.turn.thread, &b.turn.thread);

@@ -60,8 +60,7 @@ pub struct Config {
     pub storage: StorageConfig,
     /// `JWT_SECRET`, `ENCRYPTION_KEY`, `ENCRYPTION_KEYS_PREVIOUS`.
     pub secrets: SecretsConfig,
-    /// Third-party sign-in: `GITHUB_*`, `GOOGLE_*`, `MICROSOFT_*` (docs/api.md § Configuration).
-    /// A provider is offered only when both its client id and secret are set.
+    /// `GITHUB_*`, `GOOGLE_*`, `MICROSOFT_*`; a provider is offered only with client id and secret.
     pub oauth: OAuthConfig,
     /// `SMTP_URL`, `MAIL_FROM`.
     pub mail: MailConfig,
@@ -83,8 +82,7 @@ pub struct Config {
     pub channels: ChannelsConfig,
     /// `METRICS_TOKEN`, `METRICS_ADDR`: who may read `GET /metrics`, and where.
     pub metrics: MetricsConfig,
-    /// What this instance runs: `agentchat serve --role` (or `AGENTCHAT_ROLE`), read by
-    /// the command line rather than here; default [`Role::All`].
+    /// `agentchat serve --role` (`AGENTCHAT_ROLE`), read by the CLI; default [`Role::All`].
     pub role: Role,
 }
 
@@ -105,21 +103,15 @@ impl std::fmt::Debug for Config {
 }
 
 impl Config {
-    /// Reads the environment (after `.env`) as `agentchat serve` needs it. With SQLite,
-    /// missing secrets are generated into `DATA_DIR`; with PostgreSQL the
-    /// [`SHARED_SETTINGS`] are required and nothing is generated.
-    ///
-    /// Errors: an unparsable address, limit list or encryption key; an unwritable
-    /// `DATA_DIR`; with PostgreSQL, each missing required variable, named.
+    /// Reads the environment (after `.env`) for `agentchat serve`: SQLite generates missing
+    /// secrets into `DATA_DIR`; PostgreSQL requires the [`SHARED_SETTINGS`]. Errors: an
+    /// unparsable value, an unwritable `DATA_DIR`, each missing required variable (named).
     pub fn from_env() -> anyhow::Result<Self> {
         Self::load(true)
     }
 
-    /// [`Config::from_env`] for the database-only commands (`migrate`, `admin`,
-    /// `eval-retrieval`, `copy-data`): with PostgreSQL the [`SHARED_SETTINGS`] are not
-    /// required and unset secrets are made up in memory, never used.
-    ///
-    /// Errors: as [`Config::from_env`], but for the missing shared settings.
+    /// [`Config::from_env`] for the database-only commands: the [`SHARED_SETTINGS`] are not
+    /// required and unset secrets are made up in memory. Errors: as `from_env`, but for those.
     pub fn from_env_for_tools() -> anyhow::Result<Self> {
         Self::load(false)
     }
@@ -129,11 +121,8 @@ impl Config {
         Self::from_settings(&Settings::from_env()?, require_shared)
     }
 
-    /// The configuration of `settings`. With `require_shared`, PostgreSQL requires the
-    /// [`SHARED_SETTINGS`]; without, missing secrets are made up in memory. SQLite generates
-    /// missing secrets into `DATA_DIR` either way.
-    ///
-    /// Errors: as [`Config::from_env`], for what [`Settings`] does not check itself.
+    /// The configuration of `settings`; `require_shared` as in [`Config::from_env`], else as in
+    /// [`Config::from_env_for_tools`]. Errors: what [`Settings`] does not check itself.
     pub fn from_settings(settings: &Settings, require_shared: bool) -> anyhow::Result<Self> {
         let site_addr = settings.leptos_site_addr;
         let data_dir = settings.data_dir.clone();
@@ -166,8 +155,7 @@ impl Config {
         Ok(config)
     }
 
-    /// Defaults for `data_dir` and `site_addr` with no environment read: secrets generated
-    /// into (or read back from) `data_dir`. Tests and tools start from this.
+    /// Defaults for `data_dir` and `site_addr`, no environment read; secrets kept in `data_dir`.
     pub fn with_data_dir(data_dir: PathBuf, site_addr: SocketAddr) -> anyhow::Result<Self> {
         std::fs::create_dir_all(&data_dir)
             .with_context(|| format!("cannot create DATA_DIR {}", data_dir.display()))?;
@@ -175,8 +163,7 @@ impl Config {
         Self::with_secrets(data_dir, site_addr, secrets)
     }
 
-    /// Defaults with the given `secrets`, reading no environment.
-    /// Errors: `data_dir` cannot be created.
+    /// Defaults with the given `secrets`, no environment read. Errors: `data_dir` not creatable.
     pub fn with_secrets(
         data_dir: PathBuf,
         site_addr: SocketAddr,
@@ -204,10 +191,8 @@ impl Config {
     }
 }
 
-/// Parses `raw`, the value of variable `name`, as a number within `range`; `what` names
-/// the unit in the error ("… must be whole seconds from 1 to 30").
-///
-/// Errors: not a whole number, or outside `range`.
+/// Parses `raw`, the value of variable `name`, as a number within `range`; `what` names the
+/// unit in the error. Errors: not a whole number, or outside `range`.
 pub fn bounded<T>(
     name: &str,
     raw: &str,

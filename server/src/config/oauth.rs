@@ -27,7 +27,6 @@ pub struct OAuthClientConfig {
 /// GitHub sign-in (plain OAuth 2.0 plus the REST API for the identity).
 #[derive(Clone)]
 pub struct GithubConfig {
-    /// The registered client.
     pub client: OAuthClientConfig,
     /// `GITHUB_AUTH_URL`, default [`GITHUB_AUTH_URL`].
     pub auth_url: String,
@@ -37,18 +36,15 @@ pub struct GithubConfig {
     pub api_url: String,
 }
 
-/// An OpenID Connect provider (Google, Microsoft): endpoints come from the issuer's
-/// discovery document, read at the first sign-in, never at start-up.
+/// An OpenID Connect provider (Google, Microsoft); endpoints come from discovery at first sign-in.
 #[derive(Clone)]
 pub struct OidcConfig {
-    /// The registered client.
     pub client: OAuthClientConfig,
     /// `GOOGLE_ISSUER_URL` / `MICROSOFT_ISSUER_URL`, without a trailing slash.
     pub issuer_url: String,
 }
 
-/// The configured third-party sign-in providers; `None` is not configured. A provider is
-/// offered only when both its client id and secret are set (docs/api.md § Configuration).
+/// The configured sign-in providers; `None` unless both client id and secret are set.
 #[derive(Clone, Default)]
 pub struct OAuthConfig {
     /// `GITHUB_CLIENT_ID`, `GITHUB_CLIENT_SECRET`, `GITHUB_*_URL`.
@@ -60,8 +56,7 @@ pub struct OAuthConfig {
 }
 
 impl OAuthConfig {
-    /// The providers whose client id and secret are both set in `settings`, with their
-    /// endpoints (the defaults above unless set), without a trailing slash.
+    /// The providers whose client id and secret are both set, with endpoints (no trailing slash).
     pub(super) fn from_settings(settings: &Settings) -> Self {
         let client = |id: &Option<String>, secret: &Option<String>| {
             Some(OAuthClientConfig {

@@ -9,24 +9,21 @@ use secrecy::SecretString;
 
 use super::Settings;
 
-/// The token-signing key and the credential-sealing keys, from which start-up builds
-/// `auth::tokens::JwtKeys` and [`crate::crypto::SecretBox`].
+/// The token-signing key and the credential-sealing keys.
 #[derive(Clone)]
 pub struct SecretsConfig {
     /// `JWT_SECRET`, else generated once into `DATA_DIR/jwt_secret`.
     pub jwt_secret: SecretString,
-    /// `ENCRYPTION_KEY` (base64 of 32 bytes), else generated once into
-    /// `DATA_DIR/encryption_key`.
+    /// `ENCRYPTION_KEY` (base64 of 32 bytes), else generated once into `DATA_DIR/encryption_key`.
     pub encryption_key: SecretString,
-    /// `ENCRYPTION_KEYS_PREVIOUS`: comma-separated keys `ENCRYPTION_KEY` replaced; values
-    /// sealed with them still open, and are sealed again with the current key when written.
+    /// `ENCRYPTION_KEYS_PREVIOUS`: keys `ENCRYPTION_KEY` replaced; their values still open and are
+    /// sealed again with the current key when written.
     pub encryption_keys_previous: Vec<SecretString>,
 }
 
 impl SecretsConfig {
-    /// The secrets kept in `data_dir`, each generated with mode 0600 when missing.
-    ///
-    /// Errors: a file that cannot be written, or an `encryption_key` not base64 of 32 bytes.
+    /// The secrets kept in `data_dir`, generated (mode 0600) when missing. Errors: an unwritable
+    /// file, or an `encryption_key` not base64 of 32 bytes.
     pub fn load_or_generate(data_dir: &Path) -> anyhow::Result<Self> {
         let jwt_secret = load_or_generate(&data_dir.join("jwt_secret"), 64, "JWT secret")?;
         let encryption_key =
@@ -39,8 +36,8 @@ impl SecretsConfig {
         })
     }
 
-    /// Random secrets kept in memory only, for a command that reads the configuration but
-    /// signs nothing and seals nothing (see [`super::Config::from_env_for_tools`]).
+    /// Random in-memory secrets for commands that sign and seal nothing
+    /// ([`super::Config::from_env_for_tools`]).
     pub fn ephemeral() -> Self {
         let random = |len: usize| {
             let mut bytes = vec![0u8; len];
@@ -54,9 +51,7 @@ impl SecretsConfig {
         }
     }
 
-    /// The secrets of an instance on a shared database, from `lookup`: the
-    /// [`SHARED_SETTINGS`] must be set; nothing is generated.
-    ///
+    /// The secrets of an instance on a shared database: the [`SHARED_SETTINGS`] from `lookup`.
     /// Errors: each missing variable, named; an `ENCRYPTION_KEY` not base64 of 32 bytes.
     pub fn from_shared_settings(lookup: impl Fn(&str) -> Option<String>) -> anyhow::Result<Self> {
         require_shared_settings(&lookup)?;
@@ -73,8 +68,7 @@ impl SecretsConfig {
         })
     }
 
-    /// Overrides the `DATA_DIR` secrets with `JWT_SECRET`, `ENCRYPTION_KEY` and
-    /// `ENCRYPTION_KEYS_PREVIOUS` where set. Errors: a key not base64 of 32 bytes (unquoted).
+    /// Overrides the `DATA_DIR` secrets with those set. Errors: a key not base64 of 32 bytes.
     pub(super) fn apply(&mut self, settings: &Settings) -> anyhow::Result<()> {
         if let Some(secret) = &settings.jwt_secret {
             self.jwt_secret = SecretString::from(secret.clone());
@@ -98,8 +92,7 @@ impl SecretsConfig {
         Ok(())
     }
 
-    /// The decoded current and previous encryption keys, for [`crate::crypto::SecretBox::new`].
-    /// Errors: a key that is not base64 of 32 bytes.
+    /// The decoded current and previous encryption keys. Errors: a key not base64 of 32 bytes.
     pub fn encryption_keys(&self) -> anyhow::Result<([u8; 32], Vec<[u8; 32]>)> {
         use secrecy::ExposeSecret;
         let current = decode_key(self.encryption_key.expose_secret())?;
@@ -112,13 +105,11 @@ impl SecretsConfig {
     }
 }
 
-/// What instances on a shared database must be given, the same on each, rather than
-/// generate: otherwise each would reject the others' tokens and sealed credentials
-/// (README.md § Running several instances).
+/// What instances on a shared database must all be given alike, or each rejects the others'
+/// tokens and sealed credentials (README.md § Running several instances).
 pub const SHARED_SETTINGS: [&str; 3] = ["JWT_SECRET", "ENCRYPTION_KEY", "PUBLIC_URL"];
 
-/// Checks that `lookup` has every one of [`SHARED_SETTINGS`] (blank counts as unset).
-/// Errors: names each missing variable.
+/// Checks that `lookup` has all [`SHARED_SETTINGS`] (blank is unset). Errors: names each missing.
 pub fn require_shared_settings(lookup: impl Fn(&str) -> Option<String>) -> anyhow::Result<()> {
     let missing: Vec<&str> = SHARED_SETTINGS
         .into_iter()

@@ -13,8 +13,7 @@ use crate::{
     forwarded::TrustedProxies,
 };
 
-/// The live-reload port of `cargo leptos watch` unless `LEPTOS_RELOAD_PORT` says another
-/// (the workspace's `reload-port` in Cargo.toml).
+/// The live-reload port of `cargo leptos watch` unless `LEPTOS_RELOAD_PORT` says another.
 pub const DEFAULT_RELOAD_PORT: u16 = 3001;
 
 /// The listener, public address, client connection limits and the dashboard's files.
@@ -22,22 +21,17 @@ pub const DEFAULT_RELOAD_PORT: u16 = 3001;
 pub struct ServerConfig {
     /// `LEPTOS_SITE_ADDR`, default `127.0.0.1:3000`. Port 0 picks a free port (tests).
     pub site_addr: SocketAddr,
-    /// `PUBLIC_URL`, default `http://{LEPTOS_SITE_ADDR}`, without a trailing slash: the
-    /// base of links in emails and OAuth redirects. When it is https, cookies are `Secure`.
+    /// `PUBLIC_URL`, default `http://{LEPTOS_SITE_ADDR}`, no trailing slash; https sets `Secure`.
     pub public_url: String,
-    /// `HEADER_READ_TIMEOUT_SECS`: longest time a client may take to send a request's head,
-    /// from acceptance or a kept-alive request's first byte; then the connection closes
-    /// unanswered, against slow-loris clients (README.md § Security).
+    /// `HEADER_READ_TIMEOUT_SECS`: longest time to send a request's head; then the connection
+    /// closes unanswered (slow-loris, README.md § Security).
     pub header_read_timeout: std::time::Duration,
-    /// `IDLE_TIMEOUT_SECS`: longest wait of a kept-alive connection for its next request
-    /// (RFC 9112 § 9.5); a connection still sending an answer is not idle.
+    /// `IDLE_TIMEOUT_SECS`: longest wait of a kept-alive connection for its next request.
     pub idle_timeout: std::time::Duration,
-    /// `MAX_CONNECTIONS`: client connections served at once. Beyond it the server stops
-    /// accepting, so new connections wait in the kernel's listen queue instead of being
-    /// refused; at start the open-file soft limit is raised to fit them.
+    /// `MAX_CONNECTIONS`: client connections served at once; beyond, new ones wait in the kernel's
+    /// listen queue.
     pub max_connections: usize,
-    /// `TRUSTED_PROXIES`: proxies whose `X-Forwarded-For` is believed; none by default, and
-    /// the client IP is the TCP peer ([`TrustedProxies::client_ip`]).
+    /// `TRUSTED_PROXIES`, whose `X-Forwarded-For` is believed ([`TrustedProxies::client_ip`]).
     pub trusted_proxies: TrustedProxies,
     /// Leptos output: `LEPTOS_OUTPUT_NAME` (default `agentchat`).
     pub leptos_output_name: String,
@@ -45,8 +39,7 @@ pub struct ServerConfig {
     pub leptos_site_root: String,
     /// `LEPTOS_SITE_PKG_DIR`, default `pkg`.
     pub leptos_site_pkg_dir: String,
-    /// The live-reload port under `cargo leptos watch` (`LEPTOS_RELOAD_PORT`); `None`
-    /// otherwise. Pages then load the reload script and their CSP allows it.
+    /// `LEPTOS_RELOAD_PORT` under `cargo leptos watch`, else `None` (pages load the reload script).
     pub live_reload_port: Option<u16>,
 }
 
@@ -67,10 +60,7 @@ impl ServerConfig {
         }
     }
 
-    /// Takes the public URL (no trailing slash), connection limits, proxies, site files and
-    /// reload port from `settings`.
-    ///
-    /// Errors: an unparsable reload port.
+    /// Takes the server variables from `settings`. Errors: an unparsable reload port.
     pub(super) fn apply(&mut self, settings: &Settings) -> anyhow::Result<()> {
         if let Some(url) = &settings.public_url {
             self.public_url = url.trim_end_matches('/').to_string();

@@ -13,14 +13,12 @@ pub const MAX_DATABASE_CONNECTIONS: u32 = 10_000;
 /// Where the service keeps its state: the database and its data folder.
 #[derive(Clone)]
 pub struct StorageConfig {
-    /// `DATABASE_URL`, default `sqlite://{DATA_DIR}/agentchat.db`; `postgres://...` for a
-    /// database several instances share.
+    /// `DATABASE_URL`, default `sqlite://{DATA_DIR}/agentchat.db`; `postgres://...` to share.
     pub database_url: String,
-    /// `DATABASE_MAX_CONNECTIONS`: this instance's PostgreSQL pool size; the instances' sum
-    /// must stay under the server's `max_connections`. SQLite ignores it.
+    /// `DATABASE_MAX_CONNECTIONS`: the PostgreSQL pool size; the instances' sum must stay under the
+    /// server's `max_connections`.
     pub max_connections: u32,
-    /// `CHAT_SYNCHRONOUS_COMMIT`: whether a chat turn's commit waits for the server's flush
-    /// (PostgreSQL only).
+    /// `CHAT_SYNCHRONOUS_COMMIT` (PostgreSQL only).
     pub turn_commit: TurnCommit,
     /// `DATA_DIR`, default `data`: mail outbox, uploads, generated secrets.
     pub data_dir: PathBuf,
@@ -63,16 +61,13 @@ impl StorageConfig {
     }
 }
 
-/// Whether a chat turn's commit waits for the database server's flush to disk
-/// (`CHAT_SYNCHRONOUS_COMMIT`, README § Configuration): PostgreSQL's per-turn
+/// Whether a chat turn's commit waits for the database's flush to disk: PostgreSQL's per-turn
 /// `synchronous_commit` (<https://www.postgresql.org/docs/current/wal-async-commit.html>).
-/// Either way a committed turn is visible at once, whole, and survives an AgentChat crash;
-/// an asynchronous one may be lost in a crash of the database server within about three
-/// `wal_writer_delay`s. SQLite ignores it.
+/// A committed turn is visible at once and survives an AgentChat crash; an asynchronous one may
+/// be lost if the database server crashes within about `3 × wal_writer_delay`. SQLite ignores it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum TurnCommit {
-    /// `off`, the default: the commit returns once the turn is in the server's write-ahead
-    /// log buffers; the server's WAL writer flushes it within `3 × wal_writer_delay`.
+    /// `off`, the default: the commit returns once the turn is in the WAL buffers.
     #[default]
     Asynchronous,
     /// `on`: by the server's own `synchronous_commit`.
@@ -101,9 +96,9 @@ impl TurnCommit {
 /// The database backends, told apart by the scheme of `DATABASE_URL`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Backend {
-    /// `sqlite:`: the embedded database, one instance.
+    /// `sqlite:`: embedded, one instance.
     Sqlite,
-    /// `postgres:` or `postgresql:`: a database server any number of instances share.
+    /// `postgres:` or `postgresql:`: shared by any number of instances.
     Postgres,
 }
 

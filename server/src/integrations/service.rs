@@ -28,8 +28,7 @@ use crate::{
 /// Why an integration operation failed. The texts are the messages clients are shown.
 #[derive(Debug, thiserror::Error)]
 pub enum IntegrationError {
-    /// An unknown provider, a malformed name, or credentials or config that do not fit the
-    /// provider; the message says which.
+    /// An unknown provider, a bad name, or unfitting credentials or config; the message says which.
     #[error("{0}")]
     Invalid(String),
     /// The account already has [`MAX_INTEGRATIONS`] integrations.
@@ -38,11 +37,9 @@ pub enum IntegrationError {
     /// No integration with this id belongs to the caller.
     #[error("Integration not found")]
     NotFound,
-    /// The agent to link is not one of the caller's (`AgentError::NotFound`), or the agent
-    /// store failed.
+    /// The agent to link is not the caller's, or the agent store failed.
     #[error(transparent)]
     Agent(#[from] AgentError),
-    /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
     /// Stored credentials or config that no longer open or parse; not shown to clients.
@@ -53,53 +50,42 @@ pub enum IntegrationError {
 /// An integration to create, as the caller sent it.
 #[derive(Debug, Clone)]
 pub struct NewIntegration {
-    /// A provider code of the catalogue ([`catalog::PROVIDERS`]), surrounding spaces ignored.
+    /// A provider code of [`catalog::PROVIDERS`], surrounding spaces ignored.
     pub provider_code: String,
     /// Its name: 1 to [`MAX_NAME_CHARS`] characters after trimming.
     pub name: String,
-    /// One of the caller's agents to link, or `None`.
     pub agent_id: Option<String>,
-    /// The provider's credential fields, an object.
     pub credentials: Value,
-    /// The provider's config fields, an object; `None` or null for none.
+    /// The provider's config fields; `None` or null for none.
     pub config: Option<Value>,
 }
 
 /// Changes to an integration; `None` keeps a field as it is.
 #[derive(Debug, Clone, Default)]
 pub struct IntegrationChanges {
-    /// A new name.
     pub name: Option<String>,
     /// A new linked agent (`Some(None)` unlinks).
     pub agent_id: Option<Option<String>>,
-    /// Credential fields that replace the stored ones of the same names (the others are
-    /// kept); an object.
+    /// Credential fields replacing the stored ones of the same names (others kept).
     pub credentials: Option<Value>,
-    /// The whole new config.
     pub config: Option<Value>,
 }
 
-/// The integrations of every account: their store, their sealed credentials and their live
-/// channels.
+/// The integrations of every account: store, sealed credentials, live channels.
 #[derive(Clone)]
 pub struct Integrations {
     store: Arc<dyn IntegrationStore>,
-    /// Seals and opens credentials (`ENCRYPTION_KEY`).
     secrets: SecretBox,
-    /// Sets live channels up and tears them down.
     channels: Channels,
-    /// Linked agents must be the owner's.
     agents: AgentService,
-    /// `integration.created` events.
     events: Events,
     clock: Clock,
-    /// `PUBLIC_URL`, for the integration in the `integration.created` event.
+    /// `PUBLIC_URL`, for the `integration.created` event.
     public_url: String,
 }
 
 impl Integrations {
-    /// The service over `store`, sealing with `secrets`, connecting through `channels`,
-    /// checking agents with `agents`, announcing through `events`, timed by `clock`.
+    /// The service over `store`, with `secrets`, `channels`, `agents` and `events`.
     pub fn new(
         store: Arc<dyn IntegrationStore>,
         secrets: SecretBox,
@@ -143,12 +129,9 @@ impl Integrations {
             .ok_or(IntegrationError::NotFound)
     }
 
-    /// Creates an integration: checked, sealed, stored within [`MAX_INTEGRATIONS`], its
-    /// live channel set up (a failure goes to `status_detail`), and announced as
-    /// `integration.created`.
-    ///
-    /// Errors: [`IntegrationError::Invalid`], [`IntegrationError::Agent`],
-    /// [`IntegrationError::Limit`], the store's.
+    /// Creates an integration: checked, sealed, stored within [`MAX_INTEGRATIONS`], its channel set
+    /// up (a failure goes to `status_detail`), announced. Errors: [`IntegrationError::Invalid`],
+    /// [`IntegrationError::Agent`], [`IntegrationError::Limit`], the store's.
     pub async fn create(
         &self,
         user_id: &UserId,
@@ -217,11 +200,9 @@ impl Integrations {
         Ok(record)
     }
 
-    /// Applies `changes` (checked and sealed again); the live channel is set up again when
-    /// credentials changed or it had failed.
-    ///
-    /// Errors: [`IntegrationError::NotFound`] (also when deleted meanwhile),
-    /// [`IntegrationError::Invalid`], [`IntegrationError::Agent`], the store's.
+    /// Applies `changes`; the channel is set up again if credentials changed or it had failed.
+    /// Errors: [`IntegrationError::NotFound`], [`IntegrationError::Invalid`],
+    /// [`IntegrationError::Agent`], the store's.
     pub async fn update(
         &self,
         user_id: &UserId,

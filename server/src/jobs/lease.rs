@@ -24,38 +24,32 @@ const MIN_IDLE: Duration = Duration::from_millis(5);
 pub struct LeaseRules {
     /// How long a claimed item belongs to its taker without a renewal.
     pub lease: Duration,
-    /// How often a running item renews its lease; `None` when work ends well within the lease.
+    /// How often a running item renews its lease; `None` when work ends well within it.
     pub renew_every: Option<Duration>,
     /// Items worked on at once (at least 1).
     pub concurrency: usize,
-    /// How often an idle loop looks for work it was not woken for (expired leases, other
-    /// instances).
+    /// How often an idle loop looks for work it was not woken for (expired leases, elsewhere).
     pub poll: Duration,
 }
 
-/// A table of work taken under leases: the loop ([`spawn`]) decides when to claim, the queue
-/// what an item is and how it is worked on and ended.
+/// A table of work taken under leases: [`spawn`] decides when to claim, the queue the rest.
 pub trait LeaseQueue: Send + Sync + 'static {
-    /// A claimed item.
     type Item: Send + Sync + 'static;
     /// What working on an item produced, handed to [`LeaseQueue::finish`].
     type Outcome: Send + 'static;
-    /// Why a claim failed.
     type Error: std::fmt::Display + Send;
     /// The warning logged when a claim fails.
     const CLAIM_FAILED: &'static str;
 
-    /// The queue's lease rules.
     fn rules(&self) -> LeaseRules;
 
-    /// The service clock every claim, lease end and due time is read from.
+    /// The clock of every claim, lease end and due time.
     fn clock(&self) -> &Clock;
 
     /// Notified when an item was queued.
     fn wake(&self) -> &Notify;
 
-    /// Takes up to `max` items due at `now` (or whose lease ended), each leased until
-    /// `lease_until`, atomically per item.
+    /// Takes up to `max` items due at `now` (or with an ended lease), leased until `lease_until`.
     fn claim(
         &self,
         now: DateTime<Utc>,
@@ -68,9 +62,8 @@ pub trait LeaseQueue: Send + Sync + 'static {
         async { None }
     }
 
-    /// Extends `item`'s lease to `lease_until` and answers whether it is still this taker's. A
-    /// store failure is logged by the queue and answers `true`; `false` stops the work at once
-    /// and [`LeaseQueue::finish`] is not called.
+    /// Extends `item`'s lease to `lease_until`; answers whether it is still this taker's (`true` on
+    /// a logged store failure). `false` stops the work; [`LeaseQueue::finish`] is not called.
     fn renew(
         &self,
         item: &Self::Item,
@@ -184,8 +177,7 @@ async fn serve<Q: LeaseQueue>(queue: Arc<Q>) {
     }
 }
 
-/// Works on one item, renewing its lease meanwhile, then records the outcome; a lost claim
-/// drops the work and records nothing.
+/// Works on one item, renewing its lease; a lost claim drops the work and records nothing.
 async fn hold<Q: LeaseQueue>(queue: Arc<Q>, item: Q::Item, slot: usize) {
     let item = Arc::new(item);
     let rules = queue.rules();

@@ -12,8 +12,7 @@ use crate::llm::tokens;
 pub struct ChunkConfig {
     /// Most tokens in one chunk. Default 400. Values below 1 are taken as 1.
     pub max_tokens: usize,
-    /// Tokens a chunk may repeat from the previous chunk of its section. Default 60; at most half
-    /// of `max_tokens`.
+    /// Tokens a chunk may repeat from the previous one in its section. Default 60; ≤ half max.
     pub overlap_tokens: usize,
 }
 
@@ -37,16 +36,12 @@ impl ChunkConfig {
 /// A piece of a document small enough to embed and to quote to a model.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Chunk {
-    /// The text, trimmed; never empty.
     pub text: String,
-    /// The heading path of the section it comes from (outermost first).
     pub heading_path: Vec<String>,
-    /// The 1-based PDF page it comes from; `None` for other kinds.
     pub page: Option<u32>,
     /// 0-based position in the document; chunks are returned in this order.
     pub position: u32,
-    /// Tokens in `text` ([`crate::llm::tokens::count`]); at most
-    /// [`ChunkConfig::max_tokens`] unless a single grapheme is longer.
+    /// Tokens in `text`; at most [`ChunkConfig::max_tokens`] unless one grapheme is longer.
     pub tokens: u32,
 }
 
@@ -70,9 +65,8 @@ fn splitter_config(config: &ChunkConfig) -> text_splitter::ChunkConfig<TokenSize
     }
 }
 
-/// Cuts `doc` into chunks of at most `config.max_tokens`, section by section, in order;
-/// Markdown with the Markdown-aware splitter. Chunks of one section overlap by up to
-/// `config.overlap_tokens`; none is empty. CPU-bound (run it on the blocking pool).
+/// Cuts `doc` into chunks of ≤ `config.max_tokens`, section by section, overlapping by up to
+/// `config.overlap_tokens`; none empty. CPU-bound (run it on the blocking pool).
 pub fn chunk(doc: &Extracted, config: &ChunkConfig) -> Vec<Chunk> {
     let markdown = MarkdownSplitter::new(splitter_config(config));
     let text = TextSplitter::new(splitter_config(config));

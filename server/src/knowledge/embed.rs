@@ -60,8 +60,7 @@ impl std::fmt::Debug for Embedder {
 }
 
 impl Embedder {
-    /// The embedder of `config`: `None` when `EMBEDDING_MODEL` is unset, or `OPENAI_API_KEY` is
-    /// (with a warning). Errors: the HTTP client cannot be built.
+    /// `None` without `EMBEDDING_MODEL` or `OPENAI_API_KEY` (warned). Errors: no HTTP client.
     pub fn from_config(config: &ProvidersConfig) -> anyhow::Result<Option<Self>> {
         let Some(model) = config.embedding_model.clone() else {
             return Ok(None);
@@ -81,8 +80,8 @@ impl Embedder {
         )?))
     }
 
-    /// An embedder of `model` at `base_url` (`embeddings` is appended) with `key`; `timeout`
-    /// bounds each batch. Errors: the HTTP client cannot be built.
+    /// An embedder of `model` at `base_url` (+ `embeddings`); `timeout` bounds each batch.
+    /// Errors: the HTTP client cannot be built.
     pub fn new(
         base_url: &str,
         key: SecretString,
@@ -101,7 +100,7 @@ impl Embedder {
         })
     }
 
-    /// The model name (`EMBEDDING_MODEL`), stored beside every vector.
+    /// The model name, stored beside every vector.
     pub fn model(&self) -> &str {
         &self.model
     }
@@ -169,8 +168,7 @@ impl Embedder {
         Ok(vectors)
     }
 
-    /// The embeddings of `texts`, in order, [`BATCH`] at a time. Errors: the first failed
-    /// request (status, timeout, connection, wrong count or non-finite values).
+    /// The embeddings of `texts`, in order, [`BATCH`] at a time. Errors: the first failed request.
     pub async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, ProviderError> {
         let mut out = Vec::with_capacity(texts.len());
         for batch in texts.chunks(BATCH) {
@@ -179,8 +177,8 @@ impl Embedder {
         Ok(out)
     }
 
-    /// The embedding of a chat query within [`QUERY_TIMEOUT`]; after a timeout queries fail at
-    /// once (as `Timeout`) for [`QUERY_COOL_DOWN`]. Errors: as [`Embedder::embed`].
+    /// A chat query's embedding within [`QUERY_TIMEOUT`]; after a timeout queries fail at once for
+    /// [`QUERY_COOL_DOWN`]. Errors: as [`Embedder::embed`].
     pub async fn embed_query(&self, text: &str) -> Result<Vec<f32>, ProviderError> {
         let now = chrono::Utc::now().timestamp_millis();
         if now < self.cool_until_ms.load(Ordering::Relaxed) {
@@ -229,10 +227,8 @@ fn refused(err: &ProviderError) -> bool {
     matches!(err.kind, ProviderErrorKind::Status(400 | 413 | 422))
 }
 
-/// Embeds the chunks of `document_id` (or of all) lacking a vector of the model, [`BATCH`]
-/// at a time; a refused batch is retried chunk by chunk and a chunk refused alone is
-/// recorded as refused. Returns how many got a vector. Errors: the first non-refusal
-/// failure, or the store's.
+/// Embeds the chunks of `document_id` (or all) lacking a vector of the model; a chunk refused
+/// alone is recorded refused. Returns how many got one. Errors: the first non-refusal failure.
 pub async fn embed_missing(
     store: &dyn DocumentStore,
     embedder: &Embedder,
@@ -277,8 +273,8 @@ pub fn retry_delay(failures: u32) -> Duration {
     Duration::from_secs(secs.min(300))
 }
 
-/// Embeds every chunk lacking a vector, forever: at start, after failures with backoff, when
-/// woken ([`Knowledge::embed_wake`]) and every [`CATCH_UP_INTERVAL`]. No-op without embedder.
+/// Embeds every chunk lacking a vector, forever: at start, after failures (backoff), when woken
+/// and every [`CATCH_UP_INTERVAL`]. No-op without embedder.
 pub async fn catch_up(k: Knowledge) {
     let Some(embedder) = k.embedder.clone() else {
         return;
@@ -307,22 +303,18 @@ pub async fn catch_up(k: Knowledge) {
     }
 }
 
-/// An agent's vectors of one model, normalised to unit length, as read at one
+/// An agent's unit vectors of one model, as of one
 /// [`crate::store::DocumentStore::embedding_generation`].
 #[derive(Debug)]
 pub struct AgentVectors {
-    /// The embedding model.
     pub model: String,
-    /// The generation they were read at.
     pub generation: i64,
-    /// Chunk ids, parallel to `vectors`.
     pub ids: Vec<i64>,
-    /// Unit vectors (zero vectors are left out), parallel to `ids`.
+    /// Unit vectors (zero vectors left out), parallel to `ids`.
     pub vectors: Vec<Vec<f32>>,
 }
 
 impl AgentVectors {
-    /// The set from stored vectors, normalised, zero vectors left out.
     pub fn new(model: &str, generation: i64, stored: Vec<(i64, Vec<f32>)>) -> Self {
         let mut ids = Vec::with_capacity(stored.len());
         let mut vectors = Vec::with_capacity(stored.len());
@@ -348,8 +340,7 @@ impl AgentVectors {
             + 64
     }
 
-    /// The `n` chunks most similar to `query` (cosine, best first, ties by id); vectors of
-    /// another dimension are skipped.
+    /// The `n` chunks nearest `query` (cosine, best first, ties by id); other dimensions skipped.
     pub fn nearest(&self, query: &[f32], n: usize) -> Vec<(i64, f32)> {
         let Some(query) = normalized(query.to_vec()) else {
             return Vec::new();
@@ -392,8 +383,7 @@ pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
     (dot(a, b) / (na * nb)).clamp(-1.0, 1.0)
 }
 
-/// Per-agent vectors kept between queries, used only while their generation equals the
-/// store's and they are of the current model.
+/// Per-agent vectors kept between queries, used while of the store's generation and current model.
 #[derive(Clone)]
 pub struct VectorCache {
     entries: Cache<AgentId, Arc<AgentVectors>>,
@@ -414,7 +404,7 @@ impl Default for VectorCache {
 }
 
 impl VectorCache {
-    /// The agent's current vectors of `model`, from memory when still current. Errors: the store's.
+    /// The agent's current vectors of `model`, cached when current. Errors: the store's.
     pub async fn get(
         &self,
         store: &dyn DocumentStore,

@@ -14,10 +14,8 @@ pub const DEPTH: u32 = 5;
 /// One question of a set.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Question {
-    /// The question, as a user would ask it.
     pub q: String,
-    /// Page file names (`ch04-01-what-is-ownership.html`), page URLs, or document names
-    /// that answer it.
+    /// Page file names (`ch04-01-what-is-ownership.html`), page URLs or document names that answer.
     pub expect: Vec<String>,
 }
 
@@ -41,8 +39,7 @@ pub struct Report {
     pub outcomes: Vec<Outcome>,
 }
 
-/// Parses a JSON Lines question set (blank lines skipped). Errors: a line that is not
-/// `{"q": string, "expect": [string]}`, named by number.
+/// Parses a JSON Lines question set (blank lines skipped). Errors: a malformed line, by number.
 pub fn parse_questions(text: &str) -> anyhow::Result<Vec<Question>> {
     text.lines()
         .enumerate()
@@ -89,7 +86,6 @@ pub async fn evaluate(
     Ok(report(outcomes))
 }
 
-/// The figures of `outcomes`.
 pub fn report(outcomes: Vec<Outcome>) -> Report {
     let n = outcomes.len();
     let share = |f: &dyn Fn(&Outcome) -> f64| {

@@ -25,45 +25,33 @@ use crate::{
 /// The knowledge base's shared parts (uploads, HTTP client, job wake-up).
 #[derive(Clone)]
 pub struct Knowledge {
-    /// Documents, their chunks and embeddings.
     pub documents: Arc<dyn DocumentStore>,
-    /// The durable queue of ingestion and crawl jobs.
     pub jobs: Arc<dyn JobQueue>,
-    /// BM25 search over the agents' chunks, with their indexes kept in memory.
+    /// BM25 search over the agents' chunks, indexes in memory.
     pub search: search::ChunkSearch,
-    /// Uploads until their document is deleted: `DATA_DIR/uploads/{documentId}` with SQLite,
-    /// the database with PostgreSQL ([`crate::store::uploads`]).
+    /// Uploads until their document is deleted ([`crate::store::uploads`]).
     pub uploads: Arc<dyn UploadStore>,
-    /// The SSRF-safe client of crawls.
     pub client: Arc<SafeClient>,
     /// The rules the client enforces (also used to refuse URLs at submission).
     pub policy: Arc<NetPolicy>,
-    /// Wakes an idle worker when a job is queued.
     pub wake: Arc<Notify>,
     /// Limits of text extraction (`deadline` is `EXTRACT_TIMEOUT_SECS`).
     pub limits: Arc<extract::ExtractLimits>,
-    /// The extraction child processes every upload and crawled page is read in.
     pub sandbox: Arc<sandbox::Sandbox>,
     /// Largest upload in bytes (`MAX_UPLOAD_BYTES`).
     pub max_upload_bytes: usize,
-    /// The embedding client when `EMBEDDING_MODEL` is set; `None`: BM25 only.
+    /// `None` without `EMBEDDING_MODEL`: BM25 only.
     pub embedder: Option<Arc<embed::Embedder>>,
-    /// Agents' vectors kept in memory between queries.
     pub vectors: embed::VectorCache,
-    /// Wakes the embedding catch-up task ([`embed::catch_up`]).
     pub embed_wake: Arc<Notify>,
-    /// Webhook events of jobs (`document.indexed`, `document.failed`, `crawl.completed`).
     pub events: crate::webhooks::Events,
-    /// The service clock jobs read the time from (claims, leases, recorded times).
     pub clock: crate::clock::Clock,
-    /// Where queued jobs are announced to other instances (local by default).
+    /// Where queued jobs are announced to other instances.
     bus: Bus,
 }
 
 impl Knowledge {
-    /// The knowledge base over one store's `documents`, `jobs` and `uploads`
-    /// ([`crate::store::uploads::for_backend`]), crawling within `outbound`'s exceptions and
-    /// embedding with `providers`' model when set.
+    /// The knowledge base over one store's parts, crawling within `outbound`'s exceptions.
     /// Errors: a malformed `ALLOWED_PRIVATE_HOSTS` entry, or an HTTP client that cannot be built.
     #[allow(clippy::too_many_arguments)]
     pub fn new(

@@ -47,11 +47,9 @@ pub use crate::config::ExtractionConfig;
 /// A document read in full: what the ingestion job stores.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ChunkedDocument {
-    /// The title ([`extract::Extracted::title`], else the upload's name).
     pub title: String,
-    /// A PDF's page count (its last page with text); `None` for other kinds.
+    /// A PDF's page count (last page with text); `None` for other kinds.
     pub pages: Option<u32>,
-    /// The chunks, in document order.
     pub chunks: Vec<NewChunk>,
 }
 
@@ -100,7 +98,6 @@ impl std::fmt::Debug for Sandbox {
 }
 
 impl Sandbox {
-    /// A pool that starts children of `config.program` as tasks need them.
     pub fn new(config: ExtractionConfig) -> Self {
         let processes = config.processes.max(1);
         Self {
@@ -110,17 +107,13 @@ impl Sandbox {
         }
     }
 
-    /// The configuration the pool runs with.
     pub fn config(&self) -> &ExtractionConfig {
         &self.config
     }
 
-    /// Detects, extracts and chunks `bytes` in a child.
-    ///
-    /// # Errors
-    /// Every [`ExtractError`] of detection and extraction, and of the child: `Timeout` (killed at
-    /// the deadline), `TooLarge` (memory limit or answer over [`MAX_OUTPUT_BYTES`]), `TooDeep`
-    /// (stack overflow), `Crashed`, `Unavailable` (no child could be started).
+    /// Detects, extracts and chunks `bytes` in a child. Errors: every [`ExtractError`]; the child's
+    /// are `Timeout`, `TooLarge` (memory, [`MAX_OUTPUT_BYTES`]), `TooDeep`, `Crashed` and
+    /// `Unavailable`.
     pub async fn document(
         &self,
         bytes: &[u8],
@@ -137,8 +130,8 @@ impl Sandbox {
         }
     }
 
-    /// Reads a fetched page (HTML through readability, or text) in a child: title, main text,
-    /// canonical URL, links and robots directives. Errors: as [`Sandbox::document`].
+    /// Reads a fetched page (HTML via readability, or text) in a child: title, text, canonical URL,
+    /// links, robots directives. Errors: as [`Sandbox::document`].
     pub(crate) async fn page(
         &self,
         body: &[u8],
@@ -429,9 +422,8 @@ fn classify(status: Option<ExitStatus>, stderr: &str, memory_limit: u64) -> Extr
 // The child
 // ---------------------------------------------------------------------------------------
 
-/// The `agentchat extract` process: sets its limits, says [`HELLO`], serves tasks from
-/// standard input until it closes. `memory_limit` in bytes (0: none). Exit 0 when input
-/// closed between tasks, 1 on a protocol or pipe error.
+/// The `agentchat extract` process: sets its limits, says [`HELLO`], serves tasks from stdin.
+/// `memory_limit` in bytes (0: none). Exit 0 when input closed between tasks, else 1.
 pub fn child_main(memory_limit: u64) -> ExitCode {
     use nix::sys::resource::{setrlimit, Resource};
 

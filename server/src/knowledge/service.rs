@@ -32,13 +32,10 @@ pub enum KnowledgeError {
     /// The site's URL cannot be crawled.
     #[error(transparent)]
     Url(#[from] UrlError),
-    /// No such document of this agent.
     #[error("Document not found")]
     DocumentNotFound,
-    /// No such job of this user.
     #[error("Job not found")]
     JobNotFound,
-    /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
     /// Anything else; not shown to clients.
@@ -50,13 +47,12 @@ pub enum KnowledgeError {
 #[derive(Clone)]
 pub struct Documents {
     knowledge: Knowledge,
-    /// Told of every change to an agent's documents ([`AgentService::knowledge_changed`]).
+    /// Told of every change ([`AgentService::knowledge_changed`]).
     agents: AgentService,
     clock: Clock,
 }
 
 impl Documents {
-    /// The use cases over `knowledge`, telling `agents` of changes, timed by `clock`.
     pub fn new(knowledge: Knowledge, agents: AgentService, clock: Clock) -> Self {
         Self {
             knowledge,
@@ -70,9 +66,9 @@ impl Documents {
         self.knowledge.max_upload_bytes
     }
 
-    /// Adds the file `name` to `agent`'s knowledge: recognised by content, stored, queued; the
-    /// document is answered `pending`. Errors: [`KnowledgeError::EmptyFile`],
-    /// [`KnowledgeError::UnsupportedFormat`], the store's (nothing is kept then).
+    /// Adds file `name` to `agent`'s knowledge (recognised by content, stored, queued), answered
+    /// `pending`. Errors: [`KnowledgeError::EmptyFile`], [`KnowledgeError::UnsupportedFormat`],
+    /// the store's.
     pub async fn add_file(
         &self,
         agent: &AgentRecord,
@@ -107,9 +103,8 @@ impl Documents {
         Ok(doc)
     }
 
-    /// Adds the site at `url` (one page with depth 0) and queues its crawl with `config`;
-    /// answers the document and job. Errors: [`KnowledgeError::InvalidCrawlOptions`],
-    /// [`KnowledgeError::Url`] (not http(s) or a forbidden address), the store's.
+    /// Adds the site at `url` and queues its crawl; answers document and job.
+    /// Errors: [`KnowledgeError::InvalidCrawlOptions`], [`KnowledgeError::Url`], the store's.
     pub async fn add_url(
         &self,
         agent: &AgentRecord,
@@ -148,8 +143,8 @@ impl Documents {
             .await?)
     }
 
-    /// The document `document_id` of `agent`. Errors: [`KnowledgeError::DocumentNotFound`]; the
-    /// store's.
+    /// The document `document_id` of `agent`.
+    /// Errors: [`KnowledgeError::DocumentNotFound`]; the store's.
     pub async fn document(
         &self,
         agent: &AgentRecord,
@@ -162,8 +157,8 @@ impl Documents {
             .ok_or(KnowledgeError::DocumentNotFound)
     }
 
-    /// Deletes a document: its chunks leave retrieval at once, a running job stops, its upload
-    /// is removed. Errors: [`KnowledgeError::DocumentNotFound`]; the store's.
+    /// Deletes a document: chunks leave retrieval at once, a running job stops, the upload goes.
+    /// Errors: [`KnowledgeError::DocumentNotFound`]; the store's.
     pub async fn delete(
         &self,
         agent: &AgentRecord,
@@ -187,8 +182,8 @@ impl Documents {
         Ok(())
     }
 
-    /// Queues a re-crawl (unchanged pages skipped) or re-index, or answers the job already queued
-    /// or running; a new job sets the document `pending`.
+    /// Queues a re-crawl (unchanged pages skipped) or re-index, or answers the job already queued;
+    /// a new job sets the document `pending`.
     /// Errors: [`KnowledgeError::DocumentNotFound`]; the store's.
     pub async fn refresh(
         &self,
@@ -216,8 +211,7 @@ impl Documents {
         Ok(job)
     }
 
-    /// The knowledge job `job_id` of `user_id`. Errors: [`KnowledgeError::JobNotFound`]; the
-    /// store's.
+    /// The job `job_id` of `user_id`. Errors: [`KnowledgeError::JobNotFound`], the store's.
     pub async fn job(&self, user_id: &UserId, job_id: &JobId) -> Result<JobRecord, KnowledgeError> {
         self.knowledge
             .jobs

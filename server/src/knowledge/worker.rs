@@ -48,8 +48,8 @@ pub const MAX_ATTEMPTS: u32 = 3;
 /// How often an idle worker looks for work it was not woken for (leases that ran out).
 const POLL: Duration = Duration::from_secs(2);
 
-/// Starts the job loop with `workers` slots and, when `workers` > 0 and an embedder is
-/// configured, the embedding catch-up task. `workers` = 0 takes no job.
+/// Starts the job loop with `workers` slots (0: none) and, with workers and an embedder, the
+/// embedding catch-up.
 pub fn spawn(knowledge: Knowledge, workers: usize) -> Vec<JoinHandle<()>> {
     if workers == 0 {
         return Vec::new();
@@ -252,8 +252,8 @@ async fn finish(
     }
 }
 
-/// Fails the job and its document in one transaction and emits `document.failed`. Final: a
-/// file that crashed or stalled its reader would do it again; a refresh starts anew.
+/// Fails the job and document in one transaction and emits `document.failed`; final (a
+/// refresh starts anew).
 async fn fail(k: &Knowledge, job: &JobRecord, reason: &str) {
     let outcome = JobOutcome::Failed { reason };
     match k.jobs.complete_job(job, outcome, k.clock.now()).await {
@@ -317,9 +317,10 @@ impl Embedding {
 }
 
 enum Done {
-    /// Every chunk is stored; what the document record gets.
-    Indexed { pages: Option<u32>, bytes: u64 },
-    /// The document was deleted meanwhile.
+    Indexed {
+        pages: Option<u32>,
+        bytes: u64,
+    },
     Deleted,
     /// The claim was lost to another worker; the job's end is not recorded here.
     Lost,
@@ -350,9 +351,8 @@ fn store_err(err: impl std::fmt::Display) -> Failure {
     "Indexing failed because the database was unavailable; try again with refresh.".to_string()
 }
 
-/// The chunks of an extracted document or page, ready to store: default [`ChunkConfig`] (400
-/// tokens, 60 overlap), titled `title`, heading path joined with `" > "`, `page_url` for
-/// crawled pages.
+/// The chunks of an extracted document or page, ready to store: default [`ChunkConfig`], titled
+/// `title`, heading path joined with `" > "`, `page_url` for crawled pages.
 pub fn new_chunks(extracted: &Extracted, title: &str, page_url: Option<&str>) -> Vec<NewChunk> {
     chunk::chunk(extracted, &ChunkConfig::default())
         .into_iter()
@@ -546,9 +546,8 @@ type ChunkingPage = (PageRecord, JoinHandle<Result<Vec<NewChunk>, ExtractError>>
 
 const MAX_PAGES_PER_WRITE: usize = 16;
 
-/// Stores the oldest page being chunked together with the following pages already chunked (at
-/// most [`MAX_PAGES_PER_WRITE`]) in one transaction, since each commit has a fixed cost.
-/// `Ok(false)` when the document was deleted meanwhile (the crawl should stop).
+/// Stores the oldest chunked page with those chunked after it (≤ [`MAX_PAGES_PER_WRITE`]) in one
+/// transaction. `Ok(false)` when the document was deleted meanwhile (stop the crawl).
 async fn store_ready_pages(
     k: &Knowledge,
     document_id: &DocumentId,
@@ -585,8 +584,7 @@ async fn store_ready_pages(
         .map_err(store_err)
 }
 
-/// A crawled page's text cut into sections at its headings by the Markdown reader, so each
-/// chunk keeps its heading path; a page the reader cannot take stays one section.
+/// A crawled page's text cut into sections at its headings (Markdown reader), else one section.
 pub fn page_sections(text: String, title: &str, limits: &extract::ExtractLimits) -> Extracted {
     match extract::extract(text.as_bytes(), DocumentKind::Markdown, limits) {
         Ok(mut extracted) => {

@@ -19,8 +19,7 @@ pub const OFFLINE_MODEL: &str = "agentchat-offline";
 /// A model a chat can use (`GET /api/models`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ModelInfo {
-    /// The id to put in `agent.model`: the provider's own name (`gpt-4o-mini`), or
-    /// `provider/name` when two providers offer the same name.
+    /// The id for `agent.model`: the provider's name, or `provider/name` when two offer it.
     pub id: String,
     /// `openai`, `anthropic` or `builtin`.
     pub provider: String,
@@ -31,9 +30,7 @@ pub struct ModelInfo {
 /// Who said a turn: the role of the message it comes from.
 pub use crate::domain::Role;
 
-/// One turn sent to a model. An assistant turn may carry its tool calls with their results,
-/// sent as the assistant's message then the results (OpenAI `role: "tool"` messages,
-/// Anthropic a user message of `tool_result` blocks).
+/// One turn sent to a model; an assistant turn may carry its tool calls with their results.
 #[derive(Debug, Clone)]
 pub struct Turn {
     pub role: Role,
@@ -53,8 +50,7 @@ impl Turn {
     }
 }
 
-/// A tool the model may call: name (`^[a-zA-Z0-9_-]{1,64}$`), description, and arguments as a
-/// JSON Schema object (OpenAI `function.parameters`, Anthropic `input_schema`).
+/// A tool: name (`^[a-zA-Z0-9_-]{1,64}$`), description, and a JSON Schema object of arguments.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolSpec {
     pub name: String,
@@ -62,8 +58,7 @@ pub struct ToolSpec {
     pub parameters: serde_json::Value,
 }
 
-/// A call the model made: the provider's call id, the tool's name, and the arguments' JSON
-/// text as written (unchecked).
+/// A call the model made: call id, tool name, and the arguments' JSON text as written (unchecked).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolCall {
     pub id: String,
@@ -71,8 +66,7 @@ pub struct ToolCall {
     pub arguments: String,
 }
 
-/// A tool call and its result given back to the model; `is_error` maps to Anthropic's
-/// `tool_result.is_error` (OpenAI has no flag).
+/// A tool call and its result for the model; `is_error` maps to Anthropic's `tool_result.is_error`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ToolExchange {
     pub call: ToolCall,
@@ -83,14 +77,10 @@ pub struct ToolExchange {
 /// How the model may use the tools (OpenAI and Anthropic `tool_choice`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub enum ToolChoice {
-    /// The model decides (the default).
     #[default]
     Auto,
-    /// No tool may be called.
     None,
-    /// At least one tool must be called.
     Required,
-    /// This tool must be called.
     Named(String),
 }
 
@@ -104,8 +94,7 @@ pub struct Passage {
     pub text: String,
 }
 
-/// What a model is asked: system prompt, earlier turns, the new user message (last turn),
-/// retrieved passages and sampling settings.
+/// What a model is asked: system prompt, earlier turns, new user message, passages, sampling.
 #[derive(Debug, Clone, Default)]
 pub struct Prompt {
     pub system: String,
@@ -118,21 +107,18 @@ pub struct Prompt {
     pub tool_choice: ToolChoice,
 }
 
-/// Sampling settings of a reply (the OpenAI-compatible API's `temperature`, `top_p`,
-/// `max_tokens`, `stop`, `user`); unset means the provider's default. Sent in each wire
-/// format (OpenAI `max_completion_tokens` where required; Anthropic `stop_sequences`,
-/// `metadata.user_id`); the offline model applies `max_tokens` and `stop`.
+/// Sampling settings (OpenAI `temperature`, `top_p`, `max_tokens`, `stop`, `user`); unset
+/// means the provider's default. The offline model applies `max_tokens` and `stop`.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Sampling {
     /// 0–2.
     pub temperature: Option<f64>,
     /// 0–1.
     pub top_p: Option<f64>,
-    /// Most tokens of the reply.
     pub max_tokens: Option<u32>,
     /// Sequences that end the reply where they would start (not included).
     pub stop: Vec<String>,
-    /// An id of the end user, for the provider's abuse monitoring.
+    /// End user id, for the provider's abuse monitoring.
     pub user: Option<String>,
 }
 
@@ -172,12 +158,10 @@ pub struct Usage {
 /// An event of a streamed reply.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Event {
-    /// The next text fragment.
     Delta(String),
-    /// A complete tool call (fragments gathered first); the reply then ends with
-    /// [`FinishReason::ToolCalls`].
+    /// A complete tool call; the reply then ends with [`FinishReason::ToolCalls`].
     ToolCall(ToolCall),
-    /// The reply is complete: usage when the provider reported it, and why it ended.
+    /// The reply is complete: usage if reported, and why it ended.
     End(Option<Usage>, FinishReason),
 }
 
@@ -186,16 +170,13 @@ pub enum Event {
 pub enum ProviderErrorKind {
     /// The provider answered with this HTTP status.
     Status(u16),
-    /// No answer in time.
     Timeout,
-    /// The connection failed or broke.
     Connection,
     /// Anything else (an answer that does not parse, a missing key).
     Other,
 }
 
-/// A provider failure whose message is safe to show: names the provider and quotes at most
-/// its complaint, never a secret, URL, host or port (details go to the log).
+/// A provider failure whose message is safe to show: no secret, URL, host or port.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{message}")]
 pub struct ProviderError {
@@ -230,10 +211,8 @@ pub type EventStream = BoxStream<'static, Result<Event, ProviderError>>;
 pub trait Provider: Send + Sync + 'static {
     /// `openai`, `anthropic` or `builtin`.
     fn code(&self) -> &'static str;
-    /// How user messages name this provider mid-sentence: `the OpenAI-compatible provider`,
-    /// `Anthropic`, `the built-in model`.
+    /// How messages name this provider mid-sentence (`the OpenAI-compatible provider`).
     fn name(&self) -> &'static str;
-    /// The model names this provider offers now.
     async fn models(&self) -> Result<Vec<String>, ProviderError>;
     /// Starts a streamed reply of `model` to `prompt`.
     async fn stream(&self, model: &str, prompt: &Prompt) -> Result<EventStream, ProviderError>;
@@ -245,12 +224,9 @@ pub const MODEL_LIST_TTL: Duration = Duration::from_secs(300);
 /// A resolved model: its provider and the name the provider knows it by.
 #[derive(Clone)]
 pub struct ResolvedModel {
-    /// The id as listed (`gpt-4o-mini` or `openai/gpt-4o-mini`).
     pub id: String,
     pub provider: Arc<dyn Provider>,
-    /// The provider's own name.
     pub name: String,
-    /// Context window in tokens.
     pub context_window: u32,
 }
 
@@ -264,8 +240,8 @@ pub struct Models {
 }
 
 impl Models {
-    /// A registry over `providers` (priority order) and the offline model; the default model is
-    /// `default_model`, else the first provider's first model, else the offline model.
+    /// A registry over `providers` (priority order); default model: `default_model`, else the first
+    /// provider's first, else offline.
     pub fn new(providers: Vec<Arc<dyn Provider>>, default_model: Option<String>) -> Self {
         Self {
             providers,
@@ -293,8 +269,7 @@ impl Models {
         }
     }
 
-    /// Every usable model, provider lists cached for [`MODEL_LIST_TTL`]; a name two providers
-    /// offer is listed as `provider/name` for each.
+    /// Every usable model (lists cached [`MODEL_LIST_TTL`]); a shared name as `provider/name`.
     pub async fn list(&self) -> Vec<ModelInfo> {
         let mut per_provider = Vec::new();
         for p in &self.providers {

@@ -26,25 +26,21 @@ use super::{
 /// The longest a TCP (and TLS) connection may take to open, whatever the page time cap.
 const MAX_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// The DNS resolver of [`SafeClient`]: refuses the whole name when any address is forbidden
-/// ([`is_forbidden_ip`](super::is_forbidden_ip)), since mixed public and private answers are
-/// the shape of a rebinding attack. Exception hosts resolve unjudged (ports checked before
-/// the request).
+/// [`SafeClient`]'s DNS resolver: refuses a name if any address is forbidden
+/// ([`is_forbidden_ip`](super::is_forbidden_ip)), against rebinding; exceptions resolve unjudged.
 #[derive(Debug, Clone, Default)]
 pub struct GuardedResolver {
     listed_names: Arc<HashSet<String>>,
 }
 
 impl GuardedResolver {
-    /// A resolver for `policy`: strict for every name except the listed host names.
     pub fn new(policy: &NetPolicy) -> Self {
         Self {
             listed_names: Arc::new(policy.listed_names()),
         }
     }
 
-    /// The addresses a connection to `host` may use. Errors: [`ResolveRefusal::Forbidden`] (any
-    /// address forbidden, not an exception), [`ResolveRefusal::Unresolved`].
+    /// The addresses a connection to `host` may use. Errors: [`ResolveRefusal`].
     pub async fn resolve_host(&self, host: &str) -> Result<Vec<IpAddr>, ResolveRefusal> {
         let permit = self
             .listed_names
@@ -88,18 +84,13 @@ impl Default for FetchLimits {
 /// A fetched response.
 #[derive(Debug, Clone)]
 pub struct Fetched {
-    /// The final URL, after redirects, without fragment.
     pub url: Url,
-    /// The final HTTP status.
     pub status: u16,
-    /// The `Content-Type` header, if any and if valid UTF-8.
     pub content_type: Option<String>,
-    /// The body, at most [`FetchLimits::max_body_bytes`] long.
     pub body: Bytes,
 }
 
-/// The SSRF-safe HTTP client: one `reqwest::Client` from [`client_builder`] with the
-/// [`GuardedResolver`], no proxy, no `Referer`, connect and read timeouts. Cheap to clone.
+/// The SSRF-safe HTTP client ([`client_builder`], [`GuardedResolver`], no proxy). Cheap to clone.
 #[derive(Debug, Clone)]
 pub struct SafeClient {
     client: reqwest::Client,
@@ -113,8 +104,7 @@ impl SafeClient {
         Self::for_purpose(policy, limits, Purpose::Crawl)
     }
 
-    /// Like [`SafeClient::new`] for another [`Purpose`] (its `User-Agent`). Errors:
-    /// [`NetError::Setup`].
+    /// [`SafeClient::new`] for another [`Purpose`] (its `User-Agent`). Errors: [`NetError::Setup`].
     pub fn for_purpose(
         policy: NetPolicy,
         limits: FetchLimits,
@@ -135,22 +125,17 @@ impl SafeClient {
         })
     }
 
-    /// The policy this client enforces.
     pub fn policy(&self) -> &NetPolicy {
         &self.policy
     }
 
-    /// The per-page limits this client applies.
     pub fn limits(&self) -> FetchLimits {
         self.limits
     }
 
-    /// POSTs `body` with `headers` to `url` once and returns the status, 3xx included (no
-    /// redirects), judged by the SSRF rule like every fetch, within [`FetchLimits::timeout`];
-    /// up to [`FetchLimits::max_body_bytes`] of the answer are read and discarded.
-    /// Errors: [`NetError::Scheme`], [`NetError::UserInfo`], [`NetError::InvalidUrl`],
-    /// [`NetError::Forbidden`], [`NetError::Dns`], [`NetError::Timeout`], [`NetError::Connect`],
-    /// [`NetError::Read`].
+    /// POSTs `body` to `url` once (no redirects) and returns the status, judged by the SSRF rule,
+    /// within the page limits (the answer is read and discarded). Errors: the [`NetError`]s of
+    /// URL, SSRF rule, DNS, time, connection and read.
     pub async fn post_once(
         &self,
         url: &Url,
@@ -184,16 +169,15 @@ impl SafeClient {
             .map_err(|_| NetError::Timeout)?
     }
 
-    /// Fetches `url` following redirects and requires a 2xx final status. Errors:
-    /// [`NetError::Http`], or those of [`SafeClient::get_any_status`].
+    /// Fetches `url` following redirects; requires 2xx. Errors: [`NetError::Http`], or
+    /// [`SafeClient::get_any_status`]'s.
     pub async fn get(&self, url: &Url) -> Result<Fetched, NetError> {
         self.get_with_hop_check(url, &|_| Ok::<(), Infallible>(()))
             .await
             .map_err(HopError::into_net_error)
     }
 
-    /// Fetches `url` and returns the final response whatever its status, following up to
-    /// [`FetchLimits::max_redirects`] redirects (each hop judged), within the body and time limits.
+    /// Fetches `url` whatever the final status, each redirect hop judged, within the limits.
     /// Errors: any [`NetError`] but `Http`, `RobotsDisallowed` and `InvalidConfig`.
     pub async fn get_any_status(&self, url: &Url) -> Result<Fetched, NetError> {
         self.fetch_within_limit(url, &|_| Ok::<(), Infallible>(()))
@@ -201,9 +185,8 @@ impl SafeClient {
             .map_err(HopError::into_net_error)
     }
 
-    /// Like [`SafeClient::get`], asking `hop_check` before following each redirect (target
-    /// already judged by the SSRF rule; not for the first request). Errors: [`HopError::Refused`]
-    /// or [`HopError::Net`].
+    /// [`SafeClient::get`], asking `hop_check` before following each (already judged) redirect.
+    /// Errors: [`HopError`].
     pub async fn get_with_hop_check<E>(
         &self,
         url: &Url,
@@ -244,12 +227,10 @@ impl SafeClient {
             .await
     }
 
-    /// Sends `method` to `url` with `headers` and `body`, returning the final response whatever
-    /// its status. Redirects are judged and followed up to [`FetchLimits::max_redirects`],
-    /// changing method as RFC 9110 § 15.4 says; a hop to another origin drops `Authorization`,
-    /// `Cookie`, `Proxy-Authorization` and sensitive-marked headers. Only `User-Agent`, default
-    /// `Accept` and body framing are added. Body and time limits as for [`SafeClient::get`].
-    /// Errors: any [`NetError`] but `Http`, `RobotsDisallowed`, `InvalidConfig` and `Setup`.
+    /// Sends `method` to `url`; returns the final response whatever its status. Redirects are
+    /// judged and followed (RFC 9110 § 15.4); a cross-origin hop drops `Authorization`,
+    /// `Cookie`, `Proxy-Authorization` and sensitive headers. Errors: any [`NetError`] but
+    /// `Http`, `RobotsDisallowed`, `InvalidConfig` and `Setup`.
     pub async fn send(
         &self,
         method: Method,
@@ -331,8 +312,7 @@ impl SafeClient {
     }
 }
 
-/// The method a redirect with `status` turns `method` into, if it changes (RFC 9110 § 15.4):
-/// 303 gives GET for all but GET/HEAD; 301/302 turn POST into GET; 307/308 keep it.
+/// The method a redirect turns `method` into, if it changes (RFC 9110 § 15.4).
 fn redirected_method(status: StatusCode, method: &Method) -> Option<Method> {
     match status.as_u16() {
         303 if *method != Method::GET && *method != Method::HEAD => Some(Method::GET),
@@ -354,8 +334,7 @@ fn drop_content_headers(headers: &mut header::HeaderMap) {
     }
 }
 
-/// Removes credentials before a cross-origin redirect (Fetch standard § 4.4): `Authorization`,
-/// `Cookie`, `Proxy-Authorization` and every header marked sensitive.
+/// Removes credentials before a cross-origin redirect (Fetch standard § 4.4).
 fn drop_credentials(headers: &mut header::HeaderMap) {
     let sensitive: Vec<header::HeaderName> = headers
         .iter()

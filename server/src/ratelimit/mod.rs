@@ -18,22 +18,16 @@ pub use self::{
     redis::{RedisLimiter, SharedRedis, REDIS_TIMEOUT},
 };
 
-/// Whose budget a request counts against (docs/api.md § Plans and limits: API keys count toward
-/// their owner; unauthenticated endpoints count per client IP).
+/// Whose budget a request counts against (docs/api.md § Plans and limits).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RateKey<'a> {
-    /// An account, by user id.
     Account(&'a str),
-    /// An unauthenticated client, by IP address.
     Ip(IpAddr),
-    /// A website widget's public chat, by integration id (its own per-minute budget).
+    /// A website widget's public chat, by integration id (its own budget).
     Widget(&'a str),
-    /// A live channel's inbound endpoint (`/api/channels/{provider}/{integration}`), by
-    /// integration id and client IP (`CHANNEL_REQUESTS_PER_MINUTE`, README § Limits).
+    /// A channel's inbound endpoint, by integration and client IP (`CHANNEL_REQUESTS_PER_MINUTE`).
     Channel {
-        /// The integration id in the path.
         integration: &'a str,
-        /// The client's IP address.
         ip: IpAddr,
     },
 }
@@ -41,7 +35,6 @@ pub enum RateKey<'a> {
 /// The outcome of one check, with what the `X-RateLimit-*` headers report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RateDecision {
-    /// Whether the request may proceed.
     pub allowed: bool,
     /// `X-RateLimit-Limit`: requests per minute of the budget.
     pub limit: u32,
@@ -59,9 +52,8 @@ pub trait RateLimiter: Send + Sync + 'static {
     /// Counts one request of `key` against a budget of `per_minute` requests per minute.
     async fn check(&self, key: RateKey<'_>, per_minute: u32) -> RateDecision;
 
-    /// The same as [`RateLimiter::check`] for a limiter that can answer without waiting
-    /// (an in-process one), which spares the request a boxed future; `None` (the default)
-    /// means "call `check`", and counts nothing.
+    /// [`RateLimiter::check`] without a boxed future, for limiters that answer at once; `None`
+    /// (the default) means "call `check`" and counts nothing.
     fn check_now(&self, key: RateKey<'_>, per_minute: u32) -> Option<RateDecision> {
         let _ = (key, per_minute);
         None

@@ -49,9 +49,8 @@ pub const RESERVATION_SPAN: Duration = Duration::from_millis(20);
 pub const RESERVATION_TTL: Duration = Duration::from_millis(100);
 const MAX_RESERVATIONS: usize = 10_000;
 
-/// One multiplexed Redis connection ([`ConnectionManager`], reconnects by itself) shared by
-/// the limiter, sign-in throttle and mail cooldown, with the key prefix (`REDIS_KEY_PREFIX`)
-/// and the failure record that decides when to warn and pause. Cheap to clone.
+/// One self-reconnecting Redis connection shared by the limiter, sign-in throttle and mail
+/// cooldown, with the key prefix and the failure record (warn, pause). Cheap to clone.
 #[derive(Clone)]
 pub struct SharedRedis {
     connection: ConnectionManager,
@@ -60,10 +59,8 @@ pub struct SharedRedis {
 }
 
 impl SharedRedis {
-    /// A handle on the Redis at `url` (`redis://[user:password@]host[:port][/db]` or
-    /// `redis+unix:///path`) whose keys start with `prefix`. Connects lazily, so an instance
-    /// starts while Redis is down. Errors: `url` is not a Redis URL (not echoed: it may hold a
-    /// password).
+    /// A lazy handle on the Redis at `url` (`redis://…` or `redis+unix:///path`) with key `prefix`.
+    /// Errors: `url` is not a Redis URL (not echoed: it may hold a password).
     pub fn connect(url: &str, prefix: &str) -> anyhow::Result<Self> {
         let client = ::redis::Client::open(url).context("REDIS_URL is not a valid Redis URL")?;
         let config = ConnectionManagerConfig::new()
@@ -79,7 +76,6 @@ impl SharedRedis {
         })
     }
 
-    /// The key prefix (`REDIS_KEY_PREFIX`).
     pub fn prefix(&self) -> &str {
         &self.prefix
     }
@@ -89,8 +85,7 @@ impl SharedRedis {
         format!("{}{rest}", self.prefix)
     }
 
-    /// Connects and loads `scripts` within 2 s: `true` when Redis answered, else one warning
-    /// is logged and calls fall back until it answers.
+    /// Connects and loads `scripts` within 2 s: `true` when Redis answered, else warns once.
     pub async fn warm_up(&self, scripts: &[&Script]) -> bool {
         let mut connection = self.connection.clone();
         let loaded = tokio::time::timeout(WARM_UP_TIMEOUT, async {
@@ -130,9 +125,8 @@ impl SharedRedis {
         )
     }
 
-    /// Runs `call` within [`REDIS_TIMEOUT`]: `None` when it failed, timed out or was skipped
-    /// during a pause, and the caller answers from its own state. `what` names the call in the
-    /// warning.
+    /// Runs `call` within [`REDIS_TIMEOUT`]; `None` (fall back) when it failed, timed out or was
+    /// skipped during a pause. `what` names the call in the warning.
     pub(crate) async fn run<T, F>(
         &self,
         what: &'static str,
@@ -162,9 +156,8 @@ impl SharedRedis {
         }
     }
 
-    /// Deletes every key of this prefix whose rest matches glob `pattern` (e.g. `mail:*`);
-    /// returns how many. Walks the keyspace with `SCAN`: for tests and resets only.
-    /// Errors: Redis fails or takes more than 10 s.
+    /// Deletes this prefix's keys matching glob `pattern` (`SCAN`; tests and resets only); returns
+    /// how many. Errors: Redis fails or takes more than 10 s.
     pub async fn clear(&self, pattern: &str) -> anyhow::Result<u64> {
         let mut connection = self.connection.clone();
         let pattern = format!("{}{pattern}", glob_escape(&self.prefix));
@@ -273,8 +266,7 @@ impl Health {
         }
     }
 
-    /// Records a failed call: pauses after [`FAILURES_BEFORE_PAUSE`] in a row and warns at
-    /// most once per [`WARNING_INTERVAL`].
+    /// A failure: pause after [`FAILURES_BEFORE_PAUSE`] in a row; warn once per [`WARNING_INTERVAL`].
     fn failed(&self, now_ms: u64, what: &str, error: &dyn std::fmt::Display) {
         self.fallbacks.fetch_add(1, Ordering::Relaxed);
         let in_a_row = self.failures_in_a_row.fetch_add(1, Ordering::Relaxed) + 1;
@@ -314,16 +306,12 @@ impl Health {
     }
 }
 
-/// Rate limits in Redis, exact across instances: each check is one `EVALSHA` of a GCRA
-/// script (the rule of [`GovernorLimiter`]) on Redis's clock, run atomically.
-/// Keys are `{prefix}rl:{kind}:{id}:{per_minute}` (kind `a` account, `ip`, `w` widget,
-/// `ch` channel `{integration}:{ip}`) and expire once the budget is full again (≤ 1 min), so
-/// Redis must not evict them early (`noeviction` or a `volatile-*` policy).
-/// Budgets of `RESERVE_FROM` or more take several requests per call (reservations) and
-/// serve them from memory; a reservation is at most 1/64 of what is left, so instances
-/// together never exceed the budget. Headers of a request served from a reservation report
-/// Redis's count at the reservation less what this instance used since. Without Redis,
-/// checks fall back to per-instance limits.
+/// Rate limits in Redis, exact across instances: one atomic `EVALSHA` of a GCRA script (the rule
+/// of [`GovernorLimiter`]) per check; keys `{prefix}rl:{kind}:{id}:{per_minute}` (kind `a`, `ip`,
+/// `w`, `ch`) expire within a minute, so Redis must not evict early (`noeviction` or
+/// `volatile-*`). Budgets of `RESERVE_FROM`+ are served from reservations of at most 1/64 of
+/// what is left, so instances never exceed the budget together. Without Redis, checks fall back
+/// to per-instance limits.
 pub struct RedisLimiter {
     redis: SharedRedis,
     script: Script,
@@ -336,8 +324,7 @@ pub struct RedisLimiter {
 
 type Front = HashMap<u64, (Arc<Slot>, Instant), foldhash::fast::FixedState>;
 
-/// How long a thread uses a slot before asking the shared map again; slots unused for
-/// twice as long may be dropped.
+/// How long a thread uses a slot before asking the shared map again.
 const FRONT_TTL: Duration = Duration::from_secs(10);
 const FRONT_CAPACITY: usize = 4_096;
 
@@ -454,8 +441,8 @@ impl Reservation {
     }
 }
 
-/// Size of a key's first reservation for `limit` per minute: 1 below [`RESERVE_FROM`], else
-/// a thousandth of the budget, at most [`FIRST_RESERVATION`].
+/// First reservation for `limit`/min: 1 below [`RESERVE_FROM`], else limit/1000, at most
+/// [`FIRST_RESERVATION`].
 pub fn reservation_size(limit: u32) -> u32 {
     if limit < RESERVE_FROM {
         1
@@ -464,9 +451,8 @@ pub fn reservation_size(limit: u32) -> u32 {
     }
 }
 
-/// Next reservation size after `used` requests in `elapsed` from one of `size`: lasts
-/// [`RESERVATION_SPAN`] at that pace, within half and twice `size`, between
-/// [`reservation_size`] and min(budget/1000, [`MAX_RESERVATION`]). Resets after ten idle spans.
+/// Next reservation size: lasts [`RESERVATION_SPAN`] at the pace of `used` in `elapsed`, within
+/// half and twice `size`, up to min(budget/1000, [`MAX_RESERVATION`]).
 pub fn next_reservation_size(limit: u32, size: u32, used: u32, elapsed: Duration) -> u32 {
     let first = reservation_size(limit);
     if first <= 1 || elapsed >= 10 * RESERVATION_SPAN {
@@ -536,8 +522,7 @@ impl RedisLimiter {
         f(&slot)
     }
 
-    /// The shared slot of `budget`, made on first use; when the map is full, slots unused for
-    /// twice [`FRONT_TTL`] are dropped first.
+    /// The shared slot of `budget`, made on first use (when full, slots idle 2×[`FRONT_TTL`] go).
     fn shared_slot(&self, key: RateKey<'_>, budget: &Budget<'_>, now: Instant) -> Arc<Slot> {
         let redis_key = self.key(key, budget.limit);
         let mut shared = self
@@ -565,9 +550,8 @@ impl RedisLimiter {
         slot
     }
 
-    /// Serves one request from the reservation when possible, else says whether to call Redis
-    /// or wait. One call per key and instance leads; the others wait (at most
-    /// [`REDIS_TIMEOUT`]) instead of calling. Half-spent reservations are refilled early.
+    /// Serves one request from the reservation if possible, else says: call Redis or wait;
+    /// one call per key and instance leads, the others wait (≤ [`REDIS_TIMEOUT`]).
     fn take_reserved(slot: &Slot, limit: u32, now: Instant) -> Reserved {
         let mut r = slot.state();
         let leading = r.leading_at(now);
@@ -617,8 +601,7 @@ impl RedisLimiter {
 enum Reserved {
     /// Allowed from the reservation.
     Served(RateDecision),
-    /// Take a reservation of `size`, giving back `give_back`; end with
-    /// [`RedisLimiter::keep_reserved`].
+    /// Reserve `size`, giving back `give_back`; end with [`RedisLimiter::keep_reserved`].
     Lead { size: u32, give_back: u32 },
     /// Another request is taking the reservation: wait for it, then try again.
     Wait(std::pin::Pin<Box<tokio::sync::futures::OwnedNotified>>),
@@ -744,13 +727,11 @@ impl RedisLimiter {
     }
 }
 
-/// Test support: the tests' Redis (`AGENTCHAT_TEST_REDIS_URL`, default
-/// `redis://127.0.0.1:6379`) under a prefix of its own; panics when it does not answer.
+/// Test support: the tests' Redis (`AGENTCHAT_TEST_REDIS_URL`) under its own prefix.
 #[cfg(test)]
 pub(crate) mod testing {
     use super::*;
 
-    /// The Redis URL of the tests.
     pub fn redis_url() -> String {
         std::env::var("AGENTCHAT_TEST_REDIS_URL")
             .unwrap_or_else(|_| "redis://127.0.0.1:6379".into())

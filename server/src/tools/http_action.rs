@@ -31,8 +31,7 @@ pub const ERROR_BODY_CHARS: usize = 500;
 /// The `Accept` header sent when the action sets none.
 pub const DEFAULT_ACCEPT: &str = "application/json, text/plain;q=0.9, */*;q=0.5";
 
-/// Header names an action may not set: the client writes them itself (hop-by-hop headers of
-/// RFC 9110 § 7.6.1, `Host`, and body framing, § 8.6 and RFC 9112 § 6.1).
+/// Header names the client writes itself: hop-by-hop (RFC 9110 § 7.6.1), `Host`, body framing.
 const CLIENT_HEADERS: [&str; 9] = [
     "connection",
     "content-length",
@@ -47,7 +46,7 @@ const CLIENT_HEADERS: [&str; 9] = [
 
 const FIELDS: [&str; 5] = ["method", "url", "parameters", "headers", "timeoutMs"];
 
-/// Secret values (or parts) shorter than this are not blotted out: they would match ordinary text.
+/// Secret values (or parts) shorter than this are not blotted out (they match ordinary text).
 const MIN_REDACTED_CHARS: usize = 4;
 /// A whitespace-separated part this long (the token of `Bearer <token>`) is blotted out too.
 const MIN_REDACTED_PART_CHARS: usize = 8;
@@ -100,15 +99,12 @@ impl HttpMethod {
     }
 }
 
-/// The `config` of an `http` tool, as stored and shown (without `secretHeaders`, which the
-/// caller seals and strips).
+/// The `config` of an `http` tool, as stored and shown (the caller seals `secretHeaders`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct HttpActionConfig {
-    /// The request's method.
     pub method: HttpMethod,
-    /// An absolute `http(s)` URL of at most [`MAX_URL_CHARS`] characters; its path and query may
-    /// hold `{name}` placeholders, each a property of `parameters`.
+    /// An absolute `http(s)` URL ≤ [`MAX_URL_CHARS`]; path and query may hold `{name}`s.
     pub url: String,
     /// The JSON Schema of the arguments (see [`schema::check_parameters`]).
     pub parameters: Value,
@@ -121,9 +117,9 @@ pub struct HttpActionConfig {
 }
 
 impl HttpActionConfig {
-    /// Reads and validates an action's `config` object (without `secretHeaders`).
-    /// Errors: a sentence naming the field as the API user sees it (`config.url must be an
-    /// http or https URL`), or one of [`schema::check_parameters`].
+    /// Reads and validates an action's `config` (without `secretHeaders`). Errors: a sentence
+    /// naming the field (`config.url must be an http or https URL`), or
+    /// [`schema::check_parameters`]'s.
     pub fn parse(config: &Value) -> Result<Self, String> {
         let Some(object) = config.as_object() else {
             return Err("config must be a JSON object".to_owned());
@@ -198,14 +194,12 @@ impl HttpActionConfig {
         Ok(config)
     }
 
-    /// Calls the action with the model's `arguments` (already checked) and returns what the model
-    /// reads. Placeholders are filled and percent-encoded; other arguments go in the query for
-    /// GET/DELETE (arrays repeated, objects as JSON, nulls left out) or in the JSON body. Secret
-    /// headers win over headers of the same name; [`DEFAULT_ACCEPT`] unless set. Time limit: the
-    /// least of `timeout`, `timeoutMs` and the client's. A 2xx body comes back as text, cut by
-    /// [`output::cap`] (`HTTP <status> (no body)` when blank); secrets are blotted out.
-    /// Errors: `HTTP <status> <reason>: <first 500 characters>` for a non-2xx final status; the
-    /// [`NetError`] sentence; a sentence naming a missing or non-scalar placeholder argument.
+    /// Calls the action with the model's checked `arguments`; returns what the model reads.
+    /// Placeholders are percent-encoded; other arguments go in the query for GET/DELETE (arrays
+    /// repeated, objects as JSON, nulls left out) or the JSON body. Secret headers win; time limit:
+    /// the least of `timeout`, `timeoutMs` and the client's. A 2xx body is cut by [`output::cap`];
+    /// secrets are blotted out. Errors: `HTTP <status> <reason>: <first 500 characters>`, the
+    /// [`NetError`] sentence, or a missing or non-scalar placeholder argument.
     pub async fn run(
         &self,
         client: &SafeClient,
@@ -313,9 +307,8 @@ impl HttpActionConfig {
     }
 }
 
-/// Checks `secretHeaders` by the rules of headers: valid names and values, none the client
-/// sets itself (`Host`, hop-by-hop, framing), no name twice (case-insensitive), at most
-/// [`MAX_HEADERS`], values at most [`MAX_HEADER_VALUE_BYTES`]. Errors: a sentence naming
+/// Checks `secretHeaders` as headers: valid names and values, none the client sets, no name
+/// twice in any case, [`MAX_HEADERS`], [`MAX_HEADER_VALUE_BYTES`]. Errors: a sentence naming
 /// `config.secretHeaders.NAME`, never quoting a value.
 pub fn validate_secret_headers(map: &BTreeMap<String, String>) -> Result<(), String> {
     check_headers(map, "config.secretHeaders")
@@ -364,8 +357,7 @@ fn query_text(value: &Value) -> String {
     }
 }
 
-/// An action URL split around its `{name}` placeholders, allowed in the path and query only
-/// (one in the host would let the model choose where the request goes).
+/// An action URL split around its `{name}` placeholders, in path and query only (not the host).
 #[derive(Debug)]
 struct UrlTemplate<'a> {
     origin: &'a str,
@@ -380,8 +372,7 @@ enum Piece<'a> {
 }
 
 impl<'a> UrlTemplate<'a> {
-    /// Splits and checks `config.url`: length, `http(s)`, placeholders well-formed and only in path
-    /// and query, no user info, valid once filled.
+    /// Splits and checks `config.url`: length, `http(s)`, placeholders, no user info, valid filled.
     fn parse(url: &'a str) -> Result<Self, String> {
         if url.chars().count() > MAX_URL_CHARS {
             return Err(format!(
@@ -444,9 +435,8 @@ impl<'a> UrlTemplate<'a> {
         })
     }
 
-    /// The URL text with each placeholder replaced by `value(name)`, percent-encoded. Errors:
-    /// those of `value`, and a filled path segment that is `.` or `..` (which the URL parser would
-    /// remove, RFC 3986 § 5.2.4).
+    /// The URL with placeholders replaced by `value(name)`, percent-encoded. Errors: `value`'s, and
+    /// a filled `.` or `..` path segment (RFC 3986 § 5.2.4).
     fn render(
         &self,
         value: &mut dyn FnMut(&str) -> Result<String, String>,
@@ -514,8 +504,7 @@ impl<'a> UrlTemplate<'a> {
     }
 }
 
-/// Splits a template part into text and placeholders (`{name}`, 1–64 of ASCII letters, digits,
-/// `_`, `-`, `.`); any other brace is an error.
+/// Splits a template part into text and `{name}` placeholders (1–64 of `[A-Za-z0-9_.-]`).
 fn pieces(part: &str) -> Result<Vec<Piece<'_>>, String> {
     let malformed = || {
         "config.url has a { or } that is not part of a placeholder such as {city} \
@@ -550,8 +539,7 @@ fn pieces(part: &str) -> Result<Vec<Piece<'_>>, String> {
     Ok(out)
 }
 
-/// Appends `value` percent-encoded except RFC 3986 § 2.3 unreserved characters, so `/`, `?`,
-/// `#`, `&`, `=`, `+`, `%` stay data.
+/// Appends `value` percent-encoded but for RFC 3986 § 2.3 unreserved characters.
 fn encode_component(value: &str, out: &mut String) {
     const HEX: &[u8; 16] = b"0123456789ABCDEF";
     for byte in value.bytes() {

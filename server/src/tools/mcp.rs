@@ -67,13 +67,11 @@ pub enum McpError {
     Server(String),
 }
 
-/// Where an MCP server is and how to authenticate to it: an `mcp` integration's
-/// credentials in clear.
+/// Where an MCP server is and how to authenticate: an `mcp` integration's credentials in clear.
 #[derive(Clone)]
 pub struct McpServer {
-    /// The integration it comes from.
     pub integration_id: IntegrationId,
-    /// Changes with the integration's `updatedAt`; a cached session of another version is replaced.
+    /// Changes with the integration's `updatedAt`; a session of another version is replaced.
     pub version: i64,
     /// The Streamable HTTP endpoint.
     pub url: Url,
@@ -95,8 +93,8 @@ impl std::fmt::Debug for McpServer {
 }
 
 impl McpServer {
-    /// The server of an `mcp` integration, credentials opened with `secrets`. Errors:
-    /// [`McpError::Settings`] (another provider, credentials that do not open, bad URL).
+    /// The server of an `mcp` integration. Errors: [`McpError::Settings`] (wrong provider,
+    /// credentials, URL).
     pub fn of(secrets: &SecretBox, record: &IntegrationRecord) -> Result<Self, McpError> {
         if record.provider_code != ProviderCode::Mcp {
             return Err(McpError::Settings(
@@ -146,8 +144,7 @@ struct Inner {
     slots: Mutex<HashMap<IntegrationId, Arc<Slot>>>,
 }
 
-/// One integration's session place; its lock is held while a session starts, so concurrent
-/// requests share one handshake.
+/// One integration's session place; its lock shares one handshake between concurrent requests.
 struct Slot {
     session: tokio::sync::Mutex<Option<Arc<Session>>>,
     last_used: Mutex<Instant>,
@@ -199,8 +196,7 @@ impl genai_reqwest::dns::Resolve for Resolver {
 }
 
 impl McpClients {
-    /// The sessions of an instance whose requests follow `policy`.
-    /// Errors: the HTTP client cannot be built (no TLS roots).
+    /// The sessions of an instance following `policy`. Errors: no HTTP client (no TLS roots).
     pub fn new(policy: &NetPolicy) -> anyhow::Result<Self> {
         let http = genai_reqwest::Client::builder()
             .user_agent(Purpose::Tools.user_agent())
@@ -218,8 +214,8 @@ impl McpClients {
         })
     }
 
-    /// The server's tools: cached, or fresh when changed, older than [`TOOLS_TTL`] or on a new
-    /// session. Errors: [`McpError::Unreachable`] (after one retry), [`McpError::Server`].
+    /// The server's tools: cached, or fresh when changed, stale or on a new session.
+    /// Errors: [`McpError::Unreachable`] (after one retry), [`McpError::Server`].
     pub async fn tools(&self, server: &McpServer) -> Result<Arc<Vec<McpServerTool>>, McpError> {
         let mut retried = false;
         loop {
@@ -258,10 +254,9 @@ impl McpClients {
         }
     }
 
-    /// Calls the server's tool `name` and gives back what the model is told: the result's text
-    /// content (other content as a short note), or its structured content. The caller bounds the
-    /// time. Errors: [`McpError::Server`] (error answer or `isError`), [`McpError::Unreachable`]
-    /// (after one retry with a new session).
+    /// Calls tool `name`; answers the result's text content (other content as a short note) or its
+    /// structured content. The caller bounds the time. Errors: [`McpError::Server`] (error or
+    /// `isError`), [`McpError::Unreachable`] (after one retry on a new session).
     pub async fn call(
         &self,
         server: &McpServer,
@@ -404,8 +399,7 @@ impl Session {
     }
 }
 
-/// An `rmcp` transport or handshake error as a sentence for the owner (what to check when
-/// authorization was refused).
+/// An `rmcp` transport or handshake error as a sentence for the owner.
 fn describe(error: &dyn std::fmt::Display) -> String {
     let text = error.to_string();
     const MARK: &str = "] error: ";

@@ -37,8 +37,8 @@ pub const MAX_TOOLS_PER_AGENT: u32 = 32;
 pub const DESCRIPTION_MAX: usize = app::api::limits::TOOL_DESCRIPTION_MAX;
 /// Most chunks a `knowledge_search` call answers.
 pub const SEARCH_LIMIT_MAX: u32 = 20;
-/// The limits of HTTP actions' client: 2 MiB of answer (the model gets
-/// [`output::MAX_OUTPUT_BYTES`]), 120 s at most, 5 redirects.
+/// HTTP actions' client limits: 2 MiB answer (the model gets [`output::MAX_OUTPUT_BYTES`]), 120 s,
+/// 5 redirects.
 pub const ACTION_LIMITS: crate::outbound::FetchLimits = crate::outbound::FetchLimits {
     max_body_bytes: 2 * 1024 * 1024,
     timeout: Duration::from_secs(120),
@@ -60,7 +60,7 @@ pub enum ToolError {
     /// The agent has [`MAX_TOOLS_PER_AGENT`] tools.
     #[error("An agent may have at most {MAX_TOOLS_PER_AGENT} tools; delete one first")]
     Limit,
-    /// No such integration of the caller's (an `mcp` tool's, or the one whose tools are listed).
+    /// No such integration of the caller's (an `mcp` tool's, or the listed one).
     #[error("Integration not found")]
     IntegrationNotFound,
     /// The MCP server could not be reached or refused (502).
@@ -74,13 +74,12 @@ pub enum ToolError {
 /// How long a call waits for a person's decision (docs/api.md § Approvals).
 pub const APPROVAL_TTL: chrono::Duration = chrono::Duration::hours(24);
 
-/// Why a decision on a pending tool call was refused. The texts are the messages clients
-/// are shown.
+/// Why a decision on a pending call was refused; the texts are shown to clients.
 #[derive(Debug, thiserror::Error)]
 pub enum ApprovalError {
     #[error("Tool call not found")]
     NotFound,
-    /// The call was decided before (by this or another request).
+    /// The call was decided before (by any request).
     #[error("This tool call was already {0}")]
     Decided(String),
     /// The call waited longer than [`APPROVAL_TTL`].
@@ -92,8 +91,7 @@ pub enum ApprovalError {
 
 /// What deciding a pending call led to.
 pub enum Decided {
-    /// Every call of the stopped reply is decided; this request continues the turn with their
-    /// outcomes, in the model's order.
+    /// Every call of the stopped reply is decided; this request continues the turn with them.
     Continue(Vec<ToolCallView>),
     /// This call is decided (its outcome), and others of the reply still wait.
     Waiting(Box<ToolCallView>, Vec<PendingApproval>),
@@ -138,9 +136,7 @@ fn secrets_aad(user_id: &UserId, tool_id: &ToolId) -> Vec<u8> {
 }
 
 impl Tools {
-    /// The service over `store`: secrets sealed with `secrets`, agents through `agents`,
-    /// `knowledge_search` over `knowledge`, HTTP actions through `actions`, MCP through `mcp`; a
-    /// call lasts at most `timeout` unless its tool says otherwise.
+    /// The service; a call lasts at most `timeout` unless its tool says otherwise.
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         store: Arc<dyn Store>,
@@ -164,9 +160,8 @@ impl Tools {
         }
     }
 
-    /// The tools of the caller's MCP server integration `id`, listed live. Errors:
-    /// [`ToolError::IntegrationNotFound`], [`ToolError::Invalid`] (another provider),
-    /// [`ToolError::Mcp`].
+    /// The tools of the caller's MCP integration `id`, listed live. Errors: [`ToolError::Mcp`],
+    /// [`ToolError::IntegrationNotFound`], [`ToolError::Invalid`] (another provider).
     pub async fn integration_tools(
         &self,
         user_id: &UserId,
@@ -213,9 +208,8 @@ impl Tools {
         Ok(tool_view(&self.record(user_id, agent_id, tool_id).await?))
     }
 
-    /// Creates a tool after checking every field. Errors: [`ToolError::Invalid`] naming the
-    /// field; [`ToolError::Limit`]; a taken name ([`crate::store::Conflict::ToolName`]); as
-    /// [`Tools::list`].
+    /// Creates a tool after checking every field. Errors: [`ToolError::Invalid`],
+    /// [`ToolError::Limit`], [`crate::store::Conflict::ToolName`]; as [`Tools::list`].
     pub async fn create(
         &self,
         user_id: &UserId,
@@ -278,8 +272,8 @@ impl Tools {
         Ok(tool_view(&record))
     }
 
-    /// Applies `patch`; a `config` replaces the config, keeping stored `secretHeaders` when it
-    /// omits them. Errors: those of [`Tools::create`] and [`ToolError::NotFound`].
+    /// Applies `patch`; a `config` replaces the config, keeping omitted stored `secretHeaders`.
+    /// Errors: [`Tools::create`]'s and [`ToolError::NotFound`].
     pub async fn update(
         &self,
         user_id: &UserId,
@@ -339,10 +333,9 @@ impl Tools {
         Ok(())
     }
 
-    /// Runs a tool once with `arguments` as a chat would, enabled or not (the editor's "Test").
-    /// `tool_name` picks an `mcp` tool's server tool (optional when it offers one). A failing run
-    /// answers `status: "failed"`. Errors: [`ToolError::NotFound`], [`ToolError::Invalid`] for a
-    /// missing or unknown `tool_name`; as [`Tools::list`].
+    /// Runs a tool once with `arguments` as a chat would, enabled or not; `tool_name` picks an
+    /// `mcp` tool's server tool; a failing run is `failed`. Errors: [`ToolError::NotFound`],
+    /// [`ToolError::Invalid`] (`tool_name`); as [`Tools::list`].
     pub async fn test(
         &self,
         user_id: &UserId,
@@ -381,8 +374,8 @@ impl Tools {
         })
     }
 
-    /// The tools `agent` offers in a chat turn: its enabled tools, approval-requiring ones only
-    /// with `approvals`; a tool whose config or secrets no longer open is left out and logged.
+    /// The tools `agent` offers in a turn: enabled ones, approval-requiring ones only with
+    /// `approvals`; one whose config or secrets no longer open is left out (logged).
     /// Errors: the store's.
     pub async fn toolbox(
         &self,
@@ -422,8 +415,8 @@ impl Tools {
         })
     }
 
-    /// Runs one model call with `toolbox`'s tools; never fails: an unknown tool, bad arguments,
-    /// a timeout or the tool's failure are a `failed` call whose error the model is given.
+    /// Runs one model call; never fails: unknown tool, bad arguments, timeout or failure is a
+    /// `failed` call whose error the model gets.
     pub async fn run(&self, toolbox: &Toolbox, call: &ToolCall) -> ToolCallView {
         let started = Instant::now();
         let active = toolbox.tools.iter().find(|t| t.spec.name == call.name);
@@ -455,8 +448,7 @@ impl Tools {
         }
     }
 
-    /// Holds `calls` of reply `message_id` in `agent`'s thread `thread_id` for approval, for
-    /// [`APPROVAL_TTL`] from `now`. Errors: the store's.
+    /// Holds `calls` of reply `message_id` for approval for [`APPROVAL_TTL`]. Errors: the store's.
     pub async fn hold(
         &self,
         agent_id: &AgentId,
@@ -487,9 +479,8 @@ impl Tools {
         self.store.create_approvals(&records).await
     }
 
-    /// Decides a pending call: runs it when `approved` ([`Tools::run`]) or records it `denied`;
-    /// when it settles its reply, claims the turn's continuation. Of concurrent decisions of one
-    /// call, on any instance, one wins. Errors: [`ApprovalError`].
+    /// Decides a pending call: runs it if `approved` ([`Tools::run`]) or records `denied`; settling
+    /// its reply claims the continuation. One concurrent decision wins. Errors: [`ApprovalError`].
     pub async fn decide(
         &self,
         agent: &AgentRecord,
@@ -640,8 +631,7 @@ impl Tools {
         Ok(json!({ "results": results }).to_string())
     }
 
-    /// A stored tool made ready to run: one [`Active`] per function offered (an `mcp` tool's
-    /// allowed server tools).
+    /// A stored tool ready to run: one [`Active`] per function offered.
     async fn prepare_all(&self, record: ToolRecord) -> Result<Vec<Active>, String> {
         if record.tool_type != ToolType::Mcp {
             return self.prepare(record).map(|active| vec![active]);
@@ -787,7 +777,6 @@ impl Toolbox {
             .any(|t| t.spec.name == name && t.record.requires_approval)
     }
 
-    /// Whether there is no tool to offer.
     pub fn is_empty(&self) -> bool {
         self.tools.is_empty()
     }
@@ -830,9 +819,8 @@ struct McpToolConfig {
 /// Most names in an `mcp` tool's `allowedTools`.
 pub const MAX_ALLOWED_TOOLS: usize = 128;
 
-/// The function name offered for MCP tool `tool` of agent tool `prefix`: `prefix__tool` with
-/// characters outside `[a-zA-Z0-9_-]` as `_`; over 64 characters (OpenAI's and Anthropic's
-/// limit) it keeps 55 and ends with `_` and 8 hex digits of its SHA-256.
+/// The function name of MCP tool `tool` of agent tool `prefix`: `prefix__tool`, `[^a-zA-Z0-9_-]` as
+/// `_`; over 64 characters, 55 kept plus `_` and 8 hex digits of its SHA-256.
 pub fn mcp_function_name(prefix: &str, tool: &str) -> String {
     let name: String = format!("{prefix}__{tool}")
         .chars()
@@ -860,8 +848,7 @@ fn offers(record: &ToolRecord, name: &str) -> bool {
                 .is_some_and(|rest| rest.starts_with("__")))
 }
 
-/// Default name of an `mcp` tool: its integration's name, characters outside
-/// `[a-zA-Z0-9_-]` as `_`, at most 32 (`mcp` when none is left).
+/// Default `mcp` tool name: the integration's name, `[^a-zA-Z0-9_-]` as `_`, ≤ 32 (else `mcp`).
 fn default_mcp_name(integration_name: &str) -> String {
     let name: String = integration_name
         .trim()
@@ -910,8 +897,7 @@ fn pick<'a>(actives: &'a [Active], tool_name: Option<&str>) -> Result<&'a Active
     }
 }
 
-/// A checked config: what is stored in clear, the secret headers to seal, and an `mcp` tool's
-/// integration.
+/// A checked config: stored clear part, secret headers to seal, and an `mcp` tool's integration.
 struct CheckedConfig {
     config: Value,
     secrets: Option<BTreeMap<String, String>>,

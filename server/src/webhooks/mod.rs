@@ -44,19 +44,15 @@ pub use crate::domain::EventType;
 #[derive(Clone)]
 pub struct Events {
     store: Arc<dyn WebhookStore>,
-    /// Wakes the delivery worker when something was queued.
     pub wake: Arc<Notify>,
-    /// Per user, the event bits no active webhook subscribed to when last checked (within
-    /// [`QUIET_TTL`]), so emitting them costs no query; cleared by [`Events::forget`].
+    /// Per user, event bits no active webhook takes (trusted [`QUIET_TTL`]; [`Events::forget`]).
     quiet: moka::sync::Cache<UserId, u32>,
-    /// The service clock events are stamped and queued with.
     clock: Clock,
-    /// Where forgotten subscriptions and queued deliveries are announced (local by default).
+    /// Where forgotten subscriptions and queued deliveries are announced.
     bus: Bus,
 }
 
-/// How long "nobody listens to this event" is trusted; other instances are told at once
-/// through the cluster bus ([`crate::cluster`]), this is the bound.
+/// How long "nobody listens" is trusted; the cluster bus ([`crate::cluster`]) usually tells sooner.
 pub const QUIET_TTL: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// [`Events::quiet`] as the cluster bus reaches it (forgetting through it never publishes).
@@ -89,7 +85,6 @@ impl moka::Expiry<UserId, u32> for QuietExpiry {
 }
 
 impl Events {
-    /// An emitter over `store`, stamping events with `clock`'s time.
     pub fn new(store: Arc<dyn WebhookStore>, clock: Clock) -> Self {
         Self {
             store,
@@ -111,8 +106,7 @@ impl Events {
         self
     }
 
-    /// Drops what is known of `user_id`'s subscriptions here and on every instance (call after
-    /// creating or deleting one of their webhooks).
+    /// Drops what is known of `user_id`'s subscriptions everywhere (after creating or deleting).
     pub fn forget(&self, user_id: &UserId) {
         self.quiet.invalidate(user_id);
         self.bus.publish(Invalidation::Webhooks {
@@ -126,17 +120,16 @@ impl Events {
         self.bus.work_queued(Queue::Webhooks);
     }
 
-    /// Whether `event` is known to reach none of `user_id`'s webhooks (checked within
-    /// [`QUIET_TTL`], none created or deleted since); [`Events::emit`] then does nothing, so a
-    /// caller may skip building the data.
+    /// Whether `event` is known to reach none of `user_id`'s webhooks; [`Events::emit`] then does
+    /// nothing, so a caller may skip building the data.
     pub fn is_quiet(&self, user_id: &UserId, event: EventType) -> bool {
         self.quiet
             .get(user_id)
             .is_some_and(|q| q & event.bit() != 0)
     }
 
-    /// Queues `{type, timestamp, data}` (RFC 3339 UTC, milliseconds) for every active webhook of
-    /// `user_id` subscribed to `event`. Never fails: a store error is logged and the event lost.
+    /// Queues `{type, timestamp, data}` (RFC 3339 UTC, ms) for `user_id`'s active webhooks of
+    /// `event`. Never fails (a store error is logged and the event lost).
     pub async fn emit(&self, user_id: &UserId, event: EventType, data: Value) {
         if self.is_quiet(user_id, event) {
             return;
@@ -188,9 +181,8 @@ pub fn new_secret() -> (String, Vec<u8>) {
     (format!("{SECRET_PREFIX}{}", STANDARD.encode(&key)), key)
 }
 
-/// The `webhook-signature` value: `v1,` + padded standard base64 of HMAC-SHA256 with `key` over
-/// `{msg_id}.{timestamp}.{body}` (Standard Webhooks v1 § Signature scheme); `key` is the
-/// decoded part of the secret after `whsec_`.
+/// The `webhook-signature`: `v1,` + padded base64 HMAC-SHA256, with `key` (after `whsec_`), of
+/// `{msg_id}.{timestamp}.{body}` (Standard Webhooks v1 § Signature scheme).
 pub fn sign(key: &[u8], msg_id: &str, timestamp: i64, body: &[u8]) -> String {
     // HMAC accepts keys of any length, so this cannot fail.
     let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("HMAC takes any key length");
@@ -202,14 +194,12 @@ pub fn sign(key: &[u8], msg_id: &str, timestamp: i64, body: &[u8]) -> String {
     format!("v1,{}", STANDARD.encode(mac.finalize().into_bytes()))
 }
 
-/// Signing keys at rest, sealed with [`crate::crypto::SecretBox`] with
-/// `webhook-secret|{user_id}|{webhook_id}` as associated data, so a secret opens only on its row.
+/// Signing keys sealed ([`crate::crypto::SecretBox`]) to `webhook-secret|{user_id}|{webhook_id}`.
 pub struct WebhookSecrets {
     inner: crate::crypto::SecretBox,
 }
 
 impl WebhookSecrets {
-    /// Secrets sealed and opened with `inner`.
     pub fn new(inner: crate::crypto::SecretBox) -> Self {
         Self { inner }
     }
@@ -228,8 +218,7 @@ impl WebhookSecrets {
         Ok(self.inner.seal(key, &Self::aad(user_id, webhook_id)))
     }
 
-    /// The key sealed for this row. Errors: a short value, an unknown key id, or another row's
-    /// value.
+    /// The key sealed for this row. Errors: short value, unknown key id, or another row's value.
     pub fn open(
         &self,
         user_id: &UserId,
@@ -242,9 +231,8 @@ impl WebhookSecrets {
     }
 }
 
-/// Retries: exponential backoff with full jitter (the wait before retry n is uniform in
-/// `[0, min(base · 2^(n-1), 720 · base)]`) within `2,880 · base` of the event or last
-/// redelivery; with base 30 s, waits capped at 6 h for 24 h.
+/// Retries: full-jitter exponential backoff (`[0, min(base·2^(n-1), 720·base)]`) within
+/// `2,880·base` of the event or redelivery; base 30 s gives waits ≤ 6 h over 24 h.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RetryPolicy {
     /// `WEBHOOK_RETRY_BASE_MS`.
@@ -333,26 +321,20 @@ pub fn after_attempt(
 /// The webhook service: the emitter, the delivery client and the rules the worker follows.
 #[derive(Clone)]
 pub struct Webhooks {
-    /// Webhooks and their delivery queue.
     pub store: Arc<dyn WebhookStore>,
-    /// The event emitter (also handed to the knowledge workers).
     pub events: Events,
     /// The SSRF rule URLs are checked against at creation.
     pub policy: Arc<NetPolicy>,
     /// POSTs deliveries through the guarded resolver, no redirects, [`ATTEMPT_TIMEOUT`].
     pub client: SafeClient,
-    /// Secrets at rest.
     pub secrets: Arc<WebhookSecrets>,
-    /// Retry timing.
     pub retry: RetryPolicy,
-    /// The service clock deliveries are claimed, scheduled and recorded with.
     pub clock: Clock,
 }
 
 impl Webhooks {
-    /// The service for `config` over `store`, delivering within `outbound`'s exceptions, sealing
-    /// secrets with `secrets`, timed by `clock`. Errors: a malformed `ALLOWED_PRIVATE_HOSTS`
-    /// entry, or an HTTP client that cannot be built.
+    /// The service over `store` within `outbound`'s exceptions. Errors: a malformed
+    /// `ALLOWED_PRIVATE_HOSTS` entry, or an HTTP client that cannot be built.
     pub fn new(
         config: &WebhooksConfig,
         outbound: &OutboundConfig,

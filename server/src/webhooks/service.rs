@@ -32,7 +32,7 @@ pub struct NewWebhook {
 /// Why a webhook operation failed. The texts are the messages clients are shown.
 #[derive(Debug, thiserror::Error)]
 pub enum WebhookError {
-    /// A field breaks its rule (the events or the description); the text says which.
+    /// A field (events or description) breaks its rule; the text says which.
     #[error("{0}")]
     Invalid(String),
     /// The receiver's URL cannot receive webhooks.
@@ -41,10 +41,8 @@ pub enum WebhookError {
     /// The account holds [`MAX_WEBHOOKS_PER_USER`] webhooks.
     #[error("An account may hold at most {MAX_WEBHOOKS_PER_USER} webhooks; delete one first")]
     Limit,
-    /// No such webhook of this account.
     #[error("Webhook not found")]
     NotFound,
-    /// No such delivery of this webhook.
     #[error("Delivery not found")]
     DeliveryNotFound,
     /// The webhook was disabled (its receiver answered 410 Gone).
@@ -55,7 +53,6 @@ pub enum WebhookError {
     /// The delivery is being sent right now.
     #[error("This delivery is being sent right now; try again shortly")]
     InFlight,
-    /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
     /// Anything else (the secret could not be sealed); not shown to clients.
@@ -63,7 +60,7 @@ pub enum WebhookError {
     Internal(#[from] anyhow::Error),
 }
 
-/// Checks the subscribed events: non-empty, each in the catalogue, duplicates dropped.
+/// Checks the events: non-empty, each in the catalogue, deduplicated.
 /// Errors: [`WebhookError::Invalid`] naming the unknown types.
 pub fn checked_events(names: &[String]) -> Result<Vec<EventType>, WebhookError> {
     if names.is_empty() {
@@ -98,11 +95,9 @@ impl Webhooks {
         Ok(self.store.list_webhooks(user_id).await?)
     }
 
-    /// Subscribes `request.url` to `request.events`; answers the webhook and its secret
-    /// (`whsec_...`), shown this once. Errors: [`WebhookError::Invalid`] (events, description over
-    /// [`DESCRIPTION_MAX`]), [`WebhookError::Url`] (not http(s) or private),
-    /// [`WebhookError::Limit`],
-    /// the store's.
+    /// Subscribes `request.url` to `request.events`; answers the webhook and its `whsec_` secret,
+    /// shown this once. Errors: [`WebhookError::Invalid`], [`WebhookError::Url`] (not http(s) or
+    /// private), [`WebhookError::Limit`], the store's.
     pub async fn create(
         &self,
         user_id: &UserId,
@@ -146,8 +141,7 @@ impl Webhooks {
         Ok((record, secret))
     }
 
-    /// Deletes the webhook with its delivery history. Errors: [`WebhookError::NotFound`]; the
-    /// store's.
+    /// Deletes the webhook and its deliveries. Errors: [`WebhookError::NotFound`], the store's.
     pub async fn delete(&self, user_id: &UserId, id: &WebhookId) -> Result<(), WebhookError> {
         if !self.store.delete_webhook(user_id, id).await? {
             return Err(WebhookError::NotFound);
@@ -182,9 +176,8 @@ impl Webhooks {
             .await?)
     }
 
-    /// Queues a delivery again now, same `webhook-id` and body, fresh retry window. Errors:
-    /// [`WebhookError::NotFound`], [`WebhookError::Disabled`], [`WebhookError::DeliveryNotFound`],
-    /// [`WebhookError::InFlight`]; the store's.
+    /// Queues a delivery again now (same `webhook-id` and body, fresh retry window). Errors:
+    /// [`WebhookError::NotFound`], `Disabled`, `DeliveryNotFound`, `InFlight`; the store's.
     pub async fn redeliver(
         &self,
         user_id: &UserId,

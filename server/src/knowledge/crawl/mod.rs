@@ -66,9 +66,8 @@ impl Default for CrawlConfig {
 }
 
 impl CrawlConfig {
-    /// Checks the limits and compiles the patterns; the error is a sentence for a 400: depth
-    /// above 5, `maxPages` 0 or above 1000, over 50 patterns of a kind, an empty, over-long
-    /// (500 bytes) or invalid glob.
+    /// Checks limits and compiles the patterns; the error is a sentence for a 400 (depth,
+    /// `maxPages`, more than 50 patterns of a kind, an empty, over 500-byte or invalid glob).
     pub fn validate(&self) -> Result<(), String> {
         PathFilter::new(self).map(|_| ())
     }
@@ -77,7 +76,7 @@ impl CrawlConfig {
 /// A page kept by the crawl.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CrawledPage {
-    /// The canonical URL (see the module documentation), without fragment.
+    /// The canonical URL (docs/knowledge.md § Crawling), without fragment.
     pub url: Url,
     /// The page title: from the extraction, else `<title>`, else the last path segment.
     pub title: String,
@@ -94,30 +93,24 @@ pub struct CrawledPage {
 pub enum CrawlEvent {
     /// A page was kept.
     Page(CrawledPage),
-    /// After every URL handled: URLs handled so far, and URLs found (handled or queued).
+    /// After every URL handled: URLs handled so far, and URLs found.
     Progress {
-        /// URLs handled (kept, skipped or failed).
+        /// Kept, skipped or failed.
         done: u32,
         /// Distinct in-scope URLs discovered so far.
         found: u32,
     },
     /// A URL was fetched or considered but not kept; `reason` is a sentence.
-    Skipped {
-        /// The URL as requested.
-        url: Url,
-        /// Why it was not kept.
-        reason: String,
-    },
+    Skipped { url: Url, reason: String },
 }
 
 /// The outcome of a crawl.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CrawlSummary {
-    /// Pages kept ([`CrawlEvent::Page`] events sent).
     pub pages: u32,
     /// [`CrawlEvent::Skipped`] events sent.
     pub skipped: u32,
-    /// URLs that could not be fetched, with the reason (a [`NetError`](crate::outbound::NetError) sentence).
+    /// With the reason (a [`NetError`](crate::outbound::NetError) sentence).
     pub errors: Vec<(Url, String)>,
 }
 

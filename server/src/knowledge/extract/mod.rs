@@ -29,10 +29,8 @@ use sink::{one_line, SectionSink};
 /// Longest first line (characters) taken as the title of a text file or a PDF without `/Title`.
 pub const MAX_LINE_TITLE_CHARS: usize = 120;
 
-/// What an uploaded document is, decided from its content by [`detect`]. Serialises,
-/// displays and parses ([`FromStr`]) as `pdf`, `docx`, `markdown` or `text`.
-///
-/// [`detect`]: fn@detect
+/// What an uploaded document is, decided by [`detect`](fn@detect); its name is `pdf`, `docx`,
+/// `markdown` or `text` ([`FromStr`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum DocumentKind {
@@ -47,7 +45,6 @@ pub enum DocumentKind {
 }
 
 impl DocumentKind {
-    /// Every kind, in a stable order.
     pub const ALL: [DocumentKind; 4] = [
         DocumentKind::Pdf,
         DocumentKind::Docx,
@@ -65,8 +62,7 @@ impl DocumentKind {
         }
     }
 
-    /// How a user names this kind in a sentence: "PDF", "Word document", "Markdown file", "text
-    /// file".
+    /// How a sentence names this kind: "PDF", "Word document", "Markdown file", "text file".
     pub const fn noun(self) -> &'static str {
         match self {
             DocumentKind::Pdf => "PDF",
@@ -99,27 +95,22 @@ impl FromStr for DocumentKind {
     }
 }
 
-/// Bounds on the work and memory [`extract`] spends on one document, checked inside the
-/// readers; the extraction child process ([`super::sandbox`]) bounds what they miss.
+/// Bounds on [`extract`]'s work per document; the child ([`super::sandbox`]) bounds the rest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExtractLimits {
-    /// Most pages a PDF may have; a longer one is refused ([`ExtractError::TooLarge`]), never
-    /// partly indexed. Default 2,000.
+    /// Most PDF pages; a longer one is refused ([`ExtractError::TooLarge`]). Default 2,000.
     pub max_pdf_pages: usize,
-    /// Wall-clock budget of one extraction ([`ExtractError::Timeout`]), checked between PDF pages,
-    /// while inflating DOCX parts and every few thousand parser events. Default 120 s.
+    /// Wall-clock budget of one extraction ([`ExtractError::Timeout`]). Default 120 s.
     pub deadline: Duration,
     /// Most bytes one DOCX part may inflate to (declared and actual). Default 64 MiB.
     pub max_docx_entry_bytes: u64,
     /// Most bytes the DOCX parts that are read may inflate to together. Default 256 MiB.
     pub max_docx_total_bytes: u64,
-    /// Highest inflated/compressed ratio of a DOCX part (declared and actual) once past
-    /// [`RATIO_CHECK_FLOOR`]. Default 100.
+    /// Highest inflated/compressed ratio of a DOCX part past [`RATIO_CHECK_FLOOR`]. Default 100.
     pub max_compression_ratio: u64,
     /// Most characters of text one document may yield. Default 20,000,000.
     pub max_text_chars: usize,
-    /// Most bytes one non-image Flate stream of a PDF may inflate to, checked before parsing.
-    /// Default 64 MiB.
+    /// Most bytes one non-image PDF Flate stream may inflate to. Default 64 MiB.
     pub max_pdf_stream_bytes: u64,
 }
 
@@ -137,11 +128,9 @@ impl Default for ExtractLimits {
     }
 }
 
-/// Why a document could not be recognised or read. `Display` is a sentence for the uploader,
-/// [`ExtractError::code`] a stable name; serialisable so the child process can return it.
+/// Why a document could not be read: `Display` for the uploader, [`ExtractError::code`] stable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, Serialize, Deserialize)]
 pub enum ExtractError {
-    /// The file has no bytes.
     #[error("The file is empty.")]
     Empty,
     /// Not a kind a knowledge base holds; the field is what it looks like ("an image (PNG)").
@@ -163,7 +152,6 @@ pub enum ExtractError {
     /// The document holds no extractable text (for example a PDF of scanned images).
     #[error("The document contains no text that can be indexed (it may consist only of scanned images).")]
     NoText,
-    /// The document is encrypted and needs a password to open.
     #[error("The document is password-protected; remove the password and upload it again.")]
     Encrypted,
     /// A document reader panicked on this input; the panic was contained.
@@ -181,8 +169,7 @@ pub enum ExtractError {
 }
 
 impl ExtractError {
-    /// Stable name for storage and metrics: `empty`, `unsupported`, `malformed`, `too_large`,
-    /// `timeout`, `no_text`, `encrypted`, `panicked`, `too_deep`, `crashed`, `unavailable`.
+    /// Stable name for storage and metrics (`empty`, `unsupported`, `malformed`, `too_large`, …).
     pub const fn code(&self) -> &'static str {
         match self {
             ExtractError::Empty => "empty",
@@ -209,11 +196,9 @@ impl ExtractError {
 /// The text of a document, in reading order.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Extracted {
-    /// The kind the document was read as.
     pub kind: DocumentKind,
-    /// The title, trimmed, on one line: a PDF's `/Title` or first line; a DOCX's `dc:title`, Title
-    /// paragraph or first heading; Markdown's first H1; a text file's first line. First lines
-    /// count only up to [`MAX_LINE_TITLE_CHARS`] characters.
+    /// The one-line title: a PDF's `/Title`, a DOCX's `dc:title` or first heading, Markdown's H1,
+    /// else the first line (up to [`MAX_LINE_TITLE_CHARS`]).
     pub title: Option<String>,
     /// The sections in document order; never empty, and no section has empty text.
     pub sections: Vec<Section>,
@@ -231,8 +216,7 @@ impl Extracted {
 pub struct Section {
     /// Enclosing headings, outermost first; empty before the first heading, for PDF and text.
     pub heading_path: Vec<String>,
-    /// The text, trimmed, `\n` line ends, at most one blank line in a row; never empty. Markdown
-    /// keeps its blocks (links reduced to text); table rows are one line, cells joined by ` | `.
+    /// The trimmed text (`\n` ends, no double blank lines); never empty. Table rows are one line.
     pub text: String,
     /// The 1-based page number for PDF sections; `None` for other kinds.
     pub page: Option<u32>,
@@ -242,16 +226,9 @@ pub struct Section {
 // Extraction
 // ---------------------------------------------------------------------------------------
 
-/// Extracts the text of a document recognised as `kind`: PDF one section per page with text;
-/// DOCX and Markdown split at headings; text one section, or several cut at paragraph breaks
-/// past [`TEXT_SECTION_BYTES`]. Synchronous and CPU-bound; never panics (needs
-/// `panic = "unwind"`).
-///
-/// # Errors
-/// [`ExtractError::Empty`], [`ExtractError::Malformed`] (also a PDF without `%%EOF`),
-/// [`ExtractError::Unsupported`] (text not UTF-8 or BOM'd UTF-16), [`ExtractError::TooLarge`],
-/// [`ExtractError::Timeout`], [`ExtractError::NoText`], [`ExtractError::Encrypted`]
-/// (password-protected PDF, encrypted ZIP entries), [`ExtractError::Panicked`].
+/// Extracts a document of `kind` into sections (PDF per page, DOCX and Markdown at headings, text
+/// past [`TEXT_SECTION_BYTES`]). CPU-bound; never panics (needs `panic = "unwind"`).
+/// Errors: any [`ExtractError`] but the child process's; text not UTF-8 is `Unsupported`.
 pub fn extract(
     bytes: &[u8],
     kind: DocumentKind,
