@@ -4,8 +4,8 @@
 use std::convert::Infallible;
 
 use app::api::{
-    ApprovalRequest, ChatReply, ChatRequest, ChatStreamEvent, ConversationsResponse, ErrorBody, MessagesResponse,
-    StreamOptions, SuccessResponse, TokensUsed, ToolCallView,
+    ApprovalRequest, ChatReply, ChatRequest, ChatStreamEvent, ConversationsResponse, ErrorBody,
+    MessagesResponse, StreamOptions, SuccessResponse, TokensUsed, ToolCallView,
 };
 use axum::{
     extract::State,

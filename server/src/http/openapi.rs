@@ -255,7 +255,11 @@ fn integration_fields_schema(
             (f.name.to_string(), schema)
         })
         .collect();
-    let required: Vec<&str> = fields.iter().filter(|f| f.required).map(|f| f.name).collect();
+    let required: Vec<&str> = fields
+        .iter()
+        .filter(|f| f.required)
+        .map(|f| f.name)
+        .collect();
     let kind = if nullable {
         serde_json::json!(["object", "null"])
     } else {
@@ -311,9 +315,10 @@ fn integration_variants(doc: &mut OpenApi) -> Result<(), String> {
     });
     let schema: utoipa::openapi::schema::OneOf =
         serde_json::from_value(one_of).map_err(|e| e.to_string())?;
-    components
-        .schemas
-        .insert("CreateIntegrationRequest".into(), RefOr::T(Schema::OneOf(schema)));
+    components.schemas.insert(
+        "CreateIntegrationRequest".into(),
+        RefOr::T(Schema::OneOf(schema)),
+    );
     Ok(())
 }
 
@@ -324,7 +329,9 @@ type Keywords = (&'static str, &'static str, serde_json::Value);
 /// each from the constant, list or validator the server checks the field with.
 fn keyword_rules() -> Vec<Keywords> {
     use crate::domain::{EventType, ToolType};
-    use crate::knowledge::crawl::{MAX_CRAWL_DEPTH, MAX_PAGES_LIMIT, MAX_PATTERNS, MAX_PATTERN_LEN};
+    use crate::knowledge::crawl::{
+        MAX_CRAWL_DEPTH, MAX_PAGES_LIMIT, MAX_PATTERNS, MAX_PATTERN_LEN,
+    };
     use serde_json::json;
     let name = json!({ "pattern": NAME_PATTERN });
     let email = json!({"format": "email"});
@@ -338,9 +345,17 @@ fn keyword_rules() -> Vec<Keywords> {
     vec![
         ("SignupRequest", "name", name.clone()),
         ("SignupRequest", "email", email.clone()),
-        ("SignupRequest", "company", json!({ "pattern": OPTIONAL_NAME_PATTERN })),
+        (
+            "SignupRequest",
+            "company",
+            json!({ "pattern": OPTIONAL_NAME_PATTERN }),
+        ),
         ("SignupRequest", "country", json!({ "enum": countries })),
-        ("SignupRequest", "phone", json!({ "pattern": PHONE_PATTERN })),
+        (
+            "SignupRequest",
+            "phone",
+            json!({ "pattern": PHONE_PATTERN }),
+        ),
         ("LoginRequest", "email", email.clone()),
         ("EmailRequest", "email", email),
         ("CreateApiKeyRequest", "name", name.clone()),
@@ -349,7 +364,11 @@ fn keyword_rules() -> Vec<Keywords> {
             "scopes",
             json!({"items": {"enum": app::api::SCOPES}}),
         ),
-        ("CreateApiKeyRequest", "expiresAt", json!({"format": "date-time"})),
+        (
+            "CreateApiKeyRequest",
+            "expiresAt",
+            json!({"format": "date-time"}),
+        ),
         ("CreateAgentRequest", "name", name.clone()),
         ("UpdateAgentRequest", "name", name.clone()),
         ("CreateIntegrationRequest", "name", name.clone()),
@@ -359,11 +378,27 @@ fn keyword_rules() -> Vec<Keywords> {
             json!({"enum": ProviderCode::ALL.map(ProviderCode::as_str)}),
         ),
         ("UpdateIntegrationRequest", "name", name),
-        ("ChatRequest", "message", json!({ "pattern": NOT_BLANK_PATTERN })),
-        ("WidgetChatRequest", "message", json!({ "pattern": NOT_BLANK_PATTERN })),
-        ("WidgetChatRequest", "visitorId", json!({ "pattern": VISITOR_ID_PATTERN })),
+        (
+            "ChatRequest",
+            "message",
+            json!({ "pattern": NOT_BLANK_PATTERN }),
+        ),
+        (
+            "WidgetChatRequest",
+            "message",
+            json!({ "pattern": NOT_BLANK_PATTERN }),
+        ),
+        (
+            "WidgetChatRequest",
+            "visitorId",
+            json!({ "pattern": VISITOR_ID_PATTERN }),
+        ),
         ("AddUrlRequest", "url", url.clone()),
-        ("CrawlOptions", "crawlDepth", json!({ "maximum": MAX_CRAWL_DEPTH })),
+        (
+            "CrawlOptions",
+            "crawlDepth",
+            json!({ "maximum": MAX_CRAWL_DEPTH }),
+        ),
         (
             "CrawlOptions",
             "maxPages",
@@ -382,8 +417,16 @@ fn keyword_rules() -> Vec<Keywords> {
             "type",
             json!({"enum": ToolType::ALL.map(ToolType::as_str)}),
         ),
-        ("CreateToolRequest", "name", json!({ "pattern": TOOL_NAME_PATTERN })),
-        ("UpdateToolRequest", "name", json!({ "pattern": TOOL_NAME_PATTERN })),
+        (
+            "CreateToolRequest",
+            "name",
+            json!({ "pattern": TOOL_NAME_PATTERN }),
+        ),
+        (
+            "UpdateToolRequest",
+            "name",
+            json!({ "pattern": TOOL_NAME_PATTERN }),
+        ),
         (
             "CreateToolRequest",
             "description",
@@ -411,7 +454,11 @@ fn query_rules() -> Vec<Keywords> {
             "limit",
             page,
         ),
-        ("/api/usage", "days", json!({"minimum": 1, "maximum": MAX_DAYS})),
+        (
+            "/api/usage",
+            "days",
+            json!({"minimum": 1, "maximum": MAX_DAYS}),
+        ),
         (
             "/api/widget/{publicId}/messages",
             "visitorId",
@@ -480,9 +527,14 @@ fn query_parameter(
 ) -> Result<(), String> {
     let item = doc.paths.paths.get_mut(path).ok_or("no such path")?;
     let mut found = false;
-    for operation in [&mut item.get, &mut item.post, &mut item.put, &mut item.delete]
-        .into_iter()
-        .flatten()
+    for operation in [
+        &mut item.get,
+        &mut item.post,
+        &mut item.put,
+        &mut item.delete,
+    ]
+    .into_iter()
+    .flatten()
     {
         for parameter in operation.parameters.iter_mut().flatten() {
             if parameter.name == name {
@@ -652,10 +704,34 @@ mod tests {
     /// Texts at the edges of the text rules: controls (C0, C1), Unicode spaces that
     /// trimming removes and a few it keeps.
     const SAMPLES: &[&str] = &[
-        "", " ", "a", " a ", "Ada Lovelace", "\u{85}", "a\u{85}", "\u{9F}b", "\u{A0}", "\u{A0}x",
-        "\u{3000}", "\u{2028}", "\u{FEFF}", "\t", "a\tb", "a\nb", "\u{7F}", "é", "日本",
-        "+49 (30) 1234-567", "1234567", "123456", "1234567890123456", "+", "12.34.56.78",
-        "abc_DEF-9", "a b", "x\n",
+        "",
+        " ",
+        "a",
+        " a ",
+        "Ada Lovelace",
+        "\u{85}",
+        "a\u{85}",
+        "\u{9F}b",
+        "\u{A0}",
+        "\u{A0}x",
+        "\u{3000}",
+        "\u{2028}",
+        "\u{FEFF}",
+        "\t",
+        "a\tb",
+        "a\nb",
+        "\u{7F}",
+        "é",
+        "日本",
+        "+49 (30) 1234-567",
+        "1234567",
+        "123456",
+        "1234567890123456",
+        "+",
+        "12.34.56.78",
+        "abc_DEF-9",
+        "a b",
+        "x\n",
     ];
 
     #[test]

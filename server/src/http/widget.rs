@@ -2,7 +2,10 @@
 //! ([`crate::channels::widget`] for the origin rules). Every answer names the page's
 //! origin in `Access-Control-Allow-Origin`; only an allowed origin gets anything else.
 
-use app::api::{ChatStreamEvent, ErrorBody, WidgetChatRequest, WidgetInfo, WidgetMessage, WidgetMessagesResponse};
+use app::api::{
+    ChatStreamEvent, ErrorBody, WidgetChatRequest, WidgetInfo, WidgetMessage,
+    WidgetMessagesResponse,
+};
 use axum::{
     body::Bytes,
     extract::State,

@@ -137,7 +137,10 @@ async fn the_document_states_the_rules_the_server_checks() {
     assert_eq!(create["discriminator"]["propertyName"], "providerCode");
     assert_eq!(create["oneOf"].as_array().unwrap().len(), 8);
     let telegram = &schemas["CreateIntegrationRequest_telegram"];
-    assert_eq!(telegram["properties"]["providerCode"]["enum"], json!(["telegram"]));
+    assert_eq!(
+        telegram["properties"]["providerCode"]["enum"],
+        json!(["telegram"])
+    );
     assert_eq!(
         telegram["properties"]["credentials"]["required"],
         json!(["botToken"])
@@ -157,7 +160,10 @@ async fn the_document_states_the_rules_the_server_checks() {
         assert_eq!(schemas[closed]["additionalProperties"], false, "{closed}");
     }
     for open in ["SignupRequest", "LoginRequest"] {
-        assert!(schemas[open].get("additionalProperties").is_none(), "{open}");
+        assert!(
+            schemas[open].get("additionalProperties").is_none(),
+            "{open}"
+        );
     }
 
     // Query parameters.
@@ -172,8 +178,8 @@ async fn the_document_states_the_rules_the_server_checks() {
     assert_eq!(limit["schema"]["maximum"], 200);
 
     // The streams' events.
-    let stream = &doc["paths"]["/api/agents/{agentId}/chat"]["post"]["responses"]["200"]
-        ["content"]["text/event-stream"]["schema"];
+    let stream = &doc["paths"]["/api/agents/{agentId}/chat"]["post"]["responses"]["200"]["content"]
+        ["text/event-stream"]["schema"];
     assert_eq!(stream["$ref"], "#/components/schemas/ChatStreamEvent");
     let data = &schemas["ChatStreamEvent"]["properties"]["data"];
     assert_eq!(data["oneOf"][0]["enum"], json!(["[DONE]"]));
@@ -183,5 +189,8 @@ async fn the_document_states_the_rules_the_server_checks() {
     );
     let openai = &doc["paths"]["/api/openai/v1/chat/completions"]["post"]["responses"]["200"]
         ["content"]["text/event-stream"]["schema"];
-    assert_eq!(openai["$ref"], "#/components/schemas/ChatCompletionStreamEvent");
+    assert_eq!(
+        openai["$ref"],
+        "#/components/schemas/ChatCompletionStreamEvent"
+    );
 }

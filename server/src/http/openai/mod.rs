@@ -21,8 +21,8 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 pub use self::error::{is_openai_path, rewrite, OpenAiError, OpenAiErrorBody, PREFIX};
 use self::wire::{
     finish_reason, AgentChatExtension, AgentModel, AgentModelExtension, AgentModelList,
-    ChatCompletion, ChatCompletionAssistantMessage, ChatCompletionChoice, ChatCompletionStreamEvent,
-    ChatCompletionMessageToolCall, ChatCompletionRequest,
+    ChatCompletion, ChatCompletionAssistantMessage, ChatCompletionChoice,
+    ChatCompletionMessageToolCall, ChatCompletionRequest, ChatCompletionStreamEvent,
 };
 use super::{
     error::{ApiError, NOT_JSON_MESSAGE},
