@@ -11,7 +11,7 @@
 # database, signs up an account (verified and put on the Pro plan with `agentchat admin`),
 # whose plan budget is raised with RATE_LIMITS/AGENT_LIMITS so that the run is not mostly
 # 429s, creates an API key with every scope and sends it on every request. Environment:
-#   FUZZ_MAX_EXAMPLES  generated requests per operation and phase (default 20)
+#   FUZZ_MAX_EXAMPLES  generated requests per operation and phase (default 5)
 #   FUZZ_SEED          hypothesis seed (default 20261129; printed)
 #   FUZZ_ADDR          where the server listens
 # The figures of the run (operations, requests, failures) are printed at the end.
@@ -25,7 +25,7 @@ fi
 binary="$(realpath "$1")"
 model_url="$2"
 addr="${FUZZ_ADDR:-127.0.0.1:3102}"
-max_examples="${FUZZ_MAX_EXAMPLES:-20}"
+max_examples="${FUZZ_MAX_EXAMPLES:-5}"
 seed="${FUZZ_SEED:-20261129}"
 venv="${SCHEMATHESIS_DIR:-$HOME/.cache/agentchat/schemathesis}"
 if [ ! -x "$venv/bin/st" ]; then
