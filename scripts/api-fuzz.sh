@@ -107,11 +107,13 @@ key="$(post /api/api-keys "{\"name\":\"fuzz\",\"scopes\":$scopes}" "$access" | f
 printf 'schemathesis %s: %s requests per operation and phase, seed %s, against %s\n' \
   "$("$venv/bin/st" --version | awk '{print $NF}')" "$max_examples" "$seed" "$addr"
 status=0
-"$venv/bin/st" --config-file scripts/schemathesis.toml run "http://$addr/api/openapi.json" \
+# From the temporary folder, where schemathesis keeps its cache.
+config="$PWD/scripts/schemathesis.toml"
+(cd "$work" && "$venv/bin/st" --config-file "$config" run "http://$addr/api/openapi.json" \
   --url "http://$addr" \
   -H "Authorization: Bearer $key" \
   --max-examples "$max_examples" --seed "$seed" \
-  --report junit --report-dir "$work/report" || status=$?
+  --report junit --report-dir "$work/report") || status=$?
 if [ "$status" -ne 0 ]; then
   echo "--- the server's log (last 40 lines)" >&2
   tail -n 40 "$work/server.log" >&2
