@@ -11,8 +11,10 @@
 # the version of the `wasm-bindgen` crate in Cargo.lock, and wasm-opt (npm `binaryen`) for
 # release builds. Test tools: the wasm32-unknown-unknown target (the dashboard's lints),
 # the end2end Node packages, the MCP TypeScript SDK and reference server (in
-# ~/.cache/agentchat/mcp-sdk, mcp-everything) and Debian's Chromium. scripts/test.sh
-# installs the test tools first and the build tools beside the tests, with the release build.
+# ~/.cache/agentchat/mcp-sdk, mcp-everything), schemathesis in a Python virtualenv
+# (~/.cache/agentchat/schemathesis, for scripts/api-fuzz.sh) and Debian's Chromium.
+# scripts/test.sh installs the test tools first and the build tools beside the tests, with
+# the release build.
 set -euo pipefail
 
 repo_root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -28,6 +30,8 @@ BINARYEN_VERSION="132.0.0"
 MCP_SDK_VERSION="1.32.2"
 # The MCP reference server the MCP client is tested against (server/tests/api/mcp_client.rs).
 MCP_EVERYTHING_VERSION="2026.8.31"
+# schemathesis, which tests the API from its OpenAPI document (scripts/api-fuzz.sh).
+SCHEMATHESIS_VERSION="4.32.5"
 
 build_tools=true
 test_tools=true
@@ -36,7 +40,7 @@ for arg in "$@"; do
     --build-only) test_tools=false ;;
     --test-only) build_tools=false ;;
     -h | --help)
-      sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+      sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
@@ -180,6 +184,25 @@ else
   mkdir -p "$mcp_everything_dir"
   npm install --prefix "$mcp_everything_dir" --no-audit --no-fund --no-save \
     "@modelcontextprotocol/server-everything@${MCP_EVERYTHING_VERSION}"
+fi
+
+# 6c. schemathesis, in a virtualenv of its own outside the repository (SCHEMATHESIS_DIR), at
+# an exact version: scripts/api-fuzz.sh runs its `st`.
+schemathesis_dir="${SCHEMATHESIS_DIR:-$HOME/.cache/agentchat/schemathesis}"
+if [ -x "$schemathesis_dir/bin/st" ] &&
+  [ "$("$schemathesis_dir/bin/st" --version 2>/dev/null | awk '{print $NF}')" = "$SCHEMATHESIS_VERSION" ]; then
+  log "schemathesis ${SCHEMATHESIS_VERSION}: present (${schemathesis_dir})"
+else
+  if ! python3 -c 'import ensurepip, venv' >/dev/null 2>&1; then
+    log "installing python3-venv from the Debian archive"
+    as_root apt-get update
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y python3-venv
+  fi
+  log "installing schemathesis ${SCHEMATHESIS_VERSION} into ${schemathesis_dir}"
+  rm -rf "$schemathesis_dir"
+  python3 -m venv "$schemathesis_dir"
+  "$schemathesis_dir/bin/pip" install --quiet --disable-pip-version-check \
+    "schemathesis==${SCHEMATHESIS_VERSION}"
 fi
 
 # 7. Chromium for the browser tests; the tests use the system browser, never a download.

@@ -2,7 +2,8 @@
 # Runs every test of AgentChat: the unit and HTTP integration tests of the workspace (on
 # SQLite, then the store and HTTP suites again on PostgreSQL + Redis), then the end-to-end
 # suite in Chromium against the release binary (scripts/release.sh) started alone in an
-# empty folder on a temporary database.
+# empty folder on a temporary database, then requests generated from the OpenAPI document
+# against that binary (scripts/api-fuzz.sh).
 #
 #   scripts/test.sh          # every test
 #   scripts/test.sh --lint   # first `cargo clippy` (host and WASM) with warnings as errors
@@ -21,7 +22,7 @@ for arg in "$@"; do
   case "$arg" in
     --lint) lint=true ;;
     -h | --help)
-      sed -n '2,15p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+      sed -n '2,16p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
@@ -167,4 +168,9 @@ node -e '
   tail -n 50 "$release_dir/server.log" >&2
   exit 1
 }
+step "the API from its OpenAPI document (schemathesis, scripts/api-fuzz.sh)"
+# Generated requests against the same release binary, started again alone on its own port
+# and database, with the same mock model provider: no 5xx, answers as documented, and
+# requests the document declares valid accepted (those it declares invalid refused).
+FUZZ_ADDR="${FUZZ_ADDR:-127.0.0.1:3102}" scripts/api-fuzz.sh "$release_dir/agentchat" "http://$mock_addr/v1/"
 step "all tests passed"

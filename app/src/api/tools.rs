@@ -33,12 +33,9 @@ pub struct Tool {
 #[cfg_attr(feature = "ssr", derive(ToSchema))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct CreateToolRequest {
-    /// `knowledge_search`, `web_fetch` or `http`.
+    /// `knowledge_search`, `web_fetch`, `http` or `mcp` (the document's `enum`).
     #[serde(rename = "type")]
-    #[cfg_attr(
-        feature = "ssr",
-        schema(min_length = 1, pattern = "^(knowledge_search|web_fetch|http)$")
-    )]
+    #[cfg_attr(feature = "ssr", schema(min_length = 1))]
     pub tool_type: String,
     /// Defaults to the type for the built-ins; required for `http`.
     #[serde(default)]

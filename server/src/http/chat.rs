@@ -4,8 +4,8 @@
 use std::convert::Infallible;
 
 use app::api::{
-    ApprovalRequest, ChatReply, ChatRequest, ConversationsResponse, ErrorBody, MessagesResponse,
-    StreamOptions, SuccessResponse, TokensUsed, ToolCallView,
+    ApprovalRequest, ChatReply, ChatRequest, ChatStreamEvent, ConversationsResponse, ErrorBody,
+    MessagesResponse, StreamOptions, SuccessResponse, TokensUsed, ToolCallView,
 };
 use axum::{
     extract::State,
@@ -54,7 +54,7 @@ pub fn router() -> OpenApiRouter<AppState> {
     request_body = ApprovalRequest,
     params(("agentId" = String, Path, description = "Agent id"), ("threadId" = String, Path, description = "Thread id")),
     responses(
-        (status = 200, description = "The continued reply, as chat answers it", content((ChatReply = "application/json"), (String = "text/event-stream"))),
+        (status = 200, description = "The continued reply, as chat answers it", content((ChatReply = "application/json"), (ChatStreamEvent = "text/event-stream"))),
         (status = 400, response = BadRequest), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, description = "Unknown agent, thread or tool call", body = ErrorBody),
         (status = 409, description = "The call was already decided, or its approval expired", body = ErrorBody),
@@ -136,7 +136,7 @@ async fn approve(
         (status = 200, description = "The reply: `application/json` by default; with `stream: true`, `text/event-stream` of \
             `data: {\"chunk\": \"...\"}` frames (with `streamOptions.includeUsage`, a usage frame after them), then `data: [DONE]`; \
             a failure after the stream started is a `data: {\"error\", \"message\"}` frame, then `data: [DONE]`",
-            content((ChatReply = "application/json"), (String = "text/event-stream")),
+            content((ChatReply = "application/json"), (ChatStreamEvent = "text/event-stream")),
             headers(("X-Thread-Id" = String, description = "The reply's thread id (streams)"))),
         (status = 400, response = BadRequest), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 413, response = PayloadTooLarge),

@@ -80,6 +80,23 @@ pub fn router() -> OpenApiRouter<AppState> {
         .layer(Extension(service))
 }
 
+/// One server-sent event of an MCP answer or session stream: `data` is one JSON-RPC 2.0
+/// message.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+struct McpStreamEvent {
+    #[schema(schema_with = json_rpc_data)]
+    data: String,
+}
+
+fn json_rpc_data() -> utoipa::openapi::schema::Object {
+    utoipa::openapi::schema::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .content_media_type("application/json")
+        .description(Some("A JSON-RPC 2.0 message"))
+        .build()
+}
+
 /// Send one JSON-RPC message of the Model Context Protocol (Streamable HTTP transport,
 /// MCP 2025-06-18): `initialize` first (its answer carries `Mcp-Session-Id`, to send with
 /// every later request), then `notifications/initialized`, `tools/list`, `tools/call`.
@@ -88,7 +105,7 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[utoipa::path(post, path = "/api/mcp", tag = "mcp", security(("bearer" = [])),
     request_body(content = Object, content_type = "application/json", description = "A JSON-RPC 2.0 request or notification"),
     responses(
-        (status = 200, description = "The JSON-RPC response, as a server-sent event (or JSON)", content((Object = "application/json"), (String = "text/event-stream")),
+        (status = 200, description = "The JSON-RPC response, as a server-sent event (or JSON)", content((Object = "application/json"), (McpStreamEvent = "text/event-stream")),
             headers(("Mcp-Session-Id" = String, description = "The session's id (answer to `initialize`)"))),
         (status = 202, description = "A notification or response was accepted"),
         (status = 400, description = "Not JSON-RPC, a missing `Mcp-Session-Id`, or an unsupported `MCP-Protocol-Version`", body = ErrorBody),
@@ -111,7 +128,7 @@ async fn post_mcp(
 /// 2025-06-18 Streamable HTTP transport), with `Mcp-Session-Id`.
 #[utoipa::path(get, path = "/api/mcp", tag = "mcp", security(("bearer" = [])),
     responses(
-        (status = 200, description = "The session's server-sent event stream", content_type = "text/event-stream", body = String),
+        (status = 200, description = "The session's server-sent event stream", content_type = "text/event-stream", body = McpStreamEvent),
         (status = 400, description = "A missing `Mcp-Session-Id`", body = ErrorBody),
         (status = 401, body = ErrorBody),
         (status = 404, description = "The session is unknown or closed", body = ErrorBody),

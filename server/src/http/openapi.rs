@@ -1,7 +1,8 @@
 //! The OpenAPI document (`GET /api/openapi.json`): its fixed parts ([`ApiDoc`]), the shared
 //! error answers the handlers reference (400 [`BadRequest`] on input, 413/415
 //! [`JsonBodyErrors`] on JSON bodies, 429 [`RateLimited`] everywhere but health), and the
-//! request fields' length rules, written from the constants the handlers validate with.
+//! request fields' rules ([`apply_input_rules`]), written from the constants, lists and
+//! catalogues the handlers validate with.
 
 use app::api::ErrorBody;
 use utoipa::{
@@ -9,7 +10,7 @@ use utoipa::{
     IntoResponses, ToResponse,
 };
 
-use crate::config::ChatConfig;
+use crate::{config::ChatConfig, domain::ProviderCode};
 
 /// The input is invalid: the JSON body is malformed or not a JSON object, a field is
 /// missing, has the wrong type or breaks its rule (see the request schema), or a path or
@@ -154,6 +155,356 @@ const NON_EMPTY_LISTS: [(&str, &str); 2] = [
     ("CreateWebhookRequest", "events"),
 ];
 
+/// [`crate::domain::parse_name`]: no control character (`char::is_control`: U+0000–U+001F,
+/// U+007F–U+009F) anywhere, and one character at least that trimming keeps (not Unicode
+/// `White_Space`, which `str::trim` removes). The length rule is `maxLength`.
+pub const NAME_PATTERN: &str = "^[^\\x00-\\x1F\\x7F-\\x9F]*\
+    [^\\x00-\\x20\\x7F-\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]\
+    [^\\x00-\\x1F\\x7F-\\x9F]*$";
+/// [`crate::domain::parse_optional`]: blank (then absent), or as [`NAME_PATTERN`].
+pub const OPTIONAL_NAME_PATTERN: &str = "^[^\\x00-\\x1F\\x7F-\\x9F]*$";
+/// [`crate::domain::parse_phone`]: an optional `+`, then 7 to 15 digits among spaces,
+/// dashes, dots and parentheses; or blank (then absent).
+pub const PHONE_PATTERN: &str = "^(?:\\+?[ ().-]*(?:[0-9][ ().-]*){7,15})?$";
+/// Text that must not be blank once trimmed (chat messages, credential values): one
+/// character at least that is not Unicode `White_Space`.
+pub const NOT_BLANK_PATTERN: &str =
+    "[^\\t-\\r \\x85\\xA0\\u1680\\u2000-\\u200A\\u2028\\u2029\\u202F\\u205F\\u3000]";
+/// A tool's name (`tools::service::check_name`; OpenAI's function-name rule).
+pub const TOOL_NAME_PATTERN: &str = "^[a-zA-Z0-9_-]{1,64}$";
+/// A tool's description (`tools::service::check_description`): no control character but
+/// line feed and tab.
+pub const TOOL_DESCRIPTION_PATTERN: &str = "^[^\\x00-\\x08\\x0B-\\x1F\\x7F-\\x9F]*$";
+/// A widget visitor's id (`channels::widget::is_visitor_id`); its length is `minLength` /
+/// `maxLength`.
+pub const VISITOR_ID_PATTERN: &str = "^[A-Za-z0-9_-]+$";
+/// A crawl's include or exclude glob on the URL path (`knowledge::crawl`): letters,
+/// digits, `/ ? . _ ~ % + -` and single `*` wildcards (a `**` stands alone between
+/// slashes, which this pattern leaves out).
+pub const GLOB_PATTERN: &str = "^[A-Za-z0-9/?._~%+-]*(?:\\*[A-Za-z0-9/?._~%+-]+)*\\*?$";
+/// A host name the URL rules accept: dot-separated labels of letters, digits and inner
+/// hyphens, the last starting with a letter (so that it is never read as an IPv4 address).
+const HOST: &str = "(?:[a-z0-9]+(?:-[a-z0-9]+)*\\.)*[a-z][a-z0-9]*(?:-[a-z0-9]+)*";
+/// The path characters the URL rules accept.
+const PATH: &str = "(?:/[A-Za-z0-9/_.~-]*)?";
+
+/// An absolute http(s) URL such as the crawler and webhook deliveries request: `format:
+/// uri` and this pattern. Whether its host resolves to a public address is checked when it
+/// is used (docs/security.md), which no schema can say.
+pub fn http_url_pattern() -> String {
+    format!("^https?://{HOST}(?::[0-9]{{1,4}})?{PATH}$")
+}
+
+/// A web origin (`integrations::catalog` `Origins`, `public_url::origin`).
+fn origin_pattern() -> String {
+    format!("^https?://{HOST}(?::[0-9]{{1,4}})?/?$")
+}
+
+/// The JSON Schema of one credential or config field of an integration provider, from the
+/// rule [`crate::integrations::catalog::check_fields`] applies to it.
+fn integration_field_schema(field: &crate::integrations::catalog::Field) -> serde_json::Value {
+    use crate::integrations::catalog::{FieldKind, Format, MAX_ORIGINS, MAX_TEXT_CHARS};
+    use serde_json::json;
+    let text = |pattern: String| {
+        json!({"type": "string", "minLength": 1, "maxLength": MAX_TEXT_CHARS,
+               "pattern": pattern, "description": field.label})
+    };
+    match field.kind {
+        FieldKind::Text => text(NOT_BLANK_PATTERN.into()),
+        FieldKind::Format(format) => text(
+            match format {
+                Format::TelegramBotToken => "^[0-9]+:[A-Za-z0-9_-]{30,}$",
+                Format::SlackBotToken => "^xoxb-[A-Za-z0-9-]{11,}$",
+                Format::SlackSigningSecret => "^[0-9A-Fa-f]{32}$",
+                Format::DiscordPublicKey => "^[0-9A-Fa-f]{64}$",
+                Format::Digits => "^[0-9]{1,32}$",
+                Format::ZapierHook => "^https://hooks\\.zapier\\.com/[A-Za-z0-9/_.~-]*$",
+            }
+            .into(),
+        ),
+        FieldKind::Url => {
+            let mut schema = text(format!(
+                "^(?:https://{HOST}|http://(?:localhost|127\\.0\\.0\\.1))(?::[0-9]{{1,4}})?{PATH}$"
+            ));
+            schema["format"] = json!("uri");
+            schema
+        }
+        FieldKind::Origins => json!({
+            "type": "array", "minItems": 1, "maxItems": MAX_ORIGINS, "description": field.label,
+            "items": {"type": "string", "pattern": origin_pattern()}
+        }),
+        FieldKind::Integer { min, max } => {
+            json!({"type": "integer", "minimum": min, "maximum": max, "description": field.label})
+        }
+    }
+}
+
+/// An object of a provider's fields (`credentials` or `config`): each field's rule (`null`
+/// also for an optional one, which it leaves unset), the required ones, nothing else.
+fn integration_fields_schema(
+    fields: &[crate::integrations::catalog::Field],
+    nullable: bool,
+) -> serde_json::Value {
+    let properties: serde_json::Map<String, serde_json::Value> = fields
+        .iter()
+        .map(|f| {
+            let mut schema = integration_field_schema(f);
+            if !f.required {
+                schema["type"] = serde_json::json!([schema["type"].clone(), "null"]);
+            }
+            (f.name.to_string(), schema)
+        })
+        .collect();
+    let required: Vec<&str> = fields
+        .iter()
+        .filter(|f| f.required)
+        .map(|f| f.name)
+        .collect();
+    let kind = if nullable {
+        serde_json::json!(["object", "null"])
+    } else {
+        serde_json::json!("object")
+    };
+    serde_json::json!({"type": kind, "properties": properties, "required": required,
+                       "additionalProperties": false})
+}
+
+/// `CreateIntegrationRequest` as a `oneOf` of one variant per provider, told apart by
+/// `providerCode` (the discriminator): each with its credential and config fields, from the
+/// catalogue the server checks them with.
+fn integration_variants(doc: &mut OpenApi) -> Result<(), String> {
+    use crate::integrations::catalog::PROVIDERS;
+    use serde_json::json;
+    let components = doc.components.get_or_insert_with(Default::default);
+    let base = components
+        .schemas
+        .get("CreateIntegrationRequest")
+        .ok_or("no CreateIntegrationRequest")?;
+    let base = serde_json::to_value(base).map_err(|e| e.to_string())?;
+    let mut variants = Vec::new();
+    let mut mapping = serde_json::Map::new();
+    for provider in PROVIDERS {
+        let code = provider.code.as_str();
+        let title = format!("CreateIntegrationRequest_{code}");
+        let mut variant = base.clone();
+        variant["title"] = json!(title);
+        variant["description"] = json!(format!("{}: {}", provider.name, provider.description));
+        variant["properties"]["providerCode"] = json!({"type": "string", "enum": [code]});
+        variant["properties"]["credentials"] =
+            integration_fields_schema(provider.credential_fields, false);
+        variant["properties"]["config"] = integration_fields_schema(provider.config_fields, true);
+        if provider.config_fields.iter().any(|f| f.required) {
+            variant["required"]
+                .as_array_mut()
+                .ok_or("no required list")?
+                .push(json!("config"));
+        }
+        let schema: utoipa::openapi::schema::Object =
+            serde_json::from_value(variant).map_err(|e| e.to_string())?;
+        components
+            .schemas
+            .insert(title.clone(), RefOr::T(Schema::Object(schema)));
+        let reference = format!("#/components/schemas/{title}");
+        mapping.insert(code.to_string(), json!(reference));
+        variants.push(json!({ "$ref": reference }));
+    }
+    let one_of = json!({
+        "oneOf": variants,
+        "discriminator": {"propertyName": "providerCode", "mapping": mapping},
+        "description": base.get("description").cloned().unwrap_or_default(),
+    });
+    let schema: utoipa::openapi::schema::OneOf =
+        serde_json::from_value(one_of).map_err(|e| e.to_string())?;
+    components.schemas.insert(
+        "CreateIntegrationRequest".into(),
+        RefOr::T(Schema::OneOf(schema)),
+    );
+    Ok(())
+}
+
+/// Keywords added to one property of a component schema: `(schema, field, keywords)`.
+type Keywords = (&'static str, &'static str, serde_json::Value);
+
+/// The rules of request fields beyond their lengths: patterns, formats, enums and bounds,
+/// each from the constant, list or validator the server checks the field with.
+fn keyword_rules() -> Vec<Keywords> {
+    use crate::domain::{EventType, ToolType};
+    use crate::knowledge::crawl::{
+        MAX_CRAWL_DEPTH, MAX_PAGES_LIMIT, MAX_PATTERNS, MAX_PATTERN_LEN,
+    };
+    use serde_json::json;
+    let name = json!({ "pattern": NAME_PATTERN });
+    let email = json!({"format": "email"});
+    let countries: Vec<serde_json::Value> = [serde_json::Value::Null, json!("")]
+        .into_iter()
+        .chain(isocountry::CountryCode::iter().map(|c| json!(c.alpha2())))
+        .collect();
+    let url = json!({"format": "uri", "pattern": http_url_pattern()});
+    let globs = json!({"maxItems": MAX_PATTERNS, "items": {
+        "minLength": 1, "maxLength": MAX_PATTERN_LEN, "pattern": GLOB_PATTERN}});
+    vec![
+        ("SignupRequest", "name", name.clone()),
+        ("SignupRequest", "email", email.clone()),
+        (
+            "SignupRequest",
+            "company",
+            json!({ "pattern": OPTIONAL_NAME_PATTERN }),
+        ),
+        ("SignupRequest", "country", json!({ "enum": countries })),
+        (
+            "SignupRequest",
+            "phone",
+            json!({ "pattern": PHONE_PATTERN }),
+        ),
+        ("LoginRequest", "email", email.clone()),
+        ("EmailRequest", "email", email),
+        ("CreateApiKeyRequest", "name", name.clone()),
+        (
+            "CreateApiKeyRequest",
+            "scopes",
+            json!({"items": {"enum": app::api::SCOPES}}),
+        ),
+        (
+            "CreateApiKeyRequest",
+            "expiresAt",
+            json!({"format": "date-time"}),
+        ),
+        ("CreateAgentRequest", "name", name.clone()),
+        ("UpdateAgentRequest", "name", name.clone()),
+        ("CreateIntegrationRequest", "name", name.clone()),
+        (
+            "CreateIntegrationRequest",
+            "providerCode",
+            json!({"enum": ProviderCode::ALL.map(ProviderCode::as_str)}),
+        ),
+        ("UpdateIntegrationRequest", "name", name),
+        (
+            "ChatRequest",
+            "message",
+            json!({ "pattern": NOT_BLANK_PATTERN }),
+        ),
+        (
+            "WidgetChatRequest",
+            "message",
+            json!({ "pattern": NOT_BLANK_PATTERN }),
+        ),
+        (
+            "WidgetChatRequest",
+            "visitorId",
+            json!({ "pattern": VISITOR_ID_PATTERN }),
+        ),
+        ("AddUrlRequest", "url", url.clone()),
+        (
+            "CrawlOptions",
+            "crawlDepth",
+            json!({ "maximum": MAX_CRAWL_DEPTH }),
+        ),
+        (
+            "CrawlOptions",
+            "maxPages",
+            json!({"minimum": 1, "maximum": MAX_PAGES_LIMIT}),
+        ),
+        ("CrawlOptions", "includePatterns", globs.clone()),
+        ("CrawlOptions", "excludePatterns", globs),
+        ("CreateWebhookRequest", "url", url),
+        (
+            "CreateWebhookRequest",
+            "events",
+            json!({"items": {"enum": EventType::ALL.map(EventType::as_str)}}),
+        ),
+        (
+            "CreateToolRequest",
+            "type",
+            json!({"enum": ToolType::ALL.map(ToolType::as_str)}),
+        ),
+        (
+            "CreateToolRequest",
+            "name",
+            json!({ "pattern": TOOL_NAME_PATTERN }),
+        ),
+        (
+            "UpdateToolRequest",
+            "name",
+            json!({ "pattern": TOOL_NAME_PATTERN }),
+        ),
+        (
+            "CreateToolRequest",
+            "description",
+            json!({ "pattern": TOOL_DESCRIPTION_PATTERN }),
+        ),
+        (
+            "UpdateToolRequest",
+            "description",
+            json!({ "pattern": TOOL_DESCRIPTION_PATTERN }),
+        ),
+    ]
+}
+
+/// Query parameters' rules: `(path, parameter, keywords)`, from the constants the handlers
+/// check them with.
+fn query_rules() -> Vec<Keywords> {
+    use crate::channels::widget::{VISITOR_ID_MAX, VISITOR_ID_MIN};
+    use crate::chat::history::{MAX_DAYS, MAX_PAGE};
+    use serde_json::json;
+    let page = json!({"minimum": 1, "maximum": MAX_PAGE});
+    vec![
+        ("/api/agents/{agentId}/conversations", "limit", page.clone()),
+        (
+            "/api/agents/{agentId}/conversations/{threadId}/messages",
+            "limit",
+            page,
+        ),
+        (
+            "/api/usage",
+            "days",
+            json!({"minimum": 1, "maximum": MAX_DAYS}),
+        ),
+        (
+            "/api/widget/{publicId}/messages",
+            "visitorId",
+            json!({"minLength": VISITOR_ID_MIN, "maxLength": VISITOR_ID_MAX,
+                   "pattern": VISITOR_ID_PATTERN}),
+        ),
+    ]
+}
+
+/// Merges `keywords` into `schema` (JSON Schema objects merge key by key).
+fn merge(schema: &mut serde_json::Value, keywords: &serde_json::Value) {
+    match (schema, keywords) {
+        (serde_json::Value::Object(target), serde_json::Value::Object(add)) => {
+            for (key, value) in add {
+                match target.get_mut(key) {
+                    Some(existing) if existing.is_object() && value.is_object() => {
+                        merge(existing, value)
+                    }
+                    _ => {
+                        target.insert(key.clone(), value.clone());
+                    }
+                }
+            }
+        }
+        (schema, keywords) => *schema = keywords.clone(),
+    }
+}
+
+/// Adds `keywords` to `schema`, through its JSON form; the schema stays of its kind.
+fn add_keywords(schema: &mut Schema, keywords: &serde_json::Value) -> Result<(), String> {
+    fn read<T: serde::de::DeserializeOwned>(json: serde_json::Value) -> Result<T, String> {
+        serde_json::from_value(json).map_err(|e| e.to_string())
+    }
+    let mut json = serde_json::to_value(&*schema).map_err(|e| e.to_string())?;
+    merge(&mut json, keywords);
+    *schema = match schema {
+        Schema::Object(_) => Schema::Object(read(json)?),
+        Schema::Array(_) => Schema::Array(read(json)?),
+        Schema::OneOf(_) => Schema::OneOf(read(json)?),
+        Schema::AllOf(_) => Schema::AllOf(read(json)?),
+        Schema::AnyOf(_) => Schema::AnyOf(read(json)?),
+        _ => return Err("a schema of another kind".into()),
+    };
+    Ok(())
+}
+
 /// The property `field` of the component schema `schema`, when both exist.
 fn property<'a>(doc: &'a mut OpenApi, schema: &str, field: &str) -> Option<&'a mut Schema> {
     let components = doc.components.as_mut()?;
@@ -166,10 +517,47 @@ fn property<'a>(doc: &'a mut OpenApi, schema: &str, field: &str) -> Option<&'a m
     }
 }
 
-/// Writes the length rules of request fields into `doc`'s schemas (`minLength`/`maxLength`,
-/// `minItems`, the visitor id `pattern`; JSON Schema 2020-12 § 6.3–6.4), message limits
-/// from `config`. Returns the `schema.field` rules whose field is missing: empty when all
-/// applied.
+/// Adds `keywords` to the schema of the query parameter `name` of every operation on
+/// `path`.
+fn query_parameter(
+    doc: &mut OpenApi,
+    path: &str,
+    name: &str,
+    keywords: &serde_json::Value,
+) -> Result<(), String> {
+    let item = doc.paths.paths.get_mut(path).ok_or("no such path")?;
+    let mut found = false;
+    for operation in [
+        &mut item.get,
+        &mut item.post,
+        &mut item.put,
+        &mut item.delete,
+    ]
+    .into_iter()
+    .flatten()
+    {
+        for parameter in operation.parameters.iter_mut().flatten() {
+            if parameter.name == name {
+                if let Some(RefOr::T(schema)) = parameter.schema.as_mut() {
+                    add_keywords(schema, keywords)?;
+                    found = true;
+                }
+            }
+        }
+    }
+    if found {
+        Ok(())
+    } else {
+        Err("no such parameter".into())
+    }
+}
+
+/// Writes the rules of request fields into `doc`'s schemas: lengths (`minLength` /
+/// `maxLength`, `minItems`; message limits from `config`), patterns, formats, enums, the
+/// bounds of query parameters, and one variant per integration provider (JSON Schema
+/// 2020-12 § 6). The bodies whose types refuse unknown fields (`#[serde(deny_unknown_fields)]`)
+/// already say `additionalProperties: false`. Returns the rules that found no place: empty
+/// when all applied.
 pub fn apply_input_rules(doc: &mut OpenApi, config: &ChatConfig) -> Vec<String> {
     let mut missing = Vec::new();
     for rule in lengths(config) {
@@ -179,9 +567,6 @@ pub fn apply_input_rules(doc: &mut OpenApi, config: &ChatConfig) -> Vec<String> 
                     string.min_length = Some(rule.min);
                 }
                 string.max_length = rule.max;
-                if (rule.schema, rule.field) == ("WidgetChatRequest", "visitorId") {
-                    string.pattern = Some("^[A-Za-z0-9_-]+$".into());
-                }
             }
             _ => missing.push(format!("{}.{}", rule.schema, rule.field)),
         }
@@ -191,6 +576,23 @@ pub fn apply_input_rules(doc: &mut OpenApi, config: &ChatConfig) -> Vec<String> 
             Some(Schema::Array(list)) => list.min_items = Some(1),
             _ => missing.push(format!("{schema}.{field}")),
         }
+    }
+    for (schema, field, keywords) in keyword_rules() {
+        let applied = property(doc, schema, field)
+            .ok_or_else(|| "no such field".to_string())
+            .and_then(|property| add_keywords(property, &keywords));
+        if let Err(e) = applied {
+            missing.push(format!("{schema}.{field} ({e})"));
+        }
+    }
+    for (path, name, keywords) in query_rules() {
+        if let Err(e) = query_parameter(doc, path, name, &keywords) {
+            missing.push(format!("{path}?{name} ({e})"));
+        }
+    }
+    // Last: the variants copy the rules above.
+    if let Err(e) = integration_variants(doc) {
+        missing.push(format!("integration variants ({e})"));
     }
     missing
 }
@@ -205,12 +607,14 @@ pub fn apply_input_rules(doc: &mut OpenApi, config: &ChatConfig) -> Vec<String> 
         license(name = "Apache-2.0")
     ),
     modifiers(&SecurityAddon),
-    components(responses(
-        BadRequest,
-        PayloadTooLarge,
-        UnsupportedMediaType,
-        TooManyRequests
-    )),
+    components(
+        responses(BadRequest, PayloadTooLarge, UnsupportedMediaType, TooManyRequests),
+        // The JSON of stream events, named by their `contentSchema`.
+        schemas(
+            app::api::ChatStreamFrame,
+            crate::http::openai::wire::ChatCompletionStreamFrame
+        )
+    ),
     tags(
         (name = "auth", description = "Accounts, sessions and tokens"),
         (name = "api-keys", description = "API keys for programmatic access"),
@@ -288,5 +692,80 @@ mod tests {
             .get("minLength")
             .is_none());
         assert_eq!(field("CreateWebhookRequest", "events")["minItems"], 1);
+    }
+
+    /// Whether `text` matches `pattern` as a JSON Schema validator reads it (ECMA-262).
+    fn matches(pattern: &str, text: &str) -> bool {
+        jsonschema::validator_for(&serde_json::json!({ "pattern": pattern }))
+            .unwrap()
+            .is_valid(&serde_json::json!(text))
+    }
+
+    /// Texts at the edges of the text rules: controls (C0, C1), Unicode spaces that
+    /// trimming removes and a few it keeps.
+    const SAMPLES: &[&str] = &[
+        "",
+        " ",
+        "a",
+        " a ",
+        "Ada Lovelace",
+        "\u{85}",
+        "a\u{85}",
+        "\u{9F}b",
+        "\u{A0}",
+        "\u{A0}x",
+        "\u{3000}",
+        "\u{2028}",
+        "\u{FEFF}",
+        "\t",
+        "a\tb",
+        "a\nb",
+        "\u{7F}",
+        "é",
+        "日本",
+        "+49 (30) 1234-567",
+        "1234567",
+        "123456",
+        "1234567890123456",
+        "+",
+        "12.34.56.78",
+        "abc_DEF-9",
+        "a b",
+        "x\n",
+    ];
+
+    #[test]
+    fn the_text_patterns_accept_only_what_the_validators_accept() {
+        for text in SAMPLES {
+            if matches(NAME_PATTERN, text) {
+                assert!(
+                    crate::domain::parse_name("name", text, 1000).is_ok(),
+                    "name {text:?}"
+                );
+            }
+            if matches(OPTIONAL_NAME_PATTERN, text) {
+                assert!(
+                    crate::domain::parse_optional("company", Some(text), 1000).is_ok(),
+                    "company {text:?}"
+                );
+            }
+            if matches(PHONE_PATTERN, text) && !text.trim().is_empty() {
+                assert!(crate::domain::parse_phone(text).is_ok(), "phone {text:?}");
+            }
+            assert_eq!(
+                matches(NOT_BLANK_PATTERN, text),
+                !text.trim().is_empty(),
+                "not blank {text:?}"
+            );
+        }
+        for name in ["a", " a ", "Ada Lovelace", "é", "\u{A0}x", "\u{FEFF}"] {
+            assert!(matches(NAME_PATTERN, name), "{name:?}");
+        }
+        assert!(matches(PHONE_PATTERN, "+49 (30) 1234-567"));
+        assert!(!matches(PHONE_PATTERN, "123456"));
+        assert!(!matches(PHONE_PATTERN, "1234567890123456"));
+        assert!(matches(&http_url_pattern(), "https://example.com/a/b"));
+        assert!(!matches(&http_url_pattern(), "ftp://example.com/"));
+        assert!(!matches(&http_url_pattern(), "https://1.2.3.4/"));
     }
 }

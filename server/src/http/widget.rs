@@ -2,7 +2,10 @@
 //! ([`crate::channels::widget`] for the origin rules). Every answer names the page's
 //! origin in `Access-Control-Allow-Origin`; only an allowed origin gets anything else.
 
-use app::api::{ErrorBody, WidgetChatRequest, WidgetInfo, WidgetMessage, WidgetMessagesResponse};
+use app::api::{
+    ChatStreamEvent, ErrorBody, WidgetChatRequest, WidgetInfo, WidgetMessage,
+    WidgetMessagesResponse,
+};
 use axum::{
     body::Bytes,
     extract::State,
@@ -159,7 +162,7 @@ async fn info(
 #[utoipa::path(post, path = "/api/widget/{publicId}/chat", tag = "widget", request_body = WidgetChatRequest,
     params(("publicId" = String, Path, description = "The website integration's public id (pub_...)")),
     responses((status = 200, description = "`data: {\"chunk\": \"...\"}` frames, then `data: [DONE]`",
-            content_type = "text/event-stream", body = String),
+            content_type = "text/event-stream", body = ChatStreamEvent),
         (status = 400, response = BadRequest), (status = 403, description = "Origin missing or not allowed", body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 409, description = "No agent is linked", body = ErrorBody), JsonBodyErrors, RateLimited))]
 #[instrument(skip_all, fields(widget = %public_id))]

@@ -19,16 +19,22 @@ pub(crate) async fn agent(app: &TestApp, user: &TestUser) -> String {
         .to_string()
 }
 
-/// The `data:` payloads of an SSE body, in order.
+/// The `data:` payloads of an SSE body, in order, each checked against the OpenAPI
+/// document's schema of the stream's events.
 pub fn sse_data(body: &str) -> Vec<String> {
-    body.split("\n\n")
+    let frames: Vec<String> = body
+        .split("\n\n")
         .filter_map(|event| {
             event
                 .lines()
                 .find_map(|l| l.strip_prefix("data: "))
                 .map(str::to_string)
         })
-        .collect()
+        .collect();
+    for frame in &frames {
+        crate::openapi::assert_event_is_documented(frame);
+    }
+    frames
 }
 
 /// The frame before `data: [DONE]` (the usage summary or the error frame), parsed, after

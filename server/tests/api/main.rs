@@ -21,6 +21,7 @@ mod mcp_client;
 mod metrics;
 mod oauth;
 mod openai;
+mod openapi;
 mod ops;
 mod providers;
 mod proxies;

@@ -287,8 +287,9 @@ async fn every_operation_documents_its_errors_parameters_and_input_rules() {
             0,
             Some(agents::SYSTEM_PROMPT_MAX),
         ),
+        // One variant per provider, each with the common fields' rules.
         (
-            "CreateIntegrationRequest",
+            "CreateIntegrationRequest_telegram",
             "name",
             1,
             Some(agentchat::integrations::MAX_NAME_CHARS),

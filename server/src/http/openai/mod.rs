@@ -21,8 +21,8 @@ use utoipa_axum::{router::OpenApiRouter, routes};
 pub use self::error::{is_openai_path, rewrite, OpenAiError, OpenAiErrorBody, PREFIX};
 use self::wire::{
     finish_reason, AgentChatExtension, AgentModel, AgentModelExtension, AgentModelList,
-    ChatCompletion, ChatCompletionAssistantMessage, ChatCompletionChoice, ChatCompletionChunk,
-    ChatCompletionMessageToolCall, ChatCompletionRequest,
+    ChatCompletion, ChatCompletionAssistantMessage, ChatCompletionChoice,
+    ChatCompletionMessageToolCall, ChatCompletionRequest, ChatCompletionStreamEvent,
 };
 use super::{
     error::{ApiError, NOT_JSON_MESSAGE},
@@ -223,7 +223,7 @@ fn parse_body(
     responses(
         (status = 200, description = "`application/json`: a `chat.completion`; with `stream: true`, `text/event-stream` of \
             `chat.completion.chunk` events, then `data: [DONE]`",
-            content((ChatCompletion = "application/json"), (ChatCompletionChunk = "text/event-stream"))),
+            content((ChatCompletion = "application/json"), (ChatCompletionStreamEvent = "text/event-stream"))),
         (status = 400, description = "Invalid request: `param` names the field (a bad tool, `tool_choice`, a `tool` message answering no call, a call without its `tool` message, tool calls without `tools`; unsupported features: images, `functions`, `custom` tools, `n` > 1)", body = OpenAiErrorBody),
         (status = 401, description = "Missing or invalid API key or access token", body = OpenAiErrorBody),
         (status = 403, description = "The API key lacks `chat:write`", body = OpenAiErrorBody),

@@ -1047,6 +1047,30 @@ pub struct ChatCompletionChunk {
     pub agentchat: Option<AgentChatExtension>,
 }
 
+/// One JSON event of a streamed chat completion: a chunk, or the error that ended the
+/// stream after it started (`[DONE]` follows it).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(untagged)]
+pub enum ChatCompletionStreamFrame {
+    Chunk(ChatCompletionChunk),
+    Error(super::error::OpenAiErrorBody),
+}
+
+/// One server-sent event of a streamed chat completion: `data` is a JSON
+/// [`ChatCompletionStreamFrame`], or `[DONE]` on the last event.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+pub struct ChatCompletionStreamEvent {
+    #[schema(schema_with = chat_completion_stream_data)]
+    pub data: String,
+}
+
+fn chat_completion_stream_data() -> utoipa::openapi::schema::Schema {
+    app::api::stream_data_schema(
+        "ChatCompletionStreamFrame",
+        "A JSON `ChatCompletionStreamFrame`, or `[DONE]` on the last event",
+    )
+}
+
 /// A `model`: one of the caller's agents.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct AgentModel {

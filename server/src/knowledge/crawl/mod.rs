@@ -18,6 +18,7 @@ pub use scheduler::{
     crawl, request_budget, MAX_IN_FLIGHT, PER_ORIGIN_CONCURRENCY, REQUEST_ALLOWANCE,
 };
 use scope::PathFilter;
+pub use scope::{MAX_PATTERNS, MAX_PATTERN_LEN};
 
 /// Largest accepted `crawl_depth`.
 pub const MAX_CRAWL_DEPTH: u8 = 5;

@@ -13,9 +13,9 @@ use url::Url;
 use super::{scheduler::HopRefusal, CrawlConfig, MAX_CRAWL_DEPTH, MAX_PAGES_LIMIT};
 
 /// Most include or exclude patterns accepted, each.
-const MAX_PATTERNS: usize = 50;
+pub const MAX_PATTERNS: usize = 50;
 /// Longest pattern accepted, in bytes.
-const MAX_PATTERN_LEN: usize = 500;
+pub const MAX_PATTERN_LEN: usize = 500;
 
 /// Include/exclude globs on the URL path.
 pub(super) struct PathFilter {
