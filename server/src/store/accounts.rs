@@ -38,8 +38,7 @@ pub struct NewUser {
     pub now: DateTime<Utc>,
 }
 
-/// Purpose of a single-use email token (docs/api.md § Auth). Stored as its text
-/// ([`TokenPurpose::as_str`]) in `email_tokens.purpose` (`migrations/sqlite/0001_accounts.sql`).
+/// Purpose of a single-use email token (docs/api.md § Auth).
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
 )]
@@ -53,7 +52,6 @@ pub enum TokenPurpose {
 }
 
 impl TokenPurpose {
-    /// Both purposes.
     pub const ALL: [Self; 2] = [Self::VerifyEmail, Self::ResetPassword];
 
     /// Stored name: `verify_email` or `reset_password`.
@@ -68,8 +66,7 @@ impl TokenPurpose {
 /// Persistence of accounts and their email tokens.
 #[async_trait]
 pub trait AccountStore: Send + Sync {
-    /// Creates a user on the `free` plan; `Conflict::Email` when the email is taken (of
-    /// concurrent creations with one email, exactly one succeeds).
+    /// Creates a user on the `free` plan; `Conflict::Email` when the email is taken.
     async fn create_user(&self, user: NewUser) -> StoreResult<UserRecord>;
     async fn user_by_id(&self, id: &UserId) -> StoreResult<Option<UserRecord>>;
     async fn user_by_email(&self, email: &Email) -> StoreResult<Option<UserRecord>>;
@@ -93,10 +90,8 @@ pub trait AccountStore: Send + Sync {
         expires_at: DateTime<Utc>,
         now: DateTime<Utc>,
     ) -> StoreResult<()>;
-    /// Consumes an unused, unexpired token and, in the same atomic step, voids the user's
-    /// other unused tokens of that purpose (OWASP Forgot Password Cheat Sheet); returns its
-    /// user id, or `None` for any invalid token. Of two tokens consumed at once, at most one
-    /// succeeds.
+    /// Consumes a valid token, atomically voiding the user's others of that purpose; its user
+    /// id, or `None`. Of two consumed at once, at most one succeeds.
     async fn consume_email_token(
         &self,
         purpose: TokenPurpose,
@@ -105,12 +100,10 @@ pub trait AccountStore: Send + Sync {
     ) -> StoreResult<Option<UserId>>;
 }
 
-/// Defines, in a private module `shared` of the invoking backend file, the
-/// [`AccountStore`] implementation of `$store` (`$writer` pool writes, `$reader` reads)
-/// and `insert_user`.
+/// Defines the [`AccountStore`] of `$store` (`$writer` pool writes, `$reader` reads).
 macro_rules! account_store {
     ($store:ident, $db:ty, $writer:ident, $reader:ident) => {
-        mod shared {
+        pub(super) mod shared {
             use chrono::{DateTime, Utc};
             use sqlx::Row;
 

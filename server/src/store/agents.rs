@@ -6,8 +6,7 @@ use chrono::{DateTime, Utc};
 use super::StoreResult;
 use crate::ids::{AgentId, UserId};
 
-/// An agent's state (docs/api.md § States and transitions): `active` from creation until
-/// deletion. Stored and answered as its text ([`AgentStatus::as_str`]).
+/// An agent's state (docs/api.md § States and transitions).
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
 )]
@@ -19,7 +18,6 @@ pub enum AgentStatus {
 }
 
 impl AgentStatus {
-    /// Every state.
     pub const ALL: [Self; 1] = [Self::Active];
 
     /// The stored and wire text: `active`.
@@ -50,12 +48,9 @@ pub struct AgentRecord {
     pub status: AgentStatus,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
-    /// Whether the agent had a knowledge document when read (not stored); chat skips
-    /// retrieval when false. Adding a document evicts the agent from the agent cache;
-    /// other cached copies expire within `AGENT_CACHE_TTL`.
+    /// Whether the agent had a knowledge document when read (not stored).
     pub has_knowledge: bool,
-    /// Whether the agent had an enabled tool when read (not stored); chat reads its tools
-    /// only when true. Tool changes evict it from every instance's agent cache.
+    /// Whether the agent had an enabled tool when read (not stored).
     pub has_tools: bool,
 }
 
@@ -71,9 +66,8 @@ pub struct AgentPatch {
 /// Persistence of agents; every method is scoped to the owner.
 #[async_trait]
 pub trait AgentStore: Send + Sync {
-    /// Creates the agent unless its owner already has `limit` agents (the plan limit);
-    /// false (nothing written) at the limit. Count and insert are one atomic step, so
-    /// concurrent creations never pass the limit (docs/architecture.md § Store).
+    /// Creates the agent unless its owner has `limit` (false); concurrent creations never
+    /// pass the limit.
     async fn create_agent(&self, agent: &AgentRecord, limit: u32) -> StoreResult<bool>;
     /// The user's agents, oldest first.
     async fn list_agents(&self, user_id: &UserId) -> StoreResult<Vec<AgentRecord>>;
@@ -90,9 +84,7 @@ pub trait AgentStore: Send + Sync {
     async fn delete_agent(&self, user_id: &UserId, id: &AgentId) -> StoreResult<bool>;
 }
 
-/// Defines, in a private module `shared` of the invoking backend file, the [`AgentStore`]
-/// implementation of `$store` (`$writer` pool writes, `$reader` reads); a creation begins
-/// with `begin_for_account`.
+/// Defines the [`AgentStore`] of `$store` (`$writer` pool writes, `$reader` reads).
 macro_rules! agent_store {
     ($store:ident, $db:ty, $writer:ident, $reader:ident) => {
         mod shared {

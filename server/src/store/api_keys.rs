@@ -32,11 +32,9 @@ pub struct ApiKeyAuth {
 /// Persistence of API keys. Methods taking a user id are tenant-scoped.
 #[async_trait]
 pub trait ApiKeyStore: Send + Sync {
-    /// Creates the key unless its owner already holds `cap` live (not revoked) keys; false
-    /// (nothing written) at the cap. Count and insert are one atomic step.
+    /// Creates the key unless its owner holds `cap` live keys (false), atomically.
     async fn create_api_key(&self, key: ApiKeyRecord, cap: usize) -> StoreResult<bool>;
-    /// Atomically revokes the user's live key `old_id` at `now` and inserts `new`; false
-    /// (nothing written) when there is no such live key. No cap applies.
+    /// Atomically revokes live key `old_id` and inserts `new` (no cap); false: no such key.
     async fn rotate_api_key(
         &self,
         user_id: &UserId,
@@ -58,9 +56,7 @@ pub trait ApiKeyStore: Send + Sync {
     async fn touch_api_key(&self, id: &ApiKeyId, now: DateTime<Utc>) -> StoreResult<()>;
 }
 
-/// Defines, in a private module `shared` of the invoking backend file, the
-/// [`ApiKeyStore`] implementation of `$store` (`$writer` pool writes, `$reader` reads); a
-/// creation begins with `begin_for_account`.
+/// Defines the [`ApiKeyStore`] of `$store` (`$writer` pool writes, `$reader` reads).
 macro_rules! api_key_store {
     ($store:ident, $db:ty, $writer:ident, $reader:ident) => {
         mod shared {

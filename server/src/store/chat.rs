@@ -3,12 +3,11 @@
 use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 
-use super::StoreResult;
+use super::{StoreError, StoreResult};
 use crate::domain::Role;
 use crate::ids::{AgentId, IntegrationId, MessageId, ThreadId, UserId};
 
-/// The statement text of one turn ([`ChatStore::record_turns`]) with `messages` messages,
-/// made by a backend's `build`; the common two-message shapes are built once into `two`.
+/// A turn's statement text from `build`, the two-message shapes built once into `two`.
 pub(crate) fn turn_statement(
     two: &'static std::sync::OnceLock<[String; 2]>,
     build: fn(bool, usize) -> String,
@@ -23,9 +22,55 @@ pub(crate) fn turn_statement(
     }
 }
 
-/// A message's status (docs/api.md § States and transitions), set once when stored:
-/// `complete` (a user message, a finished reply), `failed` (the provider broke off) or
-/// `cancelled` (the client left). Stored and answered as its text ([`ReplyStatus::as_str`]).
+/// The insert of a turn's new thread (`$1`–`$7`) when its user's agent, read with `lock`, exists.
+pub(crate) fn insert_thread_sql(lock: &str) -> String {
+    format!(
+        "INSERT INTO threads (id, agent_id, user_id, title, message_count, created_at, updated_at) \
+         SELECT $1, $2, $3, $4, $5, $6, $7 \
+         WHERE EXISTS (SELECT 1 FROM agents WHERE id = $2 AND user_id = $3{lock})"
+    )
+}
+
+/// The `VALUES` rows of a turn's `messages` messages, the first binding from `$first` on.
+pub(crate) fn message_values(first: usize, messages: usize) -> String {
+    let width = super::rows::MESSAGE_PARAMS;
+    let row = |n: usize| {
+        let params: Vec<String> = (first + n * width..first + (n + 1) * width)
+            .map(|i| format!("${i}"))
+            .collect();
+        format!("({})", params.join(", "))
+    };
+    (0..messages).map(row).collect::<Vec<_>>().join(", ")
+}
+
+/// The insert of a turn's `messages` messages (from `$first` on) into thread `$1` when it is
+/// user `$user`'s, the thread read with `lock`.
+pub(crate) fn insert_messages_sql(
+    first: usize,
+    messages: usize,
+    user: usize,
+    lock: &str,
+) -> String {
+    format!(
+        "INSERT INTO messages ({}) SELECT v.* FROM (VALUES {}) AS v \
+         WHERE EXISTS (SELECT 1 FROM threads WHERE id = $1 AND user_id = ${user}{lock})",
+        super::rows::MESSAGE_COLUMNS,
+        message_values(first, messages)
+    )
+}
+
+/// Whether a turn that wrote `rows` of its `whole` was stored; a part is an error.
+pub(crate) fn turn_stored(rows: u64, whole: u64) -> StoreResult<bool> {
+    match rows {
+        0 => Ok(false),
+        n if n == whole => Ok(true),
+        n => Err(StoreError::Other(anyhow::anyhow!(
+            "a chat turn wrote {n} of its {whole} rows"
+        ))),
+    }
+}
+
+/// A message's status (docs/api.md § States and transitions), set once when stored.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
 )]
@@ -41,7 +86,6 @@ pub enum ReplyStatus {
 }
 
 impl ReplyStatus {
-    /// Every status, in the order of docs/api.md § States and transitions.
     pub const ALL: [Self; 3] = [Self::Complete, Self::Failed, Self::Cancelled];
 
     /// The stored and wire text: `complete`, `failed` or `cancelled`.
@@ -102,20 +146,16 @@ pub struct UsageDay {
     pub completion_tokens: i64,
 }
 
-/// One chat turn as it is stored ([`ChatStore::record_turns`]): the user's message and the
-/// reply, in a thread that the turn creates or one that exists.
+/// One chat turn as it is stored ([`ChatStore::record_turns`]).
 #[derive(Debug, Clone)]
 pub struct TurnRecord {
-    /// The turn's thread: created with the turn when `new_thread` is set, else an existing
-    /// thread of `thread.user_id`.
+    /// Created with the turn when `new_thread` is set, else one of `thread.user_id`.
     pub thread: ThreadRecord,
-    /// Whether the thread is created with this turn.
     pub new_thread: bool,
     /// The messages in order (user's, then reply); their `thread_id` is ignored.
     pub messages: Vec<MessageRecord>,
-    /// The external conversation (Telegram chat, Slack thread, widget visitor) continued in
-    /// `thread` from this turn on; linked in the same transaction, replacing an earlier link,
-    /// when the integration still exists.
+    /// The external conversation continued in `thread`, linked with the turn while its
+    /// integration exists.
     pub channel: Option<ChannelLink>,
 }
 
@@ -126,7 +166,6 @@ pub struct ChannelLink {
     pub integration_id: IntegrationId,
     /// The conversation's key within the integration (`channels::*::conversation_key`).
     pub conversation_key: String,
-    /// When the link is made.
     pub at: DateTime<Utc>,
 }
 
@@ -140,9 +179,8 @@ pub struct Cursor {
 /// Persistence of conversations. Methods taking a user id are tenant-scoped.
 #[async_trait]
 pub trait ChatStore: Send + Sync {
-    /// Creates the thread with its first message (whose `thread_id` is ignored) when its
-    /// agent exists and belongs to its user; false (nothing written) otherwise, never a
-    /// foreign-key error. The first message counts as [`ChatStore::append_message`] counts.
+    /// Creates the thread with its first message when its user's agent exists; false
+    /// (nothing written) otherwise. Counted as [`ChatStore::append_message`] counts.
     async fn create_thread(
         &self,
         thread: &ThreadRecord,
@@ -168,16 +206,11 @@ pub trait ChatStore: Send + Sync {
         agent_id: &AgentId,
         thread_id: &ThreadId,
     ) -> StoreResult<bool>;
-    /// Appends a message, and in the same atomic step grows the thread's `message_count` by
-    /// one and moves `updated_at` to the later of itself and the message's; an assistant
-    /// message also adds one chat and its tokens (absent: 0) to its owner's [`UsageDay`]
-    /// (UTC), which outlives the thread. Concurrent appends are all counted.
+    /// Appends a message, atomically counting it on the thread and, for a reply, its chat
+    /// and tokens in the owner's [`UsageDay`]; concurrent appends are all counted.
     async fn append_message(&self, message: &MessageRecord) -> StoreResult<()>;
-    /// Stores several chat turns in one transaction (a group commit), each whole or not at
-    /// all: a new thread as [`ChatStore::create_thread`] does, or messages of an existing
-    /// thread of `thread.user_id`, counted as [`ChatStore::append_message`] counts. Answers
-    /// per turn whether it was stored (false: agent or thread gone). An error, or a call
-    /// dropped part-way, leaves nothing of any turn, or all of them.
+    /// Stores turns in one transaction, each whole or not at all; answers per turn whether it
+    /// was stored (false: agent or thread gone). An error or a drop leaves none or all.
     async fn record_turns(&self, turns: &[TurnRecord]) -> StoreResult<Vec<bool>>;
     /// The user's usage from day `from` (UTC) on, oldest first; days without use are absent.
     async fn usage(&self, user_id: &UserId, from: NaiveDate) -> StoreResult<Vec<UsageDay>>;
@@ -196,11 +229,8 @@ pub trait ChatStore: Send + Sync {
     ) -> StoreResult<Vec<MessageRecord>>;
 }
 
-/// Defines, in a private module `shared` of the invoking backend file, the [`ChatStore`]
-/// implementation of `$store` (`$writer` pool writes, `$reader` reads) and `link_channel`
-/// for the chat-turn writer. The invoking file supplies `bind_message` (from
-/// [`crate::store::rows::turn_binders`]), `own_create_thread` and `own_record_turns` with
-/// the trait methods' signatures; its `rows` module gives the row mappers.
+/// Defines the [`ChatStore`] of `$store` (`$writer` pool writes, `$reader` reads) over the
+/// invoking file's chat-turn writer (`bind_message`, `store_turn`, `record_turns`).
 macro_rules! chat_store {
     ($store:ident, $db:ty, $writer:ident, $reader:ident) => {
         mod shared {
@@ -209,19 +239,17 @@ macro_rules! chat_store {
 
             use super::super::{
                 rows::{message, ms, thread, MESSAGE_COLUMNS, THREAD_COLUMNS},
-                $store, KEY_SHARE,
+                row_lock, $store,
             };
-            use super::bind_message;
+            use super::{bind_message, store_turn};
             use crate::ids::{AgentId, ThreadId, UserId};
             use crate::store::{
                 ChannelLink, ChatStore, Cursor, MessageRecord, StoreError, StoreResult, ThreadRecord,
                 TurnRecord, UsageDay,
             };
 
-            /// Links `link`'s external conversation to `thread` on `conn` (in its
-            /// transaction) ([`TurnRecord::channel`]), replacing an earlier link; nothing
-            /// when the integration is gone.
-            pub(crate) async fn link_channel(
+            /// Links `link`'s conversation to `thread` ([`TurnRecord::channel`]) on `conn`.
+            async fn link_channel(
                 conn: &mut <$db as sqlx::Database>::Connection,
                 link: &ChannelLink,
                 thread: &ThreadId,
@@ -230,9 +258,10 @@ macro_rules! chat_store {
                     "INSERT INTO channel_threads (integration_id, conversation_key, thread_id, \
                      created_at) \
                      SELECT $1, $2, $3, $4 \
-                     WHERE EXISTS (SELECT 1 FROM integrations WHERE id = $1{KEY_SHARE}) \
+                     WHERE EXISTS (SELECT 1 FROM integrations WHERE id = $1{}) \
                      ON CONFLICT (integration_id, conversation_key) \
-                     DO UPDATE SET thread_id = excluded.thread_id, created_at = excluded.created_at"
+                     DO UPDATE SET thread_id = excluded.thread_id, created_at = excluded.created_at",
+                    row_lock(" FOR KEY SHARE")
                 ))
                 .bind(&link.integration_id)
                 .bind(&link.conversation_key)
@@ -243,6 +272,20 @@ macro_rules! chat_store {
                 Ok(())
             }
 
+            /// Whether `turn` was stored (`turn_stored`); if so, links its channel on `conn`.
+            pub(crate) async fn finish_turn(
+                conn: &mut <$db as sqlx::Database>::Connection,
+                turn: &TurnRecord,
+                rows: u64,
+                whole: u64,
+            ) -> StoreResult<bool> {
+                let stored = crate::store::chat::turn_stored(rows, whole)?;
+                if let (true, Some(link)) = (stored, &turn.channel) {
+                    link_channel(conn, link, &turn.thread.id).await?;
+                }
+                Ok(stored)
+            }
+
             #[async_trait::async_trait]
             impl ChatStore for $store {
                 async fn create_thread(
@@ -250,7 +293,13 @@ macro_rules! chat_store {
                     t: &ThreadRecord,
                     first: &MessageRecord,
                 ) -> StoreResult<bool> {
-                    self.own_create_thread(t, first).await
+                    let turn = TurnRecord {
+                        thread: t.clone(),
+                        new_thread: true,
+                        messages: vec![first.clone()],
+                        channel: None,
+                    };
+                    store_turn(&self.$writer, &turn).await
                 }
 
                 async fn thread(
@@ -326,7 +375,7 @@ macro_rules! chat_store {
                 }
 
                 async fn record_turns(&self, turns: &[TurnRecord]) -> StoreResult<Vec<bool>> {
-                    self.own_record_turns(turns).await
+                    super::record_turns(self, turns).await
                 }
 
                 async fn usage(

@@ -1,8 +1,5 @@
-//! `agentchat copy-data`: copies a whole SQLite installation (every table both schemas
-//! have, and the uploads) into an empty PostgreSQL database in one transaction, column by
-//! column so values arrive byte for byte, with the target's triggers off (counters are
-//! copied as they are), then compares row counts table by table (README.md § Upgrading
-//! from SQLite to PostgreSQL).
+//! `agentchat copy-data`: copies a SQLite installation into an empty PostgreSQL database
+//! in one transaction (README.md § Upgrading from SQLite to PostgreSQL).
 
 use std::{
     collections::BTreeMap,
@@ -63,8 +60,7 @@ pub struct TableCount {
     pub target: i64,
 }
 
-/// What a finished copy did: the row counts per table (equal, or the copy would have
-/// failed) and the uploads moved into the database.
+/// What a finished copy did: the row counts per table and the uploads moved.
 #[derive(Debug, Clone)]
 pub struct CopyReport {
     /// One entry per table of [`TABLES`], in that order.
@@ -116,10 +112,8 @@ impl Kind {
 }
 
 /// Copies the SQLite installation at `from` (uploads in `uploads_dir`) into the empty
-/// PostgreSQL database at `to`, migrating both first and reporting through `progress`.
-///
-/// Errors: a database cannot be opened or migrated; the target holds data; a row or upload
-/// cannot be copied; row counts differ afterwards (rolled back, target left empty).
+/// PostgreSQL database at `to`. Errors: a database fails, the target holds data, or row
+/// counts differ afterwards (the target is left empty).
 pub async fn copy_data(
     from: &str,
     to: &str,
@@ -261,8 +255,7 @@ fn upload_path(uploads_dir: &Path, id: &str) -> PathBuf {
     uploads_dir.join(id)
 }
 
-/// The columns of `table` that both databases have, in the source's order, with the
-/// target's type of each.
+/// The columns of `table` both databases have, with the target's type of each.
 async fn shared_columns(
     src: &mut SqliteConnection,
     dst: &mut PgConnection,

@@ -9,9 +9,7 @@ use super::{
 };
 use crate::ids::{AgentId, ChunkId, DocumentId, UserId};
 
-/// A knowledge document's indexing state (docs/api.md § States and transitions): `pending`
-/// → `processing` → `indexed` or `failed`; a refresh puts it back to `pending`. Stored and
-/// answered as its text ([`DocumentStatus::as_str`]).
+/// A knowledge document's indexing state (docs/api.md § States and transitions).
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
 )]
@@ -29,7 +27,6 @@ pub enum DocumentStatus {
 }
 
 impl DocumentStatus {
-    /// Every state, in the order of docs/api.md § States and transitions.
     pub const ALL: [Self; 4] = [Self::Pending, Self::Processing, Self::Indexed, Self::Failed];
 
     /// The stored and wire text: `pending`, `processing`, `indexed` or `failed`.
@@ -49,8 +46,7 @@ impl std::fmt::Display for DocumentStatus {
     }
 }
 
-/// Where a knowledge document comes from (docs/api.md § Knowledge document, `kind`); stored
-/// and answered as its text, set once when the document is added.
+/// Where a knowledge document comes from (docs/api.md § Knowledge document, `kind`).
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
 )]
@@ -64,7 +60,6 @@ pub enum DocumentSource {
 }
 
 impl DocumentSource {
-    /// Both sources.
     pub const ALL: [Self; 2] = [Self::File, Self::Url];
 
     /// The stored and wire text: `file` or `url`.
@@ -96,7 +91,6 @@ pub struct DocumentRecord {
     pub id: DocumentId,
     pub agent_id: AgentId,
     pub user_id: UserId,
-    /// An upload or a crawled site.
     pub kind: DocumentSource,
     /// File name of an upload, the start URL of a crawl.
     pub name: String,
@@ -147,8 +141,7 @@ impl DocumentRecord {
         }
     }
 
-    /// A new uploaded file (`kind` `file`), `pending`: `format` is `pdf`, `docx`,
-    /// `markdown` or `text`, `bytes` the upload's size.
+    /// A new `pending` upload of `format` (`pdf`, `docx`, `markdown`, `text`) and `bytes`.
     pub fn pending_file(
         id: DocumentId,
         agent_id: &AgentId,
@@ -165,8 +158,7 @@ impl DocumentRecord {
         }
     }
 
-    /// A new web site to crawl from `url` (`kind` `url`, named by its URL), `pending`;
-    /// `crawl_config` is the crawl options as JSON.
+    /// A new `pending` site to crawl from `url`, with the crawl options as JSON.
     pub fn pending_url(
         id: DocumentId,
         agent_id: &AgentId,
@@ -224,15 +216,12 @@ pub struct ChunkHit {
     pub document_id: DocumentId,
     /// The document's name (uploads) or the page title (crawls).
     pub title: String,
-    /// The page URL (crawls).
     pub url: Option<String>,
     /// The document's file name or start URL (what an evaluation's `expect` names).
     pub document_name: String,
     pub heading_path: String,
     pub text: String,
-    /// Relevance, larger is better: 0 from [`DocumentStore::chunk_hits`]; BM25 from
-    /// `knowledge::search::ChunkSearch`, and retrieval may replace it with a fused score
-    /// (`knowledge::search::retrieve`).
+    /// Relevance, larger is better (0 from [`DocumentStore::chunk_hits`]).
     pub score: f64,
 }
 
@@ -240,9 +229,7 @@ pub struct ChunkHit {
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChunkText {
     pub chunk_id: ChunkId,
-    /// Title of the document or page.
     pub title: String,
-    /// Enclosing headings joined with ` > `.
     pub heading_path: String,
     pub text: String,
 }
@@ -272,16 +259,24 @@ pub fn vector_from_bytes(bytes: &[u8]) -> Option<Vec<f32>> {
     )
 }
 
+/// The columns of `chunks` a backend's chunk insert writes, in order.
+pub(crate) const CHUNK_COLUMNS: &str =
+    "id, document_id, agent_id, page_url, title, heading_path, position, page, tokens, text";
+
+/// The upsert of the embeddings `select` gives (chunk id, agent id, model, dimensions, vector).
+pub(crate) fn upsert_embeddings_sql(select: &str) -> String {
+    format!(
+        "INSERT INTO chunk_embeddings (chunk_id, agent_id, model, dimensions, vector) {select} \
+         ON CONFLICT (chunk_id) DO UPDATE SET model = excluded.model, \
+         dimensions = excluded.dimensions, vector = excluded.vector"
+    )
+}
+
 /// Persistence of knowledge documents and their chunks; another user's rows are "not found".
 ///
-/// In-memory BM25 indexes (`knowledge::search::index_cache`) stay in step through the chunk
-/// ids and [`DocumentStore::chunk_generation`], so every method that writes or deletes
-/// chunks keeps three rules (each proven by a `conformance` test):
-/// 1. the agent's generation changes in the same transaction as the chunk write or delete;
-/// 2. a chunk id is never given twice, even after the largest one is deleted;
-/// 3. per agent, ids become visible in increasing order (SQLite: its single writer; a
-///    server backend locks the agent's generation row before taking ids), or an index
-///    reading "ids above the largest seen" would miss chunks for good.
+/// Chunk writes and deletes keep three rules, for the BM25 indexes: 1. the agent's
+/// generation changes in the same transaction; 2. a chunk id is never given twice; 3. per
+/// agent, ids become visible in increasing order.
 #[async_trait]
 pub trait DocumentStore: Send + Sync {
     /// Stores a new document and its first job in one transaction (both or neither).
@@ -301,8 +296,7 @@ pub trait DocumentStore: Send + Sync {
     ) -> StoreResult<Option<DocumentRecord>>;
     /// A document by id alone (workers).
     async fn document_by_id(&self, id: &DocumentId) -> StoreResult<Option<DocumentRecord>>;
-    /// Deletes a document with its chunks, pages, jobs and embeddings, bumping the agent's
-    /// chunk generation (see the rules above); `false` when it was not there.
+    /// Deletes a document with its chunks, pages, jobs and embeddings; `false`: not there.
     async fn delete_document(
         &self,
         user_id: &UserId,
@@ -317,15 +311,13 @@ pub trait DocumentStore: Send + Sync {
         error: Option<&str>,
         now: DateTime<Utc>,
     ) -> StoreResult<()>;
-    /// Replaces every chunk of an uploaded document in one transaction keeping the chunk
-    /// rules; `false` (nothing written) when the document no longer exists.
+    /// Replaces every chunk of a document; `false` (nothing written) when it is gone.
     async fn replace_chunks(
         &self,
         document_id: &DocumentId,
         chunks: &[NewChunk],
     ) -> StoreResult<bool>;
-    /// Replaces the chunks of crawled pages and records their hashes, in one transaction
-    /// keeping the chunk rules; `false` (nothing written) when the document no longer exists.
+    /// Replaces crawled pages' chunks and hashes; `false` (nothing written): document gone.
     async fn replace_pages(
         &self,
         document_id: &DocumentId,
@@ -334,8 +326,7 @@ pub trait DocumentStore: Send + Sync {
     ) -> StoreResult<bool>;
     /// The pages a crawled document had at its last crawl.
     async fn document_pages(&self, document_id: &DocumentId) -> StoreResult<Vec<PageRecord>>;
-    /// Removes the pages (and their chunks) of a crawled document that are not in `keep`,
-    /// in one transaction that keeps the chunk rules above.
+    /// Removes the pages (and their chunks) of a crawled document not in `keep`.
     async fn retain_pages(&self, document_id: &DocumentId, keep: &[String]) -> StoreResult<()>;
     /// Marks a document indexed: recounts its chunks, stores `pages`, `bytes` and the time.
     async fn finish_document(
@@ -346,11 +337,9 @@ pub trait DocumentStore: Send + Sync {
         now: DateTime<Utc>,
     ) -> StoreResult<()>;
 
-    /// The agent's chunk generation, changed in the same transaction as any write or delete
-    /// of its chunks; `None` when no chunk was ever written or the agent is gone.
+    /// The agent's chunk generation (rule 1); `None` when no chunk was ever written.
     async fn chunk_generation(&self, agent_id: &AgentId) -> StoreResult<Option<i64>>;
-    /// How many of the agent's chunks have an id of at most `max_id` (an index counts the
-    /// chunks it knows, to tell whether any was deleted).
+    /// How many of the agent's chunks have an id of at most `max_id`.
     async fn count_chunks_up_to(&self, agent_id: &AgentId, max_id: ChunkId) -> StoreResult<u64>;
     /// The ids of the agent's chunks of at most `max_id`, ascending.
     async fn chunk_ids_up_to(
@@ -358,8 +347,7 @@ pub trait DocumentStore: Send + Sync {
         agent_id: &AgentId,
         max_id: ChunkId,
     ) -> StoreResult<Vec<ChunkId>>;
-    /// The agent's chunks with an id above `after_id`, ascending by id, at most `limit`:
-    /// what was added since an index saw `after_id`, complete by rule 3 above.
+    /// The agent's chunks with an id above `after_id`, ascending, at most `limit`.
     async fn chunks_after(
         &self,
         agent_id: &AgentId,
@@ -367,9 +355,8 @@ pub trait DocumentStore: Send + Sync {
         limit: u32,
     ) -> StoreResult<Vec<ChunkText>>;
 
-    /// Stores `model`'s embeddings as `(chunk id, vector)` pairs, replacing earlier ones and
-    /// changing [`DocumentStore::embedding_generation`] in the same transaction; pairs of
-    /// missing chunks are skipped. An empty vector records a refusal, not asked again.
+    /// Stores `model`'s embeddings, replacing earlier ones; missing chunks are skipped, and
+    /// an empty vector records a refusal.
     async fn put_embeddings(&self, model: &str, vectors: &[(ChunkId, Vec<f32>)])
         -> StoreResult<()>;
     /// The agent's embeddings made by `model` (refusals left out), by chunk id.
@@ -387,29 +374,27 @@ pub trait DocumentStore: Send + Sync {
         document_id: Option<&DocumentId>,
         limit: u32,
     ) -> StoreResult<Vec<ChunkText>>;
-    /// The agent's chunks among `ids`, as hits scored 0, in no particular order; ids of
-    /// deleted chunks or of another agent's are left out.
+    /// The agent's chunks among `ids` as hits scored 0, in no particular order.
     async fn chunk_hits(&self, agent_id: &AgentId, ids: &[ChunkId]) -> StoreResult<Vec<ChunkHit>>;
 }
 
-/// Defines, in a private module `shared` of the invoking backend file, the
-/// [`DocumentStore`] implementation of `$store` (`$writer` pool writes, `$reader` reads),
-/// plus `insert_document` and `mark_indexed`. The invoking file supplies what differs:
-/// `live_agent`, `hold_chunk_ids` (keeps chunk rule 3), `insert_chunks`, `delete_pages`,
-/// and `own_replace_pages` / `own_put_embeddings` / `own_chunk_hits` with the trait
-/// methods' signatures; its `rows` module gives the row mappers, `jobs` gives `insert_job`.
+/// Defines the [`DocumentStore`] of `$store` (`$writer` pool writes, `$reader` reads) over
+/// the invoking file's `hold_chunk_ids` (rule 3), `insert_chunks` and `upsert_embeddings`.
 macro_rules! document_store {
     ($store:ident, $db:ty, $writer:ident, $reader:ident) => {
-        mod shared {
+        pub(super) mod shared {
+            use std::collections::HashMap;
+
             use chrono::{DateTime, Utc};
             use sqlx::Row;
 
             use super::super::{
-                jobs::insert_job,
-                rows::{document, ms, DOCUMENT_COLUMNS},
+                jobs::shared::insert_job,
+                rows::{document, hit, ms, DOCUMENT_COLUMNS},
                 $store,
             };
-            use super::{delete_pages, hold_chunk_ids, insert_chunks, live_agent};
+            use super::super::{in_list, json_rows, list, row_lock};
+            use super::{hold_chunk_ids, insert_chunks, upsert_embeddings};
             use crate::ids::{AgentId, ChunkId, DocumentId, UserId};
             use crate::store::{
                 documents::{
@@ -419,6 +404,39 @@ macro_rules! document_store {
                 jobs::JobRecord,
                 StoreResult,
             };
+
+            /// The agent of a live document, read `FOR SHARE` (a delete waits, or this finds none).
+            async fn live_agent(
+                tx: &mut sqlx::Transaction<'_, $db>,
+                document_id: &DocumentId,
+            ) -> Result<Option<AgentId>, sqlx::Error> {
+                let sql = format!(
+                    "SELECT agent_id FROM documents WHERE id = $1{}",
+                    row_lock(" FOR SHARE")
+                );
+                sqlx::query_scalar(&sql)
+                    .bind(document_id)
+                    .fetch_optional(&mut **tx)
+                    .await
+            }
+
+            /// Deletes the chunks of the document's pages `urls`.
+            async fn delete_page_chunks(
+                tx: &mut sqlx::Transaction<'_, $db>,
+                document_id: &DocumentId,
+                urls: &[&str],
+            ) -> Result<(), sqlx::Error> {
+                let sql = format!(
+                    "DELETE FROM chunks WHERE document_id = $1 AND page_url {}",
+                    in_list("$2")
+                );
+                sqlx::query(&sql)
+                    .bind(document_id)
+                    .bind(list(urls))
+                    .execute(&mut **tx)
+                    .await?;
+                Ok(())
+            }
 
             /// Inserts the document `d` on `conn`.
             pub(crate) async fn insert_document(
@@ -450,8 +468,7 @@ macro_rules! document_store {
                 Ok(())
             }
 
-            /// Marks a document indexed: error cleared, chunks recounted, `pages`, `bytes`
-            /// and the time.
+            /// Marks a document indexed, its chunks recounted.
             pub(crate) async fn mark_indexed<'e>(
                 executor: impl sqlx::Executor<'e, Database = $db>,
                 id: &DocumentId,
@@ -587,7 +604,10 @@ macro_rules! document_store {
                         .bind(document_id)
                         .execute(&mut *tx)
                         .await?;
-                    insert_chunks(&mut tx, document_id, &agent_id, chunks).await?;
+                    if !chunks.is_empty() {
+                        let chunks: Vec<&NewChunk> = chunks.iter().collect();
+                        insert_chunks(&mut tx, document_id, &agent_id, &chunks).await?;
+                    }
                     tx.commit().await?;
                     Ok(true)
                 }
@@ -598,7 +618,60 @@ macro_rules! document_store {
                     pages: &[(PageRecord, Vec<NewChunk>)],
                     now: DateTime<Utc>,
                 ) -> StoreResult<bool> {
-                    self.own_replace_pages(document_id, pages, now).await
+                    // A page given twice is written as its last copy (as writing the pages one
+                    // after the other would leave it).
+                    let mut last: HashMap<&str, usize> = HashMap::new();
+                    for (i, (page, _)) in pages.iter().enumerate() {
+                        last.insert(page.url.as_str(), i);
+                    }
+                    let pages: Vec<&(PageRecord, Vec<NewChunk>)> = pages
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, (page, _))| last.get(page.url.as_str()) == Some(i))
+                        .map(|(_, p)| p)
+                        .collect();
+                    let mut tx = self.begin_write().await?;
+                    let Some(agent_id) = live_agent(&mut tx, document_id).await? else {
+                        return Ok(false);
+                    };
+                    if pages.is_empty() {
+                        return Ok(true);
+                    }
+                    let chunks: Vec<&NewChunk> =
+                        pages.iter().flat_map(|(_, chunks)| chunks.iter()).collect();
+                    if !chunks.is_empty() {
+                        hold_chunk_ids(&mut tx, &agent_id).await?;
+                    }
+                    let urls: Vec<&str> = pages.iter().map(|(p, _)| p.url.as_str()).collect();
+                    delete_page_chunks(&mut tx, document_id, &urls).await?;
+                    if !chunks.is_empty() {
+                        insert_chunks(&mut tx, document_id, &agent_id, &chunks).await?;
+                    }
+                    let rows: Vec<serde_json::Value> = pages
+                        .iter()
+                        .map(|(p, _)| {
+                            serde_json::json!({
+                                "url": p.url, "title": p.title, "content_hash": p.content_hash
+                            })
+                        })
+                        .collect();
+                    // `WHERE true` tells SQLite's parser the ON CONFLICT is the upsert's.
+                    let sql = format!(
+                        "INSERT INTO document_pages (document_id, url, title, content_hash, fetched_at) \
+                         SELECT $1, value ->> 'url', value ->> 'title', value ->> 'content_hash', $3 \
+                         FROM {} WHERE true ON CONFLICT (document_id, url) DO UPDATE SET \
+                         title = excluded.title, content_hash = excluded.content_hash, \
+                         fetched_at = excluded.fetched_at",
+                        json_rows("$2")
+                    );
+                    sqlx::query(&sql)
+                        .bind(document_id)
+                        .bind(serde_json::Value::Array(rows).to_string())
+                        .bind(ms(now))
+                        .execute(&mut *tx)
+                        .await?;
+                    tx.commit().await?;
+                    Ok(true)
                 }
 
                 async fn document_pages(
@@ -640,7 +713,16 @@ macro_rules! document_store {
                         return Ok(());
                     }
                     let mut tx = self.begin_write().await?;
-                    delete_pages(&mut tx, document_id, &gone).await?;
+                    delete_page_chunks(&mut tx, document_id, &gone).await?;
+                    let sql = format!(
+                        "DELETE FROM document_pages WHERE document_id = $1 AND url {}",
+                        in_list("$2")
+                    );
+                    sqlx::query(&sql)
+                        .bind(document_id)
+                        .bind(list(&gone))
+                        .execute(&mut *tx)
+                        .await?;
                     tx.commit().await?;
                     Ok(())
                 }
@@ -724,7 +806,22 @@ macro_rules! document_store {
                     model: &str,
                     vectors: &[(ChunkId, Vec<f32>)],
                 ) -> StoreResult<()> {
-                    self.own_put_embeddings(model, vectors).await
+                    // A chunk given twice gets its last vector (one upsert may not touch a row
+                    // twice).
+                    let mut last: HashMap<ChunkId, usize> = HashMap::new();
+                    for (i, (chunk_id, _)) in vectors.iter().enumerate() {
+                        last.insert(*chunk_id, i);
+                    }
+                    let vectors: Vec<&(ChunkId, Vec<f32>)> = vectors
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, (chunk_id, _))| last.get(chunk_id) == Some(i))
+                        .map(|(_, v)| v)
+                        .collect();
+                    if vectors.is_empty() {
+                        return Ok(());
+                    }
+                    upsert_embeddings(self, model, &vectors).await
                 }
 
                 async fn agent_embeddings(
@@ -800,7 +897,23 @@ macro_rules! document_store {
                     agent_id: &AgentId,
                     ids: &[ChunkId],
                 ) -> StoreResult<Vec<ChunkHit>> {
-                    self.own_chunk_hits(agent_id, ids).await
+                    if ids.is_empty() {
+                        return Ok(Vec::new());
+                    }
+                    let ids: Vec<i64> = ids.iter().map(|id| id.get()).collect();
+                    let sql = format!(
+                        "SELECT c.id, c.document_id, c.title, c.page_url, c.heading_path, c.text, \
+                         d.name AS document_name, CAST(0 AS DOUBLE PRECISION) AS score \
+                         FROM chunks c JOIN documents d ON d.id = c.document_id \
+                         WHERE c.agent_id = $1 AND c.id {}",
+                        in_list("$2")
+                    );
+                    let rows = sqlx::query(&sql)
+                        .bind(agent_id)
+                        .bind(list(&ids))
+                        .fetch_all(&self.$reader)
+                        .await?;
+                    Ok(rows.iter().map(hit).collect::<Result<_, sqlx::Error>>()?)
                 }
             }
         }

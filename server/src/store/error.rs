@@ -1,22 +1,18 @@
-//! The errors of the persistence boundary: what went wrong, for the caller to decide, with
-//! no driver types (backends convert to [`StoreError::Unavailable`] or [`StoreError::Other`]).
+//! The errors of the persistence boundary, free of driver types.
 
 /// Errors of the persistence layer.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    /// A write was refused because something it needs is taken, or must remain; the
-    /// [`Conflict`] says what.
+    /// A write was refused; the [`Conflict`] says why.
     #[error("conflict: {0}")]
     Conflict(Conflict),
     /// The row does not exist (or belongs to someone else).
     #[error("not found")]
     NotFound,
-    /// The database could not be reached or answer in time; nothing was written, and the
-    /// call may succeed later.
+    /// The database could not be reached in time; nothing was written.
     #[error("database unavailable: {0}")]
     Unavailable(anyhow::Error),
-    /// Anything else: a statement the database refused, a stored value that does not
-    /// parse, a failed migration.
+    /// Anything else (a refused statement, an unreadable value, a failed migration).
     #[error(transparent)]
     Other(#[from] anyhow::Error),
 }
@@ -24,16 +20,13 @@ pub enum StoreError {
 /// What a [`StoreError::Conflict`] is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Conflict {
-    /// Another account has the email address (emails are unique, compared as stored:
-    /// [`crate::domain::Email`] is lower-cased).
+    /// Another account has the email address.
     #[error("the email is taken")]
     Email,
-    /// The provider identity is linked to an account already, or the account already has
-    /// an identity at that provider.
+    /// The identity, or the account's identity at that provider, is linked already.
     #[error("the identity is linked")]
     LinkedIdentity,
-    /// The identity is the account's last way to sign in (no password, no other identity),
-    /// so it stays linked.
+    /// The identity is the account's last way to sign in.
     #[error("the last way to sign in")]
     LastSignIn,
     /// The agent has a tool of that name already (names are unique per agent).

@@ -6,14 +6,12 @@ use chrono::{DateTime, Utc};
 use super::{StoreResult, UserRecord};
 use crate::{domain::OAuthProvider, ids::UserId};
 
-/// An identity at a provider, linked to one account. A provider identity is linked to at
-/// most one account, and an account has at most one identity per provider.
+/// An identity at a provider, linked to one account (at most one per provider).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IdentityRecord {
     /// Stored as its code: `github`, `google` or `microsoft`.
     pub provider: OAuthProvider,
-    /// The provider's stable id of the person: GitHub's numeric user id, the OpenID
-    /// Connect `sub` claim.
+    /// The provider's stable id of the person (GitHub's user id, OpenID Connect's `sub`).
     pub subject: String,
     pub user_id: UserId,
     /// The verified email the provider gave when the identity was linked.
@@ -36,8 +34,7 @@ pub struct OAuthFlowRecord {
     pub nonce: Option<String>,
     /// Set when a signed-in user connects the provider to their account.
     pub link_user_id: Option<UserId>,
-    /// A native client's loopback redirect URI (RFC 8252 § 7.3) that receives a one-time
-    /// exchange code instead of the dashboard cookies.
+    /// A native client's loopback redirect URI (RFC 8252 § 7.3) for a one-time code.
     pub client_redirect: Option<String>,
     pub expires_at: DateTime<Utc>,
     pub created_at: DateTime<Utc>,
@@ -64,32 +61,27 @@ pub trait IdentityStore: Send + Sync {
     ) -> StoreResult<Option<IdentityRecord>>;
     /// The identities linked to the user, oldest first.
     async fn identities(&self, user_id: &UserId) -> StoreResult<Vec<IdentityRecord>>;
-    /// Links an identity; `Conflict::LinkedIdentity` when the identity belongs to an
-    /// account already or the account has an identity at that provider.
+    /// Links an identity; `Conflict::LinkedIdentity` when either side is linked already.
     async fn link_identity(&self, identity: &IdentityRecord) -> StoreResult<()>;
-    /// Creates a verified account without password and links `identity` to it, in one
-    /// transaction; `Conflict::Email` or `Conflict::LinkedIdentity` (nothing written) when
-    /// the email is taken or the identity linked.
+    /// Creates a verified account linked to `identity`; `Conflict::Email` or
+    /// `Conflict::LinkedIdentity` (nothing written) otherwise.
     async fn create_user_with_identity(
         &self,
         user: super::NewUser,
         identity: &IdentityRecord,
     ) -> StoreResult<UserRecord>;
-    /// Unlinks the user's identity at `provider`; `NotFound` when none is linked,
-    /// `Conflict::LastSignIn` when it is the account's last way to sign in. Check and
-    /// delete are one atomic step, so concurrent unlinks never leave an account without one.
+    /// Unlinks the user's identity at `provider`, atomically; `NotFound`, or
+    /// `Conflict::LastSignIn` for the account's last way to sign in.
     async fn unlink_identity(&self, user_id: &UserId, provider: OAuthProvider) -> StoreResult<()>;
 
     /// Stores a flow (and forgets expired ones).
     async fn create_oauth_flow(&self, flow: &OAuthFlowRecord) -> StoreResult<()>;
-    /// Removes and returns the flow with `state_hash`, whether or not it has expired (the
-    /// caller checks): a state works once.
+    /// Removes and returns the flow with `state_hash`, expired or not: a state works once.
     async fn take_oauth_flow(&self, state_hash: &str) -> StoreResult<Option<OAuthFlowRecord>>;
 
     /// Stores a one-time exchange code.
     async fn create_exchange_code(&self, code: &ExchangeCodeRecord) -> StoreResult<()>;
-    /// Removes an unexpired code and returns its user id; `None` for an unknown, used or
-    /// expired code.
+    /// Removes an unexpired code and returns its user id; `None` otherwise.
     async fn take_exchange_code(
         &self,
         code_hash: &str,
@@ -97,9 +89,7 @@ pub trait IdentityStore: Send + Sync {
     ) -> StoreResult<Option<UserId>>;
 }
 
-/// Defines, in a private module `shared` of the invoking backend file, the
-/// [`IdentityStore`] implementation of `$store` (`$writer` pool writes, `$reader` reads);
-/// an unlink begins with `begin_for_account`.
+/// Defines the [`IdentityStore`] of `$store` (`$writer` pool writes, `$reader` reads).
 macro_rules! identity_store {
     ($store:ident, $db:ty, $writer:ident, $reader:ident) => {
         mod shared {
@@ -107,7 +97,7 @@ macro_rules! identity_store {
             use sqlx::Row;
 
             use super::super::{
-                accounts::insert_user,
+                accounts::shared::insert_user,
                 is_unique_violation,
                 rows::{identity, ms, time, IDENTITY_COLUMNS},
                 $store,

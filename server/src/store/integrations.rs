@@ -7,8 +7,7 @@ use super::StoreResult;
 use crate::domain::ProviderCode;
 use crate::ids::{AgentId, IntegrationId, PublicId, ThreadId, UserId};
 
-/// Whether an integration's channel works (docs/api.md § States and transitions); stored
-/// and answered as its text ([`IntegrationStatus::as_str`]).
+/// Whether an integration's channel works (docs/api.md § States and transitions).
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
 )]
@@ -17,8 +16,7 @@ use crate::ids::{AgentId, IntegrationId, PublicId, ThreadId, UserId};
 pub enum IntegrationStatus {
     /// Created, or its live channel was set up (`channels::Channels::connect`).
     Active,
-    /// Its live channel could not be set up; `status_detail` says why. Updating the
-    /// credentials, or any update while `error`, sets it up again.
+    /// Its live channel could not be set up; `status_detail` says why.
     Error,
 }
 
@@ -53,8 +51,7 @@ pub struct IntegrationRecord {
     pub agent_id: Option<AgentId>,
     /// The config object, as JSON text.
     pub config: String,
-    /// The credentials object as JSON, sealed with the owner and integration ids as
-    /// associated data.
+    /// The credentials object as JSON, sealed.
     pub credentials_sealed: Vec<u8>,
     /// Id of the key that sealed the credentials (for key rotation).
     pub key_id: String,
@@ -64,11 +61,9 @@ pub struct IntegrationRecord {
     pub status: IntegrationStatus,
     /// Why the status is `error` (e.g. what Telegram answered to `setWebhook`).
     pub status_detail: Option<String>,
-    /// The public id a website widget is embedded with (`pub_` + 22 characters); `None`
-    /// for other providers.
+    /// The public id a website widget is embedded with; `None` for other providers.
     pub public_id: Option<PublicId>,
-    /// SHA-256 of the secret inbound requests must carry (Telegram's secret token); `None`
-    /// while no webhook is registered.
+    /// SHA-256 of the secret inbound requests must carry; `None`: no webhook registered.
     pub inbound_secret_hash: Option<Vec<u8>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
@@ -77,8 +72,7 @@ pub struct IntegrationRecord {
 /// Persistence of integrations; every method is scoped to the owner.
 #[async_trait]
 pub trait IntegrationStore: Send + Sync {
-    /// Stores a new integration unless the owner has `limit` already (false, nothing
-    /// written); count and insert are one atomic step.
+    /// Stores a new integration unless the owner has `limit` (false), atomically.
     async fn create_integration(&self, record: &IntegrationRecord, limit: u32)
         -> StoreResult<bool>;
     /// The owner's integrations, oldest first.
@@ -88,13 +82,11 @@ pub trait IntegrationStore: Send + Sync {
         user_id: &UserId,
         id: &IntegrationId,
     ) -> StoreResult<Option<IntegrationRecord>>;
-    /// Replaces the mutable fields (name, agent, config, credentials, hints, key id,
-    /// status, updated time); false when the owner has no such integration.
+    /// Replaces the mutable fields; false when the owner has no such integration.
     async fn update_integration(&self, record: &IntegrationRecord) -> StoreResult<bool>;
     /// False when the owner has no such integration.
     async fn delete_integration(&self, user_id: &UserId, id: &IntegrationId) -> StoreResult<bool>;
-    /// An integration by id alone, for inbound provider requests (which authenticate
-    /// themselves with the integration's secrets, not as its owner).
+    /// An integration by id alone, for inbound provider requests.
     async fn integration_by_id(&self, id: &IntegrationId)
         -> StoreResult<Option<IntegrationRecord>>;
     /// A website integration by its public id.
@@ -114,8 +106,7 @@ pub trait IntegrationStore: Send + Sync {
         integration_id: &IntegrationId,
         conversation_key: &str,
     ) -> StoreResult<()>;
-    /// Records an inbound event id; of any number of calls with one
-    /// `(integration_id, event_id)`, exactly one answers true (others are retries).
+    /// Records an inbound event id; exactly one call per event answers true.
     async fn first_channel_event(
         &self,
         integration_id: &IntegrationId,
@@ -126,9 +117,7 @@ pub trait IntegrationStore: Send + Sync {
     async fn prune_channel_events(&self, before: DateTime<Utc>) -> StoreResult<u64>;
 }
 
-/// Defines, in a private module `shared` of the invoking backend file, the
-/// [`IntegrationStore`] implementation of `$store` (`$writer` pool writes, `$reader`
-/// reads); a creation begins with `begin_for_account`.
+/// Defines the [`IntegrationStore`] of `$store` (`$writer` pool writes, `$reader` reads).
 macro_rules! integration_store {
     ($store:ident, $db:ty, $writer:ident, $reader:ident) => {
         mod shared {

@@ -1,6 +1,4 @@
-//! The job part of the persistence boundary: the durable queue of knowledge jobs
-//! (ingestion of an upload, crawl of a site) with leases. Every backend implements
-//! [`JobQueue`] (SQLite: `sqlite/jobs.rs`); [`super::Store`] requires it.
+//! The durable queue of knowledge jobs, with leases ([`JobQueue`]).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -8,9 +6,7 @@ use chrono::{DateTime, Utc};
 use super::StoreResult;
 use crate::ids::{DocumentId, JobId, UserId};
 
-/// A knowledge job's state (docs/api.md § States and transitions): `queued` → `running` →
-/// `succeeded` or `failed`; a `running` job whose lease ran out is taken again. Stored and
-/// answered as its text ([`JobStatus::as_str`]).
+/// A knowledge job's state (docs/api.md § States and transitions).
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
 )]
@@ -23,13 +19,11 @@ pub enum JobStatus {
     Running,
     /// Finished; its document is indexed ([`JobQueue::complete_job`]).
     Succeeded,
-    /// Gave up; `error` says why ([`JobQueue::complete_job`], or the worker after
-    /// `MAX_ATTEMPTS` interruptions).
+    /// Gave up; `error` says why.
     Failed,
 }
 
 impl JobStatus {
-    /// Every state, in the order of docs/api.md § States and transitions.
     pub const ALL: [Self; 4] = [Self::Queued, Self::Running, Self::Succeeded, Self::Failed];
 
     /// The stored and wire text: `queued`, `running`, `succeeded` or `failed`.
@@ -49,8 +43,7 @@ impl std::fmt::Display for JobStatus {
     }
 }
 
-/// What a knowledge job does (docs/api.md § Documents and jobs, `kind`); stored and
-/// answered as its text, and follows from the document's source.
+/// What a knowledge job does (docs/api.md § Documents and jobs, `kind`).
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
 )]
@@ -64,7 +57,6 @@ pub enum JobKind {
 }
 
 impl JobKind {
-    /// Both kinds.
     pub const ALL: [Self; 2] = [Self::Ingest, Self::Crawl];
 
     /// The stored and wire text: `ingest` or `crawl`.
@@ -147,22 +139,18 @@ pub enum JobOutcome<'a> {
 /// The queue of knowledge jobs. Methods taking a user id are tenant-scoped.
 #[async_trait]
 pub trait JobQueue: Send + Sync {
-    /// Queues a job (a refresh) unless one for the document is already queued or running,
-    /// and returns the job that will do the work. Check and insert are one atomic step, so
-    /// a document never has two queued or running jobs.
+    /// Queues a job unless the document has an open one, atomically; answers the job that
+    /// will do the work.
     async fn enqueue_job(&self, job: &JobRecord) -> StoreResult<JobRecord>;
-    /// Takes the oldest queued job, or a running one whose lease ran out, marks it running
-    /// until `lease_until` and counts the attempt, which fences its completion. One claimer
-    /// per job under any concurrency (a server backend under read committed needs `FOR
-    /// UPDATE SKIP LOCKED` and the status predicate repeated in the outer `WHERE`).
+    /// Takes the oldest queued job, or one whose lease ran out, running until `lease_until`,
+    /// its attempt (the fence) counted; one claimer per job under any concurrency.
     async fn claim_job(
         &self,
         now: DateTime<Utc>,
         lease_until: DateTime<Utc>,
     ) -> StoreResult<Option<JobRecord>>;
-    /// Records progress and extends the lease while the claim `attempt` still holds the job.
-    /// `false` (nothing written) when the claim is lost: the worker must stop without
-    /// recording the job's end (docs/api.md § Documents and jobs).
+    /// Records progress and extends the lease while claim `attempt` holds the job; `false`
+    /// (nothing written) when the claim is lost.
     async fn job_progress(
         &self,
         id: &JobId,
@@ -171,19 +159,15 @@ pub trait JobQueue: Send + Sync {
         total: u32,
         lease_until: DateTime<Utc>,
     ) -> StoreResult<bool>;
-    /// Ends the claim `job.attempts` of a running job and its document in one transaction
-    /// (no reader sees the document ended while its job runs): [`JobOutcome::Indexed`]
-    /// finishes the document as `DocumentStore::finish_document` does and the job
-    /// `succeeded`; [`JobOutcome::Failed`] fails both with the reason. `false` (nothing
-    /// written) when the claim is lost.
+    /// Ends claim `job.attempts` and the job's document together as `outcome` says; `false`
+    /// (nothing written) when the claim is lost.
     async fn complete_job(
         &self,
         job: &JobRecord,
         outcome: JobOutcome<'_>,
         now: DateTime<Utc>,
     ) -> StoreResult<bool>;
-    /// Ends the job as `status` while the claim `attempt` still holds it, leaving its
-    /// document as is; `false` (nothing written) when the claim is lost.
+    /// Ends the job as `status` while claim `attempt` holds it; `false` when lost.
     async fn finish_job(
         &self,
         id: &JobId,
@@ -194,37 +178,64 @@ pub trait JobQueue: Send + Sync {
     ) -> StoreResult<bool>;
     /// A job of the user.
     async fn job(&self, user_id: &UserId, id: &JobId) -> StoreResult<Option<JobRecord>>;
-    /// How many jobs of each kind are queued, for the `agentchat_knowledge_queue_depth`
-    /// metric (README § Metrics); kinds with none are left out.
+    /// How many jobs of each kind are queued (kinds with none left out).
     async fn queued_jobs(&self) -> StoreResult<Vec<(JobKind, u64)>>;
 }
 
-/// Defines, in a private module `shared` of the invoking backend file, the [`JobQueue`]
-/// implementation of `$store` (`$writer` pool writes, `$reader` reads) and `insert_job`.
-/// The invoking file supplies `lock_document` (false when the document is gone),
-/// `CLAIM_JOB` (the claim's `UPDATE` without `RETURNING`: `$1` running, `$2` lease end,
-/// `$3` now, `$4` queued) and `own_enqueue_job`; its `rows` and `documents` modules give
-/// the row mappers and `mark_indexed`.
+/// Defines the [`JobQueue`] of `$store` (`$writer` pool writes, `$reader` reads) over the
+/// invoking file's `enqueue_job`.
 macro_rules! job_store {
     ($store:ident, $db:ty, $writer:ident, $reader:ident) => {
-        mod shared {
+        pub(super) mod shared {
             use chrono::{DateTime, Utc};
 
             use super::super::{
-                documents::mark_indexed,
+                documents::shared::mark_indexed,
                 rows::{job, ms, JOB_COLUMNS},
                 $store,
             };
-            use super::{lock_document, CLAIM_JOB};
-            use crate::ids::{JobId, UserId};
+            use super::super::row_lock;
+            use crate::ids::{DocumentId, JobId, UserId};
             use crate::store::{
                 documents::DocumentStatus,
                 jobs::{JobKind, JobOutcome, JobQueue, JobRecord, JobStatus},
                 StoreResult,
             };
 
-            /// Inserts the job `j` through `executor`, the statement ending with `on_conflict`
-            /// (empty, or an `ON CONFLICT` clause); answers the rows inserted.
+            /// Locks the job's document (before the job, as a delete does); false when gone.
+            async fn lock_document(
+                tx: &mut sqlx::Transaction<'_, $db>,
+                document_id: &DocumentId,
+            ) -> Result<bool, sqlx::Error> {
+                let sql = format!(
+                    "SELECT 1 FROM documents WHERE id = $1{}",
+                    row_lock(" FOR NO KEY UPDATE")
+                );
+                let live: Option<i32> = sqlx::query_scalar(&sql)
+                    .bind(document_id)
+                    .fetch_optional(&mut **tx)
+                    .await?;
+                Ok(live.is_some())
+            }
+
+            /// The document's open (queued or running) job, the oldest, through `executor`.
+            pub(crate) async fn open_job<'e>(
+                executor: impl sqlx::Executor<'e, Database = $db>,
+                document_id: &DocumentId,
+            ) -> Result<Option<JobRecord>, sqlx::Error> {
+                let row = sqlx::query(&format!(
+                    "SELECT {JOB_COLUMNS} FROM jobs WHERE document_id = $1 AND status IN ($2, $3) \
+                     ORDER BY created_at LIMIT 1"
+                ))
+                .bind(document_id)
+                .bind(JobStatus::Queued)
+                .bind(JobStatus::Running)
+                .fetch_optional(executor)
+                .await?;
+                row.as_ref().map(job).transpose()
+            }
+
+            /// Inserts the job `j`, the statement ending with `on_conflict`; answers the rows.
             pub(crate) async fn insert_job<'e>(
                 executor: impl sqlx::Executor<'e, Database = $db>,
                 j: &JobRecord,
@@ -254,7 +265,7 @@ macro_rules! job_store {
             #[async_trait::async_trait]
             impl JobQueue for $store {
                 async fn enqueue_job(&self, j: &JobRecord) -> StoreResult<JobRecord> {
-                    self.own_enqueue_job(j).await
+                    super::enqueue_job(self, j).await
                 }
 
                 async fn claim_job(
@@ -262,7 +273,19 @@ macro_rules! job_store {
                     now: DateTime<Utc>,
                     lease_until: DateTime<Utc>,
                 ) -> StoreResult<Option<JobRecord>> {
-                    let row = sqlx::query(&format!("{CLAIM_JOB} RETURNING {JOB_COLUMNS}"))
+                    // Where claimers run side by side, the subquery skips rows another claim
+                    // has locked and the outer `WHERE` repeats its predicate, or two workers
+                    // could take the same job under read committed.
+                    let sql = format!(
+                        "UPDATE jobs SET status = $1, lease_until = $2, attempts = attempts + 1, \
+                         started_at = COALESCE(started_at, $3) \
+                         WHERE id = (SELECT id FROM jobs WHERE status = $4 \
+                         OR (status = $1 AND lease_until < $3) ORDER BY created_at, id LIMIT 1{}) \
+                         AND (status = $4 OR (status = $1 AND lease_until < $3)) \
+                         RETURNING {JOB_COLUMNS}",
+                        row_lock(" FOR UPDATE SKIP LOCKED")
+                    );
+                    let row = sqlx::query(&sql)
                         .bind(JobStatus::Running)
                         .bind(ms(lease_until))
                         .bind(ms(now))

@@ -1,10 +1,7 @@
-//! The persistence boundary, one trait per aggregate, each in its own module with its
-//! records ([`accounts`], [`sessions`], [`api_keys`], [`agents`], [`chat`], [`documents`],
-//! [`jobs`], [`identity`], [`integrations`], [`webhooks`], [`tools`]); [`Store`] is all of
-//! them, uploads are an [`uploads::UploadStore`], and [`connect`] picks the backend from
-//! the URL scheme. Each rule a backend must keep is stated on its trait method and proven
-//! by the `test-support` conformance suite (`server/tests/store.rs`). How the backends
-//! share statements: docs/architecture.md § Store.
+//! The persistence boundary: one trait per aggregate module, [`Store`] all of them, and
+//! [`connect`] picking the backend from the URL. Each rule a backend keeps is stated on its
+//! trait method and proven by the conformance suite (`server/tests/store.rs`); how the
+//! backends share statements: docs/architecture.md § Store.
 
 pub mod accounts;
 pub mod agents;
@@ -45,10 +42,8 @@ pub use webhooks::WebhookStore;
 
 pub use crate::config::{Backend, TurnCommit};
 
-/// Everything the service persists: the supertrait of every part, so the composition root
-/// holds one `Arc<dyn Store>` and hands each service only the part it uses. Tenant-scoped
-/// where a user id is given (another user's row is "not found"). Any method may be dropped
-/// part-way and leaves no transaction open.
+/// Everything the service persists. Tenant-scoped where a user id is given (another user's
+/// row is "not found"); any method may be dropped part-way, leaving no transaction open.
 #[async_trait]
 pub trait Store:
     AccountStore
@@ -70,15 +65,14 @@ pub trait Store:
     async fn migrate(&self) -> StoreResult<()>;
     /// Whether the database answers.
     async fn ping(&self) -> StoreResult<()>;
-    /// The [`uploads::UploadStore`] kept in this database, for a shared backend
-    /// (PostgreSQL); `None` for the embedded one, whose uploads are files beside it.
+    /// The uploads kept in this database (PostgreSQL); `None` when they are files (SQLite).
     fn database_uploads(&self) -> Option<Arc<dyn uploads::UploadStore>> {
         None
     }
 }
 
-/// Opens the store named by `url`: `sqlite://path` (file created) or `postgres://...` (pool
-/// of [`postgres::DEFAULT_MAX_CONNECTIONS`]). Errors: an unknown scheme or a connection failure.
+/// Opens the store at `url` (`sqlite://path`, created, or `postgres://...`). Errors: an
+/// unknown scheme or a connection failure.
 pub async fn connect(url: &str) -> anyhow::Result<Arc<dyn Store>> {
     connect_with(
         url,
@@ -123,3 +117,58 @@ pub fn to_millis(t: DateTime<Utc>) -> i64 {
 pub fn from_millis(ms: i64) -> DateTime<Utc> {
     Utc.timestamp_millis_opt(ms).single().unwrap_or_default()
 }
+
+/// Declares a backend's aggregate modules, implements [`Store`] for `$store` (on database
+/// `$db`) through its `run_migrations`, its `$reader` pool and the further methods
+/// `$extra`, and gives it the seam method `begin_for_account`.
+macro_rules! backend {
+    ($store:ident, $db:ty, $reader:ident $(, $($extra:tt)+)?) => {
+        mod accounts;
+        mod agents;
+        mod api_keys;
+        mod chat;
+        mod documents;
+        mod identity;
+        mod integrations;
+        mod jobs;
+        mod rows;
+        mod sessions;
+        mod tools;
+        mod webhooks;
+
+        #[async_trait::async_trait]
+        impl crate::store::Store for $store {
+            async fn migrate(&self) -> crate::store::StoreResult<()> {
+                self.run_migrations().await
+            }
+
+            async fn ping(&self) -> crate::store::StoreResult<()> {
+                sqlx::query("SELECT 1").execute(&self.$reader).await?;
+                Ok(())
+            }
+
+            $($($extra)+)?
+        }
+
+        impl $store {
+            /// The pool the store reads through (for backend-specific tests and tools).
+            pub fn pool(&self) -> &sqlx::Pool<$db> {
+                &self.$reader
+            }
+
+            /// Begins a per-account check-then-act (count the account's rows, then write):
+            /// the account's row is locked where transactions run side by side, or two could
+            /// both count `limit - 1` and both insert.
+            async fn begin_for_account(
+                &self,
+                user_id: &crate::ids::UserId,
+            ) -> crate::store::StoreResult<sqlx::Transaction<'static, $db>> {
+                let mut tx = self.begin_write().await?;
+                let sql = format!("SELECT 1 FROM users WHERE id = $1{}", row_lock(" FOR UPDATE"));
+                sqlx::query(&sql).bind(user_id).execute(&mut *tx).await?;
+                Ok(tx)
+            }
+        }
+    };
+}
+use backend;

@@ -36,8 +36,7 @@ pub(crate) const DELIVERY_COLUMNS: &str =
     "id, webhook_id, user_id, event, payload, status, attempts, \
      response_status, last_error, created_at, next_attempt_at, retry_from";
 
-/// Defines, in a backend's `rows` module, the functions that read each record from a `$row`
-/// (`user`, `session`, … `delivery`, and the time helpers), and re-exports the column lists.
+/// Defines the functions reading each record from a `$row`, and re-exports the column lists.
 macro_rules! row_mappers {
     ($row:ty) => {
         use chrono::{DateTime, Utc};
@@ -60,8 +59,8 @@ macro_rules! row_mappers {
 
         pub(super) use crate::store::rows::{
             AGENT_COLUMNS, DELIVERY_COLUMNS, DOCUMENT_COLUMNS, IDENTITY_COLUMNS,
-            INTEGRATION_COLUMNS, JOB_COLUMNS, KEY_COLUMNS, MESSAGE_COLUMNS, MESSAGE_PARAMS,
-            SESSION_COLUMNS, THREAD_COLUMNS, USER_COLUMNS, WEBHOOK_COLUMNS,
+            INTEGRATION_COLUMNS, JOB_COLUMNS, KEY_COLUMNS, MESSAGE_COLUMNS, SESSION_COLUMNS,
+            THREAD_COLUMNS, USER_COLUMNS, WEBHOOK_COLUMNS,
         };
 
         /// The stored form of `t`: epoch milliseconds.
@@ -298,17 +297,19 @@ macro_rules! row_mappers {
 }
 pub(crate) use row_mappers;
 
-/// Defines, in a backend's chat module, `bind_message` and `turn_query`, which bind a
-/// turn's values to a `$query` in the order of [`THREAD_COLUMNS`] and [`MESSAGE_COLUMNS`].
+/// Defines `bind_message` and `turn_query`, binding a turn's values to a query on `$db`.
 macro_rules! turn_binders {
-    ($query:ident) => {
-        /// Binds the next [`MESSAGE_PARAMS`] parameters of `query` to `m`'s [`MESSAGE_COLUMNS`], in
-        /// their order, with `thread_id` for its thread.
+    ($db:ty) => {
+        /// A query on `$db`, its parameters bound so far.
+        type TurnQuery<'q> = sqlx::query::Query<'q, $db, <$db as sqlx::Database>::Arguments<'q>>;
+
+        /// Binds `m`'s [`MESSAGE_COLUMNS`] as the next parameters, with `thread_id`.
         fn bind_message<'q>(
-            query: $query<'q>,
-            m: &'q MessageRecord,
-            thread_id: &'q ThreadId,
-        ) -> $query<'q> {
+            query: TurnQuery<'q>,
+            m: &'q crate::store::MessageRecord,
+            thread_id: &'q crate::ids::ThreadId,
+        ) -> TurnQuery<'q> {
+            use crate::store::to_millis as ms;
             query
                 .bind(&m.id)
                 .bind(thread_id)
@@ -325,10 +326,9 @@ macro_rules! turn_binders {
                 .bind(&m.tool_calls)
         }
 
-        /// `sql`, the statement(s) of `turn` (`turn_sql`), with its parameters bound: a new
-        /// thread's seven columns or an existing thread's id and user, then each message's
-        /// [`MESSAGE_PARAMS`] ([`bind_message`]).
-        fn turn_query<'q>(sql: &'q str, turn: &'q TurnRecord) -> $query<'q> {
+        /// `sql`, the statement(s) of `turn`, with its thread's and messages' values bound.
+        fn turn_query<'q>(sql: &'q str, turn: &'q crate::store::TurnRecord) -> TurnQuery<'q> {
+            use crate::store::to_millis as ms;
             let t = &turn.thread;
             let mut query = sqlx::query(sql).bind(&t.id);
             query = if turn.new_thread {

@@ -30,10 +30,8 @@ pub struct SessionAuth {
 /// Persistence of sign-in sessions. Methods taking a user id are tenant-scoped.
 #[async_trait]
 pub trait SessionStore: Send + Sync {
-    /// Creates a session, then ends (revokes, reason `evicted`) the oldest live ones beyond
-    /// `max_live` and returns their ids; live means not revoked and seen at or after
-    /// `idle_cutoff`. Insert and eviction are one atomic step, so parallel sign-ins leave at
-    /// most `max_live` live sessions, the newest.
+    /// Creates a session and, atomically, evicts the live ones (not revoked, seen since
+    /// `idle_cutoff`) beyond the newest `max_live`; answers their ids.
     async fn create_session(
         &self,
         session: SessionRecord,
@@ -41,9 +39,8 @@ pub trait SessionStore: Send + Sync {
         idle_cutoff: DateTime<Utc>,
     ) -> StoreResult<Vec<SessionId>>;
     async fn session_auth(&self, session_id: &SessionId) -> StoreResult<Option<SessionAuth>>;
-    /// Compare-and-set of the refresh jti: replaces it if it still is `old_jti` and the
-    /// session is not revoked; of any number of rotations from one `old_jti`, exactly one
-    /// answers true.
+    /// Replaces the refresh jti if it still is `old_jti` on a live session; of rotations
+    /// from one `old_jti`, exactly one answers true.
     async fn rotate_refresh(
         &self,
         session_id: &SessionId,
@@ -76,10 +73,8 @@ pub trait SessionStore: Send + Sync {
     ) -> StoreResult<Vec<SessionRecord>>;
 }
 
-/// Defines, in a private module `shared` of the invoking backend file, the
-/// [`SessionStore`] implementation of `$store` (`$writer` pool writes, `$reader` reads); a
-/// creation begins with `begin_for_account`. The invoking file supplies
-/// `end_sessions_over_cap` and `TOUCH_SESSION` (moves `last_seen_at` up, never back).
+/// Defines the [`SessionStore`] of `$store` (`$writer` pool writes, `$reader` reads) with
+/// the invoking file's `TOUCH_SESSION` (moves `last_seen_at` up, never back).
 macro_rules! session_store {
     ($store:ident, $db:ty, $writer:ident, $reader:ident) => {
         mod shared {
@@ -89,9 +84,43 @@ macro_rules! session_store {
                 rows::{ms, plan, session, SESSION_COLUMNS},
                 $store,
             };
-            use super::{end_sessions_over_cap, TOUCH_SESSION};
+            use super::super::{in_list, list};
+            use super::TOUCH_SESSION;
             use crate::ids::{SessionId, UserId};
             use crate::store::{SessionAuth, SessionRecord, SessionStore, StoreResult};
+
+            /// Evicts the account's live sessions beyond the newest `max_live`; their ids.
+            async fn end_sessions_over_cap(
+                tx: &mut sqlx::Transaction<'_, $db>,
+                user_id: &UserId,
+                idle_cutoff: DateTime<Utc>,
+                max_live: usize,
+                now: DateTime<Utc>,
+            ) -> Result<Vec<SessionId>, sqlx::Error> {
+                let over: Vec<SessionId> = sqlx::query_scalar(
+                    "SELECT id FROM (SELECT id, row_number() OVER \
+                     (ORDER BY created_at DESC, id DESC) AS n FROM sessions \
+                     WHERE user_id = $1 AND revoked_at IS NULL AND last_seen_at >= $2) AS live \
+                     WHERE n > $3 ORDER BY n",
+                )
+                .bind(user_id)
+                .bind(ms(idle_cutoff))
+                .bind(max_live as i64)
+                .fetch_all(&mut **tx)
+                .await?;
+                if !over.is_empty() {
+                    let sql = format!(
+                        "UPDATE sessions SET revoked_at = $1, revoked_reason = 'evicted' WHERE id {}",
+                        in_list("$2")
+                    );
+                    sqlx::query(&sql)
+                        .bind(ms(now))
+                        .bind(list(&over))
+                        .execute(&mut **tx)
+                        .await?;
+                }
+                Ok(over)
+            }
 
             #[async_trait::async_trait]
             impl SessionStore for $store {

@@ -1,6 +1,4 @@
-//! The agent tools part of the persistence boundary (`agent_tools`, docs/api.md § Tools).
-//! Secret headers arrive sealed ([`crate::crypto::SecretBox`]); the statements are the
-//! same on both backends, so they are written once here.
+//! Agent tools and their approvals ([`ToolStore`], docs/api.md § Tools).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -25,8 +23,7 @@ pub struct ToolRecord {
     pub requires_approval: bool,
     /// The config object as JSON text, without secrets.
     pub config: String,
-    /// The secret headers as a JSON object, sealed with the owner and tool ids as
-    /// associated data; `None` when there are none.
+    /// The secret headers' JSON object, sealed ([`crate::crypto::SecretBox`]); `None`: none.
     pub secrets_sealed: Option<Vec<u8>>,
     /// Id of the key that sealed `secrets_sealed`.
     pub key_id: Option<String>,
@@ -80,10 +77,8 @@ pub(crate) const UPDATE_TOOL: &str = "UPDATE agent_tools SET name = $1, descript
 /// Persistence of agent tools; every method is scoped to the owner and agent.
 #[async_trait]
 pub trait ToolStore: Send + Sync {
-    /// Stores a new tool unless its agent has `limit` tools already or is not the owner's
-    /// (false, nothing written); count and insert are one atomic step per agent.
-    ///
-    /// Errors: [`crate::store::Conflict::ToolName`] when the agent has a tool of that name.
+    /// Stores a new tool unless its agent has `limit` or is not the owner's (false), atomically
+    /// per agent. Errors: [`crate::store::Conflict::ToolName`] for a name taken.
     async fn create_tool(&self, record: &ToolRecord, limit: u32) -> StoreResult<bool>;
     /// The agent's tools, oldest first.
     async fn list_tools(
@@ -97,10 +92,8 @@ pub trait ToolStore: Send + Sync {
         agent_id: &AgentId,
         id: &ToolId,
     ) -> StoreResult<Option<ToolRecord>>;
-    /// Replaces the mutable fields (name, description, enabled, approval, config, secrets,
-    /// key id, updated time); false when the owner's agent has no such tool.
-    ///
-    /// Errors: [`crate::store::Conflict::ToolName`] when another tool has the new name.
+    /// Replaces the mutable fields; false when the owner's agent has no such tool. Errors:
+    /// [`crate::store::Conflict::ToolName`] for a name taken.
     async fn update_tool(&self, record: &ToolRecord) -> StoreResult<bool>;
     /// False when the owner's agent has no such tool.
     async fn delete_tool(
@@ -119,8 +112,7 @@ pub trait ToolStore: Send + Sync {
         thread_id: &ThreadId,
         tool_call_id: &ToolCallId,
     ) -> StoreResult<Option<ApprovalRecord>>;
-    /// Decides a pending, unexpired approval of the owner's agent and thread as `approved`
-    /// or `denied` at `now`; of any number of decisions of one approval, exactly one
+    /// Decides a pending, unexpired approval at `now`; of concurrent decisions exactly one
     /// answers true.
     async fn decide_approval(
         &self,
@@ -137,10 +129,8 @@ pub trait ToolStore: Send + Sync {
     ) -> StoreResult<()>;
     /// The approvals of reply `message_id` that are still pending.
     async fn pending_approvals(&self, message_id: &MessageId) -> StoreResult<Vec<ApprovalRecord>>;
-    /// Claims the continuation of reply `message_id`'s turn: once every approval of the
-    /// reply is decided with its result and none was claimed, marks them claimed and
-    /// answers them oldest first; otherwise an empty list. At most one concurrent claim
-    /// gets them, and the last claim after every result is recorded does.
+    /// Once every approval of reply `message_id` has its result and none was claimed, claims
+    /// and answers them oldest first (one claimer gets them); otherwise an empty list.
     async fn claim_continuation(&self, message_id: &MessageId) -> StoreResult<Vec<ApprovalRecord>>;
 }
 
@@ -196,16 +186,13 @@ macro_rules! approval_mapper {
 }
 pub(crate) use approval_mapper;
 
-/// Defines, in a private module `shared` of the invoking backend file, the [`ToolStore`]
-/// implementation of `$store` (`$writer` pool writes, `$reader` reads); a unique violation
-/// is the tool name's conflict. The invoking file supplies `own_create_tool` (with
-/// [`ToolStore::create_tool`]'s signature, built on `insert_tool_query!`).
+/// Defines the [`ToolStore`] of `$store` (`$writer` pool writes, `$reader` reads).
 macro_rules! tool_store {
     ($store:ident, $db:ty, $writer:ident, $reader:ident) => {
         mod shared {
             use chrono::{DateTime, Utc};
 
-            use super::super::$store;
+            use super::super::{row_lock, $store};
             use crate::ids::{AgentId, MessageId, ThreadId, ToolCallId, ToolId, UserId};
             use crate::store::{
                 to_millis,
@@ -224,7 +211,17 @@ macro_rules! tool_store {
             #[async_trait::async_trait]
             impl ToolStore for $store {
                 async fn create_tool(&self, r: &ToolRecord, limit: u32) -> StoreResult<bool> {
-                    self.own_create_tool(r, limit).await
+                    // The agent's row locked first (where transactions run side by side), so
+                    // parallel creations count each other's tools.
+                    let mut tx = self.begin_write().await?;
+                    let sql = format!("SELECT 1 FROM agents WHERE id = $1{}", row_lock(" FOR UPDATE"));
+                    sqlx::query(&sql).bind(&r.agent_id).execute(&mut *tx).await?;
+                    let done = crate::store::tools::insert_tool_query!(r, limit)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(name_conflict)?;
+                    tx.commit().await?;
+                    Ok(done.rows_affected() == 1)
                 }
 
                 async fn list_tools(
@@ -433,8 +430,7 @@ macro_rules! tool_store {
 }
 pub(crate) use tool_store;
 
-/// [`INSERT_TOOL`] with the values of `$r` (a [`ToolRecord`]) and `$limit` bound, on
-/// either backend.
+/// [`INSERT_TOOL`] with `$r` (a [`ToolRecord`]) and `$limit` bound.
 macro_rules! insert_tool_query {
     ($r:expr, $limit:expr) => {
         sqlx::query(crate::store::tools::INSERT_TOOL)
@@ -456,8 +452,7 @@ macro_rules! insert_tool_query {
 }
 pub(crate) use insert_tool_query;
 
-/// A unique violation of `(agent_id, name)` as [`crate::store::Conflict::ToolName`]; any
-/// other error as the store's.
+/// A unique violation as [`crate::store::Conflict::ToolName`], any other error as is.
 pub(crate) fn name_conflict(err: sqlx::Error) -> super::StoreError {
     if super::sqlx_error::is_unique_violation(&err) {
         super::StoreError::Conflict(super::Conflict::ToolName)

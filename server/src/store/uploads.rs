@@ -1,7 +1,5 @@
-//! Where uploaded files are kept until their document is deleted, for the ingestion job
-//! and refreshes on any instance (docs/api.md § Documents and jobs). [`for_backend`] picks
-//! [`UploadDir`] (SQLite: `DATA_DIR/uploads/{documentId}`) or the PostgreSQL store's
-//! `document_uploads` table, written with the document and deleted with it.
+//! Where uploaded files are kept until their document is deleted: a folder ([`UploadDir`])
+//! or the PostgreSQL store's `document_uploads` table ([`for_backend`]).
 
 use std::{
     io::ErrorKind,
@@ -20,9 +18,7 @@ use crate::ids::DocumentId;
 /// The uploaded files of file documents (docs/api.md § Upload document), by document id.
 #[async_trait]
 pub trait UploadStore: Send + Sync {
-    /// Stores the file document `doc`, its first job `job` and the file's `bytes`, all or
-    /// none, so the job's worker finds the bytes once it sees the job.
-    ///
+    /// Stores the file document `doc`, its first job and the file's `bytes`, all or none.
     /// Errors: the store's; [`StoreError::Other`] when a file cannot be written.
     async fn create_file_document(
         &self,
@@ -31,21 +27,15 @@ pub trait UploadStore: Send + Sync {
         bytes: &[u8],
     ) -> StoreResult<()>;
 
-    /// The stored upload of `document_id`; `None` when there is none.
-    ///
-    /// Errors: the store's; [`StoreError::Other`] when a file exists but cannot be read.
+    /// The stored upload of `document_id`, if any. Errors: also a file that cannot be read.
     async fn upload(&self, document_id: &DocumentId) -> StoreResult<Option<Vec<u8>>>;
 
-    /// Removes the uploads of deleted `documents` (ids without one are skipped).
-    ///
-    /// Errors: the store's; a file that cannot be removed is logged and left.
+    /// Removes the uploads of deleted `documents`; a file that cannot be removed is logged.
     async fn remove_uploads(&self, documents: &[DocumentId]) -> StoreResult<()>;
 }
 
-/// The upload store for `database_url`'s backend: PostgreSQL's own table
-/// ([`Store::database_uploads`]), otherwise the folder `dir` (created when missing).
-///
-/// Errors: `dir` cannot be created; a PostgreSQL store without an upload table.
+/// The upload store of `database_url`'s backend: PostgreSQL's table, else the folder `dir`.
+/// Errors: `dir` cannot be created.
 pub fn for_backend(
     database_url: &str,
     store: Arc<dyn Store>,

@@ -9,9 +9,8 @@ use crate::{
     ids::{DeliveryId, UserId, WebhookId},
 };
 
-/// A webhook delivery's state (docs/api.md § States and transitions): `pending` →
-/// `sending` → `succeeded`, back to `pending` for a retry, or `failed`; a redelivery puts
-/// it back to `pending`. Stored and answered as its text ([`DeliveryStatus::as_str`]).
+/// A webhook delivery's state (docs/api.md § States and transitions), stored and answered
+/// as its text.
 #[derive(
     Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
 )]
@@ -20,18 +19,15 @@ use crate::{
 pub enum DeliveryStatus {
     /// Waiting for `next_attempt_at`: when queued, after a retryable attempt, or redelivered.
     Pending,
-    /// Claimed by a worker under a lease ([`WebhookStore::claim_deliveries`]); an expired
-    /// lease makes it claimable again.
+    /// Claimed by a worker under a lease ([`WebhookStore::claim_deliveries`]).
     Sending,
     /// A 2xx answer arrived ([`WebhookStore::record_attempt`]).
     Succeeded,
-    /// Given up: a final answer, the retry window ran out, or the webhook was disabled
-    /// ([`WebhookStore::record_attempt`]).
+    /// Given up ([`WebhookStore::record_attempt`]).
     Failed,
 }
 
 impl DeliveryStatus {
-    /// Every state, in the order of docs/api.md § States and transitions.
     pub const ALL: [Self; 4] = [Self::Pending, Self::Sending, Self::Succeeded, Self::Failed];
 
     /// The stored and wire text: `pending`, `sending`, `succeeded` or `failed`.
@@ -57,8 +53,7 @@ pub struct WebhookRecord {
     pub id: WebhookId,
     pub user_id: UserId,
     pub url: String,
-    /// The event types subscribed, in the order given, each once; stored as a JSON array
-    /// of their names.
+    /// The event types subscribed, in the order given, each once (stored as a JSON array).
     pub events: Vec<EventType>,
     pub description: String,
     /// Nonce (12 bytes) followed by the AES-256-GCM ciphertext of the secret's key bytes.
@@ -115,8 +110,7 @@ pub struct ClaimedDelivery {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AttemptRecord {
     pub delivery_id: DeliveryId,
-    /// 1-based attempt number: the delivery's `attempts` after the claim this attempt was
-    /// made under, which fences [`WebhookStore::record_attempt`].
+    /// 1-based: the delivery's `attempts` after the claim it was made under (the fence).
     pub attempt: u32,
     pub started_at: DateTime<Utc>,
     /// Wall time of the attempt in milliseconds.
@@ -130,7 +124,6 @@ pub struct AttemptRecord {
 /// What happens to a delivery after an attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AfterAttempt {
-    /// Delivered (2xx).
     Succeeded,
     /// Try again at the given time.
     RetryAt(DateTime<Utc>),
@@ -143,9 +136,8 @@ pub enum AfterAttempt {
 /// Webhooks and their delivery queue; another user's row is "not found".
 #[async_trait]
 pub trait WebhookStore: Send + Sync {
-    /// Creates a webhook unless its owner already has `limit`; false (nothing written) at
-    /// the limit. Count and insert are one atomic step, so concurrent creations never pass
-    /// the limit.
+    /// Creates a webhook unless its owner has `limit` (false); concurrent creations never
+    /// pass the limit.
     async fn create_webhook(&self, webhook: &WebhookRecord, limit: u32) -> StoreResult<bool>;
     /// The user's webhooks, oldest first.
     async fn list_webhooks(&self, user_id: &UserId) -> StoreResult<Vec<WebhookRecord>>;
@@ -155,7 +147,7 @@ pub trait WebhookStore: Send + Sync {
     async fn delete_webhook(&self, user_id: &UserId, id: &WebhookId) -> StoreResult<bool>;
 
     /// Queues `payload` for every active webhook of `user_id` subscribed to `event`, due at
-    /// `now`; returns how many deliveries were queued (usually 0 or 1, one query when 0).
+    /// `now`; answers how many.
     async fn enqueue_event(
         &self,
         user_id: &UserId,
@@ -163,21 +155,17 @@ pub trait WebhookStore: Send + Sync {
         payload: &str,
         now: DateTime<Utc>,
     ) -> StoreResult<usize>;
-    /// Takes up to `limit` due deliveries of active webhooks, earliest first (pending and
-    /// due by `now`, or sending with a lease ended before `now`), marks them sending until
-    /// `lease_until` and counts the attempt, which numbers it. One claimer per delivery
-    /// under any concurrency (docs/architecture.md § Store).
+    /// Takes up to `limit` due deliveries of active webhooks (pending and due, or with an
+    /// ended lease), earliest first, sending until `lease_until`, their attempt counted; one
+    /// claimer per delivery under any concurrency.
     async fn claim_deliveries(
         &self,
         now: DateTime<Utc>,
         lease_until: DateTime<Utc>,
         limit: u32,
     ) -> StoreResult<Vec<ClaimedDelivery>>;
-    /// Stores the attempt and, in the same transaction, moves its delivery on as `after`
-    /// says, but only while the delivery is still sending under this claim
-    /// (`attempts = attempt.attempt`); otherwise only the attempt is stored, the webhook is
-    /// left as is, and the answer is false, so a later claim or redelivery is never
-    /// overwritten.
+    /// Stores the attempt and moves its delivery on as `after` says while it is still
+    /// sending under this claim; otherwise stores only the attempt and answers false.
     async fn record_attempt(
         &self,
         attempt: &AttemptRecord,
@@ -195,8 +183,8 @@ pub trait WebhookStore: Send + Sync {
     ) -> StoreResult<Vec<DeliveryRecord>>;
     /// The attempts of a delivery, oldest first.
     async fn delivery_attempts(&self, delivery_id: &DeliveryId) -> StoreResult<Vec<AttemptRecord>>;
-    /// Makes a delivery of the user's webhook pending and due at `now` with a fresh retry
-    /// window. `Ok(None)`: no such delivery; `Ok(Some(false))`: being sent now, left alone.
+    /// Makes a delivery pending, due at `now`, with a fresh retry window; `None`: no such
+    /// delivery, `Some(false)`: being sent now, left alone.
     async fn redeliver(
         &self,
         user_id: &UserId,
@@ -206,12 +194,8 @@ pub trait WebhookStore: Send + Sync {
     ) -> StoreResult<Option<bool>>;
 }
 
-/// Defines, in a private module `shared` of the invoking backend file, the
-/// [`WebhookStore`] implementation of `$store` (`$writer` pool writes, `$reader` reads).
-/// The invoking file supplies `SUBSCRIBED_WEBHOOKS` (active webhooks of owner `$1`
-/// subscribed to event `$2`) and `CLAIM_DUE_DELIVERIES` (the claim's `UPDATE` without
-/// `RETURNING`: `$1` sending, `$2` lease end, `$3` pending, `$4` now, `$5` limit); its
-/// `rows` module gives the row mappers.
+/// Defines the [`WebhookStore`] of `$store` (`$writer` pool writes, `$reader` reads) from
+/// the invoking file's `SUBSCRIBED_WEBHOOKS` (owner `$1`, event `$2`).
 macro_rules! webhook_store {
     ($store:ident, $db:ty, $writer:ident, $reader:ident) => {
         mod shared {
@@ -222,7 +206,8 @@ macro_rules! webhook_store {
                 rows::{delivery, ms, time, webhook, DELIVERY_COLUMNS, WEBHOOK_COLUMNS},
                 $store,
             };
-            use super::{CLAIM_DUE_DELIVERIES, SUBSCRIBED_WEBHOOKS};
+            use super::super::row_lock;
+            use super::SUBSCRIBED_WEBHOOKS;
             use crate::ids::{DeliveryId, UserId, WebhookId};
             use crate::store::{
                 webhooks::{
@@ -343,9 +328,24 @@ macro_rules! webhook_store {
                     lease_until: DateTime<Utc>,
                     limit: u32,
                 ) -> StoreResult<Vec<ClaimedDelivery>> {
-                    let rows = sqlx::query(&format!(
-                        "{CLAIM_DUE_DELIVERIES} RETURNING {DELIVERY_COLUMNS}"
-                    ))
+                    // Due pending deliveries, then claims whose worker stopped renewing, of
+                    // active webhooks, picked once in a materialised CTE (an `IN` subquery may
+                    // be re-run per row and pick beyond the limit); where claimers run side by
+                    // side, rows are locked `SKIP LOCKED` and the outer `WHERE` re-checks each.
+                    let sql = format!(
+                        "WITH due AS MATERIALIZED ( \
+                           SELECT d.id FROM webhook_deliveries d \
+                           WHERE ((d.status = $3 AND d.next_attempt_at <= $4) \
+                                  OR (d.status = $1 AND d.lease_until < $4)) \
+                             AND EXISTS (SELECT 1 FROM webhooks w WHERE w.id = d.webhook_id AND w.active) \
+                           ORDER BY d.next_attempt_at, d.id LIMIT $5{}) \
+                         UPDATE webhook_deliveries SET status = $1, lease_until = $2, attempts = attempts + 1 \
+                         WHERE id IN (SELECT id FROM due) \
+                           AND ((status = $3 AND next_attempt_at <= $4) OR (status = $1 AND lease_until < $4)) \
+                         RETURNING {DELIVERY_COLUMNS}",
+                        row_lock(" FOR UPDATE OF d SKIP LOCKED")
+                    );
+                    let rows = sqlx::query(&sql)
                     .bind(DeliveryStatus::Sending)
                     .bind(ms(lease_until))
                     .bind(DeliveryStatus::Pending)

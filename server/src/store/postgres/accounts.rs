@@ -3,4 +3,3 @@
 //! `Conflict::Email`); a token is consumed once by one conditional `UPDATE … RETURNING`.
 
 crate::store::accounts::account_store!(PgStore, sqlx::Postgres, pool, pool);
-pub(super) use shared::insert_user;

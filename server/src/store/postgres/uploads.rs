@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 
-use super::{begin, documents::insert_document, jobs::insert_job, PgStore};
+use super::{begin, documents::shared::insert_document, jobs::shared::insert_job, PgStore};
 use crate::ids::DocumentId;
 use crate::store::{documents::DocumentRecord, jobs::JobRecord, uploads::UploadStore, StoreResult};
 

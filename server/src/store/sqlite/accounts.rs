@@ -2,4 +2,3 @@
 //! Every statement is shared with PostgreSQL ([`crate::store::accounts::account_store`]).
 
 crate::store::accounts::account_store!(SqliteStore, sqlx::Sqlite, writer, pool);
-pub(super) use shared::insert_user;

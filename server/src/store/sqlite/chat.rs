@@ -1,22 +1,15 @@
-//! [`crate::store::ChatStore`] on SQLite (`migrations/sqlite/0002_agents_chat.sql`; the thread counters
-//! and daily usage are kept by the triggers of `0010_message_triggers.sql`).
+//! [`crate::store::ChatStore`] on SQLite: the chat-turn writer, its turns batched on the writer.
 
 use futures::TryStreamExt;
 
-use super::{
-    rows::{ms, MESSAGE_COLUMNS, MESSAGE_PARAMS},
-    SqliteStore,
-};
-use crate::ids::ThreadId;
-use crate::store::{MessageRecord, StoreError, StoreResult, ThreadRecord, TurnRecord};
+use super::SqliteStore;
+use crate::store::chat::{insert_messages_sql, insert_thread_sql, turn_stored};
+use crate::store::{StoreResult, TurnRecord};
 
-crate::store::rows::turn_binders!(SqliteQuery);
+crate::store::rows::turn_binders!(sqlx::Sqlite);
 
-/// The statements that store one turn of `messages` messages in one writer call, at
-/// `place` in the batch's transaction (`?NNN` parameters are shared between them): a new
-/// thread binds `?1`–`?7`, an existing one `?1` id and `?2` user; each message binds
-/// [`MESSAGE_PARAMS`] and goes in only when the thread is the user's, so the turn is whole
-/// or nothing.
+/// The statements of one turn in one writer call, at `place` in the batch (parameters are
+/// shared between them); each message goes in only when the thread is the user's.
 fn turn_sql(place: Place, new_thread: bool, messages: usize) -> std::borrow::Cow<'static, str> {
     static TWO_MESSAGES: [std::sync::OnceLock<[String; 2]>; 4] =
         [const { std::sync::OnceLock::new() }; 4];
@@ -39,8 +32,7 @@ fn turn_sql(place: Place, new_thread: bool, messages: usize) -> std::borrow::Cow
     crate::store::chat::turn_statement(shapes, build, new_thread, messages)
 }
 
-/// Where a turn's call stands in its batch's transaction: the first opens it (`BEGIN
-/// IMMEDIATE`), the last commits it, so a batch costs one writer call per turn.
+/// Where a turn's call stands in its batch's transaction: the first opens it, the last commits.
 #[derive(Clone, Copy)]
 struct Place {
     opens: bool,
@@ -49,34 +41,18 @@ struct Place {
 
 /// The text of [`turn_sql`].
 fn build_turn_sql(new_thread: bool, messages: usize) -> String {
-    let (mut next, user) = if new_thread { (8, 3) } else { (3, 2) };
-    let mut sql = String::with_capacity(256 * (messages + 1));
-    if new_thread {
-        sql.push_str(
-            "INSERT INTO threads (id, agent_id, user_id, title, message_count, created_at, updated_at) \
-             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 \
-             WHERE EXISTS (SELECT 1 FROM agents WHERE id = ?2 AND user_id = ?3); ",
-        );
+    match new_thread {
+        true => format!(
+            "{}; {}; ",
+            insert_thread_sql(""),
+            insert_messages_sql(8, messages, 3, "")
+        ),
+        false => format!("{}; ", insert_messages_sql(3, messages, 2, "")),
     }
-    for _ in 0..messages {
-        let params: Vec<String> = (next..next + MESSAGE_PARAMS)
-            .map(|n| format!("?{n}"))
-            .collect();
-        next += MESSAGE_PARAMS;
-        sql.push_str(&format!(
-            "INSERT INTO messages ({MESSAGE_COLUMNS}) SELECT {} \
-             WHERE EXISTS (SELECT 1 FROM threads WHERE id = ?1 AND user_id = ?{user}); ",
-            params.join(", ")
-        ));
-    }
-    sql
 }
 
-/// Writes `turns` on `conn` in one transaction ([`Place`]) and answers whether each was
-/// stored; a channel link, and a final COMMIT after one, take a call of their own.
-///
-/// Errors: the store's, and a turn that wrote only some of its rows. After an error the
-/// transaction may still be open and the connection must not go back ([`UnfinishedGuard`]).
+/// Writes `turns` on `conn` in one transaction and answers whether each was stored. After
+/// an error the transaction may be open: the connection must not go back ([`UnfinishedGuard`]).
 async fn write_turns(
     conn: &mut sqlx::SqliteConnection,
     turns: &[TurnRecord],
@@ -84,7 +60,6 @@ async fn write_turns(
     let mut stored = Vec::with_capacity(turns.len());
     let mut committed = turns.is_empty();
     for (i, turn) in turns.iter().enumerate() {
-        let t = &turn.thread;
         let place = Place {
             opens: i == 0,
             commits: i + 1 == turns.len() && turn.channel.is_none(),
@@ -102,21 +77,7 @@ async fn write_turns(
             usize::from(place.opens)..written.len().saturating_sub(usize::from(place.commits));
         let rows: u64 = written.get(own).map_or(0, |own| own.iter().sum());
         committed = place.commits;
-        let whole = turn.messages.len() as u64 + u64::from(turn.new_thread);
-        match rows {
-            0 => stored.push(false),
-            n if n == whole => {
-                if let Some(link) = &turn.channel {
-                    link_channel(&mut *conn, link, &t.id).await?;
-                }
-                stored.push(true)
-            }
-            n => {
-                return Err(StoreError::Other(anyhow::anyhow!(
-                    "a chat turn wrote {n} of its {whole} rows"
-                )))
-            }
-        }
+        stored.push(shared::finish_turn(&mut *conn, turn, rows, turn_rows(turn)).await?);
     }
     if !committed {
         sqlx::query("COMMIT").execute(&mut *conn).await?;
@@ -124,9 +85,8 @@ async fn write_turns(
     Ok(stored)
 }
 
-/// The writer's connection while `record_turns` runs its own transaction on it. Dropped
-/// before [`UnfinishedGuard::finished`] (a failure or a cancellation), it closes the
-/// connection, which rolls the transaction back, instead of returning it to the pool.
+/// The writer's connection during `record_turns`: dropped unfinished, it is closed (rolling
+/// back), not returned to the pool.
 struct UnfinishedGuard {
     conn: sqlx::pool::PoolConnection<sqlx::Sqlite>,
     finished: bool,
@@ -158,58 +118,34 @@ impl Drop for UnfinishedGuard {
     }
 }
 
-/// A query on the SQLite store, its parameters bound so far.
-type SqliteQuery<'q> = sqlx::query::Query<'q, sqlx::Sqlite, sqlx::sqlite::SqliteArguments<'q>>;
+/// Stores `turn` through `pool` in one call to the writer.
+async fn store_turn(pool: &sqlx::SqlitePool, turn: &TurnRecord) -> StoreResult<bool> {
+    let place = Place {
+        opens: false,
+        commits: false,
+    };
+    let sql = turn_sql(place, turn.new_thread, turn.messages.len());
+    let done = turn_query(&sql, turn).execute(pool).await?;
+    turn_stored(done.rows_affected(), turn_rows(turn))
+}
+
+/// The rows `turn` writes whole: its thread when new, and its messages.
+fn turn_rows(turn: &TurnRecord) -> u64 {
+    turn.messages.len() as u64 + u64::from(turn.new_thread)
+}
 
 crate::store::chat::chat_store!(SqliteStore, sqlx::Sqlite, writer, pool);
-use shared::link_channel;
 
-/// Two statements in one call to the one writer, and the chat-turn writer's batches of
-/// calls.
-impl SqliteStore {
-    /// [`crate::store::ChatStore::create_thread`]: two statements in one call to the writer.
-    async fn own_create_thread(
-        &self,
-        t: &ThreadRecord,
-        first: &MessageRecord,
-    ) -> StoreResult<bool> {
-        // Two statements in one call to the writer (sqlx runs them in order, and `?NNN`
-        // parameters are shared between them): the message goes in only when the thread
-        // did. The triggers of migration 0010 count it on the thread and in the usage.
-        let sql = format!(
-            "INSERT INTO threads (id, agent_id, user_id, title, message_count, created_at, updated_at) \
-             SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7 \
-             WHERE EXISTS (SELECT 1 FROM agents WHERE id = ?2 AND user_id = ?3); \
-             INSERT INTO messages ({MESSAGE_COLUMNS}) \
-             SELECT ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20 \
-             WHERE EXISTS (SELECT 1 FROM threads WHERE id = ?1 AND user_id = ?3)"
-        );
-        let query = sqlx::query(&sql)
-            .bind(&t.id)
-            .bind(&t.agent_id)
-            .bind(&t.user_id)
-            .bind(&t.title)
-            .bind(t.message_count)
-            .bind(ms(t.created_at))
-            .bind(ms(t.updated_at));
-        let done = bind_message(query, first, &t.id)
-            .execute(&self.writer)
-            .await?;
-        Ok(done.rows_affected() == 2)
-    }
-
-    /// [`crate::store::ChatStore::record_turns`]: the chat-turn writer's batches, one call to the writer per
-    /// turn.
-    async fn own_record_turns(&self, turns: &[TurnRecord]) -> StoreResult<Vec<bool>> {
-        // One transaction on the writer: one commit (one append to the write-ahead log) for
-        // every turn. Each call to the writer is a round trip to its worker thread, so the
-        // transaction's BEGIN goes with the first turn's statements and its COMMIT with the
-        // last one's: a batch costs one call per turn ([`write_turns`]). A batch that fails
-        // or is cancelled leaves its connection unfinished: it is closed rather than
-        // returned to the pool, and closing it rolls the transaction back.
-        let mut conn = UnfinishedGuard::new(self.writer.acquire().await?);
-        let stored = write_turns(conn.connection(), turns).await?;
-        conn.finished();
-        Ok(stored)
-    }
+/// [`crate::store::ChatStore::record_turns`]: one writer call per turn.
+async fn record_turns(store: &SqliteStore, turns: &[TurnRecord]) -> StoreResult<Vec<bool>> {
+    // One transaction on the writer: one commit (one append to the write-ahead log) for
+    // every turn. Each call to the writer is a round trip to its worker thread, so the
+    // transaction's BEGIN goes with the first turn's statements and its COMMIT with the
+    // last one's: a batch costs one call per turn ([`write_turns`]). A batch that fails
+    // or is cancelled leaves its connection unfinished: it is closed rather than
+    // returned to the pool, and closing it rolls the transaction back.
+    let mut conn = UnfinishedGuard::new(store.writer.acquire().await?);
+    let stored = write_turns(conn.connection(), turns).await?;
+    conn.finished();
+    Ok(stored)
 }

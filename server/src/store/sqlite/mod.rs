@@ -3,30 +3,17 @@
 
 use std::{str::FromStr, sync::Arc, time::Duration};
 
-use async_trait::async_trait;
 use sqlx::{
     sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions, SqliteSynchronous},
     ConnectOptions, SqlitePool,
 };
 
-use crate::store::{sqlx_error::is_unique_violation, Store, StoreError, StoreResult};
+use crate::store::{sqlx_error::is_unique_violation, StoreError, StoreResult};
 
-mod accounts;
-mod agents;
-mod api_keys;
-mod chat;
-mod documents;
-mod identity;
-mod integrations;
-mod jobs;
-mod rows;
-mod sessions;
-mod tools;
-mod webhooks;
+super::backend!(SqliteStore, sqlx::Sqlite, pool);
 
-/// [`Store`] on SQLite: writes go through one connection (`writer`), reads through a pool
-/// of read-only connections in WAL mode. The writer never checkpoints the WAL itself; a
-/// `Checkpointer` does it every [`CHECKPOINT_INTERVAL`] (docs/architecture.md § Store).
+/// [`crate::store::Store`] on SQLite: writes through one connection, reads through read-only
+/// ones, the WAL checkpointed beside them (docs/architecture.md § Store).
 #[derive(Clone)]
 pub struct SqliteStore {
     pool: SqlitePool,
@@ -43,13 +30,11 @@ pub const READERS: u32 = 8;
 /// How often the checkpointer copies the WAL into the database file.
 pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
 
-/// Largest size the WAL file is left at after a checkpoint has emptied it, in bytes
-/// (`journal_size_limit`; without it the file keeps its largest size).
+/// Largest size, in bytes, the WAL file is left at after a checkpoint (`journal_size_limit`).
 pub const WAL_SIZE_LIMIT: u64 = 64 * 1024 * 1024;
 
-/// The task that runs a passive WAL checkpoint every [`CHECKPOINT_INTERVAL`], never
-/// blocking the writer or readers; a failure is logged and retried next interval. Dropped,
-/// it stops.
+/// The task running a passive WAL checkpoint every [`CHECKPOINT_INTERVAL`] (a failure is
+/// logged); stops when dropped.
 struct Checkpointer(tokio::task::AbortHandle);
 
 impl Checkpointer {
@@ -132,49 +117,46 @@ impl SqliteStore {
         })
     }
 
-    /// The read-only pool (for backend-specific tests and tools).
-    pub fn pool(&self) -> &SqlitePool {
-        &self.pool
-    }
-
     /// The pool of the one writing connection (for backend-specific tests and tools).
     pub fn writer(&self) -> &SqlitePool {
         &self.writer
     }
 }
 
-/// Appended to a shared statement's read of a referenced row: nothing on SQLite, whose
-/// one writer runs no delete meanwhile.
-const KEY_SHARE: &str = "";
+/// A shared statement's row lock: none, as the one writer runs no other write meanwhile.
+fn row_lock(_clause: &'static str) -> &'static str {
+    ""
+}
 
-/// The seam the statements shared with the other backend are written against (the
-/// `*_store!` macros of [`crate::store`]): how a write transaction begins.
+/// The rows (column `value`) of the JSON array bound as `param`.
+fn json_rows(param: &str) -> String {
+    format!("json_each({param})")
+}
+
+/// "Is in the list bound as `param`" for a JSON array: SQLite binds no arrays.
+fn in_list(param: &str) -> String {
+    format!("IN (SELECT value FROM json_each({param}))")
+}
+
+/// `items` bound as a JSON array for [`in_list`].
+fn list<T: serde::Serialize>(items: &[T]) -> String {
+    serde_json::to_string(items).unwrap_or_else(|_| "[]".into())
+}
+
+/// How the shared statements' (`*_store!`) transactions begin.
 impl SqliteStore {
     /// Begins a transaction on the one writer, taking the write lock at once
     /// (`BEGIN IMMEDIATE`: <https://sqlite.org/lang_transaction.html>).
     async fn begin_write(&self) -> StoreResult<sqlx::Transaction<'static, sqlx::Sqlite>> {
         Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
     }
-
-    /// Begins the transaction of a per-account check-then-act (count the account's rows,
-    /// then write): the one writer already runs such transactions one at a time.
-    async fn begin_for_account(
-        &self,
-        _user_id: &crate::ids::UserId,
-    ) -> StoreResult<sqlx::Transaction<'static, sqlx::Sqlite>> {
-        self.begin_write().await
-    }
 }
 
-#[async_trait]
-impl Store for SqliteStore {
-    /// Runs pending migrations under an exclusive `flock(2)` on `{database}.migrate-lock`
-    /// (sqlx's SQLite migrator takes no lock), with foreign keys off as SQLite's procedure
-    /// for changing a table's shape requires (<https://sqlite.org/lang_altertable.html#otheralter>);
-    /// afterwards `PRAGMA foreign_key_check` must find no broken reference.
-    ///
-    /// Errors: a migration's; [`StoreError::Other`] naming the first broken reference.
-    async fn migrate(&self) -> StoreResult<()> {
+impl SqliteStore {
+    /// [`crate::store::Store::migrate`] under a `flock(2)` on `{database}.migrate-lock`,
+    /// foreign keys off (<https://sqlite.org/lang_altertable.html#otheralter>), then
+    /// checked: a broken reference is a [`StoreError::Other`].
+    async fn run_migrations(&self) -> StoreResult<()> {
         use sqlx::migrate::Migrate as _;
         let lock = migration_lock(&self.path)
             .await
@@ -215,16 +197,10 @@ impl Store for SqliteStore {
             ))),
         }
     }
-
-    async fn ping(&self) -> StoreResult<()> {
-        sqlx::query("SELECT 1").execute(&self.pool).await?;
-        Ok(())
-    }
 }
 
-/// Waits for the exclusive lock on the database's migration lock file (created when
-/// missing), released when the returned file drops, so processes starting on one file take
-/// turns at opening and migrating. `None` for an in-memory database.
+/// Waits for the exclusive lock on the database's migration lock file, held until the
+/// returned file drops; `None` for an in-memory database.
 async fn migration_lock(path: &std::path::Path) -> anyhow::Result<Option<std::fs::File>> {
     if path.as_os_str().is_empty() || path.as_os_str() == ":memory:" {
         return Ok(None);
@@ -248,7 +224,7 @@ pub(crate) mod tests {
     use chrono::{DateTime, Utc};
 
     use super::*;
-    use crate::store::{AccountStore, NewUser, UserRecord};
+    use crate::store::{AccountStore, NewUser, Store, UserRecord};
 
     /// A migrated store in a temporary folder (dropped with the folder).
     pub(crate) async fn store() -> (tempfile::TempDir, SqliteStore) {
@@ -320,8 +296,7 @@ pub(crate) mod tests {
             .unwrap()
     }
 
-    /// Migration 12 rebuilds `threads` and `usage_daily` WITHOUT ROWID and keeps every row,
-    /// foreign key, trigger and cascade.
+    /// Migration 12 rebuilds two tables WITHOUT ROWID, keeping rows, keys and triggers.
     #[tokio::test]
     async fn migration_12_keeps_every_conversation_and_the_rules_of_the_tables_it_rebuilds() {
         let dir = tempfile::tempdir().unwrap();
@@ -425,8 +400,7 @@ pub(crate) mod tests {
         );
     }
 
-    /// A database with nothing pending is not touched: migrating again keeps its data and
-    /// its foreign keys on.
+    /// Migrating an up-to-date database keeps its data and foreign keys on.
     #[tokio::test]
     async fn migrating_an_up_to_date_database_changes_nothing() {
         let (_dir, store) = store().await;
