@@ -456,8 +456,8 @@ fn tool_variants(doc: &mut OpenApi) -> Result<(), String> {
     Ok(())
 }
 
-/// The multipart body of `POST /api/agents/{agentId}/knowledge/file`: the one field `file`
-/// (the upload refuses any other field and a body without it).
+/// The multipart body of `POST /api/agents/{agentId}/knowledge/file`: the one field `file`,
+/// not empty (the upload refuses any other field, a body without it and an empty file).
 fn upload_form(doc: &mut OpenApi) -> Result<(), String> {
     let body = doc
         .paths
@@ -472,8 +472,8 @@ fn upload_form(doc: &mut OpenApi) -> Result<(), String> {
         .ok_or("no multipart/form-data content")?;
     let form = serde_json::json!({
         "type": "object", "required": ["file"], "additionalProperties": false,
-        "properties": {"file": {"type": "string", "format": "binary",
-                                "description": "The document's bytes"}}
+        "properties": {"file": {"type": "string", "format": "binary", "minLength": 1,
+                                "description": "The document's bytes (not empty)"}}
     });
     content.schema = Some(RefOr::T(Schema::Object(
         serde_json::from_value(form).map_err(|e| e.to_string())?,
