@@ -292,8 +292,10 @@ fn integration_variants(doc: &mut OpenApi) -> Result<(), String> {
         variant["properties"]["providerCode"] = json!({"type": "string", "enum": [code]});
         variant["properties"]["credentials"] =
             integration_fields_schema(provider.credential_fields, false);
-        variant["properties"]["config"] = integration_fields_schema(provider.config_fields, true);
-        if provider.config_fields.iter().any(|f| f.required) {
+        let config_required = provider.config_fields.iter().any(|f| f.required);
+        variant["properties"]["config"] =
+            integration_fields_schema(provider.config_fields, !config_required);
+        if config_required {
             variant["required"]
                 .as_array_mut()
                 .ok_or("no required list")?
@@ -320,6 +322,183 @@ fn integration_variants(doc: &mut OpenApi) -> Result<(), String> {
         RefOr::T(Schema::OneOf(schema)),
     );
     Ok(())
+}
+
+/// The `config` of each tool type as [`crate::tools`]' `check_config` reads it, keyed by
+/// type: `knowledge_search` and `web_fetch` take `{}` (or nothing); `http` the
+/// [`crate::tools::http_action::HttpActionConfig`] fields and `secretHeaders`; `mcp`
+/// `{integrationId, allowedTools?}`.
+fn tool_configs() -> Vec<(&'static str, serde_json::Value)> {
+    use crate::domain::ToolType;
+    use crate::tools::{
+        http_action::{MAX_TIMEOUT_MS, MAX_URL_CHARS},
+        service::MAX_ALLOWED_TOOLS,
+    };
+    use serde_json::json;
+    let empty = json!({"type": ["object", "null"], "additionalProperties": false,
+        "description": "No settings: `{}`, `null` or absent"});
+    let headers = |description: &str| {
+        json!({"type": ["object", "null"], "additionalProperties": {"type": "string"},
+               "description": description})
+    };
+    let http = json!({
+        "type": "object", "required": ["method", "url", "parameters"], "additionalProperties": false,
+        "properties": {
+            "method": {"type": "string", "enum": ["GET", "POST", "PUT", "PATCH", "DELETE"]},
+            "url": {"type": "string", "pattern": "^https?://", "maxLength": MAX_URL_CHARS,
+                    "description": "Absolute http(s) URL; its path and query may hold `{name}` placeholders, each a property of `parameters`"},
+            "parameters": {"type": "object", "description": "The JSON Schema (an object schema) of the arguments"},
+            "headers": headers("Headers sent with every call (shown by reads)"),
+            "secretHeaders": headers("Headers sent with every call, stored sealed (reads show their names only)"),
+            "timeoutMs": {"type": ["integer", "null"], "minimum": 1, "maximum": MAX_TIMEOUT_MS},
+        }
+    });
+    let mcp = json!({
+        "type": "object", "required": ["integrationId"], "additionalProperties": false,
+        "properties": {
+            "integrationId": {"type": "string", "pattern": NOT_BLANK_PATTERN,
+                              "description": "An MCP server integration of the caller"},
+            "allowedTools": {"type": ["array", "null"], "maxItems": MAX_ALLOWED_TOOLS,
+                             "items": {"type": "string", "minLength": 1, "maxLength": 128},
+                             "description": "The MCP server's tools offered (all when absent)"},
+        }
+    });
+    ToolType::ALL
+        .into_iter()
+        .map(|t| {
+            let config = match t {
+                ToolType::KnowledgeSearch | ToolType::WebFetch => empty.clone(),
+                ToolType::Http => http.clone(),
+                ToolType::Mcp => mcp.clone(),
+            };
+            (t.as_str(), config)
+        })
+        .collect()
+}
+
+/// `CreateToolRequest` as a `oneOf` of one variant per tool type, told apart by `type`
+/// (the discriminator), each with its `config` (required for `http` and `mcp`, whose `name`
+/// an `http` tool also requires); `UpdateToolRequest.config` is any of those configs (the
+/// stored tool's type decides) or `null` (unchanged); `TestToolRequest.arguments` any JSON
+/// value (`null` read as `{}`).
+fn tool_variants(doc: &mut OpenApi) -> Result<(), String> {
+    use serde_json::json;
+    let configs = tool_configs();
+    let components = doc.components.get_or_insert_with(Default::default);
+    let base = components
+        .schemas
+        .get("CreateToolRequest")
+        .ok_or("no CreateToolRequest")?;
+    let base = serde_json::to_value(base).map_err(|e| e.to_string())?;
+    let mut variants = Vec::new();
+    let mut mapping = serde_json::Map::new();
+    for (code, config) in &configs {
+        let title = format!("CreateToolRequest_{code}");
+        let mut variant = base.clone();
+        variant["title"] = json!(title);
+        variant["properties"]["type"] = json!({"type": "string", "enum": [code]});
+        variant["properties"]["config"] = config.clone();
+        let required = variant["required"]
+            .as_array_mut()
+            .ok_or("no required list")?;
+        if !config["type"].is_array() {
+            required.push(json!("config"));
+        }
+        if *code == crate::domain::ToolType::Http.as_str() {
+            required.push(json!("name"));
+            variant["properties"]["name"]["type"] = json!("string");
+        }
+        let schema: utoipa::openapi::schema::Object =
+            serde_json::from_value(variant).map_err(|e| e.to_string())?;
+        components
+            .schemas
+            .insert(title.clone(), RefOr::T(Schema::Object(schema)));
+        let reference = format!("#/components/schemas/{title}");
+        mapping.insert(code.to_string(), json!(reference));
+        variants.push(json!({ "$ref": reference }));
+    }
+    let one_of = json!({
+        "oneOf": variants,
+        "discriminator": {"propertyName": "type", "mapping": mapping},
+        "description": base.get("description").cloned().unwrap_or_default(),
+    });
+    let schema: utoipa::openapi::schema::OneOf =
+        serde_json::from_value(one_of).map_err(|e| e.to_string())?;
+    components
+        .schemas
+        .insert("CreateToolRequest".into(), RefOr::T(Schema::OneOf(schema)));
+
+    // One config per distinct schema (the built-ins share theirs), plus `null`.
+    let mut update: Vec<serde_json::Value> = Vec::new();
+    for (_, config) in configs {
+        if !update.contains(&config) {
+            update.push(config);
+        }
+    }
+    let update = json!({"anyOf": update,
+        "description": "The tool's new config, of its type's shape; `null` or absent leaves it unchanged"});
+    let update: utoipa::openapi::schema::AnyOf =
+        serde_json::from_value(update).map_err(|e| e.to_string())?;
+    *property(doc, "UpdateToolRequest", "config").ok_or("no UpdateToolRequest.config")? =
+        Schema::AnyOf(update);
+
+    let arguments =
+        property(doc, "TestToolRequest", "arguments").ok_or("no TestToolRequest.arguments")?;
+    *arguments = Schema::Object(
+        utoipa::openapi::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::SchemaType::AnyValue)
+            .description(Some(
+                "The arguments, as the model would give them: any JSON value (`null` or absent \
+                 is `{}`), checked against the tool's own parameters",
+            ))
+            .build(),
+    );
+    Ok(())
+}
+
+/// The multipart body of `POST /api/agents/{agentId}/knowledge/file`: the one field `file`,
+/// not empty (the upload refuses any other field, a body without it and an empty file).
+fn upload_form(doc: &mut OpenApi) -> Result<(), String> {
+    let body = doc
+        .paths
+        .paths
+        .get_mut("/api/agents/{agentId}/knowledge/file")
+        .and_then(|item| item.post.as_mut())
+        .and_then(|operation| operation.request_body.as_mut())
+        .ok_or("no request body")?;
+    let content = body
+        .content
+        .get_mut("multipart/form-data")
+        .ok_or("no multipart/form-data content")?;
+    let form = serde_json::json!({
+        "type": "object", "required": ["file"], "additionalProperties": false,
+        "properties": {"file": {"type": "string", "format": "binary", "minLength": 1,
+                                "description": "The document's bytes (not empty)"}}
+    });
+    content.schema = Some(RefOr::T(Schema::Object(
+        serde_json::from_value(form).map_err(|e| e.to_string())?,
+    )));
+    body.required = Some(utoipa::openapi::Required::True);
+    Ok(())
+}
+
+/// `ChatCompletionRequest.stop` as [`crate::http::openai::wire::Stop`] parses it and
+/// `check` refuses: one non-empty sequence, or a list of at most
+/// [`crate::http::openai::wire::MAX_STOP_SEQUENCES`] non-empty ones; `null` as absent.
+fn stop_schema() -> Result<Schema, String> {
+    use crate::http::openai::wire::MAX_STOP_SEQUENCES;
+    let stop = serde_json::json!({
+        "oneOf": [
+            {"type": "null"},
+            {"type": "string", "minLength": 1},
+            {"type": "array", "maxItems": MAX_STOP_SEQUENCES,
+             "items": {"type": "string", "minLength": 1}},
+        ],
+        "description": "A stop sequence or up to 4 of them, none empty",
+    });
+    Ok(Schema::OneOf(
+        serde_json::from_value(stop).map_err(|e| e.to_string())?,
+    ))
 }
 
 /// Keywords added to one property of a component schema: `(schema, field, keywords)`.
@@ -593,6 +772,20 @@ pub fn apply_input_rules(doc: &mut OpenApi, config: &ChatConfig) -> Vec<String> 
     // Last: the variants copy the rules above.
     if let Err(e) = integration_variants(doc) {
         missing.push(format!("integration variants ({e})"));
+    }
+    if let Err(e) = tool_variants(doc) {
+        missing.push(format!("tool variants ({e})"));
+    }
+    if let Err(e) = upload_form(doc) {
+        missing.push(format!("upload form ({e})"));
+    }
+    let stop = stop_schema().and_then(|schema| {
+        let stop = property(doc, "ChatCompletionRequest", "stop").ok_or("no such field")?;
+        *stop = schema;
+        Ok(())
+    });
+    if let Err(e) = stop {
+        missing.push(format!("ChatCompletionRequest.stop ({e})"));
     }
     missing
 }

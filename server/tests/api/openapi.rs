@@ -126,10 +126,14 @@ async fn the_document_states_the_rules_the_server_checks() {
     let events = field("CreateWebhookRequest", "events")["items"]["enum"].clone();
     assert_eq!(events.as_array().unwrap().len(), 9);
     assert!(events.as_array().unwrap().contains(&json!("agent.created")));
-    assert_eq!(
-        field("CreateToolRequest", "type")["enum"],
-        json!(["knowledge_search", "web_fetch", "http", "mcp"])
-    );
+    let mut tool_types: Vec<String> = schemas["CreateToolRequest"]["discriminator"]["mapping"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    tool_types.sort();
+    assert_eq!(tool_types, ["http", "knowledge_search", "mcp", "web_fetch"]);
     assert_eq!(field("CreateWebhookRequest", "url")["format"], "uri");
 
     // Integrations: one variant per provider, told apart by `providerCode`.
@@ -154,6 +158,47 @@ async fn the_document_states_the_rules_the_server_checks() {
         website["properties"]["config"]["properties"]["requestsPerMinute"]["maximum"],
         600
     );
+
+    // Required, not nullable, where the provider requires a config field.
+    assert_eq!(website["properties"]["config"]["type"], "object");
+    assert!(website["required"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("config")));
+
+    // Tools: each type's config; an update's is any of them; a test's arguments any value.
+    let http = &schemas["CreateToolRequest_http"];
+    assert_eq!(http["properties"]["type"]["enum"], json!(["http"]));
+    assert_eq!(http["required"], json!(["type", "config", "name"]));
+    assert_eq!(
+        http["properties"]["config"]["required"],
+        json!(["method", "url", "parameters"])
+    );
+    let built_in = &schemas["CreateToolRequest_web_fetch"]["properties"]["config"];
+    assert_eq!(built_in["type"], json!(["object", "null"]));
+    assert_eq!(built_in["additionalProperties"], false);
+    assert_eq!(
+        schemas["CreateToolRequest_mcp"]["properties"]["config"]["required"],
+        json!(["integrationId"])
+    );
+    assert_eq!(
+        field("UpdateToolRequest", "config")["anyOf"]
+            .as_array()
+            .unwrap()
+            .len(),
+        3
+    );
+    assert!(field("TestToolRequest", "arguments").get("type").is_none());
+
+    // The upload's one field, and the OpenAI request's `stop`.
+    let upload = &doc["paths"]["/api/agents/{agentId}/knowledge/file"]["post"]["requestBody"];
+    assert_eq!(upload["required"], true);
+    let form = &upload["content"]["multipart/form-data"]["schema"];
+    assert_eq!(form["required"], json!(["file"]));
+    assert_eq!(form["properties"]["file"]["format"], "binary");
+    let stop = field("ChatCompletionRequest", "stop");
+    assert_eq!(stop["oneOf"][1]["minLength"], 1);
+    assert_eq!(stop["oneOf"][2]["maxItems"], 4);
 
     // Unknown fields: refused (and so closed in the schema) only where the type says so.
     for closed in ["ChatRequest", "CreateAgentRequest", "CreateWebhookRequest"] {
