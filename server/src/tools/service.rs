@@ -975,7 +975,10 @@ fn check_config(tool_type: ToolType, config: Value) -> Result<CheckedConfig, Too
                         "config.allowedTools may list at most {MAX_ALLOWED_TOOLS} tools"
                     )));
                 }
-                if allowed.iter().any(|n| n.is_empty() || n.len() > 128) {
+                if allowed
+                    .iter()
+                    .any(|n| n.is_empty() || n.chars().count() > 128)
+                {
                     return Err(ToolError::Invalid(
                         "config.allowedTools must list tool names of 1 to 128 characters".into(),
                     ));

@@ -457,6 +457,24 @@ async fn unreachable_servers_other_tenants_and_other_providers_are_clear_errors(
         )
         .await;
     assert_eq!(res.status(), 400);
+    // Allowed tool names are counted in characters, as the OpenAPI document states: 100
+    // two-byte characters are accepted, 129 characters are not.
+    let wide = agent_with(&app, &user, "gpt-4o-mini").await;
+    create_tool(
+        &app,
+        &user,
+        &wide,
+        json!({"type": "mcp", "name": "wide", "config": {"integrationId": mine, "allowedTools": ["é".repeat(100)]}}),
+    )
+    .await;
+    let res = app
+        .post(
+            &format!("/api/agents/{wide}/tools"),
+            Some(&user.access),
+            json!({"type": "mcp", "name": "long", "config": {"integrationId": mine, "allowedTools": ["a".repeat(129)]}}),
+        )
+        .await;
+    assert_eq!(res.status(), 400);
 
     // A chat whose MCP server is unreachable still answers, without its tools.
     create_tool(
