@@ -275,19 +275,11 @@ fn integration_fields_schema(
 fn integration_variants(doc: &mut OpenApi) -> Result<(), String> {
     use crate::integrations::catalog::PROVIDERS;
     use serde_json::json;
-    let components = doc.components.get_or_insert_with(Default::default);
-    let base = components
-        .schemas
-        .get("CreateIntegrationRequest")
-        .ok_or("no CreateIntegrationRequest")?;
-    let base = serde_json::to_value(base).map_err(|e| e.to_string())?;
+    let base = schema_json(doc, "CreateIntegrationRequest")?;
     let mut variants = Vec::new();
-    let mut mapping = serde_json::Map::new();
     for provider in PROVIDERS {
         let code = provider.code.as_str();
-        let title = format!("CreateIntegrationRequest_{code}");
         let mut variant = base.clone();
-        variant["title"] = json!(title);
         variant["description"] = json!(format!("{}: {}", provider.name, provider.description));
         variant["properties"]["providerCode"] = json!({"type": "string", "enum": [code]});
         variant["properties"]["credentials"] =
@@ -301,26 +293,60 @@ fn integration_variants(doc: &mut OpenApi) -> Result<(), String> {
                 .ok_or("no required list")?
                 .push(json!("config"));
         }
+        variants.push((code.to_string(), variant));
+    }
+    insert_tagged_one_of(
+        doc,
+        "CreateIntegrationRequest",
+        "providerCode",
+        &base,
+        variants,
+    )
+}
+
+/// Schema `name` of the document's components, as JSON.
+fn schema_json(doc: &mut OpenApi, name: &str) -> Result<serde_json::Value, String> {
+    let components = doc.components.get_or_insert_with(Default::default);
+    let schema = components.schemas.get(name).ok_or(format!("no {name}"))?;
+    serde_json::to_value(schema).map_err(|e| e.to_string())
+}
+
+/// Replaces schema `name` by a `oneOf` of `variants` (`(tag, schema)`, each registered as
+/// the component `{name}_{tag}`), told apart by `property` (OpenAPI 3.1 § Discriminator
+/// Object); `base` gives the description.
+fn insert_tagged_one_of(
+    doc: &mut OpenApi,
+    name: &str,
+    property: &str,
+    base: &serde_json::Value,
+    variants: Vec<(String, serde_json::Value)>,
+) -> Result<(), String> {
+    use serde_json::json;
+    let components = doc.components.get_or_insert_with(Default::default);
+    let mut refs = Vec::new();
+    let mut mapping = serde_json::Map::new();
+    for (tag, mut variant) in variants {
+        let title = format!("{name}_{tag}");
+        variant["title"] = json!(title);
         let schema: utoipa::openapi::schema::Object =
             serde_json::from_value(variant).map_err(|e| e.to_string())?;
         components
             .schemas
             .insert(title.clone(), RefOr::T(Schema::Object(schema)));
         let reference = format!("#/components/schemas/{title}");
-        mapping.insert(code.to_string(), json!(reference));
-        variants.push(json!({ "$ref": reference }));
+        mapping.insert(tag, json!(reference));
+        refs.push(json!({ "$ref": reference }));
     }
     let one_of = json!({
-        "oneOf": variants,
-        "discriminator": {"propertyName": "providerCode", "mapping": mapping},
+        "oneOf": refs,
+        "discriminator": {"propertyName": property, "mapping": mapping},
         "description": base.get("description").cloned().unwrap_or_default(),
     });
     let schema: utoipa::openapi::schema::OneOf =
         serde_json::from_value(one_of).map_err(|e| e.to_string())?;
-    components.schemas.insert(
-        "CreateIntegrationRequest".into(),
-        RefOr::T(Schema::OneOf(schema)),
-    );
+    components
+        .schemas
+        .insert(name.into(), RefOr::T(Schema::OneOf(schema)));
     Ok(())
 }
 
@@ -384,18 +410,10 @@ fn tool_configs() -> Vec<(&'static str, serde_json::Value)> {
 fn tool_variants(doc: &mut OpenApi) -> Result<(), String> {
     use serde_json::json;
     let configs = tool_configs();
-    let components = doc.components.get_or_insert_with(Default::default);
-    let base = components
-        .schemas
-        .get("CreateToolRequest")
-        .ok_or("no CreateToolRequest")?;
-    let base = serde_json::to_value(base).map_err(|e| e.to_string())?;
+    let base = schema_json(doc, "CreateToolRequest")?;
     let mut variants = Vec::new();
-    let mut mapping = serde_json::Map::new();
     for (code, config) in &configs {
-        let title = format!("CreateToolRequest_{code}");
         let mut variant = base.clone();
-        variant["title"] = json!(title);
         variant["properties"]["type"] = json!({"type": "string", "enum": [code]});
         variant["properties"]["config"] = config.clone();
         let required = variant["required"]
@@ -408,25 +426,9 @@ fn tool_variants(doc: &mut OpenApi) -> Result<(), String> {
             required.push(json!("name"));
             variant["properties"]["name"]["type"] = json!("string");
         }
-        let schema: utoipa::openapi::schema::Object =
-            serde_json::from_value(variant).map_err(|e| e.to_string())?;
-        components
-            .schemas
-            .insert(title.clone(), RefOr::T(Schema::Object(schema)));
-        let reference = format!("#/components/schemas/{title}");
-        mapping.insert(code.to_string(), json!(reference));
-        variants.push(json!({ "$ref": reference }));
+        variants.push((code.to_string(), variant));
     }
-    let one_of = json!({
-        "oneOf": variants,
-        "discriminator": {"propertyName": "type", "mapping": mapping},
-        "description": base.get("description").cloned().unwrap_or_default(),
-    });
-    let schema: utoipa::openapi::schema::OneOf =
-        serde_json::from_value(one_of).map_err(|e| e.to_string())?;
-    components
-        .schemas
-        .insert("CreateToolRequest".into(), RefOr::T(Schema::OneOf(schema)));
+    insert_tagged_one_of(doc, "CreateToolRequest", "type", &base, variants)?;
 
     // One config per distinct schema (the built-ins share theirs), plus `null`.
     let mut update: Vec<serde_json::Value> = Vec::new();
