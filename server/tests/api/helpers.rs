@@ -411,6 +411,15 @@ impl TestApp {
         self.call(Method::GET, path, bearer, None).await
     }
 
+    /// The OpenAPI document (`GET /api/openapi.json`).
+    pub async fn openapi(&self) -> Value {
+        self.get("/api/openapi.json", None)
+            .await
+            .json()
+            .await
+            .unwrap()
+    }
+
     pub async fn post(&self, path: &str, bearer: Option<&str>, body: Value) -> Response {
         self.call(Method::POST, path, bearer, Some(body)).await
     }

@@ -1559,12 +1559,7 @@ mod client_tools {
     #[tokio::test]
     async fn the_openapi_document_describes_client_tools() {
         let app = spawn_app().await;
-        let doc: Value = app
-            .get("/api/openapi.json", None)
-            .await
-            .json()
-            .await
-            .unwrap();
+        let doc: Value = app.openapi().await;
         let schemas = &doc["components"]["schemas"];
         for name in [
             "ChatCompletionTool",

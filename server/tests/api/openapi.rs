@@ -83,12 +83,7 @@ fn the_stream_schemas_tell_each_frame_apart() {
 #[tokio::test]
 async fn the_document_states_the_rules_the_server_checks() {
     let app = spawn_app().await;
-    let doc: Value = app
-        .get("/api/openapi.json", None)
-        .await
-        .json()
-        .await
-        .unwrap();
+    let doc: Value = app.openapi().await;
     let schemas = &doc["components"]["schemas"];
     let field = |schema: &str, field: &str| schemas[schema]["properties"][field].clone();
 

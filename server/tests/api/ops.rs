@@ -15,12 +15,7 @@ async fn health_reports_status_and_version() {
 #[tokio::test]
 async fn the_openapi_document_covers_every_endpoint() {
     let app = spawn_app().await;
-    let doc: Value = app
-        .get("/api/openapi.json", None)
-        .await
-        .json()
-        .await
-        .unwrap();
+    let doc: Value = app.openapi().await;
     assert!(doc["openapi"].as_str().unwrap().starts_with("3.1"));
     let paths = doc["paths"].as_object().unwrap();
     let expected = [
@@ -156,12 +151,7 @@ fn is_string(schema: &Value) -> bool {
 #[tokio::test]
 async fn every_operation_documents_its_errors_parameters_and_input_rules() {
     let app = spawn_app_with(|c| c.chat.max_message_chars = 777).await;
-    let doc: Value = app
-        .get("/api/openapi.json", None)
-        .await
-        .json()
-        .await
-        .unwrap();
+    let doc: Value = app.openapi().await;
     let mut failures = Vec::new();
     for (path, item) in doc["paths"].as_object().unwrap() {
         for (method, op) in item.as_object().unwrap() {
