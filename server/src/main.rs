@@ -4,7 +4,15 @@
 use agentchat::{
     config::{env_value, unset_blank_env, Config, Role, Settings},
     domain::Email,
-    knowledge::search::ChunkSearch,
+    knowledge::{
+        embed::Embedder,
+        eval,
+        search::{
+            retrieve::{self, Mode, Retriever},
+            vectors::VectorCache,
+            ChunkSearch,
+        },
+    },
     startup::{Application, Runtimes},
     store,
 };
@@ -51,9 +59,12 @@ enum Command {
     },
     /// Apply database migrations and exit.
     Migrate,
-    /// Measure retrieval on a question set: prints hit@1, hit@5 and MRR.
+    /// Measure retrieval on a question set: prints hit@1, hit@5 and MRR per ranking, for all
+    /// questions and per kind.
     ///
-    /// QUESTIONS is a JSON Lines file of `{"q": "...", "expect": ["page.html" or "document name"]}`.
+    /// QUESTIONS is a JSON Lines file of `{"q": "...", "expect": ["page.html" or "document
+    /// name"], "kind": "keyword" | "paraphrase"}`. The embeddings and the fusion use
+    /// EMBEDDING_MODEL as `serve` would; without it only BM25 is measured.
     EvalRetrieval {
         /// The agent whose knowledge base answers.
         #[arg(long)]
@@ -197,19 +208,38 @@ async fn run(command: Command, config: Config, runtimes: Runtimes) -> anyhow::Re
             let store = agentchat::store::open(&config.storage).await?;
             store.migrate().await?;
             let agent = agentchat::ids::AgentId::from(agent);
-            let report =
-                agentchat::knowledge::eval::evaluate(&ChunkSearch::new(store), &agent, &questions)
-                    .await?;
-            if verbose {
-                for o in &report.outcomes {
-                    let rank = o.rank.map_or("-".to_string(), |r| r.to_string());
-                    println!("{rank:>2}  {}", o.question);
+            let embedder = Embedder::from_config(&config.providers)?;
+            let search = ChunkSearch::new(store);
+            let vectors = VectorCache::default();
+            let retriever = Retriever {
+                search: &search,
+                embedder: embedder.as_ref(),
+                vectors: &vectors,
+                weights: [retrieve::BM25_WEIGHT, retrieve::VECTOR_WEIGHT],
+            };
+            let mut modes = vec![("bm25", Mode::Bm25)];
+            if embedder.is_some() {
+                modes.extend([("embeddings", Mode::Vectors), ("fusion", Mode::Fusion)]);
+            }
+            for (name, mode) in modes {
+                let report = eval::evaluate(&retriever, &agent, &questions, mode).await?;
+                if verbose {
+                    for o in &report.outcomes {
+                        let rank = o.rank.map_or("-".to_string(), |r| r.to_string());
+                        println!("{name:<10} {rank:>2}  {}", o.question);
+                    }
+                }
+                for (kind, r) in [
+                    ("all", report.clone()),
+                    ("keyword", report.of_kind(eval::Kind::Keyword)),
+                    ("paraphrase", report.of_kind(eval::Kind::Paraphrase)),
+                ] {
+                    println!(
+                        "{name:<10} {kind:<10} questions {:>3}  hit@1 {:.3}  hit@5 {:.3}  MRR {:.3}",
+                        r.questions, r.hit_at_1, r.hit_at_5, r.mrr
+                    );
                 }
             }
-            println!(
-                "questions {}  hit@1 {:.3}  hit@5 {:.3}  MRR {:.3}",
-                report.questions, report.hit_at_1, report.hit_at_5, report.mrr
-            );
         }
         Command::CopyData { from, to, uploads } => {
             let uploads = uploads.unwrap_or_else(|| config.knowledge.uploads.clone());

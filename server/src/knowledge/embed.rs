@@ -5,22 +5,18 @@
 //! alone (docs/knowledge.md § Embeddings).
 
 use std::{
-    sync::{
-        atomic::{AtomicI64, Ordering},
-        Arc,
-    },
+    sync::atomic::{AtomicI64, Ordering},
     time::Duration,
 };
 
 use genai::{adapter::AdapterKind, embed::EmbedRequest, ServiceTarget};
-use moka::sync::Cache;
 use secrecy::SecretString;
 use tracing::{info, warn};
 
 use super::Knowledge;
 use crate::{
     config::ProvidersConfig,
-    ids::{AgentId, ChunkId, DocumentId},
+    ids::{ChunkId, DocumentId},
     llm::{
         remote::{classify, endpoint_url, mask, target},
         ProviderError, ProviderErrorKind,
@@ -36,8 +32,6 @@ pub const QUERY_TIMEOUT: Duration = Duration::from_secs(10);
 pub const QUERY_COOL_DOWN: Duration = Duration::from_secs(30);
 /// How often the catch-up task looks for chunks without a vector when nothing woke it.
 pub const CATCH_UP_INTERVAL: Duration = Duration::from_secs(60);
-/// Most bytes the cached vectors of all agents may take; a larger agent is read per query.
-pub const VECTOR_CACHE_BYTES: u64 = 512 * 1024 * 1024;
 
 /// A client of the embedding endpoint.
 pub struct Embedder {
@@ -303,173 +297,9 @@ pub async fn catch_up(k: Knowledge) {
     }
 }
 
-/// An agent's unit vectors of one model, as of one
-/// [`crate::store::DocumentStore::embedding_generation`].
-#[derive(Debug)]
-pub struct AgentVectors {
-    pub model: String,
-    pub generation: i64,
-    pub ids: Vec<i64>,
-    /// Unit vectors (zero vectors left out), parallel to `ids`.
-    pub vectors: Vec<Vec<f32>>,
-}
-
-impl AgentVectors {
-    pub fn new(model: &str, generation: i64, stored: Vec<(i64, Vec<f32>)>) -> Self {
-        let mut ids = Vec::with_capacity(stored.len());
-        let mut vectors = Vec::with_capacity(stored.len());
-        for (id, v) in stored {
-            if let Some(unit) = normalized(v) {
-                ids.push(id);
-                vectors.push(unit);
-            }
-        }
-        Self {
-            model: model.to_string(),
-            generation,
-            ids,
-            vectors,
-        }
-    }
-
-    fn bytes(&self) -> u64 {
-        self.vectors
-            .iter()
-            .map(|v| v.len() as u64 * 4 + 32)
-            .sum::<u64>()
-            + 64
-    }
-
-    /// The `n` chunks nearest `query` (cosine, best first, ties by id); other dimensions skipped.
-    pub fn nearest(&self, query: &[f32], n: usize) -> Vec<(i64, f32)> {
-        let Some(query) = normalized(query.to_vec()) else {
-            return Vec::new();
-        };
-        let mut scored: Vec<(i64, f32)> = self
-            .ids
-            .iter()
-            .zip(&self.vectors)
-            .filter(|(_, v)| v.len() == query.len())
-            .map(|(id, v)| (*id, dot(v, &query)))
-            .collect();
-        scored.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-        scored.truncate(n);
-        scored
-    }
-}
-
-fn dot(a: &[f32], b: &[f32]) -> f32 {
-    a.iter().zip(b).map(|(x, y)| x * y).sum()
-}
-
-fn normalized(mut v: Vec<f32>) -> Option<Vec<f32>> {
-    let norm = dot(&v, &v).sqrt();
-    if !norm.is_finite() || norm == 0.0 {
-        return None;
-    }
-    v.iter_mut().for_each(|x| *x /= norm);
-    Some(v)
-}
-
-/// Cosine similarity in [-1, 1]; 0 for a zero vector or different lengths.
-pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
-    if a.len() != b.len() {
-        return 0.0;
-    }
-    let (na, nb) = (dot(a, a).sqrt(), dot(b, b).sqrt());
-    if na == 0.0 || nb == 0.0 || !na.is_finite() || !nb.is_finite() {
-        return 0.0;
-    }
-    (dot(a, b) / (na * nb)).clamp(-1.0, 1.0)
-}
-
-/// Per-agent vectors kept between queries, used while of the store's generation and current model.
-#[derive(Clone)]
-pub struct VectorCache {
-    entries: Cache<AgentId, Arc<AgentVectors>>,
-}
-
-impl Default for VectorCache {
-    fn default() -> Self {
-        Self {
-            entries: Cache::builder()
-                .weigher(|_: &AgentId, v: &Arc<AgentVectors>| {
-                    u32::try_from(v.bytes() / 1024).unwrap_or(u32::MAX)
-                })
-                .max_capacity(VECTOR_CACHE_BYTES / 1024)
-                .time_to_idle(Duration::from_secs(30 * 60))
-                .build(),
-        }
-    }
-}
-
-impl VectorCache {
-    /// The agent's current vectors of `model`, cached when current. Errors: the store's.
-    pub async fn get(
-        &self,
-        store: &dyn DocumentStore,
-        agent_id: &AgentId,
-        model: &str,
-    ) -> Result<Arc<AgentVectors>, StoreError> {
-        let generation = store.embedding_generation(agent_id).await?;
-        if let Some(hit) = self.entries.get(agent_id) {
-            if hit.generation == generation && hit.model == model {
-                return Ok(hit);
-            }
-        }
-        let stored = store
-            .agent_embeddings(agent_id, model)
-            .await?
-            .into_iter()
-            .map(|c| (c.chunk_id.get(), c.vector))
-            .collect();
-        let fresh = Arc::new(AgentVectors::new(model, generation, stored));
-        self.entries.insert(agent_id.clone(), fresh.clone());
-        Ok(fresh)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cosine_of_known_vectors() {
-        assert!((cosine(&[1.0, 0.0], &[2.0, 0.0]) - 1.0).abs() < 1e-6);
-        assert!(cosine(&[1.0, 0.0], &[0.0, 3.0]).abs() < 1e-6);
-        assert!((cosine(&[1.0, 1.0], &[-1.0, -1.0]) + 1.0).abs() < 1e-6);
-        assert!((cosine(&[1.0, 1.0], &[1.0, 0.0]) - std::f32::consts::FRAC_1_SQRT_2).abs() < 1e-6);
-        assert_eq!(cosine(&[0.0, 0.0], &[1.0, 0.0]), 0.0, "zero vector");
-        assert_eq!(cosine(&[1.0], &[1.0, 0.0]), 0.0, "other dimension");
-    }
-
-    #[test]
-    fn nearest_ranks_by_cosine_and_skips_odd_vectors() {
-        let set = AgentVectors::new(
-            "m",
-            1,
-            vec![
-                (1, vec![0.0, 1.0]),
-                (2, vec![10.0, 0.1]),
-                (3, vec![0.0, 0.0]),
-                (4, vec![1.0, 0.0, 0.0]),
-                (5, vec![1.0, 1.0]),
-            ],
-        );
-        assert_eq!(set.ids, vec![1, 2, 4, 5], "the zero vector is left out");
-        let found = set.nearest(&[3.0, 0.0], 10);
-        assert_eq!(
-            found.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
-            vec![2, 5, 1],
-            "length does not count, only direction; other dimensions are skipped"
-        );
-        assert!((found[1].1 - std::f32::consts::FRAC_1_SQRT_2).abs() < 1e-6);
-        assert_eq!(set.nearest(&[1.0, 0.0], 1).len(), 1);
-        assert!(
-            set.nearest(&[0.0, 0.0], 5).is_empty(),
-            "a zero query finds nothing"
-        );
-    }
 
     #[test]
     fn retry_delays_double_up_to_five_minutes() {

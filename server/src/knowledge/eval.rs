@@ -1,11 +1,12 @@
 //! Retrieval quality on a question set (`agentchat eval-retrieval`): each line of the set is
-//! `{"q": "...", "expect": ["page-file-name.html" or "document name", ...]}`; a hit is a
-//! retrieved chunk whose page URL's last path segment, page URL, or document name equals
-//! one of `expect`.
+//! `{"q": "...", "expect": ["page-file-name.html" or "document name", ...], "kind": "keyword"
+//! | "paraphrase"}`; a hit is a retrieved chunk whose page URL's last path segment, page URL,
+//! or document name equals one of `expect`. Figures are hit@1, hit@5 and the mean
+//! reciprocal rank (MRR), per ranking ([`Mode`]) and per kind of question.
 
 use serde::Deserialize;
 
-use super::search::{retrieve, ChunkSearch};
+use super::search::retrieve::{Mode, Retriever};
 use crate::{ids::AgentId, store::documents::ChunkHit};
 
 /// Retrieved chunks considered per question (hit@5 is the headline figure).
@@ -17,12 +18,28 @@ pub struct Question {
     pub q: String,
     /// Page file names (`ch04-01-what-is-ownership.html`), page URLs or document names that answer.
     pub expect: Vec<String>,
+    /// `keyword` (worded like the page) or `paraphrase` (sharing few words with it); none
+    /// given: `keyword`.
+    #[serde(default)]
+    pub kind: Kind,
+}
+
+/// How a question is worded against the page that answers it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// Shares its key words with the page.
+    #[default]
+    Keyword,
+    /// Shares few words with the page.
+    Paraphrase,
 }
 
 /// The outcome of one question: the 1-based rank of the first relevant chunk.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outcome {
     pub question: String,
+    pub kind: Kind,
     pub rank: Option<usize>,
 }
 
@@ -65,27 +82,30 @@ pub fn is_relevant(hit: &ChunkHit, expect: &[String]) -> bool {
     })
 }
 
-/// Runs every question against the agent's knowledge base. Errors: the store's.
+/// Runs every question against the agent's knowledge base, ranked by `mode`. Errors: the store's.
 pub async fn evaluate(
-    search: &ChunkSearch,
+    retriever: &Retriever<'_>,
     agent_id: &AgentId,
     questions: &[Question],
+    mode: Mode,
 ) -> anyhow::Result<Report> {
     let mut outcomes = Vec::new();
     for q in questions {
-        let hits = retrieve::search(search, agent_id, &q.q, DEPTH).await?;
+        let hits = retriever.retrieve(agent_id, &q.q, DEPTH, mode).await?;
         let rank = hits
             .iter()
             .position(|h| is_relevant(h, &q.expect))
             .map(|p| p + 1);
         outcomes.push(Outcome {
             question: q.q.clone(),
+            kind: q.kind,
             rank,
         });
     }
     Ok(report(outcomes))
 }
 
+/// The figures over `outcomes`.
 pub fn report(outcomes: Vec<Outcome>) -> Report {
     let n = outcomes.len();
     let share = |f: &dyn Fn(&Outcome) -> f64| {
@@ -101,6 +121,19 @@ pub fn report(outcomes: Vec<Outcome>) -> Report {
         hit_at_5: share(&|o| f64::from(u8::from(o.rank.is_some_and(|r| r <= 5)))),
         mrr: share(&|o| o.rank.map_or(0.0, |r| 1.0 / r as f64)),
         outcomes,
+    }
+}
+
+impl Report {
+    /// The figures over the questions of one kind.
+    pub fn of_kind(&self, kind: Kind) -> Report {
+        report(
+            self.outcomes
+                .iter()
+                .filter(|o| o.kind == kind)
+                .cloned()
+                .collect(),
+        )
     }
 }
 
@@ -144,24 +177,35 @@ mod tests {
 
     #[test]
     fn figures_are_hit_at_1_hit_at_5_and_mrr() {
-        let o = |rank| Outcome {
+        let o = |rank, kind| Outcome {
             question: String::new(),
+            kind,
             rank,
         };
-        let r = report(vec![o(Some(1)), o(Some(2)), o(None), o(Some(4))]);
+        let r = report(vec![
+            o(Some(1), Kind::Keyword),
+            o(Some(2), Kind::Paraphrase),
+            o(None, Kind::Paraphrase),
+            o(Some(4), Kind::Keyword),
+        ]);
         assert_eq!(r.questions, 4);
         assert_eq!(r.hit_at_1, 0.25);
         assert_eq!(r.hit_at_5, 0.75);
         assert!((r.mrr - (1.0 + 0.5 + 0.25) / 4.0).abs() < 1e-9);
+        let p = r.of_kind(Kind::Paraphrase);
+        assert_eq!((p.questions, p.hit_at_1, p.hit_at_5), (2, 0.0, 0.5));
+        assert_eq!(r.of_kind(Kind::Keyword).hit_at_1, 0.5);
     }
 
     #[test]
     fn question_sets_are_json_lines() {
         let qs = parse_questions(
-            "{\"q\": \"How?\", \"expect\": [\"a.html\"]}\n\n{\"q\": \"Why?\", \"expect\": []}\n",
+            "{\"q\": \"How?\", \"expect\": [\"a.html\"]}\n\n{\"q\": \"Why?\", \"expect\": [], \"kind\": \"paraphrase\"}\n",
         )
         .unwrap();
         assert_eq!(qs.len(), 2);
+        assert_eq!((qs[0].kind, qs[1].kind), (Kind::Keyword, Kind::Paraphrase));
+        assert!(parse_questions("{\"q\": \"x\", \"expect\": [], \"kind\": \"other\"}").is_err());
         let err = parse_questions("{\"q\": 1}").unwrap_err().to_string();
         assert!(err.starts_with("line 1"), "{err}");
     }

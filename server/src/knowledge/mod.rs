@@ -42,7 +42,7 @@ pub struct Knowledge {
     pub max_upload_bytes: usize,
     /// `None` without `EMBEDDING_MODEL`: BM25 only.
     pub embedder: Option<Arc<embed::Embedder>>,
-    pub vectors: embed::VectorCache,
+    pub vectors: search::vectors::VectorCache,
     pub embed_wake: Arc<Notify>,
     pub events: crate::webhooks::Events,
     pub clock: crate::clock::Clock,
@@ -81,7 +81,7 @@ impl Knowledge {
             sandbox: Arc::new(sandbox::Sandbox::new(config.extraction.clone())),
             max_upload_bytes: config.max_upload_bytes,
             embedder: embed::Embedder::from_config(providers)?.map(Arc::new),
-            vectors: embed::VectorCache::default(),
+            vectors: search::vectors::VectorCache::default(),
             embed_wake: Arc::new(Notify::new()),
             events,
             clock,

@@ -27,11 +27,15 @@ fn fixture(name: &str) -> Vec<u8> {
 }
 
 pub(crate) async fn agent(app: &TestApp, token: &str) -> String {
+    agent_named(app, token, "Librarian").await
+}
+
+async fn agent_named(app: &TestApp, token: &str, name: &str) -> String {
     let res = app
         .post(
             "/api/agents",
             Some(token),
-            json!({"name": "Librarian", "systemPrompt": "Answer from the documents."}),
+            json!({"name": name, "systemPrompt": "Answer from the documents."}),
         )
         .await;
     assert_eq!(res.status(), 201);
@@ -903,4 +907,85 @@ async fn deleting_an_agent_removes_its_documents_and_uploads() {
         .await
         .unwrap()
         .is_none());
+}
+
+#[tokio::test]
+async fn no_document_gives_more_than_two_sources_while_others_are_relevant() {
+    let app = spawn_app().await;
+    let user = app.user().await;
+    let agent = agent(&app, &user.access).await;
+    // One long document whose every chunk is about quokkas, and three short ones that
+    // mention them once: BM25 ranks the long one's chunks first.
+    let long: String = (1..=12)
+        .map(|n| {
+            format!(
+                "# Part {n}\n\n{}\n\n",
+                "The quokka is a small marsupial; every quokka lives on islands where the quokka thrives. "
+                    .repeat(30)
+            )
+        })
+        .collect();
+    let long_id = app
+        .uploaded(
+            &user.access,
+            &agent,
+            "quokkas.md",
+            long.clone().into_bytes(),
+        )
+        .await;
+    let mut short_ids = Vec::new();
+    for (name, text) in [
+        (
+            "ferry.txt",
+            "The ferry to Rottnest leaves at nine; visitors hope to see a quokka.",
+        ),
+        (
+            "bikes.txt",
+            "Bikes can be hired at the pier. Please do not feed the quokka.",
+        ),
+        ("zoo.txt", "The zoo keeps one quokka beside the wombats."),
+    ] {
+        short_ids.push(app.uploaded(&user.access, &agent, name, text.into()).await);
+    }
+    for id in std::iter::once(&long_id).chain(&short_ids) {
+        assert_eq!(
+            app.settled(&user.access, &agent, id).await["status"],
+            "indexed"
+        );
+    }
+    let chunks = app.settled(&user.access, &agent, &long_id).await["chunks"]
+        .as_u64()
+        .unwrap();
+    assert!(chunks >= 5, "the long document has {chunks} chunks");
+
+    let reply = app.ask(&user.access, &agent, "quokka").await;
+    let sources = reply["sources"].as_array().unwrap();
+    let from_long = sources
+        .iter()
+        .filter(|s| s["documentId"] == long_id.as_str())
+        .count();
+    assert_eq!(from_long, 2, "{reply}");
+    for id in &short_ids {
+        assert!(
+            sources.iter().any(|s| s["documentId"] == id.as_str()),
+            "{id} is relevant and must be among the sources: {reply}"
+        );
+    }
+
+    // With nothing else relevant, the one document fills the sources.
+    let alone = agent_named(&app, &user.access, "Alone").await;
+    let id = app
+        .uploaded(&user.access, &alone, "quokkas.md", long.into_bytes())
+        .await;
+    assert_eq!(
+        app.settled(&user.access, &alone, &id).await["status"],
+        "indexed"
+    );
+    let reply = app.ask(&user.access, &alone, "quokka").await;
+    let sources = reply["sources"].as_array().unwrap();
+    assert_eq!(sources.len(), 5, "{reply}");
+    assert!(
+        sources.iter().all(|s| s["documentId"] == id.as_str()),
+        "{reply}"
+    );
 }

@@ -5,6 +5,7 @@
 pub mod bm25;
 pub mod index_cache;
 pub mod retrieve;
+pub mod vectors;
 
 use std::{collections::HashMap, sync::Arc};
 

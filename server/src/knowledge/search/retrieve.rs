@@ -2,36 +2,42 @@
 //! [`ChunkSearch`]) and keeps the best hits above a score floor. When `EMBEDDING_MODEL` is
 //! configured, [`hybrid`] also ranks the agent's chunks by the cosine similarity of their
 //! embeddings to the message's, and fuses both rankings by reciprocal rank fusion ([`rrf`]).
+//! Whatever the ranking, no page fills the hits alone while others are relevant
+//! ([`diversify`]).
 
 use std::collections::{HashMap, HashSet};
 
 use tracing::warn;
 
-use super::ChunkSearch;
+use super::{vectors::VectorCache, ChunkSearch};
 use crate::{
     ids::{AgentId, ChunkId},
-    knowledge::Knowledge,
+    knowledge::{embed::Embedder, Knowledge},
     store::{documents::ChunkHit, StoreResult},
 };
 
 /// Chunks put into a prompt at most.
 pub const TOP_K: u32 = 5;
+/// Hits of each ranking that the fusion ranks.
 const CANDIDATES: u32 = 20;
+/// Hits of each ranking read in all: those past [`CANDIDATES`] only fill the places that
+/// [`diversify`] leaves, after the ranked ones.
+const POOL: u32 = 40;
 /// A hit below this share of the best hit's score is dropped.
 pub const RELATIVE_SCORE_FLOOR: f64 = 0.35;
 
 /// The agent's best chunks for `message` by BM25, best first: at most `k`, none below
-/// [`RELATIVE_SCORE_FLOOR`] of the best. Errors: the store's.
+/// [`RELATIVE_SCORE_FLOOR`] of the best, sources kept diverse ([`diversify`]). Errors: the
+/// store's.
 pub async fn search(
     search: &ChunkSearch,
     agent_id: &AgentId,
     message: &str,
     k: u32,
 ) -> StoreResult<Vec<ChunkHit>> {
-    let hits = search
-        .search_chunks(agent_id, message, CANDIDATES.max(k))
-        .await?;
-    Ok(apply_floor(hits, k))
+    let pool = POOL.max(k);
+    let hits = search.search_chunks(agent_id, message, pool).await?;
+    Ok(diversify(apply_floor(hits, pool), k as usize))
 }
 
 /// Keeps at most `k` hits scoring at least [`RELATIVE_SCORE_FLOOR`] of the first's.
@@ -43,25 +49,34 @@ pub fn apply_floor(hits: Vec<ChunkHit>, k: u32) -> Vec<ChunkHit> {
         .collect()
 }
 
-/// The `k` of reciprocal rank fusion: rank `r` (1-based) adds `1 / (k + r)`; 60 as in
+/// The `k` of reciprocal rank fusion: rank `r` (1-based) adds `weight / (k + r)`; 60 as in
 /// Cormack, Clarke and Büttcher, "Reciprocal Rank Fusion outperforms Condorcet and individual
 /// Rank Learning Methods" (SIGIR 2009).
 pub const RRF_K: f64 = 60.0;
+/// Weight of the BM25 ranking in the fusion; chosen from `kb_quality`'s figures
+/// (BENCHMARKS.md, retrieval quality rows).
+pub const BM25_WEIGHT: f64 = 1.0;
+/// Weight of the embedding ranking in the fusion (see [`BM25_WEIGHT`]).
+pub const VECTOR_WEIGHT: f64 = 1.0;
 /// Vector hits below this cosine similarity are dropped (unrelated text scores below it with
-/// OpenAI's text-embedding-3 models and comparable ones).
+/// OpenAI's text-embedding-3 models, all-MiniLM-L6-v2 and comparable ones).
 pub const MIN_SIMILARITY: f32 = 0.3;
 /// Vector hits below this share of the best vector hit are dropped (similarities crowd into
 /// a narrow band, hence higher than BM25's floor).
 pub const RELATIVE_SIMILARITY_FLOOR: f32 = 0.75;
 /// Longest part of a message embedded as the query, in characters.
 pub const QUERY_EMBED_CHARS: usize = 4_000;
+/// Chunks of one page (a crawled URL, or an uploaded document) among the hits at most, while
+/// other relevant chunks are left ([`diversify`]).
+pub const MAX_PER_PAGE: usize = 2;
 
-/// Fuses rankings by reciprocal rank fusion ([`RRF_K`]); every id once, best first; ties by
-/// better single rank, then earlier list (BM25 first), then smaller id.
-pub fn rrf(lists: &[&[i64]]) -> Vec<(i64, f64)> {
+/// Fuses rankings by weighted reciprocal rank fusion ([`RRF_K`]): each list is `(weight,
+/// ids best first)`; every id once, best first; ties by better single rank, then earlier list
+/// (BM25 first), then smaller id.
+pub fn rrf(lists: &[(f64, &[i64])]) -> Vec<(i64, f64)> {
     // id -> (score, best rank, first list it was best in)
     let mut fused: HashMap<i64, (f64, usize, usize)> = HashMap::new();
-    for (list_no, list) in lists.iter().enumerate() {
+    for (list_no, (weight, list)) in lists.iter().enumerate() {
         let mut seen = HashSet::new();
         for (i, id) in list.iter().enumerate() {
             if !seen.insert(*id) {
@@ -69,7 +84,7 @@ pub fn rrf(lists: &[&[i64]]) -> Vec<(i64, f64)> {
             }
             let rank = i + 1;
             let entry = fused.entry(*id).or_insert((0.0, usize::MAX, usize::MAX));
-            entry.0 += 1.0 / (RRF_K + rank as f64);
+            entry.0 += weight / (RRF_K + rank as f64);
             if rank < entry.1 {
                 entry.1 = rank;
                 entry.2 = list_no;
@@ -96,70 +111,236 @@ pub fn vector_floor(hits: Vec<(i64, f32)>) -> Vec<(i64, f32)> {
     hits.into_iter().filter(|h| h.1 >= floor).collect()
 }
 
-/// The agent's best chunks for `message`, best first, at most `k`. Without an embedder this
-/// is [`search`]. With one, up to 20 BM25 hits ([`apply_floor`]) and 20 vector hits
-/// ([`vector_floor`]) are fused by [`rrf`]; `score` is the fused score over the best possible
-/// (`2 / (RRF_K + 1)`): 1.0 first in both. If the message cannot be embedded, BM25 alone
-/// (a warning is logged). Errors: the store's, never the endpoint's.
+/// The first `k` of `hits` (best first) with at most [`MAX_PER_PAGE`] chunks of one page
+/// (same document and URL); when fewer than `k` remain, the chunks held back fill the rest
+/// in their order. Order is otherwise kept.
+pub fn diversify(hits: Vec<ChunkHit>, k: usize) -> Vec<ChunkHit> {
+    let mut per_page: HashMap<(String, Option<String>), usize> = HashMap::new();
+    let mut kept = Vec::with_capacity(k.min(hits.len()));
+    let mut held = Vec::new();
+    for hit in hits {
+        if kept.len() == k {
+            break;
+        }
+        let count = per_page
+            .entry((hit.document_id.to_string(), hit.url.clone()))
+            .or_default();
+        if *count < MAX_PER_PAGE {
+            *count += 1;
+            kept.push(hit);
+        } else {
+            held.push(hit);
+        }
+    }
+    let missing = k.saturating_sub(kept.len());
+    kept.extend(held.into_iter().take(missing));
+    kept
+}
+
+/// `a[0], b[0], a[1], b[1], …`, then the longer list's rest.
+fn interleave(a: &[i64], b: &[i64]) -> Vec<i64> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    for i in 0..a.len().max(b.len()) {
+        out.extend(a.get(i));
+        out.extend(b.get(i));
+    }
+    out
+}
+
+/// Which rankings retrieval uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// BM25 alone.
+    Bm25,
+    /// The embeddings alone (nothing without an embedder or vectors).
+    Vectors,
+    /// Both, fused by [`rrf`] with the retriever's weights; what chats use.
+    Fusion,
+}
+
+/// Retrieval over one knowledge base's parts: BM25, and embeddings when an embedder is given.
+#[derive(Clone, Copy)]
+pub struct Retriever<'a> {
+    pub search: &'a ChunkSearch,
+    pub embedder: Option<&'a Embedder>,
+    pub vectors: &'a VectorCache,
+    /// The fusion's weights of BM25 and of the embeddings ([`BM25_WEIGHT`], [`VECTOR_WEIGHT`]).
+    pub weights: [f64; 2],
+}
+
+impl<'a> Retriever<'a> {
+    /// The retriever chats use.
+    pub fn new(knowledge: &'a Knowledge) -> Self {
+        Self {
+            search: &knowledge.search,
+            embedder: knowledge.embedder.as_deref(),
+            vectors: &knowledge.vectors,
+            weights: [BM25_WEIGHT, VECTOR_WEIGHT],
+        }
+    }
+
+    /// The agent's best chunks for `message` by `mode`, best first, at most `k`, sources kept
+    /// diverse ([`diversify`]). BM25: [`search`]. Vectors: the nearest chunks above
+    /// [`vector_floor`], `score` the cosine similarity. Fusion: the first 20 BM25 hits
+    /// ([`apply_floor`]) and 20 vector hits fused by [`rrf`], `score` the fused score over the
+    /// best possible (1.0 first in both); hits 21–40 of each list only fill the places
+    /// [`diversify`] leaves. Without an embedder, or when the message cannot be embedded (a
+    /// warning is logged), the fusion is BM25 alone. Errors: the store's, never the embedder's.
+    pub async fn retrieve(
+        &self,
+        agent_id: &AgentId,
+        message: &str,
+        k: u32,
+        mode: Mode,
+    ) -> StoreResult<Vec<ChunkHit>> {
+        if mode == Mode::Bm25 || (mode == Mode::Fusion && self.embedder.is_none()) {
+            return search(self.search, agent_id, message, k).await;
+        }
+        let nearest = self.nearest(agent_id, message, POOL.max(k)).await?;
+        self.rank(agent_id, message, nearest, k, mode).await
+    }
+
+    /// [`Retriever::retrieve`] with the query's embedding given (`vector`, of `model`) rather
+    /// than computed: the ranking alone, as benchmarks time it. Errors: the store's.
+    pub async fn retrieve_with_vector(
+        &self,
+        agent_id: &AgentId,
+        message: &str,
+        model: &str,
+        vector: &[f32],
+        k: u32,
+        mode: Mode,
+    ) -> StoreResult<Vec<ChunkHit>> {
+        if mode == Mode::Bm25 {
+            return search(self.search, agent_id, message, k).await;
+        }
+        let store = self.search.store().as_ref();
+        let set = self.vectors.get(store, agent_id, model).await?;
+        let nearest = vector_floor(set.nearest(vector, POOL.max(k) as usize));
+        self.rank(agent_id, message, nearest, k, mode).await
+    }
+
+    /// The hits of `mode` given the vector hits `nearest` (best first).
+    async fn rank(
+        &self,
+        agent_id: &AgentId,
+        message: &str,
+        nearest: Vec<(i64, f32)>,
+        k: u32,
+        mode: Mode,
+    ) -> StoreResult<Vec<ChunkHit>> {
+        let (candidates, pool) = (CANDIDATES.max(k) as usize, POOL.max(k));
+        let store = self.search.store().as_ref();
+        let vector_ids: Vec<i64> = nearest.iter().map(|h| h.0).collect();
+        if mode == Mode::Vectors {
+            let ids: Vec<ChunkId> = vector_ids.iter().copied().map(ChunkId::from).collect();
+            let mut by_id: HashMap<i64, ChunkHit> = store
+                .chunk_hits(agent_id, &ids)
+                .await?
+                .into_iter()
+                .map(|h| (h.chunk_id.get(), h))
+                .collect();
+            let hits = nearest
+                .iter()
+                .filter_map(|(id, similarity)| {
+                    by_id.remove(id).map(|mut hit| {
+                        hit.score = f64::from(*similarity);
+                        hit
+                    })
+                })
+                .collect();
+            return Ok(diversify(hits, k as usize));
+        }
+        let bm25 = apply_floor(
+            self.search.search_chunks(agent_id, message, pool).await?,
+            pool,
+        );
+        let bm25_ids: Vec<i64> = bm25.iter().map(|h| h.chunk_id.get()).collect();
+        let [bm25_weight, vector_weight] = self.weights;
+        let fused = rrf(&[
+            (bm25_weight, &bm25_ids[..bm25_ids.len().min(candidates)]),
+            (
+                vector_weight,
+                &vector_ids[..vector_ids.len().min(candidates)],
+            ),
+        ]);
+        let mut by_id: HashMap<i64, ChunkHit> =
+            bm25.into_iter().map(|h| (h.chunk_id.get(), h)).collect();
+        let vector_only: Vec<ChunkId> = vector_ids
+            .iter()
+            .copied()
+            .filter(|id| !by_id.contains_key(id))
+            .map(ChunkId::from)
+            .collect();
+        // Read through the chunks table: a chunk deleted since the vectors were read is
+        // simply not there.
+        for hit in store.chunk_hits(agent_id, &vector_only).await? {
+            by_id.insert(hit.chunk_id.get(), hit);
+        }
+        let best_possible = (bm25_weight + vector_weight) / (RRF_K + 1.0);
+        let mut hits: Vec<ChunkHit> = fused
+            .into_iter()
+            .filter_map(|(id, score)| {
+                by_id.remove(&id).map(|mut hit| {
+                    hit.score = score / best_possible;
+                    hit
+                })
+            })
+            .collect();
+        // The rest of the pool, unranked by the fusion, alternately from each list; scored
+        // as if just past the fused hits' last rank.
+        let reserve_score = bm25_weight.max(vector_weight) / (RRF_K + candidates as f64 + 1.0);
+        let rest = interleave(
+            &bm25_ids[bm25_ids.len().min(candidates)..],
+            &vector_ids[vector_ids.len().min(candidates)..],
+        );
+        hits.extend(rest.into_iter().filter_map(|id| {
+            by_id.remove(&id).map(|mut hit| {
+                hit.score = reserve_score / best_possible;
+                hit
+            })
+        }));
+        Ok(diversify(hits, k as usize))
+    }
+
+    /// The agent's chunks nearest `message`'s embedding above [`vector_floor`]; empty without
+    /// an embedder or vectors, or when the message cannot be embedded (logged).
+    async fn nearest(
+        &self,
+        agent_id: &AgentId,
+        message: &str,
+        candidates: u32,
+    ) -> StoreResult<Vec<(i64, f32)>> {
+        let Some(embedder) = self.embedder else {
+            return Ok(Vec::new());
+        };
+        let store = self.search.store().as_ref();
+        let set = self.vectors.get(store, agent_id, embedder.model()).await?;
+        if set.ids.is_empty() || message.trim().is_empty() {
+            return Ok(Vec::new());
+        }
+        let query: String = message.chars().take(QUERY_EMBED_CHARS).collect();
+        match embedder.embed_query(&query).await {
+            Ok(vector) => Ok(vector_floor(set.nearest(&vector, candidates as usize))),
+            Err(err) => {
+                warn!(agent = agent_id.as_str(), error = %err, "embedding the query failed; retrieving with BM25 alone");
+                Ok(Vec::new())
+            }
+        }
+    }
+}
+
+/// The agent's best chunks for `message`, best first, at most `k`: [`Retriever::retrieve`]
+/// with [`Mode::Fusion`] over the knowledge base's parts. Errors: the store's.
 pub async fn hybrid(
     knowledge: &Knowledge,
     agent_id: &AgentId,
     message: &str,
     k: u32,
 ) -> StoreResult<Vec<ChunkHit>> {
-    let store = knowledge.documents.as_ref();
-    let Some(embedder) = knowledge.embedder.as_deref() else {
-        return search(&knowledge.search, agent_id, message, k).await;
-    };
-    let candidates = CANDIDATES.max(k);
-    let bm25 = apply_floor(
-        knowledge
-            .search
-            .search_chunks(agent_id, message, candidates)
-            .await?,
-        candidates,
-    );
-    let set = knowledge
-        .vectors
-        .get(store, agent_id, embedder.model())
-        .await?;
-    let mut nearest = Vec::new();
-    if !set.ids.is_empty() && !message.trim().is_empty() {
-        let query: String = message.chars().take(QUERY_EMBED_CHARS).collect();
-        match embedder.embed_query(&query).await {
-            Ok(vector) => nearest = vector_floor(set.nearest(&vector, candidates as usize)),
-            Err(err) => {
-                warn!(agent = agent_id.as_str(), error = %err, "embedding the query failed; retrieving with BM25 alone");
-            }
-        }
-    }
-    let bm25_ids: Vec<i64> = bm25.iter().map(|h| h.chunk_id.get()).collect();
-    let vector_ids: Vec<i64> = nearest.iter().map(|h| h.0).collect();
-    let fused = rrf(&[&bm25_ids, &vector_ids]);
-    let mut by_id: HashMap<i64, ChunkHit> =
-        bm25.into_iter().map(|h| (h.chunk_id.get(), h)).collect();
-    let vector_only: Vec<ChunkId> = vector_ids
-        .iter()
-        .copied()
-        .filter(|id| !by_id.contains_key(id))
-        .map(ChunkId::from)
-        .collect();
-    // Read through the chunks table: a chunk deleted since the vectors were read is
-    // simply not there.
-    for hit in store.chunk_hits(agent_id, &vector_only).await? {
-        by_id.insert(hit.chunk_id.get(), hit);
-    }
-    let best_possible = 2.0 / (RRF_K + 1.0);
-    Ok(fused
-        .into_iter()
-        .filter_map(|(id, score)| {
-            by_id.remove(&id).map(|mut hit| {
-                hit.score = score / best_possible;
-                hit
-            })
-        })
-        .take(k as usize)
-        .collect())
+    Retriever::new(knowledge)
+        .retrieve(agent_id, message, k, Mode::Fusion)
+        .await
 }
 
 #[cfg(test)]
@@ -173,7 +354,7 @@ mod tests {
     #[test]
     fn rrf_rewards_agreement_between_lists() {
         // 3 is second in both lists; 1 and 4 are first in one list and absent from the other.
-        let fused = rrf(&[&[1, 3, 2], &[4, 3, 5]]);
+        let fused = rrf(&[(1.0, &[1, 3, 2]), (1.0, &[4, 3, 5])]);
         assert_eq!(ids(&fused), vec![3, 1, 4, 2, 5]);
         let score = |id| fused.iter().find(|f| f.0 == id).unwrap().1;
         assert!((score(3) - 2.0 / 62.0).abs() < 1e-12);
@@ -190,7 +371,7 @@ mod tests {
         bm25.push(2000);
         let mut vector: Vec<i64> = (101..=129).collect();
         vector.push(2000);
-        let fused = rrf(&[&bm25, &vector]);
+        let fused = rrf(&[(1.0, &bm25), (1.0, &vector)]);
         assert_eq!(fused[0].0, 2000);
         assert!((fused[0].1 - 2.0 / 90.0).abs() < 1e-12);
         assert_eq!(fused[1].0, 1000);
@@ -199,19 +380,19 @@ mod tests {
     #[test]
     fn rrf_breaks_ties_deterministically() {
         // 1 and 2 are both first in one list: the earlier (BM25) list wins the tie.
-        assert_eq!(ids(&rrf(&[&[1], &[2]])), vec![1, 2]);
-        assert_eq!(ids(&rrf(&[&[2], &[1]])), vec![2, 1]);
+        assert_eq!(ids(&rrf(&[(1.0, &[1]), (1.0, &[2])])), vec![1, 2]);
+        assert_eq!(ids(&rrf(&[(1.0, &[2]), (1.0, &[1])])), vec![2, 1]);
         // Equal scores from the same ranks: the smaller id first.
-        assert_eq!(ids(&rrf(&[&[5, 6], &[6, 5]])), vec![5, 6]);
+        assert_eq!(ids(&rrf(&[(1.0, &[5, 6]), (1.0, &[6, 5])])), vec![5, 6]);
     }
 
     #[test]
     fn rrf_with_one_list_empty_keeps_the_other_order() {
-        assert_eq!(ids(&rrf(&[&[3, 1, 2], &[]])), vec![3, 1, 2]);
-        assert_eq!(ids(&rrf(&[&[], &[9, 8]])), vec![9, 8]);
-        assert!(rrf(&[&[], &[]]).is_empty());
+        assert_eq!(ids(&rrf(&[(1.0, &[3, 1, 2]), (1.0, &[])])), vec![3, 1, 2]);
+        assert_eq!(ids(&rrf(&[(1.0, &[]), (1.0, &[9, 8])])), vec![9, 8]);
+        assert!(rrf(&[(1.0, &[]), (1.0, &[])]).is_empty());
         // A duplicate inside one list counts once, at its best rank.
-        let fused = rrf(&[&[4, 4], &[]]);
+        let fused = rrf(&[(1.0, &[4, 4]), (1.0, &[])]);
         assert_eq!(fused.len(), 1);
         assert!((fused[0].1 - 1.0 / 61.0).abs() < 1e-12);
     }
@@ -244,5 +425,79 @@ mod tests {
             vec![10.0, 5.0]
         );
         assert_eq!(apply_floor(vec![hit(10.0), hit(9.0)], 1).len(), 1);
+    }
+
+    fn page_hit(id: i64, document: &str, url: Option<&str>) -> ChunkHit {
+        ChunkHit {
+            chunk_id: id.into(),
+            document_id: document.into(),
+            title: "t".into(),
+            url: url.map(str::to_string),
+            document_name: "n".into(),
+            heading_path: String::new(),
+            text: "x".into(),
+            score: 1.0,
+        }
+    }
+
+    fn chunk_ids(hits: &[ChunkHit]) -> Vec<i64> {
+        hits.iter().map(|h| h.chunk_id.get()).collect()
+    }
+
+    #[test]
+    fn no_page_gives_more_than_two_of_five_hits_while_others_are_relevant() {
+        let a = Some("http://site/a.html");
+        let b = Some("http://site/b.html");
+        let hits = vec![
+            page_hit(1, "d", a),
+            page_hit(2, "d", a),
+            page_hit(3, "d", a),
+            page_hit(4, "d", a),
+            page_hit(5, "d", b),
+            page_hit(6, "e", None),
+            page_hit(7, "e", None),
+            page_hit(8, "e", None),
+            page_hit(9, "d", b),
+        ];
+        assert_eq!(chunk_ids(&diversify(hits.clone(), 5)), vec![1, 2, 5, 6, 7]);
+        // Same URL in another document is another page.
+        let other = vec![
+            page_hit(1, "d", a),
+            page_hit(2, "d", a),
+            page_hit(3, "x", a),
+        ];
+        assert_eq!(chunk_ids(&diversify(other, 3)), vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn one_page_fills_the_hits_when_nothing_else_is_relevant() {
+        let a = Some("http://site/a.html");
+        let hits = vec![
+            page_hit(1, "d", a),
+            page_hit(2, "d", a),
+            page_hit(3, "d", a),
+            page_hit(4, "e", None),
+            page_hit(5, "d", a),
+            page_hit(6, "d", a),
+        ];
+        // Two of the page, the other page, then the held-back chunks in their order.
+        assert_eq!(chunk_ids(&diversify(hits, 5)), vec![1, 2, 4, 3, 5]);
+        let single = vec![
+            page_hit(1, "d", None),
+            page_hit(2, "d", None),
+            page_hit(3, "d", None),
+        ];
+        assert_eq!(chunk_ids(&diversify(single, 5)), vec![1, 2, 3]);
+        assert!(diversify(Vec::new(), 5).is_empty());
+    }
+
+    #[test]
+    fn rrf_weights_scale_each_list() {
+        // With BM25 weighted 2 and vectors 1, BM25's first beats the vectors' first.
+        let fused = rrf(&[(2.0, &[1]), (1.0, &[2])]);
+        assert_eq!(ids(&fused), vec![1, 2]);
+        assert!((fused[0].1 - 2.0 / 61.0).abs() < 1e-12);
+        let fused = rrf(&[(1.0, &[1]), (3.0, &[2])]);
+        assert_eq!(ids(&fused), vec![2, 1]);
     }
 }

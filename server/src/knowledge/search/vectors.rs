@@ -1,0 +1,325 @@
+//! An agent's chunk vectors in memory, for the embedding half of retrieval: one contiguous
+//! block of 8-bit codes (symmetric scalar quantisation, one scale per vector), scanned
+//! exhaustively for the nearest chunks to a query. Exact search over 8-bit codes reads a
+//! quarter of the bytes of `f32` vectors, which is what bounds a scan of 100,000 vectors;
+//! the ranking error is far below the gaps retrieval acts on (docs/knowledge.md § Embeddings).
+
+use std::{sync::Arc, time::Duration};
+
+use moka::sync::Cache;
+
+use crate::{
+    ids::AgentId,
+    store::{DocumentStore, StoreError},
+};
+
+/// Most bytes the cached vectors of all agents may take; a larger agent is read per query.
+pub const VECTOR_CACHE_BYTES: u64 = 512 * 1024 * 1024;
+
+/// Vectors quantised to `i8`: `x ≈ code × scale`, `scale = max |x| / 127`.
+#[derive(Debug, Clone, PartialEq)]
+struct Quantised {
+    codes: Vec<i8>,
+    scale: f32,
+}
+
+fn quantise(v: &[f32]) -> Option<Quantised> {
+    let max = v.iter().fold(0.0f32, |m, x| m.max(x.abs()));
+    if !max.is_finite() || max == 0.0 {
+        return None;
+    }
+    let scale = max / 127.0;
+    let codes = v
+        .iter()
+        .map(|x| (x / scale).round().clamp(-127.0, 127.0) as i8)
+        .collect();
+    Some(Quantised { codes, scale })
+}
+
+/// Σ a·b over `i8` codes; written over fixed-width blocks of `i32` sums so that the compiler
+/// vectorises it (integer sums may be reordered, unlike `f32` ones).
+fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
+    const LANES: usize = 32;
+    let mut sums = [0i32; LANES];
+    let (a_blocks, a_rest) = a.split_at(a.len() - a.len() % LANES);
+    let (b_blocks, b_rest) = b.split_at(a_blocks.len());
+    for (x, y) in a_blocks
+        .chunks_exact(LANES)
+        .zip(b_blocks.chunks_exact(LANES))
+    {
+        for i in 0..LANES {
+            sums[i] += i32::from(x[i]) * i32::from(y[i]);
+        }
+    }
+    let tail: i32 = a_rest
+        .iter()
+        .zip(b_rest)
+        .map(|(x, y)| i32::from(*x) * i32::from(*y))
+        .sum();
+    sums.iter().sum::<i32>() + tail
+}
+
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    a.iter().zip(b).map(|(x, y)| x * y).sum()
+}
+
+fn unit(v: &[f32]) -> Option<Vec<f32>> {
+    let norm = dot(v, v).sqrt();
+    if !norm.is_finite() || norm == 0.0 {
+        return None;
+    }
+    Some(v.iter().map(|x| x / norm).collect())
+}
+
+/// Cosine similarity in [-1, 1]; 0 for a zero vector or different lengths.
+pub fn cosine(a: &[f32], b: &[f32]) -> f32 {
+    if a.len() != b.len() {
+        return 0.0;
+    }
+    let (na, nb) = (dot(a, a).sqrt(), dot(b, b).sqrt());
+    if na == 0.0 || nb == 0.0 || !na.is_finite() || !nb.is_finite() {
+        return 0.0;
+    }
+    (dot(a, b) / (na * nb)).clamp(-1.0, 1.0)
+}
+
+/// An agent's vectors of one model, as of one
+/// [`crate::store::DocumentStore::embedding_generation`]: unit vectors quantised to `i8`,
+/// `dims` codes each, stored back to back.
+#[derive(Debug)]
+pub struct AgentVectors {
+    pub model: String,
+    pub generation: i64,
+    /// Length of every vector kept.
+    pub dims: usize,
+    /// Chunk ids, parallel to the vectors.
+    pub ids: Vec<i64>,
+    codes: Vec<i8>,
+    scales: Vec<f32>,
+}
+
+impl AgentVectors {
+    /// Keeps the vectors of the most common length (one model gives one length), scaled to
+    /// unit length and quantised; zero and non-finite vectors are left out.
+    pub fn new(model: &str, generation: i64, stored: Vec<(i64, Vec<f32>)>) -> Self {
+        let mut lengths: std::collections::HashMap<usize, usize> = Default::default();
+        for (_, v) in &stored {
+            *lengths.entry(v.len()).or_default() += 1;
+        }
+        let dims = lengths
+            .into_iter()
+            .filter(|(len, _)| *len > 0)
+            .max_by_key(|(len, count)| (*count, *len))
+            .map_or(0, |(len, _)| len);
+        let mut ids = Vec::with_capacity(stored.len());
+        let mut codes = Vec::with_capacity(stored.len() * dims);
+        let mut scales = Vec::with_capacity(stored.len());
+        for (id, v) in stored {
+            if v.len() != dims {
+                continue;
+            }
+            let Some(q) = unit(&v).and_then(|u| quantise(&u)) else {
+                continue;
+            };
+            ids.push(id);
+            codes.extend_from_slice(&q.codes);
+            scales.push(q.scale);
+        }
+        Self {
+            model: model.to_string(),
+            generation,
+            dims,
+            ids,
+            codes,
+            scales,
+        }
+    }
+
+    /// Bytes held (codes, scales and ids, plus a fixed overhead).
+    pub fn bytes(&self) -> u64 {
+        (self.codes.capacity() + self.scales.capacity() * 4 + self.ids.capacity() * 8) as u64 + 128
+    }
+
+    /// The `n` chunks nearest `query` by cosine similarity, best first, ties by id; empty for
+    /// a zero query or one of another length than the vectors.
+    pub fn nearest(&self, query: &[f32], n: usize) -> Vec<(i64, f32)> {
+        if query.len() != self.dims || n == 0 {
+            return Vec::new();
+        }
+        let Some(q) = unit(query).and_then(|u| quantise(&u)) else {
+            return Vec::new();
+        };
+        let mut scored: Vec<(i64, f32)> = self
+            .codes
+            .chunks_exact(self.dims.max(1))
+            .zip(&self.scales)
+            .zip(&self.ids)
+            .map(|((codes, scale), id)| {
+                let s = dot_i8(codes, &q.codes) as f32 * scale * q.scale;
+                (*id, s.clamp(-1.0, 1.0))
+            })
+            .collect();
+        let order = |a: &(i64, f32), b: &(i64, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+        if scored.len() > n {
+            scored.select_nth_unstable_by(n - 1, order);
+            scored.truncate(n);
+        }
+        scored.sort_by(order);
+        scored
+    }
+}
+
+/// Per-agent vectors kept between queries, used while of the store's generation and current model.
+#[derive(Clone)]
+pub struct VectorCache {
+    entries: Cache<AgentId, Arc<AgentVectors>>,
+}
+
+impl Default for VectorCache {
+    fn default() -> Self {
+        Self {
+            entries: Cache::builder()
+                .weigher(|_: &AgentId, v: &Arc<AgentVectors>| {
+                    u32::try_from(v.bytes() / 1024).unwrap_or(u32::MAX)
+                })
+                .max_capacity(VECTOR_CACHE_BYTES / 1024)
+                .time_to_idle(Duration::from_secs(30 * 60))
+                .build(),
+        }
+    }
+}
+
+impl VectorCache {
+    /// The agent's current vectors of `model`, cached when current. Errors: the store's.
+    pub async fn get(
+        &self,
+        store: &dyn DocumentStore,
+        agent_id: &AgentId,
+        model: &str,
+    ) -> Result<Arc<AgentVectors>, StoreError> {
+        let generation = store.embedding_generation(agent_id).await?;
+        if let Some(hit) = self.entries.get(agent_id) {
+            if hit.generation == generation && hit.model == model {
+                return Ok(hit);
+            }
+        }
+        let stored = store
+            .agent_embeddings(agent_id, model)
+            .await?
+            .into_iter()
+            .map(|c| (c.chunk_id.get(), c.vector))
+            .collect();
+        let fresh = Arc::new(AgentVectors::new(model, generation, stored));
+        self.entries.insert(agent_id.clone(), fresh.clone());
+        Ok(fresh)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cosine_of_known_vectors() {
+        assert!((cosine(&[1.0, 0.0], &[2.0, 0.0]) - 1.0).abs() < 1e-6);
+        assert!(cosine(&[1.0, 0.0], &[0.0, 3.0]).abs() < 1e-6);
+        assert!((cosine(&[1.0, 1.0], &[-1.0, -1.0]) + 1.0).abs() < 1e-6);
+        assert!((cosine(&[1.0, 1.0], &[1.0, 0.0]) - std::f32::consts::FRAC_1_SQRT_2).abs() < 1e-6);
+        assert_eq!(cosine(&[0.0, 0.0], &[1.0, 0.0]), 0.0, "zero vector");
+        assert_eq!(cosine(&[1.0], &[1.0, 0.0]), 0.0, "other dimension");
+    }
+
+    #[test]
+    fn nearest_ranks_by_cosine_and_skips_odd_vectors() {
+        let set = AgentVectors::new(
+            "m",
+            1,
+            vec![
+                (1, vec![0.0, 1.0]),
+                (2, vec![10.0, 0.1]),
+                (3, vec![0.0, 0.0]),
+                (4, vec![1.0, 0.0, 0.0]),
+                (5, vec![1.0, 1.0]),
+                (6, vec![f32::NAN, 1.0]),
+            ],
+        );
+        assert_eq!(
+            set.ids,
+            vec![1, 2, 5],
+            "zero, non-finite and other-length vectors are left out"
+        );
+        let found = set.nearest(&[3.0, 0.0], 10);
+        assert_eq!(
+            found.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+            vec![2, 5, 1],
+            "length does not count, only direction"
+        );
+        assert!((found[1].1 - std::f32::consts::FRAC_1_SQRT_2).abs() < 0.01);
+        assert_eq!(set.nearest(&[1.0, 0.0], 1).len(), 1);
+        assert!(set.nearest(&[0.0, 0.0], 5).is_empty(), "a zero query");
+        assert!(
+            set.nearest(&[1.0, 0.0, 0.0], 5).is_empty(),
+            "another length"
+        );
+    }
+
+    /// A deterministic pseudo-random vector (xorshift), for comparisons with exact cosine.
+    fn vector(seed: u64, dims: usize) -> Vec<f32> {
+        let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..dims)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                (x % 2001) as f32 / 1000.0 - 1.0
+            })
+            .collect()
+    }
+
+    #[test]
+    fn quantised_similarities_stay_within_a_hundredth_of_exact_cosine() {
+        let dims = 384;
+        let stored: Vec<(i64, Vec<f32>)> = (0..300).map(|i| (i, vector(i as u64, dims))).collect();
+        let set = AgentVectors::new("m", 1, stored.clone());
+        for seed in 1000..1010 {
+            let query = vector(seed, dims);
+            let found = set.nearest(&query, stored.len());
+            assert_eq!(found.len(), stored.len());
+            for (id, score) in &found {
+                let exact = cosine(&stored[*id as usize].1, &query);
+                assert!((score - exact).abs() < 0.01, "{score} against {exact}");
+            }
+            // The top 10 agree with an exact ranking up to the quantisation error.
+            let mut exact: Vec<(i64, f32)> = stored
+                .iter()
+                .map(|(id, v)| (*id, cosine(v, &query)))
+                .collect();
+            exact.sort_by(|a, b| b.1.total_cmp(&a.1));
+            let tenth = exact[9].1;
+            for (id, _) in &found[..10] {
+                let e = exact.iter().find(|(i, _)| i == id).unwrap().1;
+                assert!(
+                    e >= tenth - 0.02,
+                    "chunk {id} ({e}) is far from the exact top 10"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn the_i8_dot_product_matches_a_plain_sum() {
+        for len in [0, 1, 31, 32, 33, 384, 1000] {
+            let a: Vec<i8> = (0..len).map(|i| ((i * 37) % 255) as i8).collect();
+            let b: Vec<i8> = (0..len).map(|i| ((i * 11 + 3) % 255) as i8).collect();
+            let plain: i32 = a.iter().zip(&b).map(|(x, y)| *x as i32 * *y as i32).sum();
+            assert_eq!(dot_i8(&a, &b), plain, "length {len}");
+        }
+    }
+
+    #[test]
+    fn a_set_weighs_a_quarter_of_its_f32_vectors() {
+        let stored: Vec<(i64, Vec<f32>)> = (0..1000).map(|i| (i, vector(i as u64, 384))).collect();
+        let set = AgentVectors::new("m", 1, stored);
+        assert!(set.bytes() < 1000 * (384 + 4 + 8) + 1024, "{}", set.bytes());
+    }
+}
