@@ -442,7 +442,10 @@ fn DocumentRow(
         let id = id.clone();
         move |ev: leptos::ev::SubmitEvent| {
             ev.prevent_default();
-            match refresh_choice(&refresh_kind.get_untracked(), &refresh_hours.get_untracked()) {
+            match refresh_choice(
+                &refresh_kind.get_untracked(),
+                &refresh_hours.get_untracked(),
+            ) {
                 Ok(refresh) => {
                     error.set(None);
                     schedule_action.dispatch((id.clone(), refresh));
@@ -884,8 +887,14 @@ mod tests {
         );
         assert_eq!(refresh_fields(Some(&Refresh("weekly".into()))).0, "weekly");
         assert_eq!(refresh_fields(None).0, "off");
-        assert_eq!(refresh_words(Some(&Refresh(6.into()))), "Refreshed every 6 hours");
-        assert_eq!(refresh_words(Some(&Refresh("daily".into()))), "Refreshed daily");
+        assert_eq!(
+            refresh_words(Some(&Refresh(6.into()))),
+            "Refreshed every 6 hours"
+        );
+        assert_eq!(
+            refresh_words(Some(&Refresh("daily".into()))),
+            "Refreshed daily"
+        );
         let counts = RefreshCounts {
             added: 1,
             changed: 2,

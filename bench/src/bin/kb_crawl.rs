@@ -274,7 +274,10 @@ async fn main() -> anyhow::Result<()> {
     }
     for result in &results {
         if let Some((_, counts)) = &result.refresh {
-            println!("start {}: refreshCounts of the best refresh: {counts}", result.start);
+            println!(
+                "start {}: refreshCounts of the best refresh: {counts}",
+                result.start
+            );
         }
     }
     println!();

@@ -53,7 +53,11 @@ pub async fn queue_due(k: &Knowledge) -> Result<usize, StoreError> {
         let full = due.len() == BATCH as usize;
         for d in due {
             let next = next_refresh(now, d.refresh_hours);
-            if !k.documents.claim_refresh(&d.id, d.next_refresh_at, next).await? {
+            if !k
+                .documents
+                .claim_refresh(&d.id, d.next_refresh_at, next)
+                .await?
+            {
                 continue;
             }
             let job = queue(k, &d.id, JobKind::Crawl, &d.user_id).await?;
@@ -78,7 +82,12 @@ pub(crate) async fn queue(
 ) -> Result<JobRecord, StoreError> {
     let job = k
         .jobs
-        .enqueue_job(&JobRecord::queued(kind, document_id, user_id, k.clock.now()))
+        .enqueue_job(&JobRecord::queued(
+            kind,
+            document_id,
+            user_id,
+            k.clock.now(),
+        ))
         .await?;
     if job.status == JobStatus::Queued {
         k.documents

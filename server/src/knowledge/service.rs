@@ -197,10 +197,13 @@ impl Documents {
         document_id: &DocumentId,
     ) -> Result<JobRecord, KnowledgeError> {
         let doc = self.document(agent, document_id).await?;
-        Ok(
-            super::refresh::queue(&self.knowledge, &doc.id, doc.kind.job_kind(), &agent.user_id)
-                .await?,
+        Ok(super::refresh::queue(
+            &self.knowledge,
+            &doc.id,
+            doc.kind.job_kind(),
+            &agent.user_id,
         )
+        .await?)
     }
 
     /// Queues the refreshes due now ([`super::refresh::queue_due`], which every instance's

@@ -225,12 +225,10 @@ impl SafeClient {
         validators: &Validators,
         hop_check: &(dyn Fn(&Url) -> Result<(), E> + Sync),
     ) -> Result<Fetched, HopError<E>> {
-        let fetched = tokio::time::timeout(
-            self.limits.timeout,
-            self.fetch(url, validators, hop_check),
-        )
-        .await
-        .map_err(|_| HopError::Net(NetError::Timeout))??;
+        let fetched =
+            tokio::time::timeout(self.limits.timeout, self.fetch(url, validators, hop_check))
+                .await
+                .map_err(|_| HopError::Net(NetError::Timeout))??;
         if (200..300).contains(&fetched.status) || (fetched.status == 304 && !validators.is_empty())
         {
             Ok(fetched)
@@ -545,7 +543,10 @@ mod tests {
                 get(|| async {
                     (
                         AxumStatus::NOT_MODIFIED,
-                        [("etag", "\"v2\""), ("last-modified", "Mon, 23 Nov 2026 10:00:00 GMT")],
+                        [
+                            ("etag", "\"v2\""),
+                            ("last-modified", "Mon, 23 Nov 2026 10:00:00 GMT"),
+                        ],
                     )
                 }),
             )

@@ -225,7 +225,13 @@ async fn job_end(app: &TestApp, token: &str, job: &str) -> String {
 }
 
 /// Adds `url` (202) with `config`; answers the document and job ids.
-async fn add_site(app: &TestApp, token: &str, agent: &str, url: &str, config: Value) -> (String, String) {
+async fn add_site(
+    app: &TestApp,
+    token: &str,
+    agent: &str,
+    url: &str,
+    config: Value,
+) -> (String, String) {
     let res = app
         .post(
             &format!("/api/agents/{agent}/knowledge/url"),
@@ -346,14 +352,22 @@ async fn a_refresh_asks_conditionally_and_reindexes_only_what_changed() {
     assert_eq!(d["lastRefreshedAt"], Value::Null);
     assert_eq!(d["refreshCounts"], Value::Null);
     assert!(
-        site.hits.lock().unwrap().iter().all(|h| h.if_none_match.is_none() && h.if_modified_since.is_none()),
+        site.hits
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|h| h.if_none_match.is_none() && h.if_modified_since.is_none()),
         "a first crawl asks unconditionally"
     );
     let a_chunks = chunk_ids(&app, &url("/a")).await;
     let deep_chunks = chunk_ids(&app, &url("/a/deep")).await;
     assert!(!a_chunks.is_empty() && !deep_chunks.is_empty());
     let reply = app
-        .chat(&user.access, &agent, json!({"message": "zucchini environment"}))
+        .chat(
+            &user.access,
+            &agent,
+            json!({"message": "zucchini environment"}),
+        )
         .await
         .json::<Value>()
         .await
@@ -374,7 +388,8 @@ async fn a_refresh_asks_conditionally_and_reindexes_only_what_changed() {
         "{d}"
     );
     assert_eq!(d["pages"], 5);
-    let last = chrono::DateTime::parse_from_rfc3339(d["lastRefreshedAt"].as_str().unwrap()).unwrap();
+    let last =
+        chrono::DateTime::parse_from_rfc3339(d["lastRefreshedAt"].as_str().unwrap()).unwrap();
     let next = chrono::DateTime::parse_from_rfc3339(d["nextRefreshAt"].as_str().unwrap()).unwrap();
     assert!(
         next - last > chrono::Duration::hours(23) && next - last <= chrono::Duration::hours(24),
@@ -388,7 +403,10 @@ async fn a_refresh_asks_conditionally_and_reindexes_only_what_changed() {
     let b = site.hits_of("/b");
     assert_eq!(b[0].if_modified_since.as_deref(), Some(LM_1));
     assert_eq!(b[0].status, 200);
-    assert_eq!(site.hits_of("/")[0].if_none_match.as_deref(), Some("\"idx-1\""));
+    assert_eq!(
+        site.hits_of("/")[0].if_none_match.as_deref(),
+        Some("\"idx-1\"")
+    );
     assert_eq!(site.hits_of("/c")[0].status, 404);
     assert_eq!(site.hits_of("/d")[0].status, 410);
     assert!(site.hits_of("/e").is_empty(), "no longer linked");
@@ -401,16 +419,27 @@ async fn a_refresh_asks_conditionally_and_reindexes_only_what_changed() {
         assert!(chunk_ids(&app, &url(gone)).await.is_empty(), "{gone}");
     }
     assert!(!chunk_ids(&app, &url("/new")).await.is_empty());
-    assert!(mock.embedding_requests() > embedded, "changed pages are embedded");
+    assert!(
+        mock.embedding_requests() > embedded,
+        "changed pages are embedded"
+    );
     let reply = app
-        .chat(&user.access, &agent, json!({"message": "kumquat toolchain"}))
+        .chat(
+            &user.access,
+            &agent,
+            json!({"message": "kumquat toolchain"}),
+        )
         .await
         .json::<Value>()
         .await
         .unwrap();
     assert_eq!(source_urls(&reply).first(), Some(&url("/new")), "{reply}");
     let reply = app
-        .chat(&user.access, &agent, json!({"message": "zucchini environment"}))
+        .chat(
+            &user.access,
+            &agent,
+            json!({"message": "zucchini environment"}),
+        )
         .await
         .json::<Value>()
         .await
@@ -428,9 +457,7 @@ async fn a_refresh_asks_conditionally_and_reindexes_only_what_changed() {
     // Nothing changed: every page costs one request, nothing is chunked or embedded.
     site.clear();
     let embedded = mock.embedding_requests();
-    let chunks_before: i64 = app
-        .sql_scalar("SELECT max(id) FROM chunks", vec![])
-        .await;
+    let chunks_before: i64 = app.sql_scalar("SELECT max(id) FROM chunks", vec![]).await;
     let job = refresh(&app, &user.access, &agent, &doc).await;
     assert_eq!(job_end(&app, &user.access, &job).await, "succeeded");
     let d = document(&app, &user.access, &agent, &doc).await;
@@ -439,17 +466,22 @@ async fn a_refresh_asks_conditionally_and_reindexes_only_what_changed() {
         json!({"added": 0, "changed": 0, "removed": 0, "unchanged": 5}),
         "{d}"
     );
-    assert_eq!(mock.embedding_requests(), embedded, "nothing embedded again");
-    let chunks_after: i64 = app
-        .sql_scalar("SELECT max(id) FROM chunks", vec![])
-        .await;
+    assert_eq!(
+        mock.embedding_requests(),
+        embedded,
+        "nothing embedded again"
+    );
+    let chunks_after: i64 = app.sql_scalar("SELECT max(id) FROM chunks", vec![]).await;
     assert_eq!(chunks_after, chunks_before, "nothing chunked again");
     for path in ["/", "/a", "/b"] {
         let hits = site.hits_of(path);
         assert_eq!(hits.len(), 1, "{path}: {hits:?}");
         assert_eq!(hits[0].status, 304, "{path}: {hits:?}");
     }
-    assert_eq!(site.hits_of("/b")[0].if_modified_since.as_deref(), Some(LM_2));
+    assert_eq!(
+        site.hits_of("/b")[0].if_modified_since.as_deref(),
+        Some(LM_2)
+    );
     assert_eq!(site.hits_of("/a/deep").len(), 1);
     hooks.wait_for("document.refreshed", 2).await;
     // The document's bytes still count the pages that answered 304.
@@ -486,7 +518,10 @@ async fn the_refresh_schedule_is_validated_set_and_changed() {
             .await;
         let body = assert_error(res, 400, "Bad Request", None).await;
         assert!(
-            body["message"].as_str().unwrap().contains("`refresh` must be"),
+            body["message"]
+                .as_str()
+                .unwrap()
+                .contains("`refresh` must be"),
             "{bad}: {body}"
         );
     }
@@ -524,12 +559,16 @@ async fn the_refresh_schedule_is_validated_set_and_changed() {
         assert_eq!(d["refresh"], shown, "{given}");
         let indexed =
             chrono::DateTime::parse_from_rfc3339(d["indexedAt"].as_str().unwrap()).unwrap();
-        let next = chrono::DateTime::parse_from_rfc3339(d["nextRefreshAt"].as_str().unwrap()).unwrap();
+        let next =
+            chrono::DateTime::parse_from_rfc3339(d["nextRefreshAt"].as_str().unwrap()).unwrap();
         assert_eq!(next - indexed, chrono::Duration::hours(hours), "{d}");
     }
     let res = patch(json!({"config": {"refresh": "off"}})).await;
     let d = res.json::<Value>().await.unwrap()["document"].clone();
-    assert_eq!((d["refresh"].clone(), d["nextRefreshAt"].clone()), (json!("off"), Value::Null));
+    assert_eq!(
+        (d["refresh"].clone(), d["nextRefreshAt"].clone()),
+        (json!("off"), Value::Null)
+    );
     let res = patch(json!({"config": {"refresh": "monthly"}})).await;
     assert_error(res, 400, "Bad Request", Some("`refresh` must be \"off\", \"daily\", \"weekly\" or a whole number of hours from 1 to 8760")).await;
     let res = patch(json!({"config": {"crawlDepth": 3}})).await;
@@ -561,7 +600,13 @@ async fn the_refresh_schedule_is_validated_set_and_changed() {
             Some(json!({"config": {"refresh": "daily"}})),
         )
         .await;
-    assert_error(res, 400, "Bad Request", Some("Only a crawled site (kind `url`) has a refresh schedule")).await;
+    assert_error(
+        res,
+        400,
+        "Bad Request",
+        Some("Only a crawled site (kind `url`) has a refresh schedule"),
+    )
+    .await;
     let d = document(&app, &user.access, &agent, &file).await;
     assert!(d.get("refresh").is_none(), "{d}");
     // Another user's document is not found; a read-only key may not change it.
@@ -676,8 +721,12 @@ async fn a_due_refresh_is_queued_once_by_two_instances() {
     assert_eq!(a.state.documents.queue_due_refreshes().await.unwrap(), 0);
     assert_eq!(b.state.documents.queue_due_refreshes().await.unwrap(), 0);
     let next = chrono::DateTime::parse_from_rfc3339(d["nextRefreshAt"].as_str().unwrap()).unwrap();
-    let last = chrono::DateTime::parse_from_rfc3339(d["lastRefreshedAt"].as_str().unwrap()).unwrap();
-    assert!(next > last && next - last <= chrono::Duration::hours(1), "{d}");
+    let last =
+        chrono::DateTime::parse_from_rfc3339(d["lastRefreshedAt"].as_str().unwrap()).unwrap();
+    assert!(
+        next > last && next - last <= chrono::Duration::hours(1),
+        "{d}"
+    );
 }
 
 #[tokio::test]
@@ -708,10 +757,18 @@ async fn a_failed_refresh_keeps_the_chunks_and_the_schedule() {
     assert_eq!(d["chunks"], before["chunks"], "the chunks stay");
     assert_eq!(d["refresh"], 12);
     let next = chrono::DateTime::parse_from_rfc3339(d["nextRefreshAt"].as_str().unwrap()).unwrap();
-    let first = chrono::DateTime::parse_from_rfc3339(before["nextRefreshAt"].as_str().unwrap()).unwrap();
-    assert!(next >= first, "the schedule moves on from the failed refresh's start: {d}");
+    let first =
+        chrono::DateTime::parse_from_rfc3339(before["nextRefreshAt"].as_str().unwrap()).unwrap();
+    assert!(
+        next >= first,
+        "the schedule moves on from the failed refresh's start: {d}"
+    );
     let reply = app
-        .chat(&user.access, &agent, json!({"message": "zucchini environment"}))
+        .chat(
+            &user.access,
+            &agent,
+            json!({"message": "zucchini environment"}),
+        )
         .await
         .json::<Value>()
         .await

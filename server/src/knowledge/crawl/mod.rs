@@ -122,7 +122,7 @@ pub type KnownPages = HashMap<Url, KnownPage>;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CrawlEvent {
     /// A page was kept.
-    Page(CrawledPage),
+    Page(Box<CrawledPage>),
     /// After every URL handled: URLs handled so far, and URLs found.
     Progress {
         /// Kept, skipped or failed.

@@ -264,9 +264,7 @@ async fn fetch_page(task: FetchTask) -> Outcome {
     let fetched = {
         // The semaphore is never closed; without a permit the request simply goes ahead.
         let _permit = origin.permits.acquire().await.ok();
-        client
-            .get_conditional(&url, &validators, &hop_check)
-            .await
+        client.get_conditional(&url, &validators, &hop_check).await
     };
     let fetched = match fetched {
         Ok(f) => f,
@@ -358,8 +356,7 @@ impl Crawler {
             Outcome::Denied(denial) => return Err(denial.into_start_error()),
             other => other,
         };
-        if let Outcome::Page { final_url, .. } | Outcome::NotModified { final_url, .. } = &outcome
-        {
+        if let Outcome::Page { final_url, .. } | Outcome::NotModified { final_url, .. } = &outcome {
             let key = site_key(final_url);
             if !self.scope.sites.contains(&key) {
                 Arc::make_mut(&mut self.scope).sites.push(key);
@@ -519,7 +516,10 @@ impl Crawler {
             Outcome::NotModified {
                 final_url,
                 validators,
-            } => self.keep_known(url, depth, final_url, Some(validators)).await,
+            } => {
+                self.keep_known(url, depth, final_url, Some(validators))
+                    .await
+            }
             // A page kept before that is not gone for good keeps its last version.
             Outcome::Failed(e) if !is_gone(&e) && self.known.contains_key(&url) => {
                 self.summary.errors.push((url.clone(), e.to_string()));
@@ -553,7 +553,10 @@ impl Crawler {
     ) {
         let Some(known) = self.known.get(&url).cloned() else {
             return self
-                .skip(url, "the page answered 304 to a request it was not asked".to_owned())
+                .skip(
+                    url,
+                    "the page answered 304 to a request it was not asked".to_owned(),
+                )
                 .await;
         };
         let KnownPage {
@@ -593,7 +596,7 @@ impl Crawler {
             links,
             not_modified: true,
         };
-        self.send(CrawlEvent::Page(page)).await;
+        self.send(CrawlEvent::Page(Box::new(page))).await;
     }
 
     async fn accept(
@@ -664,7 +667,7 @@ impl Crawler {
             links,
             not_modified: false,
         };
-        self.send(CrawlEvent::Page(page)).await;
+        self.send(CrawlEvent::Page(Box::new(page))).await;
     }
 
     /// Reads the start origin's sitemaps and queues their page URLs at depth 1.

@@ -25,13 +25,24 @@ pub async fn a_due_refresh_is_claimed_by_one_of_parallel_schedulers(store: Arc<d
     let now = now_ms();
     let due = now - Duration::minutes(1);
     assert!(store
-        .set_refresh_schedule(&doc.user_id, &doc.agent_id, &doc.id, Some(24), Some(due), now)
+        .set_refresh_schedule(
+            &doc.user_id,
+            &doc.agent_id,
+            &doc.id,
+            Some(24),
+            Some(due),
+            now
+        )
         .await
         .unwrap());
     let found = store.due_refreshes(now, 10).await.unwrap();
     assert_eq!(found.len(), 1);
     assert_eq!(
-        (found[0].id.clone(), found[0].next_refresh_at, found[0].refresh_hours),
+        (
+            found[0].id.clone(),
+            found[0].next_refresh_at,
+            found[0].refresh_hours
+        ),
         (doc.id.clone(), due, 24)
     );
     let wins = in_parallel(8, |_| {
@@ -144,14 +155,23 @@ pub async fn a_pages_validators_and_links_are_kept_without_touching_its_chunks(
     record.fetch_url = Some("https://example.com/a?from=nav".into());
     record.etag = Some("\"v1\"".into());
     record.last_modified = Some("Sun, 29 Nov 2026 10:00:00 GMT".into());
-    record.links = vec!["https://example.com/b".into(), "https://example.com/c".into()];
+    record.links = vec![
+        "https://example.com/b".into(),
+        "https://example.com/c".into(),
+    ];
     record.bytes = 42;
     assert!(store
         .replace_pages(&doc.id, &[(record.clone(), chunks)], now)
         .await
         .unwrap());
-    assert_eq!(store.document_pages(&doc.id).await.unwrap(), vec![record.clone()]);
-    let before = store.chunks_after(&doc.agent_id, 0.into(), 10).await.unwrap();
+    assert_eq!(
+        store.document_pages(&doc.id).await.unwrap(),
+        vec![record.clone()]
+    );
+    let before = store
+        .chunks_after(&doc.agent_id, 0.into(), 10)
+        .await
+        .unwrap();
     assert_eq!(before.len(), 2);
 
     let updated = PageRecord {
@@ -163,9 +183,15 @@ pub async fn a_pages_validators_and_links_are_kept_without_touching_its_chunks(
         .update_pages(&doc.id, std::slice::from_ref(&updated), now)
         .await
         .unwrap());
-    assert_eq!(store.document_pages(&doc.id).await.unwrap(), vec![updated.clone()]);
     assert_eq!(
-        store.chunks_after(&doc.agent_id, 0.into(), 10).await.unwrap(),
+        store.document_pages(&doc.id).await.unwrap(),
+        vec![updated.clone()]
+    );
+    assert_eq!(
+        store
+            .chunks_after(&doc.agent_id, 0.into(), 10)
+            .await
+            .unwrap(),
         before,
         "the same chunks, ids and all"
     );
