@@ -113,6 +113,17 @@ pub async fn put_signed_in<B: Serialize, T: DeserializeOwned>(
     signed_in("PUT", path, Some(encode(body)?)).await
 }
 
+/// `PATCH path` with `body` as JSON for the signed-in user.
+///
+/// # Errors
+/// 401 when the session cannot be refreshed, or the request's error.
+pub async fn patch_signed_in<B: Serialize, T: DeserializeOwned>(
+    path: &str,
+    body: &B,
+) -> Result<T, ApiError> {
+    signed_in("PATCH", path, Some(encode(body)?)).await
+}
+
 /// `DELETE path` for the signed-in user.
 ///
 /// # Errors

@@ -594,6 +594,60 @@ impl Service {
             bytes: number(&doc["bytes"]),
         })
     }
+
+    /// Refreshes the crawled document (`POST .../knowledge/{documentId}/refresh`), polls its
+    /// job every 10 ms until it has succeeded, and answers the time with the document's
+    /// `refreshCounts` (an error when the job fails or `timeout` passes).
+    pub async fn refresh(
+        &self,
+        agent_id: &AgentId,
+        document_id: &DocumentId,
+        timeout: Duration,
+    ) -> anyhow::Result<(Duration, Value)> {
+        let client = service::http_client()?;
+        let base = self.base_url();
+        let started = Instant::now();
+        let response = client
+            .post(format!(
+                "{base}/api/agents/{agent_id}/knowledge/{document_id}/refresh"
+            ))
+            .bearer_auth(&self.token)
+            .json(&json!({}))
+            .send()
+            .await?;
+        let code = response.status();
+        let body: Value = response.json().await?;
+        ensure!(code.as_u16() == 202, "refreshing answered {code}: {body}");
+        let job_id = body["jobId"].as_str().context("no jobId")?.to_owned();
+        loop {
+            let job: Value = client
+                .get(format!("{base}/api/jobs/{job_id}"))
+                .bearer_auth(&self.token)
+                .send()
+                .await?
+                .json()
+                .await?;
+            match job["job"]["status"].as_str() {
+                Some("succeeded") => break,
+                Some("failed") => bail!("the refresh job failed: {job}"),
+                _ if started.elapsed() > timeout => {
+                    bail!("the refresh did not finish within {timeout:?}: {job}")
+                }
+                _ => tokio::time::sleep(Duration::from_millis(10)).await,
+            }
+        }
+        let elapsed = started.elapsed();
+        let doc: Value = client
+            .get(format!(
+                "{base}/api/agents/{agent_id}/knowledge/{document_id}"
+            ))
+            .bearer_auth(&self.token)
+            .send()
+            .await?
+            .json()
+            .await?;
+        Ok((elapsed, doc["document"]["refreshCounts"].clone()))
+    }
 }
 
 /// Bytes as MiB with one decimal.

@@ -432,10 +432,16 @@ pub enum EventType {
     #[serde(rename = "integration.created")]
     #[sqlx(rename = "integration.created")]
     IntegrationCreated,
+    /// `document.refreshed`: a re-crawl of a site finished, with its page counts
+    /// (`knowledge::worker`; docs/knowledge.md § Refresh).
+    #[serde(rename = "document.refreshed")]
+    #[sqlx(rename = "document.refreshed")]
+    DocumentRefreshed,
 }
 
 impl EventType {
-    pub const ALL: [EventType; 9] = [
+    /// Every event type, in the order of docs/api.md § Event types.
+    pub const ALL: [EventType; 10] = [
         EventType::AgentCreated,
         EventType::AgentUpdated,
         EventType::AgentDeleted,
@@ -445,6 +451,7 @@ impl EventType {
         EventType::DocumentFailed,
         EventType::CrawlCompleted,
         EventType::IntegrationCreated,
+        EventType::DocumentRefreshed,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -458,6 +465,7 @@ impl EventType {
             Self::DocumentFailed => "document.failed",
             Self::CrawlCompleted => "crawl.completed",
             Self::IntegrationCreated => "integration.created",
+            Self::DocumentRefreshed => "document.refreshed",
         }
     }
 
@@ -482,6 +490,9 @@ impl EventType {
             }
             Self::IntegrationCreated => {
                 "An integration was created. data: {integration} (credentials as masked hints only)"
+            }
+            Self::DocumentRefreshed => {
+                "A re-crawl (manual or scheduled) of a web site finished. data: {agentId, document} (with lastRefreshedAt, nextRefreshAt and refreshCounts{added, changed, removed, unchanged})"
             }
         }
     }

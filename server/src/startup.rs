@@ -169,6 +169,7 @@ impl Application {
         .with_bus(&bus);
         if role.runs_workers() {
             crate::knowledge::worker::spawn(knowledge.clone(), config.jobs.workers);
+            crate::knowledge::refresh::spawn(knowledge.clone());
             if config.jobs.workers > 0 {
                 crate::webhooks::worker::spawn(webhooks.clone());
             }

@@ -4,7 +4,7 @@
 
 use app::api::{
     Agent, ChatMessage, Conversation, Integration, IntegrationConnection, Job, JobProgress,
-    KnowledgeDocument, Source, TokensUsed, Webhook, WebhookDelivery,
+    KnowledgeDocument, Refresh, RefreshCounts, Source, TokensUsed, Webhook, WebhookDelivery,
 };
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -13,7 +13,7 @@ use crate::{
     domain::ProviderCode,
     ids::PublicId,
     store::{
-        documents::DocumentRecord,
+        documents::{DocumentRecord, DocumentSource},
         integrations::IntegrationRecord,
         jobs::JobRecord,
         webhooks::{DeliveryRecord, WebhookRecord},
@@ -57,6 +57,15 @@ pub fn document_view(d: &DocumentRecord) -> KnowledgeDocument {
         created_at: iso(d.created_at),
         updated_at: iso(d.updated_at),
         indexed_at: d.indexed_at.map(iso),
+        refresh: (d.kind == DocumentSource::Url).then(|| Refresh::from_hours(d.refresh_hours)),
+        next_refresh_at: d.next_refresh_at.map(iso),
+        last_refreshed_at: d.last_refreshed_at.map(iso),
+        refresh_counts: d.refresh_counts.map(|c| RefreshCounts {
+            added: c.added,
+            changed: c.changed,
+            removed: c.removed,
+            unchanged: c.unchanged,
+        }),
     }
 }
 

@@ -435,7 +435,7 @@ fn pages(events: &[CrawlEvent]) -> Vec<&CrawledPage> {
     events
         .iter()
         .filter_map(|e| match e {
-            CrawlEvent::Page(p) => Some(p),
+            CrawlEvent::Page(p) => Some(&**p),
             _ => None,
         })
         .collect()

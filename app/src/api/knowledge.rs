@@ -45,6 +45,121 @@ pub struct CrawlOptions {
     /// Obey robots.txt for the user agent `AgentChat`; default true.
     #[serde(default)]
     pub respect_robots: Option<bool>,
+    /// Re-crawl on a schedule: `"off"` (default), `"daily"`, `"weekly"` or a whole number of
+    /// hours from 1 to 8,760.
+    #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(inline))]
+    pub refresh: Option<Refresh>,
+}
+
+/// A refresh schedule as JSON: `"off"`, `"daily"`, `"weekly"`, or a whole number of hours from
+/// 1 to [`REFRESH_HOURS_MAX`](super::limits::REFRESH_HOURS_MAX) (docs/knowledge.md § Refresh).
+/// Kept as the JSON value received, so that the server can answer a wrong one with a 400
+/// naming the rule; [`Refresh::hours`] reads it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Refresh(pub serde_json::Value);
+
+impl Refresh {
+    /// The message of a 400 for a value that is not a schedule.
+    pub const RULE: &'static str = "`refresh` must be \"off\", \"daily\", \"weekly\" or a whole number of hours from 1 to 8760";
+
+    /// `"off"`.
+    pub fn off() -> Self {
+        Self(serde_json::Value::from("off"))
+    }
+
+    /// The schedule of `hours` between refreshes (`None`: off) in its canonical form: 24 is
+    /// `"daily"`, 168 `"weekly"`.
+    pub fn from_hours(hours: Option<u32>) -> Self {
+        Self(match hours {
+            None => "off".into(),
+            Some(24) => "daily".into(),
+            Some(168) => "weekly".into(),
+            Some(h) => h.into(),
+        })
+    }
+
+    /// Hours between refreshes (`None`: off). Errors: [`Refresh::RULE`] for anything but
+    /// the four forms (a fraction, 0, more than a year, another word, another JSON type).
+    pub fn hours(&self) -> Result<Option<u32>, &'static str> {
+        match &self.0 {
+            serde_json::Value::String(s) => match s.as_str() {
+                "off" => Ok(None),
+                "daily" => Ok(Some(24)),
+                "weekly" => Ok(Some(168)),
+                _ => Err(Self::RULE),
+            },
+            serde_json::Value::Number(n) => match n.as_u64() {
+                Some(h) if (1..=u64::from(super::limits::REFRESH_HOURS_MAX)).contains(&h) => {
+                    Ok(Some(h as u32))
+                }
+                _ => Err(Self::RULE),
+            },
+            _ => Err(Self::RULE),
+        }
+    }
+}
+
+#[cfg(feature = "ssr")]
+impl utoipa::PartialSchema for Refresh {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ObjectBuilder, OneOfBuilder, Type};
+        OneOfBuilder::new()
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .enum_values(Some(["off", "daily", "weekly"])),
+            )
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::Integer)
+                    .minimum(Some(1))
+                    .maximum(Some(super::limits::REFRESH_HOURS_MAX)),
+            )
+            .description(Some(
+                "Refresh schedule: \"off\", \"daily\" (24 hours), \"weekly\" (168 hours) or \
+                 a whole number of hours from 1 to 8760",
+            ))
+            .into()
+    }
+}
+
+#[cfg(feature = "ssr")]
+impl utoipa::ToSchema for Refresh {}
+
+/// `PATCH /api/agents/{agentId}/knowledge/{documentId}` body: the settings of a crawled site
+/// that can change after it was added.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct UpdateDocumentRequest {
+    pub config: DocumentSettings,
+}
+
+/// The changeable settings of a crawled site (omitted: unchanged).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DocumentSettings {
+    /// The refresh schedule, as [`CrawlOptions::refresh`].
+    #[serde(default)]
+    #[cfg_attr(feature = "ssr", schema(inline))]
+    pub refresh: Option<Refresh>,
+}
+
+/// A re-crawl's pages compared with the crawl before it (docs/knowledge.md § Refresh).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct RefreshCounts {
+    /// Pages found that the crawl before did not keep.
+    pub added: u32,
+    /// Pages whose text changed: indexed again.
+    pub changed: u32,
+    /// Pages gone (404, 410, or no longer linked within the crawl's limits): left the index.
+    pub removed: u32,
+    /// Pages unchanged (304 Not Modified, or the same text): neither chunked nor embedded again.
+    pub unchanged: u32,
 }
 
 /// `POST /api/agents/{agentId}/knowledge/url` body.
@@ -94,6 +209,20 @@ pub struct KnowledgeDocument {
     pub updated_at: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub indexed_at: Option<String>,
+    /// Crawled sites: the refresh schedule (`"off"`, `"daily"`, `"weekly"` or hours).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ssr", schema(inline))]
+    pub refresh: Option<Refresh>,
+    /// Crawled sites: when the next scheduled refresh is queued; null when off.
+    #[serde(default)]
+    pub next_refresh_at: Option<String>,
+    /// Crawled sites: when the last refresh (a re-crawl, manual or scheduled) finished;
+    /// null before the first.
+    #[serde(default)]
+    pub last_refreshed_at: Option<String>,
+    /// Crawled sites: the last refresh's page counts; null before the first.
+    #[serde(default)]
+    pub refresh_counts: Option<RefreshCounts>,
 }
 
 /// `GET /api/agents/{agentId}/knowledge` answer.

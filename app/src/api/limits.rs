@@ -30,3 +30,5 @@ pub const TOOL_DESCRIPTION_MAX: usize = 1_024;
 pub const TOOL_NAME_MAX: usize = 64;
 /// A URL given to crawl or to receive webhooks, in bytes.
 pub const URL_MAX: usize = 2_048;
+/// Most hours between scheduled refreshes of a crawled site (`config.refresh`): a year.
+pub const REFRESH_HOURS_MAX: u32 = 8_760;

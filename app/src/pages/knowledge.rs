@@ -1,14 +1,16 @@
 //! `/dashboard/agents/{id}/knowledge`: the agent's knowledge base — uploads with progress,
 //! crawls of a site, and the documents with their indexing state, updated live
 //! (`POST .../knowledge/file`, `POST .../knowledge/url`, `GET .../knowledge`,
-//! `POST .../knowledge/{documentId}/refresh`, `DELETE .../knowledge/{documentId}`,
-//! `GET /api/jobs/{jobId}`).
+//! `POST .../knowledge/{documentId}/refresh`, `PATCH .../knowledge/{documentId}` for a
+//! site's refresh schedule, `DELETE .../knowledge/{documentId}`, `GET /api/jobs/{jobId}`).
 
 use super::{agent::use_agent, agents::ConfirmButton, dashboard::short_time};
 use crate::{
     api::{
-        AddUrlRequest, AddUrlResponse, CrawlOptions, DocumentRefreshResponse, DocumentsResponse,
-        JobProgress, JobResponse, KnowledgeDocument, SuccessResponse,
+        limits::REFRESH_HOURS_MAX, AddUrlRequest, AddUrlResponse, CrawlOptions,
+        DocumentRefreshResponse, DocumentResponse, DocumentSettings, DocumentsResponse,
+        JobProgress, JobResponse, KnowledgeDocument, Refresh, RefreshCounts, SuccessResponse,
+        UpdateDocumentRequest,
     },
     client,
     components::{
@@ -75,6 +77,97 @@ pub fn validate_crawl(url: &str, depth: &str, max_pages: &str) -> Result<(u8, u3
         .filter(|n| (1..=1000).contains(n))
         .ok_or("Maximum pages is a whole number from 1 to 1,000.")?;
     Ok((depth, max_pages))
+}
+
+/// The schedule picked in a form: `kind` is `off`, `daily`, `weekly` or `hours` (then
+/// `hours` is the number typed), checked as the server checks it.
+///
+/// # Errors
+/// The rule broken, in words.
+pub fn refresh_choice(kind: &str, hours: &str) -> Result<Refresh, String> {
+    match kind {
+        "off" | "daily" | "weekly" => Ok(Refresh(kind.into())),
+        _ => hours
+            .trim()
+            .parse::<u32>()
+            .ok()
+            .filter(|h| (1..=REFRESH_HOURS_MAX).contains(h))
+            .map(|h| Refresh(h.into()))
+            .ok_or_else(|| "Refresh every 1 to 8,760 hours (a year).".to_owned()),
+    }
+}
+
+/// The form's choice (kind, hours) showing `refresh`: `("hours", "6")` for every 6 hours.
+pub fn refresh_fields(refresh: Option<&Refresh>) -> (String, String) {
+    match refresh.map(|r| &r.0) {
+        Some(serde_json::Value::String(s)) if s == "daily" || s == "weekly" => {
+            (s.clone(), "12".to_owned())
+        }
+        Some(serde_json::Value::Number(n)) => ("hours".to_owned(), n.to_string()),
+        _ => ("off".to_owned(), "12".to_owned()),
+    }
+}
+
+/// A schedule in words: "Refresh off", "Refreshed daily", "Refreshed every 6 hours".
+pub fn refresh_words(refresh: Option<&Refresh>) -> String {
+    match refresh.map(|r| &r.0) {
+        Some(serde_json::Value::String(s)) if s == "daily" || s == "weekly" => {
+            format!("Refreshed {s}")
+        }
+        Some(serde_json::Value::Number(n)) if n.as_u64() == Some(1) => {
+            "Refreshed every hour".to_owned()
+        }
+        Some(serde_json::Value::Number(n)) => format!("Refreshed every {n} hours"),
+        _ => "Refresh off".to_owned(),
+    }
+}
+
+/// A refresh's counts in words: "1 added, 2 changed, 0 removed, 38 unchanged".
+pub fn counts_words(c: &RefreshCounts) -> String {
+    format!(
+        "{} added, {} changed, {} removed, {} unchanged",
+        c.added, c.changed, c.removed, c.unchanged
+    )
+}
+
+/// The schedule picker: off, daily, weekly or every N hours (the number field shown only
+/// for the last). `prefix` makes the ids unique on the page.
+#[component]
+fn RefreshPicker(prefix: String, kind: RwSignal<String>, hours: RwSignal<String>) -> impl IntoView {
+    let select_id = format!("{prefix}-refresh");
+    let hours_id = format!("{prefix}-refresh-hours");
+    view! {
+        <div class="field-row">
+            <div class="field">
+                <label for=select_id.clone()>"Refresh"</label>
+                <select
+                    id=select_id
+                    data-testid="refresh-select"
+                    prop:value=move || kind.get()
+                    on:change=move |ev| kind.set(event_target_value(&ev))
+                >
+                    <option value="off">"Off"</option>
+                    <option value="daily">"Daily"</option>
+                    <option value="weekly">"Weekly"</option>
+                    <option value="hours">"Every N hours"</option>
+                </select>
+            </div>
+            <Show when=move || kind.get() == "hours">
+                <div class="field">
+                    <label for=hours_id.clone()>"Hours between refreshes"</label>
+                    <input
+                        id=hours_id.clone()
+                        type="number"
+                        min="1"
+                        max=REFRESH_HOURS_MAX.to_string()
+                        data-testid="refresh-hours"
+                        prop:value=move || hours.get()
+                        on:input=move |ev| hours.set(event_target_value(&ev))
+                    />
+                </div>
+            </Show>
+        </div>
+    }
 }
 
 /// Uploads, crawls and the document list of the agent.
@@ -307,6 +400,61 @@ fn DocumentRow(
         parts.push(format!("updated {}", short_time(&document.updated_at)));
         parts.join(" · ")
     };
+    let site = document.kind == "url";
+    // A site's schedule: in words, with the last refresh's counts and the next due time.
+    let schedule = site.then(|| {
+        let mut parts = vec![refresh_words(document.refresh.as_ref())];
+        if let Some(last) = &document.last_refreshed_at {
+            let mut text = format!("last {}", short_time(last));
+            if let Some(counts) = &document.refresh_counts {
+                text.push_str(&format!(" ({})", counts_words(counts)));
+            }
+            parts.push(text);
+        }
+        if let Some(next) = &document.next_refresh_at {
+            parts.push(format!("next {}", short_time(next)));
+        }
+        parts.join(" · ")
+    });
+    let (kind, hours) = refresh_fields(document.refresh.as_ref());
+    let refresh_kind = RwSignal::new(kind);
+    let refresh_hours = RwSignal::new(hours);
+    let editing = RwSignal::new(false);
+    let schedule_action = Action::new_local(move |(id, refresh): &(String, Refresh)| {
+        let path = format!("/api/agents/{}/knowledge/{id}", agent.id.get_untracked());
+        let body = UpdateDocumentRequest {
+            config: DocumentSettings {
+                refresh: Some(refresh.clone()),
+            },
+        };
+        async move {
+            match client::patch_signed_in::<_, DocumentResponse>(&path, &body).await {
+                Ok(_) => {
+                    editing.set(false);
+                    on_changed.run(());
+                }
+                Err(err) => error.set(Some(err.message().to_owned())),
+            }
+        }
+    });
+    let saving = schedule_action.pending();
+    let save_schedule = {
+        let id = id.clone();
+        move |ev: leptos::ev::SubmitEvent| {
+            ev.prevent_default();
+            match refresh_choice(
+                &refresh_kind.get_untracked(),
+                &refresh_hours.get_untracked(),
+            ) {
+                Ok(refresh) => {
+                    error.set(None);
+                    schedule_action.dispatch((id.clone(), refresh));
+                }
+                Err(message) => error.set(Some(message)),
+            }
+        }
+    };
+    let picker_prefix = format!("document-{id}");
     view! {
         <li class="document" data-testid="document" data-status=status.clone()>
             <div class="document-main">
@@ -327,6 +475,33 @@ fn DocumentRow(
                 }}
             </div>
             <p class="muted small">{details}</p>
+            {schedule
+                .map(|text| view! { <p class="muted small" data-testid="document-schedule">{text}</p> })}
+            <Show when=move || editing.get()>
+                <form class="form form-wide" on:submit=save_schedule.clone() novalidate>
+                    <RefreshPicker
+                        prefix=picker_prefix.clone()
+                        kind=refresh_kind
+                        hours=refresh_hours
+                    />
+                    <div class="form-actions">
+                        <button
+                            type="submit"
+                            class="button button-small"
+                            disabled=move || saving.get()
+                        >
+                            {move || if saving.get() { "Saving…" } else { "Save schedule" }}
+                        </button>
+                        <button
+                            type="button"
+                            class="button button-secondary button-small"
+                            on:click=move |_| editing.set(false)
+                        >
+                            "Cancel"
+                        </button>
+                    </div>
+                </form>
+            </Show>
             {document
                 .error
                 .clone()
@@ -342,6 +517,19 @@ fn DocumentRow(
                 >
                     {if document.kind == "url" { "Re-crawl" } else { "Re-index" }}
                 </button>
+                {site
+                    .then(|| {
+                        view! {
+                            <button
+                                type="button"
+                                class="button button-secondary button-small"
+                                data-testid="document-schedule-edit"
+                                on:click=move |_| editing.update(|e| *e = !*e)
+                            >
+                                "Schedule"
+                            </button>
+                        }
+                    })}
                 <ConfirmButton
                     label="Delete"
                     question=format!("Delete “{}”?", document.name)
@@ -495,6 +683,8 @@ fn CrawlSection(on_added: Callback<(String, String)>) -> impl IntoView {
     let same_domain = RwSignal::new(true);
     let use_sitemap = RwSignal::new(false);
     let respect_robots = RwSignal::new(true);
+    let refresh_kind = RwSignal::new("off".to_owned());
+    let refresh_hours = RwSignal::new("12".to_owned());
     let error: FormError = RwSignal::new(None);
     let added = RwSignal::new(false);
     let add = Action::new_local(move |(path, body): &(String, AddUrlRequest)| {
@@ -529,6 +719,16 @@ fn CrawlSection(on_added: Callback<(String, String)>) -> impl IntoView {
                 return;
             }
         };
+        let refresh = match refresh_choice(
+            &refresh_kind.get_untracked(),
+            &refresh_hours.get_untracked(),
+        ) {
+            Ok(refresh) => refresh,
+            Err(message) => {
+                error.set(Some(message));
+                return;
+            }
+        };
         error.set(None);
         let body = AddUrlRequest {
             url: url.get_untracked().trim().to_owned(),
@@ -540,6 +740,7 @@ fn CrawlSection(on_added: Callback<(String, String)>) -> impl IntoView {
                 same_domain: Some(same_domain.get_untracked()),
                 use_sitemap: Some(use_sitemap.get_untracked()),
                 respect_robots: Some(respect_robots.get_untracked()),
+                refresh: Some(refresh),
             }),
         };
         let path = format!("/api/agents/{}/knowledge/url", agent.id.get_untracked());
@@ -601,6 +802,10 @@ fn CrawlSection(on_added: Callback<(String, String)>) -> impl IntoView {
                         />
                     </div>
                 </div>
+                <RefreshPicker prefix="crawl".to_owned() kind=refresh_kind hours=refresh_hours/>
+                <p class="hint">
+                    "A refresh crawls the site again; unchanged pages cost one request and are not indexed again."
+                </p>
                 <details class="options">
                     <summary>"More crawl options"</summary>
                     <div class="field-row">
@@ -666,6 +871,40 @@ mod tests {
         assert!(validate_crawl("https://example.com/", "6", "50").is_err());
         assert!(validate_crawl("https://example.com/", "2", "0").is_err());
         assert!(validate_crawl("https://example.com/", "x", "50").is_err());
+    }
+
+    #[test]
+    fn the_refresh_schedule_is_checked_and_shown() {
+        assert_eq!(refresh_choice("daily", ""), Ok(Refresh("daily".into())));
+        assert_eq!(refresh_choice("off", "x"), Ok(Refresh("off".into())));
+        assert_eq!(refresh_choice("hours", " 6 "), Ok(Refresh(6.into())));
+        assert!(refresh_choice("hours", "0").is_err());
+        assert!(refresh_choice("hours", "8761").is_err());
+        assert!(refresh_choice("hours", "1.5").is_err());
+        assert_eq!(
+            refresh_fields(Some(&Refresh(6.into()))),
+            ("hours".to_owned(), "6".to_owned())
+        );
+        assert_eq!(refresh_fields(Some(&Refresh("weekly".into()))).0, "weekly");
+        assert_eq!(refresh_fields(None).0, "off");
+        assert_eq!(
+            refresh_words(Some(&Refresh(6.into()))),
+            "Refreshed every 6 hours"
+        );
+        assert_eq!(
+            refresh_words(Some(&Refresh("daily".into()))),
+            "Refreshed daily"
+        );
+        let counts = RefreshCounts {
+            added: 1,
+            changed: 2,
+            removed: 3,
+            unchanged: 4,
+        };
+        assert_eq!(
+            counts_words(&counts),
+            "1 added, 2 changed, 3 removed, 4 unchanged"
+        );
     }
 
     #[test]

@@ -32,6 +32,12 @@
 //!    `{"crawlDepth": 5, "maxPages": 1000}`) and `GET /api/jobs/{jobId}` is polled every
 //!    10 ms until the job has succeeded. The time runs from the `POST` to the first
 //!    `succeeded`; the pages are the document's `pages`.
+//! 4. **refresh, service**: the document of path 3 refreshed at once through the HTTP API
+//!    (`POST .../knowledge/{documentId}/refresh`), the site unchanged: every page is asked
+//!    for with `If-Modified-Since` (the static file server sends `Last-Modified` and answers
+//!    304), so no page is read, chunked or written again (docs/knowledge.md § Refresh). The
+//!    time runs from the `POST` to the job's `succeeded`; the document's `refreshCounts`
+//!    are printed.
 //!
 //! pages/s = pages kept / wall time; `CPU` is the CPU time of this whole process (book
 //! server and client included) during the run. URLs handled but not kept (pages that ask not
@@ -129,6 +135,8 @@ struct StartResult {
     start: String,
     alone: Run,
     direct: Option<Run>,
+    /// The refresh of the service's document, with its `refreshCounts`.
+    refresh: Option<(Run, String)>,
     service: Option<Run>,
 }
 
@@ -171,6 +179,7 @@ async fn main() -> anyhow::Result<()> {
         let mut alone = Vec::new();
         let mut direct = Vec::new();
         let mut via_service = Vec::new();
+        let mut refreshes: Vec<(Run, String)> = Vec::new();
         for round in 1..=args.rounds {
             let run = crawl_alone(&client, &start, &config).await?;
             report_round("crawl alone", round, &run);
@@ -183,8 +192,20 @@ async fn main() -> anyhow::Result<()> {
             report_round("crawl + index, direct", round, &run);
             direct.push(run);
             if let Some(service) = &service {
-                let run = crawl_via_service(service, &start, &args).await?;
+                let (run, agent, document) = crawl_via_service(service, &start, &args).await?;
                 report_round("crawl + index, service", round, &run);
+                let pid = std::process::id();
+                let cpu_before = load::cpu_time(pid)?;
+                let (elapsed, counts) = service.refresh(&agent, &document, CRAWL_TIMEOUT).await?;
+                let refreshed = Run {
+                    elapsed,
+                    cpu: load::cpu_time(pid)?.saturating_sub(cpu_before),
+                    pages: run.pages,
+                    ..Run::default()
+                };
+                report_round("refresh, service", round, &refreshed);
+                println!("    refreshCounts {counts}");
+                refreshes.push((refreshed, counts.to_string()));
                 via_service.push(run);
             }
         }
@@ -193,6 +214,9 @@ async fn main() -> anyhow::Result<()> {
             alone: best(&alone).context("no rounds")?,
             direct: best(&direct),
             service: best(&via_service),
+            refresh: refreshes
+                .into_iter()
+                .max_by(|a, b| a.0.pages_per_second().total_cmp(&b.0.pages_per_second())),
         });
     }
 
@@ -225,6 +249,10 @@ async fn main() -> anyhow::Result<()> {
                 "crawl + index, service (HTTP API, job)",
                 result.service.as_ref(),
             ),
+            (
+                "refresh of it, unchanged (HTTP API, job)",
+                result.refresh.as_ref().map(|(run, _)| run),
+            ),
         ] {
             let Some(run) = run else { continue };
             let handled = if run.handled > 0 {
@@ -241,6 +269,14 @@ async fn main() -> anyhow::Result<()> {
                 run.cpu.as_secs_f64(),
                 run.pages_per_second(),
                 kb::verdict(run.pages_per_second() >= TARGET_PAGES_PER_SECOND)
+            );
+        }
+    }
+    for result in &results {
+        if let Some((_, counts)) = &result.refresh {
+            println!(
+                "start {}: refreshCounts of the best refresh: {counts}",
+                result.start
             );
         }
     }
@@ -402,6 +438,7 @@ async fn crawl_and_index(
                     url,
                     title,
                     content_hash: page.content_hash,
+                    ..PageRecord::default()
                 };
                 let t = Instant::now();
                 ensure!(
@@ -439,12 +476,13 @@ fn page_chunks(text: String, title: &str, url: &str) -> Vec<NewChunk> {
     worker::new_chunks(&extracted, title, Some(url))
 }
 
-/// Adds the book to a new agent through the service's HTTP API and waits for the job.
+/// Adds the book to a new agent through the service's HTTP API and waits for the job;
+/// answers the run with the agent and the document.
 async fn crawl_via_service(
     service: &kb::Service,
     start: &url::Url,
     args: &Args,
-) -> anyhow::Result<Run> {
+) -> anyhow::Result<(Run, AgentId, agentchat::ids::DocumentId)> {
     let agent = service.create_agent("crawl").await?;
     let pid = std::process::id();
     let cpu_before = load::cpu_time(pid)?;
@@ -457,14 +495,15 @@ async fn crawl_via_service(
             CRAWL_TIMEOUT,
         )
         .await?;
-    Ok(Run {
+    let run = Run {
         elapsed: crawl.elapsed,
         cpu: load::cpu_time(pid)?.saturating_sub(cpu_before),
         pages: crawl.pages,
         chunks: crawl.chunks,
         text_bytes: crawl.bytes,
         ..Run::default()
-    })
+    };
+    Ok((run, agent, crawl.document_id))
 }
 
 /// HTML files below `dir`, all folders included.

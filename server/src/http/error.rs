@@ -343,9 +343,9 @@ impl From<crate::knowledge::service::KnowledgeError> for ApiError {
     fn from(err: crate::knowledge::service::KnowledgeError) -> Self {
         use crate::knowledge::service::KnowledgeError;
         match err {
-            e @ (KnowledgeError::EmptyFile | KnowledgeError::InvalidCrawlOptions(_)) => {
-                Self::BadRequest(e.to_string())
-            }
+            e @ (KnowledgeError::EmptyFile
+            | KnowledgeError::InvalidCrawlOptions(_)
+            | KnowledgeError::NotASite) => Self::BadRequest(e.to_string()),
             e @ KnowledgeError::UnsupportedFormat(_) => Self::UnsupportedMediaType(e.to_string()),
             KnowledgeError::Url(e) => e.into(),
             KnowledgeError::DocumentNotFound => Self::not_found("Document"),

@@ -4,7 +4,8 @@
 
 use app::api::{
     AddUrlRequest, AddUrlResponse, CrawlOptions, DocumentRefreshResponse, DocumentResponse,
-    DocumentsResponse, ErrorBody, JobResponse, SuccessResponse, UploadResponse,
+    DocumentsResponse, ErrorBody, JobResponse, Refresh, SuccessResponse, UpdateDocumentRequest,
+    UploadResponse,
 };
 use axum::{
     extract::{multipart::MultipartRejection, DefaultBodyLimit, Multipart, State},
@@ -41,7 +42,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .merge(upload)
         .routes(routes!(add_url))
         .routes(routes!(list))
-        .routes(routes!(get, delete))
+        .routes(routes!(get, update, delete))
         .routes(routes!(refresh))
         .routes(routes!(job))
 }
@@ -153,6 +154,13 @@ fn multipart_error(status: StatusCode, max: usize) -> ApiError {
     }
 }
 
+/// Hours between refreshes of `refresh` (omitted: off); a 400 naming the rule otherwise.
+fn refresh_hours(refresh: Option<&Refresh>) -> ApiResult<Option<u32>> {
+    refresh
+        .map_or(Ok(None), Refresh::hours)
+        .map_err(ApiError::bad_request)
+}
+
 /// The crawl settings of `options`, with the defaults for those omitted.
 fn crawl_config(options: Option<CrawlOptions>) -> CrawlConfig {
     let o = options.unwrap_or_default();
@@ -183,10 +191,11 @@ async fn add_url(
     ApiJson(body): ApiJson<AddUrlRequest>,
 ) -> ApiResult<(StatusCode, Json<AddUrlResponse>)> {
     principal.require(Scope::KnowledgeWrite)?;
+    let refresh = refresh_hours(body.config.as_ref().and_then(|c| c.refresh.as_ref()))?;
     let agent = state.agents.owned(&principal.user_id, &agent_id).await?;
     let (doc, job) = state
         .documents
-        .add_url(&agent, &body.url, crawl_config(body.config))
+        .add_url(&agent, &body.url, crawl_config(body.config), refresh)
         .await?;
     Ok((
         StatusCode::ACCEPTED,
@@ -229,6 +238,38 @@ async fn get(
     principal.require(Scope::KnowledgeRead)?;
     let agent = state.agents.owned(&principal.user_id, &agent_id).await?;
     let doc = state.documents.document(&agent, &document_id).await?;
+    Ok(Json(DocumentResponse {
+        document: document_view(&doc),
+    }))
+}
+
+/// Change a crawled site's settings: `config.refresh` sets its refresh schedule (next due one
+/// interval after its last refresh, or after now when it has none). 400 for an upload.
+#[utoipa::path(patch, path = "/api/agents/{agentId}/knowledge/{documentId}", tag = "knowledge", security(("bearer" = [])),
+    params(("agentId" = String, Path, description = "Agent id"), ("documentId" = String, Path, description = "Document id")),
+    request_body = UpdateDocumentRequest,
+    responses((status = 200, body = DocumentResponse),
+        (status = 400, description = "Not a schedule, or the document is an uploaded file", body = ErrorBody),
+        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), JsonBodyErrors, RateLimited))]
+#[instrument(skip_all, fields(user.id = %principal.user_id, agent.id = %agent_id, document.id = %document_id))]
+async fn update(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    ApiPath((agent_id, document_id)): ApiPath<(AgentId, DocumentId)>,
+    ApiJson(body): ApiJson<UpdateDocumentRequest>,
+) -> ApiResult<Json<DocumentResponse>> {
+    principal.require(Scope::KnowledgeWrite)?;
+    let agent = state.agents.owned(&principal.user_id, &agent_id).await?;
+    let doc = match &body.config.refresh {
+        Some(refresh) => {
+            let hours = refresh_hours(Some(refresh))?;
+            state
+                .documents
+                .set_refresh(&agent, &document_id, hours)
+                .await?
+        }
+        None => state.documents.document(&agent, &document_id).await?,
+    };
     Ok(Json(DocumentResponse {
         document: document_view(&doc),
     }))

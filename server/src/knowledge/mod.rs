@@ -6,6 +6,7 @@ pub mod crawl;
 pub mod embed;
 pub mod eval;
 pub mod extract;
+pub mod refresh;
 pub mod sandbox;
 pub mod search;
 pub mod service;

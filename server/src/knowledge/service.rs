@@ -11,8 +11,8 @@ use crate::{
     ids::{DocumentId, JobId, UserId},
     public_url::{self, UrlError},
     store::{
-        documents::{DocumentRecord, DocumentStatus},
-        jobs::{JobKind, JobRecord, JobStatus},
+        documents::{next_refresh, DocumentRecord, DocumentSource},
+        jobs::{JobKind, JobRecord},
         AgentRecord, StoreError,
     },
 };
@@ -29,6 +29,9 @@ pub enum KnowledgeError {
     /// A crawl option breaks its rule; the text names it.
     #[error("{0}")]
     InvalidCrawlOptions(String),
+    /// A refresh schedule was given for an uploaded file.
+    #[error("Only a crawled site (kind `url`) has a refresh schedule")]
+    NotASite,
     /// The site's URL cannot be crawled.
     #[error(transparent)]
     Url(#[from] UrlError),
@@ -103,13 +106,15 @@ impl Documents {
         Ok(doc)
     }
 
-    /// Adds the site at `url` and queues its crawl; answers document and job.
+    /// Adds the site at `url` and queues its crawl, to be refreshed every `refresh_hours`
+    /// (`None`: never); answers document and job.
     /// Errors: [`KnowledgeError::InvalidCrawlOptions`], [`KnowledgeError::Url`], the store's.
     pub async fn add_url(
         &self,
         agent: &AgentRecord,
         url: &str,
         config: CrawlConfig,
+        refresh_hours: Option<u32>,
     ) -> Result<(DocumentRecord, JobRecord), KnowledgeError> {
         config
             .validate()
@@ -125,6 +130,7 @@ impl Documents {
             &agent.user_id,
             url.as_str(),
             Some(crawl_config),
+            refresh_hours,
             now,
         );
         let job = JobRecord::queued(JobKind::Crawl, &id, &agent.user_id, now);
@@ -191,24 +197,47 @@ impl Documents {
         document_id: &DocumentId,
     ) -> Result<JobRecord, KnowledgeError> {
         let doc = self.document(agent, document_id).await?;
-        let job = self
-            .knowledge
-            .jobs
-            .enqueue_job(&JobRecord::queued(
-                doc.kind.job_kind(),
-                &doc.id,
-                &agent.user_id,
-                self.clock.now(),
-            ))
-            .await?;
-        if job.status == JobStatus::Queued {
-            self.knowledge
-                .documents
-                .set_document_status(&doc.id, DocumentStatus::Pending, None, self.clock.now())
-                .await?;
+        Ok(super::refresh::queue(
+            &self.knowledge,
+            &doc.id,
+            doc.kind.job_kind(),
+            &agent.user_id,
+        )
+        .await?)
+    }
+
+    /// Queues the refreshes due now ([`super::refresh::queue_due`], which every instance's
+    /// scheduler runs on its own); answers how many this call queued. Errors: the store's.
+    pub async fn queue_due_refreshes(&self) -> Result<usize, KnowledgeError> {
+        Ok(super::refresh::queue_due(&self.knowledge).await?)
+    }
+
+    /// Sets the refresh schedule of the site `document_id` to every `hours` (`None`: off), next
+    /// due `hours` after its last refresh (or now, when it has none), and answers it.
+    /// Errors: [`KnowledgeError::NotASite`] for an upload; [`KnowledgeError::DocumentNotFound`];
+    /// the store's.
+    pub async fn set_refresh(
+        &self,
+        agent: &AgentRecord,
+        document_id: &DocumentId,
+        hours: Option<u32>,
+    ) -> Result<DocumentRecord, KnowledgeError> {
+        let doc = self.document(agent, document_id).await?;
+        if doc.kind != DocumentSource::Url {
+            return Err(KnowledgeError::NotASite);
         }
-        self.knowledge.job_queued();
-        Ok(job)
+        let now = self.clock.now();
+        let from = doc.last_refreshed_at.or(doc.indexed_at).unwrap_or(now);
+        let next = hours.map(|h| next_refresh(from, h));
+        if !self
+            .knowledge
+            .documents
+            .set_refresh_schedule(&agent.user_id, &agent.id, &doc.id, hours, next, now)
+            .await?
+        {
+            return Err(KnowledgeError::DocumentNotFound);
+        }
+        self.document(agent, document_id).await
     }
 
     /// The job `job_id` of `user_id`. Errors: [`KnowledgeError::JobNotFound`], the store's.

@@ -5,7 +5,7 @@
 //! never fails the job ([`super::embed`]).
 
 use std::{
-    collections::{HashMap, VecDeque},
+    collections::{HashMap, HashSet, VecDeque},
     sync::{
         atomic::{AtomicU32, Ordering},
         Arc,
@@ -20,9 +20,11 @@ use tokio::{
 };
 use tracing::{info, warn};
 
+use url::Url;
+
 use super::{
     chunk::{self, ChunkConfig},
-    crawl::{self, CrawlConfig, CrawlEvent},
+    crawl::{self, CrawlConfig, CrawlEvent, KnownPage, KnownPages},
     embed,
     extract::{self, DocumentKind, ExtractError, Extracted},
     Knowledge,
@@ -31,8 +33,9 @@ use crate::{
     clock::Clock,
     ids::DocumentId,
     jobs::lease::{self, LeaseQueue, LeaseRules},
+    outbound::Validators,
     store::{
-        documents::{DocumentStatus, NewChunk, PageRecord},
+        documents::{DocumentStatus, NewChunk, PageRecord, RefreshCounts},
         jobs::{JobKind, JobOutcome, JobRecord},
         StoreError,
     },
@@ -215,7 +218,11 @@ async fn finish(
     outcome: Result<Done, Failure>,
 ) {
     match outcome {
-        Ok(Done::Indexed { pages, bytes }) => {
+        Ok(Done::Indexed {
+            pages,
+            bytes,
+            refresh,
+        }) => {
             let progress = match progress.get() {
                 (_, 0) => (1, 1),
                 counts => counts,
@@ -225,6 +232,7 @@ async fn finish(
                 pages,
                 bytes,
                 progress,
+                refresh,
             };
             match k.jobs.complete_job(job, outcome, k.clock.now()).await {
                 Ok(true) => {
@@ -233,6 +241,9 @@ async fn finish(
                     emit_document(k, job, EventType::DocumentIndexed).await;
                     if job.kind == JobKind::Crawl {
                         emit_document(k, job, EventType::CrawlCompleted).await;
+                    }
+                    if refresh.is_some() {
+                        emit_document(k, job, EventType::DocumentRefreshed).await;
                     }
                 }
                 Ok(false) => {
@@ -320,6 +331,8 @@ enum Done {
     Indexed {
         pages: Option<u32>,
         bytes: u64,
+        /// A re-crawl's counts (`None` for uploads and first crawls).
+        refresh: Option<RefreshCounts>,
     },
     Deleted,
     /// The claim was lost to another worker; the job's end is not recorded here.
@@ -416,6 +429,7 @@ async fn ingest_file(k: &Knowledge, job: &JobRecord) -> Result<Done, Failure> {
     Ok(Done::Indexed {
         pages: document.pages,
         bytes: size,
+        refresh: None,
     })
 }
 
@@ -436,19 +450,23 @@ async fn crawl_site(k: &Knowledge, job: &JobRecord, progress: &Progress) -> Resu
     let Some(start) = doc.url.as_deref().and_then(|u| url::Url::parse(u).ok()) else {
         return Err("The document has no valid URL to crawl.".into());
     };
-    let known: HashMap<String, String> = store
-        .document_pages(&doc.id)
-        .await
-        .map_err(store_err)?
-        .into_iter()
-        .map(|p| (p.url, p.content_hash))
-        .collect();
+    let stored = store.document_pages(&doc.id).await.map_err(store_err)?;
+    // The previous crawl's pages: their hashes by canonical URL (is a page's text new?), and
+    // what the crawler needs to ask for them conditionally, by the URL each was requested at.
+    let known: HashMap<String, PageRecord> =
+        stored.into_iter().map(|p| (p.url.clone(), p)).collect();
+    let revisit: KnownPages = known.values().filter_map(known_page).collect();
     let (tx, mut rx) = mpsc::channel(64);
     let client = k.client.clone();
     let sandbox = k.sandbox.clone();
-    let crawler =
-        tokio::spawn(async move { crawl::crawl(&client, &sandbox, start, &config, tx).await });
+    let crawler = tokio::spawn(async move {
+        crawl::crawl_again(&client, &sandbox, start, &config, revisit, tx).await
+    });
     let mut seen: Vec<String> = Vec::new();
+    // Pages whose text changed or is new: chunked again.
+    let mut rechunked: HashSet<String> = HashSet::new();
+    // Pages unchanged but answered with other validators or links: their rows are rewritten.
+    let mut touched: Vec<PageRecord> = Vec::new();
     let mut bytes = 0u64;
     // Pages are chunked on the blocking pool, several at once (chunking is most of a page's
     // indexing cost), and stored in the order they arrived; pages chunked by the time the
@@ -460,18 +478,44 @@ async fn crawl_site(k: &Knowledge, job: &JobRecord, progress: &Progress) -> Resu
         match event {
             CrawlEvent::Page(page) => {
                 let url = page.url.to_string();
-                bytes += page.text.len() as u64;
+                let previous = known.get(&url);
+                let record = PageRecord {
+                    url: url.clone(),
+                    title: if page.title.trim().is_empty() {
+                        url.clone()
+                    } else {
+                        page.title.clone()
+                    },
+                    content_hash: page.content_hash.clone(),
+                    fetch_url: Some(page.requested.to_string()),
+                    etag: page.validators.etag.clone(),
+                    last_modified: page.validators.last_modified.clone(),
+                    links: page.links.iter().map(Url::to_string).collect(),
+                    bytes: match (page.not_modified, previous) {
+                        (true, Some(p)) => p.bytes,
+                        _ => page.text.len() as u64,
+                    },
+                };
+                bytes += record.bytes;
                 seen.push(url.clone());
-                if known.get(&url) == Some(&page.content_hash) {
+                if page.not_modified
+                    || previous.is_some_and(|p| p.content_hash == page.content_hash)
+                {
+                    // Unchanged: no chunking, no embedding; only its row when it differs.
+                    if let Some(previous) = previous {
+                        let record = PageRecord {
+                            title: previous.title.clone(),
+                            ..record
+                        };
+                        if record != *previous {
+                            touched.push(record);
+                        }
+                    }
                     continue;
                 }
-                let title = if page.title.trim().is_empty() {
-                    url.clone()
-                } else {
-                    page.title.clone()
-                };
+                rechunked.insert(url.clone());
                 let text = page.text;
-                let chunk_title = title.clone();
+                let chunk_title = record.title.clone();
                 let chunk_url = url.clone();
                 let limits = k.limits.clone();
                 let sandbox = k.sandbox.clone();
@@ -481,11 +525,6 @@ async fn crawl_site(k: &Knowledge, job: &JobRecord, progress: &Progress) -> Resu
                         .page_chunks(&text, &chunk_title, &chunk_url, &limits)
                         .await
                 });
-                let record = PageRecord {
-                    url,
-                    title,
-                    content_hash: page.content_hash,
-                };
                 chunking.push_back((record, chunks));
                 while chunking.len() >= in_flight {
                     if !store_ready_pages(k, &doc.id, &mut chunking, &mut seen).await? {
@@ -528,6 +567,14 @@ async fn crawl_site(k: &Knowledge, job: &JobRecord, progress: &Progress) -> Resu
     if seen.is_empty() {
         return Err("No readable pages were found at this URL.".into());
     }
+    if !touched.is_empty()
+        && !store
+            .update_pages(&doc.id, &touched, k.clock.now())
+            .await
+            .map_err(store_err)?
+    {
+        return Ok(Done::Deleted);
+    }
     store
         .retain_pages(&doc.id, &seen)
         .await
@@ -535,11 +582,58 @@ async fn crawl_site(k: &Knowledge, job: &JobRecord, progress: &Progress) -> Resu
     embedding.finish(k);
     let pages = seen.len() as u32;
     progress.set(pages, pages.max(summary.pages));
-    info!(document = %doc.id, pages, skipped = summary.skipped, "crawl indexed");
+    // A refresh is a crawl after one that kept pages; the first crawl has nothing to compare.
+    let refresh = (!known.is_empty()).then(|| refresh_counts(&known, &seen, &rechunked));
+    info!(document = %doc.id, pages, skipped = summary.skipped, refresh = ?refresh, "crawl indexed");
     Ok(Done::Indexed {
         pages: Some(pages),
         bytes,
+        refresh,
     })
+}
+
+/// What the re-crawl of a stored page asks for: the page under its requested URL (its own
+/// URL for pages stored before requested URLs were kept), with validators and links.
+fn known_page(p: &PageRecord) -> Option<(Url, KnownPage)> {
+    let url = Url::parse(&p.url).ok()?;
+    let requested = match p.fetch_url.as_deref() {
+        Some(f) => Url::parse(f).ok()?,
+        None => url.clone(),
+    };
+    let page = KnownPage {
+        url,
+        title: p.title.clone(),
+        content_hash: p.content_hash.clone(),
+        validators: Validators {
+            etag: p.etag.clone(),
+            last_modified: p.last_modified.clone(),
+        },
+        links: p.links.iter().filter_map(|l| Url::parse(l).ok()).collect(),
+    };
+    Some((requested, page))
+}
+
+/// A refresh's counts: pages kept now that the previous crawl did not have (`added`), had and
+/// chunked again (`changed`) or kept as they were (`unchanged`), and pages it had that are
+/// no longer kept (`removed`).
+fn refresh_counts(
+    known: &HashMap<String, PageRecord>,
+    seen: &[String],
+    rechunked: &HashSet<String>,
+) -> RefreshCounts {
+    let mut counts = RefreshCounts::default();
+    let kept: HashSet<&str> = seen.iter().map(String::as_str).collect();
+    for url in &kept {
+        if !known.contains_key(*url) {
+            counts.added += 1;
+        } else if rechunked.contains(*url) {
+            counts.changed += 1;
+        } else {
+            counts.unchanged += 1;
+        }
+    }
+    counts.removed = known.keys().filter(|u| !kept.contains(u.as_str())).count() as u32;
+    counts
 }
 
 type ChunkingPage = (PageRecord, JoinHandle<Result<Vec<NewChunk>, ExtractError>>);

@@ -21,4 +21,4 @@ pub mod safe_client;
 pub use error::{HopError, NetError};
 pub use http::{client_builder, Purpose, CRAWLER_USER_AGENT, USER_AGENT, WEBHOOK_USER_AGENT};
 pub use policy::{check_url, is_forbidden_ip, NetPolicy, PolicyError, ResolveRefusal};
-pub use safe_client::{FetchLimits, Fetched, GuardedResolver, SafeClient};
+pub use safe_client::{FetchLimits, Fetched, GuardedResolver, SafeClient, Validators};

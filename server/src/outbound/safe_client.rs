@@ -88,6 +88,26 @@ pub struct Fetched {
     pub status: u16,
     pub content_type: Option<String>,
     pub body: Bytes,
+    /// The `ETag` header, verbatim.
+    pub etag: Option<String>,
+    /// The `Last-Modified` header, verbatim.
+    pub last_modified: Option<String>,
+}
+
+/// What a page answered last time, sent back so that an unchanged page answers 304 Not
+/// Modified (RFC 9110 § 13.1): `If-None-Match` from the `ETag`, `If-Modified-Since` from
+/// the `Last-Modified`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Validators {
+    pub etag: Option<String>,
+    pub last_modified: Option<String>,
+}
+
+impl Validators {
+    /// Neither validator is known (a plain request).
+    pub fn is_empty(&self) -> bool {
+        self.etag.is_none() && self.last_modified.is_none()
+    }
 }
 
 /// The SSRF-safe HTTP client ([`client_builder`], [`GuardedResolver`], no proxy). Cheap to clone.
@@ -192,8 +212,25 @@ impl SafeClient {
         url: &Url,
         hop_check: &(dyn Fn(&Url) -> Result<(), E> + Sync),
     ) -> Result<Fetched, HopError<E>> {
-        let fetched = self.fetch_within_limit(url, hop_check).await?;
-        if (200..300).contains(&fetched.status) {
+        self.get_conditional(url, &Validators::default(), hop_check)
+            .await
+    }
+
+    /// [`SafeClient::get_with_hop_check`] sending `validators` as `If-None-Match` and
+    /// `If-Modified-Since` (on every hop: they are the final page's); a 304 answer is returned
+    /// like a 2xx one, with an empty body. Errors: [`HopError`].
+    pub async fn get_conditional<E>(
+        &self,
+        url: &Url,
+        validators: &Validators,
+        hop_check: &(dyn Fn(&Url) -> Result<(), E> + Sync),
+    ) -> Result<Fetched, HopError<E>> {
+        let fetched =
+            tokio::time::timeout(self.limits.timeout, self.fetch(url, validators, hop_check))
+                .await
+                .map_err(|_| HopError::Net(NetError::Timeout))??;
+        if (200..300).contains(&fetched.status) || (fetched.status == 304 && !validators.is_empty())
+        {
             Ok(fetched)
         } else {
             Err(HopError::Net(NetError::Http(fetched.status)))
@@ -205,18 +242,35 @@ impl SafeClient {
         url: &Url,
         hop_check: &(dyn Fn(&Url) -> Result<(), E> + Sync),
     ) -> Result<Fetched, HopError<E>> {
-        tokio::time::timeout(self.limits.timeout, self.fetch(url, hop_check))
-            .await
-            .map_err(|_| HopError::Net(NetError::Timeout))?
+        tokio::time::timeout(
+            self.limits.timeout,
+            self.fetch(url, &Validators::default(), hop_check),
+        )
+        .await
+        .map_err(|_| HopError::Net(NetError::Timeout))?
     }
 
-    /// The crawler's GET: [`SafeClient::exchange`] with the `Accept` header of pages.
+    /// The crawler's GET: [`SafeClient::exchange`] with the `Accept` header of pages and the
+    /// conditional headers of `validators` (values that are not valid header text left out).
     async fn fetch<E>(
         &self,
         url: &Url,
+        validators: &Validators,
         hop_check: &(dyn Fn(&Url) -> Result<(), E> + Sync),
     ) -> Result<Fetched, HopError<E>> {
         let mut headers = header::HeaderMap::new();
+        let conditional = [
+            (header::IF_NONE_MATCH, &validators.etag),
+            (header::IF_MODIFIED_SINCE, &validators.last_modified),
+        ];
+        for (name, value) in conditional {
+            if let Some(value) = value
+                .as_deref()
+                .and_then(|v| header::HeaderValue::from_str(v).ok())
+            {
+                headers.insert(name, value);
+            }
+        }
         headers.insert(
             header::ACCEPT,
             header::HeaderValue::from_static(
@@ -296,17 +350,24 @@ impl SafeClient {
                     continue;
                 }
             }
-            let content_type = response
-                .headers()
-                .get(header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned);
+            let text_header = |name: header::HeaderName| {
+                response
+                    .headers()
+                    .get(name)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned)
+            };
+            let content_type = text_header(header::CONTENT_TYPE);
+            let etag = text_header(header::ETAG);
+            let last_modified = text_header(header::LAST_MODIFIED);
             let body = read_capped(response, self.limits.max_body_bytes).await?;
             return Ok(Fetched {
                 url: current,
                 status: status.as_u16(),
                 content_type,
                 body,
+                etag,
+                last_modified,
             });
         }
     }
@@ -477,6 +538,18 @@ mod tests {
                 get(|| async { (AxumStatus::IM_A_TEAPOT, "short and stout") }),
             )
             .route("/big", get(|| async { "b".repeat(4096) }))
+            .route(
+                "/unchanged",
+                get(|| async {
+                    (
+                        AxumStatus::NOT_MODIFIED,
+                        [
+                            ("etag", "\"v2\""),
+                            ("last-modified", "Mon, 23 Nov 2026 10:00:00 GMT"),
+                        ],
+                    )
+                }),
+            )
             .fallback(echo);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
             .await
@@ -558,6 +631,48 @@ mod tests {
                 assert!(got["headers"].get("content-type").is_none(), "{what}");
             }
         }
+    }
+
+    #[tokio::test]
+    async fn a_conditional_get_sends_the_validators_and_takes_304_only_when_it_asked() {
+        let addr = serve(None).await;
+        let client = client_for(&[addr], FetchLimits::default());
+        let validators = Validators {
+            etag: Some("\"v1\"".into()),
+            last_modified: Some("Sun, 01 Nov 2026 10:00:00 GMT".into()),
+        };
+        let refuse = |_: &Url| Ok::<(), Infallible>(());
+        // Through a redirect: the validators go to the final URL too.
+        let fetched = client
+            .get_conditional(&url(addr, "/302"), &validators, &refuse)
+            .await
+            .expect("echo");
+        let got: Value = serde_json::from_slice(&fetched.body).expect("JSON");
+        assert_eq!(got["headers"]["if-none-match"], "\"v1\"", "{got}");
+        assert_eq!(
+            got["headers"]["if-modified-since"],
+            "Sun, 01 Nov 2026 10:00:00 GMT"
+        );
+        let plain = client.get(&url(addr, "/echo")).await.expect("get");
+        let got: Value = serde_json::from_slice(&plain.body).expect("JSON");
+        assert!(got["headers"].get("if-none-match").is_none(), "{got}");
+
+        let unchanged = client
+            .get_conditional(&url(addr, "/unchanged"), &validators, &refuse)
+            .await
+            .expect("304 answers a conditional request");
+        assert_eq!(unchanged.status, 304);
+        assert!(unchanged.body.is_empty());
+        assert_eq!(unchanged.etag.as_deref(), Some("\"v2\""));
+        assert_eq!(
+            unchanged.last_modified.as_deref(),
+            Some("Mon, 23 Nov 2026 10:00:00 GMT")
+        );
+        // A 304 to a request that asked for none is an error, as any other non-2xx.
+        assert!(matches!(
+            client.get(&url(addr, "/unchanged")).await,
+            Err(NetError::Http(304))
+        ));
     }
 
     #[tokio::test]

@@ -109,6 +109,40 @@ pub struct DocumentRecord {
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
     pub indexed_at: Option<DateTime<Utc>>,
+    /// Hours between scheduled refreshes (url documents); `None`: off.
+    pub refresh_hours: Option<u32>,
+    /// When the scheduler next queues a refresh; `None` when off.
+    pub next_refresh_at: Option<DateTime<Utc>>,
+    /// When the last crawl (the first or a refresh) finished well.
+    pub last_refreshed_at: Option<DateTime<Utc>>,
+    /// That crawl's page counts against the crawl before it.
+    pub refresh_counts: Option<RefreshCounts>,
+}
+
+/// A crawl's pages compared with the pages the crawl before it kept (docs/knowledge.md §
+/// Refresh): new, re-indexed, dropped and kept as they were (304 or the same text).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RefreshCounts {
+    pub added: u32,
+    pub changed: u32,
+    pub removed: u32,
+    pub unchanged: u32,
+}
+
+/// A document whose scheduled refresh is due ([`DocumentStore::due_refreshes`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DueRefresh {
+    pub id: DocumentId,
+    pub user_id: UserId,
+    /// The due time as stored: the compare-and-set value of [`DocumentStore::claim_refresh`].
+    pub next_refresh_at: DateTime<Utc>,
+    pub refresh_hours: u32,
+}
+
+/// `start` plus `hours` hours: when a schedule of `hours` next comes due after a refresh
+/// that started at `start` (docs/knowledge.md § Refresh).
+pub fn next_refresh(start: DateTime<Utc>, hours: u32) -> DateTime<Utc> {
+    start + chrono::Duration::hours(i64::from(hours))
 }
 
 impl DocumentRecord {
@@ -138,6 +172,10 @@ impl DocumentRecord {
             created_at: now,
             updated_at: now,
             indexed_at: None,
+            refresh_hours: None,
+            next_refresh_at: None,
+            last_refreshed_at: None,
+            refresh_counts: None,
         }
     }
 
@@ -158,18 +196,22 @@ impl DocumentRecord {
         }
     }
 
-    /// A new `pending` site to crawl from `url`, with the crawl options as JSON.
+    /// A new `pending` site to crawl from `url`, with the crawl options as JSON, refreshed
+    /// every `refresh_hours` (first due that long after `now`) or never (`None`).
     pub fn pending_url(
         id: DocumentId,
         agent_id: &AgentId,
         user_id: &UserId,
         url: &str,
         crawl_config: Option<String>,
+        refresh_hours: Option<u32>,
         now: DateTime<Utc>,
     ) -> Self {
         Self {
             url: Some(url.to_string()),
             crawl_config,
+            refresh_hours,
+            next_refresh_at: refresh_hours.map(|h| next_refresh(now, h)),
             ..Self::pending(
                 id,
                 agent_id,
@@ -201,12 +243,41 @@ pub struct NewChunk {
 }
 
 /// A crawled page as last indexed.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct PageRecord {
     pub url: String,
     pub title: String,
     /// SHA-256 (hex) of the page's extracted text.
     pub content_hash: String,
+    /// The URL requested for it (before redirects); `None` for pages stored before it was kept.
+    pub fetch_url: Option<String>,
+    /// The `ETag` it was last answered with, verbatim (sent back as `If-None-Match`).
+    pub etag: Option<String>,
+    /// The `Last-Modified` it was last answered with, verbatim (sent as `If-Modified-Since`).
+    pub last_modified: Option<String>,
+    /// Its outgoing links as last read (followed again when it answers 304); empty when it
+    /// asked not to be followed.
+    pub links: Vec<String>,
+    /// Size of its text in bytes (UTF-8), counted into the document's `bytes` when it
+    /// answers 304.
+    pub bytes: u64,
+}
+
+impl PageRecord {
+    /// The stored row of the page as JSON (what `json_rows` of the upsert reads).
+    fn row(&self) -> serde_json::Value {
+        serde_json::json!({
+            "url": self.url, "title": self.title, "content_hash": self.content_hash,
+            "fetch_url": self.fetch_url, "etag": self.etag, "last_modified": self.last_modified,
+            "links": serde_json::to_string(&self.links).unwrap_or_else(|_| "[]".into()),
+            "bytes": self.bytes,
+        })
+    }
+}
+
+/// The rows of `pages` as one JSON array, for the page upsert.
+pub(crate) fn page_rows<'a>(pages: impl Iterator<Item = &'a PageRecord>) -> String {
+    serde_json::Value::Array(pages.map(PageRecord::row).collect()).to_string()
 }
 
 /// A chunk found by a search.
@@ -324,6 +395,35 @@ pub trait DocumentStore: Send + Sync {
         pages: &[(PageRecord, Vec<NewChunk>)],
         now: DateTime<Utc>,
     ) -> StoreResult<bool>;
+    /// Writes crawled pages' titles, hashes, validators and links, leaving their chunks as
+    /// they are (pages found unchanged); `false` (nothing written): document gone.
+    async fn update_pages(
+        &self,
+        document_id: &DocumentId,
+        pages: &[PageRecord],
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool>;
+    /// Sets a url document's refresh schedule: every `hours` (`None`: off), next due at `next`
+    /// (`None` when off). `false`: no such document of the user's agent.
+    async fn set_refresh_schedule(
+        &self,
+        user_id: &UserId,
+        agent_id: &AgentId,
+        id: &DocumentId,
+        hours: Option<u32>,
+        next: Option<DateTime<Utc>>,
+        now: DateTime<Utc>,
+    ) -> StoreResult<bool>;
+    /// Up to `limit` documents whose `next_refresh_at` is at or before `now`, earliest first.
+    async fn due_refreshes(&self, now: DateTime<Utc>, limit: u32) -> StoreResult<Vec<DueRefresh>>;
+    /// Moves a due document's `next_refresh_at` from `due` to `next` if it still is `due`
+    /// (compare-and-set): of several schedulers that saw it due, exactly one gets `true`.
+    async fn claim_refresh(
+        &self,
+        id: &DocumentId,
+        due: DateTime<Utc>,
+        next: DateTime<Utc>,
+    ) -> StoreResult<bool>;
     /// The pages a crawled document had at its last crawl.
     async fn document_pages(&self, document_id: &DocumentId) -> StoreResult<Vec<PageRecord>>;
     /// Removes the pages (and their chunks) of a crawled document not in `keep`.
@@ -398,8 +498,9 @@ macro_rules! document_store {
             use crate::ids::{AgentId, ChunkId, DocumentId, UserId};
             use crate::store::{
                 documents::{
-                    vector_from_bytes, ChunkHit, ChunkText, ChunkVector, DocumentRecord,
-                    DocumentStatus, DocumentStore, NewChunk, PageRecord,
+                    page_rows, vector_from_bytes, ChunkHit, ChunkText, ChunkVector,
+                    DocumentRecord, DocumentStatus, DocumentStore, DueRefresh, NewChunk,
+                    PageRecord,
                 },
                 jobs::JobRecord,
                 StoreResult,
@@ -438,6 +539,36 @@ macro_rules! document_store {
                 Ok(())
             }
 
+            /// Upserts the rows of `pages` (title, hash, validators, links, fetch time).
+            async fn upsert_pages<'a>(
+                tx: &mut sqlx::Transaction<'_, $db>,
+                document_id: &DocumentId,
+                pages: impl Iterator<Item = &'a PageRecord>,
+                now: DateTime<Utc>,
+            ) -> Result<(), sqlx::Error> {
+                // `WHERE true` tells SQLite's parser the ON CONFLICT is the upsert's.
+                let sql = format!(
+                    "INSERT INTO document_pages (document_id, url, title, content_hash, fetched_at, \
+                     fetch_url, etag, last_modified, links, bytes) \
+                     SELECT $1, value ->> 'url', value ->> 'title', value ->> 'content_hash', $3, \
+                     value ->> 'fetch_url', value ->> 'etag', value ->> 'last_modified', \
+                     value ->> 'links', CAST(value ->> 'bytes' AS BIGINT) \
+                     FROM {} WHERE true ON CONFLICT (document_id, url) DO UPDATE SET \
+                     title = excluded.title, content_hash = excluded.content_hash, \
+                     fetched_at = excluded.fetched_at, fetch_url = excluded.fetch_url, \
+                     etag = excluded.etag, last_modified = excluded.last_modified, \
+                     links = excluded.links, bytes = excluded.bytes",
+                    json_rows("$2")
+                );
+                sqlx::query(&sql)
+                    .bind(document_id)
+                    .bind(page_rows(pages))
+                    .bind(ms(now))
+                    .execute(&mut **tx)
+                    .await?;
+                Ok(())
+            }
+
             /// Inserts the document `d` on `conn`.
             pub(crate) async fn insert_document(
                 conn: &mut <$db as sqlx::Database>::Connection,
@@ -445,7 +576,8 @@ macro_rules! document_store {
             ) -> StoreResult<()> {
                 sqlx::query(&format!(
                     "INSERT INTO documents ({DOCUMENT_COLUMNS}) \
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
+                     $17, $18, $19, $20)"
                 ))
                 .bind(&d.id)
                 .bind(&d.agent_id)
@@ -463,6 +595,15 @@ macro_rules! document_store {
                 .bind(ms(d.created_at))
                 .bind(ms(d.updated_at))
                 .bind(d.indexed_at.map(ms))
+                .bind(d.refresh_hours.map(i64::from))
+                .bind(d.next_refresh_at.map(ms))
+                .bind(d.last_refreshed_at.map(ms))
+                .bind(
+                    d.refresh_counts
+                        .map(|c| serde_json::to_string(&c))
+                        .transpose()
+                        .map_err(|e| crate::store::StoreError::Other(e.into()))?,
+                )
                 .execute(conn)
                 .await?;
                 Ok(())
@@ -647,29 +788,7 @@ macro_rules! document_store {
                     if !chunks.is_empty() {
                         insert_chunks(&mut tx, document_id, &agent_id, &chunks).await?;
                     }
-                    let rows: Vec<serde_json::Value> = pages
-                        .iter()
-                        .map(|(p, _)| {
-                            serde_json::json!({
-                                "url": p.url, "title": p.title, "content_hash": p.content_hash
-                            })
-                        })
-                        .collect();
-                    // `WHERE true` tells SQLite's parser the ON CONFLICT is the upsert's.
-                    let sql = format!(
-                        "INSERT INTO document_pages (document_id, url, title, content_hash, fetched_at) \
-                         SELECT $1, value ->> 'url', value ->> 'title', value ->> 'content_hash', $3 \
-                         FROM {} WHERE true ON CONFLICT (document_id, url) DO UPDATE SET \
-                         title = excluded.title, content_hash = excluded.content_hash, \
-                         fetched_at = excluded.fetched_at",
-                        json_rows("$2")
-                    );
-                    sqlx::query(&sql)
-                        .bind(document_id)
-                        .bind(serde_json::Value::Array(rows).to_string())
-                        .bind(ms(now))
-                        .execute(&mut *tx)
-                        .await?;
+                    upsert_pages(&mut tx, document_id, pages.iter().map(|(p, _)| p), now).await?;
                     tx.commit().await?;
                     Ok(true)
                 }
@@ -679,7 +798,8 @@ macro_rules! document_store {
                     document_id: &DocumentId,
                 ) -> StoreResult<Vec<PageRecord>> {
                     let rows = sqlx::query(
-                        "SELECT url, title, content_hash FROM document_pages WHERE document_id = $1 ORDER BY url",
+                        "SELECT url, title, content_hash, fetch_url, etag, last_modified, links, bytes \
+                         FROM document_pages WHERE document_id = $1 ORDER BY url",
                     )
                     .bind(document_id)
                     .fetch_all(&self.$reader)
@@ -687,13 +807,113 @@ macro_rules! document_store {
                     Ok(rows
                         .iter()
                         .map(|r| {
+                            let links: String = r.try_get("links")?;
                             Ok(PageRecord {
                                 url: r.try_get("url")?,
                                 title: r.try_get("title")?,
                                 content_hash: r.try_get("content_hash")?,
+                                fetch_url: r.try_get("fetch_url")?,
+                                etag: r.try_get("etag")?,
+                                last_modified: r.try_get("last_modified")?,
+                                // A row that does not decode only costs its links a full fetch.
+                                links: serde_json::from_str(&links).unwrap_or_default(),
+                                bytes: r.try_get::<i64, _>("bytes")?.max(0) as u64,
                             })
                         })
                         .collect::<Result<_, sqlx::Error>>()?)
+                }
+
+                async fn update_pages(
+                    &self,
+                    document_id: &DocumentId,
+                    pages: &[PageRecord],
+                    now: DateTime<Utc>,
+                ) -> StoreResult<bool> {
+                    let mut last: HashMap<&str, usize> = HashMap::new();
+                    for (i, page) in pages.iter().enumerate() {
+                        last.insert(page.url.as_str(), i);
+                    }
+                    let mut tx = self.begin_write().await?;
+                    if live_agent(&mut tx, document_id).await?.is_none() {
+                        return Ok(false);
+                    }
+                    if pages.is_empty() {
+                        return Ok(true);
+                    }
+                    let pages = pages
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, p)| last.get(p.url.as_str()) == Some(i))
+                        .map(|(_, p)| p);
+                    upsert_pages(&mut tx, document_id, pages, now).await?;
+                    tx.commit().await?;
+                    Ok(true)
+                }
+
+                async fn set_refresh_schedule(
+                    &self,
+                    user_id: &UserId,
+                    agent_id: &AgentId,
+                    id: &DocumentId,
+                    hours: Option<u32>,
+                    next: Option<DateTime<Utc>>,
+                    now: DateTime<Utc>,
+                ) -> StoreResult<bool> {
+                    let done = sqlx::query(
+                        "UPDATE documents SET refresh_hours = $1, next_refresh_at = $2, updated_at = $3 \
+                         WHERE user_id = $4 AND agent_id = $5 AND id = $6",
+                    )
+                    .bind(hours.map(i64::from))
+                    .bind(next.map(ms))
+                    .bind(ms(now))
+                    .bind(user_id)
+                    .bind(agent_id)
+                    .bind(id)
+                    .execute(&self.$writer)
+                    .await?;
+                    Ok(done.rows_affected() == 1)
+                }
+
+                async fn due_refreshes(
+                    &self,
+                    now: DateTime<Utc>,
+                    limit: u32,
+                ) -> StoreResult<Vec<DueRefresh>> {
+                    let rows: Vec<(DocumentId, UserId, i64, i64)> = sqlx::query_as(
+                        "SELECT id, user_id, next_refresh_at, refresh_hours FROM documents \
+                         WHERE next_refresh_at <= $1 AND refresh_hours IS NOT NULL \
+                         ORDER BY next_refresh_at, id LIMIT $2",
+                    )
+                    .bind(ms(now))
+                    .bind(i64::from(limit))
+                    .fetch_all(&self.$reader)
+                    .await?;
+                    Ok(rows
+                        .into_iter()
+                        .map(|(id, user_id, next, hours)| DueRefresh {
+                            id,
+                            user_id,
+                            next_refresh_at: crate::store::from_millis(next),
+                            refresh_hours: u32::try_from(hours.max(1)).unwrap_or(u32::MAX),
+                        })
+                        .collect())
+                }
+
+                async fn claim_refresh(
+                    &self,
+                    id: &DocumentId,
+                    due: DateTime<Utc>,
+                    next: DateTime<Utc>,
+                ) -> StoreResult<bool> {
+                    let done = sqlx::query(
+                        "UPDATE documents SET next_refresh_at = $1 WHERE id = $2 AND next_refresh_at = $3",
+                    )
+                    .bind(ms(next))
+                    .bind(id)
+                    .bind(ms(due))
+                    .execute(&self.$writer)
+                    .await?;
+                    Ok(done.rows_affected() == 1)
                 }
 
                 async fn retain_pages(

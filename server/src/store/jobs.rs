@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
 
-use super::StoreResult;
+use super::{documents::RefreshCounts, StoreResult};
 use crate::ids::{DocumentId, JobId, UserId};
 
 /// A knowledge job's state (docs/api.md § States and transitions).
@@ -128,6 +128,8 @@ pub enum JobOutcome<'a> {
         bytes: u64,
         /// The job's final progress: units done, of total.
         progress: (u32, u32),
+        /// A crawl's page counts, stored with the time as the document's last refresh.
+        refresh: Option<RefreshCounts>,
     },
     /// Indexing gave up; the sentence for the document's and the job's `error`.
     Failed {
@@ -160,7 +162,9 @@ pub trait JobQueue: Send + Sync {
         lease_until: DateTime<Utc>,
     ) -> StoreResult<bool>;
     /// Ends claim `job.attempts` and the job's document together as `outcome` says; `false`
-    /// (nothing written) when the claim is lost.
+    /// (nothing written) when the claim is lost. Either way a document with a refresh
+    /// schedule is next due at the job's first start plus its interval (docs/knowledge.md §
+    /// Refresh); a crawl's counts are stored with `now` as its last refresh.
     async fn complete_job(
         &self,
         job: &JobRecord,
@@ -357,9 +361,36 @@ macro_rules! job_store {
                     if ended == 0 {
                         return Ok(false);
                     }
+                    let started = job.started_at.unwrap_or(now);
+                    sqlx::query(
+                        "UPDATE documents SET next_refresh_at = $1 + refresh_hours * 3600000 \
+                         WHERE id = $2 AND refresh_hours IS NOT NULL",
+                    )
+                    .bind(ms(started))
+                    .bind(&job.document_id)
+                    .execute(&mut *tx)
+                    .await?;
                     match outcome {
-                        JobOutcome::Indexed { pages, bytes, .. } => {
+                        JobOutcome::Indexed {
+                            pages,
+                            bytes,
+                            refresh,
+                            ..
+                        } => {
                             mark_indexed(&mut *tx, &job.document_id, pages, bytes, now).await?;
+                            if let Some(counts) = refresh {
+                                sqlx::query(
+                                    "UPDATE documents SET last_refreshed_at = $1, refresh_counts = $2 \
+                                     WHERE id = $3",
+                                )
+                                .bind(ms(now))
+                                .bind(serde_json::to_string(&counts).map_err(|e| {
+                                    crate::store::StoreError::Other(e.into())
+                                })?)
+                                .bind(&job.document_id)
+                                .execute(&mut *tx)
+                                .await?;
+                            }
                         }
                         JobOutcome::Failed { reason } => {
                             sqlx::query(

@@ -22,7 +22,8 @@ pub(crate) const MESSAGE_COLUMNS: &str =
 pub(crate) const MESSAGE_PARAMS: usize = 13;
 pub(crate) const DOCUMENT_COLUMNS: &str =
     "id, agent_id, user_id, kind, name, url, format, crawl_config, \
-     status, error, pages, chunks, bytes, created_at, updated_at, indexed_at";
+     status, error, pages, chunks, bytes, created_at, updated_at, indexed_at, \
+     refresh_hours, next_refresh_at, last_refreshed_at, refresh_counts";
 pub(crate) const JOB_COLUMNS: &str = "id, kind, document_id, user_id, status, progress_done, \
      progress_total, error, attempts, created_at, started_at, finished_at";
 pub(crate) const IDENTITY_COLUMNS: &str = "provider, subject, user_id, email, created_at";
@@ -196,6 +197,15 @@ macro_rules! row_mappers {
                 created_at: time(row, "created_at")?,
                 updated_at: time(row, "updated_at")?,
                 indexed_at: opt_time(row, "indexed_at")?,
+                refresh_hours: row
+                    .try_get::<Option<i64>, _>("refresh_hours")?
+                    .map(|h| u32::try_from(h.max(1)).unwrap_or(u32::MAX)),
+                next_refresh_at: opt_time(row, "next_refresh_at")?,
+                last_refreshed_at: opt_time(row, "last_refreshed_at")?,
+                // Counts that do not decode are shown as none rather than failing the read.
+                refresh_counts: row
+                    .try_get::<Option<String>, _>("refresh_counts")?
+                    .and_then(|c| serde_json::from_str(&c).ok()),
             })
         }
 

@@ -582,6 +582,7 @@ mod tests {
                 "document.failed",
                 "crawl.completed",
                 "integration.created",
+                "document.refreshed",
             ]
         );
         for e in EventType::ALL {

@@ -631,6 +631,7 @@ async fn a_job_ends_with_its_document_and_only_under_the_attempt_that_holds_it()
         pages: None,
         bytes: 11_358,
         progress: (1, 1),
+        refresh: None,
     };
     // The first worker no longer holds the job: its end is not recorded.
     assert!(!store.complete_job(&first, indexed, now).await.unwrap());

@@ -27,6 +27,7 @@ mod providers;
 mod proxies;
 mod rate_limits;
 mod ratelimit_redis;
+mod refresh;
 mod roles;
 mod security;
 mod sessions;

@@ -119,8 +119,48 @@ async fn the_document_states_the_rules_the_server_checks() {
         json!(app::api::SCOPES)
     );
     let events = field("CreateWebhookRequest", "events")["items"]["enum"].clone();
-    assert_eq!(events.as_array().unwrap().len(), 9);
+    assert_eq!(events.as_array().unwrap().len(), 10);
     assert!(events.as_array().unwrap().contains(&json!("agent.created")));
+    assert!(events
+        .as_array()
+        .unwrap()
+        .contains(&json!("document.refreshed")));
+
+    // A site's refresh schedule: one of the three words, or hours from 1 to a year; the same
+    // at creation, in an update and on the document, which also shows the last counts.
+    for (schema, property) in [
+        ("CrawlOptions", "refresh"),
+        ("DocumentSettings", "refresh"),
+        ("KnowledgeDocument", "refresh"),
+    ] {
+        // Optional fields wrap it as `oneOf: [null, schedule]`.
+        let refresh = field(schema, property);
+        let refresh = match refresh["oneOf"][0]["type"].as_str() {
+            Some("null") => refresh["oneOf"][1]["oneOf"].clone(),
+            _ => refresh["oneOf"].clone(),
+        };
+        assert_eq!(
+            refresh[0]["enum"],
+            json!(["off", "daily", "weekly"]),
+            "{schema}"
+        );
+        assert_eq!(refresh[1]["minimum"], 1, "{schema}");
+        assert_eq!(
+            refresh[1]["maximum"],
+            app::api::limits::REFRESH_HOURS_MAX,
+            "{schema}"
+        );
+    }
+    for counted in ["added", "changed", "removed", "unchanged"] {
+        assert_eq!(
+            schemas["RefreshCounts"]["properties"][counted]["type"], "integer",
+            "{counted}"
+        );
+    }
+    for time in ["nextRefreshAt", "lastRefreshedAt"] {
+        assert!(field("KnowledgeDocument", time).is_object(), "{time}");
+    }
+    assert!(doc["paths"]["/api/agents/{agentId}/knowledge/{documentId}"]["patch"].is_object());
     let mut tool_types: Vec<String> = schemas["CreateToolRequest"]["discriminator"]["mapping"]
         .as_object()
         .unwrap()

@@ -82,6 +82,7 @@ async fn the_openapi_document_covers_every_endpoint() {
         ("post", "/api/agents/{agentId}/knowledge/url"),
         ("get", "/api/agents/{agentId}/knowledge"),
         ("get", "/api/agents/{agentId}/knowledge/{documentId}"),
+        ("patch", "/api/agents/{agentId}/knowledge/{documentId}"),
         ("delete", "/api/agents/{agentId}/knowledge/{documentId}"),
         (
             "post",

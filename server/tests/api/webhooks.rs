@@ -28,7 +28,7 @@ use sha2::Sha256;
 use crate::helpers::*;
 
 /// Every event type that has an emitter today.
-const EMITTED: [&str; 8] = [
+const EMITTED: [&str; 9] = [
     "agent.created",
     "agent.updated",
     "agent.deleted",
@@ -37,6 +37,7 @@ const EMITTED: [&str; 8] = [
     "document.indexed",
     "document.failed",
     "crawl.completed",
+    "document.refreshed",
 ];
 
 // ---- An independent Standard Webhooks v1 verifier -------------------------------------

@@ -9,13 +9,17 @@ mod scheduler;
 mod scope;
 mod sitemap;
 
+use std::collections::HashMap;
+
 use serde::{Deserialize, Serialize};
 use url::Url;
+
+use crate::outbound::Validators;
 
 pub(crate) use html::{decode, read_page, ContentKind, PageDoc};
 pub use robots::{MAX_CRAWL_DELAY, ROBOTS_USER_AGENT};
 pub use scheduler::{
-    crawl, request_budget, MAX_IN_FLIGHT, PER_ORIGIN_CONCURRENCY, REQUEST_ALLOWANCE,
+    crawl, crawl_again, request_budget, MAX_IN_FLIGHT, PER_ORIGIN_CONCURRENCY, REQUEST_ALLOWANCE,
 };
 use scope::PathFilter;
 pub use scope::{MAX_PATTERNS, MAX_PATTERN_LEN};
@@ -87,13 +91,38 @@ pub struct CrawledPage {
     pub content_hash: String,
     /// Link hops from the start page (sitemap URLs count as depth 1).
     pub depth: u8,
+    /// The URL requested for it (before redirects), the key of [`KnownPages`].
+    pub requested: Url,
+    /// Its `ETag` and `Last-Modified`, for the next crawl's conditional request.
+    pub validators: Validators,
+    /// The in-scope links it gave the crawl (none when it asked not to be followed).
+    pub links: Vec<Url>,
+    /// The page is as the previous crawl kept it ([`KnownPage`]): it answered 304 Not
+    /// Modified, or failed with an error other than 404 or 410. `text` is then empty, and
+    /// `title`, `content_hash` and `links` are the previous crawl's.
+    pub not_modified: bool,
 }
+
+/// A page the previous crawl kept, as a re-crawl sees it (docs/knowledge.md § Refresh):
+/// asked for with its validators; on 304 its stored links are followed and it is kept.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KnownPage {
+    /// The canonical URL it was kept under.
+    pub url: Url,
+    pub title: String,
+    pub content_hash: String,
+    pub validators: Validators,
+    pub links: Vec<Url>,
+}
+
+/// The previous crawl's pages by the URL each was requested at.
+pub type KnownPages = HashMap<Url, KnownPage>;
 
 /// What the crawl reports while it runs, in order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CrawlEvent {
     /// A page was kept.
-    Page(CrawledPage),
+    Page(Box<CrawledPage>),
     /// After every URL handled: URLs handled so far, and URLs found.
     Progress {
         /// Kept, skipped or failed.

@@ -141,6 +141,8 @@ mod tests {
                 status,
                 content_type: Some("text/plain".into()),
                 body: bytes::Bytes::from_static(body),
+                etag: None,
+                last_modified: None,
             })
         };
         let missing = RobotsRules::from_fetch(fetched(404, b"not found"));

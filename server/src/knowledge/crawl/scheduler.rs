@@ -18,12 +18,13 @@ use super::{
     html::{ContentKind, PageDoc},
     robots::{RobotsDenial, RobotsRules},
     scope::{normalize, origin_key, site_key, PathFilter, Scope, SeenUrls},
-    sitemap, CrawlConfig, CrawlEvent, CrawlSummary, CrawledPage, MAX_CRAWL_DEPTH,
+    sitemap, CrawlConfig, CrawlEvent, CrawlSummary, CrawledPage, KnownPage, KnownPages,
+    MAX_CRAWL_DEPTH,
 };
 use crate::{
     crypto::sha256_hex,
     knowledge::sandbox::Sandbox,
-    outbound::{HopError, NetError, SafeClient},
+    outbound::{HopError, NetError, SafeClient, Validators},
 };
 
 /// Requests in flight per origin (scheme, host, port).
@@ -57,6 +58,22 @@ pub async fn crawl(
     config: &CrawlConfig,
     events: mpsc::Sender<CrawlEvent>,
 ) -> Result<CrawlSummary, NetError> {
+    crawl_again(client, sandbox, start, config, KnownPages::new(), events).await
+}
+
+/// [`crawl`] again over the pages the previous crawl kept (docs/knowledge.md § Refresh): a
+/// known page is asked for with `If-None-Match` / `If-Modified-Since`; one answering 304
+/// Not Modified (or failing with an error other than 404 or 410) is kept as it was
+/// ([`CrawledPage::not_modified`]) and its stored links are followed, so the pages below it
+/// are still reached. A known page answering 404 or 410 is not kept.
+pub async fn crawl_again(
+    client: &SafeClient,
+    sandbox: &Arc<Sandbox>,
+    start: Url,
+    config: &CrawlConfig,
+    known: KnownPages,
+    events: mpsc::Sender<CrawlEvent>,
+) -> Result<CrawlSummary, NetError> {
     let filter = PathFilter::new(config).map_err(NetError::InvalidConfig)?;
     let start = normalize(&start).ok_or(NetError::Scheme)?;
     let mut crawler = Crawler {
@@ -82,6 +99,7 @@ pub async fn crawl(
         summary: CrawlSummary::default(),
         events,
         closed: false,
+        known: Arc::new(known),
     };
     crawler.run(start).await?;
     Ok(crawler.summary)
@@ -134,9 +152,23 @@ impl OriginState {
     }
 }
 
+/// Whether `error` says the page is gone for good (404 Not Found, 410 Gone).
+fn is_gone(error: &NetError) -> bool {
+    matches!(error, NetError::Http(404 | 410))
+}
+
 /// What a fetch task found.
 enum Outcome {
-    Page { final_url: Url, doc: Box<PageDoc> },
+    Page {
+        final_url: Url,
+        doc: Box<PageDoc>,
+        validators: Validators,
+    },
+    /// 304 Not Modified to the validators sent; the answer's own validators, if any.
+    NotModified {
+        final_url: Url,
+        validators: Validators,
+    },
     Denied(RobotsDenial),
     Skipped(String),
     Failed(NetError),
@@ -188,6 +220,8 @@ struct FetchTask {
     /// The scope redirect targets must stay in; `None` for the start page.
     scope: Option<Arc<Scope>>,
     seen: SeenUrls,
+    /// The previous crawl's validators of this URL (empty: a plain request).
+    validators: Validators,
 }
 
 /// Fetches and extracts one URL. Redirect targets are refused before being requested when
@@ -201,6 +235,7 @@ async fn fetch_page(task: FetchTask) -> Outcome {
         respect_robots,
         scope,
         seen,
+        validators,
     } = task;
     let mut rules = None;
     if respect_robots {
@@ -229,13 +264,27 @@ async fn fetch_page(task: FetchTask) -> Outcome {
     let fetched = {
         // The semaphore is never closed; without a permit the request simply goes ahead.
         let _permit = origin.permits.acquire().await.ok();
-        client.get_with_hop_check(&url, &hop_check).await
+        client.get_conditional(&url, &validators, &hop_check).await
     };
     let fetched = match fetched {
         Ok(f) => f,
         Err(HopError::Refused(refusal)) => return refusal.into_outcome(),
         Err(HopError::Net(e)) => return Outcome::Failed(e),
     };
+    let answered = Validators {
+        etag: fetched.etag.clone(),
+        last_modified: fetched.last_modified.clone(),
+    };
+    if fetched.status == 304 {
+        // A 304 may repeat or update the validators (RFC 9110 § 15.4.5); those it omits stay.
+        return Outcome::NotModified {
+            final_url: fetched.url,
+            validators: Validators {
+                etag: answered.etag.or(validators.etag),
+                last_modified: answered.last_modified.or(validators.last_modified),
+            },
+        };
+    }
     let kind = ContentKind::of(fetched.content_type.as_deref(), &fetched.body);
     let final_url = fetched.url;
     match kind {
@@ -249,6 +298,7 @@ async fn fetch_page(task: FetchTask) -> Outcome {
                 Ok(doc) => Outcome::Page {
                     final_url,
                     doc: Box::new(doc),
+                    validators: answered,
                 },
                 Err(err) => Outcome::Skipped(format!("the page could not be read: {err}")),
             }
@@ -281,6 +331,8 @@ struct Crawler {
     events: mpsc::Sender<CrawlEvent>,
     /// The receiver is gone: stop.
     closed: bool,
+    /// The previous crawl's pages, by requested URL.
+    known: Arc<KnownPages>,
 }
 
 impl Crawler {
@@ -296,6 +348,7 @@ impl Crawler {
             respect_robots: self.config.respect_robots,
             scope: None,
             seen: self.seen.clone(),
+            validators: self.validators_of(&start),
         })
         .await;
         let outcome = match outcome {
@@ -303,7 +356,7 @@ impl Crawler {
             Outcome::Denied(denial) => return Err(denial.into_start_error()),
             other => other,
         };
-        if let Outcome::Page { final_url, .. } = &outcome {
+        if let Outcome::Page { final_url, .. } | Outcome::NotModified { final_url, .. } = &outcome {
             let key = site_key(final_url);
             if !self.scope.sites.contains(&key) {
                 Arc::make_mut(&mut self.scope).sites.push(key);
@@ -320,6 +373,14 @@ impl Crawler {
         }
         self.drive().await;
         Ok(())
+    }
+
+    /// The validators the previous crawl stored for `url` (empty when it kept no such page).
+    fn validators_of(&self, url: &Url) -> Validators {
+        self.known
+            .get(url)
+            .map(|k| k.validators.clone())
+            .unwrap_or_default()
     }
 
     fn finished(&self) -> bool {
@@ -413,6 +474,7 @@ impl Crawler {
                 respect_robots: self.config.respect_robots,
                 scope: Some(self.scope.clone()),
                 seen: self.seen.clone(),
+                validators: self.validators_of(&url),
             });
             let task_url = url.clone();
             let handle = self.in_flight.spawn(async move {
@@ -446,7 +508,23 @@ impl Crawler {
             outcome,
         } = done;
         match outcome {
-            Outcome::Page { final_url, doc } => self.accept(url, depth, final_url, *doc).await,
+            Outcome::Page {
+                final_url,
+                doc,
+                validators,
+            } => self.accept(url, depth, final_url, *doc, validators).await,
+            Outcome::NotModified {
+                final_url,
+                validators,
+            } => {
+                self.keep_known(url, depth, final_url, Some(validators))
+                    .await
+            }
+            // A page kept before that is not gone for good keeps its last version.
+            Outcome::Failed(e) if !is_gone(&e) && self.known.contains_key(&url) => {
+                self.summary.errors.push((url.clone(), e.to_string()));
+                self.keep_known(url.clone(), depth, url, None).await
+            }
             Outcome::Denied(denial) => {
                 // robots.txt refused the URL before it was requested: no request spent.
                 self.requested = self.requested.saturating_sub(1);
@@ -464,7 +542,71 @@ impl Crawler {
         self.send(progress).await;
     }
 
-    async fn accept(&mut self, url: Url, depth: u8, final_url: Url, doc: PageDoc) {
+    /// Keeps the previous crawl's page requested at `url` as it was (304, or an error other
+    /// than 404/410), with `validators` when the answer gave new ones, and follows its links.
+    async fn keep_known(
+        &mut self,
+        url: Url,
+        depth: u8,
+        final_url: Url,
+        validators: Option<Validators>,
+    ) {
+        let Some(known) = self.known.get(&url).cloned() else {
+            return self
+                .skip(
+                    url,
+                    "the page answered 304 to a request it was not asked".to_owned(),
+                )
+                .await;
+        };
+        let KnownPage {
+            url: canonical,
+            title,
+            content_hash,
+            validators: stored,
+            links,
+        } = known;
+        if self.emitted.contains(&canonical) {
+            return self
+                .skip(url, format!("duplicate of {canonical} (canonical URL)"))
+                .await;
+        }
+        self.emitted.insert(canonical.clone());
+        self.emitted.insert(final_url.clone());
+        self.seen.insert(canonical.clone());
+        self.seen.insert(final_url);
+        let next = depth.saturating_add(1);
+        for link in &links {
+            self.enqueue(link.clone(), next);
+        }
+        if let Some(first) = self.texts.get(&content_hash) {
+            let reason = format!("the page has the same text as {first}");
+            return self.skip(url, reason).await;
+        }
+        self.texts.insert(content_hash.clone(), canonical.clone());
+        self.summary.pages += 1;
+        let page = CrawledPage {
+            url: canonical,
+            title,
+            text: String::new(),
+            content_hash,
+            depth,
+            requested: url,
+            validators: validators.unwrap_or(stored),
+            links,
+            not_modified: true,
+        };
+        self.send(CrawlEvent::Page(Box::new(page))).await;
+    }
+
+    async fn accept(
+        &mut self,
+        url: Url,
+        depth: u8,
+        final_url: Url,
+        doc: PageDoc,
+        validators: Validators,
+    ) {
         let canonical = doc
             .canonical
             .as_ref()
@@ -483,9 +625,14 @@ impl Crawler {
         self.seen.insert(canonical.clone());
         self.seen.insert(final_url);
 
+        let mut links = Vec::new();
         if !doc.nofollow || !self.config.respect_robots {
             let next = depth.saturating_add(1);
+            let mut listed = HashSet::new();
             for link in doc.links {
+                if self.scope.allows(&link) && listed.insert(link.clone()) {
+                    links.push(link.clone());
+                }
                 self.enqueue(link, next);
             }
         }
@@ -515,8 +662,12 @@ impl Crawler {
             content_hash,
             text: doc.text,
             depth,
+            requested: url,
+            validators,
+            links,
+            not_modified: false,
         };
-        self.send(CrawlEvent::Page(page)).await;
+        self.send(CrawlEvent::Page(Box::new(page))).await;
     }
 
     /// Reads the start origin's sitemaps and queues their page URLs at depth 1.

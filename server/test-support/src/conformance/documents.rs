@@ -123,6 +123,7 @@ pub async fn documents_deleted_while_written_leave_nothing_behind(store: Arc<dyn
                 pages: Some(1),
                 bytes: 10,
                 progress: (1, 1),
+                refresh: None,
             };
             s.complete_job(&job, indexed, Utc::now()).await.map(|_| ())
         }));

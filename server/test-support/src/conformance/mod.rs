@@ -10,6 +10,7 @@ mod accounts;
 mod chat;
 mod documents;
 mod queues;
+mod refresh;
 mod tenancy;
 mod tools;
 
@@ -21,6 +22,7 @@ pub use accounts::*;
 pub use chat::*;
 pub use documents::*;
 pub use queues::*;
+pub use refresh::*;
 pub use tenancy::*;
 pub use tools::*;
 
@@ -75,6 +77,9 @@ macro_rules! for_each_store_conformance_case {
             a_lost_claim_can_neither_renew_nor_end_its_job,
             a_document_has_one_queued_or_running_job,
             queued_jobs_are_counted_by_kind,
+            a_due_refresh_is_claimed_by_one_of_parallel_schedulers,
+            a_jobs_end_moves_the_schedule_from_its_start,
+            a_pages_validators_and_links_are_kept_without_touching_its_chunks,
             parallel_delivery_claims_are_distinct,
             a_delivery_claim_takes_at_most_its_limit,
             a_delivery_is_moved_on_only_under_its_claim,
@@ -218,7 +223,15 @@ async fn crawl_document(
     url: &str,
 ) -> DocumentRecord {
     let now = Utc::now();
-    let doc = DocumentRecord::pending_url(DocumentId::from(id), agent_id, user_id, url, None, now);
+    let doc = DocumentRecord::pending_url(
+        DocumentId::from(id),
+        agent_id,
+        user_id,
+        url,
+        None,
+        None,
+        now,
+    );
     let job = JobRecord::queued(JobKind::Crawl, &doc.id, &doc.user_id, now);
     store.create_document(&doc, &job).await.unwrap();
     doc
@@ -230,6 +243,7 @@ fn page(url: &str, words: &[&str]) -> (PageRecord, Vec<NewChunk>) {
         url: url.into(),
         title: format!("Title of {url}"),
         content_hash: format!("hash of {}", words.join(" ")),
+        ..PageRecord::default()
     };
     let chunks = words
         .iter()

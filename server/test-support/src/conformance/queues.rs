@@ -118,6 +118,7 @@ pub async fn a_claimed_job_is_claimed_again_only_after_its_lease(store: Arc<dyn 
         pages: Some(1),
         bytes: 10,
         progress: (2, 2),
+        refresh: None,
     };
     assert!(
         !store.complete_job(&first, indexed, at(95)).await.unwrap(),
