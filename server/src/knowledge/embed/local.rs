@@ -227,7 +227,9 @@ pub fn mean_pool_normalized(hidden: &Tensor, mask: &Tensor) -> candle_core::Resu
     mean.broadcast_div(&norms)?.to_vec2::<f32>()
 }
 
-type Reply = oneshot::Sender<Result<Vec<Vec<f32>>, String>>;
+/// A job's answer: the vectors in order, or why the model failed.
+type Answer = Result<Vec<Vec<f32>>, String>;
+type Reply = oneshot::Sender<Answer>;
 
 struct Job {
     texts: Vec<String>,
@@ -304,11 +306,7 @@ impl LocalEmbedder {
         self.threads
     }
 
-    fn push(
-        &self,
-        texts: Vec<String>,
-        query: bool,
-    ) -> Result<oneshot::Receiver<Result<Vec<Vec<f32>>, String>>, String> {
+    fn push(&self, texts: Vec<String>, query: bool) -> Result<oneshot::Receiver<Answer>, String> {
         let (reply, answer) = oneshot::channel();
         let mut queues = self.shared.queues.lock().unwrap_or_else(|e| e.into_inner());
         if query {
