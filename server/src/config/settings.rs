@@ -232,9 +232,19 @@ pub struct Settings {
     #[arg(long, env = "PROVIDER_TIMEOUT_SECS", default_value = "60",
           value_parser = provider_timeout_secs, help_heading = "Providers")]
     pub provider_timeout_secs: u64,
-    /// Embedding model at the OpenAI-compatible endpoint [default: none: BM25 only]
+    /// Embedding model at the OpenAI-compatible endpoint, or `local` for the built-in CPU
+    /// model at EMBEDDING_MODEL_PATH [default: none: BM25 only]
     #[arg(long, env = "EMBEDDING_MODEL", help_heading = "Providers")]
     pub embedding_model: Option<String>,
+    /// Folder of the sentence-transformers BERT model that EMBEDDING_MODEL=local runs
+    /// (config.json, tokenizer.json, model.safetensors).
+    #[arg(long, env = "EMBEDDING_MODEL_PATH", help_heading = "Providers")]
+    pub embedding_model_path: Option<std::path::PathBuf>,
+    /// Threads of the built-in embedding model (1–256) [default: 1 on up to 2 cores, else
+    /// half the cores]
+    #[arg(long, env = "EMBEDDING_THREADS", value_parser = embedding_threads,
+          help_heading = "Providers")]
+    pub embedding_threads: Option<usize>,
 
     // Chat.
     /// Longest chat message in characters (larger: 400).
@@ -548,6 +558,13 @@ fn max_message_chars(raw: &str) -> Result<usize, String> {
 
 fn sse_heartbeat_secs(raw: &str) -> Result<u64, String> {
     whole("SSE_HEARTBEAT_SECS", raw, "whole seconds")
+}
+
+fn embedding_threads(raw: &str) -> Result<usize, String> {
+    raw.parse()
+        .ok()
+        .filter(|n| (1..=256).contains(n))
+        .ok_or_else(|| "EMBEDDING_THREADS must be a whole number from 1 to 256".to_string())
 }
 
 fn max_tool_rounds(raw: &str) -> Result<u32, String> {

@@ -1,15 +1,21 @@
 //! Chunk embeddings through the OpenAI-compatible endpoint (`OPENAI_BASE_URL`,
-//! `OPENAI_API_KEY`, `EMBEDDING_MODEL`) and the in-memory vectors retrieval compares a query
-//! with. Embeddings never hold up BM25: failures are retried by [`catch_up`], chunks the
+//! `OPENAI_API_KEY`, `EMBEDDING_MODEL`) or the built-in CPU model (`EMBEDDING_MODEL=local`,
+//! [`local`]), and the in-memory vectors retrieval compares a query with. Embeddings never hold up BM25: failures are retried by [`catch_up`], chunks the
 //! endpoint refuses stay BM25-only, and a chat whose query cannot be embedded uses BM25
 //! alone (docs/knowledge.md § Embeddings).
 
+pub mod local;
+
 use std::{
-    sync::atomic::{AtomicI64, Ordering},
+    path::Path,
+    sync::{
+        atomic::{AtomicI64, Ordering},
+        Arc,
+    },
     time::Duration,
 };
 
-use genai::{adapter::AdapterKind, embed::EmbedRequest, ServiceTarget};
+use genai::{adapter::AdapterKind, embed::EmbedRequest};
 use secrecy::SecretString;
 use tracing::{info, warn};
 
@@ -33,11 +39,20 @@ pub const QUERY_COOL_DOWN: Duration = Duration::from_secs(30);
 /// How often the catch-up task looks for chunks without a vector when nothing woke it.
 pub const CATCH_UP_INTERVAL: Duration = Duration::from_secs(60);
 
-/// A client of the embedding endpoint.
+/// Where vectors come from: the OpenAI-compatible endpoint, or the built-in model.
+enum Source {
+    Remote {
+        client: genai::Client,
+        base_url: String,
+        key: SecretString,
+    },
+    Local(local::LocalEmbedder),
+}
+
+/// The embedding model: a client of the endpoint, or the built-in CPU model
+/// (`EMBEDDING_MODEL=local`, [`local`]). Both fail the same way ([`ProviderError`]).
 pub struct Embedder {
-    client: genai::Client,
-    base_url: String,
-    key: SecretString,
+    source: Source,
     model: String,
     timeout: Duration,
     cool_until_ms: AtomicI64,
@@ -46,19 +61,37 @@ pub struct Embedder {
 impl std::fmt::Debug for Embedder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The key is left out on purpose.
-        f.debug_struct("Embedder")
-            .field("base_url", &self.base_url)
-            .field("model", &self.model)
-            .finish_non_exhaustive()
+        let mut d = f.debug_struct("Embedder");
+        match &self.source {
+            Source::Remote { base_url, .. } => d.field("base_url", base_url),
+            Source::Local(local) => d.field("local", local),
+        };
+        d.field("model", &self.model).finish_non_exhaustive()
     }
 }
 
+/// The `EMBEDDING_MODEL` value that selects the built-in model.
+pub const LOCAL: &str = "local";
+
 impl Embedder {
-    /// `None` without `EMBEDDING_MODEL` or `OPENAI_API_KEY` (warned). Errors: no HTTP client.
+    /// `None` without `EMBEDDING_MODEL`, or with a remote model and no `OPENAI_API_KEY`
+    /// (warned). `local` loads the model at `EMBEDDING_MODEL_PATH`. Errors (one line naming the
+    /// variable): `local` without `EMBEDDING_MODEL_PATH` or with an unusable folder
+    /// ([`local::LocalModel::load`]); no HTTP client.
     pub fn from_config(config: &ProvidersConfig) -> anyhow::Result<Option<Self>> {
         let Some(model) = config.embedding_model.clone() else {
             return Ok(None);
         };
+        if model == LOCAL {
+            let Some(path) = config.embedding_model_path.as_deref() else {
+                anyhow::bail!(
+                    "EMBEDDING_MODEL_PATH is not set: EMBEDDING_MODEL=local needs the folder of a sentence-transformers model (README § Embeddings)"
+                );
+            };
+            let embedder = Self::local(path, config.embedding_threads, config.timeout)?;
+            info!(model = %embedder.model, "built-in embedding model loaded");
+            return Ok(Some(embedder));
+        }
         let Some(key) = config.openai_api_key.clone() else {
             warn!(
                 model = %model,
@@ -85,10 +118,24 @@ impl Embedder {
         let client = genai::Client::new()
             .map_err(|e| anyhow::anyhow!("building the embedding client failed: {e}"))?;
         Ok(Self {
-            client,
-            base_url: endpoint_url(base_url),
-            key,
+            source: Source::Remote {
+                client,
+                base_url: endpoint_url(base_url),
+                key,
+            },
             model: model.to_string(),
+            timeout,
+            cool_until_ms: AtomicI64::new(0),
+        })
+    }
+
+    /// The built-in model in `dir` on `threads` threads (`None`: [`local::default_threads`]);
+    /// its name is [`local::LocalModel::name`]. Errors: as [`local::LocalModel::load`].
+    pub fn local(dir: &Path, threads: Option<usize>, timeout: Duration) -> anyhow::Result<Self> {
+        let local = local::LocalEmbedder::start(dir, threads)?;
+        Ok(Self {
+            model: local.name().to_string(),
+            source: Source::Local(local),
             timeout,
             cool_until_ms: AtomicI64::new(0),
         })
@@ -99,13 +146,14 @@ impl Embedder {
         &self.model
     }
 
-    fn target(&self) -> ServiceTarget {
-        target(&self.base_url, &self.key, AdapterKind::OpenAI, &self.model)
+    /// Whether this is the built-in model (`EMBEDDING_MODEL=local`).
+    pub fn is_local(&self) -> bool {
+        matches!(self.source, Source::Local(_))
     }
 
-    fn error(&self, err: &genai::Error) -> ProviderError {
+    fn error(&self, err: &genai::Error, key: &SecretString) -> ProviderError {
         let (kind, detail) = classify(err);
-        let detail = mask(&detail, &self.key);
+        let detail = mask(&detail, key);
         let status = match kind {
             ProviderErrorKind::Status(s) => format!(" ({s})"),
             _ => String::new(),
@@ -121,13 +169,20 @@ impl Embedder {
         texts: Vec<String>,
         timeout: Duration,
     ) -> Result<Vec<Vec<f32>>, ProviderError> {
+        let (client, base_url, key) = match &self.source {
+            Source::Remote {
+                client,
+                base_url,
+                key,
+            } => (client, base_url, key),
+            Source::Local(local) => return local_result(local.embed(&texts).await),
+        };
         let expected = texts.len();
-        let call = self
-            .client
-            .exec_embed(self.target(), EmbedRequest::new_batch(texts), None);
+        let target = target(base_url, key, AdapterKind::OpenAI, &self.model);
+        let call = client.exec_embed(target, EmbedRequest::new_batch(texts), None);
         let response = match tokio::time::timeout(timeout, call).await {
             Ok(Ok(response)) => response,
-            Ok(Err(err)) => return Err(self.error(&err)),
+            Ok(Err(err)) => return Err(self.error(&err, key)),
             Err(_) => {
                 return Err(ProviderError {
                     kind: ProviderErrorKind::Timeout,
@@ -162,7 +217,8 @@ impl Embedder {
         Ok(vectors)
     }
 
-    /// The embeddings of `texts`, in order, [`BATCH`] at a time. Errors: the first failed request.
+    /// The embeddings of `texts`, in order, [`BATCH`] at a time. Errors: the first failed request
+    /// (for the built-in model: inference failed, kind `Other`).
     pub async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, ProviderError> {
         let mut out = Vec::with_capacity(texts.len());
         for batch in texts.chunks(BATCH) {
@@ -172,18 +228,32 @@ impl Embedder {
     }
 
     /// A chat query's embedding within [`QUERY_TIMEOUT`]; after a timeout queries fail at once for
-    /// [`QUERY_COOL_DOWN`]. Errors: as [`Embedder::embed`].
+    /// [`QUERY_COOL_DOWN`]. The built-in model runs it before queued chunk batches. Errors: as
+    /// [`Embedder::embed`].
     pub async fn embed_query(&self, text: &str) -> Result<Vec<f32>, ProviderError> {
         let now = chrono::Utc::now().timestamp_millis();
         if now < self.cool_until_ms.load(Ordering::Relaxed) {
             return Err(ProviderError {
                 kind: ProviderErrorKind::Timeout,
-                message: "The embedding endpoint timed out recently; not asked again yet".into(),
+                message: "The embedding model timed out recently; not asked again yet".into(),
             });
         }
-        let result = self
-            .request(vec![text.to_string()], QUERY_TIMEOUT.min(self.timeout))
-            .await;
+        let limit = QUERY_TIMEOUT.min(self.timeout);
+        let result = match &self.source {
+            Source::Remote { .. } => self.request(vec![text.to_string()], limit).await,
+            Source::Local(local) => {
+                match tokio::time::timeout(limit, local.embed_query(text)).await {
+                    Ok(result) => local_result(result.map(|v| vec![v])),
+                    Err(_) => Err(ProviderError {
+                        kind: ProviderErrorKind::Timeout,
+                        message: format!(
+                            "The built-in embedding model failed: no answer within {} s",
+                            limit.as_secs()
+                        ),
+                    }),
+                }
+            }
+        };
         if let Err(err) = &result {
             if err.kind == ProviderErrorKind::Timeout {
                 let until = now + QUERY_COOL_DOWN.as_millis() as i64;
@@ -197,6 +267,14 @@ impl Embedder {
             })
         })
     }
+}
+
+/// The built-in model's answer as the endpoint's would be: a failure is of kind `Other`.
+fn local_result(result: Result<Vec<Vec<f32>>, String>) -> Result<Vec<Vec<f32>>, ProviderError> {
+    result.map_err(|why| ProviderError {
+        kind: ProviderErrorKind::Other,
+        message: format!("The built-in embedding model failed: {why}"),
+    })
 }
 
 /// The text embedded for a chunk: its title and headings, then its text.
@@ -223,11 +301,18 @@ fn refused(err: &ProviderError) -> bool {
 
 /// Embeds the chunks of `document_id` (or all) lacking a vector of the model; a chunk refused
 /// alone is recorded refused. Returns how many got one. Errors: the first non-refusal failure.
+///
+/// With the built-in model a document's call (a job's) returns 0 at once: the CPU model would
+/// hold the job, and a crawl's page loop, for as long as it takes, delaying BM25; the
+/// catch-up, which the job wakes when it ends, embeds the chunks in the background.
 pub async fn embed_missing(
     store: &dyn DocumentStore,
     embedder: &Embedder,
     document_id: Option<&DocumentId>,
 ) -> Result<u64, EmbedFailure> {
+    if document_id.is_some() && embedder.is_local() {
+        return Ok(0);
+    }
     let model = embedder.model();
     let mut done = 0u64;
     loop {

@@ -99,6 +99,9 @@ fn serve_with(vars: &[(&str, &str)]) -> std::process::Output {
         "CHAT_SYNCHRONOUS_COMMIT",
         "AGENTCHAT_ROLE",
         "REDIS_URL",
+        "EMBEDDING_MODEL",
+        "EMBEDDING_MODEL_PATH",
+        "EMBEDDING_THREADS",
     ] {
         command.env_remove(name);
     }
@@ -275,6 +278,40 @@ fn serve_help_lists_every_configuration_variable_of_the_readme() {
     assert!(help.contains("[default: 16]"), "{help}");
     assert!(!help.contains("secret-value-not-shown"), "{help}");
     assert!(!help.contains("smtp-password"), "{help}");
+}
+
+#[test]
+fn an_unusable_built_in_embedding_model_stops_the_start_in_one_line() {
+    for (vars, expected) in [
+        (
+            vec![("EMBEDDING_MODEL", "local")],
+            "Error: EMBEDDING_MODEL_PATH is not set: EMBEDDING_MODEL=local needs",
+        ),
+        (
+            vec![
+                ("EMBEDDING_MODEL", "local"),
+                ("EMBEDDING_MODEL_PATH", "/nonexistent/minilm"),
+            ],
+            "Error: EMBEDDING_MODEL_PATH: /nonexistent/minilm is not a folder",
+        ),
+        (
+            vec![("EMBEDDING_THREADS", "0")],
+            "EMBEDDING_THREADS must be a whole number from 1 to 256",
+        ),
+    ] {
+        let out = serve_with(&vars);
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(stderr.contains(expected), "{stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        if expected.starts_with("Error: ") {
+            let line = stderr.lines().find(|l| l.starts_with("Error: ")).unwrap();
+            assert!(
+                line.len() > expected.len(),
+                "the reason is on its line: {line}"
+            );
+        }
+    }
 }
 
 #[test]

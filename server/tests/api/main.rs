@@ -16,6 +16,7 @@ mod helpers;
 mod hostile;
 mod integrations;
 mod knowledge;
+mod local_embeddings;
 mod mcp;
 mod mcp_client;
 mod metrics;

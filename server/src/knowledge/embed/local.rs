@@ -1,0 +1,624 @@
+//! The built-in embedding model (`EMBEDDING_MODEL=local`): a sentence-transformers folder of a
+//! BERT-family encoder (`config.json`, `tokenizer.json`, `model.safetensors`) run in-process on
+//! the CPU with candle; mean pooling over the attention mask, then L2 normalisation, as the
+//! model's own sentence-transformers pipeline does (docs/knowledge.md § Embeddings).
+//!
+//! The model runs on a rayon pool of its own (`EMBEDDING_THREADS`) fed by one dispatcher
+//! thread: candle's matrix products parallelise on the current rayon pool, so `install` keeps
+//! them inside it, and no tokio worker thread ever runs the model. Jobs wait in two bounded
+//! queues; a chat query's job goes before every queued chunk batch.
+
+use std::{
+    collections::VecDeque,
+    panic::AssertUnwindSafe,
+    path::{Path, PathBuf},
+    sync::{Arc, Condvar, Mutex},
+};
+
+use anyhow::{anyhow, bail, Context};
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config as BertConfig};
+use sha2::{Digest, Sha256};
+use tokenizers::{Tokenizer, TruncationParams};
+use tokio::sync::{oneshot, Semaphore};
+
+/// Texts run through the model together: small, so that a chat query waits behind at most
+/// one such batch; rows of about 200 tokens each already fill the matrix products.
+pub const LOCAL_BATCH: usize = 4;
+/// Chunk batches queued or running at most; `embed` waits for a place beyond it.
+pub const CHUNK_QUEUE: usize = 8;
+/// Chat queries queued at most; past it a query fails at once (the chat uses BM25 alone).
+pub const QUERY_QUEUE: usize = 64;
+
+/// Threads of the model when `EMBEDDING_THREADS` is unset: 1 on up to 2 cores, else half the
+/// cores, so the request runtimes keep at least one core.
+pub fn default_threads(cores: usize) -> usize {
+    if cores <= 2 {
+        1
+    } else {
+        cores / 2
+    }
+}
+
+/// A loaded model: the encoder, its tokenizer (truncating to `max_tokens`) and its name.
+pub struct LocalModel {
+    bert: BertModel,
+    tokenizer: Tokenizer,
+    pad_id: u32,
+    /// Longest input in tokens, special tokens included; longer texts are truncated.
+    pub max_tokens: usize,
+    /// `local:<folder name>:<first 12 hex digits of model.safetensors' SHA-256>` (the name
+    /// of `EMBEDDING_MODEL_PATH`'s last component, as given): another model, or other weights
+    /// under the same folder name, is another name, so its vectors are made anew.
+    pub name: String,
+}
+
+impl std::fmt::Debug for LocalModel {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalModel")
+            .field("name", &self.name)
+            .field("max_tokens", &self.max_tokens)
+            .finish_non_exhaustive()
+    }
+}
+
+fn read(dir: &Path, file: &str) -> anyhow::Result<Vec<u8>> {
+    let path = dir.join(file);
+    if !path.is_file() {
+        bail!(
+            "EMBEDDING_MODEL_PATH: {} has no {file} (a sentence-transformers folder has config.json, tokenizer.json and model.safetensors)",
+            dir.display()
+        );
+    }
+    std::fs::read(&path)
+        .map_err(|e| anyhow!("EMBEDDING_MODEL_PATH: cannot read {}: {e}", path.display()))
+}
+
+fn json(dir: &Path, file: &str) -> anyhow::Result<serde_json::Value> {
+    serde_json::from_slice(&read(dir, file)?).map_err(|e| {
+        anyhow!(
+            "EMBEDDING_MODEL_PATH: {} is not valid JSON: {e}",
+            dir.join(file).display()
+        )
+    })
+}
+
+impl LocalModel {
+    /// Loads the model in `dir`. Errors (one line naming `EMBEDDING_MODEL_PATH`): the folder
+    /// or one of its files is missing, the model is not BERT, its pooling is not the mean, or
+    /// a file cannot be parsed.
+    pub fn load(dir: &Path) -> anyhow::Result<Self> {
+        if !dir.is_dir() {
+            bail!(
+                "EMBEDDING_MODEL_PATH: {} is not a folder (EMBEDDING_MODEL=local needs a sentence-transformers model folder)",
+                dir.display()
+            );
+        }
+        let config = json(dir, "config.json")?;
+        let model_type = config["model_type"].as_str().unwrap_or("unknown");
+        if model_type != "bert" {
+            bail!(
+                "EMBEDDING_MODEL_PATH: {} holds a model of type `{model_type}`; only BERT encoders (model_type \"bert\") are supported",
+                dir.display()
+            );
+        }
+        let bert_config: BertConfig = serde_json::from_value(config.clone()).map_err(|e| {
+            anyhow!(
+                "EMBEDDING_MODEL_PATH: {}/config.json is not a supported BERT configuration: {e}",
+                dir.display()
+            )
+        })?;
+        let pooling = dir.join("1_Pooling").join("config.json");
+        if pooling.is_file() {
+            let pooling = json(dir, "1_Pooling/config.json")?;
+            if pooling["pooling_mode_mean_tokens"] != serde_json::Value::Bool(true) {
+                bail!(
+                    "EMBEDDING_MODEL_PATH: {} pools otherwise than by the mean of its tokens; only mean pooling is supported",
+                    dir.display()
+                );
+            }
+        }
+        let mut max_tokens = bert_config.max_position_embeddings;
+        if dir.join("sentence_bert_config.json").is_file() {
+            let st = json(dir, "sentence_bert_config.json")?;
+            if let Some(n) = st["max_seq_length"].as_u64() {
+                max_tokens = max_tokens.min(n as usize);
+            }
+        }
+        let mut tokenizer = Tokenizer::from_bytes(read(dir, "tokenizer.json")?).map_err(|e| {
+            anyhow!(
+                "EMBEDDING_MODEL_PATH: {}/tokenizer.json cannot be read as a tokenizer: {e}",
+                dir.display()
+            )
+        })?;
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length: max_tokens,
+                ..TruncationParams::default()
+            }))
+            .map_err(|e| anyhow!("EMBEDDING_MODEL_PATH: truncation to {max_tokens} tokens: {e}"))?;
+        tokenizer.with_padding(None);
+        let weights = read(dir, "model.safetensors")?;
+        let digest = hex::encode(Sha256::digest(&weights));
+        let folder = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .or_else(|| {
+                let real = dir.canonicalize().ok()?;
+                Some(real.file_name()?.to_string_lossy().into_owned())
+            })
+            .unwrap_or_else(|| "model".into());
+        let name = format!("local:{folder}:{}", &digest[..12]);
+        let vb = VarBuilder::from_buffered_safetensors(weights, DType::F32, &Device::Cpu).map_err(
+            |e| {
+                anyhow!(
+                    "EMBEDDING_MODEL_PATH: {}/model.safetensors cannot be read: {e}",
+                    dir.display()
+                )
+            },
+        )?;
+        let bert = BertModel::load(vb, &bert_config).map_err(|e| {
+            anyhow!(
+                "EMBEDDING_MODEL_PATH: {}/model.safetensors does not hold the BERT weights config.json describes: {e}",
+                dir.display()
+            )
+        })?;
+        Ok(Self {
+            bert,
+            tokenizer,
+            pad_id: bert_config.pad_token_id as u32,
+            max_tokens,
+            name,
+        })
+    }
+
+    /// The token ids of `text`, special tokens added, truncated to [`LocalModel::max_tokens`].
+    pub fn tokens(&self, text: &str) -> anyhow::Result<Vec<u32>> {
+        let encoding = self
+            .tokenizer
+            .encode(text, true)
+            .map_err(|e| anyhow!("tokenizing failed: {e}"))?;
+        Ok(encoding.get_ids().to_vec())
+    }
+
+    /// The unit embeddings of `texts`, in order, computed on the calling thread (and the
+    /// current rayon pool). Errors: tokenizing or a tensor operation failed.
+    pub fn embed(&self, texts: &[String]) -> anyhow::Result<Vec<Vec<f32>>> {
+        if texts.is_empty() {
+            return Ok(Vec::new());
+        }
+        let tokens = texts
+            .iter()
+            .map(|t| self.tokens(t))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        let width = tokens.iter().map(Vec::len).max().unwrap_or(0).max(1);
+        let mut ids = Vec::with_capacity(texts.len() * width);
+        let mut mask = Vec::with_capacity(texts.len() * width);
+        for row in &tokens {
+            ids.extend_from_slice(row);
+            ids.extend(std::iter::repeat_n(self.pad_id, width - row.len()));
+            mask.extend(std::iter::repeat_n(1u32, row.len()));
+            mask.extend(std::iter::repeat_n(0u32, width - row.len()));
+        }
+        let shape = (texts.len(), width);
+        let ids = Tensor::from_vec(ids, shape, &Device::Cpu)?;
+        let mask = Tensor::from_vec(mask, shape, &Device::Cpu)?;
+        let types = ids.zeros_like()?;
+        let hidden = self.bert.forward(&ids, &types, Some(&mask))?;
+        Ok(mean_pool_normalized(&hidden, &mask)?)
+    }
+}
+
+/// Sentence embeddings from token states `hidden` (batch, tokens, dims) and the attention
+/// `mask` (batch, tokens; 1 for a token, 0 for padding): the mean of the tokens' states
+/// weighted by the mask, divided by its L2 norm (sentence-transformers' `Pooling` with
+/// `pooling_mode_mean_tokens`, then `Normalize`).
+pub fn mean_pool_normalized(hidden: &Tensor, mask: &Tensor) -> candle_core::Result<Vec<Vec<f32>>> {
+    let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
+    let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
+    let counts = mask.sum(1)?.clamp(1e-9f32, f32::MAX)?;
+    let mean = summed.broadcast_div(&counts)?;
+    let norms = mean
+        .sqr()?
+        .sum_keepdim(1)?
+        .sqrt()?
+        .clamp(1e-12f32, f32::MAX)?;
+    mean.broadcast_div(&norms)?.to_vec2::<f32>()
+}
+
+/// A job's answer: the vectors in order, or why the model failed.
+type Answer = Result<Vec<Vec<f32>>, String>;
+type Reply = oneshot::Sender<Answer>;
+
+struct Job {
+    texts: Vec<String>,
+    reply: Reply,
+}
+
+#[derive(Default)]
+struct Queues {
+    queries: VecDeque<Job>,
+    chunks: VecDeque<Job>,
+    closed: bool,
+}
+
+struct Shared {
+    queues: Mutex<Queues>,
+    ready: Condvar,
+}
+
+/// The model behind its pool and queues. Dropping it stops the dispatcher once the queued
+/// jobs are answered.
+pub struct LocalEmbedder {
+    name: String,
+    threads: usize,
+    shared: Arc<Shared>,
+    chunk_slots: Arc<Semaphore>,
+}
+
+impl std::fmt::Debug for LocalEmbedder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalEmbedder")
+            .field("name", &self.name)
+            .field("threads", &self.threads)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LocalEmbedder {
+    /// Loads the model in `dir` and starts its pool of `threads` (`None`: [`default_threads`]).
+    /// Errors: as [`LocalModel::load`], or the threads cannot be started.
+    pub fn start(dir: &Path, threads: Option<usize>) -> anyhow::Result<Self> {
+        let model = LocalModel::load(dir)?;
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = threads.unwrap_or_else(|| default_threads(cores)).max(1);
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .thread_name(|i| format!("embed-{i}"))
+            .build()
+            .context("starting the embedding threads")?;
+        let shared = Arc::new(Shared {
+            queues: Mutex::new(Queues::default()),
+            ready: Condvar::new(),
+        });
+        let name = model.name.clone();
+        let dispatcher = shared.clone();
+        std::thread::Builder::new()
+            .name("embed-queue".into())
+            .spawn(move || dispatch(&model, &pool, &dispatcher))
+            .context("starting the embedding queue")?;
+        Ok(Self {
+            name,
+            threads,
+            shared,
+            chunk_slots: Arc::new(Semaphore::new(CHUNK_QUEUE)),
+        })
+    }
+
+    /// The model's name ([`LocalModel::name`]).
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The size of the pool.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    fn push(&self, texts: Vec<String>, query: bool) -> Result<oneshot::Receiver<Answer>, String> {
+        let (reply, answer) = oneshot::channel();
+        let mut queues = self.shared.queues.lock().unwrap_or_else(|e| e.into_inner());
+        if query {
+            if queues.queries.len() >= QUERY_QUEUE {
+                return Err(format!("{QUERY_QUEUE} queries are already waiting"));
+            }
+            queues.queries.push_back(Job { texts, reply });
+        } else {
+            queues.chunks.push_back(Job { texts, reply });
+        }
+        drop(queues);
+        self.shared.ready.notify_one();
+        Ok(answer)
+    }
+
+    /// The embeddings of `texts`, in order: sorted by length into batches of [`LOCAL_BATCH`]
+    /// (little padding), each queued behind chat queries once one of [`CHUNK_QUEUE`] places is
+    /// free. Errors: the model failed, with the reason.
+    pub async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, String> {
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&i| texts[i].len());
+        let mut pending = Vec::new();
+        for group in order.chunks(LOCAL_BATCH) {
+            let permit = self
+                .chunk_slots
+                .clone()
+                .acquire_owned()
+                .await
+                .map_err(|_| "the embedding queue is closed".to_string())?;
+            let batch: Vec<String> = group.iter().map(|&i| texts[i].clone()).collect();
+            let answer = self.push(batch, false)?;
+            pending.push((group, permit, answer));
+        }
+        let mut out = vec![Vec::new(); texts.len()];
+        for (group, permit, answer) in pending {
+            let vectors = answer
+                .await
+                .map_err(|_| "the embedding thread stopped".to_string())??;
+            drop(permit);
+            if vectors.len() != group.len() {
+                return Err("the model returned a vector count unlike the text count".into());
+            }
+            for (&i, v) in group.iter().zip(vectors) {
+                out[i] = v;
+            }
+        }
+        Ok(out)
+    }
+
+    /// The embedding of a chat query, queued before every chunk batch. Errors: the query queue
+    /// is full, or the model failed.
+    pub async fn embed_query(&self, text: &str) -> Result<Vec<f32>, String> {
+        let answer = self.push(vec![text.to_string()], true)?;
+        let mut vectors = answer
+            .await
+            .map_err(|_| "the embedding thread stopped".to_string())??;
+        vectors
+            .pop()
+            .ok_or_else(|| "the model returned no vector".into())
+    }
+}
+
+impl Drop for LocalEmbedder {
+    fn drop(&mut self) {
+        self.shared
+            .queues
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .closed = true;
+        self.shared.ready.notify_all();
+    }
+}
+
+/// The dispatcher: the next query, else the next chunk batch, run inside `pool`; ends when
+/// the embedder is dropped and nothing is queued.
+fn dispatch(model: &LocalModel, pool: &rayon::ThreadPool, shared: &Shared) {
+    loop {
+        let job = {
+            let mut queues = shared.queues.lock().unwrap_or_else(|e| e.into_inner());
+            loop {
+                if let Some(job) = queues.queries.pop_front() {
+                    break job;
+                }
+                if let Some(job) = queues.chunks.pop_front() {
+                    break job;
+                }
+                if queues.closed {
+                    return;
+                }
+                queues = shared.ready.wait(queues).unwrap_or_else(|e| e.into_inner());
+            }
+        };
+        if job.reply.is_closed() {
+            continue;
+        }
+        let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            pool.install(|| model.embed(&job.texts))
+        }));
+        let answer = match result {
+            Ok(Ok(vectors)) => Ok(vectors),
+            Ok(Err(err)) => Err(format!("{err:#}")),
+            Err(_) => Err("the model panicked".to_string()),
+        };
+        let _ = job.reply.send(answer);
+    }
+}
+
+/// The folder tests read the reference model from: `AGENTCHAT_TEST_EMBEDDING_MODEL_PATH`, else
+/// where scripts/setup.sh installs it.
+pub fn test_model_path() -> PathBuf {
+    if let Some(path) = std::env::var_os("AGENTCHAT_TEST_EMBEDDING_MODEL_PATH") {
+        return PathBuf::from(path);
+    }
+    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from);
+    home.join(".cache/agentchat/models/all-MiniLM-L6-v2")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn default_threads_leave_the_request_runtimes_a_core() {
+        assert_eq!(default_threads(1), 1);
+        assert_eq!(default_threads(2), 1);
+        assert_eq!(default_threads(4), 2);
+        assert_eq!(default_threads(16), 8);
+    }
+
+    #[test]
+    fn mean_pooling_weighs_by_the_mask_and_normalises() {
+        // Two texts of up to three tokens in 2 dimensions; the second has one padding token
+        // whose (large) state must not count.
+        let hidden = Tensor::from_vec(
+            vec![
+                1f32, 0., 3., 0., 2., 0., // text 1: mean (2, 0)
+                0., 3., 0., 1., 100., 100., // text 2: mean (0, 2), third is padding
+            ],
+            (2, 3, 2),
+            &Device::Cpu,
+        )
+        .unwrap();
+        let mask = Tensor::from_vec(vec![1u32, 1, 1, 1, 1, 0], (2, 3), &Device::Cpu).unwrap();
+        let pooled = mean_pool_normalized(&hidden, &mask).unwrap();
+        assert_eq!(pooled.len(), 2);
+        for (got, want) in pooled.iter().zip([[1f32, 0.], [0., 1.]]) {
+            assert!(
+                (got[0] - want[0]).abs() < 1e-6 && (got[1] - want[1]).abs() < 1e-6,
+                "{got:?}"
+            );
+        }
+        // Not axis-aligned: (3, 4) / 5.
+        let hidden = Tensor::from_vec(vec![3f32, 4., 3., 4.], (1, 2, 2), &Device::Cpu).unwrap();
+        let mask = Tensor::from_vec(vec![1u32, 1], (1, 2), &Device::Cpu).unwrap();
+        let pooled = mean_pool_normalized(&hidden, &mask).unwrap();
+        assert!((pooled[0][0] - 0.6).abs() < 1e-6 && (pooled[0][1] - 0.8).abs() < 1e-6);
+    }
+
+    /// The reference model (scripts/setup.sh installs it); a test without it fails.
+    pub(crate) fn reference() -> PathBuf {
+        let path = test_model_path();
+        assert!(
+            path.join("model.safetensors").is_file(),
+            "the reference embedding model (all-MiniLM-L6-v2) is not at {}: run scripts/setup.sh, or set AGENTCHAT_TEST_EMBEDDING_MODEL_PATH to its folder",
+            path.display()
+        );
+        path
+    }
+
+    fn error_of(dir: &Path) -> String {
+        LocalModel::load(dir).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn startup_errors_name_the_variable_and_the_reason() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("absent");
+        let err = error_of(&missing);
+        assert!(
+            err.starts_with("EMBEDDING_MODEL_PATH: ") && err.contains("is not a folder"),
+            "{err}"
+        );
+
+        let err = error_of(dir.path());
+        assert!(err.contains("has no config.json"), "{err}");
+
+        std::fs::write(
+            dir.path().join("config.json"),
+            r#"{"model_type": "xlm-roberta"}"#,
+        )
+        .unwrap();
+        let err = error_of(dir.path());
+        assert!(
+            err.contains("type `xlm-roberta`") && err.contains("only BERT"),
+            "{err}"
+        );
+
+        std::fs::write(dir.path().join("config.json"), "not json").unwrap();
+        let err = error_of(dir.path());
+        assert!(err.contains("is not valid JSON"), "{err}");
+
+        // A real configuration without the tokenizer or the weights.
+        let reference = reference();
+        std::fs::copy(
+            reference.join("config.json"),
+            dir.path().join("config.json"),
+        )
+        .unwrap();
+        let err = error_of(dir.path());
+        assert!(err.contains("has no tokenizer.json"), "{err}");
+        std::fs::copy(
+            reference.join("tokenizer.json"),
+            dir.path().join("tokenizer.json"),
+        )
+        .unwrap();
+        let err = error_of(dir.path());
+        assert!(err.contains("has no model.safetensors"), "{err}");
+        std::fs::write(dir.path().join("model.safetensors"), b"garbage").unwrap();
+        let err = error_of(dir.path());
+        assert!(err.contains("model.safetensors cannot be read"), "{err}");
+
+        std::fs::create_dir(dir.path().join("1_Pooling")).unwrap();
+        std::fs::write(
+            dir.path().join("1_Pooling/config.json"),
+            r#"{"pooling_mode_cls_token": true, "pooling_mode_mean_tokens": false}"#,
+        )
+        .unwrap();
+        let err = error_of(dir.path());
+        assert!(err.contains("only mean pooling"), "{err}");
+        for err in [error_of(&missing), error_of(dir.path())] {
+            assert!(!err.contains('\n'), "one line: {err}");
+        }
+    }
+
+    #[test]
+    fn embeddings_match_sentence_transformers_on_the_reference_sentences() {
+        let fixture: serde_json::Value = serde_json::from_str(include_str!(
+            "../../../tests/fixtures/embeddings/reference.json"
+        ))
+        .unwrap();
+        let model = LocalModel::load(&reference()).unwrap();
+        assert_eq!(
+            model.max_tokens,
+            fixture["maxSeqLength"].as_u64().unwrap() as usize
+        );
+        let folder = reference();
+        let folder = folder.file_name().unwrap().to_string_lossy();
+        assert_eq!(model.name, format!("local:{folder}:53aa51172d14"));
+        let cases = fixture["cases"].as_array().unwrap();
+        let texts: Vec<String> = cases
+            .iter()
+            .map(|c| c["text"].as_str().unwrap().to_string())
+            .collect();
+        // All at once (padded to the longest) and one by one (no padding) give the same.
+        let together = model.embed(&texts).unwrap();
+        for (i, case) in cases.iter().enumerate() {
+            let want: Vec<f32> = case["embedding"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|x| x.as_f64().unwrap() as f32)
+                .collect();
+            let tokens = model.tokens(&texts[i]).unwrap().len();
+            let untruncated = case["untruncatedTokens"].as_u64().unwrap() as usize;
+            assert_eq!(tokens, untruncated.min(model.max_tokens), "case {i}");
+            let alone = model
+                .embed(std::slice::from_ref(&texts[i]))
+                .unwrap()
+                .remove(0);
+            for got in [&together[i], &alone] {
+                assert_eq!(got.len(), want.len());
+                let norm: f32 = got.iter().map(|x| x * x).sum::<f32>().sqrt();
+                assert!((norm - 1.0).abs() < 1e-4, "case {i}: norm {norm}");
+                let cos = super::super::cosine(got, &want);
+                assert!(cos >= 0.999, "case {i} ({:?}): cosine {cos}", &texts[i]);
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_query_goes_before_queued_chunk_batches() {
+        let embedder = LocalEmbedder::start(&reference(), Some(1)).unwrap();
+        let long = "word ".repeat(200);
+        // Fill the queue with chunk batches, then ask a query: it is answered before the
+        // chunk batches queued ahead of it.
+        let texts: Vec<String> = (0..LOCAL_BATCH * CHUNK_QUEUE)
+            .map(|_| long.clone())
+            .collect();
+        let done = Arc::new(Mutex::new(Vec::<&str>::new()));
+        let chunks = {
+            let done = done.clone();
+            let embedder = &embedder;
+            async move {
+                embedder.embed(&texts).await.unwrap();
+                done.lock().unwrap().push("chunks");
+            }
+        };
+        let query = {
+            let done = done.clone();
+            let embedder = &embedder;
+            async move {
+                // Let the chunk batches be queued first.
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                let v = embedder
+                    .embed_query("When is my car due for service?")
+                    .await
+                    .unwrap();
+                assert_eq!(v.len(), 384);
+                done.lock().unwrap().push("query");
+            }
+        };
+        tokio::join!(chunks, query);
+        assert_eq!(*done.lock().unwrap(), ["query", "chunks"]);
+    }
+}
