@@ -415,6 +415,8 @@ pub struct Service {
     pub addr: SocketAddr,
     /// The store the service uses (the same database file).
     pub store: Arc<dyn Store>,
+    /// The service's knowledge base (its search indexes, embedder and vectors).
+    pub knowledge: agentchat::knowledge::Knowledge,
     /// An access token of the account.
     pub token: String,
     /// The `DATA_DIR` of the service.
@@ -448,7 +450,45 @@ pub struct ApiCrawl {
     pub bytes: u64,
 }
 
+/// The local embedding model's folder: `given`, else [`test_support::embedding_model_path`],
+/// when it holds a `config.json`; `None` otherwise.
+pub fn embedding_model_path(given: Option<&Path>) -> Option<PathBuf> {
+    let path = given.map_or_else(test_support::embedding_model_path, Path::to_path_buf);
+    path.join("config.json").is_file().then_some(path)
+}
+
+/// Sets `EMBEDDING_MODEL=local` on the model folder `path`.
+pub fn use_local_embeddings(config: &mut Config, path: &Path) {
+    config.providers.embedding_model = Some("local".to_string());
+    config.providers.embedding_model_path = Some(path.to_path_buf());
+}
+
 impl Service {
+    /// Waits until every chunk of `document_id` has a vector of `model`; returns how long it
+    /// waited. Errors: not within `timeout`, or the store's.
+    pub async fn wait_for_embeddings(
+        &self,
+        model: &str,
+        document_id: &DocumentId,
+        timeout: Duration,
+    ) -> anyhow::Result<Duration> {
+        let started = Instant::now();
+        loop {
+            let missing = self
+                .store
+                .chunks_without_embedding(model, Some(document_id), 1)
+                .await?;
+            if missing.is_empty() {
+                return Ok(started.elapsed());
+            }
+            ensure!(
+                started.elapsed() < timeout,
+                "chunks still lack a vector of {model} after {timeout:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Builds and starts the service; `allowed_private_hosts` are the `host:port` entries
     /// the crawler may reach on private addresses (the loopback book server). Every plan's
     /// request budget and agent limit is set out of reach.
@@ -487,6 +527,7 @@ impl Service {
         Ok(Self {
             addr,
             store: state.store.clone(),
+            knowledge: state.knowledge.clone(),
             token,
             data_dir,
             database_url,

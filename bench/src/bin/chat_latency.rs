@@ -1175,7 +1175,7 @@ async fn main() -> anyhow::Result<()> {
         let model = args
             .embedding_model
             .clone()
-            .unwrap_or_else(agentchat::knowledge::embed::local::test_model_path);
+            .unwrap_or_else(test_support::embedding_model_path);
         ensure!(
             model.join("model.safetensors").is_file(),
             "no embedding model at {}: run scripts/setup.sh or pass --embedding-model",

@@ -55,7 +55,7 @@ use std::{
 use agentchat::{
     ids::DocumentId,
     knowledge::embed::{
-        local::{default_threads, test_model_path, LocalEmbedder, LocalModel, LOCAL_BATCH},
+        local::{default_threads, LocalEmbedder, LocalModel, LOCAL_BATCH},
         LOCAL,
     },
 };
@@ -125,7 +125,10 @@ struct Args {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let model_dir = args.model.clone().unwrap_or_else(test_model_path);
+    let model_dir = args
+        .model
+        .clone()
+        .unwrap_or_else(test_support::embedding_model_path);
     ensure!(
         model_dir.join("model.safetensors").is_file(),
         "no model at {}: run scripts/setup.sh or pass --model",

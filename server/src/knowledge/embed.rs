@@ -8,10 +8,7 @@ pub mod local;
 
 use std::{
     path::Path,
-    sync::{
-        atomic::{AtomicI64, Ordering},
-        Arc,
-    },
+    sync::atomic::{AtomicI64, Ordering},
     time::Duration,
 };
 

@@ -5,9 +5,10 @@
 
 use std::{path::Path, time::Duration};
 
-use agentchat::knowledge::embed::{local::test_model_path, LOCAL};
+use agentchat::knowledge::embed::LOCAL;
 use reqwest::multipart::{Form, Part};
 use serde_json::{json, Value};
+use test_support::embedding_model_path as test_model_path;
 
 use crate::helpers::*;
 

@@ -11,7 +11,7 @@
 use std::{
     collections::VecDeque,
     panic::AssertUnwindSafe,
-    path::{Path, PathBuf},
+    path::Path,
     sync::{Arc, Condvar, Mutex},
 };
 
@@ -414,19 +414,21 @@ fn dispatch(model: &LocalModel, pool: &rayon::ThreadPool, shared: &Shared) {
     }
 }
 
-/// The folder tests read the reference model from: `AGENTCHAT_TEST_EMBEDDING_MODEL_PATH`, else
-/// where scripts/setup.sh installs it.
-pub fn test_model_path() -> PathBuf {
-    if let Some(path) = std::env::var_os("AGENTCHAT_TEST_EMBEDDING_MODEL_PATH") {
-        return PathBuf::from(path);
-    }
-    let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from);
-    home.join(".cache/agentchat/models/all-MiniLM-L6-v2")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use std::path::PathBuf;
+
+    /// The reference model's folder, as `test_support::embedding_model_path` finds it (that
+    /// crate depends on this one, so it cannot be used here).
+    fn test_model_path() -> PathBuf {
+        if let Some(path) = std::env::var_os("AGENTCHAT_TEST_EMBEDDING_MODEL_PATH") {
+            return PathBuf::from(path);
+        }
+        let home = std::env::var_os("HOME").map_or_else(|| PathBuf::from("."), PathBuf::from);
+        home.join(".cache/agentchat/models/all-MiniLM-L6-v2")
+    }
 
     #[test]
     fn default_threads_leave_the_request_runtimes_a_core() {
@@ -580,7 +582,7 @@ mod tests {
                 assert_eq!(got.len(), want.len());
                 let norm: f32 = got.iter().map(|x| x * x).sum::<f32>().sqrt();
                 assert!((norm - 1.0).abs() < 1e-4, "case {i}: norm {norm}");
-                let cos = super::super::cosine(got, &want);
+                let cos = crate::knowledge::search::vectors::cosine(got, &want);
                 assert!(cos >= 0.999, "case {i} ({:?}): cosine {cos}", &texts[i]);
             }
         }

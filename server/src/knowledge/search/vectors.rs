@@ -36,27 +36,13 @@ fn quantise(v: &[f32]) -> Option<Quantised> {
     Some(Quantised { codes, scale })
 }
 
-/// Σ a·b over `i8` codes; written over fixed-width blocks of `i32` sums so that the compiler
-/// vectorises it (integer sums may be reordered, unlike `f32` ones).
+/// Σ a·b over `i8` codes, summed in `i32` (exact for any length below 2^17); an integer sum
+/// may be reordered, so the compiler vectorises it, unlike an `f32` one.
 fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
-    const LANES: usize = 32;
-    let mut sums = [0i32; LANES];
-    let (a_blocks, a_rest) = a.split_at(a.len() - a.len() % LANES);
-    let (b_blocks, b_rest) = b.split_at(a_blocks.len());
-    for (x, y) in a_blocks
-        .chunks_exact(LANES)
-        .zip(b_blocks.chunks_exact(LANES))
-    {
-        for i in 0..LANES {
-            sums[i] += i32::from(x[i]) * i32::from(y[i]);
-        }
-    }
-    let tail: i32 = a_rest
-        .iter()
-        .zip(b_rest)
+    a.iter()
+        .zip(b)
         .map(|(x, y)| i32::from(*x) * i32::from(*y))
-        .sum();
-    sums.iter().sum::<i32>() + tail
+        .sum()
 }
 
 fn dot(a: &[f32], b: &[f32]) -> f32 {
