@@ -21,7 +21,7 @@ use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config as BertConfig};
 use sha2::{Digest, Sha256};
 use tokenizers::{Tokenizer, TruncationParams};
-use tokio::sync::{oneshot, Semaphore};
+use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 
 /// Texts run through the model together: small, so that a chat query waits behind at most
 /// one such batch; rows of about 200 tokens each already fill the matrix products.
@@ -234,6 +234,8 @@ type Reply = oneshot::Sender<Answer>;
 struct Job {
     texts: Vec<String>,
     reply: Reply,
+    /// A chunk batch's place in the queue, given back when the job is done (dropped).
+    _slot: Option<OwnedSemaphorePermit>,
 }
 
 #[derive(Default)]
@@ -306,16 +308,29 @@ impl LocalEmbedder {
         self.threads
     }
 
-    fn push(&self, texts: Vec<String>, query: bool) -> Result<oneshot::Receiver<Answer>, String> {
+    /// Queues `texts`: a chunk batch holding its place `slot`, or a query (`None`).
+    fn push(
+        &self,
+        texts: Vec<String>,
+        slot: Option<OwnedSemaphorePermit>,
+    ) -> Result<oneshot::Receiver<Answer>, String> {
         let (reply, answer) = oneshot::channel();
         let mut queues = self.shared.queues.lock().unwrap_or_else(|e| e.into_inner());
-        if query {
+        if slot.is_none() {
             if queues.queries.len() >= QUERY_QUEUE {
                 return Err(format!("{QUERY_QUEUE} queries are already waiting"));
             }
-            queues.queries.push_back(Job { texts, reply });
+            queues.queries.push_back(Job {
+                texts,
+                reply,
+                _slot: None,
+            });
         } else {
-            queues.chunks.push_back(Job { texts, reply });
+            queues.chunks.push_back(Job {
+                texts,
+                reply,
+                _slot: slot,
+            });
         }
         drop(queues);
         self.shared.ready.notify_one();
@@ -337,15 +352,17 @@ impl LocalEmbedder {
                 .await
                 .map_err(|_| "the embedding queue is closed".to_string())?;
             let batch: Vec<String> = group.iter().map(|&i| texts[i].clone()).collect();
-            let answer = self.push(batch, false)?;
-            pending.push((group, permit, answer));
+            // The place goes with the batch and is given back when the model is done with
+            // it, not when this caller reads the answer: a caller with more batches than
+            // places would otherwise wait for itself.
+            let answer = self.push(batch, Some(permit))?;
+            pending.push((group, answer));
         }
         let mut out = vec![Vec::new(); texts.len()];
-        for (group, permit, answer) in pending {
+        for (group, answer) in pending {
             let vectors = answer
                 .await
                 .map_err(|_| "the embedding thread stopped".to_string())??;
-            drop(permit);
             if vectors.len() != group.len() {
                 return Err("the model returned a vector count unlike the text count".into());
             }
@@ -359,7 +376,7 @@ impl LocalEmbedder {
     /// The embedding of a chat query, queued before every chunk batch. Errors: the query queue
     /// is full, or the model failed.
     pub async fn embed_query(&self, text: &str) -> Result<Vec<f32>, String> {
-        let answer = self.push(vec![text.to_string()], true)?;
+        let answer = self.push(vec![text.to_string()], None)?;
         let mut vectors = answer
             .await
             .map_err(|_| "the embedding thread stopped".to_string())??;
@@ -622,5 +639,22 @@ mod tests {
         };
         tokio::join!(chunks, query);
         assert_eq!(*done.lock().unwrap(), ["query", "chunks"]);
+    }
+
+    #[tokio::test]
+    async fn a_call_with_more_batches_than_queue_places_completes() {
+        let embedder = LocalEmbedder::start(&reference(), Some(1)).unwrap();
+        // Three times the batches the queue holds: each place must come back as the model
+        // finishes a batch, not when this caller reads its answers.
+        let texts: Vec<String> = (0..LOCAL_BATCH * CHUNK_QUEUE * 3)
+            .map(|n| format!("sentence number {n}"))
+            .collect();
+        let vectors =
+            tokio::time::timeout(std::time::Duration::from_secs(120), embedder.embed(&texts))
+                .await
+                .expect("embedding more batches than places must not wait for itself")
+                .unwrap();
+        assert_eq!(vectors.len(), texts.len());
+        assert!(vectors.iter().all(|v| v.len() == 384));
     }
 }
