@@ -53,7 +53,7 @@ async fn app_with(
 }
 
 /// An agent on the offline model, so chats make no request to the mock.
-async fn agent(app: &TestApp, token: &str) -> String {
+pub(crate) async fn agent(app: &TestApp, token: &str) -> String {
     let res = app
         .post(
             "/api/agents",
@@ -69,7 +69,13 @@ async fn agent(app: &TestApp, token: &str) -> String {
 }
 
 /// Uploads `text` as a text file and waits until it is indexed; returns its id.
-async fn indexed(app: &TestApp, token: &str, agent: &str, name: &str, text: &str) -> String {
+pub(crate) async fn indexed(
+    app: &TestApp,
+    token: &str,
+    agent: &str,
+    name: &str,
+    text: &str,
+) -> String {
     let form = Form::new().part(
         "file",
         Part::bytes(text.as_bytes().to_vec()).file_name(name.to_string()),

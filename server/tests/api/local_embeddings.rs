@@ -6,11 +6,13 @@
 use std::{path::Path, time::Duration};
 
 use agentchat::knowledge::embed::LOCAL;
-use reqwest::multipart::{Form, Part};
 use serde_json::{json, Value};
 use test_support::embedding_model_path as test_model_path;
 
-use crate::helpers::*;
+use crate::{
+    embeddings::{agent, indexed},
+    helpers::*,
+};
 
 /// Shares no word (nor stem) with [`QUESTION`]; all-MiniLM-L6-v2 puts them at cosine ≈ 0.56.
 const PLANTS: &str = "Photosynthesis turns sunlight into chemical energy inside green leaves.";
@@ -32,57 +34,6 @@ fn local(c: &mut agentchat::config::Config, folder: &Path) {
     c.providers.embedding_model = Some(LOCAL.into());
     c.providers.embedding_model_path = Some(folder.to_path_buf());
     c.providers.embedding_threads = Some(1);
-}
-
-async fn agent(app: &TestApp, token: &str) -> String {
-    let res = app
-        .post(
-            "/api/agents",
-            Some(token),
-            json!({"name": "Librarian", "systemPrompt": "Answer from the documents.", "model": "agentchat-offline"}),
-        )
-        .await;
-    assert_eq!(res.status(), 201, "{}", res.text().await.unwrap());
-    res.json::<Value>().await.unwrap()["agent"]["id"]
-        .as_str()
-        .unwrap()
-        .to_string()
-}
-
-/// Uploads `text` and waits until it is indexed; returns its id.
-async fn indexed(app: &TestApp, token: &str, agent: &str, name: &str, text: &str) -> String {
-    let form = Form::new().part(
-        "file",
-        Part::bytes(text.as_bytes().to_vec()).file_name(name.to_string()),
-    );
-    let res = app
-        .client
-        .post(app.url(&format!("/api/agents/{agent}/knowledge/file")))
-        .bearer_auth(token)
-        .multipart(form)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 201, "{}", res.text().await.unwrap());
-    let id = res.json::<Value>().await.unwrap()["documentId"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    for _ in 0..600 {
-        let doc = app
-            .get(&format!("/api/agents/{agent}/knowledge/{id}"), Some(token))
-            .await
-            .json::<Value>()
-            .await
-            .unwrap()["document"]
-            .clone();
-        if doc["status"] == "indexed" {
-            return id;
-        }
-        assert_ne!(doc["status"], "failed", "{doc}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    panic!("document {id} was not indexed");
 }
 
 /// Waits (at most 60 s) until the agent has `n` vectors of `model`; returns them.

@@ -25,7 +25,7 @@ use mock_provider::{MockConfig, MockProvider};
 use secrecy::SecretString;
 use serde_json::{json, Value};
 
-use crate::helpers::*;
+use crate::{embeddings::agent, helpers::*};
 
 /// One request the site received.
 #[derive(Clone, Debug)]
@@ -182,22 +182,6 @@ impl Hooks {
         }
         panic!("fewer than {n} {kind} events arrived");
     }
-}
-
-/// An agent on the offline model (chats ask no provider for a reply).
-async fn agent(app: &TestApp, token: &str) -> String {
-    let res = app
-        .post(
-            "/api/agents",
-            Some(token),
-            json!({"name": "Librarian", "systemPrompt": "Answer from the documents.", "model": "agentchat-offline"}),
-        )
-        .await;
-    assert_eq!(res.status(), 201, "{}", res.text().await.unwrap());
-    res.json::<Value>().await.unwrap()["agent"]["id"]
-        .as_str()
-        .unwrap()
-        .to_string()
 }
 
 async fn document(app: &TestApp, token: &str, agent: &str, doc: &str) -> Value {
