@@ -27,7 +27,7 @@ pub struct ProvidersConfig {
     pub embedding_model: Option<String>,
     /// `EMBEDDING_MODEL_PATH`: the sentence-transformers folder `local` runs.
     pub embedding_model_path: Option<std::path::PathBuf>,
-    /// `EMBEDDING_THREADS`: threads of the built-in model; `None`: see
+    /// `EMBEDDING_THREADS`: chunk-batch threads of the built-in model; `None`: see
     /// `knowledge::embed::local::default_threads`.
     pub embedding_threads: Option<usize>,
 }

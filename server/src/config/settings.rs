@@ -240,8 +240,8 @@ pub struct Settings {
     /// (config.json, tokenizer.json, model.safetensors).
     #[arg(long, env = "EMBEDDING_MODEL_PATH", help_heading = "Providers")]
     pub embedding_model_path: Option<std::path::PathBuf>,
-    /// Threads of the built-in embedding model (1–256) [default: 1 on up to 2 cores, else
-    /// half the cores]
+    /// Threads of the built-in embedding model for chunks, at the lowest priority (1–256)
+    /// [default: one per core]
     #[arg(long, env = "EMBEDDING_THREADS", value_parser = embedding_threads,
           help_heading = "Providers")]
     pub embedding_threads: Option<usize>,

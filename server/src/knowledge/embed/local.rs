@@ -3,16 +3,20 @@
 //! the CPU with candle; mean pooling over the attention mask, then L2 normalisation, as the
 //! model's own sentence-transformers pipeline does (docs/knowledge.md § Embeddings).
 //!
-//! The model runs on a rayon pool of its own (`EMBEDDING_THREADS`) fed by one dispatcher
-//! thread: candle's matrix products parallelise on the current rayon pool, so `install` keeps
-//! them inside it, and no tokio worker thread ever runs the model. Jobs wait in two bounded
-//! queues; a chat query's job goes before every queued chunk batch.
+//! The model runs on two rayon pools of its own, never on a tokio worker thread: chunk
+//! batches on `EMBEDDING_THREADS` threads at the lowest scheduling priority (nice 19 on Linux,
+//! setpriority(2)), one batch per thread, so they use every idle core yet give it up at once
+//! to the request runtimes; chat queries on one thread at normal priority, so a query never
+//! waits behind chunk batches. candle's matrix products parallelise on the current rayon pool,
+//! so each job stays inside its own pool.
 
 use std::{
-    collections::VecDeque,
     panic::AssertUnwindSafe,
     path::Path,
-    sync::{Arc, Condvar, Mutex},
+    sync::{
+        atomic::{AtomicUsize, Ordering},
+        Arc,
+    },
 };
 
 use anyhow::{anyhow, bail, Context};
@@ -21,23 +25,29 @@ use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config as BertConfig};
 use sha2::{Digest, Sha256};
 use tokenizers::{Tokenizer, TruncationParams};
-use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{oneshot, Semaphore};
 
-/// Texts run through the model together: small, so that a chat query waits behind at most
-/// one such batch; rows of about 200 tokens each already fill the matrix products.
+/// Texts run through the model together; rows of about 200 tokens each already fill the
+/// matrix products.
 pub const LOCAL_BATCH: usize = 4;
 /// Chunk batches queued or running at most; `embed` waits for a place beyond it.
 pub const CHUNK_QUEUE: usize = 8;
 /// Chat queries queued at most; past it a query fails at once (the chat uses BM25 alone).
 pub const QUERY_QUEUE: usize = 64;
 
-/// Threads of the model when `EMBEDDING_THREADS` is unset: 1 on up to 2 cores, else half the
-/// cores, so the request runtimes keep at least one core.
+/// Chunk-batch threads when `EMBEDDING_THREADS` is unset: one per core. They run at the
+/// lowest priority, so they take only the CPU time nothing else wants.
 pub fn default_threads(cores: usize) -> usize {
-    if cores <= 2 {
-        1
-    } else {
-        cores / 2
+    cores.max(1)
+}
+
+/// Lowers the calling thread to the lowest scheduling priority (nice 19). Linux only: there
+/// setpriority(2) given a thread id changes that thread alone; elsewhere it would change the
+/// whole process, so nothing is done.
+fn lower_priority() {
+    #[cfg(target_os = "linux")]
+    if let Err(err) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), 19) {
+        tracing::warn!(error = %err, "could not lower the embedding thread's priority");
     }
 }
 
@@ -229,34 +239,17 @@ pub fn mean_pool_normalized(hidden: &Tensor, mask: &Tensor) -> candle_core::Resu
 
 /// A job's answer: the vectors in order, or why the model failed.
 type Answer = Result<Vec<Vec<f32>>, String>;
-type Reply = oneshot::Sender<Answer>;
 
-struct Job {
-    texts: Vec<String>,
-    reply: Reply,
-    /// A chunk batch's place in the queue, given back when the job is done (dropped).
-    _slot: Option<OwnedSemaphorePermit>,
-}
-
-#[derive(Default)]
-struct Queues {
-    queries: VecDeque<Job>,
-    chunks: VecDeque<Job>,
-    closed: bool,
-}
-
-struct Shared {
-    queues: Mutex<Queues>,
-    ready: Condvar,
-}
-
-/// The model behind its pool and queues. Dropping it stops the dispatcher once the queued
-/// jobs are answered.
+/// The model behind its two pools. Dropping it lets the queued jobs finish, then stops the
+/// threads.
 pub struct LocalEmbedder {
     name: String,
     threads: usize,
-    shared: Arc<Shared>,
+    model: Arc<LocalModel>,
+    chunk_pool: rayon::ThreadPool,
+    query_pool: rayon::ThreadPool,
     chunk_slots: Arc<Semaphore>,
+    queries: Arc<AtomicUsize>,
 }
 
 impl std::fmt::Debug for LocalEmbedder {
@@ -272,29 +265,28 @@ impl LocalEmbedder {
     /// Loads the model in `dir` and starts its pool of `threads` (`None`: [`default_threads`]).
     /// Errors: as [`LocalModel::load`], or the threads cannot be started.
     pub fn start(dir: &Path, threads: Option<usize>) -> anyhow::Result<Self> {
-        let model = LocalModel::load(dir)?;
+        let model = Arc::new(LocalModel::load(dir)?);
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let threads = threads.unwrap_or_else(|| default_threads(cores)).max(1);
-        let pool = rayon::ThreadPoolBuilder::new()
+        let chunk_pool = rayon::ThreadPoolBuilder::new()
             .num_threads(threads)
             .thread_name(|i| format!("embed-{i}"))
+            .start_handler(|_| lower_priority())
             .build()
             .context("starting the embedding threads")?;
-        let shared = Arc::new(Shared {
-            queues: Mutex::new(Queues::default()),
-            ready: Condvar::new(),
-        });
-        let name = model.name.clone();
-        let dispatcher = shared.clone();
-        std::thread::Builder::new()
-            .name("embed-queue".into())
-            .spawn(move || dispatch(&model, &pool, &dispatcher))
-            .context("starting the embedding queue")?;
+        let query_pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .thread_name(|_| "embed-query".into())
+            .build()
+            .context("starting the query embedding thread")?;
         Ok(Self {
-            name,
+            name: model.name.clone(),
             threads,
-            shared,
+            model,
+            chunk_pool,
+            query_pool,
             chunk_slots: Arc::new(Semaphore::new(CHUNK_QUEUE)),
+            queries: Arc::new(AtomicUsize::new(0)),
         })
     }
 
@@ -303,42 +295,32 @@ impl LocalEmbedder {
         &self.name
     }
 
-    /// The size of the pool.
+    /// Threads of the chunk-batch pool.
     pub fn threads(&self) -> usize {
         self.threads
     }
 
-    /// Queues `texts`: a chunk batch holding its place `slot`, or a query (`None`).
-    fn push(
+    /// Runs `texts` through the model on `pool`; `done` runs when the job is over (or
+    /// skipped because nobody waits for its answer any more).
+    fn run(
         &self,
+        pool: &rayon::ThreadPool,
         texts: Vec<String>,
-        slot: Option<OwnedSemaphorePermit>,
-    ) -> Result<oneshot::Receiver<Answer>, String> {
+        done: impl FnOnce() + Send + 'static,
+    ) -> oneshot::Receiver<Answer> {
         let (reply, answer) = oneshot::channel();
-        let mut queues = self.shared.queues.lock().unwrap_or_else(|e| e.into_inner());
-        if slot.is_none() {
-            if queues.queries.len() >= QUERY_QUEUE {
-                return Err(format!("{QUERY_QUEUE} queries are already waiting"));
+        let model = self.model.clone();
+        pool.spawn(move || {
+            if !reply.is_closed() {
+                let _ = reply.send(run(&model, &texts));
             }
-            queues.queries.push_back(Job {
-                texts,
-                reply,
-                _slot: None,
-            });
-        } else {
-            queues.chunks.push_back(Job {
-                texts,
-                reply,
-                _slot: slot,
-            });
-        }
-        drop(queues);
-        self.shared.ready.notify_one();
-        Ok(answer)
+            done();
+        });
+        answer
     }
 
     /// The embeddings of `texts`, in order: sorted by length into batches of [`LOCAL_BATCH`]
-    /// (little padding), each queued behind chat queries once one of [`CHUNK_QUEUE`] places is
+    /// (little padding), each queued for the chunk pool once one of [`CHUNK_QUEUE`] places is
     /// free. Errors: the model failed, with the reason.
     pub async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, String> {
         let mut order: Vec<usize> = (0..texts.len()).collect();
@@ -355,7 +337,7 @@ impl LocalEmbedder {
             // The place goes with the batch and is given back when the model is done with
             // it, not when this caller reads the answer: a caller with more batches than
             // places would otherwise wait for itself.
-            let answer = self.push(batch, Some(permit))?;
+            let answer = self.run(&self.chunk_pool, batch, move || drop(permit));
             pending.push((group, answer));
         }
         let mut out = vec![Vec::new(); texts.len()];
@@ -373,10 +355,17 @@ impl LocalEmbedder {
         Ok(out)
     }
 
-    /// The embedding of a chat query, queued before every chunk batch. Errors: the query queue
-    /// is full, or the model failed.
+    /// The embedding of a chat query, on the query thread (never behind chunk batches).
+    /// Errors: [`QUERY_QUEUE`] queries are already waiting, or the model failed.
     pub async fn embed_query(&self, text: &str) -> Result<Vec<f32>, String> {
-        let answer = self.push(vec![text.to_string()], None)?;
+        if self.queries.fetch_add(1, Ordering::AcqRel) >= QUERY_QUEUE {
+            self.queries.fetch_sub(1, Ordering::AcqRel);
+            return Err(format!("{QUERY_QUEUE} queries are already waiting"));
+        }
+        let queries = self.queries.clone();
+        let answer = self.run(&self.query_pool, vec![text.to_string()], move || {
+            queries.fetch_sub(1, Ordering::AcqRel);
+        });
         let mut vectors = answer
             .await
             .map_err(|_| "the embedding thread stopped".to_string())??;
@@ -386,48 +375,12 @@ impl LocalEmbedder {
     }
 }
 
-impl Drop for LocalEmbedder {
-    fn drop(&mut self) {
-        self.shared
-            .queues
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .closed = true;
-        self.shared.ready.notify_all();
-    }
-}
-
-/// The dispatcher: the next query, else the next chunk batch, run inside `pool`; ends when
-/// the embedder is dropped and nothing is queued.
-fn dispatch(model: &LocalModel, pool: &rayon::ThreadPool, shared: &Shared) {
-    loop {
-        let job = {
-            let mut queues = shared.queues.lock().unwrap_or_else(|e| e.into_inner());
-            loop {
-                if let Some(job) = queues.queries.pop_front() {
-                    break job;
-                }
-                if let Some(job) = queues.chunks.pop_front() {
-                    break job;
-                }
-                if queues.closed {
-                    return;
-                }
-                queues = shared.ready.wait(queues).unwrap_or_else(|e| e.into_inner());
-            }
-        };
-        if job.reply.is_closed() {
-            continue;
-        }
-        let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
-            pool.install(|| model.embed(&job.texts))
-        }));
-        let answer = match result {
-            Ok(Ok(vectors)) => Ok(vectors),
-            Ok(Err(err)) => Err(format!("{err:#}")),
-            Err(_) => Err("the model panicked".to_string()),
-        };
-        let _ = job.reply.send(answer);
+/// One job: the model's vectors for `texts`, or why it failed (a panic included).
+fn run(model: &LocalModel, texts: &[String]) -> Answer {
+    match std::panic::catch_unwind(AssertUnwindSafe(|| model.embed(texts))) {
+        Ok(Ok(vectors)) => Ok(vectors),
+        Ok(Err(err)) => Err(format!("{err:#}")),
+        Err(_) => Err("the model panicked".to_string()),
     }
 }
 
@@ -435,7 +388,7 @@ fn dispatch(model: &LocalModel, pool: &rayon::ThreadPool, shared: &Shared) {
 mod tests {
     use super::*;
 
-    use std::path::PathBuf;
+    use std::{path::PathBuf, sync::Mutex};
 
     /// The reference model's folder, as `test_support::embedding_model_path` finds it (that
     /// crate depends on this one, so it cannot be used here).
@@ -448,11 +401,25 @@ mod tests {
     }
 
     #[test]
-    fn default_threads_leave_the_request_runtimes_a_core() {
-        assert_eq!(default_threads(1), 1);
-        assert_eq!(default_threads(2), 1);
-        assert_eq!(default_threads(4), 2);
-        assert_eq!(default_threads(16), 8);
+    fn chunk_threads_default_to_every_core_at_the_lowest_priority() {
+        assert_eq!(default_threads(0), 1);
+        assert_eq!(default_threads(2), 2);
+        assert_eq!(default_threads(16), 16);
+        let embedder = LocalEmbedder::start(&reference(), Some(2)).unwrap();
+        let nice = |pool: &rayon::ThreadPool| {
+            pool.install(|| rustix::process::getpriority_process(Some(rustix::thread::gettid())))
+                .unwrap()
+        };
+        assert_eq!(
+            nice(&embedder.chunk_pool),
+            19,
+            "chunk batches yield to everything"
+        );
+        assert_eq!(
+            nice(&embedder.query_pool),
+            rustix::process::getpriority_process(None).unwrap(),
+            "a chat's query keeps the process's priority"
+        );
     }
 
     #[test]
