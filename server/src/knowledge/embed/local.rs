@@ -27,8 +27,7 @@ use sha2::{Digest, Sha256};
 use tokenizers::{Tokenizer, TruncationParams};
 use tokio::sync::{oneshot, Semaphore};
 
-/// Texts run through the model together; rows of about 200 tokens each already fill the
-/// matrix products.
+/// Texts per chunk job; a job runs them one after another on one thread of the pool.
 pub const LOCAL_BATCH: usize = 4;
 /// Chunk batches queued or running at most; `embed` waits for a place beyond it.
 pub const CHUNK_QUEUE: usize = 8;
@@ -55,7 +54,6 @@ fn lower_priority() {
 pub struct LocalModel {
     bert: BertModel,
     tokenizer: Tokenizer,
-    pad_id: u32,
     /// Longest input in tokens, special tokens included; longer texts are truncated.
     pub max_tokens: usize,
     /// `local:<folder name>:<first 12 hex digits of model.safetensors' SHA-256>` (the name
@@ -177,7 +175,6 @@ impl LocalModel {
         Ok(Self {
             bert,
             tokenizer,
-            pad_id: bert_config.pad_token_id as u32,
             max_tokens,
             name,
         })
@@ -195,28 +192,22 @@ impl LocalModel {
     /// The unit embeddings of `texts`, in order, computed on the calling thread (and the
     /// current rayon pool). Errors: tokenizing or a tensor operation failed.
     pub fn embed(&self, texts: &[String]) -> anyhow::Result<Vec<Vec<f32>>> {
-        if texts.is_empty() {
-            return Ok(Vec::new());
-        }
-        let tokens = texts
-            .iter()
-            .map(|t| self.tokens(t))
-            .collect::<anyhow::Result<Vec<_>>>()?;
-        let width = tokens.iter().map(Vec::len).max().unwrap_or(0).max(1);
-        let mut ids = Vec::with_capacity(texts.len() * width);
-        let mut mask = Vec::with_capacity(texts.len() * width);
-        for row in &tokens {
-            ids.extend_from_slice(row);
-            ids.extend(std::iter::repeat_n(self.pad_id, width - row.len()));
-            mask.extend(std::iter::repeat_n(1u32, row.len()));
-            mask.extend(std::iter::repeat_n(0u32, width - row.len()));
-        }
-        let shape = (texts.len(), width);
+        texts.iter().map(|text| self.embed_one(text)).collect()
+    }
+
+    /// One text through the model alone. A row of its own needs no padding, and candle adds
+    /// its attention mask with a vectorised loop; a padded batch's mask (rows, 1, 1, tokens)
+    /// is broadcast element by element, slower than all the matrix products together.
+    fn embed_one(&self, text: &str) -> anyhow::Result<Vec<f32>> {
+        let ids = self.tokens(text)?;
+        let shape = (1, ids.len());
         let ids = Tensor::from_vec(ids, shape, &Device::Cpu)?;
-        let mask = Tensor::from_vec(mask, shape, &Device::Cpu)?;
+        let mask = ids.ones_like()?;
         let types = ids.zeros_like()?;
         let hidden = self.bert.forward(&ids, &types, Some(&mask))?;
-        Ok(mean_pool_normalized(&hidden, &mask)?)
+        mean_pool_normalized(&hidden, &mask)?
+            .pop()
+            .ok_or_else(|| anyhow!("the model returned no vector"))
     }
 }
 
@@ -319,12 +310,11 @@ impl LocalEmbedder {
         answer
     }
 
-    /// The embeddings of `texts`, in order: sorted by length into batches of [`LOCAL_BATCH`]
-    /// (little padding), each queued for the chunk pool once one of [`CHUNK_QUEUE`] places is
-    /// free. Errors: the model failed, with the reason.
+    /// The embeddings of `texts`, in order: in jobs of [`LOCAL_BATCH`], each queued for the
+    /// chunk pool once one of [`CHUNK_QUEUE`] places is free. Errors: the model failed, with
+    /// the reason.
     pub async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, String> {
-        let mut order: Vec<usize> = (0..texts.len()).collect();
-        order.sort_by_key(|&i| texts[i].len());
+        let order: Vec<usize> = (0..texts.len()).collect();
         let mut pending = Vec::new();
         for group in order.chunks(LOCAL_BATCH) {
             let permit = self
@@ -546,7 +536,7 @@ mod tests {
             .iter()
             .map(|c| c["text"].as_str().unwrap().to_string())
             .collect();
-        // All at once (padded to the longest) and one by one (no padding) give the same.
+        // All in one call and one per call give the same.
         let together = model.embed(&texts).unwrap();
         for (i, case) in cases.iter().enumerate() {
             let want: Vec<f32> = case["embedding"]
