@@ -82,45 +82,32 @@ struct Avx2Dots<'a> {
 impl pulp::WithSimd for Avx2Dots<'_> {
     type Output = Vec<i32>;
 
-    // Inlined into `vectorize`'s AVX2 function, so the intrinsics below compile to single
-    // instructions rather than calls.
+    // Inlined into `vectorize`'s AVX2 function, and written without closures (a closure is
+    // a function of its own, without AVX2), so that each intrinsic is one instruction.
     #[inline(always)]
     fn with_simd<S: pulp::Simd>(self, _: S) -> Vec<i32> {
-        use core::arch::x86_64::__m256i;
         let Self {
             simd,
             codes,
             dims,
             query,
         } = self;
-        let widen = |c: &[i8; 16]| simd.avx2._mm256_cvtepi8_epi16(pulp::cast(*c));
-        let query: Vec<__m256i> = pulp::as_arrays::<16, i8>(query)
-            .0
-            .iter()
-            .map(widen)
-            .collect();
-        codes
-            .chunks_exact(dims)
-            .map(|v| {
-                let (mut even, mut odd) = (
-                    simd.avx._mm256_setzero_si256(),
-                    simd.avx._mm256_setzero_si256(),
-                );
-                let blocks = pulp::as_arrays::<16, i8>(v).0;
-                for (pair, q) in blocks.chunks(2).zip(query.chunks(2)) {
-                    even = simd
-                        .avx2
-                        ._mm256_add_epi32(even, simd.avx2._mm256_madd_epi16(widen(&pair[0]), q[0]));
-                    if let (Some(b), Some(q)) = (pair.get(1), q.get(1)) {
-                        odd = simd
-                            .avx2
-                            ._mm256_add_epi32(odd, simd.avx2._mm256_madd_epi16(widen(b), *q));
-                    }
-                }
-                let lanes: [i32; 8] = pulp::cast(simd.avx2._mm256_add_epi32(even, odd));
-                lanes.iter().sum()
-            })
-            .collect()
+        let (avx, avx2) = (simd.avx, simd.avx2);
+        let mut wide = Vec::with_capacity(dims / 16);
+        for block in pulp::as_arrays::<16, i8>(query).0 {
+            wide.push(avx2._mm256_cvtepi8_epi16(pulp::cast(*block)));
+        }
+        let mut out = Vec::with_capacity(codes.len() / dims);
+        for vector in codes.chunks_exact(dims) {
+            let mut sum = avx._mm256_setzero_si256();
+            for (block, q) in pulp::as_arrays::<16, i8>(vector).0.iter().zip(&wide) {
+                let codes = avx2._mm256_cvtepi8_epi16(pulp::cast(*block));
+                sum = avx2._mm256_add_epi32(sum, avx2._mm256_madd_epi16(codes, *q));
+            }
+            let lanes: [i32; 8] = pulp::cast(sum);
+            out.push(lanes.iter().sum());
+        }
+        out
     }
 }
 
