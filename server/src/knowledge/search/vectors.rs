@@ -51,7 +51,7 @@ fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
 /// portable [`dot_i8`]. Both are exact, so they agree to the last bit.
 fn dots(codes: &[i8], dims: usize, query: &[i8]) -> Vec<i32> {
     #[cfg(target_arch = "x86_64")]
-    if dims > 0 && dims % 16 == 0 {
+    if dims > 0 && dims.is_multiple_of(16) {
         if let Some(simd) = pulp::x86::V3::try_new() {
             let dots = Avx2Dots {
                 simd,
