@@ -4,8 +4,8 @@
 //! model's own sentence-transformers pipeline does (docs/knowledge.md § Embeddings).
 //!
 //! The model runs on two rayon pools of its own, never on a tokio worker thread: chunk
-//! batches on `EMBEDDING_THREADS` threads at the lowest scheduling priority (nice 19 on Linux,
-//! setpriority(2)), one batch per thread, so they use every idle core yet give it up at once
+//! batches on `EMBEDDING_THREADS` threads at the lowest scheduling priority (`SCHED_IDLE` on
+//! Linux), one batch per thread, so they use every idle core yet give it up at once
 //! to the request runtimes; chat queries on one thread at normal priority, so a query never
 //! waits behind chunk batches. candle's matrix products parallelise on the current rayon pool,
 //! so each job stays inside its own pool.
@@ -40,13 +40,22 @@ pub fn default_threads(cores: usize) -> usize {
     cores.max(1)
 }
 
-/// Lowers the calling thread to the lowest scheduling priority (nice 19). Linux only: there
-/// setpriority(2) given a thread id changes that thread alone; elsewhere it would change the
-/// whole process, so nothing is done.
+/// Puts the calling thread under Linux's `SCHED_IDLE` policy (sched(7)): it runs
+/// only on a core no other thread wants, and any thread of the request runtimes that wakes up
+/// takes the core from it at once. Elsewhere the thread keeps its priority.
 fn lower_priority() {
     #[cfg(target_os = "linux")]
-    if let Err(err) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), 19) {
-        tracing::warn!(error = %err, "could not lower the embedding thread's priority");
+    {
+        use thread_priority::{
+            set_thread_priority_and_policy, thread_native_id, NormalThreadSchedulePolicy,
+            ThreadPriority, ThreadSchedulePolicy,
+        };
+        let idle = ThreadSchedulePolicy::Normal(NormalThreadSchedulePolicy::Idle);
+        if let Err(err) =
+            set_thread_priority_and_policy(thread_native_id(), ThreadPriority::Min, idle)
+        {
+            tracing::warn!(error = ?err, "could not lower the embedding thread's priority");
+        }
     }
 }
 
@@ -396,20 +405,19 @@ mod tests {
         assert_eq!(default_threads(2), 2);
         assert_eq!(default_threads(16), 16);
         let embedder = LocalEmbedder::start(&reference(), Some(2)).unwrap();
-        let nice = |pool: &rayon::ThreadPool| {
-            pool.install(|| rustix::process::getpriority_process(Some(rustix::thread::gettid())))
+        let policy = |pool: &rayon::ThreadPool| {
+            pool.install(thread_priority::thread_schedule_policy)
                 .unwrap()
         };
-        assert_eq!(
-            nice(&embedder.chunk_pool),
-            19,
-            "chunk batches yield to everything"
+        let idle = thread_priority::ThreadSchedulePolicy::Normal(
+            thread_priority::NormalThreadSchedulePolicy::Idle,
         );
         assert_eq!(
-            nice(&embedder.query_pool),
-            rustix::process::getpriority_process(None).unwrap(),
-            "a chat's query keeps the process's priority"
+            policy(&embedder.chunk_pool),
+            idle,
+            "chunk batches run only on cores nothing else wants"
         );
+        assert_ne!(policy(&embedder.query_pool), idle);
     }
 
     #[test]
