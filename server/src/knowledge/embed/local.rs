@@ -4,20 +4,10 @@
 //! model's own sentence-transformers pipeline does (docs/knowledge.md § Embeddings).
 //!
 //! The model runs on two rayon pools of its own, never on a tokio worker thread: chunk
-//! batches on `EMBEDDING_THREADS` threads at the lowest scheduling priority (`SCHED_IDLE` on
-//! Linux), one batch per thread, so they use every idle core yet give it up at once
-//! to the request runtimes; chat queries on one thread at normal priority, so a query never
-//! waits behind chunk batches. candle's matrix products parallelise on the current rayon pool,
-//! so each job stays inside its own pool.
+//! batches on `EMBEDDING_THREADS` threads at the lowest scheduling priority, chat queries on
+//! one thread at normal priority, so a query never waits behind chunk batches.
 
-use std::{
-    panic::AssertUnwindSafe,
-    path::Path,
-    sync::{
-        atomic::{AtomicUsize, Ordering},
-        Arc,
-    },
-};
+use std::{panic::AssertUnwindSafe, path::Path, sync::Arc};
 
 use anyhow::{anyhow, bail, Context};
 use candle_core::{DType, Device, Tensor};
@@ -25,7 +15,7 @@ use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config as BertConfig};
 use sha2::{Digest, Sha256};
 use tokenizers::{Tokenizer, TruncationParams};
-use tokio::sync::{oneshot, Semaphore};
+use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 
 /// Texts per chunk job; a job runs them one after another on one thread of the pool.
 pub const LOCAL_BATCH: usize = 4;
@@ -204,9 +194,8 @@ impl LocalModel {
         texts.iter().map(|text| self.embed_one(text)).collect()
     }
 
-    /// One text through the model alone. A row of its own needs no padding, and candle adds
-    /// its attention mask with a vectorised loop; a padded batch's mask (rows, 1, 1, tokens)
-    /// is broadcast element by element, slower than all the matrix products together.
+    /// One text through the model alone: no padding, and no attention mask broadcast over a
+    /// padded batch, which candle does element by element.
     fn embed_one(&self, text: &str) -> anyhow::Result<Vec<f32>> {
         let ids = self.tokens(text)?;
         let shape = (1, ids.len());
@@ -243,20 +232,18 @@ type Answer = Result<Vec<Vec<f32>>, String>;
 /// The model behind its two pools. Dropping it lets the queued jobs finish, then stops the
 /// threads.
 pub struct LocalEmbedder {
-    name: String,
-    threads: usize,
     model: Arc<LocalModel>,
     chunk_pool: rayon::ThreadPool,
     query_pool: rayon::ThreadPool,
     chunk_slots: Arc<Semaphore>,
-    queries: Arc<AtomicUsize>,
+    query_slots: Arc<Semaphore>,
 }
 
 impl std::fmt::Debug for LocalEmbedder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("LocalEmbedder")
-            .field("name", &self.name)
-            .field("threads", &self.threads)
+            .field("name", &self.name())
+            .field("threads", &self.threads())
             .finish_non_exhaustive()
     }
 }
@@ -280,33 +267,31 @@ impl LocalEmbedder {
             .build()
             .context("starting the query embedding thread")?;
         Ok(Self {
-            name: model.name.clone(),
-            threads,
             model,
             chunk_pool,
             query_pool,
             chunk_slots: Arc::new(Semaphore::new(CHUNK_QUEUE)),
-            queries: Arc::new(AtomicUsize::new(0)),
+            query_slots: Arc::new(Semaphore::new(QUERY_QUEUE)),
         })
     }
 
     /// The model's name ([`LocalModel::name`]).
     pub fn name(&self) -> &str {
-        &self.name
+        &self.model.name
     }
 
     /// Threads of the chunk-batch pool.
     pub fn threads(&self) -> usize {
-        self.threads
+        self.chunk_pool.current_num_threads()
     }
 
-    /// Runs `texts` through the model on `pool`; `done` runs when the job is over (or
-    /// skipped because nobody waits for its answer any more).
+    /// Runs `texts` through the model on `pool`, holding the queue place `slot` until the
+    /// job is over (or skipped because nobody waits for its answer any more).
     fn run(
         &self,
         pool: &rayon::ThreadPool,
         texts: Vec<String>,
-        done: impl FnOnce() + Send + 'static,
+        slot: OwnedSemaphorePermit,
     ) -> oneshot::Receiver<Answer> {
         let (reply, answer) = oneshot::channel();
         let model = self.model.clone();
@@ -314,7 +299,7 @@ impl LocalEmbedder {
             if !reply.is_closed() {
                 let _ = reply.send(run(&model, &texts));
             }
-            done();
+            drop(slot);
         });
         answer
     }
@@ -323,33 +308,29 @@ impl LocalEmbedder {
     /// chunk pool once one of [`CHUNK_QUEUE`] places is free. Errors: the model failed, with
     /// the reason.
     pub async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>, String> {
-        let order: Vec<usize> = (0..texts.len()).collect();
         let mut pending = Vec::new();
-        for group in order.chunks(LOCAL_BATCH) {
+        for batch in texts.chunks(LOCAL_BATCH) {
             let permit = self
                 .chunk_slots
                 .clone()
                 .acquire_owned()
                 .await
                 .map_err(|_| "the embedding queue is closed".to_string())?;
-            let batch: Vec<String> = group.iter().map(|&i| texts[i].clone()).collect();
             // The place goes with the batch and is given back when the model is done with
             // it, not when this caller reads the answer: a caller with more batches than
             // places would otherwise wait for itself.
-            let answer = self.run(&self.chunk_pool, batch, move || drop(permit));
-            pending.push((group, answer));
+            let answer = self.run(&self.chunk_pool, batch.to_vec(), permit);
+            pending.push((batch.len(), answer));
         }
-        let mut out = vec![Vec::new(); texts.len()];
-        for (group, answer) in pending {
+        let mut out = Vec::with_capacity(texts.len());
+        for (len, answer) in pending {
             let vectors = answer
                 .await
                 .map_err(|_| "the embedding thread stopped".to_string())??;
-            if vectors.len() != group.len() {
+            if vectors.len() != len {
                 return Err("the model returned a vector count unlike the text count".into());
             }
-            for (&i, v) in group.iter().zip(vectors) {
-                out[i] = v;
-            }
+            out.extend(vectors);
         }
         Ok(out)
     }
@@ -357,14 +338,12 @@ impl LocalEmbedder {
     /// The embedding of a chat query, on the query thread (never behind chunk batches).
     /// Errors: [`QUERY_QUEUE`] queries are already waiting, or the model failed.
     pub async fn embed_query(&self, text: &str) -> Result<Vec<f32>, String> {
-        if self.queries.fetch_add(1, Ordering::AcqRel) >= QUERY_QUEUE {
-            self.queries.fetch_sub(1, Ordering::AcqRel);
-            return Err(format!("{QUERY_QUEUE} queries are already waiting"));
-        }
-        let queries = self.queries.clone();
-        let answer = self.run(&self.query_pool, vec![text.to_string()], move || {
-            queries.fetch_sub(1, Ordering::AcqRel);
-        });
+        let slot = self
+            .query_slots
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| format!("{QUERY_QUEUE} queries are already waiting"))?;
+        let answer = self.run(&self.query_pool, vec![text.to_string()], slot);
         let mut vectors = answer
             .await
             .map_err(|_| "the embedding thread stopped".to_string())??;

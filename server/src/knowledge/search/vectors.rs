@@ -45,10 +45,9 @@ fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
         .sum()
 }
 
-/// The dot product of `query` with each `dims`-long vector of `codes`, in order. With AVX2
-/// (detected at run time; the binary itself targets baseline x86-64) sixteen codes go
-/// through one `vpmaddwd`; elsewhere, and for lengths that are not a multiple of 16, the
-/// portable [`dot_i8`]. Both are exact, so they agree to the last bit.
+/// The dot product of `query` with each `dims`-long vector of `codes`, in order: with AVX2
+/// when the CPU has it (detected at run time) and `dims` is a multiple of 16, else with
+/// [`dot_i8`]. Both are exact.
 fn dots(codes: &[i8], dims: usize, query: &[i8]) -> Vec<i32> {
     #[cfg(target_arch = "x86_64")]
     if dims > 0 && dims.is_multiple_of(16) {
