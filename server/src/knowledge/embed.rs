@@ -4,6 +4,7 @@
 //! endpoint refuses stay BM25-only, and a chat whose query cannot be embedded uses BM25
 //! alone (docs/knowledge.md § Embeddings).
 
+pub mod bert;
 pub mod local;
 
 use std::{

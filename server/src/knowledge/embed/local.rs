@@ -12,10 +12,11 @@ use std::{panic::AssertUnwindSafe, path::Path, sync::Arc};
 use anyhow::{anyhow, bail, Context};
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
-use candle_transformers::models::bert::{BertModel, Config as BertConfig};
 use sha2::{Digest, Sha256};
 use tokenizers::{Tokenizer, TruncationParams};
 use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
+
+use super::bert::{BertEncoder, Config as BertConfig};
 
 /// Texts per chunk job; a job runs them one after another on one thread of the pool.
 pub const LOCAL_BATCH: usize = 4;
@@ -51,7 +52,7 @@ fn lower_priority() {
 
 /// A loaded model: the encoder, its tokenizer (truncating to `max_tokens`) and its name.
 pub struct LocalModel {
-    bert: BertModel,
+    bert: BertEncoder,
     tokenizer: Tokenizer,
     /// Longest input in tokens, special tokens included; longer texts are truncated.
     pub max_tokens: usize,
@@ -165,7 +166,7 @@ impl LocalModel {
                 )
             },
         )?;
-        let bert = BertModel::load(vb, &bert_config).map_err(|e| {
+        let bert = BertEncoder::load(vb, &bert_config).map_err(|e| {
             anyhow!(
                 "EMBEDDING_MODEL_PATH: {}/model.safetensors does not hold the BERT weights config.json describes: {e}",
                 dir.display()
@@ -194,36 +195,20 @@ impl LocalModel {
         texts.iter().map(|text| self.embed_one(text)).collect()
     }
 
-    /// One text through the model alone: no padding, and no attention mask broadcast over a
-    /// padded batch, which candle does element by element.
+    /// One text through the model alone: no padding, so no attention mask.
     fn embed_one(&self, text: &str) -> anyhow::Result<Vec<f32>> {
-        let ids = self.tokens(text)?;
-        let shape = (1, ids.len());
-        let ids = Tensor::from_vec(ids, shape, &Device::Cpu)?;
-        let mask = ids.ones_like()?;
-        let types = ids.zeros_like()?;
-        let hidden = self.bert.forward(&ids, &types, Some(&mask))?;
-        mean_pool_normalized(&hidden, &mask)?
-            .pop()
-            .ok_or_else(|| anyhow!("the model returned no vector"))
+        let hidden = self.bert.forward(&self.tokens(text)?)?;
+        Ok(mean_normalized(&hidden)?)
     }
 }
 
-/// Sentence embeddings from token states `hidden` (batch, tokens, dims) and the attention
-/// `mask` (batch, tokens; 1 for a token, 0 for padding): the mean of the tokens' states
-/// weighted by the mask, divided by its L2 norm (sentence-transformers' `Pooling` with
-/// `pooling_mode_mean_tokens`, then `Normalize`).
-pub fn mean_pool_normalized(hidden: &Tensor, mask: &Tensor) -> candle_core::Result<Vec<Vec<f32>>> {
-    let mask = mask.to_dtype(DType::F32)?.unsqueeze(2)?;
-    let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
-    let counts = mask.sum(1)?.clamp(1e-9f32, f32::MAX)?;
-    let mean = summed.broadcast_div(&counts)?;
-    let norms = mean
-        .sqr()?
-        .sum_keepdim(1)?
-        .sqrt()?
-        .clamp(1e-12f32, f32::MAX)?;
-    mean.broadcast_div(&norms)?.to_vec2::<f32>()
+/// A sentence embedding from token states `hidden` (tokens, dims): their mean divided by its
+/// L2 norm (sentence-transformers' `Pooling` with `pooling_mode_mean_tokens`, then
+/// `Normalize`).
+pub fn mean_normalized(hidden: &Tensor) -> candle_core::Result<Vec<f32>> {
+    let mean = hidden.mean(0)?;
+    let norm = mean.sqr()?.sum_all()?.sqrt()?.to_scalar::<f32>()?;
+    (mean / f64::from(norm.max(1e-12)))?.to_vec1()
 }
 
 /// A job's answer: the vectors in order, or why the model failed.
@@ -400,32 +385,19 @@ mod tests {
     }
 
     #[test]
-    fn mean_pooling_weighs_by_the_mask_and_normalises() {
-        // Two texts of up to three tokens in 2 dimensions; the second has one padding token
-        // whose (large) state must not count.
-        let hidden = Tensor::from_vec(
-            vec![
-                1f32, 0., 3., 0., 2., 0., // text 1: mean (2, 0)
-                0., 3., 0., 1., 100., 100., // text 2: mean (0, 2), third is padding
-            ],
-            (2, 3, 2),
-            &Device::Cpu,
-        )
-        .unwrap();
-        let mask = Tensor::from_vec(vec![1u32, 1, 1, 1, 1, 0], (2, 3), &Device::Cpu).unwrap();
-        let pooled = mean_pool_normalized(&hidden, &mask).unwrap();
-        assert_eq!(pooled.len(), 2);
-        for (got, want) in pooled.iter().zip([[1f32, 0.], [0., 1.]]) {
-            assert!(
-                (got[0] - want[0]).abs() < 1e-6 && (got[1] - want[1]).abs() < 1e-6,
-                "{got:?}"
-            );
-        }
+    fn pooling_takes_the_mean_of_the_tokens_and_normalises() {
+        // Three tokens in 2 dimensions: mean (2, 0), so (1, 0).
+        let hidden =
+            Tensor::from_vec(vec![1f32, 0., 3., 0., 2., 0.], (3, 2), &Device::Cpu).unwrap();
+        let pooled = mean_normalized(&hidden).unwrap();
+        assert!(
+            (pooled[0] - 1.0).abs() < 1e-6 && pooled[1].abs() < 1e-6,
+            "{pooled:?}"
+        );
         // Not axis-aligned: (3, 4) / 5.
-        let hidden = Tensor::from_vec(vec![3f32, 4., 3., 4.], (1, 2, 2), &Device::Cpu).unwrap();
-        let mask = Tensor::from_vec(vec![1u32, 1], (1, 2), &Device::Cpu).unwrap();
-        let pooled = mean_pool_normalized(&hidden, &mask).unwrap();
-        assert!((pooled[0][0] - 0.6).abs() < 1e-6 && (pooled[0][1] - 0.8).abs() < 1e-6);
+        let hidden = Tensor::from_vec(vec![3f32, 4., 3., 4.], (2, 2), &Device::Cpu).unwrap();
+        let pooled = mean_normalized(&hidden).unwrap();
+        assert!((pooled[0] - 0.6).abs() < 1e-6 && (pooled[1] - 0.8).abs() < 1e-6);
     }
 
     /// The reference model (scripts/setup.sh installs it); a test without it fails.
