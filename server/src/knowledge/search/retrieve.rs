@@ -5,11 +5,17 @@
 //! Whatever the ranking, no page fills the hits alone while others are relevant
 //! ([`diversify`]).
 
-use std::collections::{HashMap, HashSet};
+use std::{
+    collections::{HashMap, HashSet},
+    sync::Arc,
+};
 
 use tracing::warn;
 
-use super::{vectors::VectorCache, ChunkSearch};
+use super::{
+    vectors::{AgentVectors, VectorCache},
+    ChunkSearch,
+};
 use crate::{
     ids::{AgentId, ChunkId},
     knowledge::{embed::Embedder, Knowledge},
@@ -184,8 +190,9 @@ impl<'a> Retriever<'a> {
     /// [`vector_floor`], `score` the cosine similarity. Fusion: the first 20 BM25 hits
     /// ([`apply_floor`]) and 20 vector hits fused by [`rrf`], `score` the fused score over the
     /// best possible (1.0 first in both); hits 21–40 of each list only fill the places
-    /// [`diversify`] leaves. Without an embedder, or when the message cannot be embedded (a
-    /// warning is logged), the fusion is BM25 alone. Errors: the store's, never the embedder's.
+    /// [`diversify`] leaves; BM25 ranks while the query is embedded and the vectors scanned.
+    /// Without an embedder, or when the message cannot be embedded (a warning is logged), the
+    /// fusion is BM25 alone. Errors: the store's, never the embedder's.
     pub async fn retrieve(
         &self,
         agent_id: &AgentId,
@@ -196,8 +203,12 @@ impl<'a> Retriever<'a> {
         if mode == Mode::Bm25 || (mode == Mode::Fusion && self.embedder.is_none()) {
             return search(self.search, agent_id, message, k).await;
         }
-        let nearest = self.nearest(agent_id, message, POOL.max(k)).await?;
-        self.rank(agent_id, message, nearest, k, mode).await
+        let pool = POOL.max(k);
+        let (bm25, nearest) = tokio::try_join!(
+            self.bm25(agent_id, message, pool, mode),
+            self.nearest(agent_id, message, pool)
+        )?;
+        self.rank(agent_id, bm25, nearest, k, mode).await
     }
 
     /// [`Retriever::retrieve`] with the query's embedding given (`vector`, of `model`) rather
@@ -214,22 +225,43 @@ impl<'a> Retriever<'a> {
         if mode == Mode::Bm25 {
             return search(self.search, agent_id, message, k).await;
         }
-        let store = self.search.store().as_ref();
-        let set = self.vectors.get(store, agent_id, model).await?;
-        let nearest = vector_floor(set.nearest(vector, POOL.max(k) as usize));
-        self.rank(agent_id, message, nearest, k, mode).await
+        let pool = POOL.max(k);
+        let nearest = async {
+            let store = self.search.store().as_ref();
+            let set = self.vectors.get(store, agent_id, model).await?;
+            Ok(scan(set, vector.to_vec(), pool as usize).await)
+        };
+        let (bm25, nearest) = tokio::try_join!(self.bm25(agent_id, message, pool, mode), nearest)?;
+        self.rank(agent_id, bm25, nearest, k, mode).await
     }
 
-    /// The hits of `mode` given the vector hits `nearest` (best first).
-    async fn rank(
+    /// The first `pool` BM25 hits above [`apply_floor`] for the fusion; none for the
+    /// embeddings alone.
+    async fn bm25(
         &self,
         agent_id: &AgentId,
         message: &str,
+        pool: u32,
+        mode: Mode,
+    ) -> StoreResult<Vec<ChunkHit>> {
+        if mode == Mode::Vectors {
+            return Ok(Vec::new());
+        }
+        let hits = self.search.search_chunks(agent_id, message, pool).await?;
+        Ok(apply_floor(hits, pool))
+    }
+
+    /// The hits of `mode` given the BM25 hits `bm25` and the vector hits `nearest` (best
+    /// first).
+    async fn rank(
+        &self,
+        agent_id: &AgentId,
+        bm25: Vec<ChunkHit>,
         nearest: Vec<(i64, f32)>,
         k: u32,
         mode: Mode,
     ) -> StoreResult<Vec<ChunkHit>> {
-        let (candidates, pool) = (CANDIDATES.max(k) as usize, POOL.max(k));
+        let candidates = CANDIDATES.max(k) as usize;
         let store = self.search.store().as_ref();
         let vector_ids: Vec<i64> = nearest.iter().map(|h| h.0).collect();
         if mode == Mode::Vectors {
@@ -251,10 +283,6 @@ impl<'a> Retriever<'a> {
                 .collect();
             return Ok(diversify(hits, k as usize));
         }
-        let bm25 = apply_floor(
-            self.search.search_chunks(agent_id, message, pool).await?,
-            pool,
-        );
         let bm25_ids: Vec<i64> = bm25.iter().map(|h| h.chunk_id.get()).collect();
         let [bm25_weight, vector_weight] = self.weights;
         let fused = rrf(&[
@@ -321,11 +349,23 @@ impl<'a> Retriever<'a> {
         }
         let query: String = message.chars().take(QUERY_EMBED_CHARS).collect();
         match embedder.embed_query(&query).await {
-            Ok(vector) => Ok(vector_floor(set.nearest(&vector, candidates as usize))),
+            Ok(vector) => Ok(scan(set, vector, candidates as usize).await),
             Err(err) => {
                 warn!(agent = agent_id.as_str(), error = %err, "embedding the query failed; retrieving with BM25 alone");
                 Ok(Vec::new())
             }
+        }
+    }
+}
+
+/// The `n` vectors of `set` nearest `query` above [`vector_floor`], scanned on a blocking
+/// thread so that BM25 ranks beside the scan.
+async fn scan(set: Arc<AgentVectors>, query: Vec<f32>, n: usize) -> Vec<(i64, f32)> {
+    match tokio::task::spawn_blocking(move || set.nearest(&query, n)).await {
+        Ok(hits) => vector_floor(hits),
+        Err(err) => {
+            warn!(error = %err, "the vector scan failed; retrieving with BM25 alone");
+            Vec::new()
         }
     }
 }

@@ -7,6 +7,7 @@
 use std::{sync::Arc, time::Duration};
 
 use moka::sync::Cache;
+use rayon::prelude::*;
 
 use crate::{
     ids::AgentId,
@@ -192,7 +193,8 @@ impl AgentVectors {
     }
 
     /// The `n` chunks nearest `query` by cosine similarity, best first, ties by id; empty for
-    /// a zero query or one of another length than the vectors.
+    /// a zero query or one of another length than the vectors. Blocks while it scans, on
+    /// rayon's global pool too for sets of more than [`SCAN_PART`] vectors.
     pub fn nearest(&self, query: &[f32], n: usize) -> Vec<(i64, f32)> {
         if query.len() != self.dims || n == 0 {
             return Vec::new();
@@ -200,23 +202,43 @@ impl AgentVectors {
         let Some(q) = unit(query).and_then(|u| quantise(&u)) else {
             return Vec::new();
         };
-        let mut scored: Vec<(i64, f32)> = dots(&self.codes, self.dims, &q.codes)
-            .into_iter()
-            .zip(&self.scales)
-            .zip(&self.ids)
-            .map(|((dot, scale), id)| {
-                let s = dot as f32 * scale * q.scale;
-                (*id, s.clamp(-1.0, 1.0))
-            })
+        let parts: Vec<std::ops::Range<usize>> = (0..self.ids.len())
+            .step_by(SCAN_PART)
+            .map(|start| start..self.ids.len().min(start + SCAN_PART))
             .collect();
-        let order = |a: &(i64, f32), b: &(i64, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-        if scored.len() > n {
-            scored.select_nth_unstable_by(n - 1, order);
-            scored.truncate(n);
+        let best = |rows| top(self.similarities(rows, &q), n);
+        if parts.len() > 1 {
+            top(parts.into_par_iter().flat_map_iter(best).collect(), n)
+        } else {
+            parts.into_iter().flat_map(best).collect()
         }
-        scored.sort_by(order);
-        scored
     }
+
+    /// `(chunk id, similarity to q)` of the vectors in `rows`, in order.
+    fn similarities(&self, rows: std::ops::Range<usize>, q: &Quantised) -> Vec<(i64, f32)> {
+        let codes = &self.codes[rows.start * self.dims..rows.end * self.dims];
+        dots(codes, self.dims, &q.codes)
+            .into_iter()
+            .zip(&self.scales[rows.clone()])
+            .zip(&self.ids[rows])
+            .map(|((dot, scale), id)| (*id, (dot as f32 * scale * q.scale).clamp(-1.0, 1.0)))
+            .collect()
+    }
+}
+
+/// Vectors a scan reads as one part: larger sets are scanned a part per core (rayon's
+/// global pool), each part keeping its own best before they are merged.
+const SCAN_PART: usize = 16_384;
+
+/// The best `n` of `scored`, best first: higher similarity, then smaller id.
+fn top(mut scored: Vec<(i64, f32)>, n: usize) -> Vec<(i64, f32)> {
+    let order = |a: &(i64, f32), b: &(i64, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    if scored.len() > n {
+        scored.select_nth_unstable_by(n - 1, order);
+        scored.truncate(n);
+    }
+    scored.sort_by(order);
+    scored
 }
 
 /// Per-agent vectors kept between queries, used while of the store's generation and current model.
@@ -324,6 +346,23 @@ mod tests {
                 (x % 2001) as f32 / 1000.0 - 1.0
             })
             .collect()
+    }
+
+    #[test]
+    fn a_scan_in_parts_finds_what_one_pass_finds() {
+        // Short vectors, so many similarities tie and the ties' order (by id) is checked too.
+        let dims = 16;
+        let count = 2 * SCAN_PART + 1_000;
+        let stored: Vec<(i64, Vec<f32>)> = (0..count as i64)
+            .map(|i| (i, vector(i as u64, dims)))
+            .collect();
+        let set = AgentVectors::new("m", 1, stored);
+        let query = vector(7, dims);
+        let q = unit(&query).and_then(|u| quantise(&u)).unwrap();
+        let one_pass = set.similarities(0..count, &q);
+        for n in [1, 10, 40, count + 1] {
+            assert_eq!(set.nearest(&query, n), top(one_pass.clone(), n), "n = {n}");
+        }
     }
 
     #[test]
