@@ -26,11 +26,10 @@
 //!    through candle (`Tensor::matmul`, which uses `gemm`) inside a 1-thread pool. Ceiling =
 //!    peak / FLOPs per chunk; the ratio is the measured 1-thread rate over it.
 //! 3. **Query latency.** 20 typical chat questions, `--query-rounds` times each (default 10)
-//!    after one unmeasured round, through `LocalEmbedder::embed_query` (the dispatcher, the
-//!    pool of `EMBEDDING_THREADS`' default size, the oneshot answer), one at a time: p50,
-//!    p99, max. Then again while 64 chunks of 200 tokens are being embedded through the same
-//!    embedder (`LocalEmbedder::embed`): a query goes before queued chunk batches, so it
-//!    waits at most for the batch running.
+//!    after one unmeasured round, through `LocalEmbedder::embed_query` (the query pool's
+//!    thread, the oneshot answer), one at a time: p50, p99, max. Then again while 64 chunks
+//!    of 200 tokens are being embedded through the same embedder (`LocalEmbedder::embed`),
+//!    whose chunk threads yield their cores to the query's.
 //! 4. **Crawl + embed through the service.** The service built in this process
 //!    (`bench::kb::Service`, `Application::build`, SQLite) crawls the book served on loopback
 //!    (`/book/toc.html`, `crawlDepth` 5, `maxPages` 1000) through its HTTP API, first without
