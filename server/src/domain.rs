@@ -437,11 +437,16 @@ pub enum EventType {
     #[serde(rename = "document.refreshed")]
     #[sqlx(rename = "document.refreshed")]
     DocumentRefreshed,
+    /// `feedback.created`: a reply was rated, or its rating or comment changed
+    /// (`chat::feedback`).
+    #[serde(rename = "feedback.created")]
+    #[sqlx(rename = "feedback.created")]
+    FeedbackCreated,
 }
 
 impl EventType {
     /// Every event type, in the order of docs/api.md § Event types.
-    pub const ALL: [EventType; 10] = [
+    pub const ALL: [EventType; 11] = [
         EventType::AgentCreated,
         EventType::AgentUpdated,
         EventType::AgentDeleted,
@@ -452,6 +457,7 @@ impl EventType {
         EventType::CrawlCompleted,
         EventType::IntegrationCreated,
         EventType::DocumentRefreshed,
+        EventType::FeedbackCreated,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -466,6 +472,7 @@ impl EventType {
             Self::CrawlCompleted => "crawl.completed",
             Self::IntegrationCreated => "integration.created",
             Self::DocumentRefreshed => "document.refreshed",
+            Self::FeedbackCreated => "feedback.created",
         }
     }
 
@@ -493,6 +500,9 @@ impl EventType {
             }
             Self::DocumentRefreshed => {
                 "A re-crawl (manual or scheduled) of a web site finished. data: {agentId, document} (with lastRefreshedAt, nextRefreshAt and refreshCounts{added, changed, removed, unchanged})"
+            }
+            Self::FeedbackCreated => {
+                "A reply was rated, or its rating or comment changed. data: {agentId, conversationId, messageId, rating, comment, createdAt}"
             }
         }
     }

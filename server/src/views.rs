@@ -3,8 +3,9 @@
 //! on a field.
 
 use app::api::{
-    Agent, ChatMessage, Conversation, Integration, IntegrationConnection, Job, JobProgress,
-    KnowledgeDocument, Refresh, RefreshCounts, Source, TokensUsed, Webhook, WebhookDelivery,
+    Agent, ChatMessage, Conversation, Feedback, Integration, IntegrationConnection, Job,
+    JobProgress, KnowledgeDocument, Refresh, RefreshCounts, Source, TokensUsed, Webhook,
+    WebhookDelivery,
 };
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -17,7 +18,7 @@ use crate::{
         integrations::IntegrationRecord,
         jobs::JobRecord,
         webhooks::{DeliveryRecord, WebhookRecord},
-        AgentRecord, MessageRecord, ThreadRecord,
+        AgentRecord, FeedbackRecord, MessageRecord, ThreadRecord,
     },
 };
 
@@ -126,7 +127,17 @@ pub fn message_view(m: &MessageRecord) -> ChatMessage {
             .as_deref()
             .and_then(|s| serde_json::from_str::<Vec<app::api::ToolCallView>>(s).ok()),
         pending_approvals: None,
+        feedback: None,
         created_at: iso(m.created_at),
+    }
+}
+
+/// Feedback on a reply as the API shows it.
+pub fn feedback_view(f: &FeedbackRecord) -> Feedback {
+    Feedback {
+        rating: f.rating.as_str().into(),
+        comment: f.comment.clone(),
+        created_at: iso(f.created_at),
     }
 }
 

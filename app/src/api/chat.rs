@@ -140,7 +140,35 @@ pub struct ChatMessage {
     /// decision (not expired), which `POST .../approvals` decides; absent when none wait.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending_approvals: Option<Vec<super::PendingApproval>>,
+    /// The reply's feedback; absent when it has none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<Feedback>,
     pub created_at: String,
+}
+
+/// Feedback on a reply (docs/api.md § Feedback).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct Feedback {
+    /// `up` or `down`.
+    pub rating: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
+    /// When this rating was given.
+    pub created_at: String,
+}
+
+/// `PUT .../messages/{messageId}/feedback` body.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FeedbackRequest {
+    /// `up` or `down`.
+    pub rating: String,
+    /// At most 2,000 characters; trimmed, and an empty one is none.
+    #[serde(default)]
+    pub comment: Option<String>,
 }
 
 /// `GET .../conversations/{threadId}/messages` answer.

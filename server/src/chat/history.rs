@@ -8,7 +8,7 @@ use super::{ChatError, ChatService};
 use crate::{
     domain::Role,
     ids::{AgentId, MessageId, ThreadId, UserId},
-    store::{tools::ApprovalRecord, Cursor, MessageRecord, ThreadRecord, UsageDay},
+    store::{tools::ApprovalRecord, Cursor, FeedbackRecord, MessageRecord, ThreadRecord, UsageDay},
 };
 
 /// Default page size of lists (docs/api.md § Conventions).
@@ -88,6 +88,8 @@ pub struct MessagePage {
     pub page: Page<MessageRecord>,
     /// On the last page, the latest reply's calls still awaiting approval, with its id.
     pub pending: Option<(MessageId, Vec<ApprovalRecord>)>,
+    /// The feedback on the page's replies.
+    pub feedback: Vec<FeedbackRecord>,
 }
 
 /// The account's usage over a window of UTC days ([`ChatService::usage`]).
@@ -133,7 +135,8 @@ impl ChatService {
         Ok(paged(threads, limit, |t| (t.updated_at, t.id.as_str())))
     }
 
-    /// A page of a thread's messages, oldest first; the last carries pending approvals.
+    /// A page of a thread's messages, oldest first, with their replies' feedback; the last
+    /// carries pending approvals.
     /// Errors: [`ChatError::ThreadNotFound`], then [`ChatError::Invalid`], the store's.
     pub async fn messages(
         &self,
@@ -165,7 +168,18 @@ impl ChatService {
                 }
             }
         }
-        Ok(MessagePage { page, pending })
+        let mut feedback = Vec::new();
+        if page.items.iter().any(|m| m.role == Role::Assistant) {
+            let ids: std::collections::HashSet<&MessageId> =
+                page.items.iter().map(|m| &m.id).collect();
+            feedback = self.store.thread_feedback(&thread.id).await?;
+            feedback.retain(|f| ids.contains(&f.message_id));
+        }
+        Ok(MessagePage {
+            page,
+            pending,
+            feedback,
+        })
     }
 
     /// Deletes the user's thread with its messages (counted usage stays).

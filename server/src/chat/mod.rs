@@ -2,6 +2,7 @@
 //! ([`prompt`]), stream with retries before the first token ([`stream`]), run tools, and
 //! store the turn when it ends, announcing `conversation.created` and `message.created`.
 
+pub mod feedback;
 pub mod history;
 pub mod prompt;
 pub mod stream;
@@ -80,6 +81,9 @@ pub enum ChatError {
     /// The thread is unknown, someone else's, or of another agent.
     #[error("Thread not found")]
     ThreadNotFound,
+    /// The message is not in the thread.
+    #[error("Message not found")]
+    MessageNotFound,
     /// A list's or the usage's query is out of range or malformed; the message names it.
     #[error("{0}")]
     Invalid(String),

@@ -5,7 +5,8 @@ use std::convert::Infallible;
 
 use app::api::{
     ApprovalRequest, ChatReply, ChatRequest, ChatStreamEvent, ConversationsResponse, ErrorBody,
-    MessagesResponse, StreamOptions, SuccessResponse, TokensUsed, ToolCallView,
+    Feedback, FeedbackRequest, MessagesResponse, StreamOptions, SuccessResponse, TokensUsed,
+    ToolCallView,
 };
 use axum::{
     extract::State,
@@ -32,9 +33,10 @@ use crate::{
     },
     domain::Scope,
     http::error::{ApiError, ApiResult},
-    ids::{AgentId, ThreadId},
+    ids::{AgentId, MessageId, ThreadId},
+    store::Rating,
     tools::{service::pending_view, ApprovalError, Decided},
-    views::{conversation_view, message_view},
+    views::{conversation_view, feedback_view, message_view},
 };
 
 /// The chat routes.
@@ -44,6 +46,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(conversations))
         .routes(routes!(messages))
         .routes(routes!(delete_conversation))
+        .routes(routes!(rate, clear_rating))
         .routes(routes!(approve))
 }
 
@@ -392,10 +395,76 @@ async fn messages(
             view.pending_approvals = Some(pending.iter().map(pending_view).collect());
         }
     }
+    for feedback in &found.feedback {
+        if let Some((_, view)) = found
+            .page
+            .items
+            .iter()
+            .zip(messages.iter_mut())
+            .find(|(m, _)| m.id == feedback.message_id)
+        {
+            view.feedback = Some(feedback_view(feedback));
+        }
+    }
     Ok(Json(MessagesResponse {
         next_cursor: found.page.next_cursor,
         messages,
     }))
+}
+
+/// Rate a reply `up` or `down`, with an optional comment; replaces the reply's earlier
+/// feedback (docs/api.md § Feedback).
+#[utoipa::path(put, path = "/api/agents/{agentId}/conversations/{threadId}/messages/{messageId}/feedback", tag = "chat", security(("bearer" = [])),
+    params(("agentId" = String, Path, description = "Agent id"), ("threadId" = String, Path, description = "Thread id"), ("messageId" = String, Path, description = "Id of an assistant message")),
+    request_body = FeedbackRequest,
+    responses((status = 200, body = Feedback), (status = 400, response = BadRequest), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), JsonBodyErrors, RateLimited))]
+#[instrument(skip_all, fields(user.id = %principal.user_id, agent.id = %agent_id))]
+async fn rate(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    ApiPath((agent_id, thread_id, message_id)): ApiPath<(AgentId, ThreadId, MessageId)>,
+    ApiJson(body): ApiJson<FeedbackRequest>,
+) -> ApiResult<Json<Feedback>> {
+    principal.require(Scope::ChatWrite)?;
+    let rating = match body.rating.as_str() {
+        "up" => Rating::Up,
+        "down" => Rating::Down,
+        other => {
+            return Err(ApiError::BadRequest(format!(
+                "rating must be \"up\" or \"down\", not {other:?}"
+            )))
+        }
+    };
+    let feedback = state
+        .chat
+        .rate(
+            &principal.user_id,
+            &agent_id,
+            &thread_id,
+            &message_id,
+            rating,
+            body.comment.as_deref(),
+        )
+        .await?;
+    Ok(Json(feedback_view(&feedback)))
+}
+
+/// Remove a reply's feedback (answered alike whether it had any).
+#[utoipa::path(delete, path = "/api/agents/{agentId}/conversations/{threadId}/messages/{messageId}/feedback", tag = "chat", security(("bearer" = [])),
+    params(("agentId" = String, Path, description = "Agent id"), ("threadId" = String, Path, description = "Thread id"), ("messageId" = String, Path, description = "Message id")),
+    responses((status = 200, body = SuccessResponse), (status = 400, response = BadRequest), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody), (status = 404, body = ErrorBody), RateLimited))]
+#[instrument(skip_all, fields(user.id = %principal.user_id, agent.id = %agent_id))]
+async fn clear_rating(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    ApiPath((agent_id, thread_id, message_id)): ApiPath<(AgentId, ThreadId, MessageId)>,
+) -> ApiResult<Json<SuccessResponse>> {
+    principal.require(Scope::ChatWrite)?;
+    state
+        .chat
+        .clear_rating(&principal.user_id, &agent_id, &thread_id, &message_id)
+        .await?;
+    Ok(Json(SuccessResponse { success: true }))
 }
 
 /// Delete a conversation thread with its messages.

@@ -285,6 +285,7 @@ impl From<crate::chat::ChatError> for ApiError {
             }
             ChatError::AgentGone => Self::not_found("Agent"),
             ChatError::ThreadNotFound => Self::not_found("Thread"),
+            ChatError::MessageNotFound => Self::not_found("Message"),
             ChatError::Invalid(message) => Self::BadRequest(message),
             e @ ChatError::ModelUnavailable { .. } => Self::Status {
                 status: StatusCode::BAD_GATEWAY,

@@ -10,7 +10,7 @@ use utoipa::{
     IntoResponses, ToResponse,
 };
 
-use crate::{config::ChatConfig, domain::ProviderCode};
+use crate::{config::ChatConfig, domain::ProviderCode, store::Rating};
 
 /// The input is invalid: the JSON body is malformed or not a JSON object, a field is
 /// missing, has the wrong type or breaks its rule (see the request schema), or a path or
@@ -110,6 +110,13 @@ fn lengths(config: &ChatConfig) -> Vec<Length> {
         rule("OAuthExchangeRequest", "code", 1, None),
         rule("CreateApiKeyRequest", "name", 1, Some(api_keys::NAME_MAX)),
         rule("ChatRequest", "message", 1, message_max),
+        rule("FeedbackRequest", "rating", 1, None),
+        rule(
+            "FeedbackRequest",
+            "comment",
+            0,
+            Some(crate::chat::feedback::MAX_COMMENT_CHARS),
+        ),
         rule("AddUrlRequest", "url", 1, Some(URL_MAX)),
         rule("CreateIntegrationRequest", "providerCode", 1, None),
         rule(
@@ -568,6 +575,11 @@ fn keyword_rules() -> Vec<Keywords> {
             "WidgetChatRequest",
             "message",
             json!({ "pattern": NOT_BLANK_PATTERN }),
+        ),
+        (
+            "FeedbackRequest",
+            "rating",
+            json!({"enum": [Rating::Up.as_str(), Rating::Down.as_str()]}),
         ),
         (
             "WidgetChatRequest",

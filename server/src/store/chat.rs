@@ -104,6 +104,50 @@ impl std::fmt::Display for ReplyStatus {
     }
 }
 
+/// A rating of a reply (docs/api.md § Feedback).
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize, sqlx::Type,
+)]
+#[serde(rename_all = "lowercase")]
+#[sqlx(type_name = "TEXT", rename_all = "lowercase")]
+pub enum Rating {
+    Up,
+    Down,
+}
+
+impl Rating {
+    /// The stored and wire text: `up` or `down`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Up => "up",
+            Self::Down => "down",
+        }
+    }
+}
+
+/// The feedback on one reply; a reply has at most one, the latest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FeedbackRecord {
+    pub message_id: MessageId,
+    pub rating: Rating,
+    pub comment: Option<String>,
+    /// When this rating was given.
+    pub created_at: DateTime<Utc>,
+}
+
+/// What [`ChatStore::set_feedback`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FeedbackWrite {
+    /// The message is not in the user's thread of that agent.
+    NoMessage,
+    /// The message is the user's, not a reply.
+    NotAReply,
+    /// The same rating and comment were already stored; nothing changed.
+    Unchanged,
+    /// Stored, new or replacing another.
+    Stored,
+}
+
 /// A conversation thread of one user with one agent.
 #[derive(Debug, Clone)]
 pub struct ThreadRecord {
@@ -214,6 +258,26 @@ pub trait ChatStore: Send + Sync {
     async fn record_turns(&self, turns: &[TurnRecord]) -> StoreResult<Vec<bool>>;
     /// The user's usage from day `from` (UTC) on, oldest first; days without use are absent.
     async fn usage(&self, user_id: &UserId, from: NaiveDate) -> StoreResult<Vec<UsageDay>>;
+    /// Stores `feedback` on reply `feedback.message_id` of the user's thread of the agent,
+    /// replacing the reply's earlier feedback.
+    async fn set_feedback(
+        &self,
+        user_id: &UserId,
+        agent_id: &AgentId,
+        thread_id: &ThreadId,
+        feedback: &FeedbackRecord,
+    ) -> StoreResult<FeedbackWrite>;
+    /// Removes the feedback on message `message_id` of the user's thread of the agent; false
+    /// when there is no such message (true whether or not it had feedback).
+    async fn clear_feedback(
+        &self,
+        user_id: &UserId,
+        agent_id: &AgentId,
+        thread_id: &ThreadId,
+        message_id: &MessageId,
+    ) -> StoreResult<bool>;
+    /// The feedback on the thread's replies, in no order.
+    async fn thread_feedback(&self, thread_id: &ThreadId) -> StoreResult<Vec<FeedbackRecord>>;
     /// Messages oldest first, after `cursor`.
     async fn list_messages(
         &self,
@@ -242,10 +306,10 @@ macro_rules! chat_store {
                 row_lock, $store,
             };
             use super::{bind_message, store_turn};
-            use crate::ids::{AgentId, ThreadId, UserId};
+            use crate::ids::{AgentId, MessageId, ThreadId, UserId};
             use crate::store::{
-                ChannelLink, ChatStore, Cursor, MessageRecord, StoreError, StoreResult, ThreadRecord,
-                TurnRecord, UsageDay,
+                ChannelLink, ChatStore, Cursor, FeedbackRecord, FeedbackWrite, MessageRecord,
+                StoreError, StoreResult, ThreadRecord, TurnRecord, UsageDay,
             };
 
             /// Links `link`'s conversation to `thread` ([`TurnRecord::channel`]) on `conn`.
@@ -284,6 +348,27 @@ macro_rules! chat_store {
                     link_channel(conn, link, &turn.thread.id).await?;
                 }
                 Ok(stored)
+            }
+
+            /// The role of message `message_id` of the user's thread of the agent, if it is there.
+            async fn message_role(
+                pool: &sqlx::Pool<$db>,
+                user_id: &UserId,
+                agent_id: &AgentId,
+                thread_id: &ThreadId,
+                message_id: &MessageId,
+            ) -> StoreResult<Option<String>> {
+                let row = sqlx::query(
+                    "SELECT m.role FROM messages m JOIN threads t ON t.id = m.thread_id \
+                     WHERE m.id = $1 AND m.thread_id = $2 AND t.user_id = $3 AND t.agent_id = $4",
+                )
+                .bind(message_id)
+                .bind(thread_id)
+                .bind(user_id)
+                .bind(agent_id)
+                .fetch_optional(pool)
+                .await?;
+                Ok(row.map(|r| r.try_get("role")).transpose()?)
             }
 
             #[async_trait::async_trait]
@@ -400,6 +485,87 @@ macro_rules! chat_store {
                                 chats: r.try_get("chats")?,
                                 prompt_tokens: r.try_get("prompt_tokens")?,
                                 completion_tokens: r.try_get("completion_tokens")?,
+                            })
+                        })
+                        .collect()
+                }
+
+                async fn set_feedback(
+                    &self,
+                    user_id: &UserId,
+                    agent_id: &AgentId,
+                    thread_id: &ThreadId,
+                    f: &FeedbackRecord,
+                ) -> StoreResult<FeedbackWrite> {
+                    let role = message_role(&self.$writer, user_id, agent_id, thread_id, &f.message_id).await?;
+                    match role.as_deref() {
+                        None => return Ok(FeedbackWrite::NoMessage),
+                        Some("assistant") => {}
+                        Some(_) => return Ok(FeedbackWrite::NotAReply),
+                    }
+                    // The SELECT's WHERE also keeps SQLite from reading ON CONFLICT as a join's.
+                    let done = sqlx::query(
+                        "INSERT INTO message_feedback (message_id, thread_id, rating, comment, created_at) \
+                         SELECT $1, $2, $3, $4, $5 \
+                         WHERE EXISTS (SELECT 1 FROM messages WHERE id = $1 AND thread_id = $2) \
+                         ON CONFLICT (message_id) DO UPDATE SET rating = excluded.rating, \
+                         comment = excluded.comment, created_at = excluded.created_at \
+                         WHERE message_feedback.rating <> excluded.rating \
+                         OR message_feedback.comment IS DISTINCT FROM excluded.comment",
+                    )
+                    .bind(&f.message_id)
+                    .bind(thread_id)
+                    .bind(f.rating.as_str())
+                    .bind(&f.comment)
+                    .bind(ms(f.created_at))
+                    .execute(&self.$writer)
+                    .await?;
+                    Ok(if done.rows_affected() == 1 {
+                        FeedbackWrite::Stored
+                    } else {
+                        FeedbackWrite::Unchanged
+                    })
+                }
+
+                async fn clear_feedback(
+                    &self,
+                    user_id: &UserId,
+                    agent_id: &AgentId,
+                    thread_id: &ThreadId,
+                    message_id: &MessageId,
+                ) -> StoreResult<bool> {
+                    if message_role(&self.$writer, user_id, agent_id, thread_id, message_id)
+                        .await?
+                        .is_none()
+                    {
+                        return Ok(false);
+                    }
+                    sqlx::query("DELETE FROM message_feedback WHERE message_id = $1 AND thread_id = $2")
+                        .bind(message_id)
+                        .bind(thread_id)
+                        .execute(&self.$writer)
+                        .await?;
+                    Ok(true)
+                }
+
+                async fn thread_feedback(
+                    &self,
+                    thread_id: &ThreadId,
+                ) -> StoreResult<Vec<FeedbackRecord>> {
+                    let rows = sqlx::query(
+                        "SELECT message_id, rating, comment, created_at FROM message_feedback \
+                         WHERE thread_id = $1",
+                    )
+                    .bind(thread_id)
+                    .fetch_all(&self.$reader)
+                    .await?;
+                    rows.iter()
+                        .map(|r| {
+                            Ok(FeedbackRecord {
+                                message_id: r.try_get("message_id")?,
+                                rating: r.try_get("rating")?,
+                                comment: r.try_get("comment")?,
+                                created_at: crate::store::from_millis(r.try_get("created_at")?),
                             })
                         })
                         .collect()

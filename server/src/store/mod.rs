@@ -30,7 +30,10 @@ use chrono::{DateTime, TimeZone, Utc};
 pub use accounts::{AccountStore, NewUser, TokenPurpose, UserRecord};
 pub use agents::{AgentPatch, AgentRecord, AgentStore};
 pub use api_keys::{ApiKeyAuth, ApiKeyRecord, ApiKeyStore};
-pub use chat::{ChannelLink, ChatStore, Cursor, MessageRecord, ThreadRecord, TurnRecord, UsageDay};
+pub use chat::{
+    ChannelLink, ChatStore, Cursor, FeedbackRecord, FeedbackWrite, MessageRecord, Rating,
+    ThreadRecord, TurnRecord, UsageDay,
+};
 pub use documents::DocumentStore;
 pub use error::{Conflict, StoreError, StoreResult};
 pub use identity::IdentityStore;

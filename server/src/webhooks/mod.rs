@@ -583,6 +583,7 @@ mod tests {
                 "crawl.completed",
                 "integration.created",
                 "document.refreshed",
+                "feedback.created",
             ]
         );
         for e in EventType::ALL {

@@ -12,6 +12,7 @@ mod connections;
 mod copy_data;
 mod embeddings;
 mod errors;
+mod feedback;
 mod helpers;
 mod hostile;
 mod integrations;

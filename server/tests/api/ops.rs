@@ -69,6 +69,14 @@ async fn the_openapi_document_covers_every_endpoint() {
         ),
         ("delete", "/api/agents/{agentId}/conversations/{threadId}"),
         (
+            "put",
+            "/api/agents/{agentId}/conversations/{threadId}/messages/{messageId}/feedback",
+        ),
+        (
+            "delete",
+            "/api/agents/{agentId}/conversations/{threadId}/messages/{messageId}/feedback",
+        ),
+        (
             "post",
             "/api/agents/{agentId}/conversations/{threadId}/approvals",
         ),

@@ -28,7 +28,7 @@ use sha2::Sha256;
 use crate::helpers::*;
 
 /// Every event type that has an emitter today.
-const EMITTED: [&str; 9] = [
+const EMITTED: [&str; 10] = [
     "agent.created",
     "agent.updated",
     "agent.deleted",
@@ -38,6 +38,7 @@ const EMITTED: [&str; 9] = [
     "document.failed",
     "crawl.completed",
     "document.refreshed",
+    "feedback.created",
 ];
 
 // ---- An independent Standard Webhooks v1 verifier -------------------------------------
@@ -661,6 +662,29 @@ async fn every_event_type_is_delivered_with_a_valid_signature() {
         )
         .await;
     assert_eq!(res.status(), 200);
+    // A rating sends feedback.created; the same rating again sends nothing.
+    let reply_id = app
+        .messages(&user.access, &agent_id, &thread)
+        .await
+        .into_iter()
+        .find(|m| m["role"] == "assistant")
+        .unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let rated =
+        format!("/api/agents/{agent_id}/conversations/{thread}/messages/{reply_id}/feedback");
+    for _ in 0..2 {
+        let res = app
+            .call(
+                reqwest::Method::PUT,
+                &rated,
+                Some(&user.access),
+                Some(json!({"rating": "down", "comment": "Too vague"})),
+            )
+            .await;
+        assert_eq!(res.status(), 200);
+    }
     let good = upload(
         &app,
         &user.access,
@@ -733,6 +757,20 @@ async fn every_event_type_is_delivered_with_a_valid_signature() {
     let deleted = receiver.wait_for_type("agent.deleted").await.json();
     assert_eq!(deleted["data"], json!({"agentId": agent_id}));
 
+    let feedback = receiver.wait_for_type("feedback.created").await.json();
+    assert_eq!(
+        feedback["data"],
+        json!({
+            "agentId": agent_id,
+            "conversationId": thread,
+            "messageId": reply_id,
+            "rating": "down",
+            "comment": "Too vague",
+            "createdAt": feedback["data"]["createdAt"],
+        })
+    );
+    assert_eq!(receiver.of_type("feedback.created").len(), 1);
+
     // Exactly one of each per action: two replies, one new conversation.
     assert_eq!(receiver.of_type("message.created").len(), 2);
     assert_eq!(receiver.of_type("conversation.created").len(), 1);
@@ -750,7 +788,7 @@ async fn every_event_type_is_delivered_with_a_valid_signature() {
     let all = receiver.all();
     assert_eq!(
         all.len(),
-        10,
+        11,
         "nothing for the quiet webhook: {:?}",
         all.iter()
             .map(|r| (r.id(), r.json()["type"].clone()))
@@ -779,13 +817,13 @@ async fn every_event_type_is_delivered_with_a_valid_signature() {
     }
     ids.sort();
     ids.dedup();
-    assert_eq!(ids.len(), 10);
+    assert_eq!(ids.len(), 11);
     let listed = deliveries_until(&app, &user.access, &id, |d| {
         d.iter()
             .all(|d| d["status"] == DeliveryStatus::Succeeded.as_str())
     })
     .await;
-    assert_eq!(listed.len(), 10);
+    assert_eq!(listed.len(), 11);
     for d in &listed {
         assert_eq!(d["attempts"], 1);
         assert_eq!(d["responseStatus"], 200);
