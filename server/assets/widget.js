@@ -59,6 +59,9 @@
     ".assistant{align-self:flex-start;background:#fff;border:1px solid #dde1ee}" +
     ".notice{align-self:center;color:#5b6275;font-size:13px;text-align:center}" +
     ".error{align-self:stretch;color:#9b1c1c;background:#fdecec;border:1px solid #f5c2c2}" +
+    ".rate{align-self:flex-start;display:flex;gap:4px;margin-top:-4px}" +
+    ".rate button{border:1px solid #dde1ee;background:#fff;border-radius:6px;cursor:pointer;padding:0 6px;font-size:13px;line-height:22px}" +
+    ".rate button[aria-pressed=true]{background:#e3e8fb;border-color:#3451d1}" +
     "form{display:flex;gap:6px;padding:8px;border-top:1px solid #dde1ee}" +
     "textarea{flex:1;box-sizing:border-box;resize:none;height:40px;padding:8px;border:1px solid #c8cde0;border-radius:8px;font:inherit}" +
     "form button{border:0;border-radius:8px;background:#3451d1;color:#fff;padding:0 14px;cursor:pointer}" +
@@ -112,6 +115,48 @@
     return el;
   }
 
+  // Thumbs under reply `el` (message `id`), showing `feedback`; a press rates the reply, a
+  // press on the pressed one clears its rating.
+  function thumbs(el, id, feedback) {
+    var bar = document.createElement("div");
+    bar.className = "rate";
+    var current = feedback ? feedback.rating : null;
+    var buttons = [["up", "\uD83D\uDC4D", "Helpful"], ["down", "\uD83D\uDC4E", "Not helpful"]].map(function (r) {
+      var b = document.createElement("button");
+      b.type = "button";
+      b.textContent = r[1];
+      b.setAttribute("aria-label", r[2]);
+      b.setAttribute("data-rating", r[0]);
+      b.addEventListener("click", function () {
+        var next = current === r[0] ? null : r[0];
+        var url = api + "/messages/" + encodeURIComponent(id) + "/feedback";
+        var request = next
+          ? fetch(url, {
+              method: "PUT",
+              credentials: "omit",
+              headers: { "content-type": "application/json" },
+              body: JSON.stringify({ visitorId: visitor, rating: next }),
+            })
+          : fetch(url + "?visitorId=" + encodeURIComponent(visitor), { method: "DELETE", credentials: "omit" });
+        request.then(function (res) {
+          if (res.ok) {
+            current = next;
+            show();
+          }
+        }).catch(function () { /* the rating stays as shown */ });
+      });
+      bar.appendChild(b);
+      return b;
+    });
+    function show() {
+      buttons.forEach(function (b) {
+        b.setAttribute("aria-pressed", String(b.getAttribute("data-rating") === current));
+      });
+    }
+    show();
+    el.insertAdjacentElement("afterend", bar);
+  }
+
   function errorText(res, body) {
     if (body && body.message) return body.message;
     if (res.status === 429) return "Too many messages right now; please wait a moment.";
@@ -140,7 +185,8 @@
       .then(function (history) {
         if (!history) return;
         history.messages.forEach(function (m) {
-          add(m.role === "user" ? "user" : "assistant", m.content);
+          var el = add(m.role === "user" ? "user" : "assistant", m.content);
+          if (m.role === "assistant" && m.id) thumbs(el, m.id, m.feedback);
         });
       })
       .catch(function (e) {
@@ -222,7 +268,17 @@
         reply.removeAttribute("aria-busy");
         busy = false;
         send.disabled = false;
-      });
+        if (!reply.isConnected || !reply.textContent) return;
+        // The stored reply's id, for its thumbs: the conversation's last reply.
+        return getJson(api + "/messages?visitorId=" + encodeURIComponent(visitor)).then(function (history) {
+          var last = history.messages.filter(function (m) { return m.role === "assistant"; }).pop();
+          // A reply cut short is not stored as complete: then the last one is an older reply.
+          if (last && last.id && last.content === reply.textContent && reply.isConnected) {
+            thumbs(reply, last.id, last.feedback);
+          }
+        });
+      })
+      .catch(function () { /* no thumbs for this reply */ });
   }
 
   bubble.addEventListener("click", function () { toggle(panel.hidden); });

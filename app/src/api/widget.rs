@@ -36,10 +36,30 @@ pub struct WidgetChatRequest {
 #[cfg_attr(feature = "ssr", derive(ToSchema))]
 #[serde(rename_all = "camelCase")]
 pub struct WidgetMessage {
+    /// The message's id; a reply's is what `PUT .../messages/{messageId}/feedback` rates.
+    pub id: String,
     /// `user` or `assistant`.
     pub role: String,
     pub content: String,
+    /// The visitor's rating of this reply; absent when none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub feedback: Option<super::Feedback>,
     pub created_at: String,
+}
+
+/// `PUT /api/widget/{publicId}/messages/{messageId}/feedback` body: a visitor's rating of a
+/// reply of its own conversation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WidgetFeedbackRequest {
+    /// The visitor's id, as in `POST /api/widget/{publicId}/chat`.
+    pub visitor_id: String,
+    /// `up` or `down`.
+    pub rating: String,
+    /// At most 2,000 characters; trimmed, and an empty one is none.
+    #[serde(default)]
+    pub comment: Option<String>,
 }
 
 /// `GET /api/widget/{publicId}/messages` answer: the visitor's conversation, oldest first.

@@ -15,12 +15,13 @@ use crate::{
     config::ChannelsConfig,
     crypto::SecretBox,
     domain::{ProviderCode, Role},
-    ids::{IntegrationId, PublicId},
+    ids::{IntegrationId, MessageId, PublicId},
     outbound,
     store::{
         chat::ReplyStatus,
         integrations::{IntegrationRecord, IntegrationStatus},
-        ChannelLink, ChatStore, IntegrationStore, MessageRecord, StoreError,
+        ChannelLink, ChatStore, FeedbackRecord, IntegrationStore, MessageRecord, Rating,
+        StoreError,
     },
 };
 
@@ -246,26 +247,65 @@ impl Channels {
     }
 
     /// The conversation `conversation_key` as its visitor sees it: the last
-    /// [`crate::chat::HISTORY_LIMIT`] messages, oldest first, without failed or cancelled replies;
-    /// empty without a thread. Errors: the store's.
+    /// [`crate::chat::HISTORY_LIMIT`] messages, oldest first, without failed or cancelled replies,
+    /// and the feedback on them; empty without a thread. Errors: the store's.
     pub async fn conversation(
         &self,
         integration_id: &IntegrationId,
         conversation_key: &str,
-    ) -> Result<Vec<MessageRecord>, StoreError> {
+    ) -> Result<(Vec<MessageRecord>, Vec<FeedbackRecord>), StoreError> {
         let Some(thread) = self
             .integrations
             .channel_thread(integration_id, conversation_key)
             .await?
         else {
-            return Ok(Vec::new());
+            return Ok(Default::default());
         };
         let mut messages = self
             .threads
             .recent_messages(&thread, crate::chat::HISTORY_LIMIT)
             .await?;
         messages.retain(|m| m.role == Role::User || m.status == ReplyStatus::Complete);
-        Ok(messages)
+        let feedback = self.threads.thread_feedback(&thread).await?;
+        Ok((messages, feedback))
+    }
+
+    /// Rates reply `message_id` of the visitor's conversation `conversation_key` (`rating`
+    /// `None` clears it), as [`ChatService::rate`] and [`ChatService::clear_rating`] do for
+    /// the owner. Errors: [`ChatError::MessageNotFound`] when the reply is not in that
+    /// conversation (or it has none), the others of those two.
+    pub async fn rate(
+        &self,
+        integration: &IntegrationRecord,
+        conversation_key: &str,
+        message_id: &MessageId,
+        rating: Option<(Rating, Option<&str>)>,
+    ) -> Result<Option<FeedbackRecord>, ChatError> {
+        let thread = self
+            .integrations
+            .channel_thread(&integration.id, conversation_key)
+            .await?;
+        let (Some(thread), Some(agent)) = (thread, integration.agent_id.as_ref()) else {
+            return Err(ChatError::MessageNotFound);
+        };
+        let owner = &integration.user_id;
+        let done = match rating {
+            Some((rating, comment)) => self
+                .chat
+                .rate(owner, agent, &thread, message_id, rating, comment)
+                .await
+                .map(Some),
+            None => self
+                .chat
+                .clear_rating(owner, agent, &thread, message_id)
+                .await
+                .map(|()| None),
+        };
+        // The visitor's thread is gone (deleted by the owner): so is the message.
+        done.map_err(|e| match e {
+            ChatError::ThreadNotFound => ChatError::MessageNotFound,
+            e => e,
+        })
     }
 
     /// Records an inbound event id; `false` if seen before (a retry: do not answer again). A store

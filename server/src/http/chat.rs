@@ -426,15 +426,7 @@ async fn rate(
     ApiJson(body): ApiJson<FeedbackRequest>,
 ) -> ApiResult<Json<Feedback>> {
     principal.require(Scope::ChatWrite)?;
-    let rating = match body.rating.as_str() {
-        "up" => Rating::Up,
-        "down" => Rating::Down,
-        other => {
-            return Err(ApiError::BadRequest(format!(
-                "rating must be \"up\" or \"down\", not {other:?}"
-            )))
-        }
-    };
+    let rating = rating(&body.rating)?;
     let feedback = state
         .chat
         .rate(
@@ -447,6 +439,17 @@ async fn rate(
         )
         .await?;
     Ok(Json(feedback_view(&feedback)))
+}
+
+/// The rating `text` names. Errors: 400 unless `up` or `down`.
+pub(super) fn rating(text: &str) -> ApiResult<Rating> {
+    match text {
+        "up" => Ok(Rating::Up),
+        "down" => Ok(Rating::Down),
+        other => Err(ApiError::BadRequest(format!(
+            "rating must be \"up\" or \"down\", not {other:?}"
+        ))),
+    }
 }
 
 /// Remove a reply's feedback (answered alike whether it had any).

@@ -110,13 +110,6 @@ fn lengths(config: &ChatConfig) -> Vec<Length> {
         rule("OAuthExchangeRequest", "code", 1, None),
         rule("CreateApiKeyRequest", "name", 1, Some(api_keys::NAME_MAX)),
         rule("ChatRequest", "message", 1, message_max),
-        rule("FeedbackRequest", "rating", 1, None),
-        rule(
-            "FeedbackRequest",
-            "comment",
-            0,
-            Some(crate::chat::feedback::MAX_COMMENT_CHARS),
-        ),
         rule("AddUrlRequest", "url", 1, Some(URL_MAX)),
         rule("CreateIntegrationRequest", "providerCode", 1, None),
         rule(
@@ -145,7 +138,24 @@ fn lengths(config: &ChatConfig) -> Vec<Length> {
             Some(VISITOR_ID_MAX),
         ),
         rule("WidgetChatRequest", "message", 1, message_max),
+        rule(
+            "WidgetFeedbackRequest",
+            "visitorId",
+            VISITOR_ID_MIN,
+            Some(VISITOR_ID_MAX),
+        ),
     ];
+    for schema in ["FeedbackRequest", "WidgetFeedbackRequest"] {
+        rules.extend([
+            rule(schema, "rating", 1, None),
+            rule(
+                schema,
+                "comment",
+                0,
+                Some(crate::chat::feedback::MAX_COMMENT_CHARS),
+            ),
+        ]);
+    }
     for schema in ["CreateAgentRequest", "UpdateAgentRequest"] {
         rules.extend([
             rule(schema, "name", 1, Some(agents::NAME_MAX)),
@@ -582,7 +592,17 @@ fn keyword_rules() -> Vec<Keywords> {
             json!({"enum": [Rating::Up.as_str(), Rating::Down.as_str()]}),
         ),
         (
+            "WidgetFeedbackRequest",
+            "rating",
+            json!({"enum": [Rating::Up.as_str(), Rating::Down.as_str()]}),
+        ),
+        (
             "WidgetChatRequest",
+            "visitorId",
+            json!({ "pattern": VISITOR_ID_PATTERN }),
+        ),
+        (
+            "WidgetFeedbackRequest",
             "visitorId",
             json!({ "pattern": VISITOR_ID_PATTERN }),
         ),
@@ -640,6 +660,8 @@ fn query_rules() -> Vec<Keywords> {
     use crate::chat::history::{MAX_DAYS, MAX_PAGE};
     use serde_json::json;
     let page = json!({"minimum": 1, "maximum": MAX_PAGE});
+    let visitor = json!({"minLength": VISITOR_ID_MIN, "maxLength": VISITOR_ID_MAX,
+                         "pattern": VISITOR_ID_PATTERN});
     vec![
         ("/api/agents/{agentId}/conversations", "limit", page.clone()),
         (
@@ -655,8 +677,12 @@ fn query_rules() -> Vec<Keywords> {
         (
             "/api/widget/{publicId}/messages",
             "visitorId",
-            json!({"minLength": VISITOR_ID_MIN, "maxLength": VISITOR_ID_MAX,
-                   "pattern": VISITOR_ID_PATTERN}),
+            visitor.clone(),
+        ),
+        (
+            "/api/widget/{publicId}/messages/{messageId}/feedback",
+            "visitorId",
+            visitor,
         ),
     ]
 }

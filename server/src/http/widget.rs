@@ -3,8 +3,8 @@
 //! origin in `Access-Control-Allow-Origin`; only an allowed origin gets anything else.
 
 use app::api::{
-    ChatStreamEvent, ErrorBody, WidgetChatRequest, WidgetInfo, WidgetMessage,
-    WidgetMessagesResponse,
+    ChatStreamEvent, ErrorBody, Feedback, SuccessResponse, WidgetChatRequest,
+    WidgetFeedbackRequest, WidgetInfo, WidgetMessage, WidgetMessagesResponse,
 };
 use axum::{
     body::Bytes,
@@ -27,9 +27,9 @@ use super::{
 use crate::{
     channels::{self, widget::WidgetSettings},
     http::error::{ApiError, ApiResult},
-    ids::PublicId,
+    ids::{MessageId, PublicId},
     store::integrations::IntegrationRecord,
-    views::iso,
+    views::{feedback_view, iso},
 };
 
 /// `Cross-Origin-Resource-Policy`.
@@ -60,9 +60,14 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(info))
         .routes(routes!(send))
         .routes(routes!(messages))
+        .routes(routes!(rate, clear_rating))
         .route("/api/widget/{publicId}", options(preflight))
         .route("/api/widget/{publicId}/chat", options(preflight))
         .route("/api/widget/{publicId}/messages", options(preflight))
+        .route(
+            "/api/widget/{publicId}/messages/{messageId}/feedback",
+            options(feedback_preflight),
+        )
 }
 
 /// A website integration, reached from an allowed origin.
@@ -107,6 +112,15 @@ fn with_cors(headers: &HeaderMap, result: ApiResult<Response>) -> Response {
     response
 }
 
+/// The CORS preflight of a rating's requests ([`preflight`]).
+async fn feedback_preflight(
+    state: State<AppState>,
+    ApiPath((public_id, _)): ApiPath<(PublicId, MessageId)>,
+    headers: HeaderMap,
+) -> Response {
+    preflight(state, ApiPath(public_id), headers).await
+}
+
 /// The CORS preflight of the widget's requests: allowed for the integration's origins.
 async fn preflight(
     State(state): State<AppState>,
@@ -117,7 +131,10 @@ async fn preflight(
         (
             StatusCode::NO_CONTENT,
             [
-                (header::ACCESS_CONTROL_ALLOW_METHODS, "GET, POST"),
+                (
+                    header::ACCESS_CONTROL_ALLOW_METHODS,
+                    "GET, POST, PUT, DELETE",
+                ),
                 (header::ACCESS_CONTROL_ALLOW_HEADERS, "content-type"),
                 (header::ACCESS_CONTROL_MAX_AGE, "600"),
             ],
@@ -178,29 +195,12 @@ async fn send(
         let body: WidgetChatRequest = serde_json::from_slice(&body).map_err(|e| {
             ApiError::bad_request(format!("The body must be {{visitorId, message}}: {e}"))
         })?;
-        if !channels::widget::valid_visitor_id(&body.visitor_id) {
-            return Err(ApiError::bad_request(
-                "visitorId must be 16 to 64 characters of A-Z, a-z, 0-9, _ and -",
-            ));
-        }
+        let key = visitor(&body.visitor_id)?;
         let message = body.message.trim();
         if message.is_empty() {
             return Err(ApiError::bad_request("message must not be empty"));
         }
-        let decision = state
-            .limiter
-            .check(
-                crate::ratelimit::RateKey::Widget(w.record.id.as_str()),
-                w.settings.requests_per_minute,
-            )
-            .await;
-        if !decision.allowed {
-            crate::metrics::refused(crate::metrics::Refusal::Widget);
-            return Err(ApiError::RateLimited {
-                retry_after_secs: decision.retry_after_secs,
-            });
-        }
-        let key = channels::widget::conversation_key(&body.visitor_id);
+        limit(&state, &w).await?;
         let prepared = state
             .channels
             .prepare_turn(&w.record, &key, message)
@@ -235,24 +235,120 @@ async fn messages(
     let result = async {
         let w = widget(&state, &public_id, &headers).await?;
         let ApiQuery(query) = query?;
-        if !channels::widget::valid_visitor_id(&query.visitor_id) {
-            return Err(ApiError::bad_request(
-                "visitorId must be 16 to 64 characters of A-Z, a-z, 0-9, _ and -",
-            ));
-        }
-        let key = channels::widget::conversation_key(&query.visitor_id);
-        let messages = state
-            .channels
-            .conversation(&w.record.id, &key)
-            .await?
+        let key = visitor(&query.visitor_id)?;
+        let (messages, feedback) = state.channels.conversation(&w.record.id, &key).await?;
+        let messages = messages
             .into_iter()
             .map(|m| WidgetMessage {
+                feedback: feedback
+                    .iter()
+                    .find(|f| f.message_id == m.id)
+                    .map(feedback_view),
+                id: m.id.into(),
                 role: m.role.as_str().into(),
                 content: m.content,
                 created_at: iso(m.created_at),
             })
             .collect();
         Ok(Json(WidgetMessagesResponse { messages }).into_response())
+    }
+    .await;
+    with_cors(&headers, result)
+}
+
+/// Counts a request against the integration's `requestsPerMinute` (all visitors together).
+/// Errors: 429 past it.
+async fn limit(state: &AppState, w: &Widget) -> ApiResult<()> {
+    let decision = state
+        .limiter
+        .check(
+            crate::ratelimit::RateKey::Widget(w.record.id.as_str()),
+            w.settings.requests_per_minute,
+        )
+        .await;
+    if decision.allowed {
+        return Ok(());
+    }
+    crate::metrics::refused(crate::metrics::Refusal::Widget);
+    Err(ApiError::RateLimited {
+        retry_after_secs: decision.retry_after_secs,
+    })
+}
+
+/// The conversation key of visitor `visitor_id`. Errors: 400 when the id is malformed.
+fn visitor(visitor_id: &str) -> ApiResult<String> {
+    if channels::widget::valid_visitor_id(visitor_id) {
+        Ok(channels::widget::conversation_key(visitor_id))
+    } else {
+        Err(ApiError::bad_request(
+            "visitorId must be 16 to 64 characters of A-Z, a-z, 0-9, _ and -",
+        ))
+    }
+}
+
+/// A visitor rates a reply of its own conversation `up` or `down`, with an optional comment,
+/// as the owner does (`PUT /api/agents/{agentId}/conversations/{threadId}/messages/{messageId}/feedback`);
+/// a reply of another conversation is 404. Counted in the integration's rate limit.
+#[utoipa::path(put, path = "/api/widget/{publicId}/messages/{messageId}/feedback", tag = "widget", request_body = WidgetFeedbackRequest,
+    params(("publicId" = String, Path, description = "The website integration's public id (pub_...)"), ("messageId" = String, Path, description = "Id of a reply of the visitor's conversation")),
+    responses((status = 200, body = Feedback), (status = 400, response = BadRequest),
+        (status = 403, description = "Origin missing or not allowed", body = ErrorBody), (status = 404, body = ErrorBody), JsonBodyErrors, RateLimited))]
+#[instrument(skip_all, fields(widget = %public_id))]
+async fn rate(
+    State(state): State<AppState>,
+    ApiPath((public_id, message_id)): ApiPath<(PublicId, MessageId)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let result = async {
+        let w = widget(&state, &public_id, &headers).await?;
+        require_json_object(&headers, &body)?;
+        let body: WidgetFeedbackRequest = serde_json::from_slice(&body).map_err(|e| {
+            ApiError::bad_request(format!(
+                "The body must be {{visitorId, rating, comment?}}: {e}"
+            ))
+        })?;
+        let key = visitor(&body.visitor_id)?;
+        let rating = super::chat::rating(&body.rating)?;
+        limit(&state, &w).await?;
+        let feedback = state
+            .channels
+            .rate(
+                &w.record,
+                &key,
+                &message_id,
+                Some((rating, body.comment.as_deref())),
+            )
+            .await?
+            .ok_or_else(|| ApiError::not_found("Message"))?;
+        Ok(Json(feedback_view(&feedback)).into_response())
+    }
+    .await;
+    with_cors(&headers, result)
+}
+
+/// A visitor removes its rating of a reply of its own conversation.
+#[utoipa::path(delete, path = "/api/widget/{publicId}/messages/{messageId}/feedback", tag = "widget",
+    params(("publicId" = String, Path, description = "The website integration's public id (pub_...)"), ("messageId" = String, Path, description = "Id of a reply of the visitor's conversation"), VisitorQuery),
+    responses((status = 200, body = SuccessResponse), (status = 400, response = BadRequest),
+        (status = 403, description = "Origin missing or not allowed", body = ErrorBody), (status = 404, body = ErrorBody), RateLimited))]
+#[instrument(skip_all, fields(widget = %public_id))]
+async fn clear_rating(
+    State(state): State<AppState>,
+    ApiPath((public_id, message_id)): ApiPath<(PublicId, MessageId)>,
+    query: Result<ApiQuery<VisitorQuery>, ApiError>,
+    headers: HeaderMap,
+) -> Response {
+    let result = async {
+        let w = widget(&state, &public_id, &headers).await?;
+        let ApiQuery(query) = query?;
+        let key = visitor(&query.visitor_id)?;
+        limit(&state, &w).await?;
+        state
+            .channels
+            .rate(&w.record, &key, &message_id, None)
+            .await?;
+        Ok(Json(SuccessResponse { success: true }).into_response())
     }
     .await;
     with_cors(&headers, result)

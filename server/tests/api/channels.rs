@@ -712,6 +712,156 @@ async fn the_widget_serves_allowed_origins_only_and_streams_replies() {
     assert_eq!(w.conversations().await.len(), 1, "nothing was stored");
 }
 
+/// A rating from the shop's page: `PUT` with `body`, or `DELETE` for `visitor`.
+async fn widget_rate(
+    w: &World,
+    public_id: &str,
+    message: &str,
+    body: Option<Value>,
+    visitor: &str,
+) -> reqwest::Response {
+    let path = format!("/api/widget/{public_id}/messages/{message}/feedback");
+    let request = match body {
+        Some(body) => w.app.client.put(w.app.url(&path)).json(&body),
+        None => w
+            .app
+            .client
+            .delete(w.app.url(&format!("{path}?visitorId={visitor}"))),
+    };
+    request.header("origin", SHOP).send().await.unwrap()
+}
+
+#[tokio::test]
+async fn a_visitor_rates_only_replies_of_its_own_conversation() {
+    let w = world().await;
+    let (_, public_id) = website(&w, json!({"allowedOrigins": [SHOP]})).await;
+    let (alice, bob) = (
+        "0f8fad5bd9cb469fa16570867728950e",
+        "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb",
+    );
+    visitor_says(&w, &public_id, alice, "Do you ship abroad?").await;
+    visitor_says(&w, &public_id, bob, "Where is my parcel?").await;
+    let history = |visitor: &'static str| {
+        let (w, public_id) = (&w, &public_id);
+        async move {
+            let res = widget_get(
+                w,
+                &format!("/api/widget/{public_id}/messages?visitorId={visitor}"),
+            )
+            .await;
+            res.json::<Value>().await.unwrap()["messages"]
+                .as_array()
+                .unwrap()
+                .clone()
+        }
+    };
+    let alices = history(alice).await;
+    let (asked, reply) = (
+        alices[0]["id"].as_str().unwrap().to_string(),
+        alices[1]["id"].as_str().unwrap().to_string(),
+    );
+    let bobs_reply = history(bob).await[1]["id"].as_str().unwrap().to_string();
+
+    // The preflight allows the rating's methods.
+    let preflight = w
+        .app
+        .client
+        .request(
+            reqwest::Method::OPTIONS,
+            w.app.url(&format!(
+                "/api/widget/{public_id}/messages/{reply}/feedback"
+            )),
+        )
+        .header("origin", SHOP)
+        .header("access-control-request-method", "PUT")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(preflight.status(), 204);
+    let methods = preflight.headers()["access-control-allow-methods"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    assert!(
+        methods.contains("PUT") && methods.contains("DELETE"),
+        "{methods}"
+    );
+
+    let rating = json!({"visitorId": alice, "rating": "down", "comment": "Too slow"});
+    let res = widget_rate(&w, &public_id, &reply, Some(rating.clone()), alice).await;
+    assert_eq!(res.status(), 200);
+    assert_eq!(res.headers()["access-control-allow-origin"], SHOP);
+    let stored: Value = res.json().await.unwrap();
+    assert_eq!(stored["rating"], "down");
+    assert_eq!(stored["comment"], "Too slow");
+    // The visitor's history and the owner's message list show it.
+    assert_eq!(history(alice).await[1]["feedback"], stored);
+    assert!(history(alice).await[0].get("feedback").is_none());
+    let thread = w
+        .conversations()
+        .await
+        .into_iter()
+        .find(|c| c["title"] == "Do you ship abroad?")
+        .unwrap();
+    let owner_view = w
+        .app
+        .messages(
+            &w.user.access,
+            &w.agent,
+            thread["threadId"].as_str().unwrap(),
+        )
+        .await;
+    assert_eq!(owner_view[1]["feedback"], stored);
+
+    // Another visitor's reply, the visitor's own message, bad input, another site.
+    let res = widget_rate(
+        &w,
+        &public_id,
+        &bobs_reply,
+        Some(json!({"visitorId": alice, "rating": "up"})),
+        alice,
+    )
+    .await;
+    assert_error(res, 404, "Not Found", None).await;
+    let res = widget_rate(&w, &public_id, &bobs_reply, None, alice).await;
+    assert_error(res, 404, "Not Found", None).await;
+    let res = widget_rate(
+        &w,
+        &public_id,
+        &asked,
+        Some(json!({"visitorId": alice, "rating": "up"})),
+        alice,
+    )
+    .await;
+    assert_error(res, 400, "Bad Request", None).await;
+    for body in [
+        json!({"visitorId": alice, "rating": "meh"}),
+        json!({"visitorId": "short", "rating": "up"}),
+        json!({"visitorId": alice, "rating": "up", "stars": 5}),
+    ] {
+        let res = widget_rate(&w, &public_id, &reply, Some(body), alice).await;
+        assert_error(res, 400, "Bad Request", None).await;
+    }
+    let res = w
+        .app
+        .client
+        .put(w.app.url(&format!(
+            "/api/widget/{public_id}/messages/{reply}/feedback"
+        )))
+        .header("origin", "https://evil.example")
+        .json(&json!({"visitorId": alice, "rating": "up"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 403);
+    assert_eq!(history(alice).await[1]["feedback"], stored, "unchanged");
+
+    // Cleared by the visitor.
+    let res = widget_rate(&w, &public_id, &reply, None, alice).await;
+    assert_eq!(res.status(), 200);
+    assert!(history(alice).await[1].get("feedback").is_none());
+}
+
 #[tokio::test]
 async fn the_widget_has_its_own_rate_limit_and_needs_a_linked_agent() {
     let w = world().await;

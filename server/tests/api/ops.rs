@@ -111,6 +111,14 @@ async fn the_openapi_document_covers_every_endpoint() {
         ("get", "/api/widget/{publicId}"),
         ("post", "/api/widget/{publicId}/chat"),
         ("get", "/api/widget/{publicId}/messages"),
+        (
+            "put",
+            "/api/widget/{publicId}/messages/{messageId}/feedback",
+        ),
+        (
+            "delete",
+            "/api/widget/{publicId}/messages/{messageId}/feedback",
+        ),
         ("get", "/api/openai/v1/models"),
         ("get", "/api/openai/v1/models/{model}"),
         ("post", "/api/openai/v1/chat/completions"),
