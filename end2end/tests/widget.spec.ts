@@ -3,7 +3,7 @@
  * the dashboard and copies its embed code; a page this test serves on 127.0.0.1:3192 (an
  * allowed origin) embeds it, and a visitor chats with the agent there, the reply streaming
  * in. The same page reached as http://localhost:3192 is another origin, not allowed: the
- * widget says so instead of answering.
+ * widget says so instead of answering. The visitor's rating of a reply is kept.
  */
 import * as http from "node:http";
 import { expect } from "@playwright/test";
@@ -68,12 +68,18 @@ test("a visitor chats with the agent through the widget on an allowed site only"
   await expect(reply).toHaveText(/^Echo:/);
   await expect(reply).toHaveText("Echo: Do you ship to Norway?");
   await expect(reply).not.toHaveAttribute("aria-busy", "true");
+  // The visitor rates the reply; pressing the pressed thumb again would clear it.
+  const notHelpful = dialog.getByRole("button", { name: "Not helpful" });
+  await expect(notHelpful).toHaveAttribute("aria-pressed", "false");
+  await notHelpful.click();
+  await expect(notHelpful).toHaveAttribute("aria-pressed", "true");
   await screenshot(shop, testInfo, "widget");
 
   // The conversation survives a reload of the page (same visitor, same thread).
   await shop.reload();
   await shop.getByRole("button", { name: "Open chat" }).click();
   await expect(shop.getByRole("dialog")).toContainText("Echo: Do you ship to Norway?");
+  await expect(shop.getByRole("dialog").getByRole("button", { name: "Not helpful" })).toHaveAttribute("aria-pressed", "true");
   expect(pageErrors).toEqual([]);
 
   // The owner sees the visitor's conversation under the agent.

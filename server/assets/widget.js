@@ -60,8 +60,9 @@
     ".notice{align-self:center;color:#5b6275;font-size:13px;text-align:center}" +
     ".error{align-self:stretch;color:#9b1c1c;background:#fdecec;border:1px solid #f5c2c2}" +
     ".rate{align-self:flex-start;display:flex;gap:4px;margin-top:-4px}" +
-    ".rate button{border:1px solid #dde1ee;background:#fff;border-radius:6px;cursor:pointer;padding:0 6px;font-size:13px;line-height:22px}" +
-    ".rate button[aria-pressed=true]{background:#e3e8fb;border-color:#3451d1}" +
+    ".rate button{display:flex;align-items:center;border:1px solid #dde1ee;background:#fff;color:#5b6275;border-radius:6px;cursor:pointer;padding:3px 6px}" +
+    ".rate button[data-rating=down] svg{transform:rotate(180deg)}" +
+    ".rate button[aria-pressed=true]{background:#e3e8fb;border-color:#3451d1;color:#3451d1}" +
     "form{display:flex;gap:6px;padding:8px;border-top:1px solid #dde1ee}" +
     "textarea{flex:1;box-sizing:border-box;resize:none;height:40px;padding:8px;border:1px solid #c8cde0;border-radius:8px;font:inherit}" +
     "form button{border:0;border-radius:8px;background:#3451d1;color:#fff;padding:0 14px;cursor:pointer}" +
@@ -115,17 +116,23 @@
     return el;
   }
 
+  // A thumb pointing up (Material Design's "thumb_up" path); turned over for "down" by the
+  // stylesheet.
+  var THUMB =
+    '<svg viewBox="0 0 24 24" width="14" height="14" aria-hidden="true"><path fill="currentColor" ' +
+    'd="M1 21h4V9H1v12zm22-11c0-1.1-.9-2-2-2h-6.31l.95-4.57.03-.32c0-.41-.17-.79-.44-1.06L14.17 1 7.59 7.59C7.22 7.95 7 8.45 7 9v10c0 1.1.9 2 2 2h9c.83 0 1.54-.5 1.84-1.22l3.02-7.05c.09-.23.14-.47.14-.73v-2z"/></svg>';
+
   // Thumbs under reply `el` (message `id`), showing `feedback`; a press rates the reply, a
   // press on the pressed one clears its rating.
   function thumbs(el, id, feedback) {
     var bar = document.createElement("div");
     bar.className = "rate";
     var current = feedback ? feedback.rating : null;
-    var buttons = [["up", "\uD83D\uDC4D", "Helpful"], ["down", "\uD83D\uDC4E", "Not helpful"]].map(function (r) {
+    var buttons = [["up", "Helpful"], ["down", "Not helpful"]].map(function (r) {
       var b = document.createElement("button");
       b.type = "button";
-      b.textContent = r[1];
-      b.setAttribute("aria-label", r[2]);
+      b.innerHTML = THUMB;
+      b.setAttribute("aria-label", r[1]);
       b.setAttribute("data-rating", r[0]);
       b.addEventListener("click", function () {
         var next = current === r[0] ? null : r[0];
