@@ -88,7 +88,7 @@ impl BertEncoder {
         };
         let hidden = config.hidden_size;
         let heads = config.num_attention_heads;
-        if heads == 0 || hidden % heads != 0 {
+        if heads == 0 || !hidden.is_multiple_of(heads) {
             candle_core::bail!(
                 "hidden_size {hidden} is not a multiple of num_attention_heads {heads}"
             );
