@@ -99,6 +99,12 @@ test("the main journey: sign up to sign out through the dashboard", async ({ pag
     await reply.getByRole("button", { name: "Copy" }).click();
     await expect(reply.getByText("Copied")).toBeVisible();
     expect(await page.evaluate(() => navigator.clipboard.readText())).toContain("w80");
+    // The owner rates the reply; a press on the pressed thumb would clear it.
+    const helpful = reply.getByRole("button", { name: "Helpful", exact: true });
+    await expect(helpful).toHaveAttribute("aria-pressed", "false");
+    await helpful.click();
+    await expect(helpful).toHaveAttribute("aria-pressed", "true");
+    await expect(reply.getByRole("button", { name: "Not helpful" })).toHaveAttribute("aria-pressed", "false");
     await screenshot(page, testInfo, "chat-complete");
   });
 
@@ -121,6 +127,10 @@ test("the main journey: sign up to sign out through the dashboard", async ({ pag
     await page.getByTestId("thread-list").getByRole("button").first().click();
     await expect(page.getByTestId("question")).toHaveCount(2);
     await expect(page.getByTestId("reply").first()).toContainText("w80");
+    // The rating was stored with the reply.
+    await expect(
+      page.getByTestId("reply").first().getByRole("button", { name: "Helpful", exact: true }),
+    ).toHaveAttribute("aria-pressed", "true");
   });
 
   await test.step("getting started shows curl for this agent", async () => {

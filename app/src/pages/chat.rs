@@ -9,8 +9,8 @@
 use super::{agent::use_agent, dashboard::short_time};
 use crate::{
     api::{
-        ApprovalRequest, ChatMessage, ChatRequest, ConversationsResponse, MessagesResponse,
-        PendingApproval, Source, StreamOptions, TokensUsed, ToolCallView,
+        ApprovalRequest, ChatMessage, ChatRequest, ConversationsResponse, FeedbackRequest,
+        MessagesResponse, PendingApproval, Source, StreamOptions, TokensUsed, ToolCallView,
     },
     client::{self, Abort, StreamEnd},
     components::{
@@ -22,6 +22,10 @@ use crate::{
 };
 use leptos::{prelude::*, task::spawn_local};
 use leptos_meta::Title;
+
+/// A thumb pointing up (Material Design's `thumb_up` icon); turned over for "Not helpful"
+/// by the stylesheet.
+const THUMB_PATH: &str = "M1 21h4V9H1v12zm22-11c0-1.1-.9-2-2-2h-6.31l.95-4.57.03-.32c0-.41-.17-.79-.44-1.06L14.17 1 7.59 7.59C7.22 7.95 7 8.45 7 9v10c0 1.1.9 2 2 2h9c.83 0 1.54-.5 1.84-1.22l3.02-7.05c.09-.23.14-.47.14-.73v-2z";
 
 /// Longest message the server accepts by default (`MAX_MESSAGE_CHARS`).
 pub const MESSAGE_MAX: usize = 32_000;
@@ -140,6 +144,10 @@ struct Bubble {
     model: RwSignal<Option<String>>,
     usage: RwSignal<Option<TokensUsed>>,
     sources: RwSignal<Vec<Source>>,
+    /// The stored message's id, once known (a streamed reply's after it ends).
+    id: RwSignal<Option<String>>,
+    /// The reply's rating, `up` or `down`.
+    rating: RwSignal<Option<String>>,
 }
 
 impl Bubble {
@@ -157,6 +165,8 @@ impl Bubble {
             model: RwSignal::new(None),
             usage: RwSignal::new(None),
             sources: RwSignal::new(Vec::new()),
+            id: RwSignal::new(None),
+            rating: RwSignal::new(None),
         }
     }
 
@@ -172,6 +182,8 @@ impl Bubble {
         bubble.model.set(message.model);
         bubble.usage.set(message.tokens_used);
         bubble.sources.set(message.sources.unwrap_or_default());
+        bubble.id.set(Some(message.id));
+        bubble.rating.set(message.feedback.map(|f| f.rating));
         // Its calls, then those still waiting for a decision (the latest reply's only).
         let calls: Vec<CallState> = message
             .tool_calls
@@ -255,6 +267,53 @@ impl Bubble {
 /// The card of the call `id` anywhere in the conversation.
 fn find_call(bubbles: &[Bubble], id: &str) -> Option<RwSignal<CallState>> {
     bubbles.iter().rev().find_map(|bubble| bubble.call(id))
+}
+
+/// The id of the thread's latest reply if its text is `content` (the server stores a reply
+/// before its stream's `[DONE]`), read from the last page of its messages; `None` if it
+/// cannot be read or another reply came after it.
+async fn latest_reply_id(agent_id: &str, thread_id: &str, content: &str) -> Option<String> {
+    let base = format!("/api/agents/{agent_id}/conversations/{thread_id}/messages?limit=200");
+    let mut page = client::get_json_signed_in::<MessagesResponse>(&base)
+        .await
+        .ok()?;
+    while let Some(cursor) = page.next_cursor.take() {
+        page = client::get_json_signed_in(&format!("{base}&cursor={cursor}"))
+            .await
+            .ok()?;
+    }
+    page.messages
+        .into_iter()
+        .rev()
+        .find(|m| m.role == "assistant")
+        .filter(|m| m.content == content)
+        .map(|m| m.id)
+}
+
+/// Rates reply `id` of the page's thread `up` or `down`, or clears its rating (`None`);
+/// `Err` with the message to show.
+async fn rate(
+    agent_id: &str,
+    thread_id: &str,
+    id: &str,
+    rating: Option<&str>,
+) -> Result<(), String> {
+    let path = format!("/api/agents/{agent_id}/conversations/{thread_id}/messages/{id}/feedback");
+    let done = match rating {
+        Some(rating) => client::put_signed_in::<_, serde_json::Value>(
+            &path,
+            &FeedbackRequest {
+                rating: rating.to_owned(),
+                comment: None,
+            },
+        )
+        .await
+        .map(drop),
+        None => client::delete_signed_in::<serde_json::Value>(&path)
+            .await
+            .map(drop),
+    };
+    done.map_err(|e| e.message().to_owned())
 }
 
 /// Puts one frame of a streamed reply into `reply`. Tool call frames update the card of
@@ -469,6 +528,12 @@ pub fn ChatPage() -> impl IntoView {
                     Ok(StreamEnd::Done) => {
                         if reply.status.get_untracked() == "streaming" {
                             reply.status.set("complete".into());
+                        }
+                        if let Some(thread_id) = thread.get_untracked() {
+                            let content = reply.content.get_untracked();
+                            reply
+                                .id
+                                .set(latest_reply_id(&agent_id, &thread_id, &content).await);
                         }
                     }
                     Ok(StreamEnd::Stopped) => reply.status.set("cancelled".into()),
@@ -704,7 +769,7 @@ pub fn ChatPage() -> impl IntoView {
                         </p>
                     </Show>
                     <For each=move || bubbles.get() key=|bubble| bubble.key let(bubble)>
-                        <MessageView bubble decide busy=streaming/>
+                        <MessageView bubble decide busy=streaming thread/>
                     </For>
                 </div>
                 <form class="composer" on:submit=send>
@@ -763,7 +828,48 @@ fn MessageView(
     decide: Callback<(RwSignal<CallState>, bool)>,
     /// Whether a reply is streaming (decisions wait for it).
     busy: RwSignal<bool>,
+    /// The thread shown.
+    thread: RwSignal<Option<String>>,
 ) -> impl IntoView {
+    let agent = use_agent();
+    let rate_action = Action::new_local(move |next: &Option<String>| {
+        let next = next.clone();
+        let (agent_id, thread_id, id) = (
+            agent.id.get_untracked(),
+            thread.get_untracked(),
+            bubble.id.get_untracked(),
+        );
+        async move {
+            let (Some(thread_id), Some(id)) = (thread_id, id) else {
+                return Err("This reply is not stored yet.".to_owned());
+            };
+            rate(&agent_id, &thread_id, &id, next.as_deref()).await?;
+            bubble.rating.set(next);
+            Ok(())
+        }
+    });
+    let rate_failed = move || rate_action.value().get().and_then(Result::err);
+    let thumb = move |rating: &'static str, label: &'static str| {
+        view! {
+            <button
+                type="button"
+                class=format!("button button-secondary button-small thumb thumb-{rating}")
+                aria-label=label
+                title=label
+                aria-pressed=move || (bubble.rating.get().as_deref() == Some(rating)).to_string()
+                disabled=move || rate_action.pending().get()
+                on:click=move |_| {
+                    let next = (bubble.rating.get_untracked().as_deref() != Some(rating))
+                        .then(|| rating.to_owned());
+                    rate_action.dispatch(next);
+                }
+            >
+                <svg viewBox="0 0 24 24" width="14" height="14" aria-hidden="true">
+                    <path fill="currentColor" d=THUMB_PATH></path>
+                </svg>
+            </button>
+        }
+    };
     let copy_action = copy_to_clipboard();
     let copied = copy_action.value();
     let copy = move |_| {
@@ -863,6 +969,16 @@ fn MessageView(
                     <button type="button" class="button button-secondary button-small" on:click=copy>
                         "Copy"
                     </button>
+                    <Show when=move || bubble.id.read().is_some()>
+                        <span class="thumbs" data-testid="feedback">
+                            {thumb("up", "Helpful")}
+                            {thumb("down", "Not helpful")}
+                        </span>
+                    </Show>
+                    {move || {
+                        rate_failed()
+                            .map(|message| view! { <span class="error-text small" role="alert">{message}</span> })
+                    }}
                     {move || match copied.get() {
                         Some(Ok(())) => Some(view! { <span class="muted small" role="status">"Copied"</span> }.into_any()),
                         Some(Err(message)) => {
