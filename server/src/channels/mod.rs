@@ -289,7 +289,7 @@ impl Channels {
             return Err(ChatError::MessageNotFound);
         };
         let owner = &integration.user_id;
-        let done = match rating {
+        match rating {
             Some((rating, comment)) => self
                 .chat
                 .rate(owner, agent, &thread, message_id, rating, comment)
@@ -300,12 +300,7 @@ impl Channels {
                 .clear_rating(owner, agent, &thread, message_id)
                 .await
                 .map(|()| None),
-        };
-        // The visitor's thread is gone (deleted by the owner): so is the message.
-        done.map_err(|e| match e {
-            ChatError::ThreadNotFound => ChatError::MessageNotFound,
-            e => e,
-        })
+        }
     }
 
     /// Records an inbound event id; `false` if seen before (a retry: do not answer again). A store

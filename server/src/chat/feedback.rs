@@ -18,8 +18,8 @@ impl ChatService {
     /// Rates reply `message_id` of the user's thread with `rating` and `comment` (then
     /// trimmed; an empty one is none), replacing its earlier feedback; a change (not a repeat) sends
     /// `feedback.created`. Errors: [`ChatError::Invalid`] for a comment over
-    /// [`MAX_COMMENT_CHARS`] or a message of the user's, [`ChatError::ThreadNotFound`],
-    /// [`ChatError::MessageNotFound`], the store's.
+    /// [`MAX_COMMENT_CHARS`] or a message of the user's, [`ChatError::MessageNotFound`] (also
+    /// for an unknown thread: the store reads the message through its thread), the store's.
     pub async fn rate(
         &self,
         user_id: &UserId,
@@ -35,7 +35,6 @@ impl ChatService {
             )));
         }
         let comment = comment.map(str::trim).filter(|c| !c.is_empty());
-        let thread = self.thread(user_id, agent_id, thread_id).await?;
         let feedback = FeedbackRecord {
             message_id: message_id.clone(),
             rating,
@@ -44,7 +43,7 @@ impl ChatService {
         };
         match self
             .store
-            .set_feedback(user_id, agent_id, &thread.id, &feedback)
+            .set_feedback(user_id, agent_id, thread_id, &feedback)
             .await?
         {
             FeedbackWrite::NoMessage => Err(ChatError::MessageNotFound),
@@ -53,7 +52,7 @@ impl ChatService {
             )),
             FeedbackWrite::Unchanged => Ok(self
                 .store
-                .thread_feedback(&thread.id)
+                .thread_feedback(thread_id)
                 .await?
                 .into_iter()
                 .find(|f| f.message_id == *message_id)
@@ -62,7 +61,7 @@ impl ChatService {
                 if !self.events.is_quiet(user_id, EventType::FeedbackCreated) {
                     let data = json!({
                         "agentId": agent_id,
-                        "conversationId": thread.id,
+                        "conversationId": thread_id,
                         "messageId": message_id,
                         "rating": feedback.rating.as_str(),
                         "comment": feedback.comment,
@@ -81,7 +80,7 @@ impl ChatService {
     }
 
     /// Removes the feedback on message `message_id` of the user's thread (none is no error).
-    /// Errors: [`ChatError::ThreadNotFound`], [`ChatError::MessageNotFound`], the store's.
+    /// Errors: [`ChatError::MessageNotFound`] (also for an unknown thread), the store's.
     pub async fn clear_rating(
         &self,
         user_id: &UserId,
@@ -89,10 +88,9 @@ impl ChatService {
         thread_id: &ThreadId,
         message_id: &MessageId,
     ) -> Result<(), ChatError> {
-        let thread = self.thread(user_id, agent_id, thread_id).await?;
         if self
             .store
-            .clear_feedback(user_id, agent_id, &thread.id, message_id)
+            .clear_feedback(user_id, agent_id, thread_id, message_id)
             .await?
         {
             Ok(())

@@ -191,10 +191,7 @@ async fn send(
 ) -> Response {
     let result = async {
         let w = widget(&state, &public_id, &headers).await?;
-        require_json_object(&headers, &body)?;
-        let body: WidgetChatRequest = serde_json::from_slice(&body).map_err(|e| {
-            ApiError::bad_request(format!("The body must be {{visitorId, message}}: {e}"))
-        })?;
+        let body: WidgetChatRequest = json_body(&headers, &body, "{visitorId, message}")?;
         let key = visitor(&body.visitor_id)?;
         let message = body.message.trim();
         if message.is_empty() {
@@ -256,6 +253,18 @@ async fn messages(
     with_cors(&headers, result)
 }
 
+/// The JSON object `body` as a `T`, whose fields `shape` names for the error.
+/// Errors: 400 (or 415) when the body is not such an object.
+fn json_body<T: serde::de::DeserializeOwned>(
+    headers: &HeaderMap,
+    body: &Bytes,
+    shape: &str,
+) -> ApiResult<T> {
+    require_json_object(headers, body)?;
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("The body must be {shape}: {e}")))
+}
+
 /// Counts a request against the integration's `requestsPerMinute` (all visitors together).
 /// Errors: 429 past it.
 async fn limit(state: &AppState, w: &Widget) -> ApiResult<()> {
@@ -302,12 +311,8 @@ async fn rate(
 ) -> Response {
     let result = async {
         let w = widget(&state, &public_id, &headers).await?;
-        require_json_object(&headers, &body)?;
-        let body: WidgetFeedbackRequest = serde_json::from_slice(&body).map_err(|e| {
-            ApiError::bad_request(format!(
-                "The body must be {{visitorId, rating, comment?}}: {e}"
-            ))
-        })?;
+        let body: WidgetFeedbackRequest =
+            json_body(&headers, &body, "{visitorId, rating, comment?}")?;
         let key = visitor(&body.visitor_id)?;
         let rating = super::chat::rating(&body.rating)?;
         limit(&state, &w).await?;

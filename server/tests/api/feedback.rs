@@ -241,3 +241,38 @@ async fn feedback_needs_chat_write_and_stays_within_its_tenant() {
     let shown = shown(&app, &alice, &agent, &thread, &reply).await;
     assert_eq!(shown["rating"], "up");
 }
+
+#[tokio::test]
+async fn concurrent_ratings_of_one_reply_leave_one() {
+    let app = spawn_app().await;
+    let user = app.user().await;
+    let (agent, thread, _, reply) = turn(&app, &user).await;
+    let at = path(&agent, &thread, &reply);
+    let ratings = (0..16).map(|i| {
+        let (app, token, at) = (&app, &user.access, &at);
+        async move {
+            let rating = if i % 2 == 0 { "up" } else { "down" };
+            let body = json!({"rating": rating, "comment": format!("client {i}")});
+            rate(app, token, at, body).await.status()
+        }
+    });
+    for status in futures::future::join_all(ratings).await {
+        assert_eq!(status, 200);
+    }
+    let rows: i64 = app
+        .sql_scalar("SELECT COUNT(*) FROM message_feedback", vec![])
+        .await;
+    assert_eq!(rows, 1, "one rating per reply, whatever the interleaving");
+    let shown = shown(&app, &user, &agent, &thread, &reply).await;
+    let comment = shown["comment"].as_str().unwrap();
+    let client: usize = comment.strip_prefix("client ").unwrap().parse().unwrap();
+    assert_eq!(
+        shown["rating"],
+        if client.is_multiple_of(2) {
+            "up"
+        } else {
+            "down"
+        },
+        "the rating and comment kept are one client's: {shown}"
+    );
+}

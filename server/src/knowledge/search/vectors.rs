@@ -228,7 +228,7 @@ impl AgentVectors {
 
 /// Vectors a scan reads as one part: larger sets are scanned a part per core (rayon's
 /// global pool), each part keeping its own best before they are merged.
-const SCAN_PART: usize = 16_384;
+pub const SCAN_PART: usize = 16_384;
 
 /// The best `n` of `scored`, best first: higher similarity, then smaller id.
 fn top(mut scored: Vec<(i64, f32)>, n: usize) -> Vec<(i64, f32)> {
