@@ -144,14 +144,102 @@ pub fn non_empty(value: String) -> Option<String> {
     (!value.is_empty()).then_some(value)
 }
 
+/// A whole number with its thousands grouped by commas: `120000` is "120,000".
+pub fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (index, digit) in digits.chars().enumerate() {
+        if index > 0 && (digits.len() - index).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(digit);
+    }
+    out
+}
+
+/// `n` of `what` in words, grouped and in the plural unless one: "1 chat", "1,200 chats".
+pub fn counted(n: u64, what: &str) -> String {
+    let s = if n == 1 { "" } else { "s" };
+    format!("{} {what}{s}", thousands(n))
+}
+
+/// The whole percentage `used` is of `limit` (0 for a limit of 0; above 100 when over it).
+pub fn percent_of(used: u64, limit: u64) -> u64 {
+    if limit == 0 {
+        return 0;
+    }
+    let percent = u128::from(used) * 100 / u128::from(limit);
+    u64::try_from(percent).unwrap_or(u64::MAX)
+}
+
+/// How full a quota is, for its colour: `ok` below 80 %, `high` from 80 %, `full` at 100 %
+/// (the thresholds at which the owner is alerted).
+pub fn quota_level(used: u64, limit: u64) -> &'static str {
+    match percent_of(used, limit) {
+        100.. => "full",
+        80.. => "high",
+        _ => "ok",
+    }
+}
+
+/// A bar showing `used` of `limit` tokens (a monthly quota or an API key's budget); its
+/// `data-level` is [`quota_level`].
+#[component]
+pub fn UsageMeter(
+    /// Tokens used.
+    used: u64,
+    /// Tokens allowed.
+    limit: u64,
+    /// The bar's accessible name, e.g. "Tokens used of the monthly quota".
+    #[prop(into)]
+    label: String,
+) -> impl IntoView {
+    // Progress values are doubles; precision beyond 2^53 tokens does not show in a bar.
+    let (value, max) = (used.min(limit) as f64, limit.max(1) as f64);
+    view! {
+        <progress
+            class="meter"
+            data-level=quota_level(used, limit)
+            max=max.to_string()
+            value=value.to_string()
+            aria-label=label
+            aria-valuetext=format!("{} %", percent_of(used, limit))
+        ></progress>
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::non_empty;
+    use super::{counted, non_empty, percent_of, quota_level, thousands};
 
     #[test]
     fn empty_optional_fields_are_omitted() {
         assert_eq!(non_empty(String::new()), None);
         assert_eq!(non_empty("DE".to_owned()), Some("DE".to_owned()));
+    }
+
+    #[test]
+    fn numbers_are_grouped_by_thousands() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1_000), "1,000");
+        assert_eq!(thousands(120_000), "120,000");
+        assert_eq!(thousands(1_234_567), "1,234,567");
+        assert_eq!(thousands(u64::MAX), "18,446,744,073,709,551,615");
+        assert_eq!(counted(1, "chat"), "1 chat");
+        assert_eq!(counted(0, "chat"), "0 chats");
+        assert_eq!(counted(1_200, "token"), "1,200 tokens");
+    }
+
+    #[test]
+    fn quotas_fill_up_in_levels() {
+        assert_eq!(percent_of(1, 3), 33);
+        assert_eq!(percent_of(5, 0), 0);
+        assert_eq!(percent_of(u64::MAX, 1), u64::MAX);
+        assert_eq!(quota_level(79, 100), "ok");
+        assert_eq!(quota_level(80, 100), "high");
+        assert_eq!(quota_level(100, 100), "full");
+        assert_eq!(quota_level(250, 100), "full");
     }
 }
 

@@ -24,9 +24,9 @@ use leptos_router::{
     path, StaticSegment,
 };
 use pages::{
-    AccountPage, AgentLayout, AgentSettings, AgentsPage, ApiKeysPage, ChatPage, DashboardLayout,
-    ForgotPassword, GettingStarted, Home, IntegrationsPage, KnowledgePage, Login, NewAgentPage,
-    NotFound, ResetPassword, Signup, VerifyEmail, WebhooksPage,
+    AccountPage, AgentLayout, AgentSettings, AgentsPage, AnalyticsPage, ApiKeysPage, ChatPage,
+    ConversationsPage, DashboardLayout, ForgotPassword, GettingStarted, Home, IntegrationsPage,
+    KnowledgePage, Login, NewAgentPage, NotFound, ResetPassword, Signup, VerifyEmail, WebhooksPage,
 };
 
 /// The HTML document around the app, rendered by the server for every page.
@@ -79,6 +79,8 @@ pub fn App() -> impl IntoView {
                             <Route path=path!("knowledge") view=KnowledgePage/>
                             <Route path=path!("start") view=GettingStarted/>
                         </ParentRoute>
+                        <Route path=path!("conversations") view=ConversationsPage/>
+                        <Route path=path!("analytics") view=AnalyticsPage/>
                         <Route path=path!("api-keys") view=ApiKeysPage/>
                         <Route path=path!("integrations") view=IntegrationsPage/>
                         <Route path=path!("webhooks") view=WebhooksPage/>

@@ -442,11 +442,16 @@ pub enum EventType {
     #[serde(rename = "feedback.created")]
     #[sqlx(rename = "feedback.created")]
     FeedbackCreated,
+    /// `usage.threshold`: 80 % or 100 % of a monthly token quota or key budget was reached
+    /// (`chat::quota`).
+    #[serde(rename = "usage.threshold")]
+    #[sqlx(rename = "usage.threshold")]
+    UsageThreshold,
 }
 
 impl EventType {
     /// Every event type, in the order of docs/api.md § Event types.
-    pub const ALL: [EventType; 11] = [
+    pub const ALL: [EventType; 12] = [
         EventType::AgentCreated,
         EventType::AgentUpdated,
         EventType::AgentDeleted,
@@ -458,6 +463,7 @@ impl EventType {
         EventType::IntegrationCreated,
         EventType::DocumentRefreshed,
         EventType::FeedbackCreated,
+        EventType::UsageThreshold,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -473,6 +479,7 @@ impl EventType {
             Self::IntegrationCreated => "integration.created",
             Self::DocumentRefreshed => "document.refreshed",
             Self::FeedbackCreated => "feedback.created",
+            Self::UsageThreshold => "usage.threshold",
         }
     }
 
@@ -503,6 +510,9 @@ impl EventType {
             }
             Self::FeedbackCreated => {
                 "A reply was rated, or its rating or comment changed. data: {agentId, conversationId, messageId, rating, comment, createdAt}"
+            }
+            Self::UsageThreshold => {
+                "80 % or 100 % of a monthly token quota or API key budget was reached (once per month). data: {quota (plan or apiKey), apiKeyId, threshold, limit, used, month, resetAt}"
             }
         }
     }
@@ -589,6 +599,78 @@ impl FromStr for ProviderCode {
             .into_iter()
             .find(|p| p.as_str() == code)
             .ok_or(UnknownProvider)
+    }
+}
+
+/// Where a conversation started (docs/api.md § Conversation inbox); stored with its thread
+/// when the thread is created and never changed.
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    sqlx::Type,
+)]
+#[serde(rename_all = "lowercase")]
+#[sqlx(type_name = "TEXT", rename_all = "lowercase")]
+pub enum Channel {
+    /// `POST /api/agents/{agentId}/chat` with a bearer access token or API key.
+    #[default]
+    Api,
+    /// The same endpoint from the dashboard, authenticated by its session cookie.
+    Dashboard,
+    /// The website chat widget.
+    Widget,
+    Telegram,
+    Slack,
+    /// The OpenAI-compatible API (`/api/openai/v1`).
+    Openai,
+    /// The MCP server endpoint (`/api/mcp`).
+    Mcp,
+}
+
+impl Channel {
+    pub const ALL: [Self; 7] = [
+        Self::Api,
+        Self::Dashboard,
+        Self::Widget,
+        Self::Telegram,
+        Self::Slack,
+        Self::Openai,
+        Self::Mcp,
+    ];
+
+    /// The stored and wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Api => "api",
+            Self::Dashboard => "dashboard",
+            Self::Widget => "widget",
+            Self::Telegram => "telegram",
+            Self::Slack => "slack",
+            Self::Openai => "openai",
+            Self::Mcp => "mcp",
+        }
+    }
+
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.as_str() == name)
+    }
+
+    /// The channel of a live channel's provider: `website` is the widget; `None` for
+    /// providers that carry no conversations.
+    pub fn of_provider(provider: ProviderCode) -> Option<Self> {
+        match provider {
+            ProviderCode::Website => Some(Self::Widget),
+            ProviderCode::Telegram => Some(Self::Telegram),
+            ProviderCode::Slack => Some(Self::Slack),
+            _ => None,
+        }
     }
 }
 

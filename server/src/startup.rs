@@ -197,6 +197,15 @@ impl Application {
             config.chat.tool_timeout,
             crate::tools::mcp::McpClients::new(&knowledge.policy)?,
         );
+        let mailer = Mailer::new(&config.mail)?;
+        let quotas = crate::chat::quota::Quotas::new(
+            config.limits.token_quotas,
+            store.clone(),
+            store.clone(),
+            mailer.clone(),
+            webhooks.events.clone(),
+            clock.clone(),
+        );
         let chat = Arc::new(crate::chat::ChatService::new(
             store.clone(),
             store.clone(),
@@ -207,6 +216,7 @@ impl Application {
             &config.chat,
             config.providers.timeout,
             tools.clone(),
+            quotas,
         ));
         let channels = crate::channels::Channels::new(
             &config.channels,
@@ -238,7 +248,6 @@ impl Application {
             auth.share_limits(redis);
         }
         let oauth = OAuth::new(config.oauth, &config.server.public_url)?;
-        let mailer = Mailer::new(&config.mail)?;
         let accounts = Accounts::new(
             store.clone(),
             store.clone(),

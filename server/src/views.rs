@@ -3,9 +3,9 @@
 //! on a field.
 
 use app::api::{
-    Agent, ChatMessage, Conversation, Feedback, Integration, IntegrationConnection, Job,
-    JobProgress, KnowledgeDocument, Refresh, RefreshCounts, Source, TokensUsed, Webhook,
-    WebhookDelivery,
+    Agent, ChatMessage, Conversation, Feedback, FeedbackCounts, InboxConversation, Integration,
+    IntegrationConnection, Job, JobProgress, KnowledgeDocument, Refresh, RefreshCounts, Source,
+    TokensUsed, Webhook, WebhookDelivery,
 };
 use chrono::{DateTime, Utc};
 use serde_json::Value;
@@ -18,7 +18,7 @@ use crate::{
         integrations::IntegrationRecord,
         jobs::JobRecord,
         webhooks::{DeliveryRecord, WebhookRecord},
-        AgentRecord, FeedbackRecord, MessageRecord, ThreadRecord,
+        AgentRecord, FeedbackRecord, InboxThread, MessageRecord, ThreadRecord,
     },
 };
 
@@ -96,6 +96,25 @@ pub fn conversation_view(t: &ThreadRecord) -> Conversation {
         message_count: t.message_count as u32,
         created_at: iso(t.created_at),
         updated_at: iso(t.updated_at),
+    }
+}
+
+/// A thread as the account's inbox lists it.
+pub fn inbox_view(t: &InboxThread) -> InboxConversation {
+    let thread = &t.thread;
+    InboxConversation {
+        thread_id: thread.id.clone().into(),
+        agent_id: thread.agent_id.clone().into(),
+        agent_name: t.agent_name.clone(),
+        channel: thread.channel.as_str().to_string(),
+        title: thread.title.clone(),
+        message_count: thread.message_count.max(0) as u32,
+        feedback: FeedbackCounts {
+            up: thread.feedback_up.max(0) as u32,
+            down: thread.feedback_down.max(0) as u32,
+        },
+        created_at: iso(thread.created_at),
+        updated_at: iso(thread.updated_at),
     }
 }
 

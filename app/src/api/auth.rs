@@ -166,9 +166,26 @@ pub struct SessionInfo {
     pub created_at: String,
     pub last_seen_at: String,
     pub user_agent: Option<String>,
+    /// What `user_agent` names, e.g. `{browser: "Chrome 120", os: "Windows 10", device:
+    /// "Desktop"}`; null without a user agent.
+    #[serde(default)]
+    pub client: Option<ClientInfo>,
     pub ip: Option<String>,
     /// True for the session that made this request.
     pub current: bool,
+}
+
+/// A session's browser, operating system and kind of device, read from its user agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct ClientInfo {
+    /// Browser name and major version, e.g. `Firefox 133`; `Unknown browser` when not
+    /// recognised.
+    pub browser: String,
+    /// Operating system and version when known, e.g. `Mac OSX 10.15.7`.
+    pub os: String,
+    /// `Desktop`, `Phone`, `Mobile phone`, `Appliance`, `Crawler` or `Unknown`.
+    pub device: String,
 }
 
 /// `GET /api/auth/sessions` answer.

@@ -116,6 +116,42 @@ pub struct ConversationsResponse {
     pub next_cursor: Option<String>,
 }
 
+/// Replies of a conversation rated up and down.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct FeedbackCounts {
+    pub up: u32,
+    pub down: u32,
+}
+
+/// A conversation in the account's inbox (`GET /api/conversations`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct InboxConversation {
+    pub thread_id: String,
+    pub agent_id: String,
+    pub agent_name: String,
+    /// Where it started: `api`, `dashboard`, `widget`, `telegram`, `slack`, `openai` or `mcp`.
+    pub channel: String,
+    pub title: String,
+    pub message_count: u32,
+    pub feedback: FeedbackCounts,
+    pub created_at: String,
+    /// The latest message's time; the list's order.
+    pub updated_at: String,
+}
+
+/// `GET /api/conversations` answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct InboxResponse {
+    pub conversations: Vec<InboxConversation>,
+    /// Pass as `?cursor=` (with the same filters) for the next page; null on the last page.
+    pub next_cursor: Option<String>,
+}
+
 /// A stored message.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[cfg_attr(feature = "ssr", derive(ToSchema))]
@@ -178,4 +214,65 @@ pub struct FeedbackRequest {
 pub struct MessagesResponse {
     pub messages: Vec<ChatMessage>,
     pub next_cursor: Option<String>,
+}
+
+/// Prompt and completion tokens over an interval.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct TokenCounts {
+    pub prompt: u64,
+    pub completion: u64,
+}
+
+/// Tool calls over an interval and how many of them failed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct ToolCallCounts {
+    pub total: u64,
+    pub failed: u64,
+}
+
+/// One interval of `GET /api/analytics`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct AnalyticsPoint {
+    /// The interval's first day, `YYYY-MM-DD` (UTC; a week starts on Monday).
+    pub start: String,
+    /// Conversations started.
+    pub conversations: u64,
+    pub user_messages: u64,
+    pub replies: u64,
+    pub tokens: TokenCounts,
+    /// Distinct people who wrote on the live channels (widget, Telegram, Slack).
+    pub visitors: u64,
+    /// Ratings given.
+    pub feedback: FeedbackCounts,
+    /// Complete replies that used no knowledge though their agent has a knowledge base.
+    pub unanswered: u64,
+    /// Replies the provider failed or broke off.
+    pub failed: u64,
+    pub tool_calls: ToolCallCounts,
+}
+
+/// A question and how often it was asked in the period.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+pub struct QuestionCount {
+    /// The question as counted: lower case, punctuation and spacing reduced to single spaces.
+    pub text: String,
+    pub count: u64,
+}
+
+/// `GET /api/analytics` answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct AnalyticsResponse {
+    /// Every interval of the period, oldest first, zeros included.
+    pub series: Vec<AnalyticsPoint>,
+    /// The ten most frequent user messages.
+    pub top_questions: Vec<QuestionCount>,
+    /// The ten most frequent user messages whose reply used no knowledge.
+    pub unanswered: Vec<QuestionCount>,
 }

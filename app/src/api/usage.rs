@@ -20,6 +20,25 @@ pub struct PlanLimits {
     pub requests_per_minute: u32,
     /// Agents the account may own at once; creating one more answers 403.
     pub agents: u32,
+    /// Tokens (prompt + completion) per calendar month (UTC, `TOKEN_QUOTAS`); null:
+    /// unlimited.
+    #[serde(default)]
+    pub monthly_tokens: Option<u64>,
+}
+
+/// A monthly token quota or an API key's budget, and its use this month.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "ssr", derive(ToSchema))]
+#[serde(rename_all = "camelCase")]
+pub struct QuotaInfo {
+    /// Tokens per calendar month.
+    pub limit: u64,
+    /// Tokens used this month.
+    pub used: u64,
+    /// Tokens left (0 once spent).
+    pub remaining: u64,
+    /// When the month's count starts again (the next month's first second, UTC).
+    pub reset_at: String,
 }
 
 /// Tokens over a period (may exceed `u32`, unlike one reply's [`TokensUsed`]).
@@ -54,4 +73,10 @@ pub struct UsageResponse {
     pub tokens_this_month: TokenTotals,
     /// Every day of the requested window, oldest first, today last (zeros included).
     pub days: Vec<UsageDayInfo>,
+    /// The plan's monthly token quota; null: unlimited.
+    #[serde(default)]
+    pub quota: Option<QuotaInfo>,
+    /// For a call with an API key that has a monthly budget: the budget and its use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_budget: Option<QuotaInfo>,
 }

@@ -1,7 +1,7 @@
 //! `/dashboard/account`: the profile, the plan with its limits, the sign-in methods
-//! (connect and disconnect Google, GitHub or Microsoft), the usage of this month with a chart
-//! of chats per day (`GET /api/usage`), and the live sessions with
-//! "Sign out" for each (`GET /api/auth/me`, `GET /api/auth/identities`,
+//! (connect and disconnect Google, GitHub or Microsoft), the usage of this month with the
+//! plan's monthly token quota and a chart of chats per day (`GET /api/usage`), and the live
+//! sessions with "Sign out" for each (`GET /api/auth/me`, `GET /api/auth/identities`,
 //! `POST`/`DELETE /api/auth/oauth/{provider}/link`, `GET /api/auth/sessions`,
 //! `DELETE /api/auth/sessions/{id}`).
 
@@ -11,11 +11,14 @@ use super::{
 };
 use crate::{
     api::{
-        AuthProvidersResponse, IdentitiesResponse, MeResponse, OAuthLinkResponse, SessionInfo,
-        SessionsResponse, SuccessResponse, UsageResponse,
+        AuthProvidersResponse, IdentitiesResponse, MeResponse, OAuthLinkResponse, QuotaInfo,
+        SessionInfo, SessionsResponse, SuccessResponse, UsageDayInfo, UsageResponse,
     },
     client::{self, ApiError},
-    components::{fetch_signed_in, load_error_view, loading_view, Notice, Tone},
+    components::{
+        counted, fetch_signed_in, load_error_view, loading_view, percent_of, thousands, Notice,
+        Tone, UsageMeter,
+    },
     countries::country_name,
 };
 use leptos::prelude::*;
@@ -75,6 +78,11 @@ fn Profile(me: MeResponse) -> impl IntoView {
             {item("Plan", user.plan.clone(), "account-plan")}
             {item("Rate limit", format!("{} requests per minute", me.limits.requests_per_minute), "rate-limit")}
             {item("Agents", format!("up to {}", me.limits.agents), "plan-agent-limit")}
+            {item(
+                "Monthly tokens",
+                me.limits.monthly_tokens.map_or_else(|| "Unlimited".to_owned(), thousands),
+                "plan-token-quota",
+            )}
         </dl>
         <p class="muted small">
             "API keys count toward your account's rate limit. An administrator changes plans with "
@@ -85,7 +93,286 @@ fn Profile(me: MeResponse) -> impl IntoView {
     .into_any()
 }
 
-/// Replies and tokens this month, and a bar chart of chats per day over the last 30 days.
+/// The English months, for dates in words.
+const MONTHS: [&str; 12] = [
+    "January",
+    "February",
+    "March",
+    "April",
+    "May",
+    "June",
+    "July",
+    "August",
+    "September",
+    "October",
+    "November",
+    "December",
+];
+
+/// The year, month (1–12) and day of a date or timestamp starting `YYYY-MM-DD`.
+fn ymd(iso: &str) -> Option<(&str, usize, u32)> {
+    let year = iso.get(..4)?;
+    let month = iso.get(5..7)?.parse::<usize>().ok()?;
+    let day = iso.get(8..10)?.parse::<u32>().ok()?;
+    ((1..=12).contains(&month)
+        && (1..=31).contains(&day)
+        && year.bytes().all(|b| b.is_ascii_digit()))
+    .then_some((year, month, day))
+}
+
+/// A date or timestamp as "1 December 2026" (its date as written, UTC for the API's
+/// timestamps); anything else as it is.
+pub fn long_date(iso: &str) -> String {
+    ymd(iso).map_or_else(
+        || iso.to_owned(),
+        |(year, month, day)| format!("{day} {} {year}", MONTHS[month - 1]),
+    )
+}
+
+/// A day of the chart's axis: "20 Nov"; anything else as it is.
+pub fn axis_day(iso: &str) -> String {
+    ymd(iso).map_or_else(
+        || iso.to_owned(),
+        |(_, month, day)| format!("{day} {}", &MONTHS[month - 1][..3]),
+    )
+}
+
+/// The plan's quota in words: "12,345 of 200,000 tokens used this month".
+pub fn quota_used_words(quota: &QuotaInfo) -> String {
+    format!(
+        "{} of {} tokens used this month",
+        thousands(quota.used),
+        thousands(quota.limit)
+    )
+}
+
+/// The labelled values of the chart's y axis for a busiest day of `max`: 0 and equal steps
+/// of 1, 2 or 5 times a power of ten, the last at or above `max`; 3 to 5 of them.
+pub fn axis_ticks(max: u64) -> Vec<u64> {
+    let mut magnitude = 1_u64;
+    let step = loop {
+        let fitting = [1, 2, 5]
+            .into_iter()
+            .map(|f: u64| f.saturating_mul(magnitude))
+            .find(|step| max.div_ceil(*step) <= 4);
+        if let Some(step) = fitting {
+            break step;
+        }
+        magnitude = magnitude.saturating_mul(10);
+    };
+    let steps = max.div_ceil(step).max(2);
+    (0..=steps).map(|i| i.saturating_mul(step)).collect()
+}
+
+/// The indices of the `len` days whose dates the x axis shows: today (the last) and every
+/// so many days before it, at most `most` in all.
+pub fn labelled_days(len: usize, most: usize) -> Vec<usize> {
+    if len == 0 || most == 0 {
+        return Vec::new();
+    }
+    let every = len.div_ceil(most);
+    (0..len)
+        .filter(|i| (len - 1 - i).is_multiple_of(every))
+        .collect()
+}
+
+/// Height of the chart in pixels; the bars stand between `PLOT_TOP` and `PLOT_BOTTOM`, the
+/// dates below.
+const CHART_HEIGHT: u32 = 190;
+/// The y of the highest tick, in pixels.
+const PLOT_TOP: u32 = 10;
+/// The y of the x axis (0 chats), in pixels.
+const PLOT_BOTTOM: u32 = 160;
+/// Dates the x axis shows at most (about one a week for 30 days).
+const DATE_LABELS: usize = 6;
+
+/// The y of value `v` on an axis running from 0 to `top`, in pixels.
+fn chart_y(v: u64, top: u64) -> f64 {
+    let span = f64::from(PLOT_BOTTOM - PLOT_TOP);
+    f64::from(PLOT_BOTTOM) - span * (v as f64) / (top.max(1) as f64)
+}
+
+/// The plan's monthly token quota: used, left, a bar and the reset date; "Unlimited" when the
+/// plan has none.
+#[component]
+fn TokenQuota(
+    /// `quota` of `GET /api/usage`.
+    quota: Option<QuotaInfo>,
+) -> impl IntoView {
+    let limited = quota.is_some();
+    view! {
+        <div class="quota" data-testid="token-quota" data-limited=limited.to_string()>
+            <h3>"Monthly token quota"</h3>
+            {match quota {
+                None => view! {
+                    <p class="quota-used">
+                        <strong data-testid="token-quota-used">"Unlimited"</strong>
+                        <span class="muted">" Your plan has no monthly token quota."</span>
+                    </p>
+                }
+                .into_any(),
+                Some(q) => {
+                    let spent = q.remaining == 0;
+                    view! {
+                        <p class="quota-used">
+                            <strong data-testid="token-quota-used">{quota_used_words(&q)}</strong>
+                            <span class="muted">{format!(" ({} %)", percent_of(q.used, q.limit))}</span>
+                        </p>
+                        <UsageMeter used=q.used limit=q.limit label="Tokens used of the monthly quota"/>
+                        <p class="muted small">
+                            <span data-testid="token-quota-remaining">{format!("{} tokens left", thousands(q.remaining))}</span>
+                            " · resets on "
+                            <time datetime=q.reset_at.clone() data-testid="token-quota-reset">{long_date(&q.reset_at)}</time>
+                            " (UTC)"
+                        </p>
+                        {spent.then(|| view! {
+                            <Notice tone=Tone::Error testid="token-quota-spent">
+                                {format!("The quota is used up: chats are refused until {}.", long_date(&q.reset_at))}
+                            </Notice>
+                        })}
+                    }
+                    .into_any()
+                }
+            }}
+        </div>
+    }
+}
+
+/// Chats per day as a bar chart with labelled axes: the y axis in chats, the x axis with
+/// about one date a week, and a summary for screen readers. Drawn in SVG whose geometry is
+/// in attributes (x in percent of the width, so the text keeps its size at any width), as
+/// the dashboard's Content Security Policy refuses `style` attributes.
+#[component]
+fn UsageChart(
+    /// Every day of the window, oldest first.
+    days: Vec<UsageDayInfo>,
+) -> impl IntoView {
+    let busiest = days.iter().max_by_key(|d| d.chats).cloned();
+    let ticks = axis_ticks(busiest.as_ref().map_or(0, |d| d.chats));
+    let top = ticks.last().copied().unwrap_or(1);
+    let total: u64 = days.iter().map(|d| d.chats).sum();
+    let (first, last) = (
+        days.first().map(|d| axis_day(&d.date)).unwrap_or_default(),
+        days.last().map(|d| long_date(&d.date)).unwrap_or_default(),
+    );
+    let summary = match &busiest {
+        Some(b) if b.chats > 0 => format!(
+            "Bar chart of chats per day from {first} to {last}: {total} in all, at most {} on {}; {} today.",
+            b.chats,
+            axis_day(&b.date),
+            days.last().map_or(0, |d| d.chats),
+        ),
+        _ => format!("Bar chart of chats per day from {first} to {last}: no chats."),
+    };
+    let title = format!("Chats per day, last {} days (UTC)", days.len());
+    // Each day gets an equal slot of the width; its bar fills the middle 70 %.
+    let slot = 100.0 / days.len().max(1) as f64;
+    let labelled = labelled_days(days.len(), DATE_LABELS);
+    let grid = ticks
+        .iter()
+        .map(|tick| {
+            let y = format!("{:.1}", chart_y(*tick, top));
+            let class = if *tick == 0 {
+                "chart-axis"
+            } else {
+                "chart-grid"
+            };
+            view! { <line class=class x1="0" x2="100%" y1=y.clone() y2=y></line> }
+        })
+        .collect_view();
+    let labels = ticks
+        .iter()
+        .map(|tick| {
+            view! {
+                <text class="chart-label" x="50" y=format!("{:.1}", chart_y(*tick, top) + 4.0) text-anchor="end">
+                    {thousands(*tick)}
+                </text>
+            }
+        })
+        .collect_view();
+    let bars = days
+        .iter()
+        .enumerate()
+        .map(|(index, day)| {
+            let y = chart_y(day.chats, top);
+            let tip = format!(
+                "{}: {}, {}",
+                day.date,
+                counted(day.chats, "chat"),
+                counted(day.tokens.total, "token")
+            );
+            view! {
+                <rect
+                    class="usage-bar"
+                    x=format!("{:.3}%", slot * (index as f64 + 0.15))
+                    width=format!("{:.3}%", slot * 0.7)
+                    y=format!("{y:.1}")
+                    height=format!("{:.1}", f64::from(PLOT_BOTTOM) - y)
+                    data-date=day.date.clone()
+                    data-chats=day.chats.to_string()
+                >
+                    <title>{tip}</title>
+                </rect>
+            }
+        })
+        .collect_view();
+    // Every other date, counted back from today, gives way on narrow screens (the
+    // stylesheet hides those marked minor).
+    let dates = labelled
+        .into_iter()
+        .rev()
+        .enumerate()
+        .map(|(rank, index)| {
+            view! {
+                <text
+                    class="chart-label chart-date"
+                    x=format!("{:.3}%", slot * (index as f64 + 0.5))
+                    y=(PLOT_BOTTOM + 20).to_string()
+                    text-anchor="middle"
+                    data-minor=(rank % 2 == 1).then_some("true")
+                >
+                    {axis_day(&days[index].date)}
+                </text>
+            }
+        })
+        .collect_view();
+    let height = CHART_HEIGHT.to_string();
+    let axis_middle = f64::from(PLOT_TOP + PLOT_BOTTOM) / 2.0;
+    view! {
+        <figure class="chart">
+            <figcaption class="chart-title">{title}</figcaption>
+            <div class="usage-chart" role="img" aria-label=summary data-testid="usage-chart">
+                <svg class="chart-y" width="56" height=height.clone() aria-hidden="true">
+                    <text
+                        class="chart-unit"
+                        x="12"
+                        y=format!("{axis_middle:.1}")
+                        text-anchor="middle"
+                        transform=format!("rotate(-90 12 {axis_middle:.1})")
+                    >
+                        "Chats"
+                    </text>
+                    {labels}
+                </svg>
+                <svg class="chart-plot" width="100%" height=height overflow="visible" aria-hidden="true">
+                    {grid}
+                    <line
+                        class="chart-axis"
+                        x1="0"
+                        x2="0"
+                        y1=PLOT_TOP.to_string()
+                        y2=PLOT_BOTTOM.to_string()
+                    ></line>
+                    {bars}
+                    {dates}
+                </svg>
+            </div>
+        </figure>
+    }
+}
+
+/// Replies and tokens this month, the plan's token quota, and a bar chart of chats per day
+/// over the last 30 days.
 #[component]
 fn Usage() -> impl IntoView {
     let usage = fetch_signed_in(|| "/api/usage?days=30".to_owned(), |u: UsageResponse| u);
@@ -96,13 +383,6 @@ fn Usage() -> impl IntoView {
             {move || Suspend::new(async move { match usage.await {
                 Err(err) => load_error_view(&err, "usage"),
                 Ok(u) => {
-                    let busiest = u.days.iter().map(|d| d.chats).max().unwrap_or(0).max(1);
-                    let summary = format!(
-                        "Chats per day over the last {} days: {} in all, at most {} in a day",
-                        u.days.len(),
-                        u.days.iter().map(|d| d.chats).sum::<u64>(),
-                        busiest,
-                    );
                     view! {
                         <dl class="profile">
                             <div>
@@ -119,19 +399,8 @@ fn Usage() -> impl IntoView {
                                 <dd data-testid="usage-chats">{u.chats_this_month.to_string()}</dd>
                             </div>
                         </dl>
-                        <div class="usage-chart" role="img" aria-label=summary data-testid="usage-chart">
-                            {u.days.into_iter().map(|d| {
-                                let percent = d.chats * 100 / busiest;
-                                let title = format!("{}: {} chats, {} tokens", d.date, d.chats, d.tokens.total);
-                                view! {
-                                    <div class="usage-bar" title=title data-chats=d.chats.to_string()>
-                                        // Set through the CSS object model (not a `style` attribute, which
-                                        // the dashboard's Content Security Policy refuses).
-                                        <span style:height=format!("{percent}%")></span>
-                                    </div>
-                                }
-                            }).collect_view()}
-                        </div>
+                        <TokenQuota quota=u.quota/>
+                        <UsageChart days=u.days/>
                     }.into_any()
                 }
             }})}
@@ -311,7 +580,12 @@ fn SessionRow(session: SessionInfo, on_ended: Callback<()>) -> impl IntoView {
     view! {
         <li class="session" data-testid="session" data-current=current.to_string()>
             <div>
-                <strong>{session.user_agent.clone().unwrap_or_else(|| "Unknown browser".to_owned())}</strong>
+                <strong title=session.user_agent.clone().unwrap_or_default()>
+                    {match &session.client {
+                        Some(c) => format!("{} on {} · {}", c.browser, c.os, c.device),
+                        None => "Unknown browser".to_owned(),
+                    }}
+                </strong>
                 {current.then(|| view! { <span class="pill">"this browser"</span> })}
                 <p class="muted small">
                     {format!(
@@ -333,4 +607,60 @@ fn SessionRow(session: SessionInfo, on_ended: Callback<()>) -> impl IntoView {
         </li>
     }
     .into_any()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates_are_told_in_words() {
+        assert_eq!(long_date("2026-12-01T00:00:00Z"), "1 December 2026");
+        assert_eq!(long_date("2027-01-31"), "31 January 2027");
+        assert_eq!(long_date("soon"), "soon");
+        assert_eq!(long_date("2026-13-01"), "2026-13-01");
+        assert_eq!(axis_day("2026-11-20"), "20 Nov");
+        assert_eq!(axis_day("2026-05-02"), "2 May");
+    }
+
+    #[test]
+    fn the_quota_is_told_in_words() {
+        let quota = QuotaInfo {
+            limit: 200_000,
+            used: 12_345,
+            remaining: 187_655,
+            reset_at: "2026-12-01T00:00:00Z".to_owned(),
+        };
+        assert_eq!(
+            quota_used_words(&quota),
+            "12,345 of 200,000 tokens used this month"
+        );
+    }
+
+    #[test]
+    fn the_y_axis_has_three_to_five_round_ticks() {
+        assert_eq!(axis_ticks(0), vec![0, 1, 2]);
+        assert_eq!(axis_ticks(1), vec![0, 1, 2]);
+        assert_eq!(axis_ticks(3), vec![0, 1, 2, 3]);
+        assert_eq!(axis_ticks(7), vec![0, 2, 4, 6, 8]);
+        assert_eq!(axis_ticks(10), vec![0, 5, 10]);
+        assert_eq!(axis_ticks(37), vec![0, 10, 20, 30, 40]);
+        assert_eq!(axis_ticks(100), vec![0, 50, 100]);
+        assert_eq!(axis_ticks(1_234), vec![0, 500, 1_000, 1_500]);
+        for max in (0..5_000).chain([u64::MAX / 3, u64::MAX]) {
+            let ticks = axis_ticks(max);
+            assert!((3..=5).contains(&ticks.len()), "{max}: {ticks:?}");
+            assert!(*ticks.last().unwrap() >= max, "{max}: {ticks:?}");
+        }
+    }
+
+    #[test]
+    fn the_x_axis_labels_today_and_about_a_week_apart() {
+        assert_eq!(labelled_days(30, 6), vec![4, 9, 14, 19, 24, 29]);
+        assert_eq!(labelled_days(7, 6), vec![0, 2, 4, 6]);
+        assert_eq!(labelled_days(3, 6), vec![0, 1, 2]);
+        assert_eq!(labelled_days(1, 6), vec![0]);
+        assert!(labelled_days(0, 6).is_empty());
+        assert!(labelled_days(90, 6).len() <= 6);
+    }
 }

@@ -24,8 +24,8 @@ use leptos::{prelude::*, task::spawn_local};
 use leptos_meta::Title;
 
 /// A thumb pointing up (Material Design's `thumb_up` icon); turned over for "Not helpful"
-/// by the stylesheet.
-const THUMB_PATH: &str = "M1 21h4V9H1v12zm22-11c0-1.1-.9-2-2-2h-6.31l.95-4.57.03-.32c0-.41-.17-.79-.44-1.06L14.17 1 7.59 7.59C7.22 7.95 7 8.45 7 9v10c0 1.1.9 2 2 2h9c.83 0 1.54-.5 1.84-1.22l3.02-7.05c.09-.23.14-.47.14-.73v-2z";
+/// by the stylesheet. Also used by the conversation inbox.
+pub(super) const THUMB_PATH: &str = "M1 21h4V9H1v12zm22-11c0-1.1-.9-2-2-2h-6.31l.95-4.57.03-.32c0-.41-.17-.79-.44-1.06L14.17 1 7.59 7.59C7.22 7.95 7 8.45 7 9v10c0 1.1.9 2 2 2h9c.83 0 1.54-.5 1.84-1.22l3.02-7.05c.09-.23.14-.47.14-.73v-2z";
 
 /// Longest message the server accepts by default (`MAX_MESSAGE_CHARS`).
 pub const MESSAGE_MAX: usize = 32_000;
@@ -993,8 +993,8 @@ fn MessageView(
     .into_any()
 }
 
-/// The words and colour of a tool call's state.
-fn call_status(status: &str) -> (&'static str, &'static str) {
+/// The words and colour of a tool call's state (also of the inbox's transcripts).
+pub(super) fn call_status(status: &str) -> (&'static str, &'static str) {
     match status {
         "running" => ("running…", "pill status-processing"),
         "succeeded" => ("succeeded", "pill status-indexed"),

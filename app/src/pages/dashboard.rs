@@ -112,6 +112,12 @@ pub fn DashboardLayout() -> impl IntoView {
                 <a href="/dashboard" aria-current=move || current("/dashboard", true)>
                     "Agents"
                 </a>
+                <a href="/dashboard/conversations" aria-current=move || current("/dashboard/conversations", false)>
+                    "Conversations"
+                </a>
+                <a href="/dashboard/analytics" aria-current=move || current("/dashboard/analytics", false)>
+                    "Analytics"
+                </a>
                 <a href="/dashboard/api-keys" aria-current=move || current("/dashboard/api-keys", false)>
                     "API keys"
                 </a>

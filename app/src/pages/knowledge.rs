@@ -1,5 +1,6 @@
 //! `/dashboard/agents/{id}/knowledge`: the agent's knowledge base — uploads with progress,
-//! crawls of a site, and the documents with their indexing state, updated live
+//! crawls of a site, and the documents with their indexing state, updated live (the list is
+//! reloaded every few seconds while a document is pending or processing)
 //! (`POST .../knowledge/file`, `POST .../knowledge/url`, `GET .../knowledge`,
 //! `POST .../knowledge/{documentId}/refresh`, `PATCH .../knowledge/{documentId}` for a
 //! site's refresh schedule, `DELETE .../knowledge/{documentId}`, `GET /api/jobs/{jobId}`).
@@ -17,18 +18,12 @@ use crate::{
         load_error_view, loading_view, use_hydrated, FormError, FormErrorNotice, Notice, Tone,
     },
 };
-use leptos::{prelude::*, task::spawn_local};
+use leptos::prelude::*;
 use leptos_meta::Title;
-use std::{
-    collections::HashMap,
-    sync::{
-        atomic::{AtomicBool, Ordering},
-        Arc,
-    },
-};
+use std::{collections::HashMap, time::Duration};
 
-/// How often the document list is reloaded while something is being indexed (ms).
-const POLL_MS: i32 = 1_000;
+/// How long after a list showing a document still being indexed the list is reloaded.
+const POLL_EVERY: Duration = Duration::from_millis(2_500);
 
 /// One file on its way to the server.
 #[derive(Debug, Clone, Copy)]
@@ -41,9 +36,14 @@ struct Upload {
     outcome: RwSignal<Option<Result<String, String>>>,
 }
 
-/// Whether a document is still being worked on.
+/// Whether a document is still being worked on (not yet `indexed` or `failed`).
 fn in_progress(status: &str) -> bool {
     matches!(status, "pending" | "processing")
+}
+
+/// Whether the list must be reloaded to follow it: some document is still being worked on.
+pub fn needs_polling(documents: &[KnowledgeDocument]) -> bool {
+    documents.iter().any(|d| in_progress(&d.status))
 }
 
 /// Splits a text area into its non-empty lines (one glob per line).
@@ -229,30 +229,20 @@ pub fn KnowledgePage() -> impl IntoView {
     });
     let refresh_list = move || documents.refetch();
 
-    // Keeps the list current while any document is pending or processing.
+    // Keeps the list current while any document is pending or processing: each list that
+    // shows one schedules the next reload, so polling stops by itself once every document
+    // is indexed or failed. A new list (from a poll or an action) or leaving the page
+    // clears the timer still pending. Effects run in the browser only.
     Effect::new(move || {
-        let alive = Arc::new(AtomicBool::new(true));
-        on_cleanup({
-            let alive = alive.clone();
-            move || alive.store(false, Ordering::Relaxed)
-        });
-        // spawn_local: a polling timer (no request to model as a resource), ended on cleanup.
-        spawn_local(async move {
-            while alive.load(Ordering::Relaxed) {
-                client::sleep(POLL_MS).await;
-                let busy = untrack(|| {
-                    documents
-                        .map(|docs| {
-                            docs.as_ref()
-                                .is_ok_and(|docs| docs.iter().any(|d| in_progress(&d.status)))
-                        })
-                        .unwrap_or(false)
-                });
-                if busy && alive.load(Ordering::Relaxed) {
-                    refresh_list();
-                }
-            }
-        });
+        let busy = documents
+            .map(|docs| docs.as_ref().is_ok_and(|docs| needs_polling(docs)))
+            .unwrap_or(false);
+        if !busy || !cfg!(feature = "hydrate") {
+            return;
+        }
+        if let Ok(timer) = set_timeout_with_handle(refresh_list, POLL_EVERY) {
+            on_cleanup(move || timer.clear());
+        }
     });
 
     view! {
@@ -268,12 +258,15 @@ pub fn KnowledgePage() -> impl IntoView {
             <section class="card">
                 <div class="section-head">
                     <h2 class="first">"Documents"</h2>
+                    // The list follows indexing by itself; this picks up changes made
+                    // elsewhere (the API, scheduled refreshes, another tab).
                     <button
                         type="button"
                         class="button button-secondary button-small"
+                        data-testid="documents-refresh"
                         on:click=move |_| refresh_list()
                     >
-                        "Reload list"
+                        "Refresh"
                     </button>
                 </div>
                 {move || {
@@ -905,6 +898,27 @@ mod tests {
             counts_words(&counts),
             "1 added, 2 changed, 3 removed, 4 unchanged"
         );
+    }
+
+    #[test]
+    fn the_list_is_polled_only_while_a_document_is_being_indexed() {
+        let document = |status: &str| -> KnowledgeDocument {
+            serde_json::from_value(serde_json::json!({
+                "documentId": "d1",
+                "kind": "file",
+                "name": "guide.pdf",
+                "status": status,
+                "chunks": 0,
+                "bytes": 10,
+                "createdAt": "2026-11-20T10:00:00Z",
+                "updatedAt": "2026-11-20T10:00:00Z",
+            }))
+            .unwrap()
+        };
+        assert!(!needs_polling(&[]));
+        assert!(!needs_polling(&[document("indexed"), document("failed")]));
+        assert!(needs_polling(&[document("indexed"), document("pending")]));
+        assert!(needs_polling(&[document("processing")]));
     }
 
     #[test]

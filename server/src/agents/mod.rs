@@ -137,6 +137,17 @@ impl AgentService {
         Ok(self.store.list_agents(user_id).await?)
     }
 
+    /// The agents `principal` may use ([`crate::auth::Principal::may_use`]), oldest first.
+    /// Errors: the store's.
+    pub async fn usable(
+        &self,
+        principal: &crate::auth::Principal,
+    ) -> Result<Vec<AgentRecord>, AgentError> {
+        let mut agents = self.list(&principal.user_id).await?;
+        agents.retain(|a| principal.may_use(&a.id));
+        Ok(agents)
+    }
+
     /// Creates an agent and emits `agent.created`. Errors: [`AgentError::Invalid`] (the `*_MAX`
     /// limits), [`AgentError::UnknownModel`], [`AgentError::PlanLimit`]; the store's.
     pub async fn create(

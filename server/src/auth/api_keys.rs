@@ -7,7 +7,7 @@ use chrono::{DateTime, NaiveDate, Utc};
 use super::{keys, AuthService};
 use crate::{
     domain::{parse_name, ScopeSet},
-    ids::{ApiKeyId, UserId},
+    ids::{AgentId, ApiKeyId, UserId},
     store::{ApiKeyRecord, StoreError},
 };
 
@@ -47,6 +47,10 @@ pub struct NewApiKey {
     pub scopes: Vec<String>,
     /// Its expiry ([`parse_expiry`]); `None` or blank for a key that does not expire.
     pub expires_at: Option<String>,
+    /// The agents it works for, each checked to be the owner's; `None`: every agent.
+    pub agent_ids: Option<Vec<AgentId>>,
+    /// Tokens it may use per calendar month; `None`: no budget.
+    pub monthly_token_budget: Option<u64>,
 }
 
 /// A key just created or rotated: its record and its secret, shown this once.
@@ -72,13 +76,15 @@ pub fn parse_expiry(raw: &str) -> Result<DateTime<Utc>, String> {
 }
 
 impl AuthService {
-    /// A new key for `user_id` (not yet stored): its record and its one-time secret.
+    /// A new key for `user_id` (not yet stored) with its agents and monthly budget: its
+    /// record and its one-time secret.
     fn new_key(
         &self,
         user_id: &UserId,
         name: String,
         scopes: &ScopeSet,
         expires_at: Option<DateTime<Utc>>,
+        (agent_ids, monthly_token_budget): (Option<Vec<AgentId>>, Option<u64>),
     ) -> CreatedKey {
         let generated = keys::generate();
         let record = ApiKeyRecord {
@@ -88,6 +94,8 @@ impl AuthService {
             prefix: generated.prefix,
             key_hash: generated.hash,
             scopes: scopes.names(),
+            agent_ids,
+            monthly_token_budget,
             expires_at,
             created_at: self.clock.now(),
             last_used_at: None,
@@ -120,7 +128,13 @@ impl AuthService {
             }
             None => None,
         };
-        let created = self.new_key(user_id, name, &scopes, expires_at);
+        let created = self.new_key(
+            user_id,
+            name,
+            &scopes,
+            expires_at,
+            (new.agent_ids, new.monthly_token_budget),
+        );
         if !self
             .key_store
             .create_api_key(created.record.clone(), MAX_KEYS_PER_USER)
@@ -158,7 +172,7 @@ impl AuthService {
         Ok(())
     }
 
-    /// Rotates key `id`: a new key with the same name, scopes and expiry, the old one revoked in
+    /// Rotates key `id`: a new key with the same name, scopes, agents, budget and expiry, the old one revoked in
     /// the same step (works at the cap; one of concurrent rotations wins). Errors: `NotFound`,
     /// `Expired`, the store's.
     pub async fn rotate_api_key(
@@ -171,7 +185,13 @@ impl AuthService {
             return Err(ApiKeyError::Expired);
         }
         let scopes = ScopeSet::parse(&old.scopes).map_err(|e| anyhow::anyhow!(e))?;
-        let created = self.new_key(user_id, old.name.clone(), &scopes, old.expires_at);
+        let created = self.new_key(
+            user_id,
+            old.name.clone(),
+            &scopes,
+            old.expires_at,
+            (old.agent_ids.clone(), old.monthly_token_budget),
+        );
         if !self
             .key_store
             .rotate_api_key(user_id, &old.id, created.record.clone(), self.clock.now())

@@ -28,7 +28,7 @@ pub use crate::clock::Clock;
 use crate::{
     cluster::{Bus, Invalidation, LocalCache},
     domain::{Plan, Scope, ScopeSet},
-    ids::{ApiKeyId, SessionId, UserId},
+    ids::{AgentId, ApiKeyId, SessionId, UserId},
     store::{ApiKeyAuth, ApiKeyStore, SessionAuth, SessionRecord, SessionStore, StoreError},
 };
 
@@ -83,7 +83,14 @@ pub enum Credential {
         session_id: SessionId,
     },
     /// An API key: holds the scopes it was created with.
-    ApiKey { key_id: ApiKeyId, scopes: ScopeSet },
+    ApiKey {
+        key_id: ApiKeyId,
+        scopes: ScopeSet,
+        /// The agents it works for; `None`: every agent of its owner.
+        agents: Option<Arc<[AgentId]>>,
+        /// Tokens it may use per calendar month; `None`: no budget of its own.
+        monthly_token_budget: Option<u64>,
+    },
 }
 
 /// The authenticated caller.
@@ -102,6 +109,24 @@ impl Principal {
             Credential::Session { .. } => Ok(()),
             Credential::ApiKey { scopes, .. } if scopes.contains(scope) => Ok(()),
             Credential::ApiKey { .. } => Err(AuthError::MissingScope),
+        }
+    }
+
+    /// Whether the caller may use agent `agent_id`: an API key bound to agents works for those
+    /// alone; others answer as if absent (docs/api.md § API keys).
+    pub fn may_use(&self, agent_id: &AgentId) -> bool {
+        self.agent_scope()
+            .is_none_or(|agents| agents.iter().any(|a| a == agent_id))
+    }
+
+    /// The agents an API key is bound to; `None` for sessions and unbound keys.
+    pub fn agent_scope(&self) -> Option<&[AgentId]> {
+        match &self.credential {
+            Credential::ApiKey {
+                agents: Some(agents),
+                ..
+            } => Some(agents),
+            _ => None,
         }
     }
 
@@ -517,6 +542,8 @@ impl AuthService {
                             credential: Credential::ApiKey {
                                 key_id: auth.key.id.clone(),
                                 scopes,
+                                agents: auth.key.agent_ids.clone().map(Arc::from),
+                                monthly_token_budget: auth.key.monthly_token_budget,
                             },
                         });
                         Some(Arc::new(KeyAuth {
@@ -754,6 +781,8 @@ mod tests {
             credential: Credential::ApiKey {
                 key_id: "k".into(),
                 scopes: ScopeSet::parse(scopes).unwrap(),
+                agents: None,
+                monthly_token_budget: None,
             },
         }
     }
@@ -824,6 +853,8 @@ mod tests {
                     prefix: generated.prefix.clone(),
                     key_hash: generated.hash.clone(),
                     scopes: vec!["agents:read".into()],
+                    agent_ids: None,
+                    monthly_token_budget: None,
                     expires_at: None,
                     created_at: t0,
                     last_used_at: None,
@@ -949,6 +980,8 @@ mod tests {
                     prefix: generated.prefix.clone(),
                     key_hash: generated.hash.clone(),
                     scopes: vec!["agents:read".into()],
+                    agent_ids: None,
+                    monthly_token_budget: None,
                     expires_at: None,
                     created_at: a.clock.now(),
                     last_used_at: None,
@@ -989,6 +1022,8 @@ mod tests {
                     prefix: generated.prefix.clone(),
                     key_hash: generated.hash.clone(),
                     scopes: vec!["agents:read".into()],
+                    agent_ids: None,
+                    monthly_token_budget: None,
                     expires_at: None,
                     created_at: auth.clock.now(),
                     last_used_at: None,

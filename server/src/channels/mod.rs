@@ -10,11 +10,11 @@ use std::{sync::Arc, time::Duration};
 
 use crate::{
     agents::AgentService,
-    chat::{ChatError, ChatService, PreparedChat, ThreadChoice},
+    chat::{ChatError, ChatService, PreparedChat, ThreadChoice, TurnOptions},
     clock::Clock,
     config::ChannelsConfig,
     crypto::SecretBox,
-    domain::{ProviderCode, Role},
+    domain::{Channel, ProviderCode, Role},
     ids::{IntegrationId, MessageId, PublicId},
     outbound,
     store::{
@@ -34,6 +34,10 @@ pub const APOLOGY: &str = "Sorry, I could not answer just now. Please try again 
 pub const NOT_LINKED: &str =
     "This channel is not connected to an agent yet. Its owner can link one in AgentChat.";
 
+/// What a channel answers while its owner's monthly token quota is spent.
+pub const OVER_QUOTA: &str =
+    "This assistant has reached its usage limit for this month. Please try again later.";
+
 /// Why a channel message got no answer from the agent.
 #[derive(Debug, thiserror::Error)]
 pub enum ChannelError {
@@ -43,6 +47,10 @@ pub enum ChannelError {
     /// The message is longer than `MAX_MESSAGE_CHARS` (the field).
     #[error("message must be at most {0} characters")]
     TooLong(usize),
+    /// The owner's monthly token quota is spent (docs/api.md § Token quotas); the person
+    /// on the channel is told without the owner's figures.
+    #[error("{OVER_QUOTA}")]
+    OverQuota(crate::chat::quota::QuotaState),
     /// The provider or store failed (logged; a provider failure is stored as a failed reply).
     #[error(transparent)]
     Failed(ChatError),
@@ -52,6 +60,7 @@ impl From<ChatError> for ChannelError {
     fn from(e: ChatError) -> Self {
         match e {
             ChatError::TooLong { max, .. } => Self::TooLong(max),
+            ChatError::QuotaExceeded(state) => Self::OverQuota(state),
             e => Self::Failed(e),
         }
     }
@@ -71,6 +80,7 @@ impl ChannelError {
             Self::TooLong(max) => {
                 format!("That message is too long: I can read at most {max} characters.")
             }
+            Self::OverQuota(_) => OVER_QUOTA.into(),
             Self::Failed(_) => APOLOGY.into(),
         }
     }
@@ -178,7 +188,17 @@ impl Channels {
         let choice = thread.map_or(ThreadChoice::New, ThreadChoice::Known);
         let mut prepared = self
             .chat
-            .prepare(&agent, owner, choice, message, &[])
+            .prepare_with(
+                &agent,
+                owner,
+                choice,
+                message,
+                &[],
+                &TurnOptions {
+                    channel: Channel::of_provider(integration.provider_code).unwrap_or_default(),
+                    ..TurnOptions::default()
+                },
+            )
             .await?;
         if !continued {
             // Linked with the turn, in its transaction: the new thread exists only then.

@@ -7,9 +7,56 @@ use chrono::{DateTime, Datelike, Duration, NaiveDate, Utc};
 use super::{ChatError, ChatService};
 use crate::{
     domain::Role,
-    ids::{AgentId, MessageId, ThreadId, UserId},
-    store::{tools::ApprovalRecord, Cursor, FeedbackRecord, MessageRecord, ThreadRecord, UsageDay},
+    ids::{AgentId, ApiKeyId, MessageId, ThreadId, UserId},
+    store::{
+        tools::ApprovalRecord, Cursor, FeedbackRecord, InboxFilter, InboxThread, MessageRecord,
+        ThreadRecord, UsageDay,
+    },
 };
+
+/// Longest inbox search text (`q`), in characters.
+pub const MAX_SEARCH_CHARS: usize = 200;
+
+/// The words of an inbox search text: its runs of letters and digits, lower-cased; at most
+/// [`MAX_SEARCH_CHARS`] characters are read. Both stores split stored text the same way
+/// (SQLite's `unicode61` tokenizer, PostgreSQL's `simple` configuration).
+pub fn search_words(text: &str) -> Result<Vec<String>, ChatError> {
+    if text.chars().count() > MAX_SEARCH_CHARS {
+        return Err(ChatError::Invalid(format!(
+            "q must be at most {MAX_SEARCH_CHARS} characters"
+        )));
+    }
+    Ok(text
+        .split(|c: char| !c.is_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(str::to_lowercase)
+        .collect())
+}
+
+/// The UTC day `text` names (`YYYY-MM-DD`), `name` being its parameter.
+/// Errors: [`ChatError::Invalid`] naming the parameter.
+pub fn parse_day(name: &str, text: &str) -> Result<NaiveDate, ChatError> {
+    NaiveDate::parse_from_str(text, "%Y-%m-%d")
+        .map_err(|_| ChatError::Invalid(format!("{name} must be a date, YYYY-MM-DD (UTC)")))
+}
+
+/// The times from the start of day `from` to the end of day `to` (UTC, both inclusive), as
+/// a half-open range; either end may be open.
+/// Errors: [`ChatError::Invalid`] for a malformed date or `from` after `to`.
+pub fn day_range(
+    from: Option<&str>,
+    to: Option<&str>,
+) -> Result<(Option<DateTime<Utc>>, Option<DateTime<Utc>>), ChatError> {
+    let from = from.map(|t| parse_day("from", t)).transpose()?;
+    let to = to.map(|t| parse_day("to", t)).transpose()?;
+    if let (Some(f), Some(t)) = (from, to) {
+        if f > t {
+            return Err(ChatError::Invalid("from must not be after to".into()));
+        }
+    }
+    let start = |d: NaiveDate| d.and_time(chrono::NaiveTime::MIN).and_utc();
+    Ok((from.map(start), to.and_then(|d| d.succ_opt()).map(start)))
+}
 
 /// Default page size of lists (docs/api.md § Conventions).
 pub const DEFAULT_PAGE: u32 = 50;
@@ -135,6 +182,24 @@ impl ChatService {
         Ok(paged(threads, limit, |t| (t.updated_at, t.id.as_str())))
     }
 
+    /// A page of the user's conversations of all agents that pass `filter`, latest activity
+    /// first. Errors: [`ChatError::Invalid`] (limit, then cursor), the store's.
+    pub async fn inbox(
+        &self,
+        user_id: &UserId,
+        filter: &InboxFilter,
+        page: &PageRequest,
+    ) -> Result<Page<InboxThread>, ChatError> {
+        let limit = page.limit()?;
+        let threads = self
+            .store
+            .inbox(user_id, filter, limit + 1, page.cursor()?.as_ref())
+            .await?;
+        Ok(paged(threads, limit, |t| {
+            (t.thread.updated_at, t.thread.id.as_str())
+        }))
+    }
+
     /// A page of a thread's messages, oldest first, with their replies' feedback; the last
     /// carries pending approvals.
     /// Errors: [`ChatError::ThreadNotFound`], then [`ChatError::Invalid`], the store's.
@@ -198,6 +263,22 @@ impl ChatService {
             return Err(ChatError::ThreadNotFound);
         }
         Ok(())
+    }
+
+    /// Tokens of the replies sent with API key `key_id` in `month` (`YYYY-MM`).
+    /// Errors: the store's.
+    pub async fn key_usage(&self, key_id: &ApiKeyId, month: &str) -> Result<u64, ChatError> {
+        Ok(self.store.key_usage(key_id, month).await?)
+    }
+
+    /// The tokens of each of the user's API keys with any in `month` (`YYYY-MM`).
+    /// Errors: the store's.
+    pub async fn key_usages(
+        &self,
+        user_id: &UserId,
+        month: &str,
+    ) -> Result<Vec<(ApiKeyId, u64)>, ChatError> {
+        Ok(self.store.key_usages(user_id, month).await?)
     }
 
     /// The user's chat use this UTC month and on each of the last `days` (1..=[`MAX_DAYS`], default

@@ -2,9 +2,12 @@
 //! ([`prompt`]), stream with retries before the first token ([`stream`]), run tools, and
 //! store the turn when it ends, announcing `conversation.created` and `message.created`.
 
+pub mod analytics;
+pub mod export;
 pub mod feedback;
 pub mod history;
 pub mod prompt;
+pub mod quota;
 pub mod stream;
 pub mod writer;
 
@@ -18,6 +21,7 @@ use futures::StreamExt;
 use serde_json::json;
 
 use self::prompt::PASSAGE_OVERHEAD;
+use self::quota::{Payer, QuotaState, Quotas};
 pub use self::{
     prompt::{
         attachments_text, check_length, trim_history, Attachment, MAX_ATTACHMENTS_BYTES,
@@ -31,6 +35,7 @@ pub use crate::store::chat::ReplyStatus;
 use crate::{
     clock::Clock,
     config::ChatConfig,
+    domain::Channel,
     ids::{AgentId, MessageId, ThreadId, UserId},
     knowledge::{search::retrieve, Knowledge},
     llm::{
@@ -87,6 +92,9 @@ pub enum ChatError {
     /// A list's or the usage's query is out of range or malformed; the message names it.
     #[error("{0}")]
     Invalid(String),
+    /// A monthly token quota or API key budget is spent (docs/api.md § Token quotas).
+    #[error("{}", .0.exceeded_message())]
+    QuotaExceeded(quota::QuotaState),
     /// No configured provider offers the agent's model.
     #[error("The agent's model `{model}` is not offered by any configured provider right now")]
     ModelUnavailable { model: String },
@@ -137,6 +145,10 @@ pub struct PreparedChat {
     pub usage_so_far: Option<TokensUsed>,
     /// Whether the caller defined the tools: the model's calls then end the turn for it to run.
     pub client_tools: bool,
+    /// Who pays for the turn; its quotas are checked again once it is stored (alerts).
+    pub payer: Payer,
+    /// The limit with the fewest tokens left when the turn was admitted (`X-Quota-*`).
+    pub quota: Option<QuotaState>,
 }
 
 impl PreparedChat {
@@ -244,6 +256,10 @@ pub struct TurnOptions {
     /// Turns after the message (earlier client-tool calls and results), not stored as messages;
     /// their calls are recorded with the reply as `succeeded`.
     pub after: Vec<Turn>,
+    /// Where the turn comes from; recorded on the thread if the turn starts one.
+    pub channel: Channel,
+    /// Who pays for it ([`quota::Quotas::admit`]).
+    pub payer: Payer,
 }
 
 /// The tools of [`TurnOptions::client_tools`] and how the model may use them.
@@ -267,11 +283,13 @@ pub struct Reply {
     pub client_calls: Vec<ToolCall>,
 }
 
-/// A new, unstored thread of `agent` for `user_id`, titled after `message`'s first 80 characters.
+/// A new, unstored thread of `agent` for `user_id` from `channel`, titled after `message`'s
+/// first 80 characters.
 fn new_thread(
     agent: &AgentRecord,
     user_id: &UserId,
     message: &str,
+    channel: Channel,
     now: chrono::DateTime<chrono::Utc>,
 ) -> ThreadRecord {
     ThreadRecord {
@@ -280,6 +298,9 @@ fn new_thread(
         user_id: user_id.clone(),
         title: message.trim().chars().take(80).collect(),
         message_count: 0,
+        channel,
+        feedback_up: 0,
+        feedback_down: 0,
         created_at: now,
         updated_at: now,
     }
@@ -365,6 +386,7 @@ pub struct ChatService {
     /// `PROVIDER_TIMEOUT_SECS`: the wait for a provider's first event ([`open_stream`]).
     provider_timeout: Duration,
     tools: Tools,
+    quotas: Quotas,
 }
 
 impl ChatService {
@@ -380,8 +402,10 @@ impl ChatService {
         config: &ChatConfig,
         provider_timeout: Duration,
         tools: Tools,
+        quotas: Quotas,
     ) -> Self {
         Self {
+            quotas,
             writer: TurnWriter::start(store.clone()),
             store,
             approvals,
@@ -417,13 +441,15 @@ impl ChatService {
         Ok(prompt::passages(hits, budget))
     }
 
-    /// The turn's thread ([`ThreadChoice`]; a new one unstored) and its earlier turns for upstream.
+    /// The turn's thread ([`ThreadChoice`]; a new one unstored, from `channel`) and its earlier
+    /// turns for upstream.
     async fn thread_and_history(
         &self,
         agent: &AgentRecord,
         user_id: &UserId,
         thread: ThreadChoice<'_>,
         message: &str,
+        channel: Channel,
         now: chrono::DateTime<chrono::Utc>,
     ) -> Result<(ThreadRecord, Vec<Turn>, bool), ChatError> {
         let continued = matches!(thread, ThreadChoice::Id(_) | ThreadChoice::Known(_));
@@ -437,10 +463,10 @@ impl ChatService {
                 .ok_or(ChatError::ThreadNotFound)?,
             ThreadChoice::Given(turns) => {
                 given = turns;
-                new_thread(agent, user_id, message, now)
+                new_thread(agent, user_id, message, channel, now)
             }
             // Stored with the user's message ([`ChatService::prepare`]).
-            ThreadChoice::New => new_thread(agent, user_id, message, now),
+            ThreadChoice::New => new_thread(agent, user_id, message, channel, now),
         };
         // A new thread has no stored history: no need to ask the store.
         let earlier = if continued {
@@ -493,6 +519,7 @@ impl ChatService {
     ) -> Result<PreparedChat, ChatError> {
         let (attached, attachment_chars) = attachments_text(attachments)?;
         check_length(message, attachment_chars, self.config.max_message_chars)?;
+        let quota = self.admit(user_id, &options.payer).await?;
         let model = self.model_of(agent).await?;
         let now = self.clock.now();
         let user_content = format!("{message}{attached}");
@@ -516,7 +543,7 @@ impl ChatService {
         // gets the rest. An agent without any knowledge document has nothing to retrieve: no
         // query is made.
         let (thread, retrieved, toolbox) = tokio::join!(
-            self.thread_and_history(agent, user_id, thread, message, now),
+            self.thread_and_history(agent, user_id, thread, message, options.channel, now),
             async {
                 if agent.has_knowledge {
                     self.retrieve(&agent.id, message, room / 2).await
@@ -577,6 +604,7 @@ impl ChatService {
             error: None,
             created_at: now,
             tool_calls: None,
+            api_key_id: options.payer.key.as_ref().map(|(id, _)| id.clone()),
         };
         Ok(PreparedChat {
             thread,
@@ -601,6 +629,8 @@ impl ChatService {
             toolbox,
             tool_calls: answered,
             tool_rounds: 0,
+            payer: options.payer.clone(),
+            quota,
             usage_so_far: None,
             client_tools: options.client_tools.is_some(),
         })
@@ -613,12 +643,21 @@ impl ChatService {
         agent: &AgentRecord,
         thread: ThreadRecord,
         decided: Vec<ToolCallView>,
+        payer: Payer,
     ) -> Result<PreparedChat, ChatError> {
+        let quota = self.admit(&thread.user_id, &payer).await?;
         let model = self.model_of(agent).await?;
         let now = self.clock.now();
         let user_id = thread.user_id.clone();
         let (history, toolbox) = tokio::join!(
-            self.thread_and_history(agent, &user_id, ThreadChoice::Known(thread), "", now),
+            self.thread_and_history(
+                agent,
+                &user_id,
+                ThreadChoice::Known(thread),
+                "",
+                Channel::default(),
+                now
+            ),
             self.tools.toolbox(agent, true),
         );
         let ((thread, history, _), toolbox) = (history?, toolbox?);
@@ -665,7 +704,25 @@ impl ChatService {
             tool_rounds: 1,
             usage_so_far: None,
             client_tools: false,
+            payer,
+            quota,
         })
+    }
+
+    /// Admits a turn of `payer` ([`Quotas::admit`]): the limit shown in `X-Quota-*`.
+    /// Errors: [`ChatError::QuotaExceeded`], the store's.
+    async fn admit(
+        &self,
+        user_id: &UserId,
+        payer: &Payer,
+    ) -> Result<Option<QuotaState>, ChatError> {
+        self.quotas
+            .admit(user_id, payer)
+            .await
+            .map_err(|spent| match spent {
+                Ok(state) => ChatError::QuotaExceeded(state),
+                Err(e) => ChatError::Store(e),
+            })
     }
 
     /// The agent's own model, or the default. Errors: [`ChatError::ModelUnavailable`].
@@ -849,6 +906,7 @@ impl ChatService {
                 .as_ref()
                 .map_or_else(|| self.clock.now(), |m| self.clock.now().max(m.created_at)),
             tool_calls,
+            api_key_id: prepared.payer.key.as_ref().map(|(id, _)| id.clone()),
         };
         let turn = TurnRecord {
             thread: prepared.thread.clone(),
@@ -879,6 +937,8 @@ impl ChatService {
                 )
                 .await?;
         }
+        self.quotas
+            .after_turn(&prepared.thread.user_id, &prepared.payer);
         self.announce(turn);
         Ok(())
     }

@@ -19,6 +19,8 @@ pub struct LimitsConfig {
     pub agent_limits: [u32; 4],
     /// `RATE_LIMITS`: requests per minute per plan, same form; default 100/500/2000/10000.
     pub rate_limits: [u32; 4],
+    /// `TOKEN_QUOTAS`: tokens per calendar month (UTC) per plan; `None` is unlimited.
+    pub token_quotas: [Option<u64>; 4],
     /// `CHANNEL_REQUESTS_PER_MINUTE`: requests per minute one client IP may send to one
     /// integration's inbound channel endpoint, counted before its secret is checked; at
     /// least 1. Over it: 429 (README § Limits).
@@ -36,6 +38,7 @@ impl Default for LimitsConfig {
         Self {
             agent_limits: Plan::ALL.map(Plan::default_agent_limit),
             rate_limits: Plan::ALL.map(Plan::requests_per_minute),
+            token_quotas: [None; 4],
             channel_requests_per_minute: CHANNEL_REQUESTS_PER_MINUTE,
             redis_url: None,
             redis_key_prefix: REDIS_KEY_PREFIX.into(),
@@ -50,6 +53,7 @@ impl LimitsConfig {
         self.redis_key_prefix = settings.redis_key_prefix.clone();
         self.agent_limits = settings.agent_limits;
         self.rate_limits = settings.rate_limits;
+        self.token_quotas = settings.token_quotas;
         self.channel_requests_per_minute = settings.channel_requests_per_minute;
     }
 
@@ -62,6 +66,30 @@ impl LimitsConfig {
     pub fn rate_limit(&self, plan: Plan) -> u32 {
         self.rate_limits[plan.index()]
     }
+
+    /// Tokens per calendar month allowed on `plan`; `None`: unlimited.
+    pub fn token_quota(&self, plan: Plan) -> Option<u64> {
+        self.token_quotas[plan.index()]
+    }
+}
+
+/// Parses monthly token quotas per plan such as `free=200000,starter=2000000` (any subset;
+/// plans not named, and an empty text, are unlimited). `name` is the variable, for errors.
+pub fn parse_plan_quotas(name: &str, raw: &str) -> anyhow::Result<[Option<u64>; 4]> {
+    let mut quotas = [None; 4];
+    for part in raw.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (plan, n) = part
+            .split_once('=')
+            .with_context(|| format!("{name} entries look like plan=tokens"))?;
+        let plan: Plan = plan.parse().map_err(anyhow::Error::msg)?;
+        let n: u64 = n
+            .trim()
+            .parse()
+            .with_context(|| format!("{name} numbers must be whole numbers of tokens"))?;
+        anyhow::ensure!(n > 0, "{name} numbers must be at least 1");
+        quotas[plan.index()] = Some(n);
+    }
+    Ok(quotas)
 }
 
 /// Parses per-plan numbers such as `free=3,starter=10,business=50,pro=500` (any subset;

@@ -30,8 +30,8 @@ pub use self::{
     jobs::JobsConfig,
     knowledge::{ExtractionConfig, KnowledgeConfig, DEFAULT_EXTRACT_TIMEOUT},
     limits::{
-        parse_per_minute, parse_plan_numbers, LimitsConfig, CHANNEL_REQUESTS_PER_MINUTE,
-        REDIS_KEY_PREFIX,
+        parse_per_minute, parse_plan_numbers, parse_plan_quotas, LimitsConfig,
+        CHANNEL_REQUESTS_PER_MINUTE, REDIS_KEY_PREFIX,
     },
     mail::MailConfig,
     metrics::{MetricsConfig, MIN_METRICS_TOKEN_CHARS},
@@ -433,6 +433,18 @@ mod tests {
         assert!(parse_plan_numbers("X", "gold=1", defaults).is_err());
         assert!(parse_plan_numbers("X", "free=x", defaults).is_err());
         assert!(parse_plan_numbers("X", "free=0", defaults).is_err());
+    }
+
+    #[test]
+    fn plan_quotas_parse_and_plans_left_out_are_unlimited() {
+        assert_eq!(parse_plan_quotas("X", "").unwrap(), [None; 4]);
+        assert_eq!(
+            parse_plan_quotas("X", "starter=2000000, pro=9000000000").unwrap(),
+            [None, Some(2_000_000), None, Some(9_000_000_000)]
+        );
+        for bad in ["gold=1", "free=x", "free=0", "free", "free=-1"] {
+            assert!(parse_plan_quotas("X", bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

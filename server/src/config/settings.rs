@@ -12,7 +12,8 @@ use std::{net::SocketAddr, path::PathBuf};
 use clap::{Arg, ArgMatches, Args, Command, FromArgMatches};
 
 use super::{
-    bounded, parse_per_minute, parse_plan_numbers, TurnCommit, DEFAULT_DATABASE_CONNECTIONS,
+    bounded, parse_per_minute, parse_plan_numbers, parse_plan_quotas, TurnCommit,
+    DEFAULT_DATABASE_CONNECTIONS,
 };
 use crate::{
     connection::{
@@ -167,6 +168,11 @@ pub struct Settings {
     #[arg(long, env = "RATE_LIMITS", default_value = RATE_LIMITS,
           value_parser = rate_limits, help_heading = "Limits")]
     pub rate_limits: [u32; 4],
+    /// Tokens (prompt + completion) per calendar month (UTC) per plan, as
+    /// `free=200000,starter=2000000`; a plan left out is unlimited [default: none: unlimited]
+    #[arg(long, env = "TOKEN_QUOTAS", default_value = "",
+          value_parser = token_quotas, help_heading = "Limits")]
+    pub token_quotas: [Option<u64>; 4],
     /// Requests per minute one client IP may send to one integration's inbound channel
     /// endpoint (at least 1).
     #[arg(long, env = "CHANNEL_REQUESTS_PER_MINUTE", default_value_t = super::CHANNEL_REQUESTS_PER_MINUTE,
@@ -544,6 +550,10 @@ fn rate_limits(raw: &str) -> anyhow::Result<[u32; 4]> {
     parse_plan_numbers("RATE_LIMITS", raw, Plan::ALL.map(Plan::requests_per_minute))
 }
 
+fn token_quotas(raw: &str) -> anyhow::Result<[Option<u64>; 4]> {
+    parse_plan_quotas("TOKEN_QUOTAS", raw)
+}
+
 fn channel_requests_per_minute(raw: &str) -> anyhow::Result<u32> {
     parse_per_minute("CHANNEL_REQUESTS_PER_MINUTE", raw)
 }
@@ -710,6 +720,7 @@ mod tests {
             ("DATABASE_URL", ""),
             ("LEPTOS_SITE_ADDR", "  "),
             ("RATE_LIMITS", "pro=9"),
+            ("TOKEN_QUOTAS", "free=200000, business=5000000"),
             ("TRUSTED_PROXIES", "10.0.0.0/8"),
             ("GITHUB_CLIENT_ID", "id"),
             ("GITHUB_CLIENT_SECRET", "secret"),
@@ -721,6 +732,10 @@ mod tests {
         assert_eq!(settings.database_url, None);
         assert_eq!(settings.leptos_site_addr, "127.0.0.1:3000".parse().unwrap());
         assert_eq!(settings.rate_limits, [100, 500, 2000, 9]);
+        assert_eq!(
+            settings.token_quotas,
+            [Some(200_000), None, Some(5_000_000), None]
+        );
         assert!(settings
             .trusted_proxies
             .as_ref()

@@ -37,7 +37,7 @@ async fn list(
     Auth(principal): Auth,
 ) -> ApiResult<Json<AgentsResponse>> {
     principal.require(Scope::AgentsRead)?;
-    let agents = state.agents.list(&principal.user_id).await?;
+    let agents = state.agents.usable(&principal).await?;
     Ok(Json(AgentsResponse {
         agents: agents.iter().map(agent_view).collect(),
     }))

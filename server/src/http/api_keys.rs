@@ -16,8 +16,8 @@ use super::{
 pub use crate::auth::api_keys::NAME_MAX;
 use crate::{
     auth::api_keys::{CreatedKey, NewApiKey},
-    http::error::ApiResult,
-    ids::ApiKeyId,
+    http::error::{ApiError, ApiResult},
+    ids::{AgentId, ApiKeyId},
     store::ApiKeyRecord,
     views::iso,
 };
@@ -30,12 +30,19 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(rotate))
 }
 
-fn info(k: &ApiKeyRecord) -> ApiKeyInfo {
+/// `k` as listed, with its tokens this month.
+fn info(k: &ApiKeyRecord, tokens_this_month: u64) -> ApiKeyInfo {
     ApiKeyInfo {
         id: k.id.clone().into(),
         name: k.name.clone(),
         prefix: k.prefix.clone(),
         scopes: k.scopes.clone(),
+        agent_ids: k
+            .agent_ids
+            .as_ref()
+            .map(|ids| ids.iter().map(|id| id.as_str().to_string()).collect()),
+        monthly_token_budget: k.monthly_token_budget,
+        tokens_this_month,
         expires_at: k.expires_at.map(iso),
         created_at: iso(k.created_at),
         last_used_at: k.last_used_at.map(iso),
@@ -47,7 +54,7 @@ fn created(c: CreatedKey) -> (StatusCode, Json<CreatedApiKey>) {
     (
         StatusCode::CREATED,
         Json(CreatedApiKey {
-            api_key: info(&c.record),
+            api_key: info(&c.record, 0),
             key: c.key,
         }),
     )
@@ -64,10 +71,44 @@ async fn create(
     ApiJson(body): ApiJson<CreateApiKeyRequest>,
 ) -> ApiResult<(StatusCode, Json<CreatedApiKey>)> {
     principal.require_session()?;
+    let agent_ids = match body.agent_ids {
+        None => None,
+        Some(ids) if ids.is_empty() => {
+            return Err(ApiError::bad_request(
+                "agentIds must name at least one agent; leave it out for every agent",
+            ))
+        }
+        Some(ids) => {
+            let mut agents: Vec<AgentId> = Vec::with_capacity(ids.len());
+            for id in ids {
+                let id = AgentId::from(id);
+                if state.agents.find(&principal.user_id, &id).await?.is_none() {
+                    return Err(ApiError::BadRequest(format!(
+                        "agentIds: agent {} not found",
+                        id.as_str()
+                    )));
+                }
+                if !agents.contains(&id) {
+                    agents.push(id);
+                }
+            }
+            Some(agents)
+        }
+    };
+    if let Some(budget) = body.monthly_token_budget {
+        if budget == 0 || i64::try_from(budget).is_err() {
+            return Err(ApiError::BadRequest(format!(
+                "monthlyTokenBudget must be from 1 to {} tokens; leave it out for no budget",
+                i64::MAX
+            )));
+        }
+    }
     let new = NewApiKey {
         name: body.name,
         scopes: body.scopes,
         expires_at: body.expires_at,
+        agent_ids,
+        monthly_token_budget: body.monthly_token_budget,
     };
     let key = state.auth.create_api_key(&principal.user_id, new).await?;
     Ok(created(key))
@@ -83,8 +124,15 @@ async fn list(
 ) -> ApiResult<Json<ApiKeysResponse>> {
     principal.require_session()?;
     let keys = state.auth.list_api_keys(&principal.user_id).await?;
+    let month = state.clock.now().format("%Y-%m").to_string();
+    let used = state.chat.key_usages(&principal.user_id, &month).await?;
+    let tokens = |k: &ApiKeyRecord| {
+        used.iter()
+            .find(|(id, _)| *id == k.id)
+            .map_or(0, |(_, n)| *n)
+    };
     Ok(Json(ApiKeysResponse {
-        api_keys: keys.iter().map(info).collect(),
+        api_keys: keys.iter().map(|k| info(k, tokens(k))).collect(),
     }))
 }
 

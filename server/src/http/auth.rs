@@ -3,10 +3,10 @@
 //! § Authentication, § Auth).
 
 use app::api::{
-    EmailRequest, ErrorBody, LoginRequest, LoginResponse, MeResponse, MessageResponse, PlanLimits,
-    RefreshRequest, RefreshResponse, ResetPasswordRequest, SessionInfo, SessionsResponse,
-    SignupRequest, SignupResponse, SuccessResponse, TokenRequest, UserProfile, UserSummary,
-    REFRESH_COOKIE,
+    ClientInfo, EmailRequest, ErrorBody, LoginRequest, LoginResponse, MeResponse, MessageResponse,
+    PlanLimits, RefreshRequest, RefreshResponse, ResetPasswordRequest, SessionInfo,
+    SessionsResponse, SignupRequest, SignupResponse, SuccessResponse, TokenRequest, UserProfile,
+    UserSummary, REFRESH_COOKIE,
 };
 use axum::{
     extract::State,
@@ -280,6 +280,7 @@ async fn me(State(state): State<AppState>, Auth(principal): Auth) -> ApiResult<J
     let limits = PlanLimits {
         requests_per_minute: state.limits.rate_limit(user.plan),
         agents: state.limits.agent_limit(user.plan),
+        monthly_tokens: state.limits.token_quota(user.plan),
     };
     Ok(Json(MeResponse {
         limits,
@@ -316,11 +317,49 @@ async fn list_sessions(
             id: s.id.into_string(),
             created_at: iso(s.created_at),
             last_seen_at: iso(s.last_seen_at),
+            client: s.user_agent.as_deref().map(client_info),
             user_agent: s.user_agent,
             ip: s.ip,
         })
         .collect();
     Ok(Json(SessionsResponse { sessions }))
+}
+
+/// The browser, system and device a user agent names, as the woothee project's dataset
+/// reads it (https://github.com/woothee/woothee).
+fn client_info(user_agent: &str) -> ClientInfo {
+    let known = |s: &str| !s.is_empty() && s != "UNKNOWN";
+    let Some(r) = woothee::parser::Parser::new().parse(user_agent) else {
+        return ClientInfo {
+            browser: "Unknown browser".into(),
+            os: "Unknown system".into(),
+            device: "Unknown".into(),
+        };
+    };
+    let (name, version) = (r.name.to_string(), r.version.to_string());
+    let (os, os_version) = (r.os.to_string(), r.os_version.to_string());
+    let major = version.split('.').next().unwrap_or_default();
+    ClientInfo {
+        browser: match (known(&name), known(major)) {
+            (true, true) => format!("{name} {major}"),
+            (true, false) => name,
+            _ => "Unknown browser".into(),
+        },
+        os: match (known(&os), known(&os_version)) {
+            (true, true) if !os.ends_with(&os_version) => format!("{os} {os_version}"),
+            (true, _) => os,
+            _ => "Unknown system".into(),
+        },
+        device: match r.category.to_string().as_str() {
+            "pc" => "Desktop",
+            "smartphone" => "Phone",
+            "mobilephone" => "Mobile phone",
+            "appliance" => "Appliance",
+            "crawler" => "Crawler",
+            _ => "Unknown",
+        }
+        .into(),
+    }
 }
 
 /// End one of the user's sessions; its tokens stop working at once.
@@ -380,4 +419,30 @@ async fn reset_password(
         success: true,
         message: "Password changed. Sign in with your new password.".into(),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_user_agent_is_shown_as_browser_system_and_device() {
+        let chrome = client_info(
+            "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) \
+             Chrome/120.0.6099.109 Safari/537.36",
+        );
+        assert_eq!(chrome.browser, "Chrome 120");
+        assert!(chrome.os.starts_with("Windows 10"), "{}", chrome.os);
+        assert_eq!(chrome.device, "Desktop");
+        let iphone = client_info(
+            "Mozilla/5.0 (iPhone; CPU iPhone OS 17_1 like Mac OS X) AppleWebKit/605.1.15 \
+             (KHTML, like Gecko) Version/17.1 Mobile/15E148 Safari/604.1",
+        );
+        assert_eq!(iphone.browser, "Safari 17");
+        assert!(iphone.os.starts_with("iPhone"), "{}", iphone.os);
+        assert_eq!(iphone.device, "Phone");
+        let unknown = client_info("something/1.0");
+        assert_eq!(unknown.browser, "Unknown browser");
+        assert_eq!(unknown.device, "Unknown");
+    }
 }

@@ -10,7 +10,7 @@ use app::api::{
 };
 use axum::{
     extract::State,
-    http::{header, HeaderValue},
+    http::{header, HeaderMap, HeaderValue},
     response::{
         sse::{Event as SseEvent, Sse},
         IntoResponse, Response,
@@ -29,10 +29,11 @@ use super::{
 };
 use crate::{
     chat::{
-        history::PageRequest, Attachment, Frame, PreparedChat, Relay, ThreadChoice, TurnOptions,
+        history::PageRequest, quota::Payer, Attachment, Frame, PreparedChat, Relay, ThreadChoice,
+        TurnOptions,
     },
-    domain::Scope,
-    http::error::{ApiError, ApiResult},
+    domain::{Channel, Scope},
+    http::error::{add_quota_headers, ApiError, ApiResult},
     ids::{AgentId, MessageId, ThreadId},
     store::Rating,
     tools::{service::pending_view, ApprovalError, Decided},
@@ -90,7 +91,10 @@ async fn approve(
     let options = body.stream_options.unwrap_or_default();
     match decided {
         Decided::Continue(views) => {
-            let prepared = state.chat.continue_turn(&agent, thread, views).await?;
+            let prepared = state
+                .chat
+                .continue_turn(&agent, thread, views, Payer::of(&principal))
+                .await?;
             if body.stream {
                 Ok(stream_reply(&state, prepared, options))
             } else {
@@ -149,6 +153,7 @@ async fn approve(
 async fn send(
     State(state): State<AppState>,
     Auth(principal): Auth,
+    headers: HeaderMap,
     ApiPath(agent_id): ApiPath<AgentId>,
     ApiJson(body): ApiJson<ChatRequest>,
 ) -> ApiResult<Response> {
@@ -165,9 +170,16 @@ async fn send(
         Some(id) => ThreadChoice::Id(id),
         None => ThreadChoice::New,
     };
-    // A person reads this reply: tools that need approval may be offered.
+    // A person reads this reply: tools that need approval may be offered. The identity
+    // middleware reads a bearer value first: without one, the caller is the dashboard's
+    // session cookie.
     let turn = TurnOptions {
         approvals: true,
+        channel: match headers.contains_key(header::AUTHORIZATION) {
+            true => Channel::Api,
+            false => Channel::Dashboard,
+        },
+        payer: Payer::of(&principal),
         ..TurnOptions::default()
     };
     let attachments: Vec<Attachment> = body
@@ -191,11 +203,16 @@ async fn send(
         )
         .await?;
     let options = body.stream_options.unwrap_or_default();
-    if body.stream {
-        Ok(stream_reply(&state, prepared, options))
+    let quota = prepared.quota.clone();
+    let mut response = if body.stream {
+        stream_reply(&state, prepared, options)
     } else {
-        json_reply(&state, prepared).await
+        json_reply(&state, prepared).await?
+    };
+    if let Some(quota) = &quota {
+        add_quota_headers(response.headers_mut(), quota);
     }
+    Ok(response)
 }
 
 async fn json_reply(state: &AppState, mut prepared: PreparedChat) -> ApiResult<Response> {

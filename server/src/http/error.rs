@@ -59,6 +59,14 @@ pub enum ApiError {
         /// Seconds until a request may succeed again.
         retry_after_secs: u64,
     },
+    /// 429 `Quota exceeded`: a monthly token quota or key budget is spent; the message names
+    /// it and its reset, with `Retry-After` and the `X-Quota-*` headers.
+    #[error("quota exceeded")]
+    QuotaExceeded {
+        state: crate::chat::quota::QuotaState,
+        /// What the caller is told: the limit and its reset, or less for a visitor.
+        message: String,
+    },
     /// Any other status with a message (405, 502, 504, ...).
     #[error("{status}: {message}")]
     Status {
@@ -93,7 +101,7 @@ impl ApiError {
             Self::Conflict(_) => StatusCode::CONFLICT,
             Self::PayloadTooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
             Self::UnsupportedMediaType(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            Self::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Self::RateLimited { .. } | Self::QuotaExceeded { .. } => StatusCode::TOO_MANY_REQUESTS,
             Self::Status { status, .. } => *status,
             Self::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -106,6 +114,7 @@ impl ApiError {
             Self::Unauthorized => ("Unauthorized".into(), UNAUTHORIZED_MESSAGE.into()),
             Self::Forbidden => ("Forbidden".into(), FORBIDDEN_MESSAGE.into()),
             Self::RateLimited { .. } => (RATE_LIMITED_ERROR.into(), RATE_LIMITED_MESSAGE.into()),
+            Self::QuotaExceeded { message, .. } => (QUOTA_EXCEEDED_ERROR.into(), message.clone()),
             Self::Internal(_) => (
                 reason(status),
                 "An internal error occurred. Please try again later.".into(),
@@ -123,6 +132,20 @@ impl ApiError {
     }
 }
 
+/// The `error` of a 429 over a monthly token quota (docs/api.md § Token quotas).
+pub const QUOTA_EXCEEDED_ERROR: &str = "Quota exceeded";
+
+/// `X-Quota-Limit` (tokens per month), `X-Quota-Remaining` (tokens left) and
+/// `X-Quota-Reset` (Unix epoch seconds of the next month's start, UTC) of `state`.
+pub fn add_quota_headers(
+    headers: &mut axum::http::HeaderMap,
+    state: &crate::chat::quota::QuotaState,
+) {
+    headers.insert("x-quota-limit", HeaderValue::from(state.limit));
+    headers.insert("x-quota-remaining", HeaderValue::from(state.remaining()));
+    headers.insert("x-quota-reset", HeaderValue::from(state.reset.timestamp()));
+}
+
 /// The canonical reason phrase of `status`, e.g. `Bad Request`.
 pub fn reason(status: StatusCode) -> String {
     status.canonical_reason().unwrap_or("Error").to_string()
@@ -134,10 +157,19 @@ impl IntoResponse for ApiError {
             tracing::error!(error = ?err, "internal error");
         }
         let mut response = (self.status(), Json(self.body())).into_response();
-        if let Self::RateLimited { retry_after_secs } = self {
-            response
-                .headers_mut()
-                .insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
+        match &self {
+            Self::RateLimited { retry_after_secs } => {
+                response
+                    .headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs));
+            }
+            Self::QuotaExceeded { state, .. } => {
+                let wait = (state.reset - chrono::Utc::now()).num_seconds().max(1);
+                let headers = response.headers_mut();
+                headers.insert(header::RETRY_AFTER, HeaderValue::from(wait));
+                add_quota_headers(headers, state);
+            }
+            _ => {}
         }
         response
     }
@@ -287,6 +319,10 @@ impl From<crate::chat::ChatError> for ApiError {
             ChatError::ThreadNotFound => Self::not_found("Thread"),
             ChatError::MessageNotFound => Self::not_found("Message"),
             ChatError::Invalid(message) => Self::BadRequest(message),
+            ChatError::QuotaExceeded(state) => Self::QuotaExceeded {
+                message: state.exceeded_message(),
+                state,
+            },
             e @ ChatError::ModelUnavailable { .. } => Self::Status {
                 status: StatusCode::BAD_GATEWAY,
                 message: e.to_string(),
@@ -313,6 +349,11 @@ impl From<crate::channels::ChannelError> for ApiError {
         match err {
             e @ ChannelError::NotLinked => Self::Conflict(e.to_string()),
             e @ ChannelError::TooLong(_) => Self::BadRequest(e.to_string()),
+            // The visitor is told without the owner's figures; the headers keep them.
+            ChannelError::OverQuota(state) => Self::QuotaExceeded {
+                state,
+                message: crate::channels::OVER_QUOTA.into(),
+            },
             ChannelError::Failed(e) => e.into(),
         }
     }

@@ -124,6 +124,10 @@ pub enum Identity {
 
 /// The authenticated caller; 401 otherwise, 403 for a failed CSRF check. An invalid token
 /// is an error, never anonymous.
+///
+/// An API key bound to agents ([`Principal::may_use`]) gets 404 on `/api/agents/{agentId}`
+/// and everything below it for any other agent, as if the agent were absent, and 403 on
+/// creating an agent (docs/api.md § API keys).
 #[derive(Debug, Clone)]
 pub struct Auth(pub Arc<Principal>);
 
@@ -132,11 +136,34 @@ impl<S: Send + Sync> FromRequestParts<S> for Auth {
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
         match parts.extensions.get::<Identity>() {
-            Some(Identity::Authenticated(p)) => Ok(Auth(p.clone())),
+            Some(Identity::Authenticated(p)) => {
+                if p.agent_scope().is_some() {
+                    bound_key_may_call(p, parts)?;
+                }
+                Ok(Auth(p.clone()))
+            }
             Some(Identity::CsrfRejected) => Err(crate::auth::AuthError::CsrfRejected.into()),
             _ => Err(ApiError::Unauthorized),
         }
     }
+}
+
+/// Whether an API key bound to agents may make the request of `parts`: not on another
+/// agent's paths (404) nor to create an agent (403).
+fn bound_key_may_call(principal: &Principal, parts: &Parts) -> Result<(), ApiError> {
+    let path = parts.uri.path();
+    if path.trim_end_matches('/') == "/api/agents" && parts.method == axum::http::Method::POST {
+        return Err(ApiError::ForbiddenWith(
+            "This API key works only for the agents it is bound to; it cannot create agents".into(),
+        ));
+    }
+    if let Some(rest) = path.strip_prefix("/api/agents/") {
+        let agent = rest.split('/').next().unwrap_or_default();
+        if !principal.may_use(&crate::ids::AgentId::from(agent)) {
+            return Err(ApiError::not_found("Agent"));
+        }
+    }
+    Ok(())
 }
 
 /// The client's IP: the TCP peer, or behind `TRUSTED_PROXIES` what they report in

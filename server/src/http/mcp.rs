@@ -41,8 +41,8 @@ use super::{
 };
 use crate::{
     auth::Principal,
-    chat::{ThreadChoice, TurnOptions},
-    domain::Scope,
+    chat::{quota::Payer, ThreadChoice, TurnOptions},
+    domain::{Channel, Scope},
     ids::{AgentId, ThreadId},
     knowledge::search::retrieve,
     services::AppState,
@@ -514,7 +514,7 @@ fn failed(err: impl Into<ApiError>) -> CallToolResult {
 /// `list_agents`: `{agents: [{id, name, description, model}]}`, oldest first.
 async fn list_agents(caller: &Caller, arguments: &Arguments) -> Result<CallToolResult, ErrorData> {
     arguments.only(&[])?;
-    let agents = match caller.state.agents.list(&caller.principal.user_id).await {
+    let agents = match caller.state.agents.usable(&caller.principal).await {
         Ok(agents) => agents,
         Err(e) => return Ok(failed(e)),
     };
@@ -542,6 +542,9 @@ async fn ask_agent(caller: &Caller, arguments: &Arguments) -> Result<CallToolRes
     if let Err(e) = state.chat.check_message(message) {
         return Ok(failed(e));
     }
+    if !caller.principal.may_use(&agent_id) {
+        return Ok(failed(ApiError::not_found("Agent")));
+    }
     let agent = match state
         .agents
         .owned(&caller.principal.user_id, &agent_id)
@@ -562,7 +565,11 @@ async fn ask_agent(caller: &Caller, arguments: &Arguments) -> Result<CallToolRes
             thread,
             message,
             &[],
-            &TurnOptions::default(),
+            &TurnOptions {
+                channel: Channel::Mcp,
+                payer: Payer::of(&caller.principal),
+                ..TurnOptions::default()
+            },
         )
         .await;
     let mut prepared = match prepared {
@@ -609,6 +616,9 @@ async fn search_knowledge(
         return Ok(failed(ApiError::bad_request("query must not be empty")));
     }
     let state = &caller.state;
+    if !caller.principal.may_use(&agent_id) {
+        return Ok(failed(ApiError::not_found("Agent")));
+    }
     if let Err(e) = state
         .agents
         .owned(&caller.principal.user_id, &agent_id)

@@ -2,13 +2,16 @@
 //! state; every error leaving `/api` is the contract's `{error, message}` body.
 
 pub mod agents;
+pub mod analytics;
 pub mod api_keys;
 pub mod auth;
 pub mod channels;
 pub mod chat;
 pub mod cookies;
 pub mod error;
+pub mod export;
 pub mod extract;
+pub mod inbox;
 pub mod integrations;
 pub mod knowledge;
 pub mod mcp;
@@ -57,6 +60,9 @@ pub fn api_router() -> OpenApiRouter<AppState> {
         .merge(agents::router())
         .merge(tools::router())
         .merge(chat::router())
+        .merge(inbox::router())
+        .merge(analytics::router())
+        .merge(export::router())
         .merge(knowledge::router())
         .merge(ops::router())
         .merge(usage::router())

@@ -3,7 +3,7 @@
 //! each reply is stored (`Store::append_message`), so deleting threads or agents does not
 //! lower it ([`crate::chat::ChatService::usage`]). API keys need `chat:read`.
 
-use app::api::{ErrorBody, TokenTotals, UsageDayInfo, UsageResponse};
+use app::api::{ErrorBody, QuotaInfo, TokenTotals, UsageDayInfo, UsageResponse};
 use axum::{extract::State, Json};
 use chrono::NaiveDate;
 use serde::Deserialize;
@@ -15,7 +15,7 @@ use super::{
     extract::{ApiQuery, Auth},
     AppState,
 };
-use crate::{domain::Scope, http::error::ApiResult, store::UsageDay};
+use crate::{auth::Credential, domain::Scope, http::error::ApiResult, store::UsageDay};
 
 /// The usage route.
 pub fn router() -> OpenApiRouter<AppState> {
@@ -78,11 +78,39 @@ async fn usage(
         .filter(|u| u.day >= window.month_start)
         .collect();
     let (chats_this_month, tokens_this_month) = totals(&this_month);
+    let month = window.today.format("%Y-%m").to_string();
+    let reset = window
+        .month_start
+        .checked_add_months(chrono::Months::new(1))
+        .unwrap_or(window.month_start);
+    let quota_info = |limit: u64, used: u64| QuotaInfo {
+        limit,
+        used,
+        remaining: limit.saturating_sub(used),
+        reset_at: format!("{}T00:00:00Z", reset.format("%Y-%m-%d")),
+    };
+    let quota = state
+        .limits
+        .token_quota(principal.plan)
+        .map(|limit| quota_info(limit, tokens_this_month.total));
+    let key_budget = match &principal.credential {
+        Credential::ApiKey {
+            key_id,
+            monthly_token_budget: Some(limit),
+            ..
+        } => Some(quota_info(
+            *limit,
+            state.chat.key_usage(key_id, &month).await?,
+        )),
+        _ => None,
+    };
     Ok(Json(UsageResponse {
-        month: window.today.format("%Y-%m").to_string(),
+        month,
         chats_this_month,
         tokens_this_month,
         days: per_day(&window.used, window.first_day, window.today),
+        quota,
+        key_budget,
     }))
 }
 

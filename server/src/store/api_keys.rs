@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 
 use super::StoreResult;
 use crate::domain::Plan;
-use crate::ids::{ApiKeyId, UserId};
+use crate::ids::{AgentId, ApiKeyId, UserId};
 
 /// An API key as stored (never the key itself).
 #[derive(Debug, Clone)]
@@ -16,6 +16,10 @@ pub struct ApiKeyRecord {
     pub prefix: String,
     pub key_hash: String,
     pub scopes: Vec<String>,
+    /// The agents the key works for; `None`: every agent of its owner.
+    pub agent_ids: Option<Vec<AgentId>>,
+    /// Tokens the key may use per calendar month (UTC); `None`: no budget.
+    pub monthly_token_budget: Option<u64>,
     pub expires_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub last_used_at: Option<DateTime<Utc>>,
@@ -56,6 +60,22 @@ pub trait ApiKeyStore: Send + Sync {
     async fn touch_api_key(&self, id: &ApiKeyId, now: DateTime<Utc>) -> StoreResult<()>;
 }
 
+/// The stored form of a key's agents: their ids, space-separated; `None` for every agent.
+pub(crate) fn agent_ids_text(k: &ApiKeyRecord) -> Option<String> {
+    k.agent_ids.as_ref().map(|ids| {
+        ids.iter()
+            .map(AgentId::as_str)
+            .collect::<Vec<_>>()
+            .join(" ")
+    })
+}
+
+/// The stored form of a key's monthly budget.
+pub(crate) fn budget_number(k: &ApiKeyRecord) -> Option<i64> {
+    k.monthly_token_budget
+        .map(|n| i64::try_from(n).unwrap_or(i64::MAX))
+}
+
 /// Defines the [`ApiKeyStore`] of `$store` (`$writer` pool writes, `$reader` reads).
 macro_rules! api_key_store {
     ($store:ident, $db:ty, $writer:ident, $reader:ident) => {
@@ -74,8 +94,9 @@ macro_rules! api_key_store {
                 async fn create_api_key(&self, k: ApiKeyRecord, cap: usize) -> StoreResult<bool> {
                     let mut tx = self.begin_for_account(&k.user_id).await?;
                     let done = sqlx::query(
-                        "INSERT INTO api_keys (id, user_id, name, prefix, key_hash, scopes, expires_at, created_at) \
-                         SELECT $1, $2, $3, $4, $5, $6, $7, $8 \
+                        "INSERT INTO api_keys (id, user_id, name, prefix, key_hash, scopes, expires_at, created_at, \
+                         agent_ids, monthly_token_budget) \
+                         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $11, $12 \
                          WHERE (SELECT COUNT(*) FROM api_keys WHERE user_id = $9 AND revoked_at IS NULL) < $10",
                     )
                     .bind(&k.id)
@@ -88,6 +109,8 @@ macro_rules! api_key_store {
                     .bind(ms(k.created_at))
                     .bind(&k.user_id)
                     .bind(i64::try_from(cap).unwrap_or(i64::MAX))
+                    .bind(crate::store::api_keys::agent_ids_text(&k))
+                    .bind(crate::store::api_keys::budget_number(&k))
                     .execute(&mut *tx)
                     .await?;
                     tx.commit().await?;
@@ -114,8 +137,9 @@ macro_rules! api_key_store {
                         return Ok(false);
                     }
                     sqlx::query(
-                        "INSERT INTO api_keys (id, user_id, name, prefix, key_hash, scopes, expires_at, created_at) \
-                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                        "INSERT INTO api_keys (id, user_id, name, prefix, key_hash, scopes, expires_at, created_at, \
+                         agent_ids, monthly_token_budget) \
+                         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
                     )
                     .bind(&k.id)
                     .bind(user_id)
@@ -125,6 +149,8 @@ macro_rules! api_key_store {
                     .bind(k.scopes.join(" "))
                     .bind(k.expires_at.map(ms))
                     .bind(ms(k.created_at))
+                    .bind(crate::store::api_keys::agent_ids_text(&k))
+                    .bind(crate::store::api_keys::budget_number(&k))
                     .execute(&mut *tx)
                     .await?;
                     tx.commit().await?;

@@ -4,8 +4,8 @@ use async_trait::async_trait;
 use chrono::{DateTime, NaiveDate, Utc};
 
 use super::{StoreError, StoreResult};
-use crate::domain::Role;
-use crate::ids::{AgentId, IntegrationId, MessageId, ThreadId, UserId};
+use crate::domain::{Channel, Role};
+use crate::ids::{AgentId, ApiKeyId, IntegrationId, MessageId, ThreadId, UserId};
 
 /// A turn's statement text from `build`, the two-message shapes built once into `two`.
 pub(crate) fn turn_statement(
@@ -22,11 +22,14 @@ pub(crate) fn turn_statement(
     }
 }
 
-/// The insert of a turn's new thread (`$1`–`$7`) when its user's agent, read with `lock`, exists.
+/// Parameters a turn's new thread binds (`$1`–`$8`); its messages' follow.
+pub(crate) const THREAD_PARAMS: usize = 8;
+
+/// The insert of a turn's new thread (`$1`–`$8`) when its user's agent, read with `lock`, exists.
 pub(crate) fn insert_thread_sql(lock: &str) -> String {
     format!(
-        "INSERT INTO threads (id, agent_id, user_id, title, message_count, created_at, updated_at) \
-         SELECT $1, $2, $3, $4, $5, $6, $7 \
+        "INSERT INTO threads (id, agent_id, user_id, title, message_count, created_at, updated_at, channel) \
+         SELECT $1, $2, $3, $4, $5, $6, $7, $8 \
          WHERE EXISTS (SELECT 1 FROM agents WHERE id = $2 AND user_id = $3{lock})"
     )
 }
@@ -156,6 +159,11 @@ pub struct ThreadRecord {
     pub user_id: UserId,
     pub title: String,
     pub message_count: i64,
+    /// Where the thread started, recorded when it is created.
+    pub channel: Channel,
+    /// Replies of the thread rated `up` and `down` (kept by the store).
+    pub feedback_up: i64,
+    pub feedback_down: i64,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
 }
@@ -178,6 +186,8 @@ pub struct MessageRecord {
     pub created_at: DateTime<Utc>,
     /// JSON array of the reply's tool calls (docs/api.md § Tools); `None` when none.
     pub tool_calls: Option<String>,
+    /// The API key the message was sent with; its reply's tokens count in the key's month.
+    pub api_key_id: Option<ApiKeyId>,
 }
 
 /// One account's use of chat on one UTC day.
@@ -211,6 +221,106 @@ pub struct ChannelLink {
     /// The conversation's key within the integration (`channels::*::conversation_key`).
     pub conversation_key: String,
     pub at: DateTime<Utc>,
+}
+
+/// Which rated conversations the inbox keeps ([`InboxFilter::feedback`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FeedbackFilter {
+    /// At least one reply rated `up`.
+    Up,
+    /// At least one reply rated `down`.
+    Down,
+    /// At least one rated reply.
+    Any,
+}
+
+/// The filters of the account's conversation inbox ([`ChatStore::inbox`]); each one set must
+/// hold.
+#[derive(Debug, Clone, Default)]
+pub struct InboxFilter {
+    pub agent_id: Option<AgentId>,
+    /// Only threads of these agents (an API key bound to agents); `None`: any agent.
+    pub within: Option<Vec<AgentId>>,
+    pub channel: Option<Channel>,
+    /// Last activity at or after this time.
+    pub from: Option<DateTime<Utc>>,
+    /// Last activity before this time.
+    pub until: Option<DateTime<Utc>>,
+    pub feedback: Option<FeedbackFilter>,
+    /// Words one message of the thread must all hold, each as a word or a word's start:
+    /// lower-case letters and digits only (`chat::history::search_words`).
+    pub words: Vec<String>,
+}
+
+/// A thread as the inbox lists it, with its agent's name.
+#[derive(Debug, Clone)]
+pub struct InboxThread {
+    pub thread: ThreadRecord,
+    pub agent_name: String,
+}
+
+/// One message as an agent's conversation export writes it ([`ChatStore::export_messages`]).
+#[derive(Debug, Clone)]
+pub struct ExportedMessage {
+    pub message: MessageRecord,
+    /// Its thread's channel.
+    pub channel: Channel,
+    /// The reply's rating and comment, if rated.
+    pub feedback: Option<(Rating, Option<String>)>,
+}
+
+/// Where an export continues: after this message (of the order thread id, time, id).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExportCursor {
+    pub thread_id: ThreadId,
+    pub at: i64,
+    pub id: MessageId,
+}
+
+/// What an analytics query covers ([`ChatStore::analytics`]): the user's conversations of
+/// one agent (or all, or those of `within`), from `from` to `until` (epoch ms, half-open),
+/// counted per interval of `days` days (1 or 7); interval `n` starts on epoch day
+/// `n * days - offset` (offset 3 makes weeks start on Mondays, epoch day 0 being a
+/// Thursday).
+#[derive(Debug, Clone)]
+pub struct AnalyticsQuery {
+    pub user_id: UserId,
+    pub agent_id: Option<AgentId>,
+    pub within: Option<Vec<AgentId>>,
+    pub from: i64,
+    pub until: i64,
+    pub days: i64,
+    pub offset: i64,
+}
+
+/// One interval's counts ([`ChatStore::analytics`]); intervals without any are absent.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AnalyticsBucket {
+    /// The interval's number ([`AnalyticsQuery`]).
+    pub bucket: i64,
+    /// Conversations started.
+    pub conversations: i64,
+    pub user_messages: i64,
+    pub replies: i64,
+    pub prompt_tokens: i64,
+    pub completion_tokens: i64,
+    /// Distinct people on the live channels (widget visitors, Telegram chats, Slack threads)
+    /// who wrote.
+    pub visitors: i64,
+    pub feedback_up: i64,
+    pub feedback_down: i64,
+    /// Complete replies without sources, of agents with a knowledge base.
+    pub unanswered: i64,
+    pub failed: i64,
+}
+
+/// The user messages of an analytics period ([`ChatStore::analytics_questions`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AskedQuestion {
+    pub text: String,
+    /// Whether the turn's reply was complete, without sources, from an agent with a
+    /// knowledge base.
+    pub unanswered: bool,
 }
 
 /// A keyset pagination position: the sort time and id of the last row returned.
@@ -258,6 +368,21 @@ pub trait ChatStore: Send + Sync {
     async fn record_turns(&self, turns: &[TurnRecord]) -> StoreResult<Vec<bool>>;
     /// The user's usage from day `from` (UTC) on, oldest first; days without use are absent.
     async fn usage(&self, user_id: &UserId, from: NaiveDate) -> StoreResult<Vec<UsageDay>>;
+    /// Tokens (prompt + completion) of the replies sent with API key `key_id` in `month`
+    /// (`YYYY-MM`, UTC).
+    async fn key_usage(&self, key_id: &ApiKeyId, month: &str) -> StoreResult<u64>;
+    /// The tokens of each of the user's API keys that has any in `month` (`YYYY-MM`).
+    async fn key_usages(&self, user_id: &UserId, month: &str) -> StoreResult<Vec<(ApiKeyId, u64)>>;
+    /// Claims the alert at `threshold` % of the user's quota `subject` (`plan` or an API
+    /// key's id) for `month`: true for the one caller that claims it first, on any instance.
+    async fn claim_usage_alert(
+        &self,
+        user_id: &UserId,
+        subject: &str,
+        month: &str,
+        threshold: u8,
+        at: DateTime<Utc>,
+    ) -> StoreResult<bool>;
     /// Stores `feedback` on reply `feedback.message_id` of the user's thread of the agent,
     /// replacing the reply's earlier feedback.
     async fn set_feedback(
@@ -278,6 +403,42 @@ pub trait ChatStore: Send + Sync {
     ) -> StoreResult<bool>;
     /// The feedback on the thread's replies, in no order.
     async fn thread_feedback(&self, thread_id: &ThreadId) -> StoreResult<Vec<FeedbackRecord>>;
+    /// The user's threads of any agent that pass `filter`, by most recent activity, after
+    /// `cursor`.
+    async fn inbox(
+        &self,
+        user_id: &UserId,
+        filter: &InboxFilter,
+        limit: u32,
+        cursor: Option<&Cursor>,
+    ) -> StoreResult<Vec<InboxThread>>;
+    /// Up to `limit` messages of the user's agent created in `[from, until)` (either end
+    /// open), after `after`, ordered by thread id (threads in creation order), then time and
+    /// id: an export reads them page by page in constant memory.
+    async fn export_messages(
+        &self,
+        user_id: &UserId,
+        agent_id: &AgentId,
+        (from, until): (Option<DateTime<Utc>>, Option<DateTime<Utc>>),
+        after: Option<&ExportCursor>,
+        limit: u32,
+    ) -> StoreResult<Vec<ExportedMessage>>;
+    /// The counts of [`AnalyticsQuery`]'s period per interval, in no order.
+    async fn analytics(&self, query: &AnalyticsQuery) -> StoreResult<Vec<AnalyticsBucket>>;
+    /// The stored tool calls (JSON arrays) of the period's replies with their interval, at
+    /// most `limit`, newest first.
+    async fn analytics_tool_calls(
+        &self,
+        query: &AnalyticsQuery,
+        limit: u32,
+    ) -> StoreResult<Vec<(i64, String)>>;
+    /// The period's newest `limit` user messages, each with whether its reply went
+    /// unanswered.
+    async fn analytics_questions(
+        &self,
+        query: &AnalyticsQuery,
+        limit: u32,
+    ) -> StoreResult<Vec<AskedQuestion>>;
     /// Messages oldest first, after `cursor`.
     async fn list_messages(
         &self,
@@ -298,18 +459,20 @@ pub trait ChatStore: Send + Sync {
 macro_rules! chat_store {
     ($store:ident, $db:ty, $writer:ident, $reader:ident) => {
         mod shared {
-            use chrono::NaiveDate;
+            use chrono::{DateTime, NaiveDate, Utc};
             use sqlx::Row;
 
             use super::super::{
                 rows::{message, ms, thread, MESSAGE_COLUMNS, THREAD_COLUMNS},
                 row_lock, $store,
             };
-            use super::{bind_message, store_turn};
-            use crate::ids::{AgentId, MessageId, ThreadId, UserId};
+            use super::{bind_message, push_words, store_turn};
+            use crate::ids::{AgentId, ApiKeyId, MessageId, ThreadId, UserId};
             use crate::store::{
-                ChannelLink, ChatStore, Cursor, FeedbackRecord, FeedbackWrite, MessageRecord,
-                StoreError, StoreResult, ThreadRecord, TurnRecord, UsageDay,
+                AnalyticsBucket, AnalyticsQuery, AskedQuestion, ChannelLink, ChatStore, Cursor,
+                ExportCursor, ExportedMessage, FeedbackFilter, FeedbackRecord, FeedbackWrite,
+                InboxFilter, InboxThread, MessageRecord, StoreError, StoreResult, ThreadRecord,
+                TurnRecord, UsageDay,
             };
 
             /// Links `link`'s conversation to `thread` ([`TurnRecord::channel`]) on `conn`.
@@ -349,6 +512,44 @@ macro_rules! chat_store {
                 }
                 Ok(stored)
             }
+
+            /// Pushes `WHERE` terms of `a`'s conversations (of thread alias `t`) and the period
+            /// on `column`.
+            fn push_scope<'a>(
+                q: &mut sqlx::QueryBuilder<'a, $db>,
+                a: &'a AnalyticsQuery,
+                column: &str,
+            ) {
+                q.push(" WHERE t.user_id = ").push_bind(&a.user_id);
+                if let Some(agent_id) = &a.agent_id {
+                    q.push(" AND t.agent_id = ").push_bind(agent_id);
+                }
+                if let Some(within) = &a.within {
+                    q.push(" AND t.agent_id IN (");
+                    let mut ids = q.separated(", ");
+                    for id in within {
+                        ids.push_bind(id);
+                    }
+                    if within.is_empty() {
+                        ids.push("NULL");
+                    }
+                    q.push(")");
+                }
+                q.push(format!(" AND {column} >= "))
+                    .push_bind(a.from)
+                    .push(format!(" AND {column} < "))
+                    .push_bind(a.until);
+            }
+
+            /// The interval of `column` (epoch ms) in `a`'s terms.
+            fn bucket(a: &AnalyticsQuery, column: &str) -> String {
+                format!("(({column} / 86400000 + {}) / {})", a.offset, a.days)
+            }
+
+            /// The SQL of "the reply `r` used no knowledge though its agent has some".
+            const UNANSWERED: &str = "r.role = 'assistant' AND r.status = 'complete' \
+                AND r.sources IS NULL \
+                AND EXISTS (SELECT 1 FROM documents d WHERE d.agent_id = t.agent_id)";
 
             /// The role of message `message_id` of the user's thread of the agent, if it is there.
             async fn message_role(
@@ -451,7 +652,8 @@ macro_rules! chat_store {
                     // The thread's count and activity time and the owner's usage are kept by the
                     // trigger `messages_count`, inside this statement.
                     let sql = format!(
-                        "INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)"
+                        "INSERT INTO messages ({MESSAGE_COLUMNS}) VALUES {}",
+                        crate::store::chat::message_values(1, 1)
                     );
                     bind_message(sqlx::query(&sql), m, &m.thread_id)
                         .execute(&self.$writer)
@@ -488,6 +690,56 @@ macro_rules! chat_store {
                             })
                         })
                         .collect()
+                }
+
+                async fn key_usage(&self, key_id: &ApiKeyId, month: &str) -> StoreResult<u64> {
+                    let used: Option<i64> = sqlx::query_scalar(
+                        "SELECT prompt_tokens + completion_tokens FROM api_key_usage \
+                         WHERE key_id = $1 AND month = $2",
+                    )
+                    .bind(key_id)
+                    .bind(month)
+                    .fetch_optional(&self.$reader)
+                    .await?;
+                    Ok(used.unwrap_or(0).max(0) as u64)
+                }
+
+                async fn key_usages(
+                    &self,
+                    user_id: &UserId,
+                    month: &str,
+                ) -> StoreResult<Vec<(ApiKeyId, u64)>> {
+                    let rows: Vec<(ApiKeyId, i64)> = sqlx::query_as(
+                        "SELECT u.key_id, u.prompt_tokens + u.completion_tokens FROM api_key_usage u \
+                         JOIN api_keys k ON k.id = u.key_id WHERE k.user_id = $1 AND u.month = $2",
+                    )
+                    .bind(user_id)
+                    .bind(month)
+                    .fetch_all(&self.$reader)
+                    .await?;
+                    Ok(rows.into_iter().map(|(k, n)| (k, n.max(0) as u64)).collect())
+                }
+
+                async fn claim_usage_alert(
+                    &self,
+                    user_id: &UserId,
+                    subject: &str,
+                    month: &str,
+                    threshold: u8,
+                    at: DateTime<Utc>,
+                ) -> StoreResult<bool> {
+                    let done = sqlx::query(
+                        "INSERT INTO usage_alerts (user_id, subject, month, threshold, created_at) \
+                         VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING",
+                    )
+                    .bind(user_id)
+                    .bind(subject)
+                    .bind(month)
+                    .bind(i64::from(threshold))
+                    .bind(ms(at))
+                    .execute(&self.$writer)
+                    .await?;
+                    Ok(done.rows_affected() == 1)
                 }
 
                 async fn set_feedback(
@@ -569,6 +821,263 @@ macro_rules! chat_store {
                             })
                         })
                         .collect()
+                }
+
+                async fn inbox(
+                    &self,
+                    user_id: &UserId,
+                    f: &InboxFilter,
+                    limit: u32,
+                    cursor: Option<&Cursor>,
+                ) -> StoreResult<Vec<InboxThread>> {
+                    let mut q = sqlx::QueryBuilder::<$db>::new(format!(
+                        "SELECT {THREAD_COLUMNS}, \
+                         (SELECT name FROM agents WHERE agents.id = threads.agent_id) AS agent_name \
+                         FROM threads WHERE user_id = "
+                    ));
+                    q.push_bind(user_id);
+                    if let Some(agent_id) = &f.agent_id {
+                        q.push(" AND agent_id = ").push_bind(agent_id);
+                    }
+                    if let Some(within) = &f.within {
+                        q.push(" AND agent_id IN (");
+                        let mut ids = q.separated(", ");
+                        for id in within {
+                            ids.push_bind(id);
+                        }
+                        // An empty list matches nothing (`IN ()` is not SQL).
+                        if within.is_empty() {
+                            ids.push("NULL");
+                        }
+                        q.push(")");
+                    }
+                    if let Some(channel) = f.channel {
+                        q.push(" AND channel = ").push_bind(channel);
+                    }
+                    if let Some(from) = f.from {
+                        q.push(" AND updated_at >= ").push_bind(ms(from));
+                    }
+                    if let Some(until) = f.until {
+                        q.push(" AND updated_at < ").push_bind(ms(until));
+                    }
+                    if let Some(feedback) = f.feedback {
+                        // The sum is the predicate of the partial index of rated threads.
+                        q.push(" AND feedback_up + feedback_down > 0");
+                        match feedback {
+                            FeedbackFilter::Up => q.push(" AND feedback_up > 0"),
+                            FeedbackFilter::Down => q.push(" AND feedback_down > 0"),
+                            FeedbackFilter::Any => &mut q,
+                        };
+                    }
+                    if let Some(c) = cursor {
+                        q.push(" AND (updated_at < ")
+                            .push_bind(c.at)
+                            .push(" OR (updated_at = ")
+                            .push_bind(c.at)
+                            .push(" AND id < ")
+                            .push_bind(c.id.clone())
+                            .push("))");
+                    }
+                    if !f.words.is_empty() {
+                        q.push(" AND id IN (");
+                        push_words(&mut q, &f.words);
+                        q.push(")");
+                    }
+                    q.push(" ORDER BY updated_at DESC, id DESC LIMIT ")
+                        .push_bind(i64::from(limit));
+                    let rows = q.build().fetch_all(&self.$reader).await?;
+                    rows.iter()
+                        .map(|r| {
+                            Ok(InboxThread {
+                                thread: thread(r)?,
+                                agent_name: r.try_get("agent_name")?,
+                            })
+                        })
+                        .collect::<Result<_, sqlx::Error>>()
+                        .map_err(Into::into)
+                }
+
+                async fn export_messages(
+                    &self,
+                    user_id: &UserId,
+                    agent_id: &AgentId,
+                    (from, until): (Option<DateTime<Utc>>, Option<DateTime<Utc>>),
+                    after: Option<&ExportCursor>,
+                    limit: u32,
+                ) -> StoreResult<Vec<ExportedMessage>> {
+                    let columns: Vec<String> = MESSAGE_COLUMNS
+                        .split(',')
+                        .map(|c| format!("m.{}", c.trim()))
+                        .collect();
+                    // Threads in id order (the index on agent and id), each one's messages in
+                    // the order of `messages_thread`: no sort, and the limit stops the scan.
+                    let mut q = sqlx::QueryBuilder::<$db>::new(format!(
+                        "SELECT {}, t.channel AS thread_channel, f.rating AS feedback_rating, \
+                         f.comment AS feedback_comment \
+                         FROM threads t JOIN messages m ON m.thread_id = t.id \
+                         LEFT JOIN message_feedback f ON f.message_id = m.id \
+                         WHERE t.agent_id = ",
+                        columns.join(", ")
+                    ));
+                    q.push_bind(agent_id).push(" AND t.user_id = ").push_bind(user_id);
+                    if let Some(from) = from {
+                        q.push(" AND m.created_at >= ").push_bind(ms(from));
+                    }
+                    if let Some(until) = until {
+                        q.push(" AND m.created_at < ").push_bind(ms(until));
+                    }
+                    if let Some(c) = after {
+                        q.push(" AND t.id >= ")
+                            .push_bind(&c.thread_id)
+                            .push(" AND (t.id > ")
+                            .push_bind(&c.thread_id)
+                            .push(" OR m.created_at > ")
+                            .push_bind(c.at)
+                            .push(" OR (m.created_at = ")
+                            .push_bind(c.at)
+                            .push(" AND m.id > ")
+                            .push_bind(&c.id)
+                            .push("))");
+                    }
+                    q.push(" ORDER BY t.id, m.created_at, m.id LIMIT ")
+                        .push_bind(i64::from(limit));
+                    let rows = q.build().fetch_all(&self.$reader).await?;
+                    rows.iter()
+                        .map(|r| {
+                            let rating: Option<crate::store::Rating> = r.try_get("feedback_rating")?;
+                            Ok(ExportedMessage {
+                                message: message(r)?,
+                                channel: r.try_get("thread_channel")?,
+                                feedback: rating
+                                    .map(|rating| {
+                                        let comment: Option<String> = r.try_get("feedback_comment")?;
+                                        Ok::<_, sqlx::Error>((rating, comment))
+                                    })
+                                    .transpose()?,
+                            })
+                        })
+                        .collect::<Result<_, sqlx::Error>>()
+                        .map_err(Into::into)
+                }
+
+                async fn analytics(&self, a: &AnalyticsQuery) -> StoreResult<Vec<AnalyticsBucket>> {
+                    type Buckets = std::collections::BTreeMap<i64, AnalyticsBucket>;
+                    fn at(buckets: &mut Buckets, b: i64) -> &mut AnalyticsBucket {
+                        buckets.entry(b).or_insert_with(|| AnalyticsBucket {
+                            bucket: b,
+                            ..Default::default()
+                        })
+                    }
+                    let mut buckets = Buckets::new();
+                    // Messages: counts, tokens, failures and replies without knowledge.
+                    let mut q = sqlx::QueryBuilder::<$db>::new(format!(
+                        "SELECT {} AS b, \
+                         CAST(SUM(CASE WHEN r.role = 'user' THEN 1 ELSE 0 END) AS BIGINT) AS asked, \
+                         CAST(SUM(CASE WHEN r.role = 'assistant' THEN 1 ELSE 0 END) AS BIGINT) AS replies, \
+                         CAST(SUM(COALESCE(r.prompt_tokens, 0)) AS BIGINT) AS prompt, \
+                         CAST(SUM(COALESCE(r.completion_tokens, 0)) AS BIGINT) AS completion, \
+                         CAST(SUM(CASE WHEN r.status = 'failed' THEN 1 ELSE 0 END) AS BIGINT) AS failed, \
+                         CAST(SUM(CASE WHEN {UNANSWERED} THEN 1 ELSE 0 END) AS BIGINT) AS unanswered \
+                         FROM messages r JOIN threads t ON t.id = r.thread_id",
+                        bucket(a, "r.created_at")
+                    ));
+                    push_scope(&mut q, a, "r.created_at");
+                    q.push(" GROUP BY b");
+                    for row in q.build().fetch_all(&self.$reader).await? {
+                        let e = at(&mut buckets, row.try_get("b")?);
+                        e.user_messages = row.try_get("asked")?;
+                        e.replies = row.try_get("replies")?;
+                        e.prompt_tokens = row.try_get("prompt")?;
+                        e.completion_tokens = row.try_get("completion")?;
+                        e.failed = row.try_get("failed")?;
+                        e.unanswered = row.try_get("unanswered")?;
+                    }
+                    // Conversations started.
+                    let mut q = sqlx::QueryBuilder::<$db>::new(format!(
+                        "SELECT {} AS b, COUNT(*) AS n FROM threads t",
+                        bucket(a, "t.created_at")
+                    ));
+                    push_scope(&mut q, a, "t.created_at");
+                    q.push(" GROUP BY b");
+                    for row in q.build().fetch_all(&self.$reader).await? {
+                        at(&mut buckets, row.try_get("b")?).conversations = row.try_get("n")?;
+                    }
+                    // Ratings given.
+                    let mut q = sqlx::QueryBuilder::<$db>::new(format!(
+                        "SELECT {} AS b, \
+                         CAST(SUM(CASE WHEN f.rating = 'up' THEN 1 ELSE 0 END) AS BIGINT) AS up, \
+                         CAST(SUM(CASE WHEN f.rating = 'down' THEN 1 ELSE 0 END) AS BIGINT) AS down \
+                         FROM message_feedback f JOIN threads t ON t.id = f.thread_id",
+                        bucket(a, "f.created_at")
+                    ));
+                    push_scope(&mut q, a, "f.created_at");
+                    q.push(" GROUP BY b");
+                    for row in q.build().fetch_all(&self.$reader).await? {
+                        let e = at(&mut buckets, row.try_get("b")?);
+                        e.feedback_up = row.try_get("up")?;
+                        e.feedback_down = row.try_get("down")?;
+                    }
+                    // People on the live channels: their channel conversation, or the thread.
+                    let mut q = sqlx::QueryBuilder::<$db>::new(format!(
+                        "SELECT {} AS b, COUNT(DISTINCT COALESCE(c.integration_id || ':' || c.conversation_key, t.id)) AS n \
+                         FROM messages r JOIN threads t ON t.id = r.thread_id \
+                         LEFT JOIN channel_threads c ON c.thread_id = t.id",
+                        bucket(a, "r.created_at")
+                    ));
+                    push_scope(&mut q, a, "r.created_at");
+                    q.push(" AND r.role = 'user' AND t.channel IN ('widget', 'telegram', 'slack') GROUP BY b");
+                    for row in q.build().fetch_all(&self.$reader).await? {
+                        at(&mut buckets, row.try_get("b")?).visitors = row.try_get("n")?;
+                    }
+                    Ok(buckets.into_values().collect())
+                }
+
+                async fn analytics_tool_calls(
+                    &self,
+                    a: &AnalyticsQuery,
+                    limit: u32,
+                ) -> StoreResult<Vec<(i64, String)>> {
+                    let mut q = sqlx::QueryBuilder::<$db>::new(format!(
+                        "SELECT {} AS b, r.tool_calls FROM messages r JOIN threads t ON t.id = r.thread_id",
+                        bucket(a, "r.created_at")
+                    ));
+                    push_scope(&mut q, a, "r.created_at");
+                    q.push(" AND r.tool_calls IS NOT NULL ORDER BY r.created_at DESC LIMIT ")
+                        .push_bind(i64::from(limit));
+                    let rows = q.build().fetch_all(&self.$reader).await?;
+                    rows.iter()
+                        .map(|r| Ok((r.try_get("b")?, r.try_get("tool_calls")?)))
+                        .collect::<Result<_, sqlx::Error>>()
+                        .map_err(Into::into)
+                }
+
+                async fn analytics_questions(
+                    &self,
+                    a: &AnalyticsQuery,
+                    limit: u32,
+                ) -> StoreResult<Vec<AskedQuestion>> {
+                    // Each user message with the turn's reply: the thread's next reply.
+                    let mut q = sqlx::QueryBuilder::<$db>::new(format!(
+                        "SELECT u.content, EXISTS (SELECT 1 FROM messages r WHERE r.thread_id = u.thread_id \
+                         AND r.id = (SELECT n.id FROM messages n WHERE n.thread_id = u.thread_id \
+                         AND n.role = 'assistant' AND (n.created_at > u.created_at \
+                         OR (n.created_at = u.created_at AND n.id > u.id)) \
+                         ORDER BY n.created_at, n.id LIMIT 1) AND {UNANSWERED}) AS unanswered \
+                         FROM messages u JOIN threads t ON t.id = u.thread_id"
+                    ));
+                    push_scope(&mut q, a, "u.created_at");
+                    q.push(" AND u.role = 'user' ORDER BY u.created_at DESC LIMIT ")
+                        .push_bind(i64::from(limit));
+                    let rows = q.build().fetch_all(&self.$reader).await?;
+                    rows.iter()
+                        .map(|r| {
+                            Ok(AskedQuestion {
+                                text: r.try_get("content")?,
+                                unanswered: r.try_get("unanswered")?,
+                            })
+                        })
+                        .collect::<Result<_, sqlx::Error>>()
+                        .map_err(Into::into)
                 }
 
                 async fn list_messages(

@@ -31,8 +31,9 @@ pub use accounts::{AccountStore, NewUser, TokenPurpose, UserRecord};
 pub use agents::{AgentPatch, AgentRecord, AgentStore};
 pub use api_keys::{ApiKeyAuth, ApiKeyRecord, ApiKeyStore};
 pub use chat::{
-    ChannelLink, ChatStore, Cursor, FeedbackRecord, FeedbackWrite, MessageRecord, Rating,
-    ThreadRecord, TurnRecord, UsageDay,
+    AnalyticsBucket, AnalyticsQuery, AskedQuestion, ChannelLink, ChatStore, Cursor, ExportCursor,
+    ExportedMessage, FeedbackFilter, FeedbackRecord, FeedbackWrite, InboxFilter, InboxThread,
+    MessageRecord, Rating, ThreadRecord, TurnRecord, UsageDay,
 };
 pub use documents::DocumentStore;
 pub use error::{Conflict, StoreError, StoreResult};

@@ -6,20 +6,21 @@ pub(crate) const USER_COLUMNS: &str =
 pub(crate) const SESSION_COLUMNS: &str =
     "s.id, s.user_id, s.refresh_jti, s.user_agent, s.ip, s.created_at, s.last_seen_at, s.revoked_at";
 pub(crate) const KEY_COLUMNS: &str =
-    "k.id, k.user_id, k.name, k.prefix, k.key_hash, k.scopes, k.expires_at, \
-     k.created_at, k.last_used_at, k.revoked_at";
+    "k.id, k.user_id, k.name, k.prefix, k.key_hash, k.scopes, k.agent_ids, \
+     k.monthly_token_budget, k.expires_at, k.created_at, k.last_used_at, k.revoked_at";
 pub(crate) const AGENT_COLUMNS: &str =
     "id, user_id, name, description, system_prompt, model, status, created_at, updated_at, \
      EXISTS (SELECT 1 FROM documents WHERE documents.agent_id = agents.id) AS has_knowledge, \
      EXISTS (SELECT 1 FROM agent_tools WHERE agent_tools.agent_id = agents.id \
      AND agent_tools.enabled) AS has_tools";
 pub(crate) const THREAD_COLUMNS: &str =
-    "id, agent_id, user_id, title, message_count, created_at, updated_at";
+    "id, agent_id, user_id, title, message_count, channel, feedback_up, feedback_down, \
+     created_at, updated_at";
 pub(crate) const MESSAGE_COLUMNS: &str =
     "id, thread_id, role, content, model, prompt_tokens, completion_tokens, sources, \
-     latency_ms, status, error, created_at, tool_calls";
+     latency_ms, status, error, created_at, tool_calls, api_key_id";
 /// Parameters one message binds ([`MESSAGE_COLUMNS`], in order).
-pub(crate) const MESSAGE_PARAMS: usize = 13;
+pub(crate) const MESSAGE_PARAMS: usize = 14;
 pub(crate) const DOCUMENT_COLUMNS: &str =
     "id, agent_id, user_id, kind, name, url, format, crawl_config, \
      status, error, pages, chunks, bytes, created_at, updated_at, indexed_at, \
@@ -124,6 +125,14 @@ macro_rules! row_mappers {
                 prefix: row.try_get("prefix")?,
                 key_hash: row.try_get("key_hash")?,
                 scopes: scopes.split_whitespace().map(str::to_string).collect(),
+                agent_ids: row.try_get::<Option<String>, _>("agent_ids")?.map(|ids| {
+                    ids.split_whitespace()
+                        .map(crate::ids::AgentId::from)
+                        .collect()
+                }),
+                monthly_token_budget: row
+                    .try_get::<Option<i64>, _>("monthly_token_budget")?
+                    .map(|n| n.max(0) as u64),
                 expires_at: opt_time(row, "expires_at")?,
                 created_at: time(row, "created_at")?,
                 last_used_at: opt_time(row, "last_used_at")?,
@@ -154,6 +163,9 @@ macro_rules! row_mappers {
                 user_id: row.try_get("user_id")?,
                 title: row.try_get("title")?,
                 message_count: row.try_get("message_count")?,
+                channel: row.try_get("channel")?,
+                feedback_up: row.try_get("feedback_up")?,
+                feedback_down: row.try_get("feedback_down")?,
                 created_at: time(row, "created_at")?,
                 updated_at: time(row, "updated_at")?,
             })
@@ -174,6 +186,7 @@ macro_rules! row_mappers {
                 error: row.try_get("error")?,
                 created_at: time(row, "created_at")?,
                 tool_calls: row.try_get("tool_calls")?,
+                api_key_id: row.try_get("api_key_id")?,
             })
         }
 
@@ -334,6 +347,7 @@ macro_rules! turn_binders {
                 .bind(&m.error)
                 .bind(ms(m.created_at))
                 .bind(&m.tool_calls)
+                .bind(&m.api_key_id)
         }
 
         /// `sql`, the statement(s) of `turn`, with its thread's and messages' values bound.
@@ -349,6 +363,7 @@ macro_rules! turn_binders {
                     .bind(t.message_count)
                     .bind(ms(t.created_at))
                     .bind(ms(t.updated_at))
+                    .bind(t.channel)
             } else {
                 query.bind(&t.user_id)
             };

@@ -584,6 +584,7 @@ mod tests {
                 "integration.created",
                 "document.refreshed",
                 "feedback.created",
+                "usage.threshold",
             ]
         );
         for e in EventType::ALL {

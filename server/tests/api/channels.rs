@@ -107,6 +107,21 @@ impl World {
             .unwrap()
             .clone()
     }
+
+    /// The channel of each conversation in the owner's inbox, newest first.
+    async fn inbox_channels(&self) -> Vec<String> {
+        let res = self
+            .app
+            .get("/api/conversations", Some(&self.user.access))
+            .await;
+        assert_eq!(res.status(), 200);
+        res.json::<Value>().await.unwrap()["conversations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["channel"].as_str().unwrap().to_string())
+            .collect()
+    }
 }
 
 #[tokio::test]
@@ -193,6 +208,7 @@ async fn a_telegram_bot_registers_its_webhook_and_answers_each_chat_in_its_own_t
     assert_eq!(w.telegram.deliver(&fresh).await.unwrap(), 200);
     w.telegram.wait_for_sent(5, WAIT).await.unwrap();
     assert_eq!(w.conversations().await.len(), 3);
+    assert_eq!(w.inbox_channels().await, ["telegram"; 3]);
 }
 
 #[tokio::test]
@@ -656,6 +672,7 @@ async fn the_widget_serves_allowed_origins_only_and_streams_replies() {
         .collect();
     assert_eq!(roles, ["user", "assistant", "user", "assistant"]);
     assert_eq!(w.conversations().await.len(), 1);
+    assert_eq!(w.inbox_channels().await, ["widget"]);
     // Another visitor sees nothing of it.
     let other = widget_get(
         &w,

@@ -2,6 +2,7 @@
 //! service implements, against the real router on port 0.
 
 mod agents;
+mod analytics;
 mod api_keys;
 mod auth;
 mod channels;
@@ -12,9 +13,11 @@ mod connections;
 mod copy_data;
 mod embeddings;
 mod errors;
+mod export;
 mod feedback;
 mod helpers;
 mod hostile;
+mod inbox;
 mod integrations;
 mod knowledge;
 mod local_embeddings;
@@ -27,6 +30,7 @@ mod openapi;
 mod ops;
 mod providers;
 mod proxies;
+mod quotas;
 mod rate_limits;
 mod ratelimit_redis;
 mod refresh;

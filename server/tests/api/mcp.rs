@@ -294,6 +294,13 @@ async fn ask_agent_is_a_chat_turn_stored_with_its_conversation() {
         thread.as_str(),
         "{body}"
     );
+    let res = app.get("/api/conversations?channel=mcp", Some(&key)).await;
+    let inbox: Value = res.json().await.unwrap();
+    assert_eq!(
+        inbox["conversations"][0]["threadId"],
+        thread.as_str(),
+        "{inbox}"
+    );
 
     // The thread continues.
     let again = session

@@ -119,7 +119,7 @@ async fn the_document_states_the_rules_the_server_checks() {
         json!(app::api::SCOPES)
     );
     let events = field("CreateWebhookRequest", "events")["items"]["enum"].clone();
-    assert_eq!(events.as_array().unwrap().len(), 11);
+    assert_eq!(events.as_array().unwrap().len(), 12);
     assert!(events.as_array().unwrap().contains(&json!("agent.created")));
     assert_eq!(
         field("FeedbackRequest", "rating")["enum"],

@@ -63,6 +63,9 @@ async fn the_openapi_document_covers_every_endpoint() {
         ("get", "/api/models"),
         ("post", "/api/agents/{agentId}/chat"),
         ("get", "/api/agents/{agentId}/conversations"),
+        ("get", "/api/conversations"),
+        ("get", "/api/agents/{agentId}/conversations/export"),
+        ("get", "/api/analytics"),
         (
             "get",
             "/api/agents/{agentId}/conversations/{threadId}/messages",

@@ -274,7 +274,7 @@ async fn logout_and_ending_one_session() {
     assert_unauthorized(app.get("/api/auth/me", Some(&user.access)).await).await;
 }
 
-fn cookie_header(res: &reqwest::Response) -> (String, String) {
+pub(crate) fn cookie_header(res: &reqwest::Response) -> (String, String) {
     let mut jar = Vec::new();
     let mut csrf = String::new();
     for value in res.headers().get_all(header::SET_COOKIE) {

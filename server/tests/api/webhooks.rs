@@ -28,7 +28,7 @@ use sha2::Sha256;
 use crate::helpers::*;
 
 /// Every event type that has an emitter today.
-const EMITTED: [&str; 10] = [
+const EMITTED: [&str; 11] = [
     "agent.created",
     "agent.updated",
     "agent.deleted",
@@ -39,6 +39,7 @@ const EMITTED: [&str; 10] = [
     "crawl.completed",
     "document.refreshed",
     "feedback.created",
+    "usage.threshold",
 ];
 
 // ---- An independent Standard Webhooks v1 verifier -------------------------------------
@@ -623,6 +624,7 @@ async fn every_event_type_is_delivered_with_a_valid_signature() {
     let site = tiny_site().await;
     let app = spawn_app_with(|c| {
         c.limits.rate_limits = [1_000_000; 4];
+        c.limits.token_quotas = [Some(1_000_000), None, None, None];
         c.outbound.allowed_private_hosts = vec![allow(addr), allow(site)];
     })
     .await;
@@ -685,6 +687,23 @@ async fn every_event_type_is_delivered_with_a_valid_signature() {
             .await;
         assert_eq!(res.status(), 200);
     }
+    // The month's quota spent: the refused chat sends usage.threshold at 80 % and 100 %.
+    let me: Value = app
+        .get("/api/auth/me", Some(&user.access))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let user_id = me["user"]["id"].as_str().unwrap().to_string();
+    app.sql(
+        "UPDATE usage_daily SET prompt_tokens = 1000000 WHERE user_id = $1",
+        vec![(&user_id).into()],
+    )
+    .await;
+    let res = app
+        .chat(&user.access, &agent_id, json!({"message": "over"}))
+        .await;
+    assert_eq!(res.status(), 429);
     let good = upload(
         &app,
         &user.access,
@@ -770,6 +789,28 @@ async fn every_event_type_is_delivered_with_a_valid_signature() {
         })
     );
     assert_eq!(receiver.of_type("feedback.created").len(), 1);
+    for _ in 0..100 {
+        if receiver.of_type("usage.threshold").len() == 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut thresholds: Vec<Value> = receiver
+        .of_type("usage.threshold")
+        .iter()
+        .map(|r| r.json()["data"].clone())
+        .collect();
+    thresholds.sort_by_key(|d| d["threshold"].as_u64());
+    assert_eq!(thresholds.len(), 2, "{thresholds:?}");
+    assert_eq!(thresholds[0]["threshold"], 80);
+    assert_eq!(thresholds[1]["threshold"], 100);
+    assert_eq!(thresholds[1]["quota"], "plan");
+    assert_eq!(thresholds[1]["limit"], 1_000_000);
+    assert!(thresholds[1]["used"].as_u64().unwrap() >= 1_000_000);
+    assert_eq!(
+        thresholds[1]["month"],
+        chrono::Utc::now().format("%Y-%m").to_string()
+    );
 
     // Exactly one of each per action: two replies, one new conversation.
     assert_eq!(receiver.of_type("message.created").len(), 2);
@@ -788,7 +829,7 @@ async fn every_event_type_is_delivered_with_a_valid_signature() {
     let all = receiver.all();
     assert_eq!(
         all.len(),
-        11,
+        13,
         "nothing for the quiet webhook: {:?}",
         all.iter()
             .map(|r| (r.id(), r.json()["type"].clone()))
@@ -817,13 +858,13 @@ async fn every_event_type_is_delivered_with_a_valid_signature() {
     }
     ids.sort();
     ids.dedup();
-    assert_eq!(ids.len(), 11);
+    assert_eq!(ids.len(), 13);
     let listed = deliveries_until(&app, &user.access, &id, |d| {
         d.iter()
             .all(|d| d["status"] == DeliveryStatus::Succeeded.as_str())
     })
     .await;
-    assert_eq!(listed.len(), 11);
+    assert_eq!(listed.len(), 13);
     for d in &listed {
         assert_eq!(d["attempts"], 1);
         assert_eq!(d["responseStatus"], 200);

@@ -40,14 +40,15 @@ pub struct OpenAiErrorBody {
 pub struct OpenAiErrorDetail {
     /// What went wrong and how to fix it.
     pub message: String,
-    /// `invalid_request_error` (400, 401, 403, 404, 413, 415), `requests` (429) or
-    /// `server_error` (5xx).
+    /// `invalid_request_error` (400, 401, 403, 404, 413, 415), `requests` (429),
+    /// `insufficient_quota` (429, a monthly token quota spent) or `server_error` (5xx).
     #[serde(rename = "type")]
     pub kind: String,
     /// The request field at fault, e.g. `messages[1].content`; null when none.
     pub param: Option<String>,
     /// A machine-readable code, e.g. `invalid_api_key`, `model_not_found`,
     /// `insufficient_permissions`, `unsupported_parameter`, `rate_limit_exceeded`,
+    /// `insufficient_quota`,
     /// `upstream_error`, `upstream_timeout`; null when none.
     pub code: Option<String>,
 }
@@ -67,6 +68,8 @@ pub struct OpenAiError {
     pub code: Option<&'static str>,
     /// `Retry-After` in seconds (429).
     pub retry_after: Option<u64>,
+    /// The spent quota of a 429 `insufficient_quota`, for its `X-Quota-*` headers.
+    pub quota: Option<crate::chat::quota::QuotaState>,
 }
 
 impl OpenAiError {
@@ -79,6 +82,7 @@ impl OpenAiError {
             param: None,
             code: None,
             retry_after: None,
+            quota: None,
         }
     }
 
@@ -181,6 +185,9 @@ impl IntoResponse for OpenAiError {
                 .headers_mut()
                 .insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }
+        if let Some(quota) = &self.quota {
+            crate::http::error::add_quota_headers(response.headers_mut(), quota);
+        }
         response
     }
 }
@@ -193,6 +200,18 @@ impl From<ApiError> for OpenAiError {
             tracing::error!(error = ?e, "internal error");
         }
         let status = err.status();
+        if let ApiError::QuotaExceeded { state, .. } = err {
+            // OpenAI's own answer when an account's quota is spent.
+            let wait = (state.reset - chrono::Utc::now()).num_seconds().max(1);
+            return Self {
+                kind: "insufficient_quota",
+                code: Some("insufficient_quota"),
+                retry_after: Some(wait as u64),
+                message: state.exceeded_message(),
+                quota: Some(state),
+                ..Self::new(status, String::new())
+            };
+        }
         let retry_after = match &err {
             ApiError::RateLimited { retry_after_secs } => Some(*retry_after_secs),
             _ => None,

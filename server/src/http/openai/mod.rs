@@ -32,8 +32,8 @@ use super::{
 use crate::{
     agents::AgentError,
     auth::Principal,
-    chat::{PreparedChat, ThreadChoice, TurnOptions},
-    domain::Scope,
+    chat::{quota::Payer, PreparedChat, ThreadChoice, TurnOptions},
+    domain::{Channel, Scope},
     ids::AgentId,
     store::AgentRecord,
 };
@@ -90,6 +90,9 @@ async fn agent_of(
     id: &str,
     param: Option<&str>,
 ) -> Result<std::sync::Arc<AgentRecord>, OpenAiError> {
+    if !principal.may_use(&AgentId::from(id)) {
+        return Err(OpenAiError::model_not_found(id, param));
+    }
     match state
         .agents
         .owned(&principal.user_id, &AgentId::from(id))
@@ -135,7 +138,7 @@ async fn list_models(
     require(&principal, Scope::AgentsRead)?;
     let agents = state
         .agents
-        .list(&principal.user_id)
+        .usable(&principal)
         .await
         .map_err(ApiError::from)?;
     Ok(Json(AgentModelList {
@@ -253,6 +256,8 @@ async fn chat_completions(
         approvals: false,
         client_tools: checked.client_tools,
         after: checked.after,
+        channel: Channel::Openai,
+        payer: Payer::of(&principal),
     };
     let prepared = state
         .chat

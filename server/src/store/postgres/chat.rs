@@ -1,10 +1,25 @@
 //! [`crate::store::ChatStore`] on PostgreSQL: the chat-turn writer, one statement per turn.
 
 use super::{rows::MESSAGE_COLUMNS, PgStore};
-use crate::store::chat::{insert_messages_sql, insert_thread_sql, message_values, turn_stored};
+use crate::store::chat::{
+    insert_messages_sql, insert_thread_sql, message_values, turn_stored, THREAD_PARAMS,
+};
 use crate::store::{StoreResult, TurnRecord};
 
 crate::store::rows::turn_binders!(sqlx::Postgres);
+
+/// Pushes a query of the ids of threads with a message holding all `words`, each as a word
+/// or a word's start, through the index `messages_words` (PostgreSQL's text search with the
+/// `simple` configuration; the words hold only letters and digits, so need no escaping).
+fn push_words(q: &mut sqlx::QueryBuilder<'_, sqlx::Postgres>, words: &[String]) {
+    let query: Vec<String> = words.iter().map(|w| format!("{w}:*")).collect();
+    q.push(
+        "SELECT thread_id FROM messages \
+         WHERE to_tsvector('simple', content) @@ to_tsquery('simple', ",
+    )
+    .push_bind(query.join(" & "))
+    .push(")");
+}
 
 /// The one statement of a turn (the extended protocol takes one per query), reading the
 /// agent or thread `FOR KEY SHARE`.
@@ -20,7 +35,7 @@ fn build_turn_sql(new_thread: bool, messages: usize) -> String {
             "WITH thread AS ({} RETURNING id) \
              INSERT INTO messages ({MESSAGE_COLUMNS}) SELECT v.* FROM thread, (VALUES {}) AS v",
             insert_thread_sql(" FOR KEY SHARE"),
-            message_values(8, messages)
+            message_values(THREAD_PARAMS + 1, messages)
         )
     } else {
         insert_messages_sql(3, messages, 2, " FOR KEY SHARE")

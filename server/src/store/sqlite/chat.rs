@@ -3,10 +3,23 @@
 use futures::TryStreamExt;
 
 use super::SqliteStore;
-use crate::store::chat::{insert_messages_sql, insert_thread_sql, turn_stored};
+use crate::store::chat::{insert_messages_sql, insert_thread_sql, turn_stored, THREAD_PARAMS};
 use crate::store::{StoreResult, TurnRecord};
 
 crate::store::rows::turn_binders!(sqlx::Sqlite);
+
+/// Pushes a query of the ids of threads with a message holding all `words`, each as a word
+/// or a word's start, through the FTS5 index `messages_fts` (https://sqlite.org/fts5.html;
+/// the words hold only letters and digits, so they need no escaping inside quotes).
+fn push_words(q: &mut sqlx::QueryBuilder<'_, sqlx::Sqlite>, words: &[String]) {
+    let query: Vec<String> = words.iter().map(|w| format!("\"{w}\"*")).collect();
+    q.push(
+        "SELECT thread_id FROM messages WHERE rowid IN \
+         (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ",
+    )
+    .push_bind(query.join(" "))
+    .push(")");
+}
 
 /// The statements of one turn in one writer call, at `place` in the batch (parameters are
 /// shared between them); each message goes in only when the thread is the user's.
@@ -45,7 +58,7 @@ fn build_turn_sql(new_thread: bool, messages: usize) -> String {
         true => format!(
             "{}; {}; ",
             insert_thread_sql(""),
-            insert_messages_sql(8, messages, 3, "")
+            insert_messages_sql(THREAD_PARAMS + 1, messages, 3, "")
         ),
         false => format!("{}; ", insert_messages_sql(3, messages, 2, "")),
     }

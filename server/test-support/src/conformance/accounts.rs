@@ -319,6 +319,8 @@ fn api_key(id: &str, user_id: &UserId) -> ApiKeyRecord {
         prefix: format!("ak_{id}"),
         key_hash: format!("hash-{id}"),
         scopes: vec!["agents:read".into()],
+        agent_ids: None,
+        monthly_token_budget: None,
         expires_at: None,
         created_at: Utc::now(),
         last_used_at: None,

@@ -509,3 +509,83 @@ pub async fn thread_counters_and_daily_usage_follow_appended_messages(store: Arc
         .unwrap();
     assert!(listed.is_empty());
 }
+
+/// [`agentchat::store::ChatStore::key_usage`] and `claim_usage_alert`: a reply sent with an
+/// API key counts its tokens in the key's month (the account's too), a user message and
+/// another key's reply do not; of twelve claims of one alert at once exactly one wins, and
+/// another threshold, month or quota is another alert.
+pub async fn key_usage_counts_and_an_alert_is_claimed_once(store: Arc<dyn Store>) {
+    let thread = thread_of_new_user(store.as_ref()).await;
+    let key = |id: &str| agentchat::store::ApiKeyRecord {
+        id: id.into(),
+        user_id: thread.user_id.clone(),
+        name: id.into(),
+        prefix: format!("ak_{id}"),
+        key_hash: format!("hash-{id}"),
+        scopes: vec!["chat:write".into()],
+        agent_ids: Some(vec![thread.agent_id.clone()]),
+        monthly_token_budget: Some(1_000),
+        expires_at: None,
+        created_at: Utc::now(),
+        last_used_at: None,
+        revoked_at: None,
+    };
+    assert!(store.create_api_key(key("k1"), 10).await.unwrap());
+    assert!(store.create_api_key(key("k2"), 10).await.unwrap());
+    let at = NaiveDate::from_ymd_opt(2031, 3, 31)
+        .unwrap()
+        .and_hms_opt(23, 59, 0)
+        .unwrap()
+        .and_utc();
+    let with_key = |i: usize, role: Role, key: &str| MessageRecord {
+        api_key_id: Some(key.into()),
+        ..message(&thread, i, role, at)
+    };
+    for m in [
+        with_key(1, Role::User, "k1"),
+        with_key(2, Role::Assistant, "k1"),
+        with_key(3, Role::Assistant, "k1"),
+        with_key(4, Role::Assistant, "k2"),
+    ] {
+        store.append_message(&m).await.unwrap();
+    }
+    // Each reply: 10 prompt and 5 completion tokens.
+    assert_eq!(store.key_usage(&"k1".into(), "2031-03").await.unwrap(), 30);
+    assert_eq!(store.key_usage(&"k2".into(), "2031-03").await.unwrap(), 15);
+    assert_eq!(store.key_usage(&"k1".into(), "2031-04").await.unwrap(), 0);
+    let mut usages = store.key_usages(&thread.user_id, "2031-03").await.unwrap();
+    usages.sort();
+    assert_eq!(usages, [("k1".into(), 30), ("k2".into(), 15)]);
+    assert!(store
+        .key_usages(&"stranger".into(), "2031-03")
+        .await
+        .unwrap()
+        .is_empty());
+    let stored = store.list_messages(&thread.id, 10, None).await.unwrap();
+    assert!(stored
+        .iter()
+        .any(|m| m.api_key_id.as_ref().map(|k| k.as_str()) == Some("k2")));
+
+    let claims = in_parallel(12, |_| {
+        let (store, user) = (store.clone(), thread.user_id.clone());
+        async move {
+            store
+                .claim_usage_alert(&user, "plan", "2031-03", 80, Utc::now())
+                .await
+                .unwrap()
+        }
+    })
+    .await;
+    let won = claims.iter().filter(|w| **w).count();
+    assert_eq!(won, 1, "one claim of an alert wins");
+    for (subject, month, threshold) in [
+        ("plan", "2031-03", 100),
+        ("plan", "2031-04", 80),
+        ("k1", "2031-03", 80),
+    ] {
+        assert!(store
+            .claim_usage_alert(&thread.user_id, subject, month, threshold, Utc::now())
+            .await
+            .unwrap());
+    }
+}

@@ -34,7 +34,7 @@ use agentchat::store::{
     AgentRecord, MessageRecord, NewUser, Store, ThreadRecord, UserRecord,
 };
 use agentchat::{
-    domain::{Email, Role},
+    domain::{Channel, Email, Role},
     ids::{AgentId, DocumentId, UserId},
 };
 
@@ -88,6 +88,7 @@ macro_rules! for_each_store_conformance_case {
             parallel_tool_creates_stop_at_the_limit_and_names_stay_unique,
             one_decision_of_an_approval_wins,
             a_turn_stopped_for_approvals_continues_once,
+            key_usage_counts_and_an_alert_is_claimed_once,
         }
     };
 }
@@ -170,6 +171,9 @@ async fn thread_of_new_user(store: &dyn Store) -> ThreadRecord {
         user_id: user.id,
         title: "Hello".into(),
         message_count: 0,
+        channel: Channel::Api,
+        feedback_up: 0,
+        feedback_down: 0,
         created_at: now,
         updated_at: now,
     };
@@ -198,6 +202,7 @@ fn message(thread: &ThreadRecord, i: usize, role: Role, at: DateTime<Utc>) -> Me
         error: None,
         created_at: at,
         tool_calls: None,
+        api_key_id: None,
     }
 }
 

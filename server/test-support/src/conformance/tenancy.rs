@@ -47,6 +47,8 @@ pub async fn another_users_rows_are_not_found(store: Arc<dyn Store>) {
         prefix: "ak_k1".into(),
         key_hash: "hash-k1".into(),
         scopes: Vec::new(),
+        agent_ids: None,
+        monthly_token_budget: None,
         expires_at: None,
         created_at: now,
         last_used_at: None,
