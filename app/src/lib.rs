@@ -9,11 +9,13 @@
 #![recursion_limit = "256"]
 
 pub mod api;
+pub mod chart;
 pub mod client;
 pub mod components;
 pub mod countries;
 pub mod markdown;
 pub mod pages;
+pub mod query;
 pub mod sse;
 
 use leptos::prelude::*;

@@ -85,6 +85,16 @@ test("a visitor chats with the agent through the widget on an allowed site only"
   // The owner sees the visitor's conversation under the agent.
   await page.goto(`/dashboard/agents/${agentId}/chat`);
   await expect(page.getByTestId("thread-list")).toContainText("Do you ship to Norway?");
+  // ... and in the inbox among the conversations rated not helpful, from the widget.
+  await page.goto("/dashboard/conversations?feedback=down");
+  await expect(page.locator("#inbox-feedback")).toHaveValue("down");
+  const rated = page.getByTestId("inbox-row");
+  await expect(rated).toHaveCount(1);
+  await expect(rated).toContainText("Do you ship to Norway?");
+  await expect(rated).toContainText("Shop assistant");
+  await expect(rated).toContainText("rated not helpful");
+  await expect(rated.locator("[data-channel]")).toHaveAttribute("data-channel", "widget");
+  await expect(rated.locator("[data-channel]")).toHaveText("Website widget");
 
   // The same page on another origin: the widget refuses to work there.
   const elsewhere = await page.context().newPage();

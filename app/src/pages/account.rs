@@ -146,36 +146,6 @@ pub fn quota_used_words(quota: &QuotaInfo) -> String {
     )
 }
 
-/// The labelled values of the chart's y axis for a busiest day of `max`: 0 and equal steps
-/// of 1, 2 or 5 times a power of ten, the last at or above `max`; 3 to 5 of them.
-pub fn axis_ticks(max: u64) -> Vec<u64> {
-    let mut magnitude = 1_u64;
-    let step = loop {
-        let fitting = [1, 2, 5]
-            .into_iter()
-            .map(|f: u64| f.saturating_mul(magnitude))
-            .find(|step| max.div_ceil(*step) <= 4);
-        if let Some(step) = fitting {
-            break step;
-        }
-        magnitude = magnitude.saturating_mul(10);
-    };
-    let steps = max.div_ceil(step).max(2);
-    (0..=steps).map(|i| i.saturating_mul(step)).collect()
-}
-
-/// The indices of the `len` days whose dates the x axis shows: today (the last) and every
-/// so many days before it, at most `most` in all.
-pub fn labelled_days(len: usize, most: usize) -> Vec<usize> {
-    if len == 0 || most == 0 {
-        return Vec::new();
-    }
-    let every = len.div_ceil(most);
-    (0..len)
-        .filter(|i| (len - 1 - i).is_multiple_of(every))
-        .collect()
-}
-
 /// Height of the chart in pixels; the bars stand between `PLOT_TOP` and `PLOT_BOTTOM`, the
 /// dates below.
 const CHART_HEIGHT: u32 = 190;
@@ -248,7 +218,7 @@ fn UsageChart(
     days: Vec<UsageDayInfo>,
 ) -> impl IntoView {
     let busiest = days.iter().max_by_key(|d| d.chats).cloned();
-    let ticks = axis_ticks(busiest.as_ref().map_or(0, |d| d.chats));
+    let ticks = crate::chart::axis_ticks(busiest.as_ref().map_or(0, |d| d.chats));
     let top = ticks.last().copied().unwrap_or(1);
     let total: u64 = days.iter().map(|d| d.chats).sum();
     let (first, last) = (
@@ -267,7 +237,7 @@ fn UsageChart(
     let title = format!("Chats per day, last {} days (UTC)", days.len());
     // Each day gets an equal slot of the width; its bar fills the middle 70 %.
     let slot = 100.0 / days.len().max(1) as f64;
-    let labelled = labelled_days(days.len(), DATE_LABELS);
+    let labelled = crate::chart::labelled_indices(days.len(), DATE_LABELS);
     let grid = ticks
         .iter()
         .map(|tick| {
@@ -635,32 +605,5 @@ mod tests {
             quota_used_words(&quota),
             "12,345 of 200,000 tokens used this month"
         );
-    }
-
-    #[test]
-    fn the_y_axis_has_three_to_five_round_ticks() {
-        assert_eq!(axis_ticks(0), vec![0, 1, 2]);
-        assert_eq!(axis_ticks(1), vec![0, 1, 2]);
-        assert_eq!(axis_ticks(3), vec![0, 1, 2, 3]);
-        assert_eq!(axis_ticks(7), vec![0, 2, 4, 6, 8]);
-        assert_eq!(axis_ticks(10), vec![0, 5, 10]);
-        assert_eq!(axis_ticks(37), vec![0, 10, 20, 30, 40]);
-        assert_eq!(axis_ticks(100), vec![0, 50, 100]);
-        assert_eq!(axis_ticks(1_234), vec![0, 500, 1_000, 1_500]);
-        for max in (0..5_000).chain([u64::MAX / 3, u64::MAX]) {
-            let ticks = axis_ticks(max);
-            assert!((3..=5).contains(&ticks.len()), "{max}: {ticks:?}");
-            assert!(*ticks.last().unwrap() >= max, "{max}: {ticks:?}");
-        }
-    }
-
-    #[test]
-    fn the_x_axis_labels_today_and_about_a_week_apart() {
-        assert_eq!(labelled_days(30, 6), vec![4, 9, 14, 19, 24, 29]);
-        assert_eq!(labelled_days(7, 6), vec![0, 2, 4, 6]);
-        assert_eq!(labelled_days(3, 6), vec![0, 1, 2]);
-        assert_eq!(labelled_days(1, 6), vec![0]);
-        assert!(labelled_days(0, 6).is_empty());
-        assert!(labelled_days(90, 6).len() <= 6);
     }
 }

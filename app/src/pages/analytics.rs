@@ -51,34 +51,6 @@ pub const CUSTOM: &str = "custom";
 /// Milliseconds of a day.
 const DAY_MS: f64 = 86_400_000.0;
 
-/// `text` percent-encoded for a URL's query: everything but ASCII letters, digits and
-/// `-._~` becomes `%XX` of its UTF-8 bytes.
-pub fn encode_component(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(byte));
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
-}
-
-/// `?name=value&…` of the pairs whose value is not empty, encoded; `""` when none is left.
-pub fn query_string(pairs: &[(&str, &str)]) -> String {
-    let parts: Vec<String> = pairs
-        .iter()
-        .filter(|(_, value)| !value.is_empty())
-        .map(|(name, value)| format!("{name}={}", encode_component(value)))
-        .collect();
-    if parts.is_empty() {
-        String::new()
-    } else {
-        format!("?{}", parts.join("&"))
-    }
-}
-
 /// Days since 1970-01-01 of a proleptic Gregorian date (`month` 1–12).
 fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
     let year = if month <= 2 { year - 1 } else { year };
@@ -194,7 +166,7 @@ impl Period {
     pub fn api_path(&self, agent_id: &str) -> String {
         format!(
             "/api/analytics{}",
-            query_string(&[
+            crate::query::query_string(&[
                 ("from", &self.from),
                 ("to", &self.to),
                 ("agentId", agent_id),
@@ -263,7 +235,7 @@ impl AnalyticsQuery {
             ("to", &self.to),
             ("interval", interval),
         ];
-        format!("{ANALYTICS_PATH}{}", query_string(&pairs))
+        format!("{ANALYTICS_PATH}{}", crate::query::query_string(&pairs))
     }
 
     /// The period select's value: [`CUSTOM`] for from/to days, else the number of days.
@@ -424,22 +396,6 @@ const AXIS_WIDTH: u32 = 64;
 /// Dates an x axis shows at most.
 const X_LABELS: usize = 6;
 
-/// The labelled values of a y axis whose largest value is `max`: 0 and equal steps of 1, 2
-/// or 5 times a power of ten, the last at or above `max`; 3 to 5 of them.
-pub fn nice_ticks(max: u64) -> Vec<u64> {
-    let mut magnitude = 1_u64;
-    loop {
-        for factor in [1_u64, 2, 5] {
-            let step = factor.saturating_mul(magnitude);
-            let steps = max.div_ceil(step);
-            if steps <= 4 {
-                return (0..=steps.max(2)).map(|i| i.saturating_mul(step)).collect();
-            }
-        }
-        magnitude = magnitude.saturating_mul(10);
-    }
-}
-
 /// The y in pixels of `value` on an axis running from 0 (at `PLOT_BOTTOM`) to `top` (at
 /// `PLOT_TOP`).
 pub fn y_of(value: u64, top: u64) -> f64 {
@@ -465,18 +421,6 @@ pub fn tick_label(value: u64, top: u64) -> String {
         10_000.. => scaled(1_000, "k"),
         _ => thousands(value),
     }
-}
-
-/// The indices of the `len` intervals whose dates the x axis shows: the last and every so
-/// many before it, at most `most` in all.
-pub fn labelled_indices(len: usize, most: usize) -> Vec<usize> {
-    if len == 0 || most == 0 {
-        return Vec::new();
-    }
-    let every = len.div_ceil(most);
-    (0..len)
-        .filter(|i| (len - 1 - i).is_multiple_of(every))
-        .collect()
 }
 
 /// The x of the middle of slot `index` of `slots` equal slots, in percent of the width.
@@ -1074,7 +1018,7 @@ fn Chart(
     interval: Interval,
 ) -> impl IntoView {
     let slots = starts.len();
-    let ticks = nice_ticks(chart_max(&series, bars));
+    let ticks = crate::chart::axis_ticks(chart_max(&series, bars));
     let top = ticks.last().copied().unwrap_or(1);
     let bar_series: Vec<&Series> = series.iter().filter(|s| s.mark == Mark::Bar).collect();
     let tip =
@@ -1189,7 +1133,7 @@ fn Chart(
 
     // Every other date, counted back from the last, gives way on narrow screens (the
     // stylesheet hides those marked minor).
-    let dates = labelled_indices(slots, X_LABELS)
+    let dates = crate::chart::labelled_indices(slots, X_LABELS)
         .into_iter()
         .rev()
         .enumerate()
@@ -1367,17 +1311,6 @@ mod tests {
     }
 
     #[test]
-    fn queries_are_percent_encoded_without_empty_values() {
-        assert_eq!(encode_component("a b&c=d/é"), "a%20b%26c%3Dd%2F%C3%A9");
-        assert_eq!(encode_component("abc-._~XYZ09"), "abc-._~XYZ09");
-        assert_eq!(query_string(&[("a", ""), ("b", "")]), "");
-        assert_eq!(
-            query_string(&[("a", "1"), ("b", ""), ("c", "x y")]),
-            "?a=1&c=x%20y"
-        );
-    }
-
-    #[test]
     fn page_urls_keep_the_controls_and_leave_out_defaults() {
         assert_eq!(AnalyticsQuery::default().href(), "/dashboard/analytics");
         let q = query(&[("agentId", " a 1 "), ("days", "7"), ("interval", "week")]);
@@ -1515,27 +1448,6 @@ mod tests {
     }
 
     #[test]
-    fn y_axes_have_three_to_five_round_ticks() {
-        assert_eq!(nice_ticks(0), vec![0, 1, 2]);
-        assert_eq!(nice_ticks(1), vec![0, 1, 2]);
-        assert_eq!(nice_ticks(4), vec![0, 1, 2, 3, 4]);
-        assert_eq!(nice_ticks(7), vec![0, 2, 4, 6, 8]);
-        assert_eq!(nice_ticks(10), vec![0, 5, 10]);
-        assert_eq!(nice_ticks(42), vec![0, 20, 40, 60]);
-        assert_eq!(nice_ticks(47_200), vec![0, 20_000, 40_000, 60_000]);
-        assert_eq!(nice_ticks(u64::MAX).last(), Some(&u64::MAX));
-        for max in (0..20_000).chain([999_999, 1_000_001, 123_456_789]) {
-            let ticks = nice_ticks(max);
-            assert!((3..=5).contains(&ticks.len()), "{max}: {ticks:?}");
-            assert!(*ticks.last().unwrap() >= max, "{max}: {ticks:?}");
-            let step = ticks[1];
-            let leading = step / 10_u64.pow(step.ilog10());
-            assert!([1, 2, 5].contains(&leading) && step % 10_u64.pow(step.ilog10()) == 0);
-            assert!(ticks.windows(2).all(|w| w[1] - w[0] == step));
-        }
-    }
-
-    #[test]
     fn tick_labels_use_one_unit_per_axis() {
         assert_eq!(tick_label(0, 8), "0");
         assert_eq!(tick_label(5_000, 5_000), "5,000");
@@ -1563,20 +1475,6 @@ mod tests {
         close(bar_span(1, 10, 0, 2), (11.0, 4.0));
         close(bar_span(1, 10, 1, 2), (15.0, 4.0));
         close(bar_span(0, 1, 2, 3), (10.0 + 2.0 * 80.0 / 3.0, 80.0 / 3.0));
-    }
-
-    #[test]
-    fn x_labels_are_thinned_from_the_last_interval() {
-        assert_eq!(labelled_indices(30, 6), vec![4, 9, 14, 19, 24, 29]);
-        assert_eq!(labelled_indices(7, 6), vec![0, 2, 4, 6]);
-        assert_eq!(labelled_indices(5, 6), vec![0, 1, 2, 3, 4]);
-        assert_eq!(labelled_indices(1, 6), vec![0]);
-        assert!(labelled_indices(0, 6).is_empty());
-        for len in 1..400 {
-            let labels = labelled_indices(len, X_LABELS);
-            assert!((1..=X_LABELS).contains(&labels.len()), "{len}");
-            assert_eq!(labels.last(), Some(&(len - 1)));
-        }
     }
 
     #[test]

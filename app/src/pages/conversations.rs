@@ -87,34 +87,6 @@ pub fn role_label(role: &str) -> &str {
     }
 }
 
-/// `text` percent-encoded for a URL's query or path segment: everything but ASCII letters,
-/// digits and `-._~` becomes `%XX` of its UTF-8 bytes (a space is `%20`, never `+`).
-pub fn encode_component(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for byte in text.bytes() {
-        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(byte));
-        } else {
-            out.push_str(&format!("%{byte:02X}"));
-        }
-    }
-    out
-}
-
-/// `?name=value&…` of the pairs whose value is not empty, encoded; `""` when none is left.
-pub fn query_string(pairs: &[(&str, &str)]) -> String {
-    let parts: Vec<String> = pairs
-        .iter()
-        .filter(|(_, value)| !value.is_empty())
-        .map(|(name, value)| format!("{name}={}", encode_component(value)))
-        .collect();
-    if parts.is_empty() {
-        String::new()
-    } else {
-        format!("?{}", parts.join("&"))
-    }
-}
-
 /// Whether `text` looks like a day `YYYY-MM-DD` (the server checks the calendar).
 fn is_day(text: &str) -> bool {
     text.len() == 10
@@ -181,12 +153,12 @@ impl InboxFilters {
         let mut pairs = vec![("limit", limit.as_str())];
         pairs.extend(self.pairs());
         pairs.push(("cursor", cursor.unwrap_or_default()));
-        format!("/api/conversations{}", query_string(&pairs))
+        format!("/api/conversations{}", crate::query::query_string(&pairs))
     }
 
     /// The page's URL showing the list with these filters.
     pub fn list_href(&self) -> String {
-        format!("{INBOX_PATH}{}", query_string(&self.pairs()))
+        format!("{INBOX_PATH}{}", crate::query::query_string(&self.pairs()))
     }
 
     /// The page's URL showing conversation `thread_id` of agent `agent_id`, keeping these
@@ -194,7 +166,7 @@ impl InboxFilters {
     pub fn conversation_href(&self, agent_id: &str, thread_id: &str) -> String {
         let mut pairs = self.pairs().to_vec();
         pairs.extend([("thread", thread_id), ("agent", agent_id)]);
-        format!("{INBOX_PATH}{}", query_string(&pairs))
+        format!("{INBOX_PATH}{}", crate::query::query_string(&pairs))
     }
 
     /// The download of the chosen agent's conversations as `format` (`jsonl` or `csv`) over
@@ -206,8 +178,12 @@ impl InboxFilters {
         }
         Some(format!(
             "/api/agents/{}/conversations/export{}",
-            encode_component(&self.agent_id),
-            query_string(&[("format", format), ("from", &self.from), ("to", &self.to)]),
+            crate::query::encode_component(&self.agent_id),
+            crate::query::query_string(&[
+                ("format", format),
+                ("from", &self.from),
+                ("to", &self.to)
+            ]),
         ))
     }
 
@@ -293,14 +269,17 @@ fn refused(message: String) -> ApiError {
 async fn whole_transcript(agent_id: &str, thread_id: &str) -> Result<Vec<ChatMessage>, ApiError> {
     let base = format!(
         "/api/agents/{}/conversations/{}/messages?limit={TRANSCRIPT_PAGE}",
-        encode_component(agent_id),
-        encode_component(thread_id),
+        crate::query::encode_component(agent_id),
+        crate::query::encode_component(thread_id),
     );
     let mut page = client::get_json_signed_in::<MessagesResponse>(&base).await?;
     let mut messages = std::mem::take(&mut page.messages);
     while let Some(cursor) = page.next_cursor.take() {
-        page = client::get_json_signed_in(&format!("{base}&cursor={}", encode_component(&cursor)))
-            .await?;
+        page = client::get_json_signed_in(&format!(
+            "{base}&cursor={}",
+            crate::query::encode_component(&cursor)
+        ))
+        .await?;
         messages.append(&mut page.messages);
     }
     Ok(messages)
@@ -868,7 +847,10 @@ fn TranscriptView(
                 })
         }
     };
-    let chat_href = format!("/dashboard/agents/{}/chat", encode_component(&agent_id));
+    let chat_href = format!(
+        "/dashboard/agents/{}/chat",
+        crate::query::encode_component(&agent_id)
+    );
     view! {
         <section class="card" data-testid="transcript" aria-labelledby="transcript-title">
             <p class="crumbs">
@@ -1096,21 +1078,6 @@ mod tests {
             created_at: "2026-11-20T10:00:00Z".to_owned(),
             updated_at: "2026-11-20T10:02:13Z".to_owned(),
         }
-    }
-
-    #[test]
-    fn components_are_percent_encoded() {
-        assert_eq!(encode_component("abc-._~XYZ09"), "abc-._~XYZ09");
-        assert_eq!(encode_component("ship nor"), "ship%20nor");
-        assert_eq!(encode_component("a&b=c+d?/#%"), "a%26b%3Dc%2Bd%3F%2F%23%25");
-        assert_eq!(encode_component("Grüße"), "Gr%C3%BC%C3%9Fe");
-    }
-
-    #[test]
-    fn query_strings_leave_out_empty_values() {
-        assert_eq!(query_string(&[]), "");
-        assert_eq!(query_string(&[("a", ""), ("b", "")]), "");
-        assert_eq!(query_string(&[("a", ""), ("b", "x y")]), "?b=x%20y");
     }
 
     #[test]

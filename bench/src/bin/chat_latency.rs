@@ -1028,6 +1028,7 @@ async fn store_check(args: &Args, mock: &MockProvider, message: &str) -> anyhow:
             error: None,
             created_at: chrono::Utc::now(),
             tool_calls: None,
+            api_key_id: None,
         };
     while started.elapsed() < Duration::from_secs(args.seconds) {
         count += 1;
@@ -1047,6 +1048,9 @@ async fn store_check(args: &Args, mock: &MockProvider, message: &str) -> anyhow:
                     user_id: user.clone(),
                     title: message.to_owned(),
                     message_count: 0,
+                    channel: agentchat::domain::Channel::Api,
+                    feedback_up: 0,
+                    feedback_down: 0,
                     created_at: now,
                     updated_at: now,
                 },

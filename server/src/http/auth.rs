@@ -346,7 +346,8 @@ fn client_info(user_agent: &str) -> ClientInfo {
             _ => "Unknown browser".into(),
         },
         os: match (known(&os), known(&os_version)) {
-            (true, true) if !os.ends_with(&os_version) => format!("{os} {os_version}"),
+            // "Windows 10" names its version already (its os_version is "NT 10.0").
+            (true, true) if !os.chars().any(|c| c.is_ascii_digit()) => format!("{os} {os_version}"),
             (true, _) => os,
             _ => "Unknown system".into(),
         },
@@ -432,7 +433,7 @@ mod tests {
              Chrome/120.0.6099.109 Safari/537.36",
         );
         assert_eq!(chrome.browser, "Chrome 120");
-        assert!(chrome.os.starts_with("Windows 10"), "{}", chrome.os);
+        assert_eq!(chrome.os, "Windows 10");
         assert_eq!(chrome.device, "Desktop");
         let iphone = client_info(
             "Mozilla/5.0 (iPhone; CPU iPhone OS 17_1 like Mac OS X) AppleWebKit/605.1.15 \

@@ -833,9 +833,13 @@ macro_rules! chat_store {
                     let mut q = sqlx::QueryBuilder::<$db>::new(format!(
                         "SELECT {THREAD_COLUMNS}, \
                          (SELECT name FROM agents WHERE agents.id = threads.agent_id) AS agent_name \
-                         FROM threads WHERE user_id = "
+                         FROM threads WHERE "
                     ));
-                    q.push_bind(user_id);
+                    if f.words.is_empty() {
+                        q.push("user_id = ").push_bind(user_id);
+                    } else {
+                        push_words(&self.$reader, &mut q, user_id, &f.words).await?;
+                    }
                     if let Some(agent_id) = &f.agent_id {
                         q.push(" AND agent_id = ").push_bind(agent_id);
                     }
@@ -870,18 +874,14 @@ macro_rules! chat_store {
                         };
                     }
                     if let Some(c) = cursor {
-                        q.push(" AND (updated_at < ")
+                        // A range on the index's column first, so a deep page seeks to it.
+                        q.push(" AND updated_at <= ")
                             .push_bind(c.at)
-                            .push(" OR (updated_at = ")
+                            .push(" AND (updated_at < ")
                             .push_bind(c.at)
-                            .push(" AND id < ")
+                            .push(" OR id < ")
                             .push_bind(c.id.clone())
-                            .push("))");
-                    }
-                    if !f.words.is_empty() {
-                        q.push(" AND id IN (");
-                        push_words(&mut q, &f.words);
-                        q.push(")");
+                            .push(")");
                     }
                     q.push(" ORDER BY updated_at DESC, id DESC LIMIT ")
                         .push_bind(i64::from(limit));

@@ -4,21 +4,31 @@ use super::{rows::MESSAGE_COLUMNS, PgStore};
 use crate::store::chat::{
     insert_messages_sql, insert_thread_sql, message_values, turn_stored, THREAD_PARAMS,
 };
+use crate::ids::UserId;
 use crate::store::{StoreResult, TurnRecord};
 
 crate::store::rows::turn_binders!(sqlx::Postgres);
 
-/// Pushes a query of the ids of threads with a message holding all `words`, each as a word
-/// or a word's start, through the index `messages_words` (PostgreSQL's text search with the
+/// Pushes "the thread is user `user_id`'s and one of its messages holds all `words`, each as
+/// a word or a word's start", through the index `messages_words` (PostgreSQL's text search with the
 /// `simple` configuration; the words hold only letters and digits, so need no escaping).
-fn push_words(q: &mut sqlx::QueryBuilder<'_, sqlx::Postgres>, words: &[String]) {
+/// As a correlated `EXISTS`, PostgreSQL's statistics choose between the index's matches (a
+/// rare search) and the threads in the inbox's order, each one's messages checked until the
+/// page is full (a common one).
+async fn push_words<'a>(
+    _pool: &sqlx::PgPool,
+    q: &mut sqlx::QueryBuilder<'a, sqlx::Postgres>,
+    user_id: &'a UserId,
+    words: &[String],
+) -> StoreResult<()> {
     let query: Vec<String> = words.iter().map(|w| format!("{w}:*")).collect();
-    q.push(
-        "SELECT thread_id FROM messages \
-         WHERE to_tsvector('simple', content) @@ to_tsquery('simple', ",
+    q.push("user_id = ").push_bind(user_id).push(
+        " AND EXISTS (SELECT 1 FROM messages m WHERE m.thread_id = threads.id \
+         AND to_tsvector('simple', m.content) @@ to_tsquery('simple', ",
     )
     .push_bind(query.join(" & "))
-    .push(")");
+    .push("))");
+    Ok(())
 }
 
 /// The one statement of a turn (the extended protocol takes one per query), reading the

@@ -4,21 +4,60 @@ use futures::TryStreamExt;
 
 use super::SqliteStore;
 use crate::store::chat::{insert_messages_sql, insert_thread_sql, turn_stored, THREAD_PARAMS};
+use crate::ids::UserId;
 use crate::store::{StoreResult, TurnRecord};
 
 crate::store::rows::turn_binders!(sqlx::Sqlite);
 
-/// Pushes a query of the ids of threads with a message holding all `words`, each as a word
-/// or a word's start, through the FTS5 index `messages_fts` (https://sqlite.org/fts5.html;
-/// the words hold only letters and digits, so they need no escaping inside quotes).
-fn push_words(q: &mut sqlx::QueryBuilder<'_, sqlx::Sqlite>, words: &[String]) {
+/// Messages matching a search that make it rare: up to this many, its threads are looked up
+/// by id; beyond, the inbox's threads are read in order and checked against the matches.
+const RARE_MATCHES: i64 = 2_000;
+
+/// Pushes "the thread is user `user_id`'s and one of its messages holds all `words`, each
+/// as a word or a word's start", through the FTS5 index `messages_fts`
+/// (https://sqlite.org/fts5.html; the words hold only letters and digits, so they need no
+/// escaping inside quotes). SQLite keeps no statistics to choose the plan with, so a first
+/// query reads up to [`RARE_MATCHES`] matches: a rare search's few threads are then read
+/// by id (the user test written `+user_id` so that the user's index, which a plan would
+/// walk for the order, is not used) and sorted; a common search keeps the inbox's index
+/// order, each thread checked against the matches' threads, gathered once.
+async fn push_words<'a>(
+    pool: &sqlx::SqlitePool,
+    q: &mut sqlx::QueryBuilder<'a, sqlx::Sqlite>,
+    user_id: &'a UserId,
+    words: &[String],
+) -> StoreResult<()> {
     let query: Vec<String> = words.iter().map(|w| format!("\"{w}\"*")).collect();
-    q.push(
-        "SELECT thread_id FROM messages WHERE rowid IN \
-         (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ",
+    let query = query.join(" ");
+    let threads: Vec<String> = sqlx::query_scalar(
+        "SELECT m.thread_id FROM messages m WHERE m.rowid IN \
+         (SELECT rowid FROM messages_fts WHERE messages_fts MATCH $1 LIMIT $2)",
     )
-    .push_bind(query.join(" "))
-    .push(")");
+    .bind(&query)
+    .bind(RARE_MATCHES + 1)
+    .fetch_all(pool)
+    .await?;
+    if threads.len() as i64 <= RARE_MATCHES {
+        q.push("+user_id = ").push_bind(user_id).push(" AND id IN (");
+        let mut ids = q.separated(", ");
+        for id in threads {
+            ids.push_bind(id);
+        }
+        ids.push("NULL");
+        q.push(")");
+    } else {
+        // The matches' threads are gathered once; FTS5 runs the whole search again for each
+        // lookup by rowid, so checking thread by thread costs far more.
+        q.push("user_id = ")
+            .push_bind(user_id)
+            .push(
+                " AND id IN (SELECT thread_id FROM messages WHERE rowid IN \
+                 (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ",
+            )
+            .push_bind(query)
+            .push("))");
+    }
+    Ok(())
 }
 
 /// The statements of one turn in one writer call, at `place` in the batch (parameters are
