@@ -50,7 +50,7 @@ pub enum ChannelError {
     /// The owner's monthly token quota is spent (docs/api.md § Token quotas); the person
     /// on the channel is told without the owner's figures.
     #[error("{OVER_QUOTA}")]
-    OverQuota(crate::chat::quota::QuotaState),
+    OverQuota(Box<crate::chat::quota::QuotaState>),
     /// The provider or store failed (logged; a provider failure is stored as a failed reply).
     #[error(transparent)]
     Failed(ChatError),

@@ -3,7 +3,6 @@
 //! CSV, read from the store a page at a time so that memory stays constant for any size.
 
 use bytes::Bytes;
-use chrono::{DateTime, Utc};
 use futures::Stream;
 use serde::Serialize;
 
@@ -196,7 +195,7 @@ impl ChatService {
         &self,
         user_id: UserId,
         agent_id: AgentId,
-        range: (Option<DateTime<Utc>>, Option<DateTime<Utc>>),
+        range: crate::store::chat::TimeRange,
         format: ExportFormat,
     ) -> impl Stream<Item = Result<Bytes, ChatError>> + Send + 'static {
         let store = self.store.clone();

@@ -46,7 +46,7 @@ pub fn parse_day(name: &str, text: &str) -> Result<NaiveDate, ChatError> {
 pub fn day_range(
     from: Option<&str>,
     to: Option<&str>,
-) -> Result<(Option<DateTime<Utc>>, Option<DateTime<Utc>>), ChatError> {
+) -> Result<crate::store::chat::TimeRange, ChatError> {
     let from = from.map(|t| parse_day("from", t)).transpose()?;
     let to = to.map(|t| parse_day("to", t)).transpose()?;
     if let (Some(f), Some(t)) = (from, to) {

@@ -94,7 +94,7 @@ pub enum ChatError {
     Invalid(String),
     /// A monthly token quota or API key budget is spent (docs/api.md § Token quotas).
     #[error("{}", .0.exceeded_message())]
-    QuotaExceeded(quota::QuotaState),
+    QuotaExceeded(Box<quota::QuotaState>),
     /// No configured provider offers the agent's model.
     #[error("The agent's model `{model}` is not offered by any configured provider right now")]
     ModelUnavailable { model: String },
@@ -720,7 +720,7 @@ impl ChatService {
             .admit(user_id, payer)
             .await
             .map_err(|spent| match spent {
-                Ok(state) => ChatError::QuotaExceeded(state),
+                Ok(state) => ChatError::QuotaExceeded(Box::new(state)),
                 Err(e) => ChatError::Store(e),
             })
     }

@@ -63,7 +63,7 @@ pub enum ApiError {
     /// it and its reset, with `Retry-After` and the `X-Quota-*` headers.
     #[error("quota exceeded")]
     QuotaExceeded {
-        state: crate::chat::quota::QuotaState,
+        state: Box<crate::chat::quota::QuotaState>,
         /// What the caller is told: the limit and its reset, or less for a visitor.
         message: String,
     },

@@ -323,6 +323,9 @@ pub struct AskedQuestion {
     pub unanswered: bool,
 }
 
+/// A half-open period of time, `[from, until)`; either end may be open (`None`).
+pub type TimeRange = (Option<DateTime<Utc>>, Option<DateTime<Utc>>);
+
 /// A keyset pagination position: the sort time and id of the last row returned.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cursor {
@@ -419,7 +422,7 @@ pub trait ChatStore: Send + Sync {
         &self,
         user_id: &UserId,
         agent_id: &AgentId,
-        (from, until): (Option<DateTime<Utc>>, Option<DateTime<Utc>>),
+        (from, until): crate::store::chat::TimeRange,
         after: Option<&ExportCursor>,
         limit: u32,
     ) -> StoreResult<Vec<ExportedMessage>>;
@@ -901,7 +904,7 @@ macro_rules! chat_store {
                     &self,
                     user_id: &UserId,
                     agent_id: &AgentId,
-                    (from, until): (Option<DateTime<Utc>>, Option<DateTime<Utc>>),
+                    (from, until): crate::store::chat::TimeRange,
                     after: Option<&ExportCursor>,
                     limit: u32,
                 ) -> StoreResult<Vec<ExportedMessage>> {

@@ -69,7 +69,7 @@ pub struct OpenAiError {
     /// `Retry-After` in seconds (429).
     pub retry_after: Option<u64>,
     /// The spent quota of a 429 `insufficient_quota`, for its `X-Quota-*` headers.
-    pub quota: Option<crate::chat::quota::QuotaState>,
+    pub quota: Option<Box<crate::chat::quota::QuotaState>>,
 }
 
 impl OpenAiError {
