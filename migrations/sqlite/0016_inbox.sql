@@ -49,9 +49,12 @@ CREATE INDEX threads_user_rated ON threads (user_id, updated_at)
     WHERE feedback_up + feedback_down > 0;
 
 -- The messages' words (https://sqlite.org/fts5.html, external content): the `q` filter.
+-- It asks only which messages hold a word (or a word's start), never where: `detail=none`
+-- keeps no positions and `columnsize=0` no lengths, which makes each message's insert
+-- cheaper (bench/HISTORY.md § The conversation inbox).
 CREATE VIRTUAL TABLE messages_fts USING fts5(
     content, content = 'messages', content_rowid = 'rowid',
-    tokenize = 'unicode61 remove_diacritics 2'
+    tokenize = 'unicode61 remove_diacritics 0', detail = none, columnsize = 0
 );
 INSERT INTO messages_fts (messages_fts) VALUES ('rebuild');
 CREATE TRIGGER messages_fts_ai AFTER INSERT ON messages
