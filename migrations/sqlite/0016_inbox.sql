@@ -50,8 +50,8 @@ CREATE INDEX threads_user_rated ON threads (user_id, updated_at)
 
 -- The messages' words (https://sqlite.org/fts5.html, external content): the `q` filter.
 -- It asks only which messages hold a word (or a word's start), never where: `detail=none`
--- keeps no positions and `columnsize=0` no lengths, which makes each message's insert
--- cheaper (bench/HISTORY.md § The conversation inbox).
+-- keeps no positions and `columnsize=0` no lengths, so the index holds what the search
+-- reads and no more. Accents are kept, as PostgreSQL's `simple` configuration keeps them.
 CREATE VIRTUAL TABLE messages_fts USING fts5(
     content, content = 'messages', content_rowid = 'rowid',
     tokenize = 'unicode61 remove_diacritics 0', detail = none, columnsize = 0
