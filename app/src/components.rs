@@ -390,3 +390,43 @@ pub fn ShownOnce(
         </section>
     }
 }
+
+/// The `<option>`s of an agent filter: "All agents" (value empty), then the account's
+/// `agents` with `current` (an agent id, empty for all) selected. While the list loads, or
+/// when `current` is not one of them, `current` keeps an option of its own.
+pub fn agent_options(agents: Fetched<Vec<crate::api::Agent>>, current: String) -> AnyView {
+    let loaded = agents
+        .map(|answer| answer.clone())
+        .map(|answer| answer.ok());
+    let listed = loaded.clone().flatten().unwrap_or_default();
+    let extra = (!current.is_empty() && !listed.iter().any(|a| a.id == current)).then(|| {
+        let label = match loaded {
+            None => "Loading agents…",
+            Some(_) => "Unknown agent",
+        };
+        view! { <option value=current.clone() selected=true>{label}</option> }
+    });
+    view! {
+        <option value="" selected=current.is_empty()>"All agents"</option>
+        {extra}
+        {listed
+            .into_iter()
+            .map(|agent| {
+                let chosen = agent.id == current;
+                view! { <option value=agent.id selected=chosen>{agent.name}</option> }
+            })
+            .collect_view()}
+    }
+    .into_any()
+}
+
+/// Under an agent filter: why the account's agents could not be loaded, if they could not.
+pub fn agents_load_error(agents: Fetched<Vec<crate::api::Agent>>) -> Option<AnyView> {
+    let message = agents
+        .map(|answer| answer.as_ref().err().map(|err| err.message().to_owned()))
+        .flatten()?;
+    Some(
+        view! { <p class="hint error-text">{format!("The agents could not be loaded: {message}")}</p> }
+            .into_any(),
+    )
+}

@@ -20,7 +20,10 @@
 use crate::{
     api::{Agent, AgentsResponse, AnalyticsPoint, AnalyticsResponse, ErrorBody, QuestionCount},
     client::{self, ApiError},
-    components::{fetch_signed_in, load_error_view, loading_view, non_empty, thousands, Fetched},
+    components::{
+        agent_options, agents_load_error, fetch_signed_in, load_error_view, loading_view,
+        non_empty, thousands, Fetched,
+    },
 };
 use leptos::prelude::*;
 use leptos_meta::Title;
@@ -610,37 +613,6 @@ fn Controls(
                 .with_period_choice(&choice, today_utc()),
         );
     };
-    let agent_options = move || {
-        let current = query.read().agent_id.clone();
-        let loaded = agents
-            .map(|answer| answer.clone())
-            .map(|answer| answer.ok());
-        let listed = loaded.clone().flatten().unwrap_or_default();
-        // The URL's agent while the list loads, or when it is not one of the account's.
-        let extra = (!current.is_empty() && !listed.iter().any(|a| a.id == current)).then(|| {
-            let label = match loaded {
-                None => "Loading agents…",
-                Some(_) => "Unknown agent",
-            };
-            view! { <option value=current.clone() selected=true>{label}</option> }
-        });
-        view! {
-            <option value="" selected=current.is_empty()>"All agents"</option>
-            {extra}
-            {listed
-                .into_iter()
-                .map(|agent| {
-                    let chosen = agent.id == current;
-                    view! { <option value=agent.id selected=chosen>{agent.name}</option> }
-                })
-                .collect_view()}
-        }
-    };
-    let agents_failed = move || {
-        agents
-            .map(|answer| answer.as_ref().err().map(|err| err.message().to_owned()))
-            .flatten()
-    };
     // A number of days from the URL that is not a preset keeps an option of its own.
     let other_days = move || {
         let choice = query.read().period_choice();
@@ -664,11 +636,9 @@ fn Controls(
                     prop:value=move || query.read().agent_id.clone()
                     on:change=set(|q, v| q.agent_id = v)
                 >
-                    {agent_options}
+                    {move || agent_options(agents, query.read().agent_id.clone())}
                 </select>
-                {move || agents_failed().map(|message| {
-                    view! { <p class="hint error-text">{format!("The agents could not be loaded: {message}")}</p> }
-                })}
+                {move || agents_load_error(agents)}
             </div>
             <div class="field">
                 <label for="analytics-period">"Period"</label>

@@ -25,8 +25,8 @@ use crate::{
     },
     client::{self, ApiError},
     components::{
-        fetch_signed_in, input_value, load_error_view, loading_view, non_empty, use_hydrated,
-        Fetched,
+        agent_options, agents_load_error, fetch_signed_in, input_value, load_error_view,
+        loading_view, non_empty, use_hydrated, Fetched,
     },
     markdown,
 };
@@ -505,37 +505,6 @@ fn FilterBar(
         next.q = input_value(&search);
         apply.run(next);
     };
-    let agent_options = move || {
-        let current = filters.read().agent_id.clone();
-        let loaded = agents
-            .map(|answer| answer.clone())
-            .map(|answer| answer.ok());
-        let listed = loaded.clone().flatten().unwrap_or_default();
-        // The URL's agent while the list loads, or when it is not one of the account's.
-        let extra = (!current.is_empty() && !listed.iter().any(|a| a.id == current)).then(|| {
-            let label = match loaded {
-                None => "Loading agents…",
-                Some(_) => "Unknown agent",
-            };
-            view! { <option value=current.clone() selected=true>{label}</option> }
-        });
-        view! {
-            <option value="" selected=current.is_empty()>"All agents"</option>
-            {extra}
-            {listed
-                .into_iter()
-                .map(|agent| {
-                    let chosen = agent.id == current;
-                    view! { <option value=agent.id selected=chosen>{agent.name}</option> }
-                })
-                .collect_view()}
-        }
-    };
-    let agents_failed = move || {
-        agents
-            .map(|answer| answer.as_ref().err().map(|err| err.message().to_owned()))
-            .flatten()
-    };
     view! {
         <form class="inbox-filters" data-testid="inbox-filters" role="search" aria-label="Filter conversations" on:submit=on_submit>
             <div class="field">
@@ -545,11 +514,9 @@ fn FilterBar(
                     prop:value=move || filters.read().agent_id.clone()
                     on:change=set(|f, v| f.agent_id = v)
                 >
-                    {agent_options}
+                    {move || agent_options(agents, filters.read().agent_id.clone())}
                 </select>
-                {move || agents_failed().map(|message| {
-                    view! { <p class="hint error-text">{format!("The agents could not be loaded: {message}")}</p> }
-                })}
+                {move || agents_load_error(agents)}
             </div>
             <div class="field">
                 <label for="inbox-channel">"Channel"</label>

@@ -79,6 +79,11 @@ impl QuotaState {
         self.limit.saturating_sub(self.used)
     }
 
+    /// Seconds from `now` until the reset, at least 1 (`Retry-After`).
+    pub fn seconds_to_reset(&self, now: DateTime<Utc>) -> u64 {
+        (self.reset - now).num_seconds().max(1) as u64
+    }
+
     /// Whether no token is left.
     pub fn spent(&self) -> bool {
         self.used >= self.limit
@@ -99,7 +104,7 @@ impl QuotaState {
 }
 
 /// The first day of `day`'s month and of the next one.
-fn month_of(day: NaiveDate) -> (NaiveDate, NaiveDate) {
+pub fn month_of(day: NaiveDate) -> (NaiveDate, NaiveDate) {
     let first = day.with_day(1).unwrap_or(day);
     let next = first
         .checked_add_months(chrono::Months::new(1))

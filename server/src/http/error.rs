@@ -164,7 +164,7 @@ impl IntoResponse for ApiError {
                     .insert(header::RETRY_AFTER, HeaderValue::from(*retry_after_secs));
             }
             Self::QuotaExceeded { state, .. } => {
-                let wait = (state.reset - chrono::Utc::now()).num_seconds().max(1);
+                let wait = state.seconds_to_reset(chrono::Utc::now());
                 let headers = response.headers_mut();
                 headers.insert(header::RETRY_AFTER, HeaderValue::from(wait));
                 add_quota_headers(headers, state);

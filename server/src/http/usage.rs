@@ -79,10 +79,7 @@ async fn usage(
         .collect();
     let (chats_this_month, tokens_this_month) = totals(&this_month);
     let month = window.today.format("%Y-%m").to_string();
-    let reset = window
-        .month_start
-        .checked_add_months(chrono::Months::new(1))
-        .unwrap_or(window.month_start);
+    let (_, reset) = crate::chat::quota::month_of(window.today);
     let quota_info = |limit: u64, used: u64| QuotaInfo {
         limit,
         used,

@@ -516,6 +516,24 @@ macro_rules! chat_store {
                 Ok(stored)
             }
 
+            /// Pushes ` AND {column} IN (…)` of the agents `within`; none matches nothing
+            /// (`IN ()` is not SQL).
+            fn push_within<'a>(
+                q: &mut sqlx::QueryBuilder<'a, $db>,
+                column: &str,
+                within: &'a [AgentId],
+            ) {
+                q.push(format!(" AND {column} IN ("));
+                let mut ids = q.separated(", ");
+                for id in within {
+                    ids.push_bind(id);
+                }
+                if within.is_empty() {
+                    ids.push("NULL");
+                }
+                q.push(")");
+            }
+
             /// Pushes `WHERE` terms of `a`'s conversations (of thread alias `t`) and the period
             /// on `column`.
             fn push_scope<'a>(
@@ -528,15 +546,7 @@ macro_rules! chat_store {
                     q.push(" AND t.agent_id = ").push_bind(agent_id);
                 }
                 if let Some(within) = &a.within {
-                    q.push(" AND t.agent_id IN (");
-                    let mut ids = q.separated(", ");
-                    for id in within {
-                        ids.push_bind(id);
-                    }
-                    if within.is_empty() {
-                        ids.push("NULL");
-                    }
-                    q.push(")");
+                    push_within(q, "t.agent_id", within);
                 }
                 q.push(format!(" AND {column} >= "))
                     .push_bind(a.from)
@@ -847,16 +857,7 @@ macro_rules! chat_store {
                         q.push(" AND agent_id = ").push_bind(agent_id);
                     }
                     if let Some(within) = &f.within {
-                        q.push(" AND agent_id IN (");
-                        let mut ids = q.separated(", ");
-                        for id in within {
-                            ids.push_bind(id);
-                        }
-                        // An empty list matches nothing (`IN ()` is not SQL).
-                        if within.is_empty() {
-                            ids.push("NULL");
-                        }
-                        q.push(")");
+                        push_within(&mut q, "agent_id", within);
                     }
                     if let Some(channel) = f.channel {
                         q.push(" AND channel = ").push_bind(channel);

@@ -202,11 +202,10 @@ impl From<ApiError> for OpenAiError {
         let status = err.status();
         if let ApiError::QuotaExceeded { state, .. } = err {
             // OpenAI's own answer when an account's quota is spent.
-            let wait = (state.reset - chrono::Utc::now()).num_seconds().max(1);
             return Self {
                 kind: "insufficient_quota",
                 code: Some("insufficient_quota"),
-                retry_after: Some(wait as u64),
+                retry_after: Some(state.seconds_to_reset(chrono::Utc::now())),
                 message: state.exceeded_message(),
                 quota: Some(state),
                 ..Self::new(status, String::new())
