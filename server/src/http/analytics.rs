@@ -10,7 +10,7 @@ use serde::Deserialize;
 use tracing::instrument;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use super::openapi::{BadRequest, RateLimited};
+use super::openapi::{day, one_of, BadRequest, RateLimited};
 use super::{
     extract::{ApiQuery, Auth},
     AppState,
@@ -35,13 +35,21 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct AnalyticsQueryParams {
     /// First day, `YYYY-MM-DD` (UTC); default: 29 days before `to`.
+    #[param(schema_with = day)]
     from: Option<String>,
-    /// Last day, `YYYY-MM-DD` (UTC); default: today. At most 366 days from `from`.
+    /// Last day, `YYYY-MM-DD` (UTC); default: today. Not before `from`, and at most 366
+    /// days from it.
+    #[param(schema_with = day)]
     to: Option<String>,
     /// Only this agent's conversations.
     agent_id: Option<String>,
     /// `day` (the default) or `week` (Monday to Sunday).
+    #[param(schema_with = intervals)]
     interval: Option<String>,
+}
+
+fn intervals() -> utoipa::openapi::schema::Object {
+    one_of(&["day", "week"])
 }
 
 fn counts(list: Vec<(String, u64)>) -> Vec<QuestionCount> {

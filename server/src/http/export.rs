@@ -22,6 +22,7 @@ use crate::{
     chat::{export::ExportFormat, history::day_range},
     domain::Scope,
     http::error::{ApiError, ApiResult},
+    http::openapi::{day, one_of},
     ids::AgentId,
 };
 
@@ -35,11 +36,18 @@ pub fn router() -> OpenApiRouter<AppState> {
 #[serde(deny_unknown_fields)]
 struct ExportQuery {
     /// `jsonl` (the default) or `csv`.
+    #[param(schema_with = formats)]
     format: Option<String>,
     /// Messages from this day on (`YYYY-MM-DD`, UTC).
+    #[param(schema_with = day)]
     from: Option<String>,
-    /// Messages until the end of this day (`YYYY-MM-DD`, UTC).
+    /// Messages until the end of this day (`YYYY-MM-DD`, UTC); not before `from`.
+    #[param(schema_with = day)]
     to: Option<String>,
+}
+
+fn formats() -> utoipa::openapi::schema::Object {
+    one_of(&[ExportFormat::Jsonl.extension(), ExportFormat::Csv.extension()])
 }
 
 /// Download every message of the agent's conversations in a period (all by default) with

@@ -7,7 +7,7 @@ use serde::Deserialize;
 use tracing::instrument;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
-use super::openapi::{BadRequest, RateLimited};
+use super::openapi::{day, one_of, BadRequest, RateLimited};
 use super::{
     extract::{ApiQuery, Auth},
     AppState,
@@ -34,12 +34,16 @@ struct InboxQuery {
     agent_id: Option<String>,
     /// Only conversations started in this channel: `api`, `dashboard`, `widget`,
     /// `telegram`, `slack`, `openai` or `mcp`.
+    #[param(schema_with = channels)]
     channel: Option<String>,
     /// Last activity on or after this day (`YYYY-MM-DD`, UTC).
+    #[param(schema_with = day)]
     from: Option<String>,
-    /// Last activity on or before this day (`YYYY-MM-DD`, UTC).
+    /// Last activity on or before this day (`YYYY-MM-DD`, UTC); not before `from`.
+    #[param(schema_with = day)]
     to: Option<String>,
     /// `up`, `down` or `any`: only conversations with a reply rated so.
+    #[param(schema_with = feedback_kinds)]
     feedback: Option<String>,
     /// Words that one message of the conversation holds, each as a word or a word's start
     /// (case and accents ignored; at most 200 characters).
@@ -48,6 +52,14 @@ struct InboxQuery {
     limit: Option<u32>,
     /// `nextCursor` of the previous page.
     cursor: Option<String>,
+}
+
+fn channels() -> utoipa::openapi::schema::Object {
+    one_of(&Channel::ALL.map(Channel::as_str))
+}
+
+fn feedback_kinds() -> utoipa::openapi::schema::Object {
+    one_of(&["up", "down", "any"])
 }
 
 impl InboxQuery {
