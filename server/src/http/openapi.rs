@@ -899,6 +899,24 @@ impl utoipa::Modify for SecurityAddon {
     }
 }
 
+/// The schema of a query parameter that takes one of `values`, for `#[param(schema_with)]`.
+pub fn one_of(values: &[&str]) -> utoipa::openapi::schema::Object {
+    utoipa::openapi::schema::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::String)
+        .enum_values(Some(values.iter().copied()))
+        .build()
+}
+
+/// The schema of a day parameter, `YYYY-MM-DD` (OpenAPI `format: date`, RFC 3339
+/// `full-date`), for `#[param(schema_with)]`.
+pub fn day() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .format(Some(SchemaFormat::KnownFormat(KnownFormat::Date)))
+        .build()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1001,22 +1019,4 @@ mod tests {
         assert!(!matches(&http_url_pattern(), "ftp://example.com/"));
         assert!(!matches(&http_url_pattern(), "https://1.2.3.4/"));
     }
-}
-
-/// The schema of a query parameter that takes one of `values`, for `#[param(schema_with)]`.
-pub fn one_of(values: &[&str]) -> utoipa::openapi::schema::Object {
-    utoipa::openapi::schema::ObjectBuilder::new()
-        .schema_type(utoipa::openapi::schema::Type::String)
-        .enum_values(Some(values.iter().copied()))
-        .build()
-}
-
-/// The schema of a day parameter, `YYYY-MM-DD` (OpenAPI `format: date`, RFC 3339
-/// `full-date`), for `#[param(schema_with)]`.
-pub fn day() -> utoipa::openapi::schema::Object {
-    use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
-    ObjectBuilder::new()
-        .schema_type(Type::String)
-        .format(Some(SchemaFormat::KnownFormat(KnownFormat::Date)))
-        .build()
 }
