@@ -47,7 +47,10 @@ struct ExportQuery {
 }
 
 fn formats() -> utoipa::openapi::schema::Object {
-    one_of(&[ExportFormat::Jsonl.extension(), ExportFormat::Csv.extension()])
+    one_of(&[
+        ExportFormat::Jsonl.extension(),
+        ExportFormat::Csv.extension(),
+    ])
 }
 
 /// Download every message of the agent's conversations in a period (all by default) with
