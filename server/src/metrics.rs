@@ -143,10 +143,11 @@ fn reply_outcome(status: ReplyStatus) -> usize {
         ReplyStatus::Complete => 0,
         ReplyStatus::Failed => 1,
         ReplyStatus::Cancelled => 2,
+        ReplyStatus::Interrupted => 3,
     }
 }
 
-const REPLY_OUTCOMES: [&str; 3] = ["complete", "failed", "cancelled"];
+const REPLY_OUTCOMES: [&str; 4] = ["complete", "failed", "cancelled", "interrupted"];
 
 /// The `kind` of [`PROVIDER_ERRORS`]: `timeout`, `connection`, `rate_limited`, `http_4xx`,
 /// `http_5xx` or `other`.
@@ -387,7 +388,7 @@ impl Drop for StreamOpen {
 /// One model's series; `model` is a resolved model id, bounded by the providers' lists.
 struct ModelSeries {
     /// By [`REPLY_OUTCOMES`].
-    chats: [Counter; 3],
+    chats: [Counter; 4],
     prompt_tokens: Counter,
     completion_tokens: Counter,
     ttft: Histogram,

@@ -217,6 +217,7 @@ impl Application {
             config.providers.timeout,
             tools.clone(),
             quotas,
+            crate::chat::replies::Replies::new(redis.clone()),
         ));
         let channels = crate::channels::Channels::new(
             &config.channels,
@@ -338,6 +339,24 @@ impl Application {
             ));
         }
         let chat = self.state.chat.clone();
+        let replies = chat.replies().clone();
+        let (grace, handover) = (
+            chat.config().shutdown_grace,
+            chat.config().shutdown_handover,
+        );
+        // The drain (docs/api.md § Drains): not ready at once, streams cut after the grace
+        // period, resumable replies stopped after the handover.
+        tokio::spawn({
+            let (replies, shutdown) = (replies.clone(), shutdown.clone());
+            async move {
+                shutdown.await;
+                replies.drain();
+                tokio::time::sleep(grace).await;
+                replies.end_grace();
+                tokio::time::sleep(handover).await;
+                replies.end_handover();
+            }
+        });
         let extra = if self.role.serves_api() {
             serve_on_threads(
                 threads,
@@ -351,8 +370,12 @@ impl Application {
             let health = health_service(self.state);
             serve_on_threads(threads, self.listener, health, limits, shutdown).await?
         };
-        // The turns of the last requests (a stream cut by the shutdown is stored as
-        // cancelled) are written before the process exits.
+        // Resumable replies generate until they end or the handover is over, their frames
+        // written to Redis; then the turns of the last requests (a stream cut by the
+        // shutdown is stored as cancelled or interrupted) are written before the process
+        // exits.
+        replies.end_grace();
+        replies.drained().await;
         if tokio::time::timeout(SHUTDOWN_FLUSH, chat.flush())
             .await
             .is_err()

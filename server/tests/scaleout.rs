@@ -3,7 +3,10 @@
 //! 3 s, a replayed refresh token ends the session on the other instance, one rate-limit
 //! budget and one agent limit per account across both, an upload through one is retrieved
 //! through the other (and not after its deletion), every job and every webhook delivery
-//! runs once, and PostgreSQL mode refuses to start without `JWT_SECRET`.
+//! runs once, and PostgreSQL mode refuses to start without `JWT_SECRET`. Resumable replies
+//! resume and cancel across instances, a conversation has one reply in progress across
+//! both, and an instance stopped with `SIGTERM` in the middle of 100 streams hands them
+//! over: every client resumes on the other, every reply complete and frame-exact.
 //!
 //! The servers: `AGENTCHAT_TEST_DATABASE_URL` (default
 //! `postgres://postgres@127.0.0.1:5432/postgres`; a scratch database is created there and
@@ -94,13 +97,15 @@ fn shared_env(database_url: &str, prefix: &str, receiver: SocketAddr) -> Vec<(St
 /// Starts `agentchat serve` and waits for its "AgentChat listening" line.
 fn start(env: &[(String, String)]) -> Instance {
     let data = tempfile::tempdir().unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_agentchat"))
-        .arg("serve")
+    let mut command = Command::new(env!("CARGO_BIN_EXE_agentchat"));
+    command.arg("serve");
+    // Nothing of the test's own environment reaches the instances but what `env` says.
+    for name in ["SMTP_URL", "OPENAI_API_KEY", "ANTHROPIC_API_KEY"] {
+        command.env_remove(name);
+    }
+    let mut child = command
         .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
         .env("DATA_DIR", data.path())
-        .env_remove("SMTP_URL")
-        .env_remove("OPENAI_API_KEY")
-        .env_remove("ANTHROPIC_API_KEY")
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .spawn()
@@ -597,4 +602,374 @@ fn sources(reply: &Value) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// One server-sent event: its id, if any, and its data.
+type Event = (Option<u64>, String);
+
+/// The events of a `text/event-stream` answer until it ends (or breaks).
+async fn events(res: reqwest::Response) -> Vec<Event> {
+    use futures::StreamExt as _;
+    let mut body = res.bytes_stream();
+    let mut buffer = String::new();
+    let mut got = Vec::new();
+    while let Ok(Some(Ok(bytes))) = tokio::time::timeout(Duration::from_secs(30), body.next()).await
+    {
+        buffer.push_str(std::str::from_utf8(&bytes).unwrap());
+        while let Some(end) = buffer.find("\n\n") {
+            let raw: String = buffer.drain(..end + 2).collect();
+            let mut id = None;
+            let mut data = None;
+            for line in raw.lines() {
+                if let Some(v) = line.strip_prefix("id: ") {
+                    id = Some(v.parse().unwrap());
+                } else if let Some(v) = line.strip_prefix("data: ") {
+                    data = Some(v.to_string());
+                }
+            }
+            if let Some(data) = data {
+                got.push((id, data));
+            }
+        }
+    }
+    got
+}
+
+/// The first `n` events of a stream; the connection is dropped after them.
+async fn first_events(res: reqwest::Response, n: usize) -> Vec<Event> {
+    use futures::StreamExt as _;
+    let mut body = res.bytes_stream();
+    let mut buffer = String::new();
+    let mut got = Vec::new();
+    while got.len() < n {
+        let bytes = body.next().await.unwrap().unwrap();
+        buffer.push_str(std::str::from_utf8(&bytes).unwrap());
+        while let Some(end) = buffer.find("\n\n") {
+            let raw: String = buffer.drain(..end + 2).collect();
+            let id = raw
+                .lines()
+                .find_map(|l| l.strip_prefix("id: "))
+                .map(|v| v.parse().unwrap());
+            if let Some(data) = raw.lines().find_map(|l| l.strip_prefix("data: ")) {
+                got.push((id, data.to_string()));
+            }
+        }
+    }
+    got.truncate(n);
+    got
+}
+
+/// The reply text of chunk frames.
+fn chunks(events: &[Event]) -> String {
+    events
+        .iter()
+        .filter_map(|(_, d)| serde_json::from_str::<Value>(d).ok())
+        .filter_map(|v| v["chunk"].as_str().map(str::to_string))
+        .collect()
+}
+
+async fn stream_chat(
+    client: &Client,
+    on: &Instance,
+    token: &str,
+    agent: &str,
+    body: Value,
+) -> reqwest::Response {
+    let res = client
+        .post(on.url(&format!("/api/agents/{agent}/chat")))
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    res
+}
+
+async fn resume_on(
+    client: &Client,
+    on: &Instance,
+    token: &str,
+    agent: &str,
+    thread: &str,
+    last: u64,
+) -> reqwest::Response {
+    client
+        .get(on.url(&format!(
+            "/api/agents/{agent}/conversations/{thread}/stream"
+        )))
+        .bearer_auth(token)
+        .header("Last-Event-ID", last.to_string())
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The thread's last reply as stored: (status, content).
+async fn stored_reply(
+    client: &Client,
+    on: &Instance,
+    token: &str,
+    agent: &str,
+    thread: &str,
+) -> (String, String) {
+    let body: Value = client
+        .get(on.url(&format!(
+            "/api/agents/{agent}/conversations/{thread}/messages"
+        )))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let last = body["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .cloned()
+        .unwrap_or(Value::Null);
+    if last["role"] != "assistant" {
+        return (String::new(), String::new());
+    }
+    (
+        last["status"].as_str().unwrap().to_string(),
+        last["content"].as_str().unwrap().to_string(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn resumable_streams_cross_instances_and_survive_a_drain() {
+    use mock_provider::{MockConfig, MockProvider};
+    let database = ScratchDatabase::create(&database_server())
+        .await
+        .expect("a scratch database on the PostgreSQL server");
+    let prefix = format!("t_{}:", uuid::Uuid::new_v4().simple());
+    let mock = MockProvider::start(MockConfig {
+        token_interval: Duration::from_millis(20),
+        record_requests: false,
+        ..MockConfig::default()
+    })
+    .await
+    .unwrap();
+    let mut env = shared_env(database.url(), &prefix, "127.0.0.1:9".parse().unwrap());
+    env.extend([
+        ("OPENAI_API_KEY".to_string(), "sk-mock".to_string()),
+        ("OPENAI_BASE_URL".to_string(), mock.base_url()),
+        ("SHUTDOWN_GRACE_SECONDS".to_string(), "1".to_string()),
+    ]);
+    let mut a = start(&env);
+    let b = start(&env);
+    let client = Client::new();
+    let email = account(&client, &a, &env, "starter").await;
+    let (token, _) = login(&client, &a, &email).await;
+    let res = client
+        .post(a.url("/api/agents"))
+        .bearer_auth(&token)
+        .json(&json!({"name": "Streams", "model": "gpt-4o-mini"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 201);
+    let agent = res.json::<Value>().await.unwrap()["agent"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // 1. A reply generated on A, its client gone after 5 frames, resumed on B: the rest,
+    // frame-exact, while it is still generating.
+    let res = stream_chat(
+        &client,
+        &a,
+        &token,
+        &agent,
+        json!({"message": "count [[tokens:80]]", "stream": true, "resumable": true}),
+    )
+    .await;
+    let thread = res.headers()["x-thread-id"].to_str().unwrap().to_string();
+    let first = first_events(res, 5).await;
+    let res = resume_on(&client, &b, &token, &agent, &thread, 5).await;
+    assert_eq!(res.status(), 200);
+    let rest = events(res).await;
+    let all: Vec<Event> = first.into_iter().chain(rest).collect();
+    let ids: Vec<u64> = all.iter().map(|(id, _)| id.unwrap()).collect();
+    assert_eq!(ids, (1..=all.len() as u64).collect::<Vec<_>>());
+    assert_eq!(all.last().unwrap().1, "[DONE]");
+    let (status, content) = stored_reply(&client, &b, &token, &agent, &thread).await;
+    assert_eq!(
+        (status.as_str(), content.as_str()),
+        ("complete", chunks(&all).as_str())
+    );
+    assert!(content.ends_with("w80"));
+
+    // 2. While A generates a reply, B refuses a message to its conversation, and cancels it.
+    let res = stream_chat(&client, &a, &token, &agent,
+        json!({"message": "long [[tokens:500]]", "threadId": thread, "stream": true, "resumable": true})).await;
+    let running = tokio::spawn(events(res));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let res = client
+        .post(b.url(&format!("/api/agents/{agent}/chat")))
+        .bearer_auth(&token)
+        .json(&json!({"message": "meanwhile", "threadId": thread}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 409);
+    let res = client
+        .post(b.url(&format!(
+            "/api/agents/{agent}/conversations/{thread}/cancel"
+        )))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let ended = running.await.unwrap();
+    assert_eq!(ended.last().unwrap().1, "[DONE]");
+    assert!(
+        ended[ended.len() - 2].1.contains("The reply was cancelled"),
+        "{ended:?}"
+    );
+    let (status, content) = stored_reply(&client, &b, &token, &agent, &thread).await;
+    assert_eq!(status, "cancelled");
+    assert!(!content.contains("w500"));
+    // The conversation is free on both at once.
+    let res = client
+        .post(b.url(&format!("/api/agents/{agent}/chat")))
+        .bearer_auth(&token)
+        .json(&json!({"message": "after", "threadId": thread}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+
+    // 3. 100 streams, alternately on A and B; A gets SIGTERM in their middle. Its streams
+    // are cut after the grace period (1 s); each client resumes on the other instance, and
+    // every reply ends complete, frame-exact.
+    let instances = Arc::new([a.addr, b.addr]);
+    let mut clients = Vec::new();
+    let (started_tx, mut started_rx) = tokio::sync::mpsc::channel::<()>(100);
+    for i in 0..100usize {
+        let (client, token, agent, instances, started) = (
+            client.clone(),
+            token.clone(),
+            agent.clone(),
+            instances.clone(),
+            started_tx.clone(),
+        );
+        clients.push(tokio::spawn(async move {
+            use futures::StreamExt as _;
+            let mut on = i % 2;
+            let url = |on: usize, path: &str| format!("http://{}{}", instances[on], path);
+            let res = client
+                .post(url(on, &format!("/api/agents/{agent}/chat")))
+                .bearer_auth(&token)
+                .json(&json!({"message": format!("stream {i} [[tokens:120]]"), "stream": true, "resumable": true}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(res.status(), 200);
+            let thread = res.headers()["x-thread-id"].to_str().unwrap().to_string();
+            let mut got: Vec<Event> = Vec::new();
+            let mut res = Some(res);
+            let mut resumes = 0;
+            let mut announced = false;
+            loop {
+                let mut body = res.take().unwrap().bytes_stream();
+                let mut buffer = String::new();
+                while let Ok(Some(Ok(bytes))) =
+                    tokio::time::timeout(Duration::from_secs(30), body.next()).await
+                {
+                    buffer.push_str(std::str::from_utf8(&bytes).unwrap());
+                    while let Some(end) = buffer.find("\n\n") {
+                        let raw: String = buffer.drain(..end + 2).collect();
+                        let id = raw.lines().find_map(|l| l.strip_prefix("id: ")).map(|v| v.parse::<u64>().unwrap());
+                        let Some(data) = raw.lines().find_map(|l| l.strip_prefix("data: ")) else { continue };
+                        // Frames without an id tell the client to resume; they are not the reply's.
+                        if let Some(id) = id {
+                            got.push((Some(id), data.to_string()));
+                        }
+                        if !announced {
+                            announced = true;
+                            let _ = started.send(()).await;
+                        }
+                    }
+                }
+                if got.last().is_some_and(|(_, d)| d == "[DONE]") {
+                    break;
+                }
+                resumes += 1;
+                assert!(resumes <= 5, "stream {i} did not end: {got:?}");
+                on = 1 - on;
+                let last = got.last().map_or(0, |(id, _)| id.unwrap());
+                let next = client
+                    .get(url(on, &format!("/api/agents/{agent}/conversations/{thread}/stream")))
+                    .bearer_auth(&token)
+                    .header("Last-Event-ID", last.to_string())
+                    .send()
+                    .await;
+                match next {
+                    Ok(r) if r.status() == 200 => res = Some(r),
+                    Ok(r) => panic!("resume of stream {i} on {on}: {}", r.status()),
+                    // The stopped instance: the other one next time.
+                    Err(_) => {
+                        on = 1 - on;
+                        let r = client
+                            .get(url(on, &format!("/api/agents/{agent}/conversations/{thread}/stream")))
+                            .bearer_auth(&token)
+                            .header("Last-Event-ID", last.to_string())
+                            .send()
+                            .await
+                            .unwrap();
+                        assert_eq!(r.status(), 200, "resume of stream {i}");
+                        res = Some(r);
+                    }
+                }
+            }
+            (thread, got, resumes)
+        }));
+    }
+    drop(started_tx);
+    for _ in 0..100 {
+        started_rx.recv().await.unwrap();
+    }
+    let stopped_at = Instant::now();
+    let status = Command::new("kill")
+        .args(["-TERM", &a.child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let mut resumed = 0;
+    for client_task in clients {
+        let (thread, got, resumes) = client_task.await.unwrap();
+        resumed += usize::from(resumes > 0);
+        let ids: Vec<u64> = got.iter().map(|(id, _)| id.unwrap()).collect();
+        assert_eq!(
+            ids,
+            (1..=got.len() as u64).collect::<Vec<_>>(),
+            "frame-exact: {thread}"
+        );
+        let (status, content) = stored_reply(&client, &b, &token, &agent, &thread).await;
+        assert_eq!(status, "complete", "{thread}");
+        assert_eq!(content, chunks(&got), "{thread}");
+        assert!(content.ends_with("w120"));
+    }
+    assert!(resumed >= 40, "A's clients resumed on B: {resumed}");
+    // A exits once its replies are stored: within grace + handover + the last writes.
+    let exit = loop {
+        if let Some(exit) = a.child.try_wait().unwrap() {
+            break exit;
+        }
+        assert!(
+            stopped_at.elapsed() < Duration::from_secs(30),
+            "A did not exit"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(exit.success(), "{exit:?}");
+    eprintln!(
+        "A stopped {:?} after SIGTERM; {resumed} of 100 clients resumed",
+        stopped_at.elapsed()
+    );
 }

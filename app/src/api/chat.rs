@@ -50,6 +50,14 @@ pub struct ChatRequest {
     pub attachments: Vec<Attachment>,
     #[serde(default)]
     pub stream_options: Option<StreamOptions>,
+    /// With `stream`: the reply keeps generating if the client goes away, and can be resumed
+    /// (`GET .../conversations/{threadId}/stream`) or cancelled (`POST .../cancel`).
+    #[serde(default)]
+    pub resumable: bool,
+    /// When the thread's previous reply is still in progress, wait for it (and see it in
+    /// the history) instead of failing with 409.
+    #[serde(default)]
+    pub queue: bool,
 }
 
 /// Token usage of a reply.

@@ -35,6 +35,8 @@ pub struct UsageFrame {
     /// Knowledge passages put into the prompt (`sources`' length).
     pub rag_chunks_used: u32,
     pub thread_id: String,
+    /// The reply's message id, as in the stream's `X-Reply-Id` header.
+    pub reply_id: String,
     /// The passages behind the reply's `[n]` markers, best first.
     pub sources: Vec<Source>,
 }
@@ -122,6 +124,12 @@ pub enum ChatStreamFrame {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "ssr", derive(ToSchema))]
 pub struct ChatStreamEvent {
+    /// The frame's id within its reply: 1 for the first, one more for each next; send the
+    /// last one received as `Last-Event-ID` to resume. Absent on the frame a shutting-down
+    /// server ends a stream with (an error telling the client to resume).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "ssr", schema(pattern = "^[1-9][0-9]*$"))]
+    pub id: Option<String>,
     #[cfg_attr(feature = "ssr", schema(schema_with = chat_stream_data))]
     pub data: String,
 }

@@ -196,6 +196,8 @@ impl Channels {
                 &[],
                 &TurnOptions {
                     channel: Channel::of_provider(integration.provider_code).unwrap_or_default(),
+                    // A visitor's message sent while the last reply streams waits for it.
+                    queue: true,
                     ..TurnOptions::default()
                 },
             )

@@ -8,6 +8,7 @@ pub mod feedback;
 pub mod history;
 pub mod prompt;
 pub mod quota;
+pub mod replies;
 pub mod stream;
 pub mod writer;
 
@@ -101,6 +102,12 @@ pub enum ChatError {
     /// The model provider failed or did not answer in time.
     #[error(transparent)]
     Upstream(ProviderError),
+    /// The thread's previous reply is still in progress (docs/api.md § Turns in order).
+    #[error("A reply is in progress in this conversation: resume it (GET .../stream) or cancel it (POST .../cancel), or send the message with \"queue\": true")]
+    ReplyInProgress,
+    /// The reply was cancelled (`POST .../cancel`) before it ended; stored as `cancelled`.
+    #[error("The reply was cancelled")]
+    Cancelled,
     #[error(transparent)]
     Store(#[from] StoreError),
 }
@@ -149,6 +156,9 @@ pub struct PreparedChat {
     pub payer: Payer,
     /// The limit with the fewest tokens left when the turn was admitted (`X-Quota-*`).
     pub quota: Option<QuotaState>,
+    /// The thread's turn, held until the reply is stored; `None` for a turn without a
+    /// stored thread (the OpenAI-compatible API's given history).
+    pub turn: Option<replies::TurnGuard>,
 }
 
 impl PreparedChat {
@@ -260,6 +270,9 @@ pub struct TurnOptions {
     pub channel: Channel,
     /// Who pays for it ([`quota::Quotas::admit`]).
     pub payer: Payer,
+    /// Whether the turn waits for the thread's reply in progress, if any, rather than failing
+    /// with [`ChatError::ReplyInProgress`].
+    pub queue: bool,
 }
 
 /// The tools of [`TurnOptions::client_tools`] and how the model may use them.
@@ -281,6 +294,14 @@ pub struct Reply {
     pub pending_approvals: Vec<PendingApproval>,
     /// Calls of client tools for the caller to run (`finish` is then `ToolCalls`); else empty.
     pub client_calls: Vec<ToolCall>,
+}
+
+/// Whose `thread`'s replies are ([`replies::Owner`]).
+pub fn owner_of(thread: &ThreadRecord) -> replies::Owner {
+    replies::Owner {
+        user_id: thread.user_id.clone(),
+        agent_id: thread.agent_id.clone(),
+    }
 }
 
 /// A new, unstored thread of `agent` for `user_id` from `channel`, titled after `message`'s
@@ -387,6 +408,7 @@ pub struct ChatService {
     provider_timeout: Duration,
     tools: Tools,
     quotas: Quotas,
+    replies: Arc<replies::Replies>,
 }
 
 impl ChatService {
@@ -403,9 +425,11 @@ impl ChatService {
         provider_timeout: Duration,
         tools: Tools,
         quotas: Quotas,
+        replies: Arc<replies::Replies>,
     ) -> Self {
         Self {
             quotas,
+            replies,
             writer: TurnWriter::start(store.clone()),
             store,
             approvals,
@@ -417,6 +441,11 @@ impl ChatService {
             provider_timeout,
             tools,
         }
+    }
+
+    /// Replies in progress and just finished: turns, resumption, cancel, drain.
+    pub fn replies(&self) -> &Arc<replies::Replies> {
+        &self.replies
     }
 
     /// The message length rule and the streams' heartbeat (applied by the HTTP layer).
@@ -441,8 +470,10 @@ impl ChatService {
         Ok(prompt::passages(hits, budget))
     }
 
-    /// The turn's thread ([`ThreadChoice`]; a new one unstored, from `channel`) and its earlier
-    /// turns for upstream.
+    /// The turn's thread ([`ThreadChoice`]; a new one unstored, from `channel`), its turn
+    /// for `reply` (waiting for it with `queue`), and its earlier turns for upstream.
+    /// Errors: [`ChatError::ThreadNotFound`], [`ChatError::ReplyInProgress`], the store's.
+    #[allow(clippy::too_many_arguments)]
     async fn thread_and_history(
         &self,
         agent: &AgentRecord,
@@ -451,22 +482,37 @@ impl ChatService {
         message: &str,
         channel: Channel,
         now: chrono::DateTime<chrono::Utc>,
-    ) -> Result<(ThreadRecord, Vec<Turn>, bool), ChatError> {
+        (reply, queue): (&MessageId, bool),
+    ) -> Result<(ThreadRecord, Vec<Turn>, bool, Option<replies::TurnGuard>), ChatError> {
         let continued = matches!(thread, ThreadChoice::Id(_) | ThreadChoice::Known(_));
         let mut given = Vec::new();
+        let stored = !matches!(thread, ThreadChoice::Given(_));
         let thread = match thread {
             ThreadChoice::Known(thread) => thread,
-            ThreadChoice::Id(id) => self
-                .store
-                .thread(user_id, &agent.id, id)
-                .await?
-                .ok_or(ChatError::ThreadNotFound)?,
+            ThreadChoice::Id(id) => match self.store.thread(user_id, &agent.id, id).await? {
+                Some(thread) => thread,
+                None => {
+                    self.new_thread_after_reply(agent, user_id, id, queue)
+                        .await?
+                }
+            },
             ThreadChoice::Given(turns) => {
                 given = turns;
                 new_thread(agent, user_id, message, channel, now)
             }
             // Stored with the user's message ([`ChatService::prepare`]).
             ThreadChoice::New => new_thread(agent, user_id, message, channel, now),
+        };
+        // Taken before the history is read: a queued turn then sees the one it waited for.
+        let turn = if stored {
+            Some(
+                self.replies
+                    .begin_turn(&thread.id, reply, &owner_of(&thread), queue)
+                    .await
+                    .map_err(|replies::TurnBusy| ChatError::ReplyInProgress)?,
+            )
+        } else {
+            None
         };
         // A new thread has no stored history: no need to ask the store.
         let earlier = if continued {
@@ -482,7 +528,35 @@ impl ChatService {
             .flat_map(history_turns)
             .chain(given)
             .collect();
-        Ok((thread, history, !continued))
+        Ok((thread, history, !continued, turn))
+    }
+
+    /// The thread `id` that is not stored yet because its first reply is still in progress:
+    /// with `queue`, once that reply is stored. Errors: [`ChatError::ReplyInProgress`]
+    /// without `queue`; [`ChatError::ThreadNotFound`] when no reply of the caller's is in
+    /// progress there (or it was not stored).
+    async fn new_thread_after_reply(
+        &self,
+        agent: &AgentRecord,
+        user_id: &UserId,
+        id: &ThreadId,
+        queue: bool,
+    ) -> Result<ThreadRecord, ChatError> {
+        let owner = replies::Owner {
+            user_id: user_id.clone(),
+            agent_id: agent.id.clone(),
+        };
+        if !self.replies.in_progress(id, &owner).await {
+            return Err(ChatError::ThreadNotFound);
+        }
+        if !queue {
+            return Err(ChatError::ReplyInProgress);
+        }
+        self.replies.wait_idle(id, replies::QUEUE_WAIT).await;
+        self.store
+            .thread(user_id, &agent.id, id)
+            .await?
+            .ok_or(ChatError::ThreadNotFound)
     }
 
     /// Resolves thread, model and prompt without writing: the turn is stored whole at its end.
@@ -522,6 +596,9 @@ impl ChatService {
         let quota = self.admit(user_id, &options.payer).await?;
         let model = self.model_of(agent).await?;
         let now = self.clock.now();
+        // In this order: messages of one time are listed by id.
+        let user_message_id = MessageId::new();
+        let reply_id = MessageId::new();
         let user_content = format!("{message}{attached}");
         let system = match (
             agent.system_prompt.trim().is_empty(),
@@ -543,7 +620,15 @@ impl ChatService {
         // gets the rest. An agent without any knowledge document has nothing to retrieve: no
         // query is made.
         let (thread, retrieved, toolbox) = tokio::join!(
-            self.thread_and_history(agent, user_id, thread, message, options.channel, now),
+            self.thread_and_history(
+                agent,
+                user_id,
+                thread,
+                message,
+                options.channel,
+                now,
+                (&reply_id, options.queue)
+            ),
             async {
                 if agent.has_knowledge {
                     self.retrieve(&agent.id, message, room / 2).await
@@ -561,7 +646,7 @@ impl ChatService {
             },
         );
         let toolbox = toolbox?;
-        let (thread, history, new_thread) = thread?;
+        let (thread, history, new_thread, turn) = thread?;
         let (passages, sources, passage_tokens) = retrieved?;
         let budget = room.saturating_sub(passage_tokens);
         let (mut turns, history_tokens) = trim_history(history, budget);
@@ -591,7 +676,7 @@ impl ChatService {
             .map(|e| client_call_view(&e.call, Some(&e.result)))
             .collect();
         let user_message = MessageRecord {
-            id: MessageId::new(),
+            id: user_message_id,
             thread_id: thread.id.clone(),
             role: Role::User,
             content: user_content,
@@ -602,7 +687,8 @@ impl ChatService {
             latency_ms: None,
             status: ReplyStatus::Complete,
             error: None,
-            created_at: now,
+            // When the turn starts: a queued one after the reply it waited for.
+            created_at: self.clock.now().max(now),
             tool_calls: None,
             api_key_id: options.payer.key.as_ref().map(|(id, _)| id.clone()),
         };
@@ -610,7 +696,7 @@ impl ChatService {
             thread,
             new_thread,
             user_message: Some(user_message),
-            reply_id: MessageId::new(),
+            reply_id,
             pending: Vec::new(),
             approvals: options.approvals,
             channel: None,
@@ -633,6 +719,7 @@ impl ChatService {
             quota,
             usage_so_far: None,
             client_tools: options.client_tools.is_some(),
+            turn,
         })
     }
 
@@ -649,6 +736,7 @@ impl ChatService {
         let model = self.model_of(agent).await?;
         let now = self.clock.now();
         let user_id = thread.user_id.clone();
+        let reply_id = MessageId::new();
         let (history, toolbox) = tokio::join!(
             self.thread_and_history(
                 agent,
@@ -656,11 +744,12 @@ impl ChatService {
                 ThreadChoice::Known(thread),
                 "",
                 Channel::default(),
-                now
+                now,
+                (&reply_id, false)
             ),
             self.tools.toolbox(agent, true),
         );
-        let ((thread, history, _), toolbox) = (history?, toolbox?);
+        let ((thread, history, _, turn), toolbox) = (history?, toolbox?);
         let system = agent.system_prompt.clone();
         let fixed = tokens::count(&system);
         let reserve = (model.context_window / 4).max(1_024);
@@ -683,7 +772,7 @@ impl ChatService {
             thread,
             new_thread: false,
             user_message: None,
-            reply_id: MessageId::new(),
+            reply_id,
             pending: Vec::new(),
             approvals: true,
             channel: None,
@@ -706,6 +795,7 @@ impl ChatService {
             client_tools: false,
             payer,
             quota,
+            turn,
         })
     }
 
@@ -743,7 +833,12 @@ impl ChatService {
     pub async fn complete(&self, prepared: &mut PreparedChat) -> Result<Reply, ChatError> {
         let mut text = String::new();
         let mut client_calls = Vec::new();
-        let outcome: Result<(TokensUsed, FinishReason), ProviderError> = async {
+        let cancel = prepared
+            .turn
+            .as_ref()
+            .map(|t| t.cancel_token().clone())
+            .unwrap_or_default();
+        let run = async {
             loop {
                 let mut upstream = open_stream(prepared, self.provider_timeout).await?;
                 let mut ended = (None, FinishReason::Stop);
@@ -762,7 +857,7 @@ impl ChatService {
                 text.push_str(&round_text);
                 if prepared.request_client_calls(&calls) {
                     client_calls = calls;
-                    return Ok((
+                    return Ok::<_, ProviderError>((
                         prepared.total_usage(ended.0, &round_text),
                         FinishReason::ToolCalls,
                     ));
@@ -779,9 +874,24 @@ impl ChatService {
                     return Ok((usage, FinishReason::ToolCalls));
                 }
             }
-        }
-        .await;
+        };
+        let outcome: Option<Result<(TokensUsed, FinishReason), ProviderError>> = tokio::select! {
+            outcome = run => Some(outcome),
+            () = cancel.cancelled() => None,
+        };
         prepared.release_prompt();
+        let Some(outcome) = outcome else {
+            self.finish(
+                prepared,
+                &text,
+                None,
+                ReplyStatus::Cancelled,
+                Some("cancelled by request".to_string()),
+                Urgency::Now,
+            )
+            .await?;
+            return Err(ChatError::Cancelled);
+        };
         match outcome {
             Ok((usage, finish)) => {
                 self.finish(

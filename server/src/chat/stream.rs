@@ -9,7 +9,7 @@ use tracing::{Instrument as _, Span};
 
 use super::{writer::Urgency, ChatError, ChatService, PreparedChat, ReplyStatus};
 use crate::{
-    ids::ThreadId,
+    ids::{MessageId, ThreadId},
     llm::{
         tokens, Event, EventStream, FinishReason, ProviderError, ProviderErrorKind, ToolCall, Usage,
     },
@@ -122,6 +122,8 @@ pub enum Frame {
         usage: TokensUsed,
         model: String,
         thread_id: ThreadId,
+        /// The reply's message id (`X-Reply-Id`).
+        reply_id: MessageId,
         /// The knowledge sources, best first.
         sources: Vec<Source>,
         finish: FinishReason,
@@ -190,6 +192,38 @@ impl Relay {
             _open: crate::metrics::StreamOpen::new(),
             span: Span::current(),
         }
+    }
+
+    /// Stops the reply before its end and stores it with the text so far as `status`
+    /// (cancelled or interrupted), `reason` as its error; a reply already ending is stored
+    /// as it ended. Resolves once stored (a failure is logged).
+    pub async fn stop(mut self, status: ReplyStatus, reason: &'static str) {
+        let Some((chat, prepared)) = self.chat.take() else {
+            return;
+        };
+        let ended = match std::mem::replace(&mut self.phase, Phase::Done) {
+            Phase::Ending(ended) => ended,
+            _ => Ended {
+                status,
+                usage: None,
+                error: Some(reason.to_string()),
+            },
+        };
+        let text = std::mem::take(&mut self.text);
+        let span = self.span.clone();
+        let _ = persist(&chat, &prepared, &text, ended)
+            .instrument(span)
+            .await;
+    }
+
+    /// Cancelled when the reply is asked to stop (`POST .../cancel`); never for a turn
+    /// without a stored thread.
+    pub fn cancel_token(&self) -> tokio_util::sync::CancellationToken {
+        self.chat
+            .as_ref()
+            .and_then(|(_, prepared)| prepared.turn.as_ref())
+            .map(|turn| turn.cancel_token().clone())
+            .unwrap_or_default()
     }
 
     /// The next frame to send; `None` once the reply has ended and been persisted.
@@ -337,6 +371,7 @@ impl Relay {
                 usage,
                 model: prepared.model.id.clone(),
                 thread_id: prepared.thread.id.clone(),
+                reply_id: prepared.reply_id.clone(),
                 sources: prepared.sources.clone(),
                 finish: self.finish,
                 tool_calls: prepared.tool_calls.clone(),

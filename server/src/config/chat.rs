@@ -16,6 +16,12 @@ pub struct ChatConfig {
     /// `TOOL_TIMEOUT_SECONDS`: the longest one tool call may take unless the tool sets its
     /// own `timeoutMs`, 1–600, default 30 s.
     pub tool_timeout: std::time::Duration,
+    /// `SHUTDOWN_GRACE_SECONDS`: how long a shutting-down instance lets its streams finish
+    /// before it ends them (docs/api.md § Drains), 0–3600, default 30 s.
+    pub shutdown_grace: std::time::Duration,
+    /// After the grace period, how long resumable replies go on generating for clients
+    /// that resume elsewhere before they are stored as `interrupted`: 10 s (no variable).
+    pub shutdown_handover: std::time::Duration,
 }
 
 impl Default for ChatConfig {
@@ -25,6 +31,8 @@ impl Default for ChatConfig {
             sse_heartbeat: std::time::Duration::from_secs(15),
             max_tool_rounds: 8,
             tool_timeout: std::time::Duration::from_secs(30),
+            shutdown_grace: std::time::Duration::from_secs(30),
+            shutdown_handover: crate::chat::replies::HANDOVER,
         }
     }
 }
@@ -36,5 +44,6 @@ impl ChatConfig {
         self.sse_heartbeat = std::time::Duration::from_secs(settings.sse_heartbeat_secs);
         self.max_tool_rounds = settings.max_tool_rounds;
         self.tool_timeout = std::time::Duration::from_secs(settings.tool_timeout_seconds);
+        self.shutdown_grace = std::time::Duration::from_secs(settings.shutdown_grace_seconds);
     }
 }

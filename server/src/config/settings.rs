@@ -269,6 +269,10 @@ pub struct Settings {
     #[arg(long, env = "TOOL_TIMEOUT_SECONDS", default_value = "30",
           value_parser = tool_timeout_seconds, help_heading = "Chat")]
     pub tool_timeout_seconds: u64,
+    /// Seconds a shutting-down instance lets its streams finish (0–3600).
+    #[arg(long, env = "SHUTDOWN_GRACE_SECONDS", default_value = "30",
+          value_parser = shutdown_grace_seconds, help_heading = "Chat")]
+    pub shutdown_grace_seconds: u64,
 
     // Knowledge.
     /// Largest knowledge upload in bytes (larger: 413).
@@ -589,6 +593,13 @@ fn tool_timeout_seconds(raw: &str) -> Result<u64, String> {
         .ok()
         .filter(|n| (1..=600).contains(n))
         .ok_or_else(|| "TOOL_TIMEOUT_SECONDS must be whole seconds from 1 to 600".to_string())
+}
+
+fn shutdown_grace_seconds(raw: &str) -> Result<u64, String> {
+    raw.parse()
+        .ok()
+        .filter(|n| *n <= 3_600)
+        .ok_or_else(|| "SHUTDOWN_GRACE_SECONDS must be whole seconds from 0 to 3600".to_string())
 }
 
 fn max_upload_bytes(raw: &str) -> Result<usize, String> {

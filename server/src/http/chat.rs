@@ -1,12 +1,12 @@
 //! `POST /api/agents/{agentId}/chat` (JSON or server-sent events) and an agent's
 //! conversations (docs/api.md § Send message, § Events).
 
-use std::convert::Infallible;
+use std::{collections::VecDeque, convert::Infallible};
 
 use app::api::{
     ApprovalRequest, ChatReply, ChatRequest, ChatStreamEvent, ConversationsResponse, ErrorBody,
     Feedback, FeedbackRequest, MessagesResponse, StreamOptions, SuccessResponse, TokensUsed,
-    ToolCallView,
+    ToolCallView, STREAM_DONE,
 };
 use axum::{
     extract::State,
@@ -17,8 +17,10 @@ use axum::{
     },
     Json,
 };
+use futures::StreamExt as _;
 use serde::Deserialize;
 use serde_json::json;
+use tokio_util::sync::CancellationToken;
 use tracing::instrument;
 use utoipa_axum::{router::OpenApiRouter, routes};
 
@@ -28,9 +30,12 @@ use super::{
     AppState,
 };
 use crate::{
+    chat::ReplyStatus,
     chat::{
-        history::PageRequest, quota::Payer, Attachment, Frame, PreparedChat, Relay, ThreadChoice,
-        TurnOptions,
+        history::PageRequest,
+        quota::Payer,
+        replies::{FrameStream, FramesGone, Owner},
+        Attachment, Frame, PreparedChat, Relay, ThreadChoice, TurnOptions,
     },
     domain::{Channel, Scope},
     http::error::{add_quota_headers, ApiError, ApiResult},
@@ -49,6 +54,8 @@ pub fn router() -> OpenApiRouter<AppState> {
         .routes(routes!(delete_conversation))
         .routes(routes!(rate, clear_rating))
         .routes(routes!(approve))
+        .routes(routes!(resume))
+        .routes(routes!(cancel))
 }
 
 /// Approve or deny a tool call the turn stopped for, and continue the turn: answered as
@@ -61,7 +68,7 @@ pub fn router() -> OpenApiRouter<AppState> {
         (status = 200, description = "The continued reply, as chat answers it", content((ChatReply = "application/json"), (ChatStreamEvent = "text/event-stream"))),
         (status = 400, response = BadRequest), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
         (status = 404, description = "Unknown agent, thread or tool call", body = ErrorBody),
-        (status = 409, description = "The call was already decided, or its approval expired", body = ErrorBody),
+        (status = 409, description = "The call was already decided, or its approval expired, or another reply of the conversation is in progress", body = ErrorBody),
         (status = 502, body = ErrorBody), (status = 504, body = ErrorBody), JsonBodyErrors, RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id, agent.id = %agent_id))]
 async fn approve(
@@ -96,7 +103,7 @@ async fn approve(
                 .continue_turn(&agent, thread, views, Payer::of(&principal))
                 .await?;
             if body.stream {
-                Ok(stream_reply(&state, prepared, options))
+                Ok(stream_reply(&state, prepared, options, false))
             } else {
                 json_reply(&state, prepared).await
             }
@@ -125,7 +132,12 @@ async fn approve(
             }
             frames.extend(sse(Frame::Pending(reply.pending_approvals), false));
             frames.extend(sse(Frame::Done, false));
-            let events = futures::stream::iter(frames.into_iter().map(Ok::<_, Infallible>));
+            let events = futures::stream::iter(
+                frames
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, event)| Ok::<_, Infallible>(event.id((i + 1).to_string()))),
+            );
             Ok(sse_response(
                 &state,
                 events,
@@ -136,7 +148,10 @@ async fn approve(
 }
 
 /// Send a message and receive the reply, as JSON or (with `stream: true`) as server-sent
-/// events: `data: {"chunk": "..."}` frames in order, then `data: [DONE]`.
+/// events: `data: {"chunk": "..."}` frames in order, each with an `id:` from 1, then
+/// `data: [DONE]`. With `resumable: true` the reply outlives its client and can be resumed
+/// (`GET .../stream`) or cancelled (`POST .../cancel`); with `queue: true` a message sent
+/// while the conversation's previous reply is in progress waits for it instead of 409.
 #[utoipa::path(post, path = "/api/agents/{agentId}/chat", tag = "chat", security(("bearer" = [])), request_body = ChatRequest,
     params(("agentId" = String, Path, description = "Agent id")),
     responses(
@@ -144,9 +159,12 @@ async fn approve(
             `data: {\"chunk\": \"...\"}` frames (with `streamOptions.includeUsage`, a usage frame after them), then `data: [DONE]`; \
             a failure after the stream started is a `data: {\"error\", \"message\"}` frame, then `data: [DONE]`",
             content((ChatReply = "application/json"), (ChatStreamEvent = "text/event-stream")),
-            headers(("X-Thread-Id" = String, description = "The reply's thread id (streams)"))),
+            headers(("X-Thread-Id" = String, description = "The reply's thread id (streams)"),
+                ("X-Reply-Id" = String, description = "The reply's message id (streams)"))),
         (status = 400, response = BadRequest), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody), (status = 413, response = PayloadTooLarge),
+        (status = 404, body = ErrorBody),
+        (status = 409, description = "The conversation's previous reply is still in progress (without `queue`), or this JSON reply was cancelled", body = ErrorBody),
+        (status = 413, response = PayloadTooLarge),
         (status = 415, description = "The body is not sent as `application/json`, or an attachment is not UTF-8 text or Markdown", body = ErrorBody),
         (status = 502, body = ErrorBody), (status = 504, body = ErrorBody), RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id, agent.id = %agent_id))]
@@ -180,6 +198,7 @@ async fn send(
             false => Channel::Dashboard,
         },
         payer: Payer::of(&principal),
+        queue: body.queue,
         ..TurnOptions::default()
     };
     let attachments: Vec<Attachment> = body
@@ -205,7 +224,7 @@ async fn send(
     let options = body.stream_options.unwrap_or_default();
     let quota = prepared.quota.clone();
     let mut response = if body.stream {
-        stream_reply(&state, prepared, options)
+        stream_reply(&state, prepared, options, body.resumable)
     } else {
         json_reply(&state, prepared).await?
     };
@@ -274,16 +293,10 @@ fn sse(f: Frame, include_tool_calls: bool) -> Option<SseEvent> {
             usage,
             model,
             thread_id,
+            reply_id,
             sources,
             ..
-        } => frame(json!({
-            "chunk": "",
-            "usage": usage,
-            "model": model,
-            "ragChunksUsed": sources.len(),
-            "threadId": thread_id,
-            "sources": sources,
-        })),
+        } => frame(summary_json(usage, model, thread_id, reply_id, sources)),
         Frame::Failed(e) => {
             let err = ApiError::from(e).body();
             frame(json!({ "error": err.error, "message": err.message }))
@@ -292,14 +305,100 @@ fn sse(f: Frame, include_tool_calls: bool) -> Option<SseEvent> {
     })
 }
 
-/// Streams the reply: the body polls the provider through [`Relay`]; a client that leaves
-/// drops it, cancelling the provider request and storing the partial reply as cancelled.
+/// The SSE data of a frame as [`sse`] writes it, for the frames kept for resumption.
+fn sse_data(f: Frame, include_tool_calls: bool) -> Option<String> {
+    Some(match f {
+        Frame::Chunk(d) => serde_json::to_string(&ChunkData { chunk: &d }).ok()?,
+        Frame::Done => STREAM_DONE.to_string(),
+        Frame::ToolCall(view) if include_tool_calls => tool_call_frame(view).to_string(),
+        Frame::ToolCall(_) | Frame::ClientToolCalls(_) => return None,
+        Frame::Pending(list) => json!({"chunk": "", "pendingApprovals": list}).to_string(),
+        Frame::Failed(e) => error_data(ApiError::from(e)),
+        Frame::Summary {
+            usage,
+            model,
+            thread_id,
+            reply_id,
+            sources,
+            ..
+        } => summary_json(usage, model, thread_id, reply_id, sources).to_string(),
+    })
+}
+
+/// A usage frame (docs/api.md § Chat stream).
+fn summary_json(
+    usage: TokensUsed,
+    model: String,
+    thread_id: ThreadId,
+    reply_id: MessageId,
+    sources: Vec<app::api::Source>,
+) -> serde_json::Value {
+    json!({
+        "chunk": "",
+        "usage": usage,
+        "model": model,
+        "ragChunksUsed": sources.len(),
+        "threadId": thread_id,
+        "replyId": reply_id,
+        "sources": sources,
+    })
+}
+
+/// An error frame's data: `{"error", "message"}`.
+fn error_data(err: ApiError) -> String {
+    let body = err.body();
+    json!({ "error": body.error, "message": body.message }).to_string()
+}
+
+/// How a reply stopped before its end is stored, and the error frame that tells its clients.
+fn stopped_frame(status: ReplyStatus) -> (&'static str, String) {
+    match status {
+        ReplyStatus::Interrupted => (
+            INTERRUPTED,
+            error_data(ApiError::Status {
+                status: axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                message: format!("The reply was interrupted: {INTERRUPTED}. It is stored as interrupted with the text generated so far."),
+            }),
+        ),
+        _ => (
+            CANCELLED,
+            error_data(crate::chat::ChatError::Cancelled.into()),
+        ),
+    }
+}
+
+/// The stored error of a reply cancelled by `POST .../cancel`.
+const CANCELLED: &str = "cancelled by request";
+/// The stored error of a reply its instance stopped when its shutdown's grace period ended.
+const INTERRUPTED: &str = "the server generating it shut down";
+
+/// The frame that ends a stream when its instance's grace period is over: no id, no
+/// `[DONE]`; the client resumes elsewhere.
+fn resume_elsewhere(agent_id: &AgentId, thread_id: &ThreadId) -> SseEvent {
+    SseEvent::default().data(error_data(ApiError::Status {
+        status: axum::http::StatusCode::SERVICE_UNAVAILABLE,
+        message: format!(
+            "This server is shutting down: resume the reply with GET /api/agents/{agent_id}/conversations/{thread_id}/stream and the Last-Event-ID of the last frame received"
+        ),
+    }))
+}
+
+/// Streams the reply. Without `resumable` the body polls the provider through [`Relay`]: a
+/// client that leaves drops it, cancelling the provider request and storing the partial
+/// reply as cancelled. With `resumable` the reply is generated by a task of its own whose
+/// frames are kept ([`crate::chat::replies`]); the body follows them. Either way each frame
+/// has an SSE id from 1, and `X-Reply-Id` names the reply.
 pub(crate) fn stream_reply(
     state: &AppState,
     prepared: PreparedChat,
     options: StreamOptions,
+    resumable: bool,
 ) -> Response {
-    let thread_id = HeaderValue::from_str(prepared.thread.id.as_str()).ok();
+    let ids = (
+        crate::chat::owner_of(&prepared.thread),
+        prepared.thread.id.clone(),
+        prepared.reply_id.clone(),
+    );
     // Boxed: each frame's future takes the relay and gives it back, a pointer's move
     // rather than the whole relay's.
     let relay = Box::new(Relay::new(
@@ -307,16 +406,250 @@ pub(crate) fn stream_reply(
         prepared,
         options.include_usage,
     ));
+    if resumable {
+        return stream_resumable(state, relay, options.include_tool_calls, ids);
+    }
     let include_tool_calls = options.include_tool_calls;
-    let events = futures::stream::unfold(relay, move |mut relay| async move {
+    struct Direct {
+        relay: Option<Box<Relay>>,
+        cancel: CancellationToken,
+        grace: CancellationToken,
+        sent: u64,
+        last: VecDeque<String>,
+    }
+    let direct = Direct {
+        cancel: relay.cancel_token(),
+        relay: Some(relay),
+        grace: state.chat.replies().grace_token(),
+        sent: 0,
+        last: VecDeque::new(),
+    };
+    let events = futures::stream::unfold(direct, move |mut st| async move {
         loop {
-            if let Some(event) = sse(relay.next_frame().await?, include_tool_calls) {
-                return Some((Ok::<_, Infallible>(event), relay));
+            if let Some(data) = st.last.pop_front() {
+                st.sent += 1;
+                let event = SseEvent::default().id(st.sent.to_string()).data(data);
+                return Some((Ok::<_, Infallible>(event), st));
+            }
+            let relay = st.relay.as_mut()?;
+            match next_or_stop(relay, &st.cancel, &st.grace).await {
+                Ok(Some(frame)) => {
+                    if let Some(event) = sse(frame, include_tool_calls) {
+                        st.sent += 1;
+                        return Some((Ok(event.id(st.sent.to_string())), st));
+                    }
+                }
+                Ok(None) => return None,
+                Err(status) => {
+                    let relay = st.relay.take()?;
+                    let (reason, frame) = stopped_frame(status);
+                    relay.stop(status, reason).await;
+                    st.last.extend([frame, STREAM_DONE.to_string()]);
+                }
             }
         }
     });
-    sse_response(state, events, thread_id)
+    let mut response = sse_response(state, events, HeaderValue::from_str(ids.1.as_str()).ok());
+    add_reply_id(&mut response, &ids.2);
+    response
 }
+
+/// The relay's next frame, or why the reply must stop now: cancelled once `cancel` is,
+/// interrupted once `shutdown` is.
+async fn next_or_stop(
+    relay: &mut Relay,
+    cancel: &CancellationToken,
+    shutdown: &CancellationToken,
+) -> Result<Option<Frame>, ReplyStatus> {
+    tokio::select! {
+        biased;
+        () = cancel.cancelled() => Err(ReplyStatus::Cancelled),
+        () = shutdown.cancelled() => Err(ReplyStatus::Interrupted),
+        frame = relay.next_frame() => Ok(frame),
+    }
+}
+
+fn add_reply_id(response: &mut Response, reply_id: &MessageId) {
+    if let Ok(v) = HeaderValue::from_str(reply_id.as_str()) {
+        response.headers_mut().insert("x-reply-id", v);
+    }
+}
+
+/// [`stream_reply`] of a resumable reply: its generation runs to its end, cancel or the end of
+/// the shutdown's handover whatever the client does, keeping every frame in the reply's log.
+fn stream_resumable(
+    state: &AppState,
+    mut relay: Box<Relay>,
+    include_tool_calls: bool,
+    (owner, thread_id, reply_id): (Owner, ThreadId, MessageId),
+) -> Response {
+    let agent_id = owner.agent_id.clone();
+    let replies = state.chat.replies().clone();
+    let log = replies.open_log(&thread_id, &reply_id, &owner);
+    let cancel = relay.cancel_token();
+    let handover = replies.handover_token();
+    let generation = {
+        let (log, replies) = (log.clone(), replies.clone());
+        async move {
+            loop {
+                match next_or_stop(&mut relay, &cancel, &handover).await {
+                    Ok(Some(frame)) => {
+                        if let Some(data) = sse_data(frame, include_tool_calls) {
+                            log.push(data.into());
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(status) => {
+                        let (reason, frame) = stopped_frame(status);
+                        relay.stop(status, reason).await;
+                        log.push(frame.into());
+                        log.push(STREAM_DONE.into());
+                        break;
+                    }
+                }
+            }
+            replies.finish_log(&log);
+        }
+    };
+    replies.spawn(generation);
+    let frames = replies.frames(log, 0);
+    follow_response(state, frames, (&agent_id, &thread_id, &reply_id))
+}
+
+/// The `text/event-stream` answer that follows a reply's kept frames, each with its id; at
+/// the end of the shutdown's grace period it ends with [`resume_elsewhere`].
+fn follow_response(
+    state: &AppState,
+    frames: FrameStream,
+    (agent_id, thread_id, reply_id): (&AgentId, &ThreadId, &MessageId),
+) -> Response {
+    let grace = state.chat.replies().grace_token();
+    let cut = resume_elsewhere(agent_id, thread_id);
+    // `cut` is taken by the last event: the stream ends after it.
+    let events = futures::stream::unfold(
+        (frames, grace, Some(cut)),
+        |(mut frames, grace, mut cut)| async move {
+            cut.as_ref()?;
+            let event = tokio::select! {
+                // Checked first: a reply whose frames keep coming is still cut.
+                biased;
+                () = grace.cancelled() => cut.take()?,
+                frame = frames.next() => match frame? {
+                    Ok((id, data)) => SseEvent::default().id(id.to_string()).data(&*data),
+                    Err(FramesGone) => {
+                        cut = None;
+                        SseEvent::default().data(error_data(ApiError::Status {
+                            status: axum::http::StatusCode::GONE,
+                            message: "Frames of this reply were dropped before they were sent: read the reply from the conversation's messages".into(),
+                        }))
+                    }
+                },
+            };
+            Some((Ok::<_, Infallible>(event), (frames, grace, cut)))
+        },
+    );
+    let mut response = sse_response(
+        state,
+        events,
+        HeaderValue::from_str(thread_id.as_str()).ok(),
+    );
+    add_reply_id(&mut response, reply_id);
+    response
+}
+
+/// `Last-Event-ID` of a resume: the header, else `?lastEventId=`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct ResumeQuery {
+    /// The id of the last frame received (0 or absent: from the first); the
+    /// `Last-Event-ID` header wins when both are sent.
+    #[param(minimum = 0, maximum = 9007199254740991_i64)]
+    last_event_id: Option<u64>,
+}
+
+/// Continue the thread's reply in progress (or finished within the last 10 minutes) from the
+/// frame after `Last-Event-ID`: the frames are those of its stream, with their ids, each
+/// sent once, ending with `[DONE]`. Works on any instance (docs/api.md § Resumable streams).
+#[utoipa::path(get, path = "/api/agents/{agentId}/conversations/{threadId}/stream", tag = "chat", security(("bearer" = [])),
+    params(("agentId" = String, Path, description = "Agent id"), ("threadId" = String, Path, description = "Thread id"),
+        ("Last-Event-ID" = Option<String>, Header, description = "The id of the last frame received"), ResumeQuery),
+    responses(
+        (status = 200, description = "The rest of the reply's stream", content_type = "text/event-stream", body = ChatStreamEvent,
+            headers(("X-Thread-Id" = String, description = "The thread"), ("X-Reply-Id" = String, description = "The reply's message id"))),
+        (status = 400, response = BadRequest), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, description = "Unknown agent or thread, or no resumable reply of the thread in progress or finished in the last 10 minutes, or its frames after that id are no longer kept", body = ErrorBody),
+        RateLimited))]
+#[instrument(skip_all, fields(user.id = %principal.user_id, agent.id = %agent_id))]
+async fn resume(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    headers: HeaderMap,
+    ApiPath((agent_id, thread_id)): ApiPath<(AgentId, ThreadId)>,
+    ApiQuery(query): ApiQuery<ResumeQuery>,
+) -> ApiResult<Response> {
+    principal.require(Scope::ChatRead)?;
+    let last = match headers.get("last-event-id") {
+        Some(value) => value
+            .to_str()
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .ok_or_else(|| {
+                ApiError::bad_request("Last-Event-ID must be a frame id, a whole number")
+            })?,
+        None => query.last_event_id.unwrap_or(0),
+    };
+    // The registry knows whose each reply is: a new conversation is stored only when its
+    // first reply ends.
+    let owner = Owner {
+        user_id: principal.user_id.clone(),
+        agent_id: agent_id.clone(),
+    };
+    match state.chat.replies().follow(&thread_id, &owner, last).await {
+        Ok(Some((reply_id, frames))) => Ok(follow_response(
+            &state,
+            frames,
+            (&agent_id, &thread_id, &reply_id),
+        )),
+        Ok(None) => Err(ApiError::NotFound(
+            "No resumable reply of this conversation is in progress or finished in the last 10 minutes".into(),
+        )),
+        Err(FramesGone) => Err(ApiError::NotFound(
+            "The frames after that id are no longer kept: read the reply from the conversation's messages".into(),
+        )),
+    }
+}
+
+/// Stop the thread's reply in progress, on whichever instance generates it: it is stored as
+/// `cancelled` with the text so far, and its stream ends with an error frame and `[DONE]`.
+/// Answers once the thread is free for the next message (at most 5 s).
+#[utoipa::path(post, path = "/api/agents/{agentId}/conversations/{threadId}/cancel", tag = "chat", security(("bearer" = [])),
+    params(("agentId" = String, Path, description = "Agent id"), ("threadId" = String, Path, description = "Thread id")),
+    responses((status = 200, body = SuccessResponse), (status = 400, response = BadRequest), (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
+        (status = 404, description = "Unknown agent or thread, or no reply in progress", body = ErrorBody), RateLimited))]
+#[instrument(skip_all, fields(user.id = %principal.user_id, agent.id = %agent_id))]
+async fn cancel(
+    State(state): State<AppState>,
+    Auth(principal): Auth,
+    ApiPath((agent_id, thread_id)): ApiPath<(AgentId, ThreadId)>,
+) -> ApiResult<Json<SuccessResponse>> {
+    principal.require(Scope::ChatWrite)?;
+    let owner = Owner {
+        user_id: principal.user_id.clone(),
+        agent_id: agent_id.clone(),
+    };
+    let replies = state.chat.replies();
+    if !replies.cancel(&thread_id, &owner).await {
+        return Err(ApiError::NotFound(
+            "No reply of this conversation is in progress".into(),
+        ));
+    }
+    replies.wait_idle(&thread_id, CANCEL_WAIT).await;
+    Ok(Json(SuccessResponse { success: true }))
+}
+
+/// The longest a cancel waits for the reply to be stored and the thread free.
+const CANCEL_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The `text/event-stream` answer of a streamed reply: `events`, a `: ping` after each
 /// `SSE_HEARTBEAT_SECS` of silence, `Cache-Control: no-cache`, `X-Accel-Buffering: no` and

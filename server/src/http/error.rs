@@ -336,6 +336,9 @@ impl From<crate::chat::ChatError> for ApiError {
                 },
                 message: e.message,
             },
+            e @ (ChatError::ReplyInProgress | ChatError::Cancelled) => {
+                Self::Conflict(e.to_string())
+            }
             ChatError::Store(e) => e.into(),
         }
     }

@@ -68,8 +68,15 @@ async fn health(State(state): State<AppState>) -> (StatusCode, Json<HealthRespon
 /// answer otherwise. Neither identified nor rate limited (docs/api.md § Operations).
 #[utoipa::path(get, path = "/api/health/ready", tag = "operations",
     responses((status = 200, body = ReadyResponse),
-        (status = 503, description = "A dependency does not answer: the message names it, e.g. \"Not ready: the database does not answer\"", body = ErrorBody)))]
+        (status = 503, description = "The instance is shutting down (\"Not ready: shutting down\"), or a dependency does not answer: the message names it, e.g. \"Not ready: the database does not answer\"", body = ErrorBody)))]
 async fn ready(State(state): State<AppState>) -> Result<Json<ReadyResponse>, ApiError> {
+    // From the shutdown signal on, load balancers send new requests elsewhere.
+    if state.chat.replies().is_draining() {
+        return Err(ApiError::Status {
+            status: StatusCode::SERVICE_UNAVAILABLE,
+            message: "Not ready: shutting down".into(),
+        });
+    }
     let report = state.readiness.check().await;
     if !report.ready() {
         return Err(not_ready(&report.down()));

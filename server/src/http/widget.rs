@@ -202,7 +202,7 @@ async fn send(
             .channels
             .prepare_turn(&w.record, &key, message)
             .await?;
-        Ok(stream_reply(&state, prepared, Default::default()))
+        Ok(stream_reply(&state, prepared, Default::default(), false))
     }
     .await;
     with_cors(&headers, result)

@@ -112,6 +112,11 @@ impl SharedRedis {
         }
     }
 
+    /// The shared connection, for callers with waits of their own (streams of replies).
+    pub(crate) fn connection(&self) -> ConnectionManager {
+        self.connection.clone()
+    }
+
     /// Whether Redis answers a `PING` within [`REDIS_TIMEOUT`] (a readiness check).
     pub async fn ping(&self) -> bool {
         let mut connection = self.connection.clone();

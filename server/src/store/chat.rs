@@ -84,12 +84,21 @@ pub enum ReplyStatus {
     Complete,
     /// The provider failed or broke the reply off (`chat`); `error` says why.
     Failed,
-    /// The client went away while the reply streamed (`chat::stream`).
+    /// The client went away while the reply streamed (`chat::stream`), or the reply was
+    /// cancelled (`POST .../cancel`).
     Cancelled,
+    /// The instance shut down while the reply was generated (`chat::replies`); the text is
+    /// what was generated until then.
+    Interrupted,
 }
 
 impl ReplyStatus {
-    pub const ALL: [Self; 3] = [Self::Complete, Self::Failed, Self::Cancelled];
+    pub const ALL: [Self; 4] = [
+        Self::Complete,
+        Self::Failed,
+        Self::Cancelled,
+        Self::Interrupted,
+    ];
 
     /// The stored and wire text: `complete`, `failed` or `cancelled`.
     pub fn as_str(self) -> &'static str {
@@ -97,6 +106,7 @@ impl ReplyStatus {
             Self::Complete => "complete",
             Self::Failed => "failed",
             Self::Cancelled => "cancelled",
+            Self::Interrupted => "interrupted",
         }
     }
 }
@@ -1135,9 +1145,9 @@ mod tests {
 
     #[test]
     fn message_statuses_are_the_stored_and_wire_text() {
-        // The CHECK list of `messages.status` (migrations/sqlite/0002_agents_chat.sql).
+        // The CHECK list of `messages.status` (migrations/sqlite/0018_interrupted.sql).
         let statuses: Vec<&str> = ReplyStatus::ALL.iter().map(|s| s.as_str()).collect();
-        assert_eq!(statuses, ["complete", "failed", "cancelled"]);
+        assert_eq!(statuses, ["complete", "failed", "cancelled", "interrupted"]);
         for s in ReplyStatus::ALL {
             let json = serde_json::to_value(s).unwrap();
             assert_eq!(json, s.as_str());

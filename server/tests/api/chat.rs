@@ -150,7 +150,7 @@ async fn the_offline_model_streams_exact_sse_frames() {
     assert!(text.starts_with("No language model is configured"));
     for line in body.lines().filter(|l| !l.is_empty()) {
         assert!(
-            line.starts_with("data: ") || line.starts_with(':'),
+            line.starts_with("data: ") || line.starts_with("id: ") || line.starts_with(':'),
             "unexpected line {line:?}"
         );
     }

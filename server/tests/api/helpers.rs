@@ -152,9 +152,18 @@ pub struct TestApp {
     /// The scratch database on a server, shared with any application started again on
     /// `dir` (dropped with the last of them).
     pub database: Option<Arc<ScratchDatabase>>,
-    /// Dropped with the application: its listeners stop, and the thread serving
-    /// connections beside the test's runtime ends.
-    _stop: tokio::sync::oneshot::Sender<()>,
+    /// Dropped with the application (or sent by [`TestApp::shut_down`]): its listeners
+    /// stop, and the thread serving connections beside the test's runtime ends.
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl TestApp {
+    /// Begins the application's graceful shutdown, as `SIGTERM` does (docs/api.md § Drains).
+    pub fn shut_down(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
 }
 
 /// A value bound to a parameter of [`TestApp::sql`] and friends.
@@ -293,7 +302,7 @@ pub async fn spawn_app_on(
         dir,
         database_url,
         database,
-        _stop: stop,
+        stop: Some(stop),
     }
 }
 

@@ -34,6 +34,7 @@ mod quotas;
 mod rate_limits;
 mod ratelimit_redis;
 mod refresh;
+mod resume;
 mod roles;
 mod security;
 mod sessions;

@@ -64,7 +64,7 @@ fn the_stream_schemas_tell_each_frame_apart() {
     for frame in [
         json!({"chunk": "Hello"}),
         json!({"chunk": "", "usage": {"prompt": 1, "completion": 2, "total": 3}, "model": "m",
-               "ragChunksUsed": 0, "threadId": "t", "sources": []}),
+               "ragChunksUsed": 0, "threadId": "t", "replyId": "r", "sources": []}),
         json!({"chunk": "", "toolCall": {"id": "c", "name": "n", "type": "http",
                "arguments": {}, "status": "running"}}),
         json!({"chunk": "", "toolCall": {"id": "c", "name": "n", "type": "http",

@@ -83,6 +83,14 @@ async fn the_openapi_document_covers_every_endpoint() {
             "post",
             "/api/agents/{agentId}/conversations/{threadId}/approvals",
         ),
+        (
+            "get",
+            "/api/agents/{agentId}/conversations/{threadId}/stream",
+        ),
+        (
+            "post",
+            "/api/agents/{agentId}/conversations/{threadId}/cancel",
+        ),
         ("get", "/api/agents/{agentId}/tools"),
         ("post", "/api/agents/{agentId}/tools"),
         ("get", "/api/agents/{agentId}/tools/{toolId}"),
@@ -190,6 +198,9 @@ async fn every_operation_documents_its_errors_parameters_and_input_rules() {
                 let param = p["name"].as_str().unwrap();
                 let place = if template.contains(&param) {
                     "path"
+                } else if param == "Last-Event-ID" {
+                    // The header browsers' EventSource sends when it reconnects.
+                    "header"
                 } else {
                     "query"
                 };

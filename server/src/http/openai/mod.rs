@@ -258,6 +258,8 @@ async fn chat_completions(
         after: checked.after,
         channel: Channel::Openai,
         payer: Payer::of(&principal),
+        // Its conversations are the request's own history: no stored thread to wait for.
+        queue: false,
     };
     let prepared = state
         .chat

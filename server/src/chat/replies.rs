@@ -1,0 +1,1089 @@
+//! Replies in progress (docs/api.md § Resumable streams, § Turns in order): each thread's
+//! turn, which one reply holds at a time ([`Replies::begin_turn`]); the frames of resumable
+//! replies, kept so that a client can resume ([`ReplyLog`], [`Replies::follow`]); cancelling
+//! a reply ([`Replies::cancel`]); and the drain at shutdown ([`Replies::drain`]).
+//!
+//! One instance keeps all of it in memory. With Redis (`REDIS_URL`) every instance sees the
+//! same turns and frames: a thread's turn is a lease (`turn:{threadId}`, renewed every second
+//! by its holder, which also reads the cancel requests sent to it, `cancel:{replyId}`), and the
+//! frames of a resumable reply are appended to a Redis Stream (`reply:{replyId}`, entry id
+//! `0-{frame id}`, bounded to [`MAX_FRAMES`] and expiring [`RETENTION`] after the reply ends)
+//! that any instance replays and follows (<https://redis.io/docs/latest/develop/data-types/streams/>).
+
+use std::{
+    collections::{HashMap, VecDeque},
+    sync::{Arc, Mutex, MutexGuard, PoisonError},
+    time::{Duration, Instant},
+};
+
+use futures::{Stream, StreamExt as _};
+use redis::AsyncCommands as _;
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
+use tokio_util::{sync::CancellationToken, task::TaskTracker};
+
+use crate::{
+    ids::{AgentId, MessageId, ThreadId, UserId},
+    ratelimit::SharedRedis,
+};
+
+/// Whose a reply is: the thread's user and agent. Resuming and cancelling check it, also
+/// for a new conversation, which is stored only when its first reply ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    pub user_id: UserId,
+    pub agent_id: AgentId,
+}
+
+impl Owner {
+    /// `reply user agent`: a turn's lease and a thread's latest reply in Redis.
+    fn tag(&self, reply: &MessageId) -> String {
+        format!("{reply} {} {}", self.user_id, self.agent_id)
+    }
+
+    /// The reply of a [`Owner::tag`] if it is this owner's.
+    fn reply_in(&self, tag: &str) -> Option<MessageId> {
+        let mut parts = tag.split(' ');
+        let (reply, user, agent) = (parts.next()?, parts.next()?, parts.next()?);
+        (user == self.user_id.as_str() && agent == self.agent_id.as_str())
+            .then(|| MessageId::from(reply))
+    }
+}
+
+/// How long a finished reply's frames stay replayable.
+pub const RETENTION: Duration = Duration::from_secs(600);
+/// Frames kept per reply at most; a longer reply keeps its last ones.
+pub const MAX_FRAMES: usize = 8_192;
+/// Bytes of finished replies' frames one instance keeps at most; the oldest go first.
+pub const RETAINED_BYTES: usize = 64 << 20;
+/// How long resumable replies go on generating after the grace period, for clients that
+/// resume on another instance; then they are stored as `interrupted`.
+pub const HANDOVER: Duration = Duration::from_secs(10);
+/// How long a message sent with `queue: true` waits for the thread's reply in progress.
+pub const QUEUE_WAIT: Duration = Duration::from_secs(600);
+/// A turn's lease in Redis; its holder renews it every [`TURN_RENEWAL`].
+const TURN_LEASE: Duration = Duration::from_secs(30);
+/// How often a turn's holder renews its lease and reads whether it was cancelled.
+const TURN_RENEWAL: Duration = Duration::from_secs(1);
+/// How often a follower of another instance's reply reads the reply's new frames.
+const FOLLOW_POLL: Duration = Duration::from_millis(20);
+/// How often a queued turn asks Redis whether the thread's turn is free.
+const QUEUE_POLL: Duration = Duration::from_millis(50);
+/// The longest wait for one Redis call of this module.
+const REDIS_CALL: Duration = Duration::from_secs(2);
+/// A follower of another instance's reply gives up after this long without a frame once the
+/// reply's turn has no holder (its instance stopped without ending it).
+const ORPHAN_AFTER: Duration = Duration::from_secs(5);
+
+/// The text of the last frame of every reply.
+pub const DONE: &str = "[DONE]";
+
+/// A thread's previous reply is still in progress ([`Replies::begin_turn`] without `queue`,
+/// or a queued turn that waited [`QUEUE_WAIT`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TurnBusy;
+
+/// The frames after the one a client asked to resume from are no longer kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FramesGone;
+
+/// One frame of a reply: its id (from 1) and its SSE `data`.
+pub type LoggedFrame = (u64, Arc<str>);
+
+/// The frames of one resumable reply, in order; followers wait on its changes.
+pub struct ReplyLog {
+    pub reply_id: MessageId,
+    pub thread_id: ThreadId,
+    pub owner: Owner,
+    frames: watch::Sender<Frames>,
+    /// The frames to append to the reply's Redis Stream, when there is one.
+    mirror: Option<mpsc::UnboundedSender<LoggedFrame>>,
+}
+
+/// The kept frames of a [`ReplyLog`].
+#[derive(Default)]
+struct Frames {
+    list: VecDeque<Arc<str>>,
+    /// The id of `list[0]`.
+    first: u64,
+    bytes: usize,
+    /// Whether the last frame is in.
+    finished: bool,
+}
+
+impl Frames {
+    fn next_id(&self) -> u64 {
+        self.first + self.list.len() as u64
+    }
+}
+
+impl ReplyLog {
+    /// Appends a frame; returns its id (1 for the first).
+    pub fn push(&self, data: Arc<str>) -> u64 {
+        let mut id = 0;
+        self.frames.send_modify(|f| {
+            id = f.next_id();
+            f.bytes += data.len();
+            f.list.push_back(data.clone());
+            if f.list.len() > MAX_FRAMES {
+                if let Some(old) = f.list.pop_front() {
+                    f.bytes -= old.len();
+                    f.first += 1;
+                }
+            }
+        });
+        if let Some(mirror) = &self.mirror {
+            let _ = mirror.send((id, data));
+        }
+        id
+    }
+
+    /// Whether the last frame is in.
+    pub fn is_finished(&self) -> bool {
+        self.frames.borrow().finished
+    }
+
+    fn bytes(&self) -> usize {
+        self.frames.borrow().bytes
+    }
+}
+
+/// A thread's turn in this instance: one permit, and its holder.
+struct Slot {
+    gate: Arc<Semaphore>,
+    holder: Option<Holder>,
+}
+
+/// The reply holding a thread's turn in this instance.
+#[derive(Clone)]
+struct Holder {
+    reply: MessageId,
+    owner: Owner,
+    cancel: CancellationToken,
+}
+
+#[derive(Default)]
+struct Local {
+    turns: HashMap<ThreadId, Slot>,
+    /// Each thread's latest resumable reply generated here, running or finished.
+    logs: HashMap<ThreadId, Arc<ReplyLog>>,
+    /// Finished replies in the order they ended, with when, for [`RETENTION`].
+    finished: VecDeque<(Instant, Arc<ReplyLog>)>,
+    finished_bytes: usize,
+}
+
+/// The registry of replies in progress and just finished ([module docs](self)).
+pub struct Replies {
+    local: Mutex<Local>,
+    redis: Option<SharedRedis>,
+    /// Set when the instance begins to shut down.
+    draining: CancellationToken,
+    /// Set when the shutdown's grace period is over: streams end, unresumable replies stop.
+    grace_over: CancellationToken,
+    /// Set when the handover after the grace period is over: resumable replies stop.
+    handover_over: CancellationToken,
+    /// Generation of resumable replies and their mirrors into Redis.
+    tasks: TaskTracker,
+}
+
+impl Replies {
+    /// The registry; with `redis`, shared by every instance that uses it.
+    pub fn new(redis: Option<SharedRedis>) -> Arc<Self> {
+        Arc::new(Self {
+            local: Mutex::default(),
+            redis,
+            draining: CancellationToken::new(),
+            grace_over: CancellationToken::new(),
+            handover_over: CancellationToken::new(),
+            tasks: TaskTracker::new(),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Local> {
+        self.local.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Takes `thread`'s turn for `reply`: at once, or with `queue` once the reply in progress
+    /// has ended (FIFO on this instance; every [`QUEUE_POLL`] across instances).
+    /// Errors: [`TurnBusy`] when another reply holds it (after [`QUEUE_WAIT`] with `queue`).
+    /// Redis failing leaves each instance its own order (logged).
+    pub async fn begin_turn(
+        self: &Arc<Self>,
+        thread: &ThreadId,
+        reply: &MessageId,
+        owner: &Owner,
+        queue: bool,
+    ) -> Result<TurnGuard, TurnBusy> {
+        let gate = {
+            let mut local = self.lock();
+            local
+                .turns
+                .entry(thread.clone())
+                .or_insert_with(|| Slot {
+                    gate: Arc::new(Semaphore::new(1)),
+                    holder: None,
+                })
+                .gate
+                .clone()
+        };
+        let deadline = tokio::time::Instant::now() + QUEUE_WAIT;
+        let permit = if queue {
+            tokio::time::timeout_at(deadline, gate.acquire_owned())
+                .await
+                .ok()
+                .and_then(Result::ok)
+        } else {
+            gate.try_acquire_owned().ok()
+        };
+        let Some(permit) = permit else {
+            self.tidy(thread);
+            return Err(TurnBusy);
+        };
+        let lease = match &self.redis {
+            None => None,
+            Some(redis) => {
+                let key = redis.key(&format!("turn:{thread}"));
+                let tag = owner.tag(reply);
+                loop {
+                    match take_lease(redis, &key, &tag).await {
+                        Ok(true) => break Some((redis.clone(), key, tag)),
+                        Ok(false) if queue && tokio::time::Instant::now() < deadline => {
+                            tokio::time::sleep(QUEUE_POLL).await
+                        }
+                        Ok(false) => {
+                            drop(permit);
+                            self.tidy(thread);
+                            return Err(TurnBusy);
+                        }
+                        Err(e) => {
+                            tracing::warn!(error = %e, "Redis did not answer: this thread's turn is kept by this instance alone");
+                            break None;
+                        }
+                    }
+                }
+            }
+        };
+        let cancel = CancellationToken::new();
+        if let Some(slot) = self.lock().turns.get_mut(thread) {
+            slot.holder = Some(Holder {
+                reply: reply.clone(),
+                owner: owner.clone(),
+                cancel: cancel.clone(),
+            });
+        }
+        let renewal = lease.as_ref().map(|(redis, key, _)| {
+            tokio::spawn(renew(
+                redis.clone(),
+                key.clone(),
+                redis.key(&format!("cancel:{reply}")),
+                cancel.clone(),
+            ))
+            .abort_handle()
+        });
+        Ok(TurnGuard {
+            replies: self.clone(),
+            thread: thread.clone(),
+            reply: reply.clone(),
+            permit: Some(permit),
+            cancel,
+            lease,
+            renewal,
+        })
+    }
+
+    /// Forgets `thread`'s slot when no turn holds or waits for it.
+    fn tidy(&self, thread: &ThreadId) {
+        let mut local = self.lock();
+        if let Some(slot) = local.turns.get(thread) {
+            if slot.gate.available_permits() == 1 && Arc::strong_count(&slot.gate) == 1 {
+                local.turns.remove(thread);
+            }
+        }
+    }
+
+    /// Ends `reply`'s hold on `thread` (its [`TurnGuard`] was dropped).
+    fn release(&self, thread: &ThreadId, reply: &MessageId, permit: OwnedSemaphorePermit) {
+        let mut local = self.lock();
+        drop(permit);
+        if let Some(slot) = local.turns.get_mut(thread) {
+            if slot.holder.as_ref().is_some_and(|h| &h.reply == reply) {
+                slot.holder = None;
+            }
+            if slot.gate.available_permits() == 1 && Arc::strong_count(&slot.gate) == 1 {
+                local.turns.remove(thread);
+            }
+        }
+    }
+
+    /// Cancels `thread`'s reply in progress if it is `owner`'s, on this instance or (with
+    /// Redis) the one that generates it, within [`TURN_RENEWAL`]. Returns whether there was
+    /// one.
+    pub async fn cancel(&self, thread: &ThreadId, owner: &Owner) -> bool {
+        let holder = self
+            .lock()
+            .turns
+            .get(thread)
+            .and_then(|slot| slot.holder.clone());
+        if let Some(holder) = holder {
+            if &holder.owner != owner {
+                return false;
+            }
+            holder.cancel.cancel();
+            return true;
+        }
+        let Some(redis) = &self.redis else {
+            return false;
+        };
+        let mut connection = redis.connection();
+        let asked = tokio::time::timeout(REDIS_CALL, async {
+            let tag: Option<String> = connection.get(redis.key(&format!("turn:{thread}"))).await?;
+            let reply = tag.as_deref().and_then(|tag| owner.reply_in(tag));
+            if let Some(reply) = &reply {
+                let () = connection
+                    .set_ex(redis.key(&format!("cancel:{reply}")), 1, 60)
+                    .await?;
+            }
+            redis::RedisResult::Ok(reply.is_some())
+        })
+        .await;
+        match asked {
+            Ok(Ok(found)) => found,
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "Redis did not take a cancel request");
+                false
+            }
+            Err(_) => {
+                tracing::warn!("Redis did not take a cancel request in time");
+                false
+            }
+        }
+    }
+
+    /// Whether a reply of `owner`'s holds `thread`'s turn, here or (with Redis) anywhere.
+    pub async fn in_progress(&self, thread: &ThreadId, owner: &Owner) -> bool {
+        let holder = self
+            .lock()
+            .turns
+            .get(thread)
+            .and_then(|slot| slot.holder.clone());
+        if let Some(holder) = holder {
+            return &holder.owner == owner;
+        }
+        let Some(redis) = &self.redis else {
+            return false;
+        };
+        let mut connection = redis.connection();
+        let tag: Result<redis::RedisResult<Option<String>>, _> = tokio::time::timeout(
+            REDIS_CALL,
+            connection.get(redis.key(&format!("turn:{thread}"))),
+        )
+        .await;
+        matches!(tag, Ok(Ok(Some(tag))) if owner.reply_in(&tag).is_some())
+    }
+
+    /// A new log for `reply`, the latest of `thread`; with Redis, mirrored into its stream.
+    pub fn open_log(&self, thread: &ThreadId, reply: &MessageId, owner: &Owner) -> Arc<ReplyLog> {
+        let mirror = self.redis.as_ref().map(|redis| {
+            let (sender, receiver) = mpsc::unbounded_channel();
+            self.tasks.spawn(mirror(
+                redis.clone(),
+                thread.clone(),
+                owner.tag(reply),
+                reply.clone(),
+                receiver,
+            ));
+            sender
+        });
+        let log = Arc::new(ReplyLog {
+            reply_id: reply.clone(),
+            thread_id: thread.clone(),
+            owner: owner.clone(),
+            frames: watch::Sender::new(Frames {
+                first: 1,
+                ..Frames::default()
+            }),
+            mirror,
+        });
+        let mut local = self.lock();
+        self.expire(&mut local);
+        local.logs.insert(thread.clone(), log.clone());
+        log
+    }
+
+    /// Marks `log` finished: its last frame is in. It stays replayable for [`RETENTION`].
+    pub fn finish_log(&self, log: &Arc<ReplyLog>) {
+        log.frames.send_modify(|f| f.finished = true);
+        let mut local = self.lock();
+        local.finished_bytes += log.bytes();
+        local.finished.push_back((Instant::now(), log.clone()));
+        self.expire(&mut local);
+    }
+
+    /// Drops finished logs past [`RETENTION`] or beyond [`RETAINED_BYTES`], oldest first.
+    fn expire(&self, local: &mut Local) {
+        let now = Instant::now();
+        while let Some((ended, log)) = local.finished.front() {
+            if now.duration_since(*ended) < RETENTION && local.finished_bytes <= RETAINED_BYTES {
+                break;
+            }
+            let bytes = log.bytes();
+            let (thread, reply) = (log.thread_id.clone(), log.reply_id.clone());
+            local.finished.pop_front();
+            local.finished_bytes = local.finished_bytes.saturating_sub(bytes);
+            if local
+                .logs
+                .get(&thread)
+                .is_some_and(|latest| latest.reply_id == reply)
+            {
+                local.logs.remove(&thread);
+            }
+        }
+    }
+
+    /// The frames of `thread`'s latest resumable reply after frame `after`, as they come,
+    /// up to [`DONE`]: from this instance's memory, else (with Redis) from the reply's
+    /// stream. `None`: no such reply of `owner`'s in progress or finished within
+    /// [`RETENTION`]. Errors: [`FramesGone`] when frame `after + 1` is no longer kept.
+    pub async fn follow(
+        &self,
+        thread: &ThreadId,
+        owner: &Owner,
+        after: u64,
+    ) -> Result<Option<(MessageId, FrameStream)>, FramesGone> {
+        let log = {
+            let mut local = self.lock();
+            self.expire(&mut local);
+            local.logs.get(thread).cloned()
+        };
+        if let Some(log) = log {
+            if &log.owner != owner {
+                return Ok(None);
+            }
+            if after.saturating_add(1) < log.frames.borrow().first {
+                return Err(FramesGone);
+            }
+            let reply = log.reply_id.clone();
+            return Ok(Some((reply, follow_local(log, after).boxed())));
+        }
+        let Some(redis) = &self.redis else {
+            return Ok(None);
+        };
+        let mut connection = redis.connection();
+        let pointer = tokio::time::timeout(
+            REDIS_CALL,
+            connection.get::<_, Option<String>>(redis.key(&format!("thread-reply:{thread}"))),
+        )
+        .await;
+        let reply = match pointer {
+            Ok(Ok(Some(tag))) => match owner.reply_in(&tag) {
+                Some(reply) => reply,
+                None => return Ok(None),
+            },
+            Ok(Ok(None)) => return Ok(None),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "Redis did not answer a resume");
+                return Ok(None);
+            }
+            Err(_) => {
+                tracing::warn!("Redis did not answer a resume in time");
+                return Ok(None);
+            }
+        };
+        let key = redis.key(&format!("reply:{reply}"));
+        let first: Result<redis::streams::StreamRangeReply, _> =
+            tokio::time::timeout(REDIS_CALL, connection.xrange_count(&key, "-", "+", 1))
+                .await
+                .unwrap_or_else(|_| {
+                    Err(redis::RedisError::from((redis::ErrorKind::Io, "timed out")))
+                });
+        if let Ok(first) = first {
+            match first.ids.first().and_then(|e| frame_id(&e.id)) {
+                Some(first) if after.saturating_add(1) < first => return Err(FramesGone),
+                None => return Ok(None),
+                Some(_) => {}
+            }
+        }
+        let stream = follow_remote(
+            redis.clone(),
+            key,
+            redis.key(&format!("turn:{thread}")),
+            after,
+        );
+        Ok(Some((reply, stream.boxed())))
+    }
+
+    /// Runs `generation` (a resumable reply) to its end whatever its clients do; a graceful
+    /// shutdown waits for it ([`Replies::drained`]).
+    pub fn spawn(&self, generation: impl std::future::Future<Output = ()> + Send + 'static) {
+        self.tasks.spawn(generation);
+    }
+
+    /// Starts the drain: readiness answers 503 from now on.
+    pub fn drain(&self) {
+        self.draining.cancel();
+    }
+
+    /// Whether the instance is shutting down.
+    pub fn is_draining(&self) -> bool {
+        self.draining.is_cancelled()
+    }
+
+    /// Ends the grace period: streams end with a frame telling the client to resume, and
+    /// replies that cannot be resumed stop and are stored as `interrupted`. Resumable replies
+    /// go on generating, for clients that resume elsewhere, until [`Replies::end_handover`].
+    pub fn end_grace(&self) {
+        self.grace_over.cancel();
+    }
+
+    /// Ends the handover: resumable replies still generating stop and are stored as
+    /// `interrupted`, their streams ending with an error frame and [`DONE`].
+    pub fn end_handover(&self) {
+        self.grace_over.cancel();
+        self.handover_over.cancel();
+    }
+
+    /// Cancelled when the grace period is over ([`Replies::end_grace`]).
+    pub fn grace_token(&self) -> CancellationToken {
+        self.grace_over.clone()
+    }
+
+    /// Cancelled when the handover is over ([`Replies::end_handover`]).
+    pub fn handover_token(&self) -> CancellationToken {
+        self.handover_over.clone()
+    }
+
+    /// `log`'s frames after `after` as they come, up to [`DONE`].
+    pub fn frames(&self, log: Arc<ReplyLog>, after: u64) -> FrameStream {
+        follow_local(log, after).boxed()
+    }
+
+    /// Waits, at most `max`, until no reply holds `thread`'s turn (here, and with Redis on
+    /// any instance).
+    pub async fn wait_idle(&self, thread: &ThreadId, max: Duration) {
+        let deadline = tokio::time::Instant::now() + max;
+        let gate = self.lock().turns.get(thread).map(|slot| slot.gate.clone());
+        if let Some(gate) = gate {
+            let _ = tokio::time::timeout_at(deadline, gate.acquire()).await;
+        }
+        self.tidy(thread);
+        let Some(redis) = &self.redis else {
+            return;
+        };
+        let key = redis.key(&format!("turn:{thread}"));
+        while tokio::time::Instant::now() < deadline {
+            let mut connection = redis.connection();
+            let held: Result<redis::RedisResult<bool>, _> =
+                tokio::time::timeout(REDIS_CALL, connection.exists(&key)).await;
+            if !matches!(held, Ok(Ok(true))) {
+                return;
+            }
+            tokio::time::sleep(QUEUE_POLL).await;
+        }
+    }
+
+    /// Waits for the generation tasks and their mirrors into Redis to end.
+    pub async fn drained(&self) {
+        self.tasks.close();
+        self.tasks.wait().await;
+    }
+}
+
+/// A thread's turn, held by one reply until dropped (once the reply is stored).
+pub struct TurnGuard {
+    replies: Arc<Replies>,
+    thread: ThreadId,
+    reply: MessageId,
+    permit: Option<OwnedSemaphorePermit>,
+    cancel: CancellationToken,
+    /// Redis, the lease's key and its value ([`Owner::tag`]).
+    lease: Option<(SharedRedis, String, String)>,
+    renewal: Option<tokio::task::AbortHandle>,
+}
+
+impl TurnGuard {
+    /// Cancelled when someone asks to cancel this reply ([`Replies::cancel`]).
+    pub fn cancel_token(&self) -> &CancellationToken {
+        &self.cancel
+    }
+}
+
+impl std::fmt::Debug for TurnGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TurnGuard")
+            .field("thread", &self.thread)
+            .field("reply", &self.reply)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for TurnGuard {
+    fn drop(&mut self) {
+        if let Some(renewal) = self.renewal.take() {
+            renewal.abort();
+        }
+        let Some(permit) = self.permit.take() else {
+            return;
+        };
+        let (replies, thread, reply) = (
+            self.replies.clone(),
+            self.thread.clone(),
+            self.reply.clone(),
+        );
+        match (self.lease.take(), tokio::runtime::Handle::try_current()) {
+            // The lease goes first, so that the next turn here finds the thread free there too.
+            (Some((redis, key, tag)), Ok(runtime)) => {
+                runtime.spawn(async move {
+                    if let Err(e) = end_lease(&redis, &key, &tag).await {
+                        tracing::warn!(error = %e, "a thread's turn was not released in Redis; it lapses within 30 s");
+                    }
+                    replies.release(&thread, &reply, permit);
+                });
+            }
+            _ => replies.release(&thread, &reply, permit),
+        }
+    }
+}
+
+/// The frames of a followed reply: `Err` when the follower fell so far behind that frames it
+/// had not read were dropped ([`MAX_FRAMES`]).
+pub type FrameStream = futures::stream::BoxStream<'static, Result<LoggedFrame, FramesGone>>;
+
+/// `log`'s frames after `after`, waiting for new ones until the last.
+fn follow_local(
+    log: Arc<ReplyLog>,
+    after: u64,
+) -> impl Stream<Item = Result<LoggedFrame, FramesGone>> {
+    struct State {
+        frames: watch::Receiver<Frames>,
+        next: u64,
+        batch: VecDeque<LoggedFrame>,
+        ended: bool,
+    }
+    let state = State {
+        frames: log.frames.subscribe(),
+        next: after.saturating_add(1),
+        batch: VecDeque::new(),
+        ended: false,
+    };
+    futures::stream::unfold(state, |mut st| async move {
+        loop {
+            if let Some(frame) = st.batch.pop_front() {
+                return Some((Ok(frame), st));
+            }
+            if st.ended {
+                return None;
+            }
+            let finished = {
+                let frames = st.frames.borrow_and_update();
+                if st.next < frames.first {
+                    st.ended = true;
+                    drop(frames);
+                    return Some((Err(FramesGone), st));
+                }
+                let skip = (st.next - frames.first) as usize;
+                for (i, data) in frames.list.iter().enumerate().skip(skip).take(256) {
+                    st.batch.push_back((frames.first + i as u64, data.clone()));
+                }
+                st.next += st.batch.len() as u64;
+                frames.finished && st.next >= frames.next_id()
+            };
+            if !st.batch.is_empty() {
+                continue;
+            }
+            if finished || st.frames.changed().await.is_err() {
+                return None;
+            }
+        }
+    })
+}
+
+/// The frames of another instance's reply after `after`, read from its Redis Stream `key`
+/// every [`FOLLOW_POLL`] until [`DONE`].
+fn follow_remote(
+    redis: SharedRedis,
+    key: String,
+    turn: String,
+    after: u64,
+) -> impl Stream<Item = Result<LoggedFrame, FramesGone>> {
+    struct State {
+        redis: SharedRedis,
+        key: String,
+        turn: String,
+        next: u64,
+        batch: VecDeque<LoggedFrame>,
+        ended: bool,
+        quiet_since: Instant,
+    }
+    let state = State {
+        redis,
+        key,
+        turn,
+        next: after.saturating_add(1),
+        batch: VecDeque::new(),
+        ended: false,
+        quiet_since: Instant::now(),
+    };
+    futures::stream::unfold(state, |mut st| async move {
+        loop {
+            if let Some(frame) = st.batch.pop_front() {
+                if &*frame.1 == DONE {
+                    st.ended = true;
+                }
+                return Some((Ok(frame), st));
+            }
+            if st.ended {
+                return None;
+            }
+            let mut connection = st.redis.connection();
+            let read: Result<Result<redis::streams::StreamRangeReply, _>, _> =
+                tokio::time::timeout(
+                    REDIS_CALL,
+                    connection.xrange_count(&st.key, format!("0-{}", st.next), "+", 512),
+                )
+                .await;
+            match read {
+                Ok(Ok(found)) => {
+                    for entry in found.ids {
+                        let (Some(id), Some(data)) =
+                            (frame_id(&entry.id), entry.get::<String>("d"))
+                        else {
+                            continue;
+                        };
+                        if id >= st.next {
+                            st.next = id + 1;
+                            st.batch.push_back((id, data.into()));
+                        }
+                    }
+                }
+                Ok(Err(e)) => {
+                    tracing::debug!(error = %e, "reading a reply's frames from Redis failed")
+                }
+                Err(_) => tracing::debug!("reading a reply's frames from Redis timed out"),
+            }
+            if !st.batch.is_empty() {
+                st.quiet_since = Instant::now();
+                continue;
+            }
+            if st.quiet_since.elapsed() >= ORPHAN_AFTER {
+                // Its instance stopped without its last frame: the turn has no holder left.
+                let held: Result<Result<bool, _>, _> =
+                    tokio::time::timeout(REDIS_CALL, connection.exists(&st.turn)).await;
+                if let Ok(Ok(false)) = held {
+                    st.ended = true;
+                    return Some((Err(FramesGone), st));
+                }
+                st.quiet_since = Instant::now();
+            }
+            tokio::time::sleep(FOLLOW_POLL).await;
+        }
+    })
+}
+
+/// The frame id of a stream entry id `0-{n}`.
+fn frame_id(entry: &str) -> Option<u64> {
+    entry.strip_prefix("0-")?.parse().ok()
+}
+
+/// `SET turn:{thread} {tag} NX PX lease`: whether the turn was free.
+async fn take_lease(redis: &SharedRedis, key: &str, tag: &str) -> redis::RedisResult<bool> {
+    let mut connection = redis.connection();
+    let taken: Option<String> = tokio::time::timeout(
+        REDIS_CALL,
+        redis::cmd("SET")
+            .arg(key)
+            .arg(tag)
+            .arg("NX")
+            .arg("PX")
+            .arg(TURN_LEASE.as_millis() as u64)
+            .query_async(&mut connection),
+    )
+    .await
+    .map_err(|_| redis::RedisError::from((redis::ErrorKind::Io, "timed out")))??;
+    Ok(taken.is_some())
+}
+
+/// Deletes the lease `key` if its value is still `tag`.
+async fn end_lease(redis: &SharedRedis, key: &str, tag: &str) -> redis::RedisResult<()> {
+    static END: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| {
+        redis::Script::new(
+            "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
+        )
+    });
+    let mut connection = redis.connection();
+    tokio::time::timeout(
+        REDIS_CALL,
+        END.key(key).arg(tag).invoke_async::<i64>(&mut connection),
+    )
+    .await
+    .map_err(|_| redis::RedisError::from((redis::ErrorKind::Io, "timed out")))??;
+    Ok(())
+}
+
+/// Renews the lease `key` every [`TURN_RENEWAL`] and cancels `cancel` once `cancel:{reply}`
+/// is set; aborted when the turn ends.
+async fn renew(redis: SharedRedis, key: String, asked: String, cancel: CancellationToken) {
+    let mut tick = tokio::time::interval(TURN_RENEWAL);
+    tick.tick().await;
+    loop {
+        tick.tick().await;
+        let mut connection = redis.connection();
+        let answer: Result<redis::RedisResult<(i64, Option<String>)>, _> = tokio::time::timeout(
+            REDIS_CALL,
+            redis::pipe()
+                .cmd("PEXPIRE")
+                .arg(&key)
+                .arg(TURN_LEASE.as_millis() as u64)
+                .cmd("GETDEL")
+                .arg(&asked)
+                .query_async(&mut connection),
+        )
+        .await;
+        match answer {
+            Ok(Ok((_, Some(_)))) => cancel.cancel(),
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::debug!(error = %e, "renewing a thread's turn in Redis failed"),
+            Err(_) => tracing::debug!("renewing a thread's turn in Redis timed out"),
+        }
+    }
+}
+
+/// Appends a reply's frames to its Redis Stream as they come, a pipeline per batch, and
+/// points `thread-reply:{thread}` at it (`tag`, [`Owner::tag`]); ends after [`DONE`] (the
+/// channel closes).
+async fn mirror(
+    redis: SharedRedis,
+    thread: ThreadId,
+    tag: String,
+    reply: MessageId,
+    mut frames: mpsc::UnboundedReceiver<LoggedFrame>,
+) {
+    let key = redis.key(&format!("reply:{reply}"));
+    let pointer = redis.key(&format!("thread-reply:{thread}"));
+    // While it runs, an hour: a reply never takes that long, and a crashed instance's
+    // stream does not stay for ever.
+    const RUNNING_TTL: u64 = 3_600;
+    let mut batch = Vec::with_capacity(64);
+    let mut first = true;
+    let mut failed = false;
+    loop {
+        if frames.recv_many(&mut batch, 256).await == 0 {
+            return;
+        }
+        let done = batch.iter().any(|(_, data)| &**data == DONE);
+        let ttl = if done {
+            RETENTION.as_secs()
+        } else {
+            RUNNING_TTL
+        };
+        let mut pipe = redis::pipe();
+        for (id, data) in batch.drain(..) {
+            pipe.cmd("XADD")
+                .arg(&key)
+                .arg("MAXLEN")
+                .arg("~")
+                .arg(MAX_FRAMES)
+                .arg(format!("0-{id}"))
+                .arg("d")
+                .arg(&*data)
+                .ignore();
+        }
+        if first || done {
+            pipe.cmd("SET")
+                .arg(&pointer)
+                .arg(&tag)
+                .arg("EX")
+                .arg(ttl)
+                .ignore();
+        }
+        pipe.cmd("EXPIRE").arg(&key).arg(ttl).ignore();
+        first = false;
+        let mut connection = redis.connection();
+        match tokio::time::timeout(REDIS_CALL, pipe.query_async::<()>(&mut connection)).await {
+            Ok(Ok(())) => failed = false,
+            Ok(Err(e)) if !failed => {
+                failed = true;
+                tracing::warn!(error = %e, "a reply's frames were not written to Redis: other instances cannot resume it");
+            }
+            Err(_) if !failed => {
+                failed = true;
+                tracing::warn!("Redis took too long to take a reply's frames: other instances cannot resume it");
+            }
+            _ => {}
+        }
+        if done {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owner() -> Owner {
+        Owner {
+            user_id: UserId::from("u"),
+            agent_id: AgentId::from("a"),
+        }
+    }
+
+    fn frames(log: &ReplyLog, n: usize) {
+        for i in 0..n {
+            log.push(format!("{{\"chunk\":\"{i}\"}}").into());
+        }
+    }
+
+    async fn collect(stream: FrameStream) -> Vec<u64> {
+        stream.map(|f| f.unwrap().0).collect().await
+    }
+
+    #[tokio::test]
+    async fn a_follower_gets_every_frame_after_its_id_once_live_or_replayed() {
+        let replies = Replies::new(None);
+        let thread = ThreadId::new();
+        let reply = MessageId::new();
+        let log = replies.open_log(&thread, &reply, &owner());
+        frames(&log, 3);
+        let (found, stream) = replies.follow(&thread, &owner(), 1).await.unwrap().unwrap();
+        assert_eq!(found, reply);
+        let follower = tokio::spawn(collect(stream));
+        tokio::task::yield_now().await;
+        frames(&log, 2);
+        log.push(DONE.into());
+        replies.finish_log(&log);
+        assert_eq!(follower.await.unwrap(), vec![2, 3, 4, 5, 6]);
+        // Finished: replayed at once, from the start or from the end.
+        let (_, all) = replies.follow(&thread, &owner(), 0).await.unwrap().unwrap();
+        assert_eq!(collect(all).await, (1..=6).collect::<Vec<_>>());
+        let (_, none) = replies.follow(&thread, &owner(), 6).await.unwrap().unwrap();
+        assert!(collect(none).await.is_empty());
+        let stranger = Owner {
+            user_id: UserId::from("u"),
+            agent_id: AgentId::from("b"),
+        };
+        assert!(replies
+            .follow(&thread, &stranger, 0)
+            .await
+            .unwrap()
+            .is_none());
+        assert!(replies
+            .follow(&ThreadId::new(), &owner(), 0)
+            .await
+            .unwrap()
+            .is_none());
+    }
+
+    #[tokio::test]
+    async fn frames_dropped_from_a_long_reply_are_reported_gone() {
+        let replies = Replies::new(None);
+        let thread = ThreadId::new();
+        let log = replies.open_log(&thread, &MessageId::new(), &owner());
+        frames(&log, MAX_FRAMES + 9);
+        log.push(DONE.into());
+        replies.finish_log(&log);
+        // Frames 1..=10 were dropped; 11 is the first kept.
+        assert!(matches!(
+            replies.follow(&thread, &owner(), 9).await,
+            Err(FramesGone)
+        ));
+        let (_, rest) = replies
+            .follow(&thread, &owner(), 10)
+            .await
+            .unwrap()
+            .unwrap();
+        let ids = collect(rest).await;
+        assert_eq!(ids.len(), MAX_FRAMES);
+        assert_eq!(ids[0], 11);
+    }
+
+    #[tokio::test]
+    async fn a_thread_has_one_turn_at_a_time_and_a_queued_one_waits_for_it() {
+        let replies = Replies::new(None);
+        let thread = ThreadId::new();
+        let first = replies
+            .begin_turn(&thread, &MessageId::new(), &owner(), false)
+            .await
+            .unwrap();
+        assert_eq!(
+            replies
+                .begin_turn(&thread, &MessageId::new(), &owner(), false)
+                .await
+                .unwrap_err(),
+            TurnBusy
+        );
+        // Other threads are not held up.
+        let _other = replies
+            .begin_turn(&ThreadId::new(), &MessageId::new(), &owner(), false)
+            .await
+            .unwrap();
+        let queued = {
+            let replies = replies.clone();
+            let thread = thread.clone();
+            tokio::spawn(async move {
+                replies
+                    .begin_turn(&thread, &MessageId::new(), &owner(), true)
+                    .await
+            })
+        };
+        tokio::task::yield_now().await;
+        assert!(!queued.is_finished());
+        drop(first);
+        let second = queued.await.unwrap().unwrap();
+        drop(second);
+        assert!(
+            replies.lock().turns.len() == 1,
+            "only the other thread is held"
+        );
+    }
+
+    #[tokio::test]
+    async fn cancel_reaches_the_holder_of_the_turn() {
+        let replies = Replies::new(None);
+        let thread = ThreadId::new();
+        assert!(!replies.cancel(&thread, &owner()).await);
+        let turn = replies
+            .begin_turn(&thread, &MessageId::new(), &owner(), false)
+            .await
+            .unwrap();
+        assert!(!turn.cancel_token().is_cancelled());
+        // Nobody else's: not in progress for them, not theirs to cancel.
+        let stranger = Owner {
+            user_id: UserId::from("v"),
+            agent_id: AgentId::from("a"),
+        };
+        assert!(!replies.in_progress(&thread, &stranger).await);
+        assert!(!replies.cancel(&thread, &stranger).await);
+        assert!(!turn.cancel_token().is_cancelled());
+        assert!(replies.in_progress(&thread, &owner()).await);
+        assert!(replies.cancel(&thread, &owner()).await);
+        assert!(turn.cancel_token().is_cancelled());
+        drop(turn);
+        assert!(!replies.cancel(&thread, &owner()).await);
+    }
+
+    #[tokio::test]
+    async fn finished_replies_are_forgotten_beyond_the_byte_bound() {
+        let replies = Replies::new(None);
+        let big: Arc<str> = "x".repeat(RETAINED_BYTES / 2 + 1).into();
+        let threads: Vec<ThreadId> = (0..3).map(|_| ThreadId::new()).collect();
+        for thread in &threads {
+            let log = replies.open_log(thread, &MessageId::new(), &owner());
+            log.push(big.clone());
+            replies.finish_log(&log);
+        }
+        assert!(replies
+            .follow(&threads[0], &owner(), 0)
+            .await
+            .unwrap()
+            .is_none());
+        assert!(replies
+            .follow(&threads[1], &owner(), 0)
+            .await
+            .unwrap()
+            .is_none());
+        assert!(replies
+            .follow(&threads[2], &owner(), 0)
+            .await
+            .unwrap()
+            .is_some());
+    }
+}
