@@ -10,13 +10,14 @@
 //! Server-side rendering never calls these functions (they run in event handlers and
 //! effects only); without the `hydrate` feature they answer an error instead of fetching.
 //!
-//! Requests of the signed-in user (`*_signed_in`, [`stream_chat`], [`stream_approval`],
-//! [`upload_file`]) renew an expired access token once with the refresh cookie and retry;
-//! when the session has ended they send the browser to the sign-in page.
+//! Requests of the signed-in user (`*_signed_in`, [`open_chat`], [`open_approval`],
+//! [`open_resume`], [`cancel_reply`], [`upload_file`]) renew an expired access token once
+//! with the refresh cookie and retry; when the session has ended they send the browser to
+//! the sign-in page.
 
 use crate::{
     api::{ApprovalRequest, ChatRequest, ErrorBody, UploadResponse},
-    sse::StreamFrame,
+    sse::{ReplyCursor, StreamFrame},
 };
 use serde::{de::DeserializeOwned, Serialize};
 
@@ -253,74 +254,157 @@ impl Abort {
             .map_err(browser::js_error)
     }
 
-    /// Aborts the request: its pending read rejects and the server sees the client leave.
+    /// Aborts the request: its pending read rejects and the server sees the client leave
+    /// (a resumable reply goes on generating: [`cancel_reply`] stops it).
     pub fn abort(&self) {
         self.0.abort();
+    }
+
+    /// Whether [`Abort::abort`] was called: requests with this controller fail at once.
+    pub fn is_aborted(&self) -> bool {
+        self.0.signal().aborted()
     }
 }
 
 /// How a chat stream ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StreamEnd {
     /// `[DONE]` arrived (after the reply, or after an error frame).
     Done,
     /// [`Abort::abort`] stopped it.
     Stopped,
-    /// The connection closed without `[DONE]`.
-    Cut,
+    /// It ended without `[DONE]`: the connection closed or failed, or the server asked for
+    /// the reply to be resumed ([`crate::sse::Step::Resume`], whose reason this holds). A resumable
+    /// reply may still be generating: [`open_resume`] from the cursor's last id follows it.
+    Cut(Option<ErrorBody>),
+}
+
+/// The answer of a chat stream request, its body not read yet: the headers say which
+/// thread and reply it streams, [`ReplyStream::read`] reads the frames.
+pub struct ReplyStream {
+    response: web_sys::Response,
+}
+
+impl ReplyStream {
+    /// The thread the reply belongs to (`X-Thread-Id`).
+    pub fn thread_id(&self) -> Option<String> {
+        self.header("x-thread-id")
+    }
+
+    /// The reply's message id (`X-Reply-Id`); absent from the stream of a decision that
+    /// only says which calls still wait, and from servers older than resumable streams.
+    pub fn reply_id(&self) -> Option<String> {
+        self.header("x-reply-id")
+    }
+
+    fn header(&self, name: &str) -> Option<String> {
+        self.response.headers().get(name).ok().flatten()
+    }
+
+    /// Reads the body to its end: every event goes through `cursor` ([`ReplyCursor::step`],
+    /// which skips frames received already and moves the last id), and every new frame to
+    /// `on_frame`, in order. A connection that fails midway ends it as [`StreamEnd::Cut`].
+    pub async fn read(
+        self,
+        cursor: &mut ReplyCursor,
+        on_frame: impl FnMut(StreamFrame),
+    ) -> StreamEnd {
+        browser::read_events(&self.response, cursor, on_frame).await
+    }
+
+    /// Closes the answer without reading it (a stream that is not wanted after all).
+    pub async fn close(self) {
+        if let Some(body) = self.response.body() {
+            let _ = wasm_bindgen_futures::JsFuture::from(body.cancel()).await;
+        }
+    }
 }
 
 /// `POST /api/agents/{agent_id}/chat` with `stream: true`, read with `fetch` and a
-/// `ReadableStream` reader (not `EventSource`, which cannot POST). `on_thread` receives
-/// the `X-Thread-Id` header as soon as the answer starts; `on_frame` every frame in order.
+/// `ReadableStream` reader (not `EventSource`, which cannot POST): the answer, once its
+/// headers have arrived.
 ///
 /// # Errors
-/// An [`ApiError`] when the server refuses the request (4xx/5xx before the stream) or the
-/// network fails; an error after the start arrives as a [`StreamFrame::Error`] frame.
-pub async fn stream_chat(
+/// An [`ApiError`] when the server refuses the request (4xx/5xx before the stream; 409
+/// while the thread's previous reply is in progress) or the network fails; an error after
+/// the start arrives as a [`StreamFrame::Error`] frame.
+pub async fn open_chat(
     agent_id: &str,
     body: &ChatRequest,
     abort: &Abort,
-    on_thread: impl FnOnce(Option<String>),
-    on_frame: impl FnMut(StreamFrame),
-) -> Result<StreamEnd, ApiError> {
+) -> Result<ReplyStream, ApiError> {
     let path = format!("/api/agents/{agent_id}/chat");
-    stream_post(&path, encode(body)?, abort, on_thread, on_frame).await
+    open_stream("POST", &path, Some(encode(body)?), None, abort).await
 }
 
 /// `POST /api/agents/{agent_id}/conversations/{thread_id}/approvals` with `stream: true`:
-/// decides a tool call that waits for approval and reads the continued reply as
-/// [`stream_chat`] reads a reply (docs/api.md § Approvals). While other calls of the reply
-/// still wait, the stream holds this call's outcome and a `pendingApprovals` frame only.
+/// decides a tool call that waits for approval; the continued reply is read as
+/// [`open_chat`]'s (docs/api.md § Approvals). While other calls of the reply still wait,
+/// the stream holds this call's outcome and a `pendingApprovals` frame only. Not
+/// resumable.
 ///
 /// # Errors
-/// As [`stream_chat`]; 404 for an unknown call, 409 for a call already decided or expired.
-pub async fn stream_approval(
+/// As [`open_chat`]; 404 for an unknown call, 409 for a call already decided or expired.
+pub async fn open_approval(
     agent_id: &str,
     thread_id: &str,
     body: &ApprovalRequest,
     abort: &Abort,
-    on_frame: impl FnMut(StreamFrame),
-) -> Result<StreamEnd, ApiError> {
+) -> Result<ReplyStream, ApiError> {
     let path = format!("/api/agents/{agent_id}/conversations/{thread_id}/approvals");
-    stream_post(&path, encode(body)?, abort, |_| {}, on_frame).await
+    open_stream("POST", &path, Some(encode(body)?), None, abort).await
 }
 
-/// `POST path` with the JSON `body`, answered with a server-sent event stream: renews an
-/// expired session once, then hands over the `X-Thread-Id` header and every frame.
-async fn stream_post(
-    path: &str,
-    body: String,
+/// `GET /api/agents/{agent_id}/conversations/{thread_id}/stream` with `Last-Event-ID:
+/// last_event_id` (0: from the first frame): the thread's latest resumable reply from the
+/// next frame on, live while it is generated, replayed for 10 minutes after it ended
+/// (docs/api.md § Resumable streams). Compare its [`ReplyStream::reply_id`] with the reply
+/// followed ([`ReplyCursor::follows`]): the thread may have moved on to another.
+///
+/// # Errors
+/// 404 when the thread has no such reply (not resumable, ended longer ago, its frames
+/// after that id dropped; the stored messages then hold the reply) or the thread is not
+/// stored yet; a network failure with status 0.
+pub async fn open_resume(
+    agent_id: &str,
+    thread_id: &str,
+    last_event_id: u64,
     abort: &Abort,
-    on_thread: impl FnOnce(Option<String>),
-    on_frame: impl FnMut(StreamFrame),
-) -> Result<StreamEnd, ApiError> {
-    let mut response = browser::open(path, &body, abort).await?;
+) -> Result<ReplyStream, ApiError> {
+    let path = format!("/api/agents/{agent_id}/conversations/{thread_id}/stream");
+    open_stream("GET", &path, None, Some(last_event_id), abort).await
+}
+
+/// `POST /api/agents/{agent_id}/conversations/{thread_id}/cancel`: stops the thread's reply
+/// in progress. It is stored as `cancelled`, and its stream ends with the error frame
+/// "The reply was cancelled" ([`crate::sse::stopped_status`]) and `[DONE]`. Answers once
+/// the thread takes a new message.
+///
+/// # Errors
+/// 404 when no reply of the thread is in progress (it has just ended), or the request's
+/// error.
+pub async fn cancel_reply(agent_id: &str, thread_id: &str) -> Result<(), ApiError> {
+    let path = format!("/api/agents/{agent_id}/conversations/{thread_id}/cancel");
+    post_signed_in::<_, serde::de::IgnoredAny>(&path, &serde_json::Map::new())
+        .await
+        .map(drop)
+}
+
+/// A request answered with a server-sent event stream: renews an expired session once,
+/// then answers the response whose body is still to be read.
+async fn open_stream(
+    method: &str,
+    path: &str,
+    body: Option<String>,
+    last_event_id: Option<u64>,
+    abort: &Abort,
+) -> Result<ReplyStream, ApiError> {
+    let mut response = browser::open(method, path, body.as_deref(), last_event_id, abort).await?;
     if response.status() == 401 {
         if refresh_once().await.is_err() {
             to_sign_in();
         } else {
-            response = browser::open(path, &body, abort).await?;
+            response = browser::open(method, path, body.as_deref(), last_event_id, abort).await?;
         }
     }
     if !response.ok() {
@@ -330,8 +414,7 @@ async fn stream_post(
         }
         return Err(ApiError::from_status(response.status(), &text));
     }
-    on_thread(response.headers().get("x-thread-id").ok().flatten());
-    browser::read_events(&response, on_frame).await
+    Ok(ReplyStream { response })
 }
 
 /// Uploads `file` as the multipart field `file` to `path` with `XMLHttpRequest` (`fetch`
@@ -394,7 +477,7 @@ mod browser {
     use super::{ApiError, StreamEnd};
     use crate::{
         api::{CSRF_COOKIE, CSRF_HEADER},
-        sse::{parse_frame, SseParser, StreamFrame},
+        sse::{ReplyCursor, SseParser, Step, StreamFrame},
     };
     use wasm_bindgen::{closure::Closure, JsCast, JsValue};
     use wasm_bindgen_futures::JsFuture;
@@ -422,10 +505,22 @@ mod browser {
 
     /// The request options: method, same-origin credentials, JSON body and CSRF header.
     fn init(method: &str, body: Option<&str>) -> Result<RequestInit, ApiError> {
+        init_with(method, body, &[])
+    }
+
+    /// [`init`] with the headers `extra` added.
+    fn init_with(
+        method: &str,
+        body: Option<&str>,
+        extra: &[(&str, &str)],
+    ) -> Result<RequestInit, ApiError> {
         let headers = Headers::new().map_err(js_error)?;
         headers
             .set("Accept", "application/json")
             .map_err(js_error)?;
+        for (name, value) in extra {
+            headers.set(name, value).map_err(js_error)?;
+        }
         let init = RequestInit::new();
         init.set_method(method);
         init.set_credentials(RequestCredentials::SameOrigin);
@@ -462,50 +557,62 @@ mod browser {
             .unwrap_or_default())
     }
 
-    /// Starts a streamed chat request that `abort` can cancel.
+    /// Starts a request answered with an event stream that `abort` can cancel, with
+    /// `Last-Event-ID` when resuming.
     pub(super) async fn open(
+        method: &str,
         path: &str,
-        body: &str,
+        body: Option<&str>,
+        last_event_id: Option<u64>,
         abort: &super::Abort,
     ) -> Result<Response, ApiError> {
-        let init = init("POST", Some(body))?;
+        let id = last_event_id.map(|id| id.to_string());
+        let extra: Vec<(&str, &str)> = id.iter().map(|id| ("Last-Event-ID", id.as_str())).collect();
+        let init = init_with(method, body, &extra)?;
         init.set_signal(Some(&abort.0.signal()));
         send(path, &init).await
     }
 
-    /// Reads the body of a streamed answer chunk by chunk and hands over its frames.
+    /// Reads the body of a streamed answer chunk by chunk and hands over its new frames.
     pub(super) async fn read_events(
         response: &Response,
+        cursor: &mut ReplyCursor,
         mut on_frame: impl FnMut(StreamFrame),
-    ) -> Result<StreamEnd, ApiError> {
+    ) -> StreamEnd {
         let Some(body) = response.body() else {
-            return Ok(StreamEnd::Cut);
+            return StreamEnd::Cut(None);
         };
         let reader: ReadableStreamDefaultReader = body.get_reader().unchecked_into();
         let mut parser = SseParser::default();
         loop {
             let result = match JsFuture::from(reader.read()).await {
                 Ok(result) => result,
-                Err(err) if is_abort(&err) => return Ok(StreamEnd::Stopped),
-                Err(err) => return Err(js_error(err)),
+                Err(err) if is_abort(&err) => return StreamEnd::Stopped,
+                // The connection failed midway (network change, proxy cut, server gone).
+                Err(_) => return StreamEnd::Cut(None),
             };
             let done = js_sys::Reflect::get(&result, &JsValue::from_str("done"))
                 .map(|v| v.is_truthy())
                 .unwrap_or(true);
             if done {
-                return Ok(StreamEnd::Cut);
+                return StreamEnd::Cut(None);
             }
-            let value =
-                js_sys::Reflect::get(&result, &JsValue::from_str("value")).map_err(js_error)?;
+            let Ok(value) = js_sys::Reflect::get(&result, &JsValue::from_str("value")) else {
+                return StreamEnd::Cut(None);
+            };
             let bytes = js_sys::Uint8Array::new(&value).to_vec();
-            for data in parser.push(&bytes) {
-                match parse_frame(&data) {
-                    Some(StreamFrame::Done) => {
+            for event in parser.push(&bytes) {
+                match cursor.step(&event) {
+                    Step::Frame(frame) => on_frame(frame),
+                    Step::Done => {
                         let _ = reader.cancel();
-                        return Ok(StreamEnd::Done);
+                        return StreamEnd::Done;
                     }
-                    Some(frame) => on_frame(frame),
-                    None => {}
+                    Step::Resume(reason) => {
+                        let _ = reader.cancel();
+                        return StreamEnd::Cut(Some(reason));
+                    }
+                    Step::Skip => {}
                 }
             }
         }

@@ -2,9 +2,13 @@
 //! (`GET .../conversations`, `GET .../conversations/{threadId}/messages`, `POST .../chat`
 //! streamed).
 //!
-//! The reply is read from a `fetch` response body as it arrives and grows in place; "Stop"
-//! aborts the request (the server stores the reply as `cancelled`). Messages are rendered
-//! from Markdown with every piece of HTML in them escaped ([`crate::markdown`]).
+//! The reply is read from a `fetch` response body as it arrives and grows in place. Replies
+//! are resumable (docs/api.md § Resumable streams): a stream cut before `[DONE]` is
+//! followed again from its last frame (`GET .../conversations/{threadId}/stream`), a thread
+//! opened while its reply is still being written shows that reply growing, and "Stop"
+//! cancels the reply on the server (`POST .../cancel`; stored as `cancelled`). Messages
+//! are rendered from Markdown with every piece of HTML in them escaped
+//! ([`crate::markdown`]).
 
 use super::{agent::use_agent, dashboard::short_time};
 use crate::{
@@ -12,13 +16,13 @@ use crate::{
         ApprovalRequest, ChatMessage, ChatRequest, ConversationsResponse, FeedbackRequest,
         MessagesResponse, PendingApproval, Source, StreamOptions, TokensUsed, ToolCallView,
     },
-    client::{self, Abort, StreamEnd},
+    client::{self, Abort, ApiError, ReplyStream, StreamEnd},
     components::{
         copy_to_clipboard, fetch_signed_in, load_error_view, loading_view, use_hydrated, Notice,
         Tone,
     },
     markdown,
-    sse::{StreamFrame, StreamToolCall},
+    sse::{resume_delay_ms, stopped_status, ReplyCursor, StreamFrame, StreamToolCall},
 };
 use leptos::{prelude::*, task::spawn_local};
 use leptos_meta::Title;
@@ -138,7 +142,7 @@ struct Bubble {
     content: RwSignal<String>,
     /// The text and the tool calls, in order.
     parts: RwSignal<Vec<Part>>,
-    /// `streaming`, `complete`, `failed`, `cancelled` (or the server's word).
+    /// `streaming`, `complete`, `failed`, `cancelled`, `interrupted` (or the server's word).
     status: RwSignal<String>,
     error: RwSignal<Option<String>>,
     model: RwSignal<Option<String>>,
@@ -170,20 +174,23 @@ impl Bubble {
         }
     }
 
-    /// A stored message. The order of a stored reply's text and tool calls is not kept, so
-    /// its calls come first (the model calls tools before it answers).
+    /// A stored message (see [`Bubble::set_stored`]).
     fn from_stored(key: u64, message: ChatMessage) -> Self {
         let role = if message.role == "user" {
             "user"
         } else {
             "assistant"
         };
-        let bubble = Self::new(key, role, message.content, &message.status);
-        bubble.model.set(message.model);
-        bubble.usage.set(message.tokens_used);
-        bubble.sources.set(message.sources.unwrap_or_default());
-        bubble.id.set(Some(message.id));
-        bubble.rating.set(message.feedback.map(|f| f.rating));
+        let bubble = Self::new(key, role, String::new(), &message.status);
+        bubble.set_stored(message);
+        bubble
+    }
+
+    /// Shows the stored `message`: its text, tool calls, state, model, usage, sources, id
+    /// and rating, in place of what the bubble held. The order of a stored reply's text and
+    /// tool calls is not kept, so its calls come first (the model calls tools before it
+    /// answers).
+    fn set_stored(&self, message: ChatMessage) {
         // Its calls, then those still waiting for a decision (the latest reply's only).
         let calls: Vec<CallState> = message
             .tool_calls
@@ -198,17 +205,29 @@ impl Bubble {
                     .map(CallState::pending),
             )
             .collect();
-        if !calls.is_empty() {
-            bubble.parts.update(|parts| {
-                let text = parts.pop();
-                parts.extend(calls.into_iter().enumerate().map(|(i, state)| Part::Call {
-                    key: i as u64 + 1,
-                    call: RwSignal::new(state),
-                }));
-                parts.extend(text);
-            });
-        }
-        bubble
+        // Keys not used yet: the parts on screen are replaced, not kept.
+        let base = self.next_part_key();
+        let mut parts: Vec<Part> = calls
+            .into_iter()
+            .enumerate()
+            .map(|(i, state)| Part::Call {
+                key: base + i as u64,
+                call: RwSignal::new(state),
+            })
+            .collect();
+        parts.push(Part::Text {
+            key: base + parts.len() as u64,
+            text: RwSignal::new(message.content.clone()),
+        });
+        self.parts.set(parts);
+        self.content.set(message.content);
+        self.status.set(message.status);
+        self.error.set(None);
+        self.model.set(message.model);
+        self.usage.set(message.tokens_used);
+        self.sources.set(message.sources.unwrap_or_default());
+        self.id.set(Some(message.id));
+        self.rating.set(message.feedback.map(|f| f.rating));
     }
 
     /// Appends a fragment of the reply: to the text after the last tool call, or as new
@@ -269,10 +288,9 @@ fn find_call(bubbles: &[Bubble], id: &str) -> Option<RwSignal<CallState>> {
     bubbles.iter().rev().find_map(|bubble| bubble.call(id))
 }
 
-/// The id of the thread's latest reply if its text is `content` (the server stores a reply
-/// before its stream's `[DONE]`), read from the last page of its messages; `None` if it
-/// cannot be read or another reply came after it.
-async fn latest_reply_id(agent_id: &str, thread_id: &str, content: &str) -> Option<String> {
+/// The last page of a thread's messages (its latest ones, oldest first); `None` if it
+/// cannot be read.
+async fn last_page(agent_id: &str, thread_id: &str) -> Option<Vec<ChatMessage>> {
     let base = format!("/api/agents/{agent_id}/conversations/{thread_id}/messages?limit=200");
     let mut page = client::get_json_signed_in::<MessagesResponse>(&base)
         .await
@@ -282,12 +300,111 @@ async fn latest_reply_id(agent_id: &str, thread_id: &str, content: &str) -> Opti
             .await
             .ok()?;
     }
-    page.messages
+    Some(page.messages)
+}
+
+/// The id of the thread's latest reply if its text is `content` (the server stores a reply
+/// before its stream's `[DONE]`), for a stream that did not name its reply; `None` if it
+/// cannot be read or another reply came after it.
+async fn latest_reply_id(agent_id: &str, thread_id: &str, content: &str) -> Option<String> {
+    last_page(agent_id, thread_id)
+        .await?
         .into_iter()
         .rev()
         .find(|m| m.role == "assistant")
         .filter(|m| m.content == content)
         .map(|m| m.id)
+}
+
+/// The stored reply `reply_id` among the thread's latest messages; `None` while it is not
+/// stored (its turn is stored when it ends) or cannot be read.
+async fn stored_reply(agent_id: &str, thread_id: &str, reply_id: &str) -> Option<ChatMessage> {
+    last_page(agent_id, thread_id)
+        .await?
+        .into_iter()
+        .rev()
+        .find(|m| m.id == reply_id)
+}
+
+/// The first page of a thread's messages (up to 200, oldest first), as the page shows a
+/// thread.
+async fn first_page(agent_id: &str, thread_id: &str) -> Result<Vec<ChatMessage>, ApiError> {
+    let path = format!("/api/agents/{agent_id}/conversations/{thread_id}/messages?limit=200");
+    client::get_json_signed_in::<MessagesResponse>(&path)
+        .await
+        .map(|answer| answer.messages)
+}
+
+/// What to show when the server refuses a message before its reply starts: its own words,
+/// and for a 409 first what it means here (the thread's previous reply, perhaps sent from
+/// another tab, is still being written).
+fn refusal_message(err: &ApiError) -> String {
+    if err.status == 409 {
+        format!(
+            "The previous reply in this conversation is still being written, perhaps in \
+             another tab. Open the thread again to follow it, or send your message once it \
+             has ended. (The server said: {})",
+            err.message()
+        )
+    } else {
+        err.message().to_owned()
+    }
+}
+
+/// How reading a reply's stream ended, resumes included.
+enum Followed {
+    /// The stream ended, or was cut and could not be resumed.
+    Ended(StreamEnd),
+    /// The server no longer streams the reply (a resume answered 404, or the thread has
+    /// moved on to another reply): its stored message holds it now.
+    Gone,
+}
+
+/// Reads `stream` into the page with `on_frame`, `cursor` keeping its reply and last frame
+/// id. A `resumable` reply whose stream is cut is followed again from the last frame
+/// received (`GET .../conversations/{thread_id}/stream`), after [`resume_delay_ms`], into
+/// the same bubble, until it ends, is stopped, or the resumes give up.
+async fn read_reply(
+    agent_id: &str,
+    thread_id: Option<&str>,
+    stream: ReplyStream,
+    cursor: &mut ReplyCursor,
+    resumable: bool,
+    controller: &Abort,
+    on_frame: impl FnMut(StreamFrame) + Copy,
+) -> Followed {
+    cursor.follows(stream.reply_id().as_deref());
+    let mut end = stream.read(cursor, on_frame).await;
+    let mut attempt = 0;
+    while let (StreamEnd::Cut(_), true, Some(thread_id)) = (&end, resumable, thread_id) {
+        let Some(delay) = resume_delay_ms(attempt) else {
+            break;
+        };
+        client::sleep(delay).await;
+        if controller.is_aborted() {
+            return Followed::Ended(StreamEnd::Stopped);
+        }
+        let before = cursor.last_event_id();
+        match client::open_resume(agent_id, thread_id, before, controller).await {
+            Ok(stream) => {
+                if !cursor.follows(stream.reply_id().as_deref()) {
+                    stream.close().await;
+                    return Followed::Gone;
+                }
+                end = stream.read(cursor, on_frame).await;
+            }
+            Err(err) if err.status == 404 => return Followed::Gone,
+            Err(_) if controller.is_aborted() => return Followed::Ended(StreamEnd::Stopped),
+            // No connection yet, or a passing refusal: try again.
+            Err(_) => {}
+        }
+        attempt = if cursor.last_event_id() > before {
+            0
+        } else {
+            attempt + 1
+        };
+    }
+    Followed::Ended(end)
 }
 
 /// Rates reply `id` of the page's thread `up` or `down`, or clears its rating (`None`);
@@ -358,10 +475,14 @@ fn apply_frame(reply: Bubble, bubbles: RwSignal<Vec<Bubble>>, frame: StreamFrame
                 }
             }
         }
-        StreamFrame::Error(body) => {
-            reply.status.set("failed".into());
-            reply.error.set(Some(body.message));
-        }
+        // A reply stopped on purpose (cancelled, or its server shut down) is not a failure.
+        StreamFrame::Error(body) => match stopped_status(&body) {
+            Some(status) => reply.status.set(status.into()),
+            None => {
+                reply.status.set("failed".into());
+                reply.error.set(Some(body.message));
+            }
+        },
         StreamFrame::Done => {}
     }
 }
@@ -396,13 +517,20 @@ async fn resolve_decided(agent_id: &str, thread_id: &str, call: RwSignal<CallSta
     });
 }
 
-/// What a stream is for: a message the user sent, or a decision on a waiting tool call.
+/// What a stream is for: a message the user sent, a decision on a waiting tool call, or the
+/// reply in progress of a thread just opened.
 enum Outbound {
     Chat(ChatRequest),
     Decision {
         thread_id: String,
         body: ApprovalRequest,
         call: RwSignal<CallState>,
+    },
+    /// Follows the thread's latest resumable reply from its first frame, if it is not
+    /// among the messages shown (the turn of a reply still being written is stored when it
+    /// ends).
+    Follow {
+        thread_id: String,
     },
 }
 
@@ -426,6 +554,12 @@ pub fn ChatPage() -> impl IntoView {
     let send_error = RwSignal::new(None::<String>);
     let streaming = RwSignal::new(false);
     let abort = StoredValue::new_local(None::<Abort>);
+    // The thread of the reply streaming, once its answer named it: what "Stop" cancels.
+    let live_thread = StoredValue::new(None::<String>);
+    // "Stop" was pressed and the cancel is on its way.
+    let stopping = RwSignal::new(false);
+    // Counts the threads shown: a reply in progress found for one is not shown in another.
+    let shown = StoredValue::new(0_u64);
     // The page's own owner: the signals of messages belong to it, not to the view or task
     // that happened to create them (a thread list entry, a tool call card), which re-render
     // and dispose of what they own while the messages live on.
@@ -435,6 +569,7 @@ pub fn ChatPage() -> impl IntoView {
         next_key.update_value(|k| *k += 1);
         next_key.get_value()
     };
+    let show_other = move || shown.update_value(|n| *n += 1);
 
     let threads = fetch_signed_in(
         move || format!("/api/agents/{}/conversations?limit=50", agent.id.get()),
@@ -444,108 +579,43 @@ pub fn ChatPage() -> impl IntoView {
 
     Effect::new(move || {
         agent.id.track();
+        show_other();
         thread.set(None);
         bubbles.set(Vec::new());
     });
 
-    // Loads the messages of a thread into the bubbles; created here, so the signals of the
-    // messages belong to the page.
-    let load_messages = Action::new_local(move |(id, thread_id): &(String, String)| {
-        let path = format!("/api/agents/{id}/conversations/{thread_id}/messages?limit=200");
-        async move {
-            let answer = client::get_json_signed_in::<MessagesResponse>(&path).await?;
-            let list = answer
-                .messages
-                .into_iter()
-                .map(|m| Bubble::from_stored(key(), m))
-                .collect();
-            bubbles.set(list);
-            Ok::<(), client::ApiError>(())
-        }
-    });
-    let messages_loading = load_messages.pending();
-    let messages_failed = move || {
-        load_messages
-            .value()
-            .with(|outcome| outcome.as_ref().and_then(|o| o.as_ref().err().cloned()))
-    };
-
-    let open_thread = move |thread_id: String| {
-        if streaming.get_untracked() {
-            return;
-        }
-        let id = agent.id.get_untracked();
-        thread.set(Some(thread_id.clone()));
-        bubbles.set(Vec::new());
-        send_error.set(None);
-        load_messages.dispatch((id, thread_id));
-    };
-
-    let new_thread = move |_| {
-        if streaming.get_untracked() {
-            return;
-        }
-        thread.set(None);
-        bubbles.set(Vec::new());
-        send_error.set(None);
-        load_messages.clear();
-    };
-
-    // Streams a reply into `reply`: the answer to a message (`asked` is its bubble) or the
-    // continuation after a decision on a waiting tool call.
+    // Streams a reply into `reply`: the answer to a message (`asked` is its bubble), the
+    // continuation after a decision on a waiting tool call, or the reply in progress of a
+    // thread just opened (shown once its stream answers). A resumable reply whose stream
+    // is cut is resumed where it was; one the server no longer streams is shown as stored.
     let run = move |outbound: Outbound, reply: Bubble, asked: Option<Bubble>, controller: Abort| {
-        streaming.set(true);
+        let following = matches!(outbound, Outbound::Follow { .. });
+        if !following {
+            streaming.set(true);
+        }
         let agent_id = agent.id.get_untracked();
+        let showing = shown.get_value();
         owner.get_value().with(|| {
             // spawn_local: the reader of the reply's event stream, which feeds the bubbles
             // frame by frame until the stream ends or is stopped.
             spawn_local(async move {
                 let was_new = matches!(&outbound, Outbound::Chat(body) if body.thread_id.is_none());
-                let on_frame = move |frame| apply_frame(reply, bubbles, frame);
-                let outcome = match &outbound {
-                    Outbound::Chat(body) => {
-                        client::stream_chat(
-                            &agent_id,
-                            body,
-                            &controller,
-                            |thread_id| {
-                                if let Some(thread_id) = thread_id {
-                                    thread.set(Some(thread_id));
-                                }
-                            },
-                            on_frame,
-                        )
-                        .await
-                    }
+                let opened = match &outbound {
+                    Outbound::Chat(body) => client::open_chat(&agent_id, body, &controller).await,
                     Outbound::Decision {
                         thread_id, body, ..
-                    } => {
-                        client::stream_approval(&agent_id, thread_id, body, &controller, on_frame)
-                            .await
+                    } => client::open_approval(&agent_id, thread_id, body, &controller).await,
+                    Outbound::Follow { thread_id } => {
+                        client::open_resume(&agent_id, thread_id, 0, &controller).await
                     }
                 };
-                match outcome {
-                    Ok(StreamEnd::Done) => {
-                        if reply.status.get_untracked() == "streaming" {
-                            reply.status.set("complete".into());
-                        }
-                        if let Some(thread_id) = thread.get_untracked() {
-                            let content = reply.content.get_untracked();
-                            reply
-                                .id
-                                .set(latest_reply_id(&agent_id, &thread_id, &content).await);
-                        }
-                    }
-                    Ok(StreamEnd::Stopped) => reply.status.set("cancelled".into()),
-                    Ok(StreamEnd::Cut) => {
-                        reply.status.set("failed".into());
-                        reply.error.set(Some(
-                            "The connection closed before the reply was complete.".into(),
-                        ));
-                    }
+                let stream = match opened {
+                    Ok(stream) => stream,
                     Err(err) => {
                         bubbles.update(|list| list.retain(|b| b.key != reply.key));
                         match (&outbound, asked) {
+                            // No reply in progress (404), or none to show: nothing to do.
+                            (Outbound::Follow { .. }, _) => return,
                             (Outbound::Decision { call, .. }, _) => {
                                 // Refused: a call decided elsewhere or expired cannot be
                                 // decided again; otherwise the buttons come back.
@@ -560,18 +630,119 @@ pub fn ChatPage() -> impl IntoView {
                                 });
                             }
                             (Outbound::Chat(_), Some(asked)) => {
-                                // Refused before the stream started: nothing was stored, so the
-                                // message goes back into the composer.
+                                // Refused before the stream started: nothing was stored, so
+                                // the message goes back into the composer.
                                 bubbles.update(|list| list.retain(|b| b.key != asked.key));
                                 draft.set(asked.content.get_untracked());
-                                send_error.set(Some(err.message().to_owned()));
+                                send_error.set(Some(refusal_message(&err)));
                             }
                             (Outbound::Chat(_), None) => {
-                                send_error.set(Some(err.message().to_owned()));
+                                send_error.set(Some(refusal_message(&err)));
+                            }
+                        }
+                        abort.set_value(None);
+                        stopping.set(false);
+                        streaming.set(false);
+                        return;
+                    }
+                };
+                if following {
+                    // Shown unless the thread shows it already (it ended and is stored),
+                    // another thread is shown now, or another reply streams meanwhile.
+                    let stored = stream.reply_id().is_some_and(|id| {
+                        bubbles.with_untracked(|list| {
+                            list.iter()
+                                .any(|b| b.id.with_untracked(|known| known.as_ref() == Some(&id)))
+                        })
+                    });
+                    if stored || streaming.get_untracked() || shown.get_value() != showing {
+                        stream.close().await;
+                        return;
+                    }
+                    streaming.set(true);
+                    abort.set_value(Some(controller.clone()));
+                    bubbles.update(|list| list.push(reply));
+                }
+                let thread_id = stream.thread_id().or_else(|| thread.get_untracked());
+                if let Some(thread_id) = &thread_id {
+                    thread.set(Some(thread_id.clone()));
+                    live_thread.set_value(Some(thread_id.clone()));
+                }
+                // Decisions are not resumable: their stream is the reply.
+                let resumable = !matches!(outbound, Outbound::Decision { .. });
+                let mut cursor = ReplyCursor::default();
+                let on_frame = move |frame| apply_frame(reply, bubbles, frame);
+                let followed = read_reply(
+                    &agent_id,
+                    thread_id.as_deref(),
+                    stream,
+                    &mut cursor,
+                    resumable,
+                    &controller,
+                    on_frame,
+                )
+                .await;
+                // Whether the reply is stored now, as the bubble shows it.
+                let settled = match followed {
+                    Followed::Ended(StreamEnd::Done) => {
+                        if reply.status.get_untracked() == "streaming" {
+                            reply.status.set("complete".into());
+                        }
+                        // Stored before `[DONE]`: the stream named it, else it is looked up.
+                        let id = match (cursor.reply_id(), &thread_id) {
+                            (Some(id), _) => Some(id.to_owned()),
+                            (None, Some(thread_id)) => {
+                                let content = reply.content.get_untracked();
+                                latest_reply_id(&agent_id, thread_id, &content).await
+                            }
+                            (None, None) => None,
+                        };
+                        reply.id.set(id);
+                        true
+                    }
+                    Followed::Ended(StreamEnd::Stopped) => {
+                        reply.status.set("cancelled".into());
+                        false
+                    }
+                    Followed::Ended(StreamEnd::Cut(reason)) => {
+                        reply.status.set("failed".into());
+                        let message = if resumable {
+                            "The connection was lost before the reply was complete, and it could \
+                             not be resumed. Open the thread again to see the reply once it is \
+                             stored."
+                                .to_owned()
+                        } else {
+                            reason.map(|r| r.message).unwrap_or_else(|| {
+                                "The connection closed before the reply was complete.".to_owned()
+                            })
+                        };
+                        reply.error.set(Some(message));
+                        false
+                    }
+                    Followed::Gone => {
+                        let stored = match (&thread_id, cursor.reply_id()) {
+                            (Some(thread_id), Some(id)) => {
+                                stored_reply(&agent_id, thread_id, id).await
+                            }
+                            _ => None,
+                        };
+                        match stored {
+                            Some(message) => {
+                                owner.get_value().with(|| reply.set_stored(message));
+                                true
+                            }
+                            None => {
+                                reply.status.set("failed".into());
+                                reply.error.set(Some(
+                                    "The reply could not be resumed. Open the thread again to \
+                                     see it once it is stored."
+                                        .into(),
+                                ));
+                                false
                             }
                         }
                     }
-                }
+                };
                 if let Outbound::Decision {
                     thread_id, call, ..
                 } = &outbound
@@ -590,13 +761,84 @@ pub fn ChatPage() -> impl IntoView {
                         resolve_decided(&agent_id, thread_id, *call).await;
                     }
                 }
+                if let (Outbound::Follow { thread_id }, true) =
+                    (&outbound, settled && shown.get_value() == showing)
+                {
+                    // The followed reply's turn is stored now: the thread as stored shows
+                    // the message it answers too.
+                    if let Ok(messages) = first_page(&agent_id, thread_id).await {
+                        let list = owner.get_value().with(|| {
+                            messages
+                                .into_iter()
+                                .map(|m| Bubble::from_stored(key(), m))
+                                .collect()
+                        });
+                        bubbles.set(list);
+                    }
+                }
                 abort.set_value(None);
+                live_thread.set_value(None);
+                stopping.set(false);
                 streaming.set(false);
-                if was_new || matches!(outbound, Outbound::Decision { .. }) {
+                if was_new || !matches!(outbound, Outbound::Chat(_)) {
                     load_threads();
                 }
             })
         });
+    };
+
+    // Loads the messages of a thread into the bubbles; created here, so the signals of the
+    // messages belong to the page. Then follows the thread's reply in progress, if any.
+    let load_messages = Action::new_local(move |(id, thread_id): &(String, String)| {
+        let (id, thread_id) = (id.clone(), thread_id.clone());
+        async move {
+            let messages = first_page(&id, &thread_id).await?;
+            // Another thread was opened meanwhile: its own load shows it.
+            if thread.get_untracked().as_deref() != Some(thread_id.as_str()) {
+                return Ok(());
+            }
+            let list = messages
+                .into_iter()
+                .map(|m| Bubble::from_stored(key(), m))
+                .collect();
+            bubbles.set(list);
+            if let Ok(controller) = Abort::new() {
+                let reply = owner
+                    .get_value()
+                    .with(|| Bubble::new(key(), "assistant", String::new(), "streaming"));
+                run(Outbound::Follow { thread_id }, reply, None, controller);
+            }
+            Ok::<(), ApiError>(())
+        }
+    });
+    let messages_loading = load_messages.pending();
+    let messages_failed = move || {
+        load_messages
+            .value()
+            .with(|outcome| outcome.as_ref().and_then(|o| o.as_ref().err().cloned()))
+    };
+
+    let open_thread = move |thread_id: String| {
+        if streaming.get_untracked() {
+            return;
+        }
+        let id = agent.id.get_untracked();
+        show_other();
+        thread.set(Some(thread_id.clone()));
+        bubbles.set(Vec::new());
+        send_error.set(None);
+        load_messages.dispatch((id, thread_id));
+    };
+
+    let new_thread = move |_| {
+        if streaming.get_untracked() {
+            return;
+        }
+        show_other();
+        thread.set(None);
+        bubbles.set(Vec::new());
+        send_error.set(None);
+        load_messages.clear();
     };
 
     let send = move |ev: leptos::ev::SubmitEvent| {
@@ -637,6 +879,9 @@ pub fn ChatPage() -> impl IntoView {
             thread_id: thread.get_untracked(),
             stream: true,
             stream_options: stream_options(),
+            // Generated to its end whatever happens to this connection, so that a cut
+            // stream or a reloaded page picks it up again.
+            resumable: true,
             ..ChatRequest::default()
         };
         run(Outbound::Chat(body), reply, Some(asked), controller);
@@ -686,10 +931,29 @@ pub fn ChatPage() -> impl IntoView {
         );
     });
 
+    // Cancels the reply on the server, whose stream then ends by itself with the cancelled
+    // frame and `[DONE]`. Before the answer named its thread, or when the cancel fails,
+    // the request is aborted instead.
     let stop = move |_| {
-        if let Some(controller) = abort.get_value() {
-            controller.abort();
+        if stopping.get_untracked() {
+            return;
         }
+        let Some(controller) = abort.get_value() else {
+            return;
+        };
+        let Some(thread_id) = live_thread.get_value() else {
+            controller.abort();
+            return;
+        };
+        stopping.set(true);
+        let agent_id = agent.id.get_untracked();
+        spawn_local(async move {
+            // Refused (the thread is not stored before its first reply ends, or the reply
+            // has just ended) or not sent: the stream stops being read here at least.
+            if client::cancel_reply(&agent_id, &thread_id).await.is_err() {
+                controller.abort();
+            }
+        });
     };
 
     view! {
@@ -807,8 +1071,13 @@ pub fn ChatPage() -> impl IntoView {
                                 }
                             }
                         >
-                            <button type="button" class="button button-danger" on:click=stop>
-                                "Stop"
+                            <button
+                                type="button"
+                                class="button button-danger"
+                                on:click=stop
+                                disabled=move || stopping.get()
+                            >
+                                {move || if stopping.get() { "Stopping…" } else { "Stop" }}
                             </button>
                         </Show>
                     </div>
@@ -889,6 +1158,12 @@ fn MessageView(
                     "streaming" => Some(view! { <span class="pill">"writing…"</span> }.into_any()),
                     "cancelled" => {
                         Some(view! { <span class="pill" data-testid="reply-stopped">"stopped"</span> }.into_any())
+                    }
+                    "interrupted" => {
+                        Some(
+                            view! { <span class="pill" data-testid="reply-interrupted">"interrupted"</span> }
+                                .into_any(),
+                        )
                     }
                     "failed" => Some(view! { <span class="pill pill-error">"failed"</span> }.into_any()),
                     _ => None,
@@ -1092,4 +1367,34 @@ fn ToolCallCard(
         </section>
     }
     .into_any()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::api::ErrorBody;
+
+    fn refused(status: u16, message: &str) -> ApiError {
+        ApiError {
+            status,
+            body: ErrorBody {
+                error: "x".into(),
+                message: message.into(),
+            },
+        }
+    }
+
+    #[test]
+    fn a_reply_in_progress_elsewhere_is_explained_with_the_servers_words() {
+        let busy = refusal_message(&refused(
+            409,
+            "A reply is in progress in this conversation: resume it (GET .../stream) or cancel it (POST .../cancel), or send the message with \"queue\": true",
+        ));
+        assert!(busy.starts_with("The previous reply in this conversation is still being written, perhaps in another tab."), "{busy}");
+        assert!(busy.ends_with("(The server said: A reply is in progress in this conversation: resume it (GET .../stream) or cancel it (POST .../cancel), or send the message with \"queue\": true)"), "{busy}");
+        assert_eq!(
+            refusal_message(&refused(400, "The message is empty.")),
+            "The message is empty."
+        );
+    }
 }

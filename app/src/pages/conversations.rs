@@ -880,6 +880,7 @@ fn TranscriptMessage(
     let pill = match message.status.as_str() {
         "failed" => Some(view! { <span class="pill pill-error">"failed"</span> }.into_any()),
         "cancelled" => Some(view! { <span class="pill">"stopped"</span> }.into_any()),
+        "interrupted" => Some(view! { <span class="pill">"interrupted"</span> }.into_any()),
         _ => None,
     };
     // The calls come first, as in the chat: the model calls tools before it answers.
