@@ -245,19 +245,17 @@ impl Replies {
                 let tag = owner.tag(reply);
                 loop {
                     match take_lease(redis, &key, &tag).await {
-                        Ok(true) => break Some((redis.clone(), key, tag)),
-                        Ok(false) if queue && tokio::time::Instant::now() < deadline => {
+                        Some(true) => break Some((redis.clone(), key, tag)),
+                        Some(false) if queue && tokio::time::Instant::now() < deadline => {
                             tokio::time::sleep(QUEUE_POLL).await
                         }
-                        Ok(false) => {
+                        Some(false) => {
                             drop(permit);
                             self.tidy(thread);
                             return Err(TurnBusy);
                         }
-                        Err(e) => {
-                            tracing::warn!(error = %e, "Redis did not answer: this thread's turn is kept by this instance alone");
-                            break None;
-                        }
+                        // Redis does not answer (warned): this instance's order alone.
+                        None => break None,
                     }
                 }
             }
@@ -333,29 +331,23 @@ impl Replies {
         let Some(redis) = &self.redis else {
             return false;
         };
-        let mut connection = redis.connection();
-        let asked = tokio::time::timeout(REDIS_CALL, async {
-            let tag: Option<String> = connection.get(redis.key(&format!("turn:{thread}"))).await?;
-            let reply = tag.as_deref().and_then(|tag| owner.reply_in(tag));
-            if let Some(reply) = &reply {
-                let () = connection
-                    .set_ex(redis.key(&format!("cancel:{reply}")), 1, 60)
-                    .await?;
-            }
-            redis::RedisResult::Ok(reply.is_some())
-        })
-        .await;
-        match asked {
-            Ok(Ok(found)) => found,
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "Redis did not take a cancel request");
-                false
-            }
-            Err(_) => {
-                tracing::warn!("Redis did not take a cancel request in time");
-                false
-            }
-        }
+        let turn = redis.key(&format!("turn:{thread}"));
+        let Some(Some(reply)) = redis
+            .run("reading a conversation's turn", |mut c| async move {
+                c.get::<_, Option<String>>(turn).await
+            })
+            .await
+            .map(|tag| tag.and_then(|tag| owner.reply_in(&tag)))
+        else {
+            return false;
+        };
+        let asked = redis.key(&format!("cancel:{reply}"));
+        redis
+            .run("asking to cancel a reply", |mut c| async move {
+                c.set_ex::<_, _, ()>(asked, 1, 60).await
+            })
+            .await
+            .is_some()
     }
 
     /// Whether a reply of `owner`'s holds `thread`'s turn, here or (with Redis) anywhere.
@@ -371,13 +363,13 @@ impl Replies {
         let Some(redis) = &self.redis else {
             return false;
         };
-        let mut connection = redis.connection();
-        let tag: Result<redis::RedisResult<Option<String>>, _> = tokio::time::timeout(
-            REDIS_CALL,
-            connection.get(redis.key(&format!("turn:{thread}"))),
-        )
-        .await;
-        matches!(tag, Ok(Ok(Some(tag))) if owner.reply_in(&tag).is_some())
+        let turn = redis.key(&format!("turn:{thread}"));
+        let tag = redis
+            .run("reading a conversation's turn", |mut c| async move {
+                c.get::<_, Option<String>>(turn).await
+            })
+            .await;
+        matches!(tag, Some(Some(tag)) if owner.reply_in(&tag).is_some())
     }
 
     /// A new log for `reply`, the latest of `thread`; with Redis, mirrored into its stream.
@@ -467,40 +459,29 @@ impl Replies {
         let Some(redis) = &self.redis else {
             return Ok(None);
         };
-        let mut connection = redis.connection();
-        let pointer = tokio::time::timeout(
-            REDIS_CALL,
-            connection.get::<_, Option<String>>(redis.key(&format!("thread-reply:{thread}"))),
-        )
-        .await;
-        let reply = match pointer {
-            Ok(Ok(Some(tag))) => match owner.reply_in(&tag) {
-                Some(reply) => reply,
-                None => return Ok(None),
-            },
-            Ok(Ok(None)) => return Ok(None),
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "Redis did not answer a resume");
-                return Ok(None);
-            }
-            Err(_) => {
-                tracing::warn!("Redis did not answer a resume in time");
-                return Ok(None);
-            }
+        let pointer = redis.key(&format!("thread-reply:{thread}"));
+        let Some(Some(reply)) = redis
+            .run("finding a reply to resume", |mut c| async move {
+                c.get::<_, Option<String>>(pointer).await
+            })
+            .await
+            .map(|tag| tag.and_then(|tag| owner.reply_in(&tag)))
+        else {
+            return Ok(None);
         };
         let key = redis.key(&format!("reply:{reply}"));
-        let first: Result<redis::streams::StreamRangeReply, _> =
-            tokio::time::timeout(REDIS_CALL, connection.xrange_count(&key, "-", "+", 1))
-                .await
-                .unwrap_or_else(|_| {
-                    Err(redis::RedisError::from((redis::ErrorKind::Io, "timed out")))
-                });
-        if let Ok(first) = first {
-            match first.ids.first().and_then(|e| frame_id(&e.id)) {
-                Some(first) if after.saturating_add(1) < first => return Err(FramesGone),
-                None => return Ok(None),
-                Some(_) => {}
-            }
+        let oldest = key.clone();
+        let first = redis
+            .run("reading a reply's first frame", |mut c| async move {
+                c.xrange_count::<_, _, _, _, redis::streams::StreamRangeReply>(oldest, "-", "+", 1)
+                    .await
+            })
+            .await;
+        match first.map(|f| f.ids.first().and_then(|e| frame_id(&e.id))) {
+            Some(Some(first)) if after.saturating_add(1) < first => return Err(FramesGone),
+            Some(None) => return Ok(None),
+            // Or Redis did not answer: following it will tell.
+            _ => {}
         }
         let stream = follow_remote(
             redis.clone(),
@@ -783,22 +764,22 @@ fn frame_id(entry: &str) -> Option<u64> {
     entry.strip_prefix("0-")?.parse().ok()
 }
 
-/// `SET turn:{thread} {tag} NX PX lease`: whether the turn was free.
-async fn take_lease(redis: &SharedRedis, key: &str, tag: &str) -> redis::RedisResult<bool> {
-    let mut connection = redis.connection();
-    let taken: Option<String> = tokio::time::timeout(
-        REDIS_CALL,
-        redis::cmd("SET")
-            .arg(key)
-            .arg(tag)
-            .arg("NX")
-            .arg("PX")
-            .arg(TURN_LEASE.as_millis() as u64)
-            .query_async(&mut connection),
-    )
-    .await
-    .map_err(|_| redis::RedisError::from((redis::ErrorKind::Io, "timed out")))??;
-    Ok(taken.is_some())
+/// `SET turn:{thread} {tag} NX PX lease`: whether the turn was free; `None` when Redis does
+/// not answer ([`SharedRedis::run`]: within 50 ms, warned at most once a minute).
+async fn take_lease(redis: &SharedRedis, key: &str, tag: &str) -> Option<bool> {
+    let command = redis::cmd("SET")
+        .arg(key)
+        .arg(tag)
+        .arg("NX")
+        .arg("PX")
+        .arg(TURN_LEASE.as_millis() as u64)
+        .to_owned();
+    redis
+        .run("taking a conversation's turn", |mut c| async move {
+            command.query_async::<Option<String>>(&mut c).await
+        })
+        .await
+        .map(|taken| taken.is_some())
 }
 
 /// Deletes the lease `key` if its value is still `tag`.

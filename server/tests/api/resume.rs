@@ -587,3 +587,40 @@ async fn a_shutdown_ends_streams_after_the_grace_period_and_stores_what_was_gene
         assert!(!stored.ends_with("w200"), "{stored}");
     }
 }
+
+#[tokio::test]
+async fn while_redis_does_not_answer_each_instance_keeps_its_own_replies() {
+    let (app, _mock) = slow_app(Duration::from_millis(15), |c| {
+        c.limits.redis_url = Some("redis://127.0.0.1:9".into());
+    })
+    .await;
+    let user = app.user().await;
+    let id = agent_with(&app, &user, "gpt-4o-mini").await;
+    let res = app
+        .chat(
+            &user.access,
+            &id,
+            json!({"message": "count [[tokens:40]]", "stream": true, "resumable": true}),
+        )
+        .await;
+    assert_eq!(res.status(), 200);
+    let thread = res.headers()["x-thread-id"].to_str().unwrap().to_string();
+    let mut stream = Events::of(res);
+    let first = stream.take(3).await;
+    drop(stream);
+    // One reply at a time still, and resumed from this instance's memory.
+    let res = app
+        .chat(
+            &user.access,
+            &id,
+            json!({"message": "meanwhile", "threadId": thread}),
+        )
+        .await;
+    assert_error(res, 409, "Conflict", None).await;
+    let rest = Events::of(resume(&app, &user.access, &id, &thread, 3).await)
+        .rest()
+        .await;
+    let all: Vec<Event> = first.into_iter().chain(rest).collect();
+    assert_eq!(ids(&all), (1..=all.len() as u64).collect::<Vec<_>>());
+    assert!(text(&all).ends_with("w40"));
+}
