@@ -217,7 +217,13 @@ impl Application {
             config.providers.timeout,
             tools.clone(),
             quotas,
-            crate::chat::replies::Replies::new(redis.clone()),
+            // A connection of its own: replies' frames come in bursts.
+            crate::chat::replies::Replies::new(match (&redis, &config.limits.redis_url) {
+                (Some(_), Some(url)) => {
+                    Some(SharedRedis::connect(url, &config.limits.redis_key_prefix)?)
+                }
+                _ => None,
+            }),
         ));
         let channels = crate::channels::Channels::new(
             &config.channels,

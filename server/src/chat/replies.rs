@@ -95,8 +95,22 @@ pub struct ReplyLog {
     pub thread_id: ThreadId,
     pub owner: Owner,
     frames: watch::Sender<Frames>,
-    /// The frames to append to the reply's Redis Stream, when there is one.
-    mirror: Option<mpsc::UnboundedSender<LoggedFrame>>,
+    /// The writer of the instance's frames into Redis, and this reply's keys there.
+    mirror: Option<(mpsc::UnboundedSender<Mirrored>, Arc<MirrorKeys>)>,
+}
+
+/// A reply's keys in Redis: its stream, and its thread's pointer with the value it gets.
+struct MirrorKeys {
+    stream: String,
+    pointer: String,
+    tag: String,
+}
+
+/// What the instance's writer into Redis ([`mirror`]) is sent.
+enum Mirrored {
+    Frame(Arc<MirrorKeys>, u64, Arc<str>),
+    /// Answered once everything sent before is written (or failed).
+    Flush(tokio::sync::oneshot::Sender<()>),
 }
 
 /// The kept frames of a [`ReplyLog`].
@@ -131,8 +145,8 @@ impl ReplyLog {
                 }
             }
         });
-        if let Some(mirror) = &self.mirror {
-            let _ = mirror.send((id, data));
+        if let Some((mirror, keys)) = &self.mirror {
+            let _ = mirror.send(Mirrored::Frame(keys.clone(), id, data));
         }
         id
     }
@@ -181,13 +195,23 @@ pub struct Replies {
     grace_over: CancellationToken,
     /// Set when the handover after the grace period is over: resumable replies stop.
     handover_over: CancellationToken,
-    /// Generation of resumable replies and their mirrors into Redis.
+    /// Generation of resumable replies.
     tasks: TaskTracker,
+    /// The writer of resumable replies' frames into Redis ([`mirror`]).
+    mirror: Option<mpsc::UnboundedSender<Mirrored>>,
 }
 
 impl Replies {
-    /// The registry; with `redis`, shared by every instance that uses it.
+    /// The registry; with `redis` (a connection of its own: frames come in bursts that other
+    /// callers should not queue behind), shared by every instance that uses it. Starts the
+    /// writer of frames into Redis, so it must be called within a Tokio runtime when
+    /// `redis` is given.
     pub fn new(redis: Option<SharedRedis>) -> Arc<Self> {
+        let mirror = redis.as_ref().map(|redis| {
+            let (sender, receiver) = mpsc::unbounded_channel();
+            tokio::spawn(mirror(redis.clone(), receiver));
+            sender
+        });
         Arc::new(Self {
             local: Mutex::default(),
             redis,
@@ -195,6 +219,7 @@ impl Replies {
             grace_over: CancellationToken::new(),
             handover_over: CancellationToken::new(),
             tasks: TaskTracker::new(),
+            mirror,
         })
     }
 
@@ -374,17 +399,18 @@ impl Replies {
 
     /// A new log for `reply`, the latest of `thread`; with Redis, mirrored into its stream.
     pub fn open_log(&self, thread: &ThreadId, reply: &MessageId, owner: &Owner) -> Arc<ReplyLog> {
-        let mirror = self.redis.as_ref().map(|redis| {
-            let (sender, receiver) = mpsc::unbounded_channel();
-            self.tasks.spawn(mirror(
-                redis.clone(),
-                thread.clone(),
-                owner.tag(reply),
-                reply.clone(),
-                receiver,
-            ));
-            sender
-        });
+        let mirror = self
+            .redis
+            .as_ref()
+            .zip(self.mirror.as_ref())
+            .map(|(redis, mirror)| {
+                let keys = MirrorKeys {
+                    stream: redis.key(&format!("reply:{reply}")),
+                    pointer: redis.key(&format!("thread-reply:{thread}")),
+                    tag: owner.tag(reply),
+                };
+                (mirror.clone(), Arc::new(keys))
+            });
         let log = Arc::new(ReplyLog {
             reply_id: reply.clone(),
             thread_id: thread.clone(),
@@ -561,10 +587,17 @@ impl Replies {
         }
     }
 
-    /// Waits for the generation tasks and their mirrors into Redis to end.
+    /// Waits for the generation tasks to end and their frames to be written to Redis (at
+    /// most [`REDIS_CALL`] for the last writes).
     pub async fn drained(&self) {
         self.tasks.close();
         self.tasks.wait().await;
+        if let Some(mirror) = &self.mirror {
+            let (written, done) = tokio::sync::oneshot::channel();
+            if mirror.send(Mirrored::Flush(written)).is_ok() {
+                let _ = tokio::time::timeout(REDIS_CALL, done).await;
+            }
+        }
     }
 }
 
@@ -827,38 +860,31 @@ async fn renew(redis: SharedRedis, key: String, asked: String, cancel: Cancellat
     }
 }
 
-/// Appends a reply's frames to its Redis Stream as they come, a pipeline per batch, and
-/// points `thread-reply:{thread}` at it (`tag`, [`Owner::tag`]); ends after [`DONE`] (the
-/// channel closes).
-async fn mirror(
-    redis: SharedRedis,
-    thread: ThreadId,
-    tag: String,
-    reply: MessageId,
-    mut frames: mpsc::UnboundedReceiver<LoggedFrame>,
-) {
-    let key = redis.key(&format!("reply:{reply}"));
-    let pointer = redis.key(&format!("thread-reply:{thread}"));
-    // While it runs, an hour: a reply never takes that long, and a crashed instance's
-    // stream does not stay for ever.
+/// The instance's writer of resumable replies' frames into Redis: each reply's frames go to
+/// its stream, and its first and last point its thread at it (expiring with the stream: an
+/// hour while it runs, so that a crashed instance's stream goes too, then [`RETENTION`]).
+/// Whatever was sent while a write was on its way goes in the next pipeline, so that the
+/// calls stay few under load. Failures are warned once per run of them.
+async fn mirror(redis: SharedRedis, mut sent: mpsc::UnboundedReceiver<Mirrored>) {
     const RUNNING_TTL: u64 = 3_600;
-    let mut batch = Vec::with_capacity(64);
-    let mut first = true;
+    let mut batch = Vec::with_capacity(1_024);
     let mut failed = false;
     loop {
-        if frames.recv_many(&mut batch, 256).await == 0 {
+        if sent.recv_many(&mut batch, 4_096).await == 0 {
             return;
         }
-        let done = batch.iter().any(|(_, data)| &**data == DONE);
-        let ttl = if done {
-            RETENTION.as_secs()
-        } else {
-            RUNNING_TTL
-        };
         let mut pipe = redis::pipe();
-        for (id, data) in batch.drain(..) {
+        let mut flushes = Vec::new();
+        for item in batch.drain(..) {
+            let (keys, id, data) = match item {
+                Mirrored::Frame(keys, id, data) => (keys, id, data),
+                Mirrored::Flush(written) => {
+                    flushes.push(written);
+                    continue;
+                }
+            };
             pipe.cmd("XADD")
-                .arg(&key)
+                .arg(&keys.stream)
                 .arg("MAXLEN")
                 .arg("~")
                 .arg(MAX_FRAMES)
@@ -866,32 +892,36 @@ async fn mirror(
                 .arg("d")
                 .arg(&*data)
                 .ignore();
-        }
-        if first || done {
+            let ttl = match (id, &*data == DONE) {
+                (_, true) => RETENTION.as_secs(),
+                (1, false) => RUNNING_TTL,
+                _ => continue,
+            };
             pipe.cmd("SET")
-                .arg(&pointer)
-                .arg(&tag)
+                .arg(&keys.pointer)
+                .arg(&keys.tag)
                 .arg("EX")
                 .arg(ttl)
                 .ignore();
+            pipe.cmd("EXPIRE").arg(&keys.stream).arg(ttl).ignore();
         }
-        pipe.cmd("EXPIRE").arg(&key).arg(ttl).ignore();
-        first = false;
-        let mut connection = redis.connection();
-        match tokio::time::timeout(REDIS_CALL, pipe.query_async::<()>(&mut connection)).await {
-            Ok(Ok(())) => failed = false,
-            Ok(Err(e)) if !failed => {
-                failed = true;
-                tracing::warn!(error = %e, "a reply's frames were not written to Redis: other instances cannot resume it");
+        if pipe.cmd_iter().next().is_some() {
+            let mut connection = redis.connection();
+            match tokio::time::timeout(REDIS_CALL, pipe.query_async::<()>(&mut connection)).await {
+                Ok(Ok(())) => failed = false,
+                Ok(Err(e)) if !failed => {
+                    failed = true;
+                    tracing::warn!(error = %e, "replies' frames were not written to Redis: other instances cannot resume them");
+                }
+                Err(_) if !failed => {
+                    failed = true;
+                    tracing::warn!("Redis took too long to take replies' frames: other instances cannot resume them");
+                }
+                _ => {}
             }
-            Err(_) if !failed => {
-                failed = true;
-                tracing::warn!("Redis took too long to take a reply's frames: other instances cannot resume it");
-            }
-            _ => {}
         }
-        if done {
-            return;
+        for written in flushes {
+            let _ = written.send(());
         }
     }
 }
