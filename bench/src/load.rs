@@ -124,6 +124,24 @@ impl SseParser {
         events
     }
 
+    /// Like [`SseParser::push`], each event with the value of its `id:` field, if it has one
+    /// (the last `id:` line of the event wins; `id:` lines are not events of their own).
+    pub fn push_with_ids(&mut self, bytes: &[u8]) -> Vec<(Option<String>, SseEvent)> {
+        self.buffer.extend_from_slice(bytes);
+        let mut events = Vec::new();
+        let mut start = 0;
+        while let Some(end) = find_blank_line(&self.buffer[start..]) {
+            let block = &self.buffer[start..start + end.0];
+            let (id, event) = parse_block_with_id(block);
+            if let Some(event) = event {
+                events.push((id, event));
+            }
+            start += end.1;
+        }
+        self.buffer.drain(..start);
+        events
+    }
+
     /// Bytes received after the last complete event.
     pub fn pending(&self) -> usize {
         self.buffer.len()
@@ -148,8 +166,14 @@ fn find_blank_line(bytes: &[u8]) -> Option<(usize, usize)> {
 }
 
 fn parse_block(block: &[u8]) -> Option<SseEvent> {
+    parse_block_with_id(block).1
+}
+
+/// The event of `block`, and the value of its last `id:` line.
+fn parse_block_with_id(block: &[u8]) -> (Option<String>, Option<SseEvent>) {
     let text = String::from_utf8_lossy(block);
     let mut data: Option<String> = None;
+    let mut id: Option<String> = None;
     let mut any_line = false;
     for line in text.split('\n') {
         let line = line.strip_suffix('\r').unwrap_or(line);
@@ -157,7 +181,9 @@ fn parse_block(block: &[u8]) -> Option<SseEvent> {
             continue;
         }
         any_line = true;
-        if let Some(value) = line.strip_prefix("data:") {
+        if let Some(value) = line.strip_prefix("id:") {
+            id = Some(value.strip_prefix(' ').unwrap_or(value).to_owned());
+        } else if let Some(value) = line.strip_prefix("data:") {
             let value = value.strip_prefix(' ').unwrap_or(value);
             match &mut data {
                 Some(data) => {
@@ -168,11 +194,12 @@ fn parse_block(block: &[u8]) -> Option<SseEvent> {
             }
         }
     }
-    match data {
+    let event = match data {
         Some(data) => Some(SseEvent::Data(data)),
         None if any_line => Some(SseEvent::Comment),
         None => None,
-    }
+    };
+    (id, event)
 }
 
 /// A histogram of microseconds from 1 µs to 10 minutes, 3 significant digits.
@@ -436,6 +463,21 @@ pub fn raise_open_files(wanted: u64) -> anyhow::Result<u64> {
     Ok(soft)
 }
 
+/// Total and idle (idle + iowait) jiffies of the whole machine since boot (`/proc/stat`,
+/// its first line); two readings give the share of the machine that was busy between them.
+/// Errors: `/proc/stat` cannot be read or is shorter than expected.
+pub fn machine_jiffies() -> anyhow::Result<(u64, u64)> {
+    let stat = std::fs::read_to_string("/proc/stat")?;
+    let line = stat.lines().next().context("empty /proc/stat")?;
+    let values: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    anyhow::ensure!(values.len() >= 5, "short /proc/stat: {line}");
+    Ok((values.iter().sum(), values[3] + values[4]))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -455,6 +497,30 @@ mod tests {
         );
         assert_eq!(parser.pending(), 7);
         assert_eq!(parser.push(b"\r\n\r\n"), vec![SseEvent::Data("x".into())]);
+    }
+
+    #[test]
+    fn sse_ids_are_read_beside_the_events() {
+        let mut parser = SseParser::default();
+        assert!(parser
+            .push_with_ids(b"id: 1\ndata: {\"chunk\":\"a\"}\n")
+            .is_empty());
+        let events = parser.push_with_ids(b"\n: ping\n\ndata: x\n\nid:7\r\ndata: [DONE]\r\n\r\n");
+        assert_eq!(
+            events,
+            vec![
+                (Some("1".into()), SseEvent::Data("{\"chunk\":\"a\"}".into())),
+                (None, SseEvent::Comment),
+                (None, SseEvent::Data("x".into())),
+                (Some("7".into()), SseEvent::Data("[DONE]".into())),
+            ]
+        );
+        // `push` reads the same events, without their ids.
+        let mut plain = SseParser::default();
+        assert_eq!(
+            plain.push(b"id: 1\ndata: y\n\nid: 2\n\n"),
+            vec![SseEvent::Data("y".into()), SseEvent::Comment]
+        );
     }
 
     #[test]

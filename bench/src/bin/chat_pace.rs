@@ -247,21 +247,6 @@ struct RunFigures {
     memory_kib: f64,
 }
 
-/// Total and idle jiffies of the whole machine (`/proc/stat`).
-fn machine_jiffies() -> anyhow::Result<(u64, u64)> {
-    let stat = std::fs::read_to_string("/proc/stat")?;
-    let line = stat.lines().next().context("empty /proc/stat")?;
-    let values: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|v| v.parse().ok())
-        .collect();
-    ensure!(values.len() >= 5, "short /proc/stat: {line}");
-    // idle + iowait
-    let idle = values[3] + values[4];
-    Ok((values.iter().sum(), idle))
-}
-
 /// CPU readings of the three processes and the machine at one moment.
 struct CpuSnapshot {
     service: Duration,
@@ -275,7 +260,7 @@ fn snapshot(service_pid: u32, mock_pid: u32) -> anyhow::Result<CpuSnapshot> {
         service: cpu_time(service_pid)?,
         mock: cpu_time(mock_pid)?,
         client: cpu_time(std::process::id())?,
-        machine: machine_jiffies()?,
+        machine: load::machine_jiffies()?,
     })
 }
 
