@@ -443,7 +443,9 @@ pub(crate) fn stream_reply(
                 Err(status) => {
                     let relay = st.relay.take()?;
                     let (reason, frame) = stopped_frame(status);
-                    relay.stop(status, reason).await;
+                    // Boxed: storing the reply is a large future, needed once, that would
+                    // otherwise widen every open stream's state.
+                    Box::pin(relay.stop(status, reason)).await;
                     st.last.extend([frame, STREAM_DONE.to_string()]);
                 }
             }
@@ -501,7 +503,7 @@ fn stream_resumable(
                     Ok(None) => break,
                     Err(status) => {
                         let (reason, frame) = stopped_frame(status);
-                        relay.stop(status, reason).await;
+                        Box::pin(relay.stop(status, reason)).await;
                         log.push(frame.into());
                         log.push(STREAM_DONE.into());
                         break;
