@@ -1050,6 +1050,11 @@ impl ChatService {
         self.quotas
             .after_turn(&prepared.thread.user_id, &prepared.payer);
         self.announce(turn);
+        // Before the client hears that the reply ended: its next message finds the
+        // conversation free on any instance.
+        if let Some(turn) = &prepared.turn {
+            turn.release().await;
+        }
         Ok(())
     }
 

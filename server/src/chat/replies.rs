@@ -306,10 +306,12 @@ impl Replies {
             replies: self.clone(),
             thread: thread.clone(),
             reply: reply.clone(),
-            permit: Some(permit),
+            held: Mutex::new(Held {
+                permit: Some(permit),
+                lease,
+                renewal,
+            }),
             cancel,
-            lease,
-            renewal,
         })
     }
 
@@ -606,8 +608,14 @@ pub struct TurnGuard {
     replies: Arc<Replies>,
     thread: ThreadId,
     reply: MessageId,
-    permit: Option<OwnedSemaphorePermit>,
+    /// The turn on this instance and, with Redis, everywhere; taken when released.
+    held: Mutex<Held>,
     cancel: CancellationToken,
+}
+
+/// What a [`TurnGuard`] holds until released.
+struct Held {
+    permit: Option<OwnedSemaphorePermit>,
     /// Redis, the lease's key and its value ([`Owner::tag`]).
     lease: Option<(SharedRedis, String, String)>,
     renewal: Option<tokio::task::AbortHandle>,
@@ -617,6 +625,28 @@ impl TurnGuard {
     /// Cancelled when someone asks to cancel this reply ([`Replies::cancel`]).
     pub fn cancel_token(&self) -> &CancellationToken {
         &self.cancel
+    }
+
+    /// Frees the conversation for its next turn, the lease in Redis first, so that a client
+    /// told the reply has ended finds it free on every instance. Once; dropping the guard
+    /// does the same in a task of its own when this was not called.
+    pub async fn release(&self) {
+        let (permit, lease) = {
+            let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
+            if let Some(renewal) = held.renewal.take() {
+                renewal.abort();
+            }
+            (held.permit.take(), held.lease.take())
+        };
+        let Some(permit) = permit else {
+            return;
+        };
+        if let Some((redis, key, tag)) = lease {
+            if let Err(e) = end_lease(&redis, &key, &tag).await {
+                tracing::warn!(error = %e, "a thread's turn was not released in Redis; it lapses within 30 s");
+            }
+        }
+        self.replies.release(&self.thread, &self.reply, permit);
     }
 }
 
@@ -631,18 +661,20 @@ impl std::fmt::Debug for TurnGuard {
 
 impl Drop for TurnGuard {
     fn drop(&mut self) {
-        if let Some(renewal) = self.renewal.take() {
+        let held = self.held.get_mut().unwrap_or_else(PoisonError::into_inner);
+        if let Some(renewal) = held.renewal.take() {
             renewal.abort();
         }
-        let Some(permit) = self.permit.take() else {
+        let Some(permit) = held.permit.take() else {
             return;
         };
+        let lease = held.lease.take();
         let (replies, thread, reply) = (
             self.replies.clone(),
             self.thread.clone(),
             self.reply.clone(),
         );
-        match (self.lease.take(), tokio::runtime::Handle::try_current()) {
+        match (lease, tokio::runtime::Handle::try_current()) {
             // The lease goes first, so that the next turn here finds the thread free there too.
             (Some((redis, key, tag)), Ok(runtime)) => {
                 runtime.spawn(async move {

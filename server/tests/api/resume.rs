@@ -624,3 +624,33 @@ async fn while_redis_does_not_answer_each_instance_keeps_its_own_replies() {
     assert_eq!(ids(&all), (1..=all.len() as u64).collect::<Vec<_>>());
     assert!(text(&all).ends_with("w40"));
 }
+
+#[tokio::test]
+async fn a_message_sent_as_soon_as_the_last_reply_ended_finds_the_conversation_free() {
+    let app = spawn_app().await;
+    let user = app.user().await;
+    let id = agent(&app, &user).await;
+    let mut thread: Option<String> = None;
+    for i in 0..20 {
+        let mut body = json!({"message": format!("turn {i}"), "stream": i % 2 == 1});
+        if let Some(thread) = &thread {
+            body["threadId"] = json!(thread);
+        }
+        let res = app.chat(&user.access, &id, body).await;
+        assert_eq!(res.status(), 200, "turn {i}: {}", res.text().await.unwrap());
+        let started = res
+            .headers()
+            .get("x-thread-id")
+            .map(|v| v.to_str().unwrap().to_string());
+        let text = res.text().await.unwrap();
+        thread = thread.or(started).or_else(|| {
+            serde_json::from_str::<Value>(&text).ok()?["threadId"]
+                .as_str()
+                .map(str::to_string)
+        });
+    }
+    let messages = app
+        .messages(&user.access, &id, thread.as_deref().unwrap())
+        .await;
+    assert_eq!(messages.len(), 40);
+}
