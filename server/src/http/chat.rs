@@ -575,7 +575,7 @@ struct ResumeQuery {
 /// sent once, ending with `[DONE]`. Works on any instance (docs/api.md § Resumable streams).
 #[utoipa::path(get, path = "/api/agents/{agentId}/conversations/{threadId}/stream", tag = "chat", security(("bearer" = [])),
     params(("agentId" = String, Path, description = "Agent id"), ("threadId" = String, Path, description = "Thread id"),
-        ("Last-Event-ID" = Option<String>, Header, description = "The id of the last frame received"), ResumeQuery),
+        ("Last-Event-ID" = Option<u64>, Header, description = "The id of the last frame received, a whole number"), ResumeQuery),
     responses(
         (status = 200, description = "The rest of the reply's stream", content_type = "text/event-stream", body = ChatStreamEvent,
             headers(("X-Thread-Id" = String, description = "The thread"), ("X-Reply-Id" = String, description = "The reply's message id"))),
