@@ -559,6 +559,22 @@ fn follow_response(
     response
 }
 
+/// The header of a resume, as browsers' `EventSource` send it when they reconnect (read from
+/// the request's headers by [`resume`]; this type only documents it).
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Header)]
+#[allow(dead_code)]
+struct ResumeHeaders {
+    /// The id of the last frame received, a whole number (0: from the first).
+    #[param(
+        rename = "Last-Event-ID",
+        nullable = false,
+        minimum = 0,
+        maximum = 9007199254740991_i64
+    )]
+    last_event_id: Option<u64>,
+}
+
 /// `Last-Event-ID` of a resume: the header, else `?lastEventId=`.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
@@ -575,7 +591,7 @@ struct ResumeQuery {
 /// sent once, ending with `[DONE]`. Works on any instance (docs/api.md § Resumable streams).
 #[utoipa::path(get, path = "/api/agents/{agentId}/conversations/{threadId}/stream", tag = "chat", security(("bearer" = [])),
     params(("agentId" = String, Path, description = "Agent id"), ("threadId" = String, Path, description = "Thread id"),
-        ("Last-Event-ID" = Option<u64>, Header, description = "The id of the last frame received, a whole number"), ResumeQuery),
+        ResumeHeaders, ResumeQuery),
     responses(
         (status = 200, description = "The rest of the reply's stream", content_type = "text/event-stream", body = ChatStreamEvent,
             headers(("X-Thread-Id" = String, description = "The thread"), ("X-Reply-Id" = String, description = "The reply's message id"))),
