@@ -886,7 +886,7 @@ impl ChatService {
                 &text,
                 None,
                 ReplyStatus::Cancelled,
-                Some("cancelled by request".to_string()),
+                Some(replies::CANCELLED.to_string()),
                 Urgency::Now,
             )
             .await?;

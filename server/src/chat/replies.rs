@@ -74,8 +74,13 @@ const REDIS_CALL: Duration = Duration::from_secs(2);
 /// reply's turn has no holder (its instance stopped without ending it).
 const ORPHAN_AFTER: Duration = Duration::from_secs(5);
 
+/// The stored error of a reply cancelled by `POST .../cancel`.
+pub const CANCELLED: &str = "cancelled by request";
+/// The stored error of a reply its instance stopped when its shutdown's handover ended.
+pub const INTERRUPTED: &str = "the server generating it shut down";
+
 /// The text of the last frame of every reply.
-pub const DONE: &str = "[DONE]";
+pub use app::api::STREAM_DONE as DONE;
 
 /// A thread's previous reply is still in progress ([`Replies::begin_turn`] without `queue`,
 /// or a queued turn that waited [`QUEUE_WAIT`]).
@@ -151,11 +156,6 @@ impl ReplyLog {
         id
     }
 
-    /// Whether the last frame is in.
-    pub fn is_finished(&self) -> bool {
-        self.frames.borrow().finished
-    }
-
     fn bytes(&self) -> usize {
         self.frames.borrow().bytes
     }
@@ -165,6 +165,14 @@ impl ReplyLog {
 struct Slot {
     gate: Arc<Semaphore>,
     holder: Option<Holder>,
+}
+
+/// Where the reply holding a thread's turn runs ([`Replies::holding`]).
+enum Holding {
+    /// On this instance: its cancel token.
+    Here(CancellationToken),
+    /// On another instance: its id (`cancel:{reply}` asks it to stop).
+    There(MessageId),
 }
 
 /// The reply holding a thread's turn in this instance.
@@ -339,64 +347,57 @@ impl Replies {
         }
     }
 
+    /// The reply of `owner`'s that holds `thread`'s turn: on this instance, or (with Redis)
+    /// on another one. `None` when there is none, it is someone else's, or Redis does not
+    /// answer.
+    async fn holding(&self, thread: &ThreadId, owner: &Owner) -> Option<Holding> {
+        let holder = self
+            .lock()
+            .turns
+            .get(thread)
+            .and_then(|slot| slot.holder.clone());
+        if let Some(holder) = holder {
+            return (&holder.owner == owner).then_some(Holding::Here(holder.cancel));
+        }
+        let redis = self.redis.as_ref()?;
+        let turn = redis.key(&format!("turn:{thread}"));
+        redis
+            .run("reading a conversation's turn", |mut c| async move {
+                c.get::<_, Option<String>>(turn).await
+            })
+            .await?
+            .and_then(|tag| owner.reply_in(&tag))
+            .map(Holding::There)
+    }
+
     /// Cancels `thread`'s reply in progress if it is `owner`'s, on this instance or (with
     /// Redis) the one that generates it, within [`TURN_RENEWAL`]. Returns whether there was
     /// one.
     pub async fn cancel(&self, thread: &ThreadId, owner: &Owner) -> bool {
-        let holder = self
-            .lock()
-            .turns
-            .get(thread)
-            .and_then(|slot| slot.holder.clone());
-        if let Some(holder) = holder {
-            if &holder.owner != owner {
-                return false;
+        match self.holding(thread, owner).await {
+            None => false,
+            Some(Holding::Here(cancel)) => {
+                cancel.cancel();
+                true
             }
-            holder.cancel.cancel();
-            return true;
+            Some(Holding::There(reply)) => {
+                let Some(redis) = &self.redis else {
+                    return false;
+                };
+                let asked = redis.key(&format!("cancel:{reply}"));
+                redis
+                    .run("asking to cancel a reply", |mut c| async move {
+                        c.set_ex::<_, _, ()>(asked, 1, 60).await
+                    })
+                    .await
+                    .is_some()
+            }
         }
-        let Some(redis) = &self.redis else {
-            return false;
-        };
-        let turn = redis.key(&format!("turn:{thread}"));
-        let Some(Some(reply)) = redis
-            .run("reading a conversation's turn", |mut c| async move {
-                c.get::<_, Option<String>>(turn).await
-            })
-            .await
-            .map(|tag| tag.and_then(|tag| owner.reply_in(&tag)))
-        else {
-            return false;
-        };
-        let asked = redis.key(&format!("cancel:{reply}"));
-        redis
-            .run("asking to cancel a reply", |mut c| async move {
-                c.set_ex::<_, _, ()>(asked, 1, 60).await
-            })
-            .await
-            .is_some()
     }
 
     /// Whether a reply of `owner`'s holds `thread`'s turn, here or (with Redis) anywhere.
     pub async fn in_progress(&self, thread: &ThreadId, owner: &Owner) -> bool {
-        let holder = self
-            .lock()
-            .turns
-            .get(thread)
-            .and_then(|slot| slot.holder.clone());
-        if let Some(holder) = holder {
-            return &holder.owner == owner;
-        }
-        let Some(redis) = &self.redis else {
-            return false;
-        };
-        let turn = redis.key(&format!("turn:{thread}"));
-        let tag = redis
-            .run("reading a conversation's turn", |mut c| async move {
-                c.get::<_, Option<String>>(turn).await
-            })
-            .await;
-        matches!(tag, Some(Some(tag)) if owner.reply_in(&tag).is_some())
+        self.holding(thread, owner).await.is_some()
     }
 
     /// A new log for `reply`, the latest of `thread`; with Redis, mirrored into its stream.
@@ -613,11 +614,13 @@ pub struct TurnGuard {
     cancel: CancellationToken,
 }
 
+/// A turn's lease in Redis: the connection, the key and its value ([`Owner::tag`]).
+type Lease = (SharedRedis, String, String);
+
 /// What a [`TurnGuard`] holds until released.
 struct Held {
     permit: Option<OwnedSemaphorePermit>,
-    /// Redis, the lease's key and its value ([`Owner::tag`]).
-    lease: Option<(SharedRedis, String, String)>,
+    lease: Option<Lease>,
     renewal: Option<tokio::task::AbortHandle>,
 }
 
@@ -631,22 +634,45 @@ impl TurnGuard {
     /// told the reply has ended finds it free on every instance. Once; dropping the guard
     /// does the same in a task of its own when this was not called.
     pub async fn release(&self) {
-        let (permit, lease) = {
-            let mut held = self.held.lock().unwrap_or_else(PoisonError::into_inner);
-            if let Some(renewal) = held.renewal.take() {
-                renewal.abort();
-            }
-            (held.permit.take(), held.lease.take())
-        };
-        let Some(permit) = permit else {
-            return;
-        };
-        if let Some((redis, key, tag)) = lease {
-            if let Err(e) = end_lease(&redis, &key, &tag).await {
-                tracing::warn!(error = %e, "a thread's turn was not released in Redis; it lapses within 30 s");
-            }
+        let taken = self
+            .held
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(release) = taken.map(|held| self.releasing(held)) {
+            release.await;
         }
-        self.replies.release(&self.thread, &self.reply, permit);
+    }
+
+    /// Ends the hold: the lease in Redis first, so that the next turn here finds the thread
+    /// free there too, then the permit.
+    fn releasing(
+        &self,
+        (permit, lease): (OwnedSemaphorePermit, Option<Lease>),
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let (replies, thread, reply) = (
+            self.replies.clone(),
+            self.thread.clone(),
+            self.reply.clone(),
+        );
+        async move {
+            if let Some((redis, key, tag)) = lease {
+                if let Err(e) = end_lease(&redis, &key, &tag).await {
+                    tracing::warn!(error = %e, "a thread's turn was not released in Redis; it lapses within 30 s");
+                }
+            }
+            replies.release(&thread, &reply, permit);
+        }
+    }
+}
+
+impl Held {
+    /// What is still held, once: the permit and the lease (the renewal stops).
+    fn take(&mut self) -> Option<(OwnedSemaphorePermit, Option<Lease>)> {
+        if let Some(renewal) = self.renewal.take() {
+            renewal.abort();
+        }
+        Some((self.permit.take()?, self.lease.take()))
     }
 }
 
@@ -661,30 +687,19 @@ impl std::fmt::Debug for TurnGuard {
 
 impl Drop for TurnGuard {
     fn drop(&mut self) {
-        let held = self.held.get_mut().unwrap_or_else(PoisonError::into_inner);
-        if let Some(renewal) = held.renewal.take() {
-            renewal.abort();
-        }
-        let Some(permit) = held.permit.take() else {
+        let Some((permit, lease)) = self
+            .held
+            .get_mut()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        else {
             return;
         };
-        let lease = held.lease.take();
-        let (replies, thread, reply) = (
-            self.replies.clone(),
-            self.thread.clone(),
-            self.reply.clone(),
-        );
-        match (lease, tokio::runtime::Handle::try_current()) {
-            // The lease goes first, so that the next turn here finds the thread free there too.
-            (Some((redis, key, tag)), Ok(runtime)) => {
-                runtime.spawn(async move {
-                    if let Err(e) = end_lease(&redis, &key, &tag).await {
-                        tracing::warn!(error = %e, "a thread's turn was not released in Redis; it lapses within 30 s");
-                    }
-                    replies.release(&thread, &reply, permit);
-                });
+        match (lease.is_some(), tokio::runtime::Handle::try_current()) {
+            (true, Ok(runtime)) => {
+                runtime.spawn(self.releasing((permit, lease)));
             }
-            _ => replies.release(&thread, &reply, permit),
+            _ => self.replies.release(&self.thread, &self.reply, permit),
         }
     }
 }

@@ -34,7 +34,7 @@ use crate::{
     chat::{
         history::PageRequest,
         quota::Payer,
-        replies::{FrameStream, FramesGone, Owner},
+        replies::{FrameStream, FramesGone, Owner, CANCELLED, INTERRUPTED},
         Attachment, Frame, PreparedChat, Relay, ThreadChoice, TurnOptions,
     },
     domain::{Channel, Scope},
@@ -366,11 +366,6 @@ fn stopped_frame(status: ReplyStatus) -> (&'static str, String) {
         ),
     }
 }
-
-/// The stored error of a reply cancelled by `POST .../cancel`.
-const CANCELLED: &str = "cancelled by request";
-/// The stored error of a reply its instance stopped when its shutdown's grace period ended.
-const INTERRUPTED: &str = "the server generating it shut down";
 
 /// The frame that ends a stream when its instance's grace period is over: no id, no
 /// `[DONE]`; the client resumes elsewhere.
