@@ -24,6 +24,7 @@ use std::{
 mod process;
 
 use axum::{extract::State, http::HeaderMap, routing::post, Router};
+use futures::StreamExt as _;
 use reqwest::{multipart, Client, StatusCode};
 use serde_json::{json, Value};
 use test_support::scratch::ScratchDatabase;
@@ -607,55 +608,59 @@ fn sources(reply: &Value) -> Vec<String> {
 /// One server-sent event: its id, if any, and its data.
 type Event = (Option<u64>, String);
 
-/// The events of a `text/event-stream` answer until it ends (or breaks).
-async fn events(res: reqwest::Response) -> Vec<Event> {
-    use futures::StreamExt as _;
-    let mut body = res.bytes_stream();
-    let mut buffer = String::new();
-    let mut got = Vec::new();
-    while let Ok(Some(Ok(bytes))) = tokio::time::timeout(Duration::from_secs(30), body.next()).await
-    {
-        buffer.push_str(std::str::from_utf8(&bytes).unwrap());
-        while let Some(end) = buffer.find("\n\n") {
-            let raw: String = buffer.drain(..end + 2).collect();
-            let mut id = None;
-            let mut data = None;
-            for line in raw.lines() {
-                if let Some(v) = line.strip_prefix("id: ") {
-                    id = Some(v.parse().unwrap());
-                } else if let Some(v) = line.strip_prefix("data: ") {
-                    data = Some(v.to_string());
+/// Reads the events of a `text/event-stream` answer one at a time, comments skipped.
+struct Events {
+    body: futures::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
+    buffer: String,
+}
+
+impl Events {
+    fn of(res: reqwest::Response) -> Self {
+        Self {
+            body: res.bytes_stream().boxed(),
+            buffer: String::new(),
+        }
+    }
+
+    /// The next event; `None` once the answer has ended or broken (or 30 s of silence).
+    async fn next(&mut self) -> Option<Event> {
+        loop {
+            while let Some(end) = self.buffer.find("\n\n") {
+                let raw: String = self.buffer.drain(..end + 2).collect();
+                let id = raw
+                    .lines()
+                    .find_map(|l| l.strip_prefix("id: "))
+                    .map(|v| v.parse().unwrap());
+                if let Some(data) = raw.lines().find_map(|l| l.strip_prefix("data: ")) {
+                    return Some((id, data.to_string()));
                 }
             }
-            if let Some(data) = data {
-                got.push((id, data));
-            }
+            let bytes = tokio::time::timeout(Duration::from_secs(30), self.body.next())
+                .await
+                .ok()??
+                .ok()?;
+            self.buffer.push_str(std::str::from_utf8(&bytes).unwrap());
         }
+    }
+}
+
+/// The events of a `text/event-stream` answer until it ends (or breaks).
+async fn events(res: reqwest::Response) -> Vec<Event> {
+    let mut events = Events::of(res);
+    let mut got = Vec::new();
+    while let Some(event) = events.next().await {
+        got.push(event);
     }
     got
 }
 
 /// The first `n` events of a stream; the connection is dropped after them.
 async fn first_events(res: reqwest::Response, n: usize) -> Vec<Event> {
-    use futures::StreamExt as _;
-    let mut body = res.bytes_stream();
-    let mut buffer = String::new();
+    let mut events = Events::of(res);
     let mut got = Vec::new();
     while got.len() < n {
-        let bytes = body.next().await.unwrap().unwrap();
-        buffer.push_str(std::str::from_utf8(&bytes).unwrap());
-        while let Some(end) = buffer.find("\n\n") {
-            let raw: String = buffer.drain(..end + 2).collect();
-            let id = raw
-                .lines()
-                .find_map(|l| l.strip_prefix("id: "))
-                .map(|v| v.parse().unwrap());
-            if let Some(data) = raw.lines().find_map(|l| l.strip_prefix("data: ")) {
-                got.push((id, data.to_string()));
-            }
-        }
+        got.push(events.next().await.expect("an event"));
     }
-    got.truncate(n);
     got
 }
 
@@ -834,6 +839,33 @@ async fn resumable_streams_cross_instances_and_survive_a_drain() {
     let (status, content) = stored_reply(&client, &b, &token, &agent, &thread).await;
     assert_eq!(status, "cancelled");
     assert!(!content.contains("w500"));
+    // Six messages at once, three through each instance: one runs, the others are refused.
+    let racing = (0..6).map(|i| {
+        let on = if i % 2 == 0 { &a } else { &b };
+        client
+            .post(on.url(&format!("/api/agents/{agent}/chat")))
+            .bearer_auth(&token)
+            .json(&json!({"message": format!("racer {i} [[tokens:30]]"), "threadId": thread}))
+            .send()
+    });
+    let statuses: Vec<StatusCode> = futures::future::join_all(racing)
+        .await
+        .into_iter()
+        .map(|r| r.unwrap().status())
+        .collect();
+    assert_eq!(
+        statuses.iter().filter(|s| **s == StatusCode::OK).count(),
+        1,
+        "{statuses:?}"
+    );
+    assert_eq!(
+        statuses
+            .iter()
+            .filter(|s| **s == StatusCode::CONFLICT)
+            .count(),
+        5,
+        "{statuses:?}"
+    );
     // The conversation is free on both at once.
     let res = client
         .post(b.url(&format!("/api/agents/{agent}/chat")))
@@ -859,7 +891,6 @@ async fn resumable_streams_cross_instances_and_survive_a_drain() {
             started_tx.clone(),
         );
         clients.push(tokio::spawn(async move {
-            use futures::StreamExt as _;
             let mut on = i % 2;
             let url = |on: usize, path: &str| format!("http://{}{}", instances[on], path);
             let res = client
@@ -876,24 +907,15 @@ async fn resumable_streams_cross_instances_and_survive_a_drain() {
             let mut resumes = 0;
             let mut announced = false;
             loop {
-                let mut body = res.take().unwrap().bytes_stream();
-                let mut buffer = String::new();
-                while let Ok(Some(Ok(bytes))) =
-                    tokio::time::timeout(Duration::from_secs(30), body.next()).await
-                {
-                    buffer.push_str(std::str::from_utf8(&bytes).unwrap());
-                    while let Some(end) = buffer.find("\n\n") {
-                        let raw: String = buffer.drain(..end + 2).collect();
-                        let id = raw.lines().find_map(|l| l.strip_prefix("id: ")).map(|v| v.parse::<u64>().unwrap());
-                        let Some(data) = raw.lines().find_map(|l| l.strip_prefix("data: ")) else { continue };
-                        // Frames without an id tell the client to resume; they are not the reply's.
-                        if let Some(id) = id {
-                            got.push((Some(id), data.to_string()));
-                        }
-                        if !announced {
-                            announced = true;
-                            let _ = started.send(()).await;
-                        }
+                let mut events = Events::of(res.take().unwrap());
+                while let Some((id, data)) = events.next().await {
+                    // Frames without an id tell the client to resume; they are not the reply's.
+                    if id.is_some() {
+                        got.push((id, data));
+                    }
+                    if !announced {
+                        announced = true;
+                        let _ = started.send(()).await;
                     }
                 }
                 if got.last().is_some_and(|(_, d)| d == "[DONE]") {

@@ -21,9 +21,17 @@ const KEY: &str = "sk-mock-secret-key";
 pub async fn with_mock(
     tweak: impl FnOnce(&mut agentchat::config::Config),
 ) -> (TestApp, MockProvider) {
+    with_mock_config(MockConfig::default(), tweak).await
+}
+
+/// [`with_mock`] with a mock of `config` (its key is the one the application is given).
+pub async fn with_mock_config(
+    config: MockConfig,
+    tweak: impl FnOnce(&mut agentchat::config::Config),
+) -> (TestApp, MockProvider) {
     let mock = MockProvider::start(MockConfig {
         api_key: Some(KEY.into()),
-        ..MockConfig::default()
+        ..config
     })
     .await
     .unwrap();

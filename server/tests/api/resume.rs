@@ -8,31 +8,36 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use mock_provider::{MockConfig, MockProvider};
-use secrecy::SecretString;
 use serde_json::{json, Value};
 use tower::ServiceExt as _;
 
-use crate::{chat::agent, helpers::*, providers::agent_with};
+use crate::{
+    chat::agent,
+    helpers::*,
+    providers::{agent_with, with_mock_config},
+};
 
 /// The application with a mock provider that streams a token every `interval`.
 async fn slow_app(
     interval: Duration,
     tweak: impl FnOnce(&mut agentchat::config::Config),
 ) -> (TestApp, MockProvider) {
-    let mock = MockProvider::start(MockConfig {
-        token_interval: interval,
-        ..MockConfig::default()
-    })
+    with_mock_config(
+        MockConfig {
+            token_interval: interval,
+            ..MockConfig::default()
+        },
+        tweak,
+    )
     .await
-    .unwrap();
-    let base = mock.base_url();
-    let app = spawn_app_with(|c| {
-        c.providers.openai_api_key = Some(SecretString::from("sk-mock"));
-        c.providers.openai_base_url = base;
-        tweak(c);
-    })
-    .await;
-    (app, mock)
+}
+
+/// Sends the chat `body` (a streamed one); its thread and its events.
+async fn start(app: &TestApp, token: &str, agent: &str, body: Value) -> (String, Events) {
+    let res = app.chat(token, agent, body).await;
+    assert_eq!(res.status(), 200);
+    let thread = res.headers()["x-thread-id"].to_str().unwrap().to_string();
+    (thread, Events::of(res))
 }
 
 /// One server-sent event: its id, if any, and its data.
@@ -259,15 +264,13 @@ async fn without_resumable_a_client_that_leaves_cancels_the_reply() {
     let (app, _mock) = slow_app(Duration::from_millis(20), |_| {}).await;
     let user = app.user().await;
     let id = agent_with(&app, &user, "gpt-4o-mini").await;
-    let res = app
-        .chat(
-            &user.access,
-            &id,
-            json!({"message": "count [[tokens:100]]", "stream": true}),
-        )
-        .await;
-    let thread = res.headers()["x-thread-id"].to_str().unwrap().to_string();
-    let mut stream = Events::of(res);
+    let (thread, mut stream) = start(
+        &app,
+        &user.access,
+        &id,
+        json!({"message": "count [[tokens:100]]", "stream": true}),
+    )
+    .await;
     stream.take(3).await;
     drop(stream);
     let stored = reply_with_status(&app, &user.access, &id, &thread, "cancelled").await;
@@ -286,15 +289,13 @@ async fn a_message_during_a_reply_is_refused_or_with_queue_waits_and_sees_it() {
     let (app, mock) = slow_app(Duration::from_millis(15), |_| {}).await;
     let user = app.user().await;
     let id = agent_with(&app, &user, "gpt-4o-mini").await;
-    let res = app
-        .chat(
-            &user.access,
-            &id,
-            json!({"message": "first [[tokens:40]]", "stream": true, "resumable": true}),
-        )
-        .await;
-    let thread = res.headers()["x-thread-id"].to_str().unwrap().to_string();
-    let mut stream = Events::of(res);
+    let (thread, mut stream) = start(
+        &app,
+        &user.access,
+        &id,
+        json!({"message": "first [[tokens:40]]", "stream": true, "resumable": true}),
+    )
+    .await;
     stream.take(1).await;
     // Streamed or not, resumable or not: the conversation is busy.
     for body in [
@@ -341,15 +342,13 @@ async fn cancel_stops_a_reply_from_another_request_and_frees_the_conversation() 
     let (app, _mock) = slow_app(Duration::from_millis(20), |_| {}).await;
     let user = app.user().await;
     let id = agent_with(&app, &user, "gpt-4o-mini").await;
-    let res = app
-        .chat(
-            &user.access,
-            &id,
-            json!({"message": "count [[tokens:200]]", "stream": true, "resumable": true}),
-        )
-        .await;
-    let thread = res.headers()["x-thread-id"].to_str().unwrap().to_string();
-    let mut stream = Events::of(res);
+    let (thread, mut stream) = start(
+        &app,
+        &user.access,
+        &id,
+        json!({"message": "count [[tokens:200]]", "stream": true, "resumable": true}),
+    )
+    .await;
     stream.take(3).await;
     let cancel = format!("/api/agents/{id}/conversations/{thread}/cancel");
     let res = app.post(&cancel, Some(&user.access), json!({})).await;
@@ -423,15 +422,13 @@ async fn resume_and_cancel_check_the_caller_the_scope_and_the_input() {
     let user = app.user().await;
     let other = app.user().await;
     let id = agent_with(&app, &user, "gpt-4o-mini").await;
-    let res = app
-        .chat(
-            &user.access,
-            &id,
-            json!({"message": "count [[tokens:100]]", "stream": true, "resumable": true}),
-        )
-        .await;
-    let thread = res.headers()["x-thread-id"].to_str().unwrap().to_string();
-    let stream = Events::of(res);
+    let (thread, stream) = start(
+        &app,
+        &user.access,
+        &id,
+        json!({"message": "count [[tokens:100]]", "stream": true, "resumable": true}),
+    )
+    .await;
     let path = format!("/api/agents/{id}/conversations/{thread}/stream");
     let cancel = format!("/api/agents/{id}/conversations/{thread}/cancel");
     // Someone else's conversation does not exist for them.
@@ -512,22 +509,18 @@ async fn a_shutdown_ends_streams_after_the_grace_period_and_stores_what_was_gene
     .await;
     let user = app.user().await;
     let id = agent_with(&app, &user, "gpt-4o-mini").await;
-    let start = |message: &'static str, resumable: bool| {
-        app.chat(
-            &user.access,
-            &id,
-            json!({"message": message, "stream": true, "resumable": resumable}),
-        )
-    };
+    let chat = |message: &str, resumable: bool| json!({"message": message, "stream": true, "resumable": resumable});
     // Ends within the handover (~1 s), does not (~5 s), and is not resumable.
-    let short = start("short [[tokens:40]]", true).await;
-    let long = start("long [[tokens:200]]", true).await;
-    let plain = start("plain [[tokens:200]]", false).await;
-    let threads: Vec<String> = [&short, &long, &plain]
-        .iter()
-        .map(|r| r.headers()["x-thread-id"].to_str().unwrap().to_string())
-        .collect();
-    let (mut short, mut long, mut plain) = (Events::of(short), Events::of(long), Events::of(plain));
+    let mut threads = Vec::new();
+    let (thread, mut short) =
+        start(&app, &user.access, &id, chat("short [[tokens:40]]", true)).await;
+    threads.push(thread);
+    let (thread, mut long) =
+        start(&app, &user.access, &id, chat("long [[tokens:200]]", true)).await;
+    threads.push(thread);
+    let (thread, mut plain) =
+        start(&app, &user.access, &id, chat("plain [[tokens:200]]", false)).await;
+    threads.push(thread);
     for stream in [&mut short, &mut long, &mut plain] {
         stream.take(2).await;
     }
@@ -596,16 +589,13 @@ async fn while_redis_does_not_answer_each_instance_keeps_its_own_replies() {
     .await;
     let user = app.user().await;
     let id = agent_with(&app, &user, "gpt-4o-mini").await;
-    let res = app
-        .chat(
-            &user.access,
-            &id,
-            json!({"message": "count [[tokens:40]]", "stream": true, "resumable": true}),
-        )
-        .await;
-    assert_eq!(res.status(), 200);
-    let thread = res.headers()["x-thread-id"].to_str().unwrap().to_string();
-    let mut stream = Events::of(res);
+    let (thread, mut stream) = start(
+        &app,
+        &user.access,
+        &id,
+        json!({"message": "count [[tokens:40]]", "stream": true, "resumable": true}),
+    )
+    .await;
     let first = stream.take(3).await;
     drop(stream);
     // One reply at a time still, and resumed from this instance's memory.
@@ -653,4 +643,59 @@ async fn a_message_sent_as_soon_as_the_last_reply_ended_finds_the_conversation_f
         .messages(&user.access, &id, thread.as_deref().unwrap())
         .await;
     assert_eq!(messages.len(), 40);
+}
+
+#[tokio::test]
+async fn concurrent_messages_to_one_conversation_run_one_at_a_time() {
+    let (app, _mock) = slow_app(Duration::from_millis(10), |_| {}).await;
+    let user = app.user().await;
+    let id = agent_with(&app, &user, "gpt-4o-mini").await;
+    let first: Value = app
+        .chat(&user.access, &id, json!({"message": "hello"}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let thread = first["threadId"].as_str().unwrap().to_string();
+    // Ten at once: one runs, the others are refused.
+    let racing = (0..10).map(|i| {
+        app.chat(
+            &user.access,
+            &id,
+            json!({"message": format!("racer {i} [[tokens:30]]"), "threadId": thread}),
+        )
+    });
+    let statuses: Vec<u16> = futures::future::join_all(racing)
+        .await
+        .iter()
+        .map(|r| r.status().as_u16())
+        .collect();
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 200).count(),
+        1,
+        "{statuses:?}"
+    );
+    assert_eq!(
+        statuses.iter().filter(|s| **s == 409).count(),
+        9,
+        "{statuses:?}"
+    );
+    // Five at once with `queue`: all run, each after the reply before it.
+    let queued = (0..5).map(|i| {
+        app.chat(
+            &user.access,
+            &id,
+            json!({"message": format!("queued {i} [[tokens:10]]"), "threadId": thread, "queue": true}),
+        )
+    });
+    for res in futures::future::join_all(queued).await {
+        assert_eq!(res.status(), 200);
+    }
+    let messages = app.messages(&user.access, &id, &thread).await;
+    assert_eq!(messages.len(), 2 + 2 + 10);
+    for (i, message) in messages.iter().enumerate() {
+        let role = if i % 2 == 0 { "user" } else { "assistant" };
+        assert_eq!(message["role"], role, "{messages:#?}");
+        assert_eq!(message["status"], "complete");
+    }
 }
