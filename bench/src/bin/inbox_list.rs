@@ -26,7 +26,7 @@
 //! | `channel slack` | `channel=slack` (6 %) |
 //! | `feedback any` / `feedback down` | rated (3 %) / rated down (1 %) |
 //! | `week` | last activity in one week 30–37 days ago |
-//! | `q common` / `q two words` / `q rare` | `q=value` / `q=borrow checker` / `q=turbofish` |
+//! | `q common` / `q in most messages` / `q two words` / `q rare` | `q=value` / `q=the` (a word's start too: the, then, there, …) / `q=borrow checker` / `q=turbofish` |
 //! | `combined` | agent, channel widget, feedback any and `q=value` |
 //!
 //! `--database-url postgres://user@host:port/database` stores them in a new scratch database
@@ -339,6 +339,13 @@ async fn main() -> anyhow::Result<()> {
             "q common",
             InboxFilter {
                 words: words("value"),
+                ..InboxFilter::default()
+            },
+        )?,
+        Scenario::new(
+            "q in most messages",
+            InboxFilter {
+                words: words("the"),
                 ..InboxFilter::default()
             },
         )?,

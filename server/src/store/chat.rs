@@ -262,6 +262,50 @@ pub struct InboxFilter {
     pub words: Vec<String>,
 }
 
+/// How a store finds the threads of an inbox search ([`InboxFilter::words`]), chosen by the
+/// backend's planner from how common the words are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WordsPlan {
+    /// These threads alone hold matches (a rare search): they are read by id and sorted.
+    Threads(Vec<String>),
+    /// The inbox's threads in order, each checked against the matches' threads, gathered once.
+    Gathered,
+    /// The inbox's threads in order, each one's messages checked against the matches.
+    Exists,
+    /// The inbox's threads in order, in growing batches, each batch's messages read and
+    /// checked by [`holds_words`] (a common search: the page fills within a few batches),
+    /// then [`WordsPlan::Exists`] for the rest beyond [`WALK_MESSAGES`].
+    Walk,
+}
+
+/// Messages a [`WordsPlan::Walk`] reads at most before it hands the rest of the page to the
+/// index.
+pub const WALK_MESSAGES: u64 = 4_000;
+
+/// Whether `text` holds every one of `words` (lower-case runs of letters and digits, as
+/// `chat::history::search_words` makes them), each as a word or a word's start: `text`'s
+/// words are its runs of letters and digits, compared lower-cased (docs/api.md
+/// § Conversation inbox).
+pub fn holds_words(text: &str, words: &[String]) -> bool {
+    let mut found = vec![false; words.len()];
+    let mut left = words.len();
+    let mut lower = String::new();
+    for token in text.split(|c: char| !c.is_alphanumeric()) {
+        if token.is_empty() || left == 0 {
+            continue;
+        }
+        lower.clear();
+        lower.extend(token.chars().flat_map(char::to_lowercase));
+        for (word, seen) in words.iter().zip(found.iter_mut()) {
+            if !*seen && lower.starts_with(word.as_str()) {
+                *seen = true;
+                left -= 1;
+            }
+        }
+    }
+    left == 0
+}
+
 /// A thread as the inbox lists it, with its agent's name.
 #[derive(Debug, Clone)]
 pub struct InboxThread {
@@ -479,7 +523,8 @@ macro_rules! chat_store {
                 rows::{message, ms, thread, MESSAGE_COLUMNS, THREAD_COLUMNS},
                 row_lock, $store,
             };
-            use super::{bind_message, push_words, store_turn};
+            use super::{bind_message, plan_words, push_words, store_turn};
+            use crate::store::chat::{holds_words, WordsPlan, WALK_MESSAGES};
             use crate::ids::{AgentId, ApiKeyId, MessageId, ThreadId, UserId};
             use crate::store::{
                 AnalyticsBucket, AnalyticsQuery, AskedQuestion, ChannelLink, ChatStore, Cursor,
@@ -593,6 +638,149 @@ macro_rules! chat_store {
                 .fetch_optional(pool)
                 .await?;
                 Ok(row.map(|r| r.try_get("role")).transpose()?)
+            }
+
+            impl $store {
+                /// One page of the inbox through one query, the words (if any) found as
+                /// `plan` says.
+                async fn inbox_page(
+                    &self,
+                    user_id: &UserId,
+                    f: &InboxFilter,
+                    plan: Option<WordsPlan>,
+                    limit: u32,
+                    cursor: Option<&Cursor>,
+                ) -> StoreResult<Vec<InboxThread>> {
+                    let mut q = sqlx::QueryBuilder::<$db>::new(format!(
+                        "SELECT {THREAD_COLUMNS}, \
+                         (SELECT name FROM agents WHERE agents.id = threads.agent_id) AS agent_name \
+                         FROM threads WHERE "
+                    ));
+                    match plan {
+                        None => {
+                            q.push("user_id = ").push_bind(user_id);
+                        }
+                        Some(plan) => push_words(&mut q, user_id, &f.words, plan),
+                    }
+                    if let Some(agent_id) = &f.agent_id {
+                        q.push(" AND agent_id = ").push_bind(agent_id);
+                    }
+                    if let Some(within) = &f.within {
+                        push_within(&mut q, "agent_id", within);
+                    }
+                    if let Some(channel) = f.channel {
+                        q.push(" AND channel = ").push_bind(channel);
+                    }
+                    if let Some(from) = f.from {
+                        q.push(" AND updated_at >= ").push_bind(ms(from));
+                    }
+                    if let Some(until) = f.until {
+                        q.push(" AND updated_at < ").push_bind(ms(until));
+                    }
+                    if let Some(feedback) = f.feedback {
+                        // The sum is the predicate of the partial index of rated threads.
+                        q.push(" AND feedback_up + feedback_down > 0");
+                        match feedback {
+                            FeedbackFilter::Up => q.push(" AND feedback_up > 0"),
+                            FeedbackFilter::Down => q.push(" AND feedback_down > 0"),
+                            FeedbackFilter::Any => &mut q,
+                        };
+                    }
+                    if let Some(c) = cursor {
+                        // A range on the index's column first, so a deep page seeks to it.
+                        q.push(" AND updated_at <= ")
+                            .push_bind(c.at)
+                            .push(" AND (updated_at < ")
+                            .push_bind(c.at)
+                            .push(" OR id < ")
+                            .push_bind(c.id.clone())
+                            .push(")");
+                    }
+                    q.push(" ORDER BY updated_at DESC, id DESC LIMIT ")
+                        .push_bind(i64::from(limit));
+                    let rows = q.build().fetch_all(&self.$reader).await?;
+                    rows.iter()
+                        .map(|r| {
+                            Ok(InboxThread {
+                                thread: thread(r)?,
+                                agent_name: r.try_get("agent_name")?,
+                            })
+                        })
+                        .collect::<Result<_, sqlx::Error>>()
+                        .map_err(Into::into)
+                }
+
+                /// The inbox's threads in order without the words, in batches growing from
+                /// the page's size, each batch's messages read and checked by
+                /// [`holds_words`] until the page is full. Before a batch would take the
+                /// messages read past [`WALK_MESSAGES`], the rest of the page is searched
+                /// through the index instead ([`WordsPlan::Exists`]).
+                async fn inbox_walk(
+                    &self,
+                    user_id: &UserId,
+                    f: &InboxFilter,
+                    limit: u32,
+                    cursor: Option<&Cursor>,
+                ) -> StoreResult<Vec<InboxThread>> {
+                    let unfiltered = InboxFilter {
+                        words: Vec::new(),
+                        ..f.clone()
+                    };
+                    let mut found = Vec::new();
+                    let mut cursor = cursor.cloned();
+                    let (mut batch, mut read) = (limit.max(16), 0u64);
+                    while found.len() < limit as usize {
+                        let threads = self
+                            .inbox_page(user_id, &unfiltered, None, batch, cursor.as_ref())
+                            .await?;
+                        let messages: u64 =
+                            threads.iter().map(|t| t.thread.message_count.max(0) as u64).sum();
+                        read += messages;
+                        if read > WALK_MESSAGES {
+                            let rest = limit - found.len() as u32;
+                            let more = self
+                                .inbox_page(user_id, f, Some(WordsPlan::Exists), rest, cursor.as_ref())
+                                .await?;
+                            found.extend(more);
+                            break;
+                        }
+                        let Some(last) = threads.last() else { break };
+                        cursor = Some(Cursor {
+                            at: ms(last.thread.updated_at),
+                            id: last.thread.id.as_str().to_string(),
+                        });
+                        let ended = threads.len() < batch as usize;
+                        let mut q = sqlx::QueryBuilder::<$db>::new(
+                            "SELECT thread_id, content FROM messages WHERE thread_id IN (",
+                        );
+                        let mut ids = q.separated(", ");
+                        for t in &threads {
+                            ids.push_bind(t.thread.id.as_str());
+                        }
+                        q.push(")");
+                        let mut holding = std::collections::HashSet::new();
+                        for row in q.build().fetch_all(&self.$reader).await? {
+                            let id: String = row.try_get("thread_id")?;
+                            if !holding.contains(&id)
+                                && holds_words(row.try_get("content")?, &f.words)
+                            {
+                                holding.insert(id);
+                            }
+                        }
+                        let room = limit as usize - found.len();
+                        found.extend(
+                            threads
+                                .into_iter()
+                                .filter(|t| holding.contains(t.thread.id.as_str()))
+                                .take(room),
+                        );
+                        if ended {
+                            break;
+                        }
+                        batch = (batch * 2).min(512);
+                    }
+                    Ok(found)
+                }
             }
 
             #[async_trait::async_trait]
@@ -853,64 +1041,15 @@ macro_rules! chat_store {
                     limit: u32,
                     cursor: Option<&Cursor>,
                 ) -> StoreResult<Vec<InboxThread>> {
-                    let mut q = sqlx::QueryBuilder::<$db>::new(format!(
-                        "SELECT {THREAD_COLUMNS}, \
-                         (SELECT name FROM agents WHERE agents.id = threads.agent_id) AS agent_name \
-                         FROM threads WHERE "
-                    ));
-                    if f.words.is_empty() {
-                        q.push("user_id = ").push_bind(user_id);
-                    } else {
-                        push_words(&self.$reader, &mut q, user_id, &f.words).await?;
+                    let plan = match f.words.is_empty() {
+                        true => None,
+                        false => Some(plan_words(&self.$reader, &f.words).await?),
+                    };
+                    match plan {
+                        Some(WordsPlan::Walk) => self.inbox_walk(user_id, f, limit, cursor).await,
+                        plan => self.inbox_page(user_id, f, plan, limit, cursor).await,
                     }
-                    if let Some(agent_id) = &f.agent_id {
-                        q.push(" AND agent_id = ").push_bind(agent_id);
-                    }
-                    if let Some(within) = &f.within {
-                        push_within(&mut q, "agent_id", within);
-                    }
-                    if let Some(channel) = f.channel {
-                        q.push(" AND channel = ").push_bind(channel);
-                    }
-                    if let Some(from) = f.from {
-                        q.push(" AND updated_at >= ").push_bind(ms(from));
-                    }
-                    if let Some(until) = f.until {
-                        q.push(" AND updated_at < ").push_bind(ms(until));
-                    }
-                    if let Some(feedback) = f.feedback {
-                        // The sum is the predicate of the partial index of rated threads.
-                        q.push(" AND feedback_up + feedback_down > 0");
-                        match feedback {
-                            FeedbackFilter::Up => q.push(" AND feedback_up > 0"),
-                            FeedbackFilter::Down => q.push(" AND feedback_down > 0"),
-                            FeedbackFilter::Any => &mut q,
-                        };
-                    }
-                    if let Some(c) = cursor {
-                        // A range on the index's column first, so a deep page seeks to it.
-                        q.push(" AND updated_at <= ")
-                            .push_bind(c.at)
-                            .push(" AND (updated_at < ")
-                            .push_bind(c.at)
-                            .push(" OR id < ")
-                            .push_bind(c.id.clone())
-                            .push(")");
-                    }
-                    q.push(" ORDER BY updated_at DESC, id DESC LIMIT ")
-                        .push_bind(i64::from(limit));
-                    let rows = q.build().fetch_all(&self.$reader).await?;
-                    rows.iter()
-                        .map(|r| {
-                            Ok(InboxThread {
-                                thread: thread(r)?,
-                                agent_name: r.try_get("agent_name")?,
-                            })
-                        })
-                        .collect::<Result<_, sqlx::Error>>()
-                        .map_err(Into::into)
                 }
-
                 async fn export_messages(
                     &self,
                     user_id: &UserId,
@@ -1154,5 +1293,22 @@ mod tests {
             assert_eq!(serde_json::from_value::<ReplyStatus>(json).unwrap(), s);
             assert_eq!(s.to_string(), s.as_str());
         }
+    }
+
+    #[test]
+    fn words_are_found_as_words_or_word_starts_without_case() {
+        let words = |w: &[&str]| w.iter().map(|w| w.to_string()).collect::<Vec<_>>();
+        let text = "The Borrow-checker said: don't move `values` (Ünïcode 42x)!";
+        assert!(holds_words(text, &words(&["borrow"])));
+        assert!(holds_words(text, &words(&["check", "valu"])));
+        assert!(holds_words(text, &words(&["ünï", "42"])));
+        assert!(holds_words(text, &words(&["t", "don"])));
+        assert!(!holds_words(text, &words(&["orrow"])), "inside a word");
+        assert!(!holds_words(text, &words(&["borrowchecker"])));
+        assert!(
+            !holds_words(text, &words(&["borrow", "missing"])),
+            "every word"
+        );
+        assert!(!holds_words("", &words(&["a"])));
     }
 }

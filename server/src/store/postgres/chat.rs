@@ -5,22 +5,28 @@ use crate::store::chat::{
     insert_messages_sql, insert_thread_sql, message_values, turn_stored, THREAD_PARAMS,
 };
 use crate::ids::UserId;
-use crate::store::{StoreResult, TurnRecord};
+use crate::store::{chat::WordsPlan, StoreResult, TurnRecord};
 
 crate::store::rows::turn_binders!(sqlx::Postgres);
+
+/// How to find the threads holding `words`: always [`WordsPlan::Exists`], whose statistics
+/// PostgreSQL plans with ([`push_words`]).
+pub(super) async fn plan_words(_pool: &sqlx::PgPool, _words: &[String]) -> StoreResult<WordsPlan> {
+    Ok(WordsPlan::Exists)
+}
 
 /// Pushes "the thread is user `user_id`'s and one of its messages holds all `words`, each as
 /// a word or a word's start", through the index `messages_words` (PostgreSQL's text search with the
 /// `simple` configuration; the words hold only letters and digits, so need no escaping).
 /// As a correlated `EXISTS`, PostgreSQL's statistics choose between the index's matches (a
 /// rare search) and the threads in the inbox's order, each one's messages checked until the
-/// page is full (a common one).
-async fn push_words<'a>(
-    _pool: &sqlx::PgPool,
+/// page is full (a common one); `_plan` is always [`plan_words`]'.
+pub(super) fn push_words<'a>(
     q: &mut sqlx::QueryBuilder<'a, sqlx::Postgres>,
     user_id: &'a UserId,
     words: &[String],
-) -> StoreResult<()> {
+    _plan: WordsPlan,
+) {
     let query: Vec<String> = words.iter().map(|w| format!("{w}:*")).collect();
     q.push("user_id = ").push_bind(user_id).push(
         " AND EXISTS (SELECT 1 FROM messages m WHERE m.thread_id = threads.id \
@@ -28,7 +34,6 @@ async fn push_words<'a>(
     )
     .push_bind(query.join(" & "))
     .push("))");
-    Ok(())
 }
 
 /// The one statement of a turn (the extended protocol takes one per query), reading the

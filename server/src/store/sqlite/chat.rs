@@ -5,59 +5,109 @@ use futures::TryStreamExt;
 use super::SqliteStore;
 use crate::store::chat::{insert_messages_sql, insert_thread_sql, turn_stored, THREAD_PARAMS};
 use crate::ids::UserId;
-use crate::store::{StoreResult, TurnRecord};
+use crate::store::{chat::WordsPlan, StoreResult, TurnRecord};
 
 crate::store::rows::turn_binders!(sqlx::Sqlite);
 
 /// Messages matching a search that make it rare: up to this many, its threads are looked up
-/// by id; beyond, the inbox's threads are read in order and checked against the matches.
+/// by id.
 const RARE_MATCHES: i64 = 2_000;
 
-/// Pushes "the thread is user `user_id`'s and one of its messages holds all `words`, each
-/// as a word or a word's start", through the FTS5 index `messages_fts`
-/// (https://sqlite.org/fts5.html; the words hold only letters and digits, so they need no
-/// escaping inside quotes). SQLite keeps no statistics to choose the plan with, so a first
-/// query reads up to [`RARE_MATCHES`] matches: a rare search's few threads are then read
-/// by id (the user test written `+user_id` so that the user's index, which a plan would
-/// walk for the order, is not used) and sorted; a common search keeps the inbox's index
-/// order, each thread checked against the matches' threads, gathered once.
-async fn push_words<'a>(
+/// Messages matching a search that make it common: beyond this many, the inbox's threads are
+/// walked in order ([`WordsPlan::Walk`]).
+const COMMON_MATCHES: i64 = 10_000;
+
+/// The FTS5 query of `words`: each as a word or a word's start (the words hold only letters
+/// and digits, so they need no escaping inside quotes).
+fn fts_query(words: &[String]) -> String {
+    let query: Vec<String> = words.iter().map(|w| format!("\"{w}\"*")).collect();
+    query.join(" ")
+}
+
+/// How to find the threads holding `words` (https://sqlite.org/fts5.html). SQLite keeps no
+/// statistics to plan with, so the planner reads the index's own: for each word, the
+/// messages of the terms it starts (`messages_fts_terms`, an `fts5vocab` table, read term
+/// by term with no merge of their lists); the least common word bounds the matches:
+/// - up to [`RARE_MATCHES`]: the matches' threads are read ([`WordsPlan::Threads`]);
+/// - up to [`COMMON_MATCHES`]: [`WordsPlan::Gathered`] (a lookup in `messages` per match);
+/// - beyond: [`WordsPlan::Walk`], which reads the page's threads' messages. Searching
+///   FTS5 for a common word's start merges the lists of every term it starts (about 65 ms
+///   for `the` over 260,000 messages), and FTS5 runs the whole search again for each rowid
+///   it is asked about, so no plan asks it message by message.
+pub(super) async fn plan_words(
     pool: &sqlx::SqlitePool,
+    words: &[String],
+) -> StoreResult<WordsPlan> {
+    let mut least = i64::MAX;
+    for word in words {
+        let matches: i64 = sqlx::query_scalar(
+            "SELECT coalesce(sum(doc), 0) FROM messages_fts_terms WHERE term >= $1 AND term < $2",
+        )
+        .bind(word)
+        .bind(format!("{word}\u{10FFFF}"))
+        .fetch_one(pool)
+        .await?;
+        least = least.min(matches);
+    }
+    if least > COMMON_MATCHES {
+        return Ok(WordsPlan::Walk);
+    }
+    if least > RARE_MATCHES {
+        return Ok(WordsPlan::Gathered);
+    }
+    let threads: Vec<String> = sqlx::query_scalar(
+        "SELECT DISTINCT m.thread_id FROM messages m WHERE m.rowid IN \
+         (SELECT rowid FROM messages_fts WHERE messages_fts MATCH $1)",
+    )
+    .bind(fts_query(words))
+    .fetch_all(pool)
+    .await?;
+    Ok(WordsPlan::Threads(threads))
+}
+
+/// Pushes "the thread is user `user_id`'s and one of its messages holds all `words`" as
+/// `plan` says ([`plan_words`]). [`WordsPlan::Threads`]' user test is written `+user_id`
+/// so that the user's index, which a plan would walk for the order, is not used.
+pub(super) fn push_words<'a>(
     q: &mut sqlx::QueryBuilder<'a, sqlx::Sqlite>,
     user_id: &'a UserId,
     words: &[String],
-) -> StoreResult<()> {
-    let query: Vec<String> = words.iter().map(|w| format!("\"{w}\"*")).collect();
-    let query = query.join(" ");
-    let threads: Vec<String> = sqlx::query_scalar(
-        "SELECT m.thread_id FROM messages m WHERE m.rowid IN \
-         (SELECT rowid FROM messages_fts WHERE messages_fts MATCH $1 LIMIT $2)",
-    )
-    .bind(&query)
-    .bind(RARE_MATCHES + 1)
-    .fetch_all(pool)
-    .await?;
-    if threads.len() as i64 <= RARE_MATCHES {
-        q.push("+user_id = ").push_bind(user_id).push(" AND id IN (");
-        let mut ids = q.separated(", ");
-        for id in threads {
-            ids.push_bind(id);
+    plan: WordsPlan,
+) {
+    let matches = "(SELECT rowid FROM messages_fts WHERE messages_fts MATCH ";
+    match plan {
+        WordsPlan::Threads(threads) => {
+            q.push("+user_id = ").push_bind(user_id).push(" AND id IN (");
+            let mut ids = q.separated(", ");
+            for id in threads {
+                ids.push_bind(id);
+            }
+            ids.push("NULL");
+            q.push(")");
         }
-        ids.push("NULL");
-        q.push(")");
-    } else {
-        // The matches' threads are gathered once; FTS5 runs the whole search again for each
-        // lookup by rowid, so checking thread by thread costs far more.
-        q.push("user_id = ")
-            .push_bind(user_id)
-            .push(
-                " AND id IN (SELECT thread_id FROM messages WHERE rowid IN \
-                 (SELECT rowid FROM messages_fts WHERE messages_fts MATCH ",
-            )
-            .push_bind(query)
-            .push("))");
+        WordsPlan::Gathered => {
+            // The matches' threads are gathered once.
+            q.push("user_id = ")
+                .push_bind(user_id)
+                .push(" AND id IN (SELECT thread_id FROM messages WHERE rowid IN ")
+                .push(matches)
+                .push_bind(fts_query(words))
+                .push("))");
+        }
+        WordsPlan::Exists | WordsPlan::Walk => {
+            // The matches' rowids are gathered once (no lookup in `messages`), and each
+            // thread's messages are checked against them.
+            q.push("user_id = ")
+                .push_bind(user_id)
+                .push(
+                    " AND EXISTS (SELECT 1 FROM messages m WHERE m.thread_id = threads.id \
+                     AND m.rowid IN ",
+                )
+                .push(matches)
+                .push_bind(fts_query(words))
+                .push("))");
+        }
     }
-    Ok(())
 }
 
 /// The statements of one turn in one writer call, at `place` in the batch (parameters are

@@ -4,11 +4,13 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 
-use super::{agent_record, in_parallel, message, thread_of_new_user, user};
+use super::{agent, agent_record, in_parallel, message, thread_of_new_user, user};
 use agentchat::{
     domain::Role,
     ids::{ThreadId, UserId},
-    store::{chat::ReplyStatus, MessageRecord, Store, ThreadRecord, TurnRecord},
+    store::{
+        chat::ReplyStatus, Cursor, InboxFilter, MessageRecord, Store, ThreadRecord, TurnRecord,
+    },
 };
 
 /// [`agentchat::store::AgentStore::create_agent`]: ten creations at once under a plan limit
@@ -587,5 +589,121 @@ pub async fn key_usage_counts_and_an_alert_is_claimed_once(store: Arc<dyn Store>
             .claim_usage_alert(&thread.user_id, subject, month, threshold, Utc::now())
             .await
             .unwrap());
+    }
+}
+
+/// [`agentchat::store::ChatStore::inbox`] with words: whether a word is in a handful of
+/// messages, in thousands, or in more than ten thousand, of this account or mostly of
+/// another (each backend may plan each case its own way), a search lists exactly the
+/// threads holding every word, newest activity first, and a cursor goes on where the page
+/// ended.
+pub async fn a_search_lists_the_same_threads_for_rare_and_common_words(store: Arc<dyn Store>) {
+    const THREADS: usize = 6_000;
+    let thread = thread_of_new_user(store.as_ref()).await;
+    let start = Utc::now() - Duration::days(1);
+    // Thread i holds "everywhere" in both messages unless i % 7 == 0 (10,284 messages),
+    // "middling" in its question when i is even (3,000), "seldom" when i % 600 == 0 (10),
+    // "elsewhere" when i % 1000 == 0 (12; another account holds 10,002 more).
+    let words = |i: usize| {
+        let mut text = String::from("Hello there");
+        if i % 7 != 0 {
+            text.push_str(" everywhere");
+        }
+        if i % 1000 == 0 {
+            text.push_str(" Elsewhere,");
+        }
+        (text.clone(), {
+            if i % 2 == 0 {
+                text.push_str(" middling");
+            }
+            if i % 600 == 0 {
+                text.push_str(" seldom");
+            }
+            text
+        })
+    };
+    let threads: Vec<ThreadRecord> = (0..THREADS)
+        .map(|i| {
+            new_thread_like(
+                &thread,
+                &format!("s{i:05}"),
+                start + Duration::seconds(i as i64),
+            )
+        })
+        .collect();
+    for chunk in threads.chunks(500) {
+        let turns: Vec<TurnRecord> = chunk
+            .iter()
+            .map(|t| {
+                let i: usize = t.id.as_str()[1..].parse().unwrap();
+                let (reply, question) = words(i);
+                let mut turn = turn(t, true, i, t.created_at);
+                turn.messages[0].content = question;
+                turn.messages[1].content = reply;
+                turn
+            })
+            .collect();
+        let stored = store.record_turns(&turns).await.unwrap();
+        assert!(stored.iter().all(|s| *s));
+    }
+    let stranger = user(store.as_ref(), "u2").await;
+    let theirs = agent(store.as_ref(), "a2", &stranger.id).await;
+    let their_thread = ThreadRecord {
+        id: "x".into(),
+        agent_id: theirs.id,
+        user_id: stranger.id,
+        ..thread.clone()
+    };
+    for chunk in (0..5_001).collect::<Vec<usize>>().chunks(500) {
+        let turns: Vec<TurnRecord> = chunk
+            .iter()
+            .map(|i| {
+                let t = new_thread_like(&their_thread, &format!("x{i:05}"), start);
+                let mut turn = turn(&t, true, *i, start);
+                for m in &mut turn.messages {
+                    m.content = "elsewhere and everywhere".into();
+                }
+                turn
+            })
+            .collect();
+        assert!(store.record_turns(&turns).await.unwrap().iter().all(|s| *s));
+    }
+    let cases: [(&[&str], fn(usize) -> bool); 5] = [
+        (&["seldom"], |i| i % 600 == 0),
+        (&["middling"], |i| i % 2 == 0),
+        (&["everywhere"], |i| i % 7 != 0),
+        (&["everyw", "middl"], |i| i % 7 != 0 && i % 2 == 0),
+        (&["elsewhere"], |i| i % 1000 == 0),
+    ];
+    for (search, holds) in cases {
+        let expected: Vec<String> = (0..THREADS)
+            .rev()
+            .filter(|i| holds(*i))
+            .map(|i| format!("s{i:05}"))
+            .collect();
+        let filter = InboxFilter {
+            words: search.iter().map(|w| w.to_string()).collect(),
+            ..InboxFilter::default()
+        };
+        let first = store
+            .inbox(&thread.user_id, &filter, 51, None)
+            .await
+            .unwrap();
+        let ids: Vec<&str> = first.iter().map(|t| t.thread.id.as_str()).collect();
+        let want = &expected[..expected.len().min(51)];
+        assert_eq!(ids, want, "{search:?}");
+        let last = &first[first.len().min(40) - 1].thread;
+        let cursor = Cursor {
+            at: last.updated_at.timestamp_millis(),
+            id: last.id.as_str().to_string(),
+        };
+        let next = store
+            .inbox(&thread.user_id, &filter, 51, Some(&cursor))
+            .await
+            .unwrap();
+        let ids: Vec<&str> = next.iter().map(|t| t.thread.id.as_str()).collect();
+        let from = first.len().min(40);
+        let want = &expected[from..expected.len().min(from + 51)];
+        assert_eq!(ids, want, "{search:?} after a cursor");
     }
 }
