@@ -103,6 +103,12 @@ pub fn key_request(
     if agents.is_some_and(<[String]>::is_empty) {
         return Err("Choose at least one agent, or “All agents”.".into());
     }
+    if agents.is_some() && chosen.iter().any(|s| s.starts_with("webhooks:")) {
+        return Err(
+            "Webhooks carry every agent's events: a key for some agents cannot hold the webhook scopes."
+                .into(),
+        );
+    }
     let monthly_token_budget = token_budget(budget)?;
     let expires = expires.trim();
     // ISO dates compare correctly as text.
@@ -674,12 +680,22 @@ mod tests {
 
     #[test]
     fn agents_and_budget_are_checked_before_sending() {
-        let scopes = [true; SCOPES.len()];
+        let mut scopes = [true; SCOPES.len()];
         assert!(
             key_request("CI", &scopes, "", "", Some(&[]), "").is_err(),
             "no agent chosen"
         );
         let ids = vec!["a1".to_owned(), "a2".to_owned()];
+        assert!(
+            key_request("CI", &scopes, "", "", Some(&ids), "")
+                .unwrap_err()
+                .contains("webhook"),
+            "a key bound to agents holds no webhook scope"
+        );
+        assert!(key_request("CI", &scopes, "", "", None, "").is_ok());
+        for (scope, on) in SCOPES.iter().zip(scopes.iter_mut()) {
+            *on = !scope.starts_with("webhooks:");
+        }
         let body = key_request("CI", &scopes, "", "", Some(&ids), " 120,000 ").unwrap();
         assert_eq!(body.agent_ids, Some(ids));
         assert_eq!(body.monthly_token_budget, Some(120_000));

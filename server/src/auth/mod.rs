@@ -119,6 +119,16 @@ impl Principal {
             .is_none_or(|agents| agents.iter().any(|a| a == agent_id))
     }
 
+    /// Whether the caller may reach a resource linked to `agent` (an integration): an API key
+    /// bound to agents reaches only what is linked to one of them, never what is linked to
+    /// none (docs/api.md § API keys).
+    pub fn may_reach_linked(&self, agent: Option<&AgentId>) -> bool {
+        match self.agent_scope() {
+            None => true,
+            Some(agents) => agent.is_some_and(|a| agents.contains(a)),
+        }
+    }
+
     /// The agents an API key is bound to; `None` for sessions and unbound keys.
     pub fn agent_scope(&self) -> Option<&[AgentId]> {
         match &self.credential {

@@ -92,6 +92,15 @@ async fn create(
                     agents.push(id);
                 }
             }
+            if body
+                .scopes
+                .iter()
+                .any(|s| s.trim().starts_with("webhooks:"))
+            {
+                return Err(ApiError::bad_request(
+                    "A key bound to agents (agentIds) cannot hold webhooks:read or webhooks:write: webhooks carry every agent's events",
+                ));
+            }
             Some(agents)
         }
     };

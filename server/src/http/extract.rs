@@ -127,7 +127,7 @@ pub enum Identity {
 ///
 /// An API key bound to agents ([`Principal::may_use`]) gets 404 on `/api/agents/{agentId}`
 /// and everything below it for any other agent, as if the agent were absent, and 403 on
-/// creating an agent (docs/api.md § API keys).
+/// creating an agent and on the webhooks (docs/api.md § API keys).
 #[derive(Debug, Clone)]
 pub struct Auth(pub Arc<Principal>);
 
@@ -149,12 +149,20 @@ impl<S: Send + Sync> FromRequestParts<S> for Auth {
 }
 
 /// Whether an API key bound to agents may make the request of `parts`: not on another
-/// agent's paths (404) nor to create an agent (403).
+/// agent's paths (404), nor to create an agent or reach the account's webhooks, which carry
+/// every agent's events (403).
 fn bound_key_may_call(principal: &Principal, parts: &Parts) -> Result<(), ApiError> {
     let path = parts.uri.path();
     if path.trim_end_matches('/') == "/api/agents" && parts.method == axum::http::Method::POST {
         return Err(ApiError::ForbiddenWith(
             "This API key works only for the agents it is bound to; it cannot create agents".into(),
+        ));
+    }
+    if path.trim_end_matches('/') == "/api/integrations/webhooks"
+        || path.starts_with("/api/integrations/webhooks/")
+    {
+        return Err(ApiError::ForbiddenWith(
+            "This API key works only for the agents it is bound to; webhooks carry every agent's events, so it cannot reach them".into(),
         ));
     }
     if let Some(rest) = path.strip_prefix("/api/agents/") {

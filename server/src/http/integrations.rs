@@ -80,7 +80,7 @@ async fn list(
     Auth(principal): Auth,
 ) -> ApiResult<Json<IntegrationsResponse>> {
     principal.require(Scope::IntegrationsRead)?;
-    let integrations = state.integrations.list(&principal.user_id).await?;
+    let integrations = state.integrations.list(&principal).await?;
     Ok(Json(IntegrationsResponse {
         integrations: integrations
             .iter()
@@ -94,9 +94,9 @@ async fn list(
 #[utoipa::path(post, path = "/api/integrations", tag = "integrations", security(("bearer" = [])),
     request_body = CreateIntegrationRequest,
     responses((status = 201, body = CreatedResponse),
-        (status = 400, description = "Unknown provider, missing or malformed credential or config fields", body = ErrorBody),
+        (status = 400, description = "Unknown provider, missing or malformed credential or config fields, or no agentId from an API key bound to agents", body = ErrorBody),
         (status = 401, body = ErrorBody), (status = 403, description = "Missing scope, or the account's integration limit", body = ErrorBody),
-        (status = 404, description = "agentId is not one of the caller's agents", body = ErrorBody), JsonBodyErrors, RateLimited))]
+        (status = 404, description = "agentId is not one of the caller's agents (for an API key bound to agents, one of those)", body = ErrorBody), JsonBodyErrors, RateLimited))]
 #[instrument(skip_all, fields(user.id = %principal.user_id, integration.id))]
 async fn create(
     State(state): State<AppState>,
@@ -111,7 +111,7 @@ async fn create(
         credentials: body.credentials,
         config: body.config,
     };
-    let record = state.integrations.create(&principal.user_id, new).await?;
+    let record = state.integrations.create(&principal, new).await?;
     let provider = catalog::provider(record.provider_code);
     let message = match &record.status_detail {
         Some(detail) => format!(
@@ -140,7 +140,7 @@ async fn get_one(
     ApiPath(id): ApiPath<IntegrationId>,
 ) -> ApiResult<Json<IntegrationResponse>> {
     principal.require(Scope::IntegrationsRead)?;
-    let record = state.integrations.get(&principal.user_id, &id).await?;
+    let record = state.integrations.get(&principal, &id).await?;
     Ok(Json(IntegrationResponse {
         integration: integration_view(&record, &state.server.public_url),
     }))
@@ -166,10 +166,7 @@ async fn update(
         credentials: body.credentials,
         config: body.config,
     };
-    let record = state
-        .integrations
-        .update(&principal.user_id, &id, changes)
-        .await?;
+    let record = state.integrations.update(&principal, &id, changes).await?;
     Ok(Json(IntegrationResponse {
         integration: integration_view(&record, &state.server.public_url),
     }))
@@ -186,7 +183,7 @@ async fn delete(
     ApiPath(id): ApiPath<IntegrationId>,
 ) -> ApiResult<Json<SuccessResponse>> {
     principal.require(Scope::IntegrationsWrite)?;
-    state.integrations.delete(&principal.user_id, &id).await?;
+    state.integrations.delete(&principal, &id).await?;
     Ok(Json(SuccessResponse { success: true }))
 }
 
@@ -207,10 +204,7 @@ async fn mcp_tools(
     ApiPath(id): ApiPath<IntegrationId>,
 ) -> ApiResult<Json<McpServerToolsResponse>> {
     principal.require(Scope::IntegrationsRead)?;
-    let tools = state
-        .tools
-        .integration_tools(&principal.user_id, &id)
-        .await?;
+    let tools = state.tools.integration_tools(&principal, &id).await?;
     Ok(Json(McpServerToolsResponse {
         tools: tools.as_ref().clone(),
     }))

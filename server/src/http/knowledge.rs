@@ -325,7 +325,7 @@ async fn job(
     ApiPath(job_id): ApiPath<JobId>,
 ) -> ApiResult<Json<JobResponse>> {
     principal.require(Scope::KnowledgeRead)?;
-    let job = state.documents.job(&principal.user_id, &job_id).await?;
+    let job = state.documents.job(&principal, &job_id).await?;
     Ok(Json(JobResponse {
         job: job_view(&job),
     }))

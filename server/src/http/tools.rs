@@ -66,10 +66,7 @@ async fn create(
         requires_approval: body.requires_approval,
         config: body.config,
     };
-    let tool = state
-        .tools
-        .create(&principal.user_id, &agent_id, input)
-        .await?;
+    let tool = state.tools.create(&principal, &agent_id, input).await?;
     Ok((StatusCode::CREATED, Json(ToolResponse { tool })))
 }
 
@@ -114,7 +111,7 @@ async fn update(
     };
     let tool = state
         .tools
-        .update(&principal.user_id, &agent_id, &tool_id, patch)
+        .update(&principal, &agent_id, &tool_id, patch)
         .await?;
     Ok(Json(ToolResponse { tool }))
 }

@@ -12,11 +12,12 @@ use super::{
 };
 use crate::{
     agents::{AgentError, AgentService},
+    auth::Principal,
     channels::{self, Channels},
     clock::Clock,
     crypto::SecretBox,
     domain::parse_name,
-    ids::{AgentId, IntegrationId, UserId},
+    ids::{AgentId, IntegrationId},
     store::{
         integrations::{IntegrationRecord, IntegrationStatus},
         IntegrationStore, StoreError,
@@ -106,26 +107,54 @@ impl Integrations {
         }
     }
 
-    /// The id of `user_id`'s agent `id` (trimmed).
-    async fn own_agent(&self, user_id: &UserId, id: &str) -> Result<AgentId, IntegrationError> {
+    /// The id of the caller's agent `id` (trimmed) to link an integration to: one of its
+    /// agents, and for an API key bound to agents one of those; `None` (unlinked) is refused
+    /// to such a key, which reaches only integrations linked to its agents.
+    /// Errors: [`IntegrationError::Agent`] (not found), [`IntegrationError::Invalid`].
+    async fn link(
+        &self,
+        caller: &Principal,
+        id: Option<&str>,
+    ) -> Result<Option<AgentId>, IntegrationError> {
+        let Some(id) = id else {
+            return match caller.agent_scope() {
+                Some(_) => Err(IntegrationError::Invalid(
+                    "agentId: this API key works only for the agents it is bound to; link the integration to one of them".into(),
+                )),
+                None => Ok(None),
+            };
+        };
         let id = AgentId::from(id.trim());
-        Ok(self.agents.owned(user_id, &id).await?.id.clone())
+        if !caller.may_use(&id) {
+            return Err(AgentError::NotFound.into());
+        }
+        Ok(Some(
+            self.agents.owned(&caller.user_id, &id).await?.id.clone(),
+        ))
     }
 
-    /// The integrations of `user_id`, oldest first. Errors: the store's.
-    pub async fn list(&self, user_id: &UserId) -> Result<Vec<IntegrationRecord>, IntegrationError> {
-        Ok(self.store.list_integrations(user_id).await?)
+    /// The caller's integrations, oldest first; for an API key bound to agents, those linked
+    /// to one of them ([`Principal::may_reach_linked`]). Errors: the store's.
+    pub async fn list(
+        &self,
+        caller: &Principal,
+    ) -> Result<Vec<IntegrationRecord>, IntegrationError> {
+        let mut all = self.store.list_integrations(&caller.user_id).await?;
+        all.retain(|r| caller.may_reach_linked(r.agent_id.as_ref()));
+        Ok(all)
     }
 
-    /// The integration `id` of `user_id`. Errors: [`IntegrationError::NotFound`], the store's.
+    /// The caller's integration `id`, if it may reach it ([`Principal::may_reach_linked`]).
+    /// Errors: [`IntegrationError::NotFound`], the store's.
     pub async fn get(
         &self,
-        user_id: &UserId,
+        caller: &Principal,
         id: &IntegrationId,
     ) -> Result<IntegrationRecord, IntegrationError> {
         self.store
-            .integration(user_id, id)
+            .integration(&caller.user_id, id)
             .await?
+            .filter(|r| caller.may_reach_linked(r.agent_id.as_ref()))
             .ok_or(IntegrationError::NotFound)
     }
 
@@ -134,9 +163,10 @@ impl Integrations {
     /// [`IntegrationError::Agent`], [`IntegrationError::Limit`], the store's.
     pub async fn create(
         &self,
-        user_id: &UserId,
+        caller: &Principal,
         new: NewIntegration,
     ) -> Result<IntegrationRecord, IntegrationError> {
+        let user_id = &caller.user_id;
         let provider = new
             .provider_code
             .trim()
@@ -145,10 +175,7 @@ impl Integrations {
             .map_err(|unknown| IntegrationError::Invalid(unknown.to_string()))?;
         let name =
             parse_name("name", &new.name, MAX_NAME_CHARS).map_err(IntegrationError::Invalid)?;
-        let agent_id = match new.agent_id.as_deref() {
-            Some(id) => Some(self.own_agent(user_id, id).await?),
-            None => None,
-        };
+        let agent_id = self.link(caller, new.agent_id.as_deref()).await?;
         let id = IntegrationId::new();
         tracing::Span::current().record("integration.id", id.as_str());
         let prepared = prepare(
@@ -205,21 +232,18 @@ impl Integrations {
     /// [`IntegrationError::Agent`], the store's.
     pub async fn update(
         &self,
-        user_id: &UserId,
+        caller: &Principal,
         id: &IntegrationId,
         changes: IntegrationChanges,
     ) -> Result<IntegrationRecord, IntegrationError> {
-        let mut record = self.get(user_id, id).await?;
+        let mut record = self.get(caller, id).await?;
         let provider = catalog::provider(record.provider_code);
         if let Some(name) = &changes.name {
             record.name =
                 parse_name("name", name, MAX_NAME_CHARS).map_err(IntegrationError::Invalid)?;
         }
         if let Some(agent) = &changes.agent_id {
-            record.agent_id = match agent {
-                Some(agent_id) => Some(self.own_agent(user_id, agent_id).await?),
-                None => None,
-            };
+            record.agent_id = self.link(caller, agent.as_deref()).await?;
         }
         if changes.credentials.is_some() || changes.config.is_some() {
             let mut credentials = self
@@ -271,11 +295,11 @@ impl Integrations {
     /// Errors: [`IntegrationError::NotFound`], the store's.
     pub async fn delete(
         &self,
-        user_id: &UserId,
+        caller: &Principal,
         id: &IntegrationId,
     ) -> Result<(), IntegrationError> {
-        let record = self.get(user_id, id).await?;
-        if !self.store.delete_integration(user_id, id).await? {
+        let record = self.get(caller, id).await?;
+        if !self.store.delete_integration(&caller.user_id, id).await? {
             return Err(IntegrationError::NotFound);
         }
         self.channels.disconnect(&record).await;

@@ -8,7 +8,7 @@ use super::{crawl::CrawlConfig, extract, Knowledge};
 use crate::{
     agents::AgentService,
     clock::Clock,
-    ids::{DocumentId, JobId, UserId},
+    ids::{DocumentId, JobId},
     public_url::{self, UrlError},
     store::{
         documents::{next_refresh, DocumentRecord, DocumentSource},
@@ -240,12 +240,30 @@ impl Documents {
         self.document(agent, document_id).await
     }
 
-    /// The job `job_id` of `user_id`. Errors: [`KnowledgeError::JobNotFound`], the store's.
-    pub async fn job(&self, user_id: &UserId, job_id: &JobId) -> Result<JobRecord, KnowledgeError> {
-        self.knowledge
+    /// The caller's job `job_id`; for an API key bound to agents, only a job of one of those
+    /// agents' documents ([`crate::auth::Principal::may_use`]), others as if absent.
+    /// Errors: [`KnowledgeError::JobNotFound`], the store's.
+    pub async fn job(
+        &self,
+        caller: &crate::auth::Principal,
+        job_id: &JobId,
+    ) -> Result<JobRecord, KnowledgeError> {
+        let job = self
+            .knowledge
             .jobs
-            .job(user_id, job_id)
+            .job(&caller.user_id, job_id)
             .await?
-            .ok_or(KnowledgeError::JobNotFound)
+            .ok_or(KnowledgeError::JobNotFound)?;
+        if caller.agent_scope().is_some() {
+            let document = self
+                .knowledge
+                .documents
+                .document_by_id(&job.document_id)
+                .await?;
+            if !document.is_some_and(|d| caller.may_use(&d.agent_id)) {
+                return Err(KnowledgeError::JobNotFound);
+            }
+        }
+        Ok(job)
     }
 }

@@ -19,6 +19,7 @@ use super::{
 };
 use crate::{
     agents::AgentService,
+    auth::Principal,
     clock::Clock,
     crypto::SecretBox,
     domain::ProviderCode,
@@ -27,7 +28,10 @@ use crate::{
     knowledge::{search::retrieve, Knowledge},
     llm::{ToolCall, ToolSpec},
     outbound::SafeClient,
-    store::{tools::ApprovalRecord, AgentRecord, Store, StoreError, ToolRecord},
+    store::{
+        integrations::IntegrationRecord, tools::ApprovalRecord, AgentRecord, Store, StoreError,
+        ToolRecord,
+    },
     views::iso,
 };
 
@@ -161,34 +165,41 @@ impl Tools {
     }
 
     /// The tools of the caller's MCP integration `id`, listed live. Errors: [`ToolError::Mcp`],
-    /// [`ToolError::IntegrationNotFound`], [`ToolError::Invalid`] (another provider).
+    /// [`ToolError::IntegrationNotFound`] (also one the caller may not reach,
+    /// [`Principal::may_reach_linked`]), [`ToolError::Invalid`] (another provider).
     pub async fn integration_tools(
         &self,
-        user_id: &UserId,
+        caller: &Principal,
         id: &IntegrationId,
     ) -> Result<Arc<Vec<McpServerTool>>, ToolError> {
-        let server = self.mcp_server(user_id, id, "the integration").await?;
+        let record = self.integration(caller, id).await?;
+        let server = self.mcp_server(&record, "the integration")?;
         self.mcp.tools(&server).await.map_err(ToolError::Mcp)
     }
 
-    async fn mcp_server(
+    /// The caller's integration `id`, if it may reach it ([`Principal::may_reach_linked`]).
+    async fn integration(
         &self,
-        user_id: &UserId,
+        caller: &Principal,
         id: &IntegrationId,
-        what: &str,
-    ) -> Result<McpServer, ToolError> {
-        let record = self
-            .store
-            .integration(user_id, id)
+    ) -> Result<IntegrationRecord, ToolError> {
+        self.store
+            .integration(&caller.user_id, id)
             .await?
-            .ok_or(ToolError::IntegrationNotFound)?;
+            .filter(|r| caller.may_reach_linked(r.agent_id.as_ref()))
+            .ok_or(ToolError::IntegrationNotFound)
+    }
+
+    /// The MCP server of integration `record`; [`ToolError::Invalid`] naming `what` for
+    /// another provider.
+    fn mcp_server(&self, record: &IntegrationRecord, what: &str) -> Result<McpServer, ToolError> {
         if record.provider_code != ProviderCode::Mcp {
             return Err(ToolError::Invalid(format!(
                 "{what} must be an MCP server integration (providerCode mcp), not {}",
                 record.provider_code
             )));
         }
-        McpServer::of(&self.secrets, &record).map_err(ToolError::Mcp)
+        McpServer::of(&self.secrets, record).map_err(ToolError::Mcp)
     }
 
     /// The agent's tools, oldest first. Errors: [`ToolError::AgentNotFound`].
@@ -212,10 +223,11 @@ impl Tools {
     /// [`ToolError::Limit`], [`crate::store::Conflict::ToolName`]; as [`Tools::list`].
     pub async fn create(
         &self,
-        user_id: &UserId,
+        caller: &Principal,
         agent_id: &AgentId,
         input: NewTool,
     ) -> Result<Tool, ToolError> {
+        let user_id = &caller.user_id;
         self.owned_agent(user_id, agent_id).await?;
         let tool_type = ToolType::parse(&input.tool_type).ok_or_else(|| {
             ToolError::Invalid(format!(
@@ -225,17 +237,11 @@ impl Tools {
         })?;
         let checked = check_config(tool_type, input.config.unwrap_or_else(|| json!({})))?;
         let integration = match &checked.integration_id {
-            Some(id) => Some(
-                self.store
-                    .integration(user_id, id)
-                    .await?
-                    .ok_or(ToolError::IntegrationNotFound)?,
-            ),
+            Some(id) => Some(self.integration(caller, id).await?),
             None => None,
         };
         if let Some(record) = &integration {
-            self.mcp_server(user_id, &record.id, "config.integrationId")
-                .await?;
+            self.mcp_server(record, "config.integrationId")?;
         }
         let name = match (input.name, tool_type, &integration) {
             (Some(name), _, _) => check_name(&name)?,
@@ -276,11 +282,12 @@ impl Tools {
     /// Errors: [`Tools::create`]'s and [`ToolError::NotFound`].
     pub async fn update(
         &self,
-        user_id: &UserId,
+        caller: &Principal,
         agent_id: &AgentId,
         tool_id: &ToolId,
         patch: ToolPatch,
     ) -> Result<Tool, ToolError> {
+        let user_id = &caller.user_id;
         let mut record = self.record(user_id, agent_id, tool_id).await?;
         if let Some(name) = patch.name {
             record.name = check_name(&name)?;
@@ -297,7 +304,7 @@ impl Tools {
         if let Some(config) = patch.config {
             let checked = check_config(record.tool_type, config)?;
             if let Some(id) = &checked.integration_id {
-                self.mcp_server(user_id, id, "config.integrationId").await?;
+                self.mcp_server(&self.integration(caller, id).await?, "config.integrationId")?;
             }
             let mut config = checked.config;
             if let Some(secrets) = &checked.secrets {
@@ -638,17 +645,15 @@ impl Tools {
         }
         let config: McpToolConfig = serde_json::from_str(&record.config)
             .map_err(|e| format!("its stored config does not parse: {e}"))?;
-        let server = self
-            .mcp_server(
-                &record.user_id,
-                &config.integration_id,
-                "config.integrationId",
-            )
+        let integration = self
+            .store
+            .integration(&record.user_id, &config.integration_id)
             .await
-            .map_err(|e| match e {
-                ToolError::IntegrationNotFound => "its MCP server integration was deleted".into(),
-                other => other.to_string(),
-            })?;
+            .map_err(|e| e.to_string())?
+            .ok_or("its MCP server integration was deleted")?;
+        let server = self
+            .mcp_server(&integration, "config.integrationId")
+            .map_err(|e| e.to_string())?;
         let listed = self.mcp.tools(&server).await.map_err(|e| e.to_string())?;
         let mut actives = Vec::new();
         for tool in listed.iter() {

@@ -531,6 +531,185 @@ async fn a_key_bound_to_an_agent_sees_and_uses_that_agent_alone() {
     );
 }
 
+/// Creates an MCP server integration of `user` (never contacted here), linked to `agent`
+/// when given, with `token`; answers the creation's response.
+async fn mcp_integration(app: &TestApp, token: &str, agent: Option<&str>) -> reqwest::Response {
+    let mut body = json!({"providerCode": "mcp", "name": "Docs server",
+        "credentials": {"url": "http://127.0.0.1:9/mcp"}});
+    if let Some(agent) = agent {
+        body["agentId"] = json!(agent);
+    }
+    app.post("/api/integrations", Some(token), body).await
+}
+
+/// The id in a 201 creation answer.
+async fn created_id(res: reqwest::Response) -> String {
+    assert_eq!(res.status(), 201, "{}", res.text().await.unwrap());
+    res.json::<Value>().await.unwrap()["id"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[tokio::test]
+async fn a_bound_key_reaches_only_its_agents_jobs_and_integrations_and_no_webhooks() {
+    let app = spawn_app().await;
+    let user = app.user().await;
+    let (mine, other) = (agent(&app, &user).await, agent(&app, &user).await);
+    let (_, key) = key_with(
+        &app,
+        &user,
+        json!({"agentIds": [mine], "scopes": ["agents:read", "agents:write", "knowledge:read",
+            "integrations:read", "integrations:write"]}),
+    )
+    .await;
+
+    // Jobs: those of its agents' documents alone.
+    let job_of = |agent: String| {
+        let (app, token) = (&app, user.access.clone());
+        async move {
+            let doc = app
+                .uploaded(&token, &agent, "a.txt", b"Ferris is a crab.".to_vec())
+                .await;
+            app.settled(&token, &agent, &doc).await;
+            app.refreshed(&token, &agent, &doc).await
+        }
+    };
+    let (my_job, other_job) = (job_of(mine.clone()).await, job_of(other.clone()).await);
+    let res = app.get(&format!("/api/jobs/{my_job}"), Some(&key)).await;
+    assert_eq!(res.status(), 200);
+    let res = app.get(&format!("/api/jobs/{other_job}"), Some(&key)).await;
+    assert_error(res, 404, "Not Found", Some("Job not found")).await;
+    let res = app
+        .get(&format!("/api/jobs/{other_job}"), Some(&user.access))
+        .await;
+    assert_eq!(res.status(), 200);
+
+    // Integrations: those linked to its agents alone.
+    let linked = created_id(mcp_integration(&app, &user.access, Some(&mine)).await).await;
+    let elsewhere = created_id(mcp_integration(&app, &user.access, Some(&other)).await).await;
+    let unlinked = created_id(mcp_integration(&app, &user.access, None).await).await;
+    let list: Value = app
+        .get("/api/integrations", Some(&key))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let ids: Vec<&str> = list["integrations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|i| i["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [linked.as_str()]);
+    let all: Value = app
+        .get("/api/integrations", Some(&user.access))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(all["integrations"].as_array().unwrap().len(), 3);
+    for id in [&elsewhere, &unlinked] {
+        for res in [
+            app.get(&format!("/api/integrations/{id}"), Some(&key))
+                .await,
+            app.get(&format!("/api/integrations/{id}/tools"), Some(&key))
+                .await,
+            app.call(
+                reqwest::Method::PUT,
+                &format!("/api/integrations/{id}"),
+                Some(&key),
+                Some(json!({"name": "Mine now"})),
+            )
+            .await,
+            app.delete(&format!("/api/integrations/{id}"), Some(&key))
+                .await,
+        ] {
+            assert_error(res, 404, "Not Found", Some("Integration not found")).await;
+        }
+        // Nor may its agents' tools use them.
+        let res = app
+            .post(
+                &format!("/api/agents/{mine}/tools"),
+                Some(&key),
+                json!({"type": "mcp", "config": {"integrationId": id}}),
+            )
+            .await;
+        assert_error(res, 404, "Not Found", Some("Integration not found")).await;
+    }
+    assert_eq!(
+        app.get(&format!("/api/integrations/{linked}"), Some(&key))
+            .await
+            .status(),
+        200
+    );
+    // It links to its own agents alone, and never unlinks.
+    let res = app
+        .call(
+            reqwest::Method::PUT,
+            &format!("/api/integrations/{linked}"),
+            Some(&key),
+            Some(json!({"agentId": other})),
+        )
+        .await;
+    assert_error(res, 404, "Not Found", Some("Agent not found")).await;
+    let res = app
+        .call(
+            reqwest::Method::PUT,
+            &format!("/api/integrations/{linked}"),
+            Some(&key),
+            Some(json!({"agentId": null})),
+        )
+        .await;
+    let body = assert_error(res, 400, "Bad Request", None).await;
+    assert!(body["message"].as_str().unwrap().starts_with("agentId: "));
+    let res = mcp_integration(&app, &key, Some(&other)).await;
+    assert_error(res, 404, "Not Found", Some("Agent not found")).await;
+    let res = mcp_integration(&app, &key, None).await;
+    assert_error(res, 400, "Bad Request", None).await;
+    let own = created_id(mcp_integration(&app, &key, Some(&mine)).await).await;
+    let res = app
+        .post(
+            &format!("/api/agents/{mine}/tools"),
+            Some(&key),
+            json!({"type": "mcp", "config": {"integrationId": own}}),
+        )
+        .await;
+    assert_eq!(res.status(), 201, "{}", res.text().await.unwrap());
+    let res = app
+        .delete(&format!("/api/integrations/{own}"), Some(&key))
+        .await;
+    assert_eq!(res.status(), 200);
+    // Sessions and unbound keys reach them all, as before.
+    let res = app
+        .get(&format!("/api/integrations/{unlinked}"), Some(&user.access))
+        .await;
+    assert_eq!(res.status(), 200);
+
+    // Webhooks carry every agent's events: a bound key holds no webhook scope and reaches
+    // no webhook path.
+    let mut body =
+        json!({"name": "hooks", "scopes": ["webhooks:read", "chat:read"], "agentIds": [mine]});
+    let res = app
+        .post("/api/api-keys", Some(&user.access), body.clone())
+        .await;
+    let refused = assert_error(res, 400, "Bad Request", None).await;
+    assert!(
+        refused["message"].as_str().unwrap().contains("webhooks"),
+        "{refused}"
+    );
+    body["scopes"] = json!(["chat:read"]);
+    let res = app.post("/api/api-keys", Some(&user.access), body).await;
+    assert_eq!(res.status(), 201);
+    for path in [
+        "/api/integrations/webhooks",
+        "/api/integrations/webhooks/events",
+    ] {
+        let res = app.get(path, Some(&key)).await;
+        assert_error(res, 403, "Forbidden", None).await;
+    }
+}
+
 #[tokio::test]
 async fn a_key_budget_refuses_that_key_alone() {
     let app = spawn_app().await;
