@@ -592,6 +592,9 @@ pub async fn key_usage_counts_and_an_alert_is_claimed_once(store: Arc<dyn Store>
     }
 }
 
+/// Searched words, and whether thread `s{i}` holds them.
+type SearchCase = (&'static [&'static str], fn(usize) -> bool);
+
 /// [`agentchat::store::ChatStore::inbox`] with words: whether a word is in a handful of
 /// messages, in thousands, or in more than ten thousand, of this account or mostly of
 /// another (each backend may plan each case its own way), a search lists exactly the
@@ -601,22 +604,22 @@ pub async fn a_search_lists_the_same_threads_for_rare_and_common_words(store: Ar
     const THREADS: usize = 6_000;
     let thread = thread_of_new_user(store.as_ref()).await;
     let start = Utc::now() - Duration::days(1);
-    // Thread i holds "everywhere" in both messages unless i % 7 == 0 (10,284 messages),
-    // "middling" in its question when i is even (3,000), "seldom" when i % 600 == 0 (10),
-    // "elsewhere" when i % 1000 == 0 (12; another account holds 10,002 more).
+    // Thread i holds "everywhere" in both messages unless 7 divides i (10,284 messages),
+    // "middling" in its question when i is even (3,000), "seldom" when 600 divides i (10),
+    // "elsewhere" when 1000 divides i (12; another account holds 10,002 more).
     let words = |i: usize| {
         let mut text = String::from("Hello there");
-        if i % 7 != 0 {
+        if !i.is_multiple_of(7) {
             text.push_str(" everywhere");
         }
-        if i % 1000 == 0 {
+        if i.is_multiple_of(1000) {
             text.push_str(" Elsewhere,");
         }
         (text.clone(), {
-            if i % 2 == 0 {
+            if i.is_multiple_of(2) {
                 text.push_str(" middling");
             }
-            if i % 600 == 0 {
+            if i.is_multiple_of(600) {
                 text.push_str(" seldom");
             }
             text
@@ -668,12 +671,14 @@ pub async fn a_search_lists_the_same_threads_for_rare_and_common_words(store: Ar
             .collect();
         assert!(store.record_turns(&turns).await.unwrap().iter().all(|s| *s));
     }
-    let cases: [(&[&str], fn(usize) -> bool); 5] = [
-        (&["seldom"], |i| i % 600 == 0),
-        (&["middling"], |i| i % 2 == 0),
-        (&["everywhere"], |i| i % 7 != 0),
-        (&["everyw", "middl"], |i| i % 7 != 0 && i % 2 == 0),
-        (&["elsewhere"], |i| i % 1000 == 0),
+    let cases: [SearchCase; 5] = [
+        (&["seldom"], |i| i.is_multiple_of(600)),
+        (&["middling"], |i| i.is_multiple_of(2)),
+        (&["everywhere"], |i| !i.is_multiple_of(7)),
+        (&["everyw", "middl"], |i| {
+            !i.is_multiple_of(7) && i.is_multiple_of(2)
+        }),
+        (&["elsewhere"], |i| i.is_multiple_of(1000)),
     ];
     for (search, holds) in cases {
         let expected: Vec<String> = (0..THREADS)
