@@ -24,10 +24,12 @@ use std::{
 mod process;
 
 use axum::{extract::State, http::HeaderMap, routing::post, Router};
-use futures::StreamExt as _;
 use reqwest::{multipart, Client, StatusCode};
 use serde_json::{json, Value};
-use test_support::scratch::ScratchDatabase;
+use test_support::{
+    scratch::ScratchDatabase,
+    sse::{Event, Events},
+};
 
 const JWT_SECRET: &str = "two-instance-test-signing-secret-0123456789abcdef";
 /// Base64 of 32 bytes.
@@ -605,65 +607,6 @@ fn sources(reply: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// One server-sent event: its id, if any, and its data.
-type Event = (Option<u64>, String);
-
-/// Reads the events of a `text/event-stream` answer one at a time, comments skipped.
-struct Events {
-    body: futures::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
-    buffer: String,
-}
-
-impl Events {
-    fn of(res: reqwest::Response) -> Self {
-        Self {
-            body: res.bytes_stream().boxed(),
-            buffer: String::new(),
-        }
-    }
-
-    /// The next event; `None` once the answer has ended or broken (or 30 s of silence).
-    async fn next(&mut self) -> Option<Event> {
-        loop {
-            while let Some(end) = self.buffer.find("\n\n") {
-                let raw: String = self.buffer.drain(..end + 2).collect();
-                let id = raw
-                    .lines()
-                    .find_map(|l| l.strip_prefix("id: "))
-                    .map(|v| v.parse().unwrap());
-                if let Some(data) = raw.lines().find_map(|l| l.strip_prefix("data: ")) {
-                    return Some((id, data.to_string()));
-                }
-            }
-            let bytes = tokio::time::timeout(Duration::from_secs(30), self.body.next())
-                .await
-                .ok()??
-                .ok()?;
-            self.buffer.push_str(std::str::from_utf8(&bytes).unwrap());
-        }
-    }
-}
-
-/// The events of a `text/event-stream` answer until it ends (or breaks).
-async fn events(res: reqwest::Response) -> Vec<Event> {
-    let mut events = Events::of(res);
-    let mut got = Vec::new();
-    while let Some(event) = events.next().await {
-        got.push(event);
-    }
-    got
-}
-
-/// The first `n` events of a stream; the connection is dropped after them.
-async fn first_events(res: reqwest::Response, n: usize) -> Vec<Event> {
-    let mut events = Events::of(res);
-    let mut got = Vec::new();
-    while got.len() < n {
-        got.push(events.next().await.expect("an event"));
-    }
-    got
-}
-
 /// The reply text of chunk frames.
 fn chunks(events: &[Event]) -> String {
     events
@@ -793,10 +736,10 @@ async fn resumable_streams_cross_instances_and_survive_a_drain() {
     )
     .await;
     let thread = res.headers()["x-thread-id"].to_str().unwrap().to_string();
-    let first = first_events(res, 5).await;
+    let first = Events::of(res).take(5).await;
     let res = resume_on(&client, &b, &token, &agent, &thread, 5).await;
     assert_eq!(res.status(), 200);
-    let rest = events(res).await;
+    let rest = Events::of(res).rest().await;
     let all: Vec<Event> = first.into_iter().chain(rest).collect();
     let ids: Vec<u64> = all.iter().map(|(id, _)| id.unwrap()).collect();
     assert_eq!(ids, (1..=all.len() as u64).collect::<Vec<_>>());
@@ -811,7 +754,7 @@ async fn resumable_streams_cross_instances_and_survive_a_drain() {
     // 2. While A generates a reply, B refuses a message to its conversation, and cancels it.
     let res = stream_chat(&client, &a, &token, &agent,
         json!({"message": "long [[tokens:500]]", "threadId": thread, "stream": true, "resumable": true})).await;
-    let running = tokio::spawn(events(res));
+    let running = tokio::spawn(Events::of(res).rest());
     tokio::time::sleep(Duration::from_millis(300)).await;
     let res = client
         .post(b.url(&format!("/api/agents/{agent}/chat")))

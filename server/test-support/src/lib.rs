@@ -1,10 +1,12 @@
 //! Test support for AgentChat, a dev-dependency of the server and a dependency of the
 //! benchmarks, so that none of it ships in the `agentchat` library: [`conformance`], the
-//! store rules every backend must keep, [`scratch`] PostgreSQL databases, and where the
+//! store rules every backend must keep, [`scratch`] PostgreSQL databases, [`sse`] event
+//! streams read frame by frame, and where the
 //! reference embedding model is ([`embedding_model_path`]).
 
 pub mod conformance;
 pub mod scratch;
+pub mod sse;
 
 use std::path::PathBuf;
 

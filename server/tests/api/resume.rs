@@ -6,9 +6,9 @@
 
 use std::time::Duration;
 
-use futures::StreamExt;
 use mock_provider::{MockConfig, MockProvider};
 use serde_json::{json, Value};
+use test_support::sse::{Event, Events};
 use tower::ServiceExt as _;
 
 use crate::{
@@ -38,67 +38,6 @@ async fn start(app: &TestApp, token: &str, agent: &str, body: Value) -> (String,
     assert_eq!(res.status(), 200);
     let thread = res.headers()["x-thread-id"].to_str().unwrap().to_string();
     (thread, Events::of(res))
-}
-
-/// One server-sent event: its id, if any, and its data.
-type Event = (Option<u64>, String);
-
-/// Reads the events of a `text/event-stream` answer one at a time, comments skipped.
-struct Events {
-    body: futures::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
-    buffer: String,
-}
-
-impl Events {
-    fn of(res: reqwest::Response) -> Self {
-        Self {
-            body: res.bytes_stream().boxed(),
-            buffer: String::new(),
-        }
-    }
-
-    /// The next event, or `None` when the answer has ended.
-    async fn next(&mut self) -> Option<Event> {
-        loop {
-            if let Some(end) = self.buffer.find("\n\n") {
-                let raw: String = self.buffer.drain(..end + 2).collect();
-                let mut id = None;
-                let mut data = None;
-                for line in raw.lines() {
-                    if let Some(v) = line.strip_prefix("id: ") {
-                        id = Some(v.parse().unwrap());
-                    } else if let Some(v) = line.strip_prefix("data: ") {
-                        data = Some(v.to_string());
-                    }
-                }
-                match data {
-                    Some(data) => return Some((id, data)),
-                    None => continue,
-                }
-            }
-            let bytes = tokio::time::timeout(Duration::from_secs(30), self.body.next())
-                .await
-                .expect("the stream goes on")?
-                .unwrap();
-            self.buffer.push_str(std::str::from_utf8(&bytes).unwrap());
-        }
-    }
-
-    async fn take(&mut self, n: usize) -> Vec<Event> {
-        let mut got = Vec::new();
-        for _ in 0..n {
-            got.push(self.next().await.expect("an event"));
-        }
-        got
-    }
-
-    async fn rest(mut self) -> Vec<Event> {
-        let mut got = Vec::new();
-        while let Some(event) = self.next().await {
-            got.push(event);
-        }
-        got
-    }
 }
 
 /// The text of chunk frames.
