@@ -5,14 +5,18 @@
 //!
 //! One instance keeps all of it in memory. With Redis (`REDIS_URL`) every instance sees the
 //! same turns and frames: a thread's turn is a lease (`turn:{threadId}`, renewed every second
-//! by its holder, which also reads the cancel requests sent to it, `cancel:{replyId}`), and the
+//! by the instance holding it, in one pipeline for all its turns, which also reads the cancel
+//! requests sent to them, `cancel:{replyId}`), and the
 //! frames of a resumable reply are appended to a Redis Stream (`reply:{replyId}`, entry id
 //! `0-{frame id}`, bounded to [`MAX_FRAMES`] and expiring [`RETENTION`] after the reply ends)
 //! that any instance replays and follows (<https://redis.io/docs/latest/develop/data-types/streams/>).
 
 use std::{
     collections::{HashMap, VecDeque},
-    sync::{Arc, Mutex, MutexGuard, PoisonError},
+    sync::{
+        atomic::{AtomicU64, Ordering},
+        Arc, Mutex, MutexGuard, PoisonError,
+    },
     time::{Duration, Instant},
 };
 
@@ -60,9 +64,9 @@ pub const RETAINED_BYTES: usize = 64 << 20;
 pub const HANDOVER: Duration = Duration::from_secs(10);
 /// How long a message sent with `queue: true` waits for the thread's reply in progress.
 pub const QUEUE_WAIT: Duration = Duration::from_secs(600);
-/// A turn's lease in Redis; its holder renews it every [`TURN_RENEWAL`].
+/// A turn's lease in Redis; its instance renews it every [`TURN_RENEWAL`].
 const TURN_LEASE: Duration = Duration::from_secs(30);
-/// How often a turn's holder renews its lease and reads whether it was cancelled.
+/// How often an instance renews its turns' leases and reads whether they were cancelled.
 const TURN_RENEWAL: Duration = Duration::from_secs(1);
 /// How often a follower of another instance's reply reads the reply's new frames.
 const FOLLOW_POLL: Duration = Duration::from_millis(20);
@@ -181,6 +185,8 @@ struct Holder {
     reply: MessageId,
     owner: Owner,
     cancel: CancellationToken,
+    /// Whether the turn holds a lease in Redis, which [`renew_leases`] renews.
+    leased: bool,
 }
 
 #[derive(Default)]
@@ -207,27 +213,35 @@ pub struct Replies {
     tasks: TaskTracker,
     /// The writer of resumable replies' frames into Redis ([`mirror`]).
     mirror: Option<mpsc::UnboundedSender<Mirrored>>,
+    /// Pipelines [`renew_leases`] has sent.
+    renewals: AtomicU64,
 }
 
 impl Replies {
     /// The registry; with `redis` (a connection of its own: frames come in bursts that other
     /// callers should not queue behind), shared by every instance that uses it. Starts the
-    /// writer of frames into Redis, so it must be called within a Tokio runtime when
-    /// `redis` is given.
+    /// writer of frames into Redis and the renewal of the turns' leases, so it must be
+    /// called within a Tokio runtime when `redis` is given.
     pub fn new(redis: Option<SharedRedis>) -> Arc<Self> {
         let mirror = redis.as_ref().map(|redis| {
             let (sender, receiver) = mpsc::unbounded_channel();
             tokio::spawn(mirror(redis.clone(), receiver));
             sender
         });
-        Arc::new(Self {
-            local: Mutex::default(),
-            redis,
-            draining: CancellationToken::new(),
-            grace_over: CancellationToken::new(),
-            handover_over: CancellationToken::new(),
-            tasks: TaskTracker::new(),
-            mirror,
+        Arc::new_cyclic(|me| {
+            if let Some(redis) = &redis {
+                tokio::spawn(renew_leases(me.clone(), redis.clone()));
+            }
+            Self {
+                local: Mutex::default(),
+                redis,
+                draining: CancellationToken::new(),
+                grace_over: CancellationToken::new(),
+                handover_over: CancellationToken::new(),
+                tasks: TaskTracker::new(),
+                mirror,
+                renewals: AtomicU64::new(0),
+            }
         })
     }
 
@@ -299,17 +313,9 @@ impl Replies {
                 reply: reply.clone(),
                 owner: owner.clone(),
                 cancel: cancel.clone(),
+                leased: lease.is_some(),
             });
         }
-        let renewal = lease.as_ref().map(|(redis, key, _)| {
-            tokio::spawn(renew(
-                redis.clone(),
-                key.clone(),
-                redis.key(&format!("cancel:{reply}")),
-                cancel.clone(),
-            ))
-            .abort_handle()
-        });
         Ok(TurnGuard {
             replies: self.clone(),
             thread: thread.clone(),
@@ -317,7 +323,6 @@ impl Replies {
             held: Mutex::new(Held {
                 permit: Some(permit),
                 lease,
-                renewal,
             }),
             cancel,
         })
@@ -621,7 +626,6 @@ type Lease = (SharedRedis, String, String);
 struct Held {
     permit: Option<OwnedSemaphorePermit>,
     lease: Option<Lease>,
-    renewal: Option<tokio::task::AbortHandle>,
 }
 
 impl TurnGuard {
@@ -667,11 +671,8 @@ impl TurnGuard {
 }
 
 impl Held {
-    /// What is still held, once: the permit and the lease (the renewal stops).
+    /// What is still held, once: the permit and the lease.
     fn take(&mut self) -> Option<(OwnedSemaphorePermit, Option<Lease>)> {
-        if let Some(renewal) = self.renewal.take() {
-            renewal.abort();
-        }
         Some((self.permit.take()?, self.lease.take()))
     }
 }
@@ -879,30 +880,55 @@ async fn end_lease(redis: &SharedRedis, key: &str, tag: &str) -> redis::RedisRes
     Ok(())
 }
 
-/// Renews the lease `key` every [`TURN_RENEWAL`] and cancels `cancel` once `cancel:{reply}`
-/// is set; aborted when the turn ends.
-async fn renew(redis: SharedRedis, key: String, asked: String, cancel: CancellationToken) {
+/// Renews the leases of every turn this instance holds, every [`TURN_RENEWAL`], in one
+/// pipeline (`PEXPIRE turn:{thread}` and `GETDEL cancel:{reply}` per turn), and cancels the
+/// replies someone asked to cancel. Ends with the registry.
+async fn renew_leases(replies: std::sync::Weak<Replies>, redis: SharedRedis) {
     let mut tick = tokio::time::interval(TURN_RENEWAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    // The first tick is at once, before the registry is made.
     tick.tick().await;
     loop {
         tick.tick().await;
-        let mut connection = redis.connection();
-        let answer: Result<redis::RedisResult<(i64, Option<String>)>, _> = tokio::time::timeout(
-            REDIS_CALL,
-            redis::pipe()
-                .cmd("PEXPIRE")
-                .arg(&key)
+        let Some(registry) = replies.upgrade() else {
+            return;
+        };
+        let held: Vec<(ThreadId, MessageId, CancellationToken)> = registry
+            .lock()
+            .turns
+            .iter()
+            .filter_map(|(thread, slot)| {
+                let holder = slot.holder.as_ref().filter(|h| h.leased)?;
+                Some((thread.clone(), holder.reply.clone(), holder.cancel.clone()))
+            })
+            .collect();
+        if held.is_empty() {
+            continue;
+        }
+        registry.renewals.fetch_add(1, Ordering::Relaxed);
+        drop(registry);
+        let mut pipe = redis::pipe();
+        for (thread, reply, _) in &held {
+            pipe.cmd("PEXPIRE")
+                .arg(redis.key(&format!("turn:{thread}")))
                 .arg(TURN_LEASE.as_millis() as u64)
+                .ignore()
                 .cmd("GETDEL")
-                .arg(&asked)
-                .query_async(&mut connection),
-        )
-        .await;
+                .arg(redis.key(&format!("cancel:{reply}")));
+        }
+        let mut connection = redis.connection();
+        let answer: Result<redis::RedisResult<Vec<Option<String>>>, _> =
+            tokio::time::timeout(REDIS_CALL, pipe.query_async(&mut connection)).await;
         match answer {
-            Ok(Ok((_, Some(_)))) => cancel.cancel(),
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::debug!(error = %e, "renewing a thread's turn in Redis failed"),
-            Err(_) => tracing::debug!("renewing a thread's turn in Redis timed out"),
+            Ok(Ok(asked)) => {
+                for ((_, _, cancel), asked) in held.iter().zip(asked) {
+                    if asked.is_some() {
+                        cancel.cancel();
+                    }
+                }
+            }
+            Ok(Err(e)) => tracing::debug!(error = %e, "renewing the turns' leases in Redis failed"),
+            Err(_) => tracing::debug!("renewing the turns' leases in Redis timed out"),
         }
     }
 }
@@ -1116,6 +1142,51 @@ mod tests {
         assert!(turn.cancel_token().is_cancelled());
         drop(turn);
         assert!(!replies.cancel(&thread, &owner()).await);
+    }
+
+    #[tokio::test]
+    async fn one_pipeline_a_second_renews_every_lease_and_reads_every_cancel() {
+        use crate::ratelimit::redis::testing;
+        let prefix = testing::unique_prefix();
+        let replies = Replies::new(Some(testing::connect(&prefix).await));
+        let mut raw = testing::raw_connection().await;
+        let mut turns = Vec::new();
+        for _ in 0..20 {
+            let (thread, reply) = (ThreadId::new(), MessageId::new());
+            let turn = replies
+                .begin_turn(&thread, &reply, &owner(), false)
+                .await
+                .unwrap();
+            turns.push((thread, reply, turn));
+        }
+        // Another instance asks for one of them to stop.
+        let asked = format!("{prefix}cancel:{}", turns[3].1);
+        raw.set_ex::<_, _, ()>(&asked, 1, 60).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(2_300)).await;
+        let rounds = replies.renewals.load(Ordering::Relaxed);
+        assert!(
+            (1..=3).contains(&rounds),
+            "{rounds} renewals of 20 turns in 2.3 s: one pipeline a second for them all"
+        );
+        for (n, (thread, _, turn)) in turns.iter().enumerate() {
+            let ttl: i64 = raw.pttl(format!("{prefix}turn:{thread}")).await.unwrap();
+            // Unrenewed, a 30 s lease would have 27.7 s left.
+            assert!(ttl > 28_500, "turn {n}'s lease was not renewed: {ttl} ms left");
+            assert_eq!(turn.cancel_token().is_cancelled(), n == 3, "turn {n}");
+        }
+        assert!(!raw.exists::<_, bool>(&asked).await.unwrap());
+        for (thread, _, turn) in &turns {
+            turn.release().await;
+            let held: bool = raw.exists(format!("{prefix}turn:{thread}")).await.unwrap();
+            assert!(!held, "a released turn leaves no lease");
+        }
+        let before = replies.renewals.load(Ordering::Relaxed);
+        tokio::time::sleep(Duration::from_millis(1_200)).await;
+        assert_eq!(
+            replies.renewals.load(Ordering::Relaxed),
+            before,
+            "nothing is renewed when no turn is held"
+        );
     }
 
     #[tokio::test]
