@@ -36,11 +36,12 @@
 use std::{collections::HashSet, path::PathBuf, time::Duration};
 
 use agentchat::{
-    ids::AgentId,
+    ids::{AgentId, ChunkId},
     knowledge::{
         eval::{self, Kind, Report},
         search::retrieve::{self, Mode, Retriever},
     },
+    store::documents::ChunkText,
 };
 use anyhow::Context;
 use bench::{kb, load};
@@ -82,6 +83,18 @@ struct Args {
     /// Keep the service's data folder (database included) after the run.
     #[arg(long)]
     keep_data: bool,
+    /// Also write each question's raw candidates to this file, for analysis of rankings
+    /// outside the service (JSON Lines, one object per question and start: `start`, `q`,
+    /// `expect`, `kind`, `query` (the question's embedding, `[]` without a model) and `bm25`,
+    /// the first 100 BM25 hits as `[chunkId, score]` before any floor). With `--keep-data`,
+    /// the kept database holds the chunks (`chunks`) and their vectors (`chunk_embeddings`).
+    #[arg(long)]
+    candidates: Option<PathBuf>,
+    /// With `--candidates`: also embed each chunk's text in two halves (cut at the middle
+    /// word, each with the chunk's title and headings, as the service embeds a chunk) and
+    /// write `[chunkId, first, second]` lines to the candidates file's name plus `.halves`.
+    #[arg(long, requires = "candidates")]
+    halves: bool,
 }
 
 #[tokio::main]
@@ -254,6 +267,10 @@ async fn evaluate_start(
         .filter_map(|p| page_file(&p.url))
         .collect();
 
+    if let Some(path) = &args.candidates {
+        write_candidates(service, &agent, start, questions, path, args.halves).await?;
+    }
+
     let service_weights = [retrieve::BM25_WEIGHT, retrieve::VECTOR_WEIGHT];
     let retriever = Retriever {
         weights: service_weights,
@@ -372,6 +389,97 @@ async fn evaluate_start(
         pages: crawl.pages,
         reports,
     })
+}
+
+/// BM25 hits per question written by `--candidates`.
+const CANDIDATES_WRITTEN: u32 = 100;
+
+/// Writes `--candidates` (and with `halves`, the halves' embeddings) for the agent's crawl.
+async fn write_candidates(
+    service: &kb::Service,
+    agent: &AgentId,
+    start: &str,
+    questions: &[eval::Question],
+    path: &std::path::Path,
+    halves: bool,
+) -> anyhow::Result<()> {
+    use std::io::Write;
+    let knowledge = &service.knowledge;
+    let embedder = knowledge.embedder.as_deref();
+    let mut out = std::io::BufWriter::new(
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+            .with_context(|| format!("opening {}", path.display()))?,
+    );
+    for q in questions {
+        let bm25 = knowledge
+            .search
+            .search_chunks(agent, &q.q, CANDIDATES_WRITTEN)
+            .await?;
+        let query = match embedder {
+            Some(e) => e
+                .embed_query(&q.q)
+                .await
+                .map_err(|e| anyhow::anyhow!("embedding a question: {}", e.message))?,
+            None => Vec::new(),
+        };
+        let line = serde_json::json!({
+            "start": start,
+            "q": q.q,
+            "expect": q.expect,
+            "kind": format!("{:?}", q.kind).to_lowercase(),
+            "query": query,
+            "bm25": bm25.iter().map(|h| (h.chunk_id.get(), h.score)).collect::<Vec<_>>(),
+        });
+        writeln!(out, "{line}")?;
+    }
+    out.flush()?;
+    let Some(embedder) = embedder.filter(|_| halves) else {
+        return Ok(());
+    };
+    let store = service.store.as_ref();
+    let set = knowledge.vectors.get(store, agent, embedder.model()).await?;
+    let ids: Vec<ChunkId> = set.ids.iter().copied().map(ChunkId::from).collect();
+    let mut halves_path = path.as_os_str().to_owned();
+    halves_path.push(".halves");
+    let mut out = std::io::BufWriter::new(std::fs::File::create(&halves_path)?);
+    let started = std::time::Instant::now();
+    let hits = store.chunk_hits(agent, &ids).await?;
+    let mut texts = Vec::with_capacity(2 * hits.len());
+    for hit in &hits {
+        let words: Vec<&str> = hit.text.split_whitespace().collect();
+        let (first, second) = words.split_at(words.len() / 2);
+        for part in [first, second] {
+            texts.push(agentchat::knowledge::embed::embed_input(&ChunkText {
+                chunk_id: hit.chunk_id,
+                title: hit.title.clone(),
+                heading_path: hit.heading_path.clone(),
+                text: part.join(" "),
+            }));
+        }
+    }
+    // Two calls at once, so that both of the pool's threads work.
+    let (a, b) = texts.split_at(texts.len() / 4 * 2);
+    let (a, b) = tokio::join!(embedder.embed(a), embedder.embed(b));
+    let vectors: Vec<Vec<f32>> = a
+        .and_then(|a| Ok(a.into_iter().chain(b?).collect()))
+        .map_err(|e| anyhow::anyhow!("embedding the halves: {}", e.message))?;
+    for (hit, pair) in hits.iter().zip(vectors.chunks(2)) {
+        writeln!(
+            out,
+            "{}",
+            serde_json::json!([hit.chunk_id.get(), pair[0], pair[1]])
+        )?;
+    }
+    out.flush()?;
+    println!(
+        "halves of {} chunks embedded in {:.1} s",
+        ids.len(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(())
 }
 
 /// The last path segment of a page URL (`ch04-01-what-is-ownership.html`).
