@@ -440,7 +440,10 @@ async fn write_candidates(
         return Ok(());
     };
     let store = service.store.as_ref();
-    let set = knowledge.vectors.get(store, agent, embedder.model()).await?;
+    let set = knowledge
+        .vectors
+        .get(store, agent, embedder.model())
+        .await?;
     let ids: Vec<ChunkId> = set.ids.iter().copied().map(ChunkId::from).collect();
     let mut halves_path = path.as_os_str().to_owned();
     halves_path.push(".halves");

@@ -25,7 +25,7 @@ use crate::{
 /// Chunks put into a prompt at most.
 pub const TOP_K: u32 = 5;
 /// Hits of each ranking that the fusion ranks.
-const CANDIDATES: u32 = 20;
+const CANDIDATES: u32 = 30;
 /// Hits of each ranking read in all: those past [`CANDIDATES`] only fill the places that
 /// [`diversify`] leaves, after the ranked ones.
 const POOL: u32 = 40;
@@ -143,6 +143,36 @@ pub fn diversify(hits: Vec<ChunkHit>, k: usize) -> Vec<ChunkHit> {
     kept
 }
 
+/// The fusion's order of the ids of two rankings (best first): the first `candidates` of
+/// each fused by [`rrf`] with `weights` (BM25's, the embeddings'), scored over the best
+/// possible fused score (1.0 for first in both); then the rest of each list, alternately,
+/// scored as if just past the fused ones' last rank. Every id once.
+pub fn fusion_order(
+    bm25: &[i64],
+    vectors: &[i64],
+    [bm25_weight, vector_weight]: [f64; 2],
+    candidates: usize,
+) -> Vec<(i64, f64)> {
+    let (bm25_fused, bm25_rest) = bm25.split_at(bm25.len().min(candidates));
+    let (vector_fused, vector_rest) = vectors.split_at(vectors.len().min(candidates));
+    let best_possible = (bm25_weight + vector_weight) / (RRF_K + 1.0);
+    let mut order: Vec<(i64, f64)> =
+        rrf(&[(bm25_weight, bm25_fused), (vector_weight, vector_fused)])
+            .into_iter()
+            .map(|(id, score)| (id, score / best_possible))
+            .collect();
+    let mut seen: HashSet<i64> = order.iter().map(|(id, _)| *id).collect();
+    let reserve =
+        bm25_weight.max(vector_weight) / (RRF_K + candidates as f64 + 1.0) / best_possible;
+    order.extend(
+        interleave(bm25_rest, vector_rest)
+            .into_iter()
+            .filter(|id| seen.insert(*id))
+            .map(|id| (id, reserve)),
+    );
+    order
+}
+
 /// `a[0], b[0], a[1], b[1], …`, then the longer list's rest.
 fn interleave(a: &[i64], b: &[i64]) -> Vec<i64> {
     let mut out = Vec::with_capacity(a.len() + b.len());
@@ -187,9 +217,9 @@ impl<'a> Retriever<'a> {
 
     /// The agent's best chunks for `message` by `mode`, best first, at most `k`, sources kept
     /// diverse ([`diversify`]). BM25: [`search`]. Vectors: the nearest chunks above
-    /// [`vector_floor`], `score` the cosine similarity. Fusion: the first 20 BM25 hits
-    /// ([`apply_floor`]) and 20 vector hits fused by [`rrf`], `score` the fused score over the
-    /// best possible (1.0 first in both); hits 21–40 of each list only fill the places
+    /// [`vector_floor`], `score` the cosine similarity. Fusion: the first 30 BM25 hits
+    /// ([`apply_floor`]) and 30 vector hits fused by [`rrf`], `score` the fused score over the
+    /// best possible (1.0 first in both); hits 31–40 of each list only fill the places
     /// [`diversify`] leaves; BM25 ranks while the query is embedded and the vectors scanned.
     /// Without an embedder, or when the message cannot be embedded (a warning is logged), the
     /// fusion is BM25 alone. Errors: the store's, never the embedder's.
@@ -284,14 +314,7 @@ impl<'a> Retriever<'a> {
             return Ok(diversify(hits, k as usize));
         }
         let bm25_ids: Vec<i64> = bm25.iter().map(|h| h.chunk_id.get()).collect();
-        let [bm25_weight, vector_weight] = self.weights;
-        let fused = rrf(&[
-            (bm25_weight, &bm25_ids[..bm25_ids.len().min(candidates)]),
-            (
-                vector_weight,
-                &vector_ids[..vector_ids.len().min(candidates)],
-            ),
-        ]);
+        let order = fusion_order(&bm25_ids, &vector_ids, self.weights, candidates);
         let mut by_id: HashMap<i64, ChunkHit> =
             bm25.into_iter().map(|h| (h.chunk_id.get(), h)).collect();
         let vector_only: Vec<ChunkId> = vector_ids
@@ -305,29 +328,15 @@ impl<'a> Retriever<'a> {
         for hit in store.chunk_hits(agent_id, &vector_only).await? {
             by_id.insert(hit.chunk_id.get(), hit);
         }
-        let best_possible = (bm25_weight + vector_weight) / (RRF_K + 1.0);
-        let mut hits: Vec<ChunkHit> = fused
+        let hits = order
             .into_iter()
             .filter_map(|(id, score)| {
                 by_id.remove(&id).map(|mut hit| {
-                    hit.score = score / best_possible;
+                    hit.score = score;
                     hit
                 })
             })
             .collect();
-        // The rest of the pool, unranked by the fusion, alternately from each list; scored
-        // as if just past the fused hits' last rank.
-        let reserve_score = bm25_weight.max(vector_weight) / (RRF_K + candidates as f64 + 1.0);
-        let rest = interleave(
-            &bm25_ids[bm25_ids.len().min(candidates)..],
-            &vector_ids[vector_ids.len().min(candidates)..],
-        );
-        hits.extend(rest.into_iter().filter_map(|id| {
-            by_id.remove(&id).map(|mut hit| {
-                hit.score = reserve_score / best_possible;
-                hit
-            })
-        }));
         Ok(diversify(hits, k as usize))
     }
 
@@ -393,6 +402,33 @@ mod tests {
 
     fn ids(fused: &[(i64, f64)]) -> Vec<i64> {
         fused.iter().map(|(id, _)| *id).collect()
+    }
+
+    #[test]
+    fn the_fusion_ranks_thirty_hits_of_each_list_and_keeps_the_rest_after_them() {
+        // 2000 is 26th in both lists: fused, it beats 1000, first in BM25 alone (2 / 86 >
+        // 1 / 61). Ranked on 20 of each, it would have come after every fused hit.
+        let mut bm25: Vec<i64> = vec![1000];
+        bm25.extend(1..=24);
+        bm25.push(2000);
+        bm25.extend(3001..=3014);
+        let mut vectors: Vec<i64> = (101..=125).collect();
+        vectors.push(2000);
+        vectors.extend(4001..=4014);
+        let order = fusion_order(&bm25, &vectors, [1.0, 1.0], CANDIDATES as usize);
+        assert_eq!(order[0].0, 2000);
+        assert_eq!(order[1].0, 1000);
+        assert!((order[0].1 - (2.0 / 86.0) / (2.0 / 61.0)).abs() < 1e-9);
+        // Hits 31–40 of each list follow, alternately, below every fused hit.
+        let fused = 30 + 30 - 1;
+        let rest: Vec<i64> = order[fused..].iter().map(|(id, _)| *id).collect();
+        assert_eq!(&rest[..4], &[3005, 4005, 3006, 4006]);
+        assert_eq!(rest.len(), 20);
+        assert!(order[fused].1 < order[fused - 1].1);
+        let mut ids: Vec<i64> = order.iter().map(|(id, _)| *id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), order.len(), "every id once");
     }
 
     #[test]
