@@ -53,7 +53,14 @@ pub struct Application {
     role: Role,
     /// The `METRICS_ADDR` listener, which serves only `GET /metrics`.
     metrics_listener: Option<TcpListener>,
+    /// Where finished replies' frames are kept from a graceful shutdown to the next start,
+    /// when no Redis keeps them ([`REPLIES_FILE`] in `DATA_DIR`).
+    replies_file: Option<std::path::PathBuf>,
 }
+
+/// The file in `DATA_DIR` that keeps finished replies' frames across a graceful restart
+/// when no Redis keeps them (docs/api.md § Resumable streams).
+pub const REPLIES_FILE: &str = "replies.json";
 
 impl Application {
     /// Connects and migrates the store, builds the services, starts the workers the role runs and
@@ -225,6 +232,17 @@ impl Application {
                 _ => None,
             }),
         ));
+        let replies_file =
+            (!chat.replies().is_shared()).then(|| config.storage.data_dir.join(REPLIES_FILE));
+        if let Some(path) = &replies_file {
+            let restored = chat.replies().restore(path);
+            if restored > 0 {
+                tracing::info!(
+                    replies = restored,
+                    "finished replies kept at the last shutdown are resumable again"
+                );
+            }
+        }
         let channels = crate::channels::Channels::new(
             &config.channels,
             &config.server.public_url,
@@ -294,6 +312,7 @@ impl Application {
             listener,
             role,
             metrics_listener,
+            replies_file,
         })
     }
 
@@ -346,6 +365,7 @@ impl Application {
         }
         let chat = self.state.chat.clone();
         let replies = chat.replies().clone();
+        let replies_file = self.replies_file.clone();
         let (grace, handover) = (
             chat.config().shutdown_grace,
             chat.config().shutdown_handover,
@@ -387,6 +407,20 @@ impl Application {
             .is_err()
         {
             tracing::warn!("chat turns were still being written when the shutdown ended");
+        }
+        if let Some(path) = &replies_file {
+            match replies.save(path) {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(
+                    replies = n,
+                    "finished replies kept for resuming after the restart"
+                ),
+                Err(e) => tracing::warn!(
+                    path = %path.display(),
+                    error = %e,
+                    "finished replies could not be kept: they cannot be resumed after the restart"
+                ),
+            }
         }
         extra.end().await;
         Ok(())

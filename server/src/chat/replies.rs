@@ -10,9 +10,12 @@
 //! frames of a resumable reply are appended to a Redis Stream (`reply:{replyId}`, entry id
 //! `0-{frame id}`, bounded to [`MAX_FRAMES`] and expiring [`RETENTION`] after the reply ends)
 //! that any instance replays and follows (<https://redis.io/docs/latest/develop/data-types/streams/>).
+//! Without Redis, the finished replies' frames outlive a graceful restart through a file
+//! ([`Replies::save`], [`Replies::restore`]).
 
 use std::{
     collections::{HashMap, VecDeque},
+    path::Path,
     sync::{
         atomic::{AtomicU64, Ordering},
         Arc, Mutex, MutexGuard, PoisonError,
@@ -165,6 +168,21 @@ impl ReplyLog {
     }
 }
 
+/// A finished reply's frames as [`Replies::save`] writes them (JSON).
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SavedReply {
+    reply_id: String,
+    thread_id: String,
+    user_id: String,
+    agent_id: String,
+    /// When the reply ended, in Unix milliseconds.
+    ended_at: i64,
+    /// The id of `frames[0]`.
+    first: u64,
+    frames: Vec<String>,
+}
+
 /// A thread's turn in this instance: one permit, and its holder.
 struct Slot {
     gate: Arc<Semaphore>,
@@ -243,6 +261,11 @@ impl Replies {
                 renewals: AtomicU64::new(0),
             }
         })
+    }
+
+    /// Whether instances share the replies through Redis.
+    pub fn is_shared(&self) -> bool {
+        self.redis.is_some()
     }
 
     fn lock(&self) -> MutexGuard<'_, Local> {
@@ -564,6 +587,112 @@ impl Replies {
     /// Cancelled when the handover is over ([`Replies::end_handover`]).
     pub fn handover_token(&self) -> CancellationToken {
         self.handover_over.clone()
+    }
+
+    /// Writes the frames of the finished replies still replayable to `path` (JSON, through a
+    /// temporary file beside it that replaces it; readable by the owner alone), so that
+    /// [`Replies::restore`] brings them back after a restart. Call it once the replies have
+    /// drained. Returns how many replies were written. Errors: the file cannot be written.
+    pub fn save(&self, path: &Path) -> std::io::Result<usize> {
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let saved: Vec<SavedReply> = {
+            let mut local = self.lock();
+            self.expire(&mut local);
+            local
+                .finished
+                .iter()
+                .filter(|(_, log)| {
+                    local
+                        .logs
+                        .get(&log.thread_id)
+                        .is_some_and(|latest| Arc::ptr_eq(latest, log))
+                })
+                .map(|(ended, log)| {
+                    let frames = log.frames.borrow();
+                    SavedReply {
+                        reply_id: log.reply_id.to_string(),
+                        thread_id: log.thread_id.to_string(),
+                        user_id: log.owner.user_id.to_string(),
+                        agent_id: log.owner.agent_id.to_string(),
+                        ended_at: now_ms - ended.elapsed().as_millis() as i64,
+                        first: frames.first,
+                        frames: frames.list.iter().map(|f| f.to_string()).collect(),
+                    }
+                })
+                .collect()
+        };
+        let temporary = path.with_extension("json.tmp");
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let mut file = std::io::BufWriter::new(options.open(&temporary)?);
+        serde_json::to_writer(&mut file, &saved)?;
+        std::io::Write::flush(&mut file)?;
+        file.into_inner().map_err(|e| e.into_error())?.sync_all()?;
+        std::fs::rename(&temporary, path)?;
+        Ok(saved.len())
+    }
+
+    /// Brings back the replies [`Replies::save`] wrote to `path`, those that ended less than
+    /// [`RETENTION`] ago, as if they had just been generated here; then deletes the file. A
+    /// missing file is no replies; an unreadable one is warned about and deleted. Returns how
+    /// many replies came back.
+    pub fn restore(&self, path: &Path) -> usize {
+        let text = match std::fs::read(path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return 0,
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "the replies kept at the last shutdown cannot be read");
+                return 0;
+            }
+        };
+        if let Err(e) = std::fs::remove_file(path) {
+            tracing::warn!(path = %path.display(), error = %e, "the replies kept at the last shutdown cannot be deleted");
+        }
+        let mut saved: Vec<SavedReply> = match serde_json::from_slice(&text) {
+            Ok(saved) => saved,
+            Err(e) => {
+                tracing::warn!(path = %path.display(), error = %e, "the replies kept at the last shutdown are not readable; they are dropped");
+                return 0;
+            }
+        };
+        saved.sort_by_key(|r| r.ended_at);
+        let now_ms = chrono::Utc::now().timestamp_millis();
+        let mut local = self.lock();
+        let mut restored = 0;
+        for reply in saved {
+            let age = Duration::from_millis(now_ms.saturating_sub(reply.ended_at).max(0) as u64);
+            let Some(ended) = Instant::now().checked_sub(age).filter(|_| age < RETENTION) else {
+                continue;
+            };
+            if reply.first == 0 || reply.frames.is_empty() {
+                continue;
+            }
+            let list: VecDeque<Arc<str>> = reply.frames.into_iter().map(Arc::from).collect();
+            let bytes = list.iter().map(|f| f.len()).sum();
+            let log = Arc::new(ReplyLog {
+                reply_id: MessageId::from(reply.reply_id),
+                thread_id: ThreadId::from(reply.thread_id),
+                owner: Owner {
+                    user_id: UserId::from(reply.user_id),
+                    agent_id: AgentId::from(reply.agent_id),
+                },
+                frames: watch::Sender::new(Frames {
+                    list,
+                    first: reply.first,
+                    bytes,
+                    finished: true,
+                }),
+                mirror: None,
+            });
+            local.finished_bytes += bytes;
+            local.finished.push_back((ended, log.clone()));
+            local.logs.insert(log.thread_id.clone(), log);
+            restored += 1;
+        }
+        self.expire(&mut local);
+        restored
     }
 
     /// `log`'s frames after `after` as they come, up to [`DONE`].
@@ -1021,6 +1150,55 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn finished_replies_saved_at_shutdown_are_replayed_after_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("replies.json");
+        let replies = Replies::new(None);
+        let (thread, reply) = (ThreadId::new(), MessageId::new());
+        let log = replies.open_log(&thread, &reply, &owner());
+        frames(&log, 3);
+        log.push(DONE.into());
+        replies.finish_log(&log);
+        // A reply still running is not kept: its frames would stop short of [DONE].
+        let running = replies.open_log(&ThreadId::new(), &MessageId::new(), &owner());
+        frames(&running, 2);
+        assert_eq!(replies.save(&path).unwrap(), 1);
+
+        let restarted = Replies::new(None);
+        assert_eq!(restarted.restore(&path), 1);
+        assert!(!path.exists(), "read once");
+        let (id, stream) = restarted
+            .follow(&thread, &owner(), 1)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(id, reply);
+        assert_eq!(collect(stream).await, [2, 3, 4]);
+        let stranger = Owner {
+            user_id: UserId::from("v"),
+            agent_id: AgentId::from("a"),
+        };
+        assert!(restarted
+            .follow(&thread, &stranger, 0)
+            .await
+            .unwrap()
+            .is_none());
+
+        // Past the retention, or unreadable: nothing comes back, and the file goes.
+        let old = serde_json::json!([{
+            "replyId": "r", "threadId": "t", "userId": "u", "agentId": "a",
+            "endedAt": chrono::Utc::now().timestamp_millis() - RETENTION.as_millis() as i64 - 1_000,
+            "first": 1, "frames": ["{}", DONE],
+        }]);
+        std::fs::write(&path, old.to_string()).unwrap();
+        assert_eq!(Replies::new(None).restore(&path), 0);
+        std::fs::write(&path, "not json").unwrap();
+        assert_eq!(Replies::new(None).restore(&path), 0);
+        assert!(!path.exists());
+        assert_eq!(Replies::new(None).restore(&path), 0, "no file: none");
+    }
+
+    #[tokio::test]
     async fn a_follower_gets_every_frame_after_its_id_once_live_or_replayed() {
         let replies = Replies::new(None);
         let thread = ThreadId::new();
@@ -1146,7 +1324,7 @@ mod tests {
 
     #[tokio::test]
     async fn one_pipeline_a_second_renews_every_lease_and_reads_every_cancel() {
-        use crate::ratelimit::redis::testing;
+        use crate::ratelimit::redis_testing as testing;
         let prefix = testing::unique_prefix();
         let replies = Replies::new(Some(testing::connect(&prefix).await));
         let mut raw = testing::raw_connection().await;
@@ -1171,7 +1349,10 @@ mod tests {
         for (n, (thread, _, turn)) in turns.iter().enumerate() {
             let ttl: i64 = raw.pttl(format!("{prefix}turn:{thread}")).await.unwrap();
             // Unrenewed, a 30 s lease would have 27.7 s left.
-            assert!(ttl > 28_500, "turn {n}'s lease was not renewed: {ttl} ms left");
+            assert!(
+                ttl > 28_500,
+                "turn {n}'s lease was not renewed: {ttl} ms left"
+            );
             assert_eq!(turn.cancel_token().is_cancelled(), n == 3, "turn {n}");
         }
         assert!(!raw.exists::<_, bool>(&asked).await.unwrap());

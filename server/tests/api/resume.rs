@@ -521,6 +521,54 @@ async fn a_shutdown_ends_streams_after_the_grace_period_and_stores_what_was_gene
 }
 
 #[tokio::test]
+async fn without_redis_finished_replies_stay_resumable_across_a_graceful_restart() {
+    let no_redis = |c: &mut agentchat::config::Config| c.limits.redis_url = None;
+    let (mut app, _mock) = slow_app(Duration::from_millis(5), no_redis).await;
+    let user = app.user().await;
+    let id = agent_with(&app, &user, "gpt-4o-mini").await;
+    let (thread, stream) = start(
+        &app,
+        &user.access,
+        &id,
+        json!({"message": "count [[tokens:30]]", "stream": true, "resumable": true}),
+    )
+    .await;
+    let whole = stream.rest().await;
+    assert_eq!(whole.last().unwrap().1, "[DONE]");
+    app.shut_down();
+    let kept = app.dir.path().join(agentchat::startup::REPLIES_FILE);
+    for _ in 0..200 {
+        if kept.exists() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        kept.exists(),
+        "the shutdown keeps the finished reply's frames"
+    );
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&kept).unwrap().permissions().mode();
+        assert_eq!(mode & 0o077, 0, "the owner's alone");
+    }
+    // The same data folder and database, started again.
+    let TestApp { dir, database, .. } = app;
+    let app = spawn_app_on(dir, database, no_redis).await;
+    assert!(!kept.exists(), "read back once");
+    let (access, _) = app.tokens(&user.email, &user.password).await;
+    let rest = Events::of(resume(&app, &access, &id, &thread, 5).await)
+        .rest()
+        .await;
+    assert_eq!(rest, whole[5..], "frame-exact after the restart");
+    // Someone else's conversation is still not theirs to resume.
+    let stranger = app.user().await;
+    let res = resume(&app, &stranger.access, &id, &thread, 0).await;
+    assert_eq!(res.status(), 404);
+}
+
+#[tokio::test]
 async fn while_redis_does_not_answer_each_instance_keeps_its_own_replies() {
     let (app, _mock) = slow_app(Duration::from_millis(15), |c| {
         c.limits.redis_url = Some("redis://127.0.0.1:9".into());
