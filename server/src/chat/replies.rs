@@ -591,8 +591,9 @@ impl Replies {
 
     /// Writes the frames of the finished replies still replayable to `path` (JSON, through a
     /// temporary file beside it that replaces it; readable by the owner alone), so that
-    /// [`Replies::restore`] brings them back after a restart. Call it once the replies have
-    /// drained. Returns how many replies were written. Errors: the file cannot be written.
+    /// [`Replies::restore`] brings them back after a restart; no file when there are none.
+    /// Call it once the replies have drained. Returns how many replies were written.
+    /// Errors: the file cannot be written.
     pub fn save(&self, path: &Path) -> std::io::Result<usize> {
         let now_ms = chrono::Utc::now().timestamp_millis();
         let saved: Vec<SavedReply> = {
@@ -621,6 +622,9 @@ impl Replies {
                 })
                 .collect()
         };
+        if saved.is_empty() {
+            return Ok(0);
+        }
         let temporary = path.with_extension("json.tmp");
         let mut options = std::fs::OpenOptions::new();
         options.write(true).create(true).truncate(true);
@@ -1196,6 +1200,8 @@ mod tests {
         assert_eq!(Replies::new(None).restore(&path), 0);
         assert!(!path.exists());
         assert_eq!(Replies::new(None).restore(&path), 0, "no file: none");
+        assert_eq!(Replies::new(None).save(&path).unwrap(), 0);
+        assert!(!path.exists(), "nothing to keep, no file");
     }
 
     #[tokio::test]
