@@ -1136,11 +1136,15 @@ async fn mirror(redis: SharedRedis, mut sent: mpsc::UnboundedReceiver<Mirrored>)
 mod tests {
     use super::*;
 
-    fn owner() -> Owner {
+    fn owner_of(user: &str, agent: &str) -> Owner {
         Owner {
-            user_id: UserId::from("u"),
-            agent_id: AgentId::from("a"),
+            user_id: UserId::from(user),
+            agent_id: AgentId::from(agent),
         }
+    }
+
+    fn owner() -> Owner {
+        owner_of("u", "a")
     }
 
     fn frames(log: &ReplyLog, n: usize) {
@@ -1178,10 +1182,7 @@ mod tests {
             .unwrap();
         assert_eq!(id, reply);
         assert_eq!(collect(stream).await, [2, 3, 4]);
-        let stranger = Owner {
-            user_id: UserId::from("v"),
-            agent_id: AgentId::from("a"),
-        };
+        let stranger = owner_of("v", "a");
         assert!(restarted
             .follow(&thread, &stranger, 0)
             .await
@@ -1224,10 +1225,7 @@ mod tests {
         assert_eq!(collect(all).await, (1..=6).collect::<Vec<_>>());
         let (_, none) = replies.follow(&thread, &owner(), 6).await.unwrap().unwrap();
         assert!(collect(none).await.is_empty());
-        let stranger = Owner {
-            user_id: UserId::from("u"),
-            agent_id: AgentId::from("b"),
-        };
+        let stranger = owner_of("u", "b");
         assert!(replies
             .follow(&thread, &stranger, 0)
             .await
@@ -1314,10 +1312,7 @@ mod tests {
             .unwrap();
         assert!(!turn.cancel_token().is_cancelled());
         // Nobody else's: not in progress for them, not theirs to cancel.
-        let stranger = Owner {
-            user_id: UserId::from("v"),
-            agent_id: AgentId::from("a"),
-        };
+        let stranger = owner_of("v", "a");
         assert!(!replies.in_progress(&thread, &stranger).await);
         assert!(!replies.cancel(&thread, &stranger).await);
         assert!(!turn.cancel_token().is_cancelled());
