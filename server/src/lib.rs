@@ -14,6 +14,7 @@ pub mod config;
 pub mod connection;
 pub mod crypto;
 pub mod domain;
+pub mod foreground;
 pub mod forwarded;
 pub mod http;
 pub mod idle;

@@ -208,7 +208,7 @@ async fn run(command: Command, config: Config, runtimes: Runtimes) -> anyhow::Re
             let store = agentchat::store::open(&config.storage).await?;
             store.migrate().await?;
             let agent = agentchat::ids::AgentId::from(agent);
-            let embedder = Embedder::from_config(&config.providers)?;
+            let embedder = Embedder::from_config(&config.providers, Default::default())?;
             let search = ChunkSearch::new(store);
             let vectors = VectorCache::default();
             let retriever = Retriever {

@@ -658,9 +658,12 @@ pub fn build_models(config: &ProvidersConfig) -> anyhow::Result<crate::llm::Mode
 
 /// What answers every request, outermost first: HTTP metrics, [`http::security`] headers,
 /// `X-Request-Id`, [`RequestSpanLayer`], panics as JSON 500, the JSON 431
-/// ([`http::security::HeadLimitLayer`]), [`http::ApiService`], [`router`]; one tower stack.
+/// ([`http::security::HeadLimitLayer`]), the request's arrival and answer marked as
+/// [`crate::foreground`] work, [`http::ApiService`], [`router`]; one tower stack.
 pub fn service(state: AppState) -> impl HttpService {
     let router = router(state.clone());
+    let arrived = state.knowledge.foreground.clone();
+    let answered = arrived.clone();
     let hsts = security::hsts(&state.server.public_url);
     let metrics = crate::metrics::HttpMetricsLayer::new(state.metrics.enabled(), || {
         http::metrics::service_routes(&state.leptos)
@@ -693,6 +696,14 @@ pub fn service(state: AppState) -> impl HttpService {
         .layer(PropagateRequestIdLayer::new(REQUEST_ID))
         .layer(CatchPanicLayer::custom(panic_response))
         .layer(security::HeadLimitLayer)
+        .map_request(move |request: Request| {
+            arrived.touch();
+            request
+        })
+        .map_response(move |response: Response| {
+            answered.touch();
+            response
+        })
         .layer(http::ApiLayer::new(state))
         .service(router)
 }

@@ -211,7 +211,7 @@ async fn main() -> anyhow::Result<()> {
 
     // 3. Query latency, alone and behind chunk batches.
     let threads = default_threads(cores);
-    let embedder = Arc::new(LocalEmbedder::start(&model_dir, None)?);
+    let embedder = Arc::new(LocalEmbedder::start(&model_dir, None, Arc::default())?);
     for q in QUESTIONS {
         embedder.embed_query(q).await.map_err(anyhow::Error::msg)?;
     }

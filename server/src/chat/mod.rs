@@ -844,6 +844,9 @@ impl ChatService {
                 let mut ended = (None, FinishReason::Stop);
                 let mut round_text = String::new();
                 let mut calls = Vec::new();
+                // The first event, then the end: what follows each until the reply is sent
+                // is latency a client sees, so background work waits.
+                self.knowledge.foreground.touch();
                 while let Some(event) = upstream.next().await {
                     let event = event.inspect_err(|e| {
                         crate::metrics::provider_failed(&prepared.model.id, e);
@@ -854,6 +857,7 @@ impl ChatService {
                         Event::End(usage, finish) => ended = (usage, finish),
                     }
                 }
+                self.knowledge.foreground.touch();
                 text.push_str(&round_text);
                 if prepared.request_client_calls(&calls) {
                     client_calls = calls;

@@ -242,6 +242,9 @@ impl Relay {
                         Box::pin(open_stream(prepared, timeout).instrument(self.span.clone()))
                             .await;
                     prepared.release_prompt();
+                    // The first event: what follows until the first frame is sent is
+                    // latency a client sees, so background work waits.
+                    chat.knowledge.foreground.touch();
                     self.phase = match opened {
                         Ok(upstream) => Phase::Relaying(upstream),
                         Err(e) => self.failed(e),
@@ -263,7 +266,13 @@ impl Relay {
                         }
                         self.phase = self.failed(e);
                     }
-                    None => self.phase = self.round_ended(),
+                    None => {
+                        // The end: what follows until `[DONE]` is latency a client sees.
+                        if let Some((chat, _)) = &self.chat {
+                            chat.knowledge.foreground.touch();
+                        }
+                        self.phase = self.round_ended();
+                    }
                 },
                 Phase::Tools(calls) => {
                     let calls = std::mem::take(calls);

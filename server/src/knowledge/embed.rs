@@ -9,7 +9,10 @@ pub mod local;
 
 use std::{
     path::Path,
-    sync::atomic::{AtomicI64, Ordering},
+    sync::{
+        atomic::{AtomicI64, Ordering},
+        Arc,
+    },
     time::Duration,
 };
 
@@ -20,6 +23,7 @@ use tracing::{info, warn};
 use super::Knowledge;
 use crate::{
     config::ProvidersConfig,
+    foreground::Foreground,
     ids::{ChunkId, DocumentId},
     llm::{
         remote::{classify, endpoint_url, mask, target},
@@ -76,7 +80,11 @@ impl Embedder {
     /// (warned). `local` loads the model at `EMBEDDING_MODEL_PATH`. Errors (one line naming the
     /// variable): `local` without `EMBEDDING_MODEL_PATH` or with an unusable folder
     /// ([`local::LocalModel::load`]); no HTTP client.
-    pub fn from_config(config: &ProvidersConfig) -> anyhow::Result<Option<Self>> {
+    /// The built-in model's chunk batches yield to `foreground`.
+    pub fn from_config(
+        config: &ProvidersConfig,
+        foreground: Arc<Foreground>,
+    ) -> anyhow::Result<Option<Self>> {
         let Some(model) = config.embedding_model.clone() else {
             return Ok(None);
         };
@@ -86,7 +94,7 @@ impl Embedder {
                     "EMBEDDING_MODEL_PATH is not set: EMBEDDING_MODEL=local needs the folder of a sentence-transformers model (README § Embeddings)"
                 );
             };
-            let embedder = Self::local(path, config.embedding_threads, config.timeout)?;
+            let embedder = Self::local(path, config.embedding_threads, config.timeout, foreground)?;
             info!(model = %embedder.model, "built-in embedding model loaded");
             return Ok(Some(embedder));
         }
@@ -127,10 +135,16 @@ impl Embedder {
         })
     }
 
-    /// The built-in model in `dir` on `threads` threads (`None`: [`local::default_threads`]);
-    /// its name is [`local::LocalModel::name`]. Errors: as [`local::LocalModel::load`].
-    pub fn local(dir: &Path, threads: Option<usize>, timeout: Duration) -> anyhow::Result<Self> {
-        let local = local::LocalEmbedder::start(dir, threads)?;
+    /// The built-in model in `dir` on `threads` threads (`None`: [`local::default_threads`]),
+    /// its chunk batches yielding to `foreground`; its name is [`local::LocalModel::name`].
+    /// Errors: as [`local::LocalModel::load`].
+    pub fn local(
+        dir: &Path,
+        threads: Option<usize>,
+        timeout: Duration,
+        foreground: Arc<Foreground>,
+    ) -> anyhow::Result<Self> {
+        let local = local::LocalEmbedder::start(dir, threads, foreground)?;
         Ok(Self {
             model: local.name().to_string(),
             source: Source::Local(local),

@@ -43,6 +43,9 @@ pub struct Knowledge {
     pub max_upload_bytes: usize,
     /// `None` without `EMBEDDING_MODEL`: BM25 only.
     pub embedder: Option<Arc<embed::Embedder>>,
+    /// This instance's foreground work, which the built-in model's chunk batches yield to:
+    /// requests and provider events mark it ([`crate::foreground`]).
+    pub foreground: Arc<crate::foreground::Foreground>,
     pub vectors: search::vectors::VectorCache,
     pub embed_wake: Arc<Notify>,
     pub events: crate::webhooks::Events,
@@ -67,6 +70,7 @@ impl Knowledge {
     ) -> anyhow::Result<Self> {
         let policy = Arc::new(NetPolicy::from_list(&outbound.allowed_private_hosts)?);
         let client = Arc::new(SafeClient::new((*policy).clone(), FetchLimits::default())?);
+        let foreground = Arc::new(crate::foreground::Foreground::default());
         Ok(Self {
             search: search::ChunkSearch::new(documents.clone()),
             documents,
@@ -81,7 +85,8 @@ impl Knowledge {
             }),
             sandbox: Arc::new(sandbox::Sandbox::new(config.extraction.clone())),
             max_upload_bytes: config.max_upload_bytes,
-            embedder: embed::Embedder::from_config(providers)?.map(Arc::new),
+            embedder: embed::Embedder::from_config(providers, foreground.clone())?.map(Arc::new),
+            foreground,
             vectors: search::vectors::VectorCache::default(),
             embed_wake: Arc::new(Notify::new()),
             events,

@@ -118,6 +118,39 @@ async fn the_offline_model_answers_in_json_with_usage_and_a_thread() {
 }
 
 #[tokio::test]
+async fn requests_and_provider_replies_are_marked_as_foreground_work() {
+    let app = spawn_app().await;
+    let user = app.user().await;
+    let id = agent(&app, &user).await;
+    // What the built-in model's chunk batches wait for (docs/knowledge.md § Embeddings).
+    let foreground = app.state.knowledge.foreground.clone();
+    let before = foreground.events();
+    assert_eq!(app.get("/api/health", None).await.status(), 200);
+    assert_eq!(
+        foreground.events() - before,
+        2,
+        "the arrival and the answer"
+    );
+    for stream in [true, false] {
+        let before = foreground.events();
+        let res = app
+            .chat(
+                &user.access,
+                &id,
+                json!({"message": "hello", "stream": stream}),
+            )
+            .await;
+        assert_eq!(res.status(), 200);
+        res.text().await.unwrap();
+        assert_eq!(
+            foreground.events() - before,
+            4,
+            "stream {stream}: the arrival, the provider's first event and its end, the answer"
+        );
+    }
+}
+
+#[tokio::test]
 async fn the_offline_model_streams_exact_sse_frames() {
     let app = spawn_app().await;
     let user = app.user().await;

@@ -149,6 +149,12 @@ impl BertEncoder {
     /// token: shape `(ids.len(), hidden_size)`. Errors: no ids, more ids than position
     /// embeddings, or an id outside the vocabulary.
     pub fn forward(&self, ids: &[u32]) -> Result<Tensor> {
+        self.forward_paced(ids, &mut || {})
+    }
+
+    /// [`BertEncoder::forward`], calling `pause` before each matrix product of each layer
+    /// (five a layer), so that a caller can wait between them.
+    pub fn forward_paced(&self, ids: &[u32], pause: &mut dyn FnMut()) -> Result<Tensor> {
         let n = ids.len();
         if n == 0 || n > self.position.dim(0)? {
             candle_core::bail!(
@@ -164,6 +170,7 @@ impl BertEncoder {
         let x = (x + self.position.narrow(0, 0, n)?)?.broadcast_add(&self.token_type)?;
         let mut x = self.embeddings_norm.forward(&x)?;
         for layer in &self.layers {
+            pause();
             let qkv = layer.qkv.forward(&x)?;
             // (tokens, 3 · hidden) → three (heads, tokens, head size).
             let head = |i: usize| {
@@ -173,21 +180,25 @@ impl BertEncoder {
                     .contiguous()
             };
             let (q, k, v) = (head(0)?, head(1)?, head(2)?);
+            pause();
             let probs = candle_nn::ops::softmax_last_dim(&q.matmul(&k.t()?)?)?;
             let context = probs
                 .matmul(&v)?
                 .transpose(0, 1)?
                 .contiguous()?
                 .reshape((n, hidden))?;
+            pause();
             let attended = layer
                 .attention_norm
                 .forward(&(layer.attention_out.forward(&context)? + &x)?)?;
+            pause();
             let up = layer.up.forward(&attended)?;
             let up = match self.activation {
                 Activation::Gelu => up.gelu_erf()?,
                 Activation::GeluTanh => up.gelu()?,
                 Activation::Relu => up.relu()?,
             };
+            pause();
             x = layer
                 .out_norm
                 .forward(&(layer.down.forward(&up)? + &attended)?)?;

@@ -17,6 +17,7 @@ use tokenizers::{Tokenizer, TruncationParams};
 use tokio::sync::{oneshot, OwnedSemaphorePermit, Semaphore};
 
 use super::bert::{BertEncoder, Config as BertConfig};
+use crate::foreground::Foreground;
 
 /// Texts per chunk job; a job runs them one after another on one thread of the pool.
 pub const LOCAL_BATCH: usize = 4;
@@ -192,12 +193,25 @@ impl LocalModel {
     /// The unit embeddings of `texts`, in order, computed on the calling thread (and the
     /// current rayon pool). Errors: tokenizing or a tensor operation failed.
     pub fn embed(&self, texts: &[String]) -> anyhow::Result<Vec<Vec<f32>>> {
-        texts.iter().map(|text| self.embed_one(text)).collect()
+        self.embed_paced(texts, &mut || {})
+    }
+
+    /// [`LocalModel::embed`], calling `pause` before each step of the model
+    /// ([`BertEncoder::forward_paced`]).
+    pub fn embed_paced(
+        &self,
+        texts: &[String],
+        pause: &mut dyn FnMut(),
+    ) -> anyhow::Result<Vec<Vec<f32>>> {
+        texts
+            .iter()
+            .map(|text| self.embed_one(text, pause))
+            .collect()
     }
 
     /// One text through the model alone: no padding, so no attention mask.
-    fn embed_one(&self, text: &str) -> anyhow::Result<Vec<f32>> {
-        let hidden = self.bert.forward(&self.tokens(text)?)?;
+    fn embed_one(&self, text: &str, pause: &mut dyn FnMut()) -> anyhow::Result<Vec<f32>> {
+        let hidden = self.bert.forward_paced(&self.tokens(text)?, pause)?;
         Ok(mean_normalized(&hidden)?)
     }
 }
@@ -215,9 +229,11 @@ pub fn mean_normalized(hidden: &Tensor) -> candle_core::Result<Vec<f32>> {
 type Answer = Result<Vec<Vec<f32>>, String>;
 
 /// The model behind its two pools. Dropping it lets the queued jobs finish, then stops the
-/// threads.
+/// threads. Chunk batches are background work: each step waits for a gap in the instance's
+/// [`Foreground`] work; a query is foreground work.
 pub struct LocalEmbedder {
     model: Arc<LocalModel>,
+    foreground: Arc<Foreground>,
     chunk_pool: rayon::ThreadPool,
     query_pool: rayon::ThreadPool,
     chunk_slots: Arc<Semaphore>,
@@ -234,9 +250,14 @@ impl std::fmt::Debug for LocalEmbedder {
 }
 
 impl LocalEmbedder {
-    /// Loads the model in `dir` and starts its pool of `threads` (`None`: [`default_threads`]).
-    /// Errors: as [`LocalModel::load`], or the threads cannot be started.
-    pub fn start(dir: &Path, threads: Option<usize>) -> anyhow::Result<Self> {
+    /// Loads the model in `dir` and starts its pool of `threads` (`None`: [`default_threads`]);
+    /// chunk batches yield to `foreground`. Errors: as [`LocalModel::load`], or the threads
+    /// cannot be started.
+    pub fn start(
+        dir: &Path,
+        threads: Option<usize>,
+        foreground: Arc<Foreground>,
+    ) -> anyhow::Result<Self> {
         let model = Arc::new(LocalModel::load(dir)?);
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         let threads = threads.unwrap_or_else(|| default_threads(cores)).max(1);
@@ -253,6 +274,7 @@ impl LocalEmbedder {
             .context("starting the query embedding thread")?;
         Ok(Self {
             model,
+            foreground,
             chunk_pool,
             query_pool,
             chunk_slots: Arc::new(Semaphore::new(CHUNK_QUEUE)),
@@ -272,17 +294,24 @@ impl LocalEmbedder {
 
     /// Runs `texts` through the model on `pool`, holding the queue place `slot` until the
     /// job is over (or skipped because nobody waits for its answer any more).
+    /// With `background`, each step of the model waits for its turn ([`crate::foreground::Gate::pause`]).
     fn run(
         &self,
         pool: &rayon::ThreadPool,
         texts: Vec<String>,
         slot: OwnedSemaphorePermit,
+        background: bool,
     ) -> oneshot::Receiver<Answer> {
         let (reply, answer) = oneshot::channel();
         let model = self.model.clone();
+        let mut gate = background.then(|| self.foreground.gate());
         pool.spawn(move || {
             if !reply.is_closed() {
-                let _ = reply.send(run(&model, &texts));
+                let answer = match &mut gate {
+                    Some(gate) => run(&model, &texts, &mut || gate.pause()),
+                    None => run(&model, &texts, &mut || {}),
+                };
+                let _ = reply.send(answer);
             }
             drop(slot);
         });
@@ -304,7 +333,7 @@ impl LocalEmbedder {
             // The place goes with the batch and is given back when the model is done with
             // it, not when this caller reads the answer: a caller with more batches than
             // places would otherwise wait for itself.
-            let answer = self.run(&self.chunk_pool, batch.to_vec(), permit);
+            let answer = self.run(&self.chunk_pool, batch.to_vec(), permit, true);
             pending.push((batch.len(), answer));
         }
         let mut out = Vec::with_capacity(texts.len());
@@ -320,15 +349,17 @@ impl LocalEmbedder {
         Ok(out)
     }
 
-    /// The embedding of a chat query, on the query thread (never behind chunk batches).
-    /// Errors: [`QUERY_QUEUE`] queries are already waiting, or the model failed.
+    /// The embedding of a chat query, on the query thread (never behind chunk batches, which
+    /// wait while it runs). Errors: [`QUERY_QUEUE`] queries are already waiting, or the model
+    /// failed.
     pub async fn embed_query(&self, text: &str) -> Result<Vec<f32>, String> {
         let slot = self
             .query_slots
             .clone()
             .try_acquire_owned()
             .map_err(|_| format!("{QUERY_QUEUE} queries are already waiting"))?;
-        let answer = self.run(&self.query_pool, vec![text.to_string()], slot);
+        let _busy = self.foreground.busy();
+        let answer = self.run(&self.query_pool, vec![text.to_string()], slot, false);
         let mut vectors = answer
             .await
             .map_err(|_| "the embedding thread stopped".to_string())??;
@@ -339,8 +370,8 @@ impl LocalEmbedder {
 }
 
 /// One job: the model's vectors for `texts`, or why it failed (a panic included).
-fn run(model: &LocalModel, texts: &[String]) -> Answer {
-    match std::panic::catch_unwind(AssertUnwindSafe(|| model.embed(texts))) {
+fn run(model: &LocalModel, texts: &[String], pause: &mut dyn FnMut()) -> Answer {
+    match std::panic::catch_unwind(AssertUnwindSafe(|| model.embed_paced(texts, pause))) {
         Ok(Ok(vectors)) => Ok(vectors),
         Ok(Err(err)) => Err(format!("{err:#}")),
         Err(_) => Err("the model panicked".to_string()),
@@ -368,7 +399,7 @@ mod tests {
         assert_eq!(default_threads(0), 1);
         assert_eq!(default_threads(2), 2);
         assert_eq!(default_threads(16), 16);
-        let embedder = LocalEmbedder::start(&reference(), Some(2)).unwrap();
+        let embedder = LocalEmbedder::start(&reference(), Some(2), Arc::default()).unwrap();
         let policy = |pool: &rayon::ThreadPool| {
             pool.install(thread_priority::thread_schedule_policy)
                 .unwrap()
@@ -523,7 +554,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_query_goes_before_queued_chunk_batches() {
-        let embedder = LocalEmbedder::start(&reference(), Some(1)).unwrap();
+        let embedder = LocalEmbedder::start(&reference(), Some(1), Arc::default()).unwrap();
         let long = "word ".repeat(200);
         // Fill the queue with chunk batches, then ask a query: it is answered before the
         // chunk batches queued ahead of it.
@@ -558,8 +589,36 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn chunk_batches_wait_while_the_instance_is_busy_and_run_once_it_is_quiet() {
+        let foreground = Arc::new(Foreground::default());
+        let embedder = LocalEmbedder::start(&reference(), Some(1), foreground.clone()).unwrap();
+        let texts = vec!["word ".repeat(200)];
+        // The time of the text on a quiet instance (whatever this build's speed).
+        let started = std::time::Instant::now();
+        embedder.embed(&texts).await.unwrap();
+        let quiet = started.elapsed();
+        let busy = foreground.busy();
+        let mut chunks = std::pin::pin!(embedder.embed(&texts));
+        // Busy without a pause: forced steps only (a thirtieth of the text each, for 0.5 %
+        // of a core), so three times the quiet time is far from enough; a query meanwhile is
+        // answered.
+        let early = tokio::time::timeout(3 * quiet, chunks.as_mut()).await;
+        assert!(
+            early.is_err(),
+            "a chunk was embedded while the instance was busy"
+        );
+        assert_eq!(embedder.embed_query("a question").await.unwrap().len(), 384);
+        drop(busy);
+        let vectors = tokio::time::timeout(60 * quiet, chunks)
+            .await
+            .expect("the chunk is embedded once the instance is quiet")
+            .unwrap();
+        assert_eq!(vectors[0].len(), 384);
+    }
+
+    #[tokio::test]
     async fn a_call_with_more_batches_than_queue_places_completes() {
-        let embedder = LocalEmbedder::start(&reference(), Some(1)).unwrap();
+        let embedder = LocalEmbedder::start(&reference(), Some(1), Arc::default()).unwrap();
         // Three times the batches the queue holds: each place must come back as the model
         // finishes a batch, not when this caller reads its answers.
         let texts: Vec<String> = (0..LOCAL_BATCH * CHUNK_QUEUE * 3)
