@@ -3,7 +3,7 @@
 //! being embedded does not lengthen anyone's reply (docs/knowledge.md § Embeddings).
 //!
 //! Foreground work marks itself with [`Foreground::touch`] (an event: a request arrives or is
-//! answered, a provider's event is read) or [`Foreground::busy`] (a span of CPU work: a query
+//! answered, a provider's first event or end is read) or [`Foreground::busy`] (a span of CPU work: a query
 //! is embedded). Before each step of the model (one matrix product of one layer: a few
 //! milliseconds of one core) a chunk thread asks its [`Gate`], which lets it go once no span
 //! is open and no event has come for [`QUIET`]. When foreground work never pauses that long,
@@ -72,7 +72,6 @@ impl Foreground {
         Gate {
             seen: self.events.load(Relaxed),
             changed_at: now.checked_sub(QUIET).unwrap_or(now),
-            waiting_since: None,
             forced_at: None,
             foreground: self.clone(),
         }
@@ -120,8 +119,6 @@ pub struct Gate {
     /// The event count last seen, and when it was first seen.
     seen: u64,
     changed_at: Instant,
-    /// When this thread began to wait, while it waits.
-    waiting_since: Option<Instant>,
     /// When the step running now started, if it was forced.
     forced_at: Option<Instant>,
 }
@@ -147,12 +144,9 @@ impl Gate {
             self.changed_at = now;
         }
         if fg.spans.load(Relaxed) == 0 && now.saturating_duration_since(self.changed_at) >= QUIET {
-            self.waiting_since = None;
             return true;
         }
-        self.waiting_since.get_or_insert(now);
         if fg.take_forced(now) {
-            self.waiting_since = None;
             self.forced_at = Some(now);
             return true;
         }

@@ -307,11 +307,12 @@ impl LocalEmbedder {
         let mut gate = background.then(|| self.foreground.gate());
         pool.spawn(move || {
             if !reply.is_closed() {
-                let answer = match &mut gate {
-                    Some(gate) => run(&model, &texts, &mut || gate.pause()),
-                    None => run(&model, &texts, &mut || {}),
+                let mut pause = || {
+                    if let Some(gate) = &mut gate {
+                        gate.pause();
+                    }
                 };
-                let _ = reply.send(answer);
+                let _ = reply.send(run(&model, &texts, &mut pause));
             }
             drop(slot);
         });
