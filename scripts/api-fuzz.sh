@@ -33,11 +33,12 @@ if [ ! -x "$venv/bin/st" ]; then
   exit 1
 fi
 
+. scripts/stop.sh
 work="$(mktemp -d)"
 server_pid=""
 cleanup() {
-  if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; fi
-  rm -rf "$work"
+  if [ -n "$server_pid" ]; then stop_process "$server_pid"; fi
+  rm -rf "$work" || true
 }
 trap cleanup EXIT
 
