@@ -176,3 +176,28 @@ macro_rules! backend {
     };
 }
 use backend;
+
+/// Begins a transaction on `pool` (with `statement`, such as SQLite's `BEGIN IMMEDIATE`, in
+/// place of the plain `BEGIN` when given) in a task of its own, so that a caller dropped
+/// meanwhile never leaves a pooled connection inside a transaction: the task runs the begin
+/// to its end, and a transaction nobody waits for any more is dropped and so rolled back.
+/// Without it, PostgreSQL's begin can be cut between the `BEGIN` and its answer
+/// (<https://github.com/transact-rs/sqlx/issues/4393>), and SQLite's custom begin between
+/// the `BEGIN` and its check that a transaction is open, with no `Transaction` yet to roll
+/// it back. Every transaction of the stores begins here.
+pub(crate) async fn begin_in_task<DB: sqlx::Database>(
+    pool: &sqlx::Pool<DB>,
+    statement: Option<&'static str>,
+) -> StoreResult<sqlx::Transaction<'static, DB>> {
+    let pool = pool.clone();
+    let begun = tokio::spawn(async move {
+        match statement {
+            Some(statement) => pool.begin_with(statement).await,
+            None => pool.begin().await,
+        }
+    });
+    match begun.await {
+        Ok(begun) => Ok(begun?),
+        Err(stopped) => Err(StoreError::Other(stopped.into())),
+    }
+}

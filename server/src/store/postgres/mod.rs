@@ -106,15 +106,9 @@ fn pool_options(max_connections: u32) -> PgPoolOptions {
         })
 }
 
-/// Begins a transaction on `pool` in a task of its own, so a caller dropped meanwhile never
-/// leaves a pooled connection inside a transaction
-/// (<https://github.com/transact-rs/sqlx/issues/4393>). Every transaction begins here.
+/// Begins a transaction on `pool` ([`crate::store::begin_in_task`]).
 pub(super) async fn begin(pool: &PgPool) -> StoreResult<sqlx::Transaction<'static, Postgres>> {
-    let pool = pool.clone();
-    match tokio::spawn(async move { pool.begin().await }).await {
-        Ok(begun) => Ok(begun?),
-        Err(stopped) => Err(StoreError::Other(stopped.into())),
-    }
+    crate::store::begin_in_task(pool, None).await
 }
 
 /// A shared statement's row lock `clause`, kept: transactions run side by side here.

@@ -146,9 +146,10 @@ fn list<T: serde::Serialize>(items: &[T]) -> String {
 /// How the shared statements' (`*_store!`) transactions begin.
 impl SqliteStore {
     /// Begins a transaction on the one writer, taking the write lock at once
-    /// (`BEGIN IMMEDIATE`: <https://sqlite.org/lang_transaction.html>).
+    /// (`BEGIN IMMEDIATE`: <https://sqlite.org/lang_transaction.html>), in a task of its own
+    /// ([`crate::store::begin_in_task`]).
     async fn begin_write(&self) -> StoreResult<sqlx::Transaction<'static, sqlx::Sqlite>> {
-        Ok(self.writer.begin_with("BEGIN IMMEDIATE").await?)
+        crate::store::begin_in_task(&self.writer, Some("BEGIN IMMEDIATE")).await
     }
 }
 
@@ -276,6 +277,50 @@ pub(crate) mod tests {
             .await
             .unwrap();
         assert_eq!(rows, 3000);
+    }
+
+    /// A write transaction's begin dropped at any point leaves the one writer outside a
+    /// transaction: the next begin works and its commit is seen by the readers. (sqlx's
+    /// custom `BEGIN` could be dropped after the `BEGIN` ran and before a `Transaction`
+    /// existed to roll it back: the writer then stayed inside it, later writes were never
+    /// committed, and the next `BEGIN IMMEDIATE` failed.)
+    #[tokio::test]
+    async fn a_write_begin_dropped_at_any_point_leaves_no_transaction_open() {
+        let (_dir, store) = store().await;
+        sqlx::query("CREATE TABLE marks (i INTEGER)")
+            .execute(store.writer())
+            .await
+            .unwrap();
+        for i in 0..300_i64 {
+            let mut begin = Box::pin(store.begin_write());
+            // Polled a varying number of times, some of them spaced, then dropped.
+            for p in 0..(i % 6) {
+                if futures::poll!(begin.as_mut()).is_ready() {
+                    break;
+                }
+                if p % 2 == 1 {
+                    tokio::time::sleep(Duration::from_micros(20 * (i as u64 % 7))).await;
+                } else {
+                    tokio::task::yield_now().await;
+                }
+            }
+            drop(begin);
+            let mut tx = tokio::time::timeout(Duration::from_secs(10), store.begin_write())
+                .await
+                .expect("the writer waited on a transaction left open")
+                .unwrap_or_else(|e| panic!("begin after {} polls: {e}", i % 6));
+            sqlx::query("INSERT INTO marks VALUES ($1)")
+                .bind(i)
+                .execute(&mut *tx)
+                .await
+                .unwrap();
+            tx.commit().await.unwrap();
+            let seen: i64 = sqlx::query_scalar("SELECT count(*) FROM marks")
+                .fetch_one(store.pool())
+                .await
+                .unwrap();
+            assert_eq!(seen, i + 1, "every committed write is seen by the readers");
+        }
     }
 
     /// Creates the verified user `u1` <one@example.com>.
