@@ -106,10 +106,14 @@ enum Command {
     },
 }
 
-/// The variables read before the configuration, by the logger (README.md § Configuration).
+/// The variables read outside the configuration: by the logger, and by the model providers'
+/// TLS clients (README.md § Configuration).
 const SERVE_AFTER_HELP: &str = "Logging: RUST_LOG (default info) sets the log level, \
 LOG_FORMAT=json writes JSON lines instead of text, and NO_COLOR (when set) keeps the text \
-uncoloured, as does anything but a terminal.";
+uncoloured, as does anything but a terminal.\n\n\
+Model providers over https: their certificates are checked against the system's \
+certificate authorities, or those of SSL_CERT_FILE (a PEM file) and SSL_CERT_DIR \
+(folders, separated by ':') when set.";
 
 #[derive(Subcommand)]
 enum AdminCommand {

@@ -153,7 +153,22 @@ pub struct MockConfig {
     /// Whether requests are kept for [`MockProvider::requests`]. Long benchmark runs turn this
     /// off so that memory stays flat.
     pub record_requests: bool,
+    /// Serve over TLS ([`MockTls`]) instead of plain HTTP/1.1.
+    pub tls: Option<MockTls>,
 }
+
+/// TLS for a [`MockProvider`]: the certificate of `tls/cert.pem` in this crate (for
+/// `127.0.0.1` and `localhost`, issued by the test authority [`TEST_CA_PEM`], whose key was
+/// not kept), offering HTTP/2 and HTTP/1.1 by ALPN like a hosted provider, or HTTP/1.1 only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MockTls {
+    /// Whether `h2` is offered besides `http/1.1`.
+    pub http2: bool,
+}
+
+/// The test certificate authority (PEM) that issued the TLS certificate of [`MockTls`]:
+/// clients trust it to reach the mock over `https://`. For tests only.
+pub const TEST_CA_PEM: &str = include_str!("../tls/ca.pem");
 
 impl Default for MockConfig {
     fn default() -> Self {
@@ -168,6 +183,7 @@ impl Default for MockConfig {
             ],
             reply: None,
             record_requests: true,
+            tls: None,
         }
     }
 }
@@ -215,12 +231,14 @@ impl MockProvider {
     pub async fn start_on(addr: SocketAddr, config: MockConfig) -> anyhow::Result<Self> {
         let listener = tokio::net::TcpListener::bind(addr).await?;
         let addr = listener.local_addr()?;
+        let tls = config.tls.map(server::acceptor).transpose()?;
         let shared = Arc::new(server::Shared::new(config));
-        let task = tokio::spawn(server::serve(listener, Arc::clone(&shared)));
+        let task = tokio::spawn(server::serve(listener, tls, Arc::clone(&shared)));
         Ok(Self { addr, shared, task })
     }
 
-    /// The base URL clients append API paths to: `http://127.0.0.1:PORT/v1/`.
+    /// The base URL clients append API paths to: `http://127.0.0.1:PORT/v1/` (`https://`
+    /// with [`MockConfig::tls`]).
     ///
     /// When listening on an unspecified address (`0.0.0.0` or `::`), the loopback address of
     /// the same family is used.
@@ -230,7 +248,11 @@ impl MockProvider {
             IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
             ip => ip,
         };
-        format!("http://{}/v1/", SocketAddr::new(ip, self.addr.port()))
+        let scheme = match self.shared.config.tls {
+            Some(_) => "https",
+            None => "http",
+        };
+        format!("{scheme}://{}/v1/", SocketAddr::new(ip, self.addr.port()))
     }
 
     /// Every request received so far, in order of arrival (empty when
@@ -242,6 +264,14 @@ impl MockProvider {
     /// Forgets the requests recorded so far.
     pub fn clear_requests(&self) {
         server::lock(&self.shared.requests).clear();
+    }
+
+    /// Connections accepted so far, and how many of them speak HTTP/2.
+    pub fn connections(&self) -> (usize, usize) {
+        (
+            self.shared.connections.load(Ordering::SeqCst),
+            self.shared.http2_connections.load(Ordering::SeqCst),
+        )
     }
 
     /// The number of streamed answers currently being written.

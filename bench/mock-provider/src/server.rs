@@ -12,16 +12,18 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use serde_json::{json, Value};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::TcpListener;
 use tokio::sync::Notify;
 use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
 use tower::ServiceExt;
 
 use crate::markers::StatusMarker;
 use crate::stream::ConnectionKiller;
-use crate::{anthropic, embeddings, openai, MockConfig, RecordedRequest};
+use crate::{anthropic, embeddings, openai, MockConfig, MockTls, RecordedRequest};
 
 /// The largest request body accepted.
 const MAX_BODY_BYTES: usize = 64 * 1024 * 1024;
@@ -32,6 +34,8 @@ pub(crate) struct Shared {
     pub config: MockConfig,
     pub requests: Mutex<Vec<RecordedRequest>>,
     pub open_streams: AtomicUsize,
+    pub connections: AtomicUsize,
+    pub http2_connections: AtomicUsize,
     pub cancelled_streams: AtomicUsize,
     pub completed_streams: AtomicUsize,
     /// `POST /v1/embeddings` requests received (failed ones included).
@@ -49,6 +53,8 @@ impl Shared {
             config,
             requests: Mutex::new(Vec::new()),
             open_streams: AtomicUsize::new(0),
+            connections: AtomicUsize::new(0),
+            http2_connections: AtomicUsize::new(0),
             cancelled_streams: AtomicUsize::new(0),
             completed_streams: AtomicUsize::new(0),
             embedding_requests: AtomicUsize::new(0),
@@ -100,15 +106,53 @@ impl Flavor {
     }
 }
 
-/// Accepts connections until the task is aborted; aborting it drops every connection.
-pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>) {
-    let router = router(shared);
+/// The TLS acceptor of `tls`: the certificate and key of this crate's `tls/` folder.
+pub(crate) fn acceptor(tls: MockTls) -> anyhow::Result<TlsAcceptor> {
+    use rustls::pki_types::{pem::PemObject, CertificateDer, PrivateKeyDer};
+    let chain = CertificateDer::pem_slice_iter(include_bytes!("../tls/cert.pem"))
+        .collect::<Result<Vec<_>, _>>()?;
+    let key = PrivateKeyDer::from_pem_slice(include_bytes!("../tls/key.pem"))?;
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)?;
+    config.alpn_protocols = match tls.http2 {
+        true => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+        false => vec![b"http/1.1".to_vec()],
+    };
+    Ok(TlsAcceptor::from(Arc::new(config)))
+}
+
+/// Accepts connections (over TLS with `tls`) until the task is aborted; aborting it drops
+/// every connection.
+pub(crate) async fn serve(listener: TcpListener, tls: Option<TlsAcceptor>, shared: Arc<Shared>) {
+    let router = router(Arc::clone(&shared));
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok((tcp, _)) => {
-                    connections.spawn(serve_connection(tcp, router.clone()));
+                    shared.connections.fetch_add(1, Ordering::SeqCst);
+                    if let Err(error) = tcp.set_nodelay(true) {
+                        tracing::debug!(%error, "set_nodelay failed");
+                    }
+                    let (router, tls, shared) = (router.clone(), tls.clone(), Arc::clone(&shared));
+                    connections.spawn(async move {
+                        let Some(tls) = tls else {
+                            return serve_connection(tcp, false, router).await;
+                        };
+                        match tls.accept(tcp).await {
+                            Ok(stream) => {
+                                let http2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+                                if http2 {
+                                    shared.http2_connections.fetch_add(1, Ordering::SeqCst);
+                                }
+                                serve_connection(stream, http2, router).await;
+                            }
+                            Err(error) => tracing::debug!(%error, "TLS handshake failed"),
+                        }
+                    });
                 }
                 Err(error) => {
                     // E.g. out of file descriptors: wait for some to be released.
@@ -121,22 +165,37 @@ pub(crate) async fn serve(listener: TcpListener, shared: Arc<Shared>) {
     }
 }
 
-/// Serves one connection until it ends or a handler asks for it to be dropped.
-async fn serve_connection(tcp: TcpStream, router: Router) {
-    if let Err(error) = tcp.set_nodelay(true) {
-        tracing::debug!(%error, "set_nodelay failed");
-    }
+/// Serves one connection (HTTP/2 when `http2`) until it ends or a handler asks for it to
+/// be dropped.
+async fn serve_connection<I>(io: I, http2: bool, router: Router)
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let notify = Arc::new(Notify::new());
     let killer = ConnectionKiller(Arc::clone(&notify));
     let service = hyper::service::service_fn(move |mut request: hyper::Request<_>| {
         request.extensions_mut().insert(killer.clone());
         router.clone().oneshot(request.map(Body::new))
     });
-    let connection = hyper::server::conn::http1::Builder::new()
-        .timer(TokioTimer::new())
-        .serve_connection(TokioIo::new(tcp), service);
+    let io = TokioIo::new(io);
+    let result = async {
+        match http2 {
+            true => {
+                hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+                    .timer(TokioTimer::new())
+                    .serve_connection(io, service)
+                    .await
+            }
+            false => {
+                hyper::server::conn::http1::Builder::new()
+                    .timer(TokioTimer::new())
+                    .serve_connection(io, service)
+                    .await
+            }
+        }
+    };
     tokio::select! {
-        result = connection => {
+        result = result => {
             if let Err(error) = result {
                 tracing::debug!(%error, "connection ended with an error");
             }

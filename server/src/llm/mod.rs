@@ -2,6 +2,7 @@
 //! Anthropic, through `genai` except the per-token OpenAI-compatible stream in `openai`) and
 //! the built-in offline model, gathered in a [`Models`] registry. No HTTP handlers here.
 
+mod lanes;
 pub mod offline;
 mod openai;
 pub mod remote;

@@ -18,6 +18,7 @@ use serde::{
 };
 
 use super::{
+    lanes::{Lanes, STREAMS_PER_LANE},
     remote::{complaint, shown_error, system_text, transport, Flavor, TransportError},
     Event, EventStream, FinishReason, Prompt, ProviderError, ProviderErrorKind, Role, ToolCall,
     ToolChoice, Usage,
@@ -28,9 +29,12 @@ const MAX_ERROR_BODY: usize = 64 * 1024;
 
 /// An OpenAI-compatible endpoint's streamed chat completions.
 pub(crate) struct OpenAiStreams {
-    /// An HTTP client (own connection pool) per calling thread, so a reply is read on the runtime
-    /// that relays it ([`crate::startup::Runtimes::PerCore`]) and chunks never cross threads.
-    clients: thread_local::ThreadLocal<reqwest::Client>,
+    /// The HTTP clients (each with its connection pool) of each calling thread, so a reply is
+    /// read on the runtime that relays it ([`crate::startup::Runtimes::PerCore`]) and chunks
+    /// never cross threads; lanes of [`STREAMS_PER_LANE`] requests ([`super::lanes`]).
+    clients: thread_local::ThreadLocal<Lanes>,
+    tls: rustls::ClientConfig,
+    per_lane: usize,
     url: String,
     key: Arc<SecretString>,
     header_timeout: Duration,
@@ -44,16 +48,40 @@ impl OpenAiStreams {
         key: Arc<SecretString>,
         header_timeout: Duration,
     ) -> anyhow::Result<Self> {
-        let clients = thread_local::ThreadLocal::new();
-        clients
-            .get_or_try(new_client)
+        let tls = super::lanes::provider_tls()
             .map_err(|e| anyhow::anyhow!("building the model client failed: {e}"))?;
-        Ok(Self {
-            clients,
+        super::lanes::client(&tls)
+            .map_err(|e| anyhow::anyhow!("building the model client failed: {e}"))?;
+        Ok(Self::with_tls(
+            base_url,
+            key,
+            header_timeout,
+            tls,
+            STREAMS_PER_LANE,
+        ))
+    }
+
+    /// [`Self::new`] over `tls`, with lanes of `per_lane` requests.
+    fn with_tls(
+        base_url: &str,
+        key: Arc<SecretString>,
+        header_timeout: Duration,
+        tls: rustls::ClientConfig,
+        per_lane: usize,
+    ) -> Self {
+        Self {
+            clients: thread_local::ThreadLocal::new(),
+            tls,
+            per_lane,
             url: format!("{base_url}chat/completions"),
             key,
             header_timeout,
-        })
+        }
+    }
+
+    fn lanes(&self) -> &Lanes {
+        self.clients
+            .get_or(|| Lanes::new(self.tls.clone(), self.per_lane))
     }
 
     /// Sends the request and answers its events once the headers say it succeeded.
@@ -70,8 +98,8 @@ impl OpenAiStreams {
         let fail = |kind, detail: String, cause: Option<&dyn fmt::Display>| {
             shown_error(Flavor::OpenAi, &self.key, kind, detail, cause)
         };
-        let client = match self.clients.get_or_try(new_client) {
-            Ok(client) => client,
+        let (client, seat, mut opening) = match self.lanes().take() {
+            Ok(taken) => taken,
             Err(e) => {
                 let (kind, detail) = transport(&e);
                 return Err(fail(kind, detail, Some(&e)));
@@ -82,7 +110,11 @@ impl OpenAiStreams {
         if !key.is_empty() {
             request = request.bearer_auth(key);
         }
-        let response = match tokio::time::timeout(self.header_timeout, request.send()).await {
+        let sent = async {
+            opening.ready().await;
+            request.send().await
+        };
+        let response = match tokio::time::timeout(self.header_timeout, sent).await {
             Err(_) => return Err(fail(ProviderErrorKind::Timeout, "timed out".into(), None)),
             Ok(Err(e)) => {
                 let (kind, detail) = transport(&e);
@@ -90,6 +122,8 @@ impl OpenAiStreams {
             }
             Ok(Ok(response)) => response,
         };
+        // The lane's connection is open (and its protocol known): its other requests may go.
+        drop(opening);
         let status = response.status();
         if !status.is_success() {
             let body = error_body(response).await;
@@ -100,19 +134,17 @@ impl OpenAiStreams {
             ));
         }
         let key = Arc::clone(&self.key);
+        // The seat goes with the stream: the lane has room again once the reply is dropped.
         Ok(Reading::new(response.bytes_stream().eventsource())
             .map(move |item| {
+                let _seat = &seat;
                 item.map_err(|(kind, detail)| shown_error(Flavor::OpenAi, &key, kind, detail, None))
             })
             .boxed())
     }
 }
 
-fn new_client() -> reqwest::Result<reqwest::Client> {
-    reqwest::Client::builder().build()
-}
-
-async fn error_body(mut response: reqwest::Response) -> String {
+async fn error_body(mut response: genai_reqwest::Response) -> String {
     let mut body = Vec::new();
     while let Ok(Some(chunk)) = response.chunk().await {
         body.extend_from_slice(&chunk);
@@ -987,5 +1019,134 @@ mod tests {
         prompt.tools.clear();
         let bare = body(&prompt);
         assert!(bare.get("tools").is_none() && bare.get("tool_choice").is_none());
+    }
+
+    /// The text of a streamed reply, read to its end.
+    async fn text_of(mut stream: EventStream) -> String {
+        let mut text = String::new();
+        while let Some(event) = stream.next().await {
+            match event.unwrap() {
+                Event::Delta(delta) => text.push_str(&delta),
+                Event::End(..) => return text,
+                Event::ToolCall(call) => panic!("unexpected call {call:?}"),
+            }
+        }
+        panic!("the reply ended without its end event")
+    }
+
+    /// Against a provider that speaks HTTP/2 over TLS (the mock, with a test authority's
+    /// certificate), streamed replies share a connection per lane: five replies started
+    /// together with lanes of two take three connections, all HTTP/2 (a lane's second
+    /// request waits for its first to open the connection), and each reply arrives whole.
+    /// A lane whose replies ended takes the next one on its connection.
+    #[tokio::test]
+    async fn replies_share_an_http2_connection_per_lane_of_streams() {
+        use mock_provider::{MockConfig, MockProvider, MockTls, TEST_CA_PEM};
+        use rustls::pki_types::{pem::PemObject, CertificateDer};
+
+        let mock = MockProvider::start(MockConfig {
+            tls: Some(MockTls { http2: true }),
+            ..MockConfig::default()
+        })
+        .await
+        .unwrap();
+        assert!(mock.base_url().starts_with("https://"));
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(CertificateDer::from_pem_slice(TEST_CA_PEM.as_bytes()).unwrap())
+            .unwrap();
+        let tls = super::super::lanes::tls_with_roots(roots).unwrap();
+        let streams = OpenAiStreams::with_tls(
+            &mock.base_url(),
+            Arc::new(SecretString::from("")),
+            Duration::from_secs(10),
+            tls,
+            2,
+        );
+        let prompt = |i: usize| Prompt {
+            turns: vec![Turn::text(Role::User, &format!("reply {i}"))],
+            ..Prompt::default()
+        };
+        let prompts: Vec<Prompt> = (0..5).map(prompt).collect();
+        let open: Vec<EventStream> =
+            futures::future::join_all(prompts.iter().map(|p| streams.stream("gpt-4o-mini", p)))
+                .await
+                .into_iter()
+                .map(Result::unwrap)
+                .collect();
+        assert_eq!(streams.lanes().count(), 3);
+        assert_eq!(mock.connections(), (3, 3), "one HTTP/2 connection per lane");
+        for (i, stream) in open.into_iter().enumerate() {
+            assert_eq!(text_of(stream).await, format!("Echo: reply {i}"));
+        }
+        let again = streams.stream("gpt-4o-mini", &prompt(5)).await.unwrap();
+        assert_eq!(text_of(again).await, "Echo: reply 5");
+        assert_eq!(
+            mock.connections(),
+            (3, 3),
+            "the first lane's connection is reused"
+        );
+    }
+
+    /// A provider over TLS that offers HTTP/1.1 alone is served too, a connection a reply.
+    #[tokio::test]
+    async fn a_provider_offering_only_http1_over_tls_is_streamed_from() {
+        use mock_provider::{MockConfig, MockProvider, MockTls, TEST_CA_PEM};
+        use rustls::pki_types::{pem::PemObject, CertificateDer};
+
+        let mock = MockProvider::start(MockConfig {
+            tls: Some(MockTls { http2: false }),
+            ..MockConfig::default()
+        })
+        .await
+        .unwrap();
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(CertificateDer::from_pem_slice(TEST_CA_PEM.as_bytes()).unwrap())
+            .unwrap();
+        let tls = super::super::lanes::tls_with_roots(roots).unwrap();
+        let streams = OpenAiStreams::with_tls(
+            &mock.base_url(),
+            Arc::new(SecretString::from("")),
+            Duration::from_secs(10),
+            tls,
+            STREAMS_PER_LANE,
+        );
+        let prompt = Prompt {
+            turns: vec![Turn::text(Role::User, "over one")],
+            ..Prompt::default()
+        };
+        let first = streams.stream("gpt-4o-mini", &prompt).await.unwrap();
+        let second = streams.stream("gpt-4o-mini", &prompt).await.unwrap();
+        assert_eq!(mock.connections(), (2, 0));
+        assert_eq!(text_of(first).await, "Echo: over one");
+        assert_eq!(text_of(second).await, "Echo: over one");
+    }
+
+    /// A certificate no trusted authority issued is refused: the reply fails to connect.
+    #[tokio::test]
+    async fn a_provider_certificate_from_an_unknown_authority_is_refused() {
+        use mock_provider::{MockConfig, MockProvider, MockTls};
+
+        let mock = MockProvider::start(MockConfig {
+            tls: Some(MockTls { http2: true }),
+            ..MockConfig::default()
+        })
+        .await
+        .unwrap();
+        let streams = OpenAiStreams::new(
+            &mock.base_url(),
+            Arc::new(SecretString::from("")),
+            Duration::from_secs(10),
+        )
+        .unwrap();
+        let prompt = Prompt {
+            turns: vec![Turn::text(Role::User, "hello")],
+            ..Prompt::default()
+        };
+        let Err(error) = streams.stream("gpt-4o-mini", &prompt).await else {
+            panic!("a certificate of the test authority was trusted");
+        };
+        assert_eq!(error.kind, ProviderErrorKind::Connection, "{error:?}");
     }
 }
