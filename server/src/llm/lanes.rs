@@ -69,6 +69,9 @@ pub(crate) struct Lanes {
     lanes: Mutex<Vec<Lane>>,
     tls: rustls::ClientConfig,
     per_lane: usize,
+    /// Whether the protocol is negotiated (TLS): else every connection speaks HTTP/1.1, and
+    /// one lane without a cap serves all requests, none waiting for another.
+    negotiated: bool,
 }
 
 struct Lane {
@@ -118,12 +121,18 @@ impl Drop for Seat {
 }
 
 impl Lanes {
-    /// No lane yet; each will carry at most `per_lane` requests, over `tls`.
-    pub(crate) fn new(tls: rustls::ClientConfig, per_lane: usize) -> Self {
+    /// No lane yet; each will carry at most `per_lane` requests over `tls` when `negotiated`
+    /// (`https://`), and there is one lane for all when not (`http://`).
+    pub(crate) fn new(tls: rustls::ClientConfig, per_lane: usize, negotiated: bool) -> Self {
         Self {
             lanes: Mutex::new(Vec::new()),
             tls,
-            per_lane: per_lane.max(1),
+            per_lane: if negotiated {
+                per_lane.max(1)
+            } else {
+                usize::MAX
+            },
+            negotiated,
         }
     }
 
@@ -153,16 +162,20 @@ impl Lanes {
             return Ok(seat(lane));
         }
         let client = client(&self.tls)?;
-        let (first, opened) = watch::channel(false);
+        let (first, opened) = watch::channel(!self.negotiated);
         let lane = Lane {
             client,
             in_flight: Arc::new(AtomicUsize::new(1)),
             opened,
         };
+        let opening = match self.negotiated {
+            true => Opening::First(first),
+            false => Opening::Open,
+        };
         let taken = (
             lane.client.clone(),
             Seat(Arc::clone(&lane.in_flight)),
-            Opening::First(first),
+            opening,
         );
         lanes.push(lane);
         Ok(taken)
@@ -181,7 +194,7 @@ mod tests {
 
     #[test]
     fn a_lane_takes_its_share_then_the_next_one_opens_and_freed_seats_are_reused() {
-        let lanes = Lanes::new(provider_tls().unwrap(), 2);
+        let lanes = Lanes::new(provider_tls().unwrap(), 2, true);
         let seat = || {
             let (_, seat, _opening) = lanes.take().unwrap();
             seat
@@ -204,7 +217,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_lanes_requests_wait_for_its_first_to_open_the_connection() {
-        let lanes = Lanes::new(provider_tls().unwrap(), 10);
+        let lanes = Lanes::new(provider_tls().unwrap(), 10, true);
         let (_, _a, first) = lanes.take().unwrap();
         assert!(matches!(first, Opening::First(_)));
         let (_, _b, mut second) = lanes.take().unwrap();
@@ -219,5 +232,19 @@ mod tests {
             .expect("the second goes once the first is through");
         let (_, _c, third) = lanes.take().unwrap();
         assert!(matches!(third, Opening::Open), "later requests go at once");
+    }
+
+    #[test]
+    fn plain_http_takes_one_lane_and_nobody_waits() {
+        let lanes = Lanes::new(provider_tls().unwrap(), 2, false);
+        let taken: Vec<_> = (0..5).map(|_| lanes.take().unwrap()).collect();
+        assert_eq!(
+            lanes.count(),
+            1,
+            "HTTP/1.1 connections are per request anyway"
+        );
+        assert!(taken
+            .iter()
+            .all(|(_, _, opening)| matches!(opening, Opening::Open)));
     }
 }

@@ -80,8 +80,13 @@ impl OpenAiStreams {
     }
 
     fn lanes(&self) -> &Lanes {
-        self.clients
-            .get_or(|| Lanes::new(self.tls.clone(), self.per_lane))
+        self.clients.get_or(|| {
+            Lanes::new(
+                self.tls.clone(),
+                self.per_lane,
+                self.url.starts_with("https://"),
+            )
+        })
     }
 
     /// Sends the request and answers its events once the headers say it succeeded.
@@ -1064,7 +1069,7 @@ mod tests {
             2,
         );
         let prompt = |i: usize| Prompt {
-            turns: vec![Turn::text(Role::User, &format!("reply {i}"))],
+            turns: vec![Turn::text(Role::User, format!("reply {i}"))],
             ..Prompt::default()
         };
         let prompts: Vec<Prompt> = (0..5).map(prompt).collect();
