@@ -61,10 +61,8 @@ step "the release binary (scripts/release.sh), in the background"
 # Its profiles (release, wasm-release) have build folders of their own, so this build and
 # the debug builds below do not wait for each other's lock.
 # Built here without link-time optimisation and in 16 code units (the profile's code
-# generation only: the same sources, features and embedded dashboard as the shipped file).
-# The fat LTO of the release profile is a single-threaded step at the very end of the
-# build, and on a two-core machine it alone took CI past its hour (bench/HISTORY.md § CI on
-# a new machine).
+# generation only: the same sources, features and embedded dashboard as the shipped file),
+# as the release profile's fat LTO is a single-threaded step at the end of the build.
 mkdir -p "$target_dir"
 release_log="$target_dir/release-build.log"
 CARGO_PROFILE_RELEASE_LTO=off CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16 \

@@ -1,20 +1,16 @@
 //! The HTTP clients that carry streamed replies to one provider: lanes of at most
 //! [`STREAMS_PER_LANE`] requests in flight each.
 //!
-//! Over TLS a client offers HTTP/2 and HTTP/1.1 (ALPN, RFC 7301) and the provider picks;
-//! hosted APIs (OpenAI's among them) pick HTTP/2, so a client's requests share one
-//! connection instead of holding one each, with its buffers and TLS state. A server caps
-//! the streams one connection carries at once (`SETTINGS_MAX_CONCURRENT_STREAMS`, RFC 9113
-//! § 6.5.2, which recommends no fewer than 100), and a client at that cap opens no second
-//! connection: its next requests wait for a stream to end
-//! (<https://github.com/hyperium/hyper/issues/3623>), while a reply may stream for minutes.
-//! So a lane takes at most [`STREAMS_PER_LANE`] requests, and a request finding every lane
-//! full opens a new one. Over HTTP/1.1 (plain `http://` endpoints, or a server that does
-//! not offer HTTP/2) each request holds a connection either way, and lanes only split the
-//! pool of idle connections; requests take the first lane with room, so connections are
-//! reused from the first lanes. Which protocol a connection speaks is known once its TLS
-//! handshake is done, so the first request of a lane goes alone and the others wait for its
-//! answer's headers: requests started together would otherwise each open a connection.
+//! Over TLS a client offers HTTP/2 and HTTP/1.1 (ALPN, RFC 7301), so a hosted provider's
+//! replies share a connection. A server caps the streams of one connection
+//! (`SETTINGS_MAX_CONCURRENT_STREAMS`, RFC 9113 § 6.5.2, recommended no fewer than 100),
+//! and a client at that cap opens no second connection: its next requests wait for a
+//! stream to end (<https://github.com/hyperium/hyper/issues/3623>). So a lane takes at most
+//! [`STREAMS_PER_LANE`] requests, the first lane with room first, and a request finding
+//! every lane full opens a new one. The protocol is known once the TLS handshake is done,
+//! so a lane's first request goes alone and the others wait for its answer's headers;
+//! otherwise requests started together would each open a connection. Plain `http://`
+//! speaks HTTP/1.1, a connection per request: one lane, no cap, no wait.
 //!
 //! Certificates are checked against the system's roots (`SSL_CERT_FILE` or `SSL_CERT_DIR`
 //! name others, as OpenSSL reads them), or against the Mozilla roots built in where the

@@ -1039,6 +1039,42 @@ mod tests {
         panic!("the reply ended without its end event")
     }
 
+    /// The mock provider over TLS, offering HTTP/2 besides HTTP/1.1 when `http2`.
+    async fn tls_mock(http2: bool) -> mock_provider::MockProvider {
+        mock_provider::MockProvider::start(mock_provider::MockConfig {
+            tls: Some(mock_provider::MockTls { http2 }),
+            ..mock_provider::MockConfig::default()
+        })
+        .await
+        .unwrap()
+    }
+
+    /// Streams to `mock` that trust its test authority alone, in lanes of `per_lane`.
+    fn trusting(mock: &mock_provider::MockProvider, per_lane: usize) -> OpenAiStreams {
+        use rustls::pki_types::{pem::PemObject, CertificateDer};
+        let authority = mock_provider::TEST_CA_PEM.as_bytes();
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(CertificateDer::from_pem_slice(authority).unwrap())
+            .unwrap();
+        let tls = super::super::lanes::tls_with_roots(roots).unwrap();
+        OpenAiStreams::with_tls(
+            &mock.base_url(),
+            Arc::new(SecretString::from("")),
+            Duration::from_secs(10),
+            tls,
+            per_lane,
+        )
+    }
+
+    /// A prompt of one user message.
+    fn asking(text: impl Into<String>) -> Prompt {
+        Prompt {
+            turns: vec![Turn::text(Role::User, text)],
+            ..Prompt::default()
+        }
+    }
+
     /// Against a provider that speaks HTTP/2 over TLS (the mock, with a test authority's
     /// certificate), streamed replies share a connection per lane: five replies started
     /// together with lanes of two take three connections, all HTTP/2 (a lane's second
@@ -1046,33 +1082,10 @@ mod tests {
     /// A lane whose replies ended takes the next one on its connection.
     #[tokio::test]
     async fn replies_share_an_http2_connection_per_lane_of_streams() {
-        use mock_provider::{MockConfig, MockProvider, MockTls, TEST_CA_PEM};
-        use rustls::pki_types::{pem::PemObject, CertificateDer};
-
-        let mock = MockProvider::start(MockConfig {
-            tls: Some(MockTls { http2: true }),
-            ..MockConfig::default()
-        })
-        .await
-        .unwrap();
+        let mock = tls_mock(true).await;
         assert!(mock.base_url().starts_with("https://"));
-        let mut roots = rustls::RootCertStore::empty();
-        roots
-            .add(CertificateDer::from_pem_slice(TEST_CA_PEM.as_bytes()).unwrap())
-            .unwrap();
-        let tls = super::super::lanes::tls_with_roots(roots).unwrap();
-        let streams = OpenAiStreams::with_tls(
-            &mock.base_url(),
-            Arc::new(SecretString::from("")),
-            Duration::from_secs(10),
-            tls,
-            2,
-        );
-        let prompt = |i: usize| Prompt {
-            turns: vec![Turn::text(Role::User, format!("reply {i}"))],
-            ..Prompt::default()
-        };
-        let prompts: Vec<Prompt> = (0..5).map(prompt).collect();
+        let streams = trusting(&mock, 2);
+        let prompts: Vec<Prompt> = (0..5).map(|i| asking(format!("reply {i}"))).collect();
         let open: Vec<EventStream> =
             futures::future::join_all(prompts.iter().map(|p| streams.stream("gpt-4o-mini", p)))
                 .await
@@ -1084,7 +1097,10 @@ mod tests {
         for (i, stream) in open.into_iter().enumerate() {
             assert_eq!(text_of(stream).await, format!("Echo: reply {i}"));
         }
-        let again = streams.stream("gpt-4o-mini", &prompt(5)).await.unwrap();
+        let again = streams
+            .stream("gpt-4o-mini", &asking("reply 5"))
+            .await
+            .unwrap();
         assert_eq!(text_of(again).await, "Echo: reply 5");
         assert_eq!(
             mock.connections(),
@@ -1096,31 +1112,9 @@ mod tests {
     /// A provider over TLS that offers HTTP/1.1 alone is served too, a connection a reply.
     #[tokio::test]
     async fn a_provider_offering_only_http1_over_tls_is_streamed_from() {
-        use mock_provider::{MockConfig, MockProvider, MockTls, TEST_CA_PEM};
-        use rustls::pki_types::{pem::PemObject, CertificateDer};
-
-        let mock = MockProvider::start(MockConfig {
-            tls: Some(MockTls { http2: false }),
-            ..MockConfig::default()
-        })
-        .await
-        .unwrap();
-        let mut roots = rustls::RootCertStore::empty();
-        roots
-            .add(CertificateDer::from_pem_slice(TEST_CA_PEM.as_bytes()).unwrap())
-            .unwrap();
-        let tls = super::super::lanes::tls_with_roots(roots).unwrap();
-        let streams = OpenAiStreams::with_tls(
-            &mock.base_url(),
-            Arc::new(SecretString::from("")),
-            Duration::from_secs(10),
-            tls,
-            STREAMS_PER_LANE,
-        );
-        let prompt = Prompt {
-            turns: vec![Turn::text(Role::User, "over one")],
-            ..Prompt::default()
-        };
+        let mock = tls_mock(false).await;
+        let streams = trusting(&mock, STREAMS_PER_LANE);
+        let prompt = asking("over one");
         let first = streams.stream("gpt-4o-mini", &prompt).await.unwrap();
         let second = streams.stream("gpt-4o-mini", &prompt).await.unwrap();
         assert_eq!(mock.connections(), (2, 0));
@@ -1131,24 +1125,14 @@ mod tests {
     /// A certificate no trusted authority issued is refused: the reply fails to connect.
     #[tokio::test]
     async fn a_provider_certificate_from_an_unknown_authority_is_refused() {
-        use mock_provider::{MockConfig, MockProvider, MockTls};
-
-        let mock = MockProvider::start(MockConfig {
-            tls: Some(MockTls { http2: true }),
-            ..MockConfig::default()
-        })
-        .await
-        .unwrap();
+        let mock = tls_mock(true).await;
         let streams = OpenAiStreams::new(
             &mock.base_url(),
             Arc::new(SecretString::from("")),
             Duration::from_secs(10),
         )
         .unwrap();
-        let prompt = Prompt {
-            turns: vec![Turn::text(Role::User, "hello")],
-            ..Prompt::default()
-        };
+        let prompt = asking("hello");
         let Err(error) = streams.stream("gpt-4o-mini", &prompt).await else {
             panic!("a certificate of the test authority was trusted");
         };
