@@ -12,7 +12,7 @@ use axum::{
     Extension, Router,
 };
 use hyper::body::Incoming;
-use hyper_util::{rt::TokioIo, server::graceful::GracefulShutdown, service::TowerToHyperService};
+use hyper_util::{rt::TokioIo, server::graceful::GracefulShutdown};
 use leptos::prelude::LeptosOptions;
 use leptos_axum::{generate_route_list, LeptosRoutes};
 use tokio::net::TcpListener;
@@ -845,6 +845,7 @@ async fn serve_connections<L, S>(
         .max_headers(PARSER_HEADER_FIELDS)
         // The connection's own timer bounds heads and idle waits (see `connection`).
         .header_read_timeout(None);
+    let stack = Arc::new(service);
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
     loop {
@@ -860,24 +861,13 @@ async fn serve_connections<L, S>(
             () = &mut shutdown => break,
         };
         let activity = Activity::new();
-        let requests = activity.clone();
-        let service = service
-            .clone()
-            .map_request(move |request: hyper::Request<Incoming>| {
-                let mut request = request.map(axum::body::Body::new);
-                request.extensions_mut().insert(ConnectInfo(remote));
-                request
-            })
-            .map_future(move |answer| {
-                let in_flight = requests.begin();
-                async move {
-                    let Ok(response) = answer.await;
-                    Ok::<_, Infallible>(response.map(|body| Tracked::new(body, in_flight)))
-                }
-            });
         let connection = http1.serve_connection(
             TokioIo::new(Watched::new(io, activity.clone())),
-            TowerToHyperService::new(service),
+            ConnectionService {
+                stack: stack.clone(),
+                remote,
+                activity: activity.clone(),
+            },
         );
         let connection = Deadline::new(graceful.watch(connection), activity, &limits);
         tokio::spawn(async move {
@@ -891,6 +881,36 @@ async fn serve_connections<L, S>(
     }
     drop(listener);
     graceful.shutdown().await;
+}
+
+/// What one connection's requests go to: the listener's service stack, shared and cloned for
+/// each request, and each request's answer boxed. hyper keeps a connection's service and room
+/// for its largest answer future for as long as the connection is open (every open stream),
+/// so both are a pointer here. Each request gets `ConnectInfo` of `remote`; its answer's body
+/// keeps the connection busy ([`Activity::begin`]) until hyper drops it.
+struct ConnectionService<S> {
+    stack: Arc<S>,
+    remote: SocketAddr,
+    activity: Arc<Activity>,
+}
+
+impl<S: HttpService> hyper::service::Service<hyper::Request<Incoming>> for ConnectionService<S> {
+    type Response = hyper::Response<Tracked<axum::body::Body>>;
+    type Error = Infallible;
+    type Future = std::pin::Pin<
+        Box<dyn Future<Output = Result<Self::Response, Infallible>> + Send + 'static>,
+    >;
+
+    fn call(&self, request: hyper::Request<Incoming>) -> Self::Future {
+        let mut request = request.map(axum::body::Body::new);
+        request.extensions_mut().insert(ConnectInfo(self.remote));
+        let in_flight = self.activity.begin();
+        let answer = S::clone(&self.stack).oneshot(request);
+        Box::pin(async move {
+            let Ok(response) = answer.await;
+            Ok(response.map(|body| Tracked::new(body, in_flight)))
+        })
+    }
 }
 
 /// `listener` with `TCP_NODELAY`, so streamed chunks are not held back by Nagle's algorithm.

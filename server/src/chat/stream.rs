@@ -226,6 +226,29 @@ impl Relay {
             .unwrap_or_default()
     }
 
+    /// Stores the ended reply in a task of its own, so that a client leaving now cannot cut
+    /// the write short; answers the task and the calls waiting for approval. A plain
+    /// function, so that the turn it moves is not kept in [`Relay::next_frame`]'s state,
+    /// which every open stream holds.
+    fn store_ended(
+        &mut self,
+    ) -> Option<(
+        tokio::task::JoinHandle<Result<(), ChatError>>,
+        Vec<PendingApproval>,
+    )> {
+        let Phase::Ending(ended) = std::mem::replace(&mut self.phase, Phase::Done) else {
+            return None;
+        };
+        let (chat, prepared) = self.chat.take()?;
+        let text = std::mem::take(&mut self.text);
+        let span = std::mem::replace(&mut self.span, Span::none());
+        let pending = prepared.pending_approvals();
+        let stored = tokio::spawn(
+            async move { persist(&chat, &prepared, &text, ended).await }.instrument(span),
+        );
+        Some((stored, pending))
+    }
+
     /// The next frame to send; `None` once the reply has ended and been persisted.
     pub async fn next_frame(&mut self) -> Option<Frame> {
         loop {
@@ -298,22 +321,10 @@ impl Relay {
                     };
                 }
                 Phase::Ending(..) => {
-                    let ended = std::mem::replace(&mut self.phase, Phase::Done);
-                    if let (Phase::Ending(ended), Some((chat, prepared))) =
-                        (ended, self.chat.take())
-                    {
-                        // In a task of its own, so that a client leaving now cannot cut
-                        // the write short; `[DONE]` follows once the turn is stored, so
-                        // that a client reading the conversation then sees it.
-                        let text = std::mem::take(&mut self.text);
-                        let span = std::mem::replace(&mut self.span, Span::none());
-                        let pending = prepared.pending_approvals();
-                        let stored = tokio::spawn(
-                            async move { persist(&chat, &prepared, &text, ended).await }
-                                .instrument(span),
-                        )
-                        .await;
-                        match stored {
+                    // `[DONE]` follows once the turn is stored, so that a client reading the
+                    // conversation then sees it.
+                    if let Some((stored, pending)) = self.store_ended() {
+                        match stored.await {
                             Ok(Err(e)) => self.queued.push_back(Frame::Failed(e)),
                             Ok(Ok(())) if !pending.is_empty() => {
                                 self.queued.push_back(Frame::Pending(pending))
