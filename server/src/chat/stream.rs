@@ -158,6 +158,9 @@ struct Ended {
     error: Option<String>,
 }
 
+/// The task storing an ended reply ([`Relay::store_ended`]).
+type Storing = tokio::task::JoinHandle<Result<(), ChatError>>;
+
 /// One streamed reply, polled through [`Relay::next_frame`] with no task between provider and
 /// client. Dropping it cancels the request and stores a partial reply as cancelled.
 pub struct Relay {
@@ -230,12 +233,7 @@ impl Relay {
     /// the write short; answers the task and the calls waiting for approval. A plain
     /// function, so that the turn it moves is not kept in [`Relay::next_frame`]'s state,
     /// which every open stream holds.
-    fn store_ended(
-        &mut self,
-    ) -> Option<(
-        tokio::task::JoinHandle<Result<(), ChatError>>,
-        Vec<PendingApproval>,
-    )> {
+    fn store_ended(&mut self) -> Option<(Storing, Vec<PendingApproval>)> {
         let Phase::Ending(ended) = std::mem::replace(&mut self.phase, Phase::Done) else {
             return None;
         };
