@@ -883,11 +883,10 @@ async fn serve_connections<L, S>(
     graceful.shutdown().await;
 }
 
-/// What one connection's requests go to: the listener's service stack, shared and cloned for
-/// each request, and each request's answer boxed. hyper keeps a connection's service and room
-/// for its largest answer future for as long as the connection is open (every open stream),
-/// so both are a pointer here. Each request gets `ConnectInfo` of `remote`; its answer's body
-/// keeps the connection busy ([`Activity::begin`]) until hyper drops it.
+/// A connection's service: the listener's stack, shared and cloned per request, each answer
+/// boxed (hyper keeps both the service and room for one answer while the connection is open).
+/// Requests get `ConnectInfo` of `remote`; an answer's body keeps the connection busy
+/// ([`Activity::begin`]) until hyper drops it.
 struct ConnectionService<S> {
     stack: Arc<S>,
     remote: SocketAddr,

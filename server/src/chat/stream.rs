@@ -229,10 +229,9 @@ impl Relay {
             .unwrap_or_default()
     }
 
-    /// Stores the ended reply in a task of its own, so that a client leaving now cannot cut
-    /// the write short; answers the task and the calls waiting for approval. A plain
-    /// function, so that the turn it moves is not kept in [`Relay::next_frame`]'s state,
-    /// which every open stream holds.
+    /// Stores the ended reply in a task of its own (a client leaving now cannot cut the write
+    /// short); answers the task and the calls waiting for approval. Not async, so the turn it
+    /// moves stays out of [`Relay::next_frame`]'s state, which every open stream holds.
     fn store_ended(&mut self) -> Option<(Storing, Vec<PendingApproval>)> {
         let Phase::Ending(ended) = std::mem::replace(&mut self.phase, Phase::Done) else {
             return None;
