@@ -21,6 +21,9 @@ use tokio::net::TcpStream;
 /// One HTTP/1.1 connection's sending half.
 pub type Conn = SendRequest<Full<Bytes>>;
 
+/// One HTTP/2 connection's sending half: clones send requests on the same connection.
+pub type Http2Conn = hyper::client::conn::http2::SendRequest<Full<Bytes>>;
+
 /// Opens a keep-alive HTTP/1.1 connection to `addr` (`TCP_NODELAY` on); its driver runs on a
 /// spawned task that ends with the connection.
 pub async fn connect(addr: SocketAddr) -> anyhow::Result<Conn> {
@@ -31,6 +34,25 @@ pub async fn connect(addr: SocketAddr) -> anyhow::Result<Conn> {
     let (send, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await?;
     tokio::spawn(async move {
         // Ends when the connection closes; errors show up on the requests.
+        let _ = connection.await;
+    });
+    Ok(send)
+}
+
+/// Opens an HTTP/2 connection to `addr` with prior knowledge (h2c, RFC 9113 § 3.3;
+/// `TCP_NODELAY` on); its driver runs on a spawned task that ends with the connection.
+/// Requests sent on it need an absolute URI ([`RequestTemplate::request_absolute`]).
+pub async fn connect_http2(addr: SocketAddr) -> anyhow::Result<Http2Conn> {
+    let tcp = TcpStream::connect(addr)
+        .await
+        .with_context(|| format!("connecting to {addr}"))?;
+    tcp.set_nodelay(true)?;
+    let (send, connection) = hyper::client::conn::http2::handshake(
+        hyper_util::rt::TokioExecutor::new(),
+        TokioIo::new(tcp),
+    )
+    .await?;
+    tokio::spawn(async move {
         let _ = connection.await;
     });
     Ok(send)
@@ -88,6 +110,17 @@ impl RequestTemplate {
             header::CONTENT_LENGTH,
             HeaderValue::from(self.body.len() as u64),
         );
+        request
+    }
+
+    /// A new request whose URI is absolute (`http://addr/path`), as HTTP/2 sends it
+    /// (`:scheme` and `:authority`).
+    pub fn request_absolute(&self) -> Request<Full<Bytes>> {
+        let mut request = self.request();
+        *request.uri_mut() = format!("http://{}{}", self.addr, self.path)
+            .parse()
+            .unwrap_or_else(|_| hyper::Uri::from_static("/"));
+        request.headers_mut().remove(header::HOST);
         request
     }
 }

@@ -5,6 +5,11 @@
 //! ([`ConnectionLimits::idle_timeout`]). When a phase runs out the connection is closed
 //! without an answer. One timer per connection does both, because hyper 1.x's own
 //! `header_read_timeout` starts on idle kept-alive connections (`proto/h1/conn.rs`).
+//!
+//! A connection speaks HTTP/1.1, or HTTP/2 when its first bytes are HTTP/2's connection
+//! preface (RFC 9113 § 3.4, "prior knowledge"; [`Watched::sniff`]). On HTTP/2 the head phase
+//! ends with the first request: frames between requests (`PING`, `WINDOW_UPDATE`) are not a
+//! head, so such a connection is idle whenever no stream is open.
 
 use std::{
     future::Future,
@@ -96,6 +101,8 @@ pub struct Activity {
     in_flight: AtomicUsize,
     /// Bytes of a request's head have arrived and no request has started since.
     head_started: AtomicBool,
+    /// HTTP/2: bytes outside a request never start a head ([`Activity::multiplexed`]).
+    multiplexed: AtomicBool,
     changes: AtomicUsize,
 }
 
@@ -113,8 +120,15 @@ impl Activity {
         Arc::new(Self {
             in_flight: AtomicUsize::new(0),
             head_started: AtomicBool::new(true),
+            multiplexed: AtomicBool::new(false),
             changes: AtomicUsize::new(0),
         })
+    }
+
+    /// The connection speaks HTTP/2: once its first request has begun, bytes that arrive
+    /// while no request is open are frames of the connection, not a head, and leave it idle.
+    pub fn multiplexed(&self) {
+        self.multiplexed.store(true, Ordering::Release);
     }
 
     pub fn phase(&self) -> Phase {
@@ -145,7 +159,9 @@ impl Activity {
 
     /// Bytes arrived from the client: outside a request, they start a request's head.
     fn received(&self) {
-        if self.in_flight.load(Ordering::Acquire) == 0 && !self.head_started.load(Ordering::Acquire)
+        if self.in_flight.load(Ordering::Acquire) == 0
+            && !self.head_started.load(Ordering::Acquire)
+            && !self.multiplexed.load(Ordering::Acquire)
         {
             self.head_started.store(true, Ordering::Release);
             self.changed();
@@ -164,18 +180,67 @@ impl Drop for InFlight {
     }
 }
 
+/// The first bytes an HTTP/2 client sends on a connection (RFC 9113 § 3.4).
+pub const HTTP2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// The protocol a connection speaks, told by its first bytes ([`Watched::sniff`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    Http1,
+    Http2,
+}
+
 pin_project_lite::pin_project! {
-    /// A socket that tells its [`Activity`] when bytes arrive; I/O passes through unbuffered.
+    /// A socket that tells its [`Activity`] when bytes arrive; I/O passes through unbuffered,
+    /// except the at most 24 bytes [`Watched::sniff`] read, which are read again first.
     pub struct Watched<I> {
         #[pin]
         io: I,
         activity: Arc<Activity>,
+        first: [u8; HTTP2_PREFACE.len()],
+        kept: u8,
+        replayed: u8,
     }
 }
 
 impl<I> Watched<I> {
     pub fn new(io: I, activity: Arc<Activity>) -> Self {
-        Self { io, activity }
+        Self {
+            io,
+            activity,
+            first: [0; HTTP2_PREFACE.len()],
+            kept: 0,
+            replayed: 0,
+        }
+    }
+}
+
+impl<I: AsyncRead + Unpin> Watched<I> {
+    /// Reads the connection's first bytes until they differ from [`HTTP2_PREFACE`] (HTTP/1.1)
+    /// or complete it (HTTP/2), at most 24 bytes; an end of stream before either is HTTP/1.1.
+    /// The bytes read are kept and read again first. Call once, before any other read.
+    pub async fn sniff(&mut self) -> io::Result<Protocol> {
+        let Self {
+            io,
+            activity,
+            first,
+            kept,
+            ..
+        } = self;
+        while usize::from(*kept) < HTTP2_PREFACE.len() {
+            let mut unfilled = ReadBuf::new(&mut first[usize::from(*kept)..]);
+            std::future::poll_fn(|cx| Pin::new(&mut *io).poll_read(cx, &mut unfilled)).await?;
+            let read = unfilled.filled().len();
+            if read == 0 {
+                return Ok(Protocol::Http1);
+            }
+            activity.received();
+            *kept += u8::try_from(read).expect("at most 24 bytes");
+            if !HTTP2_PREFACE.starts_with(&first[..usize::from(*kept)]) {
+                return Ok(Protocol::Http1);
+            }
+        }
+        Ok(Protocol::Http2)
     }
 }
 
@@ -186,6 +251,13 @@ impl<I: AsyncRead> AsyncRead for Watched<I> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = self.project();
+        if this.replayed < this.kept {
+            let kept = &this.first[usize::from(*this.replayed)..usize::from(*this.kept)];
+            let n = kept.len().min(buf.remaining());
+            buf.put_slice(&kept[..n]);
+            *this.replayed += u8::try_from(n).expect("at most 24 bytes");
+            return Poll::Ready(Ok(()));
+        }
         let before = buf.filled().len();
         ready!(this.io.poll_read(cx, buf))?;
         if buf.filled().len() > before {
@@ -367,6 +439,84 @@ mod tests {
         assert_eq!(activity.phase(), Phase::Head);
         let _next = activity.begin();
         assert_eq!(activity.phase(), Phase::Busy);
+    }
+
+    #[test]
+    fn on_http2_bytes_between_requests_leave_the_connection_idle() {
+        let activity = Activity::new();
+        activity.received();
+        activity.multiplexed();
+        assert_eq!(activity.phase(), Phase::Head, "until the first request");
+        let first = activity.begin();
+        let second = activity.begin();
+        drop(first);
+        assert_eq!(activity.phase(), Phase::Busy, "one stream is still open");
+        drop(second);
+        activity.received();
+        assert_eq!(
+            activity.phase(),
+            Phase::Idle,
+            "a PING or WINDOW_UPDATE is not a head"
+        );
+    }
+
+    /// Sniffs a connection whose client writes `pieces` one by one, then everything it
+    /// reads after sniffing until the end.
+    async fn sniffed(pieces: &[&[u8]]) -> (Protocol, Vec<u8>, Phase) {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let (client, server) = tokio::io::duplex(1024);
+        let pieces: Vec<Vec<u8>> = pieces.iter().map(|p| p.to_vec()).collect();
+        let writer = tokio::spawn(async move {
+            let mut client = client;
+            for piece in pieces {
+                client.write_all(&piece).await.unwrap();
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        });
+        let activity = Activity::new();
+        let mut io = Watched::new(server, activity.clone());
+        let protocol = io.sniff().await.unwrap();
+        let phase = activity.phase();
+        writer.await.unwrap();
+        let mut read = Vec::new();
+        io.read_to_end(&mut read).await.unwrap();
+        (protocol, read, phase)
+    }
+
+    #[tokio::test]
+    async fn the_first_bytes_tell_the_protocol_and_are_read_again() {
+        let get = b"GET /api/health HTTP/1.1\r\nHost: localhost\r\n\r\n";
+        let (protocol, read, phase) = sniffed(&[get]).await;
+        assert_eq!(protocol, Protocol::Http1);
+        assert_eq!(read, get, "nothing lost or repeated");
+        assert_eq!(phase, Phase::Head);
+
+        // `POST` and `PUT` share the preface's first letter.
+        let (protocol, read, _) = sniffed(&[b"P", b"OST / HTTP/1.1\r\n\r\n"]).await;
+        assert_eq!(protocol, Protocol::Http1);
+        assert_eq!(read, b"POST / HTTP/1.1\r\n\r\n");
+
+        // The preface in pieces, then a frame.
+        let (protocol, read, _) = sniffed(&[
+            &HTTP2_PREFACE[..3],
+            &HTTP2_PREFACE[3..20],
+            &HTTP2_PREFACE[20..],
+            b"\0\0\0\x04\0\0\0\0\0",
+        ])
+        .await;
+        assert_eq!(protocol, Protocol::Http2);
+        assert_eq!(&read[..24], HTTP2_PREFACE);
+        assert_eq!(&read[24..], b"\0\0\0\x04\0\0\0\0\0");
+
+        // A connection closed after part of the preface, or before any byte: HTTP/1.1, whose
+        // parser sees what came and the end.
+        let (protocol, read, _) = sniffed(&[b"PRI * HT"]).await;
+        assert_eq!(
+            (protocol, read.as_slice()),
+            (Protocol::Http1, &b"PRI * HT"[..])
+        );
+        let (protocol, read, _) = sniffed(&[]).await;
+        assert_eq!((protocol, read.len()), (Protocol::Http1, 0));
     }
 
     #[cfg(unix)]

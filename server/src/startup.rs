@@ -12,7 +12,10 @@ use axum::{
     Extension, Router,
 };
 use hyper::body::Incoming;
-use hyper_util::{rt::TokioIo, server::graceful::GracefulShutdown};
+use hyper_util::{
+    rt::{TokioExecutor, TokioIo},
+    server::graceful::{GracefulShutdown, Watcher},
+};
 use leptos::prelude::LeptosOptions;
 use leptos_axum::{generate_route_list, LeptosRoutes};
 use tokio::net::TcpListener;
@@ -30,7 +33,7 @@ use crate::{
     auth::{password::PasswordHasher, tokens::JwtKeys, AuthService, Clock},
     cluster::Bus,
     config::{Config, ProvidersConfig, Role},
-    connection::{Activity, ConnectionLimits, Deadline, Tracked, Watched},
+    connection::{Activity, ConnectionLimits, Deadline, Protocol, Tracked, Watched},
     http::error::ApiError,
     http::{self, ops::OpenApiDocument, security},
     mail::Mailer,
@@ -356,7 +359,7 @@ impl Application {
         if let Some(metrics) = self.metrics_listener {
             let addr = metrics.local_addr()?;
             tracing::info!(%addr, "metrics served on http://{addr}/metrics");
-            tokio::spawn(serve_http1(
+            tokio::spawn(serve_http(
                 nodelay(metrics),
                 http::metrics::listener_service(self.state.clone()),
                 limits,
@@ -809,13 +812,17 @@ pub async fn shutdown_signal() {
 pub const PARSER_BUFFER_BYTES: usize = 2 * http::security::MAX_HEAD_BYTES;
 /// Header fields hyper accepts in one head: twice [`http::security::MAX_HEADER_FIELDS`], as above.
 pub const PARSER_HEADER_FIELDS: usize = 2 * http::security::MAX_HEADER_FIELDS;
+/// Streams open at once on one HTTP/2 connection (`SETTINGS_MAX_CONCURRENT_STREAMS`): the
+/// least RFC 9113 § 5.1.2 recommends; a client needing more opens another connection.
+pub const HTTP2_MAX_STREAMS: u32 = 100;
 
-/// Serves `service` over HTTP/1.1 on `listener` (requests carry `ConnectInfo<SocketAddr>`) until
-/// `shutdown`, then waits for in-flight requests. `limits` ([`crate::connection`]): beyond
-/// `max_connections` the listener is not read; heads within `header_read_timeout`,
-/// [`PARSER_BUFFER_BYTES`] and [`PARSER_HEADER_FIELDS`]; idle connections close after
-/// `idle_timeout`. No HTTP/2 without TLS.
-pub async fn serve_http1<L, S>(
+/// Serves `service` over HTTP/1.1, or HTTP/2 to clients that open with its preface (h2c with
+/// prior knowledge, RFC 9113 § 3.3; at most [`HTTP2_MAX_STREAMS`] streams per connection), on
+/// `listener` (requests carry `ConnectInfo<SocketAddr>`) until `shutdown`, then waits for
+/// in-flight requests. `limits` ([`crate::connection`]): beyond `max_connections` the listener
+/// is not read; heads within `header_read_timeout`, [`PARSER_BUFFER_BYTES`] and
+/// [`PARSER_HEADER_FIELDS`]; idle connections close after `idle_timeout`.
+pub async fn serve_http<L, S>(
     listener: L,
     service: S,
     limits: ConnectionLimits,
@@ -828,7 +835,7 @@ pub async fn serve_http1<L, S>(
     serve_connections(listener, service, limits, slots, shutdown).await;
 }
 
-/// [`serve_http1`] within `slots`, which other listeners may share.
+/// [`serve_http`] within `slots`, which other listeners may share.
 async fn serve_connections<L, S>(
     mut listener: L,
     service: S,
@@ -845,6 +852,11 @@ async fn serve_connections<L, S>(
         .max_headers(PARSER_HEADER_FIELDS)
         // The connection's own timer bounds heads and idle waits (see `connection`).
         .header_read_timeout(None);
+    let mut http2 = hyper::server::conn::http2::Builder::new(TokioExecutor::new());
+    http2
+        .max_concurrent_streams(HTTP2_MAX_STREAMS)
+        .max_header_list_size(u32::try_from(PARSER_BUFFER_BYTES).unwrap_or(u32::MAX));
+    let protocols = Arc::new((http1, http2));
     let stack = Arc::new(service);
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
@@ -861,15 +873,18 @@ async fn serve_connections<L, S>(
             () = &mut shutdown => break,
         };
         let activity = Activity::new();
-        let connection = http1.serve_connection(
-            TokioIo::new(Watched::new(io, activity.clone())),
-            ConnectionService {
-                stack: stack.clone(),
-                remote,
-                activity: activity.clone(),
-            },
+        let service = ConnectionService {
+            stack: stack.clone(),
+            remote,
+            activity: activity.clone(),
+        };
+        let connection = serve_connection(
+            Watched::new(io, activity.clone()),
+            service,
+            protocols.clone(),
+            graceful.watcher(),
         );
-        let connection = Deadline::new(graceful.watch(connection), activity, &limits);
+        let connection = Deadline::new(connection, activity, &limits);
         tokio::spawn(async move {
             match connection.await {
                 Ok(Ok(())) => {}
@@ -881,6 +896,38 @@ async fn serve_connections<L, S>(
     }
     drop(listener);
     graceful.shutdown().await;
+}
+
+/// Serves one connection in the protocol its first bytes name ([`Watched::sniff`]), watched
+/// for the graceful shutdown. An HTTP/2 connection's state is boxed: it is rare beside
+/// HTTP/1.1 ones, whose tasks would otherwise all make room for it.
+async fn serve_connection<I, S>(
+    mut io: Watched<I>,
+    service: ConnectionService<S>,
+    protocols: Arc<(
+        hyper::server::conn::http1::Builder,
+        hyper::server::conn::http2::Builder<TokioExecutor>,
+    )>,
+    watcher: Watcher,
+) -> Result<(), tower::BoxError>
+where
+    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+    S: HttpService,
+{
+    match io.sniff().await? {
+        Protocol::Http1 => {
+            let connection = protocols.0.serve_connection(TokioIo::new(io), service);
+            drop(protocols);
+            watcher.watch(connection).await?;
+        }
+        Protocol::Http2 => {
+            service.activity.multiplexed();
+            let connection = protocols.1.serve_connection(TokioIo::new(io), service);
+            drop(protocols);
+            Box::pin(watcher.watch(connection)).await?;
+        }
+    }
+    Ok(())
 }
 
 /// A connection's service: the listener's stack, shared and cloned per request, each answer
@@ -967,7 +1014,7 @@ mod nodelay_tests {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(serve_http1(
+        let server = tokio::spawn(serve_http(
             nodelay(listener),
             router,
             ConnectionLimits::default(),
@@ -1004,6 +1051,59 @@ mod nodelay_tests {
             .await
             .expect("the server ends once its connections are done")
             .unwrap();
+    }
+
+    #[tokio::test]
+    async fn shutdown_lets_an_http2_connections_requests_finish() {
+        use http_body_util::{BodyExt as _, Empty};
+        let (release, released) = tokio::sync::oneshot::channel::<()>();
+        let released = Arc::new(tokio::sync::Mutex::new(Some(released)));
+        let router = Router::new().route(
+            "/slow",
+            axum::routing::get(move || async move {
+                if let Some(released) = released.lock().await.take() {
+                    let _ = released.await;
+                }
+                "done"
+            }),
+        );
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(serve_http(
+            nodelay(listener),
+            router,
+            ConnectionLimits::default(),
+            async move {
+                let _ = stopped.await;
+            },
+        ));
+
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (mut send, connection) =
+            hyper::client::conn::http2::handshake(TokioExecutor::new(), TokioIo::new(tcp))
+                .await
+                .unwrap();
+        let driver = tokio::spawn(connection);
+        let request = hyper::Request::get(format!("http://{addr}/slow"))
+            .body(Empty::<axum::body::Bytes>::new())
+            .unwrap();
+        let answer = tokio::spawn(send.send_request(request));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        stop.send(()).unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!server.is_finished(), "the open stream is awaited");
+
+        release.send(()).unwrap();
+        let answer = answer.await.unwrap().unwrap();
+        assert_eq!(answer.version(), hyper::Version::HTTP_2);
+        let body = answer.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(&body[..], b"done");
+        tokio::time::timeout(Duration::from_secs(5), server)
+            .await
+            .expect("the server ends once the connection is done")
+            .unwrap();
+        let _ = driver.await;
     }
 }
 

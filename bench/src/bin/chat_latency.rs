@@ -74,7 +74,7 @@
 //!   serves itself (`Application::run_until_stopped`, which has set `TCP_NODELAY` on
 //!   accepted sockets since this check found Nagle's algorithm delaying replies), and
 //!   against the same service (`agentchat::startup::service` with
-//!   `agentchat::startup::serve_http1`) on a listener the benchmark sets `TCP_NODELAY` on
+//!   `agentchat::startup::serve_http`) on a listener the benchmark sets `TCP_NODELAY` on
 //!   itself: the two rows should now agree;
 //! - **persistence**: the store calls one chat makes — agent lookup, new thread, history, user
 //!   message, assistant message — timed back to back on the service's SQLite store, with the
@@ -920,8 +920,7 @@ async fn in_process_service(mock: &MockProvider, nodelay: bool) -> anyhow::Resul
             let _ = tcp.set_nodelay(true);
         });
         let task = tokio::spawn(async move {
-            agentchat::startup::serve_http1(listener, service, limits, std::future::pending())
-                .await;
+            agentchat::startup::serve_http(listener, service, limits, std::future::pending()).await;
         });
         (addr, task)
     } else {

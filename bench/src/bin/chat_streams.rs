@@ -10,6 +10,10 @@
 //! marker), so each stream stays open and idle once its first chunk has arrived; the
 //! remaining words then come every `--token-interval-ms`.
 //!
+//! With `--http2-streams-per-connection N` the streams share HTTP/2 connections instead (h2c
+//! with prior knowledge, as a proxy such as Envoy speaks to the service), `N` on each, opened
+//! at the start of each round so that their memory is counted.
+//!
 //! ## Memory
 //!
 //! The service's resident memory (`VmRSS` of `/proc/<pid>/status`, with `RssAnon`, the part
@@ -121,6 +125,19 @@ struct Args {
     /// alone (`http1`); plain HTTP/1.1 when absent.
     #[arg(long, value_enum)]
     provider_tls: Option<ProviderTls>,
+    /// Send the streams over HTTP/2 connections (h2c with prior knowledge), this many on each;
+    /// 0: one HTTP/1.1 connection per stream.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=100))]
+    http2_streams_per_connection: u64,
+}
+
+/// How a stream's request reaches the service.
+#[derive(Clone)]
+enum Sender {
+    /// A new HTTP/1.1 connection of its own.
+    Http1,
+    /// A stream on a shared HTTP/2 connection.
+    Http2(load::Http2Conn),
 }
 
 /// How the mock provider is served over TLS (`--provider-tls`).
@@ -153,13 +170,23 @@ struct Progress {
 /// One streamed chat, checked frame by frame. `opening` is released at the first chunk.
 async fn one_stream(
     template: &RequestTemplate,
+    sender: Sender,
     tokens: u64,
     opening: Option<tokio::sync::OwnedSemaphorePermit>,
     progress: &Progress,
 ) -> StreamOutcome {
     let mut outcome = StreamOutcome::default();
     let mut opening = opening;
-    if let Err(error) = read_stream(template, tokens, &mut opening, progress, &mut outcome).await {
+    if let Err(error) = read_stream(
+        template,
+        sender,
+        tokens,
+        &mut opening,
+        progress,
+        &mut outcome,
+    )
+    .await
+    {
         outcome.failure = Some(format!("{error:#}"));
     }
     if opening.is_some() {
@@ -170,15 +197,25 @@ async fn one_stream(
 
 async fn read_stream(
     template: &RequestTemplate,
+    sender: Sender,
     tokens: u64,
     opening: &mut Option<tokio::sync::OwnedSemaphorePermit>,
     progress: &Progress,
     outcome: &mut StreamOutcome,
 ) -> anyhow::Result<()> {
     let started = Instant::now();
-    let mut conn = connect(template.addr).await?;
-    conn.ready().await?;
-    let response = conn.send_request(template.request()).await?;
+    // The HTTP/1.1 connection is kept until the stream has been read.
+    let (response, _http1) = match sender {
+        Sender::Http1 => {
+            let mut conn = connect(template.addr).await?;
+            conn.ready().await?;
+            (conn.send_request(template.request()).await?, Some(conn))
+        }
+        Sender::Http2(mut conn) => {
+            conn.ready().await?;
+            (conn.send_request(template.request_absolute()).await?, None)
+        }
+    };
     let status = response.status();
     let mut body = response.into_body();
     if status != hyper::StatusCode::OK {
@@ -290,27 +327,39 @@ async fn reading(pid: u32) -> anyhow::Result<Reading> {
     })
 }
 
-/// Runs `count` streams, `concurrency` being opened at a time; returns their outcomes once
-/// all have ended.
-fn spawn_streams(
+/// Runs `count` streams, `concurrency` being opened at a time, over HTTP/1.1 or over HTTP/2
+/// connections opened first, `http2_per_connection` streams on each (when not 0); returns
+/// their outcomes once all have ended.
+async fn spawn_streams(
     template: &RequestTemplate,
     tokens: u64,
     count: u64,
     concurrency: u64,
+    http2_per_connection: u64,
     progress: &Arc<Progress>,
-) -> JoinSet<StreamOutcome> {
+) -> anyhow::Result<JoinSet<StreamOutcome>> {
+    let mut http2 = Vec::new();
+    if http2_per_connection > 0 {
+        for _ in 0..count.div_ceil(http2_per_connection) {
+            http2.push(load::connect_http2(template.addr).await?);
+        }
+    }
     let semaphore = Arc::new(Semaphore::new(concurrency as usize));
     let mut set = JoinSet::new();
-    for _ in 0..count {
+    for index in 0..count {
         let semaphore = Arc::clone(&semaphore);
         let template = template.clone();
         let progress = Arc::clone(progress);
+        let sender = match index.checked_div(http2_per_connection) {
+            Some(connection) => Sender::Http2(http2[connection as usize].clone()),
+            None => Sender::Http1,
+        };
         set.spawn(async move {
             let permit = semaphore.acquire_owned().await.ok();
-            one_stream(&template, tokens, permit, &progress).await
+            one_stream(&template, sender, tokens, permit, &progress).await
         });
     }
-    set
+    Ok(set)
 }
 
 /// What a batch of streams gave.
@@ -406,8 +455,10 @@ async fn round(
         args.tokens,
         args.streams,
         args.open_concurrency,
+        args.http2_streams_per_connection,
         &progress,
-    );
+    )
+    .await?;
     let total = args.streams as usize;
     let open_deadline = started + Duration::from_millis(args.hold_ms);
     loop {
@@ -530,13 +581,17 @@ async fn main() -> anyhow::Result<()> {
     // Warm-up: complete streams, no pause.
     let started = Instant::now();
     let warm = template(format!("Warm up [[tokens:{}]]", args.tokens))?;
-    let warmup = collect(spawn_streams(
-        &warm,
-        args.tokens,
-        args.warmup_streams,
-        args.open_concurrency,
-        &Arc::new(Progress::default()),
-    ))
+    let warmup = collect(
+        spawn_streams(
+            &warm,
+            args.tokens,
+            args.warmup_streams,
+            args.open_concurrency,
+            args.http2_streams_per_connection,
+            &Arc::new(Progress::default()),
+        )
+        .await?,
+    )
     .await?;
     ensure!(
         warmup.failed == 0,
@@ -669,6 +724,13 @@ async fn main() -> anyhow::Result<()> {
         "Connections the mock provider accepted: {connections}, {http2} of them HTTP/2 (provider TLS: {:?}).",
         args.provider_tls
     );
+    match args.http2_streams_per_connection {
+        0 => println!("Each stream had an HTTP/1.1 connection of its own to the service."),
+        per => println!(
+            "Streams shared HTTP/2 connections to the service, {per} on each ({} connections).",
+            args.streams.div_ceil(per)
+        ),
+    }
     drop(service);
     drop(mock);
     Ok(())

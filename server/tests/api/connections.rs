@@ -1,8 +1,14 @@
 //! Limits on connections and request heads, over real TCP sockets (README.md § Security):
 //! the header-read timeout, the idle timeout, `MAX_CONNECTIONS`, and the JSON 431 for heads
-//! over 32 KiB or 100 header fields; a streamed reply outlives both timeouts.
+//! over 32 KiB or 100 header fields; a streamed reply outlives both timeouts. HTTP/2 with
+//! prior knowledge (docs/api.md § Limits): chat streams share a connection, which is idle
+//! between requests whatever frames arrive.
 
 use std::time::{Duration, Instant};
+
+use http_body_util::{BodyExt as _, Full};
+use hyper::body::Bytes;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 
 use serde_json::{json, Value};
 use tokio::{
@@ -247,4 +253,144 @@ async fn request_heads_over_the_limits_get_a_json_431() {
     // The server goes on serving.
     let res = app.get("/api/health", None).await;
     assert_eq!(res.status(), 200);
+}
+
+/// An HTTP/2 connection opened with prior knowledge, pinging every 200 ms while idle too: its
+/// sending half, and the task driving it, which ends when the connection closes.
+async fn http2(app: &TestApp) -> (Http2, tokio::task::JoinHandle<()>) {
+    let tcp = TcpStream::connect(app.addr).await.unwrap();
+    let mut builder = hyper::client::conn::http2::Builder::new(TokioExecutor::new());
+    builder
+        .timer(TokioTimer::new())
+        .keep_alive_interval(Duration::from_millis(200))
+        .keep_alive_while_idle(true);
+    let (send, connection) = builder.handshake(TokioIo::new(tcp)).await.unwrap();
+    let driver = tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    (send, driver)
+}
+
+type Http2 = hyper::client::conn::http2::SendRequest<Full<Bytes>>;
+
+/// Sends `method path` (with `bearer` and a JSON `body`) on `send`: status and body text.
+async fn send_http2(
+    send: &mut Http2,
+    app: &TestApp,
+    method: &str,
+    path: &str,
+    bearer: Option<&str>,
+    body: Option<Value>,
+) -> (u16, String) {
+    let mut request = hyper::Request::builder()
+        .method(method)
+        .uri(format!("http://{}{path}", app.addr));
+    if let Some(bearer) = bearer {
+        request = request.header("authorization", format!("Bearer {bearer}"));
+    }
+    let body = match body {
+        Some(body) => {
+            request = request.header("content-type", "application/json");
+            Bytes::from(body.to_string())
+        }
+        None => Bytes::new(),
+    };
+    send.ready().await.unwrap();
+    let answer = send
+        .send_request(request.body(Full::new(body)).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(answer.version(), hyper::Version::HTTP_2);
+    let status = answer.status().as_u16();
+    let bytes = answer.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8_lossy(&bytes).into_owned())
+}
+
+#[tokio::test]
+async fn chat_streams_share_an_http2_connection_opened_with_prior_knowledge() {
+    let (app, mock) = with_mock(|_| {}).await;
+    let user = app.user().await;
+    let agent = agent_with(&app, &user, "gpt-4o-mini").await;
+    let (mut send, _driver) = http2(&app).await;
+    let (status, _) = send_http2(&mut send, &app, "GET", "/api/health", None, None).await;
+    assert_eq!(status, 200);
+
+    let path = format!("/api/agents/{agent}/chat");
+    let streams = (0..5).map(|i| {
+        let mut send = send.clone();
+        let (app, path, access) = (&app, &path, &user.access);
+        async move {
+            let body = json!({"message": format!("stream {i} [[pause:1500]]"), "stream": true});
+            send_http2(&mut send, app, "POST", path, Some(access), Some(body)).await
+        }
+    });
+    let all = futures::future::join_all(streams);
+    let watch = async {
+        // All five are in progress upstream at once, on the one connection.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while mock.open_streams() < 5 {
+            assert!(
+                Instant::now() < deadline,
+                "the streams did not run together"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    let (answers, ()) = tokio::join!(all, watch);
+    for (i, (status, body)) in answers.into_iter().enumerate() {
+        assert_eq!(status, 200, "{body}");
+        assert!(
+            streamed_text(&body).contains(&format!("stream {i}")),
+            "{body}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_http2_connection_is_idle_between_requests_whatever_frames_arrive() {
+    let app = spawn_app_with(|c| {
+        c.server.header_read_timeout = Duration::from_secs(1);
+        c.server.idle_timeout = Duration::from_secs(3);
+    })
+    .await;
+    // The preface and a SETTINGS frame, but no request: cut at the header-read timeout.
+    let opened = Instant::now();
+    let mut silent = TcpStream::connect(app.addr).await.unwrap();
+    silent
+        .write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+        .await
+        .unwrap();
+    let mut sink = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), silent.read_to_end(&mut sink))
+        .await
+        .expect("closed after the header-read timeout")
+        .ok();
+    assert!(opened.elapsed() >= Duration::from_millis(900));
+
+    // Pings every 200 ms do not start a head: past the header-read timeout the connection
+    // still serves, and it closes once idle for the idle timeout.
+    let (mut send, driver) = http2(&app).await;
+    assert_eq!(
+        send_http2(&mut send, &app, "GET", "/api/health", None, None)
+            .await
+            .0,
+        200
+    );
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(
+        send_http2(&mut send, &app, "GET", "/api/health", None, None)
+            .await
+            .0,
+        200
+    );
+    let answered = Instant::now();
+    tokio::time::timeout(Duration::from_secs(8), driver)
+        .await
+        .expect("closed after the idle timeout")
+        .unwrap();
+    let after = answered.elapsed();
+    assert!(
+        after >= Duration::from_millis(2_800) && after < Duration::from_secs(5),
+        "{after:?}"
+    );
 }
