@@ -256,6 +256,16 @@ impl<I: AsyncRead> AsyncRead for Watched<I> {
             let n = kept.len().min(buf.remaining());
             buf.put_slice(&kept[..n]);
             *this.replayed += u8::try_from(n).expect("at most 24 bytes");
+            // What else has arrived joins them: a head read in two parts would make hyper
+            // grow its 8 KiB read buffer to 16 KiB for the connection's life. Pending or an
+            // error leaves these bytes as the read; the next read meets it again.
+            let before = buf.filled().len();
+            if buf.remaining() > 0
+                && this.io.poll_read(cx, buf).is_ready()
+                && buf.filled().len() > before
+            {
+                this.activity.received();
+            }
             return Poll::Ready(Ok(()));
         }
         let before = buf.filled().len();
@@ -481,6 +491,26 @@ mod tests {
         let mut read = Vec::new();
         io.read_to_end(&mut read).await.unwrap();
         (protocol, read, phase)
+    }
+
+    #[tokio::test]
+    async fn the_first_read_after_sniffing_holds_all_that_has_arrived() {
+        use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+        let (mut client, server) = tokio::io::duplex(16 * 1024);
+        let head = format!(
+            "POST /api/agents/a/chat HTTP/1.1\r\nHost: localhost\r\nX-Pad: {}\r\n\r\n",
+            "p".repeat(500)
+        );
+        client.write_all(head.as_bytes()).await.unwrap();
+        let mut io = Watched::new(server, Activity::new());
+        assert_eq!(io.sniff().await.unwrap(), Protocol::Http1);
+        let mut first = vec![0u8; 8192];
+        let read = io.read(&mut first).await.unwrap();
+        assert_eq!(
+            &first[..read],
+            head.as_bytes(),
+            "one read, as without sniffing"
+        );
     }
 
     #[tokio::test]
