@@ -394,3 +394,31 @@ async fn an_http2_connection_is_idle_between_requests_whatever_frames_arrive() {
         "{after:?}"
     );
 }
+
+#[tokio::test]
+async fn http2_request_heads_over_the_limits_get_the_json_431() {
+    let app = spawn_app().await;
+    let (mut send, _driver) = http2(&app).await;
+    let health = || hyper::Request::get(format!("http://{}/api/health", app.addr));
+    let large = health()
+        .header("x-big", "a".repeat(40 * 1024))
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let many = (0..150)
+        .fold(health(), |request, i| {
+            request.header(format!("x-field-{i}"), i.to_string())
+        })
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    for request in [large, many] {
+        send.ready().await.unwrap();
+        let answer = send.send_request(request).await.unwrap();
+        assert_eq!(answer.status(), 431);
+        let body = answer.into_body().collect().await.unwrap().to_bytes();
+        let body: Value = serde_json::from_slice(&body).unwrap();
+        assert_eq!(body["error"], "Request Header Fields Too Large", "{body}");
+    }
+    // The connection goes on serving.
+    let (status, _) = send_http2(&mut send, &app, "GET", "/api/health", None, None).await;
+    assert_eq!(status, 200);
+}
