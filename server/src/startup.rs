@@ -856,7 +856,7 @@ async fn serve_connections<L, S>(
     http2
         .max_concurrent_streams(HTTP2_MAX_STREAMS)
         .max_header_list_size(u32::try_from(PARSER_BUFFER_BYTES).unwrap_or(u32::MAX));
-    let protocols = Arc::new((http1, http2));
+    let protocols = Arc::new(Protocols { http1, http2 });
     let stack = Arc::new(service);
     let graceful = GracefulShutdown::new();
     let mut shutdown = std::pin::pin!(shutdown);
@@ -898,16 +898,19 @@ async fn serve_connections<L, S>(
     graceful.shutdown().await;
 }
 
+/// The connection builders of the two protocols a listener serves.
+struct Protocols {
+    http1: hyper::server::conn::http1::Builder,
+    http2: hyper::server::conn::http2::Builder<TokioExecutor>,
+}
+
 /// Serves one connection in the protocol its first bytes name ([`Watched::sniff`]), watched
 /// for the graceful shutdown. An HTTP/2 connection's state is boxed: it is rare beside
 /// HTTP/1.1 ones, whose tasks would otherwise all make room for it.
 async fn serve_connection<I, S>(
     mut io: Watched<I>,
     service: ConnectionService<S>,
-    protocols: Arc<(
-        hyper::server::conn::http1::Builder,
-        hyper::server::conn::http2::Builder<TokioExecutor>,
-    )>,
+    protocols: Arc<Protocols>,
     watcher: Watcher,
 ) -> Result<(), tower::BoxError>
 where
@@ -916,13 +919,13 @@ where
 {
     match io.sniff().await? {
         Protocol::Http1 => {
-            let connection = protocols.0.serve_connection(TokioIo::new(io), service);
+            let connection = protocols.http1.serve_connection(TokioIo::new(io), service);
             drop(protocols);
             watcher.watch(connection).await?;
         }
         Protocol::Http2 => {
             service.activity.multiplexed();
-            let connection = protocols.1.serve_connection(TokioIo::new(io), service);
+            let connection = protocols.http2.serve_connection(TokioIo::new(io), service);
             drop(protocols);
             Box::pin(watcher.watch(connection)).await?;
         }
@@ -995,9 +998,14 @@ mod nodelay_tests {
         stream
     }
 
-    #[tokio::test]
-    async fn shutdown_stops_accepting_and_lets_in_flight_requests_finish() {
-        use tokio::io::AsyncReadExt as _;
+    /// A server whose `GET /slow` answers `hello {peer ip}` once `release` is sent; it stops
+    /// once `stop` is sent. Answers the address, `release`, `stop` and the server's task.
+    async fn slow_server() -> (
+        SocketAddr,
+        tokio::sync::oneshot::Sender<()>,
+        tokio::sync::oneshot::Sender<()>,
+        tokio::task::JoinHandle<()>,
+    ) {
         let (release, released) = tokio::sync::oneshot::channel::<()>();
         let released = Arc::new(tokio::sync::Mutex::new(Some(released)));
         let router = Router::new().route(
@@ -1022,6 +1030,13 @@ mod nodelay_tests {
                 let _ = stopped.await;
             },
         ));
+        (addr, release, stop, server)
+    }
+
+    #[tokio::test]
+    async fn shutdown_stops_accepting_and_lets_in_flight_requests_finish() {
+        use tokio::io::AsyncReadExt as _;
+        let (addr, release, stop, server) = slow_server().await;
 
         let mut in_flight = send_get(addr, "/slow").await;
         tokio::time::sleep(Duration::from_millis(100)).await;
@@ -1056,28 +1071,7 @@ mod nodelay_tests {
     #[tokio::test]
     async fn shutdown_lets_an_http2_connections_requests_finish() {
         use http_body_util::{BodyExt as _, Empty};
-        let (release, released) = tokio::sync::oneshot::channel::<()>();
-        let released = Arc::new(tokio::sync::Mutex::new(Some(released)));
-        let router = Router::new().route(
-            "/slow",
-            axum::routing::get(move || async move {
-                if let Some(released) = released.lock().await.take() {
-                    let _ = released.await;
-                }
-                "done"
-            }),
-        );
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(serve_http(
-            nodelay(listener),
-            router,
-            ConnectionLimits::default(),
-            async move {
-                let _ = stopped.await;
-            },
-        ));
+        let (addr, release, stop, server) = slow_server().await;
 
         let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
         let (mut send, connection) =
@@ -1098,7 +1092,7 @@ mod nodelay_tests {
         let answer = answer.await.unwrap().unwrap();
         assert_eq!(answer.version(), hyper::Version::HTTP_2);
         let body = answer.into_body().collect().await.unwrap().to_bytes();
-        assert_eq!(&body[..], b"done");
+        assert_eq!(&body[..], b"hello 127.0.0.1");
         tokio::time::timeout(Duration::from_secs(5), server)
             .await
             .expect("the server ends once the connection is done")
