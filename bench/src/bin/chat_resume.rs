@@ -31,8 +31,13 @@
 //! `--open-concurrency`, 64, being opened at a time; each stays in progress for its whole
 //! reply), each on a connection of its own. Every reply is `--resume-tokens` (100) words
 //! `--token-interval-ms` (20) apart, so the replies last a few seconds and all are in
-//! progress together. Each client reads a random number of frames `k` (1 to
-//! `--resume-tokens` − 1, drawn from `--seed`), then stops reading for `--offline-ms`
+//! progress together. Each client draws a number `k` (1 to `--resume-tokens` − 1, from
+//! `--seed`). With `--drop-after all-open` (the default), it reads on until every stream of
+//! the batch has had its first frame, then reads `k`'s share of the frames it has left
+//! before the last word (at least one), so that every resume happens with all the batch's
+//! streams in progress; with `--drop-after first-frame` it reads `k` frames from its first,
+//! so that the clients with a small `k` resume while the batch is still being opened (new
+//! chats arriving as fast as the service creates them). Then it stops reading for `--offline-ms`
 //! (default 2 × the token interval + 10 ms: a connection gone dead, whose frames in flight
 //! are lost), closes the connection (the socket is closed with unread data, as a dropped
 //! network would) and at once reconnects with `GET
@@ -178,6 +183,9 @@ struct Args {
     /// Resume: the seed of the frames each client reads before it drops.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Resume: from when a client counts the frames it reads before it drops.
+    #[arg(long, value_enum, default_value = "all-open")]
+    drop_after: DropAfter,
     /// The `agentchat` binary (default: `target/release/agentchat` of this workspace).
     #[arg(long)]
     server_bin: Option<PathBuf>,
@@ -193,6 +201,18 @@ enum Phase {
     Cpu,
     /// Resume latency and exactly-once delivery.
     Resume,
+}
+
+/// From when a client counts the frames it reads before it drops its connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum DropAfter {
+    /// From the moment every stream of the batch has its first frame: each client drops at
+    /// its drawn share of the frames it has left, so that every resume happens with all the
+    /// batch's streams in progress.
+    AllOpen,
+    /// From its own first frame: the clients that draw few frames resume while the batch is
+    /// still being opened (new chats created as fast as `--open-concurrency` allows).
+    FirstFrame,
 }
 
 impl Args {
@@ -727,6 +747,36 @@ struct ResumeTarget {
     /// Streams in progress now, and at most.
     in_progress: AtomicUsize,
     peak: AtomicUsize,
+    drop_after: DropAfter,
+    /// Streams of the running batch, and how many of them have had their first frame.
+    batch: AtomicUsize,
+    opened: AtomicUsize,
+    /// When the last stream of the running batch had its first frame.
+    all_open: std::sync::Mutex<Option<Instant>>,
+}
+
+impl ResumeTarget {
+    /// Counts a stream's first frame; the last of the batch marks it all open.
+    fn first_frame(&self) {
+        if self.opened.fetch_add(1, Ordering::SeqCst) + 1 == self.batch.load(Ordering::SeqCst) {
+            *load::lock(&self.all_open) = Some(Instant::now());
+        }
+    }
+
+    fn all_open(&self) -> bool {
+        self.opened.load(Ordering::SeqCst) >= self.batch.load(Ordering::SeqCst)
+    }
+}
+
+/// The frames a client reads before it drops when `read` (1 to `tokens` − 1) is its draw
+/// and it had read `so_far` when the batch was all open: `read`'s share of what is left
+/// before the last word, at least one more frame (none if the reply is at its last word).
+fn drop_point(read: u64, so_far: u64, tokens: u64) -> u64 {
+    let left = (tokens - 1).saturating_sub(so_far);
+    if left == 0 {
+        return so_far.max(1);
+    }
+    so_far + (read * left).div_ceil(tokens - 1).max(1)
 }
 
 /// Opens a resumable stream, reads `read` frames, goes silent for the offline pause, drops
@@ -768,13 +818,31 @@ async fn resume_stream(
     let reply_id = header_text(&response, "x-reply-id")?;
     let mut events = Events::new(response.into_body());
     let mut frames = Vec::with_capacity(target.tokens as usize + 1);
-    while (frames.len() as u64) < read {
-        let frame = events
-            .next()
-            .await?
-            .context("the stream ended before the client dropped it")?;
+    // With `DropAfter::AllOpen`, the drop point is set once the batch is all open.
+    let mut until = match target.drop_after {
+        DropAfter::FirstFrame => Some(read),
+        DropAfter::AllOpen => None,
+    };
+    loop {
+        if until.is_none() && !frames.is_empty() && target.all_open() {
+            until = Some(drop_point(read, frames.len() as u64, target.tokens));
+        }
+        if until.is_some_and(|until| frames.len() as u64 >= until) {
+            break;
+        }
+        let frame = events.next().await?.with_context(|| {
+            format!(
+                "the stream ended before the client dropped it{}",
+                if until.is_none() {
+                    " (the batch was not all open by then: try more --resume-tokens)"
+                } else {
+                    ""
+                }
+            )
+        })?;
         if frames.is_empty() {
             outcome.first_frame = Some(sent.elapsed());
+            target.first_frame();
         }
         frames.push(frame);
         opening.take();
@@ -926,6 +994,10 @@ struct ResumeRun {
     wall: Duration,
     frames_before: u64,
     frames_after: u64,
+    /// When every stream of the batch had its first frame, from the batch's start.
+    all_open: Option<Duration>,
+    /// Resumes that started before that.
+    resumed_while_opening: usize,
 }
 
 /// The course of a batch: (offset from its start, value) pairs.
@@ -1004,6 +1076,9 @@ async fn resume_batch(
     let pid = service.pid()?;
     let (completed_before, cancelled_before) = upstream(mock);
     target.peak.store(0, Ordering::SeqCst);
+    target.batch.store(reads.len(), Ordering::SeqCst);
+    target.opened.store(0, Ordering::SeqCst);
+    *load::lock(&target.all_open) = None;
     let open_samples = Arc::new(std::sync::Mutex::new(Vec::new()));
     let sampler = {
         let (mock, samples) = (Arc::clone(mock), Arc::clone(&open_samples));
@@ -1050,6 +1125,8 @@ async fn resume_batch(
         wall: Duration::ZERO,
         frames_before: 0,
         frames_after: 0,
+        all_open: None,
+        resumed_while_opening: 0,
     };
     while let Some(outcome) = set.join_next().await {
         let outcome = outcome?;
@@ -1074,6 +1151,13 @@ async fn resume_batch(
         }
     }
     run.wall = started.elapsed();
+    run.all_open = load::lock(&target.all_open).map(|at| at.saturating_duration_since(started));
+    run.resumed_while_opening = run
+        .timeline
+        .resumes
+        .iter()
+        .filter(|(at, _)| run.all_open.is_none_or(|open| *at < open))
+        .count();
     stop.store(true, Ordering::SeqCst);
     let (samples, probe_failures) = prober.await?;
     for (at, kind, latency) in samples {
@@ -1139,6 +1223,10 @@ async fn resume_phase(args: &Args, backend: &Backend) -> anyhow::Result<ResumeRu
         offline: args.offline(),
         in_progress: AtomicUsize::new(0),
         peak: AtomicUsize::new(0),
+        drop_after: args.drop_after,
+        batch: AtomicUsize::new(0),
+        opened: AtomicUsize::new(0),
+        all_open: std::sync::Mutex::new(None),
     };
     // The reply the probe resumes: finished, so that its frames are all there.
     let thread_id = finished_reply(&target).await?;
@@ -1302,14 +1390,26 @@ fn report_cpu(args: &Args, runs: &[CpuRun]) -> bool {
 /// Prints the resume figures; returns whether they were clean (targets aside).
 fn report_resume(args: &Args, run: &ResumeRun) -> bool {
     let [p50, p90, p99, _, max] = summary(&run.latency);
+    let when = match args.drop_after {
+        DropAfter::AllOpen => format!(
+            "once every stream had its first frame ({}), each client read a drawn share (seed {}) of the frames it had left before the last word",
+            run.all_open
+                .map_or("never".to_owned(), |at| format!("{:.2} s into the batch", at.as_secs_f64())),
+            args.seed
+        ),
+        DropAfter::FirstFrame => format!(
+            "each client read 1–{} frames from its first (seed {}; {} of the resumes started while the batch was still being opened)",
+            args.resume_tokens - 1,
+            args.seed,
+            run.resumed_while_opening
+        ),
+    };
     println!(
-        "\nResume: {} resumable streams, replies of {} chunks {} ms apart, at most {} opened at a time; each client read 1–{} frames (seed {}), stopped reading for {} ms, dropped its connection and resumed with `Last-Event-ID`; {} such streams first, unmeasured.\n",
+        "\nResume: {} resumable streams, replies of {} chunks {} ms apart, at most {} opened at a time; {when}, stopped reading for {} ms, dropped its connection and resumed with `Last-Event-ID`; {} such streams first, unmeasured.\n",
         run.streams,
         args.resume_tokens,
         args.token_interval_ms,
         args.open_concurrency,
-        args.resume_tokens - 1,
-        args.seed,
         args.offline().as_millis(),
         args.resume_warmup
     );
@@ -1443,4 +1543,39 @@ async fn main() -> anyhow::Result<()> {
         bail!("some streams were incomplete, not delivered exactly once, or their upstream streams were not completed (see above)");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::drop_point;
+
+    #[test]
+    fn a_client_drops_after_at_least_one_more_frame_and_before_the_last_word() {
+        let tokens = 100;
+        for so_far in 1..tokens - 1 {
+            let points: Vec<u64> = (1..tokens)
+                .map(|read| drop_point(read, so_far, tokens))
+                .collect();
+            assert!(
+                points.windows(2).all(|w| w[0] <= w[1]),
+                "not monotonic at {so_far}"
+            );
+            assert_eq!(
+                points[0],
+                so_far + 1,
+                "the smallest draw reads one more frame"
+            );
+            assert_eq!(
+                *points.last().unwrap(),
+                tokens - 1,
+                "the largest stops before the last word"
+            );
+        }
+    }
+
+    #[test]
+    fn a_client_at_its_last_word_when_the_batch_is_open_drops_at_once() {
+        assert_eq!(drop_point(1, 99, 100), 99);
+        assert_eq!(drop_point(99, 100, 100), 100);
+    }
 }
