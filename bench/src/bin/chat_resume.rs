@@ -722,6 +722,8 @@ struct ResumeOutcome {
     resumed_at: Option<Instant>,
     /// From sending the chat to its first frame.
     first_frame: Option<Duration>,
+    /// When its first frame came.
+    opened_at: Option<Instant>,
     /// Frames read before the drop, and after the resume.
     before: u64,
     after: u64,
@@ -751,18 +753,9 @@ struct ResumeTarget {
     /// Streams of the running batch, and how many of them have had their first frame.
     batch: AtomicUsize,
     opened: AtomicUsize,
-    /// When the last stream of the running batch had its first frame.
-    all_open: std::sync::Mutex<Option<Instant>>,
 }
 
 impl ResumeTarget {
-    /// Counts a stream's first frame; the last of the batch marks it all open.
-    fn first_frame(&self) {
-        if self.opened.fetch_add(1, Ordering::SeqCst) + 1 == self.batch.load(Ordering::SeqCst) {
-            *load::lock(&self.all_open) = Some(Instant::now());
-        }
-    }
-
     fn all_open(&self) -> bool {
         self.opened.load(Ordering::SeqCst) >= self.batch.load(Ordering::SeqCst)
     }
@@ -774,7 +767,7 @@ impl ResumeTarget {
 fn drop_point(read: u64, so_far: u64, tokens: u64) -> u64 {
     let left = (tokens - 1).saturating_sub(so_far);
     if left == 0 {
-        return so_far.max(1);
+        return so_far;
     }
     so_far + (read * left).div_ceil(tokens - 1).max(1)
 }
@@ -842,7 +835,8 @@ async fn resume_stream(
         })?;
         if frames.is_empty() {
             outcome.first_frame = Some(sent.elapsed());
-            target.first_frame();
+            outcome.opened_at = Some(Instant::now());
+            target.opened.fetch_add(1, Ordering::SeqCst);
         }
         frames.push(frame);
         opening.take();
@@ -1078,7 +1072,6 @@ async fn resume_batch(
     target.peak.store(0, Ordering::SeqCst);
     target.batch.store(reads.len(), Ordering::SeqCst);
     target.opened.store(0, Ordering::SeqCst);
-    *load::lock(&target.all_open) = None;
     let open_samples = Arc::new(std::sync::Mutex::new(Vec::new()));
     let sampler = {
         let (mock, samples) = (Arc::clone(mock), Arc::clone(&open_samples));
@@ -1128,6 +1121,7 @@ async fn resume_batch(
         all_open: None,
         resumed_while_opening: 0,
     };
+    let mut all_open = Some(Duration::ZERO);
     while let Some(outcome) = set.join_next().await {
         let outcome = outcome?;
         if let Some(latency) = outcome.latency {
@@ -1141,6 +1135,10 @@ async fn resume_batch(
         if let Some(first) = outcome.first_frame {
             record(&mut run.first_frame, first);
         }
+        // The batch is all open at its last first frame, if every stream had one.
+        all_open = all_open
+            .zip(outcome.opened_at)
+            .map(|(open, at)| open.max(at.saturating_duration_since(started)));
         run.frames_before += outcome.before;
         run.frames_after += outcome.after;
         if outcome.exactly_once {
@@ -1151,7 +1149,7 @@ async fn resume_batch(
         }
     }
     run.wall = started.elapsed();
-    run.all_open = load::lock(&target.all_open).map(|at| at.saturating_duration_since(started));
+    run.all_open = all_open;
     run.resumed_while_opening = run
         .timeline
         .resumes
@@ -1226,7 +1224,6 @@ async fn resume_phase(args: &Args, backend: &Backend) -> anyhow::Result<ResumeRu
         drop_after: args.drop_after,
         batch: AtomicUsize::new(0),
         opened: AtomicUsize::new(0),
-        all_open: std::sync::Mutex::new(None),
     };
     // The reply the probe resumes: finished, so that its frames are all there.
     let thread_id = finished_reply(&target).await?;
