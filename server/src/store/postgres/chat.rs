@@ -1,11 +1,13 @@
-//! [`crate::store::ChatStore`] on PostgreSQL: the chat-turn writer, one statement per turn.
+//! [`crate::store::ChatStore`] on PostgreSQL: the chat-turn writer, one statement per turn,
+//! or two for a whole batch of turns.
 
 use super::{rows::MESSAGE_COLUMNS, PgStore};
 use crate::store::chat::{
     insert_messages_sql, insert_thread_sql, message_values, turn_stored, THREAD_PARAMS,
 };
 use crate::ids::UserId;
-use crate::store::{chat::WordsPlan, StoreResult, TurnRecord};
+use crate::store::{chat::WordsPlan, MessageRecord, StoreResult, TurnRecord};
+use std::collections::HashSet;
 
 crate::store::rows::turn_binders!(sqlx::Postgres);
 
@@ -96,9 +98,123 @@ async fn turns_in_transaction(
     Ok(stored)
 }
 
+/// The fewest turns a batch stores in two statements ([`batch_in_transaction`]); a smaller
+/// batch takes a statement per turn ([`turns_in_transaction`]), which costs PostgreSQL less
+/// for so few (bench/HISTORY.md).
+const UNNESTED_FROM: usize = 4;
+
+/// The insert of a batch's new threads, each one's columns an array (`UNNEST`), each
+/// thread written when its user's agent exists, read `FOR KEY SHARE`.
+const BATCH_THREADS_SQL: &str = "INSERT INTO threads \
+     (id, agent_id, user_id, title, message_count, created_at, updated_at, channel) \
+     SELECT v.* FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::int8[], \
+     $6::int8[], $7::int8[], $8::text[]) \
+     AS v(id, agent_id, user_id, title, message_count, created_at, updated_at, channel) \
+     WHERE EXISTS (SELECT 1 FROM agents a WHERE a.id = v.agent_id AND a.user_id = v.user_id \
+     FOR KEY SHARE)";
+
+/// The insert of a batch's messages ([`MESSAGE_COLUMNS`] as arrays, then each one's thread
+/// owner), each written when its thread is that user's, read `FOR KEY SHARE`; it answers
+/// the id of each message written.
+const BATCH_MESSAGES_SQL: &str = "INSERT INTO messages \
+     (id, thread_id, role, content, model, prompt_tokens, completion_tokens, sources, \
+     latency_ms, status, error, created_at, tool_calls, api_key_id) \
+     SELECT v.id, v.thread_id, v.role, v.content, v.model, v.prompt_tokens, \
+     v.completion_tokens, v.sources, v.latency_ms, v.status, v.error, v.created_at, \
+     v.tool_calls, v.api_key_id \
+     FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int8[], \
+     $7::int8[], $8::text[], $9::int8[], $10::text[], $11::text[], $12::int8[], $13::text[], \
+     $14::text[], $15::text[]) \
+     AS v(id, thread_id, role, content, model, prompt_tokens, completion_tokens, sources, \
+     latency_ms, status, error, created_at, tool_calls, api_key_id, owner) \
+     WHERE EXISTS (SELECT 1 FROM threads t WHERE t.id = v.thread_id AND t.user_id = v.owner \
+     FOR KEY SHARE) \
+     RETURNING id";
+
+/// Stores the batch `turns` in `tx` in two statements whatever their number: the new
+/// threads, then every message, each column bound as one array
+/// (<https://www.postgresql.org/docs/current/functions-array.html>, `unnest` of several
+/// arrays); then the channel links of the turns stored, one commit. A turn is stored when
+/// all its messages were written (they share one check, so it is all or none).
+async fn batch_in_transaction(
+    mut tx: sqlx::Transaction<'static, sqlx::Postgres>,
+    turns: &[TurnRecord],
+) -> StoreResult<Vec<bool>> {
+    use crate::store::to_millis as ms;
+    let threads: Vec<&crate::store::ThreadRecord> = turns
+        .iter()
+        .filter(|t| t.new_thread)
+        .map(|t| &t.thread)
+        .collect();
+    if !threads.is_empty() {
+        let column = |f: fn(&crate::store::ThreadRecord) -> &str| -> Vec<&str> {
+            threads.iter().map(|t| f(t)).collect()
+        };
+        let number = |f: fn(&crate::store::ThreadRecord) -> i64| -> Vec<i64> {
+            threads.iter().map(|t| f(t)).collect()
+        };
+        sqlx::query(BATCH_THREADS_SQL)
+            .bind(column(|t| t.id.as_str()))
+            .bind(column(|t| t.agent_id.as_str()))
+            .bind(column(|t| t.user_id.as_str()))
+            .bind(column(|t| t.title.as_str()))
+            .bind(number(|t| t.message_count))
+            .bind(number(|t| ms(t.created_at)))
+            .bind(number(|t| ms(t.updated_at)))
+            .bind(column(|t| t.channel.as_str()))
+            .execute(&mut *tx)
+            .await?;
+    }
+    let messages: Vec<(&MessageRecord, &crate::store::ThreadRecord)> = turns
+        .iter()
+        .flat_map(|t| t.messages.iter().map(move |m| (m, &t.thread)))
+        .collect();
+    let text = |f: fn(&MessageRecord) -> &str| -> Vec<&str> {
+        messages.iter().map(|(m, _)| f(m)).collect()
+    };
+    let optional = |f: fn(&MessageRecord) -> Option<&str>| -> Vec<Option<&str>> {
+        messages.iter().map(|(m, _)| f(m)).collect()
+    };
+    let number = |f: fn(&MessageRecord) -> Option<i64>| -> Vec<Option<i64>> {
+        messages.iter().map(|(m, _)| f(m)).collect()
+    };
+    let written: Vec<String> = sqlx::query_scalar(BATCH_MESSAGES_SQL)
+        .bind(text(|m| m.id.as_str()))
+        .bind(messages.iter().map(|(_, t)| t.id.as_str()).collect::<Vec<_>>())
+        .bind(text(|m| m.role.as_str()))
+        .bind(text(|m| m.content.as_str()))
+        .bind(optional(|m| m.model.as_deref()))
+        .bind(number(|m| m.prompt_tokens))
+        .bind(number(|m| m.completion_tokens))
+        .bind(optional(|m| m.sources.as_deref()))
+        .bind(number(|m| m.latency_ms))
+        .bind(text(|m| m.status.as_str()))
+        .bind(optional(|m| m.error.as_deref()))
+        .bind(number(|m| Some(ms(m.created_at))))
+        .bind(optional(|m| m.tool_calls.as_deref()))
+        .bind(optional(|m| m.api_key_id.as_ref().map(|k| k.as_str())))
+        .bind(messages.iter().map(|(_, t)| t.user_id.as_str()).collect::<Vec<_>>())
+        .fetch_all(&mut *tx)
+        .await?;
+    let written: HashSet<String> = written.into_iter().collect();
+    let mut stored = Vec::with_capacity(turns.len());
+    for turn in turns {
+        let expected = turn.messages.len() as u64;
+        let rows = turn
+            .messages
+            .iter()
+            .filter(|m| written.contains(m.id.as_str()))
+            .count() as u64;
+        stored.push(shared::finish_turn(&mut tx, turn, rows, expected).await?);
+    }
+    tx.commit().await?;
+    Ok(stored)
+}
+
 crate::store::chat::chat_store!(PgStore, sqlx::Postgres, pool, pool);
 
-/// [`crate::store::ChatStore::record_turns`]: one statement per turn, through the turns' own
+/// [`crate::store::ChatStore::record_turns`]: a turn alone in one statement, a batch of
+/// [`UNNESTED_FROM`] or more in two ([`batch_in_transaction`]), through the turns' own
 /// connections.
 async fn record_turns(store: &PgStore, turns: &[TurnRecord]) -> StoreResult<Vec<bool>> {
     // Through the turns' own connections, which commit as the store's `TurnCommit`
@@ -106,7 +222,7 @@ async fn record_turns(store: &PgStore, turns: &[TurnRecord]) -> StoreResult<Vec<
     // statement, atomic by itself: it runs without BEGIN and COMMIT, two round trips
     // fewer (the commit is the statement's own). Anything more is one transaction: one
     // commit (one flush of the write-ahead log, when the commit waits for it) for every
-    // turn, one statement per turn.
+    // turn, and from `UNNESTED_FROM` turns on two statements in all.
     if let [turn] = turns {
         if turn.channel.is_none() {
             return Ok(vec![store_turn(&store.turns, turn).await?]);
@@ -115,5 +231,10 @@ async fn record_turns(store: &PgStore, turns: &[TurnRecord]) -> StoreResult<Vec<
     // A batch begins through `super::begin`, as every transaction of this backend
     // does, so that a batch dropped part-way (a shutdown cancelling the writer) leaves
     // no connection inside a transaction.
-    turns_in_transaction(super::begin(&store.turns).await?, turns).await
+    let tx = super::begin(&store.turns).await?;
+    if turns.len() >= UNNESTED_FROM {
+        batch_in_transaction(tx, turns).await
+    } else {
+        turns_in_transaction(tx, turns).await
+    }
 }

@@ -222,33 +222,36 @@ pub async fn turns_are_stored_whole_in_one_commit(store: Arc<dyn Store>) {
     assert_eq!(store.record_turns(&[]).await.unwrap(), Vec::<bool>::new());
 }
 
-/// [`agentchat::store::ChatStore::record_turns`]: a batch that fails part-way (its second turn
-/// reuses a message id) stores none of its turns, and the store writes on: the same first
-/// turn then goes in alone, and is read back.
+/// [`agentchat::store::ChatStore::record_turns`]: a batch that fails part-way (its last turn
+/// reuses a message id of its first), of two turns or of six, stores none of its turns, and
+/// the store writes on: the same first turn then goes in alone, and is read back.
 pub async fn a_failed_turn_batch_leaves_nothing_and_the_store_writes_on(store: Arc<dyn Store>) {
     let thread = thread_of_new_user(store.as_ref()).await;
     let at = Utc::now();
-    let fresh = new_thread_like(&thread, "t-fresh", at);
-    let other = new_thread_like(&thread, "t-other", at);
-    let first = turn(&fresh, true, 1, at);
-    let mut clash = turn(&other, true, 2, at);
-    clash.messages[0].id = first.messages[0].id.clone();
-    assert!(store.record_turns(&[first.clone(), clash]).await.is_err());
-    for t in [&fresh, &other] {
-        assert!(
-            store
-                .thread(&t.user_id, &t.agent_id, &t.id)
-                .await
-                .unwrap()
-                .is_none(),
-            "nothing of the failed batch is stored"
-        );
+    for size in [2, 6] {
+        let threads: Vec<ThreadRecord> = (0..size)
+            .map(|i| new_thread_like(&thread, &format!("t-fail{size}-{i}"), at))
+            .collect();
+        let mut turns: Vec<TurnRecord> = threads.iter().map(|t| turn(t, true, 1, at)).collect();
+        let first = turns[0].clone();
+        turns[size - 1].messages[0].id = first.messages[0].id.clone();
+        assert!(store.record_turns(&turns).await.is_err());
+        for t in &threads {
+            assert!(
+                store
+                    .thread(&t.user_id, &t.agent_id, &t.id)
+                    .await
+                    .unwrap()
+                    .is_none(),
+                "nothing of the failed batch of {size} is stored"
+            );
+        }
+        assert_eq!(store.record_turns(&[first]).await.unwrap(), [true]);
+        let kept = store.recent_messages(&threads[0].id, 10).await.unwrap();
+        assert_eq!(kept.len(), 2, "the turn alone is stored, and readable");
     }
-    assert_eq!(store.record_turns(&[first]).await.unwrap(), [true]);
-    let kept = store.recent_messages(&fresh.id, 10).await.unwrap();
-    assert_eq!(kept.len(), 2, "the turn alone is stored, and readable");
     let usage = store.usage(&thread.user_id, at.date_naive()).await.unwrap();
-    assert_eq!(usage[0].chats, 1, "only the stored reply is counted");
+    assert_eq!(usage[0].chats, 2, "only the stored replies are counted");
 }
 
 /// [`agentchat::store::ChatStore::record_turns`]: a batch whose future is dropped part-way
@@ -389,6 +392,83 @@ pub async fn parallel_turn_batches_are_all_counted(store: Arc<dyn Store>) {
         ),
         (400, 4_000, 2_000)
     );
+}
+
+/// [`agentchat::store::ChatStore::record_turns`]: one batch holding a new conversation's
+/// first two turns (the second on the next UTC day), a turn of an older thread and a second
+/// new conversation counts exactly as the turns would one by one: each thread's messages and
+/// latest activity, each day's replies and tokens, and each API key's month.
+pub async fn a_batch_counts_as_its_turns_would_one_by_one(store: Arc<dyn Store>) {
+    let thread = thread_of_new_user(store.as_ref()).await;
+    for id in ["k1", "k2"] {
+        let key = agentchat::store::ApiKeyRecord {
+            id: id.into(),
+            user_id: thread.user_id.clone(),
+            name: id.into(),
+            prefix: format!("ak_{id}"),
+            key_hash: format!("hash-{id}"),
+            scopes: vec!["chat:write".into()],
+            agent_ids: None,
+            monthly_token_budget: None,
+            expires_at: None,
+            created_at: Utc::now(),
+            last_used_at: None,
+            revoked_at: None,
+        };
+        assert!(store.create_api_key(key, 10).await.unwrap());
+    }
+    let day = |d: u32| NaiveDate::from_ymd_opt(2031, 3, d).unwrap();
+    let late_first = day(1).and_hms_opt(23, 59, 59).unwrap().and_utc();
+    let early_second = day(2).and_hms_opt(0, 0, 1).unwrap().and_utc();
+    let with_key = |mut turn: TurnRecord, key: &str| {
+        turn.messages[1].api_key_id = Some(key.into());
+        turn
+    };
+    let fresh = new_thread_like(&thread, "t-batch", late_first);
+    let other = new_thread_like(&thread, "t-batch-other", early_second);
+    let turns = [
+        with_key(turn(&fresh, true, 1, late_first), "k1"),
+        with_key(turn(&fresh, false, 2, early_second), "k1"),
+        with_key(turn(&thread, false, 3, early_second), "k2"),
+        turn(&other, true, 4, early_second),
+    ];
+    assert_eq!(
+        store.record_turns(&turns).await.unwrap(),
+        [true, true, true, true]
+    );
+    let counted = |id: &ThreadId| {
+        let (store, thread) = (store.clone(), thread.clone());
+        let id = id.clone();
+        async move {
+            let t = store
+                .thread(&thread.user_id, &thread.agent_id, &id)
+                .await
+                .unwrap()
+                .unwrap();
+            (t.message_count, t.updated_at.timestamp_millis())
+        }
+    };
+    // Each reply is stored a millisecond after its user's message.
+    let reply_at = |at: DateTime<Utc>| (at + Duration::milliseconds(1)).timestamp_millis();
+    assert_eq!(counted(&fresh.id).await, (4, reply_at(early_second)));
+    assert_eq!(counted(&other.id).await, (2, reply_at(early_second)));
+    assert_eq!(
+        counted(&thread.id).await,
+        (
+            3,
+            reply_at(early_second).max(thread.updated_at.timestamp_millis())
+        )
+    );
+    let usage: Vec<_> = store
+        .usage(&thread.user_id, day(1))
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|u| (u.day, u.chats, u.prompt_tokens, u.completion_tokens))
+        .collect();
+    assert_eq!(usage, [(day(1), 1, 10, 5), (day(2), 3, 30, 15)]);
+    assert_eq!(store.key_usage(&"k1".into(), "2031-03").await.unwrap(), 30);
+    assert_eq!(store.key_usage(&"k2".into(), "2031-03").await.unwrap(), 15);
 }
 
 /// [`agentchat::store::ChatStore::append_message`]: 200 messages appended at once are all
