@@ -20,20 +20,21 @@ use std::{
 
 use agentchat::{
     config::Config,
-    domain::Email,
-    ids::{AgentId, DocumentId, JobId, UserId},
+    domain::{Email, Role},
+    ids::{AgentId, DocumentId, JobId, MessageId, ThreadId, UserId},
     knowledge::search::bm25,
     startup::Application,
     store::{
         agents::AgentStatus,
+        chat::ReplyStatus,
         documents::{DocumentRecord, DocumentSource, DocumentStatus},
         jobs::{JobKind, JobRecord, JobStatus},
         sqlite::SqliteStore,
-        AgentRecord, NewUser, Store,
+        AgentRecord, MessageRecord, NewUser, Store,
     },
 };
 use anyhow::{bail, ensure, Context};
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 use serde_json::{json, Value};
 use tokio::task::JoinHandle;
 
@@ -364,6 +365,29 @@ pub async fn create_agent(
         "the agent was not created"
     );
     Ok(agent.id)
+}
+
+/// A complete chat message of `thread` at `at`, as the turn writer stores it: a reply
+/// (`Role::Assistant`) carries a model, 120 prompt and 60 completion tokens and 900 ms of
+/// latency; a user's message none of them.
+pub fn message(thread: &ThreadId, role: Role, content: String, at: DateTime<Utc>) -> MessageRecord {
+    let reply = role == Role::Assistant;
+    MessageRecord {
+        id: MessageId::new(),
+        thread_id: thread.clone(),
+        role,
+        content,
+        model: reply.then(|| "gpt-4o-mini".to_string()),
+        prompt_tokens: reply.then_some(120),
+        completion_tokens: reply.then_some(60),
+        sources: None,
+        latency_ms: reply.then_some(900),
+        status: ReplyStatus::Complete,
+        error: None,
+        created_at: at,
+        tool_calls: None,
+        api_key_id: None,
+    }
 }
 
 /// A pending uploaded document of `agent_id` named `name` (kind `file`) and its queued

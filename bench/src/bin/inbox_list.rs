@@ -49,8 +49,8 @@ use agentchat::{
     domain::{Channel, Role},
     ids::{AgentId, MessageId, ThreadId, UserId},
     store::{
-        chat::ReplyStatus, postgres::PgStore, Cursor, FeedbackFilter, FeedbackRecord, InboxFilter,
-        MessageRecord, Rating, Store, ThreadRecord, TurnRecord,
+        postgres::PgStore, Cursor, FeedbackFilter, FeedbackRecord, InboxFilter, Rating, Store,
+        ThreadRecord, TurnRecord,
     },
 };
 use anyhow::ensure;
@@ -58,7 +58,7 @@ use bench::{
     kb::{self, Rng, Vocabulary},
     load,
 };
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use clap::Parser;
 use hdrhistogram::Histogram;
 use test_support::scratch::ScratchDatabase;
@@ -111,26 +111,6 @@ fn channel(rng: &mut Rng) -> Channel {
     Channel::Api
 }
 
-fn message(thread: &ThreadId, role: Role, content: String, at: DateTime<Utc>) -> MessageRecord {
-    let reply = role == Role::Assistant;
-    MessageRecord {
-        id: MessageId::new(),
-        thread_id: thread.clone(),
-        role,
-        content,
-        model: reply.then(|| "gpt-4o-mini".to_string()),
-        prompt_tokens: reply.then_some(120),
-        completion_tokens: reply.then_some(60),
-        sources: None,
-        latency_ms: reply.then_some(900),
-        status: ReplyStatus::Complete,
-        error: None,
-        created_at: at,
-        tool_calls: None,
-        api_key_id: None,
-    }
-}
-
 /// Stores `count` threads of `user` over `agents`; answers the replies to rate.
 async fn fill(
     store: &dyn Store,
@@ -170,10 +150,10 @@ async fn fill(
                 let n = rng.between(6, 20);
                 words.window(rng, n).join(" ")
             };
-            messages.push(message(&thread.id, Role::User, asked, at));
+            messages.push(kb::message(&thread.id, Role::User, asked, at));
             let n = rng.between(30, 80);
             let reply = words.window(rng, n).join(" ");
-            messages.push(message(&thread.id, Role::Assistant, reply, at));
+            messages.push(kb::message(&thread.id, Role::Assistant, reply, at));
         }
         if rng.below(100) < 3 {
             rated.push((agent, thread.id.clone(), messages[1].id.clone()));

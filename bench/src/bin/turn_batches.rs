@@ -28,12 +28,12 @@ use std::{sync::Arc, time::Instant};
 
 use agentchat::{
     domain::{Channel, Role},
-    ids::{AgentId, MessageId, ThreadId, UserId},
-    store::{chat::ReplyStatus, postgres::PgStore, MessageRecord, Store, ThreadRecord, TurnRecord},
+    ids::{AgentId, ThreadId, UserId},
+    store::{postgres::PgStore, Store, ThreadRecord, TurnRecord},
 };
 use anyhow::{ensure, Context};
 use bench::kb::{self, Rng};
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use clap::Parser;
 use test_support::scratch::ScratchDatabase;
 
@@ -95,26 +95,6 @@ fn postgres_ticks() -> u64 {
 /// Clock ticks per second (`sysconf(_SC_CLK_TCK)`), 100 on Linux.
 const TICKS_PER_SECOND: f64 = 100.0;
 
-fn message(thread: &ThreadId, role: Role, content: String, at: DateTime<Utc>) -> MessageRecord {
-    let reply = role == Role::Assistant;
-    MessageRecord {
-        id: MessageId::new(),
-        thread_id: thread.clone(),
-        role,
-        content,
-        model: reply.then(|| "gpt-4o-mini".to_string()),
-        prompt_tokens: reply.then_some(120),
-        completion_tokens: reply.then_some(60),
-        sources: None,
-        latency_ms: reply.then_some(900),
-        status: ReplyStatus::Complete,
-        error: None,
-        created_at: at,
-        tool_calls: None,
-        api_key_id: None,
-    }
-}
-
 fn words(rng: &mut Rng, n: usize) -> String {
     (0..n)
         .map(|_| WORDS[rng.below(WORDS.len())])
@@ -138,8 +118,8 @@ fn turn(user: &UserId, agent: &AgentId, rng: &mut Rng) -> TurnRecord {
         updated_at: at,
     };
     let messages = vec![
-        message(&thread.id, Role::User, words(rng, 8), at),
-        message(
+        kb::message(&thread.id, Role::User, words(rng, 8), at),
+        kb::message(
             &thread.id,
             Role::Assistant,
             words(rng, 60),

@@ -310,8 +310,8 @@ pub async fn refresh_rotation_is_compare_and_set(store: Arc<dyn Store>) {
     );
 }
 
-/// The live API key `id` of `user_id`.
-fn api_key(id: &str, user_id: &UserId) -> ApiKeyRecord {
+/// The live API key `id` of `user_id` (scope `agents:read`), as a store would be handed it.
+pub(super) fn api_key(id: &str, user_id: &UserId) -> ApiKeyRecord {
     ApiKeyRecord {
         id: ApiKeyId::from(id),
         user_id: user_id.clone(),

@@ -401,20 +401,7 @@ pub async fn parallel_turn_batches_are_all_counted(store: Arc<dyn Store>) {
 pub async fn a_batch_counts_as_its_turns_would_one_by_one(store: Arc<dyn Store>) {
     let thread = thread_of_new_user(store.as_ref()).await;
     for id in ["k1", "k2"] {
-        let key = agentchat::store::ApiKeyRecord {
-            id: id.into(),
-            user_id: thread.user_id.clone(),
-            name: id.into(),
-            prefix: format!("ak_{id}"),
-            key_hash: format!("hash-{id}"),
-            scopes: vec!["chat:write".into()],
-            agent_ids: None,
-            monthly_token_budget: None,
-            expires_at: None,
-            created_at: Utc::now(),
-            last_used_at: None,
-            revoked_at: None,
-        };
+        let key = super::accounts::api_key(id, &thread.user_id);
         assert!(store.create_api_key(key, 10).await.unwrap());
     }
     let day = |d: u32| NaiveDate::from_ymd_opt(2031, 3, d).unwrap();
