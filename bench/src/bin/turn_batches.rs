@@ -24,7 +24,10 @@
 //! $CARGO_TARGET_DIR/release/turn_batches --database-url postgres://postgres@127.0.0.1:5432/postgres
 //! ```
 
-use std::{sync::Arc, time::Instant};
+use std::{
+    sync::Arc,
+    time::{Duration, Instant},
+};
 
 use agentchat::{
     domain::{Channel, Role},
@@ -32,7 +35,10 @@ use agentchat::{
     store::{postgres::PgStore, Store, ThreadRecord, TurnRecord},
 };
 use anyhow::{ensure, Context};
-use bench::kb::{self, Rng};
+use bench::{
+    kb::{self, Rng},
+    load,
+};
 use chrono::Utc;
 use clap::Parser;
 use test_support::scratch::ScratchDatabase;
@@ -64,36 +70,22 @@ struct Args {
     rounds: usize,
 }
 
-/// User and system time of every `postgres` process of this machine, in clock ticks
-/// (`/proc/PID/stat` fields 14 and 15, proc(5)); processes that end meanwhile drop out.
-fn postgres_ticks() -> u64 {
+/// CPU time of every `postgres` process of this machine so far ([`load::cpu_time`]);
+/// processes that end meanwhile drop out.
+fn postgres_cpu() -> Duration {
     let Ok(entries) = std::fs::read_dir("/proc") else {
-        return 0;
+        return Duration::ZERO;
     };
-    let mut ticks = 0;
-    for entry in entries.flatten() {
-        let path = entry.path();
-        let is_postgres = std::fs::read_to_string(path.join("comm"))
-            .is_ok_and(|comm| comm.trim_end() == "postgres");
-        if !is_postgres {
-            continue;
-        }
-        let Ok(stat) = std::fs::read_to_string(path.join("stat")) else {
-            continue;
-        };
-        // The fields after the command's closing parenthesis, from field 3 (state) on.
-        let Some((_, rest)) = stat.rsplit_once(')') else {
-            continue;
-        };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let field = |n: usize| fields.get(n - 3).and_then(|v| v.parse::<u64>().ok());
-        ticks += field(14).unwrap_or(0) + field(15).unwrap_or(0);
-    }
-    ticks
+    entries
+        .flatten()
+        .filter(|entry| {
+            std::fs::read_to_string(entry.path().join("comm"))
+                .is_ok_and(|comm| comm.trim_end() == "postgres")
+        })
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| load::cpu_time(pid).ok())
+        .sum()
 }
-
-/// Clock ticks per second (`sysconf(_SC_CLK_TCK)`), 100 on Linux.
-const TICKS_PER_SECOND: f64 = 100.0;
 
 fn words(rng: &mut Rng, n: usize) -> String {
     (0..n)
@@ -150,7 +142,7 @@ async fn store_turns(
                 .collect()
         })
         .collect();
-    let ticks = postgres_ticks();
+    let cpu = postgres_cpu();
     let started = Instant::now();
     for batch in &batches {
         let stored = store.record_turns(batch).await?;
@@ -160,7 +152,7 @@ async fn store_turns(
         );
     }
     let wall = started.elapsed().as_secs_f64();
-    let cpu = postgres_ticks().saturating_sub(ticks) as f64 / TICKS_PER_SECOND;
+    let cpu = postgres_cpu().saturating_sub(cpu).as_secs_f64();
     Ok((cpu, wall))
 }
 
@@ -172,7 +164,7 @@ async fn main() -> anyhow::Result<()> {
         "--batch-sizes must list sizes of at least 1"
     );
     ensure!(
-        postgres_ticks() > 0,
+        !postgres_cpu().is_zero(),
         "no postgres process runs on this machine: its CPU cannot be read"
     );
     let scratch = ScratchDatabase::create(&args.database_url)

@@ -113,23 +113,38 @@ const BATCH_THREADS_SQL: &str = "INSERT INTO threads \
      WHERE EXISTS (SELECT 1 FROM agents a WHERE a.id = v.agent_id AND a.user_id = v.user_id \
      FOR KEY SHARE)";
 
-/// The insert of a batch's messages ([`MESSAGE_COLUMNS`] as arrays, then each one's thread
-/// owner), each written when its thread is that user's, read `FOR KEY SHARE`; it answers
-/// the id of each message written.
-const BATCH_MESSAGES_SQL: &str = "INSERT INTO messages \
-     (id, thread_id, role, content, model, prompt_tokens, completion_tokens, sources, \
-     latency_ms, status, error, created_at, tool_calls, api_key_id) \
-     SELECT v.id, v.thread_id, v.role, v.content, v.model, v.prompt_tokens, \
-     v.completion_tokens, v.sources, v.latency_ms, v.status, v.error, v.created_at, \
-     v.tool_calls, v.api_key_id \
-     FROM UNNEST($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int8[], \
-     $7::int8[], $8::text[], $9::int8[], $10::text[], $11::text[], $12::int8[], $13::text[], \
-     $14::text[], $15::text[]) \
-     AS v(id, thread_id, role, content, model, prompt_tokens, completion_tokens, sources, \
-     latency_ms, status, error, created_at, tool_calls, api_key_id, owner) \
-     WHERE EXISTS (SELECT 1 FROM threads t WHERE t.id = v.thread_id AND t.user_id = v.owner \
-     FOR KEY SHARE) \
-     RETURNING id";
+/// The array type of each of [`MESSAGE_COLUMNS`], in order, as a batch binds them.
+const MESSAGE_ARRAY_TYPES: [&str; crate::store::rows::MESSAGE_PARAMS] = [
+    "text", "text", "text", "text", "text", "int8", "int8", "text", "int8", "text", "text",
+    "int8", "text", "text",
+];
+
+/// The insert of a batch's messages: [`MESSAGE_COLUMNS`] as arrays, then each message's
+/// thread owner; a message is written when its thread is that user's (read `FOR KEY
+/// SHARE`), and the statement answers the id of each one written.
+fn batch_messages_sql() -> &'static str {
+    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SQL.get_or_init(|| {
+        let arrays: Vec<String> = MESSAGE_ARRAY_TYPES
+            .iter()
+            .enumerate()
+            .map(|(i, ty)| format!("${}::{ty}[]", i + 1))
+            .collect();
+        let owner = MESSAGE_ARRAY_TYPES.len() + 1;
+        let selected: Vec<String> = MESSAGE_COLUMNS
+            .split(',')
+            .map(|c| format!("v.{}", c.trim()))
+            .collect();
+        format!(
+            "INSERT INTO messages ({MESSAGE_COLUMNS}) SELECT {} \
+             FROM UNNEST({}, ${owner}::text[]) AS v({MESSAGE_COLUMNS}, owner) \
+             WHERE EXISTS (SELECT 1 FROM threads t WHERE t.id = v.thread_id \
+             AND t.user_id = v.owner FOR KEY SHARE) RETURNING id",
+            selected.join(", "),
+            arrays.join(", ")
+        )
+    })
+}
 
 /// Stores the batch `turns` in `tx` in two statements whatever their number: the new
 /// threads, then every message, each column bound as one array
@@ -178,7 +193,7 @@ async fn batch_in_transaction(
     let number = |f: fn(&MessageRecord) -> Option<i64>| -> Vec<Option<i64>> {
         messages.iter().map(|(m, _)| f(m)).collect()
     };
-    let written: Vec<String> = sqlx::query_scalar(BATCH_MESSAGES_SQL)
+    let written: Vec<String> = sqlx::query_scalar(batch_messages_sql())
         .bind(text(|m| m.id.as_str()))
         .bind(messages.iter().map(|(_, t)| t.id.as_str()).collect::<Vec<_>>())
         .bind(text(|m| m.role.as_str()))

@@ -394,6 +394,89 @@ pub async fn parallel_turn_batches_are_all_counted(store: Arc<dyn Store>) {
     );
 }
 
+/// [`agentchat::store::ChatStore::record_turns`]: batches of one, two and six new
+/// conversations written by nine writers at once while their agent is deleted never fail:
+/// each turn is stored before the deletion or refused after it, and none of them outlives
+/// the agent (no thread, no message).
+pub async fn turn_batches_racing_their_agents_deletion_leave_nothing(store: Arc<dyn Store>) {
+    let thread = thread_of_new_user(store.as_ref()).await;
+    let at = Utc::now();
+    let written = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let deleted = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let deleter = {
+        let (store, thread, written, deleted) = (
+            store.clone(),
+            thread.clone(),
+            written.clone(),
+            deleted.clone(),
+        );
+        tokio::spawn(async move {
+            while written.load(std::sync::atomic::Ordering::SeqCst) < 9 {
+                tokio::task::yield_now().await;
+            }
+            assert!(store
+                .delete_agent(&thread.user_id, &thread.agent_id)
+                .await
+                .unwrap());
+            deleted.store(true, std::sync::atomic::Ordering::SeqCst);
+        })
+    };
+    let writes = in_parallel(9, |w| {
+        let (store, thread, written, deleted) = (
+            store.clone(),
+            thread.clone(),
+            written.clone(),
+            deleted.clone(),
+        );
+        async move {
+            let size = [1, 2, 6][w % 3];
+            let mut ids = Vec::new();
+            let (mut stored, mut refused_after) = (0, 0);
+            for b in 0..500 {
+                let after = deleted.load(std::sync::atomic::Ordering::SeqCst);
+                let threads: Vec<ThreadRecord> = (0..size)
+                    .map(|i| new_thread_like(&thread, &format!("race-{w}-{b}-{i}"), at))
+                    .collect();
+                let turns: Vec<TurnRecord> = threads.iter().map(|t| turn(t, true, 0, at)).collect();
+                let results = store.record_turns(&turns).await.unwrap();
+                ids.extend(threads.into_iter().map(|t| t.id));
+                written.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                stored += results.iter().filter(|s| **s).count();
+                if after {
+                    assert!(
+                        results.iter().all(|s| !*s),
+                        "a turn is refused once its agent is deleted"
+                    );
+                    refused_after += 1;
+                    if refused_after == 3 {
+                        break;
+                    }
+                }
+            }
+            assert_eq!(refused_after, 3, "the deletion was seen");
+            (ids, stored)
+        }
+    })
+    .await;
+    deleter.await.unwrap();
+    let stored: usize = writes.iter().map(|(_, stored)| stored).sum();
+    assert!(stored >= 9, "turns went in before the deletion: {stored}");
+    for id in writes.into_iter().flat_map(|(ids, _)| ids) {
+        assert!(
+            store
+                .thread(&thread.user_id, &thread.agent_id, &id)
+                .await
+                .unwrap()
+                .is_none(),
+            "no thread outlives its agent"
+        );
+        assert!(
+            store.recent_messages(&id, 10).await.unwrap().is_empty(),
+            "no message outlives its agent"
+        );
+    }
+}
+
 /// [`agentchat::store::ChatStore::record_turns`]: one batch holding a new conversation's
 /// first two turns (the second on the next UTC day), a turn of an older thread and a second
 /// new conversation counts exactly as the turns would one by one: each thread's messages and

@@ -63,6 +63,7 @@ macro_rules! for_each_store_conformance_case {
             a_cancelled_turn_batch_leaves_all_or_nothing,
             writes_dropped_while_they_begin_leave_no_transaction_open,
             parallel_turn_batches_are_all_counted,
+            turn_batches_racing_their_agents_deletion_leave_nothing,
             a_batch_counts_as_its_turns_would_one_by_one,
             a_search_lists_the_same_threads_for_rare_and_common_words,
             crawled_pages_written_together_replace_each_pages_chunks,
