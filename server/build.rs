@@ -10,8 +10,12 @@
 //!   (`memory-serve`). `AGENTCHAT_SITE_HASH` is the first 16 hex digits of the SHA-256 of
 //!   the `pkg` files (names and contents): the binary serves them under `/pkg/{hash}/`,
 //!   so a browser may keep them for a year and still never mixes two builds.
+//! - The `migrations/` folders, which `sqlx::migrate!` compiles in: Cargo does not watch
+//!   the files a macro reads, so a new or changed migration reruns this script, and with it
+//!   the crate's build (<https://docs.rs/sqlx/latest/sqlx/macro.migrate.html>).
 
 fn main() {
+    println!("cargo::rerun-if-changed=../migrations");
     println!("cargo::rerun-if-env-changed=AGENTCHAT_BUILD_COMMIT");
     let commit =
         std::env::var("AGENTCHAT_BUILD_COMMIT").unwrap_or_else(|_| "unknown commit".into());
