@@ -95,12 +95,6 @@ use std::{
 };
 
 use anyhow::{bail, ensure, Context};
-
-/// The load generator's allocator: jemalloc, as the service's, which spends less of the
-/// shared cores than the C library's on the frames of 1,000 streams (bench/HISTORY.md).
-#[global_allocator]
-static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-
 use bench::{
     backend::{Backend, BackendArgs},
     kb::Rng,
@@ -121,6 +115,11 @@ use hyper_util::rt::TokioIo;
 use mock_provider::{MockConfig, MockProvider};
 use serde_json::{json, Value};
 use tokio::{net::TcpStream, sync::Semaphore, task::JoinSet};
+
+/// The load generator's allocator: jemalloc, as the service's, which spends less of the
+/// shared cores than the C library's on the frames of 1,000 streams (bench/HISTORY.md).
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// The model of the benchmark agent (offered by the mock).
 const MODEL: &str = "gpt-4o-mini";
