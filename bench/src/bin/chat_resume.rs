@@ -732,30 +732,20 @@ struct ResumeOutcome {
     /// Frames read before the drop, and after the resume.
     before: u64,
     after: u64,
-    /// Every frame exactly once, in order, ending with `[DONE]`: checked after the batch.
-    exactly_once: bool,
     failure: Option<String>,
     /// Every frame received, before and after the resume, for the check after the batch.
     frames: Vec<Received>,
 }
 
 impl ResumeOutcome {
-    /// Checks the frames received against a whole reply of `tokens` words
-    /// ([`check_reply`]), unless the stream already failed.
-    fn check(&mut self, tokens: u64) {
-        if self.failure.is_some() {
-            return;
+    /// `Ok` when the stream went through and its frames are a whole reply of `tokens`
+    /// words, each exactly once, in order, ending with `[DONE]` ([`check_reply`]).
+    fn check(self, tokens: u64) -> Result<(), String> {
+        if let Some(failure) = self.failure {
+            return Err(failure);
         }
-        let frames = std::mem::take(&mut self.frames);
-        match check_reply(&frames, tokens) {
-            Ok(()) => self.exactly_once = true,
-            Err(error) => {
-                self.failure = Some(format!(
-                    "{error:#} ({} frames read before the drop)",
-                    self.before
-                ))
-            }
-        }
+        check_reply(&self.frames, tokens)
+            .map_err(|error| format!("{error:#} ({} frames read before the drop)", self.before))
     }
 }
 
@@ -1195,13 +1185,10 @@ async fn resume_batch(
     // Checked now rather than as each stream ends: the batch's streams all end within its
     // last half second, where the checks' parsing would compete with the service for the
     // cores while its last resumes are measured.
-    for mut outcome in outcomes {
-        outcome.check(target.tokens);
-        if outcome.exactly_once {
-            run.exactly_once += 1;
-        }
-        if let Some(failure) = outcome.failure {
-            run.failures.add(failure);
+    for outcome in outcomes {
+        match outcome.check(target.tokens) {
+            Ok(()) => run.exactly_once += 1,
+            Err(failure) => run.failures.add(failure),
         }
     }
     upstream_idle(mock).await;
